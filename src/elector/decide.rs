@@ -1,0 +1,205 @@
+//! The elector's decisions as pure functions of the time and what Redis said: no I/O, so every
+//! case is a row in a table test.
+
+use std::time::Duration;
+
+use super::{StepDownReason, Timing};
+use crate::clock::BootInstant;
+use crate::lease::Retry;
+
+/// What the watchdog does when it wakes up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WatchdogStep {
+    /// Stop leading now, without another renewal.
+    StepDown(StepDownReason),
+    /// Send one renewal, and give up on it after `timeout`.
+    Renew {
+        /// Time left before the first deadline.
+        timeout: Duration,
+    },
+}
+
+/// The watchdog's decision at `now`, given the validity deadline and the renew deadline.
+/// A deadline that has passed wins over a renewal: after a pause the watchdog must not even try,
+/// since a renewal cannot prove anything about the time already lost.
+pub(crate) fn watchdog_step(
+    now: BootInstant,
+    valid_until: BootInstant,
+    renew_by: BootInstant,
+) -> WatchdogStep {
+    if now >= valid_until {
+        WatchdogStep::StepDown(StepDownReason::ValidityDeadlinePassed)
+    } else if now >= renew_by {
+        WatchdogStep::StepDown(StepDownReason::RenewDeadlinePassed)
+    } else {
+        WatchdogStep::Renew {
+            timeout: now.until(valid_until.min(renew_by)),
+        }
+    }
+}
+
+/// When the watchdog should wake next after a failed renewal: a retry period later, but not
+/// after either deadline, so that it steps down on time.
+pub(crate) fn retry_after_failure(
+    now: BootInstant,
+    timing: &Timing,
+    valid_until: BootInstant,
+    renew_by: BootInstant,
+) -> BootInstant {
+    now.saturating_add(timing.retry_period)
+        .min(valid_until)
+        .min(renew_by)
+}
+
+/// What a follower learnt from its last try, reduced to what decides its wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// Held, with this much TTL left (`None`: the key has no TTL).
+    Held(Option<Duration>),
+    /// Redis is cooling down after data loss for this long.
+    CoolingDown(Duration),
+    /// The call failed; `failures` in a row so far.
+    Failed { retry: Retry, failures: u32 },
+}
+
+/// The longest a misconfigured Redis (wrong password, missing permission) is left alone.
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Redis expires a key when its clock is *past* the expiry millisecond; try just after.
+const EXPIRY_SLACK: Duration = Duration::from_millis(1);
+
+/// How long a follower sleeps before it tries again (a release notification cuts any sleep
+/// short). `jitter` is drawn from [0, 1).
+///
+/// - Held with a TTL: until the TTL runs out, so a crashed leader is replaced within about a
+///   millisecond of its expiry. With the release channel subscribed that is the only wake-up
+///   besides a release (about one command per lease duration while a healthy leader renews);
+///   without it, the retry period with jitter caps the wait, since a release would go unheard.
+/// - Held without a TTL (not our key): the retry period with jitter.
+/// - Cooling down: until the cooldown ends; nothing can succeed before.
+/// - A passing failure: the retry period with jitter; a configuration fault: exponential
+///   back-off from the retry period up to [`MAX_BACKOFF`].
+pub(crate) fn follower_wait(seen: Seen, subscribed: bool, timing: &Timing, jitter: f64) -> Duration {
+    let jitter = jitter.clamp(0.0, 1.0);
+    // client-go's JitterUntil with factor 1.2: [retry period, 2.2 × retry period).
+    let fallback = timing.retry_period + timing.retry_period.mul_f64(1.2 * jitter);
+    match seen {
+        Seen::Held(Some(ttl_left)) => {
+            let at_expiry = ttl_left + EXPIRY_SLACK;
+            if subscribed {
+                at_expiry.min(timing.lease_duration)
+            } else {
+                at_expiry.min(fallback)
+            }
+        }
+        Seen::Held(None) => fallback,
+        Seen::CoolingDown(left) => left + EXPIRY_SLACK,
+        Seen::Failed {
+            retry: Retry::Soon, ..
+        } => fallback,
+        Seen::Failed {
+            retry: Retry::BackOff,
+            failures,
+        } => {
+            let doubled = timing
+                .retry_period
+                .saturating_mul(1u32 << failures.saturating_sub(1).min(16));
+            doubled.min(MAX_BACKOFF).max(timing.retry_period) + timing.retry_period.mul_f64(jitter)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: u64) -> BootInstant {
+        BootInstant::from_since_boot(Duration::from_millis(ms))
+    }
+
+    fn ms(ms: u64) -> Duration {
+        Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn watchdog_table() {
+        use StepDownReason::*;
+        use WatchdogStep::*;
+        // (now, valid_until, renew_by) -> step
+        let cases = [
+            (1_000, 15_000, 10_000, Renew { timeout: ms(9_000) }),
+            (9_999, 15_000, 10_000, Renew { timeout: ms(1) }),
+            (10_000, 15_000, 10_000, StepDown(RenewDeadlinePassed)),
+            (14_999, 15_000, 10_000, StepDown(RenewDeadlinePassed)),
+            // A pause longer than the TTL: the validity deadline is reported, not the renew one.
+            (15_000, 15_000, 10_000, StepDown(ValidityDeadlinePassed)),
+            (60_000, 15_000, 10_000, StepDown(ValidityDeadlinePassed)),
+            // A renew deadline beyond validity (allowed by the rule with a large drift).
+            (12_000, 13_000, 14_000, Renew { timeout: ms(1_000) }),
+            (13_500, 13_000, 14_000, StepDown(ValidityDeadlinePassed)),
+        ];
+        for (now, valid, renew, want) in cases {
+            assert_eq!(watchdog_step(at(now), at(valid), at(renew)), want, "now={now}");
+        }
+    }
+
+    #[test]
+    fn retries_after_failure_never_sleep_past_a_deadline() {
+        let timing = Timing::default();
+        assert_eq!(retry_after_failure(at(1_000), &timing, at(15_000), at(10_000)), at(3_000));
+        assert_eq!(retry_after_failure(at(9_000), &timing, at(15_000), at(10_000)), at(10_000));
+        assert_eq!(retry_after_failure(at(9_000), &timing, at(9_500), at(10_000)), at(9_500));
+    }
+
+    #[test]
+    fn follower_wait_table() {
+        let timing = Timing::default(); // 15 s / 10 s / 2 s
+        let soon = Seen::Failed {
+            retry: Retry::Soon,
+            failures: 1,
+        };
+        let back_off = |failures| Seen::Failed {
+            retry: Retry::BackOff,
+            failures,
+        };
+        // (seen, subscribed, jitter) -> wait
+        let cases = [
+            // A healthy leader renews: sleep to its expiry, one command per ~lease duration.
+            (Seen::Held(Some(ms(14_000))), true, 0.5, ms(14_001)),
+            // A crashed leader: wake a millisecond after its expiry.
+            (Seen::Held(Some(ms(300))), true, 0.0, ms(301)),
+            (Seen::Held(Some(ms(0))), true, 0.0, ms(1)),
+            // A holder with a TTL longer than ours (another configuration) is capped.
+            (Seen::Held(Some(ms(60_000))), true, 0.0, ms(15_000)),
+            // Without the release channel, the retry period with jitter caps the wait.
+            (Seen::Held(Some(ms(14_000))), false, 0.0, ms(2_000)),
+            (Seen::Held(Some(ms(14_000))), false, 0.5, ms(3_200)),
+            (Seen::Held(Some(ms(500))), false, 0.5, ms(501)),
+            // No TTL on the key: poll at the retry period.
+            (Seen::Held(None), true, 0.0, ms(2_000)),
+            (Seen::CoolingDown(ms(7_000)), false, 0.9, ms(7_001)),
+            (soon, true, 0.0, ms(2_000)),
+            (back_off(1), true, 0.0, ms(2_000)),
+            (back_off(2), true, 0.0, ms(4_000)),
+            (back_off(4), true, 0.0, ms(16_000)),
+            (back_off(5), true, 0.0, ms(30_000)),
+            (back_off(40), true, 0.5, ms(31_000)),
+        ];
+        for (seen, subscribed, jitter, want) in cases {
+            assert_eq!(
+                follower_wait(seen, subscribed, &timing, jitter),
+                want,
+                "{seen:?} subscribed={subscribed} jitter={jitter}"
+            );
+        }
+    }
+
+    #[test]
+    fn jitter_stays_within_client_go_bounds() {
+        let timing = Timing::default();
+        for j in [-1.0, 0.0, 0.25, 0.999, 7.0] {
+            let wait = follower_wait(Seen::Held(None), true, &timing, j);
+            assert!(wait >= ms(2_000) && wait <= ms(4_400), "{j}: {wait:?}");
+        }
+    }
+}

@@ -1,0 +1,522 @@
+//! The elector: turns the lease primitives into leadership.
+//!
+//! A follower tries to acquire and otherwise sleeps until the holder's TTL runs out, a release
+//! is announced, or (without the release channel) the retry period passes. A leader runs its
+//! work and a watchdog that renews every retry period, and steps down at once when the lease is
+//! not ours any more, the renew deadline or the validity deadline passed, the work ended, or
+//! the process shuts down. Step-down is one sequence: mark not-leader (the guard refuses,
+//! readiness flips), cancel the work, record the reason, wait for the work to stop (never past
+//! the validity deadline), then release the lease if it may still be ours.
+
+mod decide;
+mod leadership;
+mod notify;
+mod status;
+mod timing;
+
+use std::fmt::Display;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::watch;
+use tokio::task::{JoinError, JoinHandle};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
+
+pub use leadership::{Leadership, NotLeader};
+pub use status::{LeaderInfo, RedisHealth, Role, Status, StepDown, StepDownReason};
+pub use timing::{TIMING_RULE, Timing, TimingError};
+
+use crate::clock::BootInstant;
+use crate::lease::{Acquired, Grant, LeaseError, RedisLease, Released, Renewed, Retry};
+use decide::{Seen, WatchdogStep};
+use notify::Releases;
+
+/// The outcome of one renewal, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RenewalOutcome {
+    /// The lease was ours and was extended.
+    Renewed,
+    /// The lease was not ours any more.
+    Lost,
+    /// No answer, or an error.
+    Failed,
+}
+
+impl RenewalOutcome {
+    /// A stable label.
+    pub fn as_label(self) -> &'static str {
+        match self {
+            RenewalOutcome::Renewed => "renewed",
+            RenewalOutcome::Lost => "lost",
+            RenewalOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// Hooks for metrics. Every method has an empty default; they are called on the elector's task
+/// and must not block.
+pub trait Observer: Send + Sync + 'static {
+    /// A renewal finished after `latency`.
+    fn renewal(&self, _outcome: RenewalOutcome, _latency: Duration) {}
+    /// This replica became leader.
+    fn acquired(&self, _token: crate::lease::FencingToken) {}
+    /// This replica stepped down.
+    fn stepped_down(&self, _reason: StepDownReason) {}
+    /// A Redis call failed.
+    fn redis_error(&self, _op: &'static str, _error: &LeaseError) {}
+}
+
+struct NoObserver;
+impl Observer for NoObserver {}
+
+/// The leader elector for one lease.
+pub struct Elector {
+    lease: Arc<RedisLease>,
+    timing: Timing,
+    status: watch::Sender<Status>,
+    observer: Arc<dyn Observer>,
+}
+
+/// How a term ended, with any words about it.
+struct Ending {
+    reason: StepDownReason,
+    detail: Option<String>,
+}
+
+impl Ending {
+    fn new(reason: StepDownReason) -> Self {
+        Self {
+            reason,
+            detail: None,
+        }
+    }
+}
+
+impl Elector {
+    /// An elector for `lease` with `timing`; refuses timings that break [`TIMING_RULE`].
+    pub fn new(lease: RedisLease, timing: Timing) -> Result<Self, TimingError> {
+        timing.validate()?;
+        let status = Status {
+            lease: lease.name().to_string(),
+            identity: lease.owner().identity().to_owned(),
+            owner: lease.owner().to_string(),
+            role: Role::Starting,
+            transitions: 0,
+            last_step_down: None,
+            redis: RedisHealth::default(),
+        };
+        Ok(Self {
+            lease: Arc::new(lease),
+            timing,
+            status: watch::Sender::new(status),
+            observer: Arc::new(NoObserver),
+        })
+    }
+
+    /// Sends every renewal, transition and Redis error to `observer` (metrics).
+    pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// A live view of the elector's status.
+    pub fn status(&self) -> watch::Receiver<Status> {
+        self.status.subscribe()
+    }
+
+    /// The lease this elector contends for.
+    pub fn lease(&self) -> &Arc<RedisLease> {
+        &self.lease
+    }
+
+    /// The timing in force.
+    pub fn timing(&self) -> Timing {
+        self.timing
+    }
+
+    /// Contends for the lease until `shutdown` is cancelled. Each time this replica becomes
+    /// leader, `work` is called with the [`Leadership`] of that term and runs on its own task;
+    /// when it returns, fails or panics, the replica steps down and releases the lease, then
+    /// contends again. On shutdown a leader steps down with reason `shutdown` and releases the
+    /// lease, so that a follower takes over at once.
+    pub async fn run<W, Fut, E>(self, shutdown: CancellationToken, mut work: W)
+    where
+        W: FnMut(Leadership) -> Fut,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Display + Send + 'static,
+    {
+        let stop_notify = shutdown.child_token();
+        let (mut releases, notify_task) =
+            notify::spawn(self.lease.clone(), self.timing, stop_notify.clone());
+        let mirror = self.mirror_subscription(releases.subscribed_watch(), stop_notify.clone());
+        while let Some(grant) = self.follow(&shutdown, &mut releases).await {
+            let ending = self.lead(grant, &mut work, &shutdown).await;
+            if ending == StepDownReason::Shutdown {
+                break;
+            }
+        }
+        stop_notify.cancel();
+        let _ = notify_task.await;
+        let _ = mirror.await;
+        self.status.send_modify(|s| s.role = Role::Stopped);
+        info!(
+            identity = %self.lease.owner().identity(),
+            lease = %self.lease.name(),
+            "elector stopped"
+        );
+    }
+
+    /// Copies the subscription flag into the status.
+    fn mirror_subscription(
+        &self,
+        mut subscribed: watch::Receiver<bool>,
+        stop: CancellationToken,
+    ) -> JoinHandle<()> {
+        let status = self.status.clone();
+        tokio::spawn(async move {
+            loop {
+                let now = *subscribed.borrow_and_update();
+                status.send_if_modified(|s| {
+                    let changed = s.redis.subscribed != now;
+                    s.redis.subscribed = now;
+                    changed
+                });
+                tokio::select! {
+                    biased;
+                    _ = stop.cancelled() => return,
+                    r = subscribed.changed() => if r.is_err() { return },
+                }
+            }
+        })
+    }
+
+    /// The follower loop: returns a grant, or `None` at shutdown.
+    async fn follow(&self, shutdown: &CancellationToken, releases: &mut Releases) -> Option<Grant> {
+        let timing = self.timing;
+        let mut failures: u32 = 0;
+        loop {
+            releases.mark_seen();
+            let attempt = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return None,
+                r = self.lease.acquire(timing.lease_duration, timing.call_timeout()) => r,
+            };
+            let seen = match attempt {
+                Ok(Acquired::Leader(grant)) => {
+                    self.redis_ok();
+                    return Some(grant);
+                }
+                Ok(lost_race) => {
+                    failures = 0;
+                    self.redis_ok();
+                    self.note_follower_view(&lost_race);
+                    match lost_race {
+                        Acquired::HeldBy(holder) => Seen::Held(holder.remaining),
+                        Acquired::CoolingDown { remaining, .. } => Seen::CoolingDown(remaining),
+                        Acquired::Leader(grant) => return Some(grant),
+                    }
+                }
+                Err(err) => {
+                    failures = failures.saturating_add(1);
+                    self.redis_failed("acquire", &err, failures);
+                    Seen::Failed {
+                        retry: err.retry(),
+                        failures,
+                    }
+                }
+            };
+            let wait = decide::follower_wait(seen, releases.subscribed(), &timing, rand::random());
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return None,
+                _ = releases.next() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// Records what a lost race showed, logging when the leader changes.
+    fn note_follower_view(&self, seen: &Acquired) {
+        let (leader, cooldown) = match seen {
+            Acquired::HeldBy(holder) => (
+                Some(LeaderInfo {
+                    owner: holder.owner.clone(),
+                    identity: holder.identity().to_owned(),
+                    token: holder.token,
+                }),
+                None,
+            ),
+            Acquired::CoolingDown { remaining, started } => {
+                if *started {
+                    warn!(
+                        identity = %self.lease.owner().identity(),
+                        lease = %self.lease.name(),
+                        cooldown_ms = remaining.as_millis() as u64,
+                        "redis is new or lost its data (marker missing or written by another redis process); nobody leads until one lease duration has passed"
+                    );
+                }
+                (None, Some(*remaining))
+            }
+            Acquired::Leader(_) => return,
+        };
+        self.status.send_if_modified(|s| {
+            let new_role = Role::Follower {
+                leader: leader.clone(),
+                cooldown,
+            };
+            let leader_changed = match (&s.role, &leader) {
+                (Role::Follower { leader: Some(old), .. }, Some(new)) => old.owner != new.owner,
+                (_, Some(_)) => true,
+                _ => false,
+            };
+            if leader_changed && let Some(l) = &leader {
+                info!(
+                    identity = %s.identity,
+                    lease = %s.lease,
+                    leader = %l.identity,
+                    token = l.token.map(|t| t.0),
+                    "following leader"
+                );
+            }
+            let changed = s.role != new_role;
+            s.role = new_role;
+            changed
+        });
+    }
+
+    fn redis_ok(&self) {
+        self.status.send_if_modified(|s| {
+            let changed = !s.redis.reachable || s.redis.last_error.is_some();
+            s.redis.reachable = true;
+            s.redis.last_error = None;
+            changed
+        });
+    }
+
+    fn redis_failed(&self, op: &'static str, err: &LeaseError, failures: u32) {
+        self.observer.redis_error(op, err);
+        let identity = self.lease.owner().identity();
+        let lease = self.lease.name();
+        match err.retry() {
+            Retry::BackOff => {
+                error!(%identity, %lease, error = %err, failures, "redis refuses leasehold; backing off until it is fixed")
+            }
+            Retry::Soon if failures == 1 || failures.is_multiple_of(10) => {
+                warn!(%identity, %lease, error = %err, failures, "redis call failed")
+            }
+            Retry::Soon => debug!(%identity, %lease, error = %err, failures, "redis call failed"),
+        }
+        let message = err.to_string();
+        self.status.send_modify(|s| {
+            s.redis.reachable = false;
+            s.redis.last_error = Some(message);
+        });
+    }
+
+    /// One term as leader: start the work, renew until something ends the term, step down.
+    async fn lead<W, Fut, E>(
+        &self,
+        grant: Grant,
+        work: &mut W,
+        shutdown: &CancellationToken,
+    ) -> StepDownReason
+    where
+        W: FnMut(Leadership) -> Fut,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Display + Send + 'static,
+    {
+        let timing = self.timing;
+        let clock = self.lease.clock().clone();
+        let identity = self.lease.owner().identity().to_owned();
+        let lease_name = self.lease.name().to_string();
+        let mut valid_until = grant.sent_at.saturating_add(timing.validity());
+        let mut renew_by = grant.sent_at.saturating_add(timing.renew_deadline);
+        let mut next_renew = grant.sent_at.saturating_add(timing.retry_period);
+        let leadership = Leadership::new(&grant, valid_until, &lease_name, &identity, clock.clone());
+
+        self.status.send_modify(|s| {
+            s.role = Role::Leader {
+                token: grant.token,
+                acquired_at: SystemTime::now(),
+                valid_until,
+            };
+            s.transitions += 1;
+        });
+        info!(
+            %identity,
+            lease = %lease_name,
+            token = grant.token.0,
+            leader = %identity,
+            valid_for_ms = clock.now().until(valid_until).as_millis() as u64,
+            "became leader"
+        );
+        self.observer.acquired(grant.token);
+
+        let term = work(leadership.clone());
+        let mut work_task = Some(tokio::spawn(async move {
+            term.await.map_err(|err| err.to_string())
+        }));
+        let mut failures: u32 = 0;
+        let ending = loop {
+            let Some(task) = work_task.as_mut() else {
+                break Ending::new(StepDownReason::WorkEnded);
+            };
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break Ending::new(StepDownReason::Shutdown),
+                joined = task => {
+                    work_task = None;
+                    break work_ending(joined);
+                }
+                _ = tokio::time::sleep(clock.now().until(next_renew)) => {}
+            }
+            let now = clock.now();
+            let timeout = match decide::watchdog_step(now, valid_until, renew_by) {
+                WatchdogStep::StepDown(reason) => break Ending::new(reason),
+                WatchdogStep::Renew { timeout } => timeout,
+            };
+            let started = Instant::now();
+            let renewed = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break Ending::new(StepDownReason::Shutdown),
+                r = self.lease.renew(timing.lease_duration, timeout) => r,
+            };
+            let latency = started.elapsed();
+            match renewed {
+                Ok(Renewed::Held { sent_at }) => {
+                    self.observer.renewal(RenewalOutcome::Renewed, latency);
+                    failures = 0;
+                    self.redis_ok();
+                    let extended = sent_at.saturating_add(timing.validity());
+                    if clock.now() >= extended {
+                        // The reply came back after a pause longer than the TTL.
+                        break Ending::new(StepDownReason::ValidityDeadlinePassed);
+                    }
+                    valid_until = extended;
+                    renew_by = sent_at.saturating_add(timing.renew_deadline);
+                    next_renew = sent_at.saturating_add(timing.retry_period);
+                    leadership.extend(valid_until);
+                    self.status.send_modify(|s| {
+                        if let Role::Leader { valid_until: v, .. } = &mut s.role {
+                            *v = valid_until;
+                        }
+                    });
+                    debug!(%identity, lease = %lease_name, token = grant.token.0, latency_us = latency.as_micros() as u64, "renewed");
+                }
+                Ok(Renewed::NotHeld) => {
+                    self.observer.renewal(RenewalOutcome::Lost, latency);
+                    self.redis_ok();
+                    break Ending::new(StepDownReason::Lost);
+                }
+                Err(err) => {
+                    self.observer.renewal(RenewalOutcome::Failed, latency);
+                    failures = failures.saturating_add(1);
+                    self.redis_failed("renew", &err, failures);
+                    next_renew = decide::retry_after_failure(clock.now(), &timing, valid_until, renew_by);
+                }
+            }
+        };
+        self.step_down(&leadership, ending, valid_until, work_task).await
+    }
+
+    /// Step-down, in order: revoke (guard refuses, readiness flips), cancel the work, record
+    /// the reason, wait for the work to stop (never past the validity deadline), release.
+    async fn step_down(
+        &self,
+        leadership: &Leadership,
+        ending: Ending,
+        valid_until: BootInstant,
+        work_task: Option<JoinHandle<Result<(), String>>>,
+    ) -> StepDownReason {
+        let Ending { reason, mut detail } = ending;
+        let token = leadership.token();
+        leadership.revoke(reason);
+        self.status.send_modify(|s| {
+            s.role = Role::Follower {
+                leader: None,
+                cooldown: None,
+            };
+            s.transitions += 1;
+            s.last_step_down = Some(StepDown {
+                reason,
+                detail: detail.clone(),
+                token,
+                at: SystemTime::now(),
+            });
+        });
+        leadership.cancel();
+        let identity = self.lease.owner().identity();
+        let lease = self.lease.name();
+        info!(
+            %identity,
+            %lease,
+            token = token.0,
+            reason = %reason,
+            detail = detail.as_deref().unwrap_or(""),
+            "stepped down"
+        );
+        self.observer.stepped_down(reason);
+
+        if let Some(mut task) = work_task {
+            let clock = self.lease.clock();
+            let bound = clock.now().until(valid_until);
+            match tokio::time::timeout(bound, &mut task).await {
+                Ok(joined) => {
+                    if let Ending {
+                        detail: Some(d), ..
+                    } = work_ending(joined)
+                    {
+                        detail.get_or_insert(d);
+                    }
+                }
+                Err(_) => {
+                    warn!(%identity, %lease, token = token.0, "leader work did not stop by the validity deadline; aborting it");
+                    task.abort();
+                    let _ = task.await;
+                }
+            }
+        }
+
+        if reason.may_still_hold() {
+            match self.lease.release(self.timing.call_timeout()).await {
+                Ok(Released::Released) => {
+                    info!(%identity, %lease, token = token.0, "released the lease")
+                }
+                Ok(Released::NotHeld) => {
+                    debug!(%identity, %lease, token = token.0, "lease was no longer ours to release")
+                }
+                Err(err) => {
+                    warn!(%identity, %lease, token = token.0, error = %err, "could not release the lease; it expires on its own")
+                }
+            }
+        }
+        reason
+    }
+}
+
+/// Maps how the work's task ended to a step-down.
+fn work_ending(joined: Result<Result<(), String>, JoinError>) -> Ending {
+    match joined {
+        Ok(Ok(())) => Ending::new(StepDownReason::WorkEnded),
+        Ok(Err(err)) => Ending {
+            reason: StepDownReason::WorkFailed,
+            detail: Some(err),
+        },
+        Err(join) if join.is_panic() => Ending {
+            reason: StepDownReason::WorkPanicked,
+            detail: Some(panic_message(join)),
+        },
+        Err(_) => Ending::new(StepDownReason::WorkEnded),
+    }
+}
+
+fn panic_message(join: JoinError) -> String {
+    let payload = join.into_panic();
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic with a non-string payload".to_owned())
+}

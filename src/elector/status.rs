@@ -1,0 +1,182 @@
+//! What the elector shows the world: its role, who leads, why it last stepped down.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use crate::clock::BootInstant;
+use crate::lease::FencingToken;
+
+/// Why a leader stepped down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StepDownReason {
+    /// The lease holds another owner id, or is gone (Redis lost it, or it expired).
+    Lost,
+    /// No renewal succeeded within the renew deadline.
+    RenewDeadlinePassed,
+    /// The validity deadline passed before a renewal could prove the lease still ours: the
+    /// process was paused, or Redis did not answer in time.
+    ValidityDeadlinePassed,
+    /// The leader's work returned.
+    WorkEnded,
+    /// The leader's work returned an error.
+    WorkFailed,
+    /// The leader's work panicked.
+    WorkPanicked,
+    /// The process is shutting down.
+    Shutdown,
+}
+
+impl StepDownReason {
+    /// Every reason, for metrics that want all label values present from the start.
+    pub const ALL: [StepDownReason; 7] = [
+        StepDownReason::Lost,
+        StepDownReason::RenewDeadlinePassed,
+        StepDownReason::ValidityDeadlinePassed,
+        StepDownReason::WorkEnded,
+        StepDownReason::WorkFailed,
+        StepDownReason::WorkPanicked,
+        StepDownReason::Shutdown,
+    ];
+
+    /// A stable snake_case label (metrics, JSON).
+    pub fn as_label(self) -> &'static str {
+        match self {
+            StepDownReason::Lost => "lost",
+            StepDownReason::RenewDeadlinePassed => "renew_deadline_passed",
+            StepDownReason::ValidityDeadlinePassed => "validity_deadline_passed",
+            StepDownReason::WorkEnded => "work_ended",
+            StepDownReason::WorkFailed => "work_failed",
+            StepDownReason::WorkPanicked => "work_panicked",
+            StepDownReason::Shutdown => "shutdown",
+        }
+    }
+
+    /// Whether the lease may still be ours, so that releasing it is worth a call.
+    pub(crate) fn may_still_hold(self) -> bool {
+        self != StepDownReason::Lost
+    }
+}
+
+impl fmt::Display for StepDownReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StepDownReason::Lost => "lease lost",
+            StepDownReason::RenewDeadlinePassed => "renew deadline passed",
+            StepDownReason::ValidityDeadlinePassed => "validity deadline passed",
+            StepDownReason::WorkEnded => "work ended",
+            StepDownReason::WorkFailed => "work failed",
+            StepDownReason::WorkPanicked => "work panicked",
+            StepDownReason::Shutdown => "shutdown",
+        })
+    }
+}
+
+/// The last step-down of this replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepDown {
+    /// Why.
+    pub reason: StepDownReason,
+    /// More words: the work's error, the panic message, the Redis error.
+    pub detail: Option<String>,
+    /// The token of the leadership that ended.
+    pub token: FencingToken,
+    /// When, on the wall clock (for display only).
+    pub at: SystemTime,
+}
+
+/// The current leader as a follower sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderInfo {
+    /// Owner id.
+    pub owner: String,
+    /// Identity part of the owner id.
+    pub identity: String,
+    /// Its fencing token, when known.
+    pub token: Option<FencingToken>,
+}
+
+/// The role of this replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// Not yet heard from Redis.
+    Starting,
+    /// Someone else leads, or nobody does.
+    Follower {
+        /// The leader seen at the last look, if any.
+        leader: Option<LeaderInfo>,
+        /// Time left in a data-loss cooldown seen at the last look.
+        cooldown: Option<Duration>,
+    },
+    /// This replica leads.
+    Leader {
+        /// The fencing token of this leadership.
+        token: FencingToken,
+        /// Wall-clock time of the acquire (display only).
+        acquired_at: SystemTime,
+        /// The validity deadline as of the last renewal.
+        valid_until: BootInstant,
+    },
+    /// The elector has stopped.
+    Stopped,
+}
+
+/// Redis as the elector last found it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RedisHealth {
+    /// Whether the last call got an answer.
+    pub reachable: bool,
+    /// The last error, if the last call failed.
+    pub last_error: Option<String>,
+    /// Whether the release channel is subscribed.
+    pub subscribed: bool,
+}
+
+/// Everything the elector shows. Read it through [`Elector::status`](super::Elector::status).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// The lease name.
+    pub lease: String,
+    /// Our identity.
+    pub identity: String,
+    /// Our owner id.
+    pub owner: String,
+    /// Our role.
+    pub role: Role,
+    /// How many times this replica became leader or stepped down.
+    pub transitions: u64,
+    /// The last step-down, if any.
+    pub last_step_down: Option<StepDown>,
+    /// Redis health.
+    pub redis: RedisHealth,
+}
+
+impl Status {
+    /// Whether this replica leads *and* its validity deadline has not passed at `now`. This,
+    /// not the role alone, is what readiness must report: after a pause the role is still
+    /// `Leader` until the watchdog runs, but the deadline has passed.
+    pub fn is_leading_at(&self, now: BootInstant) -> bool {
+        matches!(self.role, Role::Leader { valid_until, .. } if now < valid_until)
+    }
+
+    /// The identity of the leader as far as this replica knows.
+    pub fn leader_identity(&self) -> Option<&str> {
+        match &self.role {
+            Role::Leader { .. } => Some(&self.identity),
+            Role::Follower {
+                leader: Some(l), ..
+            } => Some(&l.identity),
+            _ => None,
+        }
+    }
+
+    /// The fencing token of the current leadership as far as this replica knows.
+    pub fn token(&self) -> Option<FencingToken> {
+        match &self.role {
+            Role::Leader { token, .. } => Some(*token),
+            Role::Follower {
+                leader: Some(l), ..
+            } => l.token,
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! The three durations of leader election and the drift margin, with the rule that ties them.
+
+use std::time::Duration;
+
+/// Lease duration, renew deadline, retry period and drift factor, as in client-go's leader
+/// election (LeaseDuration / RenewDeadline / RetryPeriod), plus the drift margin of Redlock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    /// How long one acquire or renew keeps the lease alive in Redis (the TTL).
+    pub lease_duration: Duration,
+    /// How long the leader keeps retrying a failing renewal before it steps down, counted from
+    /// the last successful one.
+    pub renew_deadline: Duration,
+    /// The watchdog's renewal interval, and a follower's fallback retry interval.
+    pub retry_period: Duration,
+    /// Share of the TTL held back for clock-rate drift between this replica and Redis
+    /// (2 ms are always added).
+    pub drift_factor: f64,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self {
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+            drift_factor: 0.01,
+        }
+    }
+}
+
+/// The rule every combination must keep.
+pub const TIMING_RULE: &str = "lease duration > renew deadline > retry period × 1.2";
+
+/// A refused combination of durations. Messages name the flag, the value and the rule.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TimingError {
+    /// A duration below the smallest one Redis can express usefully.
+    #[error("--{flag} {value:?} is too short: it must be at least {min:?}")]
+    TooShort {
+        /// The flag.
+        flag: &'static str,
+        /// The value given.
+        value: Duration,
+        /// The minimum.
+        min: Duration,
+    },
+    /// Two durations in the wrong order.
+    #[error("--{larger} {larger_value:?} must be greater than {what} {smaller_value:?} (rule: {TIMING_RULE})")]
+    Order {
+        /// The flag that must be larger.
+        larger: &'static str,
+        /// Its value.
+        larger_value: Duration,
+        /// What it is compared with, in words (`--renew-deadline`, `--retry-period × 1.2`).
+        what: &'static str,
+        /// The value compared with.
+        smaller_value: Duration,
+    },
+    /// The drift factor outside [0, 0.5).
+    #[error("--drift-factor {value} must be at least 0 and below 0.5 (share of the lease duration held back for clock drift)")]
+    DriftFactor {
+        /// The value given.
+        value: f64,
+    },
+}
+
+impl Timing {
+    /// The smallest lease duration, renew deadline or retry period accepted.
+    pub const MIN: Duration = Duration::from_millis(10);
+
+    /// Checks the rule; every failure names the flag, the value and the rule.
+    pub fn validate(&self) -> Result<(), TimingError> {
+        for (flag, value) in [
+            ("lease-duration", self.lease_duration),
+            ("renew-deadline", self.renew_deadline),
+            ("retry-period", self.retry_period),
+        ] {
+            if value < Self::MIN {
+                return Err(TimingError::TooShort {
+                    flag,
+                    value,
+                    min: Self::MIN,
+                });
+            }
+        }
+        if !(0.0..0.5).contains(&self.drift_factor) {
+            return Err(TimingError::DriftFactor {
+                value: self.drift_factor,
+            });
+        }
+        if self.lease_duration <= self.renew_deadline {
+            return Err(TimingError::Order {
+                larger: "lease-duration",
+                larger_value: self.lease_duration,
+                what: "--renew-deadline",
+                smaller_value: self.renew_deadline,
+            });
+        }
+        let retry_jittered = self.retry_period.mul_f64(1.2);
+        if self.renew_deadline <= retry_jittered {
+            return Err(TimingError::Order {
+                larger: "renew-deadline",
+                larger_value: self.renew_deadline,
+                what: "--retry-period × 1.2",
+                smaller_value: retry_jittered,
+            });
+        }
+        if self.validity() <= self.retry_period {
+            return Err(TimingError::Order {
+                larger: "lease-duration",
+                larger_value: self.lease_duration,
+                what: "the drift margin plus --retry-period",
+                smaller_value: self.drift() + self.retry_period,
+            });
+        }
+        Ok(())
+    }
+
+    /// The margin held back for clock drift: `lease duration × drift factor + 2 ms`.
+    pub fn drift(&self) -> Duration {
+        self.lease_duration.mul_f64(self.drift_factor) + Duration::from_millis(2)
+    }
+
+    /// How long after `t0` the leader may act: `lease duration − drift`.
+    pub fn validity(&self) -> Duration {
+        self.lease_duration.saturating_sub(self.drift())
+    }
+
+    /// The bound of one Redis call outside the watchdog (acquire, release, subscribe): the retry
+    /// period, but at least 1 s so that a slow link still gets answers, and never beyond the
+    /// renew deadline.
+    pub fn call_timeout(&self) -> Duration {
+        self.retry_period
+            .max(Duration::from_secs(1))
+            .min(self.renew_deadline)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(lease: u64, renew: u64, retry: u64) -> Timing {
+        Timing {
+            lease_duration: Duration::from_millis(lease),
+            renew_deadline: Duration::from_millis(renew),
+            retry_period: Duration::from_millis(retry),
+            drift_factor: 0.01,
+        }
+    }
+
+    #[test]
+    fn defaults_follow_client_go() {
+        let d = Timing::default();
+        assert_eq!(d.validate(), Ok(()));
+        assert_eq!(d.drift(), Duration::from_millis(152));
+        assert_eq!(d.validity(), Duration::from_millis(14_848));
+        assert_eq!(d.call_timeout(), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn every_broken_rule_names_its_flag_and_the_rule() {
+        let cases = [
+            (t(10_000, 10_000, 2_000), "--lease-duration 10s must be greater than --renew-deadline 10s (rule: lease duration > renew deadline > retry period × 1.2)"),
+            (t(10_000, 12_000, 2_000), "--lease-duration 10s must be greater than --renew-deadline 12s"),
+            (t(15_000, 2_400, 2_000), "--renew-deadline 2.4s must be greater than --retry-period × 1.2 2.4s"),
+            (t(15_000, 10_000, 5), "--retry-period 5ms is too short: it must be at least 10ms"),
+            (t(0, 10_000, 2_000), "--lease-duration 0ns is too short"),
+            (t(30, 25, 20), "--renew-deadline 25ms must be greater than --retry-period × 1.2 24ms"),
+        ];
+        for (timing, want) in cases {
+            let got = timing.validate().unwrap_err().to_string();
+            assert!(got.starts_with(want), "{timing:?}\n got: {got}\nwant: {want}");
+        }
+        let mut drift = Timing::default();
+        drift.drift_factor = 0.5;
+        assert!(drift.validate().unwrap_err().to_string().starts_with("--drift-factor 0.5 must be"));
+        drift.drift_factor = f64::NAN;
+        assert!(drift.validate().is_err(), "NaN is refused");
+    }
+
+    #[test]
+    fn a_drift_margin_that_eats_the_retry_period_is_refused() {
+        let mut timing = t(100, 60, 40);
+        timing.drift_factor = 0.45;
+        let got = timing.validate().unwrap_err().to_string();
+        assert!(got.contains("drift margin plus --retry-period"), "{got}");
+    }
+}

@@ -1,0 +1,285 @@
+//! What can go wrong talking to Redis, as one typed error, and the one place that decides
+//! whether an error is worth retrying soon.
+
+use std::time::Duration;
+
+use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+/// An error from a lease primitive. Losing a race is not an error (see
+/// [`Acquired`](super::Acquired)); these are failures to get an answer at all.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LeaseError {
+    /// The Redis URL could not be understood. The URL shown has its password redacted.
+    #[error("bad Redis URL `{url}`: {reason}")]
+    BadUrl {
+        /// The URL, password replaced by `***`.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// No answer within the call's timeout (connecting included).
+    #[error("redis call `{op}` timed out after {after:?}")]
+    Timeout {
+        /// The primitive: acquire, renew, release, observe, subscribe.
+        op: &'static str,
+        /// The timeout that ran out.
+        after: Duration,
+    },
+    /// The connection could not be made or broke (refused, reset, closed).
+    #[error("redis connection failed during `{op}`: {detail}")]
+    Connection {
+        /// The primitive.
+        op: &'static str,
+        /// What the client library said.
+        detail: String,
+    },
+    /// Redis is loading its dataset after a restart.
+    #[error("redis is loading its dataset (during `{op}`)")]
+    Loading {
+        /// The primitive.
+        op: &'static str,
+    },
+    /// The server is a read-only replica, not the master.
+    #[error("redis answered READONLY during `{op}`: connected to a replica, not the master")]
+    ReadOnly {
+        /// The primitive.
+        op: &'static str,
+    },
+    /// A key of the lease holds a value of another type (someone else uses the key).
+    #[error(
+        "a key of lease `{lease}` holds the wrong kind of value (during `{op}`); leasehold owns `{lease}`, `{lease}:fence` and `{lease}:marker`: {detail}"
+    )]
+    WrongType {
+        /// The primitive.
+        op: &'static str,
+        /// The lease key.
+        lease: String,
+        /// Redis's message.
+        detail: String,
+    },
+    /// A key of the lease holds a value that leasehold did not write.
+    #[error("lease `{lease}` is corrupt (during `{op}`): {detail}")]
+    Corrupt {
+        /// The primitive.
+        op: &'static str,
+        /// The lease key.
+        lease: String,
+        /// What the script found.
+        detail: String,
+    },
+    /// The ACL user may not run a command leasehold needs.
+    #[error("redis refused `{op}`: the user lacks a permission ({detail})")]
+    NoPermission {
+        /// The primitive.
+        op: &'static str,
+        /// Redis's message, which names the command or key.
+        detail: String,
+    },
+    /// Wrong username or password, or authentication required.
+    #[error("redis authentication failed during `{op}`: {detail}")]
+    Authentication {
+        /// The primitive.
+        op: &'static str,
+        /// Redis's message.
+        detail: String,
+    },
+    /// A reply leasehold does not understand.
+    #[error("unexpected reply to `{op}`: {detail}")]
+    Protocol {
+        /// The primitive.
+        op: &'static str,
+        /// What was wrong with the reply.
+        detail: String,
+    },
+    /// Any other error Redis or the client reported.
+    #[error("redis error during `{op}`: {detail}")]
+    Other {
+        /// The primitive.
+        op: &'static str,
+        /// The message.
+        detail: String,
+    },
+}
+
+/// How the elector should treat an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// A passing fault (network, restart, failover): try again at the normal pace.
+    Soon,
+    /// A fault a human must fix (permissions, wrong type, credentials): back off, and say so
+    /// loudly, but keep trying so that the fix takes effect without a restart.
+    BackOff,
+}
+
+impl LeaseError {
+    /// The one place that decides transient or not.
+    pub fn retry(&self) -> Retry {
+        match self {
+            LeaseError::Timeout { .. }
+            | LeaseError::Connection { .. }
+            | LeaseError::Loading { .. }
+            | LeaseError::ReadOnly { .. }
+            | LeaseError::Other { .. } => Retry::Soon,
+            LeaseError::BadUrl { .. }
+            | LeaseError::WrongType { .. }
+            | LeaseError::Corrupt { .. }
+            | LeaseError::NoPermission { .. }
+            | LeaseError::Authentication { .. }
+            | LeaseError::Protocol { .. } => Retry::BackOff,
+        }
+    }
+
+    /// Whether the connection that produced this error should be thrown away and made anew.
+    pub(crate) fn spoils_connection(&self) -> bool {
+        matches!(
+            self,
+            LeaseError::Timeout { .. }
+                | LeaseError::Connection { .. }
+                | LeaseError::Protocol { .. }
+                | LeaseError::ReadOnly { .. }
+                | LeaseError::Authentication { .. }
+        )
+    }
+
+    /// A short, stable label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LeaseError::BadUrl { .. } => "bad_url",
+            LeaseError::Timeout { .. } => "timeout",
+            LeaseError::Connection { .. } => "connection",
+            LeaseError::Loading { .. } => "loading",
+            LeaseError::ReadOnly { .. } => "readonly",
+            LeaseError::WrongType { .. } => "wrong_type",
+            LeaseError::Corrupt { .. } => "corrupt",
+            LeaseError::NoPermission { .. } => "no_permission",
+            LeaseError::Authentication { .. } => "authentication",
+            LeaseError::Protocol { .. } => "protocol",
+            LeaseError::Other { .. } => "other",
+        }
+    }
+
+    /// Maps a client error to ours. `lease` is the lease key, for messages.
+    pub(crate) fn from_redis(op: &'static str, lease: &str, err: &RedisError) -> Self {
+        let detail = err.to_string();
+        let code = err.code().unwrap_or_default();
+        match (err.kind(), code) {
+            (_, "WRONGTYPE") => LeaseError::WrongType {
+                op,
+                lease: lease.to_owned(),
+                detail,
+            },
+            (_, "LEASEHOLD") => LeaseError::Corrupt {
+                op,
+                lease: lease.to_owned(),
+                detail: err.detail().unwrap_or(&detail).to_owned(),
+            },
+            (ErrorKind::Server(ServerErrorKind::BusyLoading), _) | (_, "LOADING") => {
+                LeaseError::Loading { op }
+            }
+            (ErrorKind::Server(ServerErrorKind::ReadOnly), _) | (_, "READONLY") => {
+                LeaseError::ReadOnly { op }
+            }
+            (ErrorKind::Server(ServerErrorKind::NoPerm), _) | (_, "NOPERM") => {
+                LeaseError::NoPermission { op, detail }
+            }
+            (ErrorKind::AuthenticationFailed, _) | (_, "WRONGPASS" | "NOAUTH") => {
+                LeaseError::Authentication { op, detail }
+            }
+            (ErrorKind::Io, _) if err.is_timeout() => LeaseError::Timeout {
+                op,
+                after: Duration::ZERO,
+            },
+            (ErrorKind::Io, _) => LeaseError::Connection { op, detail },
+            (ErrorKind::Parse | ErrorKind::UnexpectedReturnType, _) => {
+                LeaseError::Protocol { op, detail }
+            }
+            _ => LeaseError::Other { op, detail },
+        }
+    }
+}
+
+/// `url` with every password in it (user info or a `password=` query parameter) replaced by
+/// `***`, for messages and logs.
+pub fn redact_url(url: &str) -> String {
+    redact_query_password(&redact_userinfo(url))
+}
+
+fn redact_query_password(url: &str) -> String {
+    let Some(query_start) = url.find('?') else {
+        return url.to_owned();
+    };
+    let (head, query) = url.split_at(query_start + 1);
+    let params: Vec<String> = query
+        .split('&')
+        .map(|param| match param.split_once('=') {
+            Some((name, _)) if name.eq_ignore_ascii_case("password") => format!("{name}=***"),
+            _ => param.to_owned(),
+        })
+        .collect();
+    format!("{head}{}", params.join("&"))
+}
+
+fn redact_userinfo(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest_start = scheme_end + 3;
+    let authority_end = url[rest_start..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |i| rest_start + i);
+    let authority = &url[rest_start..authority_end];
+    let Some(at) = authority.rfind('@') else {
+        return url.to_owned();
+    };
+    let userinfo = &authority[..at];
+    let redacted = match userinfo.find(':') {
+        Some(colon) => format!("{}:***", &userinfo[..colon]),
+        // `redis://secret@host` puts the password where the user goes.
+        None if !userinfo.is_empty() => "***".to_owned(),
+        None => String::new(),
+    };
+    format!(
+        "{}{}{}",
+        &url[..rest_start],
+        redacted,
+        &url[rest_start + at..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redact_url_hides_every_password_shape() {
+        let cases = [
+            ("redis://127.0.0.1:6380/0", "redis://127.0.0.1:6380/0"),
+            ("redis://:s3cret@host:6379", "redis://:***@host:6379"),
+            ("redis://app:s3cret@host:6379/2", "redis://app:***@host:6379/2"),
+            ("rediss://app:p@ss:w@rd@host", "rediss://app:***@host"),
+            ("redis://s3cret@host", "redis://***@host"),
+            ("redis://host/0?password=x&protocol=resp3", "redis://host/0?password=***&protocol=resp3"),
+            ("not a url", "not a url"),
+        ];
+        for (url, want) in cases {
+            assert_eq!(redact_url(url), want, "{url}");
+        }
+    }
+
+    #[test]
+    fn configuration_faults_back_off_and_network_faults_retry_soon() {
+        let op = "renew";
+        let soon = LeaseError::Connection {
+            op,
+            detail: "reset".into(),
+        };
+        let back_off = LeaseError::NoPermission {
+            op,
+            detail: "no EVALSHA".into(),
+        };
+        assert_eq!(soon.retry(), Retry::Soon);
+        assert_eq!(back_off.retry(), Retry::BackOff);
+        assert!(soon.spoils_connection());
+        assert!(!back_off.spoils_connection());
+    }
+}

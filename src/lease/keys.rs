@@ -1,0 +1,245 @@
+//! Names on the Redis side: the lease name, its keys and channel, owner ids and fencing tokens.
+
+use std::fmt;
+
+use uuid::Uuid;
+
+/// The default prefix of every key leasehold writes.
+pub const DEFAULT_KEY_PREFIX: &str = "leasehold:";
+
+/// Why a lease name, key prefix or identity was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// The value is empty.
+    #[error("{what} must not be empty")]
+    Empty {
+        /// Which value: "lease name", "key prefix" or "identity".
+        what: &'static str,
+    },
+    /// The value is longer than the limit.
+    #[error("{what} `{value}` is {len} bytes long; the limit is {max}")]
+    TooLong {
+        /// Which value.
+        what: &'static str,
+        /// The value given.
+        value: String,
+        /// Its length in bytes.
+        len: usize,
+        /// The limit in bytes.
+        max: usize,
+    },
+    /// The value holds a character that is not allowed.
+    #[error("{what} `{value}` contains {found:?}; {rule}")]
+    BadCharacter {
+        /// Which value.
+        what: &'static str,
+        /// The value given.
+        value: String,
+        /// The offending character.
+        found: char,
+        /// The rule, in words.
+        rule: &'static str,
+    },
+}
+
+const BRACES_RULE: &str = "braces are not allowed because the lease name is the Redis Cluster hash tag, and whitespace or control characters are not allowed";
+
+fn check(what: &'static str, value: &str, max: usize, allow_empty: bool) -> Result<(), NameError> {
+    if value.is_empty() && !allow_empty {
+        return Err(NameError::Empty { what });
+    }
+    if value.len() > max {
+        return Err(NameError::TooLong {
+            what,
+            value: value.to_owned(),
+            len: value.len(),
+            max,
+        });
+    }
+    if let Some(found) = value
+        .chars()
+        .find(|c| matches!(c, '{' | '}') || c.is_whitespace() || c.is_control())
+    {
+        return Err(NameError::BadCharacter {
+            what,
+            value: value.to_owned(),
+            found,
+            rule: BRACES_RULE,
+        });
+    }
+    Ok(())
+}
+
+/// The name of a lease, by convention `<namespace>/<deployment>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LeaseName(String);
+
+impl LeaseName {
+    /// Longest accepted name: a namespace (63) + `/` + a Deployment name (253).
+    pub const MAX_LEN: usize = 317;
+
+    /// Validates `name`.
+    pub fn new(name: impl Into<String>) -> Result<Self, NameError> {
+        let name = name.into();
+        check("lease name", &name, Self::MAX_LEN, false)?;
+        Ok(Self(name))
+    }
+
+    /// The lease of Deployment `deployment` in `namespace`.
+    pub fn for_deployment(namespace: &str, deployment: &str) -> Result<Self, NameError> {
+        Self::new(format!("{namespace}/{deployment}"))
+    }
+
+    /// The name as given.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for LeaseName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The Redis keys and the channel of one lease. The lease name is the hash tag of every key, so
+/// all of them live in one Redis Cluster slot and one script can touch them together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseKeys {
+    /// The lease itself: `<prefix>{<name>}`, value = the holder's owner id, with a TTL.
+    pub lease: String,
+    /// The fencing counter: `<prefix>{<name>}:fence`, no TTL.
+    pub fence: String,
+    /// The data-loss marker: `<prefix>{<name>}:marker`, no TTL; holds the run id of the Redis
+    /// process that wrote it and the end of the current cooldown.
+    pub marker: String,
+    /// The pub/sub channel on which a release is announced.
+    pub channel: String,
+}
+
+impl LeaseKeys {
+    /// Builds the keys of `name` under `prefix` (use [`DEFAULT_KEY_PREFIX`] unless you share a
+    /// Redis between installations that must not see each other).
+    pub fn new(prefix: &str, name: &LeaseName) -> Result<Self, NameError> {
+        check("key prefix", prefix, 128, true)?;
+        let lease = format!("{prefix}{{{name}}}");
+        Ok(Self {
+            fence: format!("{lease}:fence"),
+            marker: format!("{lease}:marker"),
+            channel: format!("{lease}:released"),
+            lease,
+        })
+    }
+}
+
+/// The value a holder writes into the lease: `<identity>-<uuid v4>`, new at every process start,
+/// so that two processes with the same identity (a pod restarted in place) never mistake each
+/// other's lease for their own.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OwnerId(String);
+
+impl OwnerId {
+    /// Longest accepted identity (a pod name is at most 253 bytes).
+    pub const MAX_IDENTITY_LEN: usize = 253;
+
+    /// A fresh owner id for `identity`.
+    pub fn generate(identity: &str) -> Result<Self, NameError> {
+        check("identity", identity, Self::MAX_IDENTITY_LEN, false)?;
+        Ok(Self(format!("{identity}-{}", Uuid::new_v4())))
+    }
+
+    /// The owner id as stored in Redis.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The identity part.
+    pub fn identity(&self) -> &str {
+        identity_of(&self.0)
+    }
+}
+
+impl fmt::Display for OwnerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The identity part of an owner id read from Redis: everything before the trailing
+/// `-<uuid>`, or the whole value when it does not end in one (a key written by something else).
+pub fn identity_of(owner: &str) -> &str {
+    const UUID_LEN: usize = 36;
+    if owner.len() > UUID_LEN + 1 && owner.is_char_boundary(owner.len() - UUID_LEN - 1) {
+        let (head, tail) = owner.split_at(owner.len() - UUID_LEN - 1);
+        if tail.starts_with('-') && Uuid::parse_str(&tail[1..]).is_ok() {
+            return head;
+        }
+    }
+    owner
+}
+
+/// A number that grows with every new leadership of a lease, also across Redis data loss.
+/// Pass it with every write to a resource that can refuse stale tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FencingToken(pub u64);
+
+impl fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_the_lease_name_as_hash_tag() {
+        let name = LeaseName::for_deployment("prod", "billing").unwrap();
+        let keys = LeaseKeys::new(DEFAULT_KEY_PREFIX, &name).unwrap();
+        assert_eq!(keys.lease, "leasehold:{prod/billing}");
+        assert_eq!(keys.fence, "leasehold:{prod/billing}:fence");
+        assert_eq!(keys.marker, "leasehold:{prod/billing}:marker");
+        assert_eq!(keys.channel, "leasehold:{prod/billing}:released");
+    }
+
+    #[test]
+    fn names_that_would_break_the_hash_tag_are_refused() {
+        let cases = [
+            ("", "must not be empty"),
+            ("a{b", "contains '{'"),
+            ("a}b", "contains '}'"),
+            ("a b", "contains ' '"),
+            ("a\nb", "contains '\\n'"),
+        ];
+        for (name, expected) in cases {
+            let err = LeaseName::new(name).unwrap_err().to_string();
+            assert!(err.contains(expected), "{name:?}: {err}");
+        }
+        let long = "x".repeat(LeaseName::MAX_LEN + 1);
+        assert!(LeaseName::new(long).unwrap_err().to_string().contains("limit is 317"));
+    }
+
+    #[test]
+    fn owner_ids_are_unique_and_keep_the_identity() {
+        let a = OwnerId::generate("pod-a").unwrap();
+        let b = OwnerId::generate("pod-a").unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.identity(), "pod-a");
+        assert!(OwnerId::generate("").is_err());
+    }
+
+    #[test]
+    fn identity_of_foreign_values_is_the_whole_value() {
+        let cases = [
+            ("pod-a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e", "pod-a"),
+            ("web-7d4f-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e", "web-7d4f"),
+            ("somebody-else", "somebody-else"),
+            ("-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e", "-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e"),
+            ("ünïcödé-value-that-is-long-enough-to-split-xx", "ünïcödé-value-that-is-long-enough-to-split-xx"),
+        ];
+        for (owner, identity) in cases {
+            assert_eq!(identity_of(owner), identity, "{owner}");
+        }
+    }
+}

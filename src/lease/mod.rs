@@ -1,0 +1,578 @@
+//! The Redis lease primitives: acquire, renew, release, observe and the release channel.
+//!
+//! No loops and no policy live here: each call is one round trip (plus a dial when needed),
+//! bounded by the timeout its caller gives, and answers with an outcome or a typed error.
+//! The safety rules are in the scripts (`scripts.rs`): compare-and-set on the owner id, a
+//! fencing counter floored at the server's clock, and a cooldown after Redis lost its data.
+
+mod connection;
+mod error;
+mod keys;
+mod scripts;
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use redis::{Client, IntoConnectionInfo, Value};
+
+use crate::clock::{BootClock, SharedClock};
+use connection::{Connection, Live};
+pub use error::{LeaseError, Retry, redact_url};
+pub use keys::{
+    DEFAULT_KEY_PREFIX, FencingToken, LeaseKeys, LeaseName, NameError, OwnerId, identity_of,
+};
+use scripts::{ACQUIRE_SCRIPT, OBSERVE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
+
+use crate::clock::BootInstant;
+use std::sync::Arc;
+
+/// A secret string (a password): shown as `***` by `Debug` and `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself; call only where it is handed to Redis.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Optional settings of a [`RedisLease`].
+#[derive(Debug, Clone)]
+pub struct LeaseOptions {
+    /// Prefix of every key (default [`DEFAULT_KEY_PREFIX`]).
+    pub key_prefix: String,
+    /// After Redis lost its data (or on a brand-new Redis), refuse every acquire for one lease
+    /// duration, so that an old leader still inside its validity window cannot overlap a new
+    /// one. Turn off only for a Redis whose persistence cannot lose an acknowledged write and
+    /// that never fails over (`appendfsync always`, no replicas).
+    pub cooldown_on_data_loss: bool,
+    /// ACL user name (overrides one in the URL).
+    pub username: Option<String>,
+    /// Password (overrides one in the URL). Read it from a file; never pass it on a command line.
+    pub password: Option<Secret>,
+    /// The clock for `t0` instants; the boot clock unless a test injects another.
+    pub clock: SharedClock,
+}
+
+impl Default for LeaseOptions {
+    fn default() -> Self {
+        Self {
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            cooldown_on_data_loss: true,
+            username: None,
+            password: None,
+            clock: Arc::new(BootClock),
+        }
+    }
+}
+
+/// The lease was won: leadership starts now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// The new fencing token, higher than every token of this lease before it.
+    pub token: FencingToken,
+    /// The instant just before the acquire was sent (the TTL cannot have started earlier).
+    pub sent_at: BootInstant,
+    /// The TTL that was set.
+    pub ttl: Duration,
+}
+
+/// Who holds the lease, as seen by a follower.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// The holder's owner id (`<identity>-<uuid>`).
+    pub owner: String,
+    /// Time left on the lease's TTL as Redis reported it; `None` when the key has no TTL
+    /// (written by something other than leasehold).
+    pub remaining: Option<Duration>,
+    /// The holder's fencing token, when known.
+    pub token: Option<FencingToken>,
+}
+
+impl Holder {
+    /// The identity part of the owner id (the pod name).
+    pub fn identity(&self) -> &str {
+        identity_of(&self.owner)
+    }
+}
+
+/// The outcome of an acquire. Losing the race is an outcome, not an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acquired {
+    /// We are the leader.
+    Leader(Grant),
+    /// Someone else holds it.
+    HeldBy(Holder),
+    /// Redis lost its data (or is new): nobody may acquire for `remaining`.
+    CoolingDown {
+        /// Time left in the cooldown, on Redis's clock.
+        remaining: Duration,
+        /// Whether this very call found the loss and started the cooldown.
+        started: bool,
+    },
+}
+
+/// The outcome of a renew.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewed {
+    /// Still ours; the TTL restarted no earlier than `sent_at`.
+    Held {
+        /// The instant just before the renew was sent.
+        sent_at: BootInstant,
+    },
+    /// The lease holds another owner id or is gone.
+    NotHeld,
+}
+
+/// The outcome of a release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// It was ours; it is deleted and followers were told.
+    Released,
+    /// It was not ours (any more); nothing was changed.
+    NotHeld,
+}
+
+/// The state of the data-loss cooldown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CooldownState {
+    /// No cooldown is running.
+    Idle,
+    /// A cooldown is running with this much left.
+    Running(Duration),
+    /// The marker is missing or from another Redis process: the next acquire starts one.
+    Pending,
+}
+
+/// A read-only look at the lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    /// The holder, if any.
+    pub holder: Option<Holder>,
+    /// The last fencing token handed out.
+    pub token: Option<FencingToken>,
+    /// The data-loss cooldown.
+    pub cooldown: CooldownState,
+}
+
+/// One lease in Redis, seen by one owner.
+pub struct RedisLease {
+    conn: Connection,
+    keys: LeaseKeys,
+    name: LeaseName,
+    owner: OwnerId,
+    cooldown_on_data_loss: bool,
+    clock: SharedClock,
+}
+
+impl fmt::Debug for RedisLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisLease")
+            .field("lease", &self.keys.lease)
+            .field("owner", &self.owner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisLease {
+    /// Prepares the lease `name` for `owner` on the Redis at `redis_url` (`redis://`,
+    /// `rediss://`, `unix://`). Nothing connects yet: the first call dials, so a Redis that is
+    /// down at start-up delays leadership instead of failing the process.
+    pub fn new(
+        redis_url: &str,
+        name: LeaseName,
+        owner: OwnerId,
+        options: LeaseOptions,
+    ) -> Result<Self, LeaseError> {
+        let bad_url = |reason: String| LeaseError::BadUrl {
+            url: redact_url(redis_url),
+            reason,
+        };
+        let mut info = redis_url
+            .into_connection_info()
+            .map_err(|e| bad_url(e.to_string()))?;
+        let mut redis_settings = info.redis_settings().clone();
+        if let Some(user) = &options.username {
+            redis_settings = redis_settings.set_username(user);
+        }
+        if let Some(password) = &options.password {
+            redis_settings = redis_settings.set_password(password.expose());
+        }
+        info = info.set_redis_settings(redis_settings);
+        let client = Client::open(info).map_err(|e| bad_url(e.to_string()))?;
+        let keys = LeaseKeys::new(&options.key_prefix, &name).map_err(|e| bad_url(e.to_string()))?;
+        Ok(Self {
+            conn: Connection::new(client, keys.lease.clone()),
+            keys,
+            name,
+            owner,
+            cooldown_on_data_loss: options.cooldown_on_data_loss,
+            clock: options.clock,
+        })
+    }
+
+    /// The lease's name.
+    pub fn name(&self) -> &LeaseName {
+        &self.name
+    }
+
+    /// The lease's keys and channel.
+    pub fn keys(&self) -> &LeaseKeys {
+        &self.keys
+    }
+
+    /// Our owner id.
+    pub fn owner(&self) -> &OwnerId {
+        &self.owner
+    }
+
+    /// The clock `sent_at` instants are read from.
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    /// Tries to take the lease for `ttl`.
+    pub async fn acquire(&self, ttl: Duration, timeout: Duration) -> Result<Acquired, LeaseError> {
+        const OP: &str = "acquire";
+        let sent_at = self.clock.now();
+        let reply: Value = self
+            .call(OP, timeout, |mut live| async move {
+                ACQUIRE_SCRIPT
+                    .key(&self.keys.lease)
+                    .key(&self.keys.fence)
+                    .key(&self.keys.marker)
+                    .arg(self.owner.as_str())
+                    .arg(millis(ttl))
+                    .arg(&*live.run_id)
+                    .arg(if self.cooldown_on_data_loss { "1" } else { "0" })
+                    .invoke_async(&mut live.conn)
+                    .await
+                    .map_err(|e| LeaseError::from_redis(OP, &self.keys.lease, &e))
+            })
+            .await?;
+        parse_acquire(&reply, sent_at, ttl).ok_or_else(|| protocol(OP, &reply))
+    }
+
+    /// Extends the lease by `ttl` if it is still ours.
+    pub async fn renew(&self, ttl: Duration, timeout: Duration) -> Result<Renewed, LeaseError> {
+        const OP: &str = "renew";
+        let sent_at = self.clock.now();
+        let reply: Value = self
+            .call(OP, timeout, |mut live| async move {
+                RENEW_SCRIPT
+                    .key(&self.keys.lease)
+                    .arg(self.owner.as_str())
+                    .arg(millis(ttl))
+                    .invoke_async(&mut live.conn)
+                    .await
+                    .map_err(|e| LeaseError::from_redis(OP, &self.keys.lease, &e))
+            })
+            .await?;
+        match int(&reply) {
+            Some(1) => Ok(Renewed::Held { sent_at }),
+            Some(0) => Ok(Renewed::NotHeld),
+            _ => Err(protocol(OP, &reply)),
+        }
+    }
+
+    /// Deletes the lease if it is still ours and tells the followers on the channel.
+    pub async fn release(&self, timeout: Duration) -> Result<Released, LeaseError> {
+        const OP: &str = "release";
+        let reply: Value = self
+            .call(OP, timeout, |mut live| async move {
+                RELEASE_SCRIPT
+                    .key(&self.keys.lease)
+                    .arg(self.owner.as_str())
+                    .arg(&self.keys.channel)
+                    .invoke_async(&mut live.conn)
+                    .await
+                    .map_err(|e| LeaseError::from_redis(OP, &self.keys.lease, &e))
+            })
+            .await?;
+        match int(&reply) {
+            Some(1) => Ok(Released::Released),
+            Some(0) => Ok(Released::NotHeld),
+            _ => Err(protocol(OP, &reply)),
+        }
+    }
+
+    /// Reads the holder, the last token and the cooldown, changing nothing.
+    pub async fn observe(&self, timeout: Duration) -> Result<Observation, LeaseError> {
+        const OP: &str = "observe";
+        let reply: Value = self
+            .call(OP, timeout, |mut live| async move {
+                OBSERVE_SCRIPT
+                    .key(&self.keys.lease)
+                    .key(&self.keys.fence)
+                    .key(&self.keys.marker)
+                    .arg(&*live.run_id)
+                    .invoke_async(&mut live.conn)
+                    .await
+                    .map_err(|e| LeaseError::from_redis(OP, &self.keys.lease, &e))
+            })
+            .await?;
+        parse_observe(&reply).ok_or_else(|| protocol(OP, &reply))
+    }
+
+    /// Opens a dedicated pub/sub connection subscribed to the lease's release channel. The
+    /// stream yields once per release and ends when the connection breaks.
+    pub async fn subscribe_releases(
+        &self,
+        timeout: Duration,
+    ) -> Result<impl Stream<Item = ()> + Send + 'static + use<>, LeaseError> {
+        const OP: &str = "subscribe";
+        let lease = &self.keys.lease;
+        let subscribe = async {
+            let mut pubsub = self
+                .conn
+                .client()
+                .get_async_pubsub()
+                .await
+                .map_err(|e| LeaseError::from_redis(OP, lease, &e))?;
+            pubsub
+                .subscribe(&self.keys.channel)
+                .await
+                .map_err(|e| LeaseError::from_redis(OP, lease, &e))?;
+            Ok::<_, LeaseError>(pubsub)
+        };
+        let pubsub = tokio::time::timeout(timeout, subscribe)
+            .await
+            .map_err(|_| LeaseError::Timeout { op: OP, after: timeout })??;
+        Ok(pubsub.into_on_message().map(|_| ()))
+    }
+
+    /// Runs one command on the connection within `timeout` (dialling included), and throws the
+    /// connection away when the error says it can no longer be trusted.
+    async fn call<'a, T, F, Fut>(
+        &'a self,
+        op: &'static str,
+        timeout: Duration,
+        command: F,
+    ) -> Result<T, LeaseError>
+    where
+        F: FnOnce(Live) -> Fut,
+        Fut: Future<Output = Result<T, LeaseError>> + 'a,
+    {
+        let attempt = async {
+            let live = self.conn.get(op).await?;
+            let result = command(live.clone()).await;
+            if let Err(e) = &result
+                && e.spoils_connection()
+            {
+                self.conn.discard(&live);
+            }
+            result
+        };
+        match tokio::time::timeout(timeout, attempt).await {
+            Ok(result) => result,
+            Err(_) => {
+                self.conn.discard_current();
+                Err(LeaseError::Timeout { op, after: timeout })
+            }
+        }
+    }
+}
+
+/// Milliseconds for Redis, at least 1 (a zero PX is an error there).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+fn protocol(op: &'static str, reply: &Value) -> LeaseError {
+    LeaseError::Protocol {
+        op,
+        detail: format!("{reply:?}"),
+    }
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        _ => text(v)?.parse().ok(),
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn token(v: &Value) -> Option<FencingToken> {
+    int(v).and_then(|i| u64::try_from(i).ok()).map(FencingToken)
+}
+
+/// Maps a PTTL reply: `-1` no TTL, `-2` no key.
+fn remaining(pttl: i64) -> Option<Duration> {
+    u64::try_from(pttl).ok().map(Duration::from_millis)
+}
+
+fn parse_acquire(reply: &Value, sent_at: BootInstant, ttl: Duration) -> Option<Acquired> {
+    let Value::Array(items) = reply else {
+        return None;
+    };
+    match (text(items.first()?)?.as_str(), &items[1..]) {
+        ("ACQUIRED", [t]) => Some(Acquired::Leader(Grant {
+            token: token(t)?,
+            sent_at,
+            ttl,
+        })),
+        ("HELD", [owner, pttl, rest @ ..]) => Some(Acquired::HeldBy(Holder {
+            owner: text(owner)?,
+            remaining: remaining(int(pttl)?),
+            token: rest.first().and_then(token),
+        })),
+        ("COOLDOWN", [ms, started]) => Some(Acquired::CoolingDown {
+            remaining: Duration::from_millis(u64::try_from(int(ms)?).ok()?),
+            started: int(started)? == 1,
+        }),
+        _ => None,
+    }
+}
+
+fn parse_observe(reply: &Value) -> Option<Observation> {
+    let Value::Array(items) = reply else {
+        return None;
+    };
+    let [holder, pttl, fence, cooldown] = items.as_slice() else {
+        return None;
+    };
+    let token = token(fence);
+    let holder = match holder {
+        Value::Nil => None,
+        v => Some(Holder {
+            owner: text(v)?,
+            remaining: remaining(int(pttl)?),
+            token,
+        }),
+    };
+    let cooldown = match int(cooldown)? {
+        -1 => CooldownState::Pending,
+        0 => CooldownState::Idle,
+        ms => CooldownState::Running(Duration::from_millis(u64::try_from(ms).ok()?)),
+    };
+    Some(Observation {
+        holder,
+        token,
+        cooldown,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn acquire_replies_map_to_outcomes() {
+        let at = BootInstant::default();
+        let ttl = Duration::from_secs(15);
+        let cases = [
+            (
+                Value::Array(vec![bulk("ACQUIRED"), Value::Int(7)]),
+                Some(Acquired::Leader(Grant {
+                    token: FencingToken(7),
+                    sent_at: at,
+                    ttl,
+                })),
+            ),
+            (
+                Value::Array(vec![bulk("HELD"), bulk("b-1"), Value::Int(900), bulk("6")]),
+                Some(Acquired::HeldBy(Holder {
+                    owner: "b-1".into(),
+                    remaining: Some(Duration::from_millis(900)),
+                    token: Some(FencingToken(6)),
+                })),
+            ),
+            (
+                Value::Array(vec![bulk("HELD"), bulk("x"), Value::Int(-1), Value::Nil]),
+                Some(Acquired::HeldBy(Holder {
+                    owner: "x".into(),
+                    remaining: None,
+                    token: None,
+                })),
+            ),
+            (
+                Value::Array(vec![bulk("COOLDOWN"), Value::Int(15000), Value::Int(1)]),
+                Some(Acquired::CoolingDown {
+                    remaining: Duration::from_secs(15),
+                    started: true,
+                }),
+            ),
+            (Value::Array(vec![bulk("ACQUIRED"), Value::Int(-3)]), None),
+            (Value::Array(vec![bulk("WHAT")]), None),
+            (Value::Array(vec![]), None),
+            (Value::Int(1), None),
+        ];
+        for (reply, want) in cases {
+            assert_eq!(parse_acquire(&reply, at, ttl), want, "{reply:?}");
+        }
+    }
+
+    #[test]
+    fn observe_replies_map_to_observations() {
+        let empty = Value::Array(vec![Value::Nil, Value::Int(-2), Value::Nil, Value::Int(-1)]);
+        assert_eq!(
+            parse_observe(&empty),
+            Some(Observation {
+                holder: None,
+                token: None,
+                cooldown: CooldownState::Pending
+            })
+        );
+        let held = Value::Array(vec![bulk("a-1"), Value::Int(1200), bulk("42"), Value::Int(0)]);
+        let seen = parse_observe(&held).unwrap();
+        assert_eq!(seen.holder.unwrap().remaining, Some(Duration::from_millis(1200)));
+        assert_eq!(seen.token, Some(FencingToken(42)));
+        assert_eq!(seen.cooldown, CooldownState::Idle);
+        assert_eq!(parse_observe(&Value::Array(vec![Value::Nil])), None);
+    }
+
+    #[test]
+    fn durations_become_at_least_one_millisecond() {
+        assert_eq!(millis(Duration::from_micros(10)), 1);
+        assert_eq!(millis(Duration::from_secs(15)), 15_000);
+    }
+
+    #[test]
+    fn a_bad_url_is_refused_without_showing_its_password() {
+        let name = LeaseName::new("ns/app").unwrap();
+        let owner = OwnerId::generate("pod").unwrap();
+        let err = RedisLease::new("http://:hunter2@host", name, owner, LeaseOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("bad Redis URL `http://:***@host`"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn secrets_do_not_print() {
+        let s = Secret::new("hunter2");
+        assert_eq!(format!("{s} {s:?}"), "*** ***");
+    }
+}

@@ -1,0 +1,51 @@
+//! leasehold: leader election for the replicas of a Kubernetes Deployment, on one Redis lease.
+//!
+//! The holder of the lease is the leader: it runs the leader's work and renews the lease with a
+//! watchdog. The moment it can no longer prove that it still holds the lease, it steps down:
+//! its work is cancelled, its guard refuses, and it says why. The safety argument (one atomic
+//! acquire, compare-and-set renew and release, a validity deadline on the boot-time clock, a
+//! synchronous guard, fencing tokens that never go backwards, a cooldown after Redis lost its
+//! data) is in DESIGN.md; the code follows it point by point.
+//!
+//! # Layout
+//!
+//! - [`clock`]: the boot-time clock every safety decision reads (it counts through suspend).
+//! - [`lease`]: the Redis primitives and their Lua scripts: acquire, renew, release, observe,
+//!   the release channel. No loops, no policy.
+//! - [`elector`]: the state machine around them: follower waits, the leader's watchdog,
+//!   step-down, the [`Leadership`](elector::Leadership) handle and its guard, the observable
+//!   [`Status`](elector::Status). Its decisions are pure functions in `elector/decide.rs`.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use leasehold::elector::{Elector, Leadership, Timing};
+//! use leasehold::lease::{LeaseName, LeaseOptions, OwnerId, RedisLease};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let name = LeaseName::for_deployment("default", "billing")?;
+//! let owner = OwnerId::generate("billing-7d4f-x2x9")?;
+//! let lease = RedisLease::new("redis://redis:6379", name, owner, LeaseOptions::default())?;
+//! let elector = Elector::new(lease, Timing::default())?;
+//! let shutdown = CancellationToken::new();
+//! elector
+//!     .run(shutdown, |leadership: Leadership| async move {
+//!         loop {
+//!             // Refused after a pause that outlasted the lease, even before the watchdog runs.
+//!             let token = leadership.check()?;
+//!             println!("acting with fencing token {token}");
+//!             tokio::select! {
+//!                 _ = leadership.lost() => return Ok::<_, leasehold::elector::NotLeader>(()),
+//!                 _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+//!             }
+//!         }
+//!     })
+//!     .await;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod clock;
+pub mod elector;
+pub mod lease;

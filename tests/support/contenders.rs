@@ -1,0 +1,290 @@
+//! Electors for tests: in-process ones with shared action logs, and the `contender` example as
+//! a real child process that can be SIGKILLed and SIGSTOPped.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leasehold::clock::{BootInstant, Clock};
+use leasehold::elector::{Elector, Leadership, Role, Status, Timing};
+use leasehold::lease::{FencingToken, LeaseName, LeaseOptions, OwnerId, RedisLease};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Short durations so that tests finish quickly: TTL 1 s, renew deadline 600 ms, retry 150 ms.
+pub fn fast_timing() -> Timing {
+    Timing {
+        lease_duration: Duration::from_millis(1000),
+        renew_deadline: Duration::from_millis(600),
+        retry_period: Duration::from_millis(150),
+        drift_factor: 0.01,
+    }
+}
+
+/// A lease name unique to the calling test.
+pub fn unique_lease(test: &str) -> String {
+    format!("test/{test}-{}", uuid_suffix())
+}
+
+fn uuid_suffix() -> String {
+    OwnerId::generate("x").unwrap().as_str()[2..10].to_owned()
+}
+
+pub fn lease(url: &str, name: &str, identity: &str, cooldown: bool) -> RedisLease {
+    let options = LeaseOptions {
+        cooldown_on_data_loss: cooldown,
+        ..LeaseOptions::default()
+    };
+    RedisLease::new(
+        url,
+        LeaseName::new(name).unwrap(),
+        OwnerId::generate(identity).unwrap(),
+        options,
+    )
+    .unwrap()
+}
+
+/// One action a leader's work took after its guard said yes.
+#[derive(Debug, Clone, Copy)]
+pub struct Action {
+    pub token: FencingToken,
+    pub at: BootInstant,
+}
+
+/// A log shared by every contender of a test.
+pub type ActionLog = Arc<Mutex<Vec<Action>>>;
+
+/// An elector running in this process.
+pub struct Contender {
+    pub identity: String,
+    pub owner: String,
+    pub status: watch::Receiver<Status>,
+    shutdown: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Contender {
+    pub fn spawn<W, Fut>(lease: RedisLease, timing: Timing, work: W) -> Self
+    where
+        W: FnMut(Leadership) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
+    {
+        let identity = lease.owner().identity().to_owned();
+        let owner = lease.owner().to_string();
+        let elector = Elector::new(lease, timing).unwrap();
+        let status = elector.status();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(elector.run(shutdown.clone(), work));
+        Self {
+            identity,
+            owner,
+            status,
+            shutdown,
+            task,
+        }
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.status.borrow().is_leading_at(BootInstant::now())
+    }
+
+    pub fn token(&self) -> Option<FencingToken> {
+        match self.status.borrow().role {
+            Role::Leader { token, .. } => Some(token),
+            _ => None,
+        }
+    }
+
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(10), self.task)
+            .await
+            .expect("elector stops within 10 s of shutdown")
+            .expect("elector task");
+    }
+}
+
+/// Work that acts every `every` through the guard, logging each action, until its term ends
+/// or `hold` has passed (then it returns, which hands the lease over).
+pub fn acting_work(
+    log: ActionLog,
+    every: Duration,
+    hold: Option<Duration>,
+) -> impl FnMut(Leadership) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
++ Send
++ 'static {
+    move |leadership: Leadership| {
+        let log = log.clone();
+        Box::pin(async move {
+            let clock = leasehold::clock::BootClock;
+            let started = tokio::time::Instant::now();
+            loop {
+                if let Some(hold) = hold
+                    && started.elapsed() >= hold
+                {
+                    return Ok(());
+                }
+                match leadership.check() {
+                    Ok(token) => log.lock().unwrap().push(Action {
+                        token,
+                        at: clock.now(),
+                    }),
+                    Err(_) => {
+                        leadership.lost().await;
+                        return Ok(());
+                    }
+                }
+                tokio::select! {
+                    _ = leadership.lost() => return Ok(()),
+                    _ = tokio::time::sleep(every) => {}
+                }
+            }
+        })
+    }
+}
+
+/// Checks an action log: tokens never go backwards in time, and the terms' action spans
+/// [first, last] never overlap. Returns the tokens in order.
+pub fn assert_no_overlap(log: &[Action]) -> Vec<FencingToken> {
+    let mut actions = log.to_vec();
+    actions.sort_by_key(|a| a.at);
+    let mut spans: Vec<(FencingToken, BootInstant, BootInstant)> = Vec::new();
+    for a in &actions {
+        match spans.last_mut() {
+            Some((token, _, last)) if *token == a.token => *last = a.at,
+            Some((token, _, _)) => {
+                assert!(
+                    a.token > *token,
+                    "token went backwards: {} acted at {:?} after {} had acted",
+                    a.token,
+                    a.at,
+                    token
+                );
+                spans.push((a.token, a.at, a.at));
+            }
+            None => spans.push((a.token, a.at, a.at)),
+        }
+    }
+    let tokens: Vec<FencingToken> = spans.iter().map(|s| s.0).collect();
+    let mut unique = tokens.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), tokens.len(), "a term acted again after another term had acted");
+    tokens
+}
+
+/// The `contender` example as a child process, its stdout collected line by line.
+pub struct ChildContender {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    pub owner: String,
+}
+
+fn contender_exe() -> PathBuf {
+    // Test binaries live in target/<profile>/deps; examples in target/<profile>/examples.
+    let exe = std::env::current_exe().expect("current exe");
+    let profile_dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let path = profile_dir.join("examples").join("contender");
+    assert!(
+        path.exists(),
+        "{} is missing: the example is built by `cargo test` / `cargo nextest run`",
+        path.display()
+    );
+    path
+}
+
+impl ChildContender {
+    pub fn spawn(url: &str, lease: &str, identity: &str, timing: Timing, cooldown: bool) -> Self {
+        let mut cmd = Command::new(contender_exe());
+        cmd.arg(url)
+            .arg(lease)
+            .arg(identity)
+            .arg(timing.lease_duration.as_millis().to_string())
+            .arg(timing.renew_deadline.as_millis().to_string())
+            .arg(timing.retry_period.as_millis().to_string());
+        if !cooldown {
+            cmd.arg("--no-cooldown");
+        }
+        let mut child = cmd
+            .env("RUST_LOG", "leasehold=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn contender");
+        let stdout = child.stdout.take().expect("stdout");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let mut this = Self {
+            child,
+            lines,
+            owner: String::new(),
+        };
+        let owner_line = this.wait_line("owner line", Duration::from_secs(10), |l| l.starts_with("owner="));
+        this.owner = owner_line.trim_start_matches("owner=").to_owned();
+        this
+    }
+
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    pub fn line_count(&self) -> usize {
+        self.lines.lock().unwrap().len()
+    }
+
+    /// Waits for a line (among all so far) matching `pred`.
+    pub fn wait_line(&self, what: &str, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
+        self.wait_line_after(0, what, timeout, pred)
+    }
+
+    /// Waits for a line from index `from` on matching `pred`.
+    pub fn wait_line_after(
+        &self,
+        from: usize,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> String {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(l) = self.lines.lock().unwrap().iter().skip(from).find(|l| pred(l)) {
+                return l.clone();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out after {timeout:?} waiting for {what}; lines so far:\n{}",
+                self.lines().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    pub fn signal(&self, signal: Signal) {
+        kill(self.pid(), signal).expect("signal contender");
+    }
+}
+
+impl Drop for ChildContender {
+    fn drop(&mut self) {
+        let _ = kill(self.pid(), Signal::SIGCONT);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("---- contender {} stdout ----\n{}", self.owner, self.lines().join("\n"));
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! Shared test support: real redis-server processes, a fault proxy, wait helpers, and helpers
+//! to run electors in-process or as child processes. Each test binary uses a part of it.
+#![allow(dead_code)]
+
+pub mod contenders;
+pub mod proxy;
+pub mod redis_server;
+pub mod wait;

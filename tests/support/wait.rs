@@ -1,0 +1,52 @@
+//! Waiting for conditions with a bound: never a bare sleep as the assertion.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+/// Polls `probe` every 5 ms until it returns `Some`, or panics after `timeout` naming `what`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Waits until the watched value satisfies `pred`, or panics after `timeout` naming `what`.
+pub async fn until<T: Clone>(
+    what: &str,
+    rx: &mut watch::Receiver<T>,
+    timeout: Duration,
+    mut pred: impl FnMut(&T) -> bool,
+) -> T {
+    match tokio::time::timeout(timeout, rx.wait_for(|v| pred(v))).await {
+        Ok(Ok(v)) => v.clone(),
+        Ok(Err(_)) => panic!("the watched value closed while waiting for {what}"),
+        Err(_) => panic!("timed out after {timeout:?} waiting for {what}"),
+    }
+}
+
+/// Asserts that `pred` holds for the watched value during the whole of `window`.
+pub async fn holds_for<T>(
+    what: &str,
+    rx: &mut watch::Receiver<T>,
+    window: Duration,
+    mut pred: impl FnMut(&T) -> bool,
+) {
+    let result = tokio::time::timeout(window, rx.wait_for(|v| !pred(v))).await;
+    if let Ok(Ok(v)) = result {
+        drop(v);
+        panic!("{what} stopped holding within {window:?}");
+    }
+}
