@@ -22,6 +22,10 @@ pub(crate) struct Live {
     generation: u64,
 }
 
+/// Whether a connection was dialled for this very call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fresh(pub(crate) bool);
+
 /// The connection slot.
 pub(crate) struct Connection {
     client: Client,
@@ -48,11 +52,11 @@ impl Connection {
         &self.client
     }
 
-    /// The current connection, dialling a new one when there is none. The caller bounds the
-    /// time this takes.
-    pub(crate) async fn get(&self, op: &'static str) -> Result<Live, LeaseError> {
+    /// The current connection, dialling a new one when there is none; the flag says whether
+    /// it was dialled just now. The caller bounds the time this takes.
+    pub(crate) async fn get(&self, op: &'static str) -> Result<(Live, Fresh), LeaseError> {
         if let Some(live) = self.lock().live.clone() {
-            return Ok(live);
+            return Ok((live, Fresh(false)));
         }
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(None)
@@ -79,7 +83,7 @@ impl Connection {
             generation: slot.generation,
         };
         slot.live = Some(live.clone());
-        Ok(live)
+        Ok((live, Fresh(true)))
     }
 
     /// Throws `live` away if it is still the current connection, so the next call dials anew.

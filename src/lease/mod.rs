@@ -361,8 +361,10 @@ impl RedisLease {
         Ok(pubsub.into_on_message().map(|_| ()))
     }
 
-    /// Runs one command on the connection within `timeout` (dialling included), and throws the
-    /// connection away when the error says it can no longer be trusted.
+    /// Runs one command within `timeout` (dialling included), and throws the connection away
+    /// when the error says it can no longer be trusted. A kept connection that turns out dead
+    /// (Redis restarted since the last call) gets one more try on a fresh one, inside the same
+    /// timeout: every script is safe to repeat for its owner.
     async fn call<'a, T, F, Fut>(
         &'a self,
         op: &'static str,
@@ -370,18 +372,24 @@ impl RedisLease {
         command: F,
     ) -> Result<T, LeaseError>
     where
-        F: FnOnce(Live) -> Fut,
+        F: Fn(Live) -> Fut,
         Fut: Future<Output = Result<T, LeaseError>> + 'a,
     {
         let attempt = async {
-            let live = self.conn.get(op).await?;
-            let result = command(live.clone()).await;
-            if let Err(e) = &result
-                && e.spoils_connection()
-            {
-                self.conn.discard(&live);
+            loop {
+                let (live, fresh) = self.conn.get(op).await?;
+                let result = command(live.clone()).await;
+                match &result {
+                    Err(e) if e.spoils_connection() => {
+                        self.conn.discard(&live);
+                        if !fresh.0 && matches!(e, LeaseError::Connection { .. }) {
+                            continue;
+                        }
+                    }
+                    _ => {}
+                }
+                return result;
             }
-            result
         };
         match tokio::time::timeout(timeout, attempt).await {
             Ok(result) => result,
