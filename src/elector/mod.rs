@@ -368,7 +368,16 @@ impl Elector {
                 _ = shutdown.cancelled() => break Ending::new(StepDownReason::Shutdown),
                 joined = task => {
                     work_task = None;
-                    break work_ending(joined);
+                    let ended = work_ending(joined);
+                    // Work that gave up because its guard refused after a pause ended *because*
+                    // the validity deadline passed: report the cause, keep the work's words.
+                    if clock.now() >= valid_until {
+                        break Ending {
+                            reason: StepDownReason::ValidityDeadlinePassed,
+                            detail: ended.detail.or_else(|| Some(ended.reason.to_string())),
+                        };
+                    }
+                    break ended;
                 }
                 _ = tokio::time::sleep(clock.now().until(next_renew)) => {}
             }

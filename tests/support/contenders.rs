@@ -49,11 +49,23 @@ pub fn lease(url: &str, name: &str, identity: &str, cooldown: bool) -> RedisLeas
     .unwrap()
 }
 
-/// One action a leader's work took after its guard said yes.
+/// What a leader's work did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Did {
+    /// The work was handed its Leadership.
+    Start,
+    /// It acted after its guard said yes.
+    Act,
+    /// It returned on its own (its hold time was up).
+    End,
+}
+
+/// One entry of a leader's work.
 #[derive(Debug, Clone, Copy)]
 pub struct Action {
     pub token: FencingToken,
     pub at: BootInstant,
+    pub did: Did,
 }
 
 /// A log shared by every contender of a test.
@@ -122,18 +134,25 @@ pub fn acting_work(
         let log = log.clone();
         Box::pin(async move {
             let clock = leasehold::clock::BootClock;
+            let token = leadership.token();
+            let note = |did| {
+                log.lock().unwrap().push(Action {
+                    token,
+                    at: clock.now(),
+                    did,
+                })
+            };
+            note(Did::Start);
             let started = tokio::time::Instant::now();
             loop {
                 if let Some(hold) = hold
                     && started.elapsed() >= hold
                 {
+                    note(Did::End);
                     return Ok(());
                 }
                 match leadership.check() {
-                    Ok(token) => log.lock().unwrap().push(Action {
-                        token,
-                        at: clock.now(),
-                    }),
+                    Ok(_) => note(Did::Act),
                     Err(_) => {
                         leadership.lost().await;
                         return Ok(());
@@ -151,7 +170,7 @@ pub fn acting_work(
 /// Checks an action log: tokens never go backwards in time, and the terms' action spans
 /// [first, last] never overlap. Returns the tokens in order.
 pub fn assert_no_overlap(log: &[Action]) -> Vec<FencingToken> {
-    let mut actions = log.to_vec();
+    let mut actions: Vec<Action> = log.iter().filter(|a| a.did == Did::Act).copied().collect();
     actions.sort_by_key(|a| a.at);
     let mut spans: Vec<(FencingToken, BootInstant, BootInstant)> = Vec::new();
     for a in &actions {
@@ -175,6 +194,59 @@ pub fn assert_no_overlap(log: &[Action]) -> Vec<FencingToken> {
     unique.dedup();
     assert_eq!(unique.len(), tokens.len(), "a term acted again after another term had acted");
     tokens
+}
+
+/// Handoff gaps: for each term that ended on its own, the time from its end to the next
+/// term's start.
+pub fn handoff_gaps(log: &[Action]) -> Vec<Duration> {
+    let mut entries = log.to_vec();
+    entries.sort_by_key(|a| a.at);
+    let mut gaps = Vec::new();
+    let mut last_end: Option<BootInstant> = None;
+    for a in entries {
+        match a.did {
+            Did::End => last_end = Some(a.at),
+            Did::Start => {
+                if let Some(end) = last_end.take() {
+                    gaps.push(a.at.saturating_duration_since(end));
+                }
+            }
+            Did::Act => {}
+        }
+    }
+    gaps
+}
+
+/// Records every status the watch shows (coalesced values may be skipped, transitions are not
+/// lost because each transition changes the role).
+pub fn record_statuses(mut rx: watch::Receiver<Status>) -> Arc<Mutex<Vec<(BootInstant, Status)>>> {
+    let history = Arc::new(Mutex::new(vec![(BootInstant::now(), rx.borrow_and_update().clone())]));
+    let sink = history.clone();
+    tokio::spawn(async move {
+        while rx.changed().await.is_ok() {
+            let s = rx.borrow_and_update().clone();
+            sink.lock().unwrap().push((BootInstant::now(), s));
+        }
+    });
+    history
+}
+
+/// Summary figures of a sample, for the test output.
+pub fn summary(samples: &[Duration]) -> String {
+    let mut s = samples.to_vec();
+    s.sort();
+    if s.is_empty() {
+        return "no samples".into();
+    }
+    let pick = |q: f64| s[((s.len() - 1) as f64 * q).round() as usize];
+    format!(
+        "n={} min={:?} p50={:?} p99={:?} max={:?}",
+        s.len(),
+        s[0],
+        pick(0.5),
+        pick(0.99),
+        s[s.len() - 1]
+    )
 }
 
 /// The `contender` example as a child process, its stdout collected line by line.
