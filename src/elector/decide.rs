@@ -21,11 +21,13 @@ pub(crate) enum WatchdogStep {
 
 /// The watchdog's decision at `now`, given the validity deadline and the renew deadline.
 /// A deadline that has passed wins over a renewal: after a pause the watchdog must not even try,
-/// since a renewal cannot prove anything about the time already lost.
+/// since a renewal cannot prove anything about the time already lost. A renewal is bounded by
+/// the first deadline and by `attempt_timeout`.
 pub(crate) fn watchdog_step(
     now: BootInstant,
     valid_until: BootInstant,
     renew_by: BootInstant,
+    attempt_timeout: Duration,
 ) -> WatchdogStep {
     if now >= valid_until {
         WatchdogStep::StepDown(StepDownReason::ValidityDeadlinePassed)
@@ -33,20 +35,29 @@ pub(crate) fn watchdog_step(
         WatchdogStep::StepDown(StepDownReason::RenewDeadlinePassed)
     } else {
         WatchdogStep::Renew {
-            timeout: now.until(valid_until.min(renew_by)),
+            timeout: now.until(valid_until.min(renew_by)).min(attempt_timeout),
         }
     }
 }
 
-/// When the watchdog should wake next after a failed renewal: a retry period later, but not
-/// after either deadline, so that it steps down on time.
+/// The shortest pause between two renewal attempts, so that a link that fails instantly does
+/// not turn the watchdog into a busy loop.
+const MIN_RETRY_PAUSE: Duration = Duration::from_millis(10);
+
+/// When the watchdog should try again after a failed renewal that started at `attempt_started`:
+/// attempts start at most once per retry period (an attempt that timed out already waited),
+/// never sooner than a short pause from `now`, and never after either deadline, so that it
+/// steps down on time.
 pub(crate) fn retry_after_failure(
+    attempt_started: BootInstant,
     now: BootInstant,
     timing: &Timing,
     valid_until: BootInstant,
     renew_by: BootInstant,
 ) -> BootInstant {
-    now.saturating_add(timing.retry_period)
+    attempt_started
+        .saturating_add(timing.retry_period)
+        .max(now.saturating_add(MIN_RETRY_PAUSE))
         .min(valid_until)
         .min(renew_by)
 }
@@ -125,9 +136,10 @@ mod tests {
     fn watchdog_table() {
         use StepDownReason::*;
         use WatchdogStep::*;
-        // (now, valid_until, renew_by) -> step
+        // (now, valid_until, renew_by) -> step, with attempts bounded by 3.4 s
         let cases = [
-            (1_000, 15_000, 10_000, Renew { timeout: ms(9_000) }),
+            (1_000, 15_000, 10_000, Renew { timeout: ms(3_400) }),
+            (7_000, 15_000, 10_000, Renew { timeout: ms(3_000) }),
             (9_999, 15_000, 10_000, Renew { timeout: ms(1) }),
             (10_000, 15_000, 10_000, StepDown(RenewDeadlinePassed)),
             (14_999, 15_000, 10_000, StepDown(RenewDeadlinePassed)),
@@ -139,16 +151,21 @@ mod tests {
             (13_500, 13_000, 14_000, StepDown(ValidityDeadlinePassed)),
         ];
         for (now, valid, renew, want) in cases {
-            assert_eq!(watchdog_step(at(now), at(valid), at(renew)), want, "now={now}");
+            assert_eq!(watchdog_step(at(now), at(valid), at(renew), ms(3_400)), want, "now={now}");
         }
     }
 
     #[test]
     fn retries_after_failure_never_sleep_past_a_deadline() {
         let timing = Timing::default();
-        assert_eq!(retry_after_failure(at(1_000), &timing, at(15_000), at(10_000)), at(3_000));
-        assert_eq!(retry_after_failure(at(9_000), &timing, at(15_000), at(10_000)), at(10_000));
-        assert_eq!(retry_after_failure(at(9_000), &timing, at(9_500), at(10_000)), at(9_500));
+        let (valid, renew) = (at(15_000), at(10_000));
+        // An instant failure: wait out the retry period from the attempt's start.
+        assert_eq!(retry_after_failure(at(1_000), at(1_001), &timing, valid, renew), at(3_000));
+        // A timeout that already lasted longer than the retry period: go again shortly.
+        assert_eq!(retry_after_failure(at(1_000), at(4_400), &timing, valid, renew), at(4_410));
+        // Never past a deadline.
+        assert_eq!(retry_after_failure(at(9_000), at(9_001), &timing, valid, renew), at(10_000));
+        assert_eq!(retry_after_failure(at(9_000), at(9_001), &timing, at(9_500), renew), at(9_500));
     }
 
     #[test]

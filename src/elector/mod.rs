@@ -381,8 +381,13 @@ impl Elector {
                 }
                 _ = tokio::time::sleep(clock.now().until(next_renew)) => {}
             }
-            let now = clock.now();
-            let timeout = match decide::watchdog_step(now, valid_until, renew_by) {
+            let attempt_started = clock.now();
+            let timeout = match decide::watchdog_step(
+                attempt_started,
+                valid_until,
+                renew_by,
+                timing.renew_attempt_timeout(),
+            ) {
                 WatchdogStep::StepDown(reason) => break Ending::new(reason),
                 WatchdogStep::Renew { timeout } => timeout,
             };
@@ -423,7 +428,13 @@ impl Elector {
                     self.observer.renewal(RenewalOutcome::Failed, latency);
                     failures = failures.saturating_add(1);
                     self.redis_failed("renew", &err, failures);
-                    next_renew = decide::retry_after_failure(clock.now(), &timing, valid_until, renew_by);
+                    next_renew = decide::retry_after_failure(
+                        attempt_started,
+                        clock.now(),
+                        &timing,
+                        valid_until,
+                        renew_by,
+                    );
                 }
             }
         };

@@ -127,6 +127,13 @@ impl Timing {
         self.lease_duration.saturating_sub(self.drift())
     }
 
+    /// The bound of one renewal attempt: the retry period, but at least a third of the renew
+    /// deadline, so that a single stuck call (a blackholed link) cannot eat the whole deadline
+    /// and at least three attempts fit in it. The deadlines cut it shorter when they are near.
+    pub fn renew_attempt_timeout(&self) -> Duration {
+        self.retry_period.max(self.renew_deadline / 3)
+    }
+
     /// The bound of one Redis call outside the watchdog (acquire, release, subscribe): the retry
     /// period, but at least 1 s so that a slow link still gets answers, and never beyond the
     /// renew deadline.
@@ -157,6 +164,7 @@ mod tests {
         assert_eq!(d.drift(), Duration::from_millis(152));
         assert_eq!(d.validity(), Duration::from_millis(14_848));
         assert_eq!(d.call_timeout(), Duration::from_secs(2));
+        assert_eq!(d.renew_attempt_timeout(), Duration::from_millis(3_333) + Duration::from_nanos(333_333));
     }
 
     #[test]
@@ -167,7 +175,7 @@ mod tests {
             (t(15_000, 2_400, 2_000), "--renew-deadline 2.4s must be greater than --retry-period × 1.2 2.4s"),
             (t(15_000, 10_000, 5), "--retry-period 5ms is too short: it must be at least 10ms"),
             (t(0, 10_000, 2_000), "--lease-duration 0ns is too short"),
-            (t(30, 25, 20), "--renew-deadline 25ms must be greater than --retry-period × 1.2 24ms"),
+            (t(30, 24, 20), "--renew-deadline 24ms must be greater than --retry-period × 1.2 24ms"),
         ];
         for (timing, want) in cases {
             let got = timing.validate().unwrap_err().to_string();
@@ -182,8 +190,8 @@ mod tests {
 
     #[test]
     fn a_drift_margin_that_eats_the_retry_period_is_refused() {
-        let mut timing = t(100, 60, 40);
-        timing.drift_factor = 0.45;
+        let mut timing = t(100, 60, 49);
+        timing.drift_factor = 0.49;
         let got = timing.validate().unwrap_err().to_string();
         assert!(got.contains("drift margin plus --retry-period"), "{got}");
     }

@@ -9,17 +9,39 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client};
+use tokio::sync::OnceCell;
 
 use super::LeaseError;
 
-/// A live connection and the run id of the Redis process behind it.
+/// A live connection, and the run id of the Redis process behind it once asked for.
 #[derive(Clone)]
 pub(crate) struct Live {
     pub(crate) conn: MultiplexedConnection,
     /// `run_id` from `INFO server`: changes whenever Redis restarts or another process (a
     /// promoted replica) answers, which is how the acquire script notices possible data loss.
-    pub(crate) run_id: Arc<str>,
+    /// Read on first need (acquire, observe), not at dial time: a leader that redials to renew
+    /// over a slow link should not pay a round trip it does not need.
+    run_id: Arc<OnceCell<Arc<str>>>,
     generation: u64,
+}
+
+impl Live {
+    /// The run id of the Redis process behind this connection.
+    pub(crate) async fn run_id(&mut self, op: &'static str, lease_key: &str) -> Result<Arc<str>, LeaseError> {
+        let mut conn = self.conn.clone();
+        self.run_id
+            .get_or_try_init(|| async move {
+                read_run_id(&mut conn).await.map(Arc::from).map_err(|e| match e {
+                    RunIdError::Redis(e) => LeaseError::from_redis(op, lease_key, &e),
+                    RunIdError::Missing => LeaseError::Protocol {
+                        op,
+                        detail: "INFO server has no run_id field".into(),
+                    },
+                })
+            })
+            .await
+            .cloned()
+    }
 }
 
 /// Whether a connection was dialled for this very call.
@@ -61,25 +83,16 @@ impl Connection {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(None)
             .set_response_timeout(None);
-        let mut conn = self
+        let conn = self
             .client
             .get_multiplexed_async_connection_with_config(&config)
             .await
             .map_err(|e| LeaseError::from_redis(op, &self.lease_key, &e))?;
-        let run_id = read_run_id(&mut conn)
-            .await
-            .map_err(|e| match e {
-                RunIdError::Redis(e) => LeaseError::from_redis(op, &self.lease_key, &e),
-                RunIdError::Missing => LeaseError::Protocol {
-                    op,
-                    detail: "INFO server has no run_id field".into(),
-                },
-            })?;
         let mut slot = self.lock();
         slot.generation += 1;
         let live = Live {
             conn,
-            run_id: run_id.into(),
+            run_id: Arc::default(),
             generation: slot.generation,
         };
         slot.live = Some(live.clone());

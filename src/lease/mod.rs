@@ -218,6 +218,8 @@ impl RedisLease {
         if let Some(password) = &options.password {
             redis_settings = redis_settings.set_password(password.expose());
         }
+        // One round trip less on every dial; a leader redialling over a slow link needs it.
+        redis_settings = redis_settings.set_skip_set_lib_name();
         info = info.set_redis_settings(redis_settings);
         let client = Client::open(info).map_err(|e| bad_url(e.to_string()))?;
         let keys = LeaseKeys::new(&options.key_prefix, &name).map_err(|e| bad_url(e.to_string()))?;
@@ -257,13 +259,14 @@ impl RedisLease {
         let sent_at = self.clock.now();
         let reply: Value = self
             .call(OP, timeout, |mut live| async move {
+                let run_id = live.run_id(OP, &self.keys.lease).await?;
                 ACQUIRE_SCRIPT
                     .key(&self.keys.lease)
                     .key(&self.keys.fence)
                     .key(&self.keys.marker)
                     .arg(self.owner.as_str())
                     .arg(millis(ttl))
-                    .arg(&*live.run_id)
+                    .arg(&*run_id)
                     .arg(if self.cooldown_on_data_loss { "1" } else { "0" })
                     .invoke_async(&mut live.conn)
                     .await
@@ -321,11 +324,12 @@ impl RedisLease {
         const OP: &str = "observe";
         let reply: Value = self
             .call(OP, timeout, |mut live| async move {
+                let run_id = live.run_id(OP, &self.keys.lease).await?;
                 OBSERVE_SCRIPT
                     .key(&self.keys.lease)
                     .key(&self.keys.fence)
                     .key(&self.keys.marker)
-                    .arg(&*live.run_id)
+                    .arg(&*run_id)
                     .invoke_async(&mut live.conn)
                     .await
                     .map_err(|e| LeaseError::from_redis(OP, &self.keys.lease, &e))
