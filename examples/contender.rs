@@ -46,6 +46,7 @@ async fn work(leadership: Leadership) -> Result<(), std::convert::Infallible> {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_ansi(std::env::var_os("NO_COLOR").is_none())
         .with_writer(std::io::stderr)
         .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -64,7 +65,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         cooldown_on_data_loss: !no_cooldown,
         ..LeaseOptions::default()
     };
-    let lease = RedisLease::new(url, LeaseName::new(lease.as_str())?, OwnerId::generate(identity)?, options)?;
+    let lease = RedisLease::new(
+        url,
+        LeaseName::new(lease.as_str())?,
+        OwnerId::generate(identity)?,
+        options,
+    )?;
     say(format!("owner={}", lease.owner()));
     let elector = Elector::new(lease, timing)?;
 
@@ -78,10 +84,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 && s.transitions != last_steps
                 && !matches!(s.role, Role::Leader { .. })
             {
-                say(format!("stepped_down token={} reason={}", step.token, step.reason.as_label()));
+                say(format!(
+                    "stepped_down token={} reason={}",
+                    step.token,
+                    step.reason.as_label()
+                ));
             }
             last_steps = s.transitions;
-            if let Role::Follower { leader: Some(l), .. } = &s.role
+            if let Role::Follower {
+                leader: Some(l), ..
+            } = &s.role
                 && last_leader.as_ref() != Some(&l.owner)
             {
                 say(format!("following leader={}", l.identity));
@@ -92,8 +104,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::spawn(async move {
-        let _ = tokio::signal::ctrl_c().await;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = sigterm.recv() => {}
+        }
         on_signal.cancel();
     });
     elector.run(shutdown, work).await;

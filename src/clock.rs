@@ -151,7 +151,10 @@ mod tests {
         let boot = BootInstant::now().saturating_duration_since(b0);
         let mono = m0.elapsed();
         let diff = boot.abs_diff(mono);
-        assert!(diff < Duration::from_millis(5), "boot {boot:?} vs monotonic {mono:?}");
+        assert!(
+            diff < Duration::from_millis(5),
+            "boot {boot:?} vs monotonic {mono:?}"
+        );
     }
 
     #[test]
@@ -166,7 +169,10 @@ mod tests {
     #[test]
     fn arithmetic_saturates_instead_of_panicking() {
         let t = BootInstant::from_since_boot(Duration::from_secs(1));
-        assert_eq!(t.saturating_sub(Duration::from_secs(5)), BootInstant::default());
+        assert_eq!(
+            t.saturating_sub(Duration::from_secs(5)),
+            BootInstant::default()
+        );
         assert_eq!(t.until(BootInstant::default()), Duration::ZERO);
         assert_eq!(
             BootInstant::default().until(t),

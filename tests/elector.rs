@@ -35,13 +35,22 @@ async fn twenty_four_contenders_never_overlap_across_many_handoffs() {
         .map(|i| {
             let lease = lease(&redis.url(), &name, &format!("pod-{i}"), false);
             // Each term acts every 2 ms for 40 ms, then hands over.
-            let work = acting_work(log.clone(), Duration::from_millis(2), Some(Duration::from_millis(40)));
+            let work = acting_work(
+                log.clone(),
+                Duration::from_millis(2),
+                Some(Duration::from_millis(40)),
+            );
             Contender::spawn(lease, timing, work)
         })
         .collect();
 
     eventually("60 terms", Duration::from_secs(60), || async {
-        let terms = log.lock().unwrap().iter().filter(|a| a.did == Did::End).count();
+        let terms = log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|a| a.did == Did::End)
+            .count();
         (terms >= 60).then_some(())
     })
     .await;
@@ -51,7 +60,10 @@ async fn twenty_four_contenders_never_overlap_across_many_handoffs() {
     let log = log.lock().unwrap().clone();
     let tokens = assert_no_overlap(&log);
     assert!(tokens.len() >= 60, "{} terms acted", tokens.len());
-    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "tokens strictly increase");
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens strictly increase"
+    );
     let leaders: std::collections::HashSet<_> = log.iter().map(|a| a.token).collect();
     assert_eq!(leaders.len(), tokens.len());
     eprintln!("handoff under contention: {}", summary(&handoff_gaps(&log)));
@@ -72,7 +84,11 @@ async fn graceful_handoff_reaches_a_follower_well_within_the_ttl() {
     let contenders: Vec<Contender> = (0..3)
         .map(|i| {
             let lease = lease(&redis.url(), &name, &format!("pod-{i}"), false);
-            let work = acting_work(log.clone(), Duration::from_millis(5), Some(Duration::from_millis(100)));
+            let work = acting_work(
+                log.clone(),
+                Duration::from_millis(5),
+                Some(Duration::from_millis(100)),
+            );
             Contender::spawn(lease, timing, work)
         })
         .collect();
@@ -86,9 +102,15 @@ async fn graceful_handoff_reaches_a_follower_well_within_the_ttl() {
     let log = log.lock().unwrap().clone();
     assert_no_overlap(&log);
     let gaps = handoff_gaps(&log);
-    eprintln!("graceful handoff (work end → next work start): {}", summary(&gaps));
+    eprintln!(
+        "graceful handoff (work end → next work start): {}",
+        summary(&gaps)
+    );
     let worst = gaps.iter().max().copied().unwrap_or_default();
-    assert!(worst < Duration::from_secs(1), "a handoff took {worst:?}; the TTL is 10 s");
+    assert!(
+        worst < Duration::from_secs(1),
+        "a handoff took {worst:?}; the TTL is 10 s"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,9 +139,12 @@ async fn shutdown_releases_the_lease_and_a_follower_takes_over_at_once() {
         timing,
         acting_work(log.clone(), Duration::from_millis(5), None),
     );
-    until("b to follow a", &mut b.status, Duration::from_secs(5), |s| {
-        s.leader_identity() == Some("pod-a")
-    })
+    until(
+        "b to follow a",
+        &mut b.status,
+        Duration::from_secs(5),
+        |s| s.leader_identity() == Some("pod-a"),
+    )
     .await;
 
     let stopped_at = BootInstant::now();
@@ -136,7 +161,10 @@ async fn shutdown_releases_the_lease_and_a_follower_takes_over_at_once() {
     .await;
     let took = BootInstant::now().saturating_duration_since(stopped_at);
     eprintln!("shutdown → follower leads: {took:?}");
-    assert!(took < Duration::from_secs(3), "took {took:?}; expiry would take up to 10 s");
+    assert!(
+        took < Duration::from_secs(3),
+        "took {took:?}; expiry would take up to 10 s"
+    );
     b.shutdown().await;
     assert_no_overlap(&log.lock().unwrap());
 }
@@ -152,7 +180,10 @@ async fn work_that_ends_fails_or_panics_steps_down_and_releases() {
         async move {
             match term {
                 0 => Ok(()),
-                1 => Err(format!("reconcile failed with token {}", leadership.token())),
+                1 => Err(format!(
+                    "reconcile failed with token {}",
+                    leadership.token()
+                )),
                 2 => panic!("boom in term {term}"),
                 _ => {
                     leadership.lost().await;
@@ -161,7 +192,11 @@ async fn work_that_ends_fails_or_panics_steps_down_and_releases() {
             }
         }
     };
-    let c = Contender::spawn(lease(&redis.url(), &name, "pod-a", false), fast_timing(), work);
+    let c = Contender::spawn(
+        lease(&redis.url(), &name, "pod-a", false),
+        fast_timing(),
+        work,
+    );
     let history = record_statuses(c.status.clone());
     let mut status = c.status.clone();
     until("a fourth term", &mut status, Duration::from_secs(10), |s| {
@@ -183,7 +218,13 @@ async fn work_that_ends_fails_or_panics_steps_down_and_releases() {
     assert_eq!(steps.len(), 3, "{steps:?}");
     assert_eq!(steps[0].0, StepDownReason::WorkEnded);
     assert_eq!(steps[1].0, StepDownReason::WorkFailed);
-    assert!(steps[1].1.as_deref().unwrap_or("").starts_with("reconcile failed with token"));
+    assert!(
+        steps[1]
+            .1
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("reconcile failed with token")
+    );
     assert_eq!(steps[2].0, StepDownReason::WorkPanicked);
     assert_eq!(steps[2].1.as_deref(), Some("boom in term 2"));
     c.shutdown().await;
@@ -199,17 +240,34 @@ async fn nobody_leads_during_the_cooldown_of_a_fresh_redis() {
     let contenders: Vec<Contender> = (0..3)
         .map(|i| {
             let lease = lease(&redis.url(), &name, &format!("pod-{i}"), true);
-            Contender::spawn(lease, timing, acting_work(log.clone(), Duration::from_millis(5), None))
+            Contender::spawn(
+                lease,
+                timing,
+                acting_work(log.clone(), Duration::from_millis(5), None),
+            )
         })
         .collect();
-    eventually("a leader after the cooldown", Duration::from_secs(5), || async {
-        leader_of(&contenders)
-    })
+    eventually(
+        "a leader after the cooldown",
+        Duration::from_secs(5),
+        || async { leader_of(&contenders) },
+    )
     .await;
-    let first = log.lock().unwrap().first().copied().expect("the leader acted");
+    let first = log
+        .lock()
+        .unwrap()
+        .first()
+        .copied()
+        .expect("the leader acted");
     let waited = first.at.saturating_duration_since(started);
-    eprintln!("first election on a fresh redis after {waited:?} (lease duration {:?})", timing.lease_duration);
-    assert!(waited >= timing.lease_duration, "led after {waited:?}, inside the cooldown");
+    eprintln!(
+        "first election on a fresh redis after {waited:?} (lease duration {:?})",
+        timing.lease_duration
+    );
+    assert!(
+        waited >= timing.lease_duration,
+        "led after {waited:?}, inside the cooldown"
+    );
     for c in contenders {
         c.shutdown().await;
     }
@@ -224,7 +282,11 @@ async fn redis_going_away_makes_the_leader_step_down_and_an_empty_restart_elects
     let contenders: Vec<Contender> = (0..3)
         .map(|i| {
             let lease = lease(&redis.url(), &name, &format!("pod-{i}"), true);
-            Contender::spawn(lease, timing, acting_work(log.clone(), Duration::from_millis(5), None))
+            Contender::spawn(
+                lease,
+                timing,
+                acting_work(log.clone(), Duration::from_millis(5), None),
+            )
         })
         .collect();
     let first = eventually("a first leader", Duration::from_secs(5), || async {
@@ -237,9 +299,12 @@ async fn redis_going_away_makes_the_leader_step_down_and_an_empty_restart_elects
     redis.kill();
     let killed_at = BootInstant::now();
     let mut status = contenders[first].status.clone();
-    let after = until("the leader to step down", &mut status, timing.lease_duration * 2, |s| {
-        !matches!(s.role, Role::Leader { .. })
-    })
+    let after = until(
+        "the leader to step down",
+        &mut status,
+        timing.lease_duration * 2,
+        |s| !matches!(s.role, Role::Leader { .. }),
+    )
     .await;
     let step = after.last_step_down.expect("a step-down");
     assert_eq!(step.reason, StepDownReason::RenewDeadlinePassed, "{step:?}");
@@ -260,7 +325,10 @@ async fn redis_going_away_makes_the_leader_step_down_and_an_empty_restart_elects
         .find(|(_, s)| !matches!(s.role, Role::Leader { .. }) && s.last_step_down.is_some())
         .map(|(at, _)| *at)
         .expect("the step-down was seen");
-    assert!(stepped < last_valid_until, "stepped down at {stepped:?}, deadline {last_valid_until:?}");
+    assert!(
+        stepped < last_valid_until,
+        "stepped down at {stepped:?}, deadline {last_valid_until:?}"
+    );
     let last_act = log
         .lock()
         .unwrap()
@@ -269,7 +337,10 @@ async fn redis_going_away_makes_the_leader_step_down_and_an_empty_restart_elects
         .map(|a| a.at)
         .max()
         .expect("actions");
-    assert!(last_act < last_valid_until, "acted at {last_act:?} past the deadline {last_valid_until:?}");
+    assert!(
+        last_act < last_valid_until,
+        "acted at {last_act:?} past the deadline {last_valid_until:?}"
+    );
     eprintln!(
         "redis killed → leader stepped down after {:?}",
         stepped.saturating_duration_since(killed_at)
@@ -278,9 +349,11 @@ async fn redis_going_away_makes_the_leader_step_down_and_an_empty_restart_elects
 
     redis.restart_empty();
     let restarted_at = BootInstant::now();
-    let second = eventually("a leader on the restarted redis", Duration::from_secs(10), || async {
-        leader_of(&contenders)
-    })
+    let second = eventually(
+        "a leader on the restarted redis",
+        Duration::from_secs(10),
+        || async { leader_of(&contenders) },
+    )
     .await;
     let second_token = contenders[second].token().expect("token");
     assert!(second_token > first_token, "{second_token} > {first_token}");
@@ -314,18 +387,33 @@ async fn a_stolen_lease_makes_the_leader_step_down_with_reason_lost() {
         acting_work(log.clone(), Duration::from_millis(5), None),
     );
     let mut status = c.status.clone();
-    until("a to lead", &mut status, Duration::from_secs(5), |s| matches!(s.role, Role::Leader { .. })).await;
+    until("a to lead", &mut status, Duration::from_secs(5), |s| {
+        matches!(s.role, Role::Leader { .. })
+    })
+    .await;
     let key = c.status.borrow().lease.clone();
     // Someone overwrites the lease (an operator, or a Redis that lost and re-gained the key).
-    redis.cmd::<String>(&["SET", &format!("leasehold:{{{key}}}"), "intruder", "PX", "60000"]);
+    redis.cmd::<String>(&[
+        "SET",
+        &format!("leasehold:{{{key}}}"),
+        "intruder",
+        "PX",
+        "60000",
+    ]);
     let after = until("a to step down", &mut status, Duration::from_secs(2), |s| {
         !matches!(s.role, Role::Leader { .. })
     })
     .await;
-    assert_eq!(after.last_step_down.map(|s| s.reason), Some(StepDownReason::Lost));
-    until("a to see the intruder", &mut status, Duration::from_secs(2), |s| {
-        s.leader_identity() == Some("intruder")
-    })
+    assert_eq!(
+        after.last_step_down.map(|s| s.reason),
+        Some(StepDownReason::Lost)
+    );
+    until(
+        "a to see the intruder",
+        &mut status,
+        Duration::from_secs(2),
+        |s| s.leader_identity() == Some("intruder"),
+    )
     .await;
     c.shutdown().await;
 }
@@ -337,7 +425,9 @@ fn bad_timings_are_refused_when_the_elector_is_built() {
         renew_deadline: Duration::from_secs(20),
         ..Timing::default()
     };
-    let err = leasehold::elector::Elector::new(lease, timing).err().expect("refused");
+    let err = leasehold::elector::Elector::new(lease, timing)
+        .err()
+        .expect("refused");
     assert_eq!(
         err.to_string(),
         "--lease-duration 15s must be greater than --renew-deadline 20s (rule: lease duration > renew deadline > retry period × 1.2)"
@@ -352,12 +442,19 @@ async fn a_key_of_the_wrong_type_shows_in_the_status_and_nobody_leads() {
     let c = Contender::spawn(
         lease(&redis.url(), &name, "pod-a", false),
         fast_timing(),
-        acting_work(Arc::new(Mutex::new(Vec::new())), Duration::from_millis(5), None),
+        acting_work(
+            Arc::new(Mutex::new(Vec::new())),
+            Duration::from_millis(5),
+            None,
+        ),
     );
     let mut status = c.status.clone();
-    let s = until("the error in the status", &mut status, Duration::from_secs(5), |s| {
-        s.redis.last_error.is_some()
-    })
+    let s = until(
+        "the error in the status",
+        &mut status,
+        Duration::from_secs(5),
+        |s| s.redis.last_error.is_some(),
+    )
     .await;
     let error = s.redis.last_error.unwrap();
     assert!(error.contains("holds the wrong kind of value"), "{error}");

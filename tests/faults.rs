@@ -39,18 +39,24 @@ async fn leader_behind_proxy(test: &str) -> Setup {
         acting_work(log.clone(), Duration::from_millis(2), None),
     );
     let mut status = leader.status.clone();
-    until("the proxied contender to lead", &mut status, Duration::from_secs(5), |s| {
-        matches!(s.role, Role::Leader { .. })
-    })
+    until(
+        "the proxied contender to lead",
+        &mut status,
+        Duration::from_secs(5),
+        |s| matches!(s.role, Role::Leader { .. }),
+    )
     .await;
     let mut follower = Contender::spawn(
         lease(&redis.url(), &name, "direct", false),
         timing,
         acting_work(log.clone(), Duration::from_millis(2), None),
     );
-    until("the follower to see the leader", &mut follower.status, Duration::from_secs(5), |s| {
-        s.leader_identity() == Some("proxied")
-    })
+    until(
+        "the follower to see the leader",
+        &mut follower.status,
+        Duration::from_secs(5),
+        |s| s.leader_identity() == Some("proxied"),
+    )
     .await;
     Setup {
         _redis: redis,
@@ -66,12 +72,19 @@ async fn leader_behind_proxy(test: &str) -> Setup {
 async fn assert_safe_failover(mut setup: Setup, reason: StepDownReason) {
     let history = record_statuses(setup.leader.status.clone());
     let mut status = setup.leader.status.clone();
-    let after = until("the leader to step down", &mut status, Duration::from_secs(3), |s| {
-        !matches!(s.role, Role::Leader { .. })
-    })
+    let after = until(
+        "the leader to step down",
+        &mut status,
+        Duration::from_secs(3),
+        |s| !matches!(s.role, Role::Leader { .. }),
+    )
     .await;
     let stepped_at = BootInstant::now();
-    assert_eq!(after.last_step_down.as_ref().map(|s| s.reason), Some(reason), "{after:?}");
+    assert_eq!(
+        after.last_step_down.as_ref().map(|s| s.reason),
+        Some(reason),
+        "{after:?}"
+    );
     let last_valid_until = history
         .lock()
         .unwrap()
@@ -82,11 +95,17 @@ async fn assert_safe_failover(mut setup: Setup, reason: StepDownReason) {
             _ => None,
         });
     if let Some(deadline) = last_valid_until {
-        assert!(stepped_at <= deadline.saturating_add(Duration::from_millis(20)), "stepped down late");
+        assert!(
+            stepped_at <= deadline.saturating_add(Duration::from_millis(20)),
+            "stepped down late"
+        );
     }
-    until("the follower to lead", &mut setup.follower.status, Duration::from_secs(3), |s| {
-        matches!(s.role, Role::Leader { .. })
-    })
+    until(
+        "the follower to lead",
+        &mut setup.follower.status,
+        Duration::from_secs(3),
+        |s| matches!(s.role, Role::Leader { .. }),
+    )
     .await;
     setup.proxy.set(Fault::Pass);
     setup.leader.shutdown().await;
@@ -94,11 +113,21 @@ async fn assert_safe_failover(mut setup: Setup, reason: StepDownReason) {
     let log = setup.log.lock().unwrap().clone();
     let tokens = assert_no_overlap(&log);
     assert_eq!(tokens.len(), 2, "one term each: {tokens:?}");
-    let old_last = log.iter().filter(|a| a.token == tokens[0] && a.did == Did::Act).map(|a| a.at).max();
-    let new_first = log.iter().filter(|a| a.token == tokens[1] && a.did == Did::Act).map(|a| a.at).min();
+    let old_last = log
+        .iter()
+        .filter(|a| a.token == tokens[0] && a.did == Did::Act)
+        .map(|a| a.at)
+        .max();
+    let new_first = log
+        .iter()
+        .filter(|a| a.token == tokens[1] && a.did == Did::Act)
+        .map(|a| a.at)
+        .min();
     eprintln!(
         "{reason}: gap between the old leader's last action and the new leader's first: {:?}",
-        new_first.zip(old_last).map(|(n, o)| n.saturating_duration_since(o))
+        new_first
+            .zip(old_last)
+            .map(|(n, o)| n.saturating_duration_since(o))
     );
 }
 
@@ -126,14 +155,21 @@ async fn a_link_that_keeps_resetting_makes_the_leader_step_down() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_but_working_link_keeps_the_leader() {
-    let mut setup = leader_behind_proxy("slow-ok").await;
+    let setup = leader_behind_proxy("slow-ok").await;
     // 40 ms each way is slow for loopback, well inside the 150 ms retry period.
     setup.proxy.set(Fault::Delay(Duration::from_millis(40)));
     let history = record_statuses(setup.leader.status.clone());
     let mut status = setup.leader.status.clone();
-    let window = tokio::time::timeout(Duration::from_secs(3), status.wait_for(|s| !matches!(s.role, Role::Leader { .. }))).await;
+    let window = tokio::time::timeout(
+        Duration::from_secs(3),
+        status.wait_for(|s| !matches!(s.role, Role::Leader { .. })),
+    )
+    .await;
     if window.is_ok() {
-        panic!("the proxied leader stopped leading: {:#?}", history.lock().unwrap());
+        panic!(
+            "the proxied leader stopped leading: {:#?}",
+            history.lock().unwrap()
+        );
     }
     assert!(!setup.follower.is_leader());
     setup.proxy.set(Fault::Pass);
@@ -146,15 +182,27 @@ async fn a_short_blackhole_within_the_renew_deadline_is_survived() {
     let mut setup = leader_behind_proxy("blip").await;
     setup.proxy.set(Fault::Blackhole);
     let mut status = setup.leader.status.clone();
-    until("a renewal to fail", &mut status, Duration::from_secs(2), |s| s.redis.last_error.is_some()).await;
-    setup.proxy.set(Fault::Pass);
-    until("renewals to succeed again", &mut status, Duration::from_secs(2), |s| {
-        s.redis.last_error.is_none()
-    })
+    until(
+        "a renewal to fail",
+        &mut status,
+        Duration::from_secs(2),
+        |s| s.redis.last_error.is_some(),
+    )
     .await;
-    holds_for("the leader to keep leading", &mut setup.leader.status, Duration::from_secs(1), |s| {
-        matches!(s.role, Role::Leader { .. })
-    })
+    setup.proxy.set(Fault::Pass);
+    until(
+        "renewals to succeed again",
+        &mut status,
+        Duration::from_secs(2),
+        |s| s.redis.last_error.is_none(),
+    )
+    .await;
+    holds_for(
+        "the leader to keep leading",
+        &mut setup.leader.status,
+        Duration::from_secs(1),
+        |s| matches!(s.role, Role::Leader { .. }),
+    )
     .await;
     setup.leader.shutdown().await;
     setup.follower.shutdown().await;

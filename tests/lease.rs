@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use leasehold::lease::{
-    Acquired, CooldownState, FencingToken, LeaseError, Released, Renewed, RedisLease,
+    Acquired, CooldownState, FencingToken, LeaseError, RedisLease, Released, Renewed,
 };
 use support::contenders::{lease, unique_lease};
 use support::redis_server::{Persistence, RedisServer};
@@ -48,9 +48,16 @@ async fn only_the_owner_can_renew_or_release() {
     assert_eq!(b.renew(TTL, CALL).await.unwrap(), Renewed::NotHeld);
     assert_eq!(b.release(CALL).await.unwrap(), Released::NotHeld);
     let stored: String = redis.cmd(&["GET", &a.keys().lease]);
-    assert_eq!(stored, a.owner().as_str(), "b's release must not touch a's lease");
+    assert_eq!(
+        stored,
+        a.owner().as_str(),
+        "b's release must not touch a's lease"
+    );
 
-    assert!(matches!(a.renew(TTL, CALL).await.unwrap(), Renewed::Held { .. }));
+    assert!(matches!(
+        a.renew(TTL, CALL).await.unwrap(),
+        Renewed::Held { .. }
+    ));
     assert_eq!(a.release(CALL).await.unwrap(), Released::Released);
     let t2 = must_lead(&b).await;
     assert!(t2 > t1, "{t2} > {t1}");
@@ -78,7 +85,10 @@ async fn tokens_are_floored_at_the_server_clock_and_survive_data_loss() {
     let a = lease(&redis.url(), &name, "pod-a", false);
     let before = server_time_us(&redis);
     let t1 = must_lead(&a).await;
-    assert!(t1.0 > before, "token {t1} must be above the server time {before}");
+    assert!(
+        t1.0 > before,
+        "token {t1} must be above the server time {before}"
+    );
     assert_eq!(a.release(CALL).await.unwrap(), Released::Released);
     let t2 = must_lead(&a).await;
     assert!(t2 > t1, "{t2} > {t1}");
@@ -87,7 +97,10 @@ async fn tokens_are_floored_at_the_server_clock_and_survive_data_loss() {
     let fence_exists: i64 = redis.cmd(&["EXISTS", &a.keys().fence]);
     assert_eq!(fence_exists, 0, "the restart lost the counter");
     let t3 = must_lead(&a).await;
-    assert!(t3 > t2, "after data loss the token still grows: {t3} > {t2}");
+    assert!(
+        t3 > t2,
+        "after data loss the token still grows: {t3} > {t2}"
+    );
 }
 
 #[tokio::test]
@@ -196,9 +209,19 @@ async fn scripts_are_reloaded_after_script_flush() {
     must_lead(&a).await;
     redis.cmd::<String>(&["SCRIPT", "FLUSH"]);
     assert_eq!(cached_scripts(&redis), "0");
-    assert!(matches!(a.renew(TTL, CALL).await.unwrap(), Renewed::Held { .. }));
-    assert_eq!(cached_scripts(&redis), "1", "renew got NOSCRIPT and loaded itself again");
-    assert!(matches!(a.renew(TTL, CALL).await.unwrap(), Renewed::Held { .. }));
+    assert!(matches!(
+        a.renew(TTL, CALL).await.unwrap(),
+        Renewed::Held { .. }
+    ));
+    assert_eq!(
+        cached_scripts(&redis),
+        "1",
+        "renew got NOSCRIPT and loaded itself again"
+    );
+    assert!(matches!(
+        a.renew(TTL, CALL).await.unwrap(),
+        Renewed::Held { .. }
+    ));
 }
 
 #[tokio::test]
@@ -210,7 +233,10 @@ async fn a_key_of_the_wrong_type_is_a_clear_error() {
     assert!(matches!(err, LeaseError::WrongType { .. }), "{err:?}");
     let text = err.to_string();
     assert!(text.contains("holds the wrong kind of value"), "{text}");
-    assert!(text.contains(&a.keys().lease), "the message names the key: {text}");
+    assert!(
+        text.contains(&a.keys().lease),
+        "the message names the key: {text}"
+    );
     assert!(matches!(
         a.renew(TTL, CALL).await.unwrap_err(),
         LeaseError::WrongType { .. }
@@ -224,7 +250,10 @@ async fn a_corrupt_fence_is_refused_and_leaves_no_lease_behind() {
     redis.cmd::<String>(&["SET", &a.keys().fence, "banana"]);
     let err = a.acquire(TTL, CALL).await.unwrap_err();
     assert!(matches!(err, LeaseError::Corrupt { .. }), "{err:?}");
-    assert!(err.to_string().contains("holds banana, not a token"), "{err}");
+    assert!(
+        err.to_string().contains("holds banana, not a token"),
+        "{err}"
+    );
     let exists: i64 = redis.cmd(&["EXISTS", &a.keys().lease]);
     assert_eq!(exists, 0);
 }
@@ -249,7 +278,10 @@ async fn a_loading_redis_is_a_typed_error_then_works() {
     for chunk in 0..20 {
         let mut pipe = redis::pipe();
         for i in 0..1000 {
-            pipe.cmd("SET").arg(format!("filler:{chunk}:{i}")).arg("x").ignore();
+            pipe.cmd("SET")
+                .arg(format!("filler:{chunk}:{i}"))
+                .arg("x")
+                .ignore();
         }
         let _: () = pipe.query(&mut conn).unwrap();
     }
@@ -257,9 +289,11 @@ async fn a_loading_redis_is_a_typed_error_then_works() {
     redis.restart_without_waiting();
     let err = a.acquire(TTL, CALL).await.unwrap_err();
     assert!(matches!(err, LeaseError::Loading { .. }), "{err:?}");
-    let outcome = support::wait::eventually("redis to finish loading", Duration::from_secs(20), || async {
-        a.acquire(TTL, CALL).await.ok()
-    })
+    let outcome = support::wait::eventually(
+        "redis to finish loading",
+        Duration::from_secs(20),
+        || async { a.acquire(TTL, CALL).await.ok() },
+    )
     .await;
     assert!(matches!(outcome, Acquired::Leader(_)), "{outcome:?}");
 }
@@ -273,7 +307,10 @@ async fn a_paused_redis_times_out_and_the_connection_recovers() {
     let started = std::time::Instant::now();
     let err = a.renew(TTL, Duration::from_millis(200)).await.unwrap_err();
     assert!(matches!(err, LeaseError::Timeout { .. }), "{err:?}");
-    assert!(started.elapsed() < Duration::from_secs(1), "bounded by the timeout");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "bounded by the timeout"
+    );
     redis.resume();
     // The timed-out connection was thrown away; the next call dials a new one.
     let renewed = a.renew(TTL, CALL).await.unwrap();
@@ -295,7 +332,10 @@ async fn a_dead_redis_is_a_connection_error_and_observe_reports_the_holder() {
     redis.kill();
     let err = a.observe(CALL).await.unwrap_err();
     assert!(
-        matches!(err, LeaseError::Connection { .. } | LeaseError::Timeout { .. }),
+        matches!(
+            err,
+            LeaseError::Connection { .. } | LeaseError::Timeout { .. }
+        ),
         "{err:?}"
     );
 }

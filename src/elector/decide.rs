@@ -90,7 +90,12 @@ const EXPIRY_SLACK: Duration = Duration::from_millis(1);
 /// - Cooling down: until the cooldown ends; nothing can succeed before.
 /// - A passing failure: the retry period with jitter; a configuration fault: exponential
 ///   back-off from the retry period up to [`MAX_BACKOFF`].
-pub(crate) fn follower_wait(seen: Seen, subscribed: bool, timing: &Timing, jitter: f64) -> Duration {
+pub(crate) fn follower_wait(
+    seen: Seen,
+    subscribed: bool,
+    timing: &Timing,
+    jitter: f64,
+) -> Duration {
     let jitter = jitter.clamp(0.0, 1.0);
     // client-go's JitterUntil with factor 1.2: [retry period, 2.2 × retry period).
     let fallback = timing.retry_period + timing.retry_period.mul_f64(1.2 * jitter);
@@ -151,7 +156,11 @@ mod tests {
             (13_500, 13_000, 14_000, StepDown(ValidityDeadlinePassed)),
         ];
         for (now, valid, renew, want) in cases {
-            assert_eq!(watchdog_step(at(now), at(valid), at(renew), ms(3_400)), want, "now={now}");
+            assert_eq!(
+                watchdog_step(at(now), at(valid), at(renew), ms(3_400)),
+                want,
+                "now={now}"
+            );
         }
     }
 
@@ -160,12 +169,24 @@ mod tests {
         let timing = Timing::default();
         let (valid, renew) = (at(15_000), at(10_000));
         // An instant failure: wait out the retry period from the attempt's start.
-        assert_eq!(retry_after_failure(at(1_000), at(1_001), &timing, valid, renew), at(3_000));
+        assert_eq!(
+            retry_after_failure(at(1_000), at(1_001), &timing, valid, renew),
+            at(3_000)
+        );
         // A timeout that already lasted longer than the retry period: go again shortly.
-        assert_eq!(retry_after_failure(at(1_000), at(4_400), &timing, valid, renew), at(4_410));
+        assert_eq!(
+            retry_after_failure(at(1_000), at(4_400), &timing, valid, renew),
+            at(4_410)
+        );
         // Never past a deadline.
-        assert_eq!(retry_after_failure(at(9_000), at(9_001), &timing, valid, renew), at(10_000));
-        assert_eq!(retry_after_failure(at(9_000), at(9_001), &timing, at(9_500), renew), at(9_500));
+        assert_eq!(
+            retry_after_failure(at(9_000), at(9_001), &timing, valid, renew),
+            at(10_000)
+        );
+        assert_eq!(
+            retry_after_failure(at(9_000), at(9_001), &timing, at(9_500), renew),
+            at(9_500)
+        );
     }
 
     #[test]

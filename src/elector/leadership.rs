@@ -38,7 +38,9 @@ struct Inner {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotLeader {
     /// The validity deadline passed (a pause, or renewals that did not get through in time).
-    #[error("not the leader of lease `{lease}` (token {token}): validity deadline passed {late:?} ago")]
+    #[error(
+        "not the leader of lease `{lease}` (token {token}): validity deadline passed {late:?} ago"
+    )]
     ValidityDeadlinePassed {
         /// The lease.
         lease: String,
@@ -167,12 +169,12 @@ impl Leadership {
     /// term was revoked).
     pub(crate) fn extend(&self, until: BootInstant) {
         let new = nanos(until);
-        let _ = self
-            .inner
-            .valid_until
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |current| {
-                (current != 0 && new > current).then_some(new)
-            });
+        let _ =
+            self.inner
+                .valid_until
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |current| {
+                    (current != 0 && new > current).then_some(new)
+                });
     }
 
     /// Ends the term: the guard refuses from this instant on. Cancellation of the work is a
@@ -236,8 +238,14 @@ mod tests {
         let l = leadership(&clock, Duration::from_secs(10));
         clock.advance(Duration::from_secs(3600));
         let err = l.check().unwrap_err();
-        assert!(matches!(err, NotLeader::ValidityDeadlinePassed { .. }), "{err}");
-        assert!(err.to_string().contains("validity deadline passed"), "{err}");
+        assert!(
+            matches!(err, NotLeader::ValidityDeadlinePassed { .. }),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("validity deadline passed"),
+            "{err}"
+        );
         assert_eq!(l.remaining(), Duration::ZERO);
     }
 
@@ -266,6 +274,9 @@ mod tests {
         l.extend(before.saturating_sub(Duration::from_secs(5)));
         assert_eq!(l.valid_until(), Some(before));
         l.extend(before.saturating_add(Duration::from_secs(5)));
-        assert_eq!(l.valid_until(), Some(before.saturating_add(Duration::from_secs(5))));
+        assert_eq!(
+            l.valid_until(),
+            Some(before.saturating_add(Duration::from_secs(5)))
+        );
     }
 }

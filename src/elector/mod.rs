@@ -267,7 +267,12 @@ impl Elector {
                 cooldown,
             };
             let leader_changed = match (&s.role, &leader) {
-                (Role::Follower { leader: Some(old), .. }, Some(new)) => old.owner != new.owner,
+                (
+                    Role::Follower {
+                        leader: Some(old), ..
+                    },
+                    Some(new),
+                ) => old.owner != new.owner,
                 (_, Some(_)) => true,
                 _ => false,
             };
@@ -334,7 +339,8 @@ impl Elector {
         let mut valid_until = grant.sent_at.saturating_add(timing.validity());
         let mut renew_by = grant.sent_at.saturating_add(timing.renew_deadline);
         let mut next_renew = grant.sent_at.saturating_add(timing.retry_period);
-        let leadership = Leadership::new(&grant, valid_until, &lease_name, &identity, clock.clone());
+        let leadership =
+            Leadership::new(&grant, valid_until, &lease_name, &identity, clock.clone());
 
         self.status.send_modify(|s| {
             s.role = Role::Leader {
@@ -438,7 +444,8 @@ impl Elector {
                 }
             }
         };
-        self.step_down(&leadership, ending, valid_until, work_task).await
+        self.step_down(&leadership, ending, valid_until, work_task)
+            .await
     }
 
     /// Step-down, in order: revoke (guard refuses, readiness flips), cancel the work, record

@@ -46,7 +46,9 @@ pub enum TimingError {
         min: Duration,
     },
     /// Two durations in the wrong order.
-    #[error("--{larger} {larger_value:?} must be greater than {what} {smaller_value:?} (rule: {TIMING_RULE})")]
+    #[error(
+        "--{larger} {larger_value:?} must be greater than {what} {smaller_value:?} (rule: {TIMING_RULE})"
+    )]
     Order {
         /// The flag that must be larger.
         larger: &'static str,
@@ -58,7 +60,9 @@ pub enum TimingError {
         smaller_value: Duration,
     },
     /// The drift factor outside [0, 0.5).
-    #[error("--drift-factor {value} must be at least 0 and below 0.5 (share of the lease duration held back for clock drift)")]
+    #[error(
+        "--drift-factor {value} must be at least 0 and below 0.5 (share of the lease duration held back for clock drift)"
+    )]
     DriftFactor {
         /// The value given.
         value: f64,
@@ -164,28 +168,52 @@ mod tests {
         assert_eq!(d.drift(), Duration::from_millis(152));
         assert_eq!(d.validity(), Duration::from_millis(14_848));
         assert_eq!(d.call_timeout(), Duration::from_secs(2));
-        assert_eq!(d.renew_attempt_timeout(), Duration::from_millis(3_333) + Duration::from_nanos(333_333));
+        assert_eq!(
+            d.renew_attempt_timeout(),
+            Duration::from_millis(3_333) + Duration::from_nanos(333_333)
+        );
     }
 
     #[test]
     fn every_broken_rule_names_its_flag_and_the_rule() {
         let cases = [
-            (t(10_000, 10_000, 2_000), "--lease-duration 10s must be greater than --renew-deadline 10s (rule: lease duration > renew deadline > retry period × 1.2)"),
-            (t(10_000, 12_000, 2_000), "--lease-duration 10s must be greater than --renew-deadline 12s"),
-            (t(15_000, 2_400, 2_000), "--renew-deadline 2.4s must be greater than --retry-period × 1.2 2.4s"),
-            (t(15_000, 10_000, 5), "--retry-period 5ms is too short: it must be at least 10ms"),
+            (
+                t(10_000, 10_000, 2_000),
+                "--lease-duration 10s must be greater than --renew-deadline 10s (rule: lease duration > renew deadline > retry period × 1.2)",
+            ),
+            (
+                t(10_000, 12_000, 2_000),
+                "--lease-duration 10s must be greater than --renew-deadline 12s",
+            ),
+            (
+                t(15_000, 2_400, 2_000),
+                "--renew-deadline 2.4s must be greater than --retry-period × 1.2 2.4s",
+            ),
+            (
+                t(15_000, 10_000, 5),
+                "--retry-period 5ms is too short: it must be at least 10ms",
+            ),
             (t(0, 10_000, 2_000), "--lease-duration 0ns is too short"),
-            (t(30, 24, 20), "--renew-deadline 24ms must be greater than --retry-period × 1.2 24ms"),
+            (
+                t(30, 24, 20),
+                "--renew-deadline 24ms must be greater than --retry-period × 1.2 24ms",
+            ),
         ];
         for (timing, want) in cases {
             let got = timing.validate().unwrap_err().to_string();
-            assert!(got.starts_with(want), "{timing:?}\n got: {got}\nwant: {want}");
+            assert!(
+                got.starts_with(want),
+                "{timing:?}\n got: {got}\nwant: {want}"
+            );
         }
-        let mut drift = Timing::default();
-        drift.drift_factor = 0.5;
-        assert!(drift.validate().unwrap_err().to_string().starts_with("--drift-factor 0.5 must be"));
-        drift.drift_factor = f64::NAN;
-        assert!(drift.validate().is_err(), "NaN is refused");
+        let drift = |drift_factor| Timing {
+            drift_factor,
+            ..Timing::default()
+        };
+        let got = drift(0.5).validate().unwrap_err().to_string();
+        assert!(got.starts_with("--drift-factor 0.5 must be"), "{got}");
+        assert!(drift(f64::NAN).validate().is_err(), "NaN is refused");
+        assert!(drift(-0.1).validate().is_err());
     }
 
     #[test]

@@ -27,17 +27,24 @@ pub(crate) struct Live {
 
 impl Live {
     /// The run id of the Redis process behind this connection.
-    pub(crate) async fn run_id(&mut self, op: &'static str, lease_key: &str) -> Result<Arc<str>, LeaseError> {
+    pub(crate) async fn run_id(
+        &mut self,
+        op: &'static str,
+        lease_key: &str,
+    ) -> Result<Arc<str>, LeaseError> {
         let mut conn = self.conn.clone();
         self.run_id
             .get_or_try_init(|| async move {
-                read_run_id(&mut conn).await.map(Arc::from).map_err(|e| match e {
-                    RunIdError::Redis(e) => LeaseError::from_redis(op, lease_key, &e),
-                    RunIdError::Missing => LeaseError::Protocol {
-                        op,
-                        detail: "INFO server has no run_id field".into(),
-                    },
-                })
+                read_run_id(&mut conn)
+                    .await
+                    .map(Arc::from)
+                    .map_err(|e| match e {
+                        RunIdError::Redis(e) => LeaseError::from_redis(op, lease_key, &e),
+                        RunIdError::Missing => LeaseError::Protocol {
+                            op,
+                            detail: "INFO server has no run_id field".into(),
+                        },
+                    })
             })
             .await
             .cloned()

@@ -255,10 +255,16 @@ mod tests {
         let cases = [
             ("redis://127.0.0.1:6380/0", "redis://127.0.0.1:6380/0"),
             ("redis://:s3cret@host:6379", "redis://:***@host:6379"),
-            ("redis://app:s3cret@host:6379/2", "redis://app:***@host:6379/2"),
+            (
+                "redis://app:s3cret@host:6379/2",
+                "redis://app:***@host:6379/2",
+            ),
             ("rediss://app:p@ss:w@rd@host", "rediss://app:***@host"),
             ("redis://s3cret@host", "redis://***@host"),
-            ("redis://host/0?password=x&protocol=resp3", "redis://host/0?password=***&protocol=resp3"),
+            (
+                "redis://host/0?password=x&protocol=resp3",
+                "redis://host/0?password=***&protocol=resp3",
+            ),
             ("not a url", "not a url"),
         ];
         for (url, want) in cases {

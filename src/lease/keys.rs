@@ -217,7 +217,12 @@ mod tests {
             assert!(err.contains(expected), "{name:?}: {err}");
         }
         let long = "x".repeat(LeaseName::MAX_LEN + 1);
-        assert!(LeaseName::new(long).unwrap_err().to_string().contains("limit is 317"));
+        assert!(
+            LeaseName::new(long)
+                .unwrap_err()
+                .to_string()
+                .contains("limit is 317")
+        );
     }
 
     #[test]
@@ -235,8 +240,14 @@ mod tests {
             ("pod-a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e", "pod-a"),
             ("web-7d4f-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e", "web-7d4f"),
             ("somebody-else", "somebody-else"),
-            ("-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e", "-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e"),
-            ("ünïcödé-value-that-is-long-enough-to-split-xx", "ünïcödé-value-that-is-long-enough-to-split-xx"),
+            (
+                "-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e",
+                "-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e",
+            ),
+            (
+                "ünïcödé-value-that-is-long-enough-to-split-xx",
+                "ünïcödé-value-that-is-long-enough-to-split-xx",
+            ),
         ];
         for (owner, identity) in cases {
             assert_eq!(identity_of(owner), identity, "{owner}");

@@ -222,7 +222,8 @@ impl RedisLease {
         redis_settings = redis_settings.set_skip_set_lib_name();
         info = info.set_redis_settings(redis_settings);
         let client = Client::open(info).map_err(|e| bad_url(e.to_string()))?;
-        let keys = LeaseKeys::new(&options.key_prefix, &name).map_err(|e| bad_url(e.to_string()))?;
+        let keys =
+            LeaseKeys::new(&options.key_prefix, &name).map_err(|e| bad_url(e.to_string()))?;
         Ok(Self {
             conn: Connection::new(client, keys.lease.clone()),
             keys,
@@ -361,7 +362,10 @@ impl RedisLease {
         };
         let pubsub = tokio::time::timeout(timeout, subscribe)
             .await
-            .map_err(|_| LeaseError::Timeout { op: OP, after: timeout })??;
+            .map_err(|_| LeaseError::Timeout {
+                op: OP,
+                after: timeout,
+            })??;
         Ok(pubsub.into_on_message().map(|_| ()))
     }
 
@@ -557,9 +561,17 @@ mod tests {
                 cooldown: CooldownState::Pending
             })
         );
-        let held = Value::Array(vec![bulk("a-1"), Value::Int(1200), bulk("42"), Value::Int(0)]);
+        let held = Value::Array(vec![
+            bulk("a-1"),
+            Value::Int(1200),
+            bulk("42"),
+            Value::Int(0),
+        ]);
         let seen = parse_observe(&held).unwrap();
-        assert_eq!(seen.holder.unwrap().remaining, Some(Duration::from_millis(1200)));
+        assert_eq!(
+            seen.holder.unwrap().remaining,
+            Some(Duration::from_millis(1200))
+        );
         assert_eq!(seen.token, Some(FencingToken(42)));
         assert_eq!(seen.cooldown, CooldownState::Idle);
         assert_eq!(parse_observe(&Value::Array(vec![Value::Nil])), None);

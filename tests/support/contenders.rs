@@ -127,7 +127,9 @@ pub fn acting_work(
     log: ActionLog,
     every: Duration,
     hold: Option<Duration>,
-) -> impl FnMut(Leadership) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
+) -> impl FnMut(
+    Leadership,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
 + Send
 + 'static {
     move |leadership: Leadership| {
@@ -192,7 +194,11 @@ pub fn assert_no_overlap(log: &[Action]) -> Vec<FencingToken> {
     let tokens: Vec<FencingToken> = spans.iter().map(|s| s.0).collect();
     let mut unique = tokens.clone();
     unique.dedup();
-    assert_eq!(unique.len(), tokens.len(), "a term acted again after another term had acted");
+    assert_eq!(
+        unique.len(),
+        tokens.len(),
+        "a term acted again after another term had acted"
+    );
     tokens
 }
 
@@ -220,7 +226,10 @@ pub fn handoff_gaps(log: &[Action]) -> Vec<Duration> {
 /// Records every status the watch shows (coalesced values may be skipped, transitions are not
 /// lost because each transition changes the role).
 pub fn record_statuses(mut rx: watch::Receiver<Status>) -> Arc<Mutex<Vec<(BootInstant, Status)>>> {
-    let history = Arc::new(Mutex::new(vec![(BootInstant::now(), rx.borrow_and_update().clone())]));
+    let history = Arc::new(Mutex::new(vec![(
+        BootInstant::now(),
+        rx.borrow_and_update().clone(),
+    )]));
     let sink = history.clone();
     tokio::spawn(async move {
         while rx.changed().await.is_ok() {
@@ -253,7 +262,20 @@ pub fn summary(samples: &[Duration]) -> String {
 pub struct ChildContender {
     child: Child,
     lines: Arc<Mutex<Vec<String>>>,
+    logs: Arc<Mutex<Vec<String>>>,
     pub owner: String,
+}
+
+/// Collects a child's output stream line by line on a thread.
+fn collect(stream: impl std::io::Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    lines
 }
 
 fn contender_exe() -> PathBuf {
@@ -261,11 +283,16 @@ fn contender_exe() -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
     let profile_dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
     let path = profile_dir.join("examples").join("contender");
-    assert!(
-        path.exists(),
-        "{} is missing: the example is built by `cargo test` / `cargo nextest run`",
-        path.display()
-    );
+    if !path.exists() {
+        // A filtered run (`cargo test --test processes`) does not build examples; build it.
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--example", "contender"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo");
+        assert!(status.success(), "cargo build --example contender failed");
+    }
+    assert!(path.exists(), "{} is missing", path.display());
     path
 }
 
@@ -283,25 +310,23 @@ impl ChildContender {
         }
         let mut child = cmd
             .env("RUST_LOG", "leasehold=debug")
+            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn contender");
-        let stdout = child.stdout.take().expect("stdout");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
+        let lines = collect(child.stdout.take().expect("stdout"));
+        let logs = collect(child.stderr.take().expect("stderr"));
         let mut this = Self {
             child,
             lines,
+            logs,
             owner: String::new(),
         };
-        let owner_line = this.wait_line("owner line", Duration::from_secs(10), |l| l.starts_with("owner="));
+        let owner_line = this.wait_line("owner line", Duration::from_secs(10), |l| {
+            l.starts_with("owner=")
+        });
         this.owner = owner_line.trim_start_matches("owner=").to_owned();
         this
     }
@@ -333,7 +358,14 @@ impl ChildContender {
     ) -> String {
         let deadline = std::time::Instant::now() + timeout;
         loop {
-            if let Some(l) = self.lines.lock().unwrap().iter().skip(from).find(|l| pred(l)) {
+            if let Some(l) = self
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .skip(from)
+                .find(|l| pred(l))
+            {
                 return l.clone();
             }
             assert!(
@@ -356,7 +388,16 @@ impl Drop for ChildContender {
         let _ = self.child.kill();
         let _ = self.child.wait();
         if std::thread::panicking() {
-            eprintln!("---- contender {} stdout ----\n{}", self.owner, self.lines().join("\n"));
+            eprintln!(
+                "---- contender {} stdout ----\n{}",
+                self.owner,
+                self.lines().join("\n")
+            );
+            eprintln!(
+                "---- contender {} log ----\n{}",
+                self.owner,
+                self.logs.lock().unwrap().join("\n")
+            );
         }
     }
 }

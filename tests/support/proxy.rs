@@ -42,7 +42,9 @@ impl FaultProxy {
                 .expect("proxy runtime");
             rt.block_on(async move {
                 let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy bind");
-                addr_tx.send(listener.local_addr().expect("addr")).expect("send addr");
+                addr_tx
+                    .send(listener.local_addr().expect("addr"))
+                    .expect("send addr");
                 let stopped = tokio::task::spawn_blocking(move || {
                     let _ = stop_rx.recv();
                 });
@@ -117,7 +119,10 @@ async fn pump(
                 Fault::Delay(d) => d,
                 _ => Duration::ZERO,
             };
-            if tx.send((Instant::now() + delay, buf[..n].to_vec())).is_err() {
+            if tx
+                .send((Instant::now() + delay, buf[..n].to_vec()))
+                .is_err()
+            {
                 return;
             }
         }

@@ -56,7 +56,10 @@ impl RedisServer {
                 return server;
             }
         }
-        panic!("redis-server did not start on any free port:\n{}", server.log());
+        panic!(
+            "redis-server did not start on any free port:\n{}",
+            server.log()
+        );
     }
 
     pub fn port(&self) -> u16 {
@@ -121,14 +124,19 @@ impl RedisServer {
                 cmd.arg("--appendonly").arg("no");
             }
             Persistence::AofAlways => {
-                cmd.arg("--appendonly").arg("yes").arg("--appendfsync").arg("always");
+                cmd.arg("--appendonly")
+                    .arg("yes")
+                    .arg("--appendfsync")
+                    .arg("always");
             }
         }
         cmd.args(&self.extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        let child = cmd.spawn().expect("redis-server on PATH (apt-get install redis-server)");
+        let child = cmd
+            .spawn()
+            .expect("redis-server on PATH (apt-get install redis-server)");
         self.child = Some(child);
         self.starts += 1;
     }
@@ -190,7 +198,11 @@ impl RedisServer {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("redis-server did not restart on port {}:\n{}", self.port, self.log());
+        panic!(
+            "redis-server did not restart on port {}:\n{}",
+            self.port,
+            self.log()
+        );
     }
 
     /// Starts the server again on the same port and returns as soon as it accepts TCP
@@ -205,13 +217,20 @@ impl RedisServer {
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        panic!("redis-server did not listen again on port {}:\n{}", self.port, self.log());
+        panic!(
+            "redis-server did not listen again on port {}:\n{}",
+            self.port,
+            self.log()
+        );
     }
 
     /// Kills the server, deletes its data directory's contents, and starts it again empty.
     pub fn restart_empty(&mut self) {
         self.kill();
-        for entry in std::fs::read_dir(self.dir.path()).expect("read dir").flatten() {
+        for entry in std::fs::read_dir(self.dir.path())
+            .expect("read dir")
+            .flatten()
+        {
             let path = entry.path();
             if path.file_name().is_some_and(|n| n == "redis.log") {
                 continue;
@@ -244,7 +263,11 @@ impl Drop for RedisServer {
         }
         self.kill();
         if std::thread::panicking() {
-            eprintln!("---- redis-server log (port {}) ----\n{}", self.port, self.log());
+            eprintln!(
+                "---- redis-server log (port {}) ----\n{}",
+                self.port,
+                self.log()
+            );
         }
     }
 }

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: installs what is missing, checks formatting and
+# lints, then runs every test (unit, integration against real redis-server processes, doc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/ensure-tools.sh
+
+cargo fmt --all -- --check
+cargo clippy --all-targets --locked -- -D warnings
+cargo nextest run --all-targets --locked --profile "${NEXTEST_PROFILE:-default}"
+cargo test --doc --locked
