@@ -8,5 +8,5 @@ scripts/ensure-tools.sh
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
-cargo nextest run --all-targets --locked --profile "${NEXTEST_PROFILE:-default}"
 cargo test --doc --locked
+cargo nextest run --all-targets --locked --profile "${NEXTEST_PROFILE:-default}"
