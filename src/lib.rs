@@ -47,5 +47,13 @@
 //! ```
 
 pub mod clock;
+pub mod config;
 pub mod elector;
+pub mod exec;
+pub mod http;
+pub mod k8s;
 pub mod lease;
+pub mod metrics;
+pub mod run;
+pub mod status;
+pub mod telemetry;

@@ -27,9 +27,11 @@ struct Inner {
     lease: String,
     identity: String,
     acquired_at: BootInstant,
-    /// The validity deadline in nanoseconds of the boot clock; 0 once revoked.
+    /// The validity deadline in nanoseconds of the boot clock. It stays readable after the
+    /// term ended: until then, the lease cannot pass to anyone else.
     valid_until: AtomicU64,
-    reason: OnceLock<StepDownReason>,
+    /// Set once, at step-down; from then on the guard refuses.
+    revoked: OnceLock<StepDownReason>,
     cancel: CancellationToken,
     clock: SharedClock,
 }
@@ -83,7 +85,7 @@ impl Leadership {
                 identity: identity.to_owned(),
                 acquired_at: grant.sent_at,
                 valid_until: AtomicU64::new(nanos(valid_until)),
-                reason: OnceLock::new(),
+                revoked: OnceLock::new(),
                 cancel: CancellationToken::new(),
                 clock,
             }),
@@ -115,12 +117,15 @@ impl Leadership {
     /// pause, the work may run before the watchdog does). Synchronous and cheap: call it right
     /// before each side effect.
     pub fn check(&self) -> Result<FencingToken, NotLeader> {
-        let until = self.inner.valid_until.load(Ordering::SeqCst);
-        if until == 0 {
-            return Err(self.stepped_down());
+        if let Some(reason) = self.inner.revoked.get() {
+            return Err(NotLeader::SteppedDown {
+                lease: self.inner.lease.clone(),
+                token: self.inner.token,
+                reason: *reason,
+            });
         }
         let now = self.inner.clock.now();
-        let deadline = BootInstant::from_since_boot(Duration::from_nanos(until));
+        let deadline = self.valid_until();
         if now >= deadline {
             return Err(NotLeader::ValidityDeadlinePassed {
                 lease: self.inner.lease.clone(),
@@ -131,18 +136,19 @@ impl Leadership {
         Ok(self.inner.token)
     }
 
-    /// The validity deadline, or `None` once revoked.
-    pub fn valid_until(&self) -> Option<BootInstant> {
-        match self.inner.valid_until.load(Ordering::SeqCst) {
-            0 => None,
-            n => Some(BootInstant::from_since_boot(Duration::from_nanos(n))),
-        }
+    /// The validity deadline as of the last renewal. After step-down it is the instant before
+    /// which the lease cannot pass to another replica.
+    pub fn valid_until(&self) -> BootInstant {
+        BootInstant::from_since_boot(Duration::from_nanos(
+            self.inner.valid_until.load(Ordering::SeqCst),
+        ))
     }
 
-    /// Time left before the validity deadline (zero once it passed or the term ended).
+    /// Time left before the validity deadline (zero once it passed). Work that must stop
+    /// before the lease can pass on (a child process) uses it as its hard limit, also after
+    /// step-down.
     pub fn remaining(&self) -> Duration {
-        self.valid_until()
-            .map_or(Duration::ZERO, |until| self.inner.clock.now().until(until))
+        self.inner.clock.now().until(self.valid_until())
     }
 
     /// Resolves when this term ends (step-down, for any reason). Select on it in long work.
@@ -162,43 +168,28 @@ impl Leadership {
 
     /// Why the term ended, once it has.
     pub fn step_down_reason(&self) -> Option<StepDownReason> {
-        self.inner.reason.get().copied()
+        self.inner.revoked.get().copied()
     }
 
     /// Moves the validity deadline forward after a renewal (never backward, never after the
     /// term was revoked).
     pub(crate) fn extend(&self, until: BootInstant) {
-        let new = nanos(until);
-        let _ =
-            self.inner
-                .valid_until
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |current| {
-                    (current != 0 && new > current).then_some(new)
-                });
+        if self.inner.revoked.get().is_some() {
+            return;
+        }
+        self.inner
+            .valid_until
+            .fetch_max(nanos(until), Ordering::SeqCst);
     }
 
     /// Ends the term: the guard refuses from this instant on. Cancellation of the work is a
     /// separate step ([`cancel`](Self::cancel)) so that the step-down order stays explicit.
     pub(crate) fn revoke(&self, reason: StepDownReason) {
-        let _ = self.inner.reason.set(reason);
-        self.inner.valid_until.store(0, Ordering::SeqCst);
+        let _ = self.inner.revoked.set(reason);
     }
 
     pub(crate) fn cancel(&self) {
         self.inner.cancel.cancel();
-    }
-
-    fn stepped_down(&self) -> NotLeader {
-        NotLeader::SteppedDown {
-            lease: self.inner.lease.clone(),
-            token: self.inner.token,
-            reason: self
-                .inner
-                .reason
-                .get()
-                .copied()
-                .unwrap_or(StepDownReason::Shutdown),
-        }
     }
 }
 
@@ -260,7 +251,10 @@ mod tests {
             err.to_string(),
             "not the leader of lease `ns/app` (token 9): stepped down (lease lost)"
         );
-        assert_eq!(l.valid_until(), None);
+        assert!(
+            l.remaining() > Duration::from_secs(9),
+            "the deadline still bounds the work"
+        );
         assert!(!l.is_lost(), "revoking and cancelling are separate steps");
         l.cancel();
         assert!(l.is_lost());
@@ -270,13 +264,14 @@ mod tests {
     fn extend_only_moves_forward() {
         let clock = ShiftedClock::new();
         let l = leadership(&clock, Duration::from_secs(10));
-        let before = l.valid_until().unwrap();
+        let before = l.valid_until();
         l.extend(before.saturating_sub(Duration::from_secs(5)));
-        assert_eq!(l.valid_until(), Some(before));
-        l.extend(before.saturating_add(Duration::from_secs(5)));
-        assert_eq!(
-            l.valid_until(),
-            Some(before.saturating_add(Duration::from_secs(5)))
-        );
+        assert_eq!(l.valid_until(), before);
+        let later = before.saturating_add(Duration::from_secs(5));
+        l.extend(later);
+        assert_eq!(l.valid_until(), later);
+        l.revoke(StepDownReason::Shutdown);
+        l.extend(later.saturating_add(Duration::from_secs(5)));
+        assert_eq!(l.valid_until(), later, "no extension after revocation");
     }
 }

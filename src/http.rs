@@ -1,0 +1,399 @@
+//! `/healthz`, `/readyz`, `/leader` and `/metrics`. Handlers read the elector's status at the
+//! moment of the request (never a cached verdict, never Redis), so readiness flips in the same
+//! instant as the step-down, and after a pause it is false as soon as the deadline has passed.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::SharedClock;
+use crate::config::ReadinessMode;
+use crate::elector::{Role, Status};
+use crate::metrics::Metrics;
+
+/// What the handlers read.
+#[derive(Clone)]
+pub struct Endpoints {
+    status: watch::Receiver<Status>,
+    metrics: Arc<Metrics>,
+    readiness: ReadinessMode,
+    lease_key: String,
+    clock: SharedClock,
+}
+
+impl Endpoints {
+    /// Endpoints over the elector's status.
+    pub fn new(
+        status: watch::Receiver<Status>,
+        metrics: Arc<Metrics>,
+        readiness: ReadinessMode,
+        lease_key: String,
+        clock: SharedClock,
+    ) -> Self {
+        Self {
+            status,
+            metrics,
+            readiness,
+            lease_key,
+            clock,
+        }
+    }
+
+    /// The router.
+    pub fn router(self) -> Router {
+        Router::new()
+            .route("/healthz", get(healthz))
+            .route("/readyz", get(readyz))
+            .route("/leader", get(leader))
+            .route("/metrics", get(metrics))
+            .with_state(self)
+    }
+}
+
+/// Binds `addr` (so that a taken port fails at start-up) and returns the bound address and a
+/// future serving until `shutdown` is cancelled.
+pub async fn bind(
+    addr: SocketAddr,
+    endpoints: Endpoints,
+    shutdown: CancellationToken,
+) -> std::io::Result<(SocketAddr, impl Future<Output = std::io::Result<()>>)> {
+    let listener = TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let serve = async move {
+        axum::serve(listener, endpoints.router())
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await
+    };
+    Ok((bound, serve))
+}
+
+async fn healthz(State(e): State<Endpoints>) -> Response {
+    // Liveness says the elector's loop runs; a Redis outage must not get replicas restarted.
+    match e.status.borrow().role {
+        Role::Stopped => (StatusCode::SERVICE_UNAVAILABLE, "stopped\n").into_response(),
+        _ => (StatusCode::OK, "ok\n").into_response(),
+    }
+}
+
+/// The readiness verdict and the words for it.
+pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, String) {
+    let leader = || match status.leader_identity() {
+        Some(l) => format!("following {l}"),
+        None => "no leader known".to_owned(),
+    };
+    let last_step = || {
+        status
+            .last_step_down
+            .as_ref()
+            .map(|s| format!("; last step-down: {}", s.reason))
+            .unwrap_or_default()
+    };
+    match (mode, &status.role) {
+        (_, Role::Stopped) => (false, "stopped".into()),
+        (ReadinessMode::Leader, Role::Leader { token, .. }) if leading => {
+            (true, format!("leader (token {token})"))
+        }
+        (ReadinessMode::Leader, Role::Leader { .. }) => (
+            false,
+            "not the leader: validity deadline passed, stepping down".into(),
+        ),
+        (ReadinessMode::Leader, _) => (
+            false,
+            format!("not the leader: {}{}", leader(), last_step()),
+        ),
+        (ReadinessMode::Member, Role::Starting) => (false, "not ready: starting".into()),
+        (ReadinessMode::Member, _) if !status.redis.reachable => (
+            false,
+            format!(
+                "not ready: redis unreachable: {}",
+                status
+                    .redis
+                    .last_error
+                    .as_deref()
+                    .unwrap_or("no answer yet")
+            ),
+        ),
+        (ReadinessMode::Member, Role::Leader { .. }) if leading => (true, "member: leader".into()),
+        (ReadinessMode::Member, _) => (true, format!("member: {}", leader())),
+    }
+}
+
+async fn readyz(State(e): State<Endpoints>) -> Response {
+    let status = e.status.borrow().clone();
+    let leading = status.is_leading_at(e.clock.now());
+    let (ready, words) = readiness(&status, e.readiness, leading);
+    let code = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, format!("{words}\n")).into_response()
+}
+
+/// The JSON of `/leader`.
+#[derive(Debug, Serialize)]
+pub struct LeaderView {
+    /// This replica.
+    pub identity: String,
+    /// The lease name.
+    pub lease: String,
+    /// The lease's Redis key.
+    pub lease_key: String,
+    /// `starting`, `follower`, `leader` or `stopped`.
+    pub role: &'static str,
+    /// Whether this replica leads and its validity deadline has not passed.
+    pub is_leader: bool,
+    /// The leader's identity as far as this replica knows.
+    pub leader: Option<String>,
+    /// The fencing token of the current leadership as far as this replica knows.
+    pub token: Option<u64>,
+    /// Milliseconds left before the validity deadline (leader only).
+    pub valid_for_ms: Option<u64>,
+    /// Milliseconds left in a data-loss cooldown seen by this follower.
+    pub cooldown_ms: Option<u64>,
+    /// Times this replica became leader or stepped down.
+    pub transitions: u64,
+    /// The last step-down.
+    pub last_step_down: Option<StepDownView>,
+    /// Redis as last seen.
+    pub redis: RedisView,
+}
+
+/// A step-down in `/leader`.
+#[derive(Debug, Serialize)]
+pub struct StepDownView {
+    /// `lost`, `renew_deadline_passed`, `validity_deadline_passed`, `work_ended`,
+    /// `work_failed`, `work_panicked` or `shutdown`.
+    pub reason: &'static str,
+    /// More words, if any.
+    pub detail: Option<String>,
+    /// The token of the term that ended.
+    pub token: u64,
+    /// RFC 3339 time.
+    pub at: String,
+}
+
+/// Redis health in `/leader`.
+#[derive(Debug, Serialize)]
+pub struct RedisView {
+    /// The last call got an answer.
+    pub reachable: bool,
+    /// The release channel is subscribed.
+    pub subscribed: bool,
+    /// The last error, if the last call failed.
+    pub last_error: Option<String>,
+}
+
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+impl LeaderView {
+    /// The view of `status` at `now`.
+    pub fn of(
+        status: &Status,
+        lease_key: &str,
+        leading: bool,
+        now: crate::clock::BootInstant,
+    ) -> Self {
+        let (role, valid_for_ms, cooldown_ms) = match &status.role {
+            Role::Starting => ("starting", None, None),
+            Role::Follower { cooldown, .. } => {
+                ("follower", None, cooldown.map(|c| c.as_millis() as u64))
+            }
+            Role::Leader { valid_until, .. } => (
+                "leader",
+                Some(now.until(*valid_until).as_millis() as u64),
+                None,
+            ),
+            Role::Stopped => ("stopped", None, None),
+        };
+        Self {
+            identity: status.identity.clone(),
+            lease: status.lease.clone(),
+            lease_key: lease_key.to_owned(),
+            role,
+            is_leader: leading,
+            leader: status.leader_identity().map(str::to_owned),
+            token: status.token().map(|t| t.0),
+            valid_for_ms,
+            cooldown_ms,
+            transitions: status.transitions,
+            last_step_down: status.last_step_down.as_ref().map(|s| StepDownView {
+                reason: s.reason.as_label(),
+                detail: s.detail.clone(),
+                token: s.token.0,
+                at: rfc3339(s.at),
+            }),
+            redis: RedisView {
+                reachable: status.redis.reachable,
+                subscribed: status.redis.subscribed,
+                last_error: status.redis.last_error.clone(),
+            },
+        }
+    }
+}
+
+async fn leader(State(e): State<Endpoints>) -> Response {
+    let status = e.status.borrow().clone();
+    let now = e.clock.now();
+    let view = LeaderView::of(&status, &e.lease_key, status.is_leading_at(now), now);
+    axum::Json(view).into_response()
+}
+
+async fn metrics(State(e): State<Endpoints>) -> Response {
+    let status = e.status.borrow().clone();
+    let body = e.metrics.render(&status, e.clock.now());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elector::{LeaderInfo, RedisHealth, StepDown, StepDownReason};
+    use crate::lease::FencingToken;
+
+    fn status(role: Role, reachable: bool) -> Status {
+        Status {
+            lease: "shop/web".into(),
+            identity: "web-a".into(),
+            owner: "web-a-x".into(),
+            role,
+            transitions: 2,
+            last_step_down: Some(StepDown {
+                reason: StepDownReason::Lost,
+                detail: None,
+                token: FencingToken(3),
+                at: SystemTime::now(),
+            }),
+            redis: RedisHealth {
+                reachable,
+                last_error: (!reachable).then(|| "connection refused".into()),
+                subscribed: reachable,
+            },
+        }
+    }
+
+    fn leader_role() -> Role {
+        Role::Leader {
+            token: FencingToken(4),
+            acquired_at: SystemTime::now(),
+            valid_until: crate::clock::BootInstant::now(),
+        }
+    }
+
+    fn follower_role() -> Role {
+        Role::Follower {
+            leader: Some(LeaderInfo {
+                owner: "web-b-x".into(),
+                identity: "web-b".into(),
+                token: Some(FencingToken(4)),
+            }),
+            cooldown: None,
+        }
+    }
+
+    #[test]
+    fn readiness_table() {
+        use ReadinessMode::*;
+        let cases = [
+            (Leader, leader_role(), true, true, true, "leader (token 4)"),
+            (
+                Leader,
+                leader_role(),
+                true,
+                false,
+                false,
+                "not the leader: validity deadline passed, stepping down",
+            ),
+            (
+                Leader,
+                follower_role(),
+                true,
+                false,
+                false,
+                "not the leader: following web-b; last step-down: lease lost",
+            ),
+            (
+                Leader,
+                Role::Starting,
+                true,
+                false,
+                false,
+                "not the leader: no leader known; last step-down: lease lost",
+            ),
+            (
+                Member,
+                follower_role(),
+                true,
+                false,
+                true,
+                "member: following web-b",
+            ),
+            (Member, leader_role(), true, true, true, "member: leader"),
+            (
+                Member,
+                follower_role(),
+                false,
+                false,
+                false,
+                "not ready: redis unreachable: connection refused",
+            ),
+            (
+                Member,
+                Role::Starting,
+                true,
+                false,
+                false,
+                "not ready: starting",
+            ),
+            (Member, Role::Stopped, true, false, false, "stopped"),
+        ];
+        for (mode, role, reachable, leading, want_ready, want_words) in cases {
+            let s = status(role.clone(), reachable);
+            let (ready, words) = readiness(&s, mode, leading);
+            assert_eq!(
+                (ready, words.as_str()),
+                (want_ready, want_words),
+                "{mode:?} {role:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn leader_view_serializes_the_election() {
+        let s = status(follower_role(), true);
+        let view = LeaderView::of(
+            &s,
+            "leasehold:{shop/web}",
+            false,
+            crate::clock::BootInstant::now(),
+        );
+        let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(json["identity"], "web-a");
+        assert_eq!(json["role"], "follower");
+        assert_eq!(json["is_leader"], false);
+        assert_eq!(json["leader"], "web-b");
+        assert_eq!(json["token"], 4);
+        assert_eq!(json["lease_key"], "leasehold:{shop/web}");
+        assert_eq!(json["last_step_down"]["reason"], "lost");
+        assert_eq!(json["redis"]["reachable"], true);
+    }
+}

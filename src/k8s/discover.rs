@@ -1,0 +1,99 @@
+//! Finds the Deployment that owns this pod (pod → ReplicaSet → Deployment): the lease is named
+//! after it, the leader label is kept on its pods, and events are recorded on it.
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::core::Selector;
+use kube::{Api, Client, Resource, ResourceExt};
+
+use super::K8sError;
+
+/// The Deployment of this pod.
+#[derive(Debug, Clone)]
+pub struct OwningDeployment {
+    /// Its name.
+    pub name: String,
+    /// Its pod selector, as a label selector string.
+    pub selector: String,
+    /// A reference to it, for events.
+    pub reference: ObjectReference,
+}
+
+fn controller_of<'a>(owners: &'a [OwnerReference], kind: &str) -> Option<&'a OwnerReference> {
+    owners
+        .iter()
+        .find(|o| o.kind == kind && o.controller == Some(true))
+}
+
+/// Follows `pod`'s controller owners up to its Deployment.
+pub async fn owning_deployment(
+    client: &Client,
+    namespace: &str,
+    pod: &str,
+) -> Result<OwningDeployment, K8sError> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let this = pods.get(pod).await.map_err(|source| K8sError::Api {
+        what: format!("get pod {namespace}/{pod}"),
+        source,
+    })?;
+    let describe = |owners: &[OwnerReference]| {
+        if owners.is_empty() {
+            "no owner".to_owned()
+        } else {
+            owners
+                .iter()
+                .map(|o| format!("{} {}", o.kind, o.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    let rs_ref = controller_of(this.owner_references(), "ReplicaSet").ok_or_else(|| {
+        K8sError::NotADeployment {
+            pod: format!("{namespace}/{pod}"),
+            owners: describe(this.owner_references()),
+        }
+    })?;
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), namespace);
+    let rs = replica_sets
+        .get(&rs_ref.name)
+        .await
+        .map_err(|source| K8sError::Api {
+            what: format!("get replicaset {namespace}/{}", rs_ref.name),
+            source,
+        })?;
+    let deploy_ref = controller_of(rs.owner_references(), "Deployment").ok_or_else(|| {
+        K8sError::NotADeployment {
+            pod: format!("{namespace}/{pod}"),
+            owners: format!(
+                "ReplicaSet {} owned by {}",
+                rs_ref.name,
+                describe(rs.owner_references())
+            ),
+        }
+    })?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let deployment = deployments
+        .get(&deploy_ref.name)
+        .await
+        .map_err(|source| K8sError::Api {
+            what: format!("get deployment {namespace}/{}", deploy_ref.name),
+            source,
+        })?;
+    let selector = Selector::try_from(deployment.spec.selector.clone())
+        .ok()
+        .map(|s| s.to_string())
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| K8sError::NotADeployment {
+            pod: format!("{namespace}/{pod}"),
+            owners: format!(
+                "Deployment {} without a usable pod selector",
+                deploy_ref.name
+            ),
+        })?;
+    Ok(OwningDeployment {
+        name: deployment.name_any(),
+        selector,
+        reference: deployment.object_ref(&()),
+    })
+}

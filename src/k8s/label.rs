@@ -1,0 +1,113 @@
+//! The leader label: `true` on the leader's pod, absent on the Deployment's other pods, kept so
+//! by a reconcile loop on pod events while leading.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
+
+use super::{K8sError, LeaderContext, reconcile_while_leading};
+use crate::elector::Leadership;
+
+struct LabelContext {
+    pods: Api<Pod>,
+    identity: String,
+    key: String,
+}
+
+/// Keeps the label on `identity` and off every other pod that `selector` selects, until `stop`.
+/// Without a selector (the Deployment is unknown) only this pod is looked at.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn keep_on_leader(
+    client: &Client,
+    namespace: &str,
+    identity: &str,
+    selector: Option<&str>,
+    key: &str,
+    leadership: Leadership,
+    stop: CancellationToken,
+    retry: Duration,
+) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let config = match selector {
+        Some(s) => watcher::Config::default().labels(s),
+        None => watcher::Config::default().fields(&format!("metadata.name={identity}")),
+    };
+    let context = LabelContext {
+        pods: pods.clone(),
+        identity: identity.to_owned(),
+        key: key.to_owned(),
+    };
+    reconcile_while_leading(leadership, stop, pods, config, reconcile, context, retry).await;
+}
+
+/// The value the label should have on `pod`: `Some("true")` on the leader, `None` elsewhere.
+fn wanted(pod: &str, identity: &str) -> Option<&'static str> {
+    (pod == identity).then_some("true")
+}
+
+async fn reconcile(
+    pod: Arc<Pod>,
+    ctx: Arc<LeaderContext<LabelContext>>,
+) -> Result<Action, K8sError> {
+    let c = &ctx.inner;
+    let name = pod.name_any();
+    let want = wanted(&name, &c.identity);
+    let have = pod.labels().get(&c.key).map(String::as_str);
+    if have == want {
+        return Ok(Action::await_change());
+    }
+    let token = ctx.leadership.check()?;
+    let value = want.map_or(serde_json::Value::Null, |v| json!(v));
+    c.pods
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "labels": { c.key.as_str(): value } } })),
+        )
+        .await
+        .map_err(|source| K8sError::Api {
+            what: format!("patch the leader label of pod {name}"),
+            source,
+        })?;
+    if want.is_some() {
+        info!(pod = %name, label = %c.key, token = token.0, "set the leader label");
+    } else {
+        info!(pod = %name, label = %c.key, token = token.0, "removed the leader label");
+    }
+    Ok(Action::await_change())
+}
+
+/// Takes the label off this replica's own pod (after a term: withdraws a claim, needs no
+/// leadership).
+pub(super) async fn remove_own(client: &Client, namespace: &str, identity: &str, key: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let patch = json!({ "metadata": { "labels": { key: serde_json::Value::Null } } });
+    match pods
+        .patch(identity, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => debug!(pod = %identity, label = %key, "removed the leader label from this pod"),
+        Err(err) => {
+            debug!(pod = %identity, error = %err, "could not remove the leader label from this pod")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_leader_carries_the_label() {
+        assert_eq!(wanted("web-a", "web-a"), Some("true"));
+        assert_eq!(wanted("web-b", "web-a"), None);
+    }
+}

@@ -1,0 +1,162 @@
+//! The Lease mirror: a `coordination.k8s.io/v1` Lease named after the Deployment, kept by the
+//! leader, so that `kubectl get lease` shows who leads. It mirrors; the Redis lease decides.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ObjectMeta, PostParams};
+use kube::{Api, Client};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::K8sError;
+use crate::elector::{Leadership, Timing};
+
+/// The mirror's name: the Deployment's, else the last part of the lease name, if it is a valid
+/// object name (a DNS subdomain).
+pub(super) fn lease_name(deployment: Option<&str>, lease: &str) -> Option<String> {
+    let name = deployment.unwrap_or_else(|| lease.rsplit('/').next().unwrap_or(lease));
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        });
+    valid.then(|| name.to_owned())
+}
+
+/// How often the leader refreshes `renewTime`.
+fn interval(timing: &Timing) -> Duration {
+    timing.retry_period.max(timing.lease_duration / 3)
+}
+
+/// Writes the mirror at once, then refreshes it until `stop`.
+pub(super) async fn keep(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    identity: &str,
+    timing: &Timing,
+    leadership: &Leadership,
+    stop: &CancellationToken,
+) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let mut failures = 0u32;
+    loop {
+        let pause = match write(&leases, name, identity, timing, leadership).await {
+            Ok(()) => {
+                failures = 0;
+                interval(timing)
+            }
+            Err(K8sError::NotLeader(_)) => return,
+            Err(err) => {
+                failures += 1;
+                if failures == 1 {
+                    warn!(lease = %name, error = %err, "could not update the Lease mirror");
+                } else {
+                    debug!(lease = %name, error = %err, failures, "could not update the Lease mirror");
+                }
+                // A conflict means someone else wrote it: read again soon.
+                timing.retry_period / 2
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(pause) => {}
+        }
+    }
+}
+
+/// One read-modify-write with optimistic concurrency: a conflicting write answers 409 and the
+/// next round reads again.
+async fn write(
+    leases: &Api<Lease>,
+    name: &str,
+    identity: &str,
+    timing: &Timing,
+    leadership: &Leadership,
+) -> Result<(), K8sError> {
+    let api_error = |what: &str, source| K8sError::Api {
+        what: format!("{what} lease {name}"),
+        source,
+    };
+    let now = MicroTime(Timestamp::now());
+    let duration_seconds =
+        i32::try_from(timing.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
+    let existing = leases
+        .get_opt(name)
+        .await
+        .map_err(|e| api_error("get", e))?;
+    let token = leadership.check()?;
+    match existing {
+        None => {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(name.to_owned()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(identity.to_owned()),
+                    acquire_time: Some(now.clone()),
+                    renew_time: Some(now),
+                    lease_duration_seconds: Some(duration_seconds),
+                    lease_transitions: Some(0),
+                    ..LeaseSpec::default()
+                }),
+            };
+            leases
+                .create(&PostParams::default(), &lease)
+                .await
+                .map_err(|e| api_error("create", e))?;
+            info!(lease = %name, holder = %identity, token = token.0, "created the Lease mirror");
+        }
+        Some(mut lease) => {
+            let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+            if spec.holder_identity.as_deref() != Some(identity) {
+                let had_holder = spec.holder_identity.is_some();
+                spec.holder_identity = Some(identity.to_owned());
+                spec.acquire_time = Some(now.clone());
+                if had_holder {
+                    spec.lease_transitions =
+                        Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
+                }
+                info!(lease = %name, holder = %identity, token = token.0, "took over the Lease mirror");
+            }
+            spec.renew_time = Some(now);
+            spec.lease_duration_seconds = Some(duration_seconds);
+            leases
+                .replace(name, &PostParams::default(), &lease)
+                .await
+                .map_err(|e| api_error("update", e))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mirror_is_named_after_the_deployment() {
+        assert_eq!(
+            lease_name(Some("web"), "shop/other").as_deref(),
+            Some("web")
+        );
+        assert_eq!(lease_name(None, "shop/web").as_deref(), Some("web"));
+        assert_eq!(lease_name(None, "shop/Web_1"), None, "not a DNS subdomain");
+        assert_eq!(lease_name(None, "shop/"), None);
+    }
+
+    #[test]
+    fn the_mirror_is_refreshed_a_few_times_per_lease_duration() {
+        assert_eq!(interval(&Timing::default()), Duration::from_secs(5));
+    }
+}

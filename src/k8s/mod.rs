@@ -1,0 +1,307 @@
+//! The Kubernetes side: while this replica leads, keep the leader label on its pod (and off
+//! the Deployment's other pods), mirror leadership into a `coordination.k8s.io/v1` Lease, and
+//! record Events on the Deployment. Every leader write first passes `Leadership::check()`.
+//!
+//! Two writes happen after a term ended, by design: removing the label from this replica's own
+//! pod and the "leadership lost" Event. Both only withdraw a claim, so they cannot make two
+//! leaders; they run in the background so that they never delay the release of the lease.
+//!
+//! Rust users run their own reconciler under leadership with [`reconcile_while_leading`].
+
+mod discover;
+mod label;
+mod mirror;
+pub mod rbac;
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+pub use discover::{OwningDeployment, owning_deployment};
+
+use crate::config::{KubeSettings, KubernetesMode};
+use crate::elector::{Leadership, NotLeader, Timing};
+
+/// A failure on the Kubernetes side.
+#[derive(Debug, thiserror::Error)]
+pub enum K8sError {
+    /// `--kubernetes on`, but no cluster configuration was found.
+    #[error(
+        "--kubernetes on: no cluster configuration found (no in-cluster service account, no kubeconfig): {0}"
+    )]
+    NoCluster(String),
+    /// A client could not be built from the configuration.
+    #[error("cannot build a Kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+    /// An API call failed.
+    #[error("kubernetes API: {what}: {source}")]
+    Api {
+        /// The call.
+        what: String,
+        /// The error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The pod is not part of a Deployment, so the lease cannot be named after one.
+    #[error("pod {pod} is not owned by a Deployment ({owners}); pass --lease-name")]
+    NotADeployment {
+        /// The pod.
+        pod: String,
+        /// What owns it.
+        owners: String,
+    },
+    /// The guard refused a leader write.
+    #[error(transparent)]
+    NotLeader(#[from] NotLeader),
+}
+
+/// Connects to the cluster as `mode` says: `None` when off, or when `auto` finds no cluster
+/// (after one log line saying so).
+pub async fn connect(mode: KubernetesMode) -> Result<Option<Client>, K8sError> {
+    if mode == KubernetesMode::Off {
+        info!("kubernetes integration off (--kubernetes off)");
+        return Ok(None);
+    }
+    match kube::Config::infer().await {
+        Ok(config) => Client::try_from(config).map(Some).map_err(K8sError::Client),
+        Err(err) if mode == KubernetesMode::Auto => {
+            info!(error = %err, "no kubernetes cluster found (no in-cluster config, no kubeconfig); the leader label, Lease mirror, events and Deployment discovery are off");
+            Ok(None)
+        }
+        Err(err) => Err(K8sError::NoCluster(err.to_string())),
+    }
+}
+
+/// What a reconciler gets: the leadership of the current term, and its own context.
+pub struct LeaderContext<C> {
+    /// Check it before every write.
+    pub leadership: Leadership,
+    /// The reconciler's own context.
+    pub inner: C,
+}
+
+/// Runs a kube `Controller` over `api` for as long as this term lasts (until `stop` is
+/// cancelled); each reconcile gets a [`LeaderContext`] whose `leadership.check()` it must pass
+/// before it writes. Failed reconciles are retried after `retry`.
+pub async fn reconcile_while_leading<K, C, R, Fut, E>(
+    leadership: Leadership,
+    stop: CancellationToken,
+    api: Api<K>,
+    watcher_config: watcher::Config,
+    reconcile: R,
+    inner: C,
+    retry: Duration,
+) where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    C: Send + Sync + 'static,
+    R: FnMut(Arc<K>, Arc<LeaderContext<C>>) -> Fut,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let context = Arc::new(LeaderContext { leadership, inner });
+    let stopped = stop.clone();
+    Controller::new(api, watcher_config)
+        .graceful_shutdown_on(async move { stopped.cancelled().await })
+        .run(
+            reconcile,
+            move |_object, error, _ctx| {
+                debug!(error = %error, "reconcile failed; retrying");
+                Action::requeue(retry)
+            },
+            context,
+        )
+        .for_each(|outcome| async move {
+            if let Err(err) = outcome {
+                debug!(error = %err, "reconcile loop error");
+            }
+        })
+        .await;
+}
+
+/// The Kubernetes parts of one replica.
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    namespace: String,
+    identity: String,
+    deployment: Option<OwningDeployment>,
+    /// Name of the mirrored Lease, if mirroring is on and the name is usable.
+    mirror_name: Option<String>,
+    settings: KubeSettings,
+    timing: Timing,
+    recorder: Recorder,
+    background: TaskTracker,
+}
+
+impl Cluster {
+    /// The parts for pod `identity` in `namespace`. `deployment` is the owning Deployment when
+    /// it is known: without it, the label is only kept on this pod, and events are recorded on
+    /// the pod.
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        identity: &str,
+        lease_name: &str,
+        deployment: Option<OwningDeployment>,
+        settings: KubeSettings,
+        timing: Timing,
+    ) -> Self {
+        let mirror_name = settings
+            .lease_mirror
+            .then(|| mirror::lease_name(deployment.as_ref().map(|d| d.name.as_str()), lease_name))
+            .flatten();
+        if settings.lease_mirror && mirror_name.is_none() {
+            warn!(lease = %lease_name, "the lease name is no valid Kubernetes object name; the Lease mirror is off");
+        }
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "leasehold".into(),
+                instance: Some(identity.to_owned()),
+            },
+        );
+        Self {
+            inner: Arc::new(Inner {
+                client,
+                namespace: namespace.to_owned(),
+                identity: identity.to_owned(),
+                deployment,
+                mirror_name,
+                settings,
+                timing,
+                recorder,
+                background: TaskTracker::new(),
+            }),
+        }
+    }
+
+    /// The owning Deployment, if known.
+    pub fn deployment(&self) -> Option<&OwningDeployment> {
+        self.inner.deployment.as_ref()
+    }
+
+    /// The leader's Kubernetes work for one term; returns when `stop` is cancelled.
+    pub async fn lead(&self, leadership: Leadership, stop: CancellationToken) {
+        let inner = &self.inner;
+        let token = leadership.token();
+        if inner.settings.events && leadership.check().is_ok() {
+            self.event(
+                EventType::Normal,
+                "LeaderElected",
+                format!("{} became leader (fencing token {token})", inner.identity),
+            )
+            .await;
+        }
+        let labels = async {
+            if let Some(key) = &inner.settings.leader_label {
+                label::keep_on_leader(
+                    &inner.client,
+                    &inner.namespace,
+                    &inner.identity,
+                    inner.deployment.as_ref().map(|d| d.selector.as_str()),
+                    key,
+                    leadership.clone(),
+                    stop.clone(),
+                    inner.timing.retry_period,
+                )
+                .await;
+            }
+        };
+        let lease = async {
+            if let Some(name) = &inner.mirror_name {
+                mirror::keep(
+                    &inner.client,
+                    &inner.namespace,
+                    name,
+                    &inner.identity,
+                    &inner.timing,
+                    &leadership,
+                    &stop,
+                )
+                .await;
+            }
+        };
+        tokio::join!(labels, lease);
+        self.after_term(leadership);
+    }
+
+    /// The notes of a term that ended, in the background: this pod's label off, and an Event.
+    fn after_term(&self, leadership: Leadership) {
+        let this = self.clone();
+        self.inner.background.spawn(async move {
+            let inner = &this.inner;
+            let work = async {
+                if let Some(key) = &inner.settings.leader_label {
+                    label::remove_own(&inner.client, &inner.namespace, &inner.identity, key).await;
+                }
+                if inner.settings.events {
+                    let reason = leadership
+                        .step_down_reason()
+                        .map_or_else(|| "term ended".to_owned(), |r| r.to_string());
+                    this.event(
+                        EventType::Normal,
+                        "LeadershipLost",
+                        format!(
+                            "{} stopped leading (fencing token {}): {reason}",
+                            inner.identity,
+                            leadership.token()
+                        ),
+                    )
+                    .await;
+                }
+            };
+            if tokio::time::timeout(Duration::from_secs(5), work)
+                .await
+                .is_err()
+            {
+                debug!("step-down notes to kubernetes timed out");
+            }
+        });
+    }
+
+    /// Waits (bounded) for the background notes, before the process exits.
+    pub async fn flush(&self, bound: Duration) {
+        self.inner.background.close();
+        let _ = tokio::time::timeout(bound, self.inner.background.wait()).await;
+    }
+
+    async fn event(&self, type_: EventType, reason: &str, note: String) {
+        let inner = &self.inner;
+        let reference = match &inner.deployment {
+            Some(d) => d.reference.clone(),
+            None => ObjectReference {
+                api_version: Some(Pod::api_version(&()).into_owned()),
+                kind: Some(Pod::kind(&()).into_owned()),
+                name: Some(inner.identity.clone()),
+                namespace: Some(inner.namespace.clone()),
+                ..ObjectReference::default()
+            },
+        };
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: "Elect".into(),
+            secondary: None,
+        };
+        if let Err(err) = inner.recorder.publish(&event, &reference).await {
+            warn!(error = %err, reason, "could not record a kubernetes event");
+        }
+    }
+}

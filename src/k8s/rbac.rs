@@ -1,0 +1,56 @@
+//! The one list of Kubernetes API calls leasehold makes. The Helm chart's Role is checked
+//! against it (both ways), and the tests check that the code calls nothing outside it.
+
+/// Calls on one resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiCalls {
+    /// API group (`""` for the core group).
+    pub group: &'static str,
+    /// Resource (plural).
+    pub resource: &'static str,
+    /// Verbs.
+    pub verbs: &'static [&'static str],
+    /// Why leasehold needs them.
+    pub why: &'static str,
+}
+
+/// Every call, in the namespace of the Deployment only.
+pub const API_CALLS: &[ApiCalls] = &[
+    ApiCalls {
+        group: "",
+        resource: "pods",
+        verbs: &["get", "list", "watch", "patch"],
+        why: "find this pod's owner; watch the Deployment's pods and keep the leader label on the leader alone",
+    },
+    ApiCalls {
+        group: "apps",
+        resource: "replicasets",
+        verbs: &["get"],
+        why: "follow the pod's owner to its Deployment",
+    },
+    ApiCalls {
+        group: "apps",
+        resource: "deployments",
+        verbs: &["get"],
+        why: "name the lease after the Deployment and read its pod selector",
+    },
+    ApiCalls {
+        group: "coordination.k8s.io",
+        resource: "leases",
+        verbs: &["get", "create", "update"],
+        why: "mirror leadership into a Lease for `kubectl get lease`",
+    },
+    ApiCalls {
+        group: "events.k8s.io",
+        resource: "events",
+        verbs: &["create", "patch"],
+        why: "record leadership changes as Events on the Deployment",
+    },
+];
+
+/// Whether `verb` on `group`/`resource` is in [`API_CALLS`].
+pub fn allows(group: &str, resource: &str, verb: &str) -> bool {
+    API_CALLS
+        .iter()
+        .any(|c| c.group == group && c.resource == resource && c.verbs.contains(&verb))
+}

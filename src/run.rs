@@ -1,0 +1,221 @@
+//! `leasehold run`: one replica. Names the lease, starts the HTTP endpoints, contends, and
+//! while leading runs the Kubernetes parts and the singleton command; on SIGTERM or SIGINT it
+//! steps down, releases the lease and exits 0 within a bounded grace period (or with the
+//! command's exit code when the command ended on its own).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info};
+
+use crate::config::{LeaseSource, RunSettings};
+use crate::elector::{Elector, Leadership};
+use crate::exec::{ExecError, Supervisor};
+use crate::http::{self, Endpoints};
+use crate::k8s::{self, Cluster, K8sError, OwningDeployment};
+use crate::lease::{LeaseName, OwnerId, RedisLease};
+use crate::metrics::Metrics;
+
+/// A failure that is the user's to fix (exit code 2), as opposed to a runtime failure.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InputError(pub String);
+
+/// Finds the lease name and, when there is a cluster, the owning Deployment. `pod` is this
+/// pod (`$POD_NAME`) in `namespace`, when running in one.
+pub async fn resolve_lease(
+    source: &LeaseSource,
+    client: Option<&kube::Client>,
+    namespace: &str,
+    pod: Option<&str>,
+) -> anyhow::Result<(LeaseName, Option<OwningDeployment>)> {
+    match (source, client) {
+        (LeaseSource::Named(name), None) => Ok((name.clone(), None)),
+        (LeaseSource::Named(name), Some(client)) => {
+            // The name is given; the Deployment still scopes the label and carries the events.
+            let Some(pod) = pod else {
+                return Ok((name.clone(), None));
+            };
+            let deployment = match k8s::owning_deployment(client, namespace, pod).await {
+                Ok(d) => Some(d),
+                Err(err) => {
+                    info!(error = %err, "no owning Deployment found; the leader label is kept on this pod only");
+                    None
+                }
+            };
+            Ok((name.clone(), deployment))
+        }
+        (LeaseSource::OwningDeployment { namespace, pod }, Some(client)) => {
+            let deployment = k8s::owning_deployment(client, namespace, pod)
+                .await
+                .map_err(|e| match e {
+                    K8sError::NotADeployment { .. } => anyhow::Error::new(InputError(e.to_string())),
+                    other => anyhow::Error::new(other).context("cannot name the lease after the Deployment"),
+                })?;
+            let name = LeaseName::for_deployment(namespace, &deployment.name)
+                .map_err(|e| InputError(format!("the Deployment's name makes no lease name: {e}")))?;
+            Ok((name, Some(deployment)))
+        }
+        (LeaseSource::OwningDeployment { .. }, None) => Err(InputError(
+            "no lease name: pass --lease-name (there is no Kubernetes API to find this pod's Deployment)".into(),
+        )
+        .into()),
+        (LeaseSource::Unknown, _) => Err(InputError(
+            "no lease name: pass --lease-name, or run in a pod of a Deployment with POD_NAME and POD_NAMESPACE from the downward API".into(),
+        )
+        .into()),
+    }
+}
+
+/// Runs one replica until shutdown; returns the process exit code.
+pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
+    let shutdown = CancellationToken::new();
+    spawn_signal_handler(shutdown.clone())?;
+
+    let client = k8s::connect(settings.kube.mode).await?;
+    let (lease_name, deployment) = resolve_lease(
+        &settings.lease,
+        client.as_ref(),
+        &settings.namespace,
+        settings.pod.as_deref(),
+    )
+    .await?;
+    let owner = OwnerId::generate(&settings.identity).map_err(|e| InputError(e.to_string()))?;
+    let lease = RedisLease::new(
+        &settings.redis.url,
+        lease_name.clone(),
+        owner,
+        settings.redis.options.clone(),
+    )?;
+    let lease_key = lease.keys().lease.clone();
+    let clock = lease.clock().clone();
+    let metrics = Arc::new(Metrics::new(&settings.identity, lease_name.as_str()));
+    let elector = Elector::new(lease, settings.timing)
+        .map_err(|e| InputError(e.to_string()))?
+        .with_observer(metrics.clone());
+
+    let http_stop = CancellationToken::new();
+    let endpoints = Endpoints::new(
+        elector.status(),
+        metrics,
+        settings.readiness,
+        lease_key.clone(),
+        clock,
+    );
+    let (bound, serve) = http::bind(settings.http_addr, endpoints, http_stop.clone())
+        .await
+        .with_context(|| format!("cannot listen on --http-addr {}", settings.http_addr))?;
+    let server = tokio::spawn(serve);
+
+    info!(
+        identity = %settings.identity,
+        lease = %lease_name,
+        lease_key = %lease_key,
+        redis = %settings.redis.redacted_url(),
+        http = %bound,
+        readiness = ?settings.readiness,
+        kubernetes = client.is_some(),
+        command = settings.exec.as_ref().map(|e| e.command.join(" ")).unwrap_or_default(),
+        "leasehold starting"
+    );
+
+    let cluster = client.map(|client| {
+        Cluster::new(
+            client,
+            &settings.namespace,
+            &settings.identity,
+            lease_name.as_str(),
+            deployment,
+            settings.kube.clone(),
+            settings.timing,
+        )
+    });
+    let supervisor = settings.exec.clone().map(|exec| {
+        Supervisor::new(
+            exec,
+            &settings.identity,
+            lease_name.as_str(),
+            shutdown.clone(),
+        )
+    });
+
+    let work = {
+        let cluster = cluster.clone();
+        let supervisor = supervisor.clone();
+        move |leadership: Leadership| term(leadership, cluster.clone(), supervisor.clone())
+    };
+    let grace = settings
+        .exec
+        .as_ref()
+        .map_or(Duration::ZERO, |e| e.grace_period);
+    let elector_task = tokio::spawn(elector.run(shutdown.clone(), work));
+
+    shutdown.cancelled().await;
+    // Stepping down stops the command (within its grace period) and releases the lease.
+    let bound = grace + settings.timing.call_timeout() + Duration::from_secs(5);
+    match tokio::time::timeout(bound, elector_task).await {
+        Ok(Ok(())) => {}
+        Ok(Err(join)) => error!(error = %join, "the elector task failed"),
+        Err(_) => error!(
+            bound_ms = bound.as_millis() as u64,
+            "shutdown took too long; exiting anyway"
+        ),
+    }
+    if let Some(cluster) = &cluster {
+        cluster.flush(Duration::from_secs(2)).await;
+    }
+    http_stop.cancel();
+    let _ = server.await;
+    let code = supervisor.and_then(|s| s.exit_code()).unwrap_or(0);
+    info!(code, "leasehold stopped");
+    Ok(code)
+}
+
+/// One term of leadership: the Kubernetes parts and the command side by side. The term ends
+/// when leadership ends, or when the command ends on its own (then the Kubernetes parts stop
+/// with it).
+async fn term(
+    leadership: Leadership,
+    cluster: Option<Cluster>,
+    supervisor: Option<Supervisor>,
+) -> Result<(), ExecError> {
+    let stop_cluster = leadership.cancellation_token();
+    let command = async {
+        let result = match &supervisor {
+            Some(s) => s.lead(leadership.clone()).await,
+            None => {
+                leadership.lost().await;
+                Ok(())
+            }
+        };
+        stop_cluster.cancel();
+        result
+    };
+    let kubernetes = async {
+        if let Some(c) = &cluster {
+            c.lead(leadership.clone(), stop_cluster.clone()).await;
+        }
+    };
+    let (result, ()) = tokio::join!(command, kubernetes);
+    result
+}
+
+fn spawn_signal_handler(shutdown: CancellationToken) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("install the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("install the SIGINT handler")?;
+    tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        info!(
+            signal = name,
+            "shutting down: stepping down and releasing the lease"
+        );
+        shutdown.cancel();
+    });
+    Ok(())
+}

@@ -1,0 +1,71 @@
+//! Logs: JSON lines when nobody is watching a terminal, readable text when someone is, with a
+//! RUST_LOG-style filter. Messages are constant strings; values go in named fields.
+
+use std::io::IsTerminal;
+
+use tracing_subscriber::EnvFilter;
+
+use crate::config::LogFormat;
+
+/// Why logging could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    /// The filter does not parse.
+    #[error(
+        "--log `{filter}`: not a valid filter ({reason}); examples: info, leasehold=debug,kube=warn"
+    )]
+    Filter {
+        /// The filter given.
+        filter: String,
+        /// The parser's words.
+        reason: String,
+    },
+}
+
+/// Checks a filter without installing it, so that a bad one is refused with exit code 2.
+pub fn parse_filter(filter: &str) -> Result<EnvFilter, TelemetryError> {
+    EnvFilter::try_new(filter).map_err(|e| TelemetryError::Filter {
+        filter: filter.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+/// Installs the global subscriber, writing to stderr (stdout belongs to the singleton command
+/// and to `leasehold status`).
+pub fn init(format: LogFormat, filter: EnvFilter) {
+    let json = match format {
+        LogFormat::Json => true,
+        LogFormat::Text => false,
+        LogFormat::Auto => !std::io::stderr().is_terminal(),
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(true);
+    if json {
+        builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init();
+    } else {
+        builder
+            .with_ansi(std::env::var_os("NO_COLOR").is_none() && std::io::stderr().is_terminal())
+            .init();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_filter_names_the_flag() {
+        assert!(parse_filter("leasehold=debug,kube=warn").is_ok());
+        let err = parse_filter("leasehold=loud").unwrap_err().to_string();
+        assert!(
+            err.starts_with("--log `leasehold=loud`: not a valid filter"),
+            "{err}"
+        );
+    }
+}
