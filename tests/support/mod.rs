@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod contenders;
+pub mod fake_api;
 pub mod proxy;
 pub mod redis_server;
 pub mod wait;

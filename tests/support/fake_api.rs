@@ -1,0 +1,278 @@
+//! An in-process fake Kubernetes API server with real state, so kube's own `Client`, `Api`,
+//! `watcher` and `Controller` run against it unmodified, and tests can read the requests made.
+//!
+//! # Layout
+//!
+//! - `route`: which resource type, namespace, object and subresource a path addresses.
+//! - `resource`: what the fake knows about types (kinds, scope, status subresources).
+//! - `store`: objects, the global resourceVersion, the bounded change history.
+//! - `handler`: HTTP verbs onto the store; recording; injected conflicts.
+//! - `patch`: merge, strategic merge, JSON patch and apply bodies.
+//! - `selector`: label and field selectors.
+//! - `watch`: watch streams, bookmarks, streaming-list initial events.
+//! - `status`: `Status` error objects.
+//! - `object`: reading and stamping object metadata.
+//!
+//! # Simplifications
+//!
+//! Objects are kept per (group, version, plural), so `v1` and `events.k8s.io/v1` Events are
+//! separate stores. Strategic merge patch and server-side apply are applied as JSON merge
+//! patches (no list merge keys, no removal of fields a manager stops applying, no
+//! managedFields, no conflicts between managers). `limit`/`continue` are ignored: lists come in
+//! one page, and a list's or get's `resourceVersion` parameter is ignored (always the latest).
+//! Namespaces need not exist. Deletion is immediate (no grace periods) unless the object has
+//! finalizers, and answers the deleted object (never a `Status`). A watch from a version newer
+//! than the store starts at the current one. No admission, defaulting, validation or auth.
+
+mod handler;
+mod object;
+mod patch;
+mod resource;
+mod route;
+mod selector;
+mod status;
+mod store;
+mod watch;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use axum::Router;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use resource::ResourceType;
+use store::Store;
+
+/// How many changes the fake remembers for watches; a watch from before them gets 410 Gone.
+pub const HISTORY_LIMIT: usize = store::HISTORY_LIMIT;
+
+/// One request as the fake received it.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    /// The raw query string, without `?` ("" when there is none).
+    pub query: String,
+    pub content_type: Option<String>,
+    /// The body parsed as JSON, or as YAML for YAML media types; `None` if empty or unreadable.
+    pub body: Option<Value>,
+}
+
+impl Recorded {
+    /// The decoded value of a query parameter.
+    pub fn query_param(&self, key: &str) -> Option<String> {
+        let uri: axum::http::Uri = format!("/?{}", self.query).parse().ok()?;
+        let axum::extract::Query(pairs) =
+            axum::extract::Query::<Vec<(String, String)>>::try_from_uri(&uri).ok()?;
+        pairs.into_iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+}
+
+/// State shared by the test's handle and the server's handlers.
+struct Shared {
+    store: Mutex<Store>,
+    requests: Mutex<Vec<Recorded>>,
+    /// Writes still to fail with 409, by resource plural.
+    injected_conflicts: Mutex<HashMap<String, usize>>,
+    shutdown: CancellationToken,
+}
+
+impl Shared {
+    /// The store; a panic elsewhere while it was held does not make every later request panic.
+    fn store(&self) -> MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn record(&self, request: Recorded) {
+        self.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(request);
+    }
+
+    /// Whether this write should fail, counting it down if so.
+    fn take_injected_conflict(&self, plural: &str) -> bool {
+        let mut conflicts = self
+            .injected_conflicts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match conflicts.get_mut(plural) {
+            Some(left) if *left > 0 => {
+                *left -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The fake API server; it stops (and ends its watch streams) when dropped.
+pub struct FakeApiServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+impl FakeApiServer {
+    /// Starts on a free loopback port, on the current tokio runtime.
+    pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the fake API server to a free loopback port");
+        let addr = listener
+            .local_addr()
+            .expect("read the fake API server's address");
+        let shared = Arc::new(Shared {
+            store: Mutex::new(Store::new()),
+            requests: Mutex::new(Vec::new()),
+            injected_conflicts: Mutex::new(HashMap::new()),
+            shutdown: CancellationToken::new(),
+        });
+        let app = Router::new()
+            .fallback(handler::handle)
+            .with_state(Arc::clone(&shared));
+        let stopped = shared.shutdown.clone().cancelled_owned();
+        tokio::spawn(async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(stopped)
+                .await;
+            if let Err(error) = served {
+                tracing::warn!(error = %error, "fake API server stopped serving");
+            }
+        });
+        Self { addr, shared }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A kube client for this server: plain HTTP, no auth, default namespace "default".
+    pub fn client(&self) -> kube::Client {
+        let mut config = kube::Config::new(
+            self.url()
+                .parse()
+                .expect("the fake API server's URL is a valid URI"),
+        );
+        config.default_namespace = "default".to_owned();
+        kube::Client::try_from(config).expect("build a kube client for the fake API server")
+    }
+
+    /// Puts an object into the store as if someone else had created it: uid, resourceVersion,
+    /// creationTimestamp and generation are set like a create would, and watchers see ADDED.
+    /// If the object exists, it is replaced whatever its resourceVersion (watchers see
+    /// MODIFIED), `.status` included. A namespaced object without a namespace goes to
+    /// "default". Returns the stored object.
+    pub fn insert<K>(&self, obj: &K) -> K
+    where
+        K: kube::Resource<DynamicType = ()> + Serialize + DeserializeOwned,
+    {
+        let resource = ResourceType::of::<K>();
+        let mut value = serde_json::to_value(obj).expect("the inserted object serializes to JSON");
+        let namespace = match obj.meta().namespace.as_deref() {
+            Some(namespace) => namespace.to_owned(),
+            None if resource.is_cluster_scoped() => String::new(),
+            None => "default".to_owned(),
+        };
+        let name = obj.meta().name.clone().unwrap_or_default();
+        let mut store = self.shared.store();
+        let stored = if store.get(&resource, &namespace, &name).is_some() {
+            if let Some(meta) = object::metadata_mut(&mut value) {
+                meta.remove("resourceVersion");
+                meta.remove("uid");
+            }
+            store.update(&resource, &namespace, &name, value, false)
+        } else {
+            store.create(&resource, &namespace, value, false)
+        };
+        let stored = stored.unwrap_or_else(|error| {
+            panic!(
+                "insert {} {namespace}/{name}: {}",
+                resource.qualified(),
+                error.message()
+            )
+        });
+        decode(&resource, stored)
+    }
+
+    /// The stored object (`namespace` "" for cluster-scoped ones), if there is one.
+    pub fn get<K>(&self, namespace: &str, name: &str) -> Option<K>
+    where
+        K: kube::Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        let resource = ResourceType::of::<K>();
+        let stored = self
+            .shared
+            .store()
+            .get(&resource, namespace, name)
+            .cloned()?;
+        Some(decode(&resource, stored))
+    }
+
+    /// All objects of a kind in a namespace, by name.
+    pub fn list<K>(&self, namespace: &str) -> Vec<K>
+    where
+        K: kube::Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        let resource = ResourceType::of::<K>();
+        let stored: Vec<Value> = self
+            .shared
+            .store()
+            .list(&resource, Some(namespace))
+            .cloned()
+            .collect();
+        stored.into_iter().map(|o| decode(&resource, o)).collect()
+    }
+
+    /// Deletes an object at once, finalizers or not; watchers see DELETED. Absent is fine.
+    pub fn remove<K>(&self, namespace: &str, name: &str)
+    where
+        K: kube::Resource<DynamicType = ()>,
+    {
+        let resource = ResourceType::of::<K>();
+        self.shared.store().remove(&resource, namespace, name);
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.shared
+            .requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Makes the next `n` writes (POST, PUT, PATCH, DELETE) to this resource plural, in any
+    /// group, answer 409 Conflict without touching the store.
+    pub fn fail_next_writes(&self, plural: &str, n: usize) {
+        self.shared
+            .injected_conflicts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(plural.to_owned(), n);
+    }
+
+    /// The store's current resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.store().resource_version()
+    }
+}
+
+impl Drop for FakeApiServer {
+    fn drop(&mut self) {
+        self.shared.shutdown.cancel();
+    }
+}
+
+fn decode<K: DeserializeOwned>(resource: &ResourceType, stored: Value) -> K {
+    serde_json::from_value(stored).unwrap_or_else(|error| {
+        panic!(
+            "the stored {} does not decode as the requested type: {error}",
+            resource.qualified()
+        )
+    })
+}
