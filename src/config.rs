@@ -933,6 +933,8 @@ mod tests {
         }
     }
 
+    // Every refusal rule is tested through the real binary in tests/cli.rs.
+
     #[test]
     fn defaults_follow_the_design() {
         let s = run(&[]).unwrap();
@@ -992,109 +994,6 @@ mod tests {
     }
 
     #[test]
-    fn every_rule_names_the_flag_the_value_and_the_rule() {
-        let cases: &[(&[&str], &str)] = &[
-            (
-                &["--lease-duration", "15x"],
-                "invalid value '15x' for '--lease-duration <LEASE_DURATION>'",
-            ),
-            (
-                &["--lease-duration", "5s"],
-                "--lease-duration 5s must be greater than --renew-deadline 10s (rule: lease duration > renew deadline > retry period × 1.2)",
-            ),
-            (
-                &["--renew-deadline", "2s"],
-                "--renew-deadline 2s must be greater than --retry-period × 1.2 2.4s",
-            ),
-            (
-                &["--retry-period", "1ms"],
-                "--retry-period 1ms is too short: it must be at least 10ms",
-            ),
-            (
-                &["--drift-factor", "0.7"],
-                "--drift-factor 0.7 must be at least 0 and below 0.5",
-            ),
-            (
-                &["--drift-factor", "lots"],
-                "invalid value 'lots' for '--drift-factor <DRIFT_FACTOR>'",
-            ),
-            (
-                &["--redis-url", "http://x"],
-                "--redis-url `http://x`: the scheme must be redis://, rediss:// (TLS) or unix://",
-            ),
-            (
-                &["--redis-url", "redis://:hunter2@x"],
-                "--redis-url `redis://:***@x`: a password on the command line shows in `ps`",
-            ),
-            (
-                &["--redis-url", "redis://x:notaport"],
-                "--redis-url `redis://x:notaport`:",
-            ),
-            (
-                &["--redis-password-file", "/nonexistent/pw"],
-                "--redis-password-file /nonexistent/pw: cannot read it",
-            ),
-            (
-                &["--redis-username", " "],
-                "--redis-username ``: must not be empty when given",
-            ),
-            (
-                &["--lease-name", "a{b}"],
-                "--lease-name `a{b}`: lease name `shop/a{b}` contains '{'",
-            ),
-            (
-                &["--namespace", "Bad_NS"],
-                "--namespace `Bad_NS`: must be a DNS label",
-            ),
-            (
-                &["--identity", "has space"],
-                "--identity `has space`: identity `has space` contains ' '",
-            ),
-            (
-                &["--leader-label", "bad key!"],
-                "--leader-label `bad key!`: must be a Kubernetes label key",
-            ),
-            (
-                &["--http-addr", "8080"],
-                "invalid value '8080' for '--http-addr <HTTP_ADDR>'",
-            ),
-            (
-                &["--readiness", "always"],
-                "invalid value 'always' for '--readiness <READINESS>'",
-            ),
-            (
-                &["--log-format", "xml"],
-                "invalid value 'xml' for '--log-format <LOG_FORMAT>'",
-            ),
-            (
-                &["--kubernetes", "maybe"],
-                "invalid value 'maybe' for '--kubernetes <KUBERNETES>'",
-            ),
-            (
-                &["--restart-command"],
-                "--restart-command: needs a command after `--`",
-            ),
-            (
-                &["--grace-period", "0s", "--", "sh"],
-                "--grace-period 0ns: must be greater than zero",
-            ),
-            (
-                &["--", "no-such-program-x"],
-                "-- CMD `no-such-program-x`: not found (neither an existing path nor a program on $PATH)",
-            ),
-            (
-                &["--", ""],
-                "-- CMD: the command after `--` must not be empty",
-            ),
-            (&["--no-such-flag"], "unexpected argument '--no-such-flag'"),
-        ];
-        for (argv, want) in cases {
-            let got = error(argv);
-            assert!(got.contains(want), "{argv:?}\n got: {got}\nwant: {want}");
-        }
-    }
-
-    #[test]
     fn the_password_file_is_read_and_never_shown() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pw");
@@ -1139,41 +1038,6 @@ mod tests {
         assert_eq!(
             s.lease,
             LeaseSource::Named(LeaseName::new("shop/web").unwrap())
-        );
-    }
-
-    #[test]
-    fn config_file_mistakes_are_named() {
-        let cases = [
-            ("lease-durration: 30s\n", "unknown key `lease-durration`"),
-            ("- a\n- b\n", "must be a mapping of flag names to values"),
-            (
-                "lease-duration: [1, 2]\n",
-                "`lease-duration` must be a string, number or boolean",
-            ),
-            (
-                "no-events: sometimes\n",
-                "`no-events` takes true or false, not `sometimes`",
-            ),
-            (
-                "lease-duration: 3s\n",
-                "--lease-duration 3s must be greater than --renew-deadline 10s",
-            ),
-            (
-                "readiness: always\n",
-                "invalid value 'always' for '--readiness <READINESS>'",
-            ),
-            ("a: [\n", "not valid YAML"),
-        ];
-        for (text, want) in cases {
-            let (_dir, path) = write_config(text);
-            let got = error(&["--config", &path]);
-            assert!(got.contains(want), "{text:?}\n got: {got}\nwant: {want}");
-        }
-        let got = error(&["--config", "/nonexistent/leasehold.yaml"]);
-        assert!(
-            got.starts_with("--config /nonexistent/leasehold.yaml: cannot read it"),
-            "{got}"
         );
     }
 

@@ -11,7 +11,6 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
-use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::config::ExecSettings;
@@ -60,25 +59,24 @@ pub struct Supervisor {
     identity: Arc<str>,
     lease: Arc<str>,
     exit_code: Arc<Mutex<Option<i32>>>,
-    shutdown: CancellationToken,
 }
 
 impl Supervisor {
-    /// A supervisor that cancels `shutdown` when the command ends on its own (unless it
-    /// restarts it), so that leasehold exits with the command's code.
-    pub fn new(
-        settings: ExecSettings,
-        identity: &str,
-        lease: &str,
-        shutdown: CancellationToken,
-    ) -> Self {
+    /// A supervisor for `settings`. When the command ends on its own (and is not restarted),
+    /// the term ends and [`exit_code`](Self::exit_code) holds its code; the elector should
+    /// then stop ([`Elector::stop_when_work_ends`](crate::elector::Elector::stop_when_work_ends)).
+    pub fn new(settings: ExecSettings, identity: &str, lease: &str) -> Self {
         Self {
             settings: Arc::new(settings),
             identity: identity.into(),
             lease: lease.into(),
             exit_code: Arc::default(),
-            shutdown,
         }
+    }
+
+    /// Whether the process should end with the command (no `--restart-command`).
+    pub fn ends_with_command(&self) -> bool {
+        !self.settings.restart
     }
 
     /// The exit code of the command, once it ended on its own.
@@ -94,7 +92,6 @@ impl Supervisor {
             .exit_code
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(code);
-        self.shutdown.cancel();
     }
 
     /// One term: start the command, and stop it when the term ends; or end the term when the
@@ -158,7 +155,8 @@ impl Supervisor {
             self.settings.command.split_first().ok_or_else(|| {
                 std::io::Error::new(std::io::ErrorKind::InvalidInput, "no command")
             })?;
-        let child = Command::new(program)
+        let mut command = Command::new(program);
+        command
             .args(args)
             .env(TOKEN_ENV, leadership.token().0.to_string())
             .env(IDENTITY_ENV, &*self.identity)
@@ -168,8 +166,18 @@ impl Supervisor {
             .stderr(Stdio::inherit())
             // Its own process group, so that a shell's children are stopped with it.
             .process_group(0)
-            .kill_on_drop(true)
-            .spawn()?;
+            .kill_on_drop(true);
+        // If leasehold dies (SIGKILL, OOM), the kernel kills the command too, so it cannot
+        // run on beside the next leader's. (A *frozen* leasehold is another matter: the token
+        // in the environment is for that.)
+        // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory of the
+        // parent; it runs in the forked child before exec.
+        unsafe {
+            command.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+            });
+        }
+        let child = command.spawn()?;
         let pid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())

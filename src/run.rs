@@ -74,7 +74,12 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
     let shutdown = CancellationToken::new();
     spawn_signal_handler(shutdown.clone())?;
 
-    let client = k8s::connect(settings.kube.mode).await?;
+    let client = k8s::connect(settings.kube.mode)
+        .await
+        .map_err(|e| match e {
+            K8sError::NoCluster(_) => anyhow::Error::new(InputError(e.to_string())),
+            other => anyhow::Error::new(other),
+        })?;
     let (lease_name, deployment) = resolve_lease(
         &settings.lease,
         client.as_ref(),
@@ -92,7 +97,7 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
     let lease_key = lease.keys().lease.clone();
     let clock = lease.clock().clone();
     let metrics = Arc::new(Metrics::new(&settings.identity, lease_name.as_str()));
-    let elector = Elector::new(lease, settings.timing)
+    let mut elector = Elector::new(lease, settings.timing)
         .map_err(|e| InputError(e.to_string()))?
         .with_observer(metrics.clone());
 
@@ -116,6 +121,9 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
         redis = %settings.redis.redacted_url(),
         http = %bound,
         readiness = ?settings.readiness,
+        lease_duration_ms = settings.timing.lease_duration.as_millis() as u64,
+        renew_deadline_ms = settings.timing.renew_deadline.as_millis() as u64,
+        retry_period_ms = settings.timing.retry_period.as_millis() as u64,
         kubernetes = client.is_some(),
         command = settings.exec.as_ref().map(|e| e.command.join(" ")).unwrap_or_default(),
         "leasehold starting"
@@ -132,14 +140,16 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
             settings.timing,
         )
     });
-    let supervisor = settings.exec.clone().map(|exec| {
-        Supervisor::new(
-            exec,
-            &settings.identity,
-            lease_name.as_str(),
-            shutdown.clone(),
-        )
-    });
+    let supervisor = settings
+        .exec
+        .clone()
+        .map(|exec| Supervisor::new(exec, &settings.identity, lease_name.as_str()));
+    if supervisor
+        .as_ref()
+        .is_some_and(Supervisor::ends_with_command)
+    {
+        elector = elector.stop_when_work_ends();
+    }
 
     let work = {
         let cluster = cluster.clone();
@@ -150,18 +160,32 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
         .exec
         .as_ref()
         .map_or(Duration::ZERO, |e| e.grace_period);
-    let elector_task = tokio::spawn(elector.run(shutdown.clone(), work));
+    let mut elector_task = tokio::spawn(elector.run(shutdown.clone(), work));
 
-    shutdown.cancelled().await;
-    // Stepping down stops the command (within its grace period) and releases the lease.
-    let bound = grace + settings.timing.call_timeout() + Duration::from_secs(5);
-    match tokio::time::timeout(bound, elector_task).await {
-        Ok(Ok(())) => {}
-        Ok(Err(join)) => error!(error = %join, "the elector task failed"),
-        Err(_) => error!(
-            bound_ms = bound.as_millis() as u64,
-            "shutdown took too long; exiting anyway"
-        ),
+    // The elector ends on a signal, or by itself when the command ended.
+    let ended = tokio::select! {
+        _ = shutdown.cancelled() => None,
+        ended = &mut elector_task => Some(ended),
+    };
+    let ended = match ended {
+        Some(ended) => ended,
+        None => {
+            // Stepping down stops the command (within its grace period) and releases the lease.
+            let bound = grace + settings.timing.call_timeout() + Duration::from_secs(5);
+            match tokio::time::timeout(bound, elector_task).await {
+                Ok(ended) => ended,
+                Err(_) => {
+                    error!(
+                        bound_ms = bound.as_millis() as u64,
+                        "shutdown took too long; exiting anyway"
+                    );
+                    Ok(())
+                }
+            }
+        }
+    };
+    if let Err(join) = ended {
+        error!(error = %join, "the elector task failed");
     }
     if let Some(cluster) = &cluster {
         cluster.flush(Duration::from_secs(2)).await;

@@ -77,6 +77,7 @@ pub struct Elector {
     timing: Timing,
     status: watch::Sender<Status>,
     observer: Arc<dyn Observer>,
+    stop_when_work_ends: bool,
 }
 
 /// How a term ended, with any words about it.
@@ -112,7 +113,16 @@ impl Elector {
             timing,
             status: watch::Sender::new(status),
             observer: Arc::new(NoObserver),
+            stop_when_work_ends: false,
         })
+    }
+
+    /// Makes [`run`](Self::run) return after a term whose work returned, failed or panicked
+    /// on its own (after stepping down and releasing), instead of contending again. For work
+    /// whose end means the process is done (a singleton command that exited).
+    pub fn stop_when_work_ends(mut self) -> Self {
+        self.stop_when_work_ends = true;
+        self
     }
 
     /// Sends every renewal, transition and Redis error to `observer` (metrics).
@@ -153,7 +163,13 @@ impl Elector {
         let mirror = self.mirror_subscription(releases.subscribed_watch(), stop_notify.clone());
         while let Some(grant) = self.follow(&shutdown, &mut releases).await {
             let ending = self.lead(grant, &mut work, &shutdown).await;
-            if ending == StepDownReason::Shutdown {
+            let work_ended = matches!(
+                ending,
+                StepDownReason::WorkEnded
+                    | StepDownReason::WorkFailed
+                    | StepDownReason::WorkPanicked
+            );
+            if ending == StepDownReason::Shutdown || (work_ended && self.stop_when_work_ends) {
                 break;
             }
         }

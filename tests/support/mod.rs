@@ -6,4 +6,5 @@ pub mod contenders;
 pub mod fake_api;
 pub mod proxy;
 pub mod redis_server;
+pub mod replica;
 pub mod wait;

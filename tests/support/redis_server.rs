@@ -141,8 +141,21 @@ impl RedisServer {
         self.starts += 1;
     }
 
+    /// The URL with the password of `--requirepass`, if the server was started with one.
+    fn admin_url(&self) -> String {
+        let password = self
+            .extra
+            .iter()
+            .position(|a| a == "--requirepass")
+            .and_then(|i| self.extra.get(i + 1));
+        match password {
+            Some(pw) => format!("redis://:{pw}@127.0.0.1:{}", self.port),
+            None => self.url(),
+        }
+    }
+
     fn ping(&self) -> bool {
-        let Ok(client) = redis::Client::open(self.url()) else {
+        let Ok(client) = redis::Client::open(self.admin_url()) else {
             return false;
         };
         let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
@@ -153,7 +166,7 @@ impl RedisServer {
 
     /// A synchronous connection for test assertions and set-up.
     pub fn connection(&self) -> redis::Connection {
-        redis::Client::open(self.url())
+        redis::Client::open(self.admin_url())
             .expect("url")
             .get_connection_with_timeout(Duration::from_secs(2))
             .expect("connect to the test redis")

@@ -1,0 +1,252 @@
+//! Bad input through the real binary: every validation rule answers with one message that
+//! names the flag, the value and the rule, and exit code 2, before anything connects.
+
+mod support;
+
+use support::replica::run_to_end;
+
+fn refused(args: &[&str], env: &[(&str, &str)], want: &str) {
+    let (code, _stdout, stderr) = run_to_end(args, env);
+    assert_eq!(code, 2, "{args:?} exited {code}; stderr:\n{stderr}");
+    assert!(
+        stderr.contains(want),
+        "{args:?}\n got: {stderr}\nwant: {want}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// `leasehold run` with a lease name from the environment (so that only the rule under test
+/// can fail, and a flag can still override it) and `args`.
+fn run_refused(args: &[&str], want: &str) {
+    let mut full = vec!["run", "--kubernetes", "off"];
+    full.extend_from_slice(args);
+    refused(&full, &[("LEASEHOLD_LEASE_NAME", "web")], want);
+}
+
+#[test]
+fn every_flag_rule_is_refused_with_exit_code_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--lease-duration", "15x"],
+            "invalid value '15x' for '--lease-duration <LEASE_DURATION>'",
+        ),
+        (
+            &["--lease-duration", "5s"],
+            "--lease-duration 5s must be greater than --renew-deadline 10s (rule: lease duration > renew deadline > retry period × 1.2)",
+        ),
+        (
+            &["--renew-deadline", "2s"],
+            "--renew-deadline 2s must be greater than --retry-period × 1.2 2.4s",
+        ),
+        (
+            &["--retry-period", "1ms"],
+            "--retry-period 1ms is too short: it must be at least 10ms",
+        ),
+        (
+            &["--drift-factor", "0.7"],
+            "--drift-factor 0.7 must be at least 0 and below 0.5",
+        ),
+        (
+            &[
+                "--lease-duration",
+                "100ms",
+                "--renew-deadline",
+                "60ms",
+                "--retry-period",
+                "49ms",
+                "--drift-factor",
+                "0.49",
+            ],
+            "the drift margin plus --retry-period",
+        ),
+        (
+            &["--redis-url", "http://x"],
+            "--redis-url `http://x`: the scheme must be redis://, rediss:// (TLS) or unix://",
+        ),
+        (
+            &["--redis-url", "redis://:hunter2@x"],
+            "--redis-url `redis://:***@x`: a password on the command line shows in `ps`",
+        ),
+        (
+            &["--redis-url", "redis://x:notaport"],
+            "--redis-url `redis://x:notaport`:",
+        ),
+        (
+            &["--redis-password-file", "/nonexistent/pw"],
+            "--redis-password-file /nonexistent/pw: cannot read it",
+        ),
+        (
+            &["--redis-username", " "],
+            "--redis-username ``: must not be empty when given",
+        ),
+        (
+            &["--lease-name", "a{b}"],
+            "--lease-name `a{b}`: lease name `default/a{b}` contains '{'",
+        ),
+        (
+            &["--namespace", "Bad_NS"],
+            "--namespace `Bad_NS`: must be a DNS label",
+        ),
+        (
+            &["--identity", "has space"],
+            "--identity `has space`: identity `has space` contains ' '",
+        ),
+        (
+            &["--leader-label", "bad key!"],
+            "--leader-label `bad key!`: must be a Kubernetes label key",
+        ),
+        (
+            &["--http-addr", "8080"],
+            "invalid value '8080' for '--http-addr <HTTP_ADDR>'",
+        ),
+        (
+            &["--readiness", "always"],
+            "invalid value 'always' for '--readiness <READINESS>'",
+        ),
+        (
+            &["--log-format", "xml"],
+            "invalid value 'xml' for '--log-format <LOG_FORMAT>'",
+        ),
+        (
+            &["--log", "leasehold=loud"],
+            "--log `leasehold=loud`: not a valid filter",
+        ),
+        (
+            &["--restart-command"],
+            "--restart-command: needs a command after `--`",
+        ),
+        (
+            &["--grace-period", "0s", "--", "sh"],
+            "--grace-period 0ns: must be greater than zero",
+        ),
+        (
+            &["--", "no-such-program-x"],
+            "-- CMD `no-such-program-x`: not found",
+        ),
+        (
+            &["--", ""],
+            "-- CMD: the command after `--` must not be empty",
+        ),
+        (&["--no-such-flag"], "unexpected argument '--no-such-flag'"),
+    ];
+    for (args, want) in cases {
+        run_refused(args, want);
+    }
+}
+
+#[test]
+fn a_missing_lease_name_is_refused() {
+    refused(
+        &["run", "--kubernetes", "off"],
+        &[],
+        "no lease name: pass --lease-name",
+    );
+    // In a pod, but without a Kubernetes API to find its Deployment.
+    refused(
+        &["run", "--kubernetes", "off"],
+        &[("POD_NAME", "web-7d4f-x2x9"), ("POD_NAMESPACE", "shop")],
+        "no lease name: pass --lease-name (there is no Kubernetes API",
+    );
+}
+
+#[test]
+fn kubernetes_on_without_a_cluster_is_refused() {
+    refused(
+        &["run", "--lease-name", "web", "--kubernetes", "on"],
+        &[
+            ("KUBECONFIG", "/nonexistent/kubeconfig"),
+            ("HOME", "/nonexistent"),
+        ],
+        "--kubernetes on: no cluster configuration found",
+    );
+}
+
+#[test]
+fn environment_values_are_validated_like_flags() {
+    refused(
+        &["run", "--lease-name", "web", "--kubernetes", "off"],
+        &[("LEASEHOLD_LEASE_DURATION", "soon")],
+        "invalid value 'soon' for '--lease-duration <LEASE_DURATION>'",
+    );
+    refused(
+        &["run", "--lease-name", "web", "--kubernetes", "off"],
+        &[("LEASEHOLD_RENEW_DEADLINE", "20s")],
+        "--lease-duration 15s must be greater than --renew-deadline 20s",
+    );
+}
+
+#[test]
+fn config_file_mistakes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "lease-durration: 30s\n",
+            "--config {}: unknown key `lease-durration`; the keys are the long flag names of `leasehold run`",
+        ),
+        (
+            "- a\n",
+            "--config {}: must be a mapping of flag names to values",
+        ),
+        (
+            "no-events: sometimes\n",
+            "`no-events` takes true or false, not `sometimes`",
+        ),
+        (
+            "lease-duration: 3s\n",
+            "--lease-duration 3s must be greater than --renew-deadline 10s",
+        ),
+        ("a: [\n", "not valid YAML"),
+    ];
+    for (i, (text, want)) in cases.into_iter().enumerate() {
+        let path = dir.path().join(format!("c{i}.yaml"));
+        std::fs::write(&path, text).unwrap();
+        let p = path.to_str().unwrap();
+        run_refused(&["--config", p], &want.replace("{}", p));
+    }
+    run_refused(
+        &["--config", "/nonexistent/c.yaml"],
+        "--config /nonexistent/c.yaml: cannot read it",
+    );
+}
+
+#[test]
+fn status_refuses_bad_input_too() {
+    refused(
+        &["status", "--redis-url", "ftp://x", "--lease-name", "web"],
+        &[],
+        "--redis-url `ftp://x`: the scheme must be",
+    );
+    refused(
+        &["status", "--output", "yaml", "--lease-name", "web"],
+        &[],
+        "invalid value 'yaml' for '--output <OUTPUT>'",
+    );
+    refused(&["status"], &[], "no lease name");
+}
+
+#[test]
+fn help_documents_every_flag_group_and_exits_zero() {
+    let (code, stdout, _) = run_to_end(&["run", "--help"], &[]);
+    assert_eq!(code, 0);
+    for heading in [
+        "Redis:",
+        "Lease:",
+        "Timing",
+        "HTTP",
+        "Kubernetes:",
+        "Singleton command",
+        "Logs:",
+    ] {
+        assert!(stdout.contains(heading), "missing {heading} in:\n{stdout}");
+    }
+    for flag in [
+        "--redis-url",
+        "--redis-password-file",
+        "--lease-duration",
+        "--readiness",
+        "--grace-period",
+        "[env: LEASEHOLD_LEASE_DURATION=",
+    ] {
+        assert!(stdout.contains(flag), "missing {flag}");
+    }
+}

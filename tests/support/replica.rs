@@ -1,0 +1,264 @@
+//! The real `leasehold` binary as a child process, with its HTTP endpoints on a free port and
+//! its JSON logs collected, for end-to-end tests.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+
+/// Fast timings for process tests: TTL 1.5 s, renew deadline 900 ms, retry 250 ms.
+pub const FAST: [&str; 6] = [
+    "--lease-duration",
+    "1500ms",
+    "--renew-deadline",
+    "900ms",
+    "--retry-period",
+    "250ms",
+];
+
+fn free_addr() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr")
+}
+
+fn collect(stream: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    lines
+}
+
+pub struct Replica {
+    pub name: String,
+    pub http: SocketAddr,
+    child: Child,
+    stdout: Arc<Mutex<Vec<String>>>,
+    stderr: Arc<Mutex<Vec<String>>>,
+    exited: Option<i32>,
+}
+
+impl Replica {
+    /// `leasehold run` for `lease` on `redis_url` as `name`, with `args` added (timings etc.)
+    /// and `command` after `--` when not empty.
+    pub fn spawn(
+        redis_url: &str,
+        lease: &str,
+        name: &str,
+        args: &[&str],
+        command: &[&str],
+    ) -> Self {
+        Self::spawn_with_env(redis_url, lease, name, args, command, &[])
+    }
+
+    pub fn spawn_with_env(
+        redis_url: &str,
+        lease: &str,
+        name: &str,
+        args: &[&str],
+        command: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        let http = free_addr();
+        let mut cmd = Command::new(BIN);
+        cmd.arg("run");
+        if !redis_url.is_empty() {
+            cmd.args(["--redis-url", redis_url]);
+        }
+        cmd.args(["--lease-name", lease, "--identity", name])
+            .args([
+                "--http-addr",
+                &http.to_string(),
+                "--log-format",
+                "json",
+                "--kubernetes",
+                "off",
+            ])
+            .args(args);
+        if !command.is_empty() {
+            cmd.arg("--").args(command);
+        }
+        cmd.env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .env("RUST_LOG", "leasehold=debug")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn leasehold");
+        let stdout = collect(child.stdout.take().expect("stdout"));
+        let stderr = collect(child.stderr.take().expect("stderr"));
+        let replica = Self {
+            name: name.to_owned(),
+            http,
+            child,
+            stdout,
+            stderr,
+            exited: None,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while replica.get("/healthz").is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "{name} never answered /healthz:\n{}",
+                replica.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        replica
+    }
+
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    pub fn signal(&self, signal: Signal) {
+        kill(self.pid(), signal).expect("signal leasehold");
+    }
+
+    /// GET `path` on the replica's HTTP port: status code and body, or `None` when it does not
+    /// answer within a second.
+    pub fn get(&self, path: &str) -> Option<(u16, String)> {
+        http_get(self.http, path)
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.get("/readyz").is_some_and(|(code, _)| code == 200)
+    }
+
+    /// The `/leader` JSON.
+    pub fn leader(&self) -> serde_json::Value {
+        let (_, body) = self.get("/leader").expect("/leader answers");
+        serde_json::from_str(&body).expect("/leader is JSON")
+    }
+
+    /// One metric's value from `/metrics` (the first line that starts with `name`).
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        let (_, body) = self.get("/metrics")?;
+        body.lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    }
+
+    /// The log lines (JSON) so far.
+    pub fn logs(&self) -> Vec<serde_json::Value> {
+        self.stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    pub fn log_count(&self) -> usize {
+        self.stderr.lock().unwrap().len()
+    }
+
+    pub fn log_text(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+
+    pub fn stdout(&self) -> Vec<String> {
+        self.stdout.lock().unwrap().clone()
+    }
+
+    /// Log events whose message is `message`.
+    pub fn events(&self, message: &str) -> Vec<serde_json::Value> {
+        self.logs()
+            .into_iter()
+            .filter(|l| l["message"] == message)
+            .collect()
+    }
+
+    /// Waits for the process to exit; its exit code.
+    pub fn wait_exit(&mut self, timeout: Duration) -> i32 {
+        if let Some(code) = self.exited {
+            return code;
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                let code = status.code().unwrap_or(-1);
+                self.exited = Some(code);
+                return code;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not exit within {timeout:?}:\n{}",
+                self.name,
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = kill(self.pid(), Signal::SIGCONT);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("---- leasehold {} log ----\n{}", self.name, self.log_text());
+        }
+    }
+}
+
+/// A minimal HTTP/1.1 GET.
+pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body.to_owned()))
+}
+
+/// Waits until `probe` returns `Some`, polling every 10 ms; panics after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Runs the binary with `args` to completion: exit code, stdout, stderr.
+pub fn run_to_end(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env_remove("POD_NAME")
+        .env_remove("POD_NAMESPACE")
+        .env_remove("LEASEHOLD_REDIS_URL")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run leasehold");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
