@@ -439,7 +439,14 @@ impl Elector {
                             *v = valid_until;
                         }
                     });
-                    debug!(%identity, lease = %lease_name, token = grant.token.0, latency_us = latency.as_micros() as u64, "renewed");
+                    debug!(
+                        %identity,
+                        lease = %lease_name,
+                        token = grant.token.0,
+                        latency_us = latency.as_micros() as u64,
+                        valid_for_ms = clock.now().until(valid_until).as_millis() as u64,
+                        "renewed"
+                    );
                 }
                 Ok(Renewed::NotHeld) => {
                     self.observer.renewal(RenewalOutcome::Lost, latency);
