@@ -566,3 +566,31 @@ fn the_log_never_shows_the_redis_password() {
         );
     }
 }
+
+#[test]
+fn without_a_cluster_the_kubernetes_parts_are_off_with_one_log_line() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("no-cluster");
+    let mut args = fast();
+    args.extend(["--kubernetes", "auto"]);
+    let a = Replica::spawn_with_env(
+        &redis.url(),
+        &lease,
+        "a",
+        &args,
+        &[],
+        &[
+            ("KUBECONFIG", "/nonexistent/kubeconfig"),
+            ("KUBERNETES_SERVICE_HOST", ""),
+        ],
+    );
+    wait_for(
+        "a to lead without a cluster",
+        Duration::from_secs(10),
+        || a.is_ready().then_some(()),
+    );
+    let off = a.events("no kubernetes cluster found (no in-cluster config, no kubeconfig); the leader label, Lease mirror, events and Deployment discovery are off");
+    assert_eq!(off.len(), 1, "{}", a.log_text());
+    let start = a.events("leasehold starting");
+    assert_eq!(start[0]["kubernetes"], false);
+}

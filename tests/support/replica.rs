@@ -74,15 +74,14 @@ impl Replica {
         if !redis_url.is_empty() {
             cmd.args(["--redis-url", redis_url]);
         }
-        cmd.args(["--lease-name", lease, "--identity", name])
-            .args([
-                "--http-addr",
-                &http.to_string(),
-                "--log-format",
-                "json",
-                "--kubernetes",
-                "off",
-            ])
+        if !lease.is_empty() {
+            cmd.args(["--lease-name", lease]);
+        }
+        if !args.contains(&"--kubernetes") {
+            cmd.args(["--kubernetes", "off"]);
+        }
+        cmd.args(["--identity", name])
+            .args(["--http-addr", &http.to_string(), "--log-format", "json"])
             .args(args);
         if !command.is_empty() {
             cmd.arg("--").args(command);
