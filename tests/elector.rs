@@ -457,3 +457,56 @@ async fn a_key_of_the_wrong_type_shows_in_the_status_and_nobody_leads() {
     assert!(!matches!(s.role, Role::Leader { .. }));
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_polling_baseline_waits_for_its_next_poll_instead_of_the_release() {
+    // The comparison baseline must behave like client-go: a release wakes nobody.
+    let redis = RedisServer::start();
+    let name = unique_lease("polling");
+    let log: ActionLog = Arc::default();
+    let timing = Timing {
+        lease_duration: Duration::from_secs(10),
+        renew_deadline: Duration::from_secs(6),
+        retry_period: Duration::from_secs(1),
+        drift_factor: 0.01,
+    };
+    let spawn = |who: &str, hold| {
+        let lease = lease(&redis.url(), &name, who, false);
+        let elector = leasehold::elector::Elector::new(lease, timing)
+            .unwrap()
+            .with_follower_strategy(leasehold::elector::FollowerStrategy::Polling)
+            .stop_when_work_ends();
+        let status = elector.status();
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let work = acting_work(log.clone(), Duration::from_millis(5), hold);
+        let task = tokio::spawn(elector.run(shutdown.clone(), work));
+        (status, shutdown, task)
+    };
+    let (mut a_status, a_stop, a_task) = spawn("pod-a", Some(Duration::from_millis(1500)));
+    until("a to lead", &mut a_status, Duration::from_secs(5), |s| {
+        matches!(s.role, Role::Leader { .. })
+    })
+    .await;
+    let (mut b_status, b_stop, b_task) = spawn("pod-b", None);
+    until(
+        "b to lead after a's work ended",
+        &mut b_status,
+        Duration::from_secs(6),
+        |s| matches!(s.role, Role::Leader { .. }),
+    )
+    .await;
+    assert!(
+        !b_status.borrow().redis.subscribed,
+        "the baseline never subscribes"
+    );
+    a_stop.cancel();
+    b_stop.cancel();
+    a_task.await.unwrap();
+    b_task.await.unwrap();
+    let log = log.lock().unwrap().clone();
+    assert_no_overlap(&log);
+    let gaps = handoff_gaps(&log);
+    // b's next poll picks it up (up to 2.2 retry periods later); the benchmark measures it.
+    eprintln!("polling handoff: {}", summary(&gaps));
+    assert_eq!(gaps.len(), 1);
+}

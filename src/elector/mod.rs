@@ -78,6 +78,20 @@ pub struct Elector {
     status: watch::Sender<Status>,
     observer: Arc<dyn Observer>,
     stop_when_work_ends: bool,
+    followers: FollowerStrategy,
+}
+
+/// How a follower decides when to try again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FollowerStrategy {
+    /// leasehold's way: wake on a release announcement, at the holder's TTL expiry, or (only
+    /// while the release channel is down) every retry period.
+    #[default]
+    Notified,
+    /// client-go's way, for comparison: try every retry period with jitter (× 1.2), with no
+    /// release channel and no TTL wake-up. Graceful handoff and crash failover then wait for
+    /// the next poll.
+    Polling,
 }
 
 /// How a term ended, with any words about it.
@@ -114,6 +128,7 @@ impl Elector {
             status: watch::Sender::new(status),
             observer: Arc::new(NoObserver),
             stop_when_work_ends: false,
+            followers: FollowerStrategy::Notified,
         })
     }
 
@@ -122,6 +137,13 @@ impl Elector {
     /// whose end means the process is done (a singleton command that exited).
     pub fn stop_when_work_ends(mut self) -> Self {
         self.stop_when_work_ends = true;
+        self
+    }
+
+    /// Chooses how followers wait (the default is [`FollowerStrategy::Notified`]; polling
+    /// exists as a baseline for benchmarks).
+    pub fn with_follower_strategy(mut self, strategy: FollowerStrategy) -> Self {
+        self.followers = strategy;
         self
     }
 
@@ -158,8 +180,12 @@ impl Elector {
         E: Display + Send + 'static,
     {
         let stop_notify = shutdown.child_token();
-        let (mut releases, notify_task) =
-            notify::spawn(self.lease.clone(), self.timing, stop_notify.clone());
+        let (mut releases, notify_task) = match self.followers {
+            FollowerStrategy::Notified => {
+                notify::spawn(self.lease.clone(), self.timing, stop_notify.clone())
+            }
+            FollowerStrategy::Polling => notify::none(stop_notify.clone()),
+        };
         let mirror = self.mirror_subscription(releases.subscribed_watch(), stop_notify.clone());
         while let Some(grant) = self.follow(&shutdown, &mut releases).await {
             let ending = self.lead(grant, &mut work, &shutdown).await;
@@ -242,6 +268,11 @@ impl Elector {
                         failures,
                     }
                 }
+            };
+            let seen = match (self.followers, seen) {
+                // The polling baseline ignores the holder's TTL.
+                (FollowerStrategy::Polling, Seen::Held(_)) => Seen::Held(None),
+                (_, seen) => seen,
             };
             let wait = decide::follower_wait(seen, releases.subscribed(), &timing, rand::random());
             tokio::select! {

@@ -107,6 +107,24 @@ pub(crate) fn spawn(
     )
 }
 
+/// No release channel at all (the polling baseline): never wakes anyone, never subscribed.
+pub(crate) fn none(stop: CancellationToken) -> (Releases, tokio::task::JoinHandle<()>) {
+    let (wake_tx, wakeups) = watch::channel(0u64);
+    let (sub_tx, subscribed) = watch::channel(false);
+    // The senders live as long as the task, so `next()` pends instead of returning.
+    let task = tokio::spawn(async move {
+        let _keep = (wake_tx, sub_tx);
+        stop.cancelled().await;
+    });
+    (
+        Releases {
+            wakeups,
+            subscribed,
+        },
+        task,
+    )
+}
+
 /// Pause before subscribing again: short after a clean close, growing to the lease duration.
 fn backoff(timing: &Timing, failures: u32) -> Duration {
     let base = timing.retry_period / 4;
