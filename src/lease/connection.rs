@@ -1,5 +1,6 @@
 //! One Redis connection that is made on first use, made anew after it failed or timed out, and
-//! knows which Redis process it talks to.
+//! knows which Redis process it talks to. Behind it: one Redis, a master found through Sentinel
+//! (asked again at every dial, so a failover is followed), or a Redis Cluster.
 //!
 //! redis-rs's `ConnectionManager` reconnects after I/O errors, but keeps a connection whose
 //! replies stopped coming (a blackholed link): every later call would queue behind the lost
@@ -7,16 +8,72 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::{AsyncConnectionConfig, Client, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 use tokio::sync::OnceCell;
 
 use super::LeaseError;
+use super::target::{Access, SENTINEL_TIMEOUT, SentinelTarget, Target, cluster_slot, node_client};
+
+/// A connection to one node, or to a cluster.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    Node(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Node(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Node(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Node(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+impl Conn {
+    /// Runs `cmd` on the node that owns `key`'s slot (on one Redis: on that Redis). For
+    /// commands without keys that must reach that node: `INFO`, `WAIT`.
+    pub(crate) async fn on_node_of(&mut self, key: &str, cmd: Cmd) -> redis::RedisResult<Value> {
+        match self {
+            Conn::Node(c) => cmd.query_async(c).await,
+            Conn::Cluster(c) => {
+                let route = Route::new(cluster_slot(key), SlotAddr::Master);
+                c.route_command(
+                    cmd,
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                )
+                .await
+            }
+        }
+    }
+}
 
 /// A live connection, and the run id of the Redis process behind it once asked for.
 #[derive(Clone)]
 pub(crate) struct Live {
-    pub(crate) conn: MultiplexedConnection,
+    pub(crate) conn: Conn,
     /// `run_id` from `INFO server`: changes whenever Redis restarts or another process (a
     /// promoted replica) answers, which is how the acquire script notices possible data loss.
     /// Read on first need (acquire, observe), not at dial time: a leader that redials to renew
@@ -26,24 +83,29 @@ pub(crate) struct Live {
 }
 
 impl Live {
-    /// The run id of the Redis process behind this connection.
+    /// The run id of the Redis process that owns `key` behind this connection.
     pub(crate) async fn run_id(
         &mut self,
         op: &'static str,
-        lease_key: &str,
+        key: &str,
     ) -> Result<Arc<str>, LeaseError> {
         let mut conn = self.conn.clone();
         self.run_id
             .get_or_try_init(|| async move {
-                read_run_id(&mut conn)
+                let info = conn
+                    .on_node_of(key, redis::cmd("INFO").arg("server").clone())
                     .await
+                    .map_err(|e| LeaseError::from_redis(op, key, &e))?;
+                let text: String =
+                    redis::from_redis_value(info).map_err(|e| LeaseError::Protocol {
+                        op,
+                        detail: format!("INFO server: {e}"),
+                    })?;
+                parse_run_id(&text)
                     .map(Arc::from)
-                    .map_err(|e| match e {
-                        RunIdError::Redis(e) => LeaseError::from_redis(op, lease_key, &e),
-                        RunIdError::Missing => LeaseError::Protocol {
-                            op,
-                            detail: "INFO server has no run_id field".into(),
-                        },
+                    .ok_or_else(|| LeaseError::Protocol {
+                        op,
+                        detail: "INFO server has no run_id field".into(),
                     })
             })
             .await
@@ -57,7 +119,8 @@ pub(crate) struct Fresh(pub(crate) bool);
 
 /// The connection slot.
 pub(crate) struct Connection {
-    client: Client,
+    target: Target,
+    access: Access,
     lease_key: String,
     slot: Mutex<Slot>,
 }
@@ -69,16 +132,13 @@ struct Slot {
 }
 
 impl Connection {
-    pub(crate) fn new(client: Client, lease_key: String) -> Self {
+    pub(crate) fn new(target: Target, access: Access, lease_key: String) -> Self {
         Self {
-            client,
+            target,
+            access,
             lease_key,
             slot: Mutex::new(Slot::default()),
         }
-    }
-
-    pub(crate) fn client(&self) -> &Client {
-        &self.client
     }
 
     /// The current connection, dialling a new one when there is none; the flag says whether
@@ -87,14 +147,7 @@ impl Connection {
         if let Some(live) = self.lock().live.clone() {
             return Ok((live, Fresh(false)));
         }
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(None)
-            .set_response_timeout(None);
-        let conn = self
-            .client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
-            .map_err(|e| LeaseError::from_redis(op, &self.lease_key, &e))?;
+        let conn = self.dial(op).await?;
         let mut slot = self.lock();
         slot.generation += 1;
         let live = Live {
@@ -104,6 +157,110 @@ impl Connection {
         };
         slot.live = Some(live.clone());
         Ok((live, Fresh(true)))
+    }
+
+    async fn dial(&self, op: &'static str) -> Result<Conn, LeaseError> {
+        let err = |e: redis::RedisError| LeaseError::from_redis(op, &self.lease_key, &e);
+        match &self.target {
+            Target::Single(client) => Ok(Conn::Node(connect_node(client).await.map_err(err)?)),
+            Target::Sentinel(sentinel) => {
+                let master = self.find_master(op, sentinel).await?;
+                Ok(Conn::Node(connect_node(&master).await.map_err(err)?))
+            }
+            Target::Cluster { client, .. } => Ok(Conn::Cluster(
+                client.get_async_connection().await.map_err(err)?,
+            )),
+        }
+    }
+
+    /// A client for the node to subscribe on: the Redis itself, the current master, or a
+    /// seed node of the cluster (classic pub/sub reaches every node of a cluster).
+    pub(crate) async fn pubsub_client(
+        &self,
+        op: &'static str,
+        attempt: usize,
+    ) -> Result<Client, LeaseError> {
+        match &self.target {
+            Target::Single(client) => Ok(client.clone()),
+            Target::Sentinel(sentinel) => self.find_master(op, sentinel).await,
+            Target::Cluster { seeds, .. } => Ok(seeds[attempt % seeds.len()].clone()),
+        }
+    }
+
+    /// Asks the Sentinels, in turn, for the master's address, and checks that the node there
+    /// says it is the master (a Sentinel may lag behind a failover).
+    async fn find_master(
+        &self,
+        op: &'static str,
+        sentinel: &SentinelTarget,
+    ) -> Result<Client, LeaseError> {
+        let mut last = String::from("no Sentinel answered");
+        for (host, port) in &sentinel.sentinels {
+            match self.ask_sentinel(host, *port, sentinel).await {
+                Ok(client) => return Ok(client),
+                Err(e) => last = format!("sentinel {host}:{port}: {e}"),
+            }
+        }
+        Err(LeaseError::Connection {
+            op,
+            detail: format!(
+                "cannot find master `{}` through Sentinel: {last}",
+                sentinel.master
+            ),
+        })
+    }
+
+    async fn ask_sentinel(
+        &self,
+        host: &str,
+        port: u16,
+        target: &SentinelTarget,
+    ) -> Result<Client, String> {
+        let scheme = if target.tls { "rediss" } else { "redis" };
+        let sentinel_access = Access {
+            username: None,
+            password: self.access.sentinel_password.clone(),
+            tls: self.access.tls.clone(),
+            sentinel_password: None,
+        };
+        let info = format!("{scheme}://{host}:{port}")
+            .into_connection_info()
+            .map_err(|e| e.to_string())?;
+        let client = node_client(info, &sentinel_access).map_err(|e| e.to_string())?;
+        let ask = async {
+            let mut conn = client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(|e| e.to_string())?;
+            let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
+                .arg("get-master-addr-by-name")
+                .arg(&target.master)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| e.to_string())?;
+            let (master_host, master_port) =
+                addr.ok_or_else(|| format!("does not know master `{}`", target.master))?;
+            let url = format!("{scheme}://{master_host}:{master_port}/{}", target.db);
+            let info = url.into_connection_info().map_err(|e| e.to_string())?;
+            let master = node_client(info, &self.access).map_err(|e| e.to_string())?;
+            let mut node = master
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(|e| format!("master {master_host}:{master_port}: {e}"))?;
+            let role: Vec<Value> = redis::cmd("ROLE")
+                .query_async(&mut node)
+                .await
+                .map_err(|e| format!("master {master_host}:{master_port}: {e}"))?;
+            let is_master = matches!(role.first(), Some(v) if redis::from_redis_value::<String>(v.clone()).is_ok_and(|r| r == "master"));
+            if is_master {
+                Ok(master)
+            } else {
+                Err(format!("{master_host}:{master_port} is not a master (yet)"))
+            }
+        };
+        tokio::time::timeout(SENTINEL_TIMEOUT, ask)
+            .await
+            .map_err(|_| format!("no answer within {SENTINEL_TIMEOUT:?}"))?
     }
 
     /// Throws `live` away if it is still the current connection, so the next call dials anew.
@@ -130,20 +287,13 @@ impl Connection {
     }
 }
 
-enum RunIdError {
-    Redis(redis::RedisError),
-    Missing,
-}
-
-async fn read_run_id(conn: &mut MultiplexedConnection) -> Result<String, RunIdError> {
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(conn)
+async fn connect_node(client: &Client) -> redis::RedisResult<MultiplexedConnection> {
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(None)
+        .set_response_timeout(None);
+    client
+        .get_multiplexed_async_connection_with_config(&config)
         .await
-        .map_err(RunIdError::Redis)?;
-    parse_run_id(&info)
-        .map(str::to_owned)
-        .ok_or(RunIdError::Missing)
 }
 
 fn parse_run_id(info: &str) -> Option<&str> {

@@ -83,6 +83,27 @@ pub enum LeaseError {
         /// Redis's message.
         detail: String,
     },
+    /// The TLS handshake failed: an untrusted or expired certificate, a name that does not
+    /// match, a server that does not speak TLS. Never retried in plain text.
+    #[error("TLS to redis failed during `{op}`: {detail}")]
+    Tls {
+        /// The primitive.
+        op: &'static str,
+        /// What the TLS library said.
+        detail: String,
+    },
+    /// `WAIT` saw fewer replicas acknowledge the write than configured.
+    #[error(
+        "only {acked} of {wanted} replicas acknowledged `{op}` in time (--redis-wait-replicas)"
+    )]
+    TooFewReplicas {
+        /// The primitive.
+        op: &'static str,
+        /// Replicas that acknowledged.
+        acked: u32,
+        /// Replicas wanted.
+        wanted: u32,
+    },
     /// A reply leasehold does not understand.
     #[error("unexpected reply to `{op}`: {detail}")]
     Protocol {
@@ -119,12 +140,14 @@ impl LeaseError {
             | LeaseError::Connection { .. }
             | LeaseError::Loading { .. }
             | LeaseError::ReadOnly { .. }
+            | LeaseError::TooFewReplicas { .. }
             | LeaseError::Other { .. } => Retry::Soon,
             LeaseError::BadUrl { .. }
             | LeaseError::WrongType { .. }
             | LeaseError::Corrupt { .. }
             | LeaseError::NoPermission { .. }
             | LeaseError::Authentication { .. }
+            | LeaseError::Tls { .. }
             | LeaseError::Protocol { .. } => Retry::BackOff,
         }
     }
@@ -138,6 +161,7 @@ impl LeaseError {
                 | LeaseError::Protocol { .. }
                 | LeaseError::ReadOnly { .. }
                 | LeaseError::Authentication { .. }
+                | LeaseError::Tls { .. }
         )
     }
 
@@ -154,6 +178,8 @@ impl LeaseError {
             LeaseError::NoPermission { .. } => "no_permission",
             LeaseError::Authentication { .. } => "authentication",
             LeaseError::Protocol { .. } => "protocol",
+            LeaseError::Tls { .. } => "tls",
+            LeaseError::TooFewReplicas { .. } => "too_few_replicas",
             LeaseError::Other { .. } => "other",
         }
     }
@@ -185,6 +211,9 @@ impl LeaseError {
             (ErrorKind::AuthenticationFailed, _) | (_, "WRONGPASS" | "NOAUTH") => {
                 LeaseError::Authentication { op, detail }
             }
+            (ErrorKind::Io | ErrorKind::InvalidClientConfig, _) if looks_like_tls(&detail) => {
+                LeaseError::Tls { op, detail }
+            }
             (ErrorKind::Io, _) if err.is_timeout() => LeaseError::Timeout {
                 op,
                 after: Duration::ZERO,
@@ -196,6 +225,20 @@ impl LeaseError {
             _ => LeaseError::Other { op, detail },
         }
     }
+}
+
+/// Whether a client error comes from the TLS layer (rustls words its errors this way).
+fn looks_like_tls(detail: &str) -> bool {
+    let d = detail.to_ascii_lowercase();
+    [
+        "certificate",
+        "tls",
+        "handshake",
+        "peer sent no certificates",
+        "unknownissuer",
+    ]
+    .iter()
+    .any(|w| d.contains(w))
 }
 
 /// `url` with every password in it (user info or a `password=` query parameter) replaced by

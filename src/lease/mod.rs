@@ -9,13 +9,14 @@ mod connection;
 mod error;
 mod keys;
 mod scripts;
+mod target;
 
 use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
-use redis::{Client, IntoConnectionInfo, Value};
+use redis::Value;
 
 use crate::clock::{BootClock, SharedClock};
 use connection::{Connection, Live};
@@ -24,6 +25,8 @@ pub use keys::{
     DEFAULT_KEY_PREFIX, FencingToken, LeaseKeys, LeaseName, NameError, OwnerId, identity_of,
 };
 use scripts::{ACQUIRE_SCRIPT, OBSERVE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
+pub use target::TlsFiles;
+use target::{Access, Target};
 
 use crate::clock::BootInstant;
 use std::sync::Arc;
@@ -70,8 +73,24 @@ pub struct LeaseOptions {
     pub username: Option<String>,
     /// Password (overrides one in the URL). Read it from a file; never pass it on a command line.
     pub password: Option<Secret>,
+    /// TLS material for `rediss://` targets (CA bundle, client certificate and key).
+    pub tls: Option<TlsFiles>,
+    /// Password of the Sentinels, for `redis+sentinel://` targets whose Sentinels require one.
+    pub sentinel_password: Option<Secret>,
+    /// Wait for replicas to acknowledge each acquire and renew (`WAIT`): a term or renewal
+    /// counts only once enough replicas have the write.
+    pub wait_replicas: Option<WaitReplicas>,
     /// The clock for `t0` instants; the boot clock unless a test injects another.
     pub clock: SharedClock,
+}
+
+/// How many replicas must acknowledge a lease write, and how long to wait for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitReplicas {
+    /// Replicas that must acknowledge.
+    pub replicas: u32,
+    /// How long `WAIT` may block.
+    pub timeout: Duration,
 }
 
 impl Default for LeaseOptions {
@@ -81,6 +100,9 @@ impl Default for LeaseOptions {
             cooldown_on_data_loss: true,
             username: None,
             password: None,
+            tls: None,
+            sentinel_password: None,
+            wait_replicas: None,
             clock: Arc::new(BootClock),
         }
     }
@@ -182,6 +204,8 @@ pub struct RedisLease {
     name: LeaseName,
     owner: OwnerId,
     cooldown_on_data_loss: bool,
+    wait_replicas: Option<WaitReplicas>,
+    subscriptions: std::sync::atomic::AtomicUsize,
     clock: SharedClock,
 }
 
@@ -204,34 +228,56 @@ impl RedisLease {
         owner: OwnerId,
         options: LeaseOptions,
     ) -> Result<Self, LeaseError> {
-        let bad_url = |reason: String| LeaseError::BadUrl {
-            url: redact_url(redis_url),
-            reason,
+        let access = Access {
+            username: options.username.clone(),
+            password: options.password.clone(),
+            tls: options.tls.clone(),
+            sentinel_password: options.sentinel_password.clone(),
         };
-        let mut info = redis_url
-            .into_connection_info()
-            .map_err(|e| bad_url(e.to_string()))?;
-        let mut redis_settings = info.redis_settings().clone();
-        if let Some(user) = &options.username {
-            redis_settings = redis_settings.set_username(user);
-        }
-        if let Some(password) = &options.password {
-            redis_settings = redis_settings.set_password(password.expose());
-        }
-        // One round trip less on every dial; a leader redialling over a slow link needs it.
-        redis_settings = redis_settings.set_skip_set_lib_name();
-        info = info.set_redis_settings(redis_settings);
-        let client = Client::open(info).map_err(|e| bad_url(e.to_string()))?;
-        let keys =
-            LeaseKeys::new(&options.key_prefix, &name).map_err(|e| bad_url(e.to_string()))?;
+        let target = Target::parse(redis_url, &access)?;
+        let keys = LeaseKeys::new(&options.key_prefix, &name).map_err(|e| LeaseError::BadUrl {
+            url: redact_url(redis_url),
+            reason: e.to_string(),
+        })?;
         Ok(Self {
-            conn: Connection::new(client, keys.lease.clone()),
+            conn: Connection::new(target, access, keys.lease.clone()),
             keys,
             name,
             owner,
             cooldown_on_data_loss: options.cooldown_on_data_loss,
+            wait_replicas: options.wait_replicas,
+            subscriptions: std::sync::atomic::AtomicUsize::new(0),
             clock: options.clock,
         })
+    }
+
+    /// With `WAIT` configured: how many replicas acknowledged the writes so far on `conn`;
+    /// an error when fewer than wanted did.
+    async fn await_replicas(
+        &self,
+        op: &'static str,
+        conn: &mut connection::Conn,
+    ) -> Result<(), LeaseError> {
+        let Some(wait) = self.wait_replicas else {
+            return Ok(());
+        };
+        let cmd = redis::cmd("WAIT")
+            .arg(wait.replicas)
+            .arg(millis(wait.timeout))
+            .clone();
+        let reply = conn
+            .on_node_of(&self.keys.lease, cmd)
+            .await
+            .map_err(|e| LeaseError::from_redis(op, &self.keys.lease, &e))?;
+        let acked = int(&reply).ok_or_else(|| protocol(op, &reply))?;
+        if acked < i64::from(wait.replicas) {
+            return Err(LeaseError::TooFewReplicas {
+                op,
+                acked: acked.max(0) as u32,
+                wanted: wait.replicas,
+            });
+        }
+        Ok(())
     }
 
     /// The lease's name.
@@ -261,7 +307,7 @@ impl RedisLease {
         let reply: Value = self
             .call(OP, timeout, |mut live| async move {
                 let run_id = live.run_id(OP, &self.keys.lease).await?;
-                ACQUIRE_SCRIPT
+                let reply: Value = ACQUIRE_SCRIPT
                     .key(&self.keys.lease)
                     .key(&self.keys.fence)
                     .key(&self.keys.marker)
@@ -271,7 +317,22 @@ impl RedisLease {
                     .arg(if self.cooldown_on_data_loss { "1" } else { "0" })
                     .invoke_async(&mut live.conn)
                     .await
-                    .map_err(|e| LeaseError::from_redis(OP, &self.keys.lease, &e))
+                    .map_err(|e| LeaseError::from_redis(OP, &self.keys.lease, &e))?;
+                if matches!(
+                    parse_acquire(&reply, sent_at, ttl),
+                    Some(Acquired::Leader(_))
+                ) && let Err(too_few) = self.await_replicas(OP, &mut live.conn).await
+                {
+                    // A term that the replicas may not have: give the lease back, best effort.
+                    let _ = RELEASE_SCRIPT
+                        .key(&self.keys.lease)
+                        .arg(self.owner.as_str())
+                        .arg(&self.keys.channel)
+                        .invoke_async::<Value>(&mut live.conn)
+                        .await;
+                    return Err(too_few);
+                }
+                Ok(reply)
             })
             .await?;
         parse_acquire(&reply, sent_at, ttl).ok_or_else(|| protocol(OP, &reply))
@@ -283,13 +344,17 @@ impl RedisLease {
         let sent_at = self.clock.now();
         let reply: Value = self
             .call(OP, timeout, |mut live| async move {
-                RENEW_SCRIPT
+                let reply: Value = RENEW_SCRIPT
                     .key(&self.keys.lease)
                     .arg(self.owner.as_str())
                     .arg(millis(ttl))
                     .invoke_async(&mut live.conn)
                     .await
-                    .map_err(|e| LeaseError::from_redis(OP, &self.keys.lease, &e))
+                    .map_err(|e| LeaseError::from_redis(OP, &self.keys.lease, &e))?;
+                if int(&reply) == Some(1) {
+                    self.await_replicas(OP, &mut live.conn).await?;
+                }
+                Ok(reply)
             })
             .await?;
         match int(&reply) {
@@ -347,10 +412,14 @@ impl RedisLease {
     ) -> Result<impl Stream<Item = ()> + Send + 'static + use<>, LeaseError> {
         const OP: &str = "subscribe";
         let lease = &self.keys.lease;
+        let attempt = self
+            .subscriptions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let subscribe = async {
             let mut pubsub = self
                 .conn
-                .client()
+                .pubsub_client(OP, attempt)
+                .await?
                 .get_async_pubsub()
                 .await
                 .map_err(|e| LeaseError::from_redis(OP, lease, &e))?;

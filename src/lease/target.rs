@@ -1,0 +1,327 @@
+//! Where the lease lives: one Redis (`redis://`, `rediss://`, `unix://`), a master found through
+//! Sentinel (`redis+sentinel://`), or a Redis Cluster (`redis+cluster://`); with TLS and ACL
+//! credentials. Parsed once, before anything connects.
+
+use std::fmt;
+use std::time::Duration;
+
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::{Client, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, TlsCertificates};
+
+use super::{LeaseError, Secret, redact_url};
+
+/// TLS material, read from files (mounted Secrets).
+#[derive(Clone, Default)]
+pub struct TlsFiles {
+    /// CA bundle (PEM) that signs the server's certificate; the system's roots when absent.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Client certificate (PEM) for mutual TLS.
+    pub client_cert_pem: Option<Vec<u8>>,
+    /// Client key (PEM) for mutual TLS.
+    pub client_key_pem: Option<Secret>,
+}
+
+impl fmt::Debug for TlsFiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsFiles")
+            .field("ca", &self.ca_pem.is_some())
+            .field("client_cert", &self.client_cert_pem.is_some())
+            .field("client_key", &self.client_key_pem.is_some())
+            .finish()
+    }
+}
+
+impl TlsFiles {
+    fn certificates(&self) -> TlsCertificates {
+        TlsCertificates {
+            client_tls: match (&self.client_cert_pem, &self.client_key_pem) {
+                (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.expose().as_bytes().to_vec(),
+                }),
+                _ => None,
+            },
+            root_cert: self.ca_pem.clone(),
+        }
+    }
+}
+
+/// Credentials and TLS for the Redis nodes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Access {
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<Secret>,
+    pub(crate) tls: Option<TlsFiles>,
+    /// Password of the Sentinels themselves, when they require one.
+    pub(crate) sentinel_password: Option<Secret>,
+}
+
+/// A Sentinel deployment: the Sentinels and the master's name.
+#[derive(Debug, Clone)]
+pub(crate) struct SentinelTarget {
+    pub(crate) sentinels: Vec<(String, u16)>,
+    pub(crate) master: String,
+    pub(crate) db: i64,
+    pub(crate) tls: bool,
+}
+
+/// The parsed target.
+#[derive(Clone)]
+pub(crate) enum Target {
+    /// One Redis.
+    Single(Client),
+    /// A master found through Sentinel.
+    Sentinel(SentinelTarget),
+    /// A Redis Cluster; `seeds` serve the pub/sub connection.
+    Cluster {
+        client: ClusterClient,
+        seeds: Vec<Client>,
+    },
+}
+
+/// Builds a client for one node with the access settings.
+pub(crate) fn node_client(
+    info: ConnectionInfo,
+    access: &Access,
+) -> Result<Client, redis::RedisError> {
+    let mut settings = info.redis_settings().clone();
+    if let Some(user) = &access.username {
+        settings = settings.set_username(user);
+    }
+    if let Some(password) = &access.password {
+        settings = settings.set_password(password.expose());
+    }
+    // One round trip less on every dial; a leader redialling over a slow link needs it.
+    settings = settings.set_skip_set_lib_name();
+    let info = info.set_redis_settings(settings);
+    match (&access.tls, info.addr()) {
+        (Some(tls), ConnectionAddr::TcpTls { .. }) => {
+            Client::build_with_tls(info, tls.certificates())
+        }
+        _ => Client::open(info),
+    }
+}
+
+/// Splits `scheme://authority/path` into its parts; the authority may list several hosts.
+fn split(url: &str) -> Option<(&str, &str, &str)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    Some((scheme, authority, path))
+}
+
+fn host_port(part: &str, default_port: u16) -> Option<(String, u16)> {
+    let part = part.trim();
+    if part.is_empty() || part.contains('@') {
+        return None;
+    }
+    match part.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() => {
+            Some((host.trim_matches(['[', ']']).to_owned(), port.parse().ok()?))
+        }
+        Some(_) => None,
+        None => Some((part.to_owned(), default_port)),
+    }
+}
+
+impl Target {
+    /// Parses `url` with `access`. Refusals say what is wrong with the URL (its password
+    /// redacted); the caller adds the flag's name.
+    pub(crate) fn parse(url: &str, access: &Access) -> Result<Self, LeaseError> {
+        let bad = |reason: &str| LeaseError::BadUrl {
+            url: redact_url(url),
+            reason: reason.to_owned(),
+        };
+        let (scheme, authority, path) = split(url).ok_or_else(|| bad("not a URL"))?;
+        let tls = scheme.starts_with("rediss");
+        if access.tls.is_some() && !tls && !scheme.starts_with("unix") {
+            return Err(bad(
+                "TLS files are given but the URL does not use TLS: use rediss://, rediss+sentinel:// or rediss+cluster://",
+            ));
+        }
+        match scheme {
+            "redis" | "rediss" | "unix" | "redis+unix" => {
+                let info = url
+                    .into_connection_info()
+                    .map_err(|e| bad(&e.to_string()))?;
+                let client = node_client(info, access).map_err(|e| bad(&e.to_string()))?;
+                Ok(Target::Single(client))
+            }
+            "redis+sentinel" | "rediss+sentinel" => {
+                let sentinels = authority
+                    .split(',')
+                    .map(|p| host_port(p, 26379))
+                    .collect::<Option<Vec<_>>>()
+                    .filter(|s| !s.is_empty())
+                    .ok_or_else(|| {
+                        bad("list the Sentinels as host:port,host:port (credentials go in --redis-username and the password files)")
+                    })?;
+                let mut segments = path.split('/').filter(|s| !s.is_empty());
+                let master = segments
+                    .next()
+                    .ok_or_else(|| bad("name the master after the Sentinels: redis+sentinel://host:26379/mymaster"))?
+                    .to_owned();
+                let db = match segments.next() {
+                    Some(db) => db
+                        .parse()
+                        .map_err(|_| bad("the database after the master name must be a number"))?,
+                    None => 0,
+                };
+                Ok(Target::Sentinel(SentinelTarget {
+                    sentinels,
+                    master,
+                    db,
+                    tls,
+                }))
+            }
+            "redis+cluster" | "rediss+cluster" => {
+                let nodes = authority
+                    .split(',')
+                    .map(|p| host_port(p, 6379))
+                    .collect::<Option<Vec<_>>>()
+                    .filter(|s| !s.is_empty())
+                    .ok_or_else(|| bad("list the seed nodes as host:port,host:port"))?;
+                if !path.is_empty() {
+                    return Err(bad("a Redis Cluster has only database 0: drop the path"));
+                }
+                let node_url = |(host, port): &(String, u16)| {
+                    format!("{}://{host}:{port}", if tls { "rediss" } else { "redis" })
+                };
+                let infos = nodes
+                    .iter()
+                    .map(|n| node_url(n).into_connection_info())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| bad(&e.to_string()))?;
+                let mut builder = ClusterClientBuilder::new(infos.clone());
+                if let Some(user) = &access.username {
+                    builder = builder.username(user);
+                }
+                if let Some(password) = &access.password {
+                    builder = builder.password(password.expose());
+                }
+                if tls {
+                    builder = builder.tls(redis::TlsMode::Secure);
+                    if let Some(files) = &access.tls {
+                        builder = builder.certs(files.certificates());
+                    }
+                }
+                let client = builder.build().map_err(|e| bad(&e.to_string()))?;
+                let seeds = infos
+                    .into_iter()
+                    .map(|info| node_client(info, access))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| bad(&e.to_string()))?;
+                Ok(Target::Cluster { client, seeds })
+            }
+            _ => Err(bad(
+                "the scheme must be redis://, rediss:// (TLS), unix://, redis+sentinel:// or redis+cluster://",
+            )),
+        }
+    }
+}
+
+/// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag, modulo 16384.
+pub(crate) fn cluster_slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let close = bytes[open + 1..].iter().position(|&b| b == b'}')?;
+            (close > 0).then(|| &bytes[open + 1..open + 1 + close])
+        })
+        .unwrap_or(bytes);
+    let mut crc: u16 = 0;
+    for &byte in tagged {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+/// How long a Sentinel gets to name the master.
+pub(crate) const SENTINEL_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_slots_follow_the_hash_tag() {
+        // Reference values from the Redis Cluster specification's CRC16 (XMODEM).
+        assert_eq!(cluster_slot("123456789"), 0x31C3 % 16384);
+        assert_eq!(
+            cluster_slot("leasehold:{shop/web}"),
+            cluster_slot("{shop/web}:fence")
+        );
+        assert_eq!(
+            cluster_slot("a{}b"),
+            cluster_slot("a{}b"),
+            "an empty tag hashes the whole key"
+        );
+        assert_ne!(cluster_slot("a{}b"), cluster_slot(""));
+    }
+
+    #[test]
+    fn urls_parse_into_targets() {
+        let access = Access::default();
+        assert!(matches!(
+            Target::parse("redis://127.0.0.1:6380/2", &access),
+            Ok(Target::Single(_))
+        ));
+        match Target::parse("redis+sentinel://s1:26379,s2/mymaster/3", &access) {
+            Ok(Target::Sentinel(t)) => {
+                assert_eq!(
+                    t.sentinels,
+                    vec![("s1".to_owned(), 26379), ("s2".to_owned(), 26379)]
+                );
+                assert_eq!(t.master, "mymaster");
+                assert_eq!(t.db, 3);
+                assert!(!t.tls);
+            }
+            other => panic!("{:?}", other.err()),
+        }
+        assert!(matches!(
+            Target::parse("redis+cluster://n1:7000,n2:7001", &access),
+            Ok(Target::Cluster { .. })
+        ));
+    }
+
+    #[test]
+    fn bad_targets_say_what_is_wrong() {
+        let access = Access::default();
+        let cases = [
+            ("http://x", "the scheme must be redis://"),
+            (
+                "redis+sentinel://s1:26379",
+                "name the master after the Sentinels",
+            ),
+            (
+                "redis+sentinel://:pw@s1/m",
+                "list the Sentinels as host:port",
+            ),
+            (
+                "redis+sentinel://s1/m/x",
+                "the database after the master name must be a number",
+            ),
+            ("redis+cluster://", "list the seed nodes"),
+            ("redis+cluster://n1:7000/1", "only database 0"),
+            ("redis+cluster://n1:notaport", "list the seed nodes"),
+        ];
+        for (url, want) in cases {
+            let err = Target::parse(url, &access).err().expect(url).to_string();
+            assert!(err.contains(want), "{url}: {err}");
+        }
+        let tls = Access {
+            tls: Some(TlsFiles::default()),
+            ..Access::default()
+        };
+        let err = Target::parse("redis://x", &tls).err().unwrap().to_string();
+        assert!(err.contains("the URL does not use TLS"), "{err}");
+    }
+}
