@@ -15,7 +15,10 @@ use clap::parser::ValueSource;
 use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::elector::{Timing, TimingError};
-use crate::lease::{DEFAULT_KEY_PREFIX, LeaseName, LeaseOptions, OwnerId, Secret, redact_url};
+use crate::lease::{
+    DEFAULT_KEY_PREFIX, LeaseName, LeaseOptions, OwnerId, Secret, TlsFiles, WaitReplicas,
+    redact_url,
+};
 
 /// leasehold: leader election for the replicas of a Kubernetes Deployment, on a Redis lease.
 #[derive(Debug, Parser)]
@@ -40,8 +43,10 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Redis")]
 pub struct RedisArgs {
-    /// Redis URL: `redis://host:port/db` or `rediss://` for TLS. Put no password here on the
-    /// command line (it would show in `ps`): use --redis-password-file.
+    /// Redis URL: `redis://host:port/db`, `rediss://` for TLS, `redis+sentinel://s1:26379,s2:26379/
+    /// <master>[/db]` to find the master through Sentinel, or `redis+cluster://n1:6379,n2:6379` for a
+    /// Redis Cluster (`rediss+…` with TLS). Put no password here on the command line (it would
+    /// show in `ps`): use --redis-password-file.
     #[arg(
         long,
         env = "LEASEHOLD_REDIS_URL",
@@ -51,9 +56,36 @@ pub struct RedisArgs {
     /// ACL user name.
     #[arg(long, env = "LEASEHOLD_REDIS_USERNAME")]
     pub redis_username: Option<String>,
+    /// File holding the ACL user name (instead of --redis-username).
+    #[arg(
+        long,
+        env = "LEASEHOLD_REDIS_USERNAME_FILE",
+        conflicts_with = "redis_username"
+    )]
+    pub redis_username_file: Option<PathBuf>,
     /// File holding the Redis password (a mounted Secret); trailing newlines are ignored.
     #[arg(long, env = "LEASEHOLD_REDIS_PASSWORD_FILE")]
     pub redis_password_file: Option<PathBuf>,
+    /// CA bundle (PEM) that signs the Redis server's certificate, for rediss:// [default: the
+    /// system's roots].
+    #[arg(long, env = "LEASEHOLD_REDIS_CA_FILE")]
+    pub redis_ca_file: Option<PathBuf>,
+    /// Client certificate (PEM) for mutual TLS; goes with --redis-client-key-file.
+    #[arg(long, env = "LEASEHOLD_REDIS_CLIENT_CERT_FILE")]
+    pub redis_client_cert_file: Option<PathBuf>,
+    /// Client key (PEM) for mutual TLS; goes with --redis-client-cert-file.
+    #[arg(long, env = "LEASEHOLD_REDIS_CLIENT_KEY_FILE")]
+    pub redis_client_key_file: Option<PathBuf>,
+    /// File holding the Sentinels' own password, when they require one (redis+sentinel://).
+    #[arg(long, env = "LEASEHOLD_SENTINEL_PASSWORD_FILE")]
+    pub sentinel_password_file: Option<PathBuf>,
+    /// After each acquire and renew, wait until this many replicas acknowledged it (WAIT);
+    /// a term or renewal counts only then. 0 = do not wait.
+    #[arg(long, env = "LEASEHOLD_REDIS_WAIT_REPLICAS", default_value_t = 0)]
+    pub redis_wait_replicas: u32,
+    /// How long WAIT may block; shorter than --retry-period.
+    #[arg(long, env = "LEASEHOLD_REDIS_WAIT_TIMEOUT", default_value = "500ms", value_parser = parse_duration)]
+    pub redis_wait_timeout: Duration,
     /// Prefix of every Redis key leasehold writes.
     #[arg(long, env = "LEASEHOLD_KEY_PREFIX", default_value = DEFAULT_KEY_PREFIX)]
     pub key_prefix: String,
@@ -297,13 +329,27 @@ pub enum ConfigError {
         /// The rule.
         rule: String,
     },
-    /// The password file.
-    #[error("--redis-password-file {path}: {rule}")]
-    PasswordFile {
+    /// A file given by a flag (password, certificate, key).
+    #[error("--{flag} {path}: {rule}")]
+    File {
+        /// The flag.
+        flag: &'static str,
         /// The file.
         path: PathBuf,
         /// What is wrong.
         rule: String,
+    },
+    /// A duration that must be shorter than another.
+    #[error("--{flag} {value:?} must be shorter than {other} {other_value:?}")]
+    Order {
+        /// The flag.
+        flag: &'static str,
+        /// Its value.
+        value: Duration,
+        /// The other flag.
+        other: &'static str,
+        /// Its value.
+        other_value: Duration,
     },
     /// A name that cannot be used.
     #[error("{} `{value}`: {rule}", flag_words(flag))]
@@ -618,35 +664,62 @@ impl RedisArgs {
             url: redact_url(&url),
             rule: rule.to_owned(),
         };
-        let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or_default();
-        if !matches!(scheme, "redis" | "rediss" | "unix" | "redis+unix") {
-            return Err(bad(
-                "the scheme must be redis://, rediss:// (TLS) or unix://",
-            ));
-        }
         if redact_url(&url) != url && url_from_command_line {
             return Err(bad(
                 "a password on the command line shows in `ps`; put it in a file and pass --redis-password-file (or set LEASEHOLD_REDIS_URL)",
             ));
         }
-        let password = match &self.redis_password_file {
-            None => None,
-            Some(path) => Some(read_password(path)?),
-        };
-        let username = match self.redis_username.as_deref().map(str::trim) {
-            Some("") => {
+        let password = self
+            .redis_password_file
+            .as_deref()
+            .map(|p| read_secret("redis-password-file", p))
+            .transpose()?;
+        let username = match (&self.redis_username, &self.redis_username_file) {
+            (Some(name), _) if name.trim().is_empty() => {
                 return Err(ConfigError::Name {
                     flag: "redis-username",
                     value: String::new(),
                     rule: "must not be empty when given".into(),
                 });
             }
-            other => other.map(str::to_owned),
+            (Some(name), _) => Some(name.trim().to_owned()),
+            (None, Some(path)) => Some(
+                read_secret("redis-username-file", path)?
+                    .expose()
+                    .to_owned(),
+            ),
+            (None, None) => None,
         };
+        let tls = self.tls_files()?;
+        let sentinel_password = self
+            .sentinel_password_file
+            .as_deref()
+            .map(|p| read_secret("sentinel-password-file", p))
+            .transpose()?;
+        if sentinel_password.is_some() && !url.contains("+sentinel://") {
+            return Err(ConfigError::Exec {
+                flag: "--sentinel-password-file",
+                rule: "is only for redis+sentinel:// URLs",
+            });
+        }
+        if self.redis_wait_replicas > 0 && self.redis_wait_timeout.is_zero() {
+            return Err(ConfigError::Duration {
+                flag: "redis-wait-timeout",
+                value: self.redis_wait_timeout,
+                rule: "must be greater than zero",
+            });
+        }
+        let wait_replicas = (self.redis_wait_replicas > 0).then_some(WaitReplicas {
+            replicas: self.redis_wait_replicas,
+            timeout: self.redis_wait_timeout,
+        });
         let options = LeaseOptions {
             key_prefix: self.key_prefix.clone(),
             username,
             password,
+            tls,
+            sentinel_password,
+            wait_replicas,
             ..LeaseOptions::default()
         };
         // Let the client library judge the rest of the URL now, before anything connects.
@@ -660,21 +733,78 @@ impl RedisArgs {
         )?;
         Ok(RedisSettings { url, options })
     }
+
+    fn tls_files(&self) -> Result<Option<TlsFiles>, ConfigError> {
+        let (ca, cert, key) = (
+            &self.redis_ca_file,
+            &self.redis_client_cert_file,
+            &self.redis_client_key_file,
+        );
+        if ca.is_none() && cert.is_none() && key.is_none() {
+            return Ok(None);
+        }
+        if cert.is_some() != key.is_some() {
+            return Err(ConfigError::Exec {
+                flag: "--redis-client-cert-file",
+                rule: "mutual TLS needs both --redis-client-cert-file and --redis-client-key-file",
+            });
+        }
+        Ok(Some(TlsFiles {
+            ca_pem: ca
+                .as_deref()
+                .map(|p| read_pem("redis-ca-file", p))
+                .transpose()?,
+            client_cert_pem: cert
+                .as_deref()
+                .map(|p| read_pem("redis-client-cert-file", p))
+                .transpose()?,
+            client_key_pem: key
+                .as_deref()
+                .map(|p| read_secret("redis-client-key-file", p))
+                .transpose()?,
+        }))
+    }
 }
 
-fn read_password(path: &Path) -> Result<Secret, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::PasswordFile {
+/// Reads a file a flag names; refuses an unreadable or empty one.
+fn read_file(flag: &'static str, path: &Path) -> Result<Vec<u8>, ConfigError> {
+    let bytes = std::fs::read(path).map_err(|e| ConfigError::File {
+        flag,
         path: path.to_owned(),
         rule: format!("cannot read it: {e}"),
     })?;
-    let password = text.trim_end_matches(['\n', '\r']);
-    if password.is_empty() {
-        return Err(ConfigError::PasswordFile {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ConfigError::File {
+            flag,
             path: path.to_owned(),
             rule: "the file is empty".into(),
         });
     }
-    Ok(Secret::new(password))
+    Ok(bytes)
+}
+
+/// A secret from a file, trailing newlines removed.
+fn read_secret(flag: &'static str, path: &Path) -> Result<Secret, ConfigError> {
+    let bytes = read_file(flag, path)?;
+    let text = String::from_utf8(bytes).map_err(|_| ConfigError::File {
+        flag,
+        path: path.to_owned(),
+        rule: "is not UTF-8 text".into(),
+    })?;
+    Ok(Secret::new(text.trim_end_matches(['\n', '\r'])))
+}
+
+/// A PEM file: must hold at least one `-----BEGIN` block.
+fn read_pem(flag: &'static str, path: &Path) -> Result<Vec<u8>, ConfigError> {
+    let bytes = read_file(flag, path)?;
+    if !bytes.windows(10).any(|w| w == b"-----BEGIN") {
+        return Err(ConfigError::File {
+            flag,
+            path: path.to_owned(),
+            rule: "is not PEM (no -----BEGIN block)".into(),
+        });
+    }
+    Ok(bytes)
 }
 
 impl LeaseArgs {
@@ -749,6 +879,16 @@ impl RunArgs {
             drift_factor: self.timing.drift_factor,
         };
         timing.validate()?;
+        if self.redis.redis_wait_replicas > 0
+            && self.redis.redis_wait_timeout >= timing.retry_period
+        {
+            return Err(ConfigError::Order {
+                flag: "redis-wait-timeout",
+                value: self.redis.redis_wait_timeout,
+                other: "--retry-period",
+                other_value: timing.retry_period,
+            });
+        }
         let mut redis = self.redis.resolve(url_from_command_line)?;
         redis.options.cooldown_on_data_loss = !self.timing.no_data_loss_cooldown;
         let lease = self.lease.resolve(env)?;

@@ -61,7 +61,7 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
         ),
         (
             &["--redis-url", "http://x"],
-            "--redis-url `http://x`: the scheme must be redis://, rediss:// (TLS) or unix://",
+            "--redis-url `http://x`: the scheme must be redis://, rediss:// (TLS), unix://, redis+sentinel:// or redis+cluster://",
         ),
         (
             &["--redis-url", "redis://:hunter2@x"],
@@ -128,10 +128,91 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
             "-- CMD: the command after `--` must not be empty",
         ),
         (&["--no-such-flag"], "unexpected argument '--no-such-flag'"),
+        (
+            &["--redis-url", "redis+sentinel://s1:26379"],
+            "name the master after the Sentinels: redis+sentinel://host:26379/mymaster",
+        ),
+        (
+            &["--redis-url", "redis+sentinel://s1/m/x"],
+            "the database after the master name must be a number",
+        ),
+        (
+            &["--redis-url", "redis+cluster://n1:7000/2"],
+            "a Redis Cluster has only database 0",
+        ),
+        (
+            &["--redis-username", "a", "--redis-username-file", "/x"],
+            "the argument '--redis-username <REDIS_USERNAME>' cannot be used with '--redis-username-file <REDIS_USERNAME_FILE>'",
+        ),
+        (
+            &["--redis-username-file", "/nonexistent/u"],
+            "--redis-username-file /nonexistent/u: cannot read it",
+        ),
+        (
+            &[
+                "--redis-ca-file",
+                "/nonexistent/ca.pem",
+                "--redis-url",
+                "rediss://x",
+            ],
+            "--redis-ca-file /nonexistent/ca.pem: cannot read it",
+        ),
+        (
+            &[
+                "--redis-client-cert-file",
+                "/etc/hostname",
+                "--redis-url",
+                "rediss://x",
+            ],
+            "mutual TLS needs both --redis-client-cert-file and --redis-client-key-file",
+        ),
+        (
+            &["--redis-wait-replicas", "1", "--redis-wait-timeout", "3s"],
+            "--redis-wait-timeout 3s must be shorter than --retry-period 2s",
+        ),
+        (
+            &["--redis-wait-replicas", "1", "--redis-wait-timeout", "0s"],
+            "--redis-wait-timeout 0ns: must be greater than zero",
+        ),
+        (
+            &["--redis-wait-replicas", "many"],
+            "invalid value 'many' for '--redis-wait-replicas <REDIS_WAIT_REPLICAS>'",
+        ),
     ];
     for (args, want) in cases {
         run_refused(args, want);
     }
+}
+
+#[test]
+fn tls_and_sentinel_files_are_checked_before_anything_connects() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_pem = dir.path().join("ca.pem");
+    std::fs::write(&not_pem, "hello\n").unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "\n").unwrap();
+    let (not_pem, empty) = (not_pem.to_str().unwrap(), empty.to_str().unwrap());
+    run_refused(
+        &["--redis-url", "rediss://x", "--redis-ca-file", not_pem],
+        &format!("--redis-ca-file {not_pem}: is not PEM (no -----BEGIN block)"),
+    );
+    run_refused(
+        &[
+            "--redis-url",
+            "redis://x",
+            "--redis-ca-file",
+            "/etc/ssl/certs/ca-certificates.crt",
+        ],
+        "TLS files are given but the URL does not use TLS: use rediss://",
+    );
+    run_refused(
+        &["--redis-password-file", empty],
+        &format!("--redis-password-file {empty}: the file is empty"),
+    );
+    run_refused(
+        &["--sentinel-password-file", "/etc/hostname"],
+        "--sentinel-password-file: is only for redis+sentinel:// URLs",
+    );
 }
 
 #[test]
