@@ -4,7 +4,10 @@
 
 pub mod contenders;
 pub mod fake_api;
+pub mod helm;
+pub mod pki;
 pub mod proxy;
 pub mod redis_server;
 pub mod replica;
+pub mod rollout;
 pub mod wait;
