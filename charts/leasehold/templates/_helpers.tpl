@@ -1,0 +1,173 @@
+{{/*
+Names, labels and the computed settings of the leasehold chart.
+*/}}
+
+{{/* The chart name, or nameOverride. */}}
+{{- define "leasehold.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The full name of the release's objects: fullnameOverride, else the release name, followed by
+the chart name unless the release name already holds it. Kept to 63 characters (a label value).
+*/}}
+{{- define "leasehold.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := include "leasehold.name" . }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Chart name and version, for the helm.sh/chart label. */}}
+{{- define "leasehold.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The labels that select the release's pods. They never include the leader label. */}}
+{{- define "leasehold.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "leasehold.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* The standard labels of every object. */}}
+{{- define "leasehold.labels" -}}
+helm.sh/chart: {{ include "leasehold.chart" . }}
+{{ include "leasehold.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: {{ include "leasehold.name" . }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The ServiceAccount the pods run as. */}}
+{{- define "leasehold.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "leasehold.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The leasehold image, or the user's image in exec mode. */}}
+{{- define "leasehold.image" -}}
+{{- if .Values.exec.enabled }}
+{{- printf "%s:%s" .Values.exec.image.repository (toString .Values.exec.image.tag) }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion | toString) }}
+{{- end }}
+{{- end }}
+
+{{/*
+A number of seconds as a leasehold duration flag value: whole seconds as `15s`, anything finer
+in milliseconds (`500ms`).
+*/}}
+{{- define "leasehold.duration" -}}
+{{- $ms := round (mulf (float64 .) 1000) 0 | int64 }}
+{{- if eq (mod $ms 1000) 0 }}{{ div $ms 1000 }}s{{ else }}{{ $ms }}ms{{ end }}
+{{- end }}
+
+{{/* Where the Redis password file is mounted, and its path. */}}
+{{- define "leasehold.passwordDir" -}}
+/var/run/secrets/leasehold/redis
+{{- end }}
+{{- define "leasehold.passwordFile" -}}
+{{ include "leasehold.passwordDir" . }}/password
+{{- end }}
+
+{{/*
+The longest a graceful shutdown of leasehold takes, in seconds (src/run.rs): the singleton
+command's grace period (exec mode only), plus one Redis call to release the lease (the retry
+period, at least 1 s, at most the renew deadline), plus 5 s of slack for stepping down, plus 2 s
+to flush the Kubernetes notes (label removal, Event).
+*/}}
+{{- define "leasehold.shutdownBoundSeconds" -}}
+{{- $t := .Values.timing }}
+{{- $call := minf (maxf (float64 $t.retryPeriodSeconds) 1.0) (float64 $t.renewDeadlineSeconds) }}
+{{- $grace := 0.0 }}
+{{- if .Values.exec.enabled }}{{ $grace = float64 .Values.exec.gracePeriodSeconds }}{{ end }}
+{{- addf $grace $call 5.0 2.0 }}
+{{- end }}
+
+{{/* terminationGracePeriodSeconds: the value given, or the shutdown bound plus 10 s. */}}
+{{- define "leasehold.terminationGracePeriodSeconds" -}}
+{{- $bound := include "leasehold.shutdownBoundSeconds" . | float64 }}
+{{- if kindIs "invalid" .Values.terminationGracePeriodSeconds }}
+{{- add (ceil $bound | int64) 10 }}
+{{- else }}
+{{- $given := .Values.terminationGracePeriodSeconds | int64 }}
+{{- if le (float64 $given) $bound }}
+{{- fail (printf "terminationGracePeriodSeconds %d must exceed leasehold's own bound on a graceful shutdown, %v s (exec grace period + one Redis call + 7 s); the kubelet would SIGKILL it before it released the lease. Leave it empty to have it computed." $given $bound) }}
+{{- end }}
+{{- $given }}
+{{- end }}
+{{- end }}
+
+{{/* The Deployment's strategy (see values.yaml for why). */}}
+{{- define "leasehold.strategy" -}}
+{{- if .Values.strategy }}
+{{- toYaml .Values.strategy }}
+{{- else if eq .Values.readiness "leader" }}
+type: RollingUpdate
+rollingUpdate:
+  maxSurge: 1
+  maxUnavailable: "100%"
+{{- else }}
+type: RollingUpdate
+rollingUpdate:
+  maxSurge: 1
+  maxUnavailable: 0
+{{- end }}
+{{- end }}
+
+{{/*
+Checks the rules that values.schema.json cannot express, and fails with a message that names the
+value and the rule.
+*/}}
+{{- define "leasehold.validate" -}}
+{{- $t := .Values.timing }}
+{{- if le (float64 $t.leaseDurationSeconds) (float64 $t.renewDeadlineSeconds) }}
+{{- fail (printf "timing.leaseDurationSeconds %v must be greater than timing.renewDeadlineSeconds %v (rule: lease duration > renew deadline > retry period × 1.2)" $t.leaseDurationSeconds $t.renewDeadlineSeconds) }}
+{{- end }}
+{{- if le (float64 $t.renewDeadlineSeconds) (mulf (float64 $t.retryPeriodSeconds) 1.2) }}
+{{- fail (printf "timing.renewDeadlineSeconds %v must be greater than timing.retryPeriodSeconds × 1.2 = %v (rule: lease duration > renew deadline > retry period × 1.2)" $t.renewDeadlineSeconds (mulf (float64 $t.retryPeriodSeconds) 1.2)) }}
+{{- end }}
+{{- if and (not .Values.redis.urlKey) (not .Values.redis.url) }}
+{{- fail "redis: set redis.urlKey (a key of the Secret redis.existingSecret that holds the URL) or redis.url" }}
+{{- end }}
+{{- if and .Values.exec.enabled (not .Values.exec.command) }}
+{{- fail "exec.enabled: exec.command must name the command to run while leading, e.g. [\"/app/worker\"]" }}
+{{- end }}
+{{- if and .Values.exec.enabled (not .Values.exec.image.repository) }}
+{{- fail "exec.enabled: exec.image.repository must name your image, which holds your command and the leasehold binary at exec.leaseholdPath" }}
+{{- end }}
+{{- if eq .Values.readiness "leader" }}
+{{- if .Values.podDisruptionBudget.enabled }}
+{{- fail "readiness=leader: only the leader pod is ever ready, so a PodDisruptionBudget would block every eviction of the leader (node drains hang), and `helm --wait` and `kubectl rollout status` never see the Deployment rolled out (they count ready replicas). Set podDisruptionBudget.enabled=false, install without --wait (or with --wait=legacy), and watch leadership with the leader label; or keep readiness=member, whose Service still routes to the leader alone. See docs/DEPLOY.md." }}
+{{- end }}
+{{- with .Values.strategy }}
+{{- if eq (toString .type) "RollingUpdate" }}
+{{- $mu := "" }}
+{{- if .rollingUpdate }}{{ $mu = .rollingUpdate.maxUnavailable }}{{ end }}
+{{- $ok := false }}
+{{- if kindIs "string" $mu }}{{ $ok = eq $mu "100%" }}{{ else if not (kindIs "invalid" $mu) }}{{ $ok = ge (int64 $mu) (int64 $.Values.replicaCount) }}{{ end }}
+{{- if not $ok }}
+{{- fail (printf "readiness=leader with strategy.rollingUpdate.maxUnavailable %v: the Deployment controller counts only ready pods (the leader) as available and would never replace the old leader; use maxUnavailable \"100%%\" or type Recreate, or leave strategy empty" $mu) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* --http-addr: the bind address and port (an IPv6 address in brackets). */}}
+{{- define "leasehold.httpAddr" -}}
+{{- if contains ":" .Values.http.bindAddress }}
+{{- printf "[%s]:%v" .Values.http.bindAddress .Values.http.port }}
+{{- else }}
+{{- printf "%s:%v" .Values.http.bindAddress .Values.http.port }}
+{{- end }}
+{{- end }}
