@@ -26,6 +26,7 @@ use nix::unistd::Pid;
 use support::helm::{
     self, Rendered, args, flag, labels, leasehold_container, pod_spec, refused, render, switch,
 };
+use support::pki::Pki;
 use support::redis_server::{Persistence, RedisServer};
 use support::replica::{BIN, http_get, wait_for};
 use support::rollout::{self, Mode};
@@ -66,6 +67,10 @@ const VALUE_SETS: &[(&str, &str)] = &[
         "replicaCount: 1\npodDisruptionBudget:\n  enabled: false\n",
     ),
     (
+        "tls, sentinel, wait for replicas",
+        "redis:\n  urlKey: \"\"\n  url: rediss+sentinel://s1.data:26379,s2.data:26379/main\n  sentinelPasswordKey: sentinel-password\n  waitReplicas: 1\n  waitTimeoutSeconds: 0.25\n  tls:\n    existingSecret: redis-tls\n    caKey: ca.crt\n    clientCertKey: tls.crt\n    clientKeyKey: tls.key\n",
+    ),
+    (
         "ipv6, own label, parts off",
         "http:\n  bindAddress: \"::\"\n  port: 9090\nleaderLabel: example.com/active\nkubernetes:\n  leaseMirror: false\n  events: false\nleaseName: billing\ntiming:\n  dataLossCooldown: false\n",
     ),
@@ -85,11 +90,15 @@ fn deployment(r: &Rendered) -> (Deployment, Container) {
 }
 
 /// The rendered container's arguments, resolved by the binary's own parser and validation, in
-/// the environment the pod gives it (the password file exists where the Secret would be).
+/// the environment the pod gives it: the mounted Secrets' files exist (passwords, and PEM files
+/// from a throwaway CA), and the Redis URL is the rendered value, or a stand-in for one from a
+/// Secret.
 fn resolve(container: &Container) -> RunSettings {
     let dir = tempfile::tempdir().expect("temp dir");
+    let pki = Pki::new();
     let mut argv = vec!["leasehold".to_owned()];
     let mut after_separator = false;
+    let mut tls = false;
     for arg in args(container) {
         if arg == "--" {
             after_separator = true;
@@ -105,18 +114,48 @@ fn resolve(container: &Container) -> RunSettings {
             });
             continue;
         }
-        match arg.strip_prefix("--redis-password-file=") {
-            Some(path) => {
+        let file_flag = arg
+            .split_once('=')
+            .filter(|(flag, value)| flag.ends_with("-file") && value.starts_with('/'));
+        match file_flag {
+            Some((flag, path)) => {
                 let local = dir
                     .path()
                     .join(Path::new(path).strip_prefix("/").expect("absolute"));
                 std::fs::create_dir_all(local.parent().expect("parent")).expect("mkdir");
-                std::fs::write(&local, "s3cret\n").expect("write password");
-                argv.push(format!("--redis-password-file={}", local.display()));
+                let content = match flag {
+                    "--redis-ca-file" => std::fs::read_to_string(&pki.ca).expect("CA"),
+                    "--redis-client-cert-file" => {
+                        std::fs::read_to_string(&pki.client_cert).expect("cert")
+                    }
+                    "--redis-client-key-file" => {
+                        std::fs::read_to_string(&pki.client_key).expect("key")
+                    }
+                    _ => "s3cret\n".to_owned(),
+                };
+                tls |= flag.starts_with("--redis-c");
+                std::fs::write(&local, content).expect("write a mounted file");
+                argv.push(format!("{flag}={}", local.display()));
             }
             None => argv.push(arg),
         }
     }
+    let url_var = container
+        .env
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|e| e.name == "LEASEHOLD_REDIS_URL")
+        .expect("LEASEHOLD_REDIS_URL is set");
+    let url = url_var.value.unwrap_or_else(|| {
+        if tls {
+            "rediss://redis:6380"
+        } else {
+            "redis://redis:6379"
+        }
+        .to_owned()
+    });
+    argv.insert(2, format!("--redis-url={url}"));
     let cli = config::parse_from(&argv)
         .unwrap_or_else(|e| panic!("the binary refuses the chart's arguments {argv:?}: {e}"));
     let Subcommand::Run(run) = cli.command else {
@@ -128,6 +167,7 @@ fn resolve(container: &Container) -> RunSettings {
         rust_log: None,
         hostname: Some("lh-leasehold-7d4f9c-x2x9q".into()),
     };
+    // `false`: in the pod the URL comes from the environment, not the command line.
     run.resolve(&env, false)
         .unwrap_or_else(|e| panic!("the binary refuses the chart's arguments {argv:?}: {e}"))
 }
@@ -514,6 +554,85 @@ fn the_password_secret_is_mounted_where_the_flag_points() {
     assert!(pod_spec(&d).volumes.unwrap_or_default().is_empty());
 }
 
+#[test]
+fn the_tls_files_and_the_sentinel_password_are_mounted_where_the_flags_point() {
+    let values = VALUE_SETS
+        .iter()
+        .find(|(name, _)| *name == "tls, sentinel, wait for replicas")
+        .expect("the TLS value set")
+        .1;
+    let (d, c) = deployment(&render(values));
+    let a = args(&c);
+    let mounts = c.volume_mounts.clone().unwrap_or_default();
+    let volumes = pod_spec(&d).volumes.unwrap_or_default();
+    // Each file flag names `<mountPath>/<path>` of an item of the Secret it belongs to.
+    for (flag_name, secret, key) in [
+        ("redis-password-file", "leasehold-redis", "password"),
+        (
+            "sentinel-password-file",
+            "leasehold-redis",
+            "sentinel-password",
+        ),
+        ("redis-ca-file", "redis-tls", "ca.crt"),
+        ("redis-client-cert-file", "redis-tls", "tls.crt"),
+        ("redis-client-key-file", "redis-tls", "tls.key"),
+    ] {
+        let file = flag(&a, flag_name).unwrap_or_else(|| panic!("--{flag_name}"));
+        let found = volumes.iter().any(|v| {
+            let Some(src) = &v.secret else { return false };
+            src.secret_name.as_deref() == Some(secret)
+                && src.items.clone().unwrap_or_default().iter().any(|item| {
+                    item.key == key
+                        && mounts.iter().any(|m| {
+                            m.name == v.name
+                                && m.read_only == Some(true)
+                                && format!("{}/{}", m.mount_path, item.path) == file
+                        })
+                })
+        });
+        assert!(
+            found,
+            "--{flag_name}={file} is no mounted key {key} of Secret {secret}"
+        );
+    }
+    assert_eq!(flag(&a, "redis-wait-replicas").as_deref(), Some("1"));
+    assert_eq!(flag(&a, "redis-wait-timeout").as_deref(), Some("250ms"));
+}
+
+#[test]
+fn tls_keys_without_a_tls_secret_are_refused() {
+    let err = refused("redis:\n  tls:\n    caKey: ca.crt\n");
+    assert!(err.contains("redis.tls: caKey, clientCertKey and clientKeyKey name keys of a Secret; set redis.tls.existingSecret"), "{err}");
+}
+
+#[test]
+fn half_of_mutual_tls_is_refused() {
+    let err = refused("redis:\n  tls:\n    existingSecret: t\n    clientCertKey: tls.crt\n");
+    assert!(
+        err.contains("redis.tls: mutual TLS needs both clientCertKey and clientKeyKey, or neither"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_wait_for_replicas_as_long_as_the_retry_period_is_refused() {
+    let err = refused("redis:\n  waitReplicas: 1\n  waitTimeoutSeconds: 2\n");
+    assert!(
+        err.contains("redis.waitTimeoutSeconds 2 must be shorter than timing.retryPeriodSeconds 2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_sentinel_password_for_a_url_without_sentinels_is_refused() {
+    let err =
+        refused("redis:\n  urlKey: \"\"\n  url: redis://redis:6379\n  sentinelPasswordKey: sp\n");
+    assert!(
+        err.contains("redis.sentinelPasswordKey is only for redis+sentinel:// URLs"),
+        "{err}"
+    );
+}
+
 /// leasehold's own bound on a graceful shutdown (src/run.rs): the command's grace period (exec
 /// mode), one Redis call to release the lease, 5 s of slack, and 2 s to flush the Kubernetes
 /// notes.
@@ -877,6 +996,10 @@ schema_rule! {
         "redis:\n  urlKey: \"\"\n  url: redis://:hunter2@redis:6379\n" => ["at '/redis/url': 'redis://:hunter2@redis:6379' does not match pattern"];
     schema_refuses_a_redis_url_without_a_redis_scheme:
         "redis:\n  urlKey: \"\"\n  url: http://redis:6379\n" => ["at '/redis/url': 'http://redis:6379' does not match pattern"];
+    schema_refuses_a_negative_number_of_replicas_to_wait_for:
+        "redis:\n  waitReplicas: -1\n" => ["at '/redis/waitReplicas': minimum: got -1, want 0"];
+    schema_refuses_a_tls_secret_name_that_kubernetes_would_refuse:
+        "redis:\n  tls:\n    existingSecret: TLS\n" => ["at '/redis/tls/existingSecret': 'TLS' does not match pattern"];
     schema_refuses_a_leader_label_that_is_no_label_key:
         "leaderLabel: \"leader label\"\n" => ["at '/leaderLabel': 'leader label' does not match pattern"];
     schema_refuses_an_unknown_pull_policy:

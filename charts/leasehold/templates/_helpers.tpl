@@ -78,6 +78,23 @@ in milliseconds (`500ms`).
 {{- define "leasehold.passwordFile" -}}
 {{ include "leasehold.passwordDir" . }}/password
 {{- end }}
+{{- define "leasehold.sentinelPasswordFile" -}}
+{{ include "leasehold.passwordDir" . }}/sentinel-password
+{{- end }}
+
+{{/* Where the TLS files for rediss:// are mounted. */}}
+{{- define "leasehold.tlsDir" -}}
+/var/run/secrets/leasehold/redis-tls
+{{- end }}
+
+{{/* Whether a Secret volume for passwords, or one for TLS files, is needed. */}}
+{{- define "leasehold.passwordVolume" -}}
+{{- if or .Values.redis.passwordKey .Values.redis.sentinelPasswordKey }}true{{ end }}
+{{- end }}
+{{- define "leasehold.tlsVolume" -}}
+{{- $t := .Values.redis.tls }}
+{{- if or $t.caKey $t.clientCertKey $t.clientKeyKey }}true{{ end }}
+{{- end }}
 
 {{/*
 The longest a graceful shutdown of leasehold takes, in seconds (src/run.rs): the singleton
@@ -138,6 +155,19 @@ value and the rule.
 {{- end }}
 {{- if and (not .Values.redis.urlKey) (not .Values.redis.url) }}
 {{- fail "redis: set redis.urlKey (a key of the Secret redis.existingSecret that holds the URL) or redis.url" }}
+{{- end }}
+{{- $tls := .Values.redis.tls }}
+{{- if and (include "leasehold.tlsVolume" .) (not $tls.existingSecret) }}
+{{- fail "redis.tls: caKey, clientCertKey and clientKeyKey name keys of a Secret; set redis.tls.existingSecret" }}
+{{- end }}
+{{- if ne (not $tls.clientCertKey) (not $tls.clientKeyKey) }}
+{{- fail "redis.tls: mutual TLS needs both clientCertKey and clientKeyKey, or neither" }}
+{{- end }}
+{{- if and (gt (int64 .Values.redis.waitReplicas) 0) (ge (float64 .Values.redis.waitTimeoutSeconds) (float64 $t.retryPeriodSeconds)) }}
+{{- fail (printf "redis.waitTimeoutSeconds %v must be shorter than timing.retryPeriodSeconds %v: a renewal that waits for replicas must finish before the next one is due" .Values.redis.waitTimeoutSeconds $t.retryPeriodSeconds) }}
+{{- end }}
+{{- if and .Values.redis.sentinelPasswordKey .Values.redis.url (not .Values.redis.urlKey) (not (contains "+sentinel://" .Values.redis.url)) }}
+{{- fail "redis.sentinelPasswordKey is only for redis+sentinel:// URLs" }}
 {{- end }}
 {{- if and .Values.exec.enabled (not .Values.exec.command) }}
 {{- fail "exec.enabled: exec.command must name the command to run while leading, e.g. [\"/app/worker\"]" }}
