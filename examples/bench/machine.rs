@@ -1,0 +1,155 @@
+//! The machine and the versions the report was measured with.
+
+use std::path::Path;
+use std::process::Command;
+
+/// What the report says about where it ran.
+#[derive(Debug, Clone, Default)]
+pub struct Machine {
+    pub cpu: String,
+    pub cores: usize,
+    pub memory_gib: f64,
+    pub kernel: String,
+    pub os: String,
+    pub load_before: String,
+    pub load_after: String,
+    /// Other compilers running when the benchmark started (a noisy machine).
+    pub busy_before: Vec<String>,
+}
+
+/// Versions of everything measured.
+#[derive(Debug, Clone, Default)]
+pub struct Versions {
+    pub leasehold: String,
+    pub commit: String,
+    pub rustc: String,
+    pub redis_server: String,
+    pub redis_benchmark: String,
+    /// Crate versions from Cargo.lock: rslock, redis, tokio.
+    pub crates: Vec<(String, String)>,
+}
+
+fn first_line(cmd: &str, args: &[&str]) -> String {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_owned()
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| format!("unknown ({cmd} not found)"))
+}
+
+/// The 1, 5 and 15 minute load averages.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Names of compiler processes running now (cargo, rustc, cc, ld).
+pub fn busy_processes() -> Vec<String> {
+    let mut busy = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return busy;
+    };
+    for entry in dir.flatten() {
+        if let Ok(comm) = std::fs::read_to_string(entry.path().join("comm")) {
+            let comm = comm.trim();
+            if ["cargo", "rustc", "cc1", "cc1plus", "ld", "clippy-driver"].contains(&comm) {
+                busy.push(comm.to_owned());
+            }
+        }
+    }
+    busy.sort();
+    busy
+}
+
+pub fn machine() -> Machine {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_owned())
+        .unwrap_or_else(|| "unknown".into());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kib: f64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    let os = std::fs::read_to_string("/etc/os-release")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .map(|v| v.trim_matches('"').to_owned())
+        .unwrap_or_else(|| "unknown".into());
+    Machine {
+        cpu,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        memory_gib: mem_kib / 1024.0 / 1024.0,
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "unknown".into()),
+        os,
+        load_before: load_average(),
+        load_after: String::new(),
+        busy_before: busy_processes(),
+    }
+}
+
+pub fn versions(repo: &Path) -> Versions {
+    let lock = std::fs::read_to_string(repo.join("Cargo.lock")).unwrap_or_default();
+    let crates = ["rslock", "redis", "tokio"]
+        .iter()
+        .map(|name| ((*name).to_owned(), locked_version(&lock, name)))
+        .collect();
+    let commit = Command::new("git")
+        .args(["-C"])
+        .arg(repo)
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| "unknown".into());
+    Versions {
+        leasehold: env!("CARGO_PKG_VERSION").to_owned(),
+        commit,
+        rustc: first_line("rustc", &["--version"]),
+        redis_server: first_line("redis-server", &["--version"]),
+        redis_benchmark: first_line("redis-benchmark", &["--version"]),
+        crates,
+    }
+}
+
+/// The versions of `name` in Cargo.lock, joined when there are several.
+fn locked_version(lock: &str, name: &str) -> String {
+    let want = format!("name = \"{name}\"");
+    let mut found = Vec::new();
+    let mut lines = lock.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == want
+            && let Some(v) = lines
+                .next()
+                .and_then(|l| l.trim().strip_prefix("version = "))
+        {
+            found.push(v.trim_matches('"').to_owned());
+        }
+    }
+    if found.is_empty() {
+        "unknown".into()
+    } else {
+        found.join(", ")
+    }
+}

@@ -1,0 +1,487 @@
+//! leasehold's benchmarks: graceful handoff, crash failover, pause step-down, Redis load,
+//! footprint and primitive cost, each side by side with its alternative (the polling baseline,
+//! rslock, redis-benchmark and the loopback round trip) in one run, against redis-servers this
+//! harness starts on free ports. It writes the report (Markdown) and its plot (SVG).
+//!
+//! ```text
+//! cargo build --release --bin leasehold --example bench
+//! target/release/examples/bench [--out docs/BENCHMARKS.md] [--quick]
+//! ```
+//!
+//! `scripts/bench.sh` does both and times them. Layout:
+//!
+//! - `physical.rs`: loopback round trips and redis-benchmark (the limit of this machine)
+//! - `primitives.rs`: acquire / renew / release against rslock's lock / extend / unlock
+//! - `handoff.rs`: graceful handoff, in-process and between `leasehold run` processes
+//! - `failover.rs`: SIGKILLed leader processes, measured from the lease's expiry
+//! - `pause.rs`: SIGSTOPped leaders past their deadline (and the child mode they run in)
+//! - `load.rs`: Redis commands per contender from `INFO commandstats`, and per transition
+//! - `footprint.rs`: RSS and CPU of idle replicas from /proc, binary size
+//! - `electors.rs`, `procs.rs`: in-process electors and child-process guards
+//! - `stats.rs`, `svg.rs`, `report.rs`, `machine.rs`: summaries, the plot, the report
+
+mod electors;
+mod failover;
+mod footprint;
+mod handoff;
+mod load;
+mod machine;
+mod pause;
+mod physical;
+mod primitives;
+mod procs;
+#[allow(dead_code)]
+#[path = "../../tests/support/redis_server.rs"]
+mod redis_server;
+mod report;
+mod stats;
+mod svg;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use leasehold::elector::{FollowerStrategy, Timing};
+
+use crate::primitives::Amount;
+use crate::redis_server::RedisServer;
+use crate::report::Results;
+
+#[derive(Parser)]
+#[command(about = "leasehold's benchmarks; writes the report and its plot")]
+struct Cli {
+    #[command(subcommand)]
+    mode: Option<Mode>,
+    /// Where to write the report.
+    #[arg(long, default_value = "docs/BENCHMARKS.md")]
+    out: PathBuf,
+    /// Where to write the plot; the report links it relative to --out.
+    #[arg(long, default_value = "docs/bench/latency.svg")]
+    svg: PathBuf,
+    /// The `leasehold` binary [default: next to this harness's directory, target/<profile>/leasehold].
+    #[arg(long)]
+    leasehold_bin: Option<PathBuf>,
+    /// A tiny run with short timings and few samples, to check the harness and the report's
+    /// shape (the figures mean nothing).
+    #[arg(long)]
+    quick: bool,
+    /// Seconds the build before this run took, stated in the report.
+    #[arg(long)]
+    build_seconds: Option<f64>,
+}
+
+#[derive(Subcommand)]
+enum Mode {
+    /// Internal: a leader that acts every millisecond through its guard (see pause.rs).
+    PauseChild {
+        url: String,
+        lease: String,
+        lease_ms: u64,
+        renew_ms: u64,
+        retry_ms: u64,
+    },
+}
+
+/// How much of everything to measure.
+pub struct Plan {
+    pub quick: bool,
+    /// Timing of the handoff, failover and pause benchmarks (both strategies).
+    pub timing: Timing,
+    /// Timing of the load and footprint benchmarks.
+    pub load_timing: Timing,
+    pub echo_rounds: usize,
+    pub ping_rounds: usize,
+    pub bench_clients: [usize; 2],
+    pub bench_requests: [usize; 2],
+    pub prim_cycles_one: usize,
+    pub prim_clients_many: usize,
+    pub prim_time_many: Duration,
+    pub handoff_rounds: usize,
+    pub handoff_followers: usize,
+    pub polling_groups: usize,
+    pub polling_rounds: usize,
+    pub e2e_rounds: usize,
+    pub crash_waves: usize,
+    pub crash_per_strategy: usize,
+    pub pause_waves: usize,
+    pub pause_per_wave: usize,
+    pub pause_extra: Duration,
+    pub pause_stagger: Duration,
+    pub load_sizes: Vec<usize>,
+    pub load_window: Duration,
+    pub transition_settle: Duration,
+    pub scrape_every: Duration,
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+impl Plan {
+    fn full() -> Self {
+        Self {
+            quick: false,
+            // The defaults (15 s / 10 s / 2 s) scaled down five times, so that every failover
+            // and pause sample costs seconds, not a quarter of a minute.
+            timing: Timing {
+                lease_duration: ms(3000),
+                renew_deadline: ms(2000),
+                retry_period: ms(400),
+                ..Timing::default()
+            },
+            load_timing: Timing::default(),
+            echo_rounds: 20_000,
+            ping_rounds: 5_000,
+            bench_clients: [1, 50],
+            bench_requests: [20_000, 100_000],
+            prim_cycles_one: 2_000,
+            prim_clients_many: 50,
+            prim_time_many: Duration::from_secs(3),
+            handoff_rounds: 500,
+            handoff_followers: 2,
+            polling_groups: 10,
+            polling_rounds: 20,
+            e2e_rounds: 100,
+            crash_waves: 7,
+            crash_per_strategy: 15,
+            pause_waves: 3,
+            pause_per_wave: 10,
+            pause_extra: ms(500),
+            pause_stagger: ms(50),
+            load_sizes: vec![1, 10, 100, 500],
+            load_window: Duration::from_secs(45),
+            transition_settle: ms(300),
+            scrape_every: Duration::from_secs(10),
+        }
+    }
+
+    fn quick() -> Self {
+        Self {
+            quick: true,
+            timing: Timing {
+                lease_duration: ms(600),
+                renew_deadline: ms(400),
+                retry_period: ms(100),
+                ..Timing::default()
+            },
+            load_timing: Timing {
+                lease_duration: ms(1000),
+                renew_deadline: ms(600),
+                retry_period: ms(200),
+                ..Timing::default()
+            },
+            echo_rounds: 500,
+            ping_rounds: 200,
+            bench_clients: [1, 4],
+            bench_requests: [500, 1_000],
+            prim_cycles_one: 100,
+            prim_clients_many: 4,
+            prim_time_many: ms(300),
+            handoff_rounds: 10,
+            handoff_followers: 2,
+            polling_groups: 2,
+            polling_rounds: 3,
+            e2e_rounds: 3,
+            crash_waves: 1,
+            crash_per_strategy: 2,
+            pause_waves: 1,
+            pause_per_wave: 2,
+            pause_extra: ms(200),
+            pause_stagger: ms(20),
+            load_sizes: vec![1, 4],
+            load_window: ms(2000),
+            transition_settle: ms(100),
+            scrape_every: ms(500),
+        }
+    }
+}
+
+/// Progress on stderr, with the time since the start.
+fn progress(started: Instant, what: &str) {
+    eprintln!("[bench {:>6.1}s] {what}", started.elapsed().as_secs_f64());
+}
+
+async fn start_redis() -> Result<RedisServer> {
+    tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .context("start a redis-server (apt-get install redis-server)")
+}
+
+/// The `leasehold` binary beside this harness: target/<profile>/examples/bench → target/<profile>/leasehold.
+fn default_bin() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("find the harness's own executable")?;
+    let profile = exe
+        .parent()
+        .and_then(Path::parent)
+        .context("the harness is not in target/<profile>/examples")?;
+    Ok(profile.join("leasehold"))
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    let started = Instant::now();
+    let plan = if cli.quick {
+        Plan::quick()
+    } else {
+        Plan::full()
+    };
+    let bin = match cli.leasehold_bin.clone() {
+        Some(b) => b,
+        None => default_bin()?,
+    };
+    if !bin.is_file() {
+        bail!(
+            "no leasehold binary at {} (build it: cargo build --release --bin leasehold)",
+            bin.display()
+        );
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut results = Results::new(machine::machine(), machine::versions(repo));
+    if !results.machine.busy_before.is_empty() {
+        progress(
+            started,
+            &format!(
+                "warning: compilers are running ({}); the figures will be noisy",
+                results.machine.busy_before.join(", ")
+            ),
+        );
+    }
+
+    progress(
+        started,
+        "physical limits: loopback round trips and redis-benchmark",
+    );
+    {
+        let redis = start_redis().await?;
+        let rounds = plan.echo_rounds;
+        results.physical.tcp_echo = Some(
+            tokio::task::spawn_blocking(move || physical::tcp_echo(rounds))
+                .await
+                .context("echo task")??,
+        );
+        results.physical.redis_ping =
+            Some(physical::redis_ping(&redis.url(), plan.ping_rounds).await?);
+        results.physical.benchmark = physical::redis_benchmark(
+            redis.port(),
+            &redis.url(),
+            &plan.bench_clients,
+            &plan.bench_requests,
+        )
+        .await?;
+    }
+
+    progress(
+        started,
+        "primitives: leasehold and rslock, 1 client and many",
+    );
+    {
+        let redis = start_redis().await?;
+        let url = redis.url();
+        let one = Amount::Cycles(plan.prim_cycles_one);
+        let many = Amount::Time(plan.prim_time_many);
+        let n = plan.prim_clients_many;
+        results
+            .primitives
+            .push(primitives::leasehold(&url, 1, one).await?);
+        results
+            .primitives
+            .push(primitives::rslock(&url, 1, one).await?);
+        results
+            .primitives
+            .push(primitives::leasehold(&url, n, many).await?);
+        results
+            .primitives
+            .push(primitives::rslock(&url, n, many).await?);
+    }
+
+    let redis = start_redis().await?;
+    let url = redis.url();
+    progress(started, "graceful handoff in-process: leasehold");
+    results.handoff_notified = handoff::in_process(
+        &url,
+        "bench/handoff",
+        plan.timing,
+        FollowerStrategy::Notified,
+        plan.handoff_followers,
+        plan.handoff_rounds,
+        false,
+    )
+    .await?;
+
+    progress(started, "graceful handoff in-process: polling baseline");
+    let groups = (0..plan.polling_groups).map(|g| {
+        let url = url.clone();
+        let timing = plan.timing;
+        let (followers, rounds) = (plan.handoff_followers, plan.polling_rounds);
+        async move {
+            let lease = format!("bench/handoff-polling-{g}");
+            handoff::in_process(
+                &url,
+                &lease,
+                timing,
+                FollowerStrategy::Polling,
+                followers,
+                rounds,
+                true,
+            )
+            .await
+        }
+    });
+    for samples in futures_util::future::try_join_all(groups).await? {
+        results.handoff_polling.extend(samples);
+    }
+
+    progress(
+        started,
+        "graceful handoff end to end: leasehold run processes",
+    );
+    results.handoff_processes = handoff::processes(
+        &bin,
+        &url,
+        "bench/handoff-e2e",
+        plan.timing,
+        plan.e2e_rounds,
+    )
+    .await?;
+
+    progress(started, "crash failover: SIGKILLed leader processes");
+    let mut strategies = Vec::new();
+    for _ in 0..plan.crash_per_strategy {
+        strategies.push(FollowerStrategy::Notified);
+        strategies.push(FollowerStrategy::Polling);
+    }
+    for w in 0..plan.crash_waves {
+        results
+            .failover
+            .extend(failover::wave(&bin, &url, plan.timing, w, &strategies).await?);
+    }
+
+    progress(started, "pause step-down: SIGSTOPped leader processes");
+    for w in 0..plan.pause_waves {
+        results.pause.extend(
+            pause::wave(
+                &url,
+                plan.timing,
+                w,
+                plan.pause_per_wave,
+                plan.pause_extra,
+                plan.pause_stagger,
+            )
+            .await?,
+        );
+    }
+    drop(redis);
+
+    progress(
+        started,
+        "footprint replicas and Redis load: starting contenders",
+    );
+    results.binary = Some(footprint::binary_size(&bin)?);
+    let replicas = footprint::Replicas::start(&bin, plan.load_timing, plan.scrape_every).await?;
+    let mut configs = Vec::new();
+    for strategy in [FollowerStrategy::Notified, FollowerStrategy::Polling] {
+        for &contenders in &plan.load_sizes {
+            configs.push(load::Config {
+                strategy,
+                contenders,
+            });
+        }
+    }
+    let mut groups = futures_util::future::try_join_all(
+        configs.iter().map(|c| load::prepare(*c, plan.load_timing)),
+    )
+    .await?;
+    progress(
+        started,
+        &format!("Redis load: idle window of {:?}", plan.load_window),
+    );
+    let mut before = Vec::new();
+    for g in groups.iter_mut() {
+        before.push(g.snapshot().await?);
+    }
+    let footprint_start = replicas.read()?;
+    tokio::time::sleep(plan.load_window).await;
+    let footprint_end = replicas.read()?;
+    let mut rows = Vec::new();
+    for (g, b) in groups.iter_mut().zip(&before) {
+        let after = g.snapshot().await?;
+        rows.push(g.row(b, &after));
+    }
+    results.footprint = replicas.finish(footprint_start, footprint_end);
+    progress(
+        started,
+        "Redis load: one graceful transition per configuration",
+    );
+    for (g, row) in groups.iter_mut().zip(rows.iter_mut()) {
+        if g.config.contenders >= 2 {
+            row.transition = Some(
+                g.transition(row.total_per_s(), plan.transition_settle)
+                    .await?,
+            );
+        }
+    }
+    results.load = rows;
+    for g in groups {
+        g.finish().await?;
+    }
+
+    results.machine.load_after = machine::load_average();
+    results.measured_for = started.elapsed();
+    results.build_seconds = cli.build_seconds;
+    let svg_rel = relative_to(&cli.svg, cli.out.parent().unwrap_or(Path::new(".")));
+    let markdown = report::markdown(&results, &plan, &svg_rel);
+    let plot = report::plot(&results, &plan);
+    for (path, text) in [(&cli.out, &markdown), (&cli.svg, &plot)] {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        }
+        std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
+    }
+    progress(
+        started,
+        &format!("wrote {} and {}", cli.out.display(), cli.svg.display()),
+    );
+    Ok(())
+}
+
+/// `path` relative to `base` when it lies under it (the report links the plot this way).
+fn relative_to(path: &Path, base: &Path) -> String {
+    path.strip_prefix(base)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Runtime::new().context("start the tokio runtime")?;
+    if let Some(Mode::PauseChild {
+        url,
+        lease,
+        lease_ms,
+        renew_ms,
+        retry_ms,
+    }) = &cli.mode
+    {
+        let timing = Timing {
+            lease_duration: ms(*lease_ms),
+            renew_deadline: ms(*renew_ms),
+            retry_period: ms(*retry_ms),
+            ..Timing::default()
+        };
+        return runtime.block_on(pause::child(url, lease, timing));
+    }
+    // On SIGINT or SIGTERM the run future is dropped, and with it every guard: the electors
+    // shut down, and the child processes and redis-servers are killed.
+    let outcome = runtime.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("install the SIGTERM handler")?;
+        tokio::select! {
+            r = run(cli) => r,
+            _ = tokio::signal::ctrl_c() => bail!("interrupted"),
+            _ = term.recv() => bail!("terminated"),
+        }
+    });
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    outcome
+}
