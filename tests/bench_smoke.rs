@@ -1,0 +1,98 @@
+//! The benchmark harness (examples/bench/) in its tiny `--quick` mode: it runs every part
+//! against its own redis-servers and writes a well-formed report and plot. No figure is checked
+//! here; timed assertions do not belong in the test suite.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn bench_exe() -> PathBuf {
+    // Test binaries live in target/<profile>/deps; examples in target/<profile>/examples.
+    let exe = std::env::current_exe().expect("current exe");
+    let profile_dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let path = profile_dir.join("examples").join("bench");
+    if !path.exists() {
+        // A filtered run (`cargo test --test bench_smoke`) does not build examples; build it.
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--example", "bench"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo");
+        assert!(status.success(), "cargo build --example bench failed");
+    }
+    path
+}
+
+#[test]
+fn the_quick_benchmark_writes_a_report_with_every_section_and_a_plot() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("BENCHMARKS.md");
+    let svg = dir.path().join("bench").join("latency.svg");
+    let run = Command::new(bench_exe())
+        .arg("--quick")
+        .arg("--out")
+        .arg(&out)
+        .arg("--svg")
+        .arg(&svg)
+        .arg("--leasehold-bin")
+        .arg(env!("CARGO_BIN_EXE_leasehold"))
+        .output()
+        .expect("run the benchmark harness");
+    assert!(
+        run.status.success(),
+        "the harness failed:\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+
+    let report = std::fs::read_to_string(&out).expect("the report was written");
+    for heading in [
+        "# Benchmarks",
+        "## Summary",
+        "## Machine and versions",
+        "## 1. Graceful handoff",
+        "## 2. Crash failover",
+        "## 3. Pause step-down",
+        "## 4. Redis load",
+        "## 5. Footprint",
+        "## 6. Primitive cost",
+        "## The physical limit of this machine",
+        "## What was not measured, and caveats",
+    ] {
+        assert!(report.contains(heading), "no `{heading}` in:\n{report}");
+    }
+    assert!(report.contains("scripts/bench.sh"), "says how to reproduce");
+    assert!(report.contains("](bench/latency.svg)"), "links the plot");
+    // Every table row has as many cells as its header.
+    let mut columns = None;
+    for line in report.lines() {
+        if !line.starts_with('|') {
+            columns = None;
+            continue;
+        }
+        let cells = line.matches('|').count();
+        match columns {
+            None => columns = Some(cells),
+            Some(n) => assert_eq!(n, cells, "a ragged table row: {line}"),
+        }
+    }
+    for row in [
+        "| leasehold, in-process: release → successor's `Leadership` |",
+        "| polling baseline: lease expiry → successor's `Leadership` |",
+        "| rslock | 1 | `lock` |",
+        "| leasehold | 4 |",
+    ] {
+        let line = report
+            .lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("no row `{row}` in:\n{report}"));
+        assert!(!line.contains("| 0 | – |"), "a row without samples: {line}");
+    }
+
+    let plot = std::fs::read_to_string(&svg).expect("the plot was written");
+    assert!(plot.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    assert!(plot.trim_end().ends_with("</svg>"));
+    assert_eq!(
+        plot.matches("<path ").count(),
+        5,
+        "three handoff and two failover curves"
+    );
+}
