@@ -1,0 +1,145 @@
+//! Everything under test, started together and stopped together: redis-server, the fenced
+//! resource, one fault proxy and one leasehold process per replica. Dropping it kills every
+//! process (a panic included).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio::runtime::Runtime;
+
+use crate::config::RunConfig;
+use crate::proxy::{Link, LinkProxy};
+use crate::redis::RedisServer;
+use crate::replica::{Incarnation, Replica, ReplicaSettings};
+use crate::resource::{Resource, Write};
+use crate::time;
+
+/// What a run leaves for the checker.
+pub struct Collected {
+    /// Every process of every replica, by replica.
+    pub replicas: Vec<Vec<Incarnation>>,
+    /// Every write the resource saw, in arrival order.
+    pub writes: Vec<Write>,
+    /// How many redis-server processes were started.
+    pub redis_starts: u32,
+}
+
+/// The system under test. Fields drop in order: replicas first, then Redis, the resource and
+/// the runtime that drives the proxies and the resource.
+pub struct Cluster {
+    /// The replicas.
+    pub replicas: Vec<Replica>,
+    /// Redis.
+    pub redis: RedisServer,
+    resource: Resource,
+    runtime: Runtime,
+}
+
+impl Cluster {
+    /// Starts Redis, the resource, the proxies and every replica.
+    pub fn start(config: &RunConfig, work: &Path) -> anyhow::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("chaos-io")
+            .enable_all()
+            .build()
+            .context("cannot start the harness's async runtime")?;
+        let redis = RedisServer::start(&work.join("redis"))?;
+        let resource = Resource::start(runtime.handle(), config.fencing)?;
+        let log_dir = work.join("replicas");
+        std::fs::create_dir_all(&log_dir)
+            .with_context(|| format!("cannot create {}", log_dir.display()))?;
+        let settings = ReplicaSettings {
+            leasehold: config.leasehold.clone(),
+            harness: config.harness.clone(),
+            resource: resource.addr(),
+            lease: format!("chaos/seed-{}", config.seed),
+            timing: config.timing,
+            write_interval: config.write_interval,
+            log_dir,
+        };
+        let mut replicas = Vec::with_capacity(config.replicas);
+        for index in 0..config.replicas {
+            let proxy = LinkProxy::start(runtime.handle(), redis.addr())?;
+            replicas.push(Replica::new(index, proxy, settings.clone()));
+        }
+        let mut cluster = Self {
+            replicas,
+            redis,
+            resource,
+            runtime,
+        };
+        for replica in &mut cluster.replicas {
+            replica.start()?;
+        }
+        Ok(cluster)
+    }
+
+    /// The replica that leads now (validity ahead, running, not paused), with its token. If
+    /// the logs show more than one, the highest token.
+    pub fn leader(&self) -> Option<(usize, u64)> {
+        let now = time::now();
+        self.replicas
+            .iter()
+            .filter_map(|r| r.leading(now).map(|t| (r.index, t)))
+            .max_by_key(|&(_, t)| t)
+    }
+
+    /// Waits until a replica leads; `None` after `timeout`. Restarts any replica whose process
+    /// ended on its own meanwhile (its command exited), so the election goes on.
+    pub fn wait_for_leader(&mut self, timeout: Duration) -> Option<(usize, u64)> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(l) = self.leader() {
+                return Some(l);
+            }
+            for r in &mut self.replicas {
+                if r.reap_if_exited() {
+                    eprintln!("chaos: {} exited on its own; starting it again", r.identity);
+                    if let Err(e) = r.start() {
+                        eprintln!("chaos: {e:#}");
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Sets every link.
+    pub fn set_all_links(&self, link: Link) {
+        for r in &self.replicas {
+            r.proxy.set(link);
+        }
+    }
+
+    /// Stops every replica gracefully (so that open terms end with `stepped down`), then
+    /// Redis, and hands over what was collected.
+    pub fn finish(self, grace: Duration) -> Collected {
+        let Self {
+            replicas,
+            mut redis,
+            resource,
+            runtime,
+        } = self;
+        let _ = redis.signal(nix::sys::signal::Signal::SIGCONT);
+        for r in &replicas {
+            r.proxy.set(Link::Pass);
+        }
+        let replicas: Vec<Vec<Incarnation>> =
+            replicas.into_iter().map(|r| r.finish(grace)).collect();
+        let redis_starts = redis.starts();
+        redis.kill();
+        let writes = resource.writes();
+        drop(resource);
+        runtime.shutdown_timeout(Duration::from_secs(2));
+        Collected {
+            replicas,
+            writes,
+            redis_starts,
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! The harness's command line: `run` (the harness) and `child` (the leader's work, started by
+//! leasehold), and the settings a run derives from it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// A chaos harness for leasehold: real redis-server, real leasehold replicas, a nemesis on a
+/// seeded schedule, a fenced resource and an independent checker.
+#[derive(Debug, Parser)]
+#[command(name = "chaos")]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The roles of the binary.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the harness: start everything, inject the schedule's faults, check, report.
+    Run(RunArgs),
+    /// Check and report again on a run saved with --keep-logs (its raw/ directory).
+    Check(CheckArgs),
+    /// The leader's work (started by leasehold): write to the fenced resource with the token.
+    Child(ChildArgs),
+}
+
+/// Whether the resource refuses stale tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Fencing {
+    /// Refuse tokens lower than the highest accepted: the real setup.
+    On,
+    /// Accept everything: the negative control, which the checker must report as violating.
+    Off,
+}
+
+/// `chaos run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Seed of the schedule; the same seed replays the same faults.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Number of faults to inject (in rounds that hold every kind once).
+    #[arg(long, default_value_t = 22, conflicts_with = "long")]
+    pub faults: usize,
+    /// The long run: 1,100 faults (about an hour).
+    #[arg(long)]
+    pub long: bool,
+    /// Number of leasehold replicas.
+    #[arg(long, default_value_t = 5)]
+    pub replicas: usize,
+    /// Lease duration (TTL) of every replica.
+    #[arg(long, default_value = "1500ms", value_parser = humantime::parse_duration)]
+    pub lease_duration: Duration,
+    /// Renew deadline of every replica.
+    #[arg(long, default_value = "900ms", value_parser = humantime::parse_duration)]
+    pub renew_deadline: Duration,
+    /// Retry period of every replica.
+    #[arg(long, default_value = "250ms", value_parser = humantime::parse_duration)]
+    pub retry_period: Duration,
+    /// How often a leader's child writes to the fenced resource.
+    #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
+    pub write_interval: Duration,
+    /// Fencing at the resource; `off` is the negative control: the run passes only if the
+    /// checker reports violations.
+    #[arg(long, value_enum, default_value_t = Fencing::On)]
+    pub resource_fencing: Fencing,
+    /// Directory for the report (report.md, timeline.svg, summary.json, schedule.json)
+    /// [default: target/chaos/seed-<seed>].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// The leasehold binary [default: `leasehold` beside this program's directory, that is
+    /// target/<profile>/leasehold].
+    #[arg(long)]
+    pub leasehold: Option<PathBuf>,
+    /// Keep the raw logs (replicas, redis) in <out>/raw even when the run passes.
+    #[arg(long)]
+    pub keep_logs: bool,
+    /// Print the schedule and exit.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `chaos check`.
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// The run's raw/ directory, or its collected.json.
+    #[arg(long)]
+    pub raw: PathBuf,
+    /// Where the report goes [default: the directory that holds raw/].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// `chaos child`.
+#[derive(Debug, Clone, Args)]
+pub struct ChildArgs {
+    /// The fenced resource.
+    #[arg(long)]
+    pub resource: SocketAddr,
+    /// Time between two writes.
+    #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
+    pub interval: Duration,
+}
+
+/// The election timing handed to every replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// The TTL.
+    pub lease_duration: Duration,
+    /// How long a leader retries a failing renewal.
+    pub renew_deadline: Duration,
+    /// The renewal interval.
+    pub retry_period: Duration,
+}
+
+impl Timing {
+    /// leasehold's flags for this timing.
+    pub fn flags(&self) -> Vec<String> {
+        vec![
+            "--lease-duration".into(),
+            format!("{}ms", self.lease_duration.as_millis()),
+            "--renew-deadline".into(),
+            format!("{}ms", self.renew_deadline.as_millis()),
+            "--retry-period".into(),
+            format!("{}ms", self.retry_period.as_millis()),
+        ]
+    }
+}
+
+/// Everything a run needs, resolved.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The seed.
+    pub seed: u64,
+    /// How many faults.
+    pub faults: usize,
+    /// How many replicas.
+    pub replicas: usize,
+    /// The timing.
+    pub timing: Timing,
+    /// The children's write interval.
+    pub write_interval: Duration,
+    /// Whether the resource fences.
+    pub fencing: bool,
+    /// Where the report goes.
+    pub out: PathBuf,
+    /// The leasehold binary.
+    pub leasehold: PathBuf,
+    /// This program, run again as the child.
+    pub harness: PathBuf,
+    /// Keep the raw logs.
+    pub keep_logs: bool,
+    /// Only print the schedule.
+    pub dry_run: bool,
+    /// The command line, for the report.
+    pub command_line: String,
+}
+
+impl RunArgs {
+    /// Resolves paths and presets.
+    pub fn resolve(self) -> anyhow::Result<RunConfig> {
+        if self.replicas < 2 {
+            bail!(
+                "--replicas {}: at least 2 are needed for a failover",
+                self.replicas
+            );
+        }
+        let harness = std::env::current_exe().context("cannot find this program's own path")?;
+        let leasehold = match self.leasehold {
+            Some(path) => path,
+            None => harness
+                .parent()
+                .and_then(|examples| examples.parent())
+                .map(|profile| profile.join("leasehold"))
+                .context("cannot guess where the leasehold binary is: pass --leasehold")?,
+        };
+        if !leasehold.is_file() {
+            bail!(
+                "no leasehold binary at {}: build it (cargo build --bin leasehold) or pass --leasehold",
+                leasehold.display()
+            );
+        }
+        let out = self
+            .out
+            .unwrap_or_else(|| PathBuf::from(format!("target/chaos/seed-{}", self.seed)));
+        let faults = if self.long { 1_100 } else { self.faults };
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        Ok(RunConfig {
+            seed: self.seed,
+            faults,
+            replicas: self.replicas,
+            timing: Timing {
+                lease_duration: self.lease_duration,
+                renew_deadline: self.renew_deadline,
+                retry_period: self.retry_period,
+            },
+            write_interval: self.write_interval,
+            fencing: self.resource_fencing == Fencing::On,
+            out,
+            leasehold,
+            harness,
+            keep_logs: self.keep_logs,
+            dry_run: self.dry_run,
+            command_line: format!("cargo run --example chaos -- {}", args.join(" ")),
+        })
+    }
+}

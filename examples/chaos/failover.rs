@@ -1,0 +1,250 @@
+//! Liveness: after each fault, how long until a replica leads again, against the bound the
+//! configuration implies; and the share of time with a leader.
+//!
+//! A *working* leader is a replica inside its validity window whose leasehold process runs and
+//! is not paused: a SIGSTOPped leader still holds its lease until the deadline, but leads
+//! nothing. The *outage* of a fault is the time without a working leader from its injection
+//! until leadership is back; the *recovery* is the time from the fault's reference instant
+//! (its injection for process faults, its end for Redis and link faults) to a working leader.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::config::Timing;
+use crate::history::Window;
+use crate::intervals::IntervalSet;
+use crate::nemesis::{Impairment, Journal};
+use crate::schedule::FaultKind;
+use crate::time::Micros;
+
+/// The outcome of one fault.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    /// The fault's index.
+    pub index: usize,
+    /// Its kind.
+    pub kind: FaultKind,
+    /// Time without a working leader, from the injection to recovery.
+    pub outage: Micros,
+    /// From the reference instant to a working leader; `None`: never.
+    pub recovery: Option<Micros>,
+    /// The bound on `recovery`.
+    pub bound: Micros,
+    /// Whether another term (token) leads after recovery than before the fault.
+    pub leader_changed: bool,
+}
+
+impl Outcome {
+    /// Whether leadership was interrupted at all.
+    pub fn disrupted(&self) -> bool {
+        self.outage > 0
+    }
+
+    /// Whether recovery came within the bound.
+    pub fn within_bound(&self) -> bool {
+        self.recovery.is_some_and(|r| r <= self.bound)
+    }
+}
+
+/// Min, median, 99th percentile and max (nearest rank).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Spread {
+    /// How many values.
+    pub n: usize,
+    /// Smallest.
+    pub min: Micros,
+    /// Median.
+    pub p50: Micros,
+    /// 99th percentile.
+    pub p99: Micros,
+    /// Largest.
+    pub max: Micros,
+}
+
+impl Spread {
+    /// Of `values` (`None` when empty).
+    pub fn of(mut values: Vec<Micros>) -> Option<Spread> {
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_unstable();
+        let rank = |p: f64| {
+            let r = (p * values.len() as f64).ceil() as usize;
+            values[r.clamp(1, values.len()) - 1]
+        };
+        Some(Spread {
+            n: values.len(),
+            min: values[0],
+            p50: rank(0.50),
+            p99: rank(0.99),
+            max: values[values.len() - 1],
+        })
+    }
+}
+
+/// Per kind of fault.
+#[derive(Debug, Clone, Serialize)]
+pub struct KindStats {
+    /// Faults injected.
+    pub injected: usize,
+    /// Faults skipped (nothing to hit).
+    pub skipped: usize,
+    /// Faults that hit the leader.
+    pub hit_leader: usize,
+    /// Faults after which another term led.
+    pub leader_changes: usize,
+    /// Faults that interrupted leadership.
+    pub disrupted: usize,
+    /// Outage of the disrupted ones (the failover time).
+    pub outage: Option<Spread>,
+    /// Recovery of all.
+    pub recovery: Option<Spread>,
+    /// The bound on recovery.
+    pub bound: Micros,
+    /// Recoveries beyond the bound (or never).
+    pub over_bound: usize,
+}
+
+/// Liveness results.
+#[derive(Debug, Serialize)]
+pub struct Liveness {
+    /// Per fault.
+    pub outcomes: Vec<Outcome>,
+    /// Per kind.
+    pub kinds: BTreeMap<FaultKind, KindStats>,
+    /// Share of [first election, end] in which some replica held a valid lease.
+    pub availability_held: f64,
+    /// Share of the same time in which a working leader existed.
+    pub availability_working: f64,
+    /// The measured stretch.
+    pub measured: (Micros, Micros),
+}
+
+/// The set of instants at which some replica was a working leader.
+pub fn working(windows: &[Window], journal: &Journal) -> IntervalSet {
+    let mut spans = Vec::new();
+    for w in windows {
+        let impaired = IntervalSet::from_spans(
+            journal
+                .pauses
+                .iter()
+                .chain(journal.downs.iter())
+                .filter(|s| s.replica == Some(w.replica) && s.incarnation == w.incarnation)
+                .map(|s| {
+                    // A process taken down never comes back as the same incarnation.
+                    if s.what == Impairment::Paused {
+                        (s.from, s.to)
+                    } else {
+                        (s.from, Micros::MAX)
+                    }
+                }),
+        );
+        let term = IntervalSet::from_spans([(w.start, w.end)]);
+        spans.extend_from_slice(term.minus(&impaired).spans());
+    }
+    IntervalSet::from_spans(spans)
+}
+
+/// Measures every fault and the availability.
+pub fn analyse(windows: &[Window], journal: &Journal, timing: &Timing) -> Liveness {
+    let held = IntervalSet::from_spans(windows.iter().map(|w| (w.start, w.end)));
+    let working = working(windows, journal);
+    let token_at = |t: Micros| {
+        windows
+            .iter()
+            .filter(|w| w.start <= t && t < w.end)
+            .map(|w| w.token)
+            .max()
+    };
+    let mut outcomes = Vec::new();
+    let mut kinds: BTreeMap<FaultKind, KindStats> = BTreeMap::new();
+    for kind in FaultKind::ALL {
+        kinds.insert(
+            kind,
+            KindStats {
+                injected: 0,
+                skipped: 0,
+                hit_leader: 0,
+                leader_changes: 0,
+                disrupted: 0,
+                outage: None,
+                recovery: None,
+                bound: micros(kind.bound(timing)),
+                over_bound: 0,
+            },
+        );
+    }
+    for f in &journal.faults {
+        let kind = f.kind();
+        let stats = kinds.get_mut(&kind).expect("every kind has stats");
+        if f.skipped.is_some() {
+            stats.skipped += 1;
+            continue;
+        }
+        stats.injected += 1;
+        if f.target_led {
+            stats.hit_leader += 1;
+        }
+        let reference = if kind.counts_from_injection() {
+            f.inject
+        } else {
+            f.clear
+        };
+        let back = working.next_covered(reference);
+        let until = back.unwrap_or(journal.end);
+        let outage = (until - f.inject) - working.clip(f.inject, until).measure();
+        let before = f.leader_before.map(|(_, t)| t);
+        let outcome = Outcome {
+            index: f.index,
+            kind,
+            outage,
+            recovery: back.map(|b| b - reference),
+            bound: stats.bound,
+            leader_changed: back.and_then(token_at) != before,
+        };
+        if outcome.leader_changed {
+            stats.leader_changes += 1;
+        }
+        if outcome.disrupted() {
+            stats.disrupted += 1;
+        }
+        if !outcome.within_bound() {
+            stats.over_bound += 1;
+        }
+        outcomes.push(outcome);
+    }
+    for (kind, stats) in &mut kinds {
+        let mine = || outcomes.iter().filter(|o| o.kind == *kind);
+        stats.outage = Spread::of(mine().filter(|o| o.disrupted()).map(|o| o.outage).collect());
+        stats.recovery = Spread::of(mine().filter_map(|o| o.recovery).collect());
+    }
+    let from = windows.iter().map(|w| w.start).min().unwrap_or(journal.end);
+    let to = journal.end.max(from + 1);
+    let span = (to - from) as f64;
+    Liveness {
+        outcomes,
+        kinds,
+        availability_held: held.clip(from, to).measure() as f64 / span,
+        availability_working: working.clip(from, to).measure() as f64 / span,
+        measured: (from, to),
+    }
+}
+
+fn micros(d: std::time::Duration) -> Micros {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let s = Spread::of((1..=200).collect()).expect("values");
+        assert_eq!((s.min, s.p50, s.p99, s.max), (1, 100, 198, 200));
+        let one = Spread::of(vec![7]).expect("one value");
+        assert_eq!((one.min, one.p50, one.p99, one.max), (7, 7, 7, 7));
+        assert!(Spread::of(Vec::new()).is_none());
+    }
+}

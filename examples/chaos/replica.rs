@@ -1,0 +1,565 @@
+//! One replica: the real `leasehold run` binary in exec mode behind its own fault proxy, its
+//! JSON logs read line by line (kept raw on disk, parsed into events), and a live view of its
+//! leadership for the nemesis. A replica lives through several processes ("incarnations") as
+//! the nemesis kills and restarts it.
+
+use std::io::{BufRead, BufReader, LineWriter, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use nix::sys::signal::Signal;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::Timing;
+use crate::procs::Guarded;
+use crate::proxy::LinkProxy;
+use crate::redis::free_port;
+use crate::time::{self, MS, Micros};
+
+/// What every replica shares.
+#[derive(Debug, Clone)]
+pub struct ReplicaSettings {
+    /// The leasehold binary.
+    pub leasehold: PathBuf,
+    /// The harness binary (run as `child`).
+    pub harness: PathBuf,
+    /// The fenced resource.
+    pub resource: SocketAddr,
+    /// The lease name.
+    pub lease: String,
+    /// The timing.
+    pub timing: Timing,
+    /// The children's write interval.
+    pub write_interval: Duration,
+    /// Where the raw logs go.
+    pub log_dir: PathBuf,
+}
+
+/// A log event the checker needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum Event {
+    /// `became leader`.
+    Became { token: u64, valid_for_ms: u64 },
+    /// `renewed`.
+    Renewed { token: u64, valid_for_ms: u64 },
+    /// `stepped down`.
+    SteppedDown { token: u64, reason: String },
+    /// `started the command`.
+    CommandStarted { pid: u32 },
+    /// `the command stopped` (at step-down), with its exit code.
+    CommandStopped { pid: u32, code: i64 },
+    /// `released the lease`.
+    Released { token: u64 },
+    /// Redis is new or lost its data: nobody leads for `cooldown_ms`.
+    CoolingDown { cooldown_ms: u64 },
+    /// `leasehold starting`.
+    Starting,
+    /// `leasehold stopped`.
+    Stopped,
+    /// Any other warning or error, by its message.
+    Warning { message: String },
+}
+
+/// An event and its log timestamp.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LogEvent {
+    /// The log line's timestamp.
+    pub at: Micros,
+    /// The event.
+    pub event: Event,
+}
+
+/// One process of a replica.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Incarnation {
+    /// Its number within the replica, from 0.
+    pub number: usize,
+    /// Its process id.
+    pub pid: i32,
+    /// When it was started.
+    pub started: Micros,
+    /// When the harness saw it gone (killed, or exited).
+    pub ended: Option<Micros>,
+    /// How it ended, in words.
+    pub end: String,
+    /// Its events, in log order.
+    pub events: Vec<LogEvent>,
+    /// Lines that were not JSON (the child's complaints, panics).
+    pub stray_lines: usize,
+    /// Anything odd the harness saw about this process.
+    pub notes: Vec<String>,
+}
+
+/// What the log says right now.
+#[derive(Debug, Default)]
+struct Live {
+    /// Token and the validity deadline (log time + valid_for) of the current term.
+    leading: Option<(u64, Micros)>,
+    /// The current command's process id.
+    child: Option<u32>,
+    events: Vec<LogEvent>,
+    stray_lines: usize,
+}
+
+struct Running {
+    process: Guarded,
+    number: usize,
+    started: Micros,
+    live: Arc<Mutex<Live>>,
+    reader: Option<JoinHandle<()>>,
+    reader_done: mpsc::Receiver<()>,
+    paused: bool,
+}
+
+/// A replica: name, proxy, current process and past ones.
+pub struct Replica {
+    /// Its index.
+    pub index: usize,
+    /// Its identity (`r<index>`).
+    pub identity: String,
+    /// Its link to Redis.
+    pub proxy: LinkProxy,
+    running: Option<Running>,
+    done: Vec<Incarnation>,
+    settings: ReplicaSettings,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Replica {
+    /// A replica that is not running yet.
+    pub fn new(index: usize, proxy: LinkProxy, settings: ReplicaSettings) -> Self {
+        Self {
+            index,
+            identity: format!("r{index}"),
+            proxy,
+            running: None,
+            done: Vec::new(),
+            settings,
+        }
+    }
+
+    /// The number the next or current process has.
+    pub fn incarnation(&self) -> usize {
+        self.done.len()
+    }
+
+    /// Whether a process is running (paused or not).
+    pub fn is_running(&self) -> bool {
+        self.running.is_some()
+    }
+
+    /// Starts a process and waits until it answers `/healthz`.
+    pub fn start(&mut self) -> anyhow::Result<()> {
+        if self.running.is_some() {
+            bail!("{} is already running", self.identity);
+        }
+        let mut last_error = None;
+        for _ in 0..5 {
+            match self.try_start() {
+                Ok(running) => {
+                    self.running = Some(running);
+                    return Ok(());
+                }
+                Err(e) => last_error = Some(e),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| anyhow::anyhow!("no attempt made")))
+            .with_context(|| format!("{} did not start", self.identity))
+    }
+
+    fn try_start(&mut self) -> anyhow::Result<Running> {
+        let http = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
+        let number = self.done.len();
+        let s = &self.settings;
+        let mut cmd = Command::new(&s.leasehold);
+        cmd.arg("run")
+            .args(["--redis-url", &self.proxy.url()])
+            .args(["--lease-name", &s.lease, "--identity", &self.identity])
+            .args(["--http-addr", &http.to_string()])
+            .args(["--kubernetes", "off", "--log-format", "json"])
+            .args(["--grace-period", "500ms"])
+            .args(s.timing.flags())
+            .arg("--")
+            .arg(&s.harness)
+            .args(["child", "--resource", &s.resource.to_string()])
+            .arg("--interval")
+            .arg(format!("{}ms", s.write_interval.as_millis()));
+        for (key, _) in std::env::vars_os() {
+            let k = key.to_string_lossy();
+            if k.starts_with("LEASEHOLD_") || k == "POD_NAME" || k == "POD_NAMESPACE" {
+                cmd.env_remove(&key);
+            }
+        }
+        cmd.env("RUST_LOG", "leasehold=debug")
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let started = time::now();
+        let mut process = Guarded::spawn(&mut cmd).with_context(|| {
+            format!(
+                "cannot start {} as {}",
+                s.leasehold.display(),
+                self.identity
+            )
+        })?;
+        let stderr = process
+            .child_mut()
+            .stderr
+            .take()
+            .context("leasehold's stderr is not piped")?;
+        let live = Arc::new(Mutex::new(Live::default()));
+        let log_path = s.log_dir.join(format!("{}.log", self.identity));
+        let header = format!(
+            "# {} incarnation {} pid {} started {}",
+            self.identity,
+            number,
+            process.pid(),
+            started
+        );
+        let (done_tx, reader_done) = mpsc::channel();
+        let reader = std::thread::Builder::new()
+            .name(format!("log-{}-{}", self.identity, number))
+            .spawn({
+                let live = live.clone();
+                move || {
+                    read_logs(stderr, live, log_path, header);
+                    let _ = done_tx.send(());
+                }
+            })
+            .context("cannot start a log reader thread")?;
+        let mut running = Running {
+            process,
+            number,
+            started,
+            live,
+            reader: Some(reader),
+            reader_done,
+            paused: false,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if running.process.try_exit().is_some() {
+                let ended = time::now();
+                self.retire(running, ended, "exited at start (port taken?)");
+                bail!("{} exited at start", self.identity);
+            }
+            if http_ok(http, "/healthz") {
+                return Ok(running);
+            }
+            if Instant::now() >= deadline {
+                let ended = time::now();
+                self.retire(running, ended, "never answered /healthz");
+                bail!("{} never answered /healthz within 10 s", self.identity);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Moves a finished process into the history.
+    fn retire(&mut self, mut running: Running, ended: Micros, end: &str) {
+        running.process.kill_and_reap();
+        let mut notes = Vec::new();
+        // The pipe closes once leasehold and its command are gone: the command dies with
+        // leasehold (parent-death signal). A command that outlives it is a finding.
+        if running
+            .reader_done
+            .recv_timeout(Duration::from_secs(3))
+            .is_err()
+        {
+            let child = lock(&running.live).child;
+            notes.push(format!(
+                "the command (pid {child:?}) still held leasehold's stderr 3 s after leasehold was gone; the harness killed it"
+            ));
+            if let Some(pid) = child.and_then(|p| i32::try_from(p).ok()) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
+            }
+            let _ = running.reader_done.recv_timeout(Duration::from_secs(3));
+        }
+        if let Some(reader) = running.reader.take()
+            && reader.is_finished()
+        {
+            let _ = reader.join();
+        }
+        let live = std::mem::take(&mut *lock(&running.live));
+        self.done.push(Incarnation {
+            number: running.number,
+            pid: running.process.pid().as_raw(),
+            started: running.started,
+            ended: Some(ended),
+            end: end.to_owned(),
+            events: live.events,
+            stray_lines: live.stray_lines,
+            notes,
+        });
+    }
+
+    /// SIGKILL the process; returns its incarnation number and when.
+    pub fn kill(&mut self) -> anyhow::Result<(usize, Micros)> {
+        let running = self
+            .running
+            .take()
+            .with_context(|| format!("{} is not running", self.identity))?;
+        let number = running.number;
+        let _ = running.process.signal(Signal::SIGKILL);
+        let at = time::now();
+        self.retire(running, at, "SIGKILL");
+        Ok((number, at))
+    }
+
+    /// SIGTERM, and wait for a graceful exit (SIGKILL after `timeout`); returns the
+    /// incarnation number, when the signal went out, and whether it exited in time.
+    pub fn terminate(&mut self, timeout: Duration) -> anyhow::Result<(usize, Micros, bool)> {
+        let mut running = self
+            .running
+            .take()
+            .with_context(|| format!("{} is not running", self.identity))?;
+        let number = running.number;
+        let at = time::now();
+        running
+            .process
+            .signal(Signal::SIGTERM)
+            .with_context(|| format!("cannot SIGTERM {}", self.identity))?;
+        let exited = running.process.wait_exit(timeout).is_some();
+        let ended = time::now();
+        let end = if exited {
+            "SIGTERM, exited"
+        } else {
+            "SIGTERM, did not exit in time: SIGKILL"
+        };
+        self.retire(running, ended, end);
+        Ok((number, at, exited))
+    }
+
+    /// SIGSTOP or SIGCONT leasehold (not its command); returns the incarnation and when.
+    pub fn pause(&mut self, stop: bool) -> anyhow::Result<(usize, Micros)> {
+        let running = self
+            .running
+            .as_mut()
+            .with_context(|| format!("{} is not running", self.identity))?;
+        let signal = if stop {
+            Signal::SIGSTOP
+        } else {
+            Signal::SIGCONT
+        };
+        running
+            .process
+            .signal(signal)
+            .with_context(|| format!("cannot send {signal} to {}", self.identity))?;
+        running.paused = stop;
+        Ok((running.number, time::now()))
+    }
+
+    /// The token of the term this replica leads now, by its log: a validity deadline still
+    /// ahead, and the process running and not paused.
+    pub fn leading(&self, now: Micros) -> Option<u64> {
+        let running = self.running.as_ref()?;
+        if running.paused {
+            return None;
+        }
+        let (token, deadline) = lock(&running.live).leading?;
+        (now < deadline).then_some(token)
+    }
+
+    /// The current command's process id, checked to be a child of this replica's leasehold.
+    pub fn child_pid(&self) -> Option<u32> {
+        let running = self.running.as_ref()?;
+        let pid = lock(&running.live).child?;
+        let parent = u32::try_from(running.process.pid().as_raw()).ok()?;
+        (parent_of(pid) == Some(parent)).then_some(pid)
+    }
+
+    /// Whether the process exited on its own (then it is retired and can be started again).
+    pub fn reap_if_exited(&mut self) -> bool {
+        let exited = self
+            .running
+            .as_mut()
+            .is_some_and(|r| r.process.try_exit().is_some());
+        if exited && let Some(running) = self.running.take() {
+            self.retire(running, time::now(), "exited on its own");
+        }
+        exited
+    }
+
+    /// Stops the process (gracefully) and returns every incarnation's history.
+    pub fn finish(mut self, timeout: Duration) -> Vec<Incarnation> {
+        if self.running.is_some() {
+            if let Some(r) = self.running.as_mut()
+                && r.paused
+            {
+                let _ = r.process.signal(Signal::SIGCONT);
+            }
+            let _ = self.terminate(timeout);
+        }
+        std::mem::take(&mut self.done)
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        if let Some(mut running) = self.running.take() {
+            running.process.kill_and_reap();
+        }
+    }
+}
+
+/// Reads one process's stderr to its end: every line goes to the raw log file; JSON lines
+/// the checker needs become events, and update the live view.
+fn read_logs(stderr: impl Read, live: Arc<Mutex<Live>>, path: PathBuf, header: String) {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map(LineWriter::new)
+        .ok();
+    if let Some(f) = file.as_mut() {
+        let _ = writeln!(f, "{header}");
+    }
+    for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+        if let Some(f) = file.as_mut() {
+            let _ = writeln!(f, "{line}");
+        }
+        let parsed = serde_json::from_str::<Value>(&line)
+            .ok()
+            .and_then(|v| parse_event(&v));
+        let mut live = lock(&live);
+        match parsed {
+            Some(Some(e)) => {
+                match &e.event {
+                    Event::Became {
+                        token,
+                        valid_for_ms,
+                    } => {
+                        live.leading = Some((*token, deadline(e.at, *valid_for_ms)));
+                    }
+                    Event::Renewed {
+                        token,
+                        valid_for_ms,
+                    } => {
+                        if let Some((t, d)) = live.leading.as_mut()
+                            && *t == *token
+                        {
+                            *d = (*d).max(deadline(e.at, *valid_for_ms));
+                        }
+                    }
+                    Event::SteppedDown { .. } => {
+                        live.leading = None;
+                        live.child = None;
+                    }
+                    Event::CommandStarted { pid } => live.child = Some(*pid),
+                    _ => {}
+                }
+                live.events.push(e);
+            }
+            Some(None) => {}
+            None => live.stray_lines += 1,
+        }
+    }
+}
+
+/// The validity deadline a log line implies: its time plus `valid_for_ms`, plus one
+/// millisecond because leasehold truncates the remaining time to whole milliseconds (the
+/// checker errs towards longer windows).
+pub fn deadline(at: Micros, valid_for_ms: u64) -> Micros {
+    at + (i64::try_from(valid_for_ms).unwrap_or(i64::MAX / 2) + 1) * MS
+}
+
+/// `None`: not a log line; `Some(None)`: a log line of no interest.
+fn parse_event(v: &Value) -> Option<Option<LogEvent>> {
+    let at = time::parse_rfc3339(v.get("timestamp")?.as_str()?)?;
+    let message = v.get("message")?.as_str()?;
+    let token = v.get("token").and_then(Value::as_u64);
+    let valid_for_ms = v.get("valid_for_ms").and_then(Value::as_u64);
+    let event = match (message, token, valid_for_ms) {
+        ("became leader", Some(token), Some(valid_for_ms)) => Event::Became {
+            token,
+            valid_for_ms,
+        },
+        ("renewed", Some(token), Some(valid_for_ms)) => Event::Renewed {
+            token,
+            valid_for_ms,
+        },
+        ("stepped down", Some(token), _) => Event::SteppedDown {
+            token,
+            reason: v
+                .get("reason")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
+        },
+        ("started the command", _, _) => match v
+            .get("pid")
+            .and_then(Value::as_u64)
+            .and_then(|p| u32::try_from(p).ok())
+        {
+            Some(pid) => Event::CommandStarted { pid },
+            None => return Some(None),
+        },
+        ("the command stopped", _, _) => Event::CommandStopped {
+            pid: v
+                .get("pid")
+                .and_then(Value::as_u64)
+                .and_then(|p| u32::try_from(p).ok())
+                .unwrap_or_default(),
+            code: v.get("code").and_then(Value::as_i64).unwrap_or(-1),
+        },
+        ("released the lease", Some(token), _) => Event::Released { token },
+        ("leasehold starting", _, _) => Event::Starting,
+        ("leasehold stopped", _, _) => Event::Stopped,
+        (m, _, _) if m.starts_with("redis is new or lost its data") => Event::CoolingDown {
+            cooldown_ms: v.get("cooldown_ms").and_then(Value::as_u64).unwrap_or(0),
+        },
+        ("became leader" | "renewed" | "stepped down", _, _) => {
+            // A transition without the fields the checker needs: a finding, not noise.
+            eprintln!("chaos: log line without token or valid_for_ms: {v}");
+            return Some(None);
+        }
+        (m, _, _) => {
+            let level = v.get("level").and_then(Value::as_str).unwrap_or("");
+            if level == "WARN" || level == "ERROR" {
+                Event::Warning {
+                    message: m.to_owned(),
+                }
+            } else {
+                return Some(None);
+            }
+        }
+    };
+    Some(Some(LogEvent { at, event }))
+}
+
+/// The parent process id of `pid`, from /proc.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: read after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A GET with a short timeout: true on a 200.
+fn http_ok(addr: SocketAddr, path: &str) -> bool {
+    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+    if write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: chaos\r\nConnection: close\r\n\r\n"
+    )
+    .is_err()
+    {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
+}

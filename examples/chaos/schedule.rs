@@ -1,0 +1,292 @@
+//! The nemesis's schedule, drawn from a seed before the run starts: the same seed gives the
+//! same list of faults with the same parameters. Which replica "the leader" is gets resolved
+//! when the fault is injected.
+
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::config::Timing;
+
+/// The kinds of fault, in the order of the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    /// SIGSTOP a replica's leasehold past the TTL, then SIGCONT.
+    PauseReplica,
+    /// SIGSTOP only the leader's child past the TTL, then SIGCONT.
+    PauseChild,
+    /// SIGKILL a replica, start it again after a while.
+    KillReplica,
+    /// SIGTERM every replica in turn, starting each again before the next.
+    RollingRestart,
+    /// SIGKILL Redis, start it again with its data (append-only file, fsync always).
+    RedisRestartKept,
+    /// SIGKILL Redis, start it again on the same port from an empty directory.
+    RedisRestartLost,
+    /// Delay a replica's link to Redis.
+    LinkDelay,
+    /// Reset a replica's connections to Redis, and every new one.
+    LinkDrop,
+    /// Hold every byte on a replica's link to Redis.
+    LinkBlackhole,
+    /// SIGSTOP Redis for a moment.
+    RedisPause,
+    /// Delay every replica's link to Redis.
+    SlowRedis,
+}
+
+impl FaultKind {
+    /// Every kind.
+    pub const ALL: [FaultKind; 11] = [
+        FaultKind::PauseReplica,
+        FaultKind::PauseChild,
+        FaultKind::KillReplica,
+        FaultKind::RollingRestart,
+        FaultKind::RedisRestartKept,
+        FaultKind::RedisRestartLost,
+        FaultKind::LinkDelay,
+        FaultKind::LinkDrop,
+        FaultKind::LinkBlackhole,
+        FaultKind::RedisPause,
+        FaultKind::SlowRedis,
+    ];
+
+    /// The name in reports.
+    pub fn label(self) -> &'static str {
+        match self {
+            FaultKind::PauseReplica => "pause replica (SIGSTOP > TTL)",
+            FaultKind::PauseChild => "pause leader's child (SIGSTOP > TTL)",
+            FaultKind::KillReplica => "kill replica (SIGKILL, restart)",
+            FaultKind::RollingRestart => "rolling restart (SIGTERM each)",
+            FaultKind::RedisRestartKept => "redis restart, data kept",
+            FaultKind::RedisRestartLost => "redis restart, data gone",
+            FaultKind::LinkDelay => "delay one link",
+            FaultKind::LinkDrop => "drop one link (reset)",
+            FaultKind::LinkBlackhole => "blackhole one link",
+            FaultKind::RedisPause => "slow redis (SIGSTOP redis)",
+            FaultKind::SlowRedis => "slow redis (delay all links)",
+        }
+    }
+
+    /// A few letters for the timeline.
+    pub fn code(self) -> &'static str {
+        match self {
+            FaultKind::PauseReplica => "STOP",
+            FaultKind::PauseChild => "STOPc",
+            FaultKind::KillReplica => "KILL",
+            FaultKind::RollingRestart => "ROLL",
+            FaultKind::RedisRestartKept => "RDk",
+            FaultKind::RedisRestartLost => "RD∅",
+            FaultKind::LinkDelay => "dly",
+            FaultKind::LinkDrop => "drop",
+            FaultKind::LinkBlackhole => "hole",
+            FaultKind::RedisPause => "Rstop",
+            FaultKind::SlowRedis => "Rslow",
+        }
+    }
+
+    /// Whether the failover is counted from the injection (the fault takes a process away at
+    /// once) rather than from the moment the fault was lifted (Redis and link faults, and a
+    /// rolling restart, which lasts until its last replica is back).
+    pub fn counts_from_injection(self) -> bool {
+        matches!(
+            self,
+            FaultKind::PauseReplica | FaultKind::PauseChild | FaultKind::KillReplica
+        )
+    }
+
+    /// The longest the configuration allows, after the failover's reference instant, before a
+    /// working leader exists again: the TTL plus the retry period, plus one more lease
+    /// duration of cooldown after Redis restarted (with or without its data).
+    pub fn bound(self, timing: &Timing) -> Duration {
+        let base = timing.lease_duration + timing.retry_period;
+        match self {
+            FaultKind::RedisRestartKept | FaultKind::RedisRestartLost => {
+                base + timing.lease_duration
+            }
+            _ => base,
+        }
+    }
+}
+
+/// Which replica a fault hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Target {
+    /// Whoever leads when the fault is injected.
+    Leader,
+    /// Replica number `n` (from 0), leader or not.
+    Replica(usize),
+}
+
+/// One fault and its parameters (durations in milliseconds).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum FaultSpec {
+    /// SIGSTOP a replica's leasehold for `pause_ms`, then SIGCONT.
+    PauseReplica { target: Target, pause_ms: u64 },
+    /// SIGSTOP the leader's child for `pause_ms`, then SIGCONT.
+    PauseChild { pause_ms: u64 },
+    /// SIGKILL a replica and start it again `down_ms` later.
+    KillReplica { target: Target, down_ms: u64 },
+    /// SIGTERM each replica in turn, start it again, wait `gap_ms`, next.
+    RollingRestart { gap_ms: u64 },
+    /// SIGKILL Redis, start it again `down_ms` later, with its data.
+    RedisRestartKept { down_ms: u64 },
+    /// SIGKILL Redis, start it again `down_ms` later from an empty directory.
+    RedisRestartLost { down_ms: u64 },
+    /// Delay a replica's link by `delay_ms` each way for `hold_ms`.
+    LinkDelay {
+        target: Target,
+        delay_ms: u64,
+        hold_ms: u64,
+    },
+    /// Reset a replica's link for `hold_ms`.
+    LinkDrop { target: Target, hold_ms: u64 },
+    /// Blackhole a replica's link for `hold_ms`.
+    LinkBlackhole { target: Target, hold_ms: u64 },
+    /// SIGSTOP Redis for `pause_ms`.
+    RedisPause { pause_ms: u64 },
+    /// Delay every link by `delay_ms` each way for `hold_ms`.
+    SlowRedis { delay_ms: u64, hold_ms: u64 },
+}
+
+impl FaultSpec {
+    /// Its kind.
+    pub fn kind(&self) -> FaultKind {
+        match self {
+            FaultSpec::PauseReplica { .. } => FaultKind::PauseReplica,
+            FaultSpec::PauseChild { .. } => FaultKind::PauseChild,
+            FaultSpec::KillReplica { .. } => FaultKind::KillReplica,
+            FaultSpec::RollingRestart { .. } => FaultKind::RollingRestart,
+            FaultSpec::RedisRestartKept { .. } => FaultKind::RedisRestartKept,
+            FaultSpec::RedisRestartLost { .. } => FaultKind::RedisRestartLost,
+            FaultSpec::LinkDelay { .. } => FaultKind::LinkDelay,
+            FaultSpec::LinkDrop { .. } => FaultKind::LinkDrop,
+            FaultSpec::LinkBlackhole { .. } => FaultKind::LinkBlackhole,
+            FaultSpec::RedisPause { .. } => FaultKind::RedisPause,
+            FaultSpec::SlowRedis { .. } => FaultKind::SlowRedis,
+        }
+    }
+}
+
+/// A fault in the schedule, with the quiet time before it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scheduled {
+    /// Its place in the schedule, from 0.
+    pub index: usize,
+    /// Quiet time between "a leader exists" and the injection.
+    pub quiet_ms: u64,
+    /// The fault.
+    pub fault: FaultSpec,
+}
+
+/// `count` faults for `replicas` replicas, from `seed`. The kinds come in rounds, each round
+/// every kind once in a shuffled order, so that every kind gets its share however short the
+/// run.
+pub fn generate(seed: u64, count: usize, replicas: usize, timing: &Timing) -> Vec<Scheduled> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let ttl = u64::try_from(timing.lease_duration.as_millis()).unwrap_or(u64::MAX);
+    let mut round: Vec<FaultKind> = Vec::new();
+    let mut out = Vec::with_capacity(count);
+    for index in 0..count {
+        if round.is_empty() {
+            round = FaultKind::ALL.to_vec();
+            round.shuffle(&mut rng);
+        }
+        let kind = round.pop().unwrap_or(FaultKind::PauseReplica);
+        let quiet_ms = rng.random_range(200..=1_000);
+        let fault = draw(&mut rng, kind, replicas, ttl);
+        out.push(Scheduled {
+            index,
+            quiet_ms,
+            fault,
+        });
+    }
+    out
+}
+
+fn target(rng: &mut StdRng, replicas: usize, leader_share: f64) -> Target {
+    if replicas == 0 || rng.random_bool(leader_share) {
+        Target::Leader
+    } else {
+        Target::Replica(rng.random_range(0..replicas))
+    }
+}
+
+fn draw(rng: &mut StdRng, kind: FaultKind, replicas: usize, ttl: u64) -> FaultSpec {
+    match kind {
+        FaultKind::PauseReplica => FaultSpec::PauseReplica {
+            target: target(rng, replicas, 0.75),
+            pause_ms: ttl + rng.random_range(200..=1_500),
+        },
+        FaultKind::PauseChild => FaultSpec::PauseChild {
+            pause_ms: ttl + rng.random_range(200..=1_500),
+        },
+        FaultKind::KillReplica => FaultSpec::KillReplica {
+            target: target(rng, replicas, 0.75),
+            down_ms: rng.random_range(0..=1_000),
+        },
+        FaultKind::RollingRestart => FaultSpec::RollingRestart {
+            gap_ms: rng.random_range(50..=400),
+        },
+        FaultKind::RedisRestartKept => FaultSpec::RedisRestartKept {
+            down_ms: rng.random_range(100..=2_000),
+        },
+        FaultKind::RedisRestartLost => FaultSpec::RedisRestartLost {
+            down_ms: rng.random_range(100..=2_000),
+        },
+        FaultKind::LinkDelay => FaultSpec::LinkDelay {
+            target: target(rng, replicas, 0.6),
+            delay_ms: rng.random_range(20..=400),
+            hold_ms: rng.random_range(500..=3_000),
+        },
+        FaultKind::LinkDrop => FaultSpec::LinkDrop {
+            target: target(rng, replicas, 0.6),
+            hold_ms: rng.random_range(300..=2_500),
+        },
+        FaultKind::LinkBlackhole => FaultSpec::LinkBlackhole {
+            target: target(rng, replicas, 0.6),
+            hold_ms: rng.random_range(300..=2_500),
+        },
+        FaultKind::RedisPause => FaultSpec::RedisPause {
+            pause_ms: rng.random_range(100..=1_500),
+        },
+        FaultKind::SlowRedis => FaultSpec::SlowRedis {
+            delay_ms: rng.random_range(20..=300),
+            hold_ms: rng.random_range(500..=2_500),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing() -> Timing {
+        Timing {
+            lease_duration: Duration::from_millis(1500),
+            renew_deadline: Duration::from_millis(900),
+            retry_period: Duration::from_millis(250),
+        }
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_schedule() {
+        assert_eq!(generate(7, 40, 5, &timing()), generate(7, 40, 5, &timing()));
+        assert_ne!(generate(7, 40, 5, &timing()), generate(8, 40, 5, &timing()));
+    }
+
+    #[test]
+    fn every_kind_gets_its_share() {
+        let schedule = generate(1, 2 * FaultKind::ALL.len(), 5, &timing());
+        for kind in FaultKind::ALL {
+            let n = schedule.iter().filter(|s| s.fault.kind() == kind).count();
+            assert_eq!(n, 2, "{kind:?}");
+        }
+    }
+}
