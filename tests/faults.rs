@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use leasehold::clock::BootInstant;
 use leasehold::elector::{Role, StepDownReason};
+use leasehold::lease::{Acquired, Released};
 use support::contenders::{
     ActionLog, Contender, Did, acting_work, assert_no_overlap, fast_timing, lease, record_statuses,
     unique_lease,
@@ -206,4 +207,59 @@ async fn a_short_blackhole_within_the_renew_deadline_is_survived() {
     .await;
     setup.leader.shutdown().await;
     setup.follower.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_during_an_acquire_in_flight_leaves_no_lease_behind() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], redis.port())));
+    let name = unique_lease("shutdown-in-flight");
+    let timing = leasehold::elector::Timing {
+        lease_duration: Duration::from_secs(10),
+        renew_deadline: Duration::from_secs(6),
+        retry_period: Duration::from_secs(3),
+        drift_factor: 0.01,
+    };
+    // b holds the lease (direct link); a follows through the proxy, connected and subscribed.
+    let b = lease(&redis.url(), &name, "holder", false);
+    let Acquired::Leader(b_grant) = b
+        .acquire(timing.lease_duration, Duration::from_secs(1))
+        .await
+        .unwrap()
+    else {
+        panic!("b must lead");
+    };
+    let mut a = Contender::spawn(
+        lease(&proxy.url(), &name, "slow", false),
+        timing,
+        acting_work(ActionLog::default(), Duration::from_millis(5), None),
+    );
+    until(
+        "a to follow b, subscribed",
+        &mut a.status,
+        Duration::from_secs(5),
+        |s| s.leader_identity() == Some("holder") && s.redis.subscribed,
+    )
+    .await;
+    // 300 ms each way from now on: a hears of the release 300 ms after it, and its acquire
+    // reaches Redis 300 ms after it is sent.
+    proxy.set(Fault::Delay(Duration::from_millis(300)));
+    assert_eq!(
+        b.release(Duration::from_secs(1)).await.unwrap(),
+        Released::Released
+    );
+    // The fault's timing: shut a down while its acquire is on its way to Redis.
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    a.shutdown().await;
+    let key = format!("leasehold:{{{name}}}");
+    let left: Option<String> = redis.cmd(&["GET", &key]);
+    assert_eq!(
+        left, None,
+        "the grant that landed after shutdown was given back"
+    );
+    let fence: u64 = redis.cmd(&["GET", &format!("{key}:fence")]);
+    assert!(
+        fence > b_grant.token.0,
+        "a's acquire did land in Redis (the fence moved past b's token)"
+    );
 }

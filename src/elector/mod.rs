@@ -240,11 +240,24 @@ impl Elector {
         let mut failures: u32 = 0;
         loop {
             releases.mark_seen();
-            let attempt = tokio::select! {
-                biased;
-                _ = shutdown.cancelled() => return None,
-                r = self.lease.acquire(timing.lease_duration, timing.call_timeout()) => r,
-            };
+            if shutdown.is_cancelled() {
+                return None;
+            }
+            // Not raced against shutdown: an acquire that Redis already executed must not be
+            // abandoned, or the lease would sit unreleased for a whole TTL. It is bounded by
+            // the call timeout; a grant that arrives after shutdown is given back at once.
+            let attempt = self
+                .lease
+                .acquire(timing.lease_duration, timing.call_timeout())
+                .await;
+            if shutdown.is_cancelled() {
+                // A grant, or an answer that never came (the script may still have run): give
+                // it back. Compare-and-delete on our own owner id is safe either way.
+                if matches!(attempt, Ok(Acquired::Leader(_)) | Err(_)) {
+                    let _ = self.lease.release(timing.call_timeout()).await;
+                }
+                return None;
+            }
             let seen = match attempt {
                 Ok(Acquired::Leader(grant)) => {
                     self.redis_ok();

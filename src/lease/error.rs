@@ -208,6 +208,16 @@ impl LeaseError {
             (ErrorKind::Server(ServerErrorKind::NoPerm), _) | (_, "NOPERM") => {
                 LeaseError::NoPermission { op, detail }
             }
+            // A command refused inside a script comes back as a plain error: name it.
+            _ if detail.contains("can't run this command") || detail.contains("No permissions") => {
+                let command = super::scripts::command_at(op, &detail)
+                    .map(|c| format!("the script's `{c}` is not allowed; "))
+                    .unwrap_or_default();
+                LeaseError::NoPermission {
+                    op,
+                    detail: format!("{command}{detail}"),
+                }
+            }
             (ErrorKind::AuthenticationFailed, _) | (_, "WRONGPASS" | "NOAUTH") => {
                 LeaseError::Authentication { op, detail }
             }

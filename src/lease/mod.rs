@@ -31,6 +31,18 @@ use target::{Access, Target};
 use crate::clock::BootInstant;
 use std::sync::Arc;
 
+/// The Redis ACL rule for leasehold's user, with keys and channels under `key_prefix`: exactly
+/// the commands leasehold sends (`EVALSHA`, `SCRIPT LOAD` after `NOSCRIPT`, `INFO server` for
+/// the run id, `SUBSCRIBE` for the release channel) and those its scripts run. `WAIT` is added
+/// when `--redis-wait-replicas` is used. Append `>password` (or `#sha256`) to set the password:
+/// `ACL SETUSER leasehold <rule> >secret`.
+pub fn minimal_acl_rule(key_prefix: &str, with_wait: bool) -> String {
+    let wait = if with_wait { " +wait" } else { "" };
+    format!(
+        "on resetkeys ~{key_prefix}* resetchannels &{key_prefix}* -@all +evalsha +script|load +info|server +subscribe +get +set +pexpire +pttl +del +incr +time +publish{wait}"
+    )
+}
+
 /// A secret string (a password): shown as `***` by `Debug` and `Display`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);

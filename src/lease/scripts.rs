@@ -114,7 +114,55 @@ end
 return {holder, pttl, fence, cooldown}
 "#;
 
+/// The source of the script behind primitive `op`.
+fn source(op: &str) -> Option<&'static str> {
+    match op {
+        "acquire" => Some(ACQUIRE),
+        "renew" => Some(RENEW),
+        "release" => Some(RELEASE),
+        "observe" => Some(OBSERVE),
+        _ => None,
+    }
+}
+
+/// The Redis command that line `line` of `op`'s script calls, from an error such as
+/// `… script: <sha>, on @user_script:4.`: so that a refused permission can be named.
+pub(crate) fn command_at(op: &str, redis_message: &str) -> Option<String> {
+    let line: usize = redis_message
+        .split("@user_script:")
+        .nth(1)?
+        .trim_end_matches('.')
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    let text = source(op)?.split('\n').nth(line.checked_sub(1)?)?;
+    let call = text.split("redis.call('").nth(1)?;
+    Some(call.split('\'').next()?.to_ascii_lowercase())
+}
+
 pub(crate) static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE));
 pub(crate) static RENEW_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW));
 pub(crate) static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE));
 pub(crate) static OBSERVE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(OBSERVE));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_line_names_its_command() {
+        let msg = "The user executing the script can't run this command or subcommand script: c9d4, on @user_script:4.";
+        assert_eq!(command_at("release", msg).as_deref(), Some("publish"));
+        assert_eq!(
+            command_at("renew", "on @user_script:2.").as_deref(),
+            Some("get")
+        );
+        assert_eq!(
+            command_at("acquire", "on @user_script:2.").as_deref(),
+            Some("time")
+        );
+        assert_eq!(command_at("release", "no line here"), None);
+        assert_eq!(command_at("nope", "on @user_script:2."), None);
+    }
+}

@@ -1,0 +1,250 @@
+//! A Redis with exactly the ACL user the README gives: everything leasehold does works; a user
+//! missing a command gets an error that names the missing permission; a wrong password is a
+//! clear error with back-off, not a retry storm.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::elector::{Elector, Role, Timing};
+use leasehold::lease::{
+    Acquired, LeaseError, LeaseName, LeaseOptions, OwnerId, RedisLease, Released, Secret,
+    minimal_acl_rule,
+};
+use support::contenders::{
+    ActionLog, Contender, acting_work, assert_no_overlap, fast_timing, handoff_gaps, summary,
+    unique_lease,
+};
+use support::redis_server::RedisServer;
+use support::wait::{eventually, until};
+
+const CALL: Duration = Duration::from_secs(2);
+const TTL: Duration = Duration::from_secs(1);
+
+/// Creates user `name` with `rule` and password `pw` on `redis` (through the admin connection).
+fn set_user(redis: &RedisServer, name: &str, rule: &str, pw: &str) {
+    let mut args = vec!["ACL", "SETUSER", name, "reset"];
+    args.extend(rule.split(' '));
+    let password = format!(">{pw}");
+    args.push(&password);
+    let ok: String = redis.cmd(&args);
+    assert_eq!(ok, "OK");
+}
+
+fn acl_lease(url: &str, name: &str, identity: &str, user: &str, pw: &str) -> RedisLease {
+    let options = LeaseOptions {
+        username: Some(user.to_owned()),
+        password: Some(Secret::new(pw)),
+        cooldown_on_data_loss: true,
+        ..LeaseOptions::default()
+    };
+    RedisLease::new(
+        url,
+        LeaseName::new(name).unwrap(),
+        OwnerId::generate(identity).unwrap(),
+        options,
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_minimal_acl_user_can_do_everything_leasehold_needs() {
+    let redis = RedisServer::start();
+    set_user(
+        &redis,
+        "leasehold",
+        &minimal_acl_rule("leasehold:", true),
+        "s3cret",
+    );
+    let name = unique_lease("acl");
+    let log: ActionLog = Arc::default();
+    let timing = fast_timing();
+    // Cooldown on: the marker, INFO for the run id, TIME; handoffs: release, PUBLISH, SUBSCRIBE.
+    let contenders: Vec<Contender> = ["pod-a", "pod-b"]
+        .iter()
+        .map(|who| {
+            let lease = acl_lease(&redis.url(), &name, who, "leasehold", "s3cret");
+            Contender::spawn(
+                lease,
+                timing,
+                acting_work(
+                    log.clone(),
+                    Duration::from_millis(5),
+                    Some(Duration::from_millis(300)),
+                ),
+            )
+        })
+        .collect();
+    eventually("three handoffs", Duration::from_secs(10), || async {
+        (handoff_gaps(&log.lock().unwrap()).len() >= 3).then_some(())
+    })
+    .await;
+    for c in &contenders {
+        let s = c.status.borrow().clone();
+        assert!(
+            s.redis.subscribed,
+            "SUBSCRIBE on the release channel is allowed"
+        );
+        assert_eq!(s.redis.last_error, None);
+    }
+    for c in contenders {
+        c.shutdown().await;
+    }
+    let log = log.lock().unwrap().clone();
+    assert_no_overlap(&log);
+    let gaps = handoff_gaps(&log);
+    eprintln!("handoff as the minimal ACL user: {}", summary(&gaps));
+    assert!(
+        gaps.iter().all(|g| *g < Duration::from_millis(500)),
+        "released and announced: {gaps:?}"
+    );
+    // The script cache was flushed? Then SCRIPT LOAD must be allowed too.
+    redis.cmd::<String>(&["SCRIPT", "FLUSH"]);
+    let lease = acl_lease(&redis.url(), &name, "pod-c", "leasehold", "s3cret");
+    let outcome = lease.acquire(TTL, CALL).await.unwrap();
+    assert!(matches!(outcome, Acquired::Leader(_)), "{outcome:?}");
+    assert_eq!(lease.release(CALL).await.unwrap(), Released::Released);
+    lease.observe(CALL).await.unwrap();
+    // And nothing more than needed: another key is out of reach.
+    let mut conn = redis::Client::open(format!(
+        "redis://leasehold:s3cret@127.0.0.1:{}",
+        redis.port()
+    ))
+    .unwrap()
+    .get_connection()
+    .unwrap();
+    let refused: redis::RedisResult<Option<String>> =
+        redis::cmd("GET").arg("someone-elses-key").query(&mut conn);
+    assert_eq!(refused.unwrap_err().code(), Some("NOPERM"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_missing_a_command_gets_an_error_naming_it() {
+    let redis = RedisServer::start();
+    let full = minimal_acl_rule("leasehold:", false);
+    set_user(&redis, "no-info", &full.replace(" +info|server", ""), "pw");
+    set_user(&redis, "no-publish", &full.replace(" +publish", ""), "pw");
+    let name = unique_lease("noperm");
+
+    let lease = acl_lease(&redis.url(), &name, "pod-a", "no-info", "pw");
+    let err = lease.acquire(TTL, CALL).await.unwrap_err();
+    assert!(matches!(err, LeaseError::NoPermission { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("redis refused `acquire`: the user lacks a permission"),
+        "{text}"
+    );
+    assert!(
+        text.contains("'info|server'") || text.contains("'info'"),
+        "names the command: {text}"
+    );
+
+    let lease = acl_lease(&redis.url(), &name, "pod-a", "no-publish", "pw");
+    // No cooldown for this part: the marker was not written by the refused user.
+    let granted = eventually(
+        "a grant after the cooldown",
+        Duration::from_secs(5),
+        || async {
+            match lease.acquire(TTL, CALL).await.unwrap() {
+                Acquired::Leader(g) => Some(g),
+                _ => None,
+            }
+        },
+    )
+    .await;
+    assert!(granted.token.0 > 0);
+    let err = lease.release(CALL).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, LeaseError::NoPermission { .. }), "{err:?}");
+    assert!(
+        text.contains("the script's `publish` is not allowed"),
+        "names the command: {text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_password_is_a_clear_error_with_back_off() {
+    let redis = RedisServer::start();
+    set_user(
+        &redis,
+        "leasehold",
+        &minimal_acl_rule("leasehold:", false),
+        "right",
+    );
+    let lease = acl_lease(
+        &redis.url(),
+        &unique_lease("wrongpass"),
+        "pod-a",
+        "leasehold",
+        "wrong",
+    );
+    let err = lease.acquire(TTL, CALL).await.unwrap_err();
+    assert!(matches!(err, LeaseError::Authentication { .. }), "{err:?}");
+    assert!(err.to_string().contains("authentication failed"), "{err}");
+
+    let connections = |r: &RedisServer| -> u64 {
+        let info: String = r.cmd(&["INFO", "stats"]);
+        info.lines()
+            .find_map(|l| l.strip_prefix("total_connections_received:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap()
+    };
+    let timing = Timing {
+        lease_duration: Duration::from_millis(1000),
+        renew_deadline: Duration::from_millis(600),
+        retry_period: Duration::from_millis(100),
+        drift_factor: 0.01,
+    };
+    let before = connections(&redis);
+    let elector = Elector::new(
+        acl_lease(
+            &redis.url(),
+            &unique_lease("wrongpass"),
+            "pod-a",
+            "leasehold",
+            "wrong",
+        ),
+        timing,
+    )
+    .unwrap();
+    let mut status = elector.status();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(elector.run(
+        shutdown.clone(),
+        acting_work(ActionLog::default(), Duration::from_millis(5), None),
+    ));
+    let s = until(
+        "the error in the status",
+        &mut status,
+        Duration::from_secs(2),
+        |s| s.redis.last_error.is_some(),
+    )
+    .await;
+    assert!(
+        s.redis
+            .last_error
+            .unwrap()
+            .contains("authentication failed")
+    );
+    // Three seconds of a retry period of 100 ms would be 30 dials per connection kind in a
+    // retry storm; back-off doubles the pause from the retry period up to 30 s.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let dials = connections(&redis) - before;
+    eprintln!("dials with a wrong password in 3 s: {dials}");
+    assert!(dials <= 14, "{dials} dials in 3 s: a retry storm");
+    assert!(!matches!(status.borrow().role, Role::Leader { .. }));
+    shutdown.cancel();
+    task.await.unwrap();
+}
+
+#[test]
+fn the_readme_gives_the_rule_the_tests_use() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let rule = minimal_acl_rule("leasehold:", false);
+    assert!(
+        readme.contains(&rule),
+        "README.md must give the ACL rule:\n{rule}"
+    );
+}
