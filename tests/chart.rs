@@ -1366,15 +1366,16 @@ fn the_rendered_container_runs_the_real_binary_and_its_probes_answer() {
 
 #[test]
 fn in_leader_mode_only_the_leaders_pod_is_ready() {
+    // The chart's default timing, so that leadership stays put while the test looks; and no
+    // cooldown on this brand-new Redis, so that someone leads at once.
     let (_, c) = deployment(&render(&format!(
-        "{LEADER_MODE}timing:\n  leaseDurationSeconds: 1.5\n  renewDeadlineSeconds: 0.9\n  retryPeriodSeconds: 0.25\n"
+        "{LEADER_MODE}timing:\n  dataLossCooldown: false\n"
     )));
     let redis = RedisServer::start_with(Persistence::None, &["--requirepass", "s3cret"]);
     let pods = [
         Pod::start(&c, "lh-leasehold-7d4f9c-aaaaa", &redis, "s3cret"),
         Pod::start(&c, "lh-leasehold-7d4f9c-bbbbb", &redis, "s3cret"),
     ];
-    // A new Redis cools down for one lease duration before anyone leads.
     let leader = wait_for("one pod to become ready", Duration::from_secs(15), || {
         pods.iter()
             .position(|p| p.get("/readyz").is_some_and(|(code, _)| code == 200))
@@ -1386,6 +1387,8 @@ fn in_leader_mode_only_the_leaders_pod_is_ready() {
         "the follower is not ready in leader mode: {body}"
     );
     assert!(body.starts_with("not the leader"), "{body}");
+    let (code, body) = pods[leader].get("/readyz").expect("/readyz answers");
+    assert_eq!(code, 200, "the leader stays ready: {body}");
     let (code, _) = follower.get("/healthz").expect("/healthz answers");
     assert_eq!(code, 200, "a follower is alive");
 }
