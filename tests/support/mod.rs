@@ -10,4 +10,5 @@ pub mod proxy;
 pub mod redis_server;
 pub mod replica;
 pub mod rollout;
+pub mod sentinel;
 pub mod wait;

@@ -1,0 +1,180 @@
+//! Sentinel: one master, one replica and three Sentinels as real processes. Kill the master
+//! while a leader holds the lease: the old leader steps down by its validity deadline, a
+//! leader emerges on the promoted replica (after the cooldown: another Redis process answers),
+//! tokens keep increasing, and no validity windows overlap.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::clock::BootInstant;
+use leasehold::elector::{Role, StepDownReason, Timing};
+use support::contenders::{
+    ActionLog, Contender, Did, acting_work, assert_no_overlap, lease, unique_lease,
+};
+use support::sentinel::SentinelSet;
+use support::wait::{eventually, until};
+
+fn timing() -> Timing {
+    Timing {
+        lease_duration: Duration::from_millis(1500),
+        renew_deadline: Duration::from_millis(900),
+        retry_period: Duration::from_millis(250),
+        drift_factor: 0.01,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_failover_moves_leadership_safely_to_the_new_master() {
+    let mut set = SentinelSet::start();
+    let old_master = set.master.port();
+    let name = unique_lease("sentinel");
+    let log: ActionLog = Arc::default();
+    let contenders: Vec<Contender> = ["pod-a", "pod-b", "pod-c"]
+        .iter()
+        .map(|who| {
+            Contender::spawn(
+                lease(&set.url(), &name, who, true),
+                timing(),
+                acting_work(log.clone(), Duration::from_millis(5), None),
+            )
+        })
+        .collect();
+    let first = eventually(
+        "a leader through Sentinel",
+        Duration::from_secs(10),
+        || async { contenders.iter().position(Contender::is_leader) },
+    )
+    .await;
+    let first_token = contenders[first].token().unwrap();
+    let key = format!("leasehold:{{{name}}}");
+    let holder: String = set.master.cmd(&["GET", &key]);
+    assert_eq!(
+        holder, contenders[first].owner,
+        "the lease is on the master"
+    );
+
+    set.master.kill();
+    let killed = BootInstant::now();
+    let mut status = contenders[first].status.clone();
+    let after = until(
+        "the old leader to step down",
+        &mut status,
+        timing().lease_duration * 2,
+        |s| !matches!(s.role, Role::Leader { .. }),
+    )
+    .await;
+    let reason = after.last_step_down.map(|s| s.reason);
+    assert!(
+        matches!(
+            reason,
+            Some(StepDownReason::RenewDeadlinePassed | StepDownReason::ValidityDeadlinePassed)
+        ),
+        "{reason:?}"
+    );
+    let second = eventually(
+        "a leader on the promoted replica",
+        Duration::from_secs(30),
+        || async { contenders.iter().position(Contender::is_leader) },
+    )
+    .await;
+    eprintln!(
+        "master killed → new leader after {:?}",
+        BootInstant::now().saturating_duration_since(killed)
+    );
+    assert_ne!(
+        set.master_port(),
+        Some(old_master),
+        "Sentinel promoted the replica"
+    );
+    assert_eq!(set.master_port(), Some(set.replica.port()));
+    let second_token = contenders[second].token().unwrap();
+    assert!(
+        second_token > first_token,
+        "{second_token} > {first_token}: the TIME floor held"
+    );
+    let holder: String = set.replica.cmd(&["GET", &key]);
+    assert_eq!(
+        holder, contenders[second].owner,
+        "the lease is on the new master"
+    );
+    for c in contenders {
+        c.shutdown().await;
+    }
+    let log = log.lock().unwrap().clone();
+    let tokens = assert_no_overlap(&log);
+    assert!(tokens.len() >= 2, "{tokens:?}");
+    // The old leader's last action came before the new leader's first.
+    let old_last = log
+        .iter()
+        .filter(|a| a.token == first_token && a.did == Did::Act)
+        .map(|a| a.at)
+        .max()
+        .unwrap();
+    let new_first = log
+        .iter()
+        .filter(|a| a.token == second_token && a.did == Did::Act)
+        .map(|a| a.at)
+        .min()
+        .unwrap();
+    assert!(old_last < new_first);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_replicas_refuses_leadership_when_too_few_acknowledge() {
+    use leasehold::lease::{
+        Acquired, LeaseError, LeaseName, LeaseOptions, OwnerId, RedisLease, WaitReplicas,
+    };
+    let set = SentinelSet::start();
+    let name = unique_lease("wait");
+    let with_wait = |replicas| {
+        let options = LeaseOptions {
+            cooldown_on_data_loss: false,
+            wait_replicas: Some(WaitReplicas {
+                replicas,
+                timeout: Duration::from_millis(200),
+            }),
+            ..LeaseOptions::default()
+        };
+        RedisLease::new(
+            &set.url(),
+            LeaseName::new(name.as_str()).unwrap(),
+            OwnerId::generate("pod-a").unwrap(),
+            options,
+        )
+        .unwrap()
+    };
+    // One replica exists and acknowledges.
+    let one = with_wait(1);
+    assert!(matches!(
+        one.acquire(Duration::from_secs(2), Duration::from_secs(2))
+            .await
+            .unwrap(),
+        Acquired::Leader(_)
+    ));
+    one.release(Duration::from_secs(2)).await.unwrap();
+    // Two are wanted: refused, and the lease is given back.
+    let two = with_wait(2);
+    let err = two
+        .acquire(Duration::from_secs(2), Duration::from_secs(2))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LeaseError::TooFewReplicas {
+                acked: 1,
+                wanted: 2,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "only 1 of 2 replicas acknowledged `acquire` in time (--redis-wait-replicas)"
+    );
+    let left: Option<String> = set.master.cmd(&["GET", &format!("leasehold:{{{name}}}")]);
+    assert_eq!(left, None, "an unconfirmed term gives the lease back");
+}

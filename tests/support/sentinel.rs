@@ -1,0 +1,155 @@
+//! A Sentinel deployment of real processes: a master, a replica and three Sentinels on free
+//! ports, each in its own directory, all killed on drop.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::redis_server::{Persistence, RedisServer};
+
+pub const MASTER_NAME: &str = "leasemaster";
+
+pub struct SentinelSet {
+    pub master: RedisServer,
+    pub replica: RedisServer,
+    sentinels: Vec<(u16, Child, tempfile::TempDir)>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+impl SentinelSet {
+    pub fn start() -> Self {
+        let master = RedisServer::start();
+        let master_port = master.port().to_string();
+        let replica = RedisServer::start_with(
+            Persistence::None,
+            &[
+                "--replicaof",
+                "127.0.0.1",
+                &master_port,
+                "--replica-announce-ip",
+                "127.0.0.1",
+            ],
+        );
+        let sentinels = (0..3)
+            .map(|_| {
+                let dir = tempfile::tempdir().expect("sentinel dir");
+                let port = free_port();
+                let conf: PathBuf = dir.path().join("sentinel.conf");
+                std::fs::write(
+                    &conf,
+                    format!(
+                        "port {port}\nbind 127.0.0.1\ndir {dir}\nlogfile {dir}/sentinel.log\n\
+                         sentinel announce-ip 127.0.0.1\n\
+                         sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 2\n\
+                         sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
+                         sentinel failover-timeout {MASTER_NAME} 4000\n\
+                         sentinel parallel-syncs {MASTER_NAME} 1\n",
+                        dir = dir.path().display()
+                    ),
+                )
+                .expect("write sentinel.conf");
+                let child = Command::new("redis-server")
+                    .arg(&conf)
+                    .arg("--sentinel")
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("start a sentinel");
+                (port, child, dir)
+            })
+            .collect();
+        let set = Self {
+            master,
+            replica,
+            sentinels,
+        };
+        set.wait_until_monitored();
+        set
+    }
+
+    /// `redis+sentinel://` URL over the three Sentinels.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .sentinels
+            .iter()
+            .map(|(port, _, _)| format!("127.0.0.1:{port}"))
+            .collect();
+        format!("redis+sentinel://{}/{MASTER_NAME}", hosts.join(","))
+    }
+
+    /// The master's port as the first Sentinel names it.
+    pub fn master_port(&self) -> Option<u16> {
+        let (port, _, _) = &self.sentinels[0];
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
+        let mut conn = client
+            .get_connection_with_timeout(Duration::from_millis(500))
+            .ok()?;
+        let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg(MASTER_NAME)
+            .query(&mut conn)
+            .ok()?;
+        addr.map(|(_, p)| p)
+    }
+
+    fn wait_until_monitored(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        // The replica is in sync and every Sentinel knows the master and the other Sentinels.
+        loop {
+            let synced = {
+                let info: String = self.replica.cmd(&["INFO", "replication"]);
+                info.contains("master_link_status:up")
+            };
+            let known = self.sentinels.iter().all(|(port, _, _)| {
+                redis::Client::open(format!("redis://127.0.0.1:{port}"))
+                    .ok()
+                    .and_then(|c| {
+                        c.get_connection_with_timeout(Duration::from_millis(300))
+                            .ok()
+                    })
+                    .and_then(|mut c| {
+                        redis::cmd("SENTINEL")
+                            .arg("master")
+                            .arg(MASTER_NAME)
+                            .query::<Vec<String>>(&mut c)
+                            .ok()
+                    })
+                    .is_some_and(|fields| {
+                        fields
+                            .windows(2)
+                            .any(|w| w[0] == "num-other-sentinels" && w[1] == "2")
+                    })
+            });
+            if synced && known {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the Sentinel set did not settle within 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for SentinelSet {
+    fn drop(&mut self) {
+        for (port, child, dir) in &mut self.sentinels {
+            let _ = child.kill();
+            let _ = child.wait();
+            if std::thread::panicking() {
+                let log =
+                    std::fs::read_to_string(dir.path().join("sentinel.log")).unwrap_or_default();
+                eprintln!("---- sentinel {port} log ----\n{log}");
+            }
+        }
+    }
+}
