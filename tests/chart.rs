@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentStrategy};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::api::core::v1::{Container, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -734,46 +734,69 @@ fn leader_mode_rollouts_finish_for_the_controller_but_never_for_helm_wait() {
     );
 }
 
+fn rolling(surge: IntOrString, unavailable: IntOrString) -> DeploymentStrategy {
+    DeploymentStrategy {
+        type_: Some("RollingUpdate".into()),
+        rolling_update: Some(RollingUpdateDeployment {
+            max_surge: Some(surge),
+            max_unavailable: Some(unavailable),
+        }),
+    }
+}
+
+fn yaml_of(v: &IntOrString) -> String {
+    match v {
+        IntOrString::Int(n) => n.to_string(),
+        IntOrString::String(s) => format!("{s:?}"),
+    }
+}
+
 #[test]
 fn the_chart_refuses_exactly_the_leader_mode_strategies_that_would_stall() {
+    use IntOrString::{Int, String as Percent};
     let candidates = [
-        ("25%", "25%"), // Kubernetes' default
-        ("1", "0"),
-        ("1", "1"),
-        ("1", "2"),
-        ("3", "2"),
-        ("1", "3"),
-        ("0", "3"),
-        ("1", "\"100%\""),
-        ("\"100%\"", "\"100%\""),
+        (Percent("25%".into()), Percent("25%".into())), // Kubernetes' default
+        (Int(1), Int(0)),
+        (Int(1), Int(1)),
+        (Int(1), Int(2)),
+        (Int(3), Int(2)),
+        (Int(1), Int(3)),
+        (Int(0), Int(3)),
+        (Int(1), Percent("100%".into())),
+        (Percent("100%".into()), Percent("100%".into())),
     ];
     for (surge, unavailable) in candidates {
+        let strategy = rolling(surge, unavailable);
         let values = format!(
-            "{LEADER_MODE}strategy:\n  type: RollingUpdate\n  rollingUpdate:\n    maxSurge: {surge}\n    maxUnavailable: {unavailable}\n"
+            "{LEADER_MODE}replicaCount: 3\nstrategy:\n  type: RollingUpdate\n  rollingUpdate:\n    maxSurge: {}\n    maxUnavailable: {}\n",
+            yaml_of(
+                &strategy
+                    .rolling_update
+                    .as_ref()
+                    .and_then(|r| r.max_surge.clone())
+                    .expect("surge")
+            ),
+            yaml_of(
+                &strategy
+                    .rolling_update
+                    .as_ref()
+                    .and_then(|r| r.max_unavailable.clone())
+                    .expect("unavailable")
+            ),
         );
         let out = helm::template_as("lh", "shop", &values);
-        let rendered: serde_yaml::Value = serde_yaml::from_str(&format!(
-            "s: {{maxSurge: {surge}, maxUnavailable: {unavailable}}}"
-        ))
-        .expect("yaml");
-        let to_int_or_string = |v: &serde_yaml::Value| match v {
-            serde_yaml::Value::Number(n) => IntOrString::Int(n.as_i64().expect("int") as i32),
-            serde_yaml::Value::String(s) => IntOrString::String(s.clone()),
-            other => panic!("{other:?}"),
-        };
-        let model = DeploymentStrategy {
-            type_: Some("RollingUpdate".into()),
-            rolling_update: Some(k8s_openapi::api::apps::v1::RollingUpdateDeployment {
-                max_surge: Some(to_int_or_string(&rendered["s"]["maxSurge"])),
-                max_unavailable: Some(to_int_or_string(&rendered["s"]["maxUnavailable"])),
-            }),
-        };
-        let finishes = rollout::roll_out(&model, 3, Mode::Leader).controller_finished();
-        if finishes {
+        let model = rollout::roll_out(&strategy, 3, Mode::Leader);
+        if model.controller_finished() {
             assert!(
                 out.ok(),
-                "maxSurge {surge} maxUnavailable {unavailable} finishes but was refused: {}",
+                "{strategy:?} finishes but was refused: {}",
                 out.stderr
+            );
+            let d: Deployment = Rendered::parse(&out.stdout).one();
+            assert_eq!(
+                d.spec.strategy.as_ref(),
+                Some(&strategy),
+                "rendered as given"
             );
         } else {
             assert!(
@@ -781,24 +804,12 @@ fn the_chart_refuses_exactly_the_leader_mode_strategies_that_would_stall() {
                     && out.stderr.contains(
                         "the Deployment controller counts only ready pods (the leader) as available"
                     ),
-                "maxSurge {surge} maxUnavailable {unavailable} stalls the rollout but was not refused with the reason: {}",
+                "{strategy:?} stalls the rollout ({model:?}) but was not refused with the reason: {}",
                 out.stderr
             );
+            assert!(model.old_replicas >= 1, "the old leader is left: {model:?}");
         }
     }
-    // Kubernetes' default strategy stalls with the old leader as the last old pod.
-    let default = DeploymentStrategy {
-        type_: Some("RollingUpdate".into()),
-        rolling_update: Some(k8s_openapi::api::apps::v1::RollingUpdateDeployment {
-            max_surge: Some(IntOrString::String("25%".into())),
-            max_unavailable: Some(IntOrString::String("25%".into())),
-        }),
-    };
-    let out = rollout::roll_out(&default, 3, Mode::Leader);
-    assert!(
-        !out.controller_finished() && out.old_replicas >= 1,
-        "{out:?}"
-    );
     // Recreate needs no availability, so the chart accepts it.
     assert!(
         helm::template_as(

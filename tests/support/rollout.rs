@@ -200,8 +200,8 @@ pub fn roll_out(strategy: &DeploymentStrategy, replicas: i32, mode: Mode) -> Out
         if scaled_down > 0 {
             continue;
         }
-        // Nothing to do: at rest (a new leader, if one is due, changes nothing the controller
-        // counts, so one more pass settles it).
+        // Nothing changed in this sync. If the leader's pod went, an election comes first and may
+        // change what is available; otherwise the rollout is at rest.
         let leader_gone = leader.is_none_or(|id| !old.iter().chain(new.iter()).any(|p| p.id == id));
         if leader_gone {
             continue;
