@@ -52,7 +52,7 @@ impl Cluster {
             .with_context(|| format!("cannot create {}", log_dir.display()))?;
         let settings = ReplicaSettings {
             leasehold: config.leasehold.clone(),
-            harness: config.harness.clone(),
+            child_command: config.child_command.clone(),
             resource: resource.addr(),
             lease: format!("chaos/seed-{}", config.seed),
             timing: config.timing,

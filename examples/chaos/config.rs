@@ -1,6 +1,7 @@
 //! The harness's command line: `run` (the harness) and `child` (the leader's work, started by
 //! leasehold), and the settings a run derives from it.
 
+use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -96,14 +97,20 @@ pub struct CheckArgs {
     pub out: Option<PathBuf>,
 }
 
-/// `chaos child`.
+/// The variable that tells the leader's command where the fenced resource is.
+pub const RESOURCE_ENV: &str = "CHAOS_RESOURCE";
+/// The variable that tells the leader's command how often to write.
+pub const WRITE_INTERVAL_ENV: &str = "CHAOS_WRITE_INTERVAL";
+
+/// `chaos child`. The harness sets both through the environment of each leasehold, which
+/// hands its environment down to the command.
 #[derive(Debug, Clone, Args)]
 pub struct ChildArgs {
     /// The fenced resource.
-    #[arg(long)]
+    #[arg(long, env = RESOURCE_ENV)]
     pub resource: SocketAddr,
     /// Time between two writes.
-    #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
+    #[arg(long, env = WRITE_INTERVAL_ENV, default_value = "20ms", value_parser = humantime::parse_duration)]
     pub interval: Duration,
 }
 
@@ -151,8 +158,8 @@ pub struct RunConfig {
     pub out: PathBuf,
     /// The leasehold binary.
     pub leasehold: PathBuf,
-    /// This program, run again as the child.
-    pub harness: PathBuf,
+    /// The leader's command: this program in its `child` role.
+    pub child_command: Vec<OsString>,
     /// Keep the raw logs.
     pub keep_logs: bool,
     /// Only print the schedule.
@@ -203,7 +210,7 @@ impl RunArgs {
             fencing: self.resource_fencing == Fencing::On,
             out,
             leasehold,
-            harness,
+            child_command: vec![harness.into_os_string(), "child".into()],
             keep_logs: self.keep_logs,
             dry_run: self.dry_run,
             command_line: format!("cargo run --example chaos -- {}", args.join(" ")),

@@ -1,6 +1,7 @@
 //! Child processes that cannot outlive the harness: killed on drop (a panic included), and
 //! killed by the kernel if the harness itself dies (parent-death signal).
 
+use std::cell::Cell;
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus};
@@ -9,6 +10,17 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+thread_local! {
+    static OWNER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks this thread as the one that starts the run's processes and lives until the run ends:
+/// processes it starts get SIGKILL as their parent-death signal. (The kernel sends that signal
+/// when the *thread* that forked exits, so it must not be set from a short-lived thread.)
+pub fn own_processes_from_this_thread() {
+    OWNER.with(|o| o.set(true));
+}
+
 /// A started process, SIGKILLed and reaped when dropped.
 pub struct Guarded {
     child: Child,
@@ -16,11 +28,11 @@ pub struct Guarded {
 }
 
 impl Guarded {
-    /// Starts `cmd`. When called on the main thread (the thread that lives as long as the
-    /// harness), the process also gets SIGKILL as its parent-death signal. The kernel sends that
-    /// signal when the *thread* that forked exits, so it is not set from any other thread.
+    /// Starts `cmd`. On the thread marked by [`own_processes_from_this_thread`], the process
+    /// also gets SIGKILL as its parent-death signal, so it dies with the harness even when the
+    /// harness is killed and cannot run its guards.
     pub fn spawn(cmd: &mut Command) -> io::Result<Self> {
-        if std::thread::current().name() == Some("main") {
+        if OWNER.with(Cell::get) {
             // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory of
             // the parent; it runs in the forked child before exec.
             unsafe {

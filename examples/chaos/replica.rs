@@ -3,6 +3,7 @@
 //! leadership for the nemesis. A replica lives through several processes ("incarnations") as
 //! the nemesis kills and restarts it.
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, LineWriter, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::PathBuf;
@@ -16,7 +17,7 @@ use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::config::Timing;
+use crate::config::{RESOURCE_ENV, Timing, WRITE_INTERVAL_ENV};
 use crate::procs::Guarded;
 use crate::proxy::LinkProxy;
 use crate::redis::free_port;
@@ -27,8 +28,8 @@ use crate::time::{self, MS, Micros};
 pub struct ReplicaSettings {
     /// The leasehold binary.
     pub leasehold: PathBuf,
-    /// The harness binary (run as `child`).
-    pub harness: PathBuf,
+    /// The leader's command (program and arguments).
+    pub child_command: Vec<OsString>,
     /// The fenced resource.
     pub resource: SocketAddr,
     /// The lease name.
@@ -190,10 +191,7 @@ impl Replica {
             .args(["--grace-period", "500ms"])
             .args(s.timing.flags())
             .arg("--")
-            .arg(&s.harness)
-            .args(["child", "--resource", &s.resource.to_string()])
-            .arg("--interval")
-            .arg(format!("{}ms", s.write_interval.as_millis()));
+            .args(&s.child_command);
         for (key, _) in std::env::vars_os() {
             let k = key.to_string_lossy();
             if k.starts_with("LEASEHOLD_") || k == "POD_NAME" || k == "POD_NAMESPACE" {
@@ -201,6 +199,11 @@ impl Replica {
             }
         }
         cmd.env("RUST_LOG", "leasehold=debug")
+            .env(RESOURCE_ENV, s.resource.to_string())
+            .env(
+                WRITE_INTERVAL_ENV,
+                format!("{}ms", s.write_interval.as_millis()),
+            )
             .env_remove("KUBECONFIG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::checker::{Check, Safety};
 use crate::dataset::RunInfo;
 use crate::failover::{Liveness, Spread};
-use crate::history::Window;
+use crate::history::{Window, WindowEnd};
 use crate::nemesis::Journal;
 use crate::replica::Incarnation;
 use crate::schedule::FaultKind;
@@ -218,6 +218,29 @@ impl Inputs<'_> {
                 incs.len(),
                 incs.len() - killed - termed
             );
+        }
+        let _ = writeln!(md);
+
+        let _ = writeln!(md, "## Terms\n");
+        let mut reasons: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        for w in self.windows {
+            let reason = w
+                .reason
+                .clone()
+                .unwrap_or_else(|| "no step-down logged (process killed)".to_owned());
+            let e = reasons.entry(reason).or_default();
+            e.0 += 1;
+            if w.ended == WindowEnd::Deadline {
+                e.1 += 1;
+            }
+        }
+        let _ = writeln!(
+            md,
+            "| how the term ended (`stepped down` reason) | terms | of which the validity deadline came first |"
+        );
+        let _ = writeln!(md, "|---|---:|---:|");
+        for (reason, (n, deadline_first)) in &reasons {
+            let _ = writeln!(md, "| {reason} | {n} | {deadline_first} |");
         }
         let _ = writeln!(md);
 

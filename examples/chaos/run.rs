@@ -23,6 +23,7 @@ use crate::timeline::Picture;
 
 /// Runs the harness; `Ok(true)` when the verdict is a pass.
 pub fn run(config: &RunConfig) -> anyhow::Result<bool> {
+    crate::procs::own_processes_from_this_thread();
     let schedule = schedule::generate(config.seed, config.faults, config.replicas, &config.timing);
     if config.dry_run {
         for s in &schedule {

@@ -1,0 +1,181 @@
+//! The chaos harness's short run, as part of the suite: a fixed seed with three faults of every
+//! kind against five real leasehold processes and a real redis-server, checked by the harness's
+//! independent checker. Fails on any safety violation, and when the negative control (the same
+//! schedule with fencing off at the resource) is not reported as violating. The two runs go
+//! side by side.
+//!
+//! The harness is `examples/chaos` (see docs/CHAOS.md); its modules are compiled into this test
+//! as they are, so the run needs no build of its own. Leaders run this test binary again as
+//! their command, in the role `serves_as_the_leaders_command_when_started_by_leasehold`.
+
+#[allow(dead_code)]
+#[path = "../examples/chaos/checker.rs"]
+mod checker;
+#[allow(dead_code)]
+#[path = "../examples/chaos/child.rs"]
+mod child;
+#[allow(dead_code)]
+#[path = "../examples/chaos/cluster.rs"]
+mod cluster;
+#[allow(dead_code)]
+#[path = "../examples/chaos/config.rs"]
+mod config;
+#[allow(dead_code)]
+#[path = "../examples/chaos/dataset.rs"]
+mod dataset;
+#[allow(dead_code)]
+#[path = "../examples/chaos/failover.rs"]
+mod failover;
+#[allow(dead_code)]
+#[path = "../examples/chaos/history.rs"]
+mod history;
+#[allow(dead_code)]
+#[path = "../examples/chaos/intervals.rs"]
+mod intervals;
+#[allow(dead_code)]
+#[path = "../examples/chaos/nemesis.rs"]
+mod nemesis;
+#[allow(dead_code)]
+#[path = "../examples/chaos/procs.rs"]
+mod procs;
+#[allow(dead_code)]
+#[path = "../examples/chaos/proxy.rs"]
+mod proxy;
+#[allow(dead_code)]
+#[path = "../examples/chaos/redis.rs"]
+mod redis;
+#[allow(dead_code)]
+#[path = "../examples/chaos/replica.rs"]
+mod replica;
+#[allow(dead_code)]
+#[path = "../examples/chaos/report.rs"]
+mod report;
+#[allow(dead_code)]
+#[path = "../examples/chaos/resource.rs"]
+mod resource;
+#[allow(dead_code)]
+#[path = "../examples/chaos/run.rs"]
+mod run;
+#[allow(dead_code)]
+#[path = "../examples/chaos/schedule.rs"]
+mod schedule;
+#[allow(dead_code)]
+#[path = "../examples/chaos/time.rs"]
+mod time;
+#[allow(dead_code)]
+#[path = "../examples/chaos/timeline.rs"]
+mod timeline;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use config::{RESOURCE_ENV, RunConfig, Timing, WRITE_INTERVAL_ENV};
+
+const SEED: u64 = 7;
+const FAULTS: usize = 33;
+const ROLE: &str = "serves_as_the_leaders_command_when_started_by_leasehold";
+
+fn config(name: &str, fencing: bool) -> RunConfig {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("chaos")
+        .join(name);
+    let me = std::env::current_exe().expect("this test's own path");
+    RunConfig {
+        seed: SEED,
+        faults: FAULTS,
+        replicas: 5,
+        timing: Timing {
+            lease_duration: Duration::from_millis(1500),
+            renew_deadline: Duration::from_millis(900),
+            retry_period: Duration::from_millis(250),
+        },
+        write_interval: Duration::from_millis(20),
+        fencing,
+        out: out.clone(),
+        leasehold: PathBuf::from(env!("CARGO_BIN_EXE_leasehold")),
+        child_command: vec![
+            me.into_os_string(),
+            "--exact".into(),
+            ROLE.into(),
+            "--nocapture".into(),
+        ],
+        keep_logs: false,
+        dry_run: false,
+        command_line: format!(
+            "cargo test --test chaos (seed {SEED}, {FAULTS} faults, fencing {})",
+            if fencing { "on" } else { "off" }
+        ),
+    }
+}
+
+fn outcome(config: &RunConfig) -> (serde_json::Value, String) {
+    let text = std::fs::read_to_string(config.out.join("summary.json"))
+        .unwrap_or_else(|e| panic!("{}: {e}", config.out.display()));
+    let report = std::fs::read_to_string(config.out.join("report.md")).unwrap_or_default();
+    (
+        serde_json::from_str(&text).expect("summary.json is JSON"),
+        report,
+    )
+}
+
+#[test]
+fn a_short_chaos_run_finds_no_violation_and_its_negative_control_is_caught() {
+    let fenced = config("short-fenced", true);
+    let control = config("short-control", false);
+    // Each run starts and owns its processes on its own thread, for as long as it lasts.
+    let runs = [fenced.clone(), control.clone()].map(|c| std::thread::spawn(move || run::run(&c)));
+    let [fenced_pass, control_pass] = runs.map(|r| {
+        r.join()
+            .expect("a harness run panicked")
+            .unwrap_or_else(|e| panic!("the harness could not run: {e:#}"))
+    });
+
+    let (summary, report) = outcome(&fenced);
+    assert!(
+        fenced_pass && summary["safety_violations"] == 0,
+        "the short run must pass with no safety violation:\n{report}"
+    );
+    assert_eq!(
+        summary["faults_injected"].as_u64(),
+        Some(FAULTS as u64),
+        "every fault must run:\n{report}"
+    );
+    for (kind, n) in summary["faults_by_kind"]
+        .as_object()
+        .expect("faults by kind")
+    {
+        assert!(n.as_u64() >= Some(1), "no {kind} fault ran:\n{report}");
+    }
+    assert!(
+        summary["counterfactual_stale"].as_u64() > Some(0),
+        "the schedule must give a paused leader's command the chance to write stale data:\n{report}"
+    );
+
+    let (control_summary, control_report) = outcome(&control);
+    assert!(
+        control_summary["violations_by_check"]["stale-write-accepted"].as_u64() > Some(0),
+        "with fencing off the checker must report stale writes accepted:\n{control_report}"
+    );
+    assert!(
+        control_pass,
+        "the negative control's verdict must be a pass (violations seen):\n{control_report}"
+    );
+}
+
+/// Not a test of its own: the leaders' command in the runs above. leasehold starts this binary
+/// with `--exact` and this name, with the fenced resource in the environment; the command then
+/// writes until leasehold stops it. Started any other way, it returns at once.
+#[test]
+fn serves_as_the_leaders_command_when_started_by_leasehold() {
+    let Ok(resource) = std::env::var(RESOURCE_ENV) else {
+        return;
+    };
+    let resource = resource.parse().expect("CHAOS_RESOURCE is an address");
+    let interval = std::env::var(WRITE_INTERVAL_ENV)
+        .ok()
+        .and_then(|v| humantime::parse_duration(&v).ok())
+        .unwrap_or(Duration::from_millis(20));
+    if let Err(e) = child::run(resource, interval) {
+        panic!("the leader's command cannot run: {e:#}");
+    }
+}
