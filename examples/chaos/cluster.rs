@@ -13,7 +13,7 @@ use crate::proxy::{Link, LinkProxy};
 use crate::redis::RedisServer;
 use crate::replica::{Incarnation, Replica, ReplicaSettings};
 use crate::resource::{Resource, Write};
-use crate::time;
+use crate::time::{self, Micros};
 
 /// What a run leaves for the checker.
 pub struct Collected {
@@ -79,19 +79,26 @@ impl Cluster {
     /// The replica that leads now (validity ahead, running, not paused), with its token. If
     /// the logs show more than one, the highest token.
     pub fn leader(&self) -> Option<(usize, u64)> {
+        self.leader_proven_since(Micros::MIN)
+    }
+
+    /// The same, counting only a lease acquired or renewed at or after `since`: a leader that
+    /// has not renewed since a fault ended may not know yet that it lost the lease.
+    pub fn leader_proven_since(&self, since: Micros) -> Option<(usize, u64)> {
         let now = time::now();
         self.replicas
             .iter()
-            .filter_map(|r| r.leading(now).map(|t| (r.index, t)))
+            .filter_map(|r| r.leading(now, since).map(|t| (r.index, t)))
             .max_by_key(|&(_, t)| t)
     }
 
-    /// Waits until a replica leads; `None` after `timeout`. Restarts any replica whose process
-    /// ended on its own meanwhile (its command exited), so the election goes on.
-    pub fn wait_for_leader(&mut self, timeout: Duration) -> Option<(usize, u64)> {
+    /// Waits until a replica leads with a lease proven at or after `since`; `None` after
+    /// `timeout`. Restarts any replica whose process ended on its own meanwhile (its command
+    /// exited), so the election goes on.
+    pub fn wait_for_leader(&mut self, since: Micros, timeout: Duration) -> Option<(usize, u64)> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(l) = self.leader() {
+            if let Some(l) = self.leader_proven_since(since) {
                 return Some(l);
             }
             for r in &mut self.replicas {

@@ -167,15 +167,21 @@ impl<'a> Nemesis<'a> {
         schedule: &[Scheduled],
         mut progress: impl FnMut(&FaultRecord),
     ) -> anyhow::Result<()> {
+        let wait = FaultKind::RedisRestartLost.bound(&self.timing) + Duration::from_secs(10);
         for planned in schedule {
-            let wait = FaultKind::RedisRestartLost.bound(&self.timing) + Duration::from_secs(10);
-            if self.cluster.wait_for_leader(wait).is_none() {
+            // Settled: a leader whose lease was proven after the last fault ended.
+            let since = self.journal.faults.last().map_or(Micros::MIN, |f| f.clear);
+            if self.cluster.wait_for_leader(since, wait).is_none() {
                 self.journal.notes.push(format!(
                     "no replica led within {wait:?} before fault #{}",
                     planned.index
                 ));
             }
             sleep_ms(planned.quiet_ms);
+            // A fault aimed at the leader waits for one if leadership moved meanwhile.
+            if targets_leader(&planned.fault) && self.cluster.leader().is_none() {
+                let _ = self.cluster.wait_for_leader(Micros::MIN, wait);
+            }
             let record = self
                 .inject(planned)
                 .with_context(|| format!("fault #{} {:?}", planned.index, planned.fault))?;
@@ -186,8 +192,8 @@ impl<'a> Nemesis<'a> {
             self.journal.faults.push(record);
         }
         // Let the last fault's failover finish before the end of the record.
-        let wait = FaultKind::RedisRestartLost.bound(&self.timing) + Duration::from_secs(10);
-        if self.cluster.wait_for_leader(wait).is_none() {
+        let since = self.journal.faults.last().map_or(Micros::MIN, |f| f.clear);
+        if self.cluster.wait_for_leader(since, wait).is_none() {
             self.journal
                 .notes
                 .push("no replica led after the last fault".to_owned());
@@ -438,6 +444,19 @@ impl<'a> Nemesis<'a> {
             sleep_ms(5);
         }
         None
+    }
+}
+
+/// Whether the fault is aimed at whoever leads.
+fn targets_leader(fault: &FaultSpec) -> bool {
+    match fault {
+        FaultSpec::PauseChild { .. } => true,
+        FaultSpec::PauseReplica { target, .. }
+        | FaultSpec::KillReplica { target, .. }
+        | FaultSpec::LinkDelay { target, .. }
+        | FaultSpec::LinkDrop { target, .. }
+        | FaultSpec::LinkBlackhole { target, .. } => *target == Target::Leader,
+        _ => false,
     }
 }
 

@@ -101,8 +101,9 @@ pub struct Incarnation {
 /// What the log says right now.
 #[derive(Debug, Default)]
 struct Live {
-    /// Token and the validity deadline (log time + valid_for) of the current term.
-    leading: Option<(u64, Micros)>,
+    /// The current term: token, validity deadline (log time + valid_for), and the time of its
+    /// latest proof (the `became leader` or `renewed` line).
+    leading: Option<(u64, Micros, Micros)>,
     /// The current command's process id.
     child: Option<u32>,
     events: Vec<LogEvent>,
@@ -364,14 +365,15 @@ impl Replica {
     }
 
     /// The token of the term this replica leads now, by its log: a validity deadline still
-    /// ahead, and the process running and not paused.
-    pub fn leading(&self, now: Micros) -> Option<u64> {
+    /// ahead, the process running and not paused, and the lease proven (acquired or renewed)
+    /// at or after `since`.
+    pub fn leading(&self, now: Micros, since: Micros) -> Option<u64> {
         let running = self.running.as_ref()?;
         if running.paused {
             return None;
         }
-        let (token, deadline) = lock(&running.live).leading?;
-        (now < deadline).then_some(token)
+        let (token, deadline, proven) = lock(&running.live).leading?;
+        (now < deadline && proven >= since).then_some(token)
     }
 
     /// The current command's process id, checked to be a child of this replica's leasehold.
@@ -443,16 +445,17 @@ fn read_logs(stderr: impl Read, live: Arc<Mutex<Live>>, path: PathBuf, header: S
                         token,
                         valid_for_ms,
                     } => {
-                        live.leading = Some((*token, deadline(e.at, *valid_for_ms)));
+                        live.leading = Some((*token, deadline(e.at, *valid_for_ms), e.at));
                     }
                     Event::Renewed {
                         token,
                         valid_for_ms,
                     } => {
-                        if let Some((t, d)) = live.leading.as_mut()
+                        if let Some((t, d, proven)) = live.leading.as_mut()
                             && *t == *token
                         {
                             *d = (*d).max(deadline(e.at, *valid_for_ms));
+                            *proven = e.at;
                         }
                     }
                     Event::SteppedDown { .. } => {

@@ -50,12 +50,14 @@ pub fn run(config: &RunConfig) -> anyhow::Result<bool> {
     let started = time::now();
     let mut cluster = Cluster::start(config, &work)?;
     let first_wait = FaultKind::RedisRestartLost.bound(&config.timing) + Duration::from_secs(10);
-    let first = cluster.wait_for_leader(first_wait).with_context(|| {
-        format!(
-            "no replica became leader within {first_wait:?} of the start; logs in {}",
-            work.display()
-        )
-    })?;
+    let first = cluster
+        .wait_for_leader(time::now(), first_wait)
+        .with_context(|| {
+            format!(
+                "no replica became leader within {first_wait:?} of the start; logs in {}",
+                work.display()
+            )
+        })?;
     eprintln!(
         "chaos: seed {}, {} faults; first leader r{} (token {})",
         config.seed, config.faults, first.0, first.1

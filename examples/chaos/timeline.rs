@@ -60,7 +60,7 @@ impl Picture<'_> {
             .max(1);
         let lanes_top = 40.0;
         let strip_height = lanes_top + LANE * self.replicas as f64 + 34.0;
-        let legend = 62.0;
+        let legend = 78.0;
         let height = legend + strip_height * strips as f64 + 10.0;
         let mut svg = String::new();
         let _ = write!(
@@ -96,7 +96,13 @@ impl Picture<'_> {
             ("#ffe8a3", "fault active"),
         ];
         let mut x = 10.0;
+        let mut y = y;
         for (fill, label) in items {
+            let width = 18.0 + label.chars().count() as f64 * 6.0 + 14.0;
+            if x + width > WIDTH - RIGHT {
+                x = 10.0;
+                y += 15.0;
+            }
             let _ = writeln!(
                 svg,
                 r##"<rect x="{x:.1}" y="{:.1}" width="14" height="10" fill="{fill}" stroke="#555" stroke-width="0.5"/><text x="{:.1}" y="{:.1}">{}</text>"##,
@@ -105,10 +111,7 @@ impl Picture<'_> {
                 y + 9.0,
                 esc(label)
             );
-            x += 18.0 + label.chars().count() as f64 * 6.0 + 14.0;
-            if x > WIDTH - 200.0 {
-                break;
-            }
+            x += width;
         }
         let _ = writeln!(
             svg,
