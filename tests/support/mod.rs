@@ -2,6 +2,7 @@
 //! to run electors in-process or as child processes. Each test binary uses a part of it.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod contenders;
 pub mod fake_api;
 pub mod helm;

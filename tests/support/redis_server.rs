@@ -262,6 +262,11 @@ impl RedisServer {
         self.extra = extra.iter().map(|s| s.to_string()).collect();
     }
 
+    /// Whether the process is running (not killed).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     /// How many times the process was started (restarts included).
     pub fn starts(&self) -> u32 {
         self.starts

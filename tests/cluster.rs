@@ -1,0 +1,180 @@
+//! A Redis Cluster of real processes (three masters, three replicas): elect and hand over
+//! through redis+cluster://, fail the master that owns the lease's slot, and move that slot to
+//! another master while a leader holds it. Leadership recovers safely each time.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::elector::Timing;
+use support::cluster::Cluster;
+use support::contenders::{
+    ActionLog, Contender, acting_work, assert_no_overlap, handoff_gaps, lease, summary,
+    unique_lease,
+};
+use support::wait::eventually;
+
+fn timing() -> Timing {
+    Timing {
+        lease_duration: Duration::from_millis(1500),
+        renew_deadline: Duration::from_millis(900),
+        retry_period: Duration::from_millis(250),
+        drift_factor: 0.01,
+    }
+}
+
+/// The slot of a lease's keys (all share the hash tag), as the cluster computes it.
+fn slot_of(cluster: &Cluster, name: &str) -> u16 {
+    let slot: i64 = cluster.nodes[0].cmd(&["CLUSTER", "KEYSLOT", &format!("leasehold:{{{name}}}")]);
+    u16::try_from(slot).unwrap()
+}
+
+fn spawn(cluster: &Cluster, name: &str, log: &ActionLog, hold: Option<Duration>) -> Vec<Contender> {
+    ["pod-a", "pod-b", "pod-c"]
+        .iter()
+        .map(|who| {
+            Contender::spawn(
+                lease(&cluster.url(), name, who, true),
+                timing(),
+                acting_work(log.clone(), Duration::from_millis(5), hold),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contenders_elect_and_hand_over_on_a_cluster() {
+    let cluster = Cluster::start();
+    let name = unique_lease("cluster");
+    let log: ActionLog = Arc::default();
+    let contenders = spawn(&cluster, &name, &log, Some(Duration::from_millis(200)));
+    eventually("five handoffs", Duration::from_secs(15), || async {
+        (handoff_gaps(&log.lock().unwrap()).len() >= 5).then_some(())
+    })
+    .await;
+    for c in contenders {
+        c.shutdown().await;
+    }
+    let log = log.lock().unwrap().clone();
+    let tokens = assert_no_overlap(&log);
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]));
+    let gaps = handoff_gaps(&log);
+    eprintln!("cluster handoff: {}", summary(&gaps));
+    assert!(
+        gaps.iter().all(|g| *g < Duration::from_millis(500)),
+        "release is announced across the cluster: {gaps:?}"
+    );
+    // All three keys live in one slot, on its master.
+    let owner = cluster.master_of(slot_of(&cluster, &name)).unwrap();
+    let keys: Vec<String> = cluster.nodes[owner].cmd(&[
+        "CLUSTER",
+        "GETKEYSINSLOT",
+        &slot_of(&cluster, &name).to_string(),
+        "10",
+    ]);
+    assert!(
+        keys.iter().any(|k| k.ends_with(":fence")) && keys.iter().any(|k| k.ends_with(":marker")),
+        "{keys:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_master_is_replaced_and_leadership_recovers_safely() {
+    let mut cluster = Cluster::start();
+    let name = unique_lease("cluster-failover");
+    let log: ActionLog = Arc::default();
+    let contenders = spawn(&cluster, &name, &log, None);
+    let first = eventually("a leader", Duration::from_secs(10), || async {
+        contenders.iter().position(Contender::is_leader)
+    })
+    .await;
+    let first_token = contenders[first].token().unwrap();
+    let slot = slot_of(&cluster, &name);
+    let owner = cluster.master_of(slot).unwrap();
+    cluster.nodes[owner].kill();
+    // The replica takes over the slot after the node timeout.
+    let second = eventually(
+        "a leader after the failover",
+        Duration::from_secs(30),
+        || async {
+            contenders
+                .iter()
+                .position(|c| c.is_leader() && c.token().is_some_and(|t| t > first_token))
+        },
+    )
+    .await;
+    let new_owner = cluster.master_of(slot).unwrap();
+    assert_ne!(new_owner, owner, "a replica was promoted");
+    let holder: String = cluster.nodes[new_owner].cmd(&["GET", &format!("leasehold:{{{name}}}")]);
+    assert_eq!(holder, contenders[second].owner);
+    for c in contenders {
+        c.shutdown().await;
+    }
+    assert_no_overlap(&log.lock().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moving_the_lease_slot_to_another_master_keeps_leadership_safe() {
+    let cluster = Cluster::start();
+    let name = unique_lease("cluster-move");
+    let log: ActionLog = Arc::default();
+    let contenders = spawn(&cluster, &name, &log, None);
+    let first = eventually("a leader", Duration::from_secs(10), || async {
+        contenders.iter().position(Contender::is_leader)
+    })
+    .await;
+    let first_token = contenders[first].token().unwrap();
+    let slot = slot_of(&cluster, &name);
+    let src = cluster.master_of(slot).unwrap();
+    // Another master: one that serves some slot and is not the source.
+    let dst = (0..cluster.nodes.len())
+        .find(|&i| {
+            i != src
+                && (0..16384u16)
+                    .step_by(512)
+                    .any(|s| cluster.master_of(s) == Some(i))
+        })
+        .unwrap();
+    let (src_id, dst_id) = (cluster.node_id(src), cluster.node_id(dst));
+    let slot_s = slot.to_string();
+    // The documented live migration: IMPORTING, MIGRATING, MIGRATE the keys, then NODE.
+    let _: String = cluster.nodes[dst].cmd(&["CLUSTER", "SETSLOT", &slot_s, "IMPORTING", &src_id]);
+    let _: String = cluster.nodes[src].cmd(&["CLUSTER", "SETSLOT", &slot_s, "MIGRATING", &dst_id]);
+    let keys: Vec<String> = cluster.nodes[src].cmd(&["CLUSTER", "GETKEYSINSLOT", &slot_s, "100"]);
+    let dst_port = cluster.nodes[dst].port().to_string();
+    let mut migrate = vec!["MIGRATE", "127.0.0.1", &dst_port, "", "0", "5000", "KEYS"];
+    migrate.extend(keys.iter().map(String::as_str));
+    let _: String = cluster.nodes[src].cmd(&migrate);
+    // SETSLOT goes to the masters; the replicas learn it from them.
+    for node in cluster.nodes.iter() {
+        let role: Vec<redis::Value> = node.cmd(&["ROLE"]);
+        if matches!(role.first(), Some(redis::Value::BulkString(r)) if r.as_slice() == b"master") {
+            let _: redis::Value = node.cmd(&["CLUSTER", "SETSLOT", &slot_s, "NODE", &dst_id]);
+        }
+    }
+    eventually(
+        "the slot to be served by the new master",
+        Duration::from_secs(10),
+        || async { (cluster.master_of(slot) == Some(dst)).then_some(()) },
+    )
+    .await;
+    // The lease moved with its TTL; a leader exists again (the same one renewing through MOVED,
+    // or a new one after a cooldown: another Redis process now answers for the slot).
+    let after = eventually(
+        "a leader after the move",
+        Duration::from_secs(15),
+        || async { contenders.iter().position(Contender::is_leader) },
+    )
+    .await;
+    let holder: String = cluster.nodes[dst].cmd(&["GET", &format!("leasehold:{{{name}}}")]);
+    assert_eq!(
+        holder, contenders[after].owner,
+        "the lease lives on the new master"
+    );
+    assert!(contenders[after].token().unwrap() >= first_token);
+    for c in contenders {
+        c.shutdown().await;
+    }
+    assert_no_overlap(&log.lock().unwrap());
+}

@@ -1,0 +1,131 @@
+//! A Redis Cluster of real processes: three masters and three replicas on free ports, created
+//! with `redis-cli --cluster create`, all killed on drop.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::redis_server::{Persistence, RedisServer};
+
+pub struct Cluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+impl Cluster {
+    pub fn start() -> Self {
+        let nodes: Vec<RedisServer> = (0..6)
+            .map(|_| {
+                let bus = free_port().to_string();
+                RedisServer::start_with(
+                    Persistence::None,
+                    &[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "1000",
+                        "--cluster-port",
+                        &bus,
+                        "--cluster-announce-ip",
+                        "127.0.0.1",
+                        // A replica may stand for election however long ago it last heard its
+                        // master: tests kill masters soon after the cluster formed.
+                        "--cluster-replica-validity-factor",
+                        "0",
+                    ],
+                )
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .output()
+            .expect("redis-cli --cluster create");
+        assert!(
+            out.status.success(),
+            "cluster create failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cluster = Self { nodes };
+        cluster.wait_ok(Duration::from_secs(30));
+        cluster
+    }
+
+    /// `redis+cluster://` URL with every node as a seed.
+    pub fn url(&self) -> String {
+        let seeds: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        format!("redis+cluster://{}", seeds.join(","))
+    }
+
+    /// Waits until every live node reports `cluster_state:ok` and every live replica is in
+    /// sync with its master (a replica that never synced cannot stand for election).
+    pub fn wait_ok(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let ok = self.nodes.iter().filter(|n| n.is_running()).all(|n| {
+                let info: String = n.cmd(&["CLUSTER", "INFO"]);
+                let replication: String = n.cmd(&["INFO", "replication"]);
+                info.contains("cluster_state:ok")
+                    && (replication.contains("role:master")
+                        || replication.contains("master_link_status:up"))
+            });
+            if ok {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the cluster did not reach state ok within {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The index of the node that serves `slot` as master, as the live nodes see it.
+    pub fn master_of(&self, slot: u16) -> Option<usize> {
+        let asker = self.nodes.iter().find(|n| n.is_running())?;
+        let slots: Vec<redis::Value> = asker.cmd(&["CLUSTER", "SLOTS"]);
+        for range in slots {
+            let redis::Value::Array(parts) = range else {
+                continue;
+            };
+            let (
+                Some(redis::Value::Int(start)),
+                Some(redis::Value::Int(end)),
+                Some(redis::Value::Array(master)),
+            ) = (parts.first(), parts.get(1), parts.get(2))
+            else {
+                continue;
+            };
+            if (*start..=*end).contains(&i64::from(slot)) {
+                let Some(redis::Value::Int(port)) = master.get(1) else {
+                    return None;
+                };
+                return self.nodes.iter().position(|n| i64::from(n.port()) == *port);
+            }
+        }
+        None
+    }
+
+    /// The node id of node `i`.
+    pub fn node_id(&self, i: usize) -> String {
+        self.nodes[i].cmd(&["CLUSTER", "MYID"])
+    }
+}
