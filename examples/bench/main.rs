@@ -97,6 +97,8 @@ pub struct Plan {
     pub prim_cycles_one: usize,
     pub prim_clients_many: usize,
     pub prim_time_many: Duration,
+    /// Rounds the primitive comparison is split into, alternating which goes first.
+    pub prim_rounds: usize,
     pub handoff_rounds: usize,
     pub handoff_followers: usize,
     pub polling_groups: usize,
@@ -137,7 +139,8 @@ impl Plan {
             bench_requests: [20_000, 100_000],
             prim_cycles_one: 2_000,
             prim_clients_many: 50,
-            prim_time_many: Duration::from_secs(3),
+            prim_time_many: Duration::from_secs(4),
+            prim_rounds: 4,
             handoff_rounds: 500,
             handoff_followers: 2,
             polling_groups: 10,
@@ -178,6 +181,7 @@ impl Plan {
             prim_cycles_one: 100,
             prim_clients_many: 4,
             prim_time_many: ms(300),
+            prim_rounds: 2,
             handoff_rounds: 10,
             handoff_followers: 2,
             polling_groups: 2,
@@ -277,21 +281,16 @@ async fn run(cli: Cli) -> Result<()> {
     {
         let redis = start_redis().await?;
         let url = redis.url();
-        let one = Amount::Cycles(plan.prim_cycles_one);
-        let many = Amount::Time(plan.prim_time_many);
+        let rounds = plan.prim_rounds;
+        let one = Amount::Cycles(plan.prim_cycles_one / rounds);
+        let many = Amount::Time(plan.prim_time_many / rounds as u32);
         let n = plan.prim_clients_many;
         results
             .primitives
-            .push(primitives::leasehold(&url, 1, one).await?);
+            .extend(primitives::compare(&url, 1, one, rounds).await?);
         results
             .primitives
-            .push(primitives::rslock(&url, 1, one).await?);
-        results
-            .primitives
-            .push(primitives::leasehold(&url, n, many).await?);
-        results
-            .primitives
-            .push(primitives::rslock(&url, n, many).await?);
+            .extend(primitives::compare(&url, n, many, rounds).await?);
     }
 
     let redis = start_redis().await?;

@@ -43,8 +43,64 @@ const TTL: Duration = Duration::from_secs(10);
 const TIMEOUT: Duration = Duration::from_secs(5);
 const WARMUP_CYCLES: usize = 50;
 
+/// Both implementations with `clients` concurrent clients, in `rounds` rounds of `amount`
+/// each; the order flips every round, so that the drift of a shared machine hits both alike.
+/// Returns leasehold's run, then rslock's.
+pub async fn compare(
+    url: &str,
+    clients: usize,
+    amount: Amount,
+    rounds: usize,
+) -> Result<[PrimitiveRun; 2]> {
+    let (mut ours, mut theirs) = (Raw::default(), Raw::default());
+    for round in 0..rounds {
+        if round % 2 == 0 {
+            ours.add(leasehold(url, clients, amount).await?);
+            theirs.add(rslock(url, clients, amount).await?);
+        } else {
+            theirs.add(rslock(url, clients, amount).await?);
+            ours.add(leasehold(url, clients, amount).await?);
+        }
+    }
+    Ok([
+        ours.finish("leasehold", clients),
+        theirs.finish("rslock", clients),
+    ])
+}
+
+/// Latencies per operation, whole cycles and the time they took, of one or more rounds.
+#[derive(Default)]
+struct Raw {
+    lat: [Vec<Duration>; 3],
+    cycles: usize,
+    elapsed: Duration,
+}
+
+impl Raw {
+    fn add(&mut self, other: Raw) {
+        for (into, from) in self.lat.iter_mut().zip(other.lat) {
+            into.extend(from);
+        }
+        self.cycles += other.cycles;
+        self.elapsed += other.elapsed;
+    }
+
+    fn finish(self, implementation: &'static str, clients: usize) -> PrimitiveRun {
+        PrimitiveRun {
+            implementation,
+            clients,
+            ops: [
+                Summary::of(&self.lat[0]),
+                Summary::of(&self.lat[1]),
+                Summary::of(&self.lat[2]),
+            ],
+            cycles_per_s: self.cycles as f64 / self.elapsed.as_secs_f64().max(1e-9),
+        }
+    }
+}
+
 /// leasehold's primitives with `clients` concurrent clients.
-pub async fn leasehold(url: &str, clients: usize, amount: Amount) -> Result<PrimitiveRun> {
+async fn leasehold(url: &str, clients: usize, amount: Amount) -> Result<Raw> {
     let barrier = Arc::new(Barrier::new(clients));
     let mut tasks = Vec::new();
     for i in 0..clients {
@@ -96,12 +152,12 @@ pub async fn leasehold(url: &str, clients: usize, amount: Amount) -> Result<Prim
             Ok::<_, anyhow::Error>((lat, cycles, started.elapsed()))
         }));
     }
-    collect("leasehold", clients, tasks).await
+    collect("leasehold", tasks).await
 }
 
 /// rslock's lock / extend / unlock with `clients` concurrent clients (one `LockManager` each,
 /// no retries: every key is free).
-pub async fn rslock(url: &str, clients: usize, amount: Amount) -> Result<PrimitiveRun> {
+async fn rslock(url: &str, clients: usize, amount: Amount) -> Result<Raw> {
     let barrier = Arc::new(Barrier::new(clients));
     let mut tasks = Vec::new();
     for i in 0..clients {
@@ -149,7 +205,7 @@ pub async fn rslock(url: &str, clients: usize, amount: Amount) -> Result<Primiti
             Ok::<_, anyhow::Error>((lat, cycles, started.elapsed()))
         }));
     }
-    collect("rslock", clients, tasks).await
+    collect("rslock", tasks).await
 }
 
 fn amount_done(amount: Amount, cycles: usize, started: Instant) -> bool {
@@ -163,30 +219,18 @@ type ClientResult = Result<([Vec<Duration>; 3], usize, Duration)>;
 
 async fn collect(
     implementation: &'static str,
-    clients: usize,
     tasks: Vec<tokio::task::JoinHandle<ClientResult>>,
-) -> Result<PrimitiveRun> {
-    let mut all: [Vec<Duration>; 3] = Default::default();
-    let mut cycles = 0usize;
-    let mut longest = Duration::ZERO;
+) -> Result<Raw> {
+    let mut raw = Raw::default();
     for task in tasks {
         let (lat, n, elapsed) = task
             .await
             .with_context(|| format!("{implementation} client task"))??;
-        for (into, from) in all.iter_mut().zip(lat) {
+        for (into, from) in raw.lat.iter_mut().zip(lat) {
             into.extend(from);
         }
-        cycles += n;
-        longest = longest.max(elapsed);
+        raw.cycles += n;
+        raw.elapsed = raw.elapsed.max(elapsed);
     }
-    Ok(PrimitiveRun {
-        implementation,
-        clients,
-        ops: [
-            Summary::of(&all[0]),
-            Summary::of(&all[1]),
-            Summary::of(&all[2]),
-        ],
-        cycles_per_s: cycles as f64 / longest.as_secs_f64().max(1e-9),
-    })
+    Ok(raw)
 }
