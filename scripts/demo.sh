@@ -37,7 +37,7 @@ for name in web-a web-b web-c; do
   replica_http[$name]=$http
   # Only the leader runs the command; it gets the fencing token in its environment.
   RUST_LOG=leasehold=info "$bin" run --redis-url "$url" --lease-name "$lease" --identity "$name" \
-    --http-addr "$http" --kubernetes off --log-format text \
+    --http-addr "$http" --kubernetes off --log-format text --readiness leader \
     --lease-duration 3s --renew-deadline 2s --retry-period 500ms -- \
     sh -c 'while true; do echo "   [$LEASEHOLD_IDENTITY] singleton work, fencing token $LEASEHOLD_FENCING_TOKEN"; sleep 1.5; done' \
     2> >(grep --line-buffered -E 'became leader|stepped down|following leader|released the lease|started the command|stopping the command|redis is new' \

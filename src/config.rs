@@ -148,8 +148,10 @@ pub struct HttpArgs {
     /// Address of the HTTP endpoints.
     #[arg(long, env = "LEASEHOLD_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     pub http_addr: SocketAddr,
-    /// What `/readyz` reports.
-    #[arg(long, env = "LEASEHOLD_READINESS", value_enum, default_value_t = ReadinessMode::Leader)]
+    /// What `/readyz` reports. `member` is the default because with `leader` only one pod of a
+    /// Deployment is ever ready, which stalls rolling updates (route to the leader with a
+    /// Service that selects the leader label instead).
+    #[arg(long, env = "LEASEHOLD_READINESS", value_enum, default_value_t = ReadinessMode::Member)]
     pub readiness: ReadinessMode,
 }
 
@@ -1088,7 +1090,7 @@ mod tests {
                 pod: "web-7d4f-x2x9".into()
             }
         );
-        assert_eq!(s.readiness, ReadinessMode::Leader);
+        assert_eq!(s.readiness, ReadinessMode::Member);
         assert_eq!(s.http_addr, "0.0.0.0:8080".parse().unwrap());
         assert!(s.redis.options.cooldown_on_data_loss);
         assert_eq!(s.kube.leader_label.as_deref(), Some("leasehold.io/leader"));

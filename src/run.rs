@@ -18,6 +18,22 @@ use crate::k8s::{self, Cluster, K8sError, OwningDeployment};
 use crate::lease::{LeaseName, OwnerId, RedisLease};
 use crate::metrics::Metrics;
 
+/// Slack for stepping down, releasing and stopping the HTTP server after the command stopped.
+const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
+/// How long the Kubernetes step-down notes (label removal, event) may take at exit.
+const NOTES_BOUND: Duration = Duration::from_secs(2);
+
+/// The longest a graceful shutdown of `settings` takes, from SIGTERM to exit: the command's
+/// grace period, a release (the call timeout), and slack. A pod's
+/// `terminationGracePeriodSeconds` must exceed it.
+pub fn shutdown_bound(settings: &RunSettings) -> Duration {
+    let grace = settings
+        .exec
+        .as_ref()
+        .map_or(Duration::ZERO, |e| e.grace_period);
+    grace + settings.timing.call_timeout() + SHUTDOWN_SLACK + NOTES_BOUND
+}
+
 /// A failure that is the user's to fix (exit code 2), as opposed to a runtime failure.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -156,10 +172,6 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
         let supervisor = supervisor.clone();
         move |leadership: Leadership| term(leadership, cluster.clone(), supervisor.clone())
     };
-    let grace = settings
-        .exec
-        .as_ref()
-        .map_or(Duration::ZERO, |e| e.grace_period);
     let mut elector_task = tokio::spawn(elector.run(shutdown.clone(), work));
 
     // The elector ends on a signal, or by itself when the command ended.
@@ -171,7 +183,7 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
         Some(ended) => ended,
         None => {
             // Stepping down stops the command (within its grace period) and releases the lease.
-            let bound = grace + settings.timing.call_timeout() + Duration::from_secs(5);
+            let bound = shutdown_bound(&settings).saturating_sub(NOTES_BOUND);
             match tokio::time::timeout(bound, elector_task).await {
                 Ok(ended) => ended,
                 Err(_) => {
@@ -188,7 +200,7 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
         error!(error = %join, "the elector task failed");
     }
     if let Some(cluster) = &cluster {
-        cluster.flush(Duration::from_secs(2)).await;
+        cluster.flush(NOTES_BOUND).await;
     }
     http_stop.cancel();
     let _ = server.await;

@@ -633,12 +633,9 @@ fn a_sentinel_password_for_a_url_without_sentinels_is_refused() {
     );
 }
 
-/// leasehold's own bound on a graceful shutdown (src/run.rs): the command's grace period (exec
-/// mode), one Redis call to release the lease, 5 s of slack, and 2 s to flush the Kubernetes
-/// notes.
+/// leasehold's own bound on a graceful shutdown, from the binary's code.
 fn shutdown_bound(s: &RunSettings) -> Duration {
-    let grace = s.exec.as_ref().map_or(Duration::ZERO, |e| e.grace_period);
-    grace + s.timing.call_timeout() + Duration::from_secs(5) + Duration::from_secs(2)
+    leasehold::run::shutdown_bound(s)
 }
 
 #[test]

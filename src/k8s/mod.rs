@@ -130,6 +130,22 @@ pub async fn reconcile_while_leading<K, C, R, Fut, E>(
         .await;
 }
 
+/// Sends a term's step-down notes when dropped.
+struct AfterTerm {
+    cluster: Cluster,
+    leadership: Leadership,
+}
+
+impl Drop for AfterTerm {
+    fn drop(&mut self) {
+        // Spawning needs a runtime; at process teardown there may be none, and then there is
+        // nobody left to note anything to.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            self.cluster.after_term(self.leadership.clone());
+        }
+    }
+}
+
 /// The Kubernetes parts of one replica.
 #[derive(Clone)]
 pub struct Cluster {
@@ -198,6 +214,12 @@ impl Cluster {
 
     /// The leader's Kubernetes work for one term; returns when `stop` is cancelled.
     pub async fn lead(&self, leadership: Leadership, stop: CancellationToken) {
+        // The notes run however the term ends: also when the elector aborts work that did
+        // not stop by the validity deadline (dropping this future).
+        let _notes = AfterTerm {
+            cluster: self.clone(),
+            leadership: leadership.clone(),
+        };
         let inner = &self.inner;
         let token = leadership.token();
         if inner.settings.events && leadership.check().is_ok() {
@@ -238,7 +260,6 @@ impl Cluster {
             }
         };
         tokio::join!(labels, lease);
-        self.after_term(leadership);
     }
 
     /// The notes of a term that ended, in the background: this pod's label off, and an Event.

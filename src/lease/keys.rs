@@ -28,6 +28,14 @@ pub enum NameError {
         /// The limit in bytes.
         max: usize,
     },
+    /// The operating system gave no random bytes for the owner id's UUID.
+    #[error(
+        "cannot make an owner id: the system gave no random bytes ({reason}); is /dev/urandom there?"
+    )]
+    NoRandomness {
+        /// The error from the OS.
+        reason: String,
+    },
     /// The value holds a character that is not allowed.
     #[error("{what} `{value}` contains {found:?}; {rule}")]
     BadCharacter {
@@ -142,10 +150,19 @@ impl OwnerId {
     /// Longest accepted identity (a pod name is at most 253 bytes).
     pub const MAX_IDENTITY_LEN: usize = 253;
 
-    /// A fresh owner id for `identity`.
+    /// A fresh owner id for `identity`. Fails (instead of panicking) when the OS has no
+    /// randomness to give, as in a container without `/dev/urandom`.
     pub fn generate(identity: &str) -> Result<Self, NameError> {
+        use rand::TryRngCore;
         check("identity", identity, Self::MAX_IDENTITY_LEN, false)?;
-        Ok(Self(format!("{identity}-{}", Uuid::new_v4())))
+        let mut bytes = [0u8; 16];
+        rand::rngs::OsRng
+            .try_fill_bytes(&mut bytes)
+            .map_err(|e| NameError::NoRandomness {
+                reason: e.to_string(),
+            })?;
+        let uuid = uuid::Builder::from_random_bytes(bytes).into_uuid();
+        Ok(Self(format!("{identity}-{uuid}")))
     }
 
     /// The owner id as stored in Redis.

@@ -80,6 +80,11 @@ impl Replica {
         if !args.contains(&"--kubernetes") {
             cmd.args(["--kubernetes", "off"]);
         }
+        // The tests find the leader by its readiness unless they ask for member mode (or test
+        // a config file, whose readiness a flag would override).
+        if !args.contains(&"--readiness") && !args.contains(&"--config") {
+            cmd.args(["--readiness", "leader"]);
+        }
         cmd.args(["--identity", name])
             .args(["--http-addr", &http.to_string(), "--log-format", "json"])
             .args(args);
