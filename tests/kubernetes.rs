@@ -402,6 +402,12 @@ async fn the_leader_label_mirror_and_events_follow_leadership() {
         let body = p.body.as_ref().unwrap();
         let keys: Vec<&String> = body.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["metadata"], "{body}");
+        let meta: Vec<&String> = body["metadata"].as_object().unwrap().keys().collect();
+        assert_eq!(
+            meta,
+            ["annotations", "labels"],
+            "only the label and the deletion cost: {body}"
+        );
         assert!(body["metadata"]["labels"].get(LABEL).is_some(), "{body}");
     }
     let lease_writes: Vec<String> = api

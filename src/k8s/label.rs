@@ -1,5 +1,7 @@
 //! The leader label: `true` on the leader's pod, absent on the Deployment's other pods, kept so
-//! by a reconcile loop on pod events while leading.
+//! by a reconcile loop on pod events while leading. The leader's pod also carries a high
+//! `controller.kubernetes.io/pod-deletion-cost`, so that a rolling update (or a scale-down)
+//! removes the followers first and the leader last: one handoff per rollout, not several.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,9 +50,26 @@ pub(super) async fn keep_on_leader(
     reconcile_while_leading(leadership, stop, pods, config, reconcile, context, retry).await;
 }
 
+/// The annotation that orders a ReplicaSet's scale-down (lowest cost goes first).
+pub(super) const DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
 /// The value the label should have on `pod`: `Some("true")` on the leader, `None` elsewhere.
 fn wanted(pod: &str, identity: &str) -> Option<&'static str> {
     (pod == identity).then_some("true")
+}
+
+/// The pod-deletion cost `pod` should carry: high on the leader, none elsewhere.
+fn wanted_cost(pod: &str, identity: &str) -> Option<&'static str> {
+    (pod == identity).then_some("1000")
+}
+
+/// A merge patch that sets or removes the label and the deletion cost.
+fn claim_patch(key: &str, label: Option<&str>, cost: Option<&str>) -> serde_json::Value {
+    let value = |v: Option<&str>| v.map_or(serde_json::Value::Null, |v| json!(v));
+    json!({ "metadata": {
+        "labels": { key: value(label) },
+        "annotations": { DELETION_COST: value(cost) },
+    } })
 }
 
 async fn reconcile(
@@ -60,17 +79,18 @@ async fn reconcile(
     let c = &ctx.inner;
     let name = pod.name_any();
     let want = wanted(&name, &c.identity);
+    let want_cost = wanted_cost(&name, &c.identity);
     let have = pod.labels().get(&c.key).map(String::as_str);
-    if have == want {
+    let have_cost = pod.annotations().get(DELETION_COST).map(String::as_str);
+    if have == want && have_cost == want_cost {
         return Ok(Action::await_change());
     }
     let token = ctx.leadership.check()?;
-    let value = want.map_or(serde_json::Value::Null, |v| json!(v));
     c.pods
         .patch(
             &name,
             &PatchParams::default(),
-            &Patch::Merge(json!({ "metadata": { "labels": { c.key.as_str(): value } } })),
+            &Patch::Merge(claim_patch(&c.key, want, want_cost)),
         )
         .await
         .map_err(|source| K8sError::Api {
@@ -89,7 +109,7 @@ async fn reconcile(
 /// leadership).
 pub(super) async fn remove_own(client: &Client, namespace: &str, identity: &str, key: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let patch = json!({ "metadata": { "labels": { key: serde_json::Value::Null } } });
+    let patch = claim_patch(key, None, None);
     match pods
         .patch(identity, &PatchParams::default(), &Patch::Merge(patch))
         .await
@@ -106,7 +126,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_claim_patch_sets_or_removes_both() {
+        let set = claim_patch("leasehold.io/leader", Some("true"), Some("1000"));
+        assert_eq!(set["metadata"]["labels"]["leasehold.io/leader"], "true");
+        assert_eq!(set["metadata"]["annotations"][DELETION_COST], "1000");
+        let unset = claim_patch("leasehold.io/leader", None, None);
+        assert!(unset["metadata"]["labels"]["leasehold.io/leader"].is_null());
+        assert!(unset["metadata"]["annotations"][DELETION_COST].is_null());
+    }
+
+    #[test]
     fn only_the_leader_carries_the_label() {
+        assert_eq!(wanted_cost("web-a", "web-a"), Some("1000"));
+        assert_eq!(wanted_cost("web-b", "web-a"), None);
         assert_eq!(wanted("web-a", "web-a"), Some("true"));
         assert_eq!(wanted("web-b", "web-a"), None);
     }
