@@ -98,6 +98,11 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
             .map(|s| format!("; last step-down: {}", s.reason))
             .unwrap_or_default()
     };
+    let redis_error = status
+        .redis
+        .last_error
+        .as_deref()
+        .filter(|_| !status.redis.reachable);
     match (mode, &status.role) {
         (_, Role::Stopped) => (false, "stopped".into()),
         (ReadinessMode::Leader, Role::Leader { token, .. }) if leading => {
@@ -107,22 +112,24 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
             false,
             "not the leader: validity deadline passed, stepping down".into(),
         ),
-        (ReadinessMode::Leader, _) => (
-            false,
-            format!("not the leader: {}{}", leader(), last_step()),
-        ),
-        (ReadinessMode::Member, Role::Starting) => (false, "not ready: starting".into()),
-        (ReadinessMode::Member, _) if !status.redis.reachable => (
+        (ReadinessMode::Leader, _) => match redis_error {
+            Some(error) => (false, format!("not the leader: redis unreachable: {error}")),
+            None => (
+                false,
+                format!("not the leader: {}{}", leader(), last_step()),
+            ),
+        },
+        (ReadinessMode::Member, _) if redis_error.is_some() => (
             false,
             format!(
                 "not ready: redis unreachable: {}",
-                status
-                    .redis
-                    .last_error
-                    .as_deref()
-                    .unwrap_or("no answer yet")
+                redis_error.unwrap_or_default()
             ),
         ),
+        (ReadinessMode::Member, Role::Starting) => (false, "not ready: starting".into()),
+        (ReadinessMode::Member, _) if !status.redis.reachable => {
+            (false, "not ready: redis unreachable: no answer yet".into())
+        }
         (ReadinessMode::Member, Role::Leader { .. }) if leading => (true, "member: leader".into()),
         (ReadinessMode::Member, _) => (true, format!("member: {}", leader())),
     }

@@ -248,3 +248,54 @@ fn the_readme_gives_the_rule_the_tests_use() {
         "README.md must give the ACL rule:\n{rule}"
     );
 }
+
+#[test]
+fn a_wrong_password_shows_in_readiness_and_the_log() {
+    use support::replica::{FAST, Replica, wait_for};
+    let redis = RedisServer::start();
+    set_user(
+        &redis,
+        "leasehold",
+        &minimal_acl_rule("leasehold:", false),
+        "right",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let pw = dir.path().join("pw");
+    std::fs::write(&pw, "wrong\n").unwrap();
+    let pw = pw.to_str().unwrap().to_owned();
+    let mut args = FAST.to_vec();
+    args.extend([
+        "--readiness",
+        "member",
+        "--redis-username",
+        "leasehold",
+        "--redis-password-file",
+        &pw,
+    ]);
+    let a = Replica::spawn(
+        &redis.url(),
+        &unique_lease("wrongpass-binary"),
+        "a",
+        &args,
+        &[],
+    );
+    let body = wait_for(
+        "readiness to give the reason",
+        Duration::from_secs(5),
+        || {
+            a.get("/readyz")
+                .filter(|(code, _)| *code == 503)
+                .map(|(_, body)| body)
+        },
+    );
+    assert!(
+        body.starts_with("not ready: redis unreachable: redis authentication failed"),
+        "{body}"
+    );
+    let refused = a.events("redis refuses leasehold; backing off until it is fixed");
+    assert!(!refused.is_empty(), "{}", a.log_text());
+    assert!(
+        !a.log_text().contains("wrong\""),
+        "the password is not logged"
+    );
+}
