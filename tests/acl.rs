@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use leasehold::elector::{Elector, Role, Timing};
 use leasehold::lease::{
-    Acquired, LeaseError, LeaseName, LeaseOptions, OwnerId, RedisLease, Released, Secret,
-    minimal_acl_rule,
+    Acquired, LeaseError, LeaseOptions, RedisLease, Released, Secret, minimal_acl_rule,
 };
 use support::contenders::{
     ActionLog, Contender, acting_work, assert_no_overlap, fast_timing, handoff_gaps, summary,
@@ -36,16 +35,9 @@ fn acl_lease(url: &str, name: &str, identity: &str, user: &str, pw: &str) -> Red
     let options = LeaseOptions {
         username: Some(user.to_owned()),
         password: Some(Secret::new(pw)),
-        cooldown_on_data_loss: true,
         ..LeaseOptions::default()
     };
-    RedisLease::new(
-        url,
-        LeaseName::new(name).unwrap(),
-        OwnerId::generate(identity).unwrap(),
-        options,
-    )
-    .unwrap()
+    support::contenders::lease_with(url, name, identity, options)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

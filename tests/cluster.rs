@@ -10,18 +10,12 @@ use std::time::Duration;
 use leasehold::elector::Timing;
 use support::cluster::Cluster;
 use support::contenders::{
-    ActionLog, Contender, acting_work, assert_no_overlap, handoff_gaps, lease, summary,
-    unique_lease,
+    ActionLog, Contender, acting_contenders, assert_no_overlap, handoff_gaps, summary, unique_lease,
 };
 use support::wait::eventually;
 
 fn timing() -> Timing {
-    Timing {
-        lease_duration: Duration::from_millis(1500),
-        renew_deadline: Duration::from_millis(900),
-        retry_period: Duration::from_millis(250),
-        drift_factor: 0.01,
-    }
+    support::contenders::steady_timing()
 }
 
 /// The slot of a lease's keys (all share the hash tag), as the cluster computes it.
@@ -31,16 +25,7 @@ fn slot_of(cluster: &Cluster, name: &str) -> u16 {
 }
 
 fn spawn(cluster: &Cluster, name: &str, log: &ActionLog, hold: Option<Duration>) -> Vec<Contender> {
-    ["pod-a", "pod-b", "pod-c"]
-        .iter()
-        .map(|who| {
-            Contender::spawn(
-                lease(&cluster.url(), name, who, true),
-                timing(),
-                acting_work(log.clone(), Duration::from_millis(5), hold),
-            )
-        })
-        .collect()
+    acting_contenders(&cluster.url(), name, 3, timing(), true, log, hold)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

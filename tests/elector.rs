@@ -11,8 +11,8 @@ use std::time::Duration;
 use leasehold::clock::BootInstant;
 use leasehold::elector::{Leadership, Role, StepDownReason, Timing};
 use support::contenders::{
-    ActionLog, Contender, Did, acting_work, assert_no_overlap, fast_timing, handoff_gaps, lease,
-    record_statuses, summary, unique_lease,
+    ActionLog, Contender, Did, acting_contenders, acting_work, assert_no_overlap, fast_timing,
+    handoff_gaps, lease, record_statuses, summary, unique_lease,
 };
 use support::redis_server::RedisServer;
 use support::wait::{eventually, until};
@@ -31,18 +31,16 @@ async fn twenty_four_contenders_never_overlap_across_many_handoffs() {
     let name = unique_lease("exclusion");
     let log: ActionLog = Arc::default();
     let timing = fast_timing();
-    let contenders: Vec<Contender> = (0..24)
-        .map(|i| {
-            let lease = lease(&redis.url(), &name, &format!("pod-{i}"), false);
-            // Each term acts every 2 ms for 40 ms, then hands over.
-            let work = acting_work(
-                log.clone(),
-                Duration::from_millis(2),
-                Some(Duration::from_millis(40)),
-            );
-            Contender::spawn(lease, timing, work)
-        })
-        .collect();
+    // Each term acts for 40 ms, then hands over.
+    let contenders = acting_contenders(
+        &redis.url(),
+        &name,
+        24,
+        timing,
+        false,
+        &log,
+        Some(Duration::from_millis(40)),
+    );
 
     eventually("60 terms", Duration::from_secs(60), || async {
         let terms = log
@@ -81,17 +79,15 @@ async fn graceful_handoff_reaches_a_follower_well_within_the_ttl() {
         retry_period: Duration::from_secs(2),
         drift_factor: 0.01,
     };
-    let contenders: Vec<Contender> = (0..3)
-        .map(|i| {
-            let lease = lease(&redis.url(), &name, &format!("pod-{i}"), false);
-            let work = acting_work(
-                log.clone(),
-                Duration::from_millis(5),
-                Some(Duration::from_millis(100)),
-            );
-            Contender::spawn(lease, timing, work)
-        })
-        .collect();
+    let contenders = acting_contenders(
+        &redis.url(),
+        &name,
+        3,
+        timing,
+        false,
+        &log,
+        Some(Duration::from_millis(100)),
+    );
     eventually("20 handoffs", Duration::from_secs(30), || async {
         (handoff_gaps(&log.lock().unwrap()).len() >= 20).then_some(())
     })
@@ -237,16 +233,7 @@ async fn nobody_leads_during_the_cooldown_of_a_fresh_redis() {
     let log: ActionLog = Arc::default();
     let timing = fast_timing();
     let started = BootInstant::now();
-    let contenders: Vec<Contender> = (0..3)
-        .map(|i| {
-            let lease = lease(&redis.url(), &name, &format!("pod-{i}"), true);
-            Contender::spawn(
-                lease,
-                timing,
-                acting_work(log.clone(), Duration::from_millis(5), None),
-            )
-        })
-        .collect();
+    let contenders = acting_contenders(&redis.url(), &name, 3, timing, true, &log, None);
     eventually(
         "a leader after the cooldown",
         Duration::from_secs(5),
@@ -279,16 +266,7 @@ async fn redis_going_away_makes_the_leader_step_down_and_an_empty_restart_elects
     let name = unique_lease("redis-down");
     let log: ActionLog = Arc::default();
     let timing = fast_timing();
-    let contenders: Vec<Contender> = (0..3)
-        .map(|i| {
-            let lease = lease(&redis.url(), &name, &format!("pod-{i}"), true);
-            Contender::spawn(
-                lease,
-                timing,
-                acting_work(log.clone(), Duration::from_millis(5), None),
-            )
-        })
-        .collect();
+    let contenders = acting_contenders(&redis.url(), &name, 3, timing, true, &log, None);
     let first = eventually("a first leader", Duration::from_secs(5), || async {
         leader_of(&contenders)
     })

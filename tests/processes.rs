@@ -15,12 +15,7 @@ use support::redis_server::RedisServer;
 use support::wait::{holds_for, until};
 
 fn timing() -> Timing {
-    Timing {
-        lease_duration: Duration::from_millis(1500),
-        renew_deadline: Duration::from_millis(900),
-        retry_period: Duration::from_millis(250),
-        drift_factor: 0.01,
-    }
+    support::contenders::steady_timing()
 }
 
 /// A child leader, then an in-process follower that sees it.

@@ -17,12 +17,7 @@ use support::sentinel::SentinelSet;
 use support::wait::{eventually, until};
 
 fn timing() -> Timing {
-    Timing {
-        lease_duration: Duration::from_millis(1500),
-        renew_deadline: Duration::from_millis(900),
-        retry_period: Duration::from_millis(250),
-        drift_factor: 0.01,
-    }
+    support::contenders::steady_timing()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

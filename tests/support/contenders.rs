@@ -26,6 +26,17 @@ pub fn fast_timing() -> Timing {
     }
 }
 
+/// Timings for tests with child processes or replicated Redis: TTL 1.5 s, renew deadline
+/// 900 ms, retry 250 ms.
+pub fn steady_timing() -> Timing {
+    Timing {
+        lease_duration: Duration::from_millis(1500),
+        renew_deadline: Duration::from_millis(900),
+        retry_period: Duration::from_millis(250),
+        drift_factor: 0.01,
+    }
+}
+
 /// A lease name unique to the calling test.
 pub fn unique_lease(test: &str) -> String {
     format!("test/{test}-{}", uuid_suffix())
@@ -36,10 +47,19 @@ fn uuid_suffix() -> String {
 }
 
 pub fn lease(url: &str, name: &str, identity: &str, cooldown: bool) -> RedisLease {
-    let options = LeaseOptions {
-        cooldown_on_data_loss: cooldown,
-        ..LeaseOptions::default()
-    };
+    lease_with(
+        url,
+        name,
+        identity,
+        LeaseOptions {
+            cooldown_on_data_loss: cooldown,
+            ..LeaseOptions::default()
+        },
+    )
+}
+
+/// A lease with the given options.
+pub fn lease_with(url: &str, name: &str, identity: &str, options: LeaseOptions) -> RedisLease {
     RedisLease::new(
         url,
         LeaseName::new(name).unwrap(),
@@ -47,6 +67,29 @@ pub fn lease(url: &str, name: &str, identity: &str, cooldown: bool) -> RedisLeas
         options,
     )
     .unwrap()
+}
+
+/// `count` contenders `pod-0`, `pod-1`, … on `url`, each acting every 5 ms through its guard
+/// into `log` and handing over after `hold` (never, without one).
+pub fn acting_contenders(
+    url: &str,
+    name: &str,
+    count: usize,
+    timing: Timing,
+    cooldown: bool,
+    log: &ActionLog,
+    hold: Option<Duration>,
+) -> Vec<Contender> {
+    (0..count)
+        .map(|i| {
+            let lease = lease(url, name, &format!("pod-{i}"), cooldown);
+            Contender::spawn(
+                lease,
+                timing,
+                acting_work(log.clone(), Duration::from_millis(5), hold),
+            )
+        })
+        .collect()
 }
 
 /// What a leader's work did.
@@ -267,7 +310,7 @@ pub struct ChildContender {
 }
 
 /// Collects a child's output stream line by line on a thread.
-fn collect(stream: impl std::io::Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+pub fn collect(stream: impl std::io::Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
     let lines = Arc::new(Mutex::new(Vec::new()));
     let sink = lines.clone();
     std::thread::spawn(move || {

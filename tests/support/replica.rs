@@ -1,13 +1,15 @@
 //! The real `leasehold` binary as a child process, with its HTTP endpoints on a free port and
 //! its JSON logs collected, for end-to-end tests.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
+
+use super::contenders::collect;
 use nix::unistd::Pid;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
@@ -25,17 +27,6 @@ pub const FAST: [&str; 6] = [
 fn free_addr() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("addr")
-}
-
-fn collect(stream: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let sink = lines.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stream).lines().map_while(Result::ok) {
-            sink.lock().unwrap().push(line);
-        }
-    });
-    lines
 }
 
 pub struct Replica {
