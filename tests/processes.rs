@@ -102,12 +102,14 @@ async fn a_paused_leader_refuses_after_resume_steps_down_and_never_takes_the_lea
 
     let mark = child.line_count();
     child.signal(Signal::SIGCONT);
+    let resumed = std::time::Instant::now();
     let stepped = child.wait_line_after(
         mark,
         "the child to step down",
         Duration::from_secs(5),
         |l| l.starts_with("stepped_down"),
     );
+    eprintln!("resume → step-down line seen: {:?}", resumed.elapsed());
     assert_eq!(
         stepped,
         format!("stepped_down token={child_token} reason=validity_deadline_passed")
