@@ -46,7 +46,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Number of faults to inject (in rounds that hold every kind once).
-    #[arg(long, default_value_t = 22, conflicts_with = "long")]
+    #[arg(long, default_value_t = 33, conflicts_with = "long")]
     pub faults: usize,
     /// The long run: 1,100 faults (about an hour).
     #[arg(long)]

@@ -90,6 +90,9 @@ pub struct KindStats {
     pub injected: usize,
     /// Faults skipped (nothing to hit).
     pub skipped: usize,
+    /// Faults injected while no replica led (the previous fault's failover was not over):
+    /// not measured, since their outage belongs to that fault.
+    pub unmeasured: usize,
     /// Faults that hit the leader.
     pub hit_leader: usize,
     /// Faults after which another term led.
@@ -165,6 +168,7 @@ pub fn analyse(windows: &[Window], journal: &Journal, timing: &Timing) -> Livene
             KindStats {
                 injected: 0,
                 skipped: 0,
+                unmeasured: 0,
                 hit_leader: 0,
                 leader_changes: 0,
                 disrupted: 0,
@@ -185,6 +189,10 @@ pub fn analyse(windows: &[Window], journal: &Journal, timing: &Timing) -> Livene
         stats.injected += 1;
         if f.target_led {
             stats.hit_leader += 1;
+        }
+        if f.leader_before.is_none() {
+            stats.unmeasured += 1;
+            continue;
         }
         let reference = if kind.counts_from_injection() {
             f.inject

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo build --bin leasehold --example chaos
-//! target/debug/examples/chaos run --seed 7                          # short run, ~1 min
+//! target/debug/examples/chaos run --seed 7                          # short run, ~75 s
 //! target/debug/examples/chaos run --seed 7 --resource-fencing off   # negative control
 //! target/debug/examples/chaos run --seed 1 --long --out docs/chaos  # 1,100 faults
 //! ```

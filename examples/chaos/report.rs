@@ -320,23 +320,24 @@ impl Inputs<'_> {
         let _ = writeln!(md, "## Failover\n");
         let _ = writeln!(
             md,
-            "A working leader is a replica inside its validity window whose leasehold runs and is not paused. *Failover* is the time without one, from the fault's injection until one exists again, over the faults that interrupted leadership. *Recovery* is measured from the fault's reference instant (the injection for process faults, the fault's end for Redis and link faults and for a rolling restart) and checked against the bound: TTL + retry period, plus one more TTL of cooldown after a Redis restart. Milliseconds.\n"
+            "A working leader is a replica inside its validity window whose leasehold runs and is not paused. *Failover* is the time without one, from the fault's injection until one exists again, over the faults that interrupted leadership. *Recovery* is measured from the fault's reference instant (the injection for process faults, the fault's end for Redis and link faults and for a rolling restart) and checked against the bound: TTL + retry period, plus one more TTL of cooldown after a Redis restart. Faults injected while no replica led (the previous fault's failover was not over) are not measured: their outage belongs to that fault. Milliseconds.\n"
         );
         let _ = writeln!(
             md,
-            "| kind | interrupted | failover min | p50 | p99 | max | recovery p50 | p99 | max | bound | over bound |"
+            "| kind | measured | interrupted | failover min | p50 | p99 | max | recovery p50 | p99 | max | bound | over bound |"
         );
         let _ = writeln!(
             md,
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for (kind, k) in &self.liveness.kinds {
             let o = spread_cells(k.outage, 4);
             let r = spread_cells(k.recovery, 4);
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 kind.label(),
+                k.injected - k.unmeasured,
                 k.disrupted,
                 o[0],
                 o[1],

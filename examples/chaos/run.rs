@@ -170,6 +170,19 @@ fn report(data: &Dataset, out: &Path) -> anyhow::Result<bool> {
         &out.join("summary.json"),
         &serde_json::to_string_pretty(&summary).context("cannot serialise the summary")?,
     )?;
+    let faults: Vec<serde_json::Value> = data
+        .journal
+        .faults
+        .iter()
+        .map(|f| {
+            let outcome = liveness.outcomes.iter().find(|o| o.index == f.index);
+            serde_json::json!({ "fault": f, "outcome": outcome })
+        })
+        .collect();
+    write_file(
+        &out.join("faults.json"),
+        &serde_json::to_string(&faults).context("cannot serialise the faults")?,
+    )?;
     print_summary(&summary, out);
     Ok(summary.pass)
 }
