@@ -911,7 +911,10 @@ fn physical_section(w: &mut String, r: &Results) {
         "redis-benchmark reports latencies with a resolution of about 8 µs (its histogram) and runs \
          without a client library; redis-rs adds its own cost to every round trip, which is why the \
          `PING` line is the fairer floor for leasehold. The `EVALSHA` script compares the value of a \
-         held key and `PEXPIRE`s it, like a renewal.\n"
+         held key and `PEXPIRE`s it, like a renewal. One-client round trips on this virtual machine \
+         move a lot between runs (the bare TCP echo's p50 was anywhere from 16 µs to 66 µs in \
+         trial runs, lower when the machine was busy, which fits idle virtual CPUs that are slow to \
+         wake); compare them only within one run.\n"
     );
 }
 
