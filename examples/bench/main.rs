@@ -428,7 +428,7 @@ async fn run(cli: Cli) -> Result<()> {
     results.measured_for = started.elapsed();
     results.build_seconds = cli.build_seconds;
     let svg_rel = relative_to(&cli.svg, cli.out.parent().unwrap_or(Path::new(".")));
-    let markdown = report::markdown(&results, &plan, &svg_rel);
+    let markdown = report::markdown(&results, &plan, &svg_rel, &cli.svg.to_string_lossy());
     let plot = report::plot(&results, &plan);
     for (path, text) in [(&cli.out, &markdown), (&cli.svg, &plot)] {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

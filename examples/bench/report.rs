@@ -150,8 +150,9 @@ fn mib(kib: u64) -> String {
     format!("{:.1} MiB", kib as f64 / 1024.0)
 }
 
-/// The Markdown report. `svg` is the plot's path relative to the report.
-pub fn markdown(r: &Results, plan: &Plan, svg: &str) -> String {
+/// The Markdown report. `svg` is the plot's path relative to the report (for the link),
+/// `svg_written` the path it was written to (for the text).
+pub fn markdown(r: &Results, plan: &Plan, svg: &str, svg_written: &str) -> String {
     let mut s = String::new();
     let w = &mut s;
     let date = humantime::format_rfc3339_seconds(r.date);
@@ -186,7 +187,7 @@ pub fn markdown(r: &Results, plan: &Plan, svg: &str) -> String {
         w,
         "Measured {date} at commit `{}`. **To reproduce**, run `scripts/bench.sh` from the repository root \
          (Debian; it installs `redis-server` and `redis-tools` when they are missing, builds the release \
-         binary and the harness, and rewrites this file and `{svg}` from a new run). {total} Every \
+         binary and the harness, and rewrites this file and `{svg_written}` from a new run). {total} Every \
          redis-server it uses is its own, on a free loopback port; all traffic stays on 127.0.0.1.\n",
         r.versions.commit
     );
