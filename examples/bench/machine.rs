@@ -15,6 +15,62 @@ pub struct Machine {
     pub load_after: String,
     /// Other compilers running when the benchmark started (a noisy machine).
     pub busy_before: Vec<String>,
+    /// CPU time over the run as shares of the whole machine: this harness with the children it
+    /// reaped, and every other process.
+    pub cpu_share_self: f64,
+    pub cpu_share_others: f64,
+}
+
+/// CPU counters at one moment: the machine's busy and total time (from /proc/stat) and this
+/// process's own time plus that of its reaped children (from /proc/self/stat), in clock ticks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuTicks {
+    busy: u64,
+    total: u64,
+    own: u64,
+}
+
+impl CpuTicks {
+    pub fn now() -> Self {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let fields: Vec<u64> = stat
+            .lines()
+            .find_map(|l| l.strip_prefix("cpu "))
+            .map(|l| {
+                l.split_whitespace()
+                    .filter_map(|v| v.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        // user nice system idle iowait irq softirq steal (guest time is inside user).
+        let total: u64 = fields.iter().take(8).sum();
+        let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+        let own_stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        // After the command name: utime, stime, cutime, cstime are fields 14 to 17.
+        let own = own_stat
+            .rsplit_once(')')
+            .map(|(_, rest)| {
+                rest.split_whitespace()
+                    .skip(11)
+                    .take(4)
+                    .filter_map(|v| v.parse::<u64>().ok())
+                    .sum()
+            })
+            .unwrap_or(0);
+        Self {
+            busy: total.saturating_sub(idle),
+            total,
+            own,
+        }
+    }
+
+    /// Shares of the machine's CPU from `self` to `later`: (this harness, everyone else).
+    pub fn shares_until(&self, later: &CpuTicks) -> (f64, f64) {
+        let total = later.total.saturating_sub(self.total).max(1) as f64;
+        let busy = later.busy.saturating_sub(self.busy);
+        let own = later.own.saturating_sub(self.own);
+        (own as f64 / total, busy.saturating_sub(own) as f64 / total)
+    }
 }
 
 /// Versions of everything measured.
@@ -105,6 +161,8 @@ pub fn machine() -> Machine {
         load_before: load_average(),
         load_after: String::new(),
         busy_before: busy_processes(),
+        cpu_share_self: 0.0,
+        cpu_share_others: 0.0,
     }
 }
 

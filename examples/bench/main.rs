@@ -241,6 +241,7 @@ async fn run(cli: Cli) -> Result<()> {
     }
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut results = Results::new(machine::machine(), machine::versions(repo));
+    let cpu_at_start = machine::CpuTicks::now();
     if !results.machine.busy_before.is_empty() {
         progress(
             started,
@@ -425,6 +426,10 @@ async fn run(cli: Cli) -> Result<()> {
     }
 
     results.machine.load_after = machine::load_average();
+    (
+        results.machine.cpu_share_self,
+        results.machine.cpu_share_others,
+    ) = cpu_at_start.shares_until(&machine::CpuTicks::now());
     results.measured_for = started.elapsed();
     results.build_seconds = cli.build_seconds;
     let svg_rel = relative_to(&cli.svg, cli.out.parent().unwrap_or(Path::new(".")));

@@ -408,6 +408,13 @@ fn machine(w: &mut String, r: &Results, plan: &Plan) {
     );
     let _ = writeln!(
         w,
+        "| CPU over the run, share of all {} cores | {:.1} % this benchmark (its own processes, redis-servers and replicas), {:.1} % every other process |",
+        m.cores,
+        m.cpu_share_self * 100.0,
+        m.cpu_share_others * 100.0
+    );
+    let _ = writeln!(
+        w,
         "| leasehold | {} (`{}`), release build |",
         v.leasehold, v.commit
     );
@@ -420,8 +427,8 @@ fn machine(w: &mut String, r: &Results, plan: &Plan) {
     let _ = writeln!(w);
     let _ = writeln!(
         w,
-        "The machine is shared (other engineers build here); the load average above is what it was \
-         doing. Handoff, failover and pause run with {} (the defaults scaled down five times, so a \
+        "The machine is shared (other engineers build and test here); the load average and the CPU \
+         that other processes used during the run say how quiet it was. Handoff, failover and pause run with {} (the defaults scaled down five times, so a \
          failover sample costs seconds); the polling baseline's waits scale with the retry period \
          (five times longer at the default 2 s), leasehold's handoff and its failover past expiry do \
          not depend on the timing. Load and footprint run with the defaults: {}.\n",
