@@ -148,6 +148,43 @@ async fn a_link_slower_than_the_renew_deadline_makes_the_leader_step_down() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_too_slow_to_renew_over_does_not_win_the_lease_again_and_again() {
+    let redis = RedisServer::start();
+    // Load the scripts directly first, so that a call through the proxy is one round trip.
+    let warm = lease(&redis.url(), &unique_lease("warm-up"), "warm", false);
+    warm.acquire(Duration::from_secs(1), Duration::from_secs(1))
+        .await
+        .unwrap();
+    let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], redis.port())));
+    // 120 ms each way: a round trip of 240 ms, more than a renewal attempt gets (200 ms with
+    // these timings) and less than the 600 ms of a general call. An acquire that took the
+    // general bound would win the lease, fail to renew it and step down, over and over.
+    proxy.set(Fault::Delay(Duration::from_millis(120)));
+    let mut alone = Contender::spawn(
+        lease(&proxy.url(), &unique_lease("churn"), "slow", false),
+        fast_timing(),
+        acting_work(ActionLog::default(), Duration::from_millis(5), None),
+    );
+    holds_for(
+        "the slow contender to stay a follower",
+        &mut alone.status,
+        Duration::from_secs(4),
+        |s| s.transitions == 0,
+    )
+    .await;
+    // A working link: it leads.
+    proxy.set(Fault::Pass);
+    until(
+        "it to lead once the link is fast",
+        &mut alone.status,
+        Duration::from_secs(5),
+        |s| matches!(s.role, Role::Leader { .. }),
+    )
+    .await;
+    alone.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_link_that_keeps_resetting_makes_the_leader_step_down() {
     let setup = leader_behind_proxy("reset").await;
     setup.proxy.set(Fault::Reset);

@@ -248,7 +248,7 @@ impl Elector {
             // the call timeout; a grant that arrives after shutdown is given back at once.
             let attempt = self
                 .lease
-                .acquire(timing.lease_duration, timing.call_timeout())
+                .acquire(timing.lease_duration, timing.acquire_timeout())
                 .await;
             if shutdown.is_cancelled() {
                 // A grant, or an answer that never came (the script may still have run): give

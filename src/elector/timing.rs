@@ -138,6 +138,14 @@ impl Timing {
         self.retry_period.max(self.renew_deadline / 3)
     }
 
+    /// The bound of one acquire: no longer than a renewal attempt gets. Over a link too slow
+    /// to renew in time, winning the lease would only start a term that ends at the renew
+    /// deadline, again and again; refusing to acquire leaves the lease to a replica that can
+    /// keep it.
+    pub fn acquire_timeout(&self) -> Duration {
+        self.call_timeout().min(self.renew_attempt_timeout())
+    }
+
     /// The bound of one Redis call outside the watchdog (acquire, release, subscribe): the retry
     /// period, but at least 1 s so that a slow link still gets answers, and never beyond the
     /// renew deadline.
@@ -168,6 +176,11 @@ mod tests {
         assert_eq!(d.drift(), Duration::from_millis(152));
         assert_eq!(d.validity(), Duration::from_millis(14_848));
         assert_eq!(d.call_timeout(), Duration::from_secs(2));
+        assert_eq!(d.acquire_timeout(), Duration::from_secs(2));
+        // Short timings: a renewal attempt gets 300 ms, so an acquire gets no more.
+        let short = t(1_500, 900, 250);
+        assert_eq!(short.call_timeout(), Duration::from_millis(900));
+        assert_eq!(short.acquire_timeout(), Duration::from_millis(300));
         assert_eq!(
             d.renew_attempt_timeout(),
             Duration::from_millis(3_333) + Duration::from_nanos(333_333)
