@@ -28,7 +28,6 @@ pub use leadership::{Leadership, NotLeader};
 pub use status::{LeaderInfo, RedisHealth, Role, Status, StepDown, StepDownReason};
 pub use timing::{TIMING_RULE, Timing, TimingError};
 
-use crate::clock::BootInstant;
 use crate::lease::{Acquired, Grant, LeaseError, RedisLease, Released, Renewed, Retry};
 use decide::{Seen, WatchdogStep};
 use notify::Releases;
@@ -181,12 +180,14 @@ impl Elector {
     {
         let stop_notify = shutdown.child_token();
         let (mut releases, notify_task) = match self.followers {
-            FollowerStrategy::Notified => {
-                notify::spawn(self.lease.clone(), self.timing, stop_notify.clone())
-            }
+            FollowerStrategy::Notified => notify::spawn(
+                self.lease.clone(),
+                self.timing,
+                self.status.clone(),
+                stop_notify.clone(),
+            ),
             FollowerStrategy::Polling => notify::none(stop_notify.clone()),
         };
-        let mirror = self.mirror_subscription(releases.subscribed_watch(), stop_notify.clone());
         while let Some(grant) = self.follow(&shutdown, &mut releases).await {
             let ending = self.lead(grant, &mut work, &shutdown).await;
             let work_ended = matches!(
@@ -201,37 +202,12 @@ impl Elector {
         }
         stop_notify.cancel();
         let _ = notify_task.await;
-        let _ = mirror.await;
         self.status.send_modify(|s| s.role = Role::Stopped);
         info!(
             identity = %self.lease.owner().identity(),
             lease = %self.lease.name(),
             "elector stopped"
         );
-    }
-
-    /// Copies the subscription flag into the status.
-    fn mirror_subscription(
-        &self,
-        mut subscribed: watch::Receiver<bool>,
-        stop: CancellationToken,
-    ) -> JoinHandle<()> {
-        let status = self.status.clone();
-        tokio::spawn(async move {
-            loop {
-                let now = *subscribed.borrow_and_update();
-                status.send_if_modified(|s| {
-                    let changed = s.redis.subscribed != now;
-                    s.redis.subscribed = now;
-                    changed
-                });
-                tokio::select! {
-                    biased;
-                    _ = stop.cancelled() => return,
-                    r = subscribed.changed() => if r.is_err() { return },
-                }
-            }
-        })
     }
 
     /// The follower loop: returns a grant, or `None` at shutdown.
@@ -263,15 +239,32 @@ impl Elector {
                     self.redis_ok();
                     return Some(grant);
                 }
-                Ok(lost_race) => {
+                Ok(Acquired::HeldBy(holder)) => {
                     failures = 0;
                     self.redis_ok();
-                    self.note_follower_view(&lost_race);
-                    match lost_race {
-                        Acquired::HeldBy(holder) => Seen::Held(holder.remaining),
-                        Acquired::CoolingDown { remaining, .. } => Seen::CoolingDown(remaining),
-                        Acquired::Leader(grant) => return Some(grant),
+                    self.note_follower_view(
+                        Some(LeaderInfo {
+                            owner: holder.owner.clone(),
+                            identity: holder.identity().to_owned(),
+                            token: holder.token,
+                        }),
+                        None,
+                    );
+                    Seen::Held(holder.remaining)
+                }
+                Ok(Acquired::CoolingDown { remaining, started }) => {
+                    failures = 0;
+                    self.redis_ok();
+                    if started {
+                        warn!(
+                            identity = %self.lease.owner().identity(),
+                            lease = %self.lease.name(),
+                            cooldown_ms = remaining.as_millis() as u64,
+                            "redis is new or lost its data (marker missing or written by another redis process); nobody leads until one lease duration has passed"
+                        );
                     }
+                    self.note_follower_view(None, Some(remaining));
+                    Seen::CoolingDown(remaining)
                 }
                 Err(err) => {
                     failures = failures.saturating_add(1);
@@ -287,7 +280,8 @@ impl Elector {
                 (FollowerStrategy::Polling, Seen::Held(_)) => Seen::Held(None),
                 (_, seen) => seen,
             };
-            let wait = decide::follower_wait(seen, releases.subscribed(), &timing, rand::random());
+            let subscribed = self.status.borrow().redis.subscribed;
+            let wait = decide::follower_wait(seen, subscribed, &timing, rand::random());
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return None,
@@ -298,29 +292,7 @@ impl Elector {
     }
 
     /// Records what a lost race showed, logging when the leader changes.
-    fn note_follower_view(&self, seen: &Acquired) {
-        let (leader, cooldown) = match seen {
-            Acquired::HeldBy(holder) => (
-                Some(LeaderInfo {
-                    owner: holder.owner.clone(),
-                    identity: holder.identity().to_owned(),
-                    token: holder.token,
-                }),
-                None,
-            ),
-            Acquired::CoolingDown { remaining, started } => {
-                if *started {
-                    warn!(
-                        identity = %self.lease.owner().identity(),
-                        lease = %self.lease.name(),
-                        cooldown_ms = remaining.as_millis() as u64,
-                        "redis is new or lost its data (marker missing or written by another redis process); nobody leads until one lease duration has passed"
-                    );
-                }
-                (None, Some(*remaining))
-            }
-            Acquired::Leader(_) => return,
-        };
+    fn note_follower_view(&self, leader: Option<LeaderInfo>, cooldown: Option<Duration>) {
         self.status.send_if_modified(|s| {
             let new_role = Role::Follower {
                 leader: leader.clone(),
@@ -421,29 +393,22 @@ impl Elector {
         self.observer.acquired(grant.token);
 
         let term = work(leadership.clone());
-        let mut work_task = Some(tokio::spawn(async move {
-            term.await.map_err(|err| err.to_string())
-        }));
+        let mut work_task = tokio::spawn(async move { term.await.map_err(|err| err.to_string()) });
         let mut failures: u32 = 0;
-        let ending = loop {
-            let Some(task) = work_task.as_mut() else {
-                break Ending::new(StepDownReason::WorkEnded);
-            };
+        // The ending, and whether the work still runs.
+        let (ending, work_running) = loop {
             tokio::select! {
                 biased;
-                _ = shutdown.cancelled() => break Ending::new(StepDownReason::Shutdown),
-                joined = task => {
-                    work_task = None;
+                _ = shutdown.cancelled() => break (Ending::new(StepDownReason::Shutdown), true),
+                joined = &mut work_task => {
                     let ended = work_ending(joined);
                     // Work that gave up because its guard refused after a pause ended *because*
                     // the validity deadline passed: report the cause, keep the work's words.
                     if clock.now() >= valid_until {
-                        break Ending {
-                            reason: StepDownReason::ValidityDeadlinePassed,
-                            detail: ended.detail.or_else(|| Some(ended.reason.to_string())),
-                        };
+                        let detail = ended.detail.or_else(|| Some(ended.reason.to_string()));
+                        break (Ending { reason: StepDownReason::ValidityDeadlinePassed, detail }, false);
                     }
-                    break ended;
+                    break (ended, false);
                 }
                 _ = tokio::time::sleep(clock.now().until(next_renew)) => {}
             }
@@ -454,13 +419,13 @@ impl Elector {
                 renew_by,
                 timing.renew_attempt_timeout(),
             ) {
-                WatchdogStep::StepDown(reason) => break Ending::new(reason),
+                WatchdogStep::StepDown(reason) => break (Ending::new(reason), true),
                 WatchdogStep::Renew { timeout } => timeout,
             };
             let started = Instant::now();
             let renewed = tokio::select! {
                 biased;
-                _ = shutdown.cancelled() => break Ending::new(StepDownReason::Shutdown),
+                _ = shutdown.cancelled() => break (Ending::new(StepDownReason::Shutdown), true),
                 r = self.lease.renew(timing.lease_duration, timeout) => r,
             };
             let latency = started.elapsed();
@@ -472,7 +437,7 @@ impl Elector {
                     let extended = sent_at.saturating_add(timing.validity());
                     if clock.now() >= extended {
                         // The reply came back after a pause longer than the TTL.
-                        break Ending::new(StepDownReason::ValidityDeadlinePassed);
+                        break (Ending::new(StepDownReason::ValidityDeadlinePassed), true);
                     }
                     valid_until = extended;
                     renew_by = sent_at.saturating_add(timing.renew_deadline);
@@ -495,7 +460,7 @@ impl Elector {
                 Ok(Renewed::NotHeld) => {
                     self.observer.renewal(RenewalOutcome::Lost, latency);
                     self.redis_ok();
-                    break Ending::new(StepDownReason::Lost);
+                    break (Ending::new(StepDownReason::Lost), true);
                 }
                 Err(err) => {
                     self.observer.renewal(RenewalOutcome::Failed, latency);
@@ -511,7 +476,7 @@ impl Elector {
                 }
             }
         };
-        self.step_down(&leadership, ending, valid_until, work_task)
+        self.step_down(&leadership, ending, work_running.then_some(work_task))
             .await
     }
 
@@ -521,7 +486,6 @@ impl Elector {
         &self,
         leadership: &Leadership,
         ending: Ending,
-        valid_until: BootInstant,
         work_task: Option<JoinHandle<Result<(), String>>>,
     ) -> StepDownReason {
         let Ending { reason, mut detail } = ending;
@@ -554,8 +518,8 @@ impl Elector {
         self.observer.stepped_down(reason);
 
         if let Some(mut task) = work_task {
-            let clock = self.lease.clock();
-            let bound = clock.now().until(valid_until);
+            // Until the validity deadline the lease cannot pass on; the work may use all of it.
+            let bound = leadership.remaining();
             match tokio::time::timeout(bound, &mut task).await {
                 Ok(joined) => {
                     if let Ending {

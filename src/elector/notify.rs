@@ -10,13 +10,13 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::Timing;
+use super::{Status, Timing};
 use crate::lease::RedisLease;
 
-/// The follower's side of the release channel.
+/// The follower's side of the release channel. Whether it is subscribed lives in the
+/// elector's status (`redis.subscribed`), its one place.
 pub(crate) struct Releases {
     wakeups: watch::Receiver<u64>,
-    subscribed: watch::Receiver<bool>,
 }
 
 impl Releases {
@@ -33,26 +33,25 @@ impl Releases {
             std::future::pending::<()>().await;
         }
     }
+}
 
-    /// Whether a release would be heard right now.
-    pub(crate) fn subscribed(&self) -> bool {
-        *self.subscribed.borrow()
-    }
-
-    /// A receiver of the subscribed flag, for the status.
-    pub(crate) fn subscribed_watch(&self) -> watch::Receiver<bool> {
-        self.subscribed.clone()
-    }
+/// Records in the status whether a release would be heard right now.
+fn set_subscribed(status: &watch::Sender<Status>, subscribed: bool) {
+    status.send_if_modified(|s| {
+        let changed = s.redis.subscribed != subscribed;
+        s.redis.subscribed = subscribed;
+        changed
+    });
 }
 
 /// Starts the subscription task; it stops when `stop` is cancelled.
 pub(crate) fn spawn(
     lease: Arc<RedisLease>,
     timing: Timing,
+    status: watch::Sender<Status>,
     stop: CancellationToken,
 ) -> (Releases, tokio::task::JoinHandle<()>) {
     let (wake_tx, wakeups) = watch::channel(0u64);
-    let (sub_tx, subscribed) = watch::channel(false);
     let task = tokio::spawn(async move {
         let mut failures: u32 = 0;
         loop {
@@ -64,7 +63,7 @@ pub(crate) fn spawn(
             match attempt {
                 Ok(mut stream) => {
                     failures = 0;
-                    sub_tx.send_replace(true);
+                    set_subscribed(&status, true);
                     // A release may have happened while we were not listening.
                     wake_tx.send_modify(|n| *n += 1);
                     debug!(channel = %lease.keys().channel, "subscribed to the release channel");
@@ -78,7 +77,7 @@ pub(crate) fn spawn(
                             },
                         }
                     }
-                    sub_tx.send_replace(false);
+                    set_subscribed(&status, false);
                     debug!(channel = %lease.keys().channel, "release channel closed; subscribing again");
                 }
                 Err(err) => {
@@ -98,31 +97,18 @@ pub(crate) fn spawn(
             }
         }
     });
-    (
-        Releases {
-            wakeups,
-            subscribed,
-        },
-        task,
-    )
+    (Releases { wakeups }, task)
 }
 
 /// No release channel at all (the polling baseline): never wakes anyone, never subscribed.
 pub(crate) fn none(stop: CancellationToken) -> (Releases, tokio::task::JoinHandle<()>) {
     let (wake_tx, wakeups) = watch::channel(0u64);
-    let (sub_tx, subscribed) = watch::channel(false);
-    // The senders live as long as the task, so `next()` pends instead of returning.
+    // The sender lives as long as the task, so `next()` pends instead of returning.
     let task = tokio::spawn(async move {
-        let _keep = (wake_tx, sub_tx);
+        let _keep = wake_tx;
         stop.cancelled().await;
     });
-    (
-        Releases {
-            wakeups,
-            subscribed,
-        },
-        task,
-    )
+    (Releases { wakeups }, task)
 }
 
 /// Pause before subscribing again: short after a clean close, growing to the lease duration.
