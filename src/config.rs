@@ -724,15 +724,11 @@ impl RedisArgs {
             wait_replicas,
             ..LeaseOptions::default()
         };
-        // Let the client library judge the rest of the URL now, before anything connects.
-        let probe_name = LeaseName::new("probe/probe").expect("a valid name");
-        let probe_owner = OwnerId::generate("probe").expect("a valid identity");
-        crate::lease::RedisLease::new(&url, probe_name, probe_owner, options.clone()).map_err(
-            |e| match e {
-                crate::lease::LeaseError::BadUrl { reason, .. } => bad(&reason),
-                other => bad(&other.to_string()),
-            },
-        )?;
+        // Let the target parser judge the rest of the URL now, before anything connects.
+        crate::lease::check_target(&url, &options).map_err(|e| match e {
+            crate::lease::LeaseError::BadUrl { reason, .. } => bad(&reason),
+            other => bad(&other.to_string()),
+        })?;
         Ok(RedisSettings { url, options })
     }
 
@@ -904,7 +900,7 @@ impl RunArgs {
                 value: String::new(),
                 rule: "no identity: pass --identity, or set POD_NAME (downward API)".into(),
             })?;
-        OwnerId::generate(&identity).map_err(|e| ConfigError::Name {
+        OwnerId::check_identity(&identity).map_err(|e| ConfigError::Name {
             flag: "identity",
             value: identity.clone(),
             rule: e.to_string(),

@@ -150,11 +150,17 @@ impl OwnerId {
     /// Longest accepted identity (a pod name is at most 253 bytes).
     pub const MAX_IDENTITY_LEN: usize = 253;
 
+    /// Checks that `identity` can start an owner id (not empty, not too long, no braces,
+    /// whitespace or control characters).
+    pub fn check_identity(identity: &str) -> Result<(), NameError> {
+        check("identity", identity, Self::MAX_IDENTITY_LEN, false)
+    }
+
     /// A fresh owner id for `identity`. Fails (instead of panicking) when the OS has no
     /// randomness to give, as in a container without `/dev/urandom`.
     pub fn generate(identity: &str) -> Result<Self, NameError> {
         use rand::TryRngCore;
-        check("identity", identity, Self::MAX_IDENTITY_LEN, false)?;
+        Self::check_identity(identity)?;
         let mut bytes = [0u8; 16];
         rand::rngs::OsRng
             .try_fill_bytes(&mut bytes)

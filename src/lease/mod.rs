@@ -18,8 +18,8 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt};
 use redis::Value;
 
-use crate::clock::{BootClock, SharedClock};
-use connection::{Connection, Live};
+use crate::clock::{BootClock, BootInstant, SharedClock};
+use connection::{Conn, Connection, Live};
 pub use error::{LeaseError, Retry, redact_url};
 pub use keys::{
     DEFAULT_KEY_PREFIX, FencingToken, LeaseKeys, LeaseName, NameError, OwnerId, identity_of,
@@ -28,7 +28,6 @@ use scripts::{ACQUIRE_SCRIPT, OBSERVE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
 pub use target::TlsFiles;
 use target::{Access, Target};
 
-use crate::clock::BootInstant;
 use std::sync::Arc;
 
 /// The Redis ACL rule for leasehold's user, with keys and channels under `key_prefix`: exactly
@@ -232,21 +231,16 @@ impl fmt::Debug for RedisLease {
 
 impl RedisLease {
     /// Prepares the lease `name` for `owner` on the Redis at `redis_url` (`redis://`,
-    /// `rediss://`, `unix://`). Nothing connects yet: the first call dials, so a Redis that is
-    /// down at start-up delays leadership instead of failing the process.
+    /// `rediss://`, `unix://`, `redis+sentinel://`, `redis+cluster://`). Nothing connects
+    /// yet: the first call dials, so a Redis that is down at start-up delays leadership
+    /// instead of failing the process.
     pub fn new(
         redis_url: &str,
         name: LeaseName,
         owner: OwnerId,
         options: LeaseOptions,
     ) -> Result<Self, LeaseError> {
-        let access = Access {
-            username: options.username.clone(),
-            password: options.password.clone(),
-            tls: options.tls.clone(),
-            sentinel_password: options.sentinel_password.clone(),
-        };
-        let target = Target::parse(redis_url, &access)?;
+        let (target, access) = parse_target(redis_url, &options)?;
         let keys = LeaseKeys::new(&options.key_prefix, &name).map_err(|e| LeaseError::BadUrl {
             url: redact_url(redis_url),
             reason: e.to_string(),
@@ -261,6 +255,22 @@ impl RedisLease {
             subscriptions: std::sync::atomic::AtomicUsize::new(0),
             clock: options.clock,
         })
+    }
+
+    /// Maps a client error of primitive `op` to ours.
+    fn fail(&self, op: &'static str) -> impl Fn(redis::RedisError) -> LeaseError + '_ {
+        move |e| LeaseError::from_redis(op, &self.keys.lease, &e)
+    }
+
+    /// The release script on `conn`: compare-and-DEL, then announce.
+    async fn run_release(&self, op: &'static str, conn: &mut Conn) -> Result<Value, LeaseError> {
+        RELEASE_SCRIPT
+            .key(&self.keys.lease)
+            .arg(self.owner.as_str())
+            .arg(&self.keys.channel)
+            .invoke_async(conn)
+            .await
+            .map_err(self.fail(op))
     }
 
     /// With `WAIT` configured: how many replicas acknowledged the writes so far on `conn`;
@@ -280,7 +290,7 @@ impl RedisLease {
         let reply = conn
             .on_node_of(&self.keys.lease, cmd)
             .await
-            .map_err(|e| LeaseError::from_redis(op, &self.keys.lease, &e))?;
+            .map_err(self.fail(op))?;
         let acked = int(&reply).ok_or_else(|| protocol(op, &reply))?;
         if acked < i64::from(wait.replicas) {
             return Err(LeaseError::TooFewReplicas {
@@ -316,38 +326,31 @@ impl RedisLease {
     pub async fn acquire(&self, ttl: Duration, timeout: Duration) -> Result<Acquired, LeaseError> {
         const OP: &str = "acquire";
         let sent_at = self.clock.now();
-        let reply: Value = self
-            .call(OP, timeout, |mut live| async move {
-                let run_id = live.run_id(OP, &self.keys.lease).await?;
-                let reply: Value = ACQUIRE_SCRIPT
-                    .key(&self.keys.lease)
-                    .key(&self.keys.fence)
-                    .key(&self.keys.marker)
-                    .arg(self.owner.as_str())
-                    .arg(millis(ttl))
-                    .arg(&*run_id)
-                    .arg(if self.cooldown_on_data_loss { "1" } else { "0" })
-                    .invoke_async(&mut live.conn)
-                    .await
-                    .map_err(|e| LeaseError::from_redis(OP, &self.keys.lease, &e))?;
-                if matches!(
-                    parse_acquire(&reply, sent_at, ttl),
-                    Some(Acquired::Leader(_))
-                ) && let Err(too_few) = self.await_replicas(OP, &mut live.conn).await
-                {
-                    // A term that the replicas may not have: give the lease back, best effort.
-                    let _ = RELEASE_SCRIPT
-                        .key(&self.keys.lease)
-                        .arg(self.owner.as_str())
-                        .arg(&self.keys.channel)
-                        .invoke_async::<Value>(&mut live.conn)
-                        .await;
-                    return Err(too_few);
-                }
-                Ok(reply)
-            })
-            .await?;
-        parse_acquire(&reply, sent_at, ttl).ok_or_else(|| protocol(OP, &reply))
+        self.call(OP, timeout, |mut live| async move {
+            let run_id = live.run_id(OP, &self.keys.lease).await?;
+            let reply: Value = ACQUIRE_SCRIPT
+                .key(&self.keys.lease)
+                .key(&self.keys.fence)
+                .key(&self.keys.marker)
+                .arg(self.owner.as_str())
+                .arg(millis(ttl))
+                .arg(&*run_id)
+                .arg(if self.cooldown_on_data_loss { "1" } else { "0" })
+                .invoke_async(&mut live.conn)
+                .await
+                .map_err(self.fail(OP))?;
+            let acquired =
+                parse_acquire(&reply, sent_at, ttl).ok_or_else(|| protocol(OP, &reply))?;
+            if matches!(acquired, Acquired::Leader(_))
+                && let Err(too_few) = self.await_replicas(OP, &mut live.conn).await
+            {
+                // A term that the replicas may not have: give the lease back, best effort.
+                let _ = self.run_release(OP, &mut live.conn).await;
+                return Err(too_few);
+            }
+            Ok(acquired)
+        })
+        .await
     }
 
     /// Extends the lease by `ttl` if it is still ours.
@@ -362,7 +365,7 @@ impl RedisLease {
                     .arg(millis(ttl))
                     .invoke_async(&mut live.conn)
                     .await
-                    .map_err(|e| LeaseError::from_redis(OP, &self.keys.lease, &e))?;
+                    .map_err(self.fail(OP))?;
                 if int(&reply) == Some(1) {
                     self.await_replicas(OP, &mut live.conn).await?;
                 }
@@ -381,13 +384,7 @@ impl RedisLease {
         const OP: &str = "release";
         let reply: Value = self
             .call(OP, timeout, |mut live| async move {
-                RELEASE_SCRIPT
-                    .key(&self.keys.lease)
-                    .arg(self.owner.as_str())
-                    .arg(&self.keys.channel)
-                    .invoke_async(&mut live.conn)
-                    .await
-                    .map_err(|e| LeaseError::from_redis(OP, &self.keys.lease, &e))
+                self.run_release(OP, &mut live.conn).await
             })
             .await?;
         match int(&reply) {
@@ -410,7 +407,7 @@ impl RedisLease {
                     .arg(&*run_id)
                     .invoke_async(&mut live.conn)
                     .await
-                    .map_err(|e| LeaseError::from_redis(OP, &self.keys.lease, &e))
+                    .map_err(self.fail(OP))
             })
             .await?;
         parse_observe(&reply).ok_or_else(|| protocol(OP, &reply))
@@ -423,7 +420,6 @@ impl RedisLease {
         timeout: Duration,
     ) -> Result<impl Stream<Item = ()> + Send + 'static + use<>, LeaseError> {
         const OP: &str = "subscribe";
-        let lease = &self.keys.lease;
         let attempt = self
             .subscriptions
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -434,11 +430,11 @@ impl RedisLease {
                 .await?
                 .get_async_pubsub()
                 .await
-                .map_err(|e| LeaseError::from_redis(OP, lease, &e))?;
+                .map_err(self.fail(OP))?;
             pubsub
                 .subscribe(&self.keys.channel)
                 .await
-                .map_err(|e| LeaseError::from_redis(OP, lease, &e))?;
+                .map_err(self.fail(OP))?;
             Ok::<_, LeaseError>(pubsub)
         };
         let pubsub = tokio::time::timeout(timeout, subscribe)
@@ -488,6 +484,23 @@ impl RedisLease {
             }
         }
     }
+}
+
+/// Parses where the lease lives, with the access settings of `options`.
+fn parse_target(redis_url: &str, options: &LeaseOptions) -> Result<(Target, Access), LeaseError> {
+    let access = Access {
+        username: options.username.clone(),
+        password: options.password.clone(),
+        tls: options.tls.clone(),
+        sentinel_password: options.sentinel_password.clone(),
+    };
+    Ok((Target::parse(redis_url, &access)?, access))
+}
+
+/// Checks, without connecting, that `redis_url` and the TLS material of `options` make a
+/// target: the checks [`RedisLease::new`] makes, for configuration to refuse bad input early.
+pub fn check_target(redis_url: &str, options: &LeaseOptions) -> Result<(), LeaseError> {
+    parse_target(redis_url, options).map(|_| ())
 }
 
 /// Milliseconds for Redis, at least 1 (a zero PX is an error there).
