@@ -119,19 +119,15 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
                 format!("not the leader: {}{}", leader(), last_step()),
             ),
         },
-        (ReadinessMode::Member, _) if redis_error.is_some() => (
-            false,
-            format!(
-                "not ready: redis unreachable: {}",
-                redis_error.unwrap_or_default()
-            ),
-        ),
-        (ReadinessMode::Member, Role::Starting) => (false, "not ready: starting".into()),
-        (ReadinessMode::Member, _) if !status.redis.reachable => {
-            (false, "not ready: redis unreachable: no answer yet".into())
-        }
-        (ReadinessMode::Member, Role::Leader { .. }) if leading => (true, "member: leader".into()),
-        (ReadinessMode::Member, _) => (true, format!("member: {}", leader())),
+        (ReadinessMode::Member, role) => match (redis_error, role) {
+            (Some(error), _) => (false, format!("not ready: redis unreachable: {error}")),
+            (None, Role::Starting) => (false, "not ready: starting".into()),
+            (None, _) if !status.redis.reachable => {
+                (false, "not ready: redis unreachable: no answer yet".into())
+            }
+            (None, Role::Leader { .. }) if leading => (true, "member: leader".into()),
+            (None, _) => (true, format!("member: {}", leader())),
+        },
     }
 }
 
