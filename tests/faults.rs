@@ -187,7 +187,7 @@ async fn a_link_too_slow_to_renew_over_does_not_win_the_lease_again_and_again() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_link_that_keeps_resetting_makes_the_leader_step_down() {
     let setup = leader_behind_proxy("reset").await;
-    setup.proxy.set(Fault::Reset);
+    setup.proxy.set(Fault::Drop);
     assert_safe_failover(setup, StepDownReason::RenewDeadlinePassed).await;
 }
 
