@@ -24,6 +24,8 @@ mod electors;
 mod failover;
 mod footprint;
 mod handoff;
+#[path = "../../tests/support/http_get.rs"]
+mod http_get;
 mod load;
 mod machine;
 mod pause;

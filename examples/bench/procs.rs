@@ -3,8 +3,8 @@
 //! kills the process (SIGCONT first, in case it is frozen) and reaps it, so a panic or an early
 //! return leaves nothing behind. They also get SIGKILL from the kernel if the harness dies.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{BufRead, BufReader, Read};
+use std::net::{SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -311,19 +311,4 @@ pub fn spawn_self(args: &[String]) -> Result<Proc> {
     Proc::spawn(cmd, &exe.display().to_string())
 }
 
-/// A minimal HTTP/1.1 GET on loopback: status and body, or `None` when there is no answer
-/// within two seconds.
-pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    let code = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, body.to_owned()))
-}
+pub use crate::http_get::http_get;

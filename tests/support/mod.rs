@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod contenders;
 pub mod fake_api;
 pub mod helm;
+pub mod http_get;
 pub mod pki;
 pub mod proxy;
 pub mod redis_server;

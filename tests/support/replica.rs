@@ -1,8 +1,7 @@
 //! The real `leasehold` binary as a child process, with its HTTP endpoints on a free port and
 //! its JSON logs collected, for end-to-end tests.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -10,6 +9,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 
 use super::contenders::collect;
+pub use super::http_get::http_get;
 use nix::unistd::Pid;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
@@ -207,22 +207,6 @@ impl Drop for Replica {
             eprintln!("---- leasehold {} log ----\n{}", self.name, self.log_text());
         }
     }
-}
-
-/// A minimal HTTP/1.1 GET.
-pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    let code = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, body.to_owned()))
 }
 
 /// Waits until `probe` returns `Some`, polling every 10 ms; panics after `timeout`.
