@@ -556,6 +556,15 @@ pub struct RedisSettings {
 }
 
 impl RedisSettings {
+    /// The lease `name` for `owner` on this Redis (nothing connects yet).
+    pub fn lease(
+        &self,
+        name: LeaseName,
+        owner: OwnerId,
+    ) -> Result<crate::lease::RedisLease, crate::lease::LeaseError> {
+        crate::lease::RedisLease::new(&self.url, name, owner, self.options.clone())
+    }
+
     /// The URL with its password redacted, for logs.
     pub fn redacted_url(&self) -> String {
         redact_url(&self.url)
@@ -844,13 +853,7 @@ impl LeaseArgs {
 
 /// A Kubernetes namespace is a DNS label: 1–63 of `a-z0-9-`, alphanumeric at both ends.
 fn check_dns_label(flag: &'static str, value: &str) -> Result<(), ConfigError> {
-    let ok = !value.is_empty()
-        && value.len() <= 63
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !value.starts_with('-')
-        && !value.ends_with('-');
+    let ok = crate::k8s::names::is_dns_label(value);
     if ok {
         Ok(())
     } else {
@@ -986,16 +989,7 @@ fn check_label_key(key: &str) -> Result<(), ConfigError> {
             .bytes()
             .last()
             .is_some_and(|b| b.is_ascii_alphanumeric());
-    let prefix_ok = prefix.is_none_or(|p| {
-        !p.is_empty()
-            && p.len() <= 253
-            && p.split('.').all(|part| {
-                !part.is_empty()
-                    && part
-                        .bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            })
-    });
+    let prefix_ok = prefix.is_none_or(crate::k8s::names::is_dns_subdomain);
     if name_ok && prefix_ok {
         Ok(())
     } else {

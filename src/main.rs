@@ -26,23 +26,16 @@ fn main() -> ExitCode {
     };
     let outcome = match cli.command {
         Command::Run(args) => {
-            let settings = match args.resolve(&env, url_on_command_line) {
-                Ok(s) => s,
-                Err(e) => return refuse(&e),
-            };
-            if let Err(e) = start_logs(&args.log, &env) {
-                return refuse(&e);
+            match prepare(args.resolve(&env, url_on_command_line), &args.log, &env) {
+                Ok(settings) => runtime.block_on(run::run(settings)),
+                Err(code) => return code,
             }
-            runtime.block_on(run::run(settings))
         }
         Command::Status(args) => {
-            let settings = match args.resolve(&env, url_on_command_line) {
-                Ok(s) => s,
-                Err(e) => return refuse(&e),
+            let settings = match prepare(args.resolve(&env, url_on_command_line), &args.log, &env) {
+                Ok(settings) => settings,
+                Err(code) => return code,
             };
-            if let Err(e) = start_logs(&args.log, &env) {
-                return refuse(&e);
-            }
             runtime.block_on(async {
                 let name = match &settings.lease {
                     config::LeaseSource::Named(name) => name.clone(),
@@ -71,6 +64,17 @@ fn main() -> ExitCode {
 fn refuse(e: &dyn std::fmt::Display) -> ExitCode {
     eprintln!("error: {e}");
     ExitCode::from(2)
+}
+
+/// The validated settings with the logs started, or the exit code of a refusal.
+fn prepare<S>(
+    resolved: Result<S, ConfigError>,
+    log: &LogArgs,
+    env: &Environment,
+) -> Result<S, ExitCode> {
+    let settings = resolved.map_err(|e| refuse(&e))?;
+    start_logs(log, env).map_err(|e| refuse(&e))?;
+    Ok(settings)
 }
 
 fn start_logs(args: &LogArgs, env: &Environment) -> Result<(), telemetry::TelemetryError> {

@@ -15,7 +15,7 @@ use crate::elector::{Elector, Leadership};
 use crate::exec::{ExecError, Supervisor};
 use crate::http::{self, Endpoints};
 use crate::k8s::{self, Cluster, K8sError, OwningDeployment};
-use crate::lease::{LeaseName, OwnerId, RedisLease};
+use crate::lease::{LeaseName, OwnerId};
 use crate::metrics::Metrics;
 
 /// Slack for stepping down, releasing and stopping the HTTP server after the command stopped.
@@ -104,12 +104,7 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
     )
     .await?;
     let owner = OwnerId::generate(&settings.identity).map_err(|e| InputError(e.to_string()))?;
-    let lease = RedisLease::new(
-        &settings.redis.url,
-        lease_name.clone(),
-        owner,
-        settings.redis.options.clone(),
-    )?;
+    let lease = settings.redis.lease(lease_name.clone(), owner)?;
     let lease_key = lease.keys().lease.clone();
     let clock = lease.clock().clone();
     let metrics = Arc::new(Metrics::new(&settings.identity, lease_name.as_str()));

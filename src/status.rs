@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::config::{OutputFormat, StatusSettings};
-use crate::lease::{CooldownState, LeaseName, Observation, OwnerId, RedisLease};
+use crate::lease::{CooldownState, LeaseName, Observation, OwnerId};
 
 /// The JSON of `leasehold status --output json`.
 #[derive(Debug, Serialize)]
@@ -90,12 +90,7 @@ impl StatusView {
 /// Reads the lease and prints it; returns the exit code.
 pub async fn status(settings: StatusSettings, lease_name: LeaseName) -> anyhow::Result<i32> {
     let owner = OwnerId::generate("leasehold-status")?;
-    let lease = RedisLease::new(
-        &settings.redis.url,
-        lease_name.clone(),
-        owner,
-        settings.redis.options.clone(),
-    )?;
+    let lease = settings.redis.lease(lease_name.clone(), owner)?;
     let seen = lease.observe(Duration::from_secs(5)).await?;
     let view = StatusView::of(&lease_name, &lease.keys().lease, &seen);
     match settings.output {

@@ -18,16 +18,7 @@ use crate::elector::{Leadership, Timing};
 /// object name (a DNS subdomain).
 pub(super) fn lease_name(deployment: Option<&str>, lease: &str) -> Option<String> {
     let name = deployment.unwrap_or_else(|| lease.rsplit('/').next().unwrap_or(lease));
-    let valid = !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|part| {
-            !part.is_empty()
-                && part
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !part.starts_with('-')
-                && !part.ends_with('-')
-        });
+    let valid = super::names::is_dns_subdomain(name);
     valid.then(|| name.to_owned())
 }
 

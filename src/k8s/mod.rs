@@ -11,6 +11,7 @@
 mod discover;
 mod label;
 mod mirror;
+pub mod names;
 pub mod rbac;
 
 use std::fmt::Debug;
