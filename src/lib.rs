@@ -11,10 +11,18 @@
 //!
 //! - [`clock`]: the boot-time clock every safety decision reads (it counts through suspend).
 //! - [`lease`]: the Redis primitives and their Lua scripts: acquire, renew, release, observe,
-//!   the release channel. No loops, no policy.
+//!   the release channel; the targets (one Redis, Sentinel, Cluster) and their TLS and ACL.
+//!   No loops, no policy.
 //! - [`elector`]: the state machine around them: follower waits, the leader's watchdog,
 //!   step-down, the [`Leadership`](elector::Leadership) handle and its guard, the observable
 //!   [`Status`](elector::Status). Its decisions are pure functions in `elector/decide.rs`.
+//! - [`config`]: flags, environment and config file, validated into settings (exit code 2).
+//! - [`run`] and [`status`]: the two subcommands of the binary; `main.rs` only wires.
+//! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]
+//!   (logs) behind them.
+//! - [`exec`]: the singleton command's supervisor.
+//! - [`k8s`]: Deployment discovery, the leader label, the Lease mirror, events, the RBAC list,
+//!   and `reconcile_while_leading` for reconcilers of your own.
 //!
 //! # Example
 //!
