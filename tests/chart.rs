@@ -1384,6 +1384,11 @@ fn in_leader_mode_only_the_leaders_pod_is_ready() {
         Pod::start(&c, "lh-leasehold-7d4f9c-aaaaa", &redis, "s3cret"),
         Pod::start(&c, "lh-leasehold-7d4f9c-bbbbb", &redis, "s3cret"),
     ];
+    wait_for("both pods to answer", Duration::from_secs(15), || {
+        pods.iter()
+            .all(|p| p.get("/healthz").is_some())
+            .then_some(())
+    });
     let leader = wait_for("one pod to become ready", Duration::from_secs(15), || {
         pods.iter()
             .position(|p| p.get("/readyz").is_some_and(|(code, _)| code == 200))
