@@ -7,6 +7,8 @@
 //! whatever a timer wakes up to decide is decided against this clock.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -82,11 +84,19 @@ fn monotonic_fallback() -> Duration {
     ANCHOR.get_or_init(Instant::now).elapsed()
 }
 
+/// A future that a [`Clock`] resolves at an instant.
+pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
 /// Where the elector and the guard read the time from. The default is [`BootClock`]; tests
 /// inject a [`ShiftedClock`] to simulate a suspend without suspending the machine.
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// The current instant on this clock.
     fn now(&self) -> BootInstant;
+
+    /// Resolves once [`now`](Self::now) has reached `deadline`, also when the machine was
+    /// suspended in between (a tokio timer would fire that much late: it counts on
+    /// `CLOCK_MONOTONIC`, which stops during a suspend). What ends a term waits on this.
+    fn sleep_until(&self, deadline: BootInstant) -> Sleep;
 }
 
 /// The real `CLOCK_BOOTTIME`.
@@ -97,6 +107,95 @@ impl Clock for BootClock {
     fn now(&self) -> BootInstant {
         BootInstant::now()
     }
+
+    fn sleep_until(&self, deadline: BootInstant) -> Sleep {
+        Box::pin(boot_timer::sleep_until(deadline))
+    }
+}
+
+/// A one-shot `timerfd` on `CLOCK_BOOTTIME` with an absolute expiry: the kernel fires it at the
+/// boot-clock instant itself, so a suspend cannot make it late.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod boot_timer {
+    use std::os::fd::{AsFd, AsRawFd, RawFd};
+
+    use nix::sys::time::TimeSpec;
+    use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+    use tokio::io::Interest;
+    use tokio::io::unix::AsyncFd;
+
+    use super::BootInstant;
+
+    struct Timer(TimerFd);
+
+    impl AsRawFd for Timer {
+        fn as_raw_fd(&self) -> RawFd {
+            self.0.as_fd().as_raw_fd()
+        }
+    }
+
+    fn arm(deadline: BootInstant) -> nix::Result<Timer> {
+        let fd = TimerFd::new(
+            ClockId::CLOCK_BOOTTIME,
+            TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+        )?;
+        // A zero expiry would disarm the timer instead of firing it.
+        let at = deadline
+            .since_boot()
+            .max(std::time::Duration::from_nanos(1));
+        fd.set(
+            Expiration::OneShot(TimeSpec::from_duration(at)),
+            TimerSetTimeFlags::TFD_TIMER_ABSTIME,
+        )?;
+        Ok(Timer(fd))
+    }
+
+    pub(super) async fn sleep_until(deadline: BootInstant) {
+        loop {
+            let now = BootInstant::now();
+            if now >= deadline {
+                return;
+            }
+            let armed = arm(deadline)
+                .map_err(std::io::Error::from)
+                // SAFETY: the timer owns its file descriptor, which nothing else closes or
+                // replaces while the AsyncFd holds it; both are dropped together below.
+                .and_then(|t| unsafe {
+                    Ok(AsyncFd::register_with_interest(t, Interest::READABLE)?)
+                });
+            match armed {
+                Ok(fd) => {
+                    if let Ok(mut ready) = fd.readable().await {
+                        ready.clear_ready();
+                    }
+                }
+                // No timerfd to be had (a seccomp profile that forbids it, no reactor):
+                // re-check the boot clock at least every 100 ms, so a suspend makes us at most
+                // that late.
+                Err(_) => {
+                    let slice = now
+                        .until(deadline)
+                        .min(std::time::Duration::from_millis(100));
+                    tokio::time::sleep(slice).await;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+mod boot_timer {
+    use super::BootInstant;
+
+    pub(super) async fn sleep_until(deadline: BootInstant) {
+        loop {
+            let left = BootInstant::now().until(deadline);
+            if left.is_zero() {
+                return;
+            }
+            tokio::time::sleep(left.min(std::time::Duration::from_millis(100))).await;
+        }
+    }
 }
 
 /// The boot clock plus an offset that can only grow: `advance(1h)` looks, to everything that
@@ -105,6 +204,8 @@ impl Clock for BootClock {
 #[derive(Debug, Clone, Default)]
 pub struct ShiftedClock {
     offset_nanos: Arc<AtomicU64>,
+    /// Wakes sleepers at every jump, as the kernel wakes boot-clock timers on resume.
+    jumped: Arc<tokio::sync::Notify>,
 }
 
 impl ShiftedClock {
@@ -117,6 +218,7 @@ impl ShiftedClock {
     pub fn advance(&self, d: Duration) {
         let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         self.offset_nanos.fetch_add(nanos, Ordering::SeqCst);
+        self.jumped.notify_waiters();
     }
 }
 
@@ -124,6 +226,26 @@ impl Clock for ShiftedClock {
     fn now(&self) -> BootInstant {
         let offset = Duration::from_nanos(self.offset_nanos.load(Ordering::SeqCst));
         BootInstant::now().saturating_add(offset)
+    }
+
+    fn sleep_until(&self, deadline: BootInstant) -> Sleep {
+        let clock = self.clone();
+        Box::pin(async move {
+            loop {
+                let jumped = clock.jumped.notified();
+                let mut jumped = std::pin::pin!(jumped);
+                // Registered before the clock is read, so a jump in between is not missed.
+                jumped.as_mut().enable();
+                let left = clock.now().until(deadline);
+                if left.is_zero() {
+                    return;
+                }
+                tokio::select! {
+                    _ = jumped => {}
+                    _ = BootClock.sleep_until(BootInstant::now().saturating_add(left)) => {}
+                }
+            }
+        })
     }
 }
 
@@ -164,6 +286,35 @@ mod tests {
         clock.clone().advance(Duration::from_secs(3600));
         let after = clock.now();
         assert!(after.saturating_duration_since(before) >= Duration::from_secs(3600));
+    }
+
+    #[tokio::test]
+    async fn boot_timers_fire_at_their_instant() {
+        let start = BootInstant::now();
+        let deadline = start.saturating_add(Duration::from_millis(30));
+        BootClock.sleep_until(deadline).await;
+        let woke = BootInstant::now();
+        assert!(woke >= deadline, "woke {woke:?} before {deadline:?}");
+        assert!(
+            woke.saturating_duration_since(deadline) < Duration::from_millis(200),
+            "woke {woke:?}, long after {deadline:?}"
+        );
+        // A deadline in the past resolves at once.
+        BootClock.sleep_until(start).await;
+    }
+
+    #[tokio::test]
+    async fn a_jump_of_the_shifted_clock_wakes_its_sleepers_at_once() {
+        let clock = ShiftedClock::new();
+        let deadline = clock.now().saturating_add(Duration::from_secs(3600));
+        let sleeper = tokio::spawn(clock.sleep_until(deadline));
+        tokio::task::yield_now().await;
+        assert!(!sleeper.is_finished());
+        clock.advance(Duration::from_secs(3601));
+        tokio::time::timeout(Duration::from_secs(5), sleeper)
+            .await
+            .expect("the jump woke the sleeper")
+            .expect("the sleeper did not panic");
     }
 
     #[test]

@@ -151,6 +151,25 @@ impl Leadership {
         self.inner.clock.now().until(self.valid_until())
     }
 
+    /// Resolves once the validity deadline, less `margin`, has passed on the boot clock, even
+    /// across a system suspend; it follows the deadline as renewals move it. What must be
+    /// over before the lease can pass on (the command's processes) is bounded by this, not by
+    /// a tokio timer.
+    pub async fn deadline_passed(&self, margin: Duration) {
+        loop {
+            let at = self.valid_until().saturating_sub(margin);
+            self.inner.clock.sleep_until(at).await;
+            if self.inner.clock.now() >= self.valid_until().saturating_sub(margin) {
+                return;
+            }
+        }
+    }
+
+    /// The clock this term's deadlines are read on.
+    pub fn clock(&self) -> &SharedClock {
+        &self.inner.clock
+    }
+
     /// Resolves when this term ends (step-down, for any reason). Select on it in long work.
     pub fn lost(&self) -> WaitForCancellationFuture<'_> {
         self.inner.cancel.cancelled()
