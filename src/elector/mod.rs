@@ -65,6 +65,10 @@ pub trait Observer: Send + Sync + 'static {
     fn stepped_down(&self, _reason: StepDownReason) {}
     /// A Redis call failed.
     fn redis_error(&self, _op: &'static str, _error: &LeaseError) {}
+    /// Redis's eviction policy was read: `policy` is `maxmemory-policy` as Redis names it, and
+    /// `may_evict` says whether it can evict the lease (a `maxmemory` is set and the policy is
+    /// not `noeviction`).
+    fn eviction_policy(&self, _policy: &str, _may_evict: bool) {}
 }
 
 struct NoObserver;
