@@ -129,9 +129,17 @@ impl Contender {
         W: FnMut(Leadership) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
     {
-        let identity = lease.owner().identity().to_owned();
-        let owner = lease.owner().to_string();
-        let elector = Elector::new(lease, timing).unwrap();
+        Self::spawn_elector(Elector::new(lease, timing).unwrap(), work)
+    }
+
+    /// Runs an elector set up by the test (a follower strategy, an observer).
+    pub fn spawn_elector<W, Fut>(elector: Elector, work: W) -> Self
+    where
+        W: FnMut(Leadership) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
+    {
+        let identity = elector.lease().owner().identity().to_owned();
+        let owner = elector.lease().owner().to_string();
         let status = elector.status();
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(elector.run(shutdown.clone(), work));

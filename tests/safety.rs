@@ -1,0 +1,360 @@
+//! Two leaders in ways the lease's own model did not try: a release from an old term landing
+//! late, the lease key vanishing before its time (an operator's `DEL`, `FLUSHDB`, eviction under
+//! `maxmemory`), a suspend that tokio's timers do not see, and work that fails at once. Each
+//! against a real redis-server, with in-process contenders that act through their guard.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use leasehold::clock::{BootInstant, ShiftedClock};
+use leasehold::elector::{Elector, FollowerStrategy, Leadership, Role, Timing};
+use leasehold::lease::{Acquired, LeaseError, LeaseOptions, Released};
+use support::contenders::{
+    ActionLog, Contender, Did, acting_work, assert_no_overlap, fast_timing, lease, lease_with,
+    unique_lease,
+};
+use support::proxy::{Fault, FaultProxy};
+use support::redis_server::{Persistence, RedisServer};
+use support::wait::{eventually, until};
+
+/// A leader that renews only every second: after its lease vanished, it notices late, so a
+/// replica that takes the lease at once overlaps it for certain.
+fn slow_renewing() -> Timing {
+    Timing {
+        lease_duration: Duration::from_millis(3000),
+        renew_deadline: Duration::from_millis(2000),
+        retry_period: Duration::from_millis(1000),
+        drift_factor: 0.01,
+    }
+}
+
+const ACT_EVERY: Duration = Duration::from_millis(5);
+
+fn acting(
+    log: &ActionLog,
+) -> impl FnMut(
+    Leadership,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
++ Send
++ 'static {
+    acting_work(log.clone(), ACT_EVERY, None)
+}
+
+/// Every 2 ms for `window`, how many of `contenders` claim leadership; panics at the first
+/// sample with two.
+async fn never_two_leaders(contenders: &[&Contender], window: Duration) {
+    let until = tokio::time::Instant::now() + window;
+    while tokio::time::Instant::now() < until {
+        let now = BootInstant::now();
+        let leading: Vec<&str> = contenders
+            .iter()
+            .filter(|c| c.status.borrow().is_leading_at(now))
+            .map(|c| c.identity.as_str())
+            .collect();
+        assert!(leading.len() <= 1, "two leaders at once: {leading:?}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+async fn wait_leader(c: &Contender) -> leasehold::lease::FencingToken {
+    let mut status = c.status.clone();
+    let s = until("a leader", &mut status, Duration::from_secs(10), |s| {
+        matches!(s.role, Role::Leader { .. })
+    })
+    .await;
+    match s.role {
+        Role::Leader { token, .. } => token,
+        _ => unreachable!(),
+    }
+}
+
+fn evalsha_calls(redis: &RedisServer) -> u64 {
+    let info: String = redis.cmd(&["INFO", "commandstats"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_release_cannot_delete_the_next_term_of_the_same_process() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(std::net::SocketAddr::from(([127, 0, 0, 1], redis.port())));
+    let name = unique_lease("late-release");
+    let a = lease(&proxy.url(), &name, "pod-a", false);
+    let b = lease(&redis.url(), &name, "pod-b", false);
+    let ttl = Duration::from_secs(5);
+    let call = Duration::from_millis(300);
+
+    assert!(matches!(
+        a.acquire(ttl, call).await.unwrap(),
+        Acquired::Leader(_)
+    ));
+    // The release script is in Redis's cache (b's release of a lease it does not hold), so the
+    // late release runs as it lands instead of asking for the script.
+    assert_eq!(b.release(call).await.unwrap(), Released::NotHeld);
+    // The link slows beyond the call timeout: the release times out on the client, but its
+    // bytes are on their way and will land.
+    proxy.set(Fault::Delay(Duration::from_millis(1200)));
+    let calls_before = evalsha_calls(&redis);
+    let late = a.release(call).await;
+    assert!(matches!(late, Err(LeaseError::Timeout { .. })), "{late:?}");
+    // The link heals; the same process wins its next term before the old release lands.
+    proxy.set(Fault::Pass);
+    let term2 = match a.acquire(ttl, Duration::from_secs(2)).await.unwrap() {
+        Acquired::Leader(grant) => grant.token,
+        other => panic!("a must lead its second term, got {other:?}"),
+    };
+    eventually(
+        "the late release to land",
+        Duration::from_secs(5),
+        || async { (evalsha_calls(&redis) >= calls_before + 2).then_some(()) },
+    )
+    .await;
+    // Term 2 must be untouched: nobody else can take it, and it still renews.
+    match b.acquire(ttl, call).await.unwrap() {
+        Acquired::HeldBy(holder) => assert_eq!(holder.token, Some(term2)),
+        other => panic!("the late release of term 1 freed term 2: b got {other:?}"),
+    }
+    assert!(matches!(
+        a.renew(ttl, call).await.unwrap(),
+        leasehold::lease::Renewed::Held { .. }
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_lease_is_not_taken_by_a_fresh_replica_while_its_holder_is_valid() {
+    let redis = RedisServer::start();
+    let name = unique_lease("deleted");
+    let log: ActionLog = Arc::default();
+    let a = Contender::spawn(
+        lease(&redis.url(), &name, "pod-a", true),
+        slow_renewing(),
+        acting(&log),
+    );
+    let token = wait_leader(&a).await;
+    let key = a_key(&name);
+    // An operator deletes the lease; a replica starts at that very moment.
+    assert_eq!(redis.cmd::<i64>(&["DEL", &key]), 1);
+    let c = Contender::spawn(
+        lease(&redis.url(), &name, "pod-c", true),
+        fast_timing(),
+        acting(&log),
+    );
+    never_two_leaders(&[&a, &c], Duration::from_millis(3500)).await;
+    // The holder repaired its lease on renewal: no leader change at all.
+    assert_eq!(a.token(), Some(token), "the holder keeps its term");
+    let stored: String = redis.cmd(&["GET", &key]);
+    assert!(
+        stored.starts_with(&a.owner),
+        "the lease key is back: {stored}"
+    );
+    c.shutdown().await;
+    a.shutdown().await;
+    assert_no_overlap(&log.lock().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flushed_lease_is_not_taken_by_a_follower_before_the_ttl_it_observed() {
+    let redis = RedisServer::start();
+    let name = unique_lease("flushed");
+    let log: ActionLog = Arc::default();
+    let a = Contender::spawn(
+        lease(&redis.url(), &name, "pod-a", true),
+        slow_renewing(),
+        acting(&log),
+    );
+    wait_leader(&a).await;
+    // A follower that polls (client-go's way) and does not cool down after data loss: only the
+    // TTL it saw protects the holder once the whole database is gone.
+    let b = Contender::spawn_elector(
+        Elector::new(lease(&redis.url(), &name, "pod-b", false), fast_timing())
+            .unwrap()
+            .with_follower_strategy(FollowerStrategy::Polling),
+        acting(&log),
+    );
+    let mut seen = b.status.clone();
+    until("b to see a lead", &mut seen, Duration::from_secs(10), |s| {
+        s.leader_identity() == Some("pod-a")
+    })
+    .await;
+    redis.cmd::<String>(&["FLUSHDB"]);
+    never_two_leaders(&[&a, &b], Duration::from_millis(3500)).await;
+    eventually(
+        "b to lead once a's TTL has passed",
+        Duration::from_secs(10),
+        || async { b.is_leader().then_some(()) },
+    )
+    .await;
+    b.shutdown().await;
+    a.shutdown().await;
+    assert_no_overlap(&log.lock().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eviction_under_maxmemory_never_makes_two_leaders() {
+    let redis = RedisServer::start_with(
+        Persistence::None,
+        &["--maxmemory", "3mb", "--maxmemory-policy", "volatile-ttl"],
+    );
+    let name = unique_lease("evicted");
+    let log: ActionLog = Arc::default();
+    let a = Contender::spawn(
+        lease(&redis.url(), &name, "pod-a", true),
+        slow_renewing(),
+        acting(&log),
+    );
+    wait_leader(&a).await;
+    let b = Contender::spawn(
+        lease(&redis.url(), &name, "pod-b", true),
+        fast_timing(),
+        acting(&log),
+    );
+    let c = Contender::spawn(
+        lease(&redis.url(), &name, "pod-c", true),
+        fast_timing(),
+        acting(&log),
+    );
+
+    // A flood of keys with long TTLs: under volatile-ttl the lease (the nearest expiry) goes
+    // first, every time memory runs out.
+    let flooding = Arc::new(AtomicBool::new(true));
+    let flood = {
+        let flooding = flooding.clone();
+        let mut conn = redis.connection();
+        std::thread::spawn(move || {
+            let script = redis::Script::new(
+                "for i = 1, 100 do redis.call('SET', ARGV[1] .. i, string.rep('x', 2000), 'EX', 3600) end return 1",
+            );
+            let mut round = 0u64;
+            while flooding.load(Ordering::Relaxed) {
+                round += 1;
+                let _: redis::RedisResult<i64> =
+                    script.arg(format!("flood:{round}:")).invoke(&mut conn);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    never_two_leaders(&[&a, &b, &c], Duration::from_secs(4)).await;
+    flooding.store(false, Ordering::Relaxed);
+    flood.join().unwrap();
+    let info: String = redis.cmd(&["INFO", "stats"]);
+    let evicted: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("evicted_keys:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(evicted > 0, "the flood evicted nothing:\n{info}");
+    for x in [c, b, a] {
+        x.shutdown().await;
+    }
+    let log = log.lock().unwrap();
+    let tokens = assert_no_overlap(&log);
+    eprintln!(
+        "eviction: {evicted} keys evicted; terms that acted: {}",
+        tokens.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspend_ends_the_term_at_its_deadline_without_waiting_for_a_timer() {
+    let redis = RedisServer::start();
+    let clock = ShiftedClock::new();
+    let options = LeaseOptions {
+        cooldown_on_data_loss: false,
+        clock: Arc::new(clock.clone()),
+        ..LeaseOptions::default()
+    };
+    let timing = Timing {
+        lease_duration: Duration::from_secs(15),
+        renew_deadline: Duration::from_secs(10),
+        retry_period: Duration::from_secs(5),
+        drift_factor: 0.01,
+    };
+    let (ended_tx, ended_rx) = tokio::sync::oneshot::channel::<BootInstant>();
+    let ended_tx = Arc::new(std::sync::Mutex::new(Some(ended_tx)));
+    let leading = Arc::new(tokio::sync::Notify::new());
+    let work = {
+        let leading = leading.clone();
+        move |l: Leadership| {
+            let ended_tx = ended_tx.clone();
+            let leading = leading.clone();
+            async move {
+                leading.notify_one();
+                l.lost().await;
+                if let Some(tx) = ended_tx.lock().unwrap().take() {
+                    let _ = tx.send(BootInstant::now());
+                }
+                Ok::<(), String>(())
+            }
+        }
+    };
+    let a = Contender::spawn(
+        lease_with(&redis.url(), &unique_lease("suspend"), "pod-a", options),
+        timing,
+        work,
+    );
+    tokio::time::timeout(Duration::from_secs(10), leading.notified())
+        .await
+        .expect("a leads");
+    // The machine "sleeps" for a minute: the boot clock jumps, tokio's timers do not see it.
+    let resumed = BootInstant::now();
+    clock.advance(Duration::from_secs(60));
+    let ended = tokio::time::timeout(Duration::from_secs(10), ended_rx)
+        .await
+        .expect("the term ends")
+        .unwrap();
+    let late = ended.saturating_duration_since(resumed);
+    eprintln!("suspend: the term ended {late:?} after resume");
+    assert!(
+        late < Duration::from_secs(1),
+        "the term ended {late:?} after resume, on the next tokio timer instead of at once"
+    );
+    assert!(!a.is_leader());
+    a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_that_fails_at_once_does_not_spin_through_terms() {
+    let redis = RedisServer::start();
+    let name = unique_lease("spin");
+    let log: ActionLog = Arc::default();
+    let work = {
+        let log = log.clone();
+        move |l: Leadership| {
+            let log = log.clone();
+            async move {
+                log.lock().unwrap().push(support::contenders::Action {
+                    token: l.token(),
+                    at: BootInstant::now(),
+                    did: Did::Start,
+                });
+                Err::<(), String>("cannot start".into())
+            }
+        }
+    };
+    let timing = fast_timing();
+    let a = Contender::spawn(lease(&redis.url(), &name, "pod-a", false), timing, work);
+    let window = Duration::from_millis(1500);
+    eventually("a first term", Duration::from_secs(5), || async {
+        (!log.lock().unwrap().is_empty()).then_some(())
+    })
+    .await;
+    tokio::time::sleep(window).await; // the window we count terms in, not an assertion's wait
+    let terms = log.lock().unwrap().len();
+    a.shutdown().await;
+    let most = (window.as_millis() / timing.retry_period.as_millis()) as usize + 2;
+    eprintln!("failing work: {terms} terms in {window:?}");
+    assert!(
+        terms <= most,
+        "{terms} terms in {window:?}: at most {most} with a pause of a retry period between terms"
+    );
+}
+
+fn a_key(name: &str) -> String {
+    format!("leasehold:{{{name}}}")
+}
