@@ -113,6 +113,7 @@ mod tests {
                 owner: "web-a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e".into(),
                 remaining: Some(Duration::from_millis(13_200)),
                 token: Some(FencingToken(42)),
+                vanished: false,
             }),
             token: Some(FencingToken(42)),
             cooldown: CooldownState::Idle,

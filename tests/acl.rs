@@ -95,8 +95,13 @@ async fn the_minimal_acl_user_can_do_everything_leasehold_needs() {
     redis.cmd::<String>(&["SCRIPT", "FLUSH"]);
     let lease = acl_lease(&redis.url(), &name, "pod-c", "leasehold", "s3cret");
     let outcome = lease.acquire(TTL, CALL).await.unwrap();
-    assert!(matches!(outcome, Acquired::Leader(_)), "{outcome:?}");
-    assert_eq!(lease.release(CALL).await.unwrap(), Released::Released);
+    let Acquired::Leader(grant) = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(
+        lease.release(grant.token, CALL).await.unwrap(),
+        Released::Released
+    );
     lease.observe(CALL).await.unwrap();
     // And nothing more than needed: another key is out of reach.
     let mut conn = redis::Client::open(format!(
@@ -146,7 +151,7 @@ async fn a_user_missing_a_command_gets_an_error_naming_it() {
     )
     .await;
     assert!(granted.token.0 > 0);
-    let err = lease.release(CALL).await.unwrap_err();
+    let err = lease.release(granted.token, CALL).await.unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, LeaseError::NoPermission { .. }), "{err:?}");
     assert!(

@@ -281,7 +281,9 @@ async fn shutdown_during_an_acquire_in_flight_leaves_no_lease_behind() {
     // reaches Redis 300 ms after it is sent.
     proxy.set(Fault::Delay(Duration::from_millis(300)));
     assert_eq!(
-        b.release(Duration::from_secs(1)).await.unwrap(),
+        b.release(b_grant.token, Duration::from_secs(1))
+            .await
+            .unwrap(),
         Released::Released
     );
     // The fault's timing: shut a down while its acquire is on its way to Redis.

@@ -45,20 +45,20 @@ async fn only_the_owner_can_renew_or_release() {
         }
         other => panic!("b must lose the race, got {other:?}"),
     }
-    assert_eq!(b.renew(TTL, CALL).await.unwrap(), Renewed::NotHeld);
-    assert_eq!(b.release(CALL).await.unwrap(), Released::NotHeld);
+    assert_eq!(b.renew(t1, TTL, CALL).await.unwrap(), Renewed::NotHeld);
+    assert_eq!(b.release(t1, CALL).await.unwrap(), Released::NotHeld);
     let stored: String = redis.cmd(&["GET", &a.keys().lease]);
     assert_eq!(
         stored,
-        a.owner().as_str(),
+        a.owner().term(t1),
         "b's release must not touch a's lease"
     );
 
     assert!(matches!(
-        a.renew(TTL, CALL).await.unwrap(),
+        a.renew(t1, TTL, CALL).await.unwrap(),
         Renewed::Held { .. }
     ));
-    assert_eq!(a.release(CALL).await.unwrap(), Released::Released);
+    assert_eq!(a.release(t1, CALL).await.unwrap(), Released::Released);
     let t2 = must_lead(&b).await;
     assert!(t2 > t1, "{t2} > {t1}");
 }
@@ -67,10 +67,10 @@ async fn only_the_owner_can_renew_or_release() {
 async fn renew_restarts_the_ttl_and_a_sent_at_precedes_the_reply() {
     let redis = RedisServer::start();
     let a = lease(&redis.url(), &unique_lease("renew"), "pod-a", false);
-    must_lead(&a).await;
+    let t = must_lead(&a).await;
     redis.cmd::<i64>(&["PEXPIRE", &a.keys().lease, "100"]);
     let before = a.clock().now();
-    let Renewed::Held { sent_at } = a.renew(TTL, CALL).await.unwrap() else {
+    let Renewed::Held { sent_at, .. } = a.renew(t, TTL, CALL).await.unwrap() else {
         panic!("renew must hold");
     };
     assert!(sent_at >= before && sent_at <= a.clock().now());
@@ -89,7 +89,7 @@ async fn tokens_are_floored_at_the_server_clock_and_survive_data_loss() {
         t1.0 > before,
         "token {t1} must be above the server time {before}"
     );
-    assert_eq!(a.release(CALL).await.unwrap(), Released::Released);
+    assert_eq!(a.release(t1, CALL).await.unwrap(), Released::Released);
     let t2 = must_lead(&a).await;
     assert!(t2 > t1, "{t2} > {t1}");
 
@@ -142,18 +142,18 @@ async fn a_fresh_redis_cools_down_for_one_lease_duration() {
 
 #[tokio::test]
 async fn a_restart_that_kept_the_data_still_cools_down() {
-    // AOF with fsync always keeps the marker, but another redis process answers now: an old
+    // AOF with fsync always keeps the state record, but another redis process answers now: an old
     // leader may believe in a lease this dataset never saw, so the cooldown starts again.
     let mut redis = RedisServer::start_with(Persistence::AofAlways, &[]);
     let name = unique_lease("restart-kept");
     let a = lease(&redis.url(), &name, "pod-a", false);
-    must_lead(&a).await;
-    assert_eq!(a.release(CALL).await.unwrap(), Released::Released);
-    let marker_before: String = redis.cmd(&["GET", &a.keys().marker]);
+    let t = must_lead(&a).await;
+    assert_eq!(a.release(t, CALL).await.unwrap(), Released::Released);
+    let marker_before: String = redis.cmd(&["GET", &a.keys().state]);
 
     redis.restart();
-    let marker_after: String = redis.cmd(&["GET", &a.keys().marker]);
-    assert_eq!(marker_before, marker_after, "the AOF kept the marker");
+    let marker_after: String = redis.cmd(&["GET", &a.keys().state]);
+    assert_eq!(marker_before, marker_after, "the AOF kept the state record");
     let b = lease(&redis.url(), &name, "pod-b", true);
     match b.acquire(TTL, CALL).await.unwrap() {
         Acquired::CoolingDown { started: true, .. } => {}
@@ -177,14 +177,14 @@ async fn release_is_announced_on_the_channel() {
     let a = lease(&redis.url(), &name, "pod-a", false);
     let b = lease(&redis.url(), &name, "pod-b", false);
     let mut releases = b.subscribe_releases(CALL).await.unwrap();
-    must_lead(&a).await;
-    assert_eq!(a.release(CALL).await.unwrap(), Released::Released);
+    let t = must_lead(&a).await;
+    assert_eq!(a.release(t, CALL).await.unwrap(), Released::Released);
     tokio::time::timeout(Duration::from_secs(2), releases.next())
         .await
         .expect("a release message within 2 s")
         .expect("stream open");
     // A release that was not ours announces nothing.
-    assert_eq!(a.release(CALL).await.unwrap(), Released::NotHeld);
+    assert_eq!(a.release(t, CALL).await.unwrap(), Released::NotHeld);
     assert!(
         tokio::time::timeout(Duration::from_millis(200), releases.next())
             .await
@@ -206,11 +206,11 @@ fn cached_scripts(redis: &RedisServer) -> String {
 async fn scripts_are_reloaded_after_script_flush() {
     let redis = RedisServer::start();
     let a = lease(&redis.url(), &unique_lease("flush"), "pod-a", false);
-    must_lead(&a).await;
+    let t = must_lead(&a).await;
     redis.cmd::<String>(&["SCRIPT", "FLUSH"]);
     assert_eq!(cached_scripts(&redis), "0");
     assert!(matches!(
-        a.renew(TTL, CALL).await.unwrap(),
+        a.renew(t, TTL, CALL).await.unwrap(),
         Renewed::Held { .. }
     ));
     assert_eq!(
@@ -219,7 +219,7 @@ async fn scripts_are_reloaded_after_script_flush() {
         "renew got NOSCRIPT and loaded itself again"
     );
     assert!(matches!(
-        a.renew(TTL, CALL).await.unwrap(),
+        a.renew(t, TTL, CALL).await.unwrap(),
         Renewed::Held { .. }
     ));
 }
@@ -238,7 +238,7 @@ async fn a_key_of_the_wrong_type_is_a_clear_error() {
         "the message names the key: {text}"
     );
     assert!(matches!(
-        a.renew(TTL, CALL).await.unwrap_err(),
+        a.renew(FencingToken(1), TTL, CALL).await.unwrap_err(),
         LeaseError::WrongType { .. }
     ));
 }
@@ -302,10 +302,13 @@ async fn a_loading_redis_is_a_typed_error_then_works() {
 async fn a_paused_redis_times_out_and_the_connection_recovers() {
     let redis = RedisServer::start();
     let a = lease(&redis.url(), &unique_lease("pause"), "pod-a", false);
-    must_lead(&a).await;
+    let t = must_lead(&a).await;
     redis.pause();
     let started = std::time::Instant::now();
-    let err = a.renew(TTL, Duration::from_millis(200)).await.unwrap_err();
+    let err = a
+        .renew(t, TTL, Duration::from_millis(200))
+        .await
+        .unwrap_err();
     assert!(matches!(err, LeaseError::Timeout { .. }), "{err:?}");
     assert!(
         started.elapsed() < Duration::from_secs(1),
@@ -313,7 +316,7 @@ async fn a_paused_redis_times_out_and_the_connection_recovers() {
     );
     redis.resume();
     // The timed-out connection was thrown away; the next call dials a new one.
-    let renewed = a.renew(TTL, CALL).await.unwrap();
+    let renewed = a.renew(t, TTL, CALL).await.unwrap();
     assert!(matches!(renewed, Renewed::Held { .. }), "{renewed:?}");
 }
 

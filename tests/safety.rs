@@ -90,18 +90,20 @@ async fn a_late_release_cannot_delete_the_next_term_of_the_same_process() {
     let ttl = Duration::from_secs(5);
     let call = Duration::from_millis(300);
 
-    assert!(matches!(
-        a.acquire(ttl, call).await.unwrap(),
-        Acquired::Leader(_)
-    ));
+    let Acquired::Leader(term1) = a.acquire(ttl, call).await.unwrap() else {
+        panic!("a leads its first term");
+    };
     // The release script is in Redis's cache (b's release of a lease it does not hold), so the
     // late release runs as it lands instead of asking for the script.
-    assert_eq!(b.release(call).await.unwrap(), Released::NotHeld);
+    assert_eq!(
+        b.release(term1.token, call).await.unwrap(),
+        Released::NotHeld
+    );
     // The link slows beyond the call timeout: the release times out on the client, but its
     // bytes are on their way and will land.
     proxy.set(Fault::Delay(Duration::from_millis(1200)));
     let calls_before = evalsha_calls(&redis);
-    let late = a.release(call).await;
+    let late = a.release(term1.token, call).await;
     assert!(matches!(late, Err(LeaseError::Timeout { .. })), "{late:?}");
     // The link heals; the same process wins its next term before the old release lands.
     proxy.set(Fault::Pass);
@@ -121,7 +123,7 @@ async fn a_late_release_cannot_delete_the_next_term_of_the_same_process() {
         other => panic!("the late release of term 1 freed term 2: b got {other:?}"),
     }
     assert!(matches!(
-        a.renew(ttl, call).await.unwrap(),
+        a.renew(term2, ttl, call).await.unwrap(),
         leasehold::lease::Renewed::Held { .. }
     ));
 }
@@ -184,10 +186,11 @@ async fn a_flushed_lease_is_not_taken_by_a_follower_before_the_ttl_it_observed()
     .await;
     redis.cmd::<String>(&["FLUSHDB"]);
     never_two_leaders(&[&a, &b], Duration::from_millis(3500)).await;
+    // With the lease gone for good, someone leads again (after the cooldown that a starts).
     eventually(
-        "b to lead once a's TTL has passed",
-        Duration::from_secs(10),
-        || async { b.is_leader().then_some(()) },
+        "a leader after the flush",
+        Duration::from_secs(15),
+        || async { (a.is_leader() || b.is_leader()).then_some(()) },
     )
     .await;
     b.shutdown().await;
@@ -269,52 +272,43 @@ async fn a_suspend_ends_the_term_at_its_deadline_without_waiting_for_a_timer() {
         clock: Arc::new(clock.clone()),
         ..LeaseOptions::default()
     };
+    // The watchdog sleeps 5 s between renewals: on tokio's clock, a suspend would end the term
+    // only when that sleep is over.
     let timing = Timing {
         lease_duration: Duration::from_secs(15),
         renew_deadline: Duration::from_secs(10),
         retry_period: Duration::from_secs(5),
         drift_factor: 0.01,
     };
-    let (ended_tx, ended_rx) = tokio::sync::oneshot::channel::<BootInstant>();
-    let ended_tx = Arc::new(std::sync::Mutex::new(Some(ended_tx)));
-    let leading = Arc::new(tokio::sync::Notify::new());
-    let work = {
-        let leading = leading.clone();
-        move |l: Leadership| {
-            let ended_tx = ended_tx.clone();
-            let leading = leading.clone();
-            async move {
-                leading.notify_one();
-                l.lost().await;
-                if let Some(tx) = ended_tx.lock().unwrap().take() {
-                    let _ = tx.send(BootInstant::now());
-                }
-                Ok::<(), String>(())
-            }
-        }
-    };
+    let log: ActionLog = Arc::default();
     let a = Contender::spawn(
         lease_with(&redis.url(), &unique_lease("suspend"), "pod-a", options),
         timing,
-        work,
+        acting(&log),
     );
-    tokio::time::timeout(Duration::from_secs(10), leading.notified())
-        .await
-        .expect("a leads");
+    let token = wait_leader(&a).await;
     // The machine "sleeps" for a minute: the boot clock jumps, tokio's timers do not see it.
     let resumed = BootInstant::now();
     clock.advance(Duration::from_secs(60));
-    let ended = tokio::time::timeout(Duration::from_secs(10), ended_rx)
-        .await
-        .expect("the term ends")
-        .unwrap();
-    let late = ended.saturating_duration_since(resumed);
+    let mut status = a.status.clone();
+    until(
+        "the term to end",
+        &mut status,
+        Duration::from_secs(10),
+        |s| !matches!(s.role, Role::Leader { token: t, .. } if t == token),
+    )
+    .await;
+    let late = BootInstant::now().saturating_duration_since(resumed);
     eprintln!("suspend: the term ended {late:?} after resume");
     assert!(
         late < Duration::from_secs(1),
         "the term ended {late:?} after resume, on the next tokio timer instead of at once"
     );
-    assert!(!a.is_leader());
+    let reason = status.borrow().last_step_down.as_ref().map(|d| d.reason);
+    assert_eq!(
+        reason,
+        Some(leasehold::elector::StepDownReason::ValidityDeadlinePassed)
+    );
     a.shutdown().await;
 }
 

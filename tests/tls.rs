@@ -66,15 +66,14 @@ async fn an_elector_leads_and_renews_over_tls() {
     let url = format!("rediss://localhost:{}", r.tls_port);
     let name = unique_lease("tls");
     let lease = tls_lease(&url, &name, files(&r.pki.ca, None));
+    let Acquired::Leader(grant) = lease.acquire(TTL, CALL).await.unwrap() else {
+        panic!("the TLS lease leads");
+    };
     assert!(matches!(
-        lease.acquire(TTL, CALL).await.unwrap(),
-        Acquired::Leader(_)
-    ));
-    assert!(matches!(
-        lease.renew(TTL, CALL).await.unwrap(),
+        lease.renew(grant.token, TTL, CALL).await.unwrap(),
         Renewed::Held { .. }
     ));
-    lease.release(CALL).await.unwrap();
+    lease.release(grant.token, CALL).await.unwrap();
 
     let lease = tls_lease(&url, &name, files(&r.pki.ca, None));
     let elector = Elector::new(lease, fast_timing()).unwrap();

@@ -126,17 +126,17 @@ async fn leasehold(url: &str, clients: usize, amount: Amount) -> Result<Raw> {
                     break;
                 }
                 let t = Instant::now();
-                match lease.acquire(TTL, TIMEOUT).await.context("acquire")? {
-                    Acquired::Leader(_) => {}
+                let token = match lease.acquire(TTL, TIMEOUT).await.context("acquire")? {
+                    Acquired::Leader(grant) => grant.token,
                     other => bail!("acquire on a free key did not lead: {other:?}"),
-                }
+                };
                 let t1 = Instant::now();
-                match lease.renew(TTL, TIMEOUT).await.context("renew")? {
+                match lease.renew(token, TTL, TIMEOUT).await.context("renew")? {
                     Renewed::Held { .. } => {}
                     other => bail!("renew of a held lease: {other:?}"),
                 }
                 let t2 = Instant::now();
-                match lease.release(TIMEOUT).await.context("release")? {
+                match lease.release(token, TIMEOUT).await.context("release")? {
                     Released::Released => {}
                     other => bail!("release of a held lease: {other:?}"),
                 }

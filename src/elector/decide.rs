@@ -125,6 +125,45 @@ pub(crate) fn follower_wait(
     }
 }
 
+/// How long after its end a term counts as short: work that ends or fails within one lease
+/// duration of winning, again and again, would otherwise make the replicas cycle
+/// acquire → release as fast as Redis answers.
+pub(crate) fn is_short_term(reason: StepDownReason, lasted: Duration, timing: &Timing) -> bool {
+    matches!(
+        reason,
+        StepDownReason::WorkEnded | StepDownReason::WorkFailed | StepDownReason::WorkPanicked
+    ) && lasted < timing.lease_duration
+}
+
+/// The pause before contending again after a term, given how many short terms in a row have
+/// ended so far (this one included): none after a term that was not short, else the retry
+/// period, doubling with each repeat up to [`MAX_BACKOFF`].
+pub(crate) fn pause_after_term(short_terms_in_a_row: u32, timing: &Timing) -> Duration {
+    if short_terms_in_a_row == 0 {
+        return Duration::ZERO;
+    }
+    timing
+        .retry_period
+        .saturating_mul(1u32 << (short_terms_in_a_row - 1).min(16))
+        .min(MAX_BACKOFF.max(timing.retry_period))
+}
+
+/// client-go's observed-time rule, for what the server cannot see (a lease key that vanished
+/// together with its record, or a forward step of the Redis host's clock): a holder seen with
+/// `remaining` TTL at instant `seen_at` keeps its term until `seen_at + remaining` as far as
+/// this follower is concerned. Returns how long to hold off at `now` before trying to acquire,
+/// or `None` when it may try: the observation ran out, or the holder announced its release.
+pub(crate) fn observed_hold_off(
+    now: BootInstant,
+    observed_until: Option<BootInstant>,
+    release_announced: bool,
+) -> Option<Duration> {
+    match observed_until {
+        Some(until) if !release_announced && now < until => Some(now.until(until) + EXPIRY_SLACK),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +267,73 @@ mod tests {
                 follower_wait(seen, subscribed, &timing, jitter),
                 want,
                 "{seen:?} subscribed={subscribed} jitter={jitter}"
+            );
+        }
+    }
+
+    #[test]
+    fn term_pacing_table() {
+        use StepDownReason::*;
+        let timing = Timing::default(); // 15 s / 10 s / 2 s
+        // (reason, lasted) -> short?
+        let short = [
+            (WorkFailed, ms(3), true),
+            (WorkEnded, ms(14_999), true),
+            (WorkPanicked, ms(0), true),
+            (WorkEnded, ms(15_000), false),
+            (WorkFailed, ms(60_000), false),
+            // Losing the lease is not the work's doing; the follower's waits pace it.
+            (Lost, ms(3), false),
+            (RenewDeadlinePassed, ms(10_000), false),
+            (ValidityDeadlinePassed, ms(1), false),
+            (Shutdown, ms(1), false),
+        ];
+        for (reason, lasted, want) in short {
+            assert_eq!(
+                is_short_term(reason, lasted, &timing),
+                want,
+                "{reason:?} {lasted:?}"
+            );
+        }
+        // short terms in a row -> pause
+        let pauses = [
+            (0, ms(0)),
+            (1, ms(2_000)),
+            (2, ms(4_000)),
+            (4, ms(16_000)),
+            (5, ms(30_000)),
+            (1_000, ms(30_000)),
+        ];
+        for (streak, want) in pauses {
+            assert_eq!(pause_after_term(streak, &timing), want, "streak {streak}");
+        }
+        // A retry period above the cap is still waited in full.
+        let slow = Timing {
+            lease_duration: Duration::from_secs(600),
+            renew_deadline: Duration::from_secs(300),
+            retry_period: Duration::from_secs(60),
+            drift_factor: 0.01,
+        };
+        assert_eq!(pause_after_term(3, &slow), ms(60_000));
+    }
+
+    #[test]
+    fn observed_time_table() {
+        // (now, observed until, release announced) -> hold off
+        let cases = [
+            (1_000, None, false, None),
+            (1_000, Some(3_000), false, Some(ms(2_001))),
+            (2_999, Some(3_000), false, Some(ms(2))),
+            (3_000, Some(3_000), false, None),
+            (9_000, Some(3_000), false, None),
+            // The holder said it let go: no reason to wait for its TTL.
+            (1_000, Some(3_000), true, None),
+        ];
+        for (now, until, announced, want) in cases {
+            assert_eq!(
+                observed_hold_off(at(now), until.map(at), announced),
+                want,
+                "now={now} until={until:?} announced={announced}"
             );
         }
     }

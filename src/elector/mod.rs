@@ -28,6 +28,7 @@ pub use leadership::{Leadership, NotLeader};
 pub use status::{LeaderInfo, RedisHealth, Role, Status, StepDown, StepDownReason};
 pub use timing::{TIMING_RULE, Timing, TimingError};
 
+use crate::clock::BootInstant;
 use crate::lease::{Acquired, Grant, LeaseError, RedisLease, Released, Renewed, Retry};
 use decide::{Seen, WatchdogStep};
 use notify::Releases;
@@ -192,6 +193,8 @@ impl Elector {
             ),
             FollowerStrategy::Polling => notify::none(stop_notify.clone()),
         };
+        let clock = self.lease.clock().clone();
+        let mut short_terms: u32 = 0;
         while let Some(grant) = self.follow(&shutdown, &mut releases).await {
             let ending = self.lead(grant, &mut work, &shutdown).await;
             let work_ended = matches!(
@@ -202,6 +205,28 @@ impl Elector {
             );
             if ending == StepDownReason::Shutdown || (work_ended && self.stop_when_work_ends) {
                 break;
+            }
+            let lasted = clock.now().saturating_duration_since(grant.sent_at);
+            short_terms = if decide::is_short_term(ending, lasted, &self.timing) {
+                short_terms.saturating_add(1)
+            } else {
+                0
+            };
+            let pause = decide::pause_after_term(short_terms, &self.timing);
+            if !pause.is_zero() {
+                info!(
+                    identity = %self.lease.owner().identity(),
+                    lease = %self.lease.name(),
+                    token = grant.token.0,
+                    short_terms,
+                    pause_ms = pause.as_millis() as u64,
+                    "the work ended soon after the term began; pausing before contending again"
+                );
+                tokio::select! {
+                    biased;
+                    _ = shutdown.cancelled() => break,
+                    _ = clock.sleep_until(clock.now().saturating_add(pause)) => {}
+                }
             }
         }
         stop_notify.cancel();
@@ -217,12 +242,27 @@ impl Elector {
     /// The follower loop: returns a grant, or `None` at shutdown.
     async fn follow(&self, shutdown: &CancellationToken, releases: &mut Releases) -> Option<Grant> {
         let timing = self.timing;
+        let clock = self.lease.clock().clone();
         let mut failures: u32 = 0;
+        // Until when the holder seen last keeps its term as far as this follower knows, and
+        // whether a release was announced since (client-go's observed-time rule).
+        let mut observed: Option<BootInstant> = None;
+        let mut announced = false;
         loop {
             releases.mark_seen();
             if shutdown.is_cancelled() {
                 return None;
             }
+            if let Some(hold) = decide::observed_hold_off(clock.now(), observed, announced) {
+                tokio::select! {
+                    biased;
+                    _ = shutdown.cancelled() => return None,
+                    _ = releases.next() => announced = true,
+                    _ = clock.sleep_until(clock.now().saturating_add(hold)) => {}
+                }
+                continue;
+            }
+            announced = false;
             // Not raced against shutdown: an acquire that Redis already executed must not be
             // abandoned, or the lease would sit unreleased for a whole TTL. It is bounded by
             // the call timeout; a grant that arrives after shutdown is given back at once.
@@ -233,8 +273,15 @@ impl Elector {
             if shutdown.is_cancelled() {
                 // A grant, or an answer that never came (the script may still have run): give
                 // it back. Compare-and-delete on our own owner id is safe either way.
-                if matches!(attempt, Ok(Acquired::Leader(_)) | Err(_)) {
-                    let _ = self.lease.release(timing.call_timeout()).await;
+                // Any term of ours: no later term of this process can follow.
+                match attempt {
+                    Ok(Acquired::Leader(grant)) => {
+                        let _ = self.lease.release(grant.token, timing.call_timeout()).await;
+                    }
+                    Err(_) => {
+                        let _ = self.lease.release_any_term(timing.call_timeout()).await;
+                    }
+                    Ok(_) => {}
                 }
                 return None;
             }
@@ -246,6 +293,9 @@ impl Elector {
                 Ok(Acquired::HeldBy(holder)) => {
                     failures = 0;
                     self.redis_ok();
+                    observed = holder
+                        .remaining
+                        .map(|left| clock.now().saturating_add(left));
                     self.note_follower_view(
                         Some(LeaderInfo {
                             owner: holder.owner.clone(),
@@ -289,7 +339,7 @@ impl Elector {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return None,
-                _ = releases.next() => {}
+                _ = releases.next() => announced = true,
                 _ = tokio::time::sleep(wait) => {}
             }
         }
@@ -414,7 +464,9 @@ impl Elector {
                     }
                     break (ended, false);
                 }
-                _ = tokio::time::sleep(clock.now().until(next_renew)) => {}
+                // The boot clock, not a tokio timer: after a suspend this wakes at once, and the
+                // step below ends the term whose deadline passed meanwhile.
+                _ = clock.sleep_until(next_renew) => {}
             }
             let attempt_started = clock.now();
             let timeout = match decide::watchdog_step(
@@ -430,14 +482,25 @@ impl Elector {
             let renewed = tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break (Ending::new(StepDownReason::Shutdown), true),
-                r = self.lease.renew(timing.lease_duration, timeout) => r,
+                r = self.lease.renew(grant.token, timing.lease_duration, timeout) => r,
+                // The call's own timeout runs on tokio's clock, which a suspend stops: the
+                // first deadline on the boot clock cuts it short, and the step above decides.
+                _ = clock.sleep_until(valid_until.min(renew_by)) => continue,
             };
             let latency = started.elapsed();
             match renewed {
-                Ok(Renewed::Held { sent_at }) => {
+                Ok(Renewed::Held { sent_at, repaired }) => {
                     self.observer.renewal(RenewalOutcome::Renewed, latency);
                     failures = 0;
                     self.redis_ok();
+                    if repaired {
+                        warn!(
+                            %identity,
+                            lease = %lease_name,
+                            token = grant.token.0,
+                            "the lease key had vanished before its time (evicted or deleted); the renewal put it back"
+                        );
+                    }
                     let extended = sent_at.saturating_add(timing.validity());
                     if clock.now() >= extended {
                         // The reply came back after a pause longer than the TTL.
@@ -523,9 +586,12 @@ impl Elector {
 
         if let Some(mut task) = work_task {
             // Until the validity deadline the lease cannot pass on; the work may use all of it.
-            let bound = leadership.remaining();
-            match tokio::time::timeout(bound, &mut task).await {
-                Ok(joined) => {
+            let stopped = tokio::select! {
+                joined = &mut task => Some(joined),
+                _ = leadership.deadline_passed(Duration::ZERO) => None,
+            };
+            match stopped {
+                Some(joined) => {
                     if let Ending {
                         detail: Some(d), ..
                     } = work_ending(joined)
@@ -533,7 +599,7 @@ impl Elector {
                         detail.get_or_insert(d);
                     }
                 }
-                Err(_) => {
+                None => {
                     warn!(%identity, %lease, token = token.0, "leader work did not stop by the validity deadline; aborting it");
                     task.abort();
                     let _ = task.await;
@@ -542,7 +608,7 @@ impl Elector {
         }
 
         if reason.may_still_hold() {
-            match self.lease.release(self.timing.call_timeout()).await {
+            match self.lease.release(token, self.timing.call_timeout()).await {
                 Ok(Released::Released) => {
                     info!(%identity, %lease, token = token.0, "released the lease")
                 }

@@ -6,13 +6,12 @@
 //! replies stopped coming (a blackholed link): every later call would queue behind the lost
 //! ones. Here a timeout spoils the connection too, and the next call dials again.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{AsyncConnectionConfig, Client, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
-use tokio::sync::OnceCell;
 
 use super::LeaseError;
 use super::target::{Access, SENTINEL_TIMEOUT, SentinelTarget, Target, cluster_slot, node_client};
@@ -70,47 +69,11 @@ impl Conn {
     }
 }
 
-/// A live connection, and the run id of the Redis process behind it once asked for.
+/// A live connection.
 #[derive(Clone)]
 pub(crate) struct Live {
     pub(crate) conn: Conn,
-    /// `run_id` from `INFO server`: changes whenever Redis restarts or another process (a
-    /// promoted replica) answers, which is how the acquire script notices possible data loss.
-    /// Read on first need (acquire, observe), not at dial time: a leader that redials to renew
-    /// over a slow link should not pay a round trip it does not need.
-    run_id: Arc<OnceCell<Arc<str>>>,
     generation: u64,
-}
-
-impl Live {
-    /// The run id of the Redis process that owns `key` behind this connection.
-    pub(crate) async fn run_id(
-        &mut self,
-        op: &'static str,
-        key: &str,
-    ) -> Result<Arc<str>, LeaseError> {
-        let mut conn = self.conn.clone();
-        self.run_id
-            .get_or_try_init(|| async move {
-                let info = conn
-                    .on_node_of(key, redis::cmd("INFO").arg("server").clone())
-                    .await
-                    .map_err(|e| LeaseError::from_redis(op, key, &e))?;
-                let text: String =
-                    redis::from_redis_value(info).map_err(|e| LeaseError::Protocol {
-                        op,
-                        detail: format!("INFO server: {e}"),
-                    })?;
-                parse_run_id(&text)
-                    .map(Arc::from)
-                    .ok_or_else(|| LeaseError::Protocol {
-                        op,
-                        detail: "INFO server has no run_id field".into(),
-                    })
-            })
-            .await
-            .cloned()
-    }
 }
 
 /// Whether a connection was dialled for this very call.
@@ -152,7 +115,6 @@ impl Connection {
         slot.generation += 1;
         let live = Live {
             conn,
-            run_id: Arc::default(),
             generation: slot.generation,
         };
         slot.live = Some(live.clone());
@@ -294,23 +256,4 @@ async fn connect_node(client: &Client) -> redis::RedisResult<MultiplexedConnecti
     client
         .get_multiplexed_async_connection_with_config(&config)
         .await
-}
-
-fn parse_run_id(info: &str) -> Option<&str> {
-    info.lines()
-        .find_map(|line| line.trim_end().strip_prefix("run_id:"))
-        .filter(|id| !id.is_empty() && !id.contains(' '))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn run_id_is_read_from_info_server() {
-        let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:4f1c0e9b2a\r\ntcp_port:7001\r\n";
-        assert_eq!(parse_run_id(info), Some("4f1c0e9b2a"));
-        assert_eq!(parse_run_id("# Server\r\nredis_version:7\r\n"), None);
-        assert_eq!(parse_run_id("run_id:\r\n"), None);
-    }
 }

@@ -118,9 +118,11 @@ pub struct LeaseKeys {
     pub lease: String,
     /// The fencing counter: `<prefix>{<name>}:fence`, no TTL.
     pub fence: String,
-    /// The data-loss marker: `<prefix>{<name>}:marker`, no TTL; holds the run id of the Redis
-    /// process that wrote it and the end of the current cooldown.
-    pub marker: String,
+    /// The lease's state record: `<prefix>{<name>}:state`, no TTL. It notices data loss (it
+    /// names the Redis process and dataset that wrote it), holds the end of the data-loss
+    /// cooldown, and keeps the holder's term and its expiry for when the lease key vanishes
+    /// before its time (eviction, an operator's `DEL`).
+    pub state: String,
     /// The pub/sub channel on which a release is announced.
     pub channel: String,
 }
@@ -133,7 +135,7 @@ impl LeaseKeys {
         let lease = format!("{prefix}{{{name}}}");
         Ok(Self {
             fence: format!("{lease}:fence"),
-            marker: format!("{lease}:marker"),
+            state: format!("{lease}:state"),
             channel: format!("{lease}:released"),
             lease,
         })
@@ -180,6 +182,31 @@ impl OwnerId {
     pub fn identity(&self) -> &str {
         identity_of(&self.0)
     }
+
+    /// The value the lease holds during this owner's term with `token`: `<owner id>#<token>`.
+    /// It names one term, not only the process, so that a renewal or release sent in one term
+    /// and landing late cannot touch a later term of the same process.
+    pub fn term(&self, token: FencingToken) -> String {
+        format!("{}#{token}", self.0)
+    }
+}
+
+/// Splits a lease value into the owner id and the term's token: `<owner id>#<token>`, or the
+/// whole value and no token when it is not of that form (a key written by something else).
+pub fn split_term(value: &str) -> (&str, Option<FencingToken>) {
+    match value.rsplit_once('#') {
+        Some((owner, digits))
+            if !owner.is_empty()
+                && !digits.is_empty()
+                && digits.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            match digits.parse() {
+                Ok(token) => (owner, Some(FencingToken(token))),
+                Err(_) => (value, None),
+            }
+        }
+        _ => (value, None),
+    }
 }
 
 impl fmt::Display for OwnerId {
@@ -222,7 +249,7 @@ mod tests {
         let keys = LeaseKeys::new(DEFAULT_KEY_PREFIX, &name).unwrap();
         assert_eq!(keys.lease, "leasehold:{prod/billing}");
         assert_eq!(keys.fence, "leasehold:{prod/billing}:fence");
-        assert_eq!(keys.marker, "leasehold:{prod/billing}:marker");
+        assert_eq!(keys.state, "leasehold:{prod/billing}:state");
         assert_eq!(keys.channel, "leasehold:{prod/billing}:released");
     }
 
@@ -255,6 +282,30 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a.identity(), "pod-a");
         assert!(OwnerId::generate("").is_err());
+    }
+
+    #[test]
+    fn term_values_name_the_owner_and_the_token() {
+        let owner = OwnerId::generate("pod-a").unwrap();
+        let term = owner.term(FencingToken(1_796_000_000_000_001));
+        assert_eq!(
+            split_term(&term),
+            (owner.as_str(), Some(FencingToken(1_796_000_000_000_001)))
+        );
+        let cases = [
+            ("somebody-else", ("somebody-else", None)),
+            ("a#", ("a#", None)),
+            ("#12", ("#12", None)),
+            ("a#1x", ("a#1x", None)),
+            ("a#b#7", ("a#b", Some(FencingToken(7)))),
+            (
+                "a#99999999999999999999999",
+                ("a#99999999999999999999999", None),
+            ),
+        ];
+        for (value, want) in cases {
+            assert_eq!(split_term(value), want, "{value}");
+        }
     }
 
     #[test]

@@ -23,6 +23,7 @@ use connection::{Conn, Connection, Live};
 pub use error::{LeaseError, Retry, redact_url};
 pub use keys::{
     DEFAULT_KEY_PREFIX, FencingToken, LeaseKeys, LeaseName, NameError, OwnerId, identity_of,
+    split_term,
 };
 use scripts::{ACQUIRE_SCRIPT, OBSERVE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
 pub use target::TlsFiles;
@@ -31,14 +32,15 @@ use target::{Access, Target};
 use std::sync::Arc;
 
 /// The Redis ACL rule for leasehold's user, with keys and channels under `key_prefix`: exactly
-/// the commands leasehold sends (`EVALSHA`, `SCRIPT LOAD` after `NOSCRIPT`, `INFO server` for
-/// the run id, `SUBSCRIBE` for the release channel) and those its scripts run. `WAIT` is added
+/// the commands leasehold sends (`EVALSHA`, `SCRIPT LOAD` after `NOSCRIPT`, `SUBSCRIBE` for the
+/// release channel) and those its scripts run (`INFO server` and `INFO replication` name the
+/// Redis process and dataset in the state record). `WAIT` is added
 /// when `--redis-wait-replicas` is used. Append `>password` (or `#sha256`) to set the password:
 /// `ACL SETUSER leasehold <rule> >secret`.
 pub fn minimal_acl_rule(key_prefix: &str, with_wait: bool) -> String {
     let wait = if with_wait { " +wait" } else { "" };
     format!(
-        "on resetkeys ~{key_prefix}* resetchannels &{key_prefix}* -@all +evalsha +script|load +info|server +subscribe +get +set +pexpire +pttl +del +incr +time +publish{wait}"
+        "on resetkeys ~{key_prefix}* resetchannels &{key_prefix}* -@all +evalsha +script|load +info|server +info|replication +subscribe +get +set +pexpire +pttl +del +incr +time +publish{wait}"
     )
 }
 
@@ -140,6 +142,9 @@ pub struct Holder {
     pub remaining: Option<Duration>,
     /// The holder's fencing token, when known.
     pub token: Option<FencingToken>,
+    /// The lease key is gone before its time (evicted, deleted) and the state record still
+    /// names this term: nobody may take it before `remaining` has passed.
+    pub vanished: bool,
 }
 
 impl Holder {
@@ -172,6 +177,9 @@ pub enum Renewed {
     Held {
         /// The instant just before the renew was sent.
         sent_at: BootInstant,
+        /// The lease key had vanished before its time (evicted, deleted) while the state
+        /// record still named our term; the renewal put it back.
+        repaired: bool,
     },
     /// The lease holds another owner id or is gone.
     NotHeld,
@@ -262,12 +270,23 @@ impl RedisLease {
         move |e| LeaseError::from_redis(op, &self.keys.lease, &e)
     }
 
-    /// The release script on `conn`: compare-and-DEL, then announce.
-    async fn run_release(&self, op: &'static str, conn: &mut Conn) -> Result<Value, LeaseError> {
+    /// The release script on `conn`: compare-and-DEL of `term`'s value, then announce.
+    async fn run_release(
+        &self,
+        op: &'static str,
+        conn: &mut Conn,
+        term: Term,
+    ) -> Result<Value, LeaseError> {
+        let (value, mode) = match term {
+            Term::Of(token) => (self.owner.term(token), "term"),
+            Term::Any => (self.owner.as_str().to_owned(), "any"),
+        };
         RELEASE_SCRIPT
             .key(&self.keys.lease)
-            .arg(self.owner.as_str())
+            .key(&self.keys.state)
+            .arg(value)
             .arg(&self.keys.channel)
+            .arg(mode)
             .invoke_async(conn)
             .await
             .map_err(self.fail(op))
@@ -327,25 +346,26 @@ impl RedisLease {
         const OP: &str = "acquire";
         let sent_at = self.clock.now();
         self.call(OP, timeout, |mut live| async move {
-            let run_id = live.run_id(OP, &self.keys.lease).await?;
             let reply: Value = ACQUIRE_SCRIPT
                 .key(&self.keys.lease)
                 .key(&self.keys.fence)
-                .key(&self.keys.marker)
+                .key(&self.keys.state)
                 .arg(self.owner.as_str())
                 .arg(millis(ttl))
-                .arg(&*run_id)
                 .arg(if self.cooldown_on_data_loss { "1" } else { "0" })
                 .invoke_async(&mut live.conn)
                 .await
                 .map_err(self.fail(OP))?;
             let acquired =
                 parse_acquire(&reply, sent_at, ttl).ok_or_else(|| protocol(OP, &reply))?;
-            if matches!(acquired, Acquired::Leader(_))
+            if let Acquired::Leader(grant) = acquired
                 && let Err(too_few) = self.await_replicas(OP, &mut live.conn).await
             {
-                // A term that the replicas may not have: give the lease back, best effort.
-                let _ = self.run_release(OP, &mut live.conn).await;
+                // A term that the replicas may not have: give it back, best effort. Its own
+                // term value: should this release land late, it cannot touch a later term.
+                let _ = self
+                    .run_release(OP, &mut live.conn, Term::Of(grant.token))
+                    .await;
                 return Err(too_few);
             }
             Ok(acquired)
@@ -353,38 +373,70 @@ impl RedisLease {
         .await
     }
 
-    /// Extends the lease by `ttl` if it is still ours.
-    pub async fn renew(&self, ttl: Duration, timeout: Duration) -> Result<Renewed, LeaseError> {
+    /// Extends the term with `token` by `ttl` if the lease is still in that term.
+    pub async fn renew(
+        &self,
+        token: FencingToken,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Renewed, LeaseError> {
         const OP: &str = "renew";
         let sent_at = self.clock.now();
+        let term = self.owner.term(token);
         let reply: Value = self
-            .call(OP, timeout, |mut live| async move {
-                let reply: Value = RENEW_SCRIPT
-                    .key(&self.keys.lease)
-                    .arg(self.owner.as_str())
-                    .arg(millis(ttl))
-                    .invoke_async(&mut live.conn)
-                    .await
-                    .map_err(self.fail(OP))?;
-                if int(&reply) == Some(1) {
-                    self.await_replicas(OP, &mut live.conn).await?;
+            .call(OP, timeout, |mut live| {
+                let term = term.clone();
+                async move {
+                    let reply: Value = RENEW_SCRIPT
+                        .key(&self.keys.lease)
+                        .key(&self.keys.state)
+                        .arg(term)
+                        .arg(millis(ttl))
+                        .invoke_async(&mut live.conn)
+                        .await
+                        .map_err(self.fail(OP))?;
+                    if matches!(int(&reply), Some(1 | 2)) {
+                        self.await_replicas(OP, &mut live.conn).await?;
+                    }
+                    Ok(reply)
                 }
-                Ok(reply)
             })
             .await?;
         match int(&reply) {
-            Some(1) => Ok(Renewed::Held { sent_at }),
+            Some(1) => Ok(Renewed::Held {
+                sent_at,
+                repaired: false,
+            }),
+            Some(2) => Ok(Renewed::Held {
+                sent_at,
+                repaired: true,
+            }),
             Some(0) => Ok(Renewed::NotHeld),
             _ => Err(protocol(OP, &reply)),
         }
     }
 
-    /// Deletes the lease if it is still ours and tells the followers on the channel.
-    pub async fn release(&self, timeout: Duration) -> Result<Released, LeaseError> {
+    /// Ends the term with `token` if the lease is still in it, and tells the followers on the
+    /// channel. A release that lands late (after a timeout) cannot touch a later term.
+    pub async fn release(
+        &self,
+        token: FencingToken,
+        timeout: Duration,
+    ) -> Result<Released, LeaseError> {
+        self.release_term(Term::Of(token), timeout).await
+    }
+
+    /// Ends whatever term of this owner id the lease is in. Only for when no later term can
+    /// follow (the process stops): an acquire whose answer never came leaves no token to name.
+    pub async fn release_any_term(&self, timeout: Duration) -> Result<Released, LeaseError> {
+        self.release_term(Term::Any, timeout).await
+    }
+
+    async fn release_term(&self, term: Term, timeout: Duration) -> Result<Released, LeaseError> {
         const OP: &str = "release";
         let reply: Value = self
             .call(OP, timeout, |mut live| async move {
-                self.run_release(OP, &mut live.conn).await
+                self.run_release(OP, &mut live.conn, term).await
             })
             .await?;
         match int(&reply) {
@@ -399,12 +451,10 @@ impl RedisLease {
         const OP: &str = "observe";
         let reply: Value = self
             .call(OP, timeout, |mut live| async move {
-                let run_id = live.run_id(OP, &self.keys.lease).await?;
                 OBSERVE_SCRIPT
                     .key(&self.keys.lease)
                     .key(&self.keys.fence)
-                    .key(&self.keys.marker)
-                    .arg(&*run_id)
+                    .key(&self.keys.state)
                     .invoke_async(&mut live.conn)
                     .await
                     .map_err(self.fail(OP))
@@ -486,6 +536,15 @@ impl RedisLease {
     }
 }
 
+/// Which term a release names.
+#[derive(Debug, Clone, Copy)]
+enum Term {
+    /// The term with this token.
+    Of(FencingToken),
+    /// Any term of our owner id.
+    Any,
+}
+
 /// Parses where the lease lives, with the access settings of `options`.
 fn parse_target(redis_url: &str, options: &LeaseOptions) -> Result<(Target, Access), LeaseError> {
     let access = Access {
@@ -549,11 +608,9 @@ fn parse_acquire(reply: &Value, sent_at: BootInstant, ttl: Duration) -> Option<A
             sent_at,
             ttl,
         })),
-        ("HELD", [owner, pttl, rest @ ..]) => Some(Acquired::HeldBy(Holder {
-            owner: text(owner)?,
-            remaining: remaining(int(pttl)?),
-            token: rest.first().and_then(token),
-        })),
+        ("HELD", [value, pttl, source]) => {
+            Some(Acquired::HeldBy(holder(&text(value)?, int(pttl)?, source)?))
+        }
         ("COOLDOWN", [ms, started]) => Some(Acquired::CoolingDown {
             remaining: Duration::from_millis(u64::try_from(int(ms)?).ok()?),
             started: int(started)? == 1,
@@ -562,21 +619,32 @@ fn parse_acquire(reply: &Value, sent_at: BootInstant, ttl: Duration) -> Option<A
     }
 }
 
+/// The holder named by a lease value (from the key or the state record, as `source` says).
+fn holder(value: &str, pttl: i64, source: &Value) -> Option<Holder> {
+    let (owner, token) = split_term(value);
+    Some(Holder {
+        owner: owner.to_owned(),
+        remaining: remaining(pttl),
+        token,
+        vanished: match text(source)?.as_str() {
+            "KEY" => false,
+            "RECORD" => true,
+            _ => return None,
+        },
+    })
+}
+
 fn parse_observe(reply: &Value) -> Option<Observation> {
     let Value::Array(items) = reply else {
         return None;
     };
-    let [holder, pttl, fence, cooldown] = items.as_slice() else {
+    let [value, pttl, fence, cooldown, source] = items.as_slice() else {
         return None;
     };
     let token = token(fence);
-    let holder = match holder {
+    let holder = match value {
         Value::Nil => None,
-        v => Some(Holder {
-            owner: text(v)?,
-            remaining: remaining(int(pttl)?),
-            token,
-        }),
+        v => Some(holder(&text(v)?, int(pttl)?, source)?),
     };
     let cooldown = match int(cooldown)? {
         -1 => CooldownState::Pending,
@@ -612,20 +680,45 @@ mod tests {
                 })),
             ),
             (
-                Value::Array(vec![bulk("HELD"), bulk("b-1"), Value::Int(900), bulk("6")]),
+                Value::Array(vec![
+                    bulk("HELD"),
+                    bulk("b-1#6"),
+                    Value::Int(900),
+                    bulk("KEY"),
+                ]),
                 Some(Acquired::HeldBy(Holder {
                     owner: "b-1".into(),
                     remaining: Some(Duration::from_millis(900)),
                     token: Some(FencingToken(6)),
+                    vanished: false,
                 })),
             ),
             (
-                Value::Array(vec![bulk("HELD"), bulk("x"), Value::Int(-1), Value::Nil]),
+                Value::Array(vec![bulk("HELD"), bulk("x"), Value::Int(-1), bulk("KEY")]),
                 Some(Acquired::HeldBy(Holder {
                     owner: "x".into(),
                     remaining: None,
                     token: None,
+                    vanished: false,
                 })),
+            ),
+            (
+                Value::Array(vec![
+                    bulk("HELD"),
+                    bulk("b-1#8"),
+                    Value::Int(400),
+                    bulk("RECORD"),
+                ]),
+                Some(Acquired::HeldBy(Holder {
+                    owner: "b-1".into(),
+                    remaining: Some(Duration::from_millis(400)),
+                    token: Some(FencingToken(8)),
+                    vanished: true,
+                })),
+            ),
+            (
+                Value::Array(vec![bulk("HELD"), bulk("x"), Value::Int(1), bulk("WHO")]),
+                None,
             ),
             (
                 Value::Array(vec![bulk("COOLDOWN"), Value::Int(15000), Value::Int(1)]),
@@ -646,7 +739,13 @@ mod tests {
 
     #[test]
     fn observe_replies_map_to_observations() {
-        let empty = Value::Array(vec![Value::Nil, Value::Int(-2), Value::Nil, Value::Int(-1)]);
+        let empty = Value::Array(vec![
+            Value::Nil,
+            Value::Int(-2),
+            Value::Nil,
+            Value::Int(-1),
+            bulk("KEY"),
+        ]);
         assert_eq!(
             parse_observe(&empty),
             Some(Observation {
@@ -656,15 +755,18 @@ mod tests {
             })
         );
         let held = Value::Array(vec![
-            bulk("a-1"),
+            bulk("a-1#41"),
             Value::Int(1200),
             bulk("42"),
             Value::Int(0),
+            bulk("KEY"),
         ]);
         let seen = parse_observe(&held).unwrap();
+        let holder = seen.holder.unwrap();
+        assert_eq!(holder.remaining, Some(Duration::from_millis(1200)));
         assert_eq!(
-            seen.holder.unwrap().remaining,
-            Some(Duration::from_millis(1200))
+            (holder.owner.as_str(), holder.token),
+            ("a-1", Some(FencingToken(41)))
         );
         assert_eq!(seen.token, Some(FencingToken(42)));
         assert_eq!(seen.cooldown, CooldownState::Idle);

@@ -9,113 +9,198 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
+/// Lua shared by the scripts that read the lease's state record (`KEYS[3]` of acquire and
+/// observe, `KEYS[2]` of renew and release): its parser and writer, and the identity of the
+/// Redis process and dataset that runs the script.
+///
+/// The record has no TTL and holds `<server> <cooldown_until_us> <term> <term_until_us>`:
+/// - `server`: `run_id/master_replid` of the Redis that wrote it. It changes whenever Redis
+///   restarts or another process (a promoted replica) answers, which is how data loss is noticed.
+///   Read inside the script, on the node that runs it: never a value cached by a client.
+/// - `cooldown_until_us`: the end of the data-loss cooldown on Redis's clock (`TIME`).
+/// - `term`, `term_until_us`: the holder's term value (`<owner id>#<token>`, `-` for none) and
+///   its expiry on Redis's clock. The lease key can vanish before its time without Redis losing
+///   the record (eviction of keys with a TTL, an operator's `DEL`); then the record still names
+///   the term, acquire refuses until its expiry, and the holder's renewal puts the key back.
+///   Whatever removes keys without a TTL (`FLUSHDB`, `allkeys-*` eviction) removes the record
+///   too, and the cooldown covers that.
+const RECORD: &str = r#"
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function server_identity()
+  local server = redis.call('INFO', 'server')
+  local replication = redis.call('INFO', 'replication')
+  local run = string.match(server, 'run_id:(%w+)') or '?'
+  local replid = string.match(replication, 'master_replid:(%w+)') or '?'
+  return run .. '/' .. replid
+end
+local function read_record(key)
+  local raw = redis.call('GET', key)
+  if not raw then return nil end
+  local server, cool, term, term_until = string.match(raw, '^(%S+) (%d+) (%S+) (%d+)$')
+  if not server then return nil end
+  return {server = server, cool = tonumber(cool), term = term, term_until = tonumber(term_until)}
+end
+local function write_record(key, r)
+  redis.call('SET', key, r.server .. ' ' .. string.format('%d', r.cool) .. ' ' .. r.term .. ' ' .. string.format('%d', r.term_until))
+end
+"#;
+
 /// Acquire.
 ///
-/// KEYS: lease, fence, marker. ARGV: owner id, ttl in ms, run id of the Redis process as seen by
-/// this connection, `1` to cool down after data loss or `0` not to.
+/// KEYS: lease, fence, state record. ARGV: owner id, ttl in ms, `1` to cool down after data loss
+/// or `0` not to.
 ///
 /// Replies:
-/// - `{"ACQUIRED", token}`
-/// - `{"HELD", holder, pttl_ms, current_token_or_nil}`
+/// - `{"ACQUIRED", token}`; the lease then holds `<owner id>#<token>`, the term value.
+/// - `{"HELD", term_value, pttl_ms, source}` where `source` is `KEY`, or `RECORD` when the lease
+///   key is gone before its time and the record still names an unexpired term.
 /// - `{"COOLDOWN", remaining_ms, started}` where `started` is 1 when this call found the data
 ///   loss and started the cooldown.
 const ACQUIRE: &str = r#"
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = now_us()
 local ttl_ms = tonumber(ARGV[2])
-
-local marker = redis.call('GET', KEYS[3])
-local marker_run, marker_until = nil, nil
-if marker then
-  local sep = string.find(marker, ' ', 1, true)
-  if sep then
-    marker_run = string.sub(marker, 1, sep - 1)
-    marker_until = tonumber(string.sub(marker, sep + 1))
-  end
-end
-if marker_run ~= ARGV[3] or marker_until == nil then
-  -- The marker is missing, unreadable, or was written by another Redis process: this dataset
-  -- may have lost a lease that an old leader still believes in.
-  local cool_until = now_us
-  if ARGV[4] == '1' then cool_until = now_us + ttl_ms * 1000 end
-  redis.call('SET', KEYS[3], ARGV[3] .. ' ' .. string.format('%d', cool_until))
-  if ARGV[4] == '1' then return {'COOLDOWN', ttl_ms, 1} end
-elseif marker_until > now_us then
-  return {'COOLDOWN', math.ceil((marker_until - now_us) / 1000), 0}
+local server = server_identity()
+local record = read_record(KEYS[3])
+if record == nil or record.server ~= server then
+  -- The record is missing, unreadable, or was written by another Redis process or dataset: a
+  -- lease that an old leader still believes in may have been lost. A term the record names
+  -- stays covered until its expiry.
+  local r = record or {term = '-', term_until = 0}
+  r.server = server
+  r.cool = now
+  if ARGV[3] == '1' then r.cool = now + ttl_ms * 1000 end
+  write_record(KEYS[3], r)
+  if ARGV[3] == '1' then return {'COOLDOWN', ttl_ms, 1} end
+  record = r
+elseif record.cool > now then
+  return {'COOLDOWN', math.ceil((record.cool - now) / 1000), 0}
 end
 
+local mine = ARGV[1] .. '#'
+local function ours(value)
+  return string.sub(value, 1, string.len(mine)) == mine
+end
 local current = redis.call('GET', KEYS[1])
-if current == false then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-elseif current == ARGV[1] then
-  -- Our own lease from an earlier term that Redis still keeps (restored from disk, say): we
-  -- are not leading now, so taking it back under a new token is safe.
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-else
-  return {'HELD', current, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}
+if current and not ours(current) then
+  return {'HELD', current, redis.call('PTTL', KEYS[1]), 'KEY'}
+end
+if not current and record.term ~= '-' and not ours(record.term) and record.term_until > now then
+  return {'HELD', record.term, math.ceil((record.term_until - now) / 1000), 'RECORD'}
 end
 
+-- Free, or an earlier term of our own that Redis still keeps (a release that never landed):
+-- we are not leading now, so a new term under a new token is safe, and the new term value
+-- makes every late message of the old term miss.
 local fence = redis.call('GET', KEYS[2])
 if fence then
   local n = tonumber(fence)
   if n == nil or n < 0 or n ~= math.floor(n) then
-    redis.call('DEL', KEYS[1])
     return redis.error_reply('LEASEHOLD fence key ' .. KEYS[2] .. ' holds ' .. fence .. ', not a token; delete it (the next token is floored at the server time)')
   end
-  if n < now_us then fence = nil end
+  if n < now then fence = nil end
 end
 if not fence then
-  redis.call('SET', KEYS[2], string.format('%d', now_us))
+  redis.call('SET', KEYS[2], string.format('%d', now))
 end
-return {'ACQUIRED', redis.call('INCR', KEYS[2])}
+redis.call('INCR', KEYS[2])
+local token = redis.call('GET', KEYS[2])
+local term = mine .. token
+redis.call('SET', KEYS[1], term, 'PX', ARGV[2])
+record.term = term
+record.term_until = now + ttl_ms * 1000
+write_record(KEYS[3], record)
+return {'ACQUIRED', token}
 "#;
 
-/// Renew: compare-and-PEXPIRE. KEYS: lease. ARGV: owner id, ttl in ms. Reply: 1 held, 0 not.
+/// Renew: compare-and-PEXPIRE on the term value, and the record's expiry with it. A lease key
+/// that vanished while the record, written by this very Redis, still names our term is put
+/// back: nobody else can have acquired since, or the record would name them.
+///
+/// KEYS: lease, state record. ARGV: term value, ttl in ms.
+/// Reply: 1 held, 2 held after putting the vanished key back, 0 not ours.
 const RENEW: &str = r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local current = redis.call('GET', KEYS[1])
+local record = read_record(KEYS[2])
+if current == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if record then
+    record.term = ARGV[1]
+    record.term_until = now_us() + tonumber(ARGV[2]) * 1000
+    write_record(KEYS[2], record)
+  end
   return 1
+end
+if current == false and record and record.term == ARGV[1] and record.server == server_identity() then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  record.term_until = now_us() + tonumber(ARGV[2]) * 1000
+  write_record(KEYS[2], record)
+  return 2
 end
 return 0
 "#;
 
-/// Release: compare-and-DEL, then announce on the channel so a follower takes over at once.
-/// KEYS: lease. ARGV: owner id, channel. Reply: 1 released, 0 not ours.
+/// Release: compare-and-DEL on the term value, clear the term from the record, then announce
+/// the released term on the channel so a follower takes over at once. ARGV[3] `any` matches
+/// every term of the owner id in ARGV[1] instead (at shutdown, when no later term can follow).
+///
+/// KEYS: lease, state record. ARGV: term value (or owner id), channel, `term` or `any`.
+/// Reply: 1 released, 0 not ours.
 const RELEASE: &str = r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local function matches(value)
+  if ARGV[3] == 'any' then
+    return string.sub(value, 1, string.len(ARGV[1]) + 1) == ARGV[1] .. '#'
+  end
+  return value == ARGV[1]
+end
+local current = redis.call('GET', KEYS[1])
+local released = nil
+if current and matches(current) then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], ARGV[1])
+  released = current
+end
+local record = read_record(KEYS[2])
+if record and record.term ~= '-' and matches(record.term) and (released or not current) then
+  released = released or record.term
+  record.term = '-'
+  record.term_until = 0
+  write_record(KEYS[2], record)
+end
+if released then
+  redis.call('PUBLISH', ARGV[2], released)
   return 1
 end
 return 0
 "#;
 
-/// Observe, read-only. KEYS: lease, fence, marker. ARGV: run id.
-/// Reply: `{holder_or_nil, pttl_ms, token_or_nil, cooldown}` where cooldown is the ms left,
-/// 0 for none, or -1 when the next acquire would start one (marker missing or foreign).
+/// Observe, read-only. KEYS: lease, fence, state record.
+/// Reply: `{holder_or_nil, pttl_ms, token_or_nil, cooldown, source}` where cooldown is the ms
+/// left, 0 for none, or -1 when the next acquire would start one (record missing or from
+/// another Redis), and source is `KEY`, or `RECORD` when the key vanished before its time.
 const OBSERVE: &str = r#"
 local holder = redis.call('GET', KEYS[1])
 local pttl = redis.call('PTTL', KEYS[1])
 local fence = redis.call('GET', KEYS[2])
-local marker = redis.call('GET', KEYS[3])
+local record = read_record(KEYS[3])
+local now = now_us()
+local source = 'KEY'
 local cooldown = -1
-if marker then
-  local sep = string.find(marker, ' ', 1, true)
-  if sep and string.sub(marker, 1, sep - 1) == ARGV[1] then
-    local marker_until = tonumber(string.sub(marker, sep + 1))
-    if marker_until then
-      local t = redis.call('TIME')
-      local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-      cooldown = 0
-      if marker_until > now_us then cooldown = math.ceil((marker_until - now_us) / 1000) end
-    end
-  end
+if record and record.server == server_identity() then
+  cooldown = 0
+  if record.cool > now then cooldown = math.ceil((record.cool - now) / 1000) end
 end
-return {holder, pttl, fence, cooldown}
+if not holder and record and record.term ~= '-' and record.term_until > now then
+  holder = record.term
+  pttl = math.ceil((record.term_until - now) / 1000)
+  source = 'RECORD'
+end
+return {holder, pttl, fence, cooldown, source}
 "#;
 
-/// The source of the script behind primitive `op`.
-fn source(op: &str) -> Option<&'static str> {
+/// The body of the script behind primitive `op`, without the shared prelude.
+fn body(op: &str) -> Option<&'static str> {
     match op {
         "acquire" => Some(ACQUIRE),
         "renew" => Some(RENEW),
@@ -123,6 +208,11 @@ fn source(op: &str) -> Option<&'static str> {
         "observe" => Some(OBSERVE),
         _ => None,
     }
+}
+
+/// The full source of the script behind primitive `op`: the record prelude, then the body.
+fn source(op: &str) -> Option<String> {
+    Some(format!("{RECORD}{}", body(op)?))
 }
 
 /// The Redis command that line `line` of `op`'s script calls, from an error such as
@@ -136,33 +226,71 @@ pub(crate) fn command_at(op: &str, redis_message: &str) -> Option<String> {
         .next()?
         .parse()
         .ok()?;
-    let text = source(op)?.split('\n').nth(line.checked_sub(1)?)?;
+    let source = source(op)?;
+    let text = source.split('\n').nth(line.checked_sub(1)?)?;
     let call = text.split("redis.call('").nth(1)?;
-    Some(call.split('\'').next()?.to_ascii_lowercase())
+    let command = call.split('\'').next()?.to_ascii_lowercase();
+    // `INFO` is allowed per section: name the one that line asks for.
+    let section = call.split('\'').nth(2).filter(|_| command == "info");
+    Some(match section {
+        Some(section) => format!("{command}|{}", section.to_ascii_lowercase()),
+        None => command,
+    })
 }
 
-pub(crate) static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE));
-pub(crate) static RENEW_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW));
-pub(crate) static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE));
-pub(crate) static OBSERVE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(OBSERVE));
+fn script(op: &str) -> Script {
+    Script::new(&source(op).unwrap_or_default())
+}
+
+pub(crate) static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("acquire"));
+pub(crate) static RENEW_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("renew"));
+pub(crate) static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("release"));
+pub(crate) static OBSERVE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("observe"));
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The 1-based line of `op`'s full source that holds `needle`.
+    fn line_of(op: &str, needle: &str) -> usize {
+        source(op)
+            .unwrap()
+            .split('\n')
+            .position(|l| l.contains(needle))
+            .unwrap()
+            + 1
+    }
+
     #[test]
     fn a_refused_line_names_its_command() {
-        let msg = "The user executing the script can't run this command or subcommand script: c9d4, on @user_script:4.";
-        assert_eq!(command_at("release", msg).as_deref(), Some("publish"));
+        let at = |op, needle| {
+            let msg = format!(
+                "The user executing the script can't run this command or subcommand script: c9d4, on @user_script:{}.",
+                line_of(op, needle)
+            );
+            command_at(op, &msg)
+        };
+        assert_eq!(at("release", "'PUBLISH'").as_deref(), Some("publish"));
+        assert_eq!(at("renew", "'PEXPIRE'").as_deref(), Some("pexpire"));
+        assert_eq!(at("acquire", "'TIME'").as_deref(), Some("time"));
         assert_eq!(
-            command_at("renew", "on @user_script:2.").as_deref(),
-            Some("get")
+            at("observe", "'INFO', 'server'").as_deref(),
+            Some("info|server")
         );
         assert_eq!(
-            command_at("acquire", "on @user_script:2.").as_deref(),
-            Some("time")
+            at("acquire", "'INFO', 'replication'").as_deref(),
+            Some("info|replication")
         );
         assert_eq!(command_at("release", "no line here"), None);
         assert_eq!(command_at("nope", "on @user_script:2."), None);
+    }
+
+    #[test]
+    fn every_script_starts_with_the_record_prelude() {
+        for op in ["acquire", "renew", "release", "observe"] {
+            let full = source(op).unwrap();
+            assert!(full.starts_with(RECORD), "{op}");
+            assert!(full.ends_with(body(op).unwrap()), "{op}");
+        }
     }
 }
