@@ -14,7 +14,7 @@ use std::time::Duration;
 use clap::parser::ValueSource;
 use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
-use crate::elector::{Timing, TimingError};
+use crate::elector::{EvictionMode, Timing, TimingError};
 use crate::lease::{
     DEFAULT_KEY_PREFIX, LeaseName, LeaseOptions, OwnerId, Secret, TlsFiles, WaitReplicas,
     redact_url,
@@ -89,6 +89,30 @@ pub struct RedisArgs {
     /// Prefix of every Redis key leasehold writes.
     #[arg(long, env = "LEASEHOLD_KEY_PREFIX", default_value = DEFAULT_KEY_PREFIX)]
     pub key_prefix: String,
+    /// When Redis may evict the lease (a maxmemory with an evicting policy, read from INFO
+    /// memory at start and once per lease duration): `warn` says so (log event, /leader,
+    /// metric) and takes part; `refuse` also stays out of the election until Redis no longer
+    /// evicts, with the reason in /readyz.
+    #[arg(long, env = "LEASEHOLD_REDIS_EVICTION", value_enum, default_value_t = RedisEviction::Warn)]
+    pub redis_eviction: RedisEviction,
+}
+
+/// What to do when Redis may evict the lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RedisEviction {
+    /// Say so, and take part.
+    Warn,
+    /// Say so, and stay out of the election.
+    Refuse,
+}
+
+impl From<RedisEviction> for EvictionMode {
+    fn from(value: RedisEviction) -> Self {
+        match value {
+            RedisEviction::Warn => EvictionMode::Warn,
+            RedisEviction::Refuse => EvictionMode::Refuse,
+        }
+    }
 }
 
 /// Which lease.
@@ -553,6 +577,8 @@ pub struct RedisSettings {
     pub url: String,
     /// Options of the lease.
     pub options: LeaseOptions,
+    /// What to do when Redis may evict the lease.
+    pub eviction: EvictionMode,
 }
 
 impl RedisSettings {
@@ -738,7 +764,11 @@ impl RedisArgs {
             crate::lease::LeaseError::BadUrl { reason, .. } => bad(&reason),
             other => bad(&other.to_string()),
         })?;
-        Ok(RedisSettings { url, options })
+        Ok(RedisSettings {
+            url,
+            options,
+            eviction: self.redis_eviction.into(),
+        })
     }
 
     fn tls_files(&self) -> Result<Option<TlsFiles>, ConfigError> {

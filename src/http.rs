@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::config::ReadinessMode;
-use crate::elector::{Role, Status};
+use crate::elector::{Eviction, Role, Status};
 use crate::metrics::Metrics;
 
 /// What the handlers read.
@@ -112,6 +112,13 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
             false,
             "not the leader: validity deadline passed, stepping down".into(),
         ),
+        (ReadinessMode::Leader, _) if status.redis.refused_for_eviction => (
+            false,
+            format!(
+                "not the leader: redis may evict the lease ({}); --redis-eviction refuse keeps this replica out of the election",
+                eviction_words(&status.redis.eviction)
+            ),
+        ),
         (ReadinessMode::Leader, _) => match redis_error {
             Some(error) => (false, format!("not the leader: redis unreachable: {error}")),
             None => (
@@ -119,6 +126,13 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
                 format!("not the leader: {}{}", leader(), last_step()),
             ),
         },
+        (ReadinessMode::Member, _) if status.redis.refused_for_eviction => (
+            false,
+            format!(
+                "not ready: redis may evict the lease ({}); --redis-eviction refuse keeps this replica out of the election",
+                eviction_words(&status.redis.eviction)
+            ),
+        ),
         (ReadinessMode::Member, role) => match (redis_error, role) {
             (Some(error), _) => (false, format!("not ready: redis unreachable: {error}")),
             (None, Role::Starting) => (false, "not ready: starting".into()),
@@ -128,6 +142,18 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
             (None, Role::Leader { .. }) if leading => (true, "member: leader".into()),
             (None, _) => (true, format!("member: {}", leader())),
         },
+    }
+}
+
+/// The eviction policy in words, for readiness.
+fn eviction_words(eviction: &Eviction) -> String {
+    match eviction {
+        Eviction::Read(p) => format!(
+            "maxmemory {} bytes, maxmemory-policy {}",
+            p.maxmemory, p.policy
+        ),
+        Eviction::Unreadable { reason } => format!("policy unreadable: {reason}"),
+        Eviction::NotRead => "policy not read yet".into(),
     }
 }
 
@@ -195,6 +221,21 @@ pub struct RedisView {
     pub subscribed: bool,
     /// The last error, if the last call failed.
     pub last_error: Option<String>,
+    /// Redis's eviction policy, when it could be read.
+    pub eviction: Option<EvictionView>,
+}
+
+/// Redis's eviction policy in `/leader`.
+#[derive(Debug, Serialize)]
+pub struct EvictionView {
+    /// `maxmemory_policy` (`noeviction`, `volatile-lru`, …).
+    pub policy: String,
+    /// `maxmemory` in bytes (0: no limit).
+    pub maxmemory: u64,
+    /// Whether Redis may evict the lease.
+    pub may_evict: bool,
+    /// Whether `--redis-eviction refuse` keeps this replica out of the election for it.
+    pub refused: bool,
 }
 
 fn rfc3339(t: SystemTime) -> String {
@@ -242,6 +283,15 @@ impl LeaderView {
                 reachable: status.redis.reachable,
                 subscribed: status.redis.subscribed,
                 last_error: status.redis.last_error.clone(),
+                eviction: match &status.redis.eviction {
+                    Eviction::Read(p) => Some(EvictionView {
+                        policy: p.policy.clone(),
+                        maxmemory: p.maxmemory,
+                        may_evict: p.may_evict(),
+                        refused: status.redis.refused_for_eviction,
+                    }),
+                    _ => None,
+                },
             },
         }
     }
@@ -290,6 +340,7 @@ mod tests {
                 reachable,
                 last_error: (!reachable).then(|| "connection refused".into()),
                 subscribed: reachable,
+                ..RedisHealth::default()
             },
         }
     }
@@ -398,5 +449,40 @@ mod tests {
         assert_eq!(json["lease_key"], "leasehold:{shop/web}");
         assert_eq!(json["last_step_down"]["reason"], "lost");
         assert_eq!(json["redis"]["reachable"], true);
+        assert_eq!(json["redis"]["eviction"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn redis_that_may_evict_shows_in_leader_and_in_member_readiness_when_refused() {
+        let policy = crate::lease::EvictionPolicy {
+            maxmemory: 3_145_728,
+            policy: "allkeys-lru".into(),
+        };
+        let mut s = status(follower_role(), true);
+        s.redis.eviction = Eviction::Read(policy);
+        // --redis-eviction warn: shown, still ready.
+        assert!(readiness(&s, ReadinessMode::Member, false).0);
+        let json = serde_json::to_value(LeaderView::of(
+            &s,
+            "k",
+            false,
+            crate::clock::BootInstant::now(),
+        ))
+        .unwrap();
+        assert_eq!(json["redis"]["eviction"]["policy"], "allkeys-lru");
+        assert_eq!(json["redis"]["eviction"]["maxmemory"], 3_145_728);
+        assert_eq!(json["redis"]["eviction"]["may_evict"], true);
+        assert_eq!(json["redis"]["eviction"]["refused"], false);
+        // --redis-eviction refuse: out of the election, and readiness says why.
+        s.redis.refused_for_eviction = true;
+        let why = "redis may evict the lease (maxmemory 3145728 bytes, maxmemory-policy allkeys-lru); --redis-eviction refuse keeps this replica out of the election";
+        assert_eq!(
+            readiness(&s, ReadinessMode::Member, false),
+            (false, format!("not ready: {why}"))
+        );
+        assert_eq!(
+            readiness(&s, ReadinessMode::Leader, false),
+            (false, format!("not the leader: {why}"))
+        );
     }
 }

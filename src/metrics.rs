@@ -222,6 +222,7 @@ mod tests {
                 reachable: true,
                 last_error: None,
                 subscribed: true,
+                ..RedisHealth::default()
             },
         }
     }

@@ -110,6 +110,7 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
     let metrics = Arc::new(Metrics::new(&settings.identity, lease_name.as_str()));
     let mut elector = Elector::new(lease, settings.timing)
         .map_err(|e| InputError(e.to_string()))?
+        .with_eviction_mode(settings.redis.eviction)
         .with_observer(metrics.clone());
 
     let http_stop = CancellationToken::new();

@@ -132,10 +132,7 @@ async fn a_user_missing_a_command_gets_an_error_naming_it() {
         text.starts_with("redis refused `acquire`: the user lacks a permission"),
         "{text}"
     );
-    assert!(
-        text.contains("'info|server'") || text.contains("'info'"),
-        "names the command: {text}"
-    );
+    assert!(text.contains("`info|server`"), "names the command: {text}");
 
     let lease = acl_lease(&redis.url(), &name, "pod-a", "no-publish", "pw");
     // No cooldown for this part: the marker was not written by the refused user.
@@ -280,8 +277,9 @@ fn a_wrong_password_shows_in_readiness_and_the_log() {
         "readiness to give the reason",
         Duration::from_secs(5),
         || {
+            // Before its first call has failed, the replica is only "starting".
             a.get("/readyz")
-                .filter(|(code, _)| *code == 503)
+                .filter(|(code, body)| *code == 503 && !body.starts_with("not ready: starting"))
                 .map(|(_, body)| body)
         },
     );

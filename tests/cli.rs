@@ -178,6 +178,10 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
             &["--redis-wait-replicas", "many"],
             "invalid value 'many' for '--redis-wait-replicas <REDIS_WAIT_REPLICAS>'",
         ),
+        (
+            &["--redis-eviction", "ignore"],
+            "invalid value 'ignore' for '--redis-eviction <REDIS_EVICTION>'",
+        ),
     ];
     for (args, want) in cases {
         run_refused(args, want);

@@ -9,6 +9,7 @@
 //! the validity deadline), then release the lease if it may still be ours.
 
 mod decide;
+mod eviction;
 mod leadership;
 mod notify;
 mod status;
@@ -24,14 +25,20 @@ use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
+pub use eviction::EvictionMode;
 pub use leadership::{Leadership, NotLeader};
-pub use status::{LeaderInfo, RedisHealth, Role, Status, StepDown, StepDownReason};
+pub use status::{Eviction, LeaderInfo, RedisHealth, Role, Status, StepDown, StepDownReason};
 pub use timing::{TIMING_RULE, Timing, TimingError};
 
 use crate::clock::BootInstant;
 use crate::lease::{Acquired, Grant, LeaseError, RedisLease, Released, Renewed, Retry};
 use decide::{Seen, WatchdogStep};
 use notify::Releases;
+
+/// How long work whose validity deadline passed before its step-down (a pause) may take to
+/// stop on its own before it is aborted: enough for a task to be scheduled and act on its
+/// cancellation, such as the supervisor sending SIGKILL and reaping.
+const LAST_TURN: Duration = Duration::from_millis(10);
 
 /// The outcome of one renewal, for metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -83,6 +90,7 @@ pub struct Elector {
     observer: Arc<dyn Observer>,
     stop_when_work_ends: bool,
     followers: FollowerStrategy,
+    eviction: EvictionMode,
 }
 
 /// How a follower decides when to try again.
@@ -133,6 +141,7 @@ impl Elector {
             observer: Arc::new(NoObserver),
             stop_when_work_ends: false,
             followers: FollowerStrategy::Notified,
+            eviction: EvictionMode::Warn,
         })
     }
 
@@ -148,6 +157,13 @@ impl Elector {
     /// exists as a baseline for benchmarks).
     pub fn with_follower_strategy(mut self, strategy: FollowerStrategy) -> Self {
         self.followers = strategy;
+        self
+    }
+
+    /// Chooses what to do when Redis may evict the lease (the default is to say so and take
+    /// part; [`EvictionMode::Refuse`] stays out of the election).
+    pub fn with_eviction_mode(mut self, mode: EvictionMode) -> Self {
+        self.eviction = mode;
         self
     }
 
@@ -193,6 +209,14 @@ impl Elector {
             ),
             FollowerStrategy::Polling => notify::none(stop_notify.clone()),
         };
+        let eviction_task = eviction::spawn(
+            self.lease.clone(),
+            self.timing,
+            self.eviction,
+            self.status.clone(),
+            self.observer.clone(),
+            stop_notify.clone(),
+        );
         let clock = self.lease.clock().clone();
         let mut short_terms: u32 = 0;
         while let Some(grant) = self.follow(&shutdown, &mut releases).await {
@@ -231,6 +255,7 @@ impl Elector {
         }
         stop_notify.cancel();
         let _ = notify_task.await;
+        let _ = eviction_task.await;
         self.status.send_modify(|s| s.role = Role::Stopped);
         info!(
             identity = %self.lease.owner().identity(),
@@ -252,6 +277,16 @@ impl Elector {
             releases.mark_seen();
             if shutdown.is_cancelled() {
                 return None;
+            }
+            if self.status.borrow().redis.refused_for_eviction {
+                // --redis-eviction refuse: out of the election until Redis no longer evicts.
+                let mut status = self.status.subscribe();
+                tokio::select! {
+                    biased;
+                    _ = shutdown.cancelled() => return None,
+                    _ = status.wait_for(|s| !s.redis.refused_for_eviction) => {}
+                }
+                continue;
             }
             if let Some(hold) = decide::observed_hold_off(clock.now(), observed, announced) {
                 tokio::select! {
@@ -450,10 +485,14 @@ impl Elector {
         let mut work_task = tokio::spawn(async move { term.await.map_err(|err| err.to_string()) });
         let mut failures: u32 = 0;
         // The ending, and whether the work still runs.
+        let mut refusal = self.status.subscribe();
         let (ending, work_running) = loop {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break (Ending::new(StepDownReason::Shutdown), true),
+                _ = refusal.wait_for(|s| s.redis.refused_for_eviction) => {
+                    break (Ending::new(StepDownReason::RedisMayEvict), true);
+                }
                 joined = &mut work_task => {
                     let ended = work_ending(joined);
                     // Work that gave up because its guard refused after a pause ended *because*
@@ -586,9 +625,16 @@ impl Elector {
 
         if let Some(mut task) = work_task {
             // Until the validity deadline the lease cannot pass on; the work may use all of it.
-            let stopped = tokio::select! {
-                joined = &mut task => Some(joined),
-                _ = leadership.deadline_passed(Duration::ZERO) => None,
+            let stopped = if leadership.remaining().is_zero() {
+                // Past the deadline already (the process was paused): the work gets one short
+                // turn to act on its cancellation (the supervisor kills its command at once),
+                // then it is aborted.
+                tokio::time::timeout(LAST_TURN, &mut task).await.ok()
+            } else {
+                tokio::select! {
+                    joined = &mut task => Some(joined),
+                    _ = leadership.deadline_passed(Duration::ZERO) => None,
+                }
             };
             match stopped {
                 Some(joined) => {

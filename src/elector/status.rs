@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use crate::clock::BootInstant;
-use crate::lease::FencingToken;
+use crate::lease::{EvictionPolicy, FencingToken};
 
 /// Why a leader stepped down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -24,11 +24,14 @@ pub enum StepDownReason {
     WorkPanicked,
     /// The process is shutting down.
     Shutdown,
+    /// Redis may evict the lease and `--redis-eviction refuse` keeps this replica out of the
+    /// election.
+    RedisMayEvict,
 }
 
 impl StepDownReason {
     /// Every reason, for metrics that want all label values present from the start.
-    pub const ALL: [StepDownReason; 7] = [
+    pub const ALL: [StepDownReason; 8] = [
         StepDownReason::Lost,
         StepDownReason::RenewDeadlinePassed,
         StepDownReason::ValidityDeadlinePassed,
@@ -36,6 +39,7 @@ impl StepDownReason {
         StepDownReason::WorkFailed,
         StepDownReason::WorkPanicked,
         StepDownReason::Shutdown,
+        StepDownReason::RedisMayEvict,
     ];
 
     /// A stable snake_case label (metrics, JSON).
@@ -48,6 +52,7 @@ impl StepDownReason {
             StepDownReason::WorkFailed => "work_failed",
             StepDownReason::WorkPanicked => "work_panicked",
             StepDownReason::Shutdown => "shutdown",
+            StepDownReason::RedisMayEvict => "redis_may_evict",
         }
     }
 
@@ -67,6 +72,7 @@ impl fmt::Display for StepDownReason {
             StepDownReason::WorkFailed => "work failed",
             StepDownReason::WorkPanicked => "work panicked",
             StepDownReason::Shutdown => "shutdown",
+            StepDownReason::RedisMayEvict => "redis may evict the lease",
         })
     }
 }
@@ -129,6 +135,33 @@ pub struct RedisHealth {
     pub last_error: Option<String>,
     /// Whether the release channel is subscribed.
     pub subscribed: bool,
+    /// Redis's eviction policy, as last read.
+    pub eviction: Eviction,
+    /// Redis may evict the lease and `--redis-eviction refuse` is set: this replica stays out
+    /// of the election until that changes.
+    pub refused_for_eviction: bool,
+}
+
+/// What leasehold knows of Redis's eviction policy (`INFO memory`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Eviction {
+    /// Not read yet.
+    #[default]
+    NotRead,
+    /// Redis would not say (an ACL without `+info|memory`, an error).
+    Unreadable {
+        /// Why.
+        reason: String,
+    },
+    /// As Redis said.
+    Read(EvictionPolicy),
+}
+
+impl Eviction {
+    /// Whether Redis is known to be able to evict the lease.
+    pub fn may_evict(&self) -> bool {
+        matches!(self, Eviction::Read(p) if p.may_evict())
+    }
 }
 
 /// Everything the elector shows. Read it through [`Elector::status`](super::Elector::status).

@@ -34,13 +34,13 @@ use std::sync::Arc;
 /// The Redis ACL rule for leasehold's user, with keys and channels under `key_prefix`: exactly
 /// the commands leasehold sends (`EVALSHA`, `SCRIPT LOAD` after `NOSCRIPT`, `SUBSCRIBE` for the
 /// release channel) and those its scripts run (`INFO server` and `INFO replication` name the
-/// Redis process and dataset in the state record). `WAIT` is added
+/// Redis process and dataset in the state record), and `INFO memory` for the eviction policy. `WAIT` is added
 /// when `--redis-wait-replicas` is used. Append `>password` (or `#sha256`) to set the password:
 /// `ACL SETUSER leasehold <rule> >secret`.
 pub fn minimal_acl_rule(key_prefix: &str, with_wait: bool) -> String {
     let wait = if with_wait { " +wait" } else { "" };
     format!(
-        "on resetkeys ~{key_prefix}* resetchannels &{key_prefix}* -@all +evalsha +script|load +info|server +info|replication +subscribe +get +set +pexpire +pttl +del +incr +time +publish{wait}"
+        "on resetkeys ~{key_prefix}* resetchannels &{key_prefix}* -@all +evalsha +script|load +info|server +info|replication +info|memory +subscribe +get +set +pexpire +pttl +del +incr +time +publish{wait}"
     )
 }
 
@@ -192,6 +192,36 @@ pub enum Released {
     Released,
     /// It was not ours (any more); nothing was changed.
     NotHeld,
+}
+
+/// Redis's memory limit and eviction policy, from `INFO memory`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvictionPolicy {
+    /// `maxmemory` in bytes; 0 for no limit.
+    pub maxmemory: u64,
+    /// `maxmemory_policy` as Redis names it (`noeviction`, `volatile-lru`, `allkeys-lru`, …).
+    pub policy: String,
+}
+
+impl EvictionPolicy {
+    /// Whether Redis may evict the lease under memory pressure: a limit is set and the policy
+    /// evicts. Every evicting policy can take the lease key (it has a TTL); `allkeys-*` can take
+    /// the state record too.
+    pub fn may_evict(&self) -> bool {
+        self.maxmemory > 0 && self.policy != "noeviction"
+    }
+
+    /// Reads the two fields from the text of `INFO memory`.
+    pub fn parse(info: &str) -> Option<Self> {
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.trim_end().strip_prefix(name)?.strip_prefix(':'))
+        };
+        Some(Self {
+            maxmemory: field("maxmemory")?.parse().ok()?,
+            policy: field("maxmemory_policy")?.to_owned(),
+        })
+    }
 }
 
 /// The state of the data-loss cooldown.
@@ -463,6 +493,24 @@ impl RedisLease {
         parse_observe(&reply).ok_or_else(|| protocol(OP, &reply))
     }
 
+    /// Reads Redis's memory limit and eviction policy (`INFO memory`) on the node that holds
+    /// the lease.
+    pub async fn eviction_policy(&self, timeout: Duration) -> Result<EvictionPolicy, LeaseError> {
+        const OP: &str = "info";
+        let reply = self
+            .call(OP, timeout, |mut live| async move {
+                live.conn
+                    .on_node_of(&self.keys.lease, redis::cmd("INFO").arg("memory").clone())
+                    .await
+                    .map_err(self.fail(OP))
+            })
+            .await?;
+        text(&reply)
+            .as_deref()
+            .and_then(EvictionPolicy::parse)
+            .ok_or_else(|| protocol(OP, &reply))
+    }
+
     /// Opens a dedicated pub/sub connection subscribed to the lease's release channel. The
     /// stream yields once per release and ends when the connection breaks.
     pub async fn subscribe_releases(
@@ -585,6 +633,7 @@ fn text(v: &Value) -> Option<String> {
     match v {
         Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
         Value::SimpleString(s) => Some(s.clone()),
+        Value::VerbatimString { text, .. } => Some(text.clone()),
         _ => None,
     }
 }
@@ -771,6 +820,33 @@ mod tests {
         assert_eq!(seen.token, Some(FencingToken(42)));
         assert_eq!(seen.cooldown, CooldownState::Idle);
         assert_eq!(parse_observe(&Value::Array(vec![Value::Nil])), None);
+    }
+
+    #[test]
+    fn eviction_policies_are_read_from_info_memory() {
+        let info = |max: &str, policy: &str| {
+            format!(
+                "# Memory\r\nused_memory:1000\r\nmaxmemory:{max}\r\nmaxmemory_human:3M\r\nmaxmemory_policy:{policy}\r\n"
+            )
+        };
+        let cases = [
+            ("0", "noeviction", false),
+            ("0", "allkeys-lru", false),
+            ("3145728", "noeviction", false),
+            ("3145728", "volatile-lru", true),
+            ("3145728", "volatile-ttl", true),
+            ("3145728", "allkeys-random", true),
+        ];
+        for (max, policy, evicts) in cases {
+            let p = EvictionPolicy::parse(&info(max, policy)).unwrap();
+            assert_eq!(p.policy, policy);
+            assert_eq!(p.may_evict(), evicts, "{max} {policy}");
+        }
+        assert_eq!(EvictionPolicy::parse("# Memory\r\nused_memory:1\r\n"), None);
+        assert_eq!(
+            EvictionPolicy::parse("maxmemory:x\r\nmaxmemory_policy:y\r\n"),
+            None
+        );
     }
 
     #[test]
