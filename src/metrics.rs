@@ -248,7 +248,9 @@ impl Metrics {
 
     fn lock_rewrite(&self) -> std::sync::MutexGuard<'_, ()> {
         // The lock guards no data, so a panic while it was held left nothing half-done.
-        self.rewrite.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.rewrite
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -412,8 +414,14 @@ mod tests {
         let m = Metrics::new("web-a", "shop/web");
         let now = BootInstant::now();
         let cases: [(Role, &[&str]); 4] = [
-            (following("web-b"), &["leasehold_leader{leader=\"web-b\"} 1"]),
-            (following("web-c"), &["leasehold_leader{leader=\"web-c\"} 1"]),
+            (
+                following("web-b"),
+                &["leasehold_leader{leader=\"web-b\"} 1"],
+            ),
+            (
+                following("web-c"),
+                &["leasehold_leader{leader=\"web-c\"} 1"],
+            ),
             (
                 Role::Follower {
                     leader: None,

@@ -114,7 +114,10 @@ fn every_alert_has_a_summary_a_description_and_a_runbook_section() {
             ["critical", "warning"].contains(&severity),
             "{name}: severity {severity:?}"
         );
-        assert!(titles.contains(name.as_str()), "docs/RUNBOOK.md lacks `## {name}`");
+        assert!(
+            titles.contains(name.as_str()),
+            "docs/RUNBOOK.md lacks `## {name}`"
+        );
         names.insert(name);
     }
     assert_eq!(
@@ -195,7 +198,8 @@ fn alert_waits_derive_from_the_timing_and_the_scrape_interval() {
             .to_owned();
         let window = fors[3];
         assert!(
-            expr.trim_end().ends_with(&format!("> {slow}")) && expr.contains(&format!("[{window}]")),
+            expr.trim_end().ends_with(&format!("> {slow}"))
+                && expr.contains(&format!("[{window}]")),
             "values:\n{values}\nslow-renewal threshold {slow}, window {window}:\n{expr}"
         );
     }
@@ -203,7 +207,7 @@ fn alert_waits_derive_from_the_timing_and_the_scrape_interval() {
 
 #[test]
 fn every_series_an_alert_reads_is_scoped_to_the_release() {
-        for (rules, values, want) in [
+    for (rules, values, want) in [
         ("", "", "{job=\"lh-leasehold-metrics\", namespace=\"shop\""),
         (
             "  selector: 'job=\"leasehold\", cluster=\"eu-1\"'\n",

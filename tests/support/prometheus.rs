@@ -79,6 +79,29 @@ pub fn alerts(spec: &serde_yaml::Value) -> Vec<(String, serde_yaml::Value)> {
         .collect()
 }
 
+/// The chart's Grafana dashboard.
+pub fn dashboard_path() -> PathBuf {
+    helm::chart().join("dashboards/leasehold.json")
+}
+
+/// Every PromQL expression of a dashboard's panels: (panel title, expression).
+pub fn dashboard_queries(dashboard: &serde_json::Value) -> Vec<(String, String)> {
+    dashboard["panels"]
+        .as_array()
+        .expect("panels")
+        .iter()
+        .flat_map(|p| {
+            let title = p["title"].as_str().unwrap_or_default().to_owned();
+            p["targets"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |t| (title.clone(), t["expr"].as_str().unwrap_or("").to_owned()))
+        })
+        .collect()
+}
+
 /// Runs `promtool args…` in `dir`: exit code and everything it printed.
 pub fn run_promtool(dir: &Path, args: &[&str], stdin: Option<&str>) -> (i32, String) {
     let mut child = Command::new(promtool())
