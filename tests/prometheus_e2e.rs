@@ -212,7 +212,7 @@ fn prometheus_raises_the_charts_alerts_on_real_replicas_and_the_dashboard_has_da
     //    steps down because its validity deadline passed.
     let paused_at = Instant::now();
     replicas[second].signal(Signal::SIGSTOP);
-    let third = wait_for("a third leader", Duration::from_secs(20), || {
+    wait_for("a third leader", Duration::from_secs(20), || {
         leader_index(&replicas, &[first, second])
     });
     replicas[second].signal(Signal::SIGCONT);
@@ -274,10 +274,12 @@ fn prometheus_raises_the_charts_alerts_on_real_replicas_and_the_dashboard_has_da
     report(
         &watch,
         &spec,
-        killed_at,
-        redis_stopped_at,
-        [("second leader", second_leads_at), ("pause", paused_at)],
-        third,
+        [
+            ("the kill", killed_at),
+            ("the pause", paused_at),
+            ("redis's stop", redis_stopped_at),
+        ],
+        second_leads_at,
     );
     for (title, series, points) in panels {
         println!("panel {title:?}: {series} series, {points} points");
@@ -287,35 +289,32 @@ fn prometheus_raises_the_charts_alerts_on_real_replicas_and_the_dashboard_has_da
 }
 
 /// Prints every alert with its expression and when it was first seen pending and firing,
-/// counted from the leader's kill and from Redis's stop.
+/// counted from the leader's kill, from the next leader's pause and from Redis's stop.
 fn report(
     watch: &AlertWatch,
     spec: &serde_yaml::Value,
-    killed_at: Instant,
-    redis_stopped_at: Instant,
-    events: [(&str, Instant); 2],
-    third: usize,
+    events: [(&str, Instant); 3],
+    second_leads_at: Instant,
 ) {
-    println!("events after the leader's kill:");
-    for (what, at) in events {
-        println!("  {what}: {}", secs(killed_at, Some(at)));
-    }
+    let killed_at = events[0].1;
     println!(
-        "  redis stopped: {}",
-        secs(killed_at, Some(redis_stopped_at))
+        "after the leader's kill: the second leader in {}, the pause at {}, redis stopped at {}",
+        secs(killed_at, Some(second_leads_at)),
+        secs(killed_at, Some(events[1].1)),
+        secs(killed_at, Some(events[2].1))
     );
-    println!("  (the third leader was replica {third})");
     for (name, rule) in alerts(spec) {
         let expr = rule["expr"].as_str().unwrap_or_default();
         let wait = rule["for"].as_str().unwrap_or("0s");
-        let at = |state: &str, since: Instant| secs(since, watch.first_since(&name, state, since));
-        println!(
-            "{name} (for {wait}): pending {} / firing {} after the kill; pending {} / firing {} after redis stopped\n    {}",
-            at("pending", killed_at),
-            at("firing", killed_at),
-            at("pending", redis_stopped_at),
-            at("firing", redis_stopped_at),
-            expr.replace('\n', "\n    ")
-        );
+        println!("{name} (for {wait})");
+        for (event, at) in events {
+            let first = |state: &str| secs(at, watch.first_since(&name, state, at));
+            println!(
+                "    after {event}: pending {}, firing {}",
+                first("pending"),
+                first("firing")
+            );
+        }
+        println!("    {}", expr.replace('\n', "\n    "));
     }
 }
