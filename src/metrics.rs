@@ -86,7 +86,8 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Registers every metric; `identity` and `lease` go into `leasehold_info`.
+    /// Registers every metric; `identity` and `lease` go into `leasehold_info`, and `lease` is
+    /// the `name` of client-go's gauge.
     pub fn new(identity: &str, lease: &str) -> Self {
         let mut root = Registry::default();
         let master = Family::<NameLabel, Gauge>::default();

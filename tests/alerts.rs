@@ -262,3 +262,27 @@ fn series_read_by(expr: &str) -> Vec<(String, String)> {
     }
     found
 }
+
+#[test]
+fn a_prometheus_rule_without_a_runbook_url_is_refused() {
+    let err = refused("prometheusRule:\n  enabled: true\n");
+    assert!(
+        err.contains("at '/prometheusRule/runbookBaseUrl': minLength: got 0, want 1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_prometheus_rule_renders_only_when_enabled_with_its_labels() {
+    assert!(helm::render("").untyped("PrometheusRule").is_empty());
+    let r = helm::render(&rule_values("  labels:\n    release: prometheus\n", ""));
+    let rules = r.untyped("PrometheusRule");
+    assert_eq!(rules.len(), 1);
+    let meta = &rules[0]["metadata"];
+    assert_eq!(meta["namespace"].as_str(), Some("shop"));
+    assert_eq!(meta["labels"]["release"].as_str(), Some("prometheus"));
+    assert_eq!(
+        meta["labels"]["app.kubernetes.io/instance"].as_str(),
+        Some("lh")
+    );
+}

@@ -38,16 +38,19 @@ const CHART_VALUES: &str = "timing:\n  leaseDurationSeconds: 1\n  renewDeadlineS
 /// Every new leadership is flapping here, so that the failover shows in that alert too.
 const RULE_VALUES: &str = "  flapping:\n    transitions: 0\n    window: 30s\n  pauseWindow: 1m\n";
 
+/// For each (alert, state), every instant it began.
+type Starts = BTreeMap<(String, String), Vec<Instant>>;
+
 /// When each (alert, state) began, every time it began, polled every 100 ms in the background.
 struct AlertWatch {
-    seen: Arc<Mutex<BTreeMap<(String, String), Vec<Instant>>>>,
+    seen: Arc<Mutex<Starts>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl AlertWatch {
     fn start(prometheus: Arc<Prometheus>) -> Self {
-        let seen: Arc<Mutex<BTreeMap<_, Vec<Instant>>>> = Arc::new(Mutex::new(BTreeMap::new()));
+        let seen: Arc<Mutex<Starts>> = Arc::new(Mutex::new(BTreeMap::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let (s, halt) = (seen.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
@@ -92,10 +95,6 @@ impl AlertWatch {
         wait_for(&format!("{alert} {state}"), timeout, || {
             self.first_since(alert, state, since)
         })
-    }
-
-    fn active_now(&self, prometheus: &Prometheus) -> Vec<(String, String)> {
-        prometheus.alerts()
     }
 }
 
@@ -180,8 +179,8 @@ fn prometheus_raises_the_charts_alerts_on_real_replicas_and_the_dashboard_has_da
     // Steady state: one leader, Redis up. Nothing fires for six evaluations.
     let quiet_until = Instant::now() + Duration::from_secs(3);
     while Instant::now() < quiet_until {
-        let firing: Vec<_> = watch
-            .active_now(&prometheus)
+        let firing: Vec<_> = prometheus
+            .alerts()
             .into_iter()
             .filter(|(_, state)| state == "firing")
             .collect();
