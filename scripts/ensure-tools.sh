@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what a fresh machine lacks for leasehold's demo and tests: redis-server (Debian's
-# package) and cargo-nextest. Safe to run again: it only installs what is missing.
+# Installs what a fresh machine lacks for leasehold's demo and tests: redis-server and prometheus
+# (Debian's packages) and cargo-nextest. Safe to run again: it only installs what is missing.
 set -euo pipefail
 
 as_root() {
@@ -11,6 +11,14 @@ if ! command -v redis-server >/dev/null 2>&1; then
   echo "installing redis-server (Debian package)" >&2
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
+fi
+
+# The alert tests need promtool (`check rules`, `test rules`) and a real prometheus server; Debian's
+# package carries both (2.42). No service starts by itself.
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+  echo "installing prometheus and promtool (Debian package)" >&2
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
 fi
 
 if ! cargo nextest --version >/dev/null 2>&1; then

@@ -306,7 +306,9 @@ async fn leader(State(e): State<Endpoints>) -> Response {
 
 async fn metrics(State(e): State<Endpoints>) -> Response {
     let status = e.status.borrow().clone();
-    let body = e.metrics.render(&status, e.clock.now());
+    let now = e.clock.now();
+    let (ready, _) = readiness(&status, e.readiness, status.is_leading_at(now));
+    let body = e.metrics.render(&status, now, ready);
     (
         [(
             header::CONTENT_TYPE,

@@ -1,6 +1,9 @@
 //! Prometheus metrics: fed by the elector's observer hooks, plus gauges read from the status at
-//! scrape time (so `validity remaining` is exact when scraped, not when last renewed).
+//! scrape time (so `validity remaining` is exact when scraped, not when last renewed). Beside
+//! leasehold's own names it exports client-go's `leader_election_master_status`, so that alerts
+//! written for client-go's leader election work unchanged.
 
+use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
@@ -38,6 +41,22 @@ struct ErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LeaderLabel {
+    leader: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyLabel {
+    policy: String,
+}
+
+/// client-go's label: the lease.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NameLabel {
+    name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct InfoLabels {
     identity: String,
     lease: String,
@@ -56,12 +75,35 @@ pub struct Metrics {
     fencing_token: Gauge<f64, AtomicU64>,
     redis_up: Gauge,
     redis_errors: Family<ErrorLabels, Counter>,
+    ready: Gauge,
+    leader: Family<LeaderLabel, Gauge>,
+    master_status: Gauge,
+    eviction_possible: Family<PolicyLabel, Gauge>,
+    /// Held while a family that holds one series at a time is rewritten (clear, then set) and
+    /// while the exposition is encoded, so that a scrape never sees it empty in between: a
+    /// series missing from one scrape is stale to Prometheus and resets an alert's `for`.
+    rewrite: Mutex<()>,
 }
 
 impl Metrics {
-    /// Registers every metric; `identity` and `lease` go into `leasehold_info`.
+    /// Registers every metric; `identity` and `lease` go into `leasehold_info`, and `lease` is
+    /// the `name` of client-go's gauge.
     pub fn new(identity: &str, lease: &str) -> Self {
-        let mut registry = Registry::with_prefix("leasehold");
+        let mut root = Registry::default();
+        let master = Family::<NameLabel, Gauge>::default();
+        // The family's one series; a clone of a gauge shares its value.
+        let master_status = master
+            .get_or_create(&NameLabel {
+                name: lease.to_owned(),
+            })
+            .clone();
+        root.register(
+            "leader_election_master_status",
+            "client-go's leader election gauge: 1 while this replica leads the lease `name` and \
+             its validity deadline has not passed, else 0",
+            master,
+        );
+        let registry = root.sub_registry_with_prefix("leasehold");
         let info: Family<InfoLabels, Gauge> = Family::default();
         info.get_or_create(&InfoLabels {
             identity: identity.to_owned(),
@@ -104,8 +146,9 @@ impl Metrics {
             });
         }
         registry.register("renewals", "Lease renewals by result", renewals.clone());
-        // 0.1 ms to about 3.3 s.
-        let renewal_seconds = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
+        // 0.1 ms to about 52 s: a renewal may take as long as the validity left, and the alert on
+        // slow renewals compares a quantile with half the renew deadline.
+        let renewal_seconds = Histogram::new(exponential_buckets(0.0001, 2.0, 20));
         registry.register(
             "renewal_duration_seconds",
             "Time one lease renewal took",
@@ -135,8 +178,28 @@ impl Metrics {
             "Failed Redis calls by operation and kind",
             redis_errors.clone(),
         );
+        let ready = Gauge::default();
+        registry.register(
+            "ready",
+            "1 while /readyz answers 200 (in the readiness mode this replica runs in)",
+            ready.clone(),
+        );
+        let leader = Family::<LeaderLabel, Gauge>::default();
+        registry.register(
+            "leader",
+            "1, labelled with the identity of the leader as this replica sees it (absent while \
+             it knows no leader)",
+            leader.clone(),
+        );
+        let eviction_possible = Family::<PolicyLabel, Gauge>::default();
+        registry.register(
+            "redis_eviction_possible",
+            "1 when Redis has a maxmemory and a maxmemory-policy that may evict the lease, else 0 \
+             (labelled with the policy; absent until Redis's policy was read)",
+            eviction_possible.clone(),
+        );
         Self {
-            registry,
+            registry: root,
             is_leader,
             transitions,
             step_downs,
@@ -146,13 +209,22 @@ impl Metrics {
             fencing_token,
             redis_up,
             redis_errors,
+            ready,
+            leader,
+            master_status,
+            eviction_possible,
+            rewrite: Mutex::new(()),
         }
     }
 
-    /// The Prometheus text exposition, with the status-derived gauges read at `now`.
-    pub fn render(&self, status: &Status, now: BootInstant) -> String {
+    /// The Prometheus text exposition, with the status-derived gauges read at `now`; `ready` is
+    /// the readiness verdict at `now`.
+    pub fn render(&self, status: &Status, now: BootInstant, ready: bool) -> String {
+        let _rewriting = self.lock_rewrite();
         let leading = status.is_leading_at(now);
         self.is_leader.set(i64::from(leading));
+        self.master_status.set(i64::from(leading));
+        self.ready.set(i64::from(ready));
         let remaining = match status.role {
             Role::Leader { valid_until, .. } => now.until(valid_until),
             _ => Duration::ZERO,
@@ -161,10 +233,34 @@ impl Metrics {
         self.fencing_token
             .set(status.token().map_or(0.0, |FencingToken(t)| t as f64));
         self.redis_up.set(i64::from(status.redis.reachable));
+        self.leader.clear();
+        if let Some(leader) = seen_leader(status, leading) {
+            self.leader
+                .get_or_create(&LeaderLabel {
+                    leader: leader.to_owned(),
+                })
+                .set(1);
+        }
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
         out
+    }
+
+    fn lock_rewrite(&self) -> std::sync::MutexGuard<'_, ()> {
+        // The lock guards no data, so a panic while it was held left nothing half-done.
+        self.rewrite
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The leader as this replica sees it: itself while it leads within its validity deadline (a
+/// leader past it knows no longer who leads), else the holder it saw at its last look.
+fn seen_leader(status: &Status, leading: bool) -> Option<&str> {
+    match &status.role {
+        Role::Leader { .. } if !leading => None,
+        _ => status.leader_identity(),
     }
 }
 
@@ -203,12 +299,22 @@ impl Observer for Metrics {
             })
             .inc();
     }
+
+    fn eviction_policy(&self, policy: &str, may_evict: bool) {
+        let _rewriting = self.lock_rewrite();
+        self.eviction_possible.clear();
+        self.eviction_possible
+            .get_or_create(&PolicyLabel {
+                policy: policy.to_owned(),
+            })
+            .set(i64::from(may_evict));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elector::RedisHealth;
+    use crate::elector::{LeaderInfo, RedisHealth};
 
     fn status(role: Role) -> Status {
         Status {
@@ -241,9 +347,13 @@ mod tests {
                 valid_until: now.saturating_add(Duration::from_secs(10)),
             }),
             now,
+            true,
         );
         for line in [
+            "leader_election_master_status{name=\"shop/web\"} 1",
             "leasehold_is_leader 1",
+            "leasehold_ready 1",
+            "leasehold_leader{leader=\"web-a\"} 1",
             "leasehold_transitions_total{to=\"leader\"} 1",
             "leasehold_step_downs_total{reason=\"validity_deadline_passed\"} 1",
             "leasehold_step_downs_total{reason=\"shutdown\"} 0",
@@ -269,10 +379,110 @@ mod tests {
                 valid_until: now,
             }),
             now,
+            false,
         );
         assert!(text.contains("leasehold_is_leader 0"), "{text}");
         assert!(
+            text.contains("leader_election_master_status{name=\"shop/web\"} 0"),
+            "{text}"
+        );
+        assert!(
             text.contains("leasehold_validity_remaining_seconds 0.0"),
+            "{text}"
+        );
+        assert!(!text.contains("leasehold_leader{"), "{text}");
+    }
+
+    fn following(identity: &str) -> Role {
+        Role::Follower {
+            leader: Some(LeaderInfo {
+                owner: format!("{identity}-x"),
+                identity: identity.into(),
+                token: Some(FencingToken(3)),
+            }),
+            cooldown: None,
+        }
+    }
+
+    /// The `leasehold_leader` lines of an exposition.
+    fn leader_lines(text: &str) -> Vec<&str> {
+        text.lines()
+            .filter(|l| l.starts_with("leasehold_leader{"))
+            .collect()
+    }
+
+    #[test]
+    fn a_follower_names_only_the_leader_it_sees_now() {
+        let m = Metrics::new("web-a", "shop/web");
+        let now = BootInstant::now();
+        let cases: [(Role, &[&str]); 4] = [
+            (
+                following("web-b"),
+                &["leasehold_leader{leader=\"web-b\"} 1"],
+            ),
+            (
+                following("web-c"),
+                &["leasehold_leader{leader=\"web-c\"} 1"],
+            ),
+            (
+                Role::Follower {
+                    leader: None,
+                    cooldown: None,
+                },
+                &[],
+            ),
+            (Role::Starting, &[]),
+        ];
+        for (role, want) in cases {
+            let text = m.render(&status(role.clone()), now, true);
+            assert_eq!(leader_lines(&text), want, "{role:?}");
+            assert!(
+                text.contains("leader_election_master_status{name=\"shop/web\"} 0"),
+                "{role:?}: {text}"
+            );
+            assert!(text.contains("leasehold_is_leader 0"), "{role:?}: {text}");
+        }
+    }
+
+    #[test]
+    fn readiness_is_exported_as_given() {
+        let m = Metrics::new("web-a", "shop/web");
+        let now = BootInstant::now();
+        let text = m.render(&status(following("web-b")), now, false);
+        assert!(text.contains("leasehold_ready 0"), "{text}");
+        let text = m.render(&status(following("web-b")), now, true);
+        assert!(text.contains("leasehold_ready 1"), "{text}");
+    }
+
+    #[test]
+    fn the_eviction_gauge_is_absent_until_the_policy_is_read_then_follows_it() {
+        let m = Metrics::new("web-a", "shop/web");
+        let now = BootInstant::now();
+        let lines = |m: &Metrics| -> Vec<String> {
+            m.render(&status(following("web-b")), now, true)
+                .lines()
+                .filter(|l| l.starts_with("leasehold_redis_eviction_possible{"))
+                .map(str::to_owned)
+                .collect()
+        };
+        assert!(lines(&m).is_empty());
+        let cases = [
+            ("volatile-ttl", true),
+            ("noeviction", false),
+            ("allkeys-lru", true),
+            ("volatile-lru", false),
+        ];
+        for (policy, may_evict) in cases {
+            m.eviction_policy(policy, may_evict);
+            let want = format!(
+                "leasehold_redis_eviction_possible{{policy=\"{policy}\"}} {}",
+                u8::from(may_evict)
+            );
+            assert_eq!(lines(&m), [want], "only the policy read last");
+        }
+        let text = m.render(&status(following("web-b")), now, true);
+        assert!(
+            text.contains("# TYPE leasehold_redis_eviction_possible gauge"),
             "{text}"
         );
     }

@@ -8,6 +8,7 @@ pub mod fake_api;
 pub mod helm;
 pub mod http_get;
 pub mod pki;
+pub mod prometheus;
 pub mod proxy;
 pub mod redis_server;
 pub mod replica;

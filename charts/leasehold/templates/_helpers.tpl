@@ -35,6 +35,14 @@ app.kubernetes.io/name: {{ include "leasehold.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/* The labels of the `helm test` Pod that select it; not the Deployment's (its ReplicaSet would
+adopt a Pod that its selector matches). */}}
+{{- define "leasehold.testSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "leasehold.name" . }}-test
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: helm-test
+{{- end }}
+
 {{/* The standard labels of every object. */}}
 {{- define "leasehold.labels" -}}
 helm.sh/chart: {{ include "leasehold.chart" . }}
@@ -53,13 +61,68 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* An image reference from a dict with repository, tag and digest: `repository@digest` when
+the digest is set, else `repository:tag`. */}}
+{{- define "leasehold.imageRef" -}}
+{{- if .digest }}
+{{- printf "%s@%s" .repository .digest }}
+{{- else }}
+{{- printf "%s:%s" .repository (toString .tag) }}
+{{- end }}
+{{- end }}
+
 {{/* The leasehold image, or the user's image in exec mode. */}}
 {{- define "leasehold.image" -}}
 {{- if .Values.exec.enabled }}
-{{- printf "%s:%s" .Values.exec.image.repository (toString .Values.exec.image.tag) }}
+{{- include "leasehold.imageRef" .Values.exec.image }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion | toString) }}
+{{- include "leasehold.imageRef" (dict "repository" .Values.image.repository "tag" (.Values.image.tag | default .Chart.AppVersion) "digest" .Values.image.digest) }}
 {{- end }}
+{{- end }}
+
+{{/* The lease as leasehold names it: `<namespace>/<name>`. */}}
+{{- define "leasehold.leaseName" -}}
+{{- $name := .Values.leaseName | default (include "leasehold.fullname" .) }}
+{{- if contains "/" $name }}{{ $name }}{{ else }}{{ .Release.Namespace }}/{{ $name }}{{ end }}
+{{- end }}
+
+{{/* A Prometheus duration (`30s`, `1m30s`, `500ms`; the schema checks the form) in seconds. */}}
+{{- define "leasehold.promSeconds" -}}
+{{- $total := 0.0 }}
+{{- range regexFindAll "[0-9]+(ms|s|m|h)" . -1 }}
+{{- if hasSuffix "ms" . }}{{ $total = addf $total (divf (trimSuffix "ms" . | float64) 1000.0) }}
+{{- else if hasSuffix "s" . }}{{ $total = addf $total (trimSuffix "s" . | float64) }}
+{{- else if hasSuffix "m" . }}{{ $total = addf $total (mulf (trimSuffix "m" . | float64) 60.0) }}
+{{- else }}{{ $total = addf $total (mulf (trimSuffix "h" . | float64) 3600.0) }}
+{{- end }}
+{{- end }}
+{{- $total }}
+{{- end }}
+
+{{/* PromQL label matchers of this release's series (prometheusRule.selector). */}}
+{{- define "leasehold.alertSelector" -}}
+{{- .Values.prometheusRule.selector | default (printf "job=%q, namespace=%q" (printf "%s-metrics" (include "leasehold.fullname" .)) .Release.Namespace) }}
+{{- end }}
+
+{{/*
+The alerts' waits and thresholds, in seconds, from the timing and the scrape interval S
+(values.yaml lists them): a dict of noLeaderFor, multipleLeadersFor, redisUnreachableFor,
+renewalWindow and renewalSlowSeconds.
+*/}}
+{{- define "leasehold.alertTimes" -}}
+{{- $t := .Values.timing }}
+{{- $lease := float64 $t.leaseDurationSeconds }}
+{{- $renew := float64 $t.renewDeadlineSeconds }}
+{{- $retry := float64 $t.retryPeriodSeconds }}
+{{- $scrape := include "leasehold.promSeconds" .Values.serviceMonitor.interval | float64 }}
+{{- $twoScrapes := mulf 2.0 $scrape }}
+{{- dict
+  "noLeaderFor" (maxf (mulf 2.0 $lease) $twoScrapes)
+  "multipleLeadersFor" $twoScrapes
+  "redisUnreachableFor" (maxf $renew $twoScrapes)
+  "renewalWindow" (maxf (mulf 4.0 $scrape) (mulf 30.0 $retry))
+  "renewalSlowSeconds" (minf (divf $renew 2.0) 26.0)
+  | toJson }}
 {{- end }}
 
 {{/*

@@ -1,0 +1,766 @@
+//! The chart's opt-in extras, checked with the real helm like tests/chart.rs checks the rest: the
+//! NetworkPolicy, image digests, the Grafana dashboard ConfigMap, the PrometheusRule's presence,
+//! and the `helm test` Pod. They lint, render into their k8s-openapi types, pass
+//! `kubernetes-validate --strict`, and have a schema test per rule; the `helm test` script runs
+//! against three real replicas.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use support::contenders::collect;
+use support::helm::{self, Rendered, labels, leasehold_container, refused, render};
+use support::prometheus::{dashboard_queries, rule_values};
+use support::redis_server::RedisServer;
+use support::replica::{BIN, FAST, http_get, wait_for};
+
+const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// Value sets with the extras on, each with a name for the messages.
+fn extra_value_sets() -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "everything on",
+            rule_values(
+                "",
+                &format!(
+                    "serviceMonitor:\n  enabled: true\ngrafanaDashboard:\n  enabled: true\nhelmTest:\n  enabled: true\nimage:\n  digest: {DIGEST}\nnetworkPolicy:\n  enabled: true\n  ingressFrom:\n    - namespaceSelector:\n        matchLabels:\n          kubernetes.io/metadata.name: monitoring\n"
+                ),
+            ),
+        ),
+        (
+            "network policy without peers",
+            "networkPolicy:\n  enabled: true\n".to_owned(),
+        ),
+        (
+            "network policy with every peer given",
+            "networkPolicy:\n  enabled: true\n  ingressFrom:\n    - podSelector:\n        matchLabels:\n          app: gateway\n  redis:\n    to:\n      - ipBlock:\n          cidr: 10.20.0.0/16\n    ports: [6379, 26379]\n  apiServer:\n    to:\n      - ipBlock:\n          cidr: 172.16.0.1/32\n    ports: [443]\n  dns:\n    to:\n      - ipBlock:\n          cidr: 169.254.20.10/32\n    ports: [53]\n  extraEgress:\n    - ports:\n        - port: 5432\n          protocol: TCP\n  extraIngress:\n    - ports:\n        - port: 9000\n          protocol: TCP\n".to_owned(),
+        ),
+        (
+            "helm test in leader mode without the leader service",
+            "helmTest:\n  enabled: true\n  timeoutSeconds: 120\n  clusterDomain: corp.internal\nservice:\n  enabled: false\nreadiness: leader\npodDisruptionBudget:\n  enabled: false\n".to_owned(),
+        ),
+        (
+            "dashboard for a sidecar elsewhere",
+            "grafanaDashboard:\n  enabled: true\n  labelName: example.com/dashboard\n  labelValue: leasehold\n  namespace: monitoring\n  annotations:\n    grafana_folder: Platform\n".to_owned(),
+        ),
+        (
+            "exec mode and test image by digest",
+            format!(
+                "exec:\n  enabled: true\n  image:\n    repository: registry.example.com/worker\n    digest: {DIGEST}\n  command: [/app/worker]\nhelmTest:\n  enabled: true\n  image:\n    repository: registry.example.com/busybox\n    digest: {DIGEST}\n"
+            ),
+        ),
+    ]
+}
+
+#[test]
+fn the_chart_lints_strictly_with_every_extra() {
+    for (name, values) in extra_value_sets() {
+        let out = helm::lint_strict(&values);
+        assert!(
+            out.ok() && out.stdout.contains("0 chart(s) failed"),
+            "helm lint --strict failed for {name:?} ({}):\n{}{}",
+            out.code,
+            out.stdout,
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn the_default_release_renders_none_of_the_extras() {
+    let r = render("");
+    for kind in ["NetworkPolicy", "Pod", "ConfigMap", "PrometheusRule"] {
+        assert!(r.untyped(kind).is_empty(), "{kind} rendered by default");
+    }
+    let services: Vec<Service> = r.all();
+    assert_eq!(services.len(), 1, "only the leader Service by default");
+}
+
+#[test]
+fn every_extra_parses_as_its_kubernetes_type_and_validates_strictly() {
+    let validate = helm::kubernetes_validate();
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (i, (name, values)) in extra_value_sets().iter().enumerate() {
+        let r = render(values);
+        for kind in r.kinds() {
+            match kind.as_str() {
+                "NetworkPolicy" => drop(r.all::<NetworkPolicy>()),
+                "Pod" => drop(r.all::<Pod>()),
+                "ConfigMap" => drop(r.all::<ConfigMap>()),
+                "Service" => drop(r.all::<Service>()),
+                "Deployment" => drop(r.all::<Deployment>()),
+                _ => {}
+            }
+        }
+        // The monitoring.coreos.com CRDs are unknown to the offline schemas.
+        let docs: Vec<String> = r
+            .docs
+            .iter()
+            .filter(|d| {
+                !matches!(
+                    d["kind"].as_str(),
+                    Some("ServiceMonitor" | "PrometheusRule")
+                )
+            })
+            .map(|d| serde_yaml::to_string(d).expect("yaml"))
+            .collect();
+        let file = dir.path().join(format!("extras-{i}.yaml"));
+        std::fs::write(&file, docs.join("---\n")).expect("write");
+        for version in ["1.27.0", "1.37.0"] {
+            let out = helm::run(
+                &validate,
+                &[
+                    "--strict",
+                    "--quiet",
+                    "-k",
+                    version,
+                    file.to_str().expect("utf-8"),
+                ],
+            );
+            assert!(
+                out.ok(),
+                "{name}: kubernetes-validate --strict -k {version}:\n{}{}",
+                out.stdout,
+                out.stderr
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Image digests
+
+fn images(r: &Rendered) -> Vec<String> {
+    let mut all: Vec<String> = r
+        .all::<Deployment>()
+        .iter()
+        .map(|d| leasehold_container(d).image.expect("image"))
+        .collect();
+    for pod in r.all::<Pod>() {
+        for c in pod.spec.expect("spec").containers {
+            all.push(c.image.expect("image"));
+        }
+    }
+    all
+}
+
+#[test]
+fn a_digest_pins_each_image_instead_of_its_tag() {
+    let cases = [
+        ("", vec!["leasehold:0.1.0".to_owned()]),
+        (
+            "image:\n  tag: \"0.2.0\"\n",
+            vec!["leasehold:0.2.0".to_owned()],
+        ),
+        (
+            &*format!(
+                "image:\n  repository: registry.example.com/leasehold\n  tag: \"0.2.0\"\n  digest: {DIGEST}\n"
+            ),
+            vec![format!("registry.example.com/leasehold@{DIGEST}")],
+        ),
+        (
+            &*format!(
+                "exec:\n  enabled: true\n  image:\n    repository: registry.example.com/worker\n    tag: \"3\"\n    digest: {DIGEST}\n  command: [/app/worker]\n"
+            ),
+            vec![format!("registry.example.com/worker@{DIGEST}")],
+        ),
+        (
+            "helmTest:\n  enabled: true\n",
+            vec!["leasehold:0.1.0".to_owned(), "busybox:1.36".to_owned()],
+        ),
+        (
+            &*format!("helmTest:\n  enabled: true\n  image:\n    digest: {DIGEST}\n"),
+            vec!["leasehold:0.1.0".to_owned(), format!("busybox@{DIGEST}")],
+        ),
+    ];
+    for (values, want) in cases {
+        assert_eq!(images(&render(values)), want, "values:\n{values}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// values.schema.json: one test per new rule, each with helm's words
+
+fn assert_refused(values: &str, words: &[&str]) {
+    let err = refused(values);
+    assert!(
+        err.contains("values don't meet the specifications of the schema"),
+        "refused, but not by the schema:\n{err}"
+    );
+    for w in words {
+        assert!(err.contains(w), "helm's message lacks {w:?}:\n{err}");
+    }
+}
+
+macro_rules! schema_rule {
+    ($($name:ident: $values:expr => [$($words:expr),+ $(,)?];)+) => {
+        $(
+            #[test]
+            fn $name() {
+                assert_refused($values, &[$($words),+]);
+            }
+        )+
+    };
+}
+
+schema_rule! {
+    schema_refuses_a_digest_that_is_no_sha256:
+        "image:\n  digest: sha256:abc\n" => ["at '/image/digest': 'sha256:abc' does not match pattern"];
+    schema_refuses_a_test_image_digest_in_upper_case:
+        "helmTest:\n  image:\n    digest: SHA256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n" => ["at '/helmTest/image/digest':", "does not match pattern"];
+    schema_refuses_a_runbook_url_that_is_no_url:
+        "prometheusRule:\n  runbookBaseUrl: docs/RUNBOOK.md\n" => ["at '/prometheusRule/runbookBaseUrl': 'docs/RUNBOOK.md' does not match pattern"];
+    schema_refuses_a_runbook_url_with_a_fragment:
+        "prometheusRule:\n  runbookBaseUrl: https://docs.example.com/RUNBOOK.md#top\n" => ["at '/prometheusRule/runbookBaseUrl':", "does not match pattern"];
+    schema_refuses_a_selector_in_braces:
+        "prometheusRule:\n  selector: '{job=\"leasehold\"}'\n" => ["at '/prometheusRule/selector':", "does not match pattern"];
+    schema_refuses_a_negative_flapping_threshold:
+        "prometheusRule:\n  flapping:\n    transitions: -1\n" => ["at '/prometheusRule/flapping/transitions': minimum: got -1, want 0"];
+    schema_refuses_a_flapping_window_prometheus_cannot_read:
+        "prometheusRule:\n  flapping:\n    window: 15 minutes\n" => ["at '/prometheusRule/flapping/window': '15 minutes' does not match pattern"];
+    schema_refuses_a_pause_window_in_days:
+        "prometheusRule:\n  pauseWindow: 1d\n" => ["at '/prometheusRule/pauseWindow': '1d' does not match pattern"];
+    schema_refuses_an_unknown_prometheus_rule_key:
+        "prometheusRule:\n  severity: page\n" => ["at '/prometheusRule': additional properties 'severity' not allowed"];
+    schema_refuses_a_dashboard_label_value_kubernetes_would_refuse:
+        "grafanaDashboard:\n  labelValue: not ok\n" => ["at '/grafanaDashboard/labelValue': 'not ok' does not match pattern"];
+    schema_refuses_a_dashboard_label_name_that_is_no_label_key:
+        "grafanaDashboard:\n  labelName: grafana dashboard\n" => ["at '/grafanaDashboard/labelName': 'grafana dashboard' does not match pattern"];
+    schema_refuses_a_dashboard_namespace_kubernetes_would_refuse:
+        "grafanaDashboard:\n  namespace: Monitoring\n" => ["at '/grafanaDashboard/namespace': 'Monitoring' does not match pattern"];
+    schema_refuses_an_unknown_network_policy_key:
+        "networkPolicy:\n  egress: []\n" => ["at '/networkPolicy': additional properties 'egress' not allowed"];
+    schema_refuses_a_redis_port_out_of_range:
+        "networkPolicy:\n  redis:\n    ports: [0]\n" => ["at '/networkPolicy/redis/ports/0': minimum: got 0, want 1"];
+    schema_refuses_dns_without_ports:
+        "networkPolicy:\n  dns:\n    ports: []\n" => ["at '/networkPolicy/dns/ports': minItems: got 0, want 1"];
+    schema_refuses_peers_that_are_no_list:
+        "networkPolicy:\n  ingressFrom:\n    podSelector: {}\n" => ["at '/networkPolicy/ingressFrom': got object, want array"];
+    schema_refuses_a_helm_test_timeout_of_zero:
+        "helmTest:\n  timeoutSeconds: 0\n" => ["at '/helmTest/timeoutSeconds': minimum: got 0, want 1"];
+    schema_refuses_a_helm_test_image_without_a_repository:
+        "helmTest:\n  image:\n    repository: \"\"\n" => ["at '/helmTest/image/repository': minLength: got 0, want 1"];
+    schema_refuses_a_cluster_domain_kubernetes_would_refuse:
+        "helmTest:\n  clusterDomain: Cluster.Local\n" => ["at '/helmTest/clusterDomain': 'Cluster.Local' does not match pattern"];
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Grafana dashboard
+
+fn dashboard_file() -> String {
+    std::fs::read_to_string(support::prometheus::dashboard_path()).expect("the dashboard")
+}
+
+#[test]
+fn the_dashboard_configmap_carries_the_sidecars_label_and_the_dashboard() {
+    let cases = [
+        (
+            "grafanaDashboard:\n  enabled: true\n",
+            "grafana_dashboard",
+            "1",
+            "shop",
+        ),
+        (
+            "grafanaDashboard:\n  enabled: true\n  labelName: example.com/dashboard\n  labelValue: leasehold\n  namespace: monitoring\n  annotations:\n    grafana_folder: Platform\n",
+            "example.com/dashboard",
+            "leasehold",
+            "monitoring",
+        ),
+    ];
+    for (values, label, value, namespace) in cases {
+        let cm: ConfigMap = render(values).one();
+        let l = labels(&cm.metadata.labels);
+        assert_eq!(l.get(label).map(String::as_str), Some(value), "{values}");
+        assert_eq!(cm.metadata.namespace.as_deref(), Some(namespace));
+        let data = cm.data.expect("data");
+        assert_eq!(
+            data["leasehold.json"],
+            dashboard_file().trim_end(),
+            "the ConfigMap carries dashboards/leasehold.json as it is"
+        );
+    }
+    let cm: ConfigMap = render(cases[1].0).one();
+    assert_eq!(
+        cm.metadata.annotations.expect("annotations")["grafana_folder"],
+        "Platform"
+    );
+}
+
+#[test]
+fn the_dashboard_shows_what_the_issue_asks_with_namespace_and_lease_variables() {
+    let d: serde_json::Value =
+        serde_json::from_str(&dashboard_file()).expect("the dashboard is JSON");
+    let variables: Vec<&str> = d["templating"]["list"]
+        .as_array()
+        .expect("variables")
+        .iter()
+        .map(|v| v["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(variables, ["datasource", "namespace", "lease"]);
+    let panels = d["panels"].as_array().expect("panels");
+    let titles: BTreeSet<&str> = panels
+        .iter()
+        .map(|p| p["title"].as_str().expect("title"))
+        .collect();
+    for want in [
+        "Who leads, over time",
+        "Transitions",
+        "Validity left",
+        "Renewal latency",
+        "Step-downs by reason",
+        "Redis errors by kind",
+        "Readiness, per replica",
+    ] {
+        assert!(titles.contains(want), "no panel {want:?}: {titles:?}");
+    }
+    let ids: BTreeSet<i64> = panels
+        .iter()
+        .map(|p| p["id"].as_i64().expect("id"))
+        .collect();
+    assert_eq!(ids.len(), panels.len(), "panel ids are unique");
+    for p in panels {
+        let title = p["title"].as_str().unwrap_or_default();
+        assert_eq!(p["datasource"]["uid"], "${datasource}", "{title}");
+        let g = &p["gridPos"];
+        let (x, w) = (g["x"].as_i64().expect("x"), g["w"].as_i64().expect("w"));
+        assert!(x >= 0 && w > 0 && x + w <= 24, "{title}: gridPos {g}");
+    }
+    let queries = dashboard_queries(&d);
+    assert!(queries.len() >= titles.len());
+    for (title, expr) in &queries {
+        for filter in ["namespace=~\"$namespace\"", "lease=~\"$lease\""] {
+            assert!(expr.contains(filter), "{title}: {expr} lacks {filter}");
+        }
+    }
+    let renewal: Vec<&String> = queries
+        .iter()
+        .filter(|(t, _)| t == "Renewal latency")
+        .map(|(_, e)| e)
+        .collect();
+    assert!(
+        renewal.len() == 3 && renewal.iter().all(|e| e.starts_with("histogram_quantile(")),
+        "renewal latency shows quantiles: {renewal:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The NetworkPolicy
+
+fn port_numbers(ports: &[k8s_openapi::api::networking::v1::NetworkPolicyPort]) -> Vec<String> {
+    ports
+        .iter()
+        .map(|p| {
+            let port = match p.port.as_ref().expect("a port") {
+                IntOrString::Int(n) => n.to_string(),
+                IntOrString::String(s) => s.clone(),
+            };
+            format!("{port}/{}", p.protocol.as_deref().unwrap_or("TCP"))
+        })
+        .collect()
+}
+
+#[test]
+fn the_network_policy_admits_the_http_port_and_reaches_only_redis_the_api_and_dns() {
+    let r = render(&extra_value_sets()[0].1);
+    let np: NetworkPolicy = r.one();
+    let spec = np.spec.expect("spec");
+    let d: Deployment = r.one();
+    assert_eq!(
+        spec.pod_selector.clone().expect("podSelector").match_labels,
+        d.spec.selector.match_labels,
+        "it selects the Deployment's pods"
+    );
+    assert_eq!(
+        spec.policy_types.clone().expect("policyTypes"),
+        ["Ingress", "Egress"]
+    );
+    let ingress = spec.ingress.clone().expect("ingress");
+    assert_eq!(ingress.len(), 1);
+    let container = leasehold_container(&d);
+    let http = container
+        .ports
+        .expect("ports")
+        .into_iter()
+        .find(|p| p.name.as_deref() == Some("http"))
+        .expect("a port named http");
+    assert_eq!(
+        port_numbers(ingress[0].ports.as_deref().expect("ports")),
+        [format!("{}/TCP", http.name.expect("name"))]
+    );
+    let from = ingress[0].from.clone().expect("from");
+    assert_eq!(
+        from.len(),
+        2,
+        "the peer given and the helm test Pod: {from:?}"
+    );
+    assert_eq!(
+        from[0]
+            .namespace_selector
+            .clone()
+            .expect("namespaceSelector")
+            .match_labels
+            .expect("labels")["kubernetes.io/metadata.name"],
+        "monitoring"
+    );
+    let test_pod: Pod = r.one();
+    let test_labels = labels(&test_pod.metadata.labels);
+    for (k, v) in from[1]
+        .pod_selector
+        .clone()
+        .expect("podSelector")
+        .match_labels
+        .expect("labels")
+    {
+        assert_eq!(
+            test_labels.get(&k),
+            Some(&v),
+            "the peer selects the helm test Pod"
+        );
+    }
+    let egress: Vec<Vec<String>> = spec
+        .egress
+        .expect("egress")
+        .iter()
+        .map(|e| port_numbers(e.ports.as_deref().expect("ports")))
+        .collect();
+    assert_eq!(
+        egress,
+        [
+            vec!["6379/TCP"],
+            vec!["443/TCP", "6443/TCP"],
+            vec!["53/UDP", "53/TCP"]
+        ]
+    );
+
+    // Without peers: the HTTP port from anywhere; with every peer given, each rule names them.
+    let np: NetworkPolicy = render(&extra_value_sets()[1].1).one();
+    let spec = np.spec.expect("spec");
+    assert!(spec.ingress.expect("ingress")[0].from.is_none());
+    let np: NetworkPolicy = render(&extra_value_sets()[2].1).one();
+    let spec = np.spec.expect("spec");
+    let egress = spec.egress.expect("egress");
+    assert_eq!(egress.len(), 4, "redis, api, dns and the extra rule");
+    let cidrs: Vec<String> = egress[..3]
+        .iter()
+        .map(|e| {
+            e.to.clone().expect("to")[0]
+                .ip_block
+                .clone()
+                .expect("ipBlock")
+                .cidr
+        })
+        .collect();
+    assert_eq!(cidrs, ["10.20.0.0/16", "172.16.0.1/32", "169.254.20.10/32"]);
+    assert_eq!(
+        port_numbers(egress[0].ports.as_deref().expect("ports")),
+        ["6379/TCP", "26379/TCP"]
+    );
+    assert_eq!(
+        spec.ingress.expect("ingress").len(),
+        2,
+        "the HTTP port and the extra rule"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The helm test Pod
+
+fn env_of(pod: &Pod, name: &str) -> String {
+    pod.spec.clone().expect("spec").containers[0]
+        .env
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|e| e.name == name)
+        .and_then(|e| e.value)
+        .unwrap_or_else(|| panic!("no env {name}"))
+}
+
+#[test]
+fn the_helm_test_pod_is_a_test_hook_that_the_deployment_does_not_adopt() {
+    let r = render("helmTest:\n  enabled: true\n");
+    let pod: Pod = r.one();
+    let annotations = pod.metadata.annotations.clone().expect("annotations");
+    assert_eq!(annotations["helm.sh/hook"], "test");
+    assert_eq!(
+        annotations["helm.sh/hook-delete-policy"],
+        "before-hook-creation,hook-succeeded"
+    );
+    let d: Deployment = r.one();
+    let selector = d.spec.selector.match_labels.clone().expect("matchLabels");
+    let pod_labels = labels(&pod.metadata.labels);
+    assert!(
+        selector.iter().any(|(k, v)| pod_labels.get(k) != Some(v)),
+        "the Deployment's selector {selector:?} must not match the test Pod {pod_labels:?}"
+    );
+    let spec = pod.spec.clone().expect("spec");
+    assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(spec.automount_service_account_token, Some(false));
+    let c = &spec.containers[0];
+    let command = c.command.clone().expect("command");
+    assert_eq!(command[..2], ["/bin/sh", "-c"]);
+    let script = std::fs::read_to_string(helm::chart().join("scripts/check-one-leader.sh"))
+        .expect("the script");
+    assert_eq!(
+        command[2].trim_end(),
+        script.trim_end(),
+        "the Pod runs the chart's script"
+    );
+    let sc = c.security_context.clone().expect("securityContext");
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+
+    // The replicas' name is the headless Service of every replica, ready or not.
+    assert_eq!(
+        env_of(&pod, "LEASEHOLD_TEST_REPLICAS"),
+        "lh-leasehold-metrics.shop.svc.cluster.local"
+    );
+    assert_eq!(
+        env_of(&pod, "LEASEHOLD_TEST_SERVICE"),
+        "lh-leasehold.shop.svc.cluster.local:8080"
+    );
+    assert_eq!(env_of(&pod, "LEASEHOLD_TEST_PORT"), "8080");
+    let services: Vec<Service> = r.all();
+    let headless = services
+        .iter()
+        .find(|s| s.metadata.name.as_deref() == Some("lh-leasehold-metrics"))
+        .expect("the headless Service")
+        .spec
+        .clone()
+        .expect("spec");
+    assert_eq!(headless.cluster_ip.as_deref(), Some("None"));
+    assert_eq!(headless.publish_not_ready_addresses, Some(true));
+    assert_eq!(headless.selector, d.spec.selector.match_labels);
+
+    let pod: Pod = render(&extra_value_sets()[3].1).one();
+    assert_eq!(env_of(&pod, "LEASEHOLD_TEST_SERVICE"), "");
+    assert_eq!(env_of(&pod, "LEASEHOLD_TEST_TIMEOUT"), "120");
+    assert_eq!(
+        env_of(&pod, "LEASEHOLD_TEST_REPLICAS"),
+        "lh-leasehold-metrics.shop.svc.corp.internal"
+    );
+}
+
+/// A `leasehold run` replica listening on `addr` (the replicas of a pod network share a port and
+/// differ in address; loopback has 127.0.0.0/8).
+struct PodReplica {
+    name: String,
+    addr: SocketAddr,
+    child: Child,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl PodReplica {
+    fn spawn(redis_url: &str, name: &str, addr: SocketAddr) -> Self {
+        let mut child = Command::new(BIN)
+            .args([
+                "run",
+                "--redis-url",
+                redis_url,
+                "--lease-name",
+                "shop/helm-test",
+            ])
+            .args(["--identity", name, "--http-addr", &addr.to_string()])
+            .args([
+                "--kubernetes",
+                "off",
+                "--readiness",
+                "member",
+                "--log-format",
+                "json",
+            ])
+            .args(FAST)
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn leasehold");
+        let log = collect(child.stderr.take().expect("stderr"));
+        Self {
+            name: name.to_owned(),
+            addr,
+            child,
+            log,
+        }
+    }
+
+    fn leads(&self) -> Option<bool> {
+        let (_, body) = http_get(self.addr, "/leader")?;
+        let json: serde_json::Value = serde_json::from_str(&body).ok()?;
+        json["is_leader"].as_bool()
+    }
+}
+
+impl Drop for PodReplica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!(
+                "---- leasehold {} log ----\n{}",
+                self.name,
+                self.log.lock().unwrap().join("\n")
+            );
+        }
+    }
+}
+
+/// A port free on 127.0.0.1, 127.0.0.2 and 127.0.0.3.
+fn port_free_on_three_addresses() -> u16 {
+    for _ in 0..20 {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr")
+            .port();
+        if (2..=3).all(|n| TcpListener::bind(format!("127.0.0.{n}:{port}")).is_ok()) {
+            return port;
+        }
+    }
+    panic!("no port free on 127.0.0.1-3");
+}
+
+/// A stand-in for the cluster's DNS: an `nslookup` that answers `name` with `addresses`, in
+/// busybox 1.36's format or in the older one.
+fn standin_nslookup(dir: &Path, name: &str, addresses: &[SocketAddr], old_format: bool) {
+    let mut answer = String::from("Server:\t\t10.96.0.10\nAddress:\t10.96.0.10:53\n\n");
+    for (i, a) in addresses.iter().enumerate() {
+        if old_format {
+            if i == 0 {
+                answer.push_str(&format!("Name:      {name}\n"));
+            }
+            answer.push_str(&format!("Address {}: {} {name}\n", i + 1, a.ip()));
+        } else {
+            answer.push_str(&format!("Name:\t{name}\nAddress: {}\n", a.ip()));
+        }
+    }
+    let path = dir.join("nslookup");
+    std::fs::write(
+        &path,
+        format!("#!/bin/sh\n[ \"$1\" = '{name}' ] || exit 1\ncat <<'EOF'\n{answer}EOF\n"),
+    )
+    .expect("write nslookup");
+    let mut perms = std::fs::metadata(&path).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&path, perms).expect("chmod");
+}
+
+/// Runs the chart's test script: exit code, stdout, stderr.
+fn run_check(dns: &Path, port: u16, service: &str, timeout_s: u32) -> (i32, String, String) {
+    let path = format!(
+        "{}:{}",
+        dns.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("/bin/sh")
+        .arg(helm::chart().join("scripts/check-one-leader.sh"))
+        .env("PATH", path)
+        .env(
+            "LEASEHOLD_TEST_REPLICAS",
+            "lh-leasehold-metrics.shop.svc.cluster.local",
+        )
+        .env("LEASEHOLD_TEST_PORT", port.to_string())
+        .env("LEASEHOLD_TEST_SERVICE", service)
+        .env("LEASEHOLD_TEST_TIMEOUT", timeout_s.to_string())
+        .output()
+        .expect("run the test script");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_helm_test_passes_with_one_leader_and_says_what_is_wrong_otherwise() {
+    let mut redis = RedisServer::start();
+    let port = port_free_on_three_addresses();
+    let addrs: Vec<SocketAddr> = (1..=3)
+        .map(|n| format!("127.0.0.{n}:{port}").parse().expect("addr"))
+        .collect();
+    let mut replicas: Vec<PodReplica> = ["web-a", "web-b", "web-c"]
+        .iter()
+        .zip(&addrs)
+        .map(|(name, addr)| PodReplica::spawn(&redis.url(), name, *addr))
+        .collect();
+    let leader = wait_for("a leader", Duration::from_secs(30), || {
+        replicas.iter().position(|r| r.leads() == Some(true))
+    });
+    let (leader_name, leader_addr) = (replicas[leader].name.clone(), addrs[leader]);
+    let follower = (leader + 1) % 3;
+    let dns = tempfile::tempdir().expect("temp dir");
+
+    for old_format in [false, true] {
+        standin_nslookup(
+            dns.path(),
+            "lh-leasehold-metrics.shop.svc.cluster.local",
+            &addrs,
+            old_format,
+        );
+        let (code, out, err) = run_check(dns.path(), port, &leader_addr.to_string(), 30);
+        assert_eq!(code, 0, "old nslookup format {old_format}: {out}{err}");
+        assert_eq!(
+            out.trim(),
+            format!("one leader: {leader_name}; all 3 replicas name it")
+        );
+    }
+
+    // The leader Service routes to a follower: the label is on the wrong pod.
+    let (code, _, err) = run_check(dns.path(), port, &addrs[follower].to_string(), 1);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "FAILED: the leader Service {} routes to {}, not to the leader {leader_name}",
+            addrs[follower], replicas[follower].name
+        )),
+        "{err}"
+    );
+
+    // A replica that does not answer.
+    let gone = (leader + 2) % 3;
+    drop(replicas.remove(gone));
+    let (code, _, err) = run_check(dns.path(), port, "", 1);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "FAILED: the replica at {} does not answer /leader",
+            addrs[gone].ip()
+        )),
+        "{err}"
+    );
+
+    // No leader: Redis is gone, and the leader stepped down.
+    let live: Vec<SocketAddr> = replicas.iter().map(|r| r.addr).collect();
+    standin_nslookup(
+        dns.path(),
+        "lh-leasehold-metrics.shop.svc.cluster.local",
+        &live,
+        false,
+    );
+    redis.kill();
+    wait_for("the leader to step down", Duration::from_secs(20), || {
+        replicas
+            .iter()
+            .all(|r| r.leads() == Some(false))
+            .then_some(())
+    });
+    let (code, _, err) = run_check(dns.path(), port, "", 1);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("FAILED: 0 of 2 replicas lead, want exactly one"),
+        "{err}"
+    );
+}

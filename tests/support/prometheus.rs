@@ -1,0 +1,307 @@
+//! Prometheus for the alert tests: `promtool`, the chart's alert rules rendered by the real helm
+//! as a rules file, and a real `prometheus` server on a free loopback port, killed on drop, whose
+//! HTTP API the tests read. The binaries come from Debian's `prometheus` package
+//! (`scripts/ensure-tools.sh` installs it); a missing one fails the test, never skips it.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::helm::{self, Rendered};
+
+/// Where the tests say the runbook is served; each alert links to a section of it.
+pub const RUNBOOK_URL: &str = "https://docs.example.com/leasehold/RUNBOOK.md";
+
+fn on_path(env_var: &str, name: &str) -> PathBuf {
+    if let Some(path) = std::env::var_os(env_var).filter(|v| !v.is_empty()) {
+        return PathBuf::from(path);
+    }
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join(name))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} not found on PATH (or ${env_var}). Run scripts/ensure-tools.sh: it \
+                 installs Debian's prometheus package, which carries prometheus and promtool."
+            )
+        })
+}
+
+/// `promtool` (check rules, test rules, check metrics).
+pub fn promtool() -> PathBuf {
+    on_path("LEASEHOLD_PROMTOOL", "promtool")
+}
+
+/// The `prometheus` server.
+pub fn prometheus() -> PathBuf {
+    on_path("LEASEHOLD_PROMETHEUS", "prometheus")
+}
+
+/// Values that turn the PrometheusRule on, with the tests' runbook URL; `rule_values` are more
+/// lines under `prometheusRule:` (indented by two spaces), `values` more top-level values.
+pub fn rule_values(rule_values: &str, values: &str) -> String {
+    format!(
+        "prometheusRule:\n  enabled: true\n  runbookBaseUrl: {RUNBOOK_URL}\n{rule_values}{values}"
+    )
+}
+
+/// The rule groups of the one PrometheusRule rendered with `values` (release `lh`, namespace
+/// `shop`), as a Prometheus rules file: the PrometheusRule's `spec` is exactly that format.
+pub fn rules_file(values: &str) -> String {
+    serde_yaml::to_string(&rule_spec(&helm::render(values))).expect("rules as YAML")
+}
+
+/// The `spec` of the one PrometheusRule in `rendered`.
+pub fn rule_spec(rendered: &Rendered) -> serde_yaml::Value {
+    let rules = rendered.untyped("PrometheusRule");
+    assert_eq!(
+        rules.len(),
+        1,
+        "want one PrometheusRule, rendered {:?}",
+        rendered.kinds()
+    );
+    rules[0]["spec"].clone()
+}
+
+/// Every rule of a rules file's groups: (alert name, the rule).
+pub fn alerts(spec: &serde_yaml::Value) -> Vec<(String, serde_yaml::Value)> {
+    spec["groups"]
+        .as_sequence()
+        .expect("groups")
+        .iter()
+        .flat_map(|g| g["rules"].as_sequence().expect("rules").clone())
+        .map(|r| (r["alert"].as_str().expect("an alert").to_owned(), r))
+        .collect()
+}
+
+/// The chart's Grafana dashboard.
+pub fn dashboard_path() -> PathBuf {
+    helm::chart().join("dashboards/leasehold.json")
+}
+
+/// Every PromQL expression of a dashboard's panels: (panel title, expression).
+pub fn dashboard_queries(dashboard: &serde_json::Value) -> Vec<(String, String)> {
+    dashboard["panels"]
+        .as_array()
+        .expect("panels")
+        .iter()
+        .flat_map(|p| {
+            let title = p["title"].as_str().unwrap_or_default().to_owned();
+            p["targets"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |t| (title.clone(), t["expr"].as_str().unwrap_or("").to_owned()))
+        })
+        .collect()
+}
+
+/// Runs `promtool args…` in `dir`: exit code and everything it printed.
+pub fn run_promtool(dir: &Path, args: &[&str], stdin: Option<&str>) -> (i32, String) {
+    let mut child = Command::new(promtool())
+        .args(args)
+        .current_dir(dir)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(text.as_bytes()).expect("feed promtool");
+    }
+    let out = child.wait_with_output().expect("promtool output");
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// A real prometheus server on a free loopback port, in its own temporary directory.
+pub struct Prometheus {
+    pub addr: SocketAddr,
+    dir: tempfile::TempDir,
+    child: Child,
+}
+
+fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+}
+
+impl Prometheus {
+    /// Starts prometheus with `config` (its prometheus.yml; a `rule_files` entry `rules.yaml`
+    /// names `rules`) and waits until it is ready.
+    pub fn start(config: &str, rules: &str) -> Self {
+        let mut dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("prometheus.yml"), config).expect("write config");
+        std::fs::write(dir.path().join("rules.yaml"), rules).expect("write rules");
+        let mut last_log = String::new();
+        for _ in 0..5 {
+            let addr = free_addr();
+            let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log file");
+            let child = Command::new(prometheus())
+                .arg(format!(
+                    "--config.file={}",
+                    dir.path().join("prometheus.yml").display()
+                ))
+                .arg(format!(
+                    "--storage.tsdb.path={}",
+                    dir.path().join("data").display()
+                ))
+                .arg(format!("--web.listen-address={addr}"))
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().expect("log"))
+                .stderr(log)
+                .spawn()
+                .expect("spawn prometheus");
+            let mut server = Self { addr, dir, child };
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                if server.get("/-/ready").is_some_and(|(code, _)| code == 200) {
+                    return server;
+                }
+                if server.child.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            last_log = server.log();
+            let _ = server.child.kill();
+            let _ = server.child.wait();
+            // Keep the directory (config, rules) for the next try on another port.
+            dir = std::mem::replace(&mut server.dir, tempfile::tempdir().expect("temp dir"));
+        }
+        panic!("prometheus did not become ready on any free port:\n{last_log}");
+    }
+
+    /// What prometheus logged.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
+    }
+
+    /// GET `path_and_query` over HTTP/1.0 (so the body is never chunked): code and body.
+    fn get(&self, path_and_query: &str) -> Option<(u16, String)> {
+        let mut stream = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(
+            stream,
+            "GET {path_and_query} HTTP/1.0\r\nHost: prometheus\r\n\r\n"
+        )
+        .ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        let (head, body) = response.split_once("\r\n\r\n")?;
+        let code = head.split_whitespace().nth(1)?.parse().ok()?;
+        Some((code, body.to_owned()))
+    }
+
+    /// The `data` of an API call that must succeed.
+    fn api(&self, path_and_query: &str) -> serde_json::Value {
+        let (code, body) = self
+            .get(path_and_query)
+            .unwrap_or_else(|| panic!("prometheus does not answer {path_and_query}"));
+        let json: serde_json::Value = serde_json::from_str(&body)
+            .unwrap_or_else(|e| panic!("{path_and_query}: not JSON ({e}): {body}"));
+        assert!(
+            code == 200 && json["status"] == "success",
+            "{path_and_query}: {code} {body}"
+        );
+        json["data"].clone()
+    }
+
+    /// An instant query: the result vector.
+    pub fn query(&self, promql: &str) -> Vec<serde_json::Value> {
+        let data = self.api(&format!("/api/v1/query?query={}", encode(promql)));
+        data["result"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// A range query over the last `range` with `step`: the result matrix.
+    pub fn query_range(
+        &self,
+        promql: &str,
+        range: Duration,
+        step: Duration,
+    ) -> Vec<serde_json::Value> {
+        let end = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs_f64();
+        let data = self.api(&format!(
+            "/api/v1/query_range?query={}&start={:.3}&end={end:.3}&step={}",
+            encode(promql),
+            end - range.as_secs_f64(),
+            step.as_secs_f64()
+        ));
+        data["result"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The active alerts: (alert name, state), state being `pending` or `firing`.
+    pub fn alerts(&self) -> Vec<(String, String)> {
+        self.api("/api/v1/alerts")["alerts"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|a| {
+                (
+                    a["labels"]["alertname"].as_str().unwrap_or("").to_owned(),
+                    a["state"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    /// The health of every loaded rule: (rule name, health, last error).
+    pub fn rule_health(&self) -> Vec<(String, String, String)> {
+        self.api("/api/v1/rules")["groups"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+            .map(|r| {
+                let s = |k: &str| r[k].as_str().unwrap_or("").to_owned();
+                (s("name"), s("health"), s("lastError"))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("---- prometheus log ----\n{}", self.log());
+        }
+    }
+}
+
+/// Percent-encodes a query parameter.
+fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
