@@ -26,7 +26,7 @@ use running::Running;
 use tree::Family;
 
 use crate::config::ExecSettings;
-use crate::elector::{Leadership, NotLeader};
+use crate::elector::{Leadership, NotLeader, StepDownReason};
 
 /// The environment variable that carries the fencing token.
 pub const TOKEN_ENV: &str = "LEASEHOLD_FENCING_TOKEN";
@@ -169,45 +169,27 @@ impl Supervisor {
                 biased;
                 _ = leadership.lost() => Ended::SteppedDown,
                 _ = leadership.deadline_passed(KILL_MARGIN) => Ended::DeadlinePassed,
-                status = running.watch() => Ended::Exited(status),
+                status = running.wait() => Ended::Exited(status),
             };
-            let grace = self.settings.grace_period;
             let status = match ended {
                 Ended::SteppedDown => {
-                    let reason = leadership
-                        .step_down_reason()
-                        .map(|r| r.to_string())
-                        .unwrap_or_default();
-                    info!(pid, token = token.0, reason = %reason, "stopping the command");
-                    let status = running.stop(&leadership, grace).await;
-                    info!(
-                        pid,
-                        token = token.0,
-                        code = status.map(exit_code).unwrap_or(-1),
-                        "the command stopped"
-                    );
+                    self.stop(&mut running, &leadership).await;
                     return Ok(());
                 }
                 Ended::DeadlinePassed => {
-                    warn!(
-                        pid,
-                        token = token.0,
-                        "the validity deadline came before the step-down; killing the command"
-                    );
-                    let status = running.stop(&leadership, grace).await;
-                    info!(
-                        pid,
-                        token = token.0,
-                        code = status.map(exit_code).unwrap_or(-1),
-                        "the command stopped"
-                    );
-                    // The guard refuses from the deadline itself, a margin later (unless a
-                    // renewal landed meanwhile: then the term goes on, and so does the command).
-                    let deadline = leadership.valid_until();
+                    // Nothing of the command may run past the deadline, whatever the elector
+                    // does (after a suspend its timers are late): SIGKILL first.
+                    running.kill_now();
+                    // The term ends at the deadline itself, a margin later (unless a renewal
+                    // landed meanwhile: then the term goes on, and so does the command).
                     tokio::select! {
                         biased;
-                        _ = leadership.lost() => return Ok(()),
-                        _ = leadership.clock().sleep_until(deadline) => {}
+                        _ = leadership.lost() => {}
+                        _ = leadership.clock().sleep_until(leadership.valid_until()) => {}
+                    }
+                    self.stop(&mut running, &leadership).await;
+                    if leadership.is_lost() {
+                        return Ok(());
                     }
                     continue;
                 }
@@ -222,7 +204,7 @@ impl Supervisor {
                     processes = left,
                     "stopping what the command left running"
                 );
-                running.stop(&leadership, grace).await;
+                running.stop(&leadership, self.settings.grace_period).await;
             }
             if self.settings.restart && !leadership.is_lost() {
                 warn!(
@@ -245,6 +227,22 @@ impl Supervisor {
                 Err(ExecError::Exited { code })
             };
         }
+    }
+
+    /// Stops every process of the command at the end of the term, saying why and how it went.
+    async fn stop(&self, running: &mut Running, leadership: &Leadership) {
+        let (pid, token) = (running.pid(), leadership.token());
+        let reason = leadership
+            .step_down_reason()
+            .unwrap_or(StepDownReason::ValidityDeadlinePassed);
+        info!(pid, token = token.0, reason = %reason, "stopping the command");
+        let status = running.stop(leadership, self.settings.grace_period).await;
+        info!(
+            pid,
+            token = token.0,
+            code = status.map(exit_code).unwrap_or(-1),
+            "the command stopped"
+        );
     }
 
     fn spawn(&self, leadership: &Leadership) -> std::io::Result<Running> {

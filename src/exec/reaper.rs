@@ -20,8 +20,10 @@ use super::tree::{Family, Proc, Table, read_proc};
 /// is tracked before any reaper can see it.
 static TRACKED: Mutex<BTreeMap<i32, Option<u64>>> = Mutex::new(BTreeMap::new());
 
-/// How often the reaper looks for orphans when SIGCHLD cannot be listened to.
-const FALLBACK_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the command's tree is noted while it has processes, so that an orphan that
+/// clears its environment is still known for the command's once its parent is gone (and how
+/// often orphans are looked for when SIGCHLD cannot be listened to).
+const NOTE_INTERVAL: Duration = Duration::from_secs(1);
 
 fn tracked() -> MutexGuard<'static, BTreeMap<i32, Option<u64>>> {
     TRACKED.lock().unwrap_or_else(PoisonError::into_inner)
@@ -91,8 +93,10 @@ pub(crate) fn reap(family: &Mutex<Family>) -> usize {
     reaped
 }
 
-/// Reaps orphans whenever a child of this process changes state (SIGCHLD), until the family
-/// is dropped.
+/// Reaps orphans whenever a child of this process changes state (SIGCHLD), and notes the
+/// command's tree every [`NOTE_INTERVAL`] while it has processes, until the family is dropped.
+/// The scans of `/proc` run on the blocking pool: they must never hold up the work's task (a
+/// resumed leasehold has to stop its command first thing).
 pub(crate) fn spawn_reaper(family: Weak<Mutex<Family>>) {
     use tokio::signal::unix::{SignalKind, signal};
     tokio::spawn(async move {
@@ -103,19 +107,38 @@ pub(crate) fn spawn_reaper(family: Weak<Mutex<Family>>) {
                 None
             }
         };
+        let mut note = tokio::time::interval(NOTE_INTERVAL);
+        note.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
-            match &mut sigchld {
-                Some(s) => {
-                    if s.recv().await.is_none() {
+            let child_exited = tokio::select! {
+                received = async {
+                    match &mut sigchld {
+                        Some(s) => s.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if received.is_none() {
                         return;
                     }
+                    true
                 }
-                None => tokio::time::sleep(FALLBACK_INTERVAL).await,
-            }
+                _ = note.tick() => sigchld.is_none(),
+            };
             let Some(family) = family.upgrade() else {
                 return;
             };
-            reap(&family);
+            let pass = tokio::task::spawn_blocking(move || {
+                let mut members = family.lock().unwrap_or_else(PoisonError::into_inner);
+                let busy = !members.is_empty();
+                if busy {
+                    members.members(&Table::scan());
+                }
+                drop(members);
+                if child_exited || busy {
+                    reap(&family);
+                }
+            });
+            let _ = pass.await;
         }
     });
 }

@@ -27,9 +27,6 @@ const KILL_POLL: Duration = Duration::from_millis(2);
 /// How many SIGKILL rounds a dropped command gets, a millisecond apart, when there is no time
 /// to wait (a term aborted).
 const DROP_ROUNDS: u32 = 50;
-/// How often the command's tree is noted while it runs, so that an orphan that clears its
-/// environment is still known for the command's once its parent is gone.
-const NOTE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A started command. Dropping it (an aborted term) SIGKILLs every process of it.
 pub(crate) struct Running {
@@ -67,17 +64,9 @@ impl Running {
         self.status
     }
 
-    /// Waits for the command to exit, noting its tree meanwhile.
-    pub async fn watch(&mut self) -> Option<ExitStatus> {
-        let mut note = tokio::time::interval(NOTE_INTERVAL);
-        loop {
-            tokio::select! {
-                status = self.wait() => return status,
-                _ = note.tick() => {
-                    self.family().members(&Table::scan());
-                }
-            }
-        }
+    /// SIGKILLs every process of the command found now, without waiting.
+    pub fn kill_now(&mut self) {
+        self.family().signal_all(Signal::SIGKILL);
     }
 
     /// How many processes of the command are alive.

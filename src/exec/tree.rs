@@ -157,6 +157,11 @@ impl Family {
         self.known.insert(proc.id);
     }
 
+    /// Whether no process of the commands is known (none started, or all gone).
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty() && self.known.is_empty()
+    }
+
     /// Whether a zombie child of this process is the command's to reap.
     pub fn owns(&self, proc: &Proc) -> bool {
         self.known.contains(&proc.id)
