@@ -69,7 +69,7 @@ pub enum ExecError {
 ///
 /// Creating one makes this process a child subreaper (`PR_SET_CHILD_SUBREAPER`): orphaned
 /// descendants are re-parented to it rather than to init, so that daemons of the command can be
-/// stopped too, and it reaps those it takes for the command's (see [`tree`]).
+/// stopped too, and it reaps those it takes for the command's.
 #[derive(Clone)]
 pub struct Supervisor {
     settings: Arc<ExecSettings>,

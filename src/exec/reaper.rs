@@ -142,3 +142,64 @@ pub(crate) fn spawn_reaper(family: Weak<Mutex<Family>>) {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    fn eventually(what: &str, mut pred: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !pred() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[tokio::test]
+    async fn reaping_never_takes_the_status_of_a_command_it_started() {
+        // The command is in its own group, which the family owns: only the tracking keeps it.
+        let family = Mutex::new(Family::new("ns/reap", "pod-a"));
+        let mut command = Command::new("sh");
+        command.args(["-c", "exit 7"]).process_group(0);
+        let (mut child, proc) = spawn_tracked(&mut command).unwrap();
+        family.lock().unwrap().started(proc);
+        let pid = proc.id.pid;
+        eventually("the command to be a zombie", || {
+            read_proc(pid).is_some_and(|p| p.is_zombie())
+        });
+        assert!(family.lock().unwrap().owns(&read_proc(pid).unwrap()));
+        reap(&family);
+        assert!(read_proc(pid).is_some(), "the tracked command was reaped");
+        let status = child.wait().await.unwrap();
+        untrack(pid);
+        assert_eq!(status.code(), Some(7));
+    }
+
+    #[tokio::test]
+    async fn an_orphan_of_the_command_is_re_parented_here_and_reaped() {
+        become_subreaper();
+        let family = Mutex::new(Family::new("ns/reap", "pod-b"));
+        let mut command = Command::new("sh");
+        // The orphan stays in the command's process group: that makes it the command's.
+        command
+            .args(["-c", "(sleep 0.2 & echo $! >&3) 3>&1; exit 0"])
+            .process_group(0)
+            .stdout(std::process::Stdio::piped());
+        let (child, proc) = spawn_tracked(&mut command).unwrap();
+        family.lock().unwrap().started(proc);
+        let out = child.wait_with_output().await.unwrap();
+        untrack(proc.id.pid);
+        let orphan: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        let me = std::process::id() as i32;
+        eventually("the orphan to be re-parented here", || {
+            read_proc(orphan).is_none_or(|p| p.ppid == me)
+        });
+        eventually("the orphan to exit", || {
+            read_proc(orphan).is_none_or(|p| p.is_zombie())
+        });
+        assert!(reap(&family) >= 1, "{:?}", read_proc(orphan));
+        assert!(read_proc(orphan).is_none(), "reaped");
+    }
+}

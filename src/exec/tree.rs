@@ -225,8 +225,10 @@ impl Family {
         }
     }
 
-    /// Scans, then sends `signal` to what is alive; the live members found.
+    /// Scans, then sends `signal` to what is alive; the live members found. The process
+    /// groups known already get it first: a scan takes milliseconds.
     pub fn signal_all(&mut self, signal: Signal) -> Vec<Proc> {
+        self.signal(&[], signal);
         let members = self.members(&Table::scan());
         let alive: Vec<Proc> = members.into_iter().filter(Proc::is_alive).collect();
         self.signal(&alive, signal);
