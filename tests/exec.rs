@@ -319,11 +319,15 @@ struct InProcess {
     clock: ShiftedClock,
     shutdown: CancellationToken,
     elector: tokio::task::JoinHandle<()>,
+    /// Aborts the supervisor's task of the current term (its future is dropped).
+    terms: tokio::sync::mpsc::UnboundedReceiver<tokio::task::AbortHandle>,
     pids: PidFile,
     command: i32,
 }
 
-async fn stubborn_leader(test: &str) -> InProcess {
+/// An in-process elector on a shifted clock whose work runs `script` through a supervisor, on
+/// a task of its own.
+async fn in_process_leader(test: &str, script: &str) -> InProcess {
     let redis = RedisServer::start();
     let clock = ShiftedClock::new();
     let lease = lease_with(
@@ -345,7 +349,7 @@ async fn stubborn_leader(test: &str) -> InProcess {
                 format!("{key}={path}"),
                 "sh".into(),
                 "-c".into(),
-                STUBBORN.into(),
+                script.into(),
             ],
             grace_period: Duration::from_secs(60),
             restart: false,
@@ -353,11 +357,22 @@ async fn stubborn_leader(test: &str) -> InProcess {
         "a",
         test,
     );
-    let elector = Elector::new(lease, slow_timing()).unwrap();
+    // As in `leasehold run` without `--restart-command`: a term whose work ended is the last.
+    let elector = Elector::new(lease, slow_timing())
+        .unwrap()
+        .stop_when_work_ends();
     let shutdown = CancellationToken::new();
+    let (terms_tx, terms) = tokio::sync::mpsc::unbounded_channel();
     let work = move |leadership: Leadership| {
         let supervisor = supervisor.clone();
-        async move { supervisor.lead(leadership).await }
+        let term = tokio::spawn(async move { supervisor.lead(leadership).await });
+        let _ = terms_tx.send(term.abort_handle());
+        async move {
+            match term.await {
+                Ok(result) => result.map_err(|e| e.to_string()),
+                Err(join) => Err(join.to_string()),
+            }
+        }
     };
     let elector = tokio::spawn(elector.run(shutdown.clone(), work));
     let path = pids.path.clone();
@@ -369,9 +384,14 @@ async fn stubborn_leader(test: &str) -> InProcess {
         clock,
         shutdown,
         elector,
+        terms,
         pids,
         command,
     }
+}
+
+async fn stubborn_leader(test: &str) -> InProcess {
+    in_process_leader(test, STUBBORN).await
 }
 
 async fn gone_within(pid: i32, bound: Duration) -> Option<Duration> {
@@ -428,5 +448,29 @@ async fn a_suspend_while_leading_kills_the_command_by_the_deadline() {
     tokio::time::timeout(Duration::from_secs(15), t.elector)
         .await
         .expect("the elector stops")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aborted_term_kills_the_group_worker_and_the_daemon_too() {
+    let script = r#"echo $$ >> "$PIDS"; (trap "" TERM; exec sleep 300) & echo $! >> "$PIDS"; setsid sh -c 'echo $$ >> "$PIDS"; trap "" TERM; while :; do sleep 0.05; done' & wait"#;
+    let mut t = in_process_leader("abort", script).await;
+    let path = t.pids.path.clone();
+    let pids = tokio::task::spawn_blocking(move || wait_pids(&path, 3, Duration::from_secs(5)))
+        .await
+        .unwrap();
+    // The term's future is dropped without a step-down: what stops the command is the drop.
+    t.terms.recv().await.expect("a term").abort();
+    for pid in pids {
+        let took = gone_within(pid, Duration::from_secs(3)).await;
+        assert!(
+            took.is_some(),
+            "{pid} outlived the aborted term: {:?}",
+            stat(pid)
+        );
+    }
+    tokio::time::timeout(Duration::from_secs(10), t.elector)
+        .await
+        .expect("the elector stops after the failed term")
         .unwrap();
 }
