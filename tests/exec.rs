@@ -291,6 +291,8 @@ fn leasehold_as_pid_one_reaps_every_orphan_and_keeps_the_exit_code() {
         use std::io::Read;
         let _ = e.read_to_string(&mut stderr);
     }
+    seen_zombies.sort_unstable();
+    seen_zombies.dedup();
     assert!(
         seen_zombies.is_empty(),
         "zombies stayed under leasehold as PID 1: {seen_zombies:?}\n{stderr}"

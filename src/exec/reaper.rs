@@ -70,10 +70,9 @@ pub(crate) fn reap(family: &Mutex<Family>) -> usize {
     let mut tracked = tracked();
     let table = Table::scan();
     // A tracked child that is gone was reaped by tokio (a dropped child, from its orphan queue).
+    // Asked of /proc one by one: a missed entry of the scan must not make it reapable.
     tracked.retain(|pid, start| {
-        table
-            .get(*pid)
-            .is_some_and(|p| start.is_none_or(|s| s == p.id.start))
+        read_proc(*pid).is_some_and(|p| start.is_none_or(|s| s == p.id.start))
     });
     let me = std::process::id() as i32;
     let family = family.lock().unwrap_or_else(PoisonError::into_inner);
@@ -128,12 +127,12 @@ pub(crate) fn spawn_reaper(family: Weak<Mutex<Family>>) {
                 return;
             };
             let pass = tokio::task::spawn_blocking(move || {
-                let mut members = family.lock().unwrap_or_else(PoisonError::into_inner);
-                let busy = !members.is_empty();
+                let mut tree = family.lock().unwrap_or_else(PoisonError::into_inner);
+                let busy = !tree.is_empty();
                 if busy {
-                    members.members(&Table::scan());
+                    tree.members(&Table::scan());
                 }
-                drop(members);
+                drop(tree);
                 if child_exited || busy {
                     reap(&family);
                 }

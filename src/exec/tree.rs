@@ -177,14 +177,8 @@ impl Family {
         let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
             return false;
         };
-        let mut entries = env.split(|b| *b == 0);
-        let (lease, identity) = (&self.marker[0], &self.marker[1]);
-        let (mut has_lease, mut has_identity) = (false, false);
-        for entry in &mut entries {
-            has_lease |= entry == lease.as_slice();
-            has_identity |= entry == identity.as_slice();
-        }
-        has_lease && has_identity
+        let entries: Vec<&[u8]> = env.split(|b| *b == 0).collect();
+        self.marker.iter().all(|m| entries.contains(&m.as_slice()))
     }
 
     /// The commands' processes in `table`, the dead (zombies) included, from now on
@@ -209,8 +203,10 @@ impl Family {
             stack.extend(table.children_of(proc.id.pid).copied());
         }
         self.known = found.values().map(|p| p.id).collect();
-        // A group id cannot be reused while any process, a zombie too, still has it.
-        self.groups.retain(|g| found.values().any(|p| p.pgid == *g));
+        // A group id cannot be reused while any process, a zombie too, still has it, nor while
+        // its leader lives (it may not have entered its group yet, just after the fork).
+        self.groups
+            .retain(|g| found.values().any(|p| p.pgid == *g || p.id.pid == *g));
         found.into_values().collect()
     }
 
