@@ -98,10 +98,6 @@ impl Table {
         self.procs.insert(proc.id.pid, proc);
     }
 
-    pub fn get(&self, pid: i32) -> Option<&Proc> {
-        self.procs.get(&pid)
-    }
-
     pub fn children_of(&self, pid: i32) -> impl Iterator<Item = &Proc> {
         self.children
             .get(&pid)
@@ -260,7 +256,7 @@ mod tests {
     fn this_process_is_in_the_table_with_its_parent() {
         let table = Table::scan();
         let me = std::process::id() as i32;
-        let proc = table.get(me).expect("this process");
+        let proc = table.all().find(|p| p.id.pid == me).expect("this process");
         assert!(proc.is_alive());
         assert_eq!(proc.ppid, nix::unistd::getppid().as_raw());
         assert!(table.children_of(proc.ppid).any(|p| p.id.pid == me));
