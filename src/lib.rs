@@ -20,7 +20,8 @@
 //! - [`run`] and [`status`]: the two subcommands of the binary; `main.rs` only wires.
 //! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]
 //!   (logs) behind them.
-//! - [`exec`]: the singleton command's supervisor.
+//! - [`exec`]: the singleton command's supervisor: its process tree in `/proc`, the child
+//!   subreaper that reaps its orphans, and the stop sequence bounded on the boot clock.
 //! - [`k8s`]: Deployment discovery, the leader label, the Lease mirror, events, the RBAC list,
 //!   and `reconcile_while_leading` for reconcilers of your own.
 //!

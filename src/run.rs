@@ -152,10 +152,9 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
             settings.timing,
         )
     });
-    let supervisor = settings
-        .exec
-        .clone()
-        .map(|exec| Supervisor::new(exec, &settings.identity, lease_name.as_str()));
+    let supervisor = settings.exec.clone().map(|exec| {
+        Supervisor::new(exec, &settings.identity, lease_name.as_str()).owns_every_orphan()
+    });
     if supervisor
         .as_ref()
         .is_some_and(Supervisor::ends_with_command)

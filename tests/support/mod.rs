@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod command_tree;
 pub mod contenders;
 pub mod fake_api;
 pub mod helm;

@@ -1,20 +1,32 @@
 //! The singleton command: started only while this replica leads, with the fencing token in its
-//! environment, and stopped at step-down with SIGTERM, then SIGKILL no later than the validity
-//! deadline, so the old command is gone before the lease can pass on. (Except when leasehold
-//! itself was frozen: the command is another process and runs on; that is why the token is in
-//! its environment, for it to fence its writes.)
+//! environment, and stopped at step-down, every process of it (its process group, every
+//! descendant, and the orphans re-parented to this process, a child subreaper), with SIGTERM,
+//! then SIGKILL no later than the validity deadline on the boot clock, so the old command is
+//! gone before the lease can pass on. (Except when leasehold itself was frozen or killed: the
+//! command is another process and runs on; that is why the token is in its environment, for it
+//! to fence its writes.)
+//!
+//! - [`tree`]: which processes are the command's, found in `/proc`, and signalling them.
+//! - [`reaper`]: the child subreaper, and reaping orphans without taking the command's status.
+//! - [`running`]: a started command and the stop sequence.
+
+mod reaper;
+mod running;
+mod tree;
 
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, Once, PoisonError};
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
-use tokio::process::{Child, Command};
+use nix::sys::signal::Signal;
+use tokio::process::Command;
 use tracing::{info, warn};
 
+use running::Running;
+use tree::Family;
+
 use crate::config::ExecSettings;
-use crate::elector::{Leadership, NotLeader};
+use crate::elector::{Leadership, NotLeader, StepDownReason};
 
 /// The environment variable that carries the fencing token.
 pub const TOKEN_ENV: &str = "LEASEHOLD_FENCING_TOKEN";
@@ -23,9 +35,10 @@ pub const IDENTITY_ENV: &str = "LEASEHOLD_IDENTITY";
 /// The environment variable that carries the lease name.
 pub const LEASE_ENV: &str = "LEASEHOLD_LEASE";
 
-/// SIGKILL goes out this long before the validity deadline, so that the process is reaped
-/// before the deadline rather than at it.
-const KILL_MARGIN: Duration = Duration::from_millis(20);
+/// SIGKILL goes out this long before the validity deadline, so that every process of the
+/// command is dead, seen dead in `/proc` and reaped before the deadline rather than at it (on a
+/// loaded machine a few scans of `/proc` can take tens of milliseconds).
+const KILL_MARGIN: Duration = Duration::from_millis(100);
 
 /// Pause before starting the command again with `--restart-command`.
 const RESTART_PAUSE: Duration = Duration::from_secs(1);
@@ -53,12 +66,28 @@ pub enum ExecError {
 }
 
 /// Runs the command for each term of leadership.
+///
+/// Creating one makes this process a child subreaper (`PR_SET_CHILD_SUBREAPER`): orphaned
+/// descendants are re-parented to it rather than to init, so that daemons of the command can be
+/// stopped too, and it reaps those it takes for the command's.
 #[derive(Clone)]
 pub struct Supervisor {
     settings: Arc<ExecSettings>,
     identity: Arc<str>,
     lease: Arc<str>,
     exit_code: Arc<Mutex<Option<i32>>>,
+    family: Arc<Mutex<Family>>,
+    reaper: Arc<Once>,
+}
+
+/// What ended a run of the command.
+enum Ended {
+    /// The term ended.
+    SteppedDown,
+    /// The validity deadline (less [`KILL_MARGIN`]) came before the elector stepped down.
+    DeadlinePassed,
+    /// The command exited on its own.
+    Exited(Option<ExitStatus>),
 }
 
 impl Supervisor {
@@ -66,12 +95,28 @@ impl Supervisor {
     /// the term ends and [`exit_code`](Self::exit_code) holds its code; the elector should
     /// then stop ([`Elector::stop_when_work_ends`](crate::elector::Elector::stop_when_work_ends)).
     pub fn new(settings: ExecSettings, identity: &str, lease: &str) -> Self {
+        reaper::become_subreaper();
         Self {
             settings: Arc::new(settings),
             identity: identity.into(),
             lease: lease.into(),
             exit_code: Arc::default(),
+            family: Arc::new(Mutex::new(Family::new(lease, identity))),
+            reaper: Arc::new(Once::new()),
         }
+    }
+
+    /// Takes every child of this process outside its own process group for an orphan of the
+    /// command, also one that cleared its environment before the supervisor saw it. Only for a
+    /// program that starts no other children in process groups or sessions of their own, such
+    /// as the `leasehold` binary: without it, only what the supervisor saw in the command's
+    /// tree, or what carries the command's environment, is stopped and reaped.
+    pub fn owns_every_orphan(self) -> Self {
+        self.family
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .owns_every_orphan();
+        self
     }
 
     /// Whether the process should end with the command (no `--restart-command`).
@@ -94,9 +139,13 @@ impl Supervisor {
             .unwrap_or_else(PoisonError::into_inner) = Some(code);
     }
 
-    /// One term: start the command, and stop it when the term ends; or end the term when the
-    /// command ends (restarting it instead with `--restart-command`).
+    /// One term: start the command, and stop it when the term ends or its validity deadline
+    /// comes; or end the term when the command ends (restarting it instead with
+    /// `--restart-command`). Whatever the command leaves running is stopped before the term
+    /// ends and before a restart.
     pub async fn lead(&self, leadership: Leadership) -> Result<(), ExecError> {
+        self.reaper
+            .call_once(|| reaper::spawn_reaper(Arc::downgrade(&self.family)));
         loop {
             let token = leadership.check()?;
             let mut running = match self.spawn(&leadership) {
@@ -114,19 +163,49 @@ impl Supervisor {
                     });
                 }
             };
-            info!(pid = running.pid.as_raw(), token = token.0, command = %self.settings.command.join(" "), "started the command");
-            let status = tokio::select! {
+            let pid = running.pid();
+            info!(pid, token = token.0, command = %self.settings.command.join(" "), "started the command");
+            let ended = tokio::select! {
                 biased;
-                _ = leadership.lost() => {
-                    let reason = leadership.step_down_reason().map(|r| r.to_string()).unwrap_or_default();
-                    info!(pid = running.pid.as_raw(), token = token.0, reason = %reason, "stopping the command");
-                    let status = self.stop(&mut running, &leadership).await;
-                    info!(pid = running.pid.as_raw(), token = token.0, code = status.map(exit_code).unwrap_or(-1), "the command stopped");
+                _ = leadership.lost() => Ended::SteppedDown,
+                _ = leadership.deadline_passed(KILL_MARGIN) => Ended::DeadlinePassed,
+                status = running.wait() => Ended::Exited(status),
+            };
+            let status = match ended {
+                Ended::SteppedDown => {
+                    self.stop(&mut running, &leadership).await;
                     return Ok(());
                 }
-                status = running.child.wait() => status,
+                Ended::DeadlinePassed => {
+                    // Nothing of the command may run past the deadline, whatever the elector
+                    // does (after a suspend its timers are late): SIGKILL first.
+                    running.kill_now();
+                    // The term ends at the deadline itself, a margin later (unless a renewal
+                    // landed meanwhile: then the term goes on, and so does the command).
+                    tokio::select! {
+                        biased;
+                        _ = leadership.lost() => {}
+                        _ = leadership.clock().sleep_until(leadership.valid_until()) => {}
+                    }
+                    self.stop(&mut running, &leadership).await;
+                    if leadership.is_lost() {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                Ended::Exited(status) => status,
             };
             let code = status.map(exit_code).unwrap_or(1);
+            let left = running.alive();
+            if left > 0 {
+                info!(
+                    pid,
+                    token = token.0,
+                    processes = left,
+                    "stopping what the command left running"
+                );
+                running.stop(&leadership, self.settings.grace_period).await;
+            }
             if self.settings.restart && !leadership.is_lost() {
                 warn!(
                     token = token.0,
@@ -150,6 +229,22 @@ impl Supervisor {
         }
     }
 
+    /// Stops every process of the command at the end of the term, saying why and how it went.
+    async fn stop(&self, running: &mut Running, leadership: &Leadership) {
+        let (pid, token) = (running.pid(), leadership.token());
+        let reason = leadership
+            .step_down_reason()
+            .unwrap_or(StepDownReason::ValidityDeadlinePassed);
+        info!(pid, token = token.0, reason = %reason, "stopping the command");
+        let status = running.stop(leadership, self.settings.grace_period).await;
+        info!(
+            pid,
+            token = token.0,
+            code = status.map(exit_code).unwrap_or(-1),
+            "the command stopped"
+        );
+    }
+
     fn spawn(&self, leadership: &Leadership) -> std::io::Result<Running> {
         let (program, args) =
             self.settings.command.split_first().ok_or_else(|| {
@@ -169,7 +264,8 @@ impl Supervisor {
             .kill_on_drop(true);
         // If leasehold dies (SIGKILL, OOM), the kernel kills the command too, so it cannot
         // run on beside the next leader's. (A *frozen* leasehold is another matter: the token
-        // in the environment is for that.)
+        // in the environment is for that. The signal reaches the command only, not its own
+        // children.)
         // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory of the
         // parent; it runs in the forked child before exec.
         unsafe {
@@ -177,51 +273,12 @@ impl Supervisor {
                 nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
             });
         }
-        let child = command.spawn()?;
-        let pid = child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .map(Pid::from_raw)
-            .ok_or_else(|| std::io::Error::other("the command has no pid"))?;
-        Ok(Running { child, pid })
-    }
-
-    /// SIGTERM to the command's group, then SIGKILL after the grace period or just before the
-    /// validity deadline, whichever comes first.
-    async fn stop(&self, running: &mut Running, leadership: &Leadership) -> Option<ExitStatus> {
-        let hard_limit = self
-            .settings
-            .grace_period
-            .min(leadership.remaining().saturating_sub(KILL_MARGIN));
-        if !hard_limit.is_zero() {
-            running.signal(Signal::SIGTERM);
-            if let Ok(status) = tokio::time::timeout(hard_limit, running.child.wait()).await {
-                return status.ok();
-            }
-        }
-        running.signal(Signal::SIGKILL);
-        running.child.wait().await.ok()
-    }
-}
-
-/// A started command. Dropping it (an aborted term) kills the whole group.
-struct Running {
-    child: Child,
-    pid: Pid,
-}
-
-impl Running {
-    fn signal(&self, signal: Signal) {
-        // ESRCH: the group is gone already.
-        let _ = killpg(self.pid, signal);
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            self.signal(Signal::SIGKILL);
-        }
+        let (child, proc) = reaper::spawn_tracked(&mut command)?;
+        self.family
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .started(proc);
+        Ok(Running::new(child, proc.id.pid, self.family.clone()))
     }
 }
 

@@ -1,0 +1,321 @@
+//! The command's processes: its process group, every descendant, and the orphans re-parented
+//! to this process (a child subreaper), found in `/proc`; and signalling all of them.
+//!
+//! A process counts as the command's when it descends from one of this process's children
+//! that the supervisor knows for the command's: a command it started, a process it saw in the
+//! command's tree before, a member of a command's process group, or one that carries the
+//! command's environment (`LEASEHOLD_LEASE` and `LEASEHOLD_IDENTITY` of this supervisor). With
+//! [`Family::owns_every_orphan`], also every child outside this process's own process group.
+
+use std::collections::{HashMap, HashSet};
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+
+/// A process, told apart from a later one with the same pid by its start time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct ProcId {
+    pub pid: i32,
+    /// Clock ticks after boot (`/proc/PID/stat`, field 22).
+    pub start: u64,
+}
+
+/// One process as `/proc/PID/stat` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Proc {
+    pub id: ProcId,
+    pub ppid: i32,
+    pub pgid: i32,
+    pub state: char,
+}
+
+impl Proc {
+    /// Not yet dead: a zombie has exited and can do nothing more.
+    pub fn is_alive(&self) -> bool {
+        !matches!(self.state, 'Z' | 'X' | 'x')
+    }
+
+    pub fn is_zombie(&self) -> bool {
+        self.state == 'Z'
+    }
+}
+
+/// Parses the text of `/proc/PID/stat`.
+fn parse_stat(text: &str) -> Option<Proc> {
+    // The command name is in parentheses and may hold spaces and parentheses itself.
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let pid = text.get(..open)?.trim().parse().ok()?;
+    let fields: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
+    // After the name: state (3), ppid (4), pgrp (5) … starttime (22).
+    Some(Proc {
+        id: ProcId {
+            pid,
+            start: fields.get(19)?.parse().ok()?,
+        },
+        ppid: fields.get(1)?.parse().ok()?,
+        pgid: fields.get(2)?.parse().ok()?,
+        state: fields.first()?.chars().next()?,
+    })
+}
+
+/// `pid` as `/proc` shows it now, or `None` once it is gone.
+pub(crate) fn read_proc(pid: i32) -> Option<Proc> {
+    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// Every process of this PID namespace, read from `/proc` at one moment (as far as a
+/// directory walk can be one moment).
+#[derive(Debug, Default)]
+pub(crate) struct Table {
+    procs: HashMap<i32, Proc>,
+    children: HashMap<i32, Vec<i32>>,
+}
+
+impl Table {
+    pub fn scan() -> Self {
+        let mut table = Self::default();
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return table;
+        };
+        for entry in dir.flatten() {
+            let pid = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok());
+            if let Some(proc) = pid.and_then(read_proc) {
+                table.insert(proc);
+            }
+        }
+        table
+    }
+
+    fn insert(&mut self, proc: Proc) {
+        self.children
+            .entry(proc.ppid)
+            .or_default()
+            .push(proc.id.pid);
+        self.procs.insert(proc.id.pid, proc);
+    }
+
+    pub fn children_of(&self, pid: i32) -> impl Iterator<Item = &Proc> {
+        self.children
+            .get(&pid)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| self.procs.get(c))
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Proc> {
+        self.procs.values()
+    }
+}
+
+/// Which processes are one supervisor's commands'. Remembers what it has seen, so that an
+/// orphan stays the command's after its parent is gone.
+#[derive(Debug)]
+pub(crate) struct Family {
+    me: i32,
+    my_group: i32,
+    /// `LEASEHOLD_LEASE=…` and `LEASEHOLD_IDENTITY=…` of this supervisor.
+    marker: [Vec<u8>; 2],
+    every_orphan: bool,
+    /// Process groups of the commands started, while they have members (zombies too).
+    groups: HashSet<i32>,
+    /// Every process seen as the commands', while it exists.
+    known: HashSet<ProcId>,
+}
+
+impl Family {
+    pub fn new(lease: &str, identity: &str) -> Self {
+        Self {
+            me: std::process::id() as i32,
+            my_group: nix::unistd::getpgrp().as_raw(),
+            marker: [
+                format!("{}={lease}", super::LEASE_ENV).into_bytes(),
+                format!("{}={identity}", super::IDENTITY_ENV).into_bytes(),
+            ],
+            every_orphan: false,
+            groups: HashSet::new(),
+            known: HashSet::new(),
+        }
+    }
+
+    /// Takes every child of this process outside this process's own process group for the
+    /// command's: nothing else this process starts leaves its group.
+    pub fn owns_every_orphan(&mut self) {
+        self.every_orphan = true;
+    }
+
+    /// A command was started: `proc` leads its own process group.
+    pub fn started(&mut self, proc: Proc) {
+        self.groups.insert(proc.id.pid);
+        self.known.insert(proc.id);
+    }
+
+    /// Whether no process of the commands is known (none started, or all gone).
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty() && self.known.is_empty()
+    }
+
+    /// Whether a zombie child of this process is the command's to reap.
+    pub fn owns(&self, proc: &Proc) -> bool {
+        self.known.contains(&proc.id)
+            || self.groups.contains(&proc.pgid)
+            || (self.every_orphan && proc.pgid != self.my_group)
+    }
+
+    fn claims_child(&self, proc: &Proc) -> bool {
+        self.owns(proc) || (proc.is_alive() && self.carries_marker(proc.id.pid))
+    }
+
+    fn carries_marker(&self, pid: i32) -> bool {
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            return false;
+        };
+        let entries: Vec<&[u8]> = env.split(|b| *b == 0).collect();
+        self.marker.iter().all(|m| entries.contains(&m.as_slice()))
+    }
+
+    /// The commands' processes in `table`, the dead (zombies) included, from now on
+    /// remembered as the commands'; forgets what has gone.
+    pub fn members(&mut self, table: &Table) -> Vec<Proc> {
+        let mut stack: Vec<Proc> = table
+            .children_of(self.me)
+            .filter(|c| self.claims_child(c))
+            .copied()
+            .chain(
+                table
+                    .all()
+                    .filter(|p| self.groups.contains(&p.pgid))
+                    .copied(),
+            )
+            .collect();
+        let mut found: HashMap<i32, Proc> = HashMap::new();
+        while let Some(proc) = stack.pop() {
+            if proc.id.pid == self.me || found.insert(proc.id.pid, proc).is_some() {
+                continue;
+            }
+            stack.extend(table.children_of(proc.id.pid).copied());
+        }
+        self.known = found.values().map(|p| p.id).collect();
+        // A group id cannot be reused while any process, a zombie too, still has it, nor while
+        // its leader lives (it may not have entered its group yet, just after the fork).
+        self.groups
+            .retain(|g| found.values().any(|p| p.pgid == *g || p.id.pid == *g));
+        found.into_values().collect()
+    }
+
+    /// Sends `signal` to the commands' process groups and to every live member of `members`.
+    pub fn signal(&self, members: &[Proc], signal: Signal) {
+        for group in &self.groups {
+            // ESRCH: the group is gone already.
+            let _ = killpg(Pid::from_raw(*group), signal);
+        }
+        for proc in members.iter().filter(|p| p.is_alive()) {
+            let _ = kill(Pid::from_raw(proc.id.pid), signal);
+        }
+    }
+
+    /// Scans, then sends `signal` to what is alive; the live members found. The process
+    /// groups known already get it first: a scan takes milliseconds.
+    pub fn signal_all(&mut self, signal: Signal) -> Vec<Proc> {
+        self.signal(&[], signal);
+        let members = self.members(&Table::scan());
+        let alive: Vec<Proc> = members.into_iter().filter(Proc::is_alive).collect();
+        self.signal(&alive, signal);
+        alive
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_parse_with_odd_command_names() {
+        let rows = [
+            (
+                "4242 (sleep) S 4000 4242 4000 0 -1 4194560 91 0 0 0 0 0 0 0 20 0 1 0 777 2 3",
+                Some((4242, 'S', 4000, 4242, 777)),
+            ),
+            (
+                "17 (a b) (c)) Z 1 17 17 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 99 0 0",
+                Some((17, 'Z', 1, 17, 99)),
+            ),
+            ("17 (short) S 1 17", None),
+            ("", None),
+        ];
+        for (line, want) in rows {
+            let got = parse_stat(line).map(|p| (p.id.pid, p.state, p.ppid, p.pgid, p.id.start));
+            assert_eq!(got, want, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn this_process_is_in_the_table_with_its_parent() {
+        let table = Table::scan();
+        let me = std::process::id() as i32;
+        let proc = table.all().find(|p| p.id.pid == me).expect("this process");
+        assert!(proc.is_alive());
+        assert_eq!(proc.ppid, nix::unistd::getppid().as_raw());
+        assert!(table.children_of(proc.ppid).any(|p| p.id.pid == me));
+    }
+
+    fn proc(pid: i32, ppid: i32, pgid: i32, state: char) -> Proc {
+        Proc {
+            id: ProcId { pid, start: 1 },
+            ppid,
+            pgid,
+            state,
+        }
+    }
+
+    #[test]
+    fn members_are_the_commands_trees_and_nothing_else() {
+        let mut family = Family::new("ns/app", "pod-a");
+        let me = family.me;
+        let mut table = Table::default();
+        // The command (its own group), a worker, and a daemon under the worker.
+        let command = proc(100, me, 100, 'S');
+        for p in [
+            command,
+            proc(101, 100, 100, 'S'),
+            proc(102, 101, 102, 'S'),
+            proc(103, 102, 102, 'Z'),
+            // Another child of this process, in its group: not the command's.
+            proc(200, me, family.my_group, 'S'),
+            proc(201, 200, family.my_group, 'S'),
+        ] {
+            table.insert(p);
+        }
+        family.started(command);
+        let mut pids: Vec<i32> = family.members(&table).iter().map(|p| p.id.pid).collect();
+        pids.sort();
+        assert_eq!(pids, [100, 101, 102, 103]);
+
+        // The command and its worker died; the daemon was re-parented here: still known.
+        let mut later = Table::default();
+        for p in [proc(102, me, 102, 'S'), proc(200, me, family.my_group, 'S')] {
+            later.insert(p);
+        }
+        let pids: Vec<i32> = family.members(&later).iter().map(|p| p.id.pid).collect();
+        assert_eq!(pids, [102]);
+        assert!(
+            family.groups.is_empty(),
+            "the command's group has no members left"
+        );
+    }
+
+    #[test]
+    fn only_with_every_orphan_is_an_unseen_child_in_another_group_the_commands() {
+        let mut family = Family::new("ns/app", "pod-a");
+        let mut table = Table::default();
+        table.insert(proc(300, family.me, 300, 'S'));
+        table.insert(proc(301, family.me, family.my_group, 'S'));
+        assert!(family.members(&table).is_empty());
+        family.owns_every_orphan();
+        let pids: Vec<i32> = family.members(&table).iter().map(|p| p.id.pid).collect();
+        assert_eq!(pids, [300]);
+    }
+}
