@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::elector::Timing;
-use leasehold::lease::split_term;
+use leasehold::lease::{Acquired, split_term};
 use support::cluster::Cluster;
 use support::contenders::{
     ActionLog, Contender, acting_contenders, assert_no_overlap, handoff_gaps, summary, unique_lease,
@@ -164,4 +164,62 @@ async fn moving_the_lease_slot_to_another_master_keeps_leadership_safe() {
         c.shutdown().await;
     }
     assert_no_overlap(&log.lock().unwrap());
+}
+
+/// The node that replicates master `master`.
+fn replica_of(cluster: &Cluster, master: usize) -> usize {
+    let port = i64::from(cluster.nodes[master].port());
+    (0..cluster.nodes.len())
+        .find(|&i| {
+            let role: Vec<redis::Value> = cluster.nodes[i].cmd(&["ROLE"]);
+            matches!(role.as_slice(),
+                [redis::Value::BulkString(r), _, redis::Value::Int(p), ..] if r.as_slice() == b"slave" && *p == port)
+        })
+        .expect("every master has a replica")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_failover_starts_the_cooldown_even_on_a_connection_kept_from_before() {
+    let cluster = Cluster::start();
+    let name = unique_lease("cluster-takeover");
+    let ttl = Duration::from_millis(1000);
+    let call = Duration::from_secs(2);
+    let lease = support::contenders::lease(&cluster.url(), &name, "pod-a", true);
+    // A fresh lease cools down first; then the same connection wins it.
+    let grant = eventually(
+        "the lease after the first cooldown",
+        Duration::from_secs(10),
+        || async {
+            match lease.acquire(ttl, call).await {
+                Ok(Acquired::Leader(grant)) => Some(grant),
+                _ => None,
+            }
+        },
+    )
+    .await;
+    let slot = slot_of(&cluster, &name);
+    let master = cluster.master_of(slot).unwrap();
+    let replica = replica_of(&cluster, master);
+    // The replica takes the slot over without the master's agreement, as an operator would
+    // after losing the master's writes; the client keeps its connection and follows MOVED.
+    let _: String = cluster.nodes[replica].cmd(&["CLUSTER", "FAILOVER", "TAKEOVER"]);
+    eventually(
+        "the replica to serve the slot",
+        Duration::from_secs(10),
+        || async { (cluster.master_of(slot) == Some(replica)).then_some(()) },
+    )
+    .await;
+    // Another Redis process answers for the slot now: it may have missed the lease, so the
+    // next acquire must cool down, whatever the connection saw before.
+    let after = eventually(
+        "the promoted master to answer",
+        Duration::from_secs(10),
+        || async { lease.acquire(ttl, call).await.ok() },
+    )
+    .await;
+    assert!(
+        matches!(after, Acquired::CoolingDown { started: true, .. }),
+        "no cooldown after the failover (token {} before): {after:?}",
+        grant.token
+    );
 }

@@ -125,13 +125,15 @@ pub(crate) fn follower_wait(
     }
 }
 
-/// How long after its end a term counts as short: work that ends or fails within one lease
-/// duration of winning, again and again, would otherwise make the replicas cycle
-/// acquire → release as fast as Redis answers.
+/// Whether a term was cut short by its work: work that fails or panics within one lease duration
+/// of winning (a command that cannot start, a reconciler that errors at once), again and again,
+/// would otherwise make the replicas cycle acquire → release as fast as Redis answers. Work that
+/// returns on its own hands over on purpose (a rotation, a library user's choice) and is not
+/// paced.
 pub(crate) fn is_short_term(reason: StepDownReason, lasted: Duration, timing: &Timing) -> bool {
     matches!(
         reason,
-        StepDownReason::WorkEnded | StepDownReason::WorkFailed | StepDownReason::WorkPanicked
+        StepDownReason::WorkFailed | StepDownReason::WorkPanicked
     ) && lasted < timing.lease_duration
 }
 
@@ -151,17 +153,14 @@ pub(crate) fn pause_after_term(short_terms_in_a_row: u32, timing: &Timing) -> Du
 /// client-go's observed-time rule, for what the server cannot see (a lease key that vanished
 /// together with its record, or a forward step of the Redis host's clock): a holder seen with
 /// `remaining` TTL at instant `seen_at` keeps its term until `seen_at + remaining` as far as
-/// this follower is concerned. Returns how long to hold off at `now` before trying to acquire,
-/// or `None` when it may try: the observation ran out, or the holder announced its release.
-pub(crate) fn observed_hold_off(
+/// this follower is concerned. Whether, at `now`, the observation still stands (and goes with
+/// the next acquire): not once it ran out, nor once the holder announced its release.
+pub(crate) fn observation_stands(
     now: BootInstant,
-    observed_until: Option<BootInstant>,
+    observed_until: BootInstant,
     release_announced: bool,
-) -> Option<Duration> {
-    match observed_until {
-        Some(until) if !release_announced && now < until => Some(now.until(until) + EXPIRY_SLACK),
-        _ => None,
-    }
+) -> bool {
+    !release_announced && now < observed_until
 }
 
 #[cfg(test)]
@@ -278,10 +277,12 @@ mod tests {
         // (reason, lasted) -> short?
         let short = [
             (WorkFailed, ms(3), true),
-            (WorkEnded, ms(14_999), true),
+            (WorkFailed, ms(14_999), true),
             (WorkPanicked, ms(0), true),
-            (WorkEnded, ms(15_000), false),
-            (WorkFailed, ms(60_000), false),
+            (WorkFailed, ms(15_000), false),
+            (WorkPanicked, ms(60_000), false),
+            // Returning on its own is a handover on purpose.
+            (WorkEnded, ms(3), false),
             // Losing the lease is not the work's doing; the follower's waits pace it.
             (Lost, ms(3), false),
             (RenewDeadlinePassed, ms(10_000), false),
@@ -319,21 +320,20 @@ mod tests {
 
     #[test]
     fn observed_time_table() {
-        // (now, observed until, release announced) -> hold off
+        // (now, observed until, release announced) -> the observation stands
         let cases = [
-            (1_000, None, false, None),
-            (1_000, Some(3_000), false, Some(ms(2_001))),
-            (2_999, Some(3_000), false, Some(ms(2))),
-            (3_000, Some(3_000), false, None),
-            (9_000, Some(3_000), false, None),
-            // The holder said it let go: no reason to wait for its TTL.
-            (1_000, Some(3_000), true, None),
+            (1_000, 3_000, false, true),
+            (2_999, 3_000, false, true),
+            (3_000, 3_000, false, false),
+            (9_000, 3_000, false, false),
+            // The holder said it let go: no reason to keep its TTL.
+            (1_000, 3_000, true, false),
         ];
         for (now, until, announced, want) in cases {
             assert_eq!(
-                observed_hold_off(at(now), until.map(at), announced),
+                observation_stands(at(now), at(until), announced),
                 want,
-                "now={now} until={until:?} announced={announced}"
+                "now={now} until={until} announced={announced}"
             );
         }
     }

@@ -31,14 +31,15 @@ pub use status::{Eviction, LeaderInfo, RedisHealth, Role, Status, StepDown, Step
 pub use timing::{TIMING_RULE, Timing, TimingError};
 
 use crate::clock::BootInstant;
-use crate::lease::{Acquired, Grant, LeaseError, RedisLease, Released, Renewed, Retry};
+use crate::lease::{Acquired, Grant, Holder, LeaseError, RedisLease, Released, Renewed, Retry};
 use decide::{Seen, WatchdogStep};
 use notify::Releases;
 
 /// How long work whose validity deadline passed before its step-down (a pause) may take to
-/// stop on its own before it is aborted: enough for a task to be scheduled and act on its
-/// cancellation, such as the supervisor sending SIGKILL and reaping.
-const LAST_TURN: Duration = Duration::from_millis(10);
+/// stop on its own before it is aborted: enough for a task to be scheduled and finish acting on
+/// its cancellation. The supervisor sends SIGKILL the moment it runs; this is its time to see
+/// every process gone, reap them and say so. Its guard refuses throughout.
+const LAST_TURN: Duration = Duration::from_millis(100);
 
 /// The outcome of one renewal, for metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -244,7 +245,7 @@ impl Elector {
                     token = grant.token.0,
                     short_terms,
                     pause_ms = pause.as_millis() as u64,
-                    "the work ended soon after the term began; pausing before contending again"
+                    "the work failed soon after the term began; pausing before contending again"
                 );
                 tokio::select! {
                     biased;
@@ -269,9 +270,9 @@ impl Elector {
         let timing = self.timing;
         let clock = self.lease.clock().clone();
         let mut failures: u32 = 0;
-        // Until when the holder seen last keeps its term as far as this follower knows, and
-        // whether a release was announced since (client-go's observed-time rule).
-        let mut observed: Option<BootInstant> = None;
+        // The holder seen last and until when it keeps its term as far as this follower knows,
+        // and whether a release was announced since (client-go's observed-time rule).
+        let mut observed: Option<(Holder, BootInstant)> = None;
         let mut announced = false;
         loop {
             releases.mark_seen();
@@ -288,14 +289,12 @@ impl Elector {
                 }
                 continue;
             }
-            if let Some(hold) = decide::observed_hold_off(clock.now(), observed, announced) {
-                tokio::select! {
-                    biased;
-                    _ = shutdown.cancelled() => return None,
-                    _ = releases.next() => announced = true,
-                    _ = clock.sleep_until(clock.now().saturating_add(hold)) => {}
-                }
-                continue;
+            let now = clock.now();
+            if observed
+                .as_ref()
+                .is_some_and(|(_, until)| !decide::observation_stands(now, *until, announced))
+            {
+                observed = None;
             }
             announced = false;
             // Not raced against shutdown: an acquire that Redis already executed must not be
@@ -303,7 +302,11 @@ impl Elector {
             // the call timeout; a grant that arrives after shutdown is given back at once.
             let attempt = self
                 .lease
-                .acquire(timing.lease_duration, timing.acquire_timeout())
+                .acquire_observing(
+                    timing.lease_duration,
+                    timing.acquire_timeout(),
+                    observed.as_ref().map(|(holder, _)| holder),
+                )
                 .await;
             if shutdown.is_cancelled() {
                 // A grant, or an answer that never came (the script may still have run): give
@@ -328,9 +331,9 @@ impl Elector {
                 Ok(Acquired::HeldBy(holder)) => {
                     failures = 0;
                     self.redis_ok();
-                    observed = holder
-                        .remaining
-                        .map(|left| clock.now().saturating_add(left));
+                    if let Some(left) = holder.remaining {
+                        observed = Some((holder.clone(), clock.now().saturating_add(left)));
+                    }
                     self.note_follower_view(
                         Some(LeaderInfo {
                             owner: holder.owner.clone(),

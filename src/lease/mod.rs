@@ -152,6 +152,15 @@ impl Holder {
     pub fn identity(&self) -> &str {
         identity_of(&self.owner)
     }
+
+    /// The value the lease holds in this holder's term (`<owner id>#<token>`, or the owner
+    /// alone for a value written by something else).
+    pub fn term_value(&self) -> String {
+        match self.token {
+            Some(token) => format!("{}#{token}", self.owner),
+            None => self.owner.clone(),
+        }
+    }
 }
 
 /// The outcome of an acquire. Losing the race is an outcome, not an error.
@@ -373,7 +382,22 @@ impl RedisLease {
 
     /// Tries to take the lease for `ttl`.
     pub async fn acquire(&self, ttl: Duration, timeout: Duration) -> Result<Acquired, LeaseError> {
+        self.acquire_observing(ttl, timeout, None).await
+    }
+
+    /// Tries to take the lease for `ttl`, as a follower that still observes `holder`: a holder
+    /// it saw whose TTL has not run out by its own clock, and whose release it has not heard.
+    /// Should the lease key and its record be gone, or the record's expiry have passed early (a
+    /// forward step of the Redis host's clock), that holder's term is not taken.
+    pub async fn acquire_observing(
+        &self,
+        ttl: Duration,
+        timeout: Duration,
+        holder: Option<&Holder>,
+    ) -> Result<Acquired, LeaseError> {
         const OP: &str = "acquire";
+        let observed = holder.map(Holder::term_value).unwrap_or_default();
+        let observed = observed.as_str();
         let sent_at = self.clock.now();
         self.call(OP, timeout, |mut live| async move {
             let reply: Value = ACQUIRE_SCRIPT
@@ -383,6 +407,7 @@ impl RedisLease {
                 .arg(self.owner.as_str())
                 .arg(millis(ttl))
                 .arg(if self.cooldown_on_data_loss { "1" } else { "0" })
+                .arg(observed)
                 .invoke_async(&mut live.conn)
                 .await
                 .map_err(self.fail(OP))?;

@@ -51,7 +51,11 @@ end
 /// Acquire.
 ///
 /// KEYS: lease, fence, state record. ARGV: owner id, ttl in ms, `1` to cool down after data loss
-/// or `0` not to.
+/// or `0` not to, and the term value of a holder this follower saw and whose TTL has not run
+/// out by the follower's own clock (empty for none): client-go's observed-time rule, for what the
+/// record cannot show (the record gone with the key, or its expiry passed early because the Redis
+/// host's clock stepped forward). A term that the record names is free only once the record
+/// says so (its release clears it) or its expiry passed and nobody still observes it.
 ///
 /// Replies:
 /// - `{"ACQUIRED", token}`; the lease then holds `<owner id>#<token>`, the term value.
@@ -64,11 +68,14 @@ local now = now_us()
 local ttl_ms = tonumber(ARGV[2])
 local server = server_identity()
 local record = read_record(KEYS[3])
+local observed = ARGV[4]
 if record == nil or record.server ~= server then
   -- The record is missing, unreadable, or was written by another Redis process or dataset: a
   -- lease that an old leader still believes in may have been lost. A term the record names
-  -- stays covered until its expiry.
+  -- stays covered until its expiry; a term this follower still observes is named in its place
+  -- (expiry unknown), so that its holder's renewal can put the key back.
   local r = record or {term = '-', term_until = 0}
+  if record == nil and observed ~= '' then r.term = observed end
   r.server = server
   r.cool = now
   if ARGV[3] == '1' then r.cool = now + ttl_ms * 1000 end
@@ -87,8 +94,12 @@ local current = redis.call('GET', KEYS[1])
 if current and not ours(current) then
   return {'HELD', current, redis.call('PTTL', KEYS[1]), 'KEY'}
 end
-if not current and record.term ~= '-' and not ours(record.term) and record.term_until > now then
-  return {'HELD', record.term, math.ceil((record.term_until - now) / 1000), 'RECORD'}
+if not current and record.term ~= '-' and not ours(record.term) then
+  if record.term_until > now then
+    return {'HELD', record.term, math.ceil((record.term_until - now) / 1000), 'RECORD'}
+  elseif record.term == observed then
+    return {'HELD', record.term, -2, 'RECORD'}
+  end
 end
 
 -- Free, or an earlier term of our own that Redis still keeps (a release that never landed):
