@@ -9,6 +9,7 @@
 //! the validity deadline), then release the lease if it may still be ours.
 
 mod decide;
+mod herd;
 mod leadership;
 mod notify;
 mod status;
