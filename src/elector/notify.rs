@@ -230,14 +230,18 @@ struct Keepalive {
 /// client must not look dead.
 const MIN_KEEPALIVE: Duration = Duration::from_millis(100);
 
-/// Half a retry period of quiet, then half a retry period for the answer: a dead link is noticed
-/// at most one retry period after its last sign of life (and no sooner than [`MIN_KEEPALIVE`]
-/// twice), at the cost of about two `PING`s per retry period on an idle channel.
+/// A quarter of a retry period for the answer, and the rest of the retry period of quiet before
+/// the `PING`: a dead link is noticed at most one retry period after its last sign of life (and
+/// each part is at least [`MIN_KEEPALIVE`]), at the cost of about one `PING` per retry period
+/// less a quarter on an idle channel (ten per lease duration with the defaults).
 fn keepalive(timing: &Timing) -> Keepalive {
-    let half = (timing.retry_period / 2).max(MIN_KEEPALIVE);
+    let timeout = (timing.retry_period / 4).max(MIN_KEEPALIVE);
     Keepalive {
-        idle: half,
-        timeout: half,
+        idle: timing
+            .retry_period
+            .saturating_sub(timeout)
+            .max(MIN_KEEPALIVE),
+        timeout,
     }
 }
 
@@ -270,8 +274,9 @@ mod tests {
     fn keepalive_table() {
         // (lease, renew, retry) -> (idle, timeout): a dead link is noticed within a retry period.
         let cases = [
-            ((15_000, 10_000, 2_000), (1_000, 1_000)),
-            ((1_500, 900, 250), (125, 125)),
+            ((15_000, 10_000, 2_000), (1_500, 500)),
+            ((3_000, 2_000, 400), (300, 100)),
+            ((1_500, 900, 250), (150, 100)),
             // Very short retry periods: never below 100 ms each.
             ((1_000, 600, 150), (100, 100)),
             ((100, 50, 10), (100, 100)),
