@@ -15,7 +15,9 @@
 //!   No loops, no policy.
 //! - [`elector`]: the state machine around them: follower waits, the leader's watchdog,
 //!   step-down, the [`Leadership`](elector::Leadership) handle and its guard, the observable
-//!   [`Status`](elector::Status). Its decisions are pure functions in `elector/decide.rs`.
+//!   [`Status`](elector::Status). Its decisions are pure functions in `elector/decide.rs`;
+//!   the release channel's keepalive and back-off in `elector/notify.rs`, the release herd's
+//!   spread in `elector/herd.rs`.
 //! - [`config`]: flags, environment and config file, validated into settings (exit code 2).
 //! - [`run`] and [`status`]: the two subcommands of the binary; `main.rs` only wires.
 //! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]

@@ -16,7 +16,7 @@ use support::contenders::{
     unique_lease,
 };
 use support::redis_server::RedisServer;
-use support::wait::{eventually, until};
+use support::wait::{eventually, holds_for, until};
 
 const CALL: Duration = Duration::from_secs(2);
 const TTL: Duration = Duration::from_secs(1);
@@ -80,6 +80,21 @@ async fn the_minimal_acl_user_can_do_everything_leasehold_needs() {
         );
         assert_eq!(s.redis.last_error, None);
     }
+    // The release channel's keepalive PINGs went out (every 100 ms of quiet here) and none
+    // was refused: Redis logs every refused command in its ACL log.
+    let pings = || -> u64 {
+        let info: String = redis.cmd(&["INFO", "commandstats"]);
+        info.lines()
+            .find_map(|l| l.strip_prefix("cmdstat_ping:calls="))
+            .and_then(|v| v.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    eventually("keepalive PINGs", Duration::from_secs(5), || async {
+        (pings() >= 4).then_some(())
+    })
+    .await;
+    let refused: Vec<redis::Value> = redis.cmd(&["ACL", "LOG"]);
+    assert!(refused.is_empty(), "the ACL refused: {refused:?}");
     for c in contenders {
         c.shutdown().await;
     }
@@ -155,6 +170,45 @@ async fn a_user_missing_a_command_gets_an_error_naming_it() {
         text.contains("the script's `publish` is not allowed"),
         "names the command: {text}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_from_before_the_keepalive_keeps_the_release_channel() {
+    // A user set up with an older rule, without `+ping`: the refused PING is still an answer
+    // from Redis, so the subscription counts as alive and is kept.
+    let redis = RedisServer::start();
+    let rule = minimal_acl_rule("leasehold:", false).replace(" +ping", "");
+    set_user(&redis, "leasehold", &rule, "pw");
+    let c = Contender::spawn(
+        acl_lease(
+            &redis.url(),
+            &unique_lease("no-ping"),
+            "pod-a",
+            "leasehold",
+            "pw",
+        ),
+        fast_timing(),
+        acting_work(ActionLog::default(), Duration::from_millis(5), None),
+    );
+    let mut status = c.status.clone();
+    until("subscribed", &mut status, Duration::from_secs(5), |s| {
+        s.redis.subscribed
+    })
+    .await;
+    eventually("a refused PING", Duration::from_secs(5), || async {
+        let refused: Vec<redis::Value> = redis.cmd(&["ACL", "LOG"]);
+        (!refused.is_empty()).then_some(())
+    })
+    .await;
+    // Keepalives every 100 ms of quiet: a second would be ten chances to resubscribe.
+    holds_for(
+        "the subscription",
+        &mut status,
+        Duration::from_secs(1),
+        |s| s.redis.subscribed,
+    )
+    .await;
+    c.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

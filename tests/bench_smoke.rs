@@ -96,3 +96,23 @@ fn the_quick_benchmark_writes_a_report_with_every_section_and_a_plot() {
         "three handoff and two failover curves"
     );
 }
+
+#[test]
+fn the_herd_mode_prints_one_row_per_group_size() {
+    let run = Command::new(bench_exe())
+        .args(["herd", "--contenders", "2,20", "--rounds", "3"])
+        .output()
+        .expect("run the bench's herd mode");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    for size in ["| 2 | 3 |", "| 20 | 3 |"] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(size)),
+            "a row `{size}`:\n{stdout}"
+        );
+    }
+}

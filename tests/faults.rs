@@ -1,6 +1,7 @@
 //! The leader's link to Redis goes bad (through a real TCP fault proxy): blackholed, slow, reset.
 //! The leader must step down before its validity deadline, and a follower on a good link must
-//! take over without overlap.
+//! take over without overlap. A follower whose release channel alone is blackholed notices and
+//! still takes a graceful handoff at once.
 
 mod support;
 
@@ -9,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::clock::BootInstant;
-use leasehold::elector::{Role, StepDownReason};
+use leasehold::elector::{Role, StepDownReason, Timing};
 use leasehold::lease::{Acquired, Released};
 use support::contenders::{
     ActionLog, Contender, Did, acting_work, assert_no_overlap, fast_timing, lease, record_statuses,
@@ -17,7 +18,7 @@ use support::contenders::{
 };
 use support::proxy::{Fault, FaultProxy};
 use support::redis_server::RedisServer;
-use support::wait::{holds_for, until};
+use support::wait::{eventually, holds_for, until};
 
 struct Setup {
     _redis: RedisServer,
@@ -106,6 +107,15 @@ async fn assert_safe_failover(mut setup: Setup, reason: StepDownReason) {
         Duration::from_secs(3),
         |s| matches!(s.role, Role::Leader { .. }),
     )
+    .await;
+    // Its work runs on a task of its own: let it act once before everyone shuts down.
+    let new_token = setup.follower.token();
+    eventually("the new leader to act", Duration::from_secs(3), || async {
+        let log = setup.log.lock().unwrap();
+        log.iter()
+            .any(|a| Some(a.token) == new_token && a.did == Did::Act)
+            .then_some(())
+    })
     .await;
     setup.proxy.set(Fault::Pass);
     setup.leader.shutdown().await;
@@ -300,4 +310,98 @@ async fn shutdown_during_an_acquire_in_flight_leaves_no_lease_behind() {
         fence > b_grant.token.0,
         "a's acquire did land in Redis (the fence moved past b's token)"
     );
+}
+
+/// The ports (as Redis sees the clients' addresses) of the subscribed clients among `ports`.
+fn subscribed_clients_among(redis: &RedisServer, ports: &[u16]) -> Vec<u16> {
+    let clients: String = redis.cmd(&["CLIENT", "LIST"]);
+    clients
+        .lines()
+        .filter(|line| {
+            line.split(' ')
+                .any(|f| f.strip_prefix("sub=").is_some_and(|n| n != "0"))
+        })
+        .filter_map(|line| {
+            let addr = line.split(' ').find_map(|f| f.strip_prefix("addr="))?;
+            addr.rsplit_once(':')?.1.parse().ok()
+        })
+        .filter(|port| ports.contains(port))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_whose_release_channel_went_silent_still_takes_over_within_a_retry_period() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], redis.port())));
+    let name = unique_lease("silent-channel");
+    // A lease much longer than the retry period: waiting for the holder's TTL would show.
+    let timing = Timing {
+        lease_duration: Duration::from_secs(6),
+        renew_deadline: Duration::from_secs(4),
+        retry_period: Duration::from_millis(250),
+        drift_factor: 0.01,
+    };
+    let log: ActionLog = Arc::default();
+    let leader = Contender::spawn(
+        lease(&redis.url(), &name, "holder", false),
+        timing,
+        acting_work(log.clone(), Duration::from_millis(5), None),
+    );
+    let mut status = leader.status.clone();
+    until(
+        "the holder to lead",
+        &mut status,
+        Duration::from_secs(5),
+        |s| matches!(s.role, Role::Leader { .. }),
+    )
+    .await;
+    // The follower reaches Redis through the proxy: its command connection and, dialled on its
+    // own, its pub/sub connection.
+    let mut follower = Contender::spawn(
+        lease(&proxy.url(), &name, "behind", false),
+        timing,
+        acting_work(log.clone(), Duration::from_millis(5), None),
+    );
+    until(
+        "the follower to follow the holder, subscribed",
+        &mut follower.status,
+        Duration::from_secs(5),
+        |s| s.leader_identity() == Some("holder") && s.redis.subscribed,
+    )
+    .await;
+    let pubsub = eventually(
+        "the follower's pub/sub connection in CLIENT LIST",
+        Duration::from_secs(5),
+        || async {
+            match subscribed_clients_among(&redis, &proxy.upstream_ports())[..] {
+                [one] => Some(one),
+                _ => None,
+            }
+        },
+    )
+    .await;
+    // Its pub/sub link alone goes silent; its command link stays fine.
+    proxy.set_one(pubsub, Fault::Blackhole);
+    let released = BootInstant::now();
+    leader.shutdown().await;
+    let mut status = follower.status.clone();
+    let bound = timing.retry_period + Duration::from_secs(1);
+    until(
+        "the follower to take over the released lease",
+        &mut status,
+        bound,
+        |s| matches!(s.role, Role::Leader { .. }),
+    )
+    .await;
+    eprintln!(
+        "release with the follower's channel blackholed → follower leads after {:?}",
+        BootInstant::now().saturating_duration_since(released)
+    );
+    let now_subscribed = subscribed_clients_among(&redis, &proxy.upstream_ports());
+    assert!(
+        now_subscribed.iter().any(|port| *port != pubsub),
+        "the follower subscribed again on a fresh connection: {now_subscribed:?} (silent: {pubsub})"
+    );
+    follower.shutdown().await;
+    assert_no_overlap(&log.lock().unwrap());
 }

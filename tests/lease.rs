@@ -179,10 +179,15 @@ async fn release_is_announced_on_the_channel() {
     let mut releases = b.subscribe_releases(CALL).await.unwrap();
     let t = must_lead(&a).await;
     assert_eq!(a.release(t, CALL).await.unwrap(), Released::Released);
-    tokio::time::timeout(Duration::from_secs(2), releases.next())
+    let release = tokio::time::timeout(Duration::from_secs(2), releases.next())
         .await
         .expect("a release message within 2 s")
         .expect("stream open");
+    assert_eq!(
+        release.term,
+        a.owner().term(t),
+        "the released term is announced: {release:?}"
+    );
     // A release that was not ours announces nothing.
     assert_eq!(a.release(t, CALL).await.unwrap(), Released::NotHeld);
     assert!(
@@ -190,6 +195,21 @@ async fn release_is_announced_on_the_channel() {
             .await
             .is_err(),
         "no message for a release that changed nothing"
+    );
+}
+
+#[tokio::test]
+async fn a_subscription_answers_ping_and_a_paused_redis_does_not() {
+    let redis = RedisServer::start();
+    let a = lease(&redis.url(), &unique_lease("ping"), "pod-a", false);
+    let releases = a.subscribe_releases(CALL).await.unwrap();
+    releases.ping(CALL).await.unwrap();
+    redis.pause();
+    let err = releases.ping(Duration::from_millis(200)).await.unwrap_err();
+    redis.resume();
+    assert!(
+        matches!(err, LeaseError::Timeout { op: "ping", .. }),
+        "{err:?}"
     );
 }
 

@@ -13,6 +13,7 @@
 //! - `physical.rs`: loopback round trips and redis-benchmark (the limit of this machine)
 //! - `primitives.rs`: acquire / renew / release against rslock's lock / extend / unlock
 //! - `handoff.rs`: graceful handoff, in-process and between `leasehold run` processes
+//! - `herd.rs`: the `herd` mode, handoffs by group size only (no report)
 //! - `failover.rs`: SIGKILLed leader processes, measured from the lease's expiry
 //! - `pause.rs`: SIGSTOPped leaders past their deadline (and the child mode they run in)
 //! - `load.rs`: Redis commands per contender from `INFO commandstats`, and per transition
@@ -24,6 +25,7 @@ mod electors;
 mod failover;
 mod footprint;
 mod handoff;
+mod herd;
 #[path = "../../tests/support/http_get.rs"]
 mod http_get;
 mod load;
@@ -82,6 +84,16 @@ enum Mode {
         lease_ms: u64,
         renew_ms: u64,
         retry_ms: u64,
+    },
+    /// Only graceful handoffs, by group size, printed as a table (no report): for comparing
+    /// how a release wakes its followers.
+    Herd {
+        /// Group sizes, the leader included.
+        #[arg(long, value_delimiter = ',', default_value = "3,200")]
+        contenders: Vec<usize>,
+        /// Handoffs per group.
+        #[arg(long, default_value_t = 40)]
+        rounds: usize,
     },
 }
 
@@ -476,6 +488,9 @@ fn main() -> Result<()> {
             ..Timing::default()
         };
         return runtime.block_on(pause::child(url, lease, timing));
+    }
+    if let Some(Mode::Herd { contenders, rounds }) = &cli.mode {
+        return runtime.block_on(herd::run(contenders, *rounds, Plan::full().timing));
     }
     // On SIGINT or SIGTERM the run future is dropped, and with it every guard: the electors
     // shut down, and the child processes and redis-servers are killed.

@@ -1,8 +1,12 @@
 //! The harness's TCP fault proxy, one per replica, between that replica and Redis. It passes
 //! bytes, delays them, holds them (blackhole: connections stay open, nothing arrives until the
-//! fault ends), or drops the link (every connection, and every new one, is reset).
+//! fault ends), or drops the link (every connection, and every new one, is reset). A fault may
+//! also be set for one connection alone, named by the port its upstream side uses (the port
+//! Redis's `CLIENT LIST` shows for it).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -27,10 +31,29 @@ pub enum Link {
     Drop,
 }
 
+/// What the link does to every connection, and to single ones.
+#[derive(Debug, Clone)]
+struct Faults {
+    all: Link,
+    /// By the local port of the connection's upstream side.
+    one: BTreeMap<u16, Link>,
+}
+
+impl Faults {
+    fn of(&self, upstream_port: u16) -> Link {
+        self.one.get(&upstream_port).copied().unwrap_or(self.all)
+    }
+}
+
+/// The upstream ports of the open connections.
+type Open = Arc<Mutex<BTreeSet<u16>>>;
+
 /// A running proxy; stops (and resets its connections) when dropped.
 pub struct LinkProxy {
     addr: SocketAddr,
-    link: watch::Sender<Link>,
+    link: watch::Sender<Faults>,
+    #[allow(dead_code)] // read by `upstream_ports`, which only the tests call
+    open: Open,
     stop: CancellationToken,
 }
 
@@ -43,10 +66,25 @@ impl LinkProxy {
         let addr = listener
             .local_addr()
             .context("the fault proxy has no address")?;
-        let (link, link_rx) = watch::channel(Link::Pass);
+        let (link, link_rx) = watch::channel(Faults {
+            all: Link::Pass,
+            one: BTreeMap::new(),
+        });
+        let open = Open::default();
         let stop = CancellationToken::new();
-        runtime.spawn(accept(listener, upstream, link_rx, stop.clone()));
-        Ok(Self { addr, link, stop })
+        runtime.spawn(accept(
+            listener,
+            upstream,
+            link_rx,
+            open.clone(),
+            stop.clone(),
+        ));
+        Ok(Self {
+            addr,
+            link,
+            open,
+            stop,
+        })
     }
 
     /// The Redis URL through this proxy.
@@ -54,9 +92,26 @@ impl LinkProxy {
         format!("redis://{}", self.addr)
     }
 
-    /// Changes what the link does, for open connections too.
+    /// Changes what the link does, for open connections too (except those given a fault of
+    /// their own with [`set_one`](Self::set_one)).
     pub fn set(&self, link: Link) {
-        self.link.send_replace(link);
+        self.link.send_modify(|f| f.all = link);
+    }
+
+    /// Changes what the link does to the one connection whose upstream side uses local port
+    /// `upstream_port`. (The tests use it; the harness's nemesis faults whole links.)
+    #[allow(dead_code)]
+    pub fn set_one(&self, upstream_port: u16, link: Link) {
+        self.link.send_modify(|f| {
+            f.one.insert(upstream_port, link);
+        });
+    }
+
+    /// The local ports of the upstream sides of the open connections.
+    #[allow(dead_code)]
+    pub fn upstream_ports(&self) -> Vec<u16> {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        open.iter().copied().collect()
     }
 }
 
@@ -69,7 +124,8 @@ impl Drop for LinkProxy {
 async fn accept(
     listener: TcpListener,
     upstream: SocketAddr,
-    link: watch::Receiver<Link>,
+    link: watch::Receiver<Faults>,
+    open: Open,
     stop: CancellationToken,
 ) {
     loop {
@@ -83,7 +139,13 @@ async fn accept(
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
-        tokio::spawn(connection(client, upstream, link.clone(), stop.clone()));
+        tokio::spawn(connection(
+            client,
+            upstream,
+            link.clone(),
+            open.clone(),
+            stop.clone(),
+        ));
     }
 }
 
@@ -92,11 +154,12 @@ async fn accept(
 async fn connection(
     client: TcpStream,
     upstream: SocketAddr,
-    mut link: watch::Receiver<Link>,
+    mut link: watch::Receiver<Faults>,
+    open: Open,
     stop: CancellationToken,
 ) {
     let _ = client.set_zero_linger();
-    if *link.borrow() == Link::Drop {
+    if link.borrow().all == Link::Drop {
         return;
     }
     let server =
@@ -107,21 +170,33 @@ async fn connection(
     let _ = server.set_zero_linger();
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
+    let port = server.local_addr().map_or(0, |a| a.port());
+    open.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(port);
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
-    let up = pump(client_read, server_write, link.clone());
-    let down = pump(server_read, client_write, link.clone());
+    let up = pump(client_read, server_write, link.clone(), port);
+    let down = pump(server_read, client_write, link.clone(), port);
     tokio::select! {
         _ = up => {}
         _ = down => {}
-        _ = link.wait_for(|l| *l == Link::Drop) => {}
+        _ = link.wait_for(|f| f.of(port) == Link::Drop) => {}
         _ = stop.cancelled() => {}
     }
+    open.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&port);
 }
 
 /// Moves bytes one way: each chunk is stamped with its delivery time when read, and written
 /// then, in order, but not while the link is blackholed.
-async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: watch::Receiver<Link>) {
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    link: watch::Receiver<Faults>,
+    port: u16,
+) {
     let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
     let read_link = link.clone();
     let reader = async move {
@@ -131,7 +206,7 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: watch::Rece
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
-            let delay = match *read_link.borrow() {
+            let delay = match read_link.borrow().of(port) {
                 Link::Delay(d) => d,
                 _ => Duration::ZERO,
             };
@@ -148,7 +223,7 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: watch::Rece
         while let Some((due, bytes)) = rx.recv().await {
             tokio::time::sleep_until(due).await;
             if write_link
-                .wait_for(|l| *l != Link::Blackhole)
+                .wait_for(|f| f.of(port) != Link::Blackhole)
                 .await
                 .is_err()
             {

@@ -10,6 +10,7 @@
 
 mod decide;
 mod eviction;
+mod herd;
 mod leadership;
 mod notify;
 mod status;
@@ -33,7 +34,7 @@ pub use timing::{TIMING_RULE, Timing, TimingError};
 use crate::clock::BootInstant;
 use crate::lease::{Acquired, Grant, Holder, LeaseError, RedisLease, Released, Renewed, Retry};
 use decide::{Seen, WatchdogStep};
-use notify::Releases;
+use notify::{Releases, Wakeup};
 
 /// How long work whose validity deadline passed before its step-down (a pause) may take to
 /// stop on its own before it is aborted: enough for a task to be scheduled and finish acting on
@@ -377,7 +378,14 @@ impl Elector {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return None,
-                _ = releases.next() => announced = true,
+                wakeup = releases.next() => {
+                    // Only the release of the very term observed lets go of its TTL; after a
+                    // resubscription a release may have been missed, which proves nothing.
+                    announced = match (wakeup, &observed) {
+                        (Wakeup::Released(term), Some((holder, _))) => term == holder.term_value(),
+                        _ => false,
+                    };
+                }
                 _ = tokio::time::sleep(wait) => {}
             }
         }

@@ -1,38 +1,82 @@
-//! The release channel: a task that keeps a pub/sub subscription to the lease's channel and
-//! turns every release (and every re-subscription, after which a release may have been missed)
-//! into a wake-up for the follower.
+//! The release channel: a task that keeps a pub/sub subscription to the lease's channel, proves
+//! it alive with a `PING` whenever it has been quiet for a while, subscribes again when it went
+//! silent or closed, and turns every release (and every re-subscription, after which a release
+//! may have been missed) into a wake-up for the follower.
+//!
+//! Why the `PING`: a link that loses its peer silently (a blackhole, a node gone without a reset)
+//! leaves a subscription that looks fine and hears nothing, and every graceful handoff would then
+//! wait for the holder's TTL. TCP keepalive would not do: it proves only the nearest TCP peer (a
+//! sidecar proxy or a load balancer in between answers for a dead Redis), and not that Redis
+//! still serves this connection.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use tokio::sync::watch;
+use futures_util::future::OptionFuture;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::{Status, Timing};
-use crate::lease::RedisLease;
+use super::{Status, Timing, herd};
+use crate::lease::{LeaseError, RedisLease, ReleaseSubscription};
+
+/// What woke the follower.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Wakeup {
+    /// A release was announced: the released term, as the release script published it.
+    Released(String),
+    /// The channel was (re)subscribed: a release may have been missed while it was not.
+    Resubscribed,
+}
+
+/// A wake-up and the instant it is due (a release waits out this follower's herd delay).
+struct Pending {
+    wakeup: Wakeup,
+    due: Instant,
+}
+
+/// Wake-ups the follower has not looked at yet. Beyond this many, new ones are dropped: the
+/// follower has not looked since, and its next try reads the lease's state anyway.
+const QUEUED: usize = 8;
 
 /// The follower's side of the release channel. Whether it is subscribed lives in the
 /// elector's status (`redis.subscribed`), its one place.
 pub(crate) struct Releases {
-    wakeups: watch::Receiver<u64>,
+    wakeups: mpsc::Receiver<Pending>,
 }
 
 impl Releases {
     /// Marks every wake-up so far as seen. Call before a try, so that a release that lands
     /// during the try still wakes the sleep after it.
     pub(crate) fn mark_seen(&mut self) {
-        self.wakeups.borrow_and_update();
+        while self.wakeups.try_recv().is_ok() {}
     }
 
-    /// Resolves at the next release (or re-subscription) not yet seen.
-    pub(crate) async fn next(&mut self) {
-        if self.wakeups.changed().await.is_err() {
+    /// Resolves at the next wake-up not yet seen; a release only once its herd delay has
+    /// passed. Dropped during that delay (another branch of the caller's `select!` won), the
+    /// wake-up is spent: the caller is awake and about to try anyway.
+    pub(crate) async fn next(&mut self) -> Wakeup {
+        match self.wakeups.recv().await {
+            Some(Pending { wakeup, due }) => {
+                if due > Instant::now() {
+                    tokio::time::sleep_until(due).await;
+                }
+                wakeup
+            }
             // The task ended (shutdown): never resolve, the caller's other branches decide.
-            std::future::pending::<()>().await;
+            None => std::future::pending().await,
         }
     }
+}
+
+/// Queues a wake-up due after `delay`; see [`QUEUED`] for a full queue.
+fn wake(wakeups: &mpsc::Sender<Pending>, wakeup: Wakeup, delay: Duration) {
+    let _ = wakeups.try_send(Pending {
+        wakeup,
+        due: Instant::now() + delay,
+    });
 }
 
 /// Records in the status whether a release would be heard right now.
@@ -51,9 +95,11 @@ pub(crate) fn spawn(
     status: watch::Sender<Status>,
     stop: CancellationToken,
 ) -> (Releases, tokio::task::JoinHandle<()>) {
-    let (wake_tx, wakeups) = watch::channel(0u64);
+    let (wake_tx, wakeups) = mpsc::channel(QUEUED);
     let task = tokio::spawn(async move {
+        let channel = lease.keys().channel.clone();
         let mut failures: u32 = 0;
+        let mut ping_refused = false;
         loop {
             let attempt = tokio::select! {
                 biased;
@@ -61,24 +107,29 @@ pub(crate) fn spawn(
                 r = lease.subscribe_releases(timing.call_timeout()) => r,
             };
             match attempt {
-                Ok(mut stream) => {
+                Ok(mut subscription) => {
                     failures = 0;
                     set_subscribed(&status, true);
-                    // A release may have happened while we were not listening.
-                    wake_tx.send_modify(|n| *n += 1);
-                    debug!(channel = %lease.keys().channel, "subscribed to the release channel");
-                    loop {
-                        tokio::select! {
-                            biased;
-                            _ = stop.cancelled() => return,
-                            msg = stream.next() => match msg {
-                                Some(()) => wake_tx.send_modify(|n| *n += 1),
-                                None => break,
-                            },
+                    wake(&wake_tx, Wakeup::Resubscribed, Duration::ZERO);
+                    debug!(%channel, "subscribed to the release channel");
+                    let ended = listen(
+                        &mut subscription,
+                        keepalive(&timing),
+                        &wake_tx,
+                        &stop,
+                        &mut ping_refused,
+                    )
+                    .await;
+                    set_subscribed(&status, false);
+                    match ended {
+                        Ended::Stopped => return,
+                        Ended::Closed => {
+                            debug!(%channel, "release channel closed; subscribing again")
+                        }
+                        Ended::Silent(err) => {
+                            warn!(%channel, error = %err, "release channel went silent (no answer to PING); subscribing again")
                         }
                     }
-                    set_subscribed(&status, false);
-                    debug!(channel = %lease.keys().channel, "release channel closed; subscribing again");
                 }
                 Err(err) => {
                     failures = failures.saturating_add(1);
@@ -100,9 +151,64 @@ pub(crate) fn spawn(
     (Releases { wakeups }, task)
 }
 
+/// Why a subscription ended.
+enum Ended {
+    /// Shutdown.
+    Stopped,
+    /// The connection closed (Redis closed it, or it was reset).
+    Closed,
+    /// A `PING` got no answer in time: the link is dead without having said so.
+    Silent(LeaseError),
+}
+
+/// Reads releases from `subscription` until it ends, sending a `PING` whenever it has been quiet
+/// for `keepalive.idle`. Any answer proves the link, a refused `PING` too (an ACL without
+/// `+ping`: said once, then taken as an answer).
+async fn listen(
+    subscription: &mut ReleaseSubscription,
+    keepalive: Keepalive,
+    wakeups: &mpsc::Sender<Pending>,
+    stop: &CancellationToken,
+    ping_refused: &mut bool,
+) -> Ended {
+    let mut heard = Instant::now();
+    let mut ping = None;
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => return Ended::Stopped,
+            release = subscription.next() => match release {
+                Some(release) => {
+                    heard = Instant::now();
+                    let delay = herd::herd_delay(release.subscribers, rand::random());
+                    wake(wakeups, Wakeup::Released(release.term), delay);
+                }
+                None => return Ended::Closed,
+            },
+            Some(answer) = OptionFuture::from(ping.as_mut()), if ping.is_some() => {
+                ping = None;
+                match answer {
+                    Ok(()) => heard = Instant::now(),
+                    Err(err @ LeaseError::NoPermission { .. }) => {
+                        heard = Instant::now();
+                        if !*ping_refused {
+                            *ping_refused = true;
+                            warn!(error = %err, "redis refuses PING on the release channel; add +ping to the ACL user (it still proves the link)");
+                        }
+                    }
+                    Err(err) => return Ended::Silent(err),
+                }
+            }
+            _ = tokio::time::sleep_until(heard + keepalive.idle), if ping.is_none() => {
+                ping = Some(Box::pin(subscription.ping(keepalive.timeout)));
+            }
+        }
+    }
+}
+
 /// No release channel at all (the polling baseline): never wakes anyone, never subscribed.
 pub(crate) fn none(stop: CancellationToken) -> (Releases, tokio::task::JoinHandle<()>) {
-    let (wake_tx, wakeups) = watch::channel(0u64);
+    let (wake_tx, wakeups) = mpsc::channel(1);
     // The sender lives as long as the task, so `next()` pends instead of returning.
     let task = tokio::spawn(async move {
         let _keep = wake_tx;
@@ -111,9 +217,121 @@ pub(crate) fn none(stop: CancellationToken) -> (Releases, tokio::task::JoinHandl
     (Releases { wakeups }, task)
 }
 
-/// Pause before subscribing again: short after a clean close, growing to the lease duration.
+/// When a quiet subscription is pinged, and how long the answer may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Keepalive {
+    /// Quiet time (no release, no answer) before a `PING`.
+    idle: Duration,
+    /// How long the `PING` may go unanswered before the link counts as dead.
+    timeout: Duration,
+}
+
+/// The shortest quiet time and `PING` timeout, for very short retry periods: a loaded Redis or
+/// client must not look dead.
+const MIN_KEEPALIVE: Duration = Duration::from_millis(100);
+
+/// A quarter of a retry period for the answer, and the rest of the retry period of quiet before
+/// the `PING`: a dead link is noticed at most one retry period after its last sign of life (and
+/// each part is at least [`MIN_KEEPALIVE`]), at the cost of about one `PING` per retry period
+/// less a quarter on an idle channel (ten per lease duration with the defaults).
+fn keepalive(timing: &Timing) -> Keepalive {
+    let timeout = (timing.retry_period / 4).max(MIN_KEEPALIVE);
+    Keepalive {
+        idle: timing
+            .retry_period
+            .saturating_sub(timeout)
+            .max(MIN_KEEPALIVE),
+        timeout,
+    }
+}
+
+/// Pause before subscribing again: short after a clean close or a silent link, growing to the
+/// lease duration while subscribing keeps failing.
 fn backoff(timing: &Timing, failures: u32) -> Duration {
     let base = timing.retry_period / 4;
     base.saturating_mul(1 << failures.min(10))
         .min(timing.lease_duration)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn timing(lease: u64, renew: u64, retry: u64) -> Timing {
+        Timing {
+            lease_duration: ms(lease),
+            renew_deadline: ms(renew),
+            retry_period: ms(retry),
+            drift_factor: 0.01,
+        }
+    }
+
+    #[test]
+    fn keepalive_table() {
+        // (lease, renew, retry) -> (idle, timeout): a dead link is noticed within a retry period.
+        let cases = [
+            ((15_000, 10_000, 2_000), (1_500, 500)),
+            ((3_000, 2_000, 400), (300, 100)),
+            ((1_500, 900, 250), (150, 100)),
+            // Very short retry periods: never below 100 ms each.
+            ((1_000, 600, 150), (100, 100)),
+            ((100, 50, 10), (100, 100)),
+        ];
+        for ((lease, renew, retry), (idle, timeout)) in cases {
+            assert_eq!(
+                keepalive(&timing(lease, renew, retry)),
+                Keepalive {
+                    idle: ms(idle),
+                    timeout: ms(timeout)
+                },
+                "retry {retry} ms"
+            );
+        }
+    }
+
+    #[test]
+    fn resubscribe_backoff_table() {
+        let t = Timing::default(); // 15 s / 10 s / 2 s
+        // failures in a row -> pause
+        let cases = [
+            // A clean close or a silent link: a quarter of a retry period.
+            (0, 500),
+            (1, 1_000),
+            (2, 2_000),
+            (4, 8_000),
+            // Capped at the lease duration.
+            (5, 15_000),
+            (10, 15_000),
+            (u32::MAX, 15_000),
+        ];
+        for (failures, want) in cases {
+            assert_eq!(backoff(&t, failures), ms(want), "failures={failures}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_release_wakes_after_its_herd_delay_and_a_seen_one_not_at_all() {
+        let (tx, wakeups) = mpsc::channel(QUEUED);
+        let mut releases = Releases { wakeups };
+        wake(&tx, Wakeup::Released("a#1".into()), ms(20));
+        let started = Instant::now();
+        assert_eq!(releases.next().await, Wakeup::Released("a#1".into()));
+        assert!(started.elapsed() >= ms(20), "{:?}", started.elapsed());
+        // Seen before a try: gone.
+        wake(&tx, Wakeup::Resubscribed, Duration::ZERO);
+        releases.mark_seen();
+        wake(&tx, Wakeup::Released("b#2".into()), Duration::ZERO);
+        assert_eq!(releases.next().await, Wakeup::Released("b#2".into()));
+        // A full queue drops the newest; the follower still wakes on the oldest.
+        for i in 0..QUEUED + 3 {
+            wake(&tx, Wakeup::Released(format!("c#{i}")), Duration::ZERO);
+        }
+        assert_eq!(releases.next().await, Wakeup::Released("c#0".into()));
+        releases.mark_seen();
+        assert!(releases.wakeups.try_recv().is_err());
+    }
 }

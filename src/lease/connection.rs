@@ -2,19 +2,30 @@
 //! knows which Redis process it talks to. Behind it: one Redis, a master found through Sentinel
 //! (asked again at every dial, so a failover is followed), or a Redis Cluster.
 //!
+//! The Sentinels are asked staggered, not one after another: the one that answered last goes
+//! first, and each that has not answered within [`SENTINEL_HEDGE`] gets the next one asked
+//! beside it (or at once when it refused). A Sentinel that accepts connections but never answers
+//! (a frozen process: its kernel still completes the handshake) costs one hedge delay, once,
+//! instead of every lookup.
+//!
 //! redis-rs's `ConnectionManager` reconnects after I/O errors, but keeps a connection whose
 //! replies stopped coming (a blackholed link): every later call would queue behind the lost
 //! ones. Here a timeout spoils the connection too, and the next call dials again.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{AsyncConnectionConfig, Client, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 
 use super::LeaseError;
-use super::target::{Access, SENTINEL_TIMEOUT, SentinelTarget, Target, cluster_slot, node_client};
+use super::target::{
+    Access, SENTINEL_HEDGE, SENTINEL_TIMEOUT, SentinelTarget, Target, cluster_slot, node_client,
+};
 
 /// A connection to one node, or to a cluster.
 #[derive(Clone)]
@@ -86,6 +97,8 @@ pub(crate) struct Connection {
     access: Access,
     lease_key: String,
     slot: Mutex<Slot>,
+    /// The Sentinel (index in the URL's list) that named the master last; asked first.
+    preferred_sentinel: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -101,6 +114,7 @@ impl Connection {
             access,
             lease_key,
             slot: Mutex::new(Slot::default()),
+            preferred_sentinel: AtomicUsize::new(0),
         }
     }
 
@@ -149,18 +163,44 @@ impl Connection {
         }
     }
 
-    /// Asks the Sentinels, in turn, for the master's address, and checks that the node there
-    /// says it is the master (a Sentinel may lag behind a failover).
+    /// Asks the Sentinels for the master's address, staggered (see the module's docs), and
+    /// checks that the node there says it is the master (a Sentinel may lag behind a failover).
+    /// The first good answer wins; the asks still under way are dropped with it.
     async fn find_master(
         &self,
         op: &'static str,
         sentinel: &SentinelTarget,
     ) -> Result<Client, LeaseError> {
+        let preferred = self.preferred_sentinel.load(Ordering::Relaxed);
+        let mut queue = sentinel_order(preferred, sentinel.sentinels.len());
+        let mut asking = FuturesUnordered::new();
+        let ask = |index: usize| {
+            let (host, port) = &sentinel.sentinels[index];
+            async move { (index, self.ask_sentinel(host, *port, sentinel).await) }
+        };
         let mut last = String::from("no Sentinel answered");
-        for (host, port) in &sentinel.sentinels {
-            match self.ask_sentinel(host, *port, sentinel).await {
-                Ok(client) => return Ok(client),
-                Err(e) => last = format!("sentinel {host}:{port}: {e}"),
+        if let Some(first) = queue.next() {
+            asking.push(ask(first));
+        }
+        while !asking.is_empty() {
+            let answered = tokio::select! {
+                answered = asking.next() => answered,
+                _ = tokio::time::sleep(SENTINEL_HEDGE), if queue.len() > 0 => None,
+            };
+            match answered {
+                Some((index, Ok(client))) => {
+                    self.preferred_sentinel.store(index, Ordering::Relaxed);
+                    return Ok(client);
+                }
+                Some((index, Err(e))) => {
+                    let (host, port) = &sentinel.sentinels[index];
+                    last = format!("sentinel {host}:{port}: {e}");
+                }
+                // The hedge delay passed without an answer.
+                None => {}
+            }
+            if let Some(next) = queue.next() {
+                asking.push(ask(next));
             }
         }
         Err(LeaseError::Connection {
@@ -256,4 +296,34 @@ async fn connect_node(client: &Client) -> redis::RedisResult<MultiplexedConnecti
     client
         .get_multiplexed_async_connection_with_config(&config)
         .await
+}
+
+/// The order in which `count` Sentinels are asked: the one that answered last first, then the
+/// others as listed after it, wrapping around.
+fn sentinel_order(preferred: usize, count: usize) -> impl ExactSizeIterator<Item = usize> {
+    let start = if count == 0 { 0 } else { preferred % count };
+    (0..count).map(move |k| (start + k) % count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sentinel_that_answered_last_is_asked_first() {
+        // (preferred, count) -> order
+        let cases: [(usize, usize, &[usize]); 6] = [
+            (0, 3, &[0, 1, 2]),
+            (1, 3, &[1, 2, 0]),
+            (2, 3, &[2, 0, 1]),
+            // A remembered index from a longer list never points past the end.
+            (7, 3, &[1, 2, 0]),
+            (0, 1, &[0]),
+            (0, 0, &[]),
+        ];
+        for (preferred, count, want) in cases {
+            let order: Vec<usize> = sentinel_order(preferred, count).collect();
+            assert_eq!(order, want, "preferred={preferred} count={count}");
+        }
+    }
 }

@@ -8,6 +8,7 @@
 mod connection;
 mod error;
 mod keys;
+mod pubsub;
 mod scripts;
 mod target;
 
@@ -15,7 +16,6 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
 use redis::Value;
 
 use crate::clock::{BootClock, BootInstant, SharedClock};
@@ -25,6 +25,7 @@ pub use keys::{
     DEFAULT_KEY_PREFIX, FencingToken, LeaseKeys, LeaseName, NameError, OwnerId, identity_of,
     split_term,
 };
+pub use pubsub::{Release, ReleaseSubscription};
 use scripts::{ACQUIRE_SCRIPT, OBSERVE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
 pub use target::TlsFiles;
 use target::{Access, Target};
@@ -32,15 +33,16 @@ use target::{Access, Target};
 use std::sync::Arc;
 
 /// The Redis ACL rule for leasehold's user, with keys and channels under `key_prefix`: exactly
-/// the commands leasehold sends (`EVALSHA`, `SCRIPT LOAD` after `NOSCRIPT`, `SUBSCRIBE` for the
-/// release channel) and those its scripts run (`INFO server` and `INFO replication` name the
-/// Redis process and dataset in the state record), and `INFO memory` for the eviction policy. `WAIT` is added
+/// the commands leasehold sends (`EVALSHA`, `SCRIPT LOAD` after `NOSCRIPT`, `SUBSCRIBE` and
+/// `PING` for the release channel, `INFO memory` for the eviction policy) and those its scripts
+/// run (`INFO server` and `INFO replication` name the Redis process and dataset in the state
+/// record; `PUBSUB NUMSUB` sizes the release herd). `WAIT` is added
 /// when `--redis-wait-replicas` is used. Append `>password` (or `#sha256`) to set the password:
 /// `ACL SETUSER leasehold <rule> >secret`.
 pub fn minimal_acl_rule(key_prefix: &str, with_wait: bool) -> String {
     let wait = if with_wait { " +wait" } else { "" };
     format!(
-        "on resetkeys ~{key_prefix}* resetchannels &{key_prefix}* -@all +evalsha +script|load +info|server +info|replication +info|memory +subscribe +get +set +pexpire +pttl +del +incr +time +publish{wait}"
+        "on resetkeys ~{key_prefix}* resetchannels &{key_prefix}* -@all +evalsha +script|load +info|server +info|replication +info|memory +subscribe +ping +pubsub|numsub +get +set +pexpire +pttl +del +incr +time +publish{wait}"
     )
 }
 
@@ -534,39 +536,6 @@ impl RedisLease {
             .as_deref()
             .and_then(EvictionPolicy::parse)
             .ok_or_else(|| protocol(OP, &reply))
-    }
-
-    /// Opens a dedicated pub/sub connection subscribed to the lease's release channel. The
-    /// stream yields once per release and ends when the connection breaks.
-    pub async fn subscribe_releases(
-        &self,
-        timeout: Duration,
-    ) -> Result<impl Stream<Item = ()> + Send + 'static + use<>, LeaseError> {
-        const OP: &str = "subscribe";
-        let attempt = self
-            .subscriptions
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let subscribe = async {
-            let mut pubsub = self
-                .conn
-                .pubsub_client(OP, attempt)
-                .await?
-                .get_async_pubsub()
-                .await
-                .map_err(self.fail(OP))?;
-            pubsub
-                .subscribe(&self.keys.channel)
-                .await
-                .map_err(self.fail(OP))?;
-            Ok::<_, LeaseError>(pubsub)
-        };
-        let pubsub = tokio::time::timeout(timeout, subscribe)
-            .await
-            .map_err(|_| LeaseError::Timeout {
-                op: OP,
-                after: timeout,
-            })??;
-        Ok(pubsub.into_on_message().map(|_| ()))
     }
 
     /// Runs one command within `timeout` (dialling included), and throws the connection away

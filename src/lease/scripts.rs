@@ -154,7 +154,8 @@ return 0
 "#;
 
 /// Release: compare-and-DEL on the term value, clear the term from the record, then announce
-/// the released term on the channel so a follower takes over at once. ARGV[3] `any` matches
+/// the released term and the number of listeners (`<term> <subscribers>`) on the channel, so a
+/// follower takes over at once. ARGV[3] `any` matches
 /// every term of the owner id in ARGV[1] instead (at shutdown, when no later term can follow).
 ///
 /// KEYS: lease, state record. ARGV: term value (or owner id), channel, `term` or `any`.
@@ -180,7 +181,9 @@ if record and record.term ~= '-' and matches(record.term) and (released or not c
   write_record(KEYS[2], record)
 end
 if released then
-  redis.call('PUBLISH', ARGV[2], released)
+  -- The message carries how many followers listen, so that a large herd can thin itself.
+  local subscribers = redis.call('PUBSUB', 'NUMSUB', ARGV[2])[2]
+  redis.call('PUBLISH', ARGV[2], released .. ' ' .. subscribers)
   return 1
 end
 return 0

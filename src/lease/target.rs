@@ -247,8 +247,14 @@ pub(crate) fn cluster_slot(key: &str) -> u16 {
     crc % 16384
 }
 
-/// How long a Sentinel gets to name the master.
+/// How long one ask of a Sentinel (naming the master, and the master confirming its role) may
+/// take before it is given up.
 pub(crate) const SENTINEL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a Sentinel may keep us waiting before the next one is asked beside it. Well above a
+/// healthy ask (four round trips, a TLS handshake included), well below any call timeout, so that
+/// a frozen Sentinel delays a lookup by this much instead of failing it.
+pub(crate) const SENTINEL_HEDGE: Duration = Duration::from_millis(100);
 
 #[cfg(test)]
 mod tests {

@@ -46,7 +46,19 @@ impl FaultProxy {
         self.inner.url()
     }
 
+    /// Sets the fault of every connection (but those given one of their own).
     pub fn set(&self, fault: Fault) {
         self.inner.set(fault);
+    }
+
+    /// Sets the fault of the one connection whose upstream side uses local port
+    /// `upstream_port`: the port Redis's `CLIENT LIST` shows as that client's address.
+    pub fn set_one(&self, upstream_port: u16, fault: Fault) {
+        self.inner.set_one(upstream_port, fault);
+    }
+
+    /// The local ports of the upstream sides of the open connections.
+    pub fn upstream_ports(&self) -> Vec<u16> {
+        self.inner.upstream_ports()
     }
 }

@@ -85,6 +85,14 @@ impl SentinelSet {
         format!("redis+sentinel://{}/{MASTER_NAME}", hosts.join(","))
     }
 
+    /// Sends `signal` to Sentinel `index` (in the URL's order): SIGSTOP freezes it, and its
+    /// kernel still accepts connections that it never answers.
+    pub fn signal_sentinel(&self, index: usize, signal: nix::sys::signal::Signal) {
+        let (_, child, _) = &self.sentinels[index];
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal)
+            .expect("signal a sentinel");
+    }
+
     /// The master's port as the first Sentinel names it.
     pub fn master_port(&self) -> Option<u16> {
         let (port, _, _) = &self.sentinels[0];
@@ -143,6 +151,10 @@ impl SentinelSet {
 impl Drop for SentinelSet {
     fn drop(&mut self) {
         for (port, child, dir) in &mut self.sentinels {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGCONT,
+            );
             let _ = child.kill();
             let _ = child.wait();
             if std::thread::panicking() {

@@ -1,0 +1,156 @@
+//! The release channel: a dedicated pub/sub connection subscribed to the lease's channel, its
+//! announcements read as released terms, and a `PING` on that same connection, the only way to
+//! tell a quiet channel from a dead link (a blackholed link delivers nothing and reports nothing).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use redis::Value;
+use redis::aio::{PubSubSink, PubSubStream};
+
+use super::{LeaseError, RedisLease};
+
+/// One release announcement, as read from the channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Release {
+    /// The released term, as the release script published it.
+    pub term: String,
+    /// How many connections were subscribed to the channel when the release was published, when
+    /// the announcement says (`<term> <count>`); followers spread their tries over a time that
+    /// grows with it.
+    pub subscribers: Option<u32>,
+}
+
+impl Release {
+    /// Reads an announcement: the term, optionally followed by a space and the subscriber
+    /// count. A term holds no whitespace (owner ids refuse it), so the split is unambiguous.
+    pub fn parse(payload: &str) -> Self {
+        if let Some((term, count)) = payload.rsplit_once(' ')
+            && !term.is_empty()
+            && let Ok(count) = count.parse::<u32>()
+        {
+            return Self {
+                term: term.to_owned(),
+                subscribers: Some(count),
+            };
+        }
+        Self {
+            term: payload.to_owned(),
+            subscribers: None,
+        }
+    }
+}
+
+/// A live subscription to the release channel. As a [`Stream`] it yields every release and
+/// ends when the connection closes; [`ping`](Self::ping) proves the link still carries it.
+pub struct ReleaseSubscription {
+    sink: PubSubSink,
+    messages: PubSubStream,
+    lease_key: String,
+}
+
+impl ReleaseSubscription {
+    /// One `PING` on the subscription, answered within `timeout`. The returned future owns
+    /// what it needs, so that the stream can be read while it runs. A refusal (`NoPermission`,
+    /// an ACL without `+ping`) is still an answer from the server: the link works.
+    pub fn ping(
+        &self,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<(), LeaseError>> + Send + 'static + use<> {
+        const OP: &str = "ping";
+        let mut sink = self.sink.clone();
+        let lease_key = self.lease_key.clone();
+        async move {
+            // An error reply comes back as a value; `extract_error` makes it an error.
+            let pong = async { sink.ping::<Value>().await.and_then(Value::extract_error) };
+            match tokio::time::timeout(timeout, pong).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) => Err(LeaseError::from_redis(OP, &lease_key, &e)),
+                Err(_) => Err(LeaseError::Timeout {
+                    op: OP,
+                    after: timeout,
+                }),
+            }
+        }
+    }
+}
+
+impl Stream for ReleaseSubscription {
+    type Item = Release;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Release>> {
+        self.messages.poll_next_unpin(cx).map(|msg| {
+            msg.map(|msg| Release::parse(&String::from_utf8_lossy(msg.get_payload_bytes())))
+        })
+    }
+}
+
+impl RedisLease {
+    /// Opens a dedicated pub/sub connection subscribed to the lease's release channel, within
+    /// `timeout`. Each call may reach another node (a Cluster's seeds are taken in turn).
+    pub async fn subscribe_releases(
+        &self,
+        timeout: Duration,
+    ) -> Result<ReleaseSubscription, LeaseError> {
+        const OP: &str = "subscribe";
+        let attempt = self.subscriptions.fetch_add(1, Ordering::Relaxed);
+        let subscribe = async {
+            let mut pubsub = self
+                .conn
+                .pubsub_client(OP, attempt)
+                .await?
+                .get_async_pubsub()
+                .await
+                .map_err(self.fail(OP))?;
+            pubsub
+                .subscribe(&self.keys.channel)
+                .await
+                .map_err(self.fail(OP))?;
+            Ok::<_, LeaseError>(pubsub)
+        };
+        let pubsub = tokio::time::timeout(timeout, subscribe)
+            .await
+            .map_err(|_| LeaseError::Timeout {
+                op: OP,
+                after: timeout,
+            })??;
+        let (sink, messages) = pubsub.split();
+        Ok(ReleaseSubscription {
+            sink,
+            messages,
+            lease_key: self.keys.lease.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn announcements_read_as_terms_with_an_optional_subscriber_count() {
+        let release = |term: &str, subscribers| Release {
+            term: term.to_owned(),
+            subscribers,
+        };
+        // payload -> release
+        let cases = [
+            ("pod-a-1b4e", release("pod-a-1b4e", None)),
+            ("pod-a-1b4e#17", release("pod-a-1b4e#17", None)),
+            ("pod-a-1b4e#17 250", release("pod-a-1b4e#17", Some(250))),
+            ("pod-a-1b4e 0", release("pod-a-1b4e", Some(0))),
+            // Not a count: the whole payload is the term.
+            ("pod-a-1b4e x", release("pod-a-1b4e x", None)),
+            ("pod-a-1b4e -3", release("pod-a-1b4e -3", None)),
+            (" 12", release(" 12", None)),
+            ("", release("", None)),
+        ];
+        for (payload, want) in cases {
+            assert_eq!(Release::parse(payload), want, "{payload:?}");
+        }
+    }
+}
