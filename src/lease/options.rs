@@ -1,0 +1,100 @@
+//! What a lease is given: the ACL rule its Redis user needs, secrets, and the optional settings.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::keys::DEFAULT_KEY_PREFIX;
+use super::target::TlsFiles;
+use crate::clock::{BootClock, SharedClock};
+
+/// The Redis ACL rule for leasehold's user, with keys and channels under `key_prefix`: exactly
+/// the commands leasehold sends (`EVALSHA`, `SCRIPT LOAD` after `NOSCRIPT`, `SUBSCRIBE` and
+/// `PING` for the release channel, `INFO memory` for the eviction policy) and those its scripts
+/// run (`INFO server` and `INFO replication` name the Redis process and dataset in the state
+/// record; `PUBSUB NUMSUB` sizes the release herd). `WAIT` is added
+/// when `--redis-wait-replicas` is used. Append `>password` (or `#sha256`) to set the password:
+/// `ACL SETUSER leasehold <rule> >secret`.
+pub fn minimal_acl_rule(key_prefix: &str, with_wait: bool) -> String {
+    let wait = if with_wait { " +wait" } else { "" };
+    format!(
+        "on resetkeys ~{key_prefix}* resetchannels &{key_prefix}* -@all +evalsha +script|load +info|server +info|replication +info|memory +subscribe +ping +pubsub|numsub +get +set +pexpire +pttl +del +incr +time +publish{wait}"
+    )
+}
+
+/// A secret string (a password): shown as `***` by `Debug` and `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself; call only where it is handed to Redis.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Optional settings of a [`RedisLease`].
+#[derive(Debug, Clone)]
+pub struct LeaseOptions {
+    /// Prefix of every key (default [`DEFAULT_KEY_PREFIX`]).
+    pub key_prefix: String,
+    /// After Redis lost its data (or on a brand-new Redis), refuse every acquire for one lease
+    /// duration, so that an old leader still inside its validity window cannot overlap a new
+    /// one. Turn off only for a Redis whose persistence cannot lose an acknowledged write and
+    /// that never fails over (`appendfsync always`, no replicas).
+    pub cooldown_on_data_loss: bool,
+    /// ACL user name (overrides one in the URL).
+    pub username: Option<String>,
+    /// Password (overrides one in the URL). Read it from a file; never pass it on a command line.
+    pub password: Option<Secret>,
+    /// TLS material for `rediss://` targets (CA bundle, client certificate and key).
+    pub tls: Option<TlsFiles>,
+    /// Password of the Sentinels, for `redis+sentinel://` targets whose Sentinels require one.
+    pub sentinel_password: Option<Secret>,
+    /// Wait for replicas to acknowledge each acquire and renew (`WAIT`): a term or renewal
+    /// counts only once enough replicas have the write.
+    pub wait_replicas: Option<WaitReplicas>,
+    /// The clock for `t0` instants; the boot clock unless a test injects another.
+    pub clock: SharedClock,
+}
+
+/// How many replicas must acknowledge a lease write, and how long to wait for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitReplicas {
+    /// Replicas that must acknowledge.
+    pub replicas: u32,
+    /// How long `WAIT` may block.
+    pub timeout: Duration,
+}
+
+impl Default for LeaseOptions {
+    fn default() -> Self {
+        Self {
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            cooldown_on_data_loss: true,
+            username: None,
+            password: None,
+            tls: None,
+            sentinel_password: None,
+            wait_replicas: None,
+            clock: Arc::new(BootClock),
+        }
+    }
+}

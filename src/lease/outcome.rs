@@ -1,0 +1,172 @@
+//! What the lease primitives answer: outcomes, not errors (losing a race is an outcome).
+
+use std::time::Duration;
+
+use super::keys::{FencingToken, identity_of};
+use crate::clock::BootInstant;
+
+/// The lease was won: leadership starts now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// The new fencing token, higher than every token of this lease before it.
+    pub token: FencingToken,
+    /// The instant just before the acquire was sent (the TTL cannot have started earlier).
+    pub sent_at: BootInstant,
+    /// The TTL that was set.
+    pub ttl: Duration,
+}
+
+/// Who holds the lease, as seen by a follower.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// The holder's owner id (`<identity>-<uuid>`).
+    pub owner: String,
+    /// Time left on the lease's TTL as Redis reported it; `None` when the key has no TTL
+    /// (written by something other than leasehold).
+    pub remaining: Option<Duration>,
+    /// The holder's fencing token, when known.
+    pub token: Option<FencingToken>,
+    /// The lease key is gone before its time (evicted, deleted) and the state record still
+    /// names this term: nobody may take it before `remaining` has passed.
+    pub vanished: bool,
+}
+
+impl Holder {
+    /// The identity part of the owner id (the pod name).
+    pub fn identity(&self) -> &str {
+        identity_of(&self.owner)
+    }
+
+    /// The value the lease holds in this holder's term (`<owner id>#<token>`, or the owner
+    /// alone for a value written by something else).
+    pub fn term_value(&self) -> String {
+        match self.token {
+            Some(token) => format!("{}#{token}", self.owner),
+            None => self.owner.clone(),
+        }
+    }
+}
+
+/// The outcome of an acquire. Losing the race is an outcome, not an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acquired {
+    /// We are the leader.
+    Leader(Grant),
+    /// Someone else holds it.
+    HeldBy(Holder),
+    /// Redis lost its data (or is new): nobody may acquire for `remaining`.
+    CoolingDown {
+        /// Time left in the cooldown, on Redis's clock.
+        remaining: Duration,
+        /// Whether this very call found the loss and started the cooldown.
+        started: bool,
+    },
+}
+
+/// The outcome of a renew.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewed {
+    /// Still ours; the TTL restarted no earlier than `sent_at`.
+    Held {
+        /// The instant just before the renew was sent.
+        sent_at: BootInstant,
+        /// The lease key had vanished before its time (evicted, deleted) while the state
+        /// record still named our term; the renewal put it back.
+        repaired: bool,
+    },
+    /// The lease holds another owner id or is gone.
+    NotHeld,
+}
+
+/// The outcome of a release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// It was ours; it is deleted and followers were told.
+    Released,
+    /// It was not ours (any more); nothing was changed.
+    NotHeld,
+}
+
+/// Redis's memory limit and eviction policy, from `INFO memory`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvictionPolicy {
+    /// `maxmemory` in bytes; 0 for no limit.
+    pub maxmemory: u64,
+    /// `maxmemory_policy` as Redis names it (`noeviction`, `volatile-lru`, `allkeys-lru`, …).
+    pub policy: String,
+}
+
+impl EvictionPolicy {
+    /// Whether Redis may evict the lease under memory pressure: a limit is set and the policy
+    /// evicts. Every evicting policy can take the lease key (it has a TTL); `allkeys-*` can take
+    /// the state record too.
+    pub fn may_evict(&self) -> bool {
+        self.maxmemory > 0 && self.policy != "noeviction"
+    }
+
+    /// Reads the two fields from the text of `INFO memory`.
+    pub fn parse(info: &str) -> Option<Self> {
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.trim_end().strip_prefix(name)?.strip_prefix(':'))
+        };
+        Some(Self {
+            maxmemory: field("maxmemory")?.parse().ok()?,
+            policy: field("maxmemory_policy")?.to_owned(),
+        })
+    }
+}
+
+/// The state of the data-loss cooldown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CooldownState {
+    /// No cooldown is running.
+    Idle,
+    /// A cooldown is running with this much left.
+    Running(Duration),
+    /// The marker is missing or from another Redis process: the next acquire starts one.
+    Pending,
+}
+
+/// A read-only look at the lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    /// The holder, if any.
+    pub holder: Option<Holder>,
+    /// The last fencing token handed out.
+    pub token: Option<FencingToken>,
+    /// The data-loss cooldown.
+    pub cooldown: CooldownState,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eviction_policies_are_read_from_info_memory() {
+        let info = |max: &str, policy: &str| {
+            format!(
+                "# Memory\r\nused_memory:1000\r\nmaxmemory:{max}\r\nmaxmemory_human:3M\r\nmaxmemory_policy:{policy}\r\n"
+            )
+        };
+        let cases = [
+            ("0", "noeviction", false),
+            ("0", "allkeys-lru", false),
+            ("3145728", "noeviction", false),
+            ("3145728", "volatile-lru", true),
+            ("3145728", "volatile-ttl", true),
+            ("3145728", "allkeys-random", true),
+        ];
+        for (max, policy, evicts) in cases {
+            let p = EvictionPolicy::parse(&info(max, policy)).unwrap();
+            assert_eq!(p.policy, policy);
+            assert_eq!(p.may_evict(), evicts, "{max} {policy}");
+        }
+        assert_eq!(EvictionPolicy::parse("# Memory\r\nused_memory:1\r\n"), None);
+        assert_eq!(
+            EvictionPolicy::parse("maxmemory:x\r\nmaxmemory_policy:y\r\n"),
+            None
+        );
+    }
+}

@@ -1,0 +1,234 @@
+//! Redis replies mapped to outcomes at the edge: every shape a script answers with becomes an
+//! enum here, and anything else is `None` (a protocol error to the caller), never a panic.
+
+use std::time::Duration;
+
+use redis::Value;
+
+use super::LeaseError;
+use super::keys::{FencingToken, split_term};
+use super::outcome::{Acquired, CooldownState, Grant, Holder, Observation};
+use crate::clock::BootInstant;
+
+/// Milliseconds for Redis, at least 1 (a zero PX is an error there).
+pub(super) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+pub(super) fn protocol(op: &'static str, reply: &Value) -> LeaseError {
+    LeaseError::Protocol {
+        op,
+        detail: format!("{reply:?}"),
+    }
+}
+
+pub(super) fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        _ => text(v)?.parse().ok(),
+    }
+}
+
+pub(super) fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::VerbatimString { text, .. } => Some(text.clone()),
+        _ => None,
+    }
+}
+
+fn token(v: &Value) -> Option<FencingToken> {
+    int(v).and_then(|i| u64::try_from(i).ok()).map(FencingToken)
+}
+
+/// Maps a PTTL reply: `-1` no TTL, `-2` no key.
+fn remaining(pttl: i64) -> Option<Duration> {
+    u64::try_from(pttl).ok().map(Duration::from_millis)
+}
+
+pub(super) fn parse_acquire(
+    reply: &Value,
+    sent_at: BootInstant,
+    ttl: Duration,
+) -> Option<Acquired> {
+    let Value::Array(items) = reply else {
+        return None;
+    };
+    match (text(items.first()?)?.as_str(), &items[1..]) {
+        ("ACQUIRED", [t]) => Some(Acquired::Leader(Grant {
+            token: token(t)?,
+            sent_at,
+            ttl,
+        })),
+        ("HELD", [value, pttl, source]) => {
+            Some(Acquired::HeldBy(holder(&text(value)?, int(pttl)?, source)?))
+        }
+        ("COOLDOWN", [ms, started]) => Some(Acquired::CoolingDown {
+            remaining: Duration::from_millis(u64::try_from(int(ms)?).ok()?),
+            started: int(started)? == 1,
+        }),
+        _ => None,
+    }
+}
+
+/// The holder named by a lease value (from the key or the state record, as `source` says).
+fn holder(value: &str, pttl: i64, source: &Value) -> Option<Holder> {
+    let (owner, token) = split_term(value);
+    Some(Holder {
+        owner: owner.to_owned(),
+        remaining: remaining(pttl),
+        token,
+        vanished: match text(source)?.as_str() {
+            "KEY" => false,
+            "RECORD" => true,
+            _ => return None,
+        },
+    })
+}
+
+pub(super) fn parse_observe(reply: &Value) -> Option<Observation> {
+    let Value::Array(items) = reply else {
+        return None;
+    };
+    let [value, pttl, fence, cooldown, source] = items.as_slice() else {
+        return None;
+    };
+    let token = token(fence);
+    let holder = match value {
+        Value::Nil => None,
+        v => Some(holder(&text(v)?, int(pttl)?, source)?),
+    };
+    let cooldown = match int(cooldown)? {
+        -1 => CooldownState::Pending,
+        0 => CooldownState::Idle,
+        ms => CooldownState::Running(Duration::from_millis(u64::try_from(ms).ok()?)),
+    };
+    Some(Observation {
+        holder,
+        token,
+        cooldown,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn acquire_replies_map_to_outcomes() {
+        let at = BootInstant::default();
+        let ttl = Duration::from_secs(15);
+        let cases = [
+            (
+                Value::Array(vec![bulk("ACQUIRED"), Value::Int(7)]),
+                Some(Acquired::Leader(Grant {
+                    token: FencingToken(7),
+                    sent_at: at,
+                    ttl,
+                })),
+            ),
+            (
+                Value::Array(vec![
+                    bulk("HELD"),
+                    bulk("b-1#6"),
+                    Value::Int(900),
+                    bulk("KEY"),
+                ]),
+                Some(Acquired::HeldBy(Holder {
+                    owner: "b-1".into(),
+                    remaining: Some(Duration::from_millis(900)),
+                    token: Some(FencingToken(6)),
+                    vanished: false,
+                })),
+            ),
+            (
+                Value::Array(vec![bulk("HELD"), bulk("x"), Value::Int(-1), bulk("KEY")]),
+                Some(Acquired::HeldBy(Holder {
+                    owner: "x".into(),
+                    remaining: None,
+                    token: None,
+                    vanished: false,
+                })),
+            ),
+            (
+                Value::Array(vec![
+                    bulk("HELD"),
+                    bulk("b-1#8"),
+                    Value::Int(400),
+                    bulk("RECORD"),
+                ]),
+                Some(Acquired::HeldBy(Holder {
+                    owner: "b-1".into(),
+                    remaining: Some(Duration::from_millis(400)),
+                    token: Some(FencingToken(8)),
+                    vanished: true,
+                })),
+            ),
+            (
+                Value::Array(vec![bulk("HELD"), bulk("x"), Value::Int(1), bulk("WHO")]),
+                None,
+            ),
+            (
+                Value::Array(vec![bulk("COOLDOWN"), Value::Int(15000), Value::Int(1)]),
+                Some(Acquired::CoolingDown {
+                    remaining: Duration::from_secs(15),
+                    started: true,
+                }),
+            ),
+            (Value::Array(vec![bulk("ACQUIRED"), Value::Int(-3)]), None),
+            (Value::Array(vec![bulk("WHAT")]), None),
+            (Value::Array(vec![]), None),
+            (Value::Int(1), None),
+        ];
+        for (reply, want) in cases {
+            assert_eq!(parse_acquire(&reply, at, ttl), want, "{reply:?}");
+        }
+    }
+
+    #[test]
+    fn observe_replies_map_to_observations() {
+        let empty = Value::Array(vec![
+            Value::Nil,
+            Value::Int(-2),
+            Value::Nil,
+            Value::Int(-1),
+            bulk("KEY"),
+        ]);
+        assert_eq!(
+            parse_observe(&empty),
+            Some(Observation {
+                holder: None,
+                token: None,
+                cooldown: CooldownState::Pending
+            })
+        );
+        let held = Value::Array(vec![
+            bulk("a-1#41"),
+            Value::Int(1200),
+            bulk("42"),
+            Value::Int(0),
+            bulk("KEY"),
+        ]);
+        let seen = parse_observe(&held).unwrap();
+        let holder = seen.holder.unwrap();
+        assert_eq!(holder.remaining, Some(Duration::from_millis(1200)));
+        assert_eq!(
+            (holder.owner.as_str(), holder.token),
+            ("a-1", Some(FencingToken(41)))
+        );
+        assert_eq!(seen.token, Some(FencingToken(42)));
+        assert_eq!(seen.cooldown, CooldownState::Idle);
+        assert_eq!(parse_observe(&Value::Array(vec![Value::Nil])), None);
+    }
+
+    #[test]
+    fn durations_become_at_least_one_millisecond() {
+        assert_eq!(millis(Duration::from_micros(10)), 1);
+        assert_eq!(millis(Duration::from_secs(15)), 15_000);
+    }
+}
