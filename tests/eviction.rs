@@ -46,6 +46,13 @@ fn a_redis_that_may_evict_is_reported_and_the_replica_still_leads_by_default() {
         a.log_text()
     );
     assert_eq!(warned[0]["policy"], "allkeys-lru");
+    let (_, metrics) = a.get("/metrics").expect("/metrics answers");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "leasehold_redis_eviction_possible{policy=\"allkeys-lru\"} 1"),
+        "{metrics}"
+    );
 }
 
 #[test]
