@@ -1,0 +1,207 @@
+//! The follower's side: try to acquire, and otherwise wait for whichever comes first (a release
+//! of the holder's term, the holder's TTL running out, the retry period while the release
+//! channel is down), keeping what it saw of the holder for the observed-time rule; and what the
+//! follower tells the status.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
+
+use super::decide::{self, Seen};
+use super::notify::{Releases, Wakeup};
+use super::{Elector, FollowerStrategy, LeaderInfo, Role};
+use crate::clock::BootInstant;
+use crate::lease::{Acquired, Grant, Holder, LeaseError, Retry};
+
+impl Elector {
+    /// The follower loop: returns a grant, or `None` at shutdown.
+    pub(super) async fn follow(
+        &self,
+        shutdown: &CancellationToken,
+        releases: &mut Releases,
+    ) -> Option<Grant> {
+        let timing = self.timing;
+        let clock = self.lease.clock().clone();
+        let mut failures: u32 = 0;
+        // The holder seen last and until when it keeps its term as far as this follower knows,
+        // and whether a release was announced since (client-go's observed-time rule).
+        let mut observed: Option<(Holder, BootInstant)> = None;
+        let mut announced = false;
+        loop {
+            releases.mark_seen();
+            if shutdown.is_cancelled() {
+                return None;
+            }
+            if self.status.borrow().redis.refused_for_eviction {
+                // --redis-eviction refuse: out of the election until Redis no longer evicts.
+                let mut status = self.status.subscribe();
+                tokio::select! {
+                    biased;
+                    _ = shutdown.cancelled() => return None,
+                    _ = status.wait_for(|s| !s.redis.refused_for_eviction) => {}
+                }
+                continue;
+            }
+            let now = clock.now();
+            if observed
+                .as_ref()
+                .is_some_and(|(_, until)| !decide::observation_stands(now, *until, announced))
+            {
+                observed = None;
+            }
+            announced = false;
+            // Not raced against shutdown: an acquire that Redis already executed must not be
+            // abandoned, or the lease would sit unreleased for a whole TTL. It is bounded by
+            // the call timeout; a grant that arrives after shutdown is given back at once.
+            let attempt = self
+                .lease
+                .acquire_observing(
+                    timing.lease_duration,
+                    timing.acquire_timeout(),
+                    observed.as_ref().map(|(holder, _)| holder),
+                )
+                .await;
+            if shutdown.is_cancelled() {
+                // A grant, or an answer that never came (the script may still have run): give
+                // it back. Compare-and-delete on our own owner id is safe either way.
+                // Any term of ours: no later term of this process can follow.
+                match attempt {
+                    Ok(Acquired::Leader(grant)) => {
+                        let _ = self.lease.release(grant.token, timing.call_timeout()).await;
+                    }
+                    Err(_) => {
+                        let _ = self.lease.release_any_term(timing.call_timeout()).await;
+                    }
+                    Ok(_) => {}
+                }
+                return None;
+            }
+            let seen = match attempt {
+                Ok(Acquired::Leader(grant)) => {
+                    self.redis_ok();
+                    return Some(grant);
+                }
+                Ok(Acquired::HeldBy(holder)) => {
+                    failures = 0;
+                    self.redis_ok();
+                    if let Some(left) = holder.remaining {
+                        observed = Some((holder.clone(), clock.now().saturating_add(left)));
+                    }
+                    self.note_follower_view(
+                        Some(LeaderInfo {
+                            owner: holder.owner.clone(),
+                            identity: holder.identity().to_owned(),
+                            token: holder.token,
+                        }),
+                        None,
+                    );
+                    Seen::Held(holder.remaining)
+                }
+                Ok(Acquired::CoolingDown { remaining, started }) => {
+                    failures = 0;
+                    self.redis_ok();
+                    if started {
+                        warn!(
+                            identity = %self.lease.owner().identity(),
+                            lease = %self.lease.name(),
+                            cooldown_ms = remaining.as_millis() as u64,
+                            "redis is new or lost its data (marker missing or written by another redis process); nobody leads until one lease duration has passed"
+                        );
+                    }
+                    self.note_follower_view(None, Some(remaining));
+                    Seen::CoolingDown(remaining)
+                }
+                Err(err) => {
+                    failures = failures.saturating_add(1);
+                    self.redis_failed("acquire", &err, failures);
+                    Seen::Failed {
+                        retry: err.retry(),
+                        failures,
+                    }
+                }
+            };
+            let seen = match (self.followers, seen) {
+                // The polling baseline ignores the holder's TTL.
+                (FollowerStrategy::Polling, Seen::Held(_)) => Seen::Held(None),
+                (_, seen) => seen,
+            };
+            let subscribed = self.status.borrow().redis.subscribed;
+            let wait = decide::follower_wait(seen, subscribed, &timing, rand::random());
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return None,
+                wakeup = releases.next() => {
+                    // Only the release of the very term observed lets go of its TTL; after a
+                    // resubscription a release may have been missed, which proves nothing.
+                    announced = match (wakeup, &observed) {
+                        (Wakeup::Released(term), Some((holder, _))) => term == holder.term_value(),
+                        _ => false,
+                    };
+                }
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// Records what a lost race showed, logging when the leader changes.
+    fn note_follower_view(&self, leader: Option<LeaderInfo>, cooldown: Option<Duration>) {
+        self.status.send_if_modified(|s| {
+            let new_role = Role::Follower {
+                leader: leader.clone(),
+                cooldown,
+            };
+            let leader_changed = match (&s.role, &leader) {
+                (
+                    Role::Follower {
+                        leader: Some(old), ..
+                    },
+                    Some(new),
+                ) => old.owner != new.owner,
+                (_, Some(_)) => true,
+                _ => false,
+            };
+            if leader_changed && let Some(l) = &leader {
+                info!(
+                    identity = %s.identity,
+                    lease = %s.lease,
+                    leader = %l.identity,
+                    token = l.token.map(|t| t.0),
+                    "following leader"
+                );
+            }
+            let changed = s.role != new_role;
+            s.role = new_role;
+            changed
+        });
+    }
+
+    pub(super) fn redis_ok(&self) {
+        self.status.send_if_modified(|s| {
+            let changed = !s.redis.reachable || s.redis.last_error.is_some();
+            s.redis.reachable = true;
+            s.redis.last_error = None;
+            changed
+        });
+    }
+
+    pub(super) fn redis_failed(&self, op: &'static str, err: &LeaseError, failures: u32) {
+        self.observer.redis_error(op, err);
+        let identity = self.lease.owner().identity();
+        let lease = self.lease.name();
+        match err.retry() {
+            Retry::BackOff => {
+                error!(%identity, %lease, error = %err, failures, "redis refuses leasehold; backing off until it is fixed")
+            }
+            Retry::Soon if failures == 1 || failures.is_multiple_of(10) => {
+                warn!(%identity, %lease, error = %err, failures, "redis call failed")
+            }
+            Retry::Soon => debug!(%identity, %lease, error = %err, failures, "redis call failed"),
+        }
+        let message = err.to_string();
+        self.status.send_modify(|s| {
+            s.redis.reachable = false;
+            s.redis.last_error = Some(message);
+        });
+    }
+}

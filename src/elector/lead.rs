@@ -1,0 +1,292 @@
+//! The leader's side: one term. Start the work, renew through the watchdog on the boot clock
+//! until something ends the term, then step down in order: revoke (the guard refuses, readiness
+//! flips), cancel the work, record the reason, wait for the work (never past the validity
+//! deadline), release.
+
+use std::fmt::Display;
+use std::future::Future;
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::task::{JoinError, JoinHandle};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::decide::{self, WatchdogStep};
+use super::{Elector, Leadership, RenewalOutcome, Role, StepDown, StepDownReason};
+use crate::lease::{Grant, Released, Renewed};
+
+/// How long work whose validity deadline passed before its step-down (a pause) may take to
+/// stop on its own before it is aborted: enough for a task to be scheduled and finish acting on
+/// its cancellation. The supervisor sends SIGKILL the moment it runs; this is its time to see
+/// every process gone, reap them and say so. Its guard refuses throughout.
+const LAST_TURN: Duration = Duration::from_millis(100);
+
+/// How a term ended, with any words about it.
+struct Ending {
+    reason: StepDownReason,
+    detail: Option<String>,
+}
+
+impl Ending {
+    fn new(reason: StepDownReason) -> Self {
+        Self {
+            reason,
+            detail: None,
+        }
+    }
+}
+
+impl Elector {
+    /// One term as leader: start the work, renew until something ends the term, step down.
+    pub(super) async fn lead<W, Fut, E>(
+        &self,
+        grant: Grant,
+        work: &mut W,
+        shutdown: &CancellationToken,
+    ) -> StepDownReason
+    where
+        W: FnMut(Leadership) -> Fut,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Display + Send + 'static,
+    {
+        let timing = self.timing;
+        let clock = self.lease.clock().clone();
+        let identity = self.lease.owner().identity().to_owned();
+        let lease_name = self.lease.name().to_string();
+        let mut valid_until = grant.sent_at.saturating_add(timing.validity());
+        let mut renew_by = grant.sent_at.saturating_add(timing.renew_deadline);
+        let mut next_renew = grant.sent_at.saturating_add(timing.retry_period);
+        let leadership =
+            Leadership::new(&grant, valid_until, &lease_name, &identity, clock.clone());
+
+        self.status.send_modify(|s| {
+            s.role = Role::Leader {
+                token: grant.token,
+                acquired_at: SystemTime::now(),
+                valid_until,
+            };
+            s.transitions += 1;
+        });
+        info!(
+            %identity,
+            lease = %lease_name,
+            token = grant.token.0,
+            leader = %identity,
+            valid_for_ms = clock.now().until(valid_until).as_millis() as u64,
+            "became leader"
+        );
+        self.observer.acquired(grant.token);
+
+        let term = work(leadership.clone());
+        let mut work_task = tokio::spawn(async move { term.await.map_err(|err| err.to_string()) });
+        let mut failures: u32 = 0;
+        // The ending, and whether the work still runs.
+        let mut refusal = self.status.subscribe();
+        let (ending, work_running) = loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break (Ending::new(StepDownReason::Shutdown), true),
+                _ = refusal.wait_for(|s| s.redis.refused_for_eviction) => {
+                    break (Ending::new(StepDownReason::RedisMayEvict), true);
+                }
+                joined = &mut work_task => {
+                    let ended = work_ending(joined);
+                    // Work that gave up because its guard refused after a pause ended *because*
+                    // the validity deadline passed: report the cause, keep the work's words.
+                    if clock.now() >= valid_until {
+                        let detail = ended.detail.or_else(|| Some(ended.reason.to_string()));
+                        break (Ending { reason: StepDownReason::ValidityDeadlinePassed, detail }, false);
+                    }
+                    break (ended, false);
+                }
+                // The boot clock, not a tokio timer: after a suspend this wakes at once, and the
+                // step below ends the term whose deadline passed meanwhile.
+                _ = clock.sleep_until(next_renew) => {}
+            }
+            let attempt_started = clock.now();
+            let timeout = match decide::watchdog_step(
+                attempt_started,
+                valid_until,
+                renew_by,
+                timing.renew_attempt_timeout(),
+            ) {
+                WatchdogStep::StepDown(reason) => break (Ending::new(reason), true),
+                WatchdogStep::Renew { timeout } => timeout,
+            };
+            let started = Instant::now();
+            let renewed = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break (Ending::new(StepDownReason::Shutdown), true),
+                r = self.lease.renew(grant.token, timing.lease_duration, timeout) => r,
+                // The call's own timeout runs on tokio's clock, which a suspend stops: the
+                // first deadline on the boot clock cuts it short, and the step above decides.
+                _ = clock.sleep_until(valid_until.min(renew_by)) => continue,
+            };
+            let latency = started.elapsed();
+            match renewed {
+                Ok(Renewed::Held { sent_at, repaired }) => {
+                    self.observer.renewal(RenewalOutcome::Renewed, latency);
+                    failures = 0;
+                    self.redis_ok();
+                    if repaired {
+                        warn!(
+                            %identity,
+                            lease = %lease_name,
+                            token = grant.token.0,
+                            "the lease key had vanished before its time (evicted or deleted); the renewal put it back"
+                        );
+                    }
+                    let extended = sent_at.saturating_add(timing.validity());
+                    if clock.now() >= extended {
+                        // The reply came back after a pause longer than the TTL.
+                        break (Ending::new(StepDownReason::ValidityDeadlinePassed), true);
+                    }
+                    valid_until = extended;
+                    renew_by = sent_at.saturating_add(timing.renew_deadline);
+                    next_renew = sent_at.saturating_add(timing.retry_period);
+                    leadership.extend(valid_until);
+                    self.status.send_modify(|s| {
+                        if let Role::Leader { valid_until: v, .. } = &mut s.role {
+                            *v = valid_until;
+                        }
+                    });
+                    debug!(
+                        %identity,
+                        lease = %lease_name,
+                        token = grant.token.0,
+                        latency_us = latency.as_micros() as u64,
+                        valid_for_ms = clock.now().until(valid_until).as_millis() as u64,
+                        "renewed"
+                    );
+                }
+                Ok(Renewed::NotHeld) => {
+                    self.observer.renewal(RenewalOutcome::Lost, latency);
+                    self.redis_ok();
+                    break (Ending::new(StepDownReason::Lost), true);
+                }
+                Err(err) => {
+                    self.observer.renewal(RenewalOutcome::Failed, latency);
+                    failures = failures.saturating_add(1);
+                    self.redis_failed("renew", &err, failures);
+                    next_renew = decide::retry_after_failure(
+                        attempt_started,
+                        clock.now(),
+                        &timing,
+                        valid_until,
+                        renew_by,
+                    );
+                }
+            }
+        };
+        self.step_down(&leadership, ending, work_running.then_some(work_task))
+            .await
+    }
+
+    /// Step-down, in order: revoke (guard refuses, readiness flips), cancel the work, record
+    /// the reason, wait for the work to stop (never past the validity deadline), release.
+    async fn step_down(
+        &self,
+        leadership: &Leadership,
+        ending: Ending,
+        work_task: Option<JoinHandle<Result<(), String>>>,
+    ) -> StepDownReason {
+        let Ending { reason, mut detail } = ending;
+        let token = leadership.token();
+        leadership.revoke(reason);
+        self.status.send_modify(|s| {
+            s.role = Role::Follower {
+                leader: None,
+                cooldown: None,
+            };
+            s.transitions += 1;
+            s.last_step_down = Some(StepDown {
+                reason,
+                detail: detail.clone(),
+                token,
+                at: SystemTime::now(),
+            });
+        });
+        leadership.cancel();
+        let identity = self.lease.owner().identity();
+        let lease = self.lease.name();
+        info!(
+            %identity,
+            %lease,
+            token = token.0,
+            reason = %reason,
+            detail = detail.as_deref().unwrap_or(""),
+            "stepped down"
+        );
+        self.observer.stepped_down(reason);
+
+        if let Some(mut task) = work_task {
+            // Until the validity deadline the lease cannot pass on; the work may use all of it.
+            let stopped = if leadership.remaining().is_zero() {
+                // Past the deadline already (the process was paused): the work gets one short
+                // turn to act on its cancellation (the supervisor kills its command at once),
+                // then it is aborted.
+                tokio::time::timeout(LAST_TURN, &mut task).await.ok()
+            } else {
+                tokio::select! {
+                    joined = &mut task => Some(joined),
+                    _ = leadership.deadline_passed(Duration::ZERO) => None,
+                }
+            };
+            match stopped {
+                Some(joined) => {
+                    if let Ending {
+                        detail: Some(d), ..
+                    } = work_ending(joined)
+                    {
+                        detail.get_or_insert(d);
+                    }
+                }
+                None => {
+                    warn!(%identity, %lease, token = token.0, "leader work did not stop by the validity deadline; aborting it");
+                    task.abort();
+                    let _ = task.await;
+                }
+            }
+        }
+
+        if reason.may_still_hold() {
+            match self.lease.release(token, self.timing.call_timeout()).await {
+                Ok(Released::Released) => {
+                    info!(%identity, %lease, token = token.0, "released the lease")
+                }
+                Ok(Released::NotHeld) => {
+                    debug!(%identity, %lease, token = token.0, "lease was no longer ours to release")
+                }
+                Err(err) => {
+                    warn!(%identity, %lease, token = token.0, error = %err, "could not release the lease; it expires on its own")
+                }
+            }
+        }
+        reason
+    }
+}
+
+/// Maps how the work's task ended to a step-down.
+fn work_ending(joined: Result<Result<(), String>, JoinError>) -> Ending {
+    match joined {
+        Ok(Ok(())) => Ending::new(StepDownReason::WorkEnded),
+        Ok(Err(err)) => Ending {
+            reason: StepDownReason::WorkFailed,
+            detail: Some(err),
+        },
+        Err(join) if join.is_panic() => Ending {
+            reason: StepDownReason::WorkPanicked,
+            detail: Some(panic_message(join)),
+        },
+        Err(_) => Ending::new(StepDownReason::WorkEnded),
+    }
+}
+
+fn panic_message(join: JoinError) -> String {
+    let payload = join.into_panic();
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic with a non-string payload".to_owned())
+}
