@@ -19,7 +19,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use support::contenders::collect;
-use support::helm::{self, Rendered, labels, leasehold_container, refused, render};
+use support::helm::{self, Rendered, labels, leasehold_container, render};
 use support::prometheus::{dashboard_queries, rule_values};
 use support::redis_server::RedisServer;
 use support::replica::{BIN, FAST, http_get, wait_for};
@@ -191,28 +191,6 @@ fn a_digest_pins_each_image_instead_of_its_tag() {
 
 // ---------------------------------------------------------------------------------------------
 // values.schema.json: one test per new rule, each with helm's words
-
-fn assert_refused(values: &str, words: &[&str]) {
-    let err = refused(values);
-    assert!(
-        err.contains("values don't meet the specifications of the schema"),
-        "refused, but not by the schema:\n{err}"
-    );
-    for w in words {
-        assert!(err.contains(w), "helm's message lacks {w:?}:\n{err}");
-    }
-}
-
-macro_rules! schema_rule {
-    ($($name:ident: $values:expr => [$($words:expr),+ $(,)?];)+) => {
-        $(
-            #[test]
-            fn $name() {
-                assert_refused($values, &[$($words),+]);
-            }
-        )+
-    };
-}
 
 schema_rule! {
     schema_refuses_a_digest_that_is_no_sha256:

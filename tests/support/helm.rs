@@ -164,6 +164,31 @@ pub fn render(values: &str) -> Rendered {
 }
 
 /// Renders with `values` and expects helm to refuse them; helm's error output.
+/// Asserts that `values` are refused by the chart's schema, with each of `words` in helm's message.
+pub fn assert_refused(values: &str, words: &[&str]) {
+    let err = refused(values);
+    assert!(
+        err.contains("values don't meet the specifications of the schema"),
+        "refused, but not by the schema:\n{err}"
+    );
+    for w in words {
+        assert!(err.contains(w), "helm's message lacks {w:?}:\n{err}");
+    }
+}
+
+/// One test per schema rule: `name: "values" => ["words of helm's message", …];`.
+#[macro_export]
+macro_rules! schema_rule {
+    ($($name:ident: $values:expr => [$($words:expr),+ $(,)?];)+) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::support::helm::assert_refused($values, &[$($words),+]);
+            }
+        )+
+    };
+}
+
 pub fn refused(values: &str) -> String {
     let out = template_as("lh", "shop", values);
     assert_ne!(

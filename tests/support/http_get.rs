@@ -7,11 +7,22 @@ use std::time::Duration;
 
 /// Status code and body, or `None` when nothing answers within two seconds.
 pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    get(addr, path, "HTTP/1.1", Duration::from_secs(2))
+}
+
+/// The same GET in `version` (`HTTP/1.0` keeps a server from chunking the body), waiting up to
+/// `read_timeout` for the answer.
+pub fn get(
+    addr: SocketAddr,
+    path: &str,
+    version: &str,
+    read_timeout: Duration,
+) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream.set_read_timeout(Some(read_timeout)).ok()?;
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: leasehold\r\nConnection: close\r\n\r\n"
+        "GET {path} {version}\r\nHost: leasehold\r\nConnection: close\r\n\r\n"
     )
     .ok()?;
     let mut response = String::new();

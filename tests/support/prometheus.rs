@@ -3,8 +3,8 @@
 //! HTTP API the tests read. The binaries come from Debian's `prometheus` package
 //! (`scripts/ensure-tools.sh` installs it); a missing one fails the test, never skips it.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -197,18 +197,12 @@ impl Prometheus {
 
     /// GET `path_and_query` over HTTP/1.0 (so the body is never chunked): code and body.
     fn get(&self, path_and_query: &str) -> Option<(u16, String)> {
-        let mut stream = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1)).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(
-            stream,
-            "GET {path_and_query} HTTP/1.0\r\nHost: prometheus\r\n\r\n"
+        super::http_get::get(
+            self.addr,
+            path_and_query,
+            "HTTP/1.0",
+            Duration::from_secs(5),
         )
-        .ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).ok()?;
-        let (head, body) = response.split_once("\r\n\r\n")?;
-        let code = head.split_whitespace().nth(1)?.parse().ok()?;
-        Some((code, body.to_owned()))
     }
 
     /// The `data` of an API call that must succeed.
