@@ -43,6 +43,21 @@ fn acting(
     acting_work(log.clone(), ACT_EVERY, None)
 }
 
+/// A contender with the data-loss cooldown on, acting through its guard into `log`.
+fn acting_replica(
+    redis: &RedisServer,
+    name: &str,
+    identity: &str,
+    timing: Timing,
+    log: &ActionLog,
+) -> Contender {
+    Contender::spawn(
+        lease(&redis.url(), name, identity, true),
+        timing,
+        acting(log),
+    )
+}
+
 /// Every 2 ms for `window`, how many of `contenders` claim leadership; panics at the first
 /// sample with two.
 async fn never_two_leaders(contenders: &[&Contender], window: Duration) {
@@ -133,20 +148,12 @@ async fn a_deleted_lease_is_not_taken_by_a_fresh_replica_while_its_holder_is_val
     let redis = RedisServer::start();
     let name = unique_lease("deleted");
     let log: ActionLog = Arc::default();
-    let a = Contender::spawn(
-        lease(&redis.url(), &name, "pod-a", true),
-        slow_renewing(),
-        acting(&log),
-    );
+    let a = acting_replica(&redis, &name, "pod-a", slow_renewing(), &log);
     let token = wait_leader(&a).await;
     let key = a_key(&name);
     // An operator deletes the lease; a replica starts at that very moment.
     assert_eq!(redis.cmd::<i64>(&["DEL", &key]), 1);
-    let c = Contender::spawn(
-        lease(&redis.url(), &name, "pod-c", true),
-        fast_timing(),
-        acting(&log),
-    );
+    let c = acting_replica(&redis, &name, "pod-c", fast_timing(), &log);
     never_two_leaders(&[&a, &c], Duration::from_millis(3500)).await;
     // The holder repaired its lease on renewal: no leader change at all.
     assert_eq!(a.token(), Some(token), "the holder keeps its term");
@@ -165,11 +172,7 @@ async fn a_flushed_lease_is_not_taken_by_a_follower_before_the_ttl_it_observed()
     let redis = RedisServer::start();
     let name = unique_lease("flushed");
     let log: ActionLog = Arc::default();
-    let a = Contender::spawn(
-        lease(&redis.url(), &name, "pod-a", true),
-        slow_renewing(),
-        acting(&log),
-    );
+    let a = acting_replica(&redis, &name, "pod-a", slow_renewing(), &log);
     wait_leader(&a).await;
     // A follower that polls (client-go's way) and does not cool down after data loss: only the
     // TTL it saw protects the holder once the whole database is gone.
@@ -206,22 +209,10 @@ async fn eviction_under_maxmemory_never_makes_two_leaders() {
     );
     let name = unique_lease("evicted");
     let log: ActionLog = Arc::default();
-    let a = Contender::spawn(
-        lease(&redis.url(), &name, "pod-a", true),
-        slow_renewing(),
-        acting(&log),
-    );
+    let a = acting_replica(&redis, &name, "pod-a", slow_renewing(), &log);
     wait_leader(&a).await;
-    let b = Contender::spawn(
-        lease(&redis.url(), &name, "pod-b", true),
-        fast_timing(),
-        acting(&log),
-    );
-    let c = Contender::spawn(
-        lease(&redis.url(), &name, "pod-c", true),
-        fast_timing(),
-        acting(&log),
-    );
+    let b = acting_replica(&redis, &name, "pod-b", fast_timing(), &log);
+    let c = acting_replica(&redis, &name, "pod-c", fast_timing(), &log);
 
     // A flood of keys with long TTLs: under volatile-ttl the lease (the nearest expiry) goes
     // first, every time memory runs out.
