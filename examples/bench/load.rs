@@ -51,12 +51,26 @@ impl Row {
         self.config.contenders.saturating_sub(1)
     }
 
-    /// Commands per second of one idle follower.
+    /// The release channel's keepalive PINGs: a different kind of cost (no script, no key),
+    /// counted apart from the election's commands.
+    pub fn keepalive(&self) -> u64 {
+        self.sent.get("ping").copied().unwrap_or(0)
+    }
+
+    /// Election commands per second of one idle follower (keepalive PINGs apart).
     pub fn per_follower_per_s(&self) -> Option<f64> {
         let n = self.followers();
         (n > 0).then(|| {
-            self.total.saturating_sub(self.leader) as f64 / n as f64 / self.window.as_secs_f64()
+            self.total.saturating_sub(self.leader + self.keepalive()) as f64
+                / n as f64
+                / self.window.as_secs_f64()
         })
+    }
+
+    /// Keepalive PINGs per second of one idle follower.
+    pub fn keepalive_per_follower_per_s(&self) -> Option<f64> {
+        let n = self.followers();
+        (n > 0).then(|| self.keepalive() as f64 / n as f64 / self.window.as_secs_f64())
     }
 
     /// Commands per second of the leader.

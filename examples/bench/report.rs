@@ -357,11 +357,19 @@ fn summary(w: &mut String, r: &Results, plan: &Plan) {
             let per = v * lt.lease_duration.as_secs_f64();
             let _ = writeln!(
                 w,
-                "- An idle follower sends about one command per lease duration: {} per {} ({} contenders): {}.",
+                "- An idle follower sends about one election command per lease duration: {} per {} ({} contenders): {}.",
                 count(per),
                 human(lt.lease_duration),
                 biggest,
                 met((0.5..=1.5).contains(&per))
+            );
+        }
+        if let Some(v) = l.keepalive_per_follower_per_s() {
+            let _ = writeln!(
+                w,
+                "  Besides, the release channel's keepalive: {} `PING` per {} per follower (a quiet subscription is pinged so that a dead link is noticed within a retry period).",
+                count(v * lt.lease_duration.as_secs_f64()),
+                human(lt.lease_duration),
             );
         }
         let per = l.leader_per_s() * lt.retry_period.as_secs_f64();
