@@ -47,7 +47,10 @@ async fn stamp(
     // Refused when the object carries a higher token (a newer leader wrote), and on a
     // resourceVersion conflict (it changed since the read; the requeue reads it again).
     fence::k8s::replace(&ctx.inner, &config_map.name_any(), token, |object| {
-        object.data.get_or_insert_default().insert("leader".to_owned(), identity);
+        object
+            .data
+            .get_or_insert_default()
+            .insert("leader".to_owned(), identity);
     })
     .await?;
     Ok(Action::await_change())
@@ -62,7 +65,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = kube::Client::try_default().await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(client, namespace);
     let name = LeaseName::for_deployment(namespace, "fenced-reconciler")?;
-    let lease = RedisLease::new(url, name, OwnerId::generate(identity)?, LeaseOptions::default())?;
+    let lease = RedisLease::new(
+        url,
+        name,
+        OwnerId::generate(identity)?,
+        LeaseOptions::default(),
+    )?;
     let elector = Elector::new(lease, Timing::default())?;
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();

@@ -64,8 +64,16 @@ where
 }
 
 /// The token in `object`'s annotation, if it has one.
-pub fn stored_token<K: Resource>(object: &K, name: &str) -> Result<Option<FencingToken>, FenceError> {
-    let Some(stored) = object.meta().annotations.as_ref().and_then(|a| a.get(ANNOTATION)) else {
+pub fn stored_token<K: Resource>(
+    object: &K,
+    name: &str,
+) -> Result<Option<FencingToken>, FenceError> {
+    let Some(stored) = object
+        .meta()
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION))
+    else {
         return Ok(None);
     };
     match stored.parse() {

@@ -89,7 +89,11 @@ mod tests {
             (Some(t(u64::MAX)), t(u64::MAX - 1), false),
         ];
         for (seen, offered, want) in rows {
-            assert_eq!(admits(seen, offered), want, "seen {seen:?} offered {offered}");
+            assert_eq!(
+                admits(seen, offered),
+                want,
+                "seen {seen:?} offered {offered}"
+            );
         }
     }
 }

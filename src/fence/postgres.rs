@@ -44,7 +44,9 @@ fn section(sql: &str, name: &str) -> String {
     if lines.next().is_none() {
         return String::new();
     }
-    let body: Vec<&str> = lines.take_while(|line| !line.starts_with("-- name:")).collect();
+    let body: Vec<&str> = lines
+        .take_while(|line| !line.starts_with("-- name:"))
+        .collect();
     body.join("\n").trim().to_owned()
 }
 

@@ -115,10 +115,7 @@ mod tests {
 
     #[test]
     fn the_stale_reply_names_the_token_seen() {
-        assert_eq!(
-            parse_seen("seen=17 offered=4"),
-            Some(FencingToken(17))
-        );
+        assert_eq!(parse_seen("seen=17 offered=4"), Some(FencingToken(17)));
         assert_eq!(parse_seen("offered=4"), None);
         assert_eq!(parse_seen("seen=x offered=4"), None);
     }
@@ -128,7 +125,10 @@ mod tests {
         let mut set = ::redis::cmd("SET");
         set.arg("k").arg(7);
         let write = FencedWrite::new("t", &set).touching("k");
-        assert_eq!(write.command, vec![b"SET".to_vec(), b"k".to_vec(), b"7".to_vec()]);
+        assert_eq!(
+            write.command,
+            vec![b"SET".to_vec(), b"k".to_vec(), b"7".to_vec()]
+        );
         assert_eq!(write.keys, vec!["k".to_owned()]);
     }
 }

@@ -115,7 +115,10 @@ fn dedent<S: AsRef<str>>(lines: &[S]) -> Vec<String> {
 fn quoted_in(file: &str, block: &str) -> bool {
     let file_lines: Vec<&str> = file.lines().collect();
     let wanted = dedent(&block.lines().collect::<Vec<_>>());
-    !wanted.is_empty() && file_lines.windows(wanted.len()).any(|w| dedent(w) == wanted)
+    !wanted.is_empty()
+        && file_lines
+            .windows(wanted.len())
+            .any(|w| dedent(w) == wanted)
 }
 
 #[test]

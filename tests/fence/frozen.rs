@@ -81,7 +81,9 @@ fn frozen_leader_is_refused(
     let lease = unique_lease("fenced-freeze");
     let command = ["sh", "-c", LOOP];
     let a = Replica::spawn_with_env(&lease_redis.url(), &lease, "a", &args, &command, &env);
-    wait_for("a to lead", Duration::from_secs(10), || a.is_ready().then_some(()));
+    wait_for("a to lead", Duration::from_secs(10), || {
+        a.is_ready().then_some(())
+    });
     let b = Replica::spawn_with_env(&lease_redis.url(), &lease, "b", &args, &command, &env);
     wait_for("b to follow a", Duration::from_secs(10), || {
         (b.leader()["leader"] == "a").then_some(())
@@ -120,7 +122,10 @@ fn frozen_leader_is_refused(
         "the old command's writes after the new leader's were accepted: {after:?}"
     );
     let errors = std::fs::read_to_string(dir.path().join("err.a")).unwrap_or_default();
-    assert!(errors.contains(stale), "refused as stale ({stale}): {errors}");
+    assert!(
+        errors.contains(stale),
+        "refused as stale ({stale}): {errors}"
+    );
 
     // Its leasehold resumes, sees the term over and stops the command.
     a.signal(Signal::SIGCONT);

@@ -20,7 +20,13 @@ async fn serve() -> SocketAddr {
 }
 
 /// One HTTP/1.1 request; status code and body.
-async fn request(addr: SocketAddr, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
+async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).await.expect("connect");
     let header = token
         .map(|t| format!("Leasehold-Fencing-Token: {t}\r\n"))
@@ -90,12 +96,24 @@ async fn the_curl_recipe_writes_with_a_newer_token_and_fails_with_a_stale_one() 
         })
     };
     let out = curl("a", 5).await.expect("curl");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = curl("b", 7).await.expect("curl");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stale = curl("a", 6).await.expect("curl");
     let stdout = String::from_utf8_lossy(&stale.stdout);
-    assert_eq!(stale.status.code(), Some(22), "curl --fail-with-body exits 22 on 409: {stdout}");
+    assert_eq!(
+        stale.status.code(),
+        Some(22),
+        "curl --fail-with-body exits 22 on 409: {stdout}"
+    );
     assert!(stdout.contains("stale fencing token"), "{stdout}");
     assert_eq!(
         request(addr, "GET", "/items/report", None, "").await,

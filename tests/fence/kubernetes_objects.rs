@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Api, ResourceExt};
 use leasehold::elector::{Elector, Role};
-use leasehold::fence::k8s::{ANNOTATION, replace};
 use leasehold::fence::FenceError;
+use leasehold::fence::k8s::{ANNOTATION, replace};
 use leasehold::lease::FencingToken;
 use tokio_util::sync::CancellationToken;
 
@@ -20,7 +20,8 @@ use crate::support::redis_server::RedisServer;
 use crate::support::wait::{eventually, until};
 
 fn config_map(name: &str, stamped: bool) -> ConfigMap {
-    let labels = stamped.then(|| BTreeMap::from([("example.com/stamped".to_owned(), "true".to_owned())]));
+    let labels =
+        stamped.then(|| BTreeMap::from([("example.com/stamped".to_owned(), "true".to_owned())]));
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
@@ -53,7 +54,12 @@ async fn the_reconciler_stamps_objects_under_leadership_with_its_token() {
     api.insert(&config_map("report", true));
     api.insert(&config_map("other", false));
     let elector = Elector::new(
-        lease(&redis.url(), &unique_lease("fenced-reconciler"), "pod-a", false),
+        lease(
+            &redis.url(),
+            &unique_lease("fenced-reconciler"),
+            "pod-a",
+            false,
+        ),
         fast_timing(),
     )
     .expect("elector");
@@ -76,7 +82,11 @@ async fn the_reconciler_stamps_objects_under_leadership_with_its_token() {
     })
     .await;
     assert_eq!(stamped, (Some("pod-a".to_owned()), Some(token.to_string())));
-    assert_eq!(leader_and_token(&api, "other"), (None, None), "not selected");
+    assert_eq!(
+        leader_and_token(&api, "other"),
+        (None, None),
+        "not selected"
+    );
     shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(10), task)
         .await
@@ -118,15 +128,29 @@ async fn a_newer_write_between_the_read_and_the_write_makes_the_older_conflict_t
     let older = replace(&config_maps, "report", FencingToken(5), move |cm| {
         tokio::task::block_in_place(|| {
             tokio::runtime::Handle::current()
-                .block_on(replace(&newer, "report", FencingToken(6), set("leader", "new")))
+                .block_on(replace(
+                    &newer,
+                    "report",
+                    FencingToken(6),
+                    set("leader", "new"),
+                ))
                 .expect("the newer leader writes");
         });
         set("leader", "old")(cm);
     })
     .await;
-    assert!(matches!(older, Err(FenceError::Conflict { .. })), "{older:?}");
+    assert!(
+        matches!(older, Err(FenceError::Conflict { .. })),
+        "{older:?}"
+    );
     // Its retry reads again and meets the newer token.
-    let retry = replace(&config_maps, "report", FencingToken(5), set("leader", "old")).await;
+    let retry = replace(
+        &config_maps,
+        "report",
+        FencingToken(5),
+        set("leader", "old"),
+    )
+    .await;
     assert!(matches!(retry, Err(FenceError::Stale { .. })), "{retry:?}");
     assert_eq!(
         leader_and_token(&api, "report"),

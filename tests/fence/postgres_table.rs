@@ -74,13 +74,16 @@ async fn a_newer_token_writes_and_an_older_one_is_refused_leaving_nothing_behind
     let mut client = prepare(&server).await;
     let t = FencingToken;
 
-    record_run(&mut client, "a", t(5)).await.expect("first write");
-    record_run(&mut client, "b", t(7)).await.expect("newer token");
-    record_run(&mut client, "b", t(7)).await.expect("the same term again");
-    assert_eq!(
-        stale_seen(record_run(&mut client, "a", t(6)).await),
-        (7, 6)
-    );
+    record_run(&mut client, "a", t(5))
+        .await
+        .expect("first write");
+    record_run(&mut client, "b", t(7))
+        .await
+        .expect("newer token");
+    record_run(&mut client, "b", t(7))
+        .await
+        .expect("the same term again");
+    assert_eq!(stale_seen(record_run(&mut client, "a", t(6)).await), (7, 6));
     assert_eq!(
         runs(&server),
         [("a".into(), 5), ("b".into(), 7), ("b".into(), 7)]
@@ -91,9 +94,13 @@ async fn a_newer_token_writes_and_an_older_one_is_refused_leaving_nothing_behind
     );
     // Nothing of the refused transaction is left: the dropped transaction's ROLLBACK goes out
     // before the client's next statement, and then no open transaction holds the row.
-    client.simple_query("SELECT 1").await.expect("the client works on");
+    client
+        .simple_query("SELECT 1")
+        .await
+        .expect("the client works on");
     assert_eq!(
-        server.psql("SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%'"),
+        server
+            .psql("SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%'"),
         "0"
     );
 }
@@ -148,7 +155,10 @@ async fn racing_writers_with_interleaved_tokens_end_in_the_highests_state() {
     for writer in writers {
         let (token, outcomes) = writer.await.expect("writer task");
         if token == 9 {
-            assert!(outcomes.iter().all(|ok| *ok), "the highest is never refused");
+            assert!(
+                outcomes.iter().all(|ok| *ok),
+                "the highest is never refused"
+            );
         }
         refused += outcomes.iter().filter(|ok| !**ok).count();
     }
@@ -219,10 +229,19 @@ async fn a_batch_job_fenced_per_chunk_stops_at_its_first_chunk_after_a_newer_lea
     let server = PostgresServer::start();
     let mut old = prepare(&server).await;
     let mut new = connect(&server).await;
-    run_chunk(&mut old, 1, FencingToken(3)).await.expect("chunk 1");
-    run_chunk(&mut old, 2, FencingToken(3)).await.expect("chunk 2");
-    run_chunk(&mut new, 1, FencingToken(4)).await.expect("the new leader's chunk 1");
-    assert_eq!(stale_seen(run_chunk(&mut old, 3, FencingToken(3)).await), (4, 3));
+    run_chunk(&mut old, 1, FencingToken(3))
+        .await
+        .expect("chunk 1");
+    run_chunk(&mut old, 2, FencingToken(3))
+        .await
+        .expect("chunk 2");
+    run_chunk(&mut new, 1, FencingToken(4))
+        .await
+        .expect("the new leader's chunk 1");
+    assert_eq!(
+        stale_seen(run_chunk(&mut old, 3, FencingToken(3)).await),
+        (4, 3)
+    );
     assert_eq!(
         runs(&server),
         [
@@ -257,9 +276,14 @@ async fn a_fenced_migration_with_a_stale_token_changes_no_schema() {
     fence::postgres::create_table(&client).await.expect("table");
     server.psql("INSERT INTO leasehold_fence VALUES ('schema', 8)");
     let refused = migrate(&mut client, FencingToken(7)).await;
-    assert!(matches!(refused, Err(FenceError::Stale { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(FenceError::Stale { .. })),
+        "{refused:?}"
+    );
     assert_eq!(server.psql(column), "0");
-    migrate(&mut client, FencingToken(8)).await.expect("migrate");
+    migrate(&mut client, FencingToken(8))
+        .await
+        .expect("migrate");
     assert_eq!(server.psql(column), "1");
 }
 

@@ -1,7 +1,7 @@
 //! `leasehold::fence::redis` and the redis-cli recipe against real redis-server processes.
 
-use leasehold::fence::redis::{FencedWrite, LUA};
 use leasehold::fence::FenceError;
+use leasehold::fence::redis::{FencedWrite, LUA};
 use leasehold::lease::FencingToken;
 use redis::aio::MultiplexedConnection;
 
@@ -24,7 +24,8 @@ async fn record_run(
     token: FencingToken,
 ) -> Result<(), FenceError> {
     let mut push = redis::cmd("RPUSH");
-    push.arg("report:{nightly}:runs").arg(format!("{leader} {token}"));
+    push.arg("report:{nightly}:runs")
+        .arg(format!("{leader} {token}"));
     FencedWrite::new("report:{nightly}:fence", &push)
         .touching("report:{nightly}:runs")
         .run(conn, token)
@@ -50,10 +51,19 @@ async fn a_newer_token_writes_and_an_older_one_is_refused_leaving_nothing_behind
     let t = FencingToken;
     record_run(&mut conn, "a", t(5)).await.expect("first write");
     record_run(&mut conn, "b", t(7)).await.expect("newer token");
-    record_run(&mut conn, "b", t(7)).await.expect("the same term again");
+    record_run(&mut conn, "b", t(7))
+        .await
+        .expect("the same term again");
     match record_run(&mut conn, "a", t(6)).await {
-        Err(FenceError::Stale { resource, seen, offered }) => {
-            assert_eq!((resource.as_str(), seen, offered), ("report:{nightly}:fence", t(7), t(6)));
+        Err(FenceError::Stale {
+            resource,
+            seen,
+            offered,
+        }) => {
+            assert_eq!(
+                (resource.as_str(), seen, offered),
+                ("report:{nightly}:fence", t(7), t(6))
+            );
         }
         other => panic!("expected a stale refusal, got {other:?}"),
     }
@@ -70,11 +80,18 @@ async fn tokens_compare_as_numbers_beyond_what_lua_numbers_hold_exactly() {
     let redis = RedisServer::start();
     let mut conn = connect(&redis.url()).await;
     let high = u64::MAX - 1;
-    record_run(&mut conn, "a", FencingToken(high)).await.expect("write");
+    record_run(&mut conn, "a", FencingToken(high))
+        .await
+        .expect("write");
     // 2^64 - 2 and 2^64 - 1 are the same Lua number; as digits they differ.
-    record_run(&mut conn, "b", FencingToken(u64::MAX)).await.expect("newer");
+    record_run(&mut conn, "b", FencingToken(u64::MAX))
+        .await
+        .expect("newer");
     let refused = record_run(&mut conn, "a", FencingToken(high)).await;
-    assert!(matches!(refused, Err(FenceError::Stale { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(FenceError::Stale { .. })),
+        "{refused:?}"
+    );
     assert_eq!(runs(&redis).len(), 2);
 }
 
@@ -89,10 +106,15 @@ async fn a_write_that_fails_does_not_advance_the_token() {
         .touching("report:{nightly}:state")
         .run(&mut conn, FencingToken(9))
         .await;
-    assert!(matches!(wrong_type, Err(FenceError::Redis(_))), "{wrong_type:?}");
+    assert!(
+        matches!(wrong_type, Err(FenceError::Redis(_))),
+        "{wrong_type:?}"
+    );
     let stored: Option<String> = redis.cmd(&["GET", "report:{nightly}:fence"]);
     assert_eq!(stored, None);
-    record_run(&mut conn, "a", FencingToken(3)).await.expect("a lower token still writes");
+    record_run(&mut conn, "a", FencingToken(3))
+        .await
+        .expect("a lower token still writes");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,9 +173,15 @@ async fn on_a_cluster_the_keys_share_the_hash_tag_and_untagged_ones_are_refused(
     let mut set = redis::cmd("SET");
     set.arg("report:{nightly}:state").arg("done");
     let write = FencedWrite::new("report:{nightly}:fence", &set).touching("report:{nightly}:state");
-    write.run(&mut conn, FencingToken(5)).await.expect("tagged write");
+    write
+        .run(&mut conn, FencingToken(5))
+        .await
+        .expect("tagged write");
     let refused = write.run(&mut conn, FencingToken(4)).await;
-    assert!(matches!(refused, Err(FenceError::Stale { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(FenceError::Stale { .. })),
+        "{refused:?}"
+    );
     let stored: String = redis::cmd("GET")
         .arg("report:{nightly}:state")
         .query_async(&mut conn)

@@ -91,10 +91,7 @@ impl PostgresServer {
                 return server;
             }
         }
-        panic!(
-            "postgres did not start on any free port:\n{}",
-            server.log()
-        );
+        panic!("postgres did not start on any free port:\n{}", server.log());
     }
 
     fn data(&self) -> PathBuf {
