@@ -8,6 +8,7 @@ use tokio_postgres::{Client, NoTls};
 
 use crate::docs::{run_sh, snippet};
 use crate::support::postgres::PostgresServer;
+use crate::support::wait::eventually;
 
 pub async fn connect(server: &PostgresServer) -> Client {
     let (client, connection) = tokio_postgres::connect(&server.config(), NoTls)
@@ -334,4 +335,52 @@ async fn the_psql_recipe_writes_with_a_newer_token_and_fails_with_a_stale_one() 
     assert_eq!(stale.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("stale fencing token"), "{stderr}");
     assert_eq!(runs(&server), [("a".into(), 5), ("b".into(), 7)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_repeatable_read_a_writer_that_waited_on_a_concurrent_one_fails_to_serialize() {
+    let server = PostgresServer::start();
+    let mut first = prepare(&server).await;
+    let mut second = connect(&server).await;
+    server.psql("INSERT INTO leasehold_fence VALUES ('nightly-report', 1)");
+    let older = first
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .start()
+        .await
+        .expect("begin");
+    fence::postgres::advance(&older, "nightly-report", FencingToken(6))
+        .await
+        .expect("advance");
+    let waiting = tokio::spawn(async move {
+        let newer = second
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .start()
+            .await
+            .expect("begin");
+        fence::postgres::advance(&newer, "nightly-report", FencingToken(7)).await
+    });
+    eventually(
+        "the second writer to wait for the row lock",
+        Duration::from_secs(10),
+        || async {
+            let waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'";
+            (server.psql(waiting) == "1").then_some(())
+        },
+    )
+    .await;
+    older.commit().await.expect("commit");
+    let result = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiting writer wakes")
+        .expect("task");
+    match result {
+        Err(FenceError::Postgres(err)) => assert_eq!(
+            err.code(),
+            Some(&tokio_postgres::error::SqlState::T_R_SERIALIZATION_FAILURE),
+            "{err}"
+        ),
+        other => panic!("expected a serialization failure, got {other:?}"),
+    }
 }
