@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what a fresh machine lacks for leasehold's demo and tests: redis-server and prometheus
-# (Debian's packages) and cargo-nextest. Safe to run again: it only installs what is missing.
+# Installs what a fresh machine lacks for leasehold's demo and tests: redis-server, prometheus,
+# postgresql and curl (Debian's packages) and cargo-nextest. Safe to run again: it only installs
+# what is missing.
 set -euo pipefail
 
 as_root() {
@@ -19,6 +20,19 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
   echo "installing prometheus and promtool (Debian package)" >&2
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
+fi
+
+# The fencing tests (tests/fence.rs) start real PostgreSQL clusters with initdb and pg_ctl (from
+# Debian's postgresql package, which brings psql too) and run the docs' curl recipe.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v psql >/dev/null 2>&1; then
+  echo "installing postgresql (Debian package)" >&2
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+fi
+if ! command -v curl >/dev/null 2>&1; then
+  echo "installing curl (Debian package)" >&2
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null
 fi
 
 if ! cargo nextest --version >/dev/null 2>&1; then

@@ -26,6 +26,8 @@
 //!   subreaper that reaps its orphans, and the stop sequence bounded on the boot clock.
 //! - [`k8s`]: Deployment discovery, the leader label, the Lease mirror, events, the RBAC list,
 //!   and `reconcile_while_leading` for reconcilers of your own.
+//! - [`fence`]: fencing the resources the leader writes to (Kubernetes objects; PostgreSQL and
+//!   Redis behind the `fence-postgres` and `fence-redis` features), as docs/FENCING.md shows.
 //!
 //! # Example
 //!
@@ -61,6 +63,7 @@ pub mod clock;
 pub mod config;
 pub mod elector;
 pub mod exec;
+pub mod fence;
 pub mod http;
 pub mod k8s;
 pub mod lease;

@@ -9,6 +9,7 @@ pub mod fake_api;
 pub mod helm;
 pub mod http_get;
 pub mod pki;
+pub mod postgres;
 pub mod prometheus;
 pub mod proxy;
 pub mod redis_server;
