@@ -7,6 +7,6 @@ cd "$(dirname "$0")/.."
 scripts/ensure-tools.sh
 
 cargo fmt --all -- --check
-cargo clippy --all-targets --locked -- -D warnings
-cargo test --doc --locked
-cargo nextest run --all-targets --locked --profile "${NEXTEST_PROFILE:-default}"
+cargo clippy --all-targets --all-features --locked -- -D warnings
+cargo test --doc --all-features --locked
+cargo nextest run --all-targets --all-features --locked --profile "${NEXTEST_PROFILE:-default}"
