@@ -59,6 +59,7 @@ pub mod clock;
 pub mod config;
 pub mod elector;
 pub mod exec;
+pub mod guard;
 pub mod http;
 pub mod k8s;
 pub mod lease;

@@ -43,7 +43,13 @@ fn args(guard: &Path) -> Vec<String> {
 }
 
 /// `leasehold run --guard-file GUARD -- bash -c <the guarded loop>`, leading.
-fn guarded_replica(redis: &RedisServer, lease: &str, name: &str, guard: &Path, out: &Resource) -> Replica {
+fn guarded_replica(
+    redis: &RedisServer,
+    lease: &str,
+    name: &str,
+    guard: &Path,
+    out: &Resource,
+) -> Replica {
     guarded_replica_with(redis, lease, name, &args(guard), out, false)
 }
 
@@ -59,7 +65,14 @@ fn guarded_replica_with(
     let script = script(trap_term);
     let env = env(&out.path, BIN, MARGIN);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    Replica::spawn_with_env(&redis.url(), lease, name, &args, &["bash", "-c", &script], &env)
+    Replica::spawn_with_env(
+        &redis.url(),
+        lease,
+        name,
+        &args,
+        &["bash", "-c", &script],
+        &env,
+    )
 }
 
 /// Waits for a command of a term not in `seen` that has written at least three times: its
@@ -120,10 +133,21 @@ fn assert_rounds(scenario: &str, rounds: &[(FencingToken, BootInstant, Counts)],
             .entries()
             .iter()
             .filter(|e| e.token == *token && e.kind == Kind::Write && e.at >= *deadline)
-            .map(|e| format!("{:?} after the deadline", e.at.saturating_duration_since(*deadline)))
+            .map(|e| {
+                format!(
+                    "{:?} after the deadline",
+                    e.at.saturating_duration_since(*deadline)
+                )
+            })
             .collect();
-        assert_eq!(c.after, 0, "{scenario}: term {token} wrote after its deadline: {late:?}");
-        assert!(c.before > 0, "{scenario}: term {token} never wrote: the guard refused all along");
+        assert_eq!(
+            c.after, 0,
+            "{scenario}: term {token} wrote after its deadline: {late:?}"
+        );
+        assert!(
+            c.before > 0,
+            "{scenario}: term {token} never wrote: the guard refused all along"
+        );
         assert!(
             c.refused_after > 0,
             "{scenario}: term {token}: no check after the deadline, the scenario did not happen"
@@ -154,15 +178,22 @@ fn a_command_that_asks_its_guard_writes_nothing_after_the_deadline_when_the_pod_
         killpg(Pid::from_raw(pgid), Signal::SIGSTOP).unwrap();
         let (published, deadline) = published_term(&guard);
         assert_eq!(published, token, "the guard file names the command's term");
-        until_boot(deadline.saturating_add(PAST_THE_TTL), "the frozen term's TTL to pass");
+        until_boot(
+            deadline.saturating_add(PAST_THE_TTL),
+            "the frozen term's TTL to pass",
+        );
         // The worst order: the command first, leasehold only once the command has checked.
         killpg(Pid::from_raw(pgid), Signal::SIGCONT).unwrap();
-        wait_for("the resumed command's first check", Duration::from_secs(5), || {
-            out.entries()
-                .iter()
-                .any(|e| e.token == token && e.t0 >= deadline)
-                .then_some(())
-        });
+        wait_for(
+            "the resumed command's first check",
+            Duration::from_secs(5),
+            || {
+                out.entries()
+                    .iter()
+                    .any(|e| e.token == token && e.t0 >= deadline)
+                    .then_some(())
+            },
+        );
         kill(leasehold, Signal::SIGCONT).unwrap();
         rounds.push((token, deadline));
     }
@@ -192,13 +223,20 @@ fn a_command_that_asks_its_guard_writes_nothing_after_the_deadline_when_only_lea
         let (published, deadline) = published_term(&guard);
         assert_eq!(published, token, "the guard file names the command's term");
         // The command runs on: its checks must start failing at the deadline by themselves.
-        wait_for("a check refused after the deadline", Duration::from_secs(10), || {
-            out.entries()
-                .iter()
-                .any(|e| e.token == token && e.kind == Kind::Refused && e.t0 >= deadline)
-                .then_some(())
-        });
-        until_boot(deadline.saturating_add(PAST_THE_TTL), "the frozen term's TTL to pass");
+        wait_for(
+            "a check refused after the deadline",
+            Duration::from_secs(10),
+            || {
+                out.entries()
+                    .iter()
+                    .any(|e| e.token == token && e.kind == Kind::Refused && e.t0 >= deadline)
+                    .then_some(())
+            },
+        );
+        until_boot(
+            deadline.saturating_add(PAST_THE_TTL),
+            "the frozen term's TTL to pass",
+        );
         kill(leasehold, Signal::SIGCONT).unwrap();
         rounds.push((token, deadline));
     }
@@ -219,12 +257,16 @@ fn a_successor_sees_its_own_guard_valid_and_the_frozen_leaders_invalid() {
     let (guard_a, guard_b) = (dir.path().join("a"), dir.path().join("b"));
     let lease = unique_lease("successor");
     let a = guarded_replica(&redis, &lease, "a", &guard_a, &out);
-    wait_for("a to lead", Duration::from_secs(10), || a.is_ready().then_some(()));
+    wait_for("a to lead", Duration::from_secs(10), || {
+        a.is_ready().then_some(())
+    });
     let (token_a, _) = wait_new_term(&out, &[], &a);
     let b = guarded_replica(&redis, &lease, "b", &guard_b, &out);
     a.signal(Signal::SIGSTOP);
     let (_, deadline_a) = published_term(&guard_a);
-    wait_for("b to lead", Duration::from_secs(10), || b.is_ready().then_some(()));
+    wait_for("b to lead", Duration::from_secs(10), || {
+        b.is_ready().then_some(())
+    });
     let (token_b, _) = wait_new_term(&out, &[token_a], &b);
     assert!(token_b > token_a);
 
@@ -294,9 +336,14 @@ fn the_guard_refuses_from_step_down_on_while_the_command_runs_out_its_grace_peri
             .count()
     };
     let (writes, refused) = (after_term(Kind::Write), after_term(Kind::Refused));
-    println!("after SIGTERM the command checked {refused} times, all refused; it wrote {writes} times");
+    println!(
+        "after SIGTERM the command checked {refused} times, all refused; it wrote {writes} times"
+    );
     assert_eq!(writes, 0, "the command wrote after step-down");
-    assert!(refused >= 3, "the command did not run on into its grace period");
+    assert!(
+        refused >= 3,
+        "the command did not run on into its grace period"
+    );
     assert!(!guard.exists(), "the guard file is removed at exit");
 }
 
@@ -319,14 +366,22 @@ fn the_command_finds_its_guard_file_in_the_runtime_dir_and_it_is_removed_at_exit
         ],
     );
     wait_for("the command's check", Duration::from_secs(10), || {
-        std::fs::read_to_string(&out).ok().filter(|s| s == "valid\n")
+        std::fs::read_to_string(&out)
+            .ok()
+            .filter(|s| s == "valid\n")
     });
     let path = std::fs::read_to_string(runtime.path().join("out.path")).unwrap();
     let path = Path::new(path.trim_end());
     assert_eq!(path.parent(), Some(runtime.path()), "{path:?}");
     let name = path.file_name().unwrap().to_str().unwrap();
-    assert!(name.contains("runtime-dir"), "named after the lease: {name}");
-    assert!(name.ends_with(&format!("-{}", replica.pid())), "and the pid: {name}");
+    assert!(
+        name.contains("runtime-dir"),
+        "named after the lease: {name}"
+    );
+    assert!(
+        name.ends_with(&format!("-{}", replica.pid())),
+        "and the pid: {name}"
+    );
     assert!(check_guard_file(path).is_ok());
     replica.signal(Signal::SIGTERM);
     assert_eq!(replica.wait_exit(Duration::from_secs(15)), 0);
@@ -350,7 +405,10 @@ fn a_guard_file_that_cannot_be_written_is_refused_at_start() {
         &[],
     );
     assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("--guard-file /nonexistent/dir/guard"), "{stderr}");
+    assert!(
+        stderr.contains("--guard-file /nonexistent/dir/guard"),
+        "{stderr}"
+    );
 }
 
 fn write_record(path: &Path, text: &str) {
@@ -378,16 +436,31 @@ fn the_guard_subcommand_says_valid_zeroed_expired_or_missing_and_refuses_garbage
     let soon = BootInstant::now().saturating_add(Duration::from_secs(30));
 
     write_record(&file, &term_record(42, soon));
-    assert_eq!(guard(&[]), (0, String::new(), String::new()), "valid: silent, exit 0");
+    assert_eq!(
+        guard(&[]),
+        (0, String::new(), String::new()),
+        "valid: silent, exit 0"
+    );
     let (code, _, stderr) = guard(&["--verbose"]);
     assert_eq!(code, 0);
     assert!(stderr.contains("token 42"), "{stderr}");
     let (code, _, _) = run_to_end(&["guard"], &[("LEASEHOLD_GUARD_FILE", path)]);
-    assert_eq!(code, 0, "the path from the environment, as leasehold run sets it");
-    assert_eq!(guard(&["--valid-for", "1m"]).0, 1, "not valid for a minute more");
+    assert_eq!(
+        code, 0,
+        "the path from the environment, as leasehold run sets it"
+    );
+    assert_eq!(
+        guard(&["--valid-for", "1m"]).0,
+        1,
+        "not valid for a minute more"
+    );
 
     write_record(&file, &GuardRecord::NoTerm.encode());
-    assert_eq!(guard(&[]), (1, String::new(), String::new()), "zeroed: silent, exit 1");
+    assert_eq!(
+        guard(&[]),
+        (1, String::new(), String::new()),
+        "zeroed: silent, exit 1"
+    );
     let (_, _, stderr) = guard(&["-v"]);
     assert!(stderr.contains("no term"), "{stderr}");
 
@@ -398,7 +471,12 @@ fn the_guard_subcommand_says_valid_zeroed_expired_or_missing_and_refuses_garbage
     std::fs::remove_file(&file).unwrap();
     assert_eq!(guard(&[]).0, 1, "missing");
 
-    for garbage in ["", "leasehold-guard 1 42", "leasehold-guard 1 42 99x\n", "hello\n"] {
+    for garbage in [
+        "",
+        "leasehold-guard 1 42",
+        "leasehold-guard 1 42 99x\n",
+        "hello\n",
+    ] {
         write_record(&file, garbage);
         let (code, _, stderr) = guard(&[]);
         assert_eq!(code, 2, "{garbage:?}: {stderr}");
@@ -407,7 +485,10 @@ fn the_guard_subcommand_says_valid_zeroed_expired_or_missing_and_refuses_garbage
 
     let (code, _, stderr) = run_to_end(&["guard"], &[]);
     assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("--guard-file") && stderr.contains("LEASEHOLD_GUARD_FILE"), "{stderr}");
+    assert!(
+        stderr.contains("--guard-file") && stderr.contains("LEASEHOLD_GUARD_FILE"),
+        "{stderr}"
+    );
     let (code, _, stderr) = guard(&["--valid-for", "soon"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("--valid-for"), "{stderr}");
@@ -415,7 +496,8 @@ fn the_guard_subcommand_says_valid_zeroed_expired_or_missing_and_refuses_garbage
 
 /// The three lines of shell in the README's singleton-command section.
 fn readme_shell_check() -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let lines: Vec<&str> = readme.lines().collect();
     let start = lines
         .iter()
@@ -438,9 +520,21 @@ fn the_shell_check_in_the_readme_agrees_with_the_guard() {
             .code()
     };
     for shell in ["sh", "bash"] {
-        write_record(&file, &term_record(7, BootInstant::now().saturating_add(Duration::from_secs(30))));
+        write_record(
+            &file,
+            &term_record(
+                7,
+                BootInstant::now().saturating_add(Duration::from_secs(30)),
+            ),
+        );
         assert_eq!(sh(shell), Some(0), "{shell}: valid");
-        write_record(&file, &term_record(7, BootInstant::now().saturating_sub(Duration::from_millis(1))));
+        write_record(
+            &file,
+            &term_record(
+                7,
+                BootInstant::now().saturating_sub(Duration::from_millis(1)),
+            ),
+        );
         assert_eq!(sh(shell), Some(1), "{shell}: expired");
         write_record(&file, &GuardRecord::NoTerm.encode());
         assert_ne!(sh(shell), Some(0), "{shell}: zeroed");
@@ -450,16 +544,23 @@ fn the_shell_check_in_the_readme_agrees_with_the_guard() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_elector_publishes_the_term_before_the_work_and_zeroes_it_before_anything_else_at_step_down() {
+async fn the_elector_publishes_the_term_before_the_work_and_zeroes_it_before_anything_else_at_step_down()
+ {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("guard");
     let guard = Arc::new(GuardFile::create(&path).unwrap());
-    assert!(matches!(read_guard_file(&path), Ok(GuardRecord::NoTerm)), "no term before the first");
+    assert!(
+        matches!(read_guard_file(&path), Ok(GuardRecord::NoTerm)),
+        "no term before the first"
+    );
     let timing = fast_timing();
-    let elector = Elector::new(lease(&redis.url(), &unique_lease("hooks"), "a", false), timing)
-        .unwrap()
-        .with_guard_file(guard.clone());
+    let elector = Elector::new(
+        lease(&redis.url(), &unique_lease("hooks"), "a", false),
+        timing,
+    )
+    .unwrap()
+    .with_guard_file(guard.clone());
     let mut status = elector.status();
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let shutdown = tokio_util::sync::CancellationToken::new();
@@ -475,12 +576,18 @@ async fn the_elector_publishes_the_term_before_the_work_and_zeroes_it_before_any
                     return Err("no term published before the work".to_owned());
                 };
                 if token != leadership.token() || valid_until != leadership.valid_until() {
-                    return Err(format!("published {token}/{valid_until:?}, the term is {}/{:?}", leadership.token(), leadership.valid_until()));
+                    return Err(format!(
+                        "published {token}/{valid_until:?}, the term is {}/{:?}",
+                        leadership.token(),
+                        leadership.valid_until()
+                    ));
                 }
                 // Renewals move the published deadline with the term's.
                 tokio::time::sleep(timing.retry_period * 3).await;
                 match read_guard_file(&path) {
-                    Ok(GuardRecord::Term { valid_until: later, .. }) if later > valid_until => {}
+                    Ok(GuardRecord::Term {
+                        valid_until: later, ..
+                    }) if later > valid_until => {}
                     other => note(format!("not renewed: {other:?}")),
                 }
                 // Spin on the guard: the first refusal must already find the file zeroed.
@@ -499,20 +606,32 @@ async fn the_elector_publishes_the_term_before_the_work_and_zeroes_it_before_any
     let watcher = {
         let path = path.clone();
         tokio::spawn(async move {
-            status.wait_for(|s| matches!(s.role, Role::Leader { .. })).await.unwrap();
-            status.wait_for(|s| !matches!(s.role, Role::Leader { .. })).await.unwrap();
+            status
+                .wait_for(|s| matches!(s.role, Role::Leader { .. }))
+                .await
+                .unwrap();
+            status
+                .wait_for(|s| !matches!(s.role, Role::Leader { .. }))
+                .await
+                .unwrap();
             read_guard_file(&path)
         })
     };
     let task = tokio::spawn(elector.run(shutdown.clone(), work));
     tokio::time::sleep(timing.retry_period * 5).await;
     shutdown.cancel();
-    tokio::time::timeout(Duration::from_secs(10), task).await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .unwrap()
+        .unwrap();
     let at_readiness_flip = watcher.await.unwrap();
     let seen = seen.lock().unwrap().clone();
     println!("{seen:#?}");
     assert!(seen[0].starts_with("at start: Ok(Term"), "{seen:?}");
     assert_eq!(seen.len(), 2, "{seen:?}");
     assert_eq!(seen[1], "at revoke: Ok(NoTerm)");
-    assert!(matches!(at_readiness_flip, Ok(GuardRecord::NoTerm)), "{at_readiness_flip:?}");
+    assert!(
+        matches!(at_readiness_flip, Ok(GuardRecord::NoTerm)),
+        "{at_readiness_flip:?}"
+    );
 }

@@ -10,6 +10,7 @@
 
 mod decide;
 mod eviction;
+mod guard_file;
 mod leadership;
 mod notify;
 mod status;
@@ -92,6 +93,7 @@ pub struct Elector {
     stop_when_work_ends: bool,
     followers: FollowerStrategy,
     eviction: EvictionMode,
+    guard: Option<Arc<crate::guard::GuardFile>>,
 }
 
 /// How a follower decides when to try again.
@@ -143,6 +145,7 @@ impl Elector {
             stop_when_work_ends: false,
             followers: FollowerStrategy::Notified,
             eviction: EvictionMode::Warn,
+            guard: None,
         })
     }
 
@@ -465,6 +468,7 @@ impl Elector {
         let mut next_renew = grant.sent_at.saturating_add(timing.retry_period);
         let leadership =
             Leadership::new(&grant, valid_until, &lease_name, &identity, clock.clone());
+        self.publish_term(grant.token, valid_until);
 
         self.status.send_modify(|s| {
             s.role = Role::Leader {
@@ -552,6 +556,7 @@ impl Elector {
                     renew_by = sent_at.saturating_add(timing.renew_deadline);
                     next_renew = sent_at.saturating_add(timing.retry_period);
                     leadership.extend(valid_until);
+                    self.publish_term(grant.token, valid_until);
                     self.status.send_modify(|s| {
                         if let Role::Leader { valid_until: v, .. } = &mut s.role {
                             *v = valid_until;
@@ -589,8 +594,9 @@ impl Elector {
             .await
     }
 
-    /// Step-down, in order: revoke (guard refuses, readiness flips), cancel the work, record
-    /// the reason, wait for the work to stop (never past the validity deadline), release.
+    /// Step-down, in order: zero the guard file, revoke (guard refuses, readiness flips), cancel
+    /// the work, record the reason, wait for the work to stop (never past the validity
+    /// deadline), release.
     async fn step_down(
         &self,
         leadership: &Leadership,
@@ -599,6 +605,9 @@ impl Elector {
     ) -> StepDownReason {
         let Ending { reason, mut detail } = ending;
         let token = leadership.token();
+        // Before anything else: the command checks the file by itself, also while this
+        // process is slow to reach the steps below.
+        self.zero_guard_file(token);
         leadership.revoke(reason);
         self.status.send_modify(|s| {
             s.role = Role::Follower {

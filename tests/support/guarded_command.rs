@@ -63,7 +63,9 @@ impl WallToBoot {
         let mut best: Option<(Duration, Duration)> = None;
         for _ in 0..50 {
             let b0 = BootInstant::now();
-            let wall = SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970");
+            let wall = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .expect("after 1970");
             let b1 = BootInstant::now();
             let spread = b1.saturating_duration_since(b0);
             let offset = wall.saturating_sub(b0.since_boot() + spread / 2);
@@ -90,8 +92,8 @@ impl WallToBoot {
     /// `seconds.micros` since the epoch (bash's `$EPOCHREALTIME`) on the boot clock.
     pub fn parse(&self, epoch: &str) -> Option<BootInstant> {
         let (secs, micros) = epoch.split_once('.')?;
-        let wall = Duration::from_secs(secs.parse().ok()?)
-            + Duration::from_micros(micros.parse().ok()?);
+        let wall =
+            Duration::from_secs(secs.parse().ok()?) + Duration::from_micros(micros.parse().ok()?);
         Some(BootInstant::from_since_boot(wall.checked_sub(self.offset)?))
     }
 }
@@ -152,8 +154,9 @@ impl Resource {
         complete
             .lines()
             .map(|line| {
-                self.parse(line)
-                    .unwrap_or_else(|| panic!("the command wrote a line the test cannot read: {line:?}"))
+                self.parse(line).unwrap_or_else(|| {
+                    panic!("the command wrote a line the test cannot read: {line:?}")
+                })
             })
             .collect()
     }
@@ -162,7 +165,13 @@ impl Resource {
         let fields: Vec<&str> = line.split(' ').collect();
         let token = FencingToken(fields.get(1)?.parse().ok()?);
         let (kind, t0, at) = match fields[..] {
-            ["start", _, pid, at] => (Kind::Start { pid: pid.parse().ok()? }, at, at),
+            ["start", _, pid, at] => (
+                Kind::Start {
+                    pid: pid.parse().ok()?,
+                },
+                at,
+                at,
+            ),
             ["write", _, t0, at] => (Kind::Write, t0, at),
             ["refused", _, t0, at] => (Kind::Refused, t0, at),
             ["term", _, t0, at] => (Kind::Term, t0, at),
