@@ -543,31 +543,32 @@ fn the_shell_check_in_the_readme_agrees_with_the_guard() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_elector_publishes_the_term_before_the_work_and_zeroes_it_before_anything_else_at_step_down()
- {
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("guard");
-    let guard = Arc::new(GuardFile::create(&path).unwrap());
+/// What the work of one term saw of the guard file: at its start, after a few renewals (only
+/// when `renewals`), and the moment its own guard first refused; and what the file said when
+/// readiness flipped.
+async fn one_term(
+    redis: &RedisServer,
+    lease_name: &str,
+    path: &Path,
+    renewals: bool,
+) -> (Vec<String>, Result<GuardRecord, GuardError>) {
+    let guard = Arc::new(GuardFile::create(path).unwrap());
     assert!(
-        matches!(read_guard_file(&path), Ok(GuardRecord::NoTerm)),
+        matches!(read_guard_file(path), Ok(GuardRecord::NoTerm)),
         "no term before the first"
     );
     let timing = fast_timing();
-    let elector = Elector::new(
-        lease(&redis.url(), &unique_lease("hooks"), "a", false),
-        timing,
-    )
-    .unwrap()
-    .with_guard_file(guard.clone());
+    let elector = Elector::new(lease(&redis.url(), lease_name, "a", false), timing)
+        .unwrap()
+        .with_guard_file(guard.clone());
     let mut status = elector.status();
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let spinning = Arc::new(tokio::sync::Notify::new());
     let shutdown = tokio_util::sync::CancellationToken::new();
     let work = {
-        let (path, seen) = (path.clone(), seen.clone());
+        let (path, seen, spinning) = (path.to_owned(), seen.clone(), spinning.clone());
         move |leadership: Leadership| {
-            let (path, seen) = (path.clone(), seen.clone());
+            let (path, seen, spinning) = (path.clone(), seen.clone(), spinning.clone());
             async move {
                 let note = |s: String| seen.lock().unwrap().push(s);
                 let first = read_guard_file(&path);
@@ -576,27 +577,38 @@ async fn the_elector_publishes_the_term_before_the_work_and_zeroes_it_before_any
                     return Err("no term published before the work".to_owned());
                 };
                 if token != leadership.token() || valid_until != leadership.valid_until() {
-                    return Err(format!(
+                    note(format!(
                         "published {token}/{valid_until:?}, the term is {}/{:?}",
                         leadership.token(),
                         leadership.valid_until()
                     ));
                 }
-                // Renewals move the published deadline with the term's.
-                tokio::time::sleep(timing.retry_period * 3).await;
-                match read_guard_file(&path) {
-                    Ok(GuardRecord::Term {
-                        valid_until: later, ..
-                    }) if later > valid_until => {}
-                    other => note(format!("not renewed: {other:?}")),
-                }
-                // Spin on the guard: the first refusal must already find the file zeroed.
-                loop {
-                    if leadership.check().is_err() {
-                        note(format!("at revoke: {:?}", read_guard_file(&path)));
-                        break;
+                if renewals {
+                    // Renewals move the published deadline with the term's.
+                    tokio::time::sleep(timing.retry_period * 3).await;
+                    match read_guard_file(&path) {
+                        Ok(GuardRecord::Term {
+                            valid_until: later, ..
+                        }) if later > valid_until => {}
+                        other => note(format!("not renewed: {other:?}")),
                     }
-                    tokio::task::yield_now().await;
+                }
+                // Spin on the guard on a thread of its own (the other core): the first refusal
+                // must already find the file zeroed. (It ends: the guard refuses at the deadline.)
+                let spinner = {
+                    let (leadership, path) = (leadership.clone(), path.clone());
+                    std::thread::spawn(move || {
+                        while leadership.check().is_ok() {
+                            std::hint::spin_loop();
+                        }
+                        read_guard_file(&path)
+                    })
+                };
+                spinning.notify_one();
+                let at_revoke = tokio::task::spawn_blocking(move || spinner.join()).await;
+                match at_revoke {
+                    Ok(Ok(read)) => note(format!("at revoke: {read:?}")),
+                    _ => note("the spinner failed".to_owned()),
                 }
                 leadership.lost().await;
                 Ok::<_, String>(())
@@ -604,7 +616,7 @@ async fn the_elector_publishes_the_term_before_the_work_and_zeroes_it_before_any
         }
     };
     let watcher = {
-        let path = path.clone();
+        let path = path.to_owned();
         tokio::spawn(async move {
             status
                 .wait_for(|s| matches!(s.role, Role::Leader { .. }))
@@ -618,7 +630,9 @@ async fn the_elector_publishes_the_term_before_the_work_and_zeroes_it_before_any
         })
     };
     let task = tokio::spawn(elector.run(shutdown.clone(), work));
-    tokio::time::sleep(timing.retry_period * 5).await;
+    tokio::time::timeout(Duration::from_secs(10), spinning.notified())
+        .await
+        .expect("the work runs");
     shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(10), task)
         .await
@@ -626,12 +640,29 @@ async fn the_elector_publishes_the_term_before_the_work_and_zeroes_it_before_any
         .unwrap();
     let at_readiness_flip = watcher.await.unwrap();
     let seen = seen.lock().unwrap().clone();
-    println!("{seen:#?}");
-    assert!(seen[0].starts_with("at start: Ok(Term"), "{seen:?}");
-    assert_eq!(seen.len(), 2, "{seen:?}");
-    assert_eq!(seen[1], "at revoke: Ok(NoTerm)");
-    assert!(
-        matches!(at_readiness_flip, Ok(GuardRecord::NoTerm)),
-        "{at_readiness_flip:?}"
-    );
+    (seen, at_readiness_flip)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_elector_publishes_the_term_before_the_work_and_zeroes_it_before_anything_else_at_step_down()
+ {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("guard");
+    let lease_name = unique_lease("hooks");
+    // The window between a revoke and a zeroing in the wrong order is one rename long: a few
+    // terms make sure that the spinning work would fall into it.
+    for term in 0..12 {
+        let (seen, at_readiness_flip) = one_term(&redis, &lease_name, &path, term == 0).await;
+        assert!(
+            seen[0].starts_with("at start: Ok(Term"),
+            "term {term}: {seen:?}"
+        );
+        assert_eq!(seen.len(), 2, "term {term}: {seen:?}");
+        assert_eq!(seen[1], "at revoke: Ok(NoTerm)", "term {term}");
+        assert!(
+            matches!(at_readiness_flip, Ok(GuardRecord::NoTerm)),
+            "term {term}: {at_readiness_flip:?}"
+        );
+    }
 }
