@@ -31,6 +31,10 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once per process; boxing would only add noise"
+)]
 pub enum Command {
     /// Contend for the lease; while leading, run the reconcile loop and (after `--`) a singleton
     /// command. Steps down, flips readiness and says why the moment leadership cannot be proven.

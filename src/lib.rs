@@ -17,11 +17,14 @@
 //!   step-down, the [`Leadership`](elector::Leadership) handle and its guard, the observable
 //!   [`Status`](elector::Status). Its decisions are pure functions in `elector/decide.rs`.
 //! - [`config`]: flags, environment and config file, validated into settings (exit code 2).
-//! - [`run`] and [`status`]: the two subcommands of the binary; `main.rs` only wires.
+//! - [`run`] and [`status`]: two subcommands of the binary (the third, `guard`, is
+//!   [`guard::check`]); `main.rs` only wires.
 //! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]
 //!   (logs) behind them.
 //! - [`exec`]: the singleton command's supervisor: its process tree in `/proc`, the child
 //!   subreaper that reaps its orphans, and the stop sequence bounded on the boot clock.
+//! - [`guard`]: the guard file, the term's token and boot-clock deadline published for the
+//!   command (and sidecars) to check without leasehold running; `leasehold guard` reads it.
 //! - [`k8s`]: Deployment discovery, the leader label, the Lease mirror, events, the RBAC list,
 //!   and `reconcile_while_leading` for reconcilers of your own.
 //!

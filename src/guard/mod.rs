@@ -4,10 +4,10 @@
 //! A frozen leasehold cannot stop its command, and a resumed command may act before leasehold
 //! kills it (DESIGN.md, point 12). So leasehold keeps the current term in a small file, on tmpfs
 //! where it can: written when a term begins (before the work starts), after every renewal, and
-//! zeroed first at step-down, before the guard of [`Leadership`](crate::elector::Leadership)
-//! refuses, before readiness flips and before the command is signalled. The deadline only moves
-//! when leasehold renews, so a frozen leasehold makes its command's checks fail at the deadline
-//! by themselves, and a frozen command that resumes fails its first check.
+//! zeroed first at step-down, before the term's `Leadership` refuses, before readiness flips
+//! and before the command is signalled. The deadline only moves when leasehold renews, so a
+//! frozen leasehold makes its command's checks fail at the deadline by themselves, and a frozen
+//! command that resumes fails its first check.
 //!
 //! # Format
 //!
@@ -26,10 +26,8 @@
 //! locking out a concurrent `pwrite`, on tmpfs as on ext4, and a reader can see half of each.)
 //!
 //! - [`record`]: the line, its parser, and the verdict at an instant.
-//! - [`writer`]: [`GuardFile`], which the elector writes ([`Elector::with_guard_file`]).
+//! - [`writer`]: [`GuardFile`], which the elector writes (`Elector::with_guard_file`).
 //! - [`check`]: `leasehold guard`, the check for shell commands.
-//!
-//! [`Elector::with_guard_file`]: crate::elector::Elector::with_guard_file
 
 pub mod check;
 pub mod record;

@@ -199,7 +199,7 @@ mod tests {
             std::thread::spawn(move || {
                 let mut i = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let (t, u) = if i % 2 == 0 { a } else { b };
+                    let (t, u) = if i.is_multiple_of(2) { a } else { b };
                     guard.publish(t, u).unwrap();
                     i += 1;
                 }
