@@ -31,12 +31,21 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once per process; boxing would only add noise"
+)]
 pub enum Command {
     /// Contend for the lease; while leading, run the reconcile loop and (after `--`) a singleton
     /// command. Steps down, flips readiness and says why the moment leadership cannot be proven.
     Run(RunArgs),
     /// Show who holds the lease now, its fencing token and the time left, read from Redis.
     Status(StatusArgs),
+    /// For the singleton command: exit 0 while the guard file says this term is valid by the
+    /// boot clock right now, 1 when it does not (stepped down, expired, no file), 2 on bad
+    /// input. Asks no one, so it answers also while leasehold is frozen: `leasehold guard &&
+    /// write`.
+    Guard(GuardArgs),
 }
 
 /// Where Redis is and how to talk to it.
@@ -273,6 +282,16 @@ pub struct RunArgs {
     pub exec: ExecArgs,
     #[command(flatten)]
     pub log: LogArgs,
+    /// Where to publish the term's token and validity deadline for the command (`leasehold
+    /// guard`, or any reader of the format in the README) [default: a file named after the lease
+    /// and the pid in $XDG_RUNTIME_DIR, /dev/shm or the temporary directory, when there is a
+    /// command]. The command finds it in $LEASEHOLD_GUARD_FILE; removed at exit.
+    #[arg(
+        long,
+        env = "LEASEHOLD_GUARD_FILE",
+        help_heading = "Singleton command (after --)"
+    )]
+    pub guard_file: Option<PathBuf>,
     /// The singleton command and its arguments: started only while this replica leads.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -299,6 +318,33 @@ pub struct StatusArgs {
     pub output: OutputFormat,
     #[command(flatten)]
     pub log: LogArgs,
+}
+
+/// `leasehold guard`.
+#[derive(Debug, Clone, Args)]
+pub struct GuardArgs {
+    /// The guard file that `leasehold run` publishes (it sets $LEASEHOLD_GUARD_FILE for its
+    /// command).
+    #[arg(long, env = "LEASEHOLD_GUARD_FILE")]
+    pub guard_file: Option<PathBuf>,
+    /// Exit 0 only when the term stays valid at least this much longer: the time the guarded
+    /// action takes.
+    #[arg(long, env = "LEASEHOLD_GUARD_VALID_FOR", default_value = "0s", value_parser = parse_duration)]
+    pub valid_for: Duration,
+    /// Say on stderr what the guard file says (by default only the exit code does).
+    #[arg(long, short, env = "LEASEHOLD_GUARD_VERBOSE", action = ArgAction::SetTrue)]
+    pub verbose: bool,
+}
+
+impl GuardArgs {
+    /// What to check.
+    pub fn check(&self) -> crate::guard::check::GuardCheck {
+        crate::guard::check::GuardCheck {
+            path: self.guard_file.clone(),
+            valid_for: self.valid_for,
+            verbose: self.verbose,
+        }
+    }
 }
 
 /// Parses `15s`, `500ms`, `2m`, `1h 30m`.
@@ -445,7 +491,9 @@ where
     let Some((subcommand, sub_matches)) = matches.subcommand() else {
         return Ok(Cli::from_arg_matches(&matches)?);
     };
-    let Some(path) = sub_matches.get_one::<PathBuf>("config").cloned() else {
+    // Not every subcommand has --config (`guard` does not).
+    let config = sub_matches.try_get_one::<PathBuf>("config").ok().flatten();
+    let Some(path) = config.cloned() else {
         return Ok(Cli::from_arg_matches(&matches)?);
     };
     let file = read_config_file(&path)?;
@@ -649,6 +697,8 @@ pub struct RunSettings {
     pub kube: KubeSettings,
     /// The singleton command, if any.
     pub exec: Option<ExecSettings>,
+    /// The guard file given by `--guard-file` (else a default one when there is a command).
+    pub guard_file: Option<PathBuf>,
 }
 
 /// Which Kubernetes parts run.
@@ -995,6 +1045,7 @@ impl RunArgs {
                 events: !self.kube.no_events,
             },
             exec,
+            guard_file: self.guard_file.clone(),
         })
     }
 }

@@ -19,11 +19,14 @@
 //!   the release channel's keepalive and back-off in `elector/notify.rs`, the release herd's
 //!   spread in `elector/herd.rs`.
 //! - [`config`]: flags, environment and config file, validated into settings (exit code 2).
-//! - [`run`] and [`status`]: the two subcommands of the binary; `main.rs` only wires.
+//! - [`run`] and [`status`]: two subcommands of the binary (the third, `guard`, is
+//!   [`guard::check`]); `main.rs` only wires.
 //! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]
 //!   (logs) behind them.
 //! - [`exec`]: the singleton command's supervisor: its process tree in `/proc`, the child
 //!   subreaper that reaps its orphans, and the stop sequence bounded on the boot clock.
+//! - [`guard`]: the guard file, the term's token and boot-clock deadline published for the
+//!   command (and sidecars) to check without leasehold running; `leasehold guard` reads it.
 //! - [`k8s`]: Deployment discovery, the leader label, the Lease mirror, events, the RBAC list,
 //!   and `reconcile_while_leading` for reconcilers of your own.
 //! - [`fence`]: fencing the resources the leader writes to (Kubernetes objects; PostgreSQL and
@@ -64,6 +67,7 @@ pub mod config;
 pub mod elector;
 pub mod exec;
 pub mod fence;
+pub mod guard;
 pub mod http;
 pub mod k8s;
 pub mod lease;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use leasehold::config::{self, Command, ConfigError, Environment, LogArgs};
 use leasehold::run::InputError;
-use leasehold::{k8s, run, status, telemetry};
+use leasehold::{guard, k8s, run, status, telemetry};
 
 fn main() -> ExitCode {
     let cli = match config::parse() {
@@ -14,26 +14,25 @@ fn main() -> ExitCode {
     };
     let env = Environment::from_process();
     let url_on_command_line = config::redis_url_on_command_line(std::env::args_os());
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
     let outcome = match cli.command {
+        // The guard answers at once: no runtime, no logs, no connection.
+        Command::Guard(args) => return ExitCode::from(guard::check::run(&args.check())),
         Command::Run(args) => {
             match prepare(args.resolve(&env, url_on_command_line), &args.log, &env) {
-                Ok(settings) => runtime.block_on(run::run(settings)),
+                Ok(settings) => match runtime() {
+                    Ok(runtime) => runtime.block_on(run::run(settings)),
+                    Err(code) => return code,
+                },
                 Err(code) => return code,
             }
         }
         Command::Status(args) => {
             let settings = match prepare(args.resolve(&env, url_on_command_line), &args.log, &env) {
                 Ok(settings) => settings,
+                Err(code) => return code,
+            };
+            let runtime = match runtime() {
+                Ok(runtime) => runtime,
                 Err(code) => return code,
             };
             runtime.block_on(async {
@@ -58,6 +57,17 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The async runtime of `run` and `status`.
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        })
 }
 
 /// Bad input: one clear message and exit code 2.

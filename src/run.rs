@@ -13,6 +13,7 @@ use tracing::{error, info};
 use crate::config::{LeaseSource, RunSettings};
 use crate::elector::{Elector, Leadership};
 use crate::exec::{ExecError, Supervisor};
+use crate::guard::GuardFile;
 use crate::http::{self, Endpoints};
 use crate::k8s::{self, Cluster, K8sError, OwningDeployment};
 use crate::lease::{LeaseName, OwnerId};
@@ -108,10 +109,14 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
     let lease_key = lease.keys().lease.clone();
     let clock = lease.clock().clone();
     let metrics = Arc::new(Metrics::new(&settings.identity, lease_name.as_str()));
+    let guard = guard_file(&settings, &lease_name)?;
     let mut elector = Elector::new(lease, settings.timing)
         .map_err(|e| InputError(e.to_string()))?
         .with_eviction_mode(settings.redis.eviction)
         .with_observer(metrics.clone());
+    if let Some(guard) = &guard {
+        elector = elector.with_guard_file(guard.clone());
+    }
 
     let http_stop = CancellationToken::new();
     let endpoints = Endpoints::new(
@@ -138,6 +143,7 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
         retry_period_ms = settings.timing.retry_period.as_millis() as u64,
         kubernetes = client.is_some(),
         command = settings.exec.as_ref().map(|e| e.command.join(" ")).unwrap_or_default(),
+        guard_file = guard.as_ref().map(|g| g.path().display().to_string()).unwrap_or_default(),
         "leasehold starting"
     );
 
@@ -153,7 +159,12 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
         )
     });
     let supervisor = settings.exec.clone().map(|exec| {
-        Supervisor::new(exec, &settings.identity, lease_name.as_str()).owns_every_orphan()
+        let supervisor =
+            Supervisor::new(exec, &settings.identity, lease_name.as_str()).owns_every_orphan();
+        match &guard {
+            Some(guard) => supervisor.with_guard_file(guard.path()),
+            None => supervisor,
+        }
     });
     if supervisor
         .as_ref()
@@ -199,9 +210,25 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
     }
     http_stop.cancel();
     let _ = server.await;
+    if let Some(guard) = &guard {
+        guard.remove();
+    }
     let code = supervisor.and_then(|s| s.exit_code()).unwrap_or(0);
     info!(code, "leasehold stopped");
     Ok(code)
+}
+
+/// The guard file: the one `--guard-file` names (refused with exit code 2 when it cannot be
+/// written), else, when there is a command, one in the runtime directory.
+fn guard_file(settings: &RunSettings, lease: &LeaseName) -> anyhow::Result<Option<Arc<GuardFile>>> {
+    let guard = match (&settings.guard_file, &settings.exec) {
+        (Some(path), _) => GuardFile::create(path)
+            .map_err(|e| InputError(format!("--guard-file {}: {}", path.display(), e.rule())))?,
+        (None, Some(_)) => GuardFile::in_runtime_dir(lease.as_str())
+            .context("cannot create the guard file for the command (pass --guard-file)")?,
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(Arc::new(guard)))
 }
 
 /// One term of leadership: the Kubernetes parts and the command side by side. The term ends

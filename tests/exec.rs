@@ -464,7 +464,17 @@ async fn an_aborted_term_kills_the_group_worker_and_the_daemon_too() {
     // The term's future is dropped without a step-down: what stops the command is the drop.
     t.terms.recv().await.expect("a term").abort();
     for pid in pids {
-        let took = gone_within(pid, Duration::from_secs(3)).await;
+        // Killed is what counts here: with the term's supervisor dropped, a re-parented orphan
+        // may stay a zombie until the next reap (a zombie runs nothing).
+        let took = tokio::task::spawn_blocking(move || {
+            let from = Instant::now();
+            first_instant(Duration::from_secs(3), || {
+                is_gone(pid) || stat(pid).is_some_and(|p| p.state == 'Z')
+            })
+            .map(|t| t.saturating_duration_since(from))
+        })
+        .await
+        .unwrap();
         assert!(
             took.is_some(),
             "{pid} outlived the aborted term: {:?}",

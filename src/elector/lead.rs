@@ -58,6 +58,7 @@ impl Elector {
         let mut next_renew = grant.sent_at.saturating_add(timing.retry_period);
         let leadership =
             Leadership::new(&grant, valid_until, &lease_name, &identity, clock.clone());
+        self.publish_term(grant.token, valid_until);
 
         self.status.send_modify(|s| {
             s.role = Role::Leader {
@@ -145,6 +146,7 @@ impl Elector {
                     renew_by = sent_at.saturating_add(timing.renew_deadline);
                     next_renew = sent_at.saturating_add(timing.retry_period);
                     leadership.extend(valid_until);
+                    self.publish_term(grant.token, valid_until);
                     self.status.send_modify(|s| {
                         if let Role::Leader { valid_until: v, .. } = &mut s.role {
                             *v = valid_until;
@@ -182,8 +184,9 @@ impl Elector {
             .await
     }
 
-    /// Step-down, in order: revoke (guard refuses, readiness flips), cancel the work, record
-    /// the reason, wait for the work to stop (never past the validity deadline), release.
+    /// Step-down, in order: zero the guard file, revoke (guard refuses, readiness flips), cancel
+    /// the work, record the reason, wait for the work to stop (never past the validity
+    /// deadline), release.
     async fn step_down(
         &self,
         leadership: &Leadership,
@@ -192,6 +195,9 @@ impl Elector {
     ) -> StepDownReason {
         let Ending { reason, mut detail } = ending;
         let token = leadership.token();
+        // Before anything else: the command checks the file by itself, also while this
+        // process is slow to reach the steps below.
+        self.zero_guard_file(token);
         leadership.revoke(reason);
         self.status.send_modify(|s| {
             s.role = Role::Follower {

@@ -14,6 +14,7 @@
 mod decide;
 mod eviction;
 mod follow;
+mod guard_file;
 mod herd;
 mod lead;
 mod leadership;
@@ -88,6 +89,7 @@ pub struct Elector {
     stop_when_work_ends: bool,
     followers: FollowerStrategy,
     eviction: EvictionMode,
+    guard: Option<Arc<crate::guard::GuardFile>>,
 }
 
 /// How a follower decides when to try again.
@@ -124,6 +126,7 @@ impl Elector {
             stop_when_work_ends: false,
             followers: FollowerStrategy::Notified,
             eviction: EvictionMode::Warn,
+            guard: None,
         })
     }
 

@@ -34,6 +34,8 @@ pub const TOKEN_ENV: &str = "LEASEHOLD_FENCING_TOKEN";
 pub const IDENTITY_ENV: &str = "LEASEHOLD_IDENTITY";
 /// The environment variable that carries the lease name.
 pub const LEASE_ENV: &str = "LEASEHOLD_LEASE";
+/// The environment variable that names the guard file, when there is one.
+pub const GUARD_FILE_ENV: &str = crate::guard::GUARD_ENV;
 
 /// SIGKILL goes out this long before the validity deadline, so that every process of the
 /// command is dead, seen dead in `/proc` and reaped before the deadline rather than at it (on a
@@ -78,6 +80,7 @@ pub struct Supervisor {
     exit_code: Arc<Mutex<Option<i32>>>,
     family: Arc<Mutex<Family>>,
     reaper: Arc<Once>,
+    guard_file: Option<Arc<std::path::Path>>,
 }
 
 /// What ended a run of the command.
@@ -103,7 +106,14 @@ impl Supervisor {
             exit_code: Arc::default(),
             family: Arc::new(Mutex::new(Family::new(lease, identity))),
             reaper: Arc::new(Once::new()),
+            guard_file: None,
         }
+    }
+
+    /// Names `path` in the command's environment as its guard file ([`GUARD_FILE_ENV`]).
+    pub fn with_guard_file(mut self, path: &std::path::Path) -> Self {
+        self.guard_file = Some(path.into());
+        self
     }
 
     /// Takes every child of this process outside its own process group for an orphan of the
@@ -256,6 +266,7 @@ impl Supervisor {
             .env(TOKEN_ENV, leadership.token().0.to_string())
             .env(IDENTITY_ENV, &*self.identity)
             .env(LEASE_ENV, &*self.lease)
+            .envs(self.guard_file.iter().map(|p| (GUARD_FILE_ENV, &**p)))
             .stdin(Stdio::null())
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit())

@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod command_tree;
 pub mod contenders;
 pub mod fake_api;
+pub mod guarded_command;
 pub mod helm;
 pub mod http_get;
 pub mod pki;

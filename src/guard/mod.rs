@@ -1,0 +1,240 @@
+//! The guard file: the term's token and validity deadline, published for the leader's command
+//! so that it can ask whether it may act without a round trip and without leasehold running.
+//!
+//! A frozen leasehold cannot stop its command, and a resumed command may act before leasehold
+//! kills it (DESIGN.md, point 12). So leasehold keeps the current term in a small file, on tmpfs
+//! where it can: written when a term begins (before the work starts), after every renewal, and
+//! zeroed first at step-down, before the term's `Leadership` refuses, before readiness flips
+//! and before the command is signalled. The deadline only moves when leasehold renews, so a
+//! frozen leasehold makes its command's checks fail at the deadline by themselves, and a frozen
+//! command that resumes fails its first check.
+//!
+//! # Format
+//!
+//! One line of ASCII, at most 64 bytes: `leasehold-guard 1 <token> <valid_until_ns>\n`. The
+//! words are separated by one space; `1` is the format's version; `<token>` is the term's
+//! fencing token and `<valid_until_ns>` its validity deadline in nanoseconds of
+//! `CLOCK_BOOTTIME` (the boot clock, which counts through suspend and which every process of
+//! the machine shares, outside time namespaces), both plain decimal without leading zeros. The
+//! term is valid while the boot clock reads less than the deadline; `leasehold-guard 1 0 0` (the
+//! zeroed record) means no term. Anything else is refused as garbled. Read the whole file at
+//! each check (one `read` of up to 64 bytes after `open`); do not keep it open, since each
+//! update is a new file: leasehold writes the record to a fresh file beside it and `rename`s
+//! that over the guard file. `rename(2)` is atomic, so a reader that opens the path gets the old
+//! file or the new one, each complete and never written again. (An update in place is not
+//! atomic for a concurrent reader: Linux copies a buffered `read` out of the page cache without
+//! locking out a concurrent `pwrite`, on tmpfs as on ext4, and a reader can see half of each.)
+//!
+//! - [`record`]: the line, its parser, and the verdict at an instant.
+//! - [`writer`]: [`GuardFile`], which the elector writes (`Elector::with_guard_file`).
+//! - [`check`]: `leasehold guard`, the check for shell commands.
+
+pub mod check;
+pub mod record;
+pub mod writer;
+
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use record::{GuardRecord, Refusal};
+pub use writer::GuardFile;
+
+use crate::clock::BootInstant;
+use crate::lease::FencingToken;
+
+/// The environment variable that names the guard file, for the command (`leasehold run` sets
+/// it) and for `leasehold run --guard-file` and `leasehold guard --guard-file`.
+pub const GUARD_ENV: &str = "LEASEHOLD_GUARD_FILE";
+
+/// Why the guard file does not let the command act, or could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum GuardError {
+    /// No file at the path: leasehold has not written it, or has exited.
+    Missing {
+        /// The guard file.
+        path: PathBuf,
+    },
+    /// The file exists but could not be read.
+    Unreadable {
+        /// The guard file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file holds no guard record (another program wrote it, or it is not a guard file).
+    Garbled {
+        /// The guard file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The record is zeroed: leasehold stepped down, or has not led yet.
+    NoTerm {
+        /// The guard file.
+        path: PathBuf,
+    },
+    /// The term's validity deadline passed (leasehold is frozen or gone, or could not renew).
+    Expired {
+        /// The guard file.
+        path: PathBuf,
+        /// The term.
+        token: FencingToken,
+        /// How long ago the deadline passed.
+        late: Duration,
+    },
+    /// The term is valid, but for less than the margin asked for.
+    TooShort {
+        /// The guard file.
+        path: PathBuf,
+        /// The term.
+        token: FencingToken,
+        /// Time left before the deadline.
+        left: Duration,
+        /// The margin asked for.
+        wanted: Duration,
+    },
+    /// The file (or the new file beside it) could not be written.
+    Unwritable {
+        /// The guard file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl GuardError {
+    /// The guard file this is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            GuardError::Missing { path }
+            | GuardError::Unreadable { path, .. }
+            | GuardError::Garbled { path, .. }
+            | GuardError::NoTerm { path }
+            | GuardError::Expired { path, .. }
+            | GuardError::TooShort { path, .. }
+            | GuardError::Unwritable { path, .. } => path,
+        }
+    }
+
+    /// Whether this is bad input (a file that is no guard file, or cannot be read or written)
+    /// rather than an answer ("not valid").
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            GuardError::Unreadable { .. }
+                | GuardError::Garbled { .. }
+                | GuardError::Unwritable { .. }
+        )
+    }
+
+    /// What is wrong, without the path.
+    pub fn rule(&self) -> String {
+        match self {
+            GuardError::Missing { .. } => {
+                "no such file (leasehold has not written it, or exited)".into()
+            }
+            GuardError::Unreadable { source, .. } => format!("cannot read it: {source}"),
+            GuardError::Garbled { reason, .. } => format!("not a guard record: {reason}"),
+            GuardError::NoTerm { .. } => {
+                "no term (leasehold stepped down, or has not led yet)".into()
+            }
+            GuardError::Expired { token, late, .. } => {
+                format!("the validity deadline of term {token} passed {late:?} ago")
+            }
+            GuardError::TooShort {
+                token,
+                left,
+                wanted,
+                ..
+            } => {
+                format!("term {token} is valid for {left:?} more, not the {wanted:?} asked for")
+            }
+            GuardError::Unwritable { source, .. } => format!("cannot write it: {source}"),
+        }
+    }
+}
+
+impl fmt::Display for GuardError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "guard file {}: {}", self.path().display(), self.rule())
+    }
+}
+
+/// Reads the record in the guard file at `path`.
+pub fn read_guard_file(path: impl AsRef<Path>) -> Result<GuardRecord, GuardError> {
+    let path = path.as_ref();
+    let mut file = std::fs::File::open(path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => GuardError::Missing {
+            path: path.to_owned(),
+        },
+        _ => GuardError::Unreadable {
+            path: path.to_owned(),
+            source,
+        },
+    })?;
+    // One read gets a whole record; the loop only guards against a short read elsewhere.
+    let mut buf = [0u8; record::MAX_LEN + 1];
+    let mut len = 0;
+    while len < buf.len() {
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(source) => {
+                return Err(GuardError::Unreadable {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
+        }
+    }
+    GuardRecord::parse(&buf[..len]).map_err(|reason| GuardError::Garbled {
+        path: path.to_owned(),
+        reason,
+    })
+}
+
+/// The guard for a Rust sidecar: `Ok(token)` while the guard file at `path` says the term is
+/// valid by the boot clock right now. Call it right before each side effect, and pass the token
+/// with the write.
+pub fn check_guard_file(path: impl AsRef<Path>) -> Result<FencingToken, GuardError> {
+    check_guard_file_for(path, Duration::ZERO)
+}
+
+/// As [`check_guard_file`], and the term must stay valid `valid_for` longer: the time the
+/// guarded action takes.
+pub fn check_guard_file_for(
+    path: impl AsRef<Path>,
+    valid_for: Duration,
+) -> Result<FencingToken, GuardError> {
+    let path = path.as_ref();
+    judge(path, &read_guard_file(path)?, BootInstant::now(), valid_for)
+}
+
+/// The verdict of `record`, read from `path`, at `now`.
+fn judge(
+    path: &Path,
+    record: &GuardRecord,
+    now: BootInstant,
+    valid_for: Duration,
+) -> Result<FencingToken, GuardError> {
+    record.verdict(now, valid_for).map_err(|refusal| {
+        let path = path.to_owned();
+        match refusal {
+            Refusal::NoTerm => GuardError::NoTerm { path },
+            Refusal::Expired { token, late } => GuardError::Expired { path, token, late },
+            Refusal::TooShort {
+                token,
+                left,
+                wanted,
+            } => GuardError::TooShort {
+                path,
+                token,
+                left,
+                wanted,
+            },
+        }
+    })
+}

@@ -1,0 +1,259 @@
+//! The writer of the guard file: where it lives, publishing a term, zeroing it, removing it.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use super::{GuardError, GuardRecord};
+use crate::clock::BootInstant;
+use crate::lease::FencingToken;
+
+/// The guard file of one leasehold process. Created with the zeroed record; removed on drop.
+///
+/// Every update writes the record to a new file beside the guard file (`.<name>.next`) and
+/// renames it over the guard file, so that a reader that opens the path reads one complete
+/// record (see the [format](super)). No fsync: the file is for processes of this boot.
+#[derive(Debug)]
+pub struct GuardFile {
+    path: PathBuf,
+    next: PathBuf,
+    /// Serialises updates, which share the file beside.
+    writing: Mutex<()>,
+}
+
+impl GuardFile {
+    /// The guard file at `path`, created (or replaced) with the zeroed record.
+    pub fn create(path: impl Into<PathBuf>) -> Result<Self, GuardError> {
+        let path = path.into();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let Some(name) = name.filter(|n| !n.is_empty()) else {
+            return Err(GuardError::Unwritable {
+                path,
+                source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
+            });
+        };
+        let next = path.with_file_name(format!(".{name}.next"));
+        let guard = Self {
+            path,
+            next,
+            writing: Mutex::new(()),
+        };
+        guard
+            .write(&GuardRecord::NoTerm)
+            .map_err(|source| GuardError::Unwritable {
+                path: guard.path.clone(),
+                source,
+            })?;
+        Ok(guard)
+    }
+
+    /// A guard file for `lease` named after the lease and this process, in the first of
+    /// `$XDG_RUNTIME_DIR`, `/dev/shm` (both tmpfs as a rule) and the temporary directory where
+    /// one can be created.
+    pub fn in_runtime_dir(lease: &str) -> Result<Self, GuardError> {
+        let mut dirs = Vec::new();
+        if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+            dirs.push(PathBuf::from(dir));
+        }
+        dirs.push(PathBuf::from("/dev/shm"));
+        dirs.push(std::env::temp_dir());
+        Self::in_first_of(&dirs, lease)
+    }
+
+    /// A guard file for `lease` in the first of `dirs` where one can be created.
+    pub fn in_first_of(dirs: &[PathBuf], lease: &str) -> Result<Self, GuardError> {
+        let name = file_name(lease, std::process::id());
+        let mut last = None;
+        for dir in dirs {
+            match Self::create(dir.join(&name)) {
+                Ok(guard) => return Ok(guard),
+                Err(err) => last = Some(err),
+            }
+        }
+        Err(last.unwrap_or_else(|| GuardError::Unwritable {
+            path: PathBuf::from(&name),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no directory to put it in"),
+        }))
+    }
+
+    /// Where the file is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Publishes term `token`, valid until `valid_until` on the boot clock.
+    pub fn publish(&self, token: FencingToken, valid_until: BootInstant) -> std::io::Result<()> {
+        self.write(&GuardRecord::Term { token, valid_until })
+    }
+
+    /// Zeroes the record: from now on every check refuses.
+    pub fn revoke(&self) -> std::io::Result<()> {
+        self.write(&GuardRecord::NoTerm)
+    }
+
+    fn write(&self, record: &GuardRecord) -> std::io::Result<()> {
+        let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        // A file left beside by a crash (ours, or a symlink planted in a shared directory) is
+        // removed, and the new one created exclusively: `O_EXCL` follows no symlink.
+        match std::fs::remove_file(&self.next) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let mut next = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&self.next)?;
+        next.write_all(record.encode().as_bytes())?;
+        drop(next);
+        std::fs::rename(&self.next, &self.path)
+    }
+
+    /// Removes the guard file (also done on drop).
+    pub fn remove(&self) {
+        let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_file(&self.next);
+    }
+}
+
+impl Drop for GuardFile {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// `leasehold-guard-<lease>-<pid>`, the lease's characters outside `[A-Za-z0-9._-]` as `_`.
+fn file_name(lease: &str, pid: u32) -> String {
+    let lease: String = lease
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("leasehold-guard-{lease}-{pid}")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::guard::{GuardError, check_guard_file, read_guard_file};
+
+    #[test]
+    fn a_new_guard_file_holds_no_term_and_a_published_one_is_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("guard");
+        let guard = GuardFile::create(&path).unwrap();
+        assert!(matches!(read_guard_file(&path), Ok(GuardRecord::NoTerm)));
+        assert!(matches!(
+            check_guard_file(&path),
+            Err(GuardError::NoTerm { .. })
+        ));
+        let until = BootInstant::now().saturating_add(Duration::from_secs(10));
+        guard.publish(FencingToken(7), until).unwrap();
+        assert_eq!(
+            read_guard_file(&path).unwrap(),
+            GuardRecord::Term {
+                token: FencingToken(7),
+                valid_until: until
+            }
+        );
+        assert_eq!(check_guard_file(&path).unwrap(), FencingToken(7));
+        guard.revoke().unwrap();
+        assert!(matches!(
+            check_guard_file(&path),
+            Err(GuardError::NoTerm { .. })
+        ));
+        drop(guard);
+        assert!(!path.exists(), "removed on drop");
+        assert!(matches!(
+            check_guard_file(&path),
+            Err(GuardError::Missing { .. })
+        ));
+    }
+
+    #[test]
+    fn a_concurrent_reader_never_sees_a_torn_record() {
+        let dir = tempfile::tempdir_in(shm_or_tmp()).unwrap();
+        let path = dir.path().join("guard");
+        let guard = std::sync::Arc::new(GuardFile::create(&path).unwrap());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Two records that differ in every digit, so that any mix of them shows.
+        let a = (
+            FencingToken(1_111_111_111_111_111),
+            BootInstant::from_since_boot(Duration::from_nanos(1_111_111_111_111_111)),
+        );
+        let b = (
+            FencingToken(9_999_999_999_999_999),
+            BootInstant::from_since_boot(Duration::from_nanos(9_999_999_999_999_999)),
+        );
+        let writer = {
+            let (guard, stop) = (guard.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let (t, u) = if i.is_multiple_of(2) { a } else { b };
+                    guard.publish(t, u).unwrap();
+                    i += 1;
+                }
+                i
+            })
+        };
+        let started = std::time::Instant::now();
+        let mut reads = 0u64;
+        let mut torn = Vec::new();
+        while started.elapsed() < Duration::from_secs(2) {
+            match read_guard_file(&path) {
+                Ok(GuardRecord::Term { token, valid_until })
+                    if (token, valid_until) == a || (token, valid_until) == b => {}
+                Ok(GuardRecord::NoTerm) => {}
+                other => torn.push(format!("{other:?}")),
+            }
+            reads += 1;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let writes = writer.join().unwrap();
+        println!("{reads} reads during {writes} writes, none torn");
+        assert!(
+            torn.is_empty(),
+            "{} of {reads} reads during {writes} writes were torn: {:?}",
+            torn.len(),
+            &torn[..torn.len().min(3)]
+        );
+        assert!(
+            writes > 1000 && reads > 1000,
+            "{writes} writes, {reads} reads"
+        );
+    }
+
+    fn shm_or_tmp() -> PathBuf {
+        let shm = PathBuf::from("/dev/shm");
+        if shm.is_dir() {
+            shm
+        } else {
+            std::env::temp_dir()
+        }
+    }
+
+    #[test]
+    fn the_default_file_is_named_after_the_lease_and_the_pid_in_the_first_writable_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = [dir.path().join("missing"), dir.path().to_owned()];
+        let guard = GuardFile::in_first_of(&dirs, "shop/web").unwrap();
+        assert_eq!(
+            guard.path(),
+            dir.path()
+                .join(format!("leasehold-guard-shop_web-{}", std::process::id()))
+        );
+        let err = GuardFile::in_first_of(&dirs[..1], "shop/web").unwrap_err();
+        assert!(err.is_bad_input(), "{err}");
+        assert!(err.to_string().contains("cannot write it"), "{err}");
+    }
+}
