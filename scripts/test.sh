@@ -9,4 +9,6 @@ scripts/ensure-tools.sh
 cargo fmt --all -- --check
 cargo clippy --all-targets --all-features --locked -- -D warnings
 cargo test --doc --all-features --locked
+# The benchmark smoke test runs the bench example as a program: build it with the same features.
+cargo build --examples --all-features --locked
 cargo nextest run --all-targets --all-features --locked --profile "${NEXTEST_PROFILE:-default}"

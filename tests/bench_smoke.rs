@@ -12,8 +12,16 @@ fn bench_exe() -> PathBuf {
     let path = profile_dir.join("examples").join("bench");
     if !path.exists() {
         // A filtered run (`cargo test --test bench_smoke`) does not build examples; build it.
+        // With the features this test was built with, so that the library is not rebuilt.
+        let mut features = Vec::new();
+        if cfg!(feature = "fence-postgres") {
+            features.push("fence-postgres");
+        }
+        if cfg!(feature = "fence-redis") {
+            features.push("fence-redis");
+        }
         let status = Command::new(env!("CARGO"))
-            .args(["build", "--example", "bench"])
+            .args(["build", "--example", "bench", "--features", &features.join(",")])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .expect("run cargo");
