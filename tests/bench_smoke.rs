@@ -21,7 +21,13 @@ fn bench_exe() -> PathBuf {
             features.push("fence-redis");
         }
         let status = Command::new(env!("CARGO"))
-            .args(["build", "--example", "bench", "--features", &features.join(",")])
+            .args([
+                "build",
+                "--example",
+                "bench",
+                "--features",
+                &features.join(","),
+            ])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .expect("run cargo");
