@@ -58,7 +58,7 @@ readiness() {
   echo "$line"
 }
 
-leader() { redis-cli -p "$port" GET "leasehold:{$lease}" | sed 's/-[0-9a-f-]\{36\}$//'; }
+leader() { redis-cli -p "$port" GET "leasehold:{$lease}" | sed 's/-[0-9a-f-]\{36\}#[0-9]*$//'; }
 wait_leader() {
   local not=$1
   for _ in $(seq 1 200); do

@@ -112,7 +112,7 @@ async fn a_fresh_redis_cools_down_for_one_lease_duration() {
 
     match a.acquire(TTL, CALL).await.unwrap() {
         Acquired::CoolingDown { remaining, started } => {
-            assert!(started, "the first acquire finds the marker missing");
+            assert!(started, "the first acquire finds the state record missing");
             assert_eq!(remaining, TTL);
         }
         other => panic!("a fresh redis must cool down, got {other:?}"),

@@ -106,7 +106,7 @@ impl Elector {
                             identity = %self.lease.owner().identity(),
                             lease = %self.lease.name(),
                             cooldown_ms = remaining.as_millis() as u64,
-                            "redis is new or lost its data (marker missing or written by another redis process); nobody leads until one lease duration has passed"
+                            "redis is new or lost its data (state record missing or written by another redis process); nobody leads until one lease duration has passed"
                         );
                     }
                     self.note_follower_view(None, Some(remaining));
