@@ -244,6 +244,7 @@ async fn one_term(
             }
         }
     };
+    let (saw_leader, watching) = tokio::sync::oneshot::channel::<()>();
     let watcher = {
         let path = path.to_owned();
         tokio::spawn(async move {
@@ -251,6 +252,7 @@ async fn one_term(
                 .wait_for(|s| matches!(s.role, Role::Leader { .. }))
                 .await
                 .unwrap();
+            let _ = saw_leader.send(());
             status
                 .wait_for(|s| !matches!(s.role, Role::Leader { .. }))
                 .await
@@ -262,6 +264,12 @@ async fn one_term(
     tokio::time::timeout(Duration::from_secs(10), spinning.notified())
         .await
         .expect("the work runs");
+    // The watcher must have seen the term before it ends: a watch keeps only the latest value,
+    // and a watcher scheduled late would miss the whole term.
+    tokio::time::timeout(Duration::from_secs(10), watching)
+        .await
+        .expect("the watcher saw the term")
+        .expect("the watcher runs");
     shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(10), task)
         .await
