@@ -62,8 +62,21 @@ async fn twenty_four_contenders_never_overlap_across_many_handoffs() {
         tokens.windows(2).all(|w| w[0] < w[1]),
         "tokens strictly increase"
     );
-    let leaders: std::collections::HashSet<_> = log.iter().map(|a| a.token).collect();
-    assert_eq!(leaders.len(), tokens.len());
+    // Every term that acted had started; a term may start and not act when the shutdown at
+    // the end revokes it between its start and its first check.
+    let started: std::collections::HashSet<_> = log
+        .iter()
+        .filter(|a| a.did == Did::Start)
+        .map(|a| a.token)
+        .collect();
+    assert!(tokens.iter().all(|t| started.contains(t)));
+    // At most one such term per contender shut down.
+    assert!(
+        started.len() <= tokens.len() + 24,
+        "{} terms started, {} acted",
+        started.len(),
+        tokens.len()
+    );
     eprintln!("handoff under contention: {}", summary(&handoff_gaps(&log)));
 }
 
