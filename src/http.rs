@@ -17,9 +17,17 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
-use crate::config::ReadinessMode;
 use crate::elector::{Eviction, Role, Status};
 use crate::metrics::Metrics;
+
+/// What `/readyz` means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReadinessMode {
+    /// `/readyz` is 200 only on the leader: a Service routes to it alone.
+    Leader,
+    /// `/readyz` is 200 on every replica that reaches Redis and takes part in the election.
+    Member,
+}
 
 /// What the handlers read.
 #[derive(Clone)]

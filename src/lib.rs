@@ -18,9 +18,11 @@
 //!   [`Status`](elector::Status). Its decisions are pure functions in `elector/decide.rs`;
 //!   the release channel's keepalive and back-off in `elector/notify.rs`, the release herd's
 //!   spread in `elector/herd.rs`.
-//! - [`config`]: flags, environment and config file, validated into settings (exit code 2).
-//! - [`run`] and [`status`]: two subcommands of the binary (the third, `guard`, is
-//!   [`guard::check`]); `main.rs` only wires.
+//! - [`cli`]: flags, environment and config file, validated into settings; the one error type
+//!   and its exit codes (2 for every refusal).
+//! - [`cmd`]: the subcommands `run` and `status` (and `guard`, which is [`guard::check`]):
+//!   naming the lease, starting the parts; [`shutdown`] turns signals into the root
+//!   cancellation. `main.rs` only parses, starts the logs and calls `cmd`.
 //! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]
 //!   (logs) behind them.
 //! - [`exec`]: the singleton command's supervisor: its process tree in `/proc`, the child
@@ -62,8 +64,9 @@
 //! # }
 //! ```
 
+pub mod cli;
 pub mod clock;
-pub mod config;
+pub mod cmd;
 pub mod elector;
 pub mod exec;
 pub mod fence;
@@ -72,6 +75,20 @@ pub mod http;
 pub mod k8s;
 pub mod lease;
 pub mod metrics;
-pub mod run;
-pub mod status;
+pub mod shutdown;
 pub mod telemetry;
+
+pub use cmd::{run, status};
+
+/// The settings under the paths they had before [`cli`] (kept for existing users; new code
+/// names the owning modules).
+pub mod config {
+    pub use crate::cli::{
+        CliError as ConfigError, Command, Environment, LeaseSource, RedisSettings, RunSettings,
+        StatusSettings, parse_from,
+    };
+    pub use crate::exec::ExecSettings;
+    pub use crate::http::ReadinessMode;
+    pub use crate::k8s::{KubeSettings, KubernetesMode};
+    pub use crate::telemetry::LogFormat;
+}

@@ -5,15 +5,22 @@ use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
-use crate::config::LogFormat;
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// JSON when stderr is not a terminal, text when it is.
+    Auto,
+    /// One JSON object per line.
+    Json,
+    /// Human-readable text.
+    Text,
+}
 
 /// Why logging could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
     /// The filter does not parse.
-    #[error(
-        "--log `{filter}`: not a valid filter ({reason}); examples: info, leasehold=debug,kube=warn"
-    )]
+    #[error("`{filter}`: not a valid filter ({reason}); examples: info, leasehold=debug,kube=warn")]
     Filter {
         /// The filter given.
         filter: String,
@@ -28,6 +35,21 @@ pub fn parse_filter(filter: &str) -> Result<EnvFilter, TelemetryError> {
         filter: filter.to_owned(),
         reason: e.to_string(),
     })
+}
+
+/// What the logs look like and which lines they keep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogSettings {
+    /// Text, JSON, or by terminal.
+    pub format: LogFormat,
+    /// A filter in RUST_LOG syntax.
+    pub filter: String,
+}
+
+/// Checks the filter and installs the global subscriber.
+pub fn start(settings: &LogSettings) -> Result<(), TelemetryError> {
+    init(settings.format, parse_filter(&settings.filter)?);
+    Ok(())
 }
 
 /// Installs the global subscriber, writing to stderr (stdout belongs to the singleton command
@@ -60,11 +82,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_bad_filter_names_the_flag() {
+    fn a_bad_filter_names_the_filter() {
         assert!(parse_filter("leasehold=debug,kube=warn").is_ok());
         let err = parse_filter("leasehold=loud").unwrap_err().to_string();
         assert!(
-            err.starts_with("--log `leasehold=loud`: not a valid filter"),
+            err.starts_with("`leasehold=loud`: not a valid filter"),
             "{err}"
         );
     }

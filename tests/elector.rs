@@ -416,7 +416,7 @@ fn bad_timings_are_refused_when_the_elector_is_built() {
         .expect("refused");
     assert_eq!(
         err.to_string(),
-        "--lease-duration 15s must be greater than --renew-deadline 20s (rule: lease duration > renew deadline > retry period × 1.2)"
+        "lease_duration 15s must be greater than renew_deadline 20s (rule: lease duration > renew deadline > retry period × 1.2)"
     );
 }
 

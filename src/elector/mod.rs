@@ -34,7 +34,7 @@ use tracing::info;
 pub use eviction::EvictionMode;
 pub use leadership::{Leadership, NotLeader};
 pub use status::{Eviction, LeaderInfo, RedisHealth, Role, Status, StepDown, StepDownReason};
-pub use timing::{TIMING_RULE, Timing, TimingError};
+pub use timing::{TIMING_RULE, Timing, TimingBound, TimingError, TimingField};
 
 use crate::lease::{LeaseError, RedisLease};
 

@@ -32,57 +32,126 @@ impl Default for Timing {
 /// The rule every combination must keep.
 pub const TIMING_RULE: &str = "lease duration > renew deadline > retry period × 1.2";
 
-/// A refused combination of durations. Messages name the flag, the value and the rule.
+/// A field of [`Timing`], for errors that name what is wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimingField {
+    /// [`Timing::lease_duration`].
+    LeaseDuration,
+    /// [`Timing::renew_deadline`].
+    RenewDeadline,
+    /// [`Timing::retry_period`].
+    RetryPeriod,
+    /// [`Timing::drift_factor`].
+    DriftFactor,
+}
+
+impl TimingField {
+    /// The field's name, as in the struct (`lease_duration`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TimingField::LeaseDuration => "lease_duration",
+            TimingField::RenewDeadline => "renew_deadline",
+            TimingField::RetryPeriod => "retry_period",
+            TimingField::DriftFactor => "drift_factor",
+        }
+    }
+}
+
+/// What a duration must exceed under the timing rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimingBound {
+    /// Another field.
+    Field(TimingField),
+    /// The retry period with its 20 % jitter.
+    JitteredRetry,
+    /// The drift margin plus the retry period.
+    DriftAndRetry,
+}
+
+/// A refused combination of durations. Messages name the field, the value and the rule; the
+/// command line names its flags instead through [`TimingError::describe`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}", self.describe(|field| field.name().to_owned()))]
 pub enum TimingError {
     /// A duration below the smallest one Redis can express usefully.
-    #[error("--{flag} {value:?} is too short: it must be at least {min:?}")]
     TooShort {
-        /// The flag.
-        flag: &'static str,
+        /// The field.
+        field: TimingField,
         /// The value given.
         value: Duration,
         /// The minimum.
         min: Duration,
     },
     /// Two durations in the wrong order.
-    #[error(
-        "--{larger} {larger_value:?} must be greater than {what} {smaller_value:?} (rule: {TIMING_RULE})"
-    )]
     Order {
-        /// The flag that must be larger.
-        larger: &'static str,
+        /// The field that must be larger.
+        larger: TimingField,
         /// Its value.
         larger_value: Duration,
-        /// What it is compared with, in words (`--renew-deadline`, `--retry-period × 1.2`).
-        what: &'static str,
-        /// The value compared with.
+        /// What it must exceed.
+        than: TimingBound,
+        /// The value of that.
         smaller_value: Duration,
     },
     /// The drift factor outside [0, 0.5).
-    #[error(
-        "--drift-factor {value} must be at least 0 and below 0.5 (share of the lease duration held back for clock drift)"
-    )]
     DriftFactor {
         /// The value given.
         value: f64,
     },
 }
 
+impl TimingError {
+    /// The message, with each field called what `name` calls it.
+    pub fn describe(&self, name: impl Fn(TimingField) -> String) -> String {
+        match self {
+            TimingError::TooShort { field, value, min } => {
+                format!(
+                    "{} {value:?} is too short: it must be at least {min:?}",
+                    name(*field)
+                )
+            }
+            TimingError::Order {
+                larger,
+                larger_value,
+                than,
+                smaller_value,
+            } => {
+                let what = match than {
+                    TimingBound::Field(field) => name(*field),
+                    TimingBound::JitteredRetry => {
+                        format!("{} × 1.2", name(TimingField::RetryPeriod))
+                    }
+                    TimingBound::DriftAndRetry => {
+                        format!("the drift margin plus {}", name(TimingField::RetryPeriod))
+                    }
+                };
+                format!(
+                    "{} {larger_value:?} must be greater than {what} {smaller_value:?} (rule: {TIMING_RULE})",
+                    name(*larger)
+                )
+            }
+            TimingError::DriftFactor { value } => format!(
+                "{} {value} must be at least 0 and below 0.5 (share of the lease duration held back for clock drift)",
+                name(TimingField::DriftFactor)
+            ),
+        }
+    }
+}
+
 impl Timing {
     /// The smallest lease duration, renew deadline or retry period accepted.
     pub const MIN: Duration = Duration::from_millis(10);
 
-    /// Checks the rule; every failure names the flag, the value and the rule.
+    /// Checks the rule; every failure names the field, the value and the rule.
     pub fn validate(&self) -> Result<(), TimingError> {
-        for (flag, value) in [
-            ("lease-duration", self.lease_duration),
-            ("renew-deadline", self.renew_deadline),
-            ("retry-period", self.retry_period),
+        for (field, value) in [
+            (TimingField::LeaseDuration, self.lease_duration),
+            (TimingField::RenewDeadline, self.renew_deadline),
+            (TimingField::RetryPeriod, self.retry_period),
         ] {
             if value < Self::MIN {
                 return Err(TimingError::TooShort {
-                    flag,
+                    field,
                     value,
                     min: Self::MIN,
                 });
@@ -95,26 +164,26 @@ impl Timing {
         }
         if self.lease_duration <= self.renew_deadline {
             return Err(TimingError::Order {
-                larger: "lease-duration",
+                larger: TimingField::LeaseDuration,
                 larger_value: self.lease_duration,
-                what: "--renew-deadline",
+                than: TimingBound::Field(TimingField::RenewDeadline),
                 smaller_value: self.renew_deadline,
             });
         }
         let retry_jittered = self.retry_period.mul_f64(1.2);
         if self.renew_deadline <= retry_jittered {
             return Err(TimingError::Order {
-                larger: "renew-deadline",
+                larger: TimingField::RenewDeadline,
                 larger_value: self.renew_deadline,
-                what: "--retry-period × 1.2",
+                than: TimingBound::JitteredRetry,
                 smaller_value: retry_jittered,
             });
         }
         if self.validity() <= self.retry_period {
             return Err(TimingError::Order {
-                larger: "lease-duration",
+                larger: TimingField::LeaseDuration,
                 larger_value: self.lease_duration,
-                what: "the drift margin plus --retry-period",
+                than: TimingBound::DriftAndRetry,
                 smaller_value: self.drift() + self.retry_period,
             });
         }
@@ -188,28 +257,28 @@ mod tests {
     }
 
     #[test]
-    fn every_broken_rule_names_its_flag_and_the_rule() {
+    fn every_broken_rule_names_its_field_and_the_rule() {
         let cases = [
             (
                 t(10_000, 10_000, 2_000),
-                "--lease-duration 10s must be greater than --renew-deadline 10s (rule: lease duration > renew deadline > retry period × 1.2)",
+                "lease_duration 10s must be greater than renew_deadline 10s (rule: lease duration > renew deadline > retry period × 1.2)",
             ),
             (
                 t(10_000, 12_000, 2_000),
-                "--lease-duration 10s must be greater than --renew-deadline 12s",
+                "lease_duration 10s must be greater than renew_deadline 12s",
             ),
             (
                 t(15_000, 2_400, 2_000),
-                "--renew-deadline 2.4s must be greater than --retry-period × 1.2 2.4s",
+                "renew_deadline 2.4s must be greater than retry_period × 1.2 2.4s",
             ),
             (
                 t(15_000, 10_000, 5),
-                "--retry-period 5ms is too short: it must be at least 10ms",
+                "retry_period 5ms is too short: it must be at least 10ms",
             ),
-            (t(0, 10_000, 2_000), "--lease-duration 0ns is too short"),
+            (t(0, 10_000, 2_000), "lease_duration 0ns is too short"),
             (
                 t(30, 24, 20),
-                "--renew-deadline 24ms must be greater than --retry-period × 1.2 24ms",
+                "renew_deadline 24ms must be greater than retry_period × 1.2 24ms",
             ),
         ];
         for (timing, want) in cases {
@@ -224,7 +293,7 @@ mod tests {
             ..Timing::default()
         };
         let got = drift(0.5).validate().unwrap_err().to_string();
-        assert!(got.starts_with("--drift-factor 0.5 must be"), "{got}");
+        assert!(got.starts_with("drift_factor 0.5 must be"), "{got}");
         assert!(drift(f64::NAN).validate().is_err(), "NaN is refused");
         assert!(drift(-0.1).validate().is_err());
     }
@@ -234,6 +303,6 @@ mod tests {
         let mut timing = t(100, 60, 49);
         timing.drift_factor = 0.49;
         let got = timing.validate().unwrap_err().to_string();
-        assert!(got.contains("drift margin plus --retry-period"), "{got}");
+        assert!(got.contains("drift margin plus retry_period"), "{got}");
     }
 }

@@ -25,8 +25,18 @@ use tracing::{info, warn};
 use running::Running;
 use tree::Family;
 
-use crate::config::ExecSettings;
 use crate::elector::{Leadership, NotLeader, StepDownReason};
+
+/// The singleton command and how to stop it.
+#[derive(Debug, Clone)]
+pub struct ExecSettings {
+    /// Program and arguments.
+    pub command: Vec<String>,
+    /// SIGTERM → SIGKILL grace.
+    pub grace_period: Duration,
+    /// Restart instead of exiting when it exits while leading.
+    pub restart: bool,
+}
 
 /// The environment variable that carries the fencing token.
 pub const TOKEN_ENV: &str = "LEASEHOLD_FENCING_TOKEN";
@@ -127,6 +137,15 @@ impl Supervisor {
             .unwrap_or_else(PoisonError::into_inner)
             .owns_every_orphan();
         self
+    }
+
+    /// SIGKILLs every process of the command found now, without waiting: for a process that
+    /// exits at once, so that its command does not outlive it.
+    pub fn kill_now(&self) {
+        self.family
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .signal_all(Signal::SIGKILL);
     }
 
     /// Whether the process should end with the command (no `--restart-command`).

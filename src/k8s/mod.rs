@@ -13,6 +13,7 @@ mod label;
 mod mirror;
 pub mod names;
 pub mod rbac;
+mod settings;
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -31,8 +32,8 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 pub use discover::{OwningDeployment, owning_deployment};
+pub use settings::{KubeSettings, KubernetesMode};
 
-use crate::config::{KubeSettings, KubernetesMode};
 use crate::elector::{Leadership, NotLeader, Timing};
 
 /// A failure on the Kubernetes side.

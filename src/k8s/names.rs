@@ -1,5 +1,5 @@
 //! Kubernetes' name rules (RFC 1123), in one place: namespaces are DNS labels; object names
-//! and label-key prefixes are DNS subdomains.
+//! and label-key prefixes are DNS subdomains; label keys are an optional prefix and a name.
 
 /// A DNS label: 1 to 63 characters of `a-z`, `0-9` and `-`, a letter or digit at both ends.
 pub fn is_dns_label(value: &str) -> bool {
@@ -17,6 +17,35 @@ pub fn is_dns_subdomain(value: &str) -> bool {
     !value.is_empty() && value.len() <= 253 && value.split('.').all(is_dns_label)
 }
 
+/// A label key: an optional DNS-subdomain prefix and `/`, then a name of 1 to 63 characters of
+/// letters, digits, `-`, `_` and `.`, a letter or digit at both ends.
+pub fn is_label_key(key: &str) -> bool {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric())
+        && name
+            .bytes()
+            .last()
+            .is_some_and(|b| b.is_ascii_alphanumeric());
+    name_ok && prefix.is_none_or(is_dns_subdomain)
+}
+
+/// The label-key rule in words, for refusals.
+pub const LABEL_KEY_RULE: &str = "must be a Kubernetes label key: [prefix/]name, the name 1 to 63 characters of letters, digits, '-', '_' and '.' starting and ending with a letter or digit, the prefix a DNS subdomain";
+
+/// The DNS-label rule in words, for refusals.
+pub const DNS_LABEL_RULE: &str = "must be a DNS label: 1 to 63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -33,5 +62,15 @@ mod tests {
         assert!(!is_dns_subdomain("leasehold..io"));
         assert!(!is_dns_subdomain("-x.io"));
         assert!(!is_dns_subdomain(&"a.".repeat(127)));
+    }
+
+    #[test]
+    fn label_keys_follow_kubernetes_rules() {
+        for ok in ["leasehold.io/leader", "leader", "a.b-c/x_y.z"] {
+            assert!(is_label_key(ok), "{ok}");
+        }
+        for bad in ["", "/x", "Bad.IO/x", "x/-a", "a/b/c d", &"x".repeat(64)] {
+            assert!(!is_label_key(bad), "{bad}");
+        }
     }
 }

@@ -10,14 +10,17 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
-use crate::config::{LeaseSource, RunSettings};
+use super::lease::connect;
+pub use super::lease::resolve_lease;
+use crate::cli::{CliError, RunSettings};
 use crate::elector::{Elector, Leadership};
 use crate::exec::{ExecError, Supervisor};
 use crate::guard::GuardFile;
 use crate::http::{self, Endpoints};
-use crate::k8s::{self, Cluster, K8sError, OwningDeployment};
+use crate::k8s::Cluster;
 use crate::lease::{LeaseName, OwnerId};
 use crate::metrics::Metrics;
+use crate::shutdown::Shutdown;
 
 /// Slack for stepping down, releasing and stopping the HTTP server after the command stopped.
 const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
@@ -35,68 +38,9 @@ pub fn shutdown_bound(settings: &RunSettings) -> Duration {
     grace + settings.timing.call_timeout() + SHUTDOWN_SLACK + NOTES_BOUND
 }
 
-/// A failure that is the user's to fix (exit code 2), as opposed to a runtime failure.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InputError(pub String);
-
-/// Finds the lease name and, when there is a cluster, the owning Deployment. `pod` is this
-/// pod (`$POD_NAME`) in `namespace`, when running in one.
-pub async fn resolve_lease(
-    source: &LeaseSource,
-    client: Option<&kube::Client>,
-    namespace: &str,
-    pod: Option<&str>,
-) -> anyhow::Result<(LeaseName, Option<OwningDeployment>)> {
-    match (source, client) {
-        (LeaseSource::Named(name), None) => Ok((name.clone(), None)),
-        (LeaseSource::Named(name), Some(client)) => {
-            // The name is given; the Deployment still scopes the label and carries the events.
-            let Some(pod) = pod else {
-                return Ok((name.clone(), None));
-            };
-            let deployment = match k8s::owning_deployment(client, namespace, pod).await {
-                Ok(d) => Some(d),
-                Err(err) => {
-                    info!(error = %err, "no owning Deployment found; the leader label is kept on this pod only");
-                    None
-                }
-            };
-            Ok((name.clone(), deployment))
-        }
-        (LeaseSource::OwningDeployment { namespace, pod }, Some(client)) => {
-            let deployment = k8s::owning_deployment(client, namespace, pod)
-                .await
-                .map_err(|e| match e {
-                    K8sError::NotADeployment { .. } => anyhow::Error::new(InputError(e.to_string())),
-                    other => anyhow::Error::new(other).context("cannot name the lease after the Deployment"),
-                })?;
-            let name = LeaseName::for_deployment(namespace, &deployment.name)
-                .map_err(|e| InputError(format!("the Deployment's name makes no lease name: {e}")))?;
-            Ok((name, Some(deployment)))
-        }
-        (LeaseSource::OwningDeployment { .. }, None) => Err(InputError(
-            "no lease name: pass --lease-name (there is no Kubernetes API to find this pod's Deployment)".into(),
-        )
-        .into()),
-        (LeaseSource::Unknown, _) => Err(InputError(
-            "no lease name: pass --lease-name, or run in a pod of a Deployment with POD_NAME and POD_NAMESPACE from the downward API".into(),
-        )
-        .into()),
-    }
-}
-
-/// Runs one replica until shutdown; returns the process exit code.
-pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
-    let shutdown = CancellationToken::new();
-    spawn_signal_handler(shutdown.clone())?;
-
-    let client = k8s::connect(settings.kube.mode)
-        .await
-        .map_err(|e| match e {
-            K8sError::NoCluster(_) => anyhow::Error::new(InputError(e.to_string())),
-            other => anyhow::Error::new(other),
-        })?;
+/// Runs one replica until `shutdown` begins (and drains); returns the process exit code.
+pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliError> {
+    let client = connect(settings.kube.mode).await?;
     let (lease_name, deployment) = resolve_lease(
         &settings.lease,
         client.as_ref(),
@@ -104,14 +48,18 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
         settings.pod.as_deref(),
     )
     .await?;
-    let owner = OwnerId::generate(&settings.identity).map_err(|e| InputError(e.to_string()))?;
-    let lease = settings.redis.lease(lease_name.clone(), owner)?;
+    let owner =
+        OwnerId::generate(&settings.identity).map_err(|e| CliError::Refused(e.to_string()))?;
+    let lease = settings
+        .redis
+        .lease(lease_name.clone(), owner)
+        .map_err(anyhow::Error::new)?;
     let lease_key = lease.keys().lease.clone();
     let clock = lease.clock().clone();
     let metrics = Arc::new(Metrics::new(&settings.identity, lease_name.as_str()));
     let guard = guard_file(&settings, &lease_name)?;
     let mut elector = Elector::new(lease, settings.timing)
-        .map_err(|e| InputError(e.to_string()))?
+        .map_err(CliError::Timing)?
         .with_eviction_mode(settings.redis.eviction)
         .with_observer(metrics.clone());
     if let Some(guard) = &guard {
@@ -166,6 +114,11 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
             None => supervisor,
         }
     });
+    if let Some(supervisor) = &supervisor {
+        let supervisor = supervisor.clone();
+        shutdown.before_exit_at_once(move || supervisor.kill_now());
+    }
+    let shutdown = shutdown.token();
     if supervisor
         .as_ref()
         .is_some_and(Supervisor::ends_with_command)
@@ -220,10 +173,14 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
 
 /// The guard file: the one `--guard-file` names (refused with exit code 2 when it cannot be
 /// written), else, when there is a command, one in the runtime directory.
-fn guard_file(settings: &RunSettings, lease: &LeaseName) -> anyhow::Result<Option<Arc<GuardFile>>> {
+fn guard_file(
+    settings: &RunSettings,
+    lease: &LeaseName,
+) -> Result<Option<Arc<GuardFile>>, CliError> {
     let guard = match (&settings.guard_file, &settings.exec) {
-        (Some(path), _) => GuardFile::create(path)
-            .map_err(|e| InputError(format!("--guard-file {}: {}", path.display(), e.rule())))?,
+        (Some(path), _) => GuardFile::create(path).map_err(|e| {
+            CliError::Refused(format!("--guard-file {}: {}", path.display(), e.rule()))
+        })?,
         (None, Some(_)) => GuardFile::in_runtime_dir(lease.as_str())
             .context("cannot create the guard file for the command (pass --guard-file)")?,
         (None, None) => return Ok(None),
@@ -258,22 +215,4 @@ async fn term(
     };
     let (result, ()) = tokio::join!(command, kubernetes);
     result
-}
-
-fn spawn_signal_handler(shutdown: CancellationToken) -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("install the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("install the SIGINT handler")?;
-    tokio::spawn(async move {
-        let name = tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        };
-        info!(
-            signal = name,
-            "shutting down: stepping down and releasing the lease"
-        );
-        shutdown.cancel();
-    });
-    Ok(())
 }

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::config::{OutputFormat, StatusSettings};
+use super::lease::{connect, resolve_lease};
+use crate::cli::{CliError, LeaseSource, OutputFormat, StatusSettings};
+use crate::k8s::KubernetesMode;
 use crate::lease::{CooldownState, LeaseName, Observation, OwnerId};
 
 /// The JSON of `leasehold status --output json`.
@@ -87,8 +89,19 @@ impl StatusView {
     }
 }
 
-/// Reads the lease and prints it; returns the exit code.
-pub async fn status(settings: StatusSettings, lease_name: LeaseName) -> anyhow::Result<i32> {
+/// Names the lease, reads it and prints it; returns the exit code.
+pub async fn status(settings: StatusSettings) -> Result<i32, CliError> {
+    let name = match &settings.lease {
+        LeaseSource::Named(name) => name.clone(),
+        source => {
+            let client = connect(KubernetesMode::Auto).await?;
+            resolve_lease(source, client.as_ref(), "", None).await?.0
+        }
+    };
+    Ok(show(&settings, name).await?)
+}
+
+async fn show(settings: &StatusSettings, lease_name: LeaseName) -> anyhow::Result<i32> {
     let owner = OwnerId::generate("leasehold-status")?;
     let lease = settings.redis.lease(lease_name.clone(), owner)?;
     let seen = lease.observe(Duration::from_secs(5)).await?;

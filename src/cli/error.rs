@@ -1,0 +1,160 @@
+//! The one error type of the command line: every refusal, and the exit code it means.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::elector::{TimingError, TimingField};
+use crate::telemetry::TelemetryError;
+
+/// Why the binary stops before or instead of doing its work. Each refusal names the flag (or
+/// config key), the value and the rule; [`CliError::exit_code`] is the one place that decides
+/// the exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Clap refused the command line (its message names the flag), or `--help`/`--version`;
+    /// printed as clap prints it, with clap's exit code.
+    #[error("{0}")]
+    Usage(#[from] clap::Error),
+    /// The config file could not be read.
+    #[error("--config {path}: cannot read it: {source}")]
+    ConfigUnreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The config file is not a YAML mapping of flag names to values.
+    #[error("--config {path}: {reason}")]
+    ConfigInvalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A key of the config file is no flag of this subcommand.
+    #[error(
+        "--config {path}: unknown key `{key}`; the keys are the long flag names of `leasehold {subcommand}`: {known}"
+    )]
+    ConfigUnknownKey {
+        /// The file.
+        path: PathBuf,
+        /// The key.
+        key: String,
+        /// The subcommand.
+        subcommand: String,
+        /// The accepted keys.
+        known: String,
+    },
+    /// The durations break the timing rule (the library names fields; this names flags).
+    #[error("{}", .0.describe(timing_flag))]
+    Timing(#[from] TimingError),
+    /// The log filter does not parse.
+    #[error("--log {0}")]
+    Log(#[from] TelemetryError),
+    /// The Redis URL.
+    #[error("--redis-url `{url}`: {rule}")]
+    RedisUrl {
+        /// The URL with its password redacted.
+        url: String,
+        /// The rule.
+        rule: String,
+    },
+    /// A file given by a flag (password, certificate, key).
+    #[error("--{flag} {path}: {rule}")]
+    File {
+        /// The flag.
+        flag: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        rule: String,
+    },
+    /// A duration that must be shorter than another.
+    #[error("--{flag} {value:?} must be shorter than {other} {other_value:?}")]
+    Order {
+        /// The flag.
+        flag: &'static str,
+        /// Its value.
+        value: Duration,
+        /// The other flag.
+        other: &'static str,
+        /// Its value.
+        other_value: Duration,
+    },
+    /// A name that cannot be used.
+    #[error("{} `{value}`: {rule}", flag_words(flag))]
+    Name {
+        /// The flag.
+        flag: &'static str,
+        /// The value.
+        value: String,
+        /// The rule.
+        rule: String,
+    },
+    /// A duration outside its range.
+    #[error("--{flag} {value:?}: {rule}")]
+    Duration {
+        /// The flag.
+        flag: &'static str,
+        /// The value.
+        value: Duration,
+        /// The rule.
+        rule: &'static str,
+    },
+    /// The singleton command's arguments.
+    #[error("{flag}: {rule}")]
+    Exec {
+        /// The flag.
+        flag: &'static str,
+        /// The rule.
+        rule: &'static str,
+    },
+    /// Input that is the user's to fix, found only once the command ran (no Deployment to
+    /// name the lease after, no cluster for `--kubernetes on`, a guard file that cannot be
+    /// written).
+    #[error("{0}")]
+    Refused(String),
+    /// A failure at run time that is not the input's fault.
+    #[error("{0:#}")]
+    Failed(#[from] anyhow::Error),
+}
+
+/// The flag of a timing field: `lease_duration` → `--lease-duration`.
+fn timing_flag(field: TimingField) -> String {
+    format!("--{}", field.name().replace('_', "-"))
+}
+
+/// `--flag` for a flag name, or the words as they are (`-- CMD`).
+fn flag_words(flag: &str) -> String {
+    if flag.starts_with('-') {
+        flag.to_owned()
+    } else {
+        format!("--{flag}")
+    }
+}
+
+impl CliError {
+    /// The exit code: clap's for the command line (0 for `--help`), 1 for a failure at run
+    /// time, 2 for every refusal of input.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Usage(e) => u8::try_from(e.exit_code()).unwrap_or(2),
+            CliError::Failed(_) => 1,
+            _ => 2,
+        }
+    }
+
+    /// Says what went wrong where users look (clap's help on stdout, errors on stderr) and
+    /// returns the exit code.
+    pub fn report(&self) -> ExitCode {
+        match self {
+            CliError::Usage(e) => {
+                // Nothing more to say when even stderr is gone.
+                let _ = e.print();
+            }
+            other => eprintln!("error: {other}"),
+        }
+        ExitCode::from(self.exit_code())
+    }
+}

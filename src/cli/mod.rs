@@ -1,0 +1,358 @@
+//! The command line: the clap tree of flags (each with its `LEASEHOLD_*` variable), the YAML
+//! file that may set the same keys, and their validation into the settings the commands run
+//! with. Flags beat the environment, which beats the file, which beats the defaults. Every
+//! refusal names the flag, the value and the rule, and the binary exits with code 2 before
+//! anything connects.
+//!
+//! - [`file`]: merging the `--config` file under the flags.
+//! - [`resolve`]: from flags to settings, with the rules.
+//! - [`secrets`]: reading secret and PEM files that flags name.
+//! - [`settings`]: what the commands run with.
+//! - [`error`]: the one error type, and the exit code each refusal means.
+
+mod error;
+mod file;
+mod resolve;
+mod secrets;
+mod settings;
+#[cfg(test)]
+mod tests;
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+
+pub use error::CliError;
+pub use file::parse_from;
+pub use resolve::invocation;
+pub use settings::{
+    Environment, Invocation, LeaseSource, RedisSettings, RunSettings, StatusSettings,
+};
+
+use crate::elector::EvictionMode;
+use crate::http::ReadinessMode;
+use crate::k8s::KubernetesMode;
+use crate::lease::DEFAULT_KEY_PREFIX;
+use crate::telemetry::LogFormat;
+
+/// Parses and validates the command line of the current process, with its environment and
+/// any config file.
+pub fn from_process() -> Result<Invocation, CliError> {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let cli = parse_from(&argv)?;
+    invocation(
+        cli,
+        &Environment::from_process(),
+        redis_url_on_command_line(&argv),
+    )
+}
+
+/// leasehold: leader election for the replicas of a Kubernetes Deployment, on a Redis lease.
+#[derive(Debug, Parser)]
+#[command(name = "leasehold", version, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once per process; boxing would only add noise"
+)]
+pub enum Command {
+    /// Contend for the lease; while leading, run the reconcile loop and (after `--`) a singleton
+    /// command. Steps down, flips readiness and says why the moment leadership cannot be proven.
+    Run(RunArgs),
+    /// Show who holds the lease now, its fencing token and the time left, read from Redis.
+    Status(StatusArgs),
+    /// For the singleton command: exit 0 while the guard file says this term is valid by the
+    /// boot clock right now, 1 when it does not (stepped down, expired, no file), 2 on bad
+    /// input. Asks no one, so it answers also while leasehold is frozen: `leasehold guard &&
+    /// write`.
+    Guard(GuardArgs),
+}
+
+/// Where Redis is and how to talk to it.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Redis")]
+pub struct RedisArgs {
+    /// Redis URL: `redis://host:port/db`, `rediss://` for TLS, `redis+sentinel://s1:26379,s2:26379/
+    /// <master>[/db]` to find the master through Sentinel, or `redis+cluster://n1:6379,n2:6379` for a
+    /// Redis Cluster (`rediss+…` with TLS). Put no password here on the command line (it would
+    /// show in `ps`): use --redis-password-file.
+    #[arg(
+        long,
+        env = "LEASEHOLD_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    pub redis_url: String,
+    /// ACL user name.
+    #[arg(long, env = "LEASEHOLD_REDIS_USERNAME")]
+    pub redis_username: Option<String>,
+    /// File holding the ACL user name (instead of --redis-username).
+    #[arg(
+        long,
+        env = "LEASEHOLD_REDIS_USERNAME_FILE",
+        conflicts_with = "redis_username"
+    )]
+    pub redis_username_file: Option<PathBuf>,
+    /// File holding the Redis password (a mounted Secret); trailing newlines are ignored.
+    #[arg(long, env = "LEASEHOLD_REDIS_PASSWORD_FILE")]
+    pub redis_password_file: Option<PathBuf>,
+    /// CA bundle (PEM) that signs the Redis server's certificate, for rediss:// [default: the
+    /// system's roots].
+    #[arg(long, env = "LEASEHOLD_REDIS_CA_FILE")]
+    pub redis_ca_file: Option<PathBuf>,
+    /// Client certificate (PEM) for mutual TLS; goes with --redis-client-key-file.
+    #[arg(long, env = "LEASEHOLD_REDIS_CLIENT_CERT_FILE")]
+    pub redis_client_cert_file: Option<PathBuf>,
+    /// Client key (PEM) for mutual TLS; goes with --redis-client-cert-file.
+    #[arg(long, env = "LEASEHOLD_REDIS_CLIENT_KEY_FILE")]
+    pub redis_client_key_file: Option<PathBuf>,
+    /// File holding the Sentinels' own password, when they require one (redis+sentinel://).
+    #[arg(long, env = "LEASEHOLD_SENTINEL_PASSWORD_FILE")]
+    pub sentinel_password_file: Option<PathBuf>,
+    /// After each acquire and renew, wait until this many replicas acknowledged it (WAIT);
+    /// a term or renewal counts only then. 0 = do not wait.
+    #[arg(long, env = "LEASEHOLD_REDIS_WAIT_REPLICAS", default_value_t = 0)]
+    pub redis_wait_replicas: u32,
+    /// How long WAIT may block; shorter than --retry-period.
+    #[arg(long, env = "LEASEHOLD_REDIS_WAIT_TIMEOUT", default_value = "500ms", value_parser = parse_duration)]
+    pub redis_wait_timeout: Duration,
+    /// Prefix of every Redis key leasehold writes.
+    #[arg(long, env = "LEASEHOLD_KEY_PREFIX", default_value = DEFAULT_KEY_PREFIX)]
+    pub key_prefix: String,
+    /// When Redis may evict the lease (a maxmemory with an evicting policy, read from INFO
+    /// memory at start and once per lease duration): `warn` says so (log event, /leader,
+    /// metric) and takes part; `refuse` also stays out of the election until Redis no longer
+    /// evicts, with the reason in /readyz.
+    #[arg(long, env = "LEASEHOLD_REDIS_EVICTION", value_enum, default_value_t = RedisEviction::Warn)]
+    pub redis_eviction: RedisEviction,
+}
+
+/// What to do when Redis may evict the lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RedisEviction {
+    /// Say so, and take part.
+    Warn,
+    /// Say so, and stay out of the election.
+    Refuse,
+}
+
+impl From<RedisEviction> for EvictionMode {
+    fn from(value: RedisEviction) -> Self {
+        match value {
+            RedisEviction::Warn => EvictionMode::Warn,
+            RedisEviction::Refuse => EvictionMode::Refuse,
+        }
+    }
+}
+
+/// Which lease.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Lease")]
+pub struct LeaseArgs {
+    /// The lease: `<namespace>/<name>`, or `<name>` in --namespace. By default the name of the
+    /// Deployment that owns this pod, found through the Kubernetes API.
+    #[arg(long, env = "LEASEHOLD_LEASE_NAME")]
+    pub lease_name: Option<String>,
+    /// Namespace of the lease and of this pod [default: $POD_NAMESPACE, else `default`].
+    #[arg(long, env = "LEASEHOLD_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// YAML file with the same keys as the long flags (`lease-duration: 15s`).
+    #[arg(long, env = "LEASEHOLD_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+/// Timing of the election.
+#[derive(Debug, Clone, Args)]
+#[command(
+    next_help_heading = "Timing (rule: lease duration > renew deadline > retry period × 1.2)"
+)]
+pub struct TimingArgs {
+    /// How long one acquire or renew keeps the lease alive (the TTL).
+    #[arg(long, env = "LEASEHOLD_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub lease_duration: Duration,
+    /// How long the leader retries a failing renewal before it steps down.
+    #[arg(long, env = "LEASEHOLD_RENEW_DEADLINE", default_value = "10s", value_parser = parse_duration)]
+    pub renew_deadline: Duration,
+    /// The watchdog's renewal interval, and a follower's fallback retry interval.
+    #[arg(long, env = "LEASEHOLD_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
+    pub retry_period: Duration,
+    /// Share of the lease duration held back for clock drift (plus 2 ms).
+    #[arg(long, env = "LEASEHOLD_DRIFT_FACTOR", default_value_t = 0.01)]
+    pub drift_factor: f64,
+    /// Lead right away on a Redis that is new or lost its data, instead of waiting one lease
+    /// duration. Only for a Redis whose persistence cannot lose an acknowledged write and that
+    /// never fails over.
+    #[arg(long, env = "LEASEHOLD_NO_DATA_LOSS_COOLDOWN", action = ArgAction::SetTrue)]
+    pub no_data_loss_cooldown: bool,
+}
+
+/// The HTTP endpoints.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "HTTP (/healthz /readyz /leader /metrics)")]
+pub struct HttpArgs {
+    /// Address of the HTTP endpoints.
+    #[arg(long, env = "LEASEHOLD_HTTP_ADDR", default_value = "0.0.0.0:8080")]
+    pub http_addr: SocketAddr,
+    /// What `/readyz` reports. `member` is the default because with `leader` only one pod of a
+    /// Deployment is ever ready, which stalls rolling updates (route to the leader with a
+    /// Service that selects the leader label instead).
+    #[arg(long, env = "LEASEHOLD_READINESS", value_enum, default_value_t = ReadinessMode::Member)]
+    pub readiness: ReadinessMode,
+}
+
+/// The Kubernetes side.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Kubernetes")]
+pub struct KubeArgs {
+    /// Use the Kubernetes API (leader label, Lease mirror, events, Deployment discovery).
+    #[arg(long, env = "LEASEHOLD_KUBERNETES", value_enum, default_value_t = KubernetesMode::Auto)]
+    pub kubernetes: KubernetesMode,
+    /// Label set to `true` on the leader's pod and removed from the others.
+    #[arg(
+        long,
+        env = "LEASEHOLD_LEADER_LABEL",
+        default_value = "leasehold.io/leader"
+    )]
+    pub leader_label: String,
+    /// Do not keep the leader label on pods.
+    #[arg(long, env = "LEASEHOLD_NO_LEADER_LABEL", action = ArgAction::SetTrue)]
+    pub no_leader_label: bool,
+    /// Do not mirror leadership into a coordination.k8s.io/v1 Lease.
+    #[arg(long, env = "LEASEHOLD_NO_LEASE_MIRROR", action = ArgAction::SetTrue)]
+    pub no_lease_mirror: bool,
+    /// Do not record Kubernetes Events on leadership changes.
+    #[arg(long, env = "LEASEHOLD_NO_EVENTS", action = ArgAction::SetTrue)]
+    pub no_events: bool,
+}
+
+/// The singleton command.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Singleton command (after --)")]
+pub struct ExecArgs {
+    /// Time the command gets between SIGTERM and SIGKILL at step-down; never past the validity
+    /// deadline.
+    #[arg(long, env = "LEASEHOLD_GRACE_PERIOD", default_value = "10s", value_parser = parse_duration)]
+    pub grace_period: Duration,
+    /// Start the command again when it exits while leading, instead of stepping down and
+    /// exiting with its exit code.
+    #[arg(long, env = "LEASEHOLD_RESTART_COMMAND", action = ArgAction::SetTrue)]
+    pub restart_command: bool,
+}
+
+/// Logging.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Logs")]
+pub struct LogArgs {
+    /// Log format.
+    #[arg(long, env = "LEASEHOLD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Auto)]
+    pub log_format: LogFormat,
+    /// Log filter in RUST_LOG syntax (`info`, `leasehold=debug,kube=warn`) [default: $RUST_LOG,
+    /// else `info`].
+    #[arg(long, env = "LEASEHOLD_LOG")]
+    pub log: Option<String>,
+}
+
+/// `leasehold run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub redis: RedisArgs,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
+    /// This replica's name [default: $POD_NAME, else the hostname].
+    #[arg(long, env = "LEASEHOLD_IDENTITY", help_heading = "Lease")]
+    pub identity: Option<String>,
+    #[command(flatten)]
+    pub timing: TimingArgs,
+    #[command(flatten)]
+    pub http: HttpArgs,
+    #[command(flatten)]
+    pub kube: KubeArgs,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+    #[command(flatten)]
+    pub log: LogArgs,
+    /// Where to publish the term's token and validity deadline for the command (`leasehold
+    /// guard`, or any reader of the format in the README) [default: a file named after the lease
+    /// and the pid in $XDG_RUNTIME_DIR, /dev/shm or the temporary directory, when there is a
+    /// command]. The command finds it in $LEASEHOLD_GUARD_FILE; removed at exit.
+    #[arg(
+        long,
+        env = "LEASEHOLD_GUARD_FILE",
+        help_heading = "Singleton command (after --)"
+    )]
+    pub guard_file: Option<PathBuf>,
+    /// The singleton command and its arguments: started only while this replica leads.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// Output format of `leasehold status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Aligned text.
+    Text,
+    /// One JSON object.
+    Json,
+}
+
+/// `leasehold status`.
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub redis: RedisArgs,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
+    /// Output format.
+    #[arg(long, short, env = "LEASEHOLD_OUTPUT", value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+/// `leasehold guard`.
+#[derive(Debug, Clone, Args)]
+pub struct GuardArgs {
+    /// The guard file that `leasehold run` publishes (it sets $LEASEHOLD_GUARD_FILE for its
+    /// command).
+    #[arg(long, env = "LEASEHOLD_GUARD_FILE")]
+    pub guard_file: Option<PathBuf>,
+    /// Exit 0 only when the term stays valid at least this much longer: the time the guarded
+    /// action takes.
+    #[arg(long, env = "LEASEHOLD_GUARD_VALID_FOR", default_value = "0s", value_parser = parse_duration)]
+    pub valid_for: Duration,
+    /// Say on stderr what the guard file says (by default only the exit code does).
+    #[arg(long, short, env = "LEASEHOLD_GUARD_VERBOSE", action = ArgAction::SetTrue)]
+    pub verbose: bool,
+}
+
+/// Parses `15s`, `500ms`, `2m`, `1h 30m`.
+fn parse_duration(value: &str) -> Result<Duration, String> {
+    humantime::parse_duration(value.trim())
+        .map_err(|e| format!("{e}; expected a duration such as 15s, 500ms or 2m"))
+}
+
+/// Whether `--redis-url` was typed on the command line of `argv` (as opposed to coming from the
+/// environment, the config file or the default).
+pub fn redis_url_on_command_line<I, T>(argv: I) -> bool
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString>,
+{
+    argv.into_iter()
+        .map(Into::into)
+        .take_while(|a| a != "--")
+        .any(|a| {
+            a.to_str()
+                .is_some_and(|s| s == "--redis-url" || s.starts_with("--redis-url="))
+        })
+}

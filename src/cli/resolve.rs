@@ -1,0 +1,347 @@
+//! From flags to settings: every rule a value must keep, checked before anything connects.
+
+use super::secrets::{read_pem, read_secret};
+use super::settings::{
+    Environment, Invocation, LeaseSource, RedisSettings, RunSettings, StatusSettings,
+};
+use super::{
+    Cli, CliError, Command, GuardArgs, LeaseArgs, LogArgs, RedisArgs, RunArgs, StatusArgs,
+};
+use crate::elector::Timing;
+use crate::exec::{ExecSettings, find_program};
+use crate::guard::check::GuardCheck;
+use crate::k8s::{KubeSettings, names};
+use crate::lease::{
+    LeaseError, LeaseName, LeaseOptions, OwnerId, TlsFiles, WaitReplicas, check_target, redact_url,
+};
+use crate::telemetry::LogSettings;
+
+/// Validates a parsed command line into what to run. `url_from_command_line` says whether
+/// --redis-url was typed on the command line (where a password would show in `ps`).
+pub fn invocation(
+    cli: Cli,
+    env: &Environment,
+    url_from_command_line: bool,
+) -> Result<Invocation, CliError> {
+    Ok(match cli.command {
+        Command::Run(args) => Invocation::Run(
+            args.resolve(env, url_from_command_line)?,
+            args.log.settings(env),
+        ),
+        Command::Status(args) => Invocation::Status(
+            args.resolve(env, url_from_command_line)?,
+            args.log.settings(env),
+        ),
+        Command::Guard(args) => Invocation::Guard(args.check()?),
+    })
+}
+
+impl GuardArgs {
+    /// What to check.
+    pub fn check(&self) -> Result<GuardCheck, CliError> {
+        Ok(GuardCheck {
+            path: self.guard_file.clone(),
+            valid_for: self.valid_for,
+            verbose: self.verbose,
+        })
+    }
+}
+
+impl LogArgs {
+    /// The log settings: the filter is `--log`, else `$RUST_LOG`, else `info`.
+    pub fn settings(&self, env: &Environment) -> LogSettings {
+        LogSettings {
+            format: self.log_format,
+            filter: self
+                .log
+                .clone()
+                .or_else(|| env.rust_log.clone())
+                .unwrap_or_else(|| "info".to_owned()),
+        }
+    }
+}
+
+impl RedisArgs {
+    fn resolve(&self, url_from_command_line: bool) -> Result<RedisSettings, CliError> {
+        let url = self.redis_url.trim().to_owned();
+        let bad = |rule: &str| CliError::RedisUrl {
+            url: redact_url(&url),
+            rule: rule.to_owned(),
+        };
+        if redact_url(&url) != url && url_from_command_line {
+            return Err(bad(
+                "a password on the command line shows in `ps`; put it in a file and pass --redis-password-file (or set LEASEHOLD_REDIS_URL)",
+            ));
+        }
+        let password = self
+            .redis_password_file
+            .as_deref()
+            .map(|p| read_secret("redis-password-file", p))
+            .transpose()?;
+        let username = match (&self.redis_username, &self.redis_username_file) {
+            (Some(name), _) if name.trim().is_empty() => {
+                return Err(CliError::Name {
+                    flag: "redis-username",
+                    value: String::new(),
+                    rule: "must not be empty when given".into(),
+                });
+            }
+            (Some(name), _) => Some(name.trim().to_owned()),
+            (None, Some(path)) => Some(
+                read_secret("redis-username-file", path)?
+                    .expose()
+                    .to_owned(),
+            ),
+            (None, None) => None,
+        };
+        let tls = self.tls_files()?;
+        let sentinel_password = self
+            .sentinel_password_file
+            .as_deref()
+            .map(|p| read_secret("sentinel-password-file", p))
+            .transpose()?;
+        if sentinel_password.is_some() && !url.contains("+sentinel://") {
+            return Err(CliError::Exec {
+                flag: "--sentinel-password-file",
+                rule: "is only for redis+sentinel:// URLs",
+            });
+        }
+        if self.redis_wait_replicas > 0 && self.redis_wait_timeout.is_zero() {
+            return Err(CliError::Duration {
+                flag: "redis-wait-timeout",
+                value: self.redis_wait_timeout,
+                rule: "must be greater than zero",
+            });
+        }
+        let wait_replicas = (self.redis_wait_replicas > 0).then_some(WaitReplicas {
+            replicas: self.redis_wait_replicas,
+            timeout: self.redis_wait_timeout,
+        });
+        let options = LeaseOptions {
+            key_prefix: self.key_prefix.clone(),
+            username,
+            password,
+            tls,
+            sentinel_password,
+            wait_replicas,
+            ..LeaseOptions::default()
+        };
+        // Let the target parser judge the rest of the URL now, before anything connects.
+        check_target(&url, &options).map_err(|e| match e {
+            LeaseError::BadUrl { reason, .. } => bad(&reason),
+            other => bad(&other.to_string()),
+        })?;
+        Ok(RedisSettings {
+            url,
+            options,
+            eviction: self.redis_eviction.into(),
+        })
+    }
+
+    fn tls_files(&self) -> Result<Option<TlsFiles>, CliError> {
+        let (ca, cert, key) = (
+            &self.redis_ca_file,
+            &self.redis_client_cert_file,
+            &self.redis_client_key_file,
+        );
+        if ca.is_none() && cert.is_none() && key.is_none() {
+            return Ok(None);
+        }
+        if cert.is_some() != key.is_some() {
+            return Err(CliError::Exec {
+                flag: "--redis-client-cert-file",
+                rule: "mutual TLS needs both --redis-client-cert-file and --redis-client-key-file",
+            });
+        }
+        Ok(Some(TlsFiles {
+            ca_pem: ca
+                .as_deref()
+                .map(|p| read_pem("redis-ca-file", p))
+                .transpose()?,
+            client_cert_pem: cert
+                .as_deref()
+                .map(|p| read_pem("redis-client-cert-file", p))
+                .transpose()?,
+            client_key_pem: key
+                .as_deref()
+                .map(|p| read_secret("redis-client-key-file", p))
+                .transpose()?,
+        }))
+    }
+}
+
+impl LeaseArgs {
+    fn namespace(&self, env: &Environment) -> String {
+        self.namespace
+            .clone()
+            .or_else(|| env.pod_namespace.clone())
+            .unwrap_or_else(|| "default".to_owned())
+    }
+
+    fn resolve(&self, env: &Environment) -> Result<LeaseSource, CliError> {
+        let namespace = self.namespace(env);
+        check_dns_label("namespace", &namespace)?;
+        match &self.lease_name {
+            Some(name) => {
+                let full = if name.contains('/') {
+                    name.clone()
+                } else {
+                    format!("{namespace}/{name}")
+                };
+                LeaseName::new(full)
+                    .map(LeaseSource::Named)
+                    .map_err(|e| CliError::Name {
+                        flag: "lease-name",
+                        value: name.clone(),
+                        rule: e.to_string(),
+                    })
+            }
+            None => Ok(match &env.pod_name {
+                Some(pod) => LeaseSource::OwningDeployment {
+                    namespace,
+                    pod: pod.clone(),
+                },
+                None => LeaseSource::Unknown,
+            }),
+        }
+    }
+}
+
+/// A Kubernetes namespace is a DNS label.
+fn check_dns_label(flag: &'static str, value: &str) -> Result<(), CliError> {
+    if names::is_dns_label(value) {
+        Ok(())
+    } else {
+        Err(CliError::Name {
+            flag,
+            value: value.to_owned(),
+            rule: names::DNS_LABEL_RULE.into(),
+        })
+    }
+}
+
+impl RunArgs {
+    /// Validates the run settings. `url_from_command_line` says whether --redis-url was typed
+    /// on the command line (where a password would show in `ps`).
+    pub fn resolve(
+        &self,
+        env: &Environment,
+        url_from_command_line: bool,
+    ) -> Result<RunSettings, CliError> {
+        let timing = Timing {
+            lease_duration: self.timing.lease_duration,
+            renew_deadline: self.timing.renew_deadline,
+            retry_period: self.timing.retry_period,
+            drift_factor: self.timing.drift_factor,
+        };
+        timing.validate()?;
+        if self.redis.redis_wait_replicas > 0
+            && self.redis.redis_wait_timeout >= timing.retry_period
+        {
+            return Err(CliError::Order {
+                flag: "redis-wait-timeout",
+                value: self.redis.redis_wait_timeout,
+                other: "--retry-period",
+                other_value: timing.retry_period,
+            });
+        }
+        let mut redis = self.redis.resolve(url_from_command_line)?;
+        redis.options.cooldown_on_data_loss = !self.timing.no_data_loss_cooldown;
+        let lease = self.lease.resolve(env)?;
+        let identity = self
+            .identity
+            .clone()
+            .or_else(|| env.pod_name.clone())
+            .or_else(|| env.hostname.clone())
+            .ok_or(CliError::Name {
+                flag: "identity",
+                value: String::new(),
+                rule: "no identity: pass --identity, or set POD_NAME (downward API)".into(),
+            })?;
+        OwnerId::check_identity(&identity).map_err(|e| CliError::Name {
+            flag: "identity",
+            value: identity.clone(),
+            rule: e.to_string(),
+        })?;
+        let leader_label = if self.kube.no_leader_label {
+            None
+        } else {
+            if !names::is_label_key(&self.kube.leader_label) {
+                return Err(CliError::Name {
+                    flag: "leader-label",
+                    value: self.kube.leader_label.clone(),
+                    rule: names::LABEL_KEY_RULE.into(),
+                });
+            }
+            Some(self.kube.leader_label.clone())
+        };
+        let exec = if self.command.is_empty() {
+            if self.exec.restart_command {
+                return Err(CliError::Exec {
+                    flag: "--restart-command",
+                    rule: "needs a command after `--`",
+                });
+            }
+            None
+        } else {
+            if self.command[0].trim().is_empty() {
+                return Err(CliError::Exec {
+                    flag: "-- CMD",
+                    rule: "the command after `--` must not be empty",
+                });
+            }
+            if !find_program(&self.command[0]) {
+                return Err(CliError::Name {
+                    flag: "-- CMD",
+                    value: self.command[0].clone(),
+                    rule: "not found (neither an existing path nor a program on $PATH)".into(),
+                });
+            }
+            if self.exec.grace_period.is_zero() {
+                return Err(CliError::Duration {
+                    flag: "grace-period",
+                    value: self.exec.grace_period,
+                    rule: "must be greater than zero",
+                });
+            }
+            Some(ExecSettings {
+                command: self.command.clone(),
+                grace_period: self.exec.grace_period,
+                restart: self.exec.restart_command,
+            })
+        };
+        Ok(RunSettings {
+            redis,
+            lease,
+            namespace: self.lease.namespace(env),
+            identity,
+            pod: env.pod_name.clone(),
+            timing,
+            http_addr: self.http.http_addr,
+            readiness: self.http.readiness,
+            kube: KubeSettings {
+                mode: self.kube.kubernetes,
+                leader_label,
+                lease_mirror: !self.kube.no_lease_mirror,
+                events: !self.kube.no_events,
+            },
+            exec,
+            guard_file: self.guard_file.clone(),
+        })
+    }
+}
+
+impl StatusArgs {
+    /// Validates the status settings.
+    pub fn resolve(
+        &self,
+        env: &Environment,
+        url_from_command_line: bool,
+    ) -> Result<StatusSettings, CliError> {
+        Ok(StatusSettings {
+            redis: self.redis.resolve(url_from_command_line)?,
+            lease: self.lease.resolve(env)?,
+            output: self.output,
+        })
+    }
+}

@@ -1,0 +1,148 @@
+//! What the commands run with: the settings that [`resolve`](super::resolve) validated.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use super::OutputFormat;
+use crate::elector::{EvictionMode, Timing};
+use crate::exec::ExecSettings;
+use crate::guard::check::GuardCheck;
+use crate::http::ReadinessMode;
+use crate::k8s::KubeSettings;
+use crate::lease::{LeaseName, LeaseOptions, OwnerId, redact_url};
+use crate::telemetry::LogSettings;
+
+/// A validated command line: what to do, and with which settings.
+#[derive(Debug, Clone)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "built once per process; boxing would only add noise"
+)]
+pub enum Invocation {
+    /// `leasehold run`.
+    Run(RunSettings, LogSettings),
+    /// `leasehold status`.
+    Status(StatusSettings, LogSettings),
+    /// `leasehold guard`: no runtime, no logs, no connection.
+    Guard(GuardCheck),
+}
+
+impl Invocation {
+    /// The logs to start, when the command logs.
+    pub fn log(&self) -> Option<&LogSettings> {
+        match self {
+            Invocation::Run(_, log) | Invocation::Status(_, log) => Some(log),
+            Invocation::Guard(_) => None,
+        }
+    }
+}
+
+/// Where the lease name comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseSource {
+    /// Given by flag.
+    Named(LeaseName),
+    /// The Deployment that owns pod `pod` in `namespace`, found through the Kubernetes API.
+    OwningDeployment {
+        /// The pod's namespace.
+        namespace: String,
+        /// The pod's name.
+        pod: String,
+    },
+    /// Neither a name nor a pod to start from.
+    Unknown,
+}
+
+/// Validated Redis settings.
+#[derive(Debug, Clone)]
+pub struct RedisSettings {
+    /// The URL (may carry a password when it came from the environment or a file).
+    pub url: String,
+    /// Options of the lease.
+    pub options: LeaseOptions,
+    /// What to do when Redis may evict the lease.
+    pub eviction: EvictionMode,
+}
+
+impl RedisSettings {
+    /// The lease `name` for `owner` on this Redis (nothing connects yet).
+    pub fn lease(
+        &self,
+        name: LeaseName,
+        owner: OwnerId,
+    ) -> Result<crate::lease::RedisLease, crate::lease::LeaseError> {
+        crate::lease::RedisLease::new(&self.url, name, owner, self.options.clone())
+    }
+
+    /// The URL with its password redacted, for logs.
+    pub fn redacted_url(&self) -> String {
+        redact_url(&self.url)
+    }
+}
+
+/// The process environment that settings fall back on; a struct so tests can supply their own.
+#[derive(Debug, Clone, Default)]
+pub struct Environment {
+    /// `$POD_NAME` (downward API).
+    pub pod_name: Option<String>,
+    /// `$POD_NAMESPACE` (downward API).
+    pub pod_namespace: Option<String>,
+    /// `$RUST_LOG`.
+    pub rust_log: Option<String>,
+    /// The hostname.
+    pub hostname: Option<String>,
+}
+
+impl Environment {
+    /// Reads the real environment.
+    pub fn from_process() -> Self {
+        let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+        Self {
+            pod_name: var("POD_NAME"),
+            pod_namespace: var("POD_NAMESPACE"),
+            rust_log: var("RUST_LOG"),
+            hostname: nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .filter(|h| !h.is_empty()),
+        }
+    }
+}
+
+/// Validated settings of `leasehold run`.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    /// Redis.
+    pub redis: RedisSettings,
+    /// The lease.
+    pub lease: LeaseSource,
+    /// The namespace of this pod and of the lease mirror, events and labels.
+    pub namespace: String,
+    /// This replica's identity (the pod name in Kubernetes).
+    pub identity: String,
+    /// This pod's name (`$POD_NAME`), when running in a pod.
+    pub pod: Option<String>,
+    /// The election's timing.
+    pub timing: Timing,
+    /// HTTP address.
+    pub http_addr: SocketAddr,
+    /// Readiness mode.
+    pub readiness: ReadinessMode,
+    /// Kubernetes mode and parts.
+    pub kube: KubeSettings,
+    /// The singleton command, if any.
+    pub exec: Option<ExecSettings>,
+    /// The guard file given by `--guard-file` (else a default one when there is a command).
+    pub guard_file: Option<PathBuf>,
+}
+
+/// Validated settings of `leasehold status`.
+#[derive(Debug, Clone)]
+pub struct StatusSettings {
+    /// Redis.
+    pub redis: RedisSettings,
+    /// The lease.
+    pub lease: LeaseSource,
+    /// Output format.
+    pub output: OutputFormat,
+}

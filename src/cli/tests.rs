@@ -1,0 +1,157 @@
+//! Unit tests of flags to settings; every refusal rule is tested through the binary in
+//! tests/cli.rs.
+
+use std::time::Duration;
+
+use super::*;
+use crate::elector::Timing;
+use crate::http::ReadinessMode;
+use crate::lease::{LeaseName, Secret};
+
+fn env() -> Environment {
+    Environment {
+        pod_name: Some("web-7d4f-x2x9".into()),
+        pod_namespace: Some("shop".into()),
+        rust_log: None,
+        hostname: Some("host".into()),
+    }
+}
+
+fn run(argv: &[&str]) -> Result<RunSettings, CliError> {
+    let mut full = vec!["leasehold", "run"];
+    full.extend_from_slice(argv);
+    let cli = parse_from(&full)?;
+    let Command::Run(args) = cli.command else {
+        panic!("run")
+    };
+    args.resolve(&env(), redis_url_on_command_line(&full))
+}
+
+fn error(argv: &[&str]) -> String {
+    match run(argv) {
+        Ok(s) => panic!("{argv:?} was accepted: {s:?}"),
+        Err(e) => {
+            assert_eq!(e.exit_code(), 2, "{e}");
+            e.to_string()
+        }
+    }
+}
+
+// Every refusal rule is tested through the real binary in tests/cli.rs.
+
+#[test]
+fn defaults_follow_the_design() {
+    let s = run(&[]).unwrap();
+    assert_eq!(s.timing, Timing::default());
+    assert_eq!(s.identity, "web-7d4f-x2x9");
+    assert_eq!(s.namespace, "shop");
+    assert_eq!(
+        s.lease,
+        LeaseSource::OwningDeployment {
+            namespace: "shop".into(),
+            pod: "web-7d4f-x2x9".into()
+        }
+    );
+    assert_eq!(s.readiness, ReadinessMode::Member);
+    assert_eq!(s.http_addr, "0.0.0.0:8080".parse().unwrap());
+    assert!(s.redis.options.cooldown_on_data_loss);
+    assert_eq!(s.kube.leader_label.as_deref(), Some("leasehold.io/leader"));
+    assert!(s.exec.is_none());
+}
+
+#[test]
+fn durations_read_like_people_write_them() {
+    let s = run(&[
+        "--lease-duration",
+        "2m",
+        "--renew-deadline",
+        "90s",
+        "--retry-period",
+        "500ms",
+    ])
+    .unwrap();
+    assert_eq!(s.timing.lease_duration, Duration::from_secs(120));
+    assert_eq!(s.timing.renew_deadline, Duration::from_secs(90));
+    assert_eq!(s.timing.retry_period, Duration::from_millis(500));
+}
+
+#[test]
+fn lease_names_take_the_namespace_when_short() {
+    let s = run(&["--lease-name", "web"]).unwrap();
+    assert_eq!(
+        s.lease,
+        LeaseSource::Named(LeaseName::new("shop/web").unwrap())
+    );
+    let s = run(&["--lease-name", "other/web"]).unwrap();
+    assert_eq!(
+        s.lease,
+        LeaseSource::Named(LeaseName::new("other/web").unwrap())
+    );
+}
+
+#[test]
+fn the_command_after_the_separator_is_the_singleton() {
+    let s = run(&["--grace-period", "3s", "--", "sh", "-c", "worker --once"]).unwrap();
+    let exec = s.exec.unwrap();
+    assert_eq!(exec.command, vec!["sh", "-c", "worker --once"]);
+    assert_eq!(exec.grace_period, Duration::from_secs(3));
+}
+
+#[test]
+fn the_password_file_is_read_and_never_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pw");
+    std::fs::write(&path, "hunter2\n").unwrap();
+    let s = run(&["--redis-password-file", path.to_str().unwrap()]).unwrap();
+    assert_eq!(
+        s.redis.options.password.as_ref().map(Secret::expose),
+        Some("hunter2")
+    );
+    assert!(!format!("{s:?}").contains("hunter2"));
+    std::fs::write(&path, "\n").unwrap();
+    let err = error(&["--redis-password-file", path.to_str().unwrap()]);
+    assert!(err.ends_with("the file is empty"), "{err}");
+}
+
+fn write_config(text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leasehold.yaml");
+    std::fs::write(&path, text).unwrap();
+    let p = path.to_str().unwrap().to_owned();
+    (dir, p)
+}
+
+#[test]
+fn the_config_file_sets_what_flags_do_not() {
+    let (_dir, path) = write_config(
+        "lease-duration: 30s\nrenew-deadline: 20s\nreadiness: member\nno-events: true\nlease-name: web\n",
+    );
+    let s = run(&["--config", &path, "--lease-duration", "40s"]).unwrap();
+    assert_eq!(
+        s.timing.lease_duration,
+        Duration::from_secs(40),
+        "the flag wins"
+    );
+    assert_eq!(
+        s.timing.renew_deadline,
+        Duration::from_secs(20),
+        "the file beats the default"
+    );
+    assert_eq!(s.readiness, ReadinessMode::Member);
+    assert!(!s.kube.events);
+    assert_eq!(
+        s.lease,
+        LeaseSource::Named(LeaseName::new("shop/web").unwrap())
+    );
+}
+
+#[test]
+fn a_password_in_the_url_is_accepted_from_the_environment() {
+    let cli = parse_from(["leasehold", "run"]).unwrap();
+    let Command::Run(mut args) = cli.command else {
+        panic!()
+    };
+    args.redis.redis_url = "redis://:hunter2@x:6379".into();
+    let s = args.resolve(&env(), false).unwrap();
+    assert_eq!(s.redis.redacted_url(), "redis://:***@x:6379");
+}

@@ -1,0 +1,54 @@
+//! The commands of the binary: what `run`, `status` and `guard` do with validated settings.
+//! They start the runtime, name the lease and call the library; every error they return says
+//! its exit code ([`CliError`]).
+//!
+//! - [`run`]: one replica, until shutdown.
+//! - [`status`]: who holds the lease now.
+//! - [`lease`]: naming the lease, by flag or after the owning Deployment.
+
+pub mod lease;
+pub mod run;
+pub mod status;
+
+use std::process::ExitCode;
+
+use crate::cli::{CliError, Invocation};
+use crate::shutdown::Shutdown;
+
+/// Runs a validated command line; returns the exit code.
+pub fn execute(invocation: Invocation) -> Result<ExitCode, CliError> {
+    match invocation {
+        // The guard answers at once: no runtime, no logs, no connection.
+        Invocation::Guard(check) => Ok(ExitCode::from(crate::guard::check::run(&check))),
+        Invocation::Run(settings, _) => {
+            let code = runtime()?.block_on(async {
+                let shutdown = Shutdown::on_signals().map_err(|e| {
+                    anyhow::Error::new(e).context("cannot install the signal handlers")
+                })?;
+                run::run(settings, shutdown).await
+            })?;
+            Ok(exit_code(code))
+        }
+        Invocation::Status(settings, _) => {
+            let code = runtime()?.block_on(status::status(settings))?;
+            Ok(exit_code(code))
+        }
+    }
+}
+
+/// A process exit code from a command's code (out of range is a failure).
+fn exit_code(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// The async runtime of `run` and `status`.
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            anyhow::Error::new(e)
+                .context("cannot start the async runtime")
+                .into()
+        })
+}
