@@ -3,7 +3,10 @@
 
 mod support;
 
-use support::replica::run_to_end;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::replica::{BIN, run_to_end};
 
 fn refused(args: &[&str], env: &[(&str, &str)], want: &str) {
     let (code, _stdout, stderr) = run_to_end(args, env);
@@ -186,6 +189,113 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
     for (args, want) in cases {
         run_refused(args, want);
     }
+}
+
+/// Like [`run_refused`], for values that a binary without the rule would accept and then run
+/// with: such a run is stopped after a bound and reported as accepted.
+fn run_refused_not_run(args: &[&str], want: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let stderr_path = dir.path().join("stderr");
+    let mut child = Command::new(BIN)
+        .args([
+            "run",
+            "--kubernetes",
+            "off",
+            "--redis-url",
+            "redis://127.0.0.1:1",
+        ])
+        .args(["--http-addr", "127.0.0.1:0"])
+        .args(args)
+        .env_remove("POD_NAME")
+        .env_remove("POD_NAMESPACE")
+        .env_remove("LEASEHOLD_REDIS_URL")
+        .env("LEASEHOLD_LEASE_NAME", "web")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .expect("run leasehold");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap();
+    let Some(status) = status else {
+        panic!("{args:?} was accepted: still running after 20s; stderr:\n{stderr}");
+    };
+    assert_eq!(
+        status.code(),
+        Some(2),
+        "{args:?} exited {status}; stderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains(want),
+        "{args:?}\n got: {stderr}\nwant: {want}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn durations_past_their_upper_bound_are_refused_with_exit_code_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--lease-duration", "1000000h"],
+            "--lease-duration 3600000000s: must be at most 1h: a leader that dies without releasing holds the lease this long",
+        ),
+        (
+            &["--lease-duration", "1h 1s"],
+            "--lease-duration 3601s: must be at most 1h",
+        ),
+        (
+            &["--renew-deadline", "2h"],
+            "--renew-deadline 7200s: must be at most 1h, like the lease duration that it must be shorter than",
+        ),
+        (
+            &["--retry-period", "2h"],
+            "--retry-period 7200s: must be at most 1h, like the lease duration",
+        ),
+        (
+            &["--redis-wait-timeout", "2h"],
+            "--redis-wait-timeout 7200s: must be at most 1h",
+        ),
+        (
+            &[
+                "--grace-period",
+                "100000000000s",
+                "--",
+                "sh",
+                "-c",
+                "sleep 60",
+            ],
+            "--grace-period 100000000000s: must be at most 1h: the shutdown bound and the pod's terminationGracePeriodSeconds are computed from it",
+        ),
+        (
+            &["--grace-period", "2h"],
+            "--grace-period 7200s: must be at most 1h",
+        ),
+    ];
+    for (args, want) in cases {
+        run_refused_not_run(args, want);
+    }
+    refused(
+        &[
+            "guard",
+            "--guard-file",
+            "/nonexistent/guard",
+            "--valid-for",
+            "2h",
+        ],
+        &[],
+        "--valid-for 7200s: must be at most 1h: no term stays valid longer than a lease duration",
+    );
 }
 
 #[test]

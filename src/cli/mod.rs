@@ -5,7 +5,7 @@
 //! anything connects.
 //!
 //! - [`file`]: merging the `--config` file under the flags.
-//! - [`resolve`]: from flags to settings, with the rules.
+//! - [`resolve`]: from flags to settings, with the rules and the upper bounds.
 //! - [`secrets`]: reading secret and PEM files that flags name.
 //! - [`settings`]: what the commands run with.
 //! - [`error`]: the one error type, and the exit code each refusal means.
@@ -27,7 +27,7 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 pub use error::CliError;
 pub use file::parse_from;
-pub use resolve::invocation;
+pub use resolve::{MAX_DURATION, invocation};
 pub use settings::{
     Environment, Invocation, LeaseSource, RedisSettings, RunSettings, StatusSettings,
 };
@@ -122,7 +122,7 @@ pub struct RedisArgs {
     /// a term or renewal counts only then. 0 = do not wait.
     #[arg(long, env = "LEASEHOLD_REDIS_WAIT_REPLICAS", default_value_t = 0)]
     pub redis_wait_replicas: u32,
-    /// How long WAIT may block; shorter than --retry-period.
+    /// How long WAIT may block; shorter than --retry-period (at most 1h).
     #[arg(long, env = "LEASEHOLD_REDIS_WAIT_TIMEOUT", default_value = "500ms", value_parser = parse_duration)]
     pub redis_wait_timeout: Duration,
     /// Prefix of every Redis key leasehold writes.
@@ -176,13 +176,13 @@ pub struct LeaseArgs {
     next_help_heading = "Timing (rule: lease duration > renew deadline > retry period × 1.2)"
 )]
 pub struct TimingArgs {
-    /// How long one acquire or renew keeps the lease alive (the TTL).
+    /// How long one acquire or renew keeps the lease alive (the TTL); at most 1h.
     #[arg(long, env = "LEASEHOLD_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
     pub lease_duration: Duration,
-    /// How long the leader retries a failing renewal before it steps down.
+    /// How long the leader retries a failing renewal before it steps down; at most 1h.
     #[arg(long, env = "LEASEHOLD_RENEW_DEADLINE", default_value = "10s", value_parser = parse_duration)]
     pub renew_deadline: Duration,
-    /// The watchdog's renewal interval, and a follower's fallback retry interval.
+    /// The watchdog's renewal interval, and a follower's fallback retry interval; at most 1h.
     #[arg(long, env = "LEASEHOLD_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
     pub retry_period: Duration,
     /// Share of the lease duration held back for clock drift (plus 2 ms).
@@ -239,7 +239,7 @@ pub struct KubeArgs {
 #[command(next_help_heading = "Singleton command (after --)")]
 pub struct ExecArgs {
     /// Time the command gets between SIGTERM and SIGKILL at step-down; never past the validity
-    /// deadline.
+    /// deadline. At most 1h.
     #[arg(long, env = "LEASEHOLD_GRACE_PERIOD", default_value = "10s", value_parser = parse_duration)]
     pub grace_period: Duration,
     /// Start the command again when it exits while leading, instead of stepping down and
@@ -327,7 +327,7 @@ pub struct GuardArgs {
     #[arg(long, env = "LEASEHOLD_GUARD_FILE")]
     pub guard_file: Option<PathBuf>,
     /// Exit 0 only when the term stays valid at least this much longer: the time the guarded
-    /// action takes.
+    /// action takes (at most 1h).
     #[arg(long, env = "LEASEHOLD_GUARD_VALID_FOR", default_value = "0s", value_parser = parse_duration)]
     pub valid_for: Duration,
     /// Say on stderr what the guard file says (by default only the exit code does).

@@ -1,4 +1,7 @@
-//! From flags to settings: every rule a value must keep, checked before anything connects.
+//! From flags to settings: every rule a value must keep, checked before anything connects,
+//! including the upper bounds of durations (see [`MAX_DURATION`]).
+
+use std::time::Duration;
 
 use super::secrets::{read_pem, read_secret};
 use super::settings::{
@@ -15,6 +18,28 @@ use crate::lease::{
     LeaseError, LeaseName, LeaseOptions, OwnerId, TlsFiles, WaitReplicas, check_target, redact_url,
 };
 use crate::telemetry::LogSettings;
+
+/// The longest duration any flag takes: one hour. The lease duration is the longest duration
+/// that means something (every other is shorter by the timing rule, or cannot pass once it
+/// outlasts a term), and an hour is already far past any failover a Deployment waits for;
+/// without a bound, `--lease-duration 1000000h` went to Redis as a `PX` of 3.6e12 ms and
+/// `--grace-period` fed a shutdown bound of centuries.
+pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+
+const LEASE_DURATION_BOUND: &str = "must be at most 1h: a leader that dies without releasing holds the lease this long, and after Redis lost its data every replica waits this long";
+const BELOW_LEASE_DURATION_BOUND: &str =
+    "must be at most 1h, like the lease duration that it must be shorter than";
+const GRACE_PERIOD_BOUND: &str = "must be at most 1h: the shutdown bound and the pod's terminationGracePeriodSeconds are computed from it, and a rollout waits that long for each pod";
+const VALID_FOR_BOUND: &str =
+    "must be at most 1h: no term stays valid longer than a lease duration, which is at most 1h";
+
+/// Refuses a duration over [`MAX_DURATION`], with the flag's reason.
+fn at_most(flag: &'static str, value: Duration, rule: &'static str) -> Result<(), CliError> {
+    if value > MAX_DURATION {
+        return Err(CliError::Duration { flag, value, rule });
+    }
+    Ok(())
+}
 
 /// Validates a parsed command line into what to run. `url_from_command_line` says whether
 /// --redis-url was typed on the command line (where a password would show in `ps`).
@@ -39,6 +64,7 @@ pub fn invocation(
 impl GuardArgs {
     /// What to check.
     pub fn check(&self) -> Result<GuardCheck, CliError> {
+        at_most("valid-for", self.valid_for, VALID_FOR_BOUND)?;
         Ok(GuardCheck {
             path: self.guard_file.clone(),
             valid_for: self.valid_for,
@@ -228,6 +254,31 @@ impl RunArgs {
         env: &Environment,
         url_from_command_line: bool,
     ) -> Result<RunSettings, CliError> {
+        for (flag, value, rule) in [
+            (
+                "lease-duration",
+                self.timing.lease_duration,
+                LEASE_DURATION_BOUND,
+            ),
+            (
+                "renew-deadline",
+                self.timing.renew_deadline,
+                BELOW_LEASE_DURATION_BOUND,
+            ),
+            (
+                "retry-period",
+                self.timing.retry_period,
+                BELOW_LEASE_DURATION_BOUND,
+            ),
+            (
+                "redis-wait-timeout",
+                self.redis.redis_wait_timeout,
+                BELOW_LEASE_DURATION_BOUND,
+            ),
+            ("grace-period", self.exec.grace_period, GRACE_PERIOD_BOUND),
+        ] {
+            at_most(flag, value, rule)?;
+        }
         let timing = Timing {
             lease_duration: self.timing.lease_duration,
             renew_deadline: self.timing.renew_deadline,

@@ -76,6 +76,32 @@ fn durations_read_like_people_write_them() {
 }
 
 #[test]
+fn an_hour_is_the_longest_duration_accepted() {
+    let s = run(&[
+        "--lease-duration",
+        "1h",
+        "--renew-deadline",
+        "59m",
+        "--retry-period",
+        "1m",
+        "--redis-wait-timeout",
+        "1h",
+        "--grace-period",
+        "1h",
+        "--",
+        "sh",
+    ])
+    .unwrap();
+    assert_eq!(s.timing.lease_duration, MAX_DURATION);
+    assert_eq!(s.exec.unwrap().grace_period, MAX_DURATION);
+    let err = error(&["--lease-duration", "3600001ms"]);
+    assert!(
+        err.starts_with("--lease-duration 3600.001s: must be at most 1h"),
+        "{err}"
+    );
+}
+
+#[test]
 fn lease_names_take_the_namespace_when_short() {
     let s = run(&["--lease-name", "web"]).unwrap();
     assert_eq!(
