@@ -239,6 +239,75 @@ fn the_command_runs_only_on_the_leader_with_its_token_and_dies_with_it() {
     );
 }
 
+/// A command that ignores SIGTERM: only SIGKILL stops it.
+const STUBBORN: &str =
+    r#"trap '' TERM; echo "start $$" >> "$OUT"; while true; do sleep 0.02; done"#;
+
+#[test]
+fn a_second_sigterm_exits_at_once_and_takes_the_command_with_it() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("second-signal");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("record");
+    let out_env = out.to_str().unwrap().to_owned();
+    // A drain would last the whole grace period: the command ignores SIGTERM, and the
+    // validity deadline (about a minute) comes later still.
+    let args = [
+        "--lease-duration",
+        "60s",
+        "--renew-deadline",
+        "40s",
+        "--retry-period",
+        "2s",
+        "--grace-period",
+        "30s",
+        "--no-data-loss-cooldown",
+    ];
+    let mut a = Replica::spawn_with_env(
+        &redis.url(),
+        &lease,
+        "a",
+        &args,
+        &["sh", "-c", STUBBORN],
+        &[("OUT", out_env.as_str())],
+    );
+    wait_for("a to lead", Duration::from_secs(10), || {
+        a.is_ready().then_some(())
+    });
+    let start = wait_for("the command", Duration::from_secs(5), || {
+        lines(&out).first().cloned()
+    });
+    let child: i32 = start.split(' ').nth(1).unwrap().parse().unwrap();
+
+    a.signal(Signal::SIGTERM);
+    wait_for(
+        "the drain to stop the command",
+        Duration::from_secs(5),
+        || (!a.events("stopping the command").is_empty()).then_some(()),
+    );
+    assert!(process_alive(child), "the command ignores SIGTERM");
+
+    a.signal(Signal::SIGTERM);
+    let sent = Instant::now();
+    assert_eq!(
+        a.wait_exit(Duration::from_secs(5)),
+        128 + 15,
+        "128 + SIGTERM"
+    );
+    wait_for("the command to be gone", Duration::from_secs(2), || {
+        (!process_alive(child)).then_some(())
+    });
+    eprintln!(
+        "second SIGTERM → exit, command gone: {:?} (grace 30 s)",
+        sent.elapsed()
+    );
+    assert_eq!(
+        a.events("second signal: exiting at once, without releasing the lease")
+            .len(),
+        1
+    );
+}
+
 #[test]
 fn a_paused_leader_stops_its_command_first_thing_after_resume() {
     let redis = RedisServer::start();
