@@ -56,7 +56,7 @@ pub async fn resolve_lease(
 /// Connects to the cluster as `mode` says; `--kubernetes on` without a cluster is a refusal.
 pub async fn connect(mode: k8s::KubernetesMode) -> Result<Option<kube::Client>, CliError> {
     k8s::connect(mode).await.map_err(|e| match e {
-        K8sError::NoCluster(_) => CliError::Refused(e.to_string()),
+        K8sError::NoCluster(_) => CliError::Refused(format!("--kubernetes on: {e}")),
         other => CliError::Failed(other.into()),
     })
 }

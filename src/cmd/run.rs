@@ -17,7 +17,7 @@ use crate::elector::{Elector, Leadership};
 use crate::exec::{ExecError, Supervisor};
 use crate::guard::GuardFile;
 use crate::http::{self, Endpoints};
-use crate::k8s::Cluster;
+use crate::k8s::Publisher;
 use crate::lease::{LeaseName, OwnerId};
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
@@ -95,8 +95,8 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
         "leasehold starting"
     );
 
-    let cluster = client.map(|client| {
-        Cluster::new(
+    let publisher = client.map(|client| {
+        Publisher::new(
             client,
             &settings.namespace,
             &settings.identity,
@@ -127,9 +127,9 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
     }
 
     let work = {
-        let cluster = cluster.clone();
+        let publisher = publisher.clone();
         let supervisor = supervisor.clone();
-        move |leadership: Leadership| term(leadership, cluster.clone(), supervisor.clone())
+        move |leadership: Leadership| term(leadership, publisher.clone(), supervisor.clone())
     };
     let mut elector_task = tokio::spawn(elector.run(shutdown.clone(), work));
 
@@ -158,8 +158,8 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
     if let Err(join) = ended {
         error!(error = %join, "the elector task failed");
     }
-    if let Some(cluster) = &cluster {
-        cluster.flush(NOTES_BOUND).await;
+    if let Some(publisher) = &publisher {
+        publisher.flush(NOTES_BOUND).await;
     }
     http_stop.cancel();
     let _ = server.await;
@@ -193,10 +193,10 @@ fn guard_file(
 /// with it).
 async fn term(
     leadership: Leadership,
-    cluster: Option<Cluster>,
+    publisher: Option<Publisher>,
     supervisor: Option<Supervisor>,
 ) -> Result<(), ExecError> {
-    let stop_cluster = leadership.cancellation_token();
+    let stop_kubernetes = leadership.cancellation_token();
     let command = async {
         let result = match &supervisor {
             Some(s) => s.lead(leadership.clone()).await,
@@ -205,12 +205,12 @@ async fn term(
                 Ok(())
             }
         };
-        stop_cluster.cancel();
+        stop_kubernetes.cancel();
         result
     };
     let kubernetes = async {
-        if let Some(c) = &cluster {
-            c.lead(leadership.clone(), stop_cluster.clone()).await;
+        if let Some(p) = &publisher {
+            p.lead(leadership.clone(), stop_kubernetes.clone()).await;
         }
     };
     let (result, ()) = tokio::join!(command, kubernetes);

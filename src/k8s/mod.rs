@@ -39,10 +39,8 @@ use crate::elector::{Leadership, NotLeader, Timing};
 /// A failure on the Kubernetes side.
 #[derive(Debug, thiserror::Error)]
 pub enum K8sError {
-    /// `--kubernetes on`, but no cluster configuration was found.
-    #[error(
-        "--kubernetes on: no cluster configuration found (no in-cluster service account, no kubeconfig): {0}"
-    )]
+    /// Mode `on`, but no cluster configuration was found.
+    #[error("no cluster configuration found (no in-cluster service account, no kubeconfig): {0}")]
     NoCluster(String),
     /// A client could not be built from the configuration.
     #[error("cannot build a Kubernetes client: {0}")]
@@ -132,9 +130,12 @@ pub async fn reconcile_while_leading<K, C, R, Fut, E>(
         .await;
 }
 
+/// The former name of [`Publisher`].
+pub type Cluster = Publisher;
+
 /// Sends a term's step-down notes when dropped.
 struct AfterTerm {
-    cluster: Cluster,
+    publisher: Publisher,
     leadership: Leadership,
 }
 
@@ -143,14 +144,15 @@ impl Drop for AfterTerm {
         // Spawning needs a runtime; at process teardown there may be none, and then there is
         // nobody left to note anything to.
         if tokio::runtime::Handle::try_current().is_ok() {
-            self.cluster.after_term(self.leadership.clone());
+            self.publisher.after_term(self.leadership.clone());
         }
     }
 }
 
-/// The Kubernetes parts of one replica.
+/// A replica's Kubernetes side: while it leads, publishes its leadership into Kubernetes (the
+/// leader label on its pod, the mirrored Lease, Events), and withdraws it after the term.
 #[derive(Clone)]
-pub struct Cluster {
+pub struct Publisher {
     inner: Arc<Inner>,
 }
 
@@ -167,7 +169,7 @@ struct Inner {
     background: TaskTracker,
 }
 
-impl Cluster {
+impl Publisher {
     /// The parts for pod `identity` in `namespace`. `deployment` is the owning Deployment when
     /// it is known: without it, the label is only kept on this pod, and events are recorded on
     /// the pod.
@@ -219,7 +221,7 @@ impl Cluster {
         // The notes run however the term ends: also when the elector aborts work that did
         // not stop by the validity deadline (dropping this future).
         let _notes = AfterTerm {
-            cluster: self.clone(),
+            publisher: self.clone(),
             leadership: leadership.clone(),
         };
         let inner = &self.inner;

@@ -87,9 +87,15 @@ pub(crate) struct Live {
     generation: u64,
 }
 
-/// Whether a connection was dialled for this very call.
+/// Where a call's connection came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Fresh(pub(crate) bool);
+pub(crate) enum Dialled {
+    /// Kept from an earlier call: it may have died since (Redis restarted), so a connection
+    /// error on it deserves one more try on a new one.
+    Earlier,
+    /// Dialled for this very call: a connection error on it is the answer.
+    Now,
+}
 
 /// The connection slot.
 pub(crate) struct Connection {
@@ -118,11 +124,11 @@ impl Connection {
         }
     }
 
-    /// The current connection, dialling a new one when there is none; the flag says whether
-    /// it was dialled just now. The caller bounds the time this takes.
-    pub(crate) async fn get(&self, op: &'static str) -> Result<(Live, Fresh), LeaseError> {
+    /// The current connection, dialling a new one when there is none, and which of the two
+    /// it is. The caller bounds the time this takes.
+    pub(crate) async fn get(&self, op: &'static str) -> Result<(Live, Dialled), LeaseError> {
         if let Some(live) = self.lock().live.clone() {
-            return Ok((live, Fresh(false)));
+            return Ok((live, Dialled::Earlier));
         }
         let conn = self.dial(op).await?;
         let mut slot = self.lock();
@@ -132,7 +138,7 @@ impl Connection {
             generation: slot.generation,
         };
         slot.live = Some(live.clone());
-        Ok((live, Fresh(true)))
+        Ok((live, Dialled::Now))
     }
 
     async fn dial(&self, op: &'static str) -> Result<Conn, LeaseError> {

@@ -24,7 +24,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::clock::SharedClock;
-use connection::{Conn, Connection, Live};
+use connection::{Conn, Connection, Dialled, Live};
 pub use error::{LeaseError, Retry, redact_url};
 pub use keys::{
     DEFAULT_KEY_PREFIX, FencingToken, LeaseKeys, LeaseName, NameError, OwnerId, identity_of,
@@ -337,12 +337,13 @@ impl RedisLease {
     {
         let attempt = async {
             loop {
-                let (live, fresh) = self.conn.get(op).await?;
+                let (live, dialled) = self.conn.get(op).await?;
                 let result = command(live.clone()).await;
                 match &result {
                     Err(e) if e.spoils_connection() => {
                         self.conn.discard(&live);
-                        if !fresh.0 && matches!(e, LeaseError::Connection { .. }) {
+                        if dialled == Dialled::Earlier && matches!(e, LeaseError::Connection { .. })
+                        {
                             continue;
                         }
                     }
