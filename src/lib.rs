@@ -5,7 +5,7 @@
 //! its work is cancelled, its guard refuses, and it says why. The safety argument (one atomic
 //! acquire, compare-and-set renew and release, a validity deadline on the boot-time clock, a
 //! synchronous guard, fencing tokens that never go backwards, a cooldown after Redis lost its
-//! data) is in DESIGN.md; the code follows it point by point.
+//! data) is in docs/DESIGN.md; the code follows it point by point.
 //!
 //! # Layout
 //!

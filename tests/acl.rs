@@ -1,4 +1,4 @@
-//! A Redis with exactly the ACL user the README gives: everything leasehold does works; a user
+//! A Redis with exactly the ACL user docs/REFERENCE.md gives: everything leasehold does works; a user
 //! missing a command gets an error that names the missing permission; a wrong password is a
 //! clear error with back-off, not a retry storm.
 
@@ -287,13 +287,13 @@ async fn a_wrong_password_is_a_clear_error_with_back_off() {
 }
 
 #[test]
-fn the_readme_gives_the_rule_the_tests_use() {
+fn the_reference_gives_the_rule_the_tests_use() {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/REFERENCE.md")).unwrap();
     let rule = minimal_acl_rule("leasehold:", false);
     assert!(
         readme.contains(&rule),
-        "README.md must give the ACL rule:\n{rule}"
+        "docs/REFERENCE.md must give the ACL rule:\n{rule}"
     );
 }
 

@@ -1,5 +1,5 @@
 //! The guard file without frozen processes: what `leasehold guard` answers for each record and
-//! how it refuses bad input, the README's shell check against the same records, a guard file
+//! how it refuses bad input, the documented shell check against the same records, a guard file
 //! that cannot be written refused at start, and the elector's order: the term published before
 //! the work starts, moved by renewals, and zeroed before anything else at step-down.
 
@@ -123,21 +123,21 @@ fn the_guard_subcommand_says_valid_zeroed_expired_or_missing_and_refuses_garbage
     assert!(stderr.contains("--valid-for"), "{stderr}");
 }
 
-/// The three lines of shell in the README's singleton-command section.
-fn readme_shell_check() -> String {
+/// The three lines of shell in the singleton-command section of docs/REFERENCE.md.
+fn documented_shell_check() -> String {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/REFERENCE.md")).unwrap();
     let lines: Vec<&str> = readme.lines().collect();
     let start = lines
         .iter()
         .position(|l| l.starts_with("read -r magic version token until"))
-        .expect("the README shows the shell check");
+        .expect("docs/REFERENCE.md shows the shell check");
     lines[start..start + 3].join("\n")
 }
 
 #[test]
-fn the_shell_check_in_the_readme_agrees_with_the_guard() {
-    let check = readme_shell_check();
+fn the_documented_shell_check_agrees_with_the_guard() {
+    let check = documented_shell_check();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("guard");
     let sh = |shell: &str| {

@@ -282,7 +282,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub log: LogArgs,
     /// Where to publish the term's token and validity deadline for the command (`leasehold
-    /// guard`, or any reader of the format in the README) [default: a file named after the lease
+    /// guard`, or any reader of the format in docs/REFERENCE.md) [default: a file named after the lease
     /// and the pid in $XDG_RUNTIME_DIR, /dev/shm or the temporary directory, when there is a
     /// command]. The command finds it in $LEASEHOLD_GUARD_FILE; removed at exit.
     #[arg(
