@@ -281,6 +281,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub exec: ExecArgs,
     #[command(flatten)]
+    pub candidacy: crate::candidacy_cli::CandidacyArgs,
+    #[command(flatten)]
     pub log: LogArgs,
     /// Where to publish the term's token and validity deadline for the command (`leasehold
     /// guard`, or any reader of the format in the README) [default: a file named after the lease
@@ -390,6 +392,9 @@ pub enum ConfigError {
         /// The accepted keys.
         known: String,
     },
+    /// The candidate check or the status file.
+    #[error(transparent)]
+    Candidacy(#[from] crate::candidacy_cli::CandidacyError),
     /// The durations break the timing rule.
     #[error(transparent)]
     Timing(#[from] TimingError),
@@ -699,6 +704,10 @@ pub struct RunSettings {
     pub exec: Option<ExecSettings>,
     /// The guard file given by `--guard-file` (else a default one when there is a command).
     pub guard_file: Option<PathBuf>,
+    /// The candidate check, if any.
+    pub candidacy: Option<crate::candidacy::CandidateCheck>,
+    /// The status file given by `--status-file`.
+    pub status_file: Option<PathBuf>,
 }
 
 /// Which Kubernetes parts run.
@@ -1044,6 +1053,10 @@ impl RunArgs {
                 lease_mirror: !self.kube.no_lease_mirror,
                 events: !self.kube.no_events,
             },
+            candidacy: self
+                .candidacy
+                .resolve(exec.is_some(), timing.lease_duration)?,
+            status_file: self.candidacy.status_file()?,
             exec,
             guard_file: self.guard_file.clone(),
         })

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::config::ReadinessMode;
-use crate::elector::{Eviction, Role, Status};
+use crate::elector::{Candidacy, Eviction, Role, Status, Watchers};
 use crate::metrics::Metrics;
 
 /// What the handlers read.
@@ -29,6 +29,7 @@ pub struct Endpoints {
     readiness: ReadinessMode,
     lease_key: String,
     clock: SharedClock,
+    watchers: Option<Watchers>,
 }
 
 impl Endpoints {
@@ -46,7 +47,14 @@ impl Endpoints {
             readiness,
             lease_key,
             clock,
+            watchers: None,
         }
+    }
+
+    /// Serves `/leader` as server-sent events to requests that accept `text/event-stream`.
+    pub fn with_watchers(mut self, watchers: Watchers) -> Self {
+        self.watchers = Some(watchers);
+        self
     }
 
     /// The router.
@@ -112,6 +120,10 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
             false,
             "not the leader: validity deadline passed, stepping down".into(),
         ),
+        (ReadinessMode::Leader, _) if !status.candidacy.stands() => (
+            false,
+            format!("not the leader: {}", candidacy_words(&status.candidacy)),
+        ),
         (ReadinessMode::Leader, _) if status.redis.refused_for_eviction => (
             false,
             format!(
@@ -126,6 +138,10 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
                 format!("not the leader: {}{}", leader(), last_step()),
             ),
         },
+        (ReadinessMode::Member, _) if !status.candidacy.stands() => (
+            false,
+            format!("not ready: {}", candidacy_words(&status.candidacy)),
+        ),
         (ReadinessMode::Member, _) if status.redis.refused_for_eviction => (
             false,
             format!(
@@ -143,6 +159,15 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
             (None, _) => (true, format!("member: {}", leader())),
         },
     }
+}
+
+/// Why the candidate check keeps this replica out, for readiness.
+fn candidacy_words(candidacy: &Candidacy) -> String {
+    format!(
+        "candidate check {}: {}; out of the election until it passes",
+        candidacy.as_label(),
+        candidacy.reason().unwrap_or("no reason given")
+    )
 }
 
 /// The eviction policy in words, for readiness.
@@ -196,6 +221,19 @@ pub struct LeaderView {
     pub last_step_down: Option<StepDownView>,
     /// Redis as last seen.
     pub redis: RedisView,
+    /// What the candidate check says.
+    pub candidacy: CandidacyView,
+}
+
+/// The candidate check in `/leader`.
+#[derive(Debug, Serialize)]
+pub struct CandidacyView {
+    /// `unchecked` (no check, or not judged now), `healthy`, `pending` or `unhealthy`.
+    pub state: &'static str,
+    /// Whether this replica stands for election.
+    pub stands: bool,
+    /// Why it does not, if it does not.
+    pub reason: Option<String>,
 }
 
 /// A step-down in `/leader`.
@@ -243,6 +281,13 @@ fn rfc3339(t: SystemTime) -> String {
 }
 
 impl LeaderView {
+    /// The JSON of `status` at `now`, as `/leader`, its event stream and the status file show it.
+    pub fn json(status: &Status, lease_key: &str, now: crate::clock::BootInstant) -> String {
+        let view = Self::of(status, lease_key, status.is_leading_at(now), now);
+        // A struct of strings, numbers and options always serializes.
+        serde_json::to_string(&view).unwrap_or_default()
+    }
+
     /// The view of `status` at `now`.
     pub fn of(
         status: &Status,
@@ -293,11 +338,26 @@ impl LeaderView {
                     _ => None,
                 },
             },
+            candidacy: CandidacyView {
+                state: status.candidacy.as_label(),
+                stands: status.candidacy.stands(),
+                reason: status.candidacy.reason().map(str::to_owned),
+            },
         }
     }
 }
 
-async fn leader(State(e): State<Endpoints>) -> Response {
+async fn leader(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    if let Some(watchers) = e.watchers.as_ref().filter(|_| crate::sse::wants_events(accept)) {
+        let (lease_key, clock) = (e.lease_key.clone(), e.clock.clone());
+        return crate::sse::events(watchers, move |status| {
+            LeaderView::json(status, &lease_key, clock.now())
+        })
+        .into_response();
+    }
     let status = e.status.borrow().clone();
     let now = e.clock.now();
     let view = LeaderView::of(&status, &e.lease_key, status.is_leading_at(now), now);
@@ -344,6 +404,7 @@ mod tests {
                 subscribed: reachable,
                 ..RedisHealth::default()
             },
+            candidacy: crate::elector::Candidacy::Unchecked,
         }
     }
 
@@ -431,6 +492,32 @@ mod tests {
                 "{mode:?} {role:?}"
             );
         }
+    }
+
+    #[test]
+    fn an_unhealthy_candidate_is_not_ready_and_leader_says_why() {
+        let mut s = status(follower_role(), true);
+        s.candidacy = Candidacy::Unhealthy {
+            reason: "GET http://127.0.0.1:9/healthz: status 500".into(),
+        };
+        let why = "candidate check unhealthy: GET http://127.0.0.1:9/healthz: status 500; out of the election until it passes";
+        assert_eq!(
+            readiness(&s, ReadinessMode::Member, false),
+            (false, format!("not ready: {why}"))
+        );
+        assert_eq!(
+            readiness(&s, ReadinessMode::Leader, false),
+            (false, format!("not the leader: {why}"))
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&LeaderView::json(&s, "k", crate::clock::BootInstant::now()))
+                .unwrap();
+        assert_eq!(json["candidacy"]["state"], "unhealthy");
+        assert_eq!(json["candidacy"]["stands"], false);
+        assert_eq!(
+            json["candidacy"]["reason"],
+            "GET http://127.0.0.1:9/healthz: status 500"
+        );
     }
 
     #[test]

@@ -22,7 +22,10 @@
 //! - [`run`] and [`status`]: two subcommands of the binary (the third, `guard`, is
 //!   [`guard::check`]); `main.rs` only wires.
 //! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]
-//!   (logs) behind them.
+//!   (logs) behind them. [`sse`]: `/leader` as server-sent events; [`status_file`]: the same
+//!   JSON in a file. Both are fed by the elector's watchers (`elector/watchers.rs`).
+//! - [`candidacy`]: the candidate check that gates the election (its flags in
+//!   [`candidacy_cli`], with `--status-file`).
 //! - [`exec`]: the singleton command's supervisor: its process tree in `/proc`, the child
 //!   subreaper that reaps its orphans, and the stop sequence bounded on the boot clock.
 //! - [`guard`]: the guard file, the term's token and boot-clock deadline published for the
@@ -62,6 +65,8 @@
 //! # }
 //! ```
 
+pub mod candidacy;
+pub mod candidacy_cli;
 pub mod clock;
 pub mod config;
 pub mod elector;
@@ -73,5 +78,7 @@ pub mod k8s;
 pub mod lease;
 pub mod metrics;
 pub mod run;
+pub mod sse;
 pub mod status;
+pub mod status_file;
 pub mod telemetry;
