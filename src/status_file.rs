@@ -1,8 +1,9 @@
 //! `--status-file`: the JSON of `/leader` kept in a file for apps that share a volume with
 //! leasehold, rewritten at every change of role, leader, token or candidacy. Each write goes to
 //! a temporary file in the same directory that is then renamed over the old one, so a reader
-//! sees the old JSON or the new one, never half of one. It follows the latest status: a slow
-//! disk makes it skip states, never holds the elector back.
+//! sees the old JSON or the new one, never half of one. It is a watcher like an event stream's,
+//! with a bounded buffer: a disk so slow that it falls behind makes it start again from the
+//! current status (skipping states), never holds the elector back.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -12,8 +13,11 @@ use tracing::{debug, warn};
 
 use crate::elector::{Status, Watchers};
 
-/// Starts the writer; it writes the current status at once and at every change, and once more
-/// (the final status) when `stop` is cancelled.
+/// Events the file may fall behind by before it skips to the current status.
+const FILE_BUFFER: usize = 64;
+
+/// Starts the writer; it writes the current status at once and then every event in order, and
+/// stops after the elector's last one (or at `stop`, after writing what it had).
 pub fn spawn<R>(
     path: PathBuf,
     watchers: &Watchers,
@@ -23,32 +27,43 @@ pub fn spawn<R>(
 where
     R: Fn(&Status) -> String + Send + 'static,
 {
-    let mut latest = watchers.latest();
+    let watchers = watchers.clone();
     tokio::spawn(async move {
         let mut failing = false;
+        let mut write = move |status: &Status| match write_atomically(&path, render(status).as_bytes()) {
+            Ok(()) => {
+                if failing {
+                    debug!(path = %path.display(), "the status file is written again");
+                }
+                failing = false;
+            }
+            Err(err) => {
+                if !failing {
+                    warn!(path = %path.display(), error = %err, "cannot write the status file");
+                }
+                failing = true;
+            }
+        };
+        let mut events = watchers.subscribe(FILE_BUFFER);
         loop {
-            let json = render(&latest.borrow_and_update());
-            match write_atomically(&path, json.as_bytes()) {
-                Ok(()) => {
-                    if failing {
-                        debug!(path = %path.display(), "the status file is written again");
-                    }
-                    failing = false;
-                }
-                Err(err) => {
-                    if !failing {
-                        warn!(path = %path.display(), error = %err, "cannot write the status file");
-                    }
-                    failing = true;
-                }
-            }
-            if stop.is_cancelled() {
-                return;
-            }
             tokio::select! {
                 biased;
-                _ = stop.cancelled() => {}
-                changed = latest.changed() => if changed.is_err() { return },
+                event = events.recv() => match event {
+                    Some(status) => write(&status),
+                    // Dropped for falling behind (a slow disk): start again from the current status.
+                    None if !watchers.is_closed() => events = watchers.subscribe(FILE_BUFFER),
+                    None => return,
+                },
+                _ = stop.cancelled() => {
+                    let mut last = None;
+                    while let Ok(status) = events.try_recv() {
+                        last = Some(status);
+                    }
+                    if let Some(status) = last {
+                        write(&status);
+                    }
+                    return;
+                }
             }
         }
     })

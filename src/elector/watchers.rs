@@ -48,12 +48,10 @@ struct Hub {
 pub struct Watchers {
     status: watch::Receiver<Status>,
     hub: Arc<Mutex<Hub>>,
-    latest: watch::Sender<Status>,
 }
 
 impl Watchers {
     pub(crate) fn new(status: watch::Receiver<Status>) -> Self {
-        let first = status.borrow().clone();
         Self {
             status,
             hub: Arc::new(Mutex::new(Hub {
@@ -61,7 +59,6 @@ impl Watchers {
                 subscribers: Vec::new(),
                 closed: false,
             })),
-            latest: watch::Sender::new(first),
         }
     }
 
@@ -78,10 +75,9 @@ impl Watchers {
         rx
     }
 
-    /// The status as of the last event, for a writer that wants only the latest (the status
-    /// file); it never holds the elector back and skips what it was too slow to see.
-    pub fn latest(&self) -> watch::Receiver<Status> {
-        self.latest.subscribe()
+    /// Whether the elector has stopped: a stream that ended will not be followed by more.
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
     }
 
     /// How many watchers are subscribed.
@@ -112,7 +108,6 @@ impl Watchers {
             }
             Err(mpsc::error::TrySendError::Closed(_)) => false,
         });
-        self.latest.send_replace(status);
     }
 
     /// Ends every stream after the events it holds (the elector has stopped), so that the HTTP
@@ -196,11 +191,6 @@ mod tests {
             slow.try_recv(),
             Err(mpsc::error::TryRecvError::Disconnected)
         );
-        assert_eq!(
-            watchers.latest().borrow().token(),
-            Some(FencingToken(3)),
-            "the latest status is kept for the status file"
-        );
     }
 
     #[test]
@@ -211,6 +201,7 @@ mod tests {
         tx.send_modify(|s| s.role = Role::Stopped);
         watchers.publish();
         watchers.close();
+        assert!(watchers.is_closed());
         assert_eq!(early.try_recv().map(|s| s.role), Ok(Role::Starting));
         assert_eq!(early.try_recv().map(|s| s.role), Ok(Role::Stopped));
         assert_eq!(early.try_recv(), Err(mpsc::error::TryRecvError::Disconnected));
