@@ -77,6 +77,11 @@ pub async fn bind(
 ) -> std::io::Result<(SocketAddr, impl Future<Output = std::io::Result<()>>)> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
+    // No Nagle: an event written behind an earlier one must not wait for the watcher's
+    // delayed ACK (up to 40 ms).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let serve = async move {
         axum::serve(listener, endpoints.router())
             .with_graceful_shutdown(async move { shutdown.cancelled().await })

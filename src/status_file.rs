@@ -29,27 +29,16 @@ where
 {
     let watchers = watchers.clone();
     tokio::spawn(async move {
-        let mut failing = false;
-        let mut write = move |status: &Status| match write_atomically(&path, render(status).as_bytes()) {
-            Ok(()) => {
-                if failing {
-                    debug!(path = %path.display(), "the status file is written again");
-                }
-                failing = false;
-            }
-            Err(err) => {
-                if !failing {
-                    warn!(path = %path.display(), error = %err, "cannot write the status file");
-                }
-                failing = true;
-            }
+        let mut writer = Writer {
+            path,
+            failing: false,
         };
         let mut events = watchers.subscribe(FILE_BUFFER);
         loop {
             tokio::select! {
                 biased;
                 event = events.recv() => match event {
-                    Some(status) => write(&status),
+                    Some(status) => writer.write(render(&status)).await,
                     // Dropped for falling behind (a slow disk): start again from the current status.
                     None if !watchers.is_closed() => events = watchers.subscribe(FILE_BUFFER),
                     None => return,
@@ -60,13 +49,42 @@ where
                         last = Some(status);
                     }
                     if let Some(status) = last {
-                        write(&status);
+                        writer.write(render(&status)).await;
                     }
                     return;
                 }
             }
         }
     })
+}
+
+/// The file, and whether the last write failed (said once per run of failures).
+struct Writer {
+    path: PathBuf,
+    failing: bool,
+}
+
+impl Writer {
+    /// Writes on the blocking pool: a slow disk must not hold up a runtime worker that the
+    /// elector's watchdog may need.
+    async fn write(&mut self, json: String) {
+        let path = self.path.clone();
+        let written = tokio::task::spawn_blocking(move || write_atomically(&path, json.as_bytes()))
+            .await
+            .unwrap_or_else(|join| Err(std::io::Error::other(join.to_string())));
+        match written {
+            Ok(()) if self.failing => {
+                debug!(path = %self.path.display(), "the status file is written again");
+                self.failing = false;
+            }
+            Ok(()) => {}
+            Err(err) if !self.failing => {
+                warn!(path = %self.path.display(), error = %err, "cannot write the status file");
+                self.failing = true;
+            }
+            Err(_) => {}
+        }
+    }
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same directory and a rename. No
