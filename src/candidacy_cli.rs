@@ -1,13 +1,80 @@
 //! The flags of the candidate check and of the status file (`leasehold run`), and their
-//! validation into [`CandidateCheck`]: each refusal names the flag, the value and the rule.
+//! validation into a [`CandidateCheck`] (run by the candidacy module): each refusal names the
+//! flag, the value and the rule.
 
+use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 
-use crate::candidacy::{self, CandidateCheck, Probe, Scope};
+/// Kubernetes probe defaults: `periodSeconds`.
+pub const DEFAULT_PERIOD: Duration = Duration::from_secs(10);
+/// `timeoutSeconds`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
+/// `failureThreshold`.
+pub const DEFAULT_FAILURE_THRESHOLD: u32 = 3;
+/// `successThreshold`.
+pub const DEFAULT_SUCCESS_THRESHOLD: u32 = 1;
+
+/// What is checked and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// This replica's app: checked from start; out of the election until the first pass.
+    Replica,
+    /// The singleton command: checked only while leading, after the start-up grace; after an
+    /// unhealthy term the replica sits out `hold_off` before it stands again.
+    Command {
+        /// How long to sit out after an unhealthy term.
+        hold_off: Duration,
+    },
+}
+
+/// A validated candidate check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CandidateCheck {
+    /// What runs.
+    pub probe: Probe,
+    /// Between two runs.
+    pub period: Duration,
+    /// The longest one run may take; longer is a failure.
+    pub timeout: Duration,
+    /// Failures in a row that put the replica out.
+    pub failure_threshold: u32,
+    /// Successes in a row that bring it back.
+    pub success_threshold: u32,
+    /// Before the first run: from start (a replica's app), or from the start of each term (the
+    /// command's start-up grace).
+    pub initial_delay: Duration,
+    /// What is checked.
+    pub scope: Scope,
+}
+
+/// What the check runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Probe {
+    /// `GET path` on a loopback address.
+    Http {
+        /// Where (loopback only).
+        addr: SocketAddr,
+        /// The `Host` header: the URL's host and port as given.
+        host: String,
+        /// The path and query.
+        path: String,
+    },
+    /// A command run by `/bin/sh -c`.
+    Command(String),
+}
+
+impl fmt::Display for Probe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Probe::Http { host, path, .. } => write!(f, "GET http://{host}{path}"),
+            Probe::Command(command) => write!(f, "`{command}`"),
+        }
+    }
+}
 
 /// Health-gated candidacy and the status file.
 #[derive(Debug, Clone, Args)]
@@ -34,10 +101,18 @@ pub struct CandidacyArgs {
     pub candidate_check_timeout: Option<Duration>,
     /// Failures in a row that put this replica out of the election; a leader steps down
     /// (failureThreshold) [default: 3].
-    #[arg(long, env = "LEASEHOLD_CANDIDATE_CHECK_FAILURE_THRESHOLD", value_name = "N")]
+    #[arg(
+        long,
+        env = "LEASEHOLD_CANDIDATE_CHECK_FAILURE_THRESHOLD",
+        value_name = "N"
+    )]
     pub candidate_check_failure_threshold: Option<u32>,
     /// Successes in a row that bring it back (successThreshold) [default: 1].
-    #[arg(long, env = "LEASEHOLD_CANDIDATE_CHECK_SUCCESS_THRESHOLD", value_name = "N")]
+    #[arg(
+        long,
+        env = "LEASEHOLD_CANDIDATE_CHECK_SUCCESS_THRESHOLD",
+        value_name = "N"
+    )]
     pub candidate_check_success_threshold: Option<u32>,
     /// Time before the first check (initialDelaySeconds): from start, or with a command from the
     /// start of each term, as the command's start-up grace [default: 0s].
@@ -106,10 +181,8 @@ impl CandidacyArgs {
         let Some(probe) = probe else {
             return self.refuse_tuning_without_a_check().map(|()| None);
         };
-        let period = self.candidate_check_period.unwrap_or(candidacy::DEFAULT_PERIOD);
-        let timeout = self
-            .candidate_check_timeout
-            .unwrap_or(candidacy::DEFAULT_TIMEOUT);
+        let period = self.candidate_check_period.unwrap_or(DEFAULT_PERIOD);
+        let timeout = self.candidate_check_timeout.unwrap_or(DEFAULT_TIMEOUT);
         if period.is_zero() {
             return Err(refuse(
                 "candidate-check-period",
@@ -138,12 +211,12 @@ impl CandidacyArgs {
             failure_threshold: threshold(
                 "candidate-check-failure-threshold",
                 self.candidate_check_failure_threshold,
-                candidacy::DEFAULT_FAILURE_THRESHOLD,
+                DEFAULT_FAILURE_THRESHOLD,
             )?,
             success_threshold: threshold(
                 "candidate-check-success-threshold",
                 self.candidate_check_success_threshold,
-                candidacy::DEFAULT_SUCCESS_THRESHOLD,
+                DEFAULT_SUCCESS_THRESHOLD,
             )?,
             initial_delay: self.candidate_check_initial_delay.unwrap_or_default(),
             scope: if command {
@@ -190,11 +263,13 @@ impl CandidacyArgs {
             ),
             (
                 "candidate-check-failure-threshold",
-                self.candidate_check_failure_threshold.map(|n| n.to_string()),
+                self.candidate_check_failure_threshold
+                    .map(|n| n.to_string()),
             ),
             (
                 "candidate-check-success-threshold",
-                self.candidate_check_success_threshold.map(|n| n.to_string()),
+                self.candidate_check_success_threshold
+                    .map(|n| n.to_string()),
             ),
             (
                 "candidate-check-initial-delay",
@@ -216,7 +291,9 @@ impl CandidacyArgs {
 /// `http://HOST[:PORT][/PATH]` with a loopback HOST, as a probe.
 fn parse_url(url: &str) -> Result<Probe, CandidacyError> {
     let bad = |rule: &str| refuse("candidate-check", url, rule);
-    let rest = url.strip_prefix("http://").ok_or_else(|| bad(LOOPBACK_RULE))?;
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| bad(LOOPBACK_RULE))?;
     if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(bad("must not contain spaces or control characters"));
     }
@@ -266,14 +343,25 @@ mod tests {
     #[test]
     fn url_table() {
         let ok = |url: &str, addr: &str, path: &str| {
-            let Ok(Probe::Http { addr: a, path: p, .. }) = parse_url(url) else {
+            let Ok(Probe::Http {
+                addr: a, path: p, ..
+            }) = parse_url(url)
+            else {
                 panic!("{url} refused");
             };
             assert_eq!((a.to_string().as_str(), p.as_str()), (addr, path), "{url}");
         };
-        ok("http://127.0.0.1:8081/healthz", "127.0.0.1:8081", "/healthz");
+        ok(
+            "http://127.0.0.1:8081/healthz",
+            "127.0.0.1:8081",
+            "/healthz",
+        );
         ok("http://localhost:9000", "127.0.0.1:9000", "/");
-        ok("http://[::1]:8080/ready?full=1", "[::1]:8080", "/ready?full=1");
+        ok(
+            "http://[::1]:8080/ready?full=1",
+            "[::1]:8080",
+            "/ready?full=1",
+        );
         ok("http://127.0.0.2/", "127.0.0.2:80", "/");
         ok("http://127.0.0.1:8081?x", "127.0.0.1:8081", "/?x");
         for bad in [

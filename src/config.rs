@@ -705,7 +705,7 @@ pub struct RunSettings {
     /// The guard file given by `--guard-file` (else a default one when there is a command).
     pub guard_file: Option<PathBuf>,
     /// The candidate check, if any.
-    pub candidacy: Option<crate::candidacy::CandidateCheck>,
+    pub candidacy: Option<crate::candidacy_cli::CandidateCheck>,
     /// The status file given by `--status-file`.
     pub status_file: Option<PathBuf>,
 }

@@ -75,6 +75,7 @@ pub mod fence;
 pub mod guard;
 pub mod http;
 pub mod k8s;
+pub mod leader_view;
 pub mod lease;
 pub mod metrics;
 pub mod run;

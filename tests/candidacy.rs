@@ -95,7 +95,11 @@ fn an_unhealthy_leader_steps_aside_and_rejoins_once_healthy_again() {
         a.metric("leasehold_step_downs_total{reason=\"unhealthy\"}"),
         Some(1.0)
     );
-    assert_eq!(a.events("the candidate check failed; standing aside from the election").len(), 1);
+    assert_eq!(
+        a.events("the candidate check failed; standing aside from the election")
+            .len(),
+        1
+    );
 
     // Healthy again: a stands again, and takes over when b in turn falls ill.
     set_healthy(dir.path(), "a", true);
@@ -113,9 +117,11 @@ fn an_unhealthy_follower_does_not_contend_until_its_check_passes() {
     let name = lease("unhealthy-follower");
     let a = checked_replica(&redis, &name, "a", dir.path());
     // Alone and with a free lease, it still does not contend: three lease durations.
-    holds_for("a stays out of the election", Duration::from_millis(4500), || {
-        !leads(&a)
-    });
+    holds_for(
+        "a stays out of the election",
+        Duration::from_millis(4500),
+        || !leads(&a),
+    );
     let (code, words) = a.get("/readyz").expect("/readyz answers");
     assert_eq!(code, 503, "{words}");
     assert!(words.contains("candidate check"), "{words}");
@@ -140,7 +146,10 @@ fn health_endpoint(healthy: Arc<AtomicBool>) -> u16 {
             } else {
                 "503 Service Unavailable"
             };
-            let _ = write!(stream, "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
         }
     });
     port
@@ -188,16 +197,22 @@ fn a_commands_check_waits_out_its_start_up_grace_then_ends_the_term_and_sits_out
     wait_for("a leads", WAIT, || leads(&a).then_some(()));
     let began = Instant::now();
     // A follower running no command stands: it contended, and the check is not judged yet.
-    holds_for("the term lasts the start-up grace", Duration::from_millis(1000), || {
-        leads(&a)
+    holds_for(
+        "the term lasts the start-up grace",
+        Duration::from_millis(1000),
+        || leads(&a),
+    );
+    wait_for("a steps down as unhealthy", WAIT, || {
+        (!leads(&a)).then_some(())
     });
-    wait_for("a steps down as unhealthy", WAIT, || (!leads(&a)).then_some(()));
     let lasted = began.elapsed();
     assert!(lasted >= Duration::from_millis(1000), "{lasted:?}");
     assert_eq!(a.leader()["last_step_down"]["reason"], "unhealthy");
     // It sits out one lease duration, then stands again and leads (it is alone).
     let stepped_down = Instant::now();
-    wait_for("a leads again after its hold-off", WAIT, || leads(&a).then_some(()));
+    wait_for("a leads again after its hold-off", WAIT, || {
+        leads(&a).then_some(())
+    });
     assert!(
         stepped_down.elapsed() >= Duration::from_millis(1000),
         "rejoined after {:?}",
@@ -226,35 +241,75 @@ fn every_candidate_check_and_status_file_flag_refuses_bad_input_with_exit_code_2
             "--candidate-check-command ` `: must not be empty",
         ),
         (
-            &["--candidate-check", "http://127.0.0.1:1/", "--candidate-check-command", "true"],
+            &[
+                "--candidate-check",
+                "http://127.0.0.1:1/",
+                "--candidate-check-command",
+                "true",
+            ],
             "the argument '--candidate-check <URL>' cannot be used with '--candidate-check-command <CMD>'",
         ),
         (
-            &["--candidate-check-command", "true", "--candidate-check-period", "0s"],
+            &[
+                "--candidate-check-command",
+                "true",
+                "--candidate-check-period",
+                "0s",
+            ],
             "--candidate-check-period `0s`: must be greater than zero",
         ),
         (
-            &["--candidate-check-command", "true", "--candidate-check-period", "soon"],
+            &[
+                "--candidate-check-command",
+                "true",
+                "--candidate-check-period",
+                "soon",
+            ],
             "invalid value 'soon' for '--candidate-check-period <CANDIDATE_CHECK_PERIOD>'",
         ),
         (
-            &["--candidate-check-command", "true", "--candidate-check-timeout", "20s"],
+            &[
+                "--candidate-check-command",
+                "true",
+                "--candidate-check-timeout",
+                "20s",
+            ],
             "--candidate-check-timeout `20s`: must be greater than zero and no longer than --candidate-check-period (10s)",
         ),
         (
-            &["--candidate-check-command", "true", "--candidate-check-failure-threshold", "0"],
+            &[
+                "--candidate-check-command",
+                "true",
+                "--candidate-check-failure-threshold",
+                "0",
+            ],
             "--candidate-check-failure-threshold `0`: must be at least 1",
         ),
         (
-            &["--candidate-check-command", "true", "--candidate-check-success-threshold", "0"],
+            &[
+                "--candidate-check-command",
+                "true",
+                "--candidate-check-success-threshold",
+                "0",
+            ],
             "--candidate-check-success-threshold `0`: must be at least 1",
         ),
         (
-            &["--candidate-check-command", "true", "--candidate-check-success-threshold", "many"],
+            &[
+                "--candidate-check-command",
+                "true",
+                "--candidate-check-success-threshold",
+                "many",
+            ],
             "invalid value 'many' for '--candidate-check-success-threshold <N>'",
         ),
         (
-            &["--candidate-check-command", "true", "--candidate-check-initial-delay", "1x"],
+            &[
+                "--candidate-check-command",
+                "true",
+                "--candidate-check-initial-delay",
+                "1x",
+            ],
             "invalid value '1x' for '--candidate-check-initial-delay <CANDIDATE_CHECK_INITIAL_DELAY>'",
         ),
         (
@@ -275,11 +330,20 @@ fn every_candidate_check_and_status_file_flag_refuses_bad_input_with_exit_code_2
         ),
     ];
     for (args, want) in cases {
-        let mut full = vec!["run", "--kubernetes", "off", "--redis-url", "redis://127.0.0.1:1"];
+        let mut full = vec![
+            "run",
+            "--kubernetes",
+            "off",
+            "--redis-url",
+            "redis://127.0.0.1:1",
+        ];
         full.extend_from_slice(args);
         let (code, _stdout, stderr) = run_to_end(&full, &[("LEASEHOLD_LEASE_NAME", "web")]);
         assert_eq!(code, 2, "{args:?} exited {code}; stderr:\n{stderr}");
-        assert!(stderr.contains(want), "{args:?}\n got: {stderr}\nwant: {want}");
+        assert!(
+            stderr.contains(want),
+            "{args:?}\n got: {stderr}\nwant: {want}"
+        );
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }

@@ -37,7 +37,10 @@ fn the_status_file_and_its_example_sidecar_share_an_emptydir_and_the_args_parse(
         "--candidate-check-success-threshold=1",
         "--candidate-check-initial-delay=30s",
     ] {
-        assert!(argv.iter().any(|a| a == want), "{want} missing from {argv:?}");
+        assert!(
+            argv.iter().any(|a| a == want),
+            "{want} missing from {argv:?}"
+        );
     }
     // The real parser takes what the chart renders; the files that exist only in the pod (the
     // password secret, the emptyDir) are left out or moved here.
@@ -47,7 +50,10 @@ fn the_status_file_and_its_example_sidecar_share_an_emptydir_and_the_args_parse(
         if a.starts_with("--redis-password-file") {
             None
         } else if a.starts_with("--status-file=") {
-            Some(format!("--status-file={}/leader.json", here.path().display()))
+            Some(format!(
+                "--status-file={}/leader.json",
+                here.path().display()
+            ))
         } else {
             Some(a.clone())
         }
@@ -106,9 +112,20 @@ fn the_status_file_and_its_example_sidecar_share_an_emptydir_and_the_args_parse(
     std::fs::write(&file, docs.join("---\n")).expect("write");
     let out = helm::run(
         &helm::kubernetes_validate(),
-        &["--strict", "--quiet", "-k", "1.34.0", file.to_str().expect("utf-8")],
+        &[
+            "--strict",
+            "--quiet",
+            "-k",
+            "1.34.0",
+            file.to_str().expect("utf-8"),
+        ],
     );
-    assert!(out.ok(), "kubernetes-validate:\n{}{}", out.stdout, out.stderr);
+    assert!(
+        out.ok(),
+        "kubernetes-validate:\n{}{}",
+        out.stdout,
+        out.stderr
+    );
 }
 
 #[test]

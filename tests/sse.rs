@@ -83,9 +83,7 @@ impl EventWatcher {
 
     /// The first event after `after` that `pred` accepts.
     fn first_after(&self, after: Instant, pred: impl Fn(&Seen) -> bool) -> Option<Seen> {
-        self.events()
-            .into_iter()
-            .find(|e| e.at >= after && pred(e))
+        self.events().into_iter().find(|e| e.at >= after && pred(e))
     }
 }
 
@@ -142,7 +140,7 @@ fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&text).expect("the status file is JSON")
 }
 
-fn with_status_file<'a>(path: &'a str) -> Vec<&'a str> {
+fn with_status_file(path: &str) -> Vec<&str> {
     let mut args = FAST.to_vec();
     args.extend(["--status-file", path]);
     args
@@ -177,12 +175,21 @@ fn events_and_the_status_file_follow_every_transition_and_the_stream_ends_at_exi
     );
 
     a.signal(Signal::SIGTERM);
-    assert_eq!(a.wait_exit(WAIT), 0, "a exits, its watcher does not hold it");
+    assert_eq!(
+        a.wait_exit(WAIT),
+        0,
+        "a exits, its watcher does not hold it"
+    );
     wait_for("a's stream ends", WAIT, || {
         on_a.ended.load(Ordering::SeqCst).then_some(())
     });
     let roles: Vec<_> = on_a.events().iter().map(|e| e.role().to_owned()).collect();
-    assert_eq!(roles, ["leader", "follower", "stopped"], "{:?}", on_a.events());
+    assert_eq!(
+        roles,
+        ["leader", "follower", "stopped"],
+        "{:?}",
+        on_a.events()
+    );
     let stepped = &on_a.events()[1].json;
     assert_eq!(stepped["last_step_down"]["reason"], "shutdown", "{stepped}");
     assert_eq!(stepped["is_leader"], false);
@@ -348,7 +355,10 @@ async fn a_step_down_reaches_a_watcher_and_the_status_file_within_milliseconds()
         to_event.push(event.at - ended);
         to_file.push(written.at - ended);
     }
-    eprintln!("step-down → event received by an SSE watcher: {}", summary(&to_event));
+    eprintln!(
+        "step-down → event received by an SSE watcher: {}",
+        summary(&to_event)
+    );
     eprintln!(
         "step-down → status file renamed (seen by a 100 µs poll; {follower_seen_in_file} of {SAMPLES} saw the follower state itself, the others the next term's, an upper bound): {}",
         summary(&to_file)
@@ -359,8 +369,16 @@ async fn a_step_down_reaches_a_watcher_and_the_status_file_within_milliseconds()
         s[((s.len() - 1) as f64 * 0.99).round() as usize]
     };
     // Loose bounds: the machine is shared; the figures are in the output.
-    assert!(p99(&to_event) < Duration::from_millis(500), "{}", summary(&to_event));
-    assert!(p99(&to_file) < Duration::from_millis(500), "{}", summary(&to_file));
+    assert!(
+        p99(&to_event) < Duration::from_millis(500),
+        "{}",
+        summary(&to_event)
+    );
+    assert!(
+        p99(&to_file) < Duration::from_millis(500),
+        "{}",
+        summary(&to_file)
+    );
     assert_eq!(
         watchers.count(),
         22,

@@ -85,22 +85,82 @@ mod tests {
         // (now, tally, result, verdict, tally after)
         let cases = [
             // A healthy replica stands through failures below the threshold.
-            (Candidacy::Healthy, t(0, 5), bad(), Candidacy::Healthy, t(1, 0)),
-            (Candidacy::Healthy, t(1, 0), bad(), Candidacy::Healthy, t(2, 0)),
-            (Candidacy::Healthy, t(2, 0), bad(), unhealthy("status 500"), t(3, 0)),
+            (
+                Candidacy::Healthy,
+                t(0, 5),
+                bad(),
+                Candidacy::Healthy,
+                t(1, 0),
+            ),
+            (
+                Candidacy::Healthy,
+                t(1, 0),
+                bad(),
+                Candidacy::Healthy,
+                t(2, 0),
+            ),
+            (
+                Candidacy::Healthy,
+                t(2, 0),
+                bad(),
+                unhealthy("status 500"),
+                t(3, 0),
+            ),
             // A success resets the failures.
-            (Candidacy::Healthy, t(2, 0), ok(), Candidacy::Healthy, t(0, 1)),
+            (
+                Candidacy::Healthy,
+                t(2, 0),
+                ok(),
+                Candidacy::Healthy,
+                t(0, 1),
+            ),
             // Unhealthy stays out until `success` successes in a row.
             (unhealthy("x"), t(3, 0), ok(), unhealthy("x"), t(0, 1)),
             (unhealthy("x"), t(0, 1), ok(), Candidacy::Healthy, t(0, 2)),
-            (unhealthy("x"), t(0, 1), bad(), unhealthy("status 500"), t(1, 0)),
+            (
+                unhealthy("x"),
+                t(0, 1),
+                bad(),
+                unhealthy("status 500"),
+                t(1, 0),
+            ),
             // Pending (not judged yet) is out, like unhealthy, and says the last failure.
-            (pending("initial delay"), t(0, 0), bad(), pending("status 500"), t(1, 0)),
-            (pending("initial delay"), t(0, 1), ok(), Candidacy::Healthy, t(0, 2)),
+            (
+                pending("initial delay"),
+                t(0, 0),
+                bad(),
+                pending("status 500"),
+                t(1, 0),
+            ),
+            (
+                pending("initial delay"),
+                t(0, 1),
+                ok(),
+                Candidacy::Healthy,
+                t(0, 2),
+            ),
             // A command's check, judged after its start-up grace, starts out standing.
-            (Candidacy::Unchecked, t(0, 0), bad(), Candidacy::Unchecked, t(1, 0)),
-            (Candidacy::Unchecked, t(0, 0), ok(), Candidacy::Unchecked, t(0, 1)),
-            (Candidacy::Unchecked, t(2, 0), bad(), unhealthy("status 500"), t(3, 0)),
+            (
+                Candidacy::Unchecked,
+                t(0, 0),
+                bad(),
+                Candidacy::Unchecked,
+                t(1, 0),
+            ),
+            (
+                Candidacy::Unchecked,
+                t(0, 0),
+                ok(),
+                Candidacy::Unchecked,
+                t(0, 1),
+            ),
+            (
+                Candidacy::Unchecked,
+                t(2, 0),
+                bad(),
+                unhealthy("status 500"),
+                t(3, 0),
+            ),
         ];
         for (now, tally, result, want, want_tally) in cases {
             let got = judge(&now, tally, result.clone(), th);
@@ -114,7 +174,12 @@ mod tests {
             failure: 1,
             success: 1,
         };
-        let (v, t) = judge(&Candidacy::Healthy, Tally::default(), Err("down".into()), th);
+        let (v, t) = judge(
+            &Candidacy::Healthy,
+            Tally::default(),
+            Err("down".into()),
+            th,
+        );
         assert_eq!(v, unhealthy("down"));
         assert_eq!(judge(&v, t, Ok(()), th).0, Candidacy::Healthy);
     }

@@ -8,8 +8,8 @@
 //! began (the start-up grace); a follower stands. After an unhealthy term the replica sits out
 //! one lease duration, so that another replica takes the lease first.
 //!
-//! Here: the settings and the checking loop; one run of the check in `probe.rs`, the verdict in
-//! `judge.rs` (pure).
+//! Here: the checking loop; one run of the check in `probe.rs`, the verdict in `judge.rs`
+//! (pure); the flags and the validated settings in [`crate::candidacy_cli`].
 
 mod judge;
 mod probe;
@@ -20,53 +20,10 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-pub use probe::Probe;
-
+pub use crate::candidacy_cli::{CandidateCheck, Probe, Scope};
 use crate::elector::{Candidacy, Role, Status};
 use crate::lease::FencingToken;
 use judge::{Tally, Thresholds, judge};
-
-/// Kubernetes probe defaults: `periodSeconds`.
-pub const DEFAULT_PERIOD: Duration = Duration::from_secs(10);
-/// `timeoutSeconds`.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
-/// `failureThreshold`.
-pub const DEFAULT_FAILURE_THRESHOLD: u32 = 3;
-/// `successThreshold`.
-pub const DEFAULT_SUCCESS_THRESHOLD: u32 = 1;
-
-/// What is checked and when.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Scope {
-    /// This replica's app: checked from start; out of the election until the first pass.
-    Replica,
-    /// The singleton command: checked only while leading, after the start-up grace; after an
-    /// unhealthy term the replica sits out `hold_off` before it stands again.
-    Command {
-        /// How long to sit out after an unhealthy term.
-        hold_off: Duration,
-    },
-}
-
-/// A validated candidate check.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CandidateCheck {
-    /// What runs.
-    pub probe: Probe,
-    /// Between two runs.
-    pub period: Duration,
-    /// The longest one run may take; longer is a failure.
-    pub timeout: Duration,
-    /// Failures in a row that put the replica out.
-    pub failure_threshold: u32,
-    /// Successes in a row that bring it back.
-    pub success_threshold: u32,
-    /// Before the first run: from start (a replica's app), or from the start of each term (the
-    /// command's start-up grace).
-    pub initial_delay: Duration,
-    /// What is checked.
-    pub scope: Scope,
-}
 
 impl CandidateCheck {
     fn thresholds(&self) -> Thresholds {

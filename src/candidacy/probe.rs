@@ -2,7 +2,6 @@
 //! shell command (exit 0 is healthy), bounded by the check's timeout. Failures come back as
 //! words for `/readyz`, `/leader` and the logs.
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Duration;
@@ -10,33 +9,10 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::Probe;
+
 /// The longest status line read from the checked endpoint.
 const MAX_STATUS_LINE: usize = 1024;
-
-/// What the check runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Probe {
-    /// `GET path` on a loopback address.
-    Http {
-        /// Where (loopback only).
-        addr: SocketAddr,
-        /// The `Host` header: the URL's host and port as given.
-        host: String,
-        /// The path and query.
-        path: String,
-    },
-    /// A command run by `/bin/sh -c`.
-    Command(String),
-}
-
-impl fmt::Display for Probe {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Probe::Http { host, path, .. } => write!(f, "GET http://{host}{path}"),
-            Probe::Command(command) => write!(f, "`{command}`"),
-        }
-    }
-}
 
 impl Probe {
     /// Runs the check once: `Ok` when healthy, else why not.
@@ -56,9 +32,7 @@ impl Probe {
 }
 
 async fn get(addr: SocketAddr, host: &str, path: &str) -> Result<(), String> {
-    let mut stream = TcpStream::connect(addr)
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: leasehold-candidate-check\r\nAccept: */*\r\nConnection: close\r\n\r\n"
     );
@@ -139,7 +113,12 @@ mod tests {
             (b"HTTP/1.1 20 short\r\n", None),
         ];
         for (head, want) in cases {
-            assert_eq!(status_code(head), want, "{:?}", String::from_utf8_lossy(head));
+            assert_eq!(
+                status_code(head),
+                want,
+                "{:?}",
+                String::from_utf8_lossy(head)
+            );
         }
     }
 }

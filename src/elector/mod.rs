@@ -11,10 +11,10 @@
 //! Here: the elector, its options and its run loop. The follower's side is in `follow.rs`, one
 //! term as leader in `lead.rs`, their decisions in `decide.rs` (pure, table-tested).
 
-mod candidacy;
 mod decide;
 mod eviction;
 mod follow;
+mod gate;
 mod guard_file;
 mod herd;
 mod lead;
@@ -38,8 +38,8 @@ pub use leadership::{Leadership, NotLeader};
 pub use status::{
     Candidacy, Eviction, LeaderInfo, RedisHealth, Role, Status, StepDown, StepDownReason,
 };
-pub use watchers::Watchers;
 pub use timing::{TIMING_RULE, Timing, TimingError};
+pub use watchers::Watchers;
 
 use crate::lease::{LeaseError, RedisLease};
 
@@ -228,7 +228,7 @@ impl Elector {
             stop_notify.clone(),
         );
         let gate_task = self.candidacy.clone().map(|candidacy| {
-            candidacy::spawn(
+            gate::spawn(
                 candidacy,
                 self.status.clone(),
                 self.observer.clone(),

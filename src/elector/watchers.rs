@@ -96,18 +96,19 @@ impl Watchers {
             return;
         }
         hub.last = Some(key);
-        hub.subscribers.retain(|tx| match tx.try_send(status.clone()) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                debug!(
-                    identity = %status.identity,
-                    lease = %status.lease,
-                    "dropping a watcher that fell behind"
-                );
-                false
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
-        });
+        hub.subscribers
+            .retain(|tx| match tx.try_send(status.clone()) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    debug!(
+                        identity = %status.identity,
+                        lease = %status.lease,
+                        "dropping a watcher that fell behind"
+                    );
+                    false
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            });
     }
 
     /// Ends every stream after the events it holds (the elector has stopped), so that the HTTP
@@ -165,10 +166,7 @@ mod tests {
         assert!(rx.try_recv().is_err());
         tx.send_modify(|s| s.candidacy = Candidacy::Healthy);
         watchers.publish();
-        assert_eq!(
-            rx.try_recv().map(|s| s.candidacy),
-            Ok(Candidacy::Healthy)
-        );
+        assert_eq!(rx.try_recv().map(|s| s.candidacy), Ok(Candidacy::Healthy));
     }
 
     #[test]
@@ -181,7 +179,10 @@ mod tests {
         for token in 1..=3 {
             tx.send_modify(|s| s.role = leader(token));
             watchers.publish();
-            assert_eq!(quick.try_recv().map(|s| s.token()), Ok(Some(FencingToken(token))));
+            assert_eq!(
+                quick.try_recv().map(|s| s.token()),
+                Ok(Some(FencingToken(token)))
+            );
         }
         assert_eq!(watchers.count(), 1, "the slow watcher is dropped");
         // It keeps what it had, then learns that it was dropped.
@@ -204,9 +205,15 @@ mod tests {
         assert!(watchers.is_closed());
         assert_eq!(early.try_recv().map(|s| s.role), Ok(Role::Starting));
         assert_eq!(early.try_recv().map(|s| s.role), Ok(Role::Stopped));
-        assert_eq!(early.try_recv(), Err(mpsc::error::TryRecvError::Disconnected));
+        assert_eq!(
+            early.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        );
         let mut late = watchers.subscribe(4);
         assert_eq!(late.try_recv().map(|s| s.role), Ok(Role::Stopped));
-        assert_eq!(late.try_recv(), Err(mpsc::error::TryRecvError::Disconnected));
+        assert_eq!(
+            late.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        );
     }
 }

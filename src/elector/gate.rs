@@ -1,4 +1,4 @@
-//! The candidacy gate: carries what the candidate check says (`crate::candidacy`) into the
+//! The candidacy gate: carries what the candidate check says into the
 //! status, where the follower loop (no contending while the check keeps this replica out) and
 //! the leader's term (step down with reason `unhealthy`) read it.
 
