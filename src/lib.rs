@@ -22,8 +22,8 @@
 //! - [`run`] and [`status`]: two subcommands of the binary (the third, `guard`, is
 //!   [`guard::check`]); `main.rs` only wires.
 //! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]
-//!   (logs) behind them. [`sse`]: `/leader` as server-sent events; [`status_file`]: the same
-//!   JSON in a file. Both are fed by the elector's watchers (`elector/watchers.rs`).
+//!   (logs) behind them. [`leader_view`]: the JSON of `/leader`; [`sse`]: the same as
+//!   server-sent events; [`status_file`]: the same in a file. Both are fed by the elector's watchers (`elector/watchers.rs`).
 //! - [`candidacy`]: the candidate check that gates the election (its flags in
 //!   [`candidacy_cli`], with `--status-file`).
 //! - [`exec`]: the singleton command's supervisor: its process tree in `/proc`, the child

@@ -44,7 +44,10 @@ pub fn spawn(
 ) -> watch::Receiver<Candidacy> {
     let first = match check.scope {
         Scope::Replica => Candidacy::Pending {
-            reason: format!("not checked yet (initial delay {:?})", check.initial_delay),
+            reason: format!(
+                "not checked yet (initial delay {})",
+                humantime::format_duration(check.initial_delay)
+            ),
         },
         Scope::Command { .. } => Candidacy::Unchecked,
     };
