@@ -4,20 +4,19 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
-use crate::elector::{Eviction, Role, Status};
+use crate::elector::{Candidacy, Eviction, Role, Status, Watchers};
+pub use crate::leader_view::{CandidacyView, EvictionView, LeaderView, RedisView, StepDownView};
 use crate::metrics::Metrics;
 
 /// What `/readyz` means.
@@ -37,6 +36,7 @@ pub struct Endpoints {
     readiness: ReadinessMode,
     lease_key: String,
     clock: SharedClock,
+    watchers: Option<Watchers>,
 }
 
 impl Endpoints {
@@ -54,7 +54,14 @@ impl Endpoints {
             readiness,
             lease_key,
             clock,
+            watchers: None,
         }
+    }
+
+    /// Serves `/leader` as server-sent events to requests that accept `text/event-stream`.
+    pub fn with_watchers(mut self, watchers: Watchers) -> Self {
+        self.watchers = Some(watchers);
+        self
     }
 
     /// The router.
@@ -77,6 +84,11 @@ pub async fn bind(
 ) -> std::io::Result<(SocketAddr, impl Future<Output = std::io::Result<()>>)> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
+    // No Nagle: an event written behind an earlier one must not wait for the watcher's
+    // delayed ACK (up to 40 ms).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let serve = async move {
         axum::serve(listener, endpoints.router())
             .with_graceful_shutdown(async move { shutdown.cancelled().await })
@@ -120,6 +132,10 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
             false,
             "not the leader: validity deadline passed, stepping down".into(),
         ),
+        (ReadinessMode::Leader, _) if !status.candidacy.stands() => (
+            false,
+            format!("not the leader: {}", candidacy_words(&status.candidacy)),
+        ),
         (ReadinessMode::Leader, _) if status.redis.refused_for_eviction => (
             false,
             format!(
@@ -134,6 +150,10 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
                 format!("not the leader: {}{}", leader(), last_step()),
             ),
         },
+        (ReadinessMode::Member, _) if !status.candidacy.stands() => (
+            false,
+            format!("not ready: {}", candidacy_words(&status.candidacy)),
+        ),
         (ReadinessMode::Member, _) if status.redis.refused_for_eviction => (
             false,
             format!(
@@ -151,6 +171,15 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
             (None, _) => (true, format!("member: {}", leader())),
         },
     }
+}
+
+/// Why the candidate check keeps this replica out, for readiness.
+fn candidacy_words(candidacy: &Candidacy) -> String {
+    format!(
+        "candidate check {}: {}; out of the election until it passes",
+        candidacy.as_label(),
+        candidacy.reason().unwrap_or("no reason given")
+    )
 }
 
 /// The eviction policy in words, for readiness.
@@ -177,135 +206,19 @@ async fn readyz(State(e): State<Endpoints>) -> Response {
     (code, format!("{words}\n")).into_response()
 }
 
-/// The JSON of `/leader`.
-#[derive(Debug, Serialize)]
-pub struct LeaderView {
-    /// This replica.
-    pub identity: String,
-    /// The lease name.
-    pub lease: String,
-    /// The lease's Redis key.
-    pub lease_key: String,
-    /// `starting`, `follower`, `leader` or `stopped`.
-    pub role: &'static str,
-    /// Whether this replica leads and its validity deadline has not passed.
-    pub is_leader: bool,
-    /// The leader's identity as far as this replica knows.
-    pub leader: Option<String>,
-    /// The fencing token of the current leadership as far as this replica knows.
-    pub token: Option<u64>,
-    /// Milliseconds left before the validity deadline (leader only).
-    pub valid_for_ms: Option<u64>,
-    /// Milliseconds left in a data-loss cooldown seen by this follower.
-    pub cooldown_ms: Option<u64>,
-    /// Times this replica became leader or stepped down.
-    pub transitions: u64,
-    /// The last step-down.
-    pub last_step_down: Option<StepDownView>,
-    /// Redis as last seen.
-    pub redis: RedisView,
-}
-
-/// A step-down in `/leader`.
-#[derive(Debug, Serialize)]
-pub struct StepDownView {
-    /// `lost`, `renew_deadline_passed`, `validity_deadline_passed`, `work_ended`,
-    /// `work_failed`, `work_panicked` or `shutdown`.
-    pub reason: &'static str,
-    /// More words, if any.
-    pub detail: Option<String>,
-    /// The token of the term that ended.
-    pub token: u64,
-    /// RFC 3339 time.
-    pub at: String,
-}
-
-/// Redis health in `/leader`.
-#[derive(Debug, Serialize)]
-pub struct RedisView {
-    /// The last call got an answer.
-    pub reachable: bool,
-    /// The release channel is subscribed.
-    pub subscribed: bool,
-    /// The last error, if the last call failed.
-    pub last_error: Option<String>,
-    /// Redis's eviction policy, when it could be read.
-    pub eviction: Option<EvictionView>,
-}
-
-/// Redis's eviction policy in `/leader`.
-#[derive(Debug, Serialize)]
-pub struct EvictionView {
-    /// `maxmemory_policy` (`noeviction`, `volatile-lru`, …).
-    pub policy: String,
-    /// `maxmemory` in bytes (0: no limit).
-    pub maxmemory: u64,
-    /// Whether Redis may evict the lease.
-    pub may_evict: bool,
-    /// Whether `--redis-eviction refuse` keeps this replica out of the election for it.
-    pub refused: bool,
-}
-
-fn rfc3339(t: SystemTime) -> String {
-    humantime::format_rfc3339_millis(t).to_string()
-}
-
-impl LeaderView {
-    /// The view of `status` at `now`.
-    pub fn of(
-        status: &Status,
-        lease_key: &str,
-        leading: bool,
-        now: crate::clock::BootInstant,
-    ) -> Self {
-        let (role, valid_for_ms, cooldown_ms) = match &status.role {
-            Role::Starting => ("starting", None, None),
-            Role::Follower { cooldown, .. } => {
-                ("follower", None, cooldown.map(|c| c.as_millis() as u64))
-            }
-            Role::Leader { valid_until, .. } => (
-                "leader",
-                Some(now.until(*valid_until).as_millis() as u64),
-                None,
-            ),
-            Role::Stopped => ("stopped", None, None),
-        };
-        Self {
-            identity: status.identity.clone(),
-            lease: status.lease.clone(),
-            lease_key: lease_key.to_owned(),
-            role,
-            is_leader: leading,
-            leader: status.leader_identity().map(str::to_owned),
-            token: status.token().map(|t| t.0),
-            valid_for_ms,
-            cooldown_ms,
-            transitions: status.transitions,
-            last_step_down: status.last_step_down.as_ref().map(|s| StepDownView {
-                reason: s.reason.as_label(),
-                detail: s.detail.clone(),
-                token: s.token.0,
-                at: rfc3339(s.at),
-            }),
-            redis: RedisView {
-                reachable: status.redis.reachable,
-                subscribed: status.redis.subscribed,
-                last_error: status.redis.last_error.clone(),
-                eviction: match &status.redis.eviction {
-                    Eviction::Read(p) => Some(EvictionView {
-                        policy: p.policy.clone(),
-                        maxmemory: p.maxmemory,
-                        may_evict: p.may_evict(),
-                        refused: status.redis.refused_for_eviction,
-                    }),
-                    _ => None,
-                },
-            },
-        }
+async fn leader(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    if let Some(watchers) = e
+        .watchers
+        .as_ref()
+        .filter(|_| crate::sse::wants_events(accept))
+    {
+        let (lease_key, clock) = (e.lease_key.clone(), e.clock.clone());
+        return crate::sse::events(watchers, move |status| {
+            LeaderView::json(status, &lease_key, clock.now())
+        })
+        .into_response();
     }
-}
-
-async fn leader(State(e): State<Endpoints>) -> Response {
     let status = e.status.borrow().clone();
     let now = e.clock.now();
     let view = LeaderView::of(&status, &e.lease_key, status.is_leading_at(now), now);
@@ -329,6 +242,8 @@ async fn metrics(State(e): State<Endpoints>) -> Response {
 
 #[cfg(test)]
 mod tests {
+    use std::time::SystemTime;
+
     use super::*;
     use crate::elector::{LeaderInfo, RedisHealth, StepDown, StepDownReason};
     use crate::lease::FencingToken;
@@ -352,6 +267,7 @@ mod tests {
                 subscribed: reachable,
                 ..RedisHealth::default()
             },
+            candidacy: crate::elector::Candidacy::Unchecked,
         }
     }
 
@@ -439,6 +355,32 @@ mod tests {
                 "{mode:?} {role:?}"
             );
         }
+    }
+
+    #[test]
+    fn an_unhealthy_candidate_is_not_ready_and_leader_says_why() {
+        let mut s = status(follower_role(), true);
+        s.candidacy = Candidacy::Unhealthy {
+            reason: "GET http://127.0.0.1:9/healthz: status 500".into(),
+        };
+        let why = "candidate check unhealthy: GET http://127.0.0.1:9/healthz: status 500; out of the election until it passes";
+        assert_eq!(
+            readiness(&s, ReadinessMode::Member, false),
+            (false, format!("not ready: {why}"))
+        );
+        assert_eq!(
+            readiness(&s, ReadinessMode::Leader, false),
+            (false, format!("not the leader: {why}"))
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&LeaderView::json(&s, "k", crate::clock::BootInstant::now()))
+                .unwrap();
+        assert_eq!(json["candidacy"]["state"], "unhealthy");
+        assert_eq!(json["candidacy"]["stands"], false);
+        assert_eq!(
+            json["candidacy"]["reason"],
+            "GET http://127.0.0.1:9/healthz: status 500"
+        );
     }
 
     #[test]

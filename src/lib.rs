@@ -24,7 +24,11 @@
 //!   naming the lease, starting the parts; [`shutdown`] turns signals into the root
 //!   cancellation. `main.rs` only parses, starts the logs and calls `cmd`.
 //! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]
-//!   (logs) behind them.
+//!   (logs) behind them. [`leader_view`]: the JSON of `/leader`; [`sse`]: the same as
+//!   server-sent events; [`status_file`]: the same in a file. Both are fed by the elector's
+//!   watchers (`elector/watchers.rs`).
+//! - [`candidacy`]: the candidate check that gates the election (its flags, with
+//!   `--status-file`, in `cli/candidacy.rs`).
 //! - [`exec`]: the singleton command's supervisor: its process tree in `/proc`, the child
 //!   subreaper that reaps its orphans, and the stop sequence bounded on the boot clock.
 //! - [`guard`]: the guard file, the term's token and boot-clock deadline published for the
@@ -64,6 +68,7 @@
 //! # }
 //! ```
 
+pub mod candidacy;
 pub mod cli;
 pub mod clock;
 pub mod cmd;
@@ -73,9 +78,12 @@ pub mod fence;
 pub mod guard;
 pub mod http;
 pub mod k8s;
+pub mod leader_view;
 pub mod lease;
 pub mod metrics;
 pub mod shutdown;
+pub mod sse;
+pub mod status_file;
 pub mod telemetry;
 
 pub use cmd::{run, status};

@@ -79,6 +79,7 @@ pub struct Metrics {
     leader: Family<LeaderLabel, Gauge>,
     master_status: Gauge,
     eviction_possible: Family<PolicyLabel, Gauge>,
+    candidate_unhealthy: Counter,
     /// Held while a family that holds one series at a time is rewritten (clear, then set) and
     /// while the exposition is encoded, so that a scrape never sees it empty in between: a
     /// series missing from one scrape is stale to Prometheus and resets an alert's `for`.
@@ -198,6 +199,12 @@ impl Metrics {
              (labelled with the policy; absent until Redis's policy was read)",
             eviction_possible.clone(),
         );
+        let candidate_unhealthy = Counter::default();
+        registry.register(
+            "candidate_unhealthy",
+            "Times the candidate check put this replica out of the election (a leader steps down)",
+            candidate_unhealthy.clone(),
+        );
         Self {
             registry: root,
             is_leader,
@@ -213,6 +220,7 @@ impl Metrics {
             leader,
             master_status,
             eviction_possible,
+            candidate_unhealthy,
             rewrite: Mutex::new(()),
         }
     }
@@ -309,6 +317,10 @@ impl Observer for Metrics {
             })
             .set(i64::from(may_evict));
     }
+
+    fn candidate_unhealthy(&self) {
+        self.candidate_unhealthy.inc();
+    }
 }
 
 #[cfg(test)]
@@ -330,6 +342,7 @@ mod tests {
                 subscribed: true,
                 ..RedisHealth::default()
             },
+            candidacy: crate::elector::Candidacy::Unchecked,
         }
     }
 

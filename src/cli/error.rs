@@ -49,6 +49,9 @@ pub enum CliError {
     /// The durations break the timing rule (the library names fields; this names flags).
     #[error("{}", .0.describe(timing_flag))]
     Timing(#[from] TimingError),
+    /// The candidate check or the status file.
+    #[error(transparent)]
+    Candidacy(#[from] super::candidacy::CandidacyError),
     /// The log filter does not parse.
     #[error("--log {0}")]
     Log(#[from] TelemetryError),

@@ -10,6 +10,7 @@
 //! - [`settings`]: what the commands run with.
 //! - [`error`]: the one error type, and the exit code each refusal means.
 
+mod candidacy;
 mod error;
 mod file;
 mod resolve;
@@ -279,6 +280,8 @@ pub struct RunArgs {
     pub kube: KubeArgs,
     #[command(flatten)]
     pub exec: ExecArgs,
+    #[command(flatten)]
+    pub candidacy: candidacy::CandidacyArgs,
     #[command(flatten)]
     pub log: LogArgs,
     /// Where to publish the term's token and validity deadline for the command (`leasehold

@@ -376,6 +376,10 @@ impl RunArgs {
                 lease_mirror: !self.kube.no_lease_mirror,
                 events: !self.kube.no_events,
             },
+            candidacy: self
+                .candidacy
+                .resolve(exec.is_some(), timing.lease_duration)?,
+            status_file: self.candidacy.status_file()?,
             exec,
             guard_file: self.guard_file.clone(),
         })

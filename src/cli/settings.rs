@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use super::OutputFormat;
+use crate::candidacy::CandidateCheck;
 use crate::elector::{EvictionMode, Timing};
 use crate::exec::ExecSettings;
 use crate::guard::check::GuardCheck;
@@ -134,6 +135,10 @@ pub struct RunSettings {
     pub exec: Option<ExecSettings>,
     /// The guard file given by `--guard-file` (else a default one when there is a command).
     pub guard_file: Option<PathBuf>,
+    /// The candidate check, if any.
+    pub candidacy: Option<CandidateCheck>,
+    /// The status file given by `--status-file`.
+    pub status_file: Option<PathBuf>,
 }
 
 /// Validated settings of `leasehold status`.

@@ -66,6 +66,23 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
         elector = elector.with_guard_file(guard.clone());
     }
 
+    if let Some(check) = settings.candidacy.clone() {
+        let verdicts =
+            crate::candidacy::spawn(check, elector.status(), shutdown.token().child_token());
+        elector = elector.with_candidacy(verdicts);
+    }
+    let watchers = elector.watchers();
+    let status_file_stop = CancellationToken::new();
+    let status_file = settings.status_file.clone().map(|path| {
+        let (lease_key, clock) = (lease_key.clone(), clock.clone());
+        crate::status_file::spawn(
+            path,
+            &watchers,
+            move |status| http::LeaderView::json(status, &lease_key, clock.now()),
+            status_file_stop.clone(),
+        )
+    });
+
     let http_stop = CancellationToken::new();
     let endpoints = Endpoints::new(
         elector.status(),
@@ -73,7 +90,8 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
         settings.readiness,
         lease_key.clone(),
         clock,
-    );
+    )
+    .with_watchers(watchers);
     let (bound, serve) = http::bind(settings.http_addr, endpoints, http_stop.clone())
         .await
         .with_context(|| format!("cannot listen on --http-addr {}", settings.http_addr))?;
@@ -160,6 +178,10 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
     }
     if let Some(publisher) = &publisher {
         publisher.flush(NOTES_BOUND).await;
+    }
+    status_file_stop.cancel();
+    if let Some(task) = status_file {
+        let _ = task.await;
     }
     http_stop.cancel();
     let _ = server.await;

@@ -43,6 +43,16 @@ impl Elector {
                 }
                 continue;
             }
+            if !self.status.borrow().candidacy.stands() {
+                // The candidate check keeps this replica out until it passes again.
+                let mut status = self.status.subscribe();
+                tokio::select! {
+                    biased;
+                    _ = shutdown.cancelled() => return None,
+                    _ = status.wait_for(|s| s.candidacy.stands()) => {}
+                }
+                continue;
+            }
             let now = clock.now();
             if observed
                 .as_ref()

@@ -68,6 +68,7 @@ impl Elector {
             };
             s.transitions += 1;
         });
+        self.watchers.publish();
         info!(
             %identity,
             lease = %lease_name,
@@ -83,12 +84,17 @@ impl Elector {
         let mut failures: u32 = 0;
         // The ending, and whether the work still runs.
         let mut refusal = self.status.subscribe();
+        let mut unhealthy = self.status.subscribe();
         let (ending, work_running) = loop {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break (Ending::new(StepDownReason::Shutdown), true),
                 _ = refusal.wait_for(|s| s.redis.refused_for_eviction) => {
                     break (Ending::new(StepDownReason::RedisMayEvict), true);
+                }
+                _ = unhealthy.wait_for(|s| !s.candidacy.stands()) => {
+                    let detail = self.status.borrow().candidacy.reason().map(str::to_owned);
+                    break (Ending { reason: StepDownReason::Unhealthy, detail }, true);
                 }
                 joined = &mut work_task => {
                     let ended = work_ending(joined);
@@ -212,6 +218,8 @@ impl Elector {
                 at: SystemTime::now(),
             });
         });
+        // In the same instant as the revocation: watchers learn of it before the work does.
+        self.watchers.publish();
         leadership.cancel();
         let identity = self.lease.owner().identity();
         let lease = self.lease.name();

@@ -14,6 +14,7 @@
 mod decide;
 mod eviction;
 mod follow;
+mod gate;
 mod guard_file;
 mod herd;
 mod lead;
@@ -21,6 +22,7 @@ mod leadership;
 mod notify;
 mod status;
 mod timing;
+mod watchers;
 
 use std::fmt::Display;
 use std::future::Future;
@@ -33,8 +35,11 @@ use tracing::info;
 
 pub use eviction::EvictionMode;
 pub use leadership::{Leadership, NotLeader};
-pub use status::{Eviction, LeaderInfo, RedisHealth, Role, Status, StepDown, StepDownReason};
+pub use status::{
+    Candidacy, Eviction, LeaderInfo, RedisHealth, Role, Status, StepDown, StepDownReason,
+};
 pub use timing::{TIMING_RULE, Timing, TimingBound, TimingError, TimingField};
+pub use watchers::Watchers;
 
 use crate::lease::{LeaseError, RedisLease};
 
@@ -75,6 +80,8 @@ pub trait Observer: Send + Sync + 'static {
     /// `may_evict` says whether it can evict the lease (a `maxmemory` is set and the policy is
     /// not `noeviction`).
     fn eviction_policy(&self, _policy: &str, _may_evict: bool) {}
+    /// The candidate check has just put this replica out of the election.
+    fn candidate_unhealthy(&self) {}
 }
 
 struct NoObserver;
@@ -90,6 +97,8 @@ pub struct Elector {
     followers: FollowerStrategy,
     eviction: EvictionMode,
     guard: Option<Arc<crate::guard::GuardFile>>,
+    candidacy: Option<watch::Receiver<Candidacy>>,
+    watchers: Watchers,
 }
 
 /// How a follower decides when to try again.
@@ -117,17 +126,33 @@ impl Elector {
             transitions: 0,
             last_step_down: None,
             redis: RedisHealth::default(),
+            candidacy: Candidacy::Unchecked,
         };
+        let status = watch::Sender::new(status);
         Ok(Self {
             lease: Arc::new(lease),
             timing,
-            status: watch::Sender::new(status),
+            watchers: Watchers::new(status.subscribe()),
+            status,
             observer: Arc::new(NoObserver),
             stop_when_work_ends: false,
             followers: FollowerStrategy::Notified,
             eviction: EvictionMode::Warn,
             guard: None,
+            candidacy: None,
         })
+    }
+
+    /// Gates candidacy on a check: while `candidacy` does not [stand](Candidacy::stands), a
+    /// follower does not contend and a leader steps down with reason `unhealthy`.
+    pub fn with_candidacy(mut self, candidacy: watch::Receiver<Candidacy>) -> Self {
+        self.candidacy = Some(candidacy);
+        self
+    }
+
+    /// The watchers of this elector's status: server-sent events, the status file.
+    pub fn watchers(&self) -> Watchers {
+        self.watchers.clone()
     }
 
     /// Makes [`run`](Self::run) return after a term whose work returned, failed or panicked
@@ -202,6 +227,15 @@ impl Elector {
             self.observer.clone(),
             stop_notify.clone(),
         );
+        let gate_task = self.candidacy.clone().map(|candidacy| {
+            gate::spawn(
+                candidacy,
+                self.status.clone(),
+                self.observer.clone(),
+                stop_notify.clone(),
+            )
+        });
+        let pump_task = self.spawn_pump(stop_notify.clone());
         let clock = self.lease.clock().clone();
         let mut short_terms: u32 = 0;
         while let Some(grant) = self.follow(&shutdown, &mut releases).await {
@@ -241,11 +275,38 @@ impl Elector {
         stop_notify.cancel();
         let _ = notify_task.await;
         let _ = eviction_task.await;
+        if let Some(task) = gate_task {
+            let _ = task.await;
+        }
+        let _ = pump_task.await;
         self.status.send_modify(|s| s.role = Role::Stopped);
+        self.watchers.publish();
+        self.watchers.close();
         info!(
             identity = %self.lease.owner().identity(),
             lease = %self.lease.name(),
             "elector stopped"
         );
+    }
+}
+
+impl Elector {
+    /// Publishes every status change to the watchers. The two that must not wait for this
+    /// task's turn (becoming leader, stepping down) are also published on the spot by the term
+    /// itself; publishing twice sends one event.
+    fn spawn_pump(&self, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+        let mut status = self.status.subscribe();
+        let watchers = self.watchers.clone();
+        tokio::spawn(async move {
+            loop {
+                status.borrow_and_update();
+                watchers.publish();
+                tokio::select! {
+                    biased;
+                    _ = stop.cancelled() => return,
+                    changed = status.changed() => if changed.is_err() { return },
+                }
+            }
+        })
     }
 }

@@ -27,11 +27,14 @@ pub enum StepDownReason {
     /// Redis may evict the lease and `--redis-eviction refuse` keeps this replica out of the
     /// election.
     RedisMayEvict,
+    /// The candidate check (`--candidate-check`) failed its failure threshold: this replica
+    /// stands aside until the check passes again.
+    Unhealthy,
 }
 
 impl StepDownReason {
     /// Every reason, for metrics that want all label values present from the start.
-    pub const ALL: [StepDownReason; 8] = [
+    pub const ALL: [StepDownReason; 9] = [
         StepDownReason::Lost,
         StepDownReason::RenewDeadlinePassed,
         StepDownReason::ValidityDeadlinePassed,
@@ -40,6 +43,7 @@ impl StepDownReason {
         StepDownReason::WorkPanicked,
         StepDownReason::Shutdown,
         StepDownReason::RedisMayEvict,
+        StepDownReason::Unhealthy,
     ];
 
     /// A stable snake_case label (metrics, JSON).
@@ -53,6 +57,7 @@ impl StepDownReason {
             StepDownReason::WorkPanicked => "work_panicked",
             StepDownReason::Shutdown => "shutdown",
             StepDownReason::RedisMayEvict => "redis_may_evict",
+            StepDownReason::Unhealthy => "unhealthy",
         }
     }
 
@@ -73,6 +78,7 @@ impl fmt::Display for StepDownReason {
             StepDownReason::WorkPanicked => "work panicked",
             StepDownReason::Shutdown => "shutdown",
             StepDownReason::RedisMayEvict => "redis may evict the lease",
+            StepDownReason::Unhealthy => "the candidate check failed",
         })
     }
 }
@@ -181,6 +187,56 @@ pub struct Status {
     pub last_step_down: Option<StepDown>,
     /// Redis health.
     pub redis: RedisHealth,
+    /// What the candidate check says (always [`Candidacy::Unchecked`] without one).
+    pub candidacy: Candidacy,
+}
+
+/// Whether this replica may stand for election, as its candidate check says.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Candidacy {
+    /// No candidate check, or the check is not judged now (a command's start-up grace, or a
+    /// follower whose check is on the command it does not run).
+    #[default]
+    Unchecked,
+    /// The check passed its success threshold.
+    Healthy,
+    /// Not judged yet (the initial delay, or fewer successes than the success threshold):
+    /// out of the election until then.
+    Pending {
+        /// Why, in words.
+        reason: String,
+    },
+    /// The check failed its failure threshold in a row: out of the election (a leader steps
+    /// down) until it passes its success threshold again.
+    Unhealthy {
+        /// The last failure, in words.
+        reason: String,
+    },
+}
+
+impl Candidacy {
+    /// Whether this replica may contend for (and keep) the lease.
+    pub fn stands(&self) -> bool {
+        matches!(self, Candidacy::Unchecked | Candidacy::Healthy)
+    }
+
+    /// A stable label (JSON).
+    pub fn as_label(&self) -> &'static str {
+        match self {
+            Candidacy::Unchecked => "unchecked",
+            Candidacy::Healthy => "healthy",
+            Candidacy::Pending { .. } => "pending",
+            Candidacy::Unhealthy { .. } => "unhealthy",
+        }
+    }
+
+    /// The words of a check that keeps this replica out, if it does.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Candidacy::Pending { reason } | Candidacy::Unhealthy { reason } => Some(reason),
+            _ => None,
+        }
+    }
 }
 
 impl Status {

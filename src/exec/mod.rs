@@ -11,6 +11,8 @@
 //! - [`running`]: a started command and the stop sequence.
 
 mod reaper;
+// Probes (the candidate check) start children too: tracked, so that no reaper takes their exit.
+pub(crate) use reaper::{spawn_tracked, untrack};
 mod running;
 mod tree;
 

@@ -1,0 +1,161 @@
+//! The JSON of `/leader`: one view of the elector's status, served by `/leader`, streamed by
+//! its event stream and kept in the status file.
+
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use crate::elector::{Eviction, Role, Status};
+
+/// The JSON of `/leader`.
+#[derive(Debug, Serialize)]
+pub struct LeaderView {
+    /// This replica.
+    pub identity: String,
+    /// The lease name.
+    pub lease: String,
+    /// The lease's Redis key.
+    pub lease_key: String,
+    /// `starting`, `follower`, `leader` or `stopped`.
+    pub role: &'static str,
+    /// Whether this replica leads and its validity deadline has not passed.
+    pub is_leader: bool,
+    /// The leader's identity as far as this replica knows.
+    pub leader: Option<String>,
+    /// The fencing token of the current leadership as far as this replica knows.
+    pub token: Option<u64>,
+    /// Milliseconds left before the validity deadline (leader only).
+    pub valid_for_ms: Option<u64>,
+    /// Milliseconds left in a data-loss cooldown seen by this follower.
+    pub cooldown_ms: Option<u64>,
+    /// Times this replica became leader or stepped down.
+    pub transitions: u64,
+    /// The last step-down.
+    pub last_step_down: Option<StepDownView>,
+    /// Redis as last seen.
+    pub redis: RedisView,
+    /// What the candidate check says.
+    pub candidacy: CandidacyView,
+}
+
+/// The candidate check in `/leader`.
+#[derive(Debug, Serialize)]
+pub struct CandidacyView {
+    /// `unchecked` (no check, or not judged now), `healthy`, `pending` or `unhealthy`.
+    pub state: &'static str,
+    /// Whether this replica stands for election.
+    pub stands: bool,
+    /// Why it does not, if it does not.
+    pub reason: Option<String>,
+}
+
+/// A step-down in `/leader`.
+#[derive(Debug, Serialize)]
+pub struct StepDownView {
+    /// `lost`, `renew_deadline_passed`, `validity_deadline_passed`, `work_ended`,
+    /// `work_failed`, `work_panicked` or `shutdown`.
+    pub reason: &'static str,
+    /// More words, if any.
+    pub detail: Option<String>,
+    /// The token of the term that ended.
+    pub token: u64,
+    /// RFC 3339 time.
+    pub at: String,
+}
+
+/// Redis health in `/leader`.
+#[derive(Debug, Serialize)]
+pub struct RedisView {
+    /// The last call got an answer.
+    pub reachable: bool,
+    /// The release channel is subscribed.
+    pub subscribed: bool,
+    /// The last error, if the last call failed.
+    pub last_error: Option<String>,
+    /// Redis's eviction policy, when it could be read.
+    pub eviction: Option<EvictionView>,
+}
+
+/// Redis's eviction policy in `/leader`.
+#[derive(Debug, Serialize)]
+pub struct EvictionView {
+    /// `maxmemory_policy` (`noeviction`, `volatile-lru`, …).
+    pub policy: String,
+    /// `maxmemory` in bytes (0: no limit).
+    pub maxmemory: u64,
+    /// Whether Redis may evict the lease.
+    pub may_evict: bool,
+    /// Whether `--redis-eviction refuse` keeps this replica out of the election for it.
+    pub refused: bool,
+}
+
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+impl LeaderView {
+    /// The JSON of `status` at `now`, as `/leader`, its event stream and the status file show it.
+    pub fn json(status: &Status, lease_key: &str, now: crate::clock::BootInstant) -> String {
+        let view = Self::of(status, lease_key, status.is_leading_at(now), now);
+        // A struct of strings, numbers and options always serializes.
+        serde_json::to_string(&view).unwrap_or_default()
+    }
+
+    /// The view of `status` at `now`.
+    pub fn of(
+        status: &Status,
+        lease_key: &str,
+        leading: bool,
+        now: crate::clock::BootInstant,
+    ) -> Self {
+        let (role, valid_for_ms, cooldown_ms) = match &status.role {
+            Role::Starting => ("starting", None, None),
+            Role::Follower { cooldown, .. } => {
+                ("follower", None, cooldown.map(|c| c.as_millis() as u64))
+            }
+            Role::Leader { valid_until, .. } => (
+                "leader",
+                Some(now.until(*valid_until).as_millis() as u64),
+                None,
+            ),
+            Role::Stopped => ("stopped", None, None),
+        };
+        Self {
+            identity: status.identity.clone(),
+            lease: status.lease.clone(),
+            lease_key: lease_key.to_owned(),
+            role,
+            is_leader: leading,
+            leader: status.leader_identity().map(str::to_owned),
+            token: status.token().map(|t| t.0),
+            valid_for_ms,
+            cooldown_ms,
+            transitions: status.transitions,
+            last_step_down: status.last_step_down.as_ref().map(|s| StepDownView {
+                reason: s.reason.as_label(),
+                detail: s.detail.clone(),
+                token: s.token.0,
+                at: rfc3339(s.at),
+            }),
+            redis: RedisView {
+                reachable: status.redis.reachable,
+                subscribed: status.redis.subscribed,
+                last_error: status.redis.last_error.clone(),
+                eviction: match &status.redis.eviction {
+                    Eviction::Read(p) => Some(EvictionView {
+                        policy: p.policy.clone(),
+                        maxmemory: p.maxmemory,
+                        may_evict: p.may_evict(),
+                        refused: status.redis.refused_for_eviction,
+                    }),
+                    _ => None,
+                },
+            },
+            candidacy: CandidacyView {
+                state: status.candidacy.as_label(),
+                stands: status.candidacy.stands(),
+                reason: status.candidacy.reason().map(str::to_owned),
+            },
+        }
+    }
+}
