@@ -35,6 +35,8 @@ pub use outcome::{
     Acquired, CooldownState, EvictionPolicy, Grant, Holder, Observation, Released, Renewed,
 };
 pub use pubsub::{Release, ReleaseSubscription};
+#[doc(hidden)]
+pub use scripts::source as script_source;
 use reply::{int, millis, parse_acquire, parse_observe, protocol, text};
 use scripts::{ACQUIRE_SCRIPT, OBSERVE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
 pub use target::TlsFiles;
