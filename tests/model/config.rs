@@ -63,14 +63,14 @@ impl Config {
         Config {
             replicas: 2,
             max_terms: 2,
-            horizon: 11,
+            horizon: 5,
             evictions: 1,
             restarts_keeping_data: 0,
             restarts_losing_data: 1,
             failovers: 0,
             max_lag: 1,
             max_delayed: 1,
-            work_failures: true,
+            work_failures: false,
             eager: false,
             faults_until: u16::MAX,
             sem: Semantics::default(),
@@ -81,10 +81,11 @@ impl Config {
     pub fn full() -> Config {
         Config {
             replicas: 3,
-            horizon: 12,
+            horizon: 6,
             restarts_keeping_data: 1,
             failovers: 1,
             max_delayed: 2,
+            work_failures: true,
             ..Config::ci()
         }
     }

@@ -124,6 +124,7 @@ fn a_late_release_compared_per_process_lets_two_guards_pass() {
         restarts_losing_data: 0,
         max_lag: 0,
         horizon: 6,
+        work_failures: true,
         sem: Semantics {
             compare_owner_only: true,
             ..Semantics::default()

@@ -4,7 +4,7 @@
 use stateright::{Model, Property};
 
 use crate::config::Config;
-use crate::mirror::{AcquireReply, RenewReply, Term};
+use crate::mirror::{AcquireReply, RenewReply};
 use crate::redis::{Applied, Fault, Redis, touched_another_term};
 use crate::replica::{Replica, Request, Role};
 use leasehold::clock::BootInstant;
@@ -29,8 +29,6 @@ pub enum Msg {
         sent_at: BootInstant,
         reply: RenewReply,
     },
-    /// A release announced on the lease's channel.
-    Announced { to: u8, term: Term },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -45,7 +43,6 @@ pub enum Action {
     RenewTimedOut(u8),
     WorkFails(u8),
     Deliver(Msg),
-    Lose(Msg),
     Fault(Fault),
 }
 
@@ -137,9 +134,14 @@ impl State {
                             self.stale_write |=
                                 touched_another_term(&before, &self.redis.data, term);
                         }
+                        // Pub/sub pushes the announcement to the followers as the release
+                        // runs (the model spares the network these messages: a follower that
+                        // hears late just wakes at the holder's TTL, as one that never hears).
                         if let Some(term) = released {
                             for to in (0..config.replicas).filter(|to| *to != from) {
-                                self.send(Msg::Announced { to, term });
+                                let replica = &mut self.replicas[usize::from(to)];
+                                let now = replica.now(self.time);
+                                replica.release_announced(now, term);
                             }
                         }
                     }
@@ -164,11 +166,6 @@ impl State {
                 if waiting && let Err(reason) = replica.renewed(now, Some(reply)) {
                     self.step_down(n, reason, config.max_terms);
                 }
-            }
-            Msg::Announced { to, term } => {
-                let replica = &mut self.replicas[to as usize];
-                let now = replica.now(self.time);
-                replica.release_announced(now, term);
             }
         }
     }
@@ -242,10 +239,8 @@ impl Model for System {
             }
         }
         for msg in &state.net {
+            // A lost message is one delivered after the horizon (or never).
             actions.push(Action::Deliver(*msg));
-            if !c.eager {
-                actions.push(Action::Lose(*msg));
-            }
         }
         if self.faults_allowed(state) {
             for fault in [
@@ -298,11 +293,6 @@ impl Model for System {
                     return None;
                 }
                 s.deliver(c, msg);
-            }
-            Action::Lose(msg) => {
-                if !s.take(&msg) {
-                    return None;
-                }
             }
             Action::Fault(fault) => s.redis.suffer(fault),
         }

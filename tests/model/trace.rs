@@ -28,7 +28,6 @@ fn message(m: &Msg) -> String {
         },
         Msg::Acquired { to, reply, .. } => format!("acquire reply {reply:?} to r{to}"),
         Msg::Renewed { to, reply, .. } => format!("renew reply {reply:?} to r{to}"),
-        Msg::Announced { to, term: t } => format!("release of {} announced to r{to}", term(*t)),
     }
 }
 
@@ -42,7 +41,6 @@ pub fn action(a: &Action) -> String {
         Action::RenewTimedOut(n) => format!("r{n} gives up waiting for its renewal"),
         Action::WorkFails(n) => format!("r{n}'s work fails"),
         Action::Deliver(m) => format!("delivered: {}", message(m)),
-        Action::Lose(m) => format!("lost: {}", message(m)),
         Action::Fault(f) => format!("Redis fault: {f:?}"),
     }
 }
