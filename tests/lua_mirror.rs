@@ -145,9 +145,7 @@ fn same_term(a: Option<Term>, b: Option<Term>) -> bool {
 /// The real and the mirrored dataset agree, instants within the slack.
 fn same_data(real: &Data, mirror: &Data) -> bool {
     let lease = match (real.lease, mirror.lease) {
-        (Some((a, x)), Some((b, y))) => {
-            same_term(Some(a), Some(b)) && near(x, y, SLACK_US / 1000)
-        }
+        (Some((a, x)), Some((b, y))) => same_term(Some(a), Some(b)) && near(x, y, SLACK_US / 1000),
         (None, None) => true,
         _ => false,
     };
@@ -267,7 +265,9 @@ fn run_cases(sem: Semantics) -> Result<[u32; 4], String> {
                 let want = mirror.acquire(sem, at, 0, owner, 5_000, cool, observed);
                 (
                     same_acquire(&real, want),
-                    format!("acquire({owner}, cool {cool}, observed {observed:?}): real {real:?}, mirror {want:?}"),
+                    format!(
+                        "acquire({owner}, cool {cool}, observed {observed:?}): real {real:?}, mirror {want:?}"
+                    ),
                 )
             }
             1 => {
@@ -289,7 +289,10 @@ fn run_cases(sem: Semantics) -> Result<[u32; 4], String> {
                 )
             }
             2 => {
-                let term = match before.lease.or(before.record.and_then(|r| r.term.map(|t| (t, 0)))) {
+                let term = match before
+                    .lease
+                    .or(before.record.and_then(|r| r.term.map(|t| (t, 0))))
+                {
                     Some((t, _)) if rng.random_bool(0.6) => t,
                     _ => random_term(&mut rng),
                 };
@@ -297,7 +300,11 @@ fn run_cases(sem: Semantics) -> Result<[u32; 4], String> {
                 let real: i64 = release
                     .key(LEASE)
                     .key(RECORD)
-                    .arg(if any { owner_id(term.owner) } else { term.value() })
+                    .arg(if any {
+                        owner_id(term.owner)
+                    } else {
+                        term.value()
+                    })
                     .arg(CHANNEL)
                     .arg(if any { "any" } else { "term" })
                     .invoke(&mut conn)

@@ -90,12 +90,7 @@ const EXPIRY_SLACK: Duration = Duration::from_millis(1);
 /// - Cooling down: until the cooldown ends; nothing can succeed before.
 /// - A passing failure: the retry period with jitter; a configuration fault: exponential
 ///   back-off from the retry period up to [`MAX_BACKOFF`].
-pub fn follower_wait(
-    seen: Seen,
-    subscribed: bool,
-    timing: &Timing,
-    jitter: f64,
-) -> Duration {
+pub fn follower_wait(seen: Seen, subscribed: bool, timing: &Timing, jitter: f64) -> Duration {
     let jitter = jitter.clamp(0.0, 1.0);
     // client-go's JitterUntil with factor 1.2: [retry period, 2.2 × retry period).
     let fallback = timing.retry_period + timing.retry_period.mul_f64(1.2 * jitter);

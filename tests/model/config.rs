@@ -81,7 +81,7 @@ impl Config {
     pub fn full() -> Config {
         Config {
             replicas: 3,
-            horizon: 6,
+            horizon: 5,
             restarts_keeping_data: 1,
             failovers: 1,
             max_delayed: 2,

@@ -66,7 +66,10 @@ fn no_two_guards_pass_at_once_in_any_reachable_state() {
     } else {
         ("CI configuration", Config::ci())
     };
-    if let Some(h) = std::env::var("MODEL_HORIZON").ok().and_then(|h| h.parse().ok()) {
+    if let Some(h) = std::env::var("MODEL_HORIZON")
+        .ok()
+        .and_then(|h| h.parse().ok())
+    {
         config.horizon = h;
     }
     let checker = explore(label, config, HasDiscoveries::All);
@@ -132,7 +135,10 @@ fn a_late_release_compared_per_process_lets_two_guards_pass() {
         ..Config::ci()
     };
     let trace = counterexample_for("pre-fix late release", config);
-    assert!(trace.contains("release of"), "the trace shows the release:\n{trace}");
+    assert!(
+        trace.contains("release of"),
+        "the trace shows the release:\n{trace}"
+    );
 }
 
 #[test]
@@ -148,5 +154,8 @@ fn an_eviction_without_the_record_lets_two_guards_pass() {
         ..Config::ci()
     };
     let trace = counterexample_for("no state record", config);
-    assert!(trace.contains("Evict"), "the trace shows the eviction:\n{trace}");
+    assert!(
+        trace.contains("Evict"),
+        "the trace shows the eviction:\n{trace}"
+    );
 }

@@ -74,10 +74,19 @@ pub enum Source {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum AcquireReply {
-    Acquired { token: u64 },
+    Acquired {
+        token: u64,
+    },
     /// `pttl_ms` is -2 for a record term that only this follower's observation keeps.
-    Held { term: Term, pttl_ms: i64, source: Source },
-    Cooldown { remaining_ms: u64, started: bool },
+    Held {
+        term: Term,
+        pttl_ms: i64,
+        source: Source,
+    },
+    Cooldown {
+        remaining_ms: u64,
+        started: bool,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -104,7 +113,8 @@ fn ceil_ms(us: u64) -> u64 {
 impl Data {
     /// The lease key, if it has not expired at `now_us`.
     pub fn live_lease(&self, now_us: u64) -> Option<(Term, u64)> {
-        self.lease.filter(|(_, expiry_ms)| now_us / 1000 < *expiry_ms)
+        self.lease
+            .filter(|(_, expiry_ms)| now_us / 1000 < *expiry_ms)
     }
 
     fn pttl(&self, now_us: u64) -> i64 {

@@ -27,7 +27,9 @@ pub struct Redis {
 pub enum Fault {
     /// The lease key goes before its time (eviction, `DEL`); the record stays.
     Evict,
-    Restart { keep_data: bool },
+    Restart {
+        keep_data: bool,
+    },
     /// A replica that missed the last write is promoted.
     Failover,
 }
@@ -85,9 +87,7 @@ impl Redis {
             Request::Renew { term } => {
                 Applied::Renew(self.data.renew(sem, now, server, term, TTL_MS))
             }
-            Request::Release { term } => {
-                Applied::Release(self.data.release(sem, now, term, false))
-            }
+            Request::Release { term } => Applied::Release(self.data.release(sem, now, term, false)),
         };
         if self.before_last_write.is_some() && self.data != before {
             self.before_last_write = Some(before);
@@ -102,9 +102,7 @@ impl Redis {
 
     pub fn can(&self, config: &Config, time: u16, fault: Fault) -> bool {
         match fault {
-            Fault::Evict => {
-                self.evictions < config.evictions && self.live_term(time).is_some()
-            }
+            Fault::Evict => self.evictions < config.evictions && self.live_term(time).is_some(),
             Fault::Restart { keep_data: true } => {
                 self.restarts_keeping_data < config.restarts_keeping_data
             }

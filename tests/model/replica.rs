@@ -26,9 +26,13 @@ pub struct Lead {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
-    Follower { next_try: BootInstant },
+    Follower {
+        next_try: BootInstant,
+    },
     /// An acquire in flight, sent at that instant.
-    Acquiring { sent_at: BootInstant },
+    Acquiring {
+        sent_at: BootInstant,
+    },
     Leader(Lead),
     /// Its terms are used up: out of the election.
     Done,
@@ -201,13 +205,8 @@ impl Replica {
             }
             Some(RenewReply::NotOurs) => Err(StepDownReason::Lost),
             None => {
-                lead.next_renew = decide::retry_after_failure(
-                    sent_at,
-                    now,
-                    &t,
-                    lead.valid_until,
-                    lead.renew_by,
-                );
+                lead.next_renew =
+                    decide::retry_after_failure(sent_at, now, &t, lead.valid_until, lead.renew_by);
                 Ok(())
             }
         }

@@ -287,7 +287,9 @@ impl Model for System {
                     s.step_down(n as usize, reason, c.max_terms);
                 }
             }
-            Action::WorkFails(n) => s.step_down(n as usize, StepDownReason::WorkFailed, c.max_terms),
+            Action::WorkFails(n) => {
+                s.step_down(n as usize, StepDownReason::WorkFailed, c.max_terms)
+            }
             Action::Deliver(msg) => {
                 if !s.take(&msg) {
                     return None;
