@@ -9,7 +9,7 @@ use crate::lease::Retry;
 
 /// What the watchdog does when it wakes up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WatchdogStep {
+pub enum WatchdogStep {
     /// Stop leading now, without another renewal.
     StepDown(StepDownReason),
     /// Send one renewal, and give up on it after `timeout`.
@@ -23,7 +23,7 @@ pub(crate) enum WatchdogStep {
 /// A deadline that has passed wins over a renewal: after a pause the watchdog must not even try,
 /// since a renewal cannot prove anything about the time already lost. A renewal is bounded by
 /// the first deadline and by `attempt_timeout`.
-pub(crate) fn watchdog_step(
+pub fn watchdog_step(
     now: BootInstant,
     valid_until: BootInstant,
     renew_by: BootInstant,
@@ -48,7 +48,7 @@ const MIN_RETRY_PAUSE: Duration = Duration::from_millis(10);
 /// attempts start at most once per retry period (an attempt that timed out already waited),
 /// never sooner than a short pause from `now`, and never after either deadline, so that it
 /// steps down on time.
-pub(crate) fn retry_after_failure(
+pub fn retry_after_failure(
     attempt_started: BootInstant,
     now: BootInstant,
     timing: &Timing,
@@ -64,7 +64,7 @@ pub(crate) fn retry_after_failure(
 
 /// What a follower learnt from its last try, reduced to what decides its wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Seen {
+pub enum Seen {
     /// Held, with this much TTL left (`None`: the key has no TTL).
     Held(Option<Duration>),
     /// Redis is cooling down after data loss for this long.
@@ -74,7 +74,7 @@ pub(crate) enum Seen {
 }
 
 /// The longest a misconfigured Redis (wrong password, missing permission) is left alone.
-pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(30);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Redis expires a key when its clock is *past* the expiry millisecond; try just after.
 const EXPIRY_SLACK: Duration = Duration::from_millis(1);
@@ -90,12 +90,7 @@ const EXPIRY_SLACK: Duration = Duration::from_millis(1);
 /// - Cooling down: until the cooldown ends; nothing can succeed before.
 /// - A passing failure: the retry period with jitter; a configuration fault: exponential
 ///   back-off from the retry period up to [`MAX_BACKOFF`].
-pub(crate) fn follower_wait(
-    seen: Seen,
-    subscribed: bool,
-    timing: &Timing,
-    jitter: f64,
-) -> Duration {
+pub fn follower_wait(seen: Seen, subscribed: bool, timing: &Timing, jitter: f64) -> Duration {
     let jitter = jitter.clamp(0.0, 1.0);
     // client-go's JitterUntil with factor 1.2: [retry period, 2.2 × retry period).
     let fallback = timing.retry_period + timing.retry_period.mul_f64(1.2 * jitter);
@@ -130,7 +125,7 @@ pub(crate) fn follower_wait(
 /// would otherwise make the replicas cycle acquire → release as fast as Redis answers. Work that
 /// returns on its own hands over on purpose (a rotation, a library user's choice) and is not
 /// paced.
-pub(crate) fn is_short_term(reason: StepDownReason, lasted: Duration, timing: &Timing) -> bool {
+pub fn is_short_term(reason: StepDownReason, lasted: Duration, timing: &Timing) -> bool {
     matches!(
         reason,
         StepDownReason::WorkFailed | StepDownReason::WorkPanicked
@@ -140,7 +135,7 @@ pub(crate) fn is_short_term(reason: StepDownReason, lasted: Duration, timing: &T
 /// The pause before contending again after a term, given how many short terms in a row have
 /// ended so far (this one included): none after a term that was not short, else the retry
 /// period, doubling with each repeat up to [`MAX_BACKOFF`].
-pub(crate) fn pause_after_term(short_terms_in_a_row: u32, timing: &Timing) -> Duration {
+pub fn pause_after_term(short_terms_in_a_row: u32, timing: &Timing) -> Duration {
     if short_terms_in_a_row == 0 {
         return Duration::ZERO;
     }
@@ -150,12 +145,19 @@ pub(crate) fn pause_after_term(short_terms_in_a_row: u32, timing: &Timing) -> Du
         .min(MAX_BACKOFF.max(timing.retry_period))
 }
 
+/// The guard's comparison: whether a term whose validity deadline is `valid_until` may still act
+/// at `now` (strictly before the deadline). [`Leadership::check`](super::Leadership::check)
+/// refuses exactly when this is false, or when the term was revoked.
+pub fn within_validity(now: BootInstant, valid_until: BootInstant) -> bool {
+    now < valid_until
+}
+
 /// client-go's observed-time rule, for what the server cannot see (a lease key that vanished
 /// together with its record, or a forward step of the Redis host's clock): a holder seen with
 /// `remaining` TTL at instant `seen_at` keeps its term until `seen_at + remaining` as far as
 /// this follower is concerned. Whether, at `now`, the observation still stands (and goes with
 /// the next acquire): not once it ran out, nor once the holder announced its release.
-pub(crate) fn observation_stands(
+pub fn observation_stands(
     now: BootInstant,
     observed_until: BootInstant,
     release_announced: bool,
@@ -336,6 +338,13 @@ mod tests {
                 "now={now} until={until} announced={announced}"
             );
         }
+    }
+
+    #[test]
+    fn the_guard_refuses_from_the_deadline_on() {
+        assert!(within_validity(at(2_999), at(3_000)));
+        assert!(!within_validity(at(3_000), at(3_000)));
+        assert!(!within_validity(at(3_001), at(3_000)));
     }
 
     #[test]

@@ -126,7 +126,7 @@ impl Leadership {
         }
         let now = self.inner.clock.now();
         let deadline = self.valid_until();
-        if now >= deadline {
+        if !super::decide::within_validity(now, deadline) {
             return Err(NotLeader::ValidityDeadlinePassed {
                 lease: self.inner.lease.clone(),
                 token: self.inner.token,

@@ -11,7 +11,11 @@
 //! Here: the elector, its options and its run loop. The follower's side is in `follow.rs`, one
 //! term as leader in `lead.rs`, their decisions in `decide.rs` (pure, table-tested).
 
-mod decide;
+/// The pure core: the elector's decisions as functions of time and of what Redis said. Public
+/// (and hidden from the docs) only so that the model checker in `tests/model` calls the very
+/// functions the elector calls; not a stable API.
+#[doc(hidden)]
+pub mod decide;
 mod eviction;
 mod follow;
 mod gate;

@@ -62,7 +62,7 @@ impl StepDownReason {
     }
 
     /// Whether the lease may still be ours, so that releasing it is worth a call.
-    pub(crate) fn may_still_hold(self) -> bool {
+    pub fn may_still_hold(self) -> bool {
         self != StepDownReason::Lost
     }
 }

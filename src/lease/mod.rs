@@ -36,6 +36,8 @@ pub use outcome::{
 };
 pub use pubsub::{Release, ReleaseSubscription};
 use reply::{int, millis, parse_acquire, parse_observe, protocol, text};
+#[doc(hidden)]
+pub use scripts::source as script_source;
 use scripts::{ACQUIRE_SCRIPT, OBSERVE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
 pub use target::TlsFiles;
 use target::{Access, Target};

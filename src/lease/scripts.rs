@@ -224,8 +224,11 @@ fn body(op: &str) -> Option<&'static str> {
     }
 }
 
-/// The full source of the script behind primitive `op`: the record prelude, then the body.
-fn source(op: &str) -> Option<String> {
+/// The full source of the script behind primitive `op` (`acquire`, `renew`, `release`,
+/// `observe`): the record prelude, then the body. Public (hidden from the docs) for the
+/// differential test of the model's mirror of these scripts; not a stable API.
+#[doc(hidden)]
+pub fn source(op: &str) -> Option<String> {
     Some(format!("{RECORD}{}", body(op)?))
 }
 

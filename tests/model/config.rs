@@ -1,0 +1,109 @@
+//! What one run of the model explores: how many replicas and terms, how far time goes, which
+//! faults and how many, and which protocol (the current one or a pre-fix one).
+
+use std::time::Duration;
+
+use leasehold::clock::BootInstant;
+use leasehold::elector::Timing;
+
+use crate::mirror::Semantics;
+
+/// One model tick is one second of every clock.
+pub const TICK_MS: u64 = 1_000;
+
+/// The timing the replicas run, in whole ticks: 5 s lease, 4 s renew deadline, 3 s retry
+/// period, and a drift factor of 0.2, so that the drift margin (1.002 s) covers a replica clock
+/// that falls one tick behind Redis's within a lease duration (see [`Config::max_lag`]). It
+/// passes the same validation the binary applies to its flags.
+pub fn timing() -> Timing {
+    Timing {
+        lease_duration: Duration::from_secs(5),
+        renew_deadline: Duration::from_secs(4),
+        retry_period: Duration::from_secs(3),
+        drift_factor: 0.2,
+    }
+}
+
+/// The boot-clock instant of local tick `tick`.
+pub fn instant(tick: u16) -> BootInstant {
+    BootInstant::from_since_boot(Duration::from_millis(u64::from(tick) * TICK_MS))
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub replicas: u8,
+    /// Terms a replica may begin; after its last one it stops contending.
+    pub max_terms: u8,
+    /// Ticks of model time.
+    pub horizon: u16,
+    /// Lease keys evicted (or deleted, or gone early) while Redis keeps its other keys.
+    pub evictions: u8,
+    /// Redis restarts that keep the data (the run id changes).
+    pub restarts_keeping_data: u8,
+    /// Redis restarts that lose every key.
+    pub restarts_losing_data: u8,
+    /// Failovers to a replica that missed the last write.
+    pub failovers: u8,
+    /// Ticks one replica's clock may fall behind Redis's (at most one per lease duration).
+    pub max_lag: u8,
+    /// Messages that may stay in flight across a tick (delayed, reordered, late).
+    pub max_delayed: u8,
+    /// Whether the leader's work may fail (a short term, then the pause after it).
+    pub work_failures: bool,
+    /// Liveness runs: every replica acts as soon as it is due and the network delivers within
+    /// the tick (no pauses, no delays, no loss); faults only before `faults_until`.
+    pub eager: bool,
+    pub faults_until: u16,
+    pub sem: Semantics,
+}
+
+impl Config {
+    /// The configuration `cargo test` checks: 2 replicas, 2 terms each, one of each fault.
+    pub fn ci() -> Config {
+        Config {
+            replicas: 2,
+            max_terms: 2,
+            horizon: 5,
+            evictions: 1,
+            restarts_keeping_data: 0,
+            restarts_losing_data: 1,
+            failovers: 0,
+            max_lag: 1,
+            max_delayed: 1,
+            work_failures: false,
+            eager: false,
+            faults_until: u16::MAX,
+            sem: Semantics::default(),
+        }
+    }
+
+    /// The longer configuration behind `LEASEHOLD_MODEL_FULL=1`: 3 replicas, every fault.
+    pub fn full() -> Config {
+        Config {
+            replicas: 3,
+            horizon: 5,
+            restarts_keeping_data: 1,
+            failovers: 1,
+            max_delayed: 2,
+            work_failures: true,
+            ..Config::ci()
+        }
+    }
+
+    /// Liveness: faults early, then a fair, fault-free stretch long enough for a cooldown
+    /// (one lease duration) and an acquire.
+    pub fn liveness() -> Config {
+        Config {
+            max_terms: 3,
+            horizon: 16,
+            max_lag: 0,
+            max_delayed: 0,
+            work_failures: false,
+            eager: true,
+            faults_until: 4,
+            failovers: 1,
+            restarts_keeping_data: 1,
+            ..Config::ci()
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! The Rust mirror of the lease's Lua scripts (`src/lease/scripts.rs`): acquire, renew,
+//! release and observe applied to one Redis dataset, step for step as the Lua does. The model
+//! checker runs these; the `lua_mirror` test target runs them side by side with the real
+//! scripts on a real redis-server and compares replies and keys.
+//!
+//! Units are the scripts' own: the clock and the record's instants in microseconds (`TIME`),
+//! TTLs in milliseconds, key expiry on the millisecond (a key lives while `now_ms < expiry`).
+
+/// One term: the lease's value `<owner>#<token>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Term {
+    /// The replica (its owner id is [`owner_id`]).
+    pub owner: u8,
+    /// The fencing token of the term.
+    pub token: u64,
+}
+
+/// The owner id of replica `owner`, as the scripts see it.
+pub fn owner_id(owner: u8) -> String {
+    format!("o{owner}")
+}
+
+impl Term {
+    /// The term value stored in the lease key.
+    pub fn value(&self) -> String {
+        format!("{}#{}", owner_id(self.owner), self.token)
+    }
+
+    /// Parses a term value written by [`Term::value`].
+    pub fn parse(value: &str) -> Option<Term> {
+        let (owner, token) = value.strip_prefix('o')?.split_once('#')?;
+        Some(Term {
+            owner: owner.parse().ok()?,
+            token: token.parse().ok()?,
+        })
+    }
+}
+
+/// The state record (no TTL): `<server> <cooldown_until_us> <term> <term_until_us>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Record {
+    /// Identity of the Redis process and dataset that wrote it.
+    pub server: u8,
+    pub cool_until_us: u64,
+    pub term: Option<Term>,
+    pub term_until_us: u64,
+}
+
+/// The lease's three keys in one Redis dataset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Data {
+    /// The lease key: its term and its expiry in ms on Redis's clock.
+    pub lease: Option<(Term, u64)>,
+    pub fence: Option<u64>,
+    pub record: Option<Record>,
+}
+
+/// Which protocol the mirror runs: the current one, or a pre-fix one for the negative controls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Semantics {
+    /// Before the fix of the late-release defect: renew and release compare the owner id only
+    /// (the lease value identified the process, not the term).
+    pub compare_owner_only: bool,
+    /// Before the state record kept the term: acquire looks at the lease key only and renew
+    /// cannot put back a vanished key (the record is only the data-loss marker).
+    pub record_without_term: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Source {
+    Key,
+    Record,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AcquireReply {
+    Acquired {
+        token: u64,
+    },
+    /// `pttl_ms` is -2 for a record term that only this follower's observation keeps.
+    Held {
+        term: Term,
+        pttl_ms: i64,
+        source: Source,
+    },
+    Cooldown {
+        remaining_ms: u64,
+        started: bool,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RenewReply {
+    NotOurs = 0,
+    Held = 1,
+    Repaired = 2,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ObserveReply {
+    pub holder: Option<Term>,
+    pub pttl_ms: i64,
+    pub fence: Option<u64>,
+    /// Milliseconds left, 0 for none, -1 when the next acquire would start one.
+    pub cooldown_ms: i64,
+    pub source: Source,
+}
+
+fn ceil_ms(us: u64) -> u64 {
+    us.div_ceil(1000)
+}
+
+impl Data {
+    /// The lease key, if it has not expired at `now_us`.
+    pub fn live_lease(&self, now_us: u64) -> Option<(Term, u64)> {
+        self.lease
+            .filter(|(_, expiry_ms)| now_us / 1000 < *expiry_ms)
+    }
+
+    fn pttl(&self, now_us: u64) -> i64 {
+        match self.live_lease(now_us) {
+            Some((_, expiry_ms)) => expiry_ms as i64 - (now_us / 1000) as i64,
+            None => -2,
+        }
+    }
+
+    fn set_lease(&mut self, term: Term, now_us: u64, ttl_ms: u64) {
+        self.lease = Some((term, now_us / 1000 + ttl_ms));
+    }
+
+    /// The acquire script. `cool` is ARGV[3] (`1`), `observed` ARGV[4].
+    #[allow(clippy::too_many_arguments)]
+    pub fn acquire(
+        &mut self,
+        sem: Semantics,
+        now_us: u64,
+        server: u8,
+        owner: u8,
+        ttl_ms: u64,
+        cool: bool,
+        observed: Option<Term>,
+    ) -> AcquireReply {
+        self.lease = self.live_lease(now_us);
+        let mut record = match self.record {
+            Some(r) if r.server == server => {
+                if r.cool_until_us > now_us {
+                    return AcquireReply::Cooldown {
+                        remaining_ms: ceil_ms(r.cool_until_us - now_us),
+                        started: false,
+                    };
+                }
+                r
+            }
+            found => {
+                let mut r = found.unwrap_or(Record {
+                    server,
+                    cool_until_us: 0,
+                    term: None,
+                    term_until_us: 0,
+                });
+                if found.is_none() && observed.is_some() {
+                    r.term = observed;
+                }
+                r.server = server;
+                r.cool_until_us = if cool { now_us + ttl_ms * 1000 } else { now_us };
+                self.record = Some(r);
+                if cool {
+                    return AcquireReply::Cooldown {
+                        remaining_ms: ttl_ms,
+                        started: true,
+                    };
+                }
+                r
+            }
+        };
+        let current = self.live_lease(now_us).map(|(t, _)| t);
+        if let Some(term) = current.filter(|t| t.owner != owner) {
+            return AcquireReply::Held {
+                term,
+                pttl_ms: self.pttl(now_us),
+                source: Source::Key,
+            };
+        }
+        if !sem.record_without_term
+            && current.is_none()
+            && let Some(term) = record.term.filter(|t| t.owner != owner)
+        {
+            if record.term_until_us > now_us {
+                return AcquireReply::Held {
+                    term,
+                    pttl_ms: ceil_ms(record.term_until_us - now_us) as i64,
+                    source: Source::Record,
+                };
+            } else if Some(term) == observed {
+                return AcquireReply::Held {
+                    term,
+                    pttl_ms: -2,
+                    source: Source::Record,
+                };
+            }
+        }
+        let fence = self.fence.filter(|n| *n >= now_us).unwrap_or(now_us);
+        let token = fence + 1;
+        self.fence = Some(token);
+        let term = Term { owner, token };
+        self.set_lease(term, now_us, ttl_ms);
+        record.term = Some(term);
+        record.term_until_us = now_us + ttl_ms * 1000;
+        self.record = Some(record);
+        AcquireReply::Acquired { token }
+    }
+
+    /// Whether a stored term answers to the term (or owner) a message carries.
+    fn matches(sem: Semantics, stored: Term, sent: Term, any: bool) -> bool {
+        if any || sem.compare_owner_only {
+            stored.owner == sent.owner
+        } else {
+            stored == sent
+        }
+    }
+
+    /// The renew script.
+    pub fn renew(
+        &mut self,
+        sem: Semantics,
+        now_us: u64,
+        server: u8,
+        term: Term,
+        ttl_ms: u64,
+    ) -> RenewReply {
+        self.lease = self.live_lease(now_us);
+        let current = self.lease.map(|(t, _)| t);
+        if current.is_some_and(|c| Self::matches(sem, c, term, false)) {
+            let held = current.unwrap_or(term);
+            self.set_lease(held, now_us, ttl_ms);
+            if let Some(r) = &mut self.record {
+                // The script writes the term it was sent (the same value unless pre-fix).
+                r.term = Some(term);
+                r.term_until_us = now_us + ttl_ms * 1000;
+            }
+            return RenewReply::Held;
+        }
+        if sem.record_without_term {
+            return RenewReply::NotOurs;
+        }
+        if let Some(r) = &mut self.record
+            && current.is_none()
+            && r.term == Some(term)
+            && r.server == server
+        {
+            r.term_until_us = now_us + ttl_ms * 1000;
+            self.set_lease(term, now_us, ttl_ms);
+            return RenewReply::Repaired;
+        }
+        RenewReply::NotOurs
+    }
+
+    /// The release script; `any` is ARGV[3] `any` (every term of the owner). Returns the
+    /// released term (the one announced on the channel), `None` for reply 0.
+    pub fn release(&mut self, sem: Semantics, now_us: u64, term: Term, any: bool) -> Option<Term> {
+        self.lease = self.live_lease(now_us);
+        let current = self.lease.map(|(t, _)| t);
+        let mut released = None;
+        if let Some(c) = current.filter(|c| Self::matches(sem, *c, term, any)) {
+            self.lease = None;
+            released = Some(c);
+        }
+        if let Some(r) = &mut self.record
+            && let Some(t) = r.term
+            && Self::matches(sem, t, term, any)
+            && (released.is_some() || current.is_none())
+        {
+            released = released.or(Some(t));
+            r.term = None;
+            r.term_until_us = 0;
+        }
+        released
+    }
+
+    /// The observe script (read-only).
+    pub fn observe(&self, now_us: u64, server: u8) -> ObserveReply {
+        let mut holder = self.live_lease(now_us).map(|(t, _)| t);
+        let mut pttl_ms = self.pttl(now_us);
+        let mut source = Source::Key;
+        let mut cooldown_ms = -1;
+        if let Some(r) = self.record.filter(|r| r.server == server) {
+            cooldown_ms = 0;
+            if r.cool_until_us > now_us {
+                cooldown_ms = ceil_ms(r.cool_until_us - now_us) as i64;
+            }
+        }
+        if holder.is_none()
+            && let Some(r) = self.record
+            && let Some(t) = r.term
+            && r.term_until_us > now_us
+        {
+            holder = Some(t);
+            pttl_ms = ceil_ms(r.term_until_us - now_us) as i64;
+            source = Source::Record;
+        }
+        ObserveReply {
+            holder,
+            pttl_ms,
+            fence: self.fence,
+            cooldown_ms,
+            source,
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! Redis in the model: one dataset that the mirrored scripts change atomically, the identity
+//! of the process answering (changed by every restart and failover), its clock (the model's
+//! time), and the faults it suffers.
+
+use crate::config::{Config, TICK_MS};
+use crate::mirror::{AcquireReply, Data, Record, RenewReply, Semantics, Term};
+use crate::replica::Request;
+
+/// The lease duration in milliseconds, as the replicas send it.
+const TTL_MS: u64 = 5 * TICK_MS;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Redis {
+    pub data: Data,
+    /// Stands for `run_id/master_replid`.
+    pub server: u8,
+    /// The dataset before the last write: what an asynchronous replica that missed that write
+    /// holds (kept only when failovers are in the configuration).
+    pub before_last_write: Option<Data>,
+    pub evictions: u8,
+    pub restarts_keeping_data: u8,
+    pub restarts_losing_data: u8,
+    pub failovers: u8,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Fault {
+    /// The lease key goes before its time (eviction, `DEL`); the record stays.
+    Evict,
+    Restart {
+        keep_data: bool,
+    },
+    /// A replica that missed the last write is promoted.
+    Failover,
+}
+
+/// What a script did, as the replies and the checks need it.
+pub enum Applied {
+    Acquire(AcquireReply),
+    Renew(RenewReply),
+    /// The term a release announced on the channel.
+    Release(Option<Term>),
+}
+
+impl Redis {
+    pub fn new(config: &Config) -> Redis {
+        // A Redis that the lease has used before: the record is there and its cooldown over
+        // (a new Redis starts with a cooldown of one lease duration, which only lengthens every
+        // run; restarts and failovers in the model reach that case).
+        let data = Data {
+            lease: None,
+            fence: None,
+            record: Some(Record {
+                server: 0,
+                cool_until_us: 0,
+                term: None,
+                term_until_us: 0,
+            }),
+        };
+        Redis {
+            data,
+            server: 0,
+            before_last_write: (config.failovers > 0).then_some(data),
+            evictions: 0,
+            restarts_keeping_data: 0,
+            restarts_losing_data: 0,
+            failovers: 0,
+        }
+    }
+
+    fn now_us(time: u16) -> u64 {
+        u64::from(time) * TICK_MS * 1000
+    }
+
+    /// Runs the script behind `request` from replica `from` at model time `time`.
+    pub fn apply(&mut self, sem: Semantics, time: u16, from: u8, request: Request) -> Applied {
+        let now = Self::now_us(time);
+        // An expired key is gone for every script (Redis expires on access).
+        self.data.lease = self.data.live_lease(now);
+        let before = self.data;
+        let server = self.server;
+        let applied = match request {
+            Request::Acquire { observed } => Applied::Acquire(
+                self.data
+                    .acquire(sem, now, server, from, TTL_MS, true, observed),
+            ),
+            Request::Renew { term } => {
+                Applied::Renew(self.data.renew(sem, now, server, term, TTL_MS))
+            }
+            Request::Release { term } => Applied::Release(self.data.release(sem, now, term, false)),
+        };
+        if self.before_last_write.is_some() && self.data != before {
+            self.before_last_write = Some(before);
+        }
+        applied
+    }
+
+    /// The lease key if it is still alive at `time`.
+    pub fn live_term(&self, time: u16) -> Option<Term> {
+        self.data.live_lease(Self::now_us(time)).map(|(t, _)| t)
+    }
+
+    pub fn can(&self, config: &Config, time: u16, fault: Fault) -> bool {
+        match fault {
+            Fault::Evict => self.evictions < config.evictions && self.live_term(time).is_some(),
+            Fault::Restart { keep_data: true } => {
+                self.restarts_keeping_data < config.restarts_keeping_data
+            }
+            Fault::Restart { keep_data: false } => {
+                self.restarts_losing_data < config.restarts_losing_data
+            }
+            Fault::Failover => {
+                self.failovers < config.failovers && self.before_last_write != Some(self.data)
+            }
+        }
+    }
+
+    pub fn suffer(&mut self, fault: Fault) {
+        match fault {
+            Fault::Evict => {
+                self.evictions += 1;
+                self.data.lease = None;
+            }
+            Fault::Restart { keep_data } => {
+                if keep_data {
+                    self.restarts_keeping_data += 1;
+                } else {
+                    self.restarts_losing_data += 1;
+                    self.data = Data::default();
+                }
+                self.server += 1;
+            }
+            Fault::Failover => {
+                self.failovers += 1;
+                if let Some(older) = self.before_last_write {
+                    self.data = older;
+                }
+                self.server += 1;
+            }
+        }
+        if self.before_last_write.is_some() {
+            self.before_last_write = Some(self.data);
+        }
+    }
+}
+
+/// Whether a renewal or release carrying `sent` changed the state of another term: the lease
+/// key or the record named a different term before, and the script changed it.
+pub fn touched_another_term(before: &Data, after: &Data, sent: Term) -> bool {
+    let key_changed = before.lease != after.lease;
+    let key_other = before.lease.is_some_and(|(t, _)| t != sent);
+    let record_term = |d: &Data| d.record.map(|r| (r.term, r.term_until_us));
+    let record_changed = record_term(before) != record_term(after);
+    let record_other = before
+        .record
+        .and_then(|r| r.term)
+        .is_some_and(|t| t != sent);
+    (key_changed && key_other) || (record_changed && record_other)
+}

@@ -1,0 +1,262 @@
+//! One replica of the model: the elector's follower and leader loops reduced to their steps,
+//! each step deciding by calling leasehold's own pure decisions (`elector::decide`), never a
+//! copy of them.
+
+use std::time::Duration;
+
+use leasehold::clock::BootInstant;
+use leasehold::elector::StepDownReason;
+use leasehold::elector::decide::{self, Seen, WatchdogStep};
+use leasehold::lease::Retry;
+
+use crate::config::{instant, timing};
+use crate::mirror::{AcquireReply, RenewReply, Term};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Lead {
+    pub term: Term,
+    /// The instant just before the winning acquire was sent.
+    pub acquired_at: BootInstant,
+    pub valid_until: BootInstant,
+    pub renew_by: BootInstant,
+    pub next_renew: BootInstant,
+    /// A renewal in flight: when it was sent and how long the watchdog waits for it.
+    pub renewing: Option<(BootInstant, Duration)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    Follower {
+        next_try: BootInstant,
+    },
+    /// An acquire in flight, sent at that instant.
+    Acquiring {
+        sent_at: BootInstant,
+    },
+    Leader(Lead),
+    /// Its terms are used up: out of the election.
+    Done,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Replica {
+    pub id: u8,
+    /// Ticks its clock is behind the model's (clock-rate difference).
+    pub lag: u8,
+    pub terms: u8,
+    pub role: Role,
+    /// client-go's observed-time rule: the holder seen last and until when it keeps its term.
+    pub observed: Option<(Term, BootInstant)>,
+    pub announced: bool,
+    pub short_terms: u32,
+}
+
+/// What a replica sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Request {
+    Acquire { observed: Option<Term> },
+    Renew { term: Term },
+    Release { term: Term },
+}
+
+impl Replica {
+    pub fn new(id: u8) -> Replica {
+        Replica {
+            id,
+            lag: 0,
+            terms: 0,
+            role: Role::Follower {
+                next_try: instant(0),
+            },
+            observed: None,
+            announced: false,
+            short_terms: 0,
+        }
+    }
+
+    /// The replica's boot clock at model time `time`.
+    pub fn now(&self, time: u16) -> BootInstant {
+        instant(time - u16::from(self.lag))
+    }
+
+    /// The guard `Leadership::check()` as a predicate: a term not stepped down whose validity
+    /// deadline has not passed on this replica's clock.
+    pub fn check_passes(&self, time: u16) -> bool {
+        match self.role {
+            Role::Leader(lead) => decide::within_validity(self.now(time), lead.valid_until),
+            _ => false,
+        }
+    }
+
+    /// The follower loop's top: drop an observation that ran out or whose release was
+    /// announced, then send an acquire carrying the one that stands.
+    pub fn try_acquire(&mut self, now: BootInstant) -> Request {
+        if let Some((_, until)) = self.observed
+            && !decide::observation_stands(now, until, self.announced)
+        {
+            self.observed = None;
+        }
+        self.announced = false;
+        self.role = Role::Acquiring { sent_at: now };
+        Request::Acquire {
+            observed: self.observed.map(|(term, _)| term),
+        }
+    }
+
+    fn follow_after(&mut self, now: BootInstant, seen: Seen) {
+        // Subscribed to the release channel; jitter at its low end (the model has no chance).
+        let wait = decide::follower_wait(seen, true, &timing(), 0.0);
+        self.role = Role::Follower {
+            next_try: now.saturating_add(wait),
+        };
+    }
+
+    /// The acquire's reply, or its timeout (`None`).
+    pub fn acquired(&mut self, now: BootInstant, reply: Option<AcquireReply>) {
+        let Role::Acquiring { sent_at } = self.role else {
+            return;
+        };
+        let t = timing();
+        let seen = match reply {
+            Some(AcquireReply::Acquired { token }) => {
+                self.terms += 1;
+                self.role = Role::Leader(Lead {
+                    term: Term {
+                        owner: self.id,
+                        token,
+                    },
+                    acquired_at: sent_at,
+                    valid_until: sent_at.saturating_add(t.validity()),
+                    renew_by: sent_at.saturating_add(t.renew_deadline),
+                    next_renew: sent_at.saturating_add(t.retry_period),
+                    renewing: None,
+                });
+                self.observed = None;
+                return;
+            }
+            Some(AcquireReply::Held { term, pttl_ms, .. }) => {
+                let remaining = u64::try_from(pttl_ms).ok().map(Duration::from_millis);
+                if let Some(left) = remaining {
+                    self.observed = Some((term, now.saturating_add(left)));
+                }
+                Seen::Held(remaining)
+            }
+            Some(AcquireReply::Cooldown { remaining_ms, .. }) => {
+                Seen::CoolingDown(Duration::from_millis(remaining_ms))
+            }
+            None => Seen::Failed {
+                retry: Retry::Soon,
+                failures: 1,
+            },
+        };
+        self.follow_after(now, seen);
+    }
+
+    /// A release of `term` announced on the channel: a waiting follower wakes at once.
+    pub fn release_announced(&mut self, now: BootInstant, term: Term) {
+        if let Role::Follower { .. } = self.role {
+            self.announced = self.observed.is_some_and(|(seen, _)| seen == term);
+            self.role = Role::Follower { next_try: now };
+        }
+    }
+
+    /// The watchdog wakes: step down (the reason) or send a renewal.
+    pub fn watchdog(&mut self, now: BootInstant) -> Result<Request, StepDownReason> {
+        let Role::Leader(lead) = &mut self.role else {
+            return Err(StepDownReason::Lost);
+        };
+        match decide::watchdog_step(
+            now,
+            lead.valid_until,
+            lead.renew_by,
+            timing().renew_attempt_timeout(),
+        ) {
+            WatchdogStep::StepDown(reason) => Err(reason),
+            WatchdogStep::Renew { timeout } => {
+                lead.renewing = Some((now, timeout));
+                Ok(Request::Renew { term: lead.term })
+            }
+        }
+    }
+
+    /// The renewal's reply, or its timeout (`None`). `Err` carries a step-down.
+    pub fn renewed(
+        &mut self,
+        now: BootInstant,
+        reply: Option<RenewReply>,
+    ) -> Result<(), StepDownReason> {
+        let Role::Leader(lead) = &mut self.role else {
+            return Ok(());
+        };
+        let Some((sent_at, _)) = lead.renewing.take() else {
+            return Ok(());
+        };
+        let t = timing();
+        match reply {
+            Some(RenewReply::Held | RenewReply::Repaired) => {
+                let extended = sent_at.saturating_add(t.validity());
+                if now >= extended {
+                    return Err(StepDownReason::ValidityDeadlinePassed);
+                }
+                lead.valid_until = extended;
+                lead.renew_by = sent_at.saturating_add(t.renew_deadline);
+                lead.next_renew = sent_at.saturating_add(t.retry_period);
+                Ok(())
+            }
+            Some(RenewReply::NotOurs) => Err(StepDownReason::Lost),
+            None => {
+                lead.next_renew =
+                    decide::retry_after_failure(sent_at, now, &t, lead.valid_until, lead.renew_by);
+                Ok(())
+            }
+        }
+    }
+
+    /// Step-down: the guard refuses from here on; the release to send, if any. The replica
+    /// contends again after the pause that term pacing asks for, or leaves when its terms
+    /// are used up.
+    pub fn step_down(
+        &mut self,
+        now: BootInstant,
+        reason: StepDownReason,
+        max_terms: u8,
+    ) -> Option<Request> {
+        let Role::Leader(lead) = self.role else {
+            return None;
+        };
+        let t = timing();
+        let lasted = now.saturating_duration_since(lead.acquired_at);
+        self.short_terms = if decide::is_short_term(reason, lasted, &t) {
+            self.short_terms + 1
+        } else {
+            0
+        };
+        let pause = decide::pause_after_term(self.short_terms, &t);
+        self.observed = None;
+        self.announced = false;
+        self.role = if self.terms >= max_terms {
+            Role::Done
+        } else {
+            Role::Follower {
+                next_try: now.saturating_add(pause),
+            }
+        };
+        reason
+            .may_still_hold()
+            .then_some(Request::Release { term: lead.term })
+    }
+
+    /// Whether a step of this replica is due at `now` (eager runs let no tick pass then).
+    pub fn due(&self, now: BootInstant, max_terms: u8) -> bool {
+        let t = timing();
+        match self.role {
+            Role::Follower { next_try } => self.terms < max_terms && now >= next_try,
+            Role::Acquiring { sent_at } => now >= sent_at.saturating_add(t.acquire_timeout()),
+            Role::Leader(lead) => match lead.renewing {
+                Some((sent, timeout)) => now >= sent.saturating_add(timeout),
+                None => now >= lead.next_renew,
+            },
+            Role::Done => false,
+        }
+    }
+}

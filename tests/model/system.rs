@@ -1,0 +1,330 @@
+//! The whole system as a stateright model: replicas, Redis, the network between them, the
+//! clocks, and the faults; with the properties that the checker verifies on every state.
+
+use stateright::{Model, Property};
+
+use crate::config::Config;
+use crate::mirror::{AcquireReply, RenewReply};
+use crate::redis::{Applied, Fault, Redis, touched_another_term};
+use crate::replica::{Replica, Request, Role};
+use leasehold::clock::BootInstant;
+use leasehold::elector::StepDownReason;
+
+/// A message in flight. Requests carry the instant their attempt was sent, so that a reply
+/// finds the attempt it answers (or nothing, when the sender gave up on it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Msg {
+    ToRedis {
+        from: u8,
+        sent_at: BootInstant,
+        request: Request,
+    },
+    Acquired {
+        to: u8,
+        sent_at: BootInstant,
+        reply: AcquireReply,
+    },
+    Renewed {
+        to: u8,
+        sent_at: BootInstant,
+        reply: RenewReply,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// One tick of every clock.
+    Tick,
+    /// One tick in which replica `n`'s clock stands still (it runs slow against Redis's).
+    SlowTick(u8),
+    TryAcquire(u8),
+    AcquireTimedOut(u8),
+    Watchdog(u8),
+    RenewTimedOut(u8),
+    WorkFails(u8),
+    Deliver(Msg),
+    Fault(Fault),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    /// Model time in ticks: Redis's clock.
+    pub time: u16,
+    pub replicas: Vec<Replica>,
+    pub redis: Redis,
+    /// Messages in flight, sorted (a multiset: delivery in any order).
+    pub net: Vec<Msg>,
+    /// The highest token granted so far (kept by the model, not by Redis).
+    pub max_token: u64,
+    pub token_regressed: bool,
+    pub stale_write: bool,
+}
+
+pub struct System {
+    pub config: Config,
+}
+
+impl State {
+    fn send(&mut self, msg: Msg) {
+        let at = self.net.binary_search(&msg).unwrap_or_else(|i| i);
+        self.net.insert(at, msg);
+    }
+
+    fn take(&mut self, msg: &Msg) -> bool {
+        match self.net.binary_search(msg) {
+            Ok(i) => {
+                self.net.remove(i);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn request(&mut self, from: u8, sent_at: BootInstant, request: Request) {
+        self.send(Msg::ToRedis {
+            from,
+            sent_at,
+            request,
+        });
+    }
+
+    fn step_down(&mut self, n: usize, reason: StepDownReason, max_terms: u8) {
+        let now = self.replicas[n].now(self.time);
+        if let Some(release) = self.replicas[n].step_down(now, reason, max_terms) {
+            self.request(n as u8, now, release);
+        }
+    }
+
+    /// Replicas whose guard would pass at this instant.
+    pub fn passing(&self) -> Vec<u8> {
+        self.replicas
+            .iter()
+            .filter(|r| r.check_passes(self.time))
+            .map(|r| r.id)
+            .collect()
+    }
+
+    fn deliver(&mut self, config: &Config, msg: Msg) {
+        match msg {
+            Msg::ToRedis {
+                from,
+                sent_at,
+                request,
+            } => {
+                let before = self.redis.data;
+                match self.redis.apply(config.sem, self.time, from, request) {
+                    Applied::Acquire(reply) => {
+                        if let AcquireReply::Acquired { token } = reply {
+                            self.token_regressed |= token <= self.max_token;
+                            self.max_token = self.max_token.max(token);
+                        }
+                        let to = from;
+                        self.send(Msg::Acquired { to, sent_at, reply });
+                    }
+                    Applied::Renew(reply) => {
+                        if let Request::Renew { term } = request {
+                            self.stale_write |=
+                                touched_another_term(&before, &self.redis.data, term);
+                        }
+                        let to = from;
+                        self.send(Msg::Renewed { to, sent_at, reply });
+                    }
+                    Applied::Release(released) => {
+                        if let Request::Release { term } = request {
+                            self.stale_write |=
+                                touched_another_term(&before, &self.redis.data, term);
+                        }
+                        // Pub/sub pushes the announcement to the followers as the release
+                        // runs (the model spares the network these messages: a follower that
+                        // hears late just wakes at the holder's TTL, as one that never hears).
+                        if let Some(term) = released {
+                            for to in (0..config.replicas).filter(|to| *to != from) {
+                                let replica = &mut self.replicas[usize::from(to)];
+                                let now = replica.now(self.time);
+                                replica.release_announced(now, term);
+                            }
+                        }
+                    }
+                }
+            }
+            Msg::Acquired { to, sent_at, reply } => {
+                let replica = &mut self.replicas[to as usize];
+                let now = replica.now(self.time);
+                let timeout = crate::config::timing().acquire_timeout();
+                if replica.role == (Role::Acquiring { sent_at })
+                    && now < sent_at.saturating_add(timeout)
+                {
+                    replica.acquired(now, Some(reply));
+                }
+            }
+            Msg::Renewed { to, sent_at, reply } => {
+                let n = to as usize;
+                let replica = &mut self.replicas[n];
+                let now = replica.now(self.time);
+                let waiting = matches!(replica.role, Role::Leader(lead)
+                    if lead.renewing.is_some_and(|(s, timeout)| s == sent_at && now < s.saturating_add(timeout)));
+                if waiting && let Err(reason) = replica.renewed(now, Some(reply)) {
+                    self.step_down(n, reason, config.max_terms);
+                }
+            }
+        }
+    }
+}
+
+impl System {
+    fn faults_allowed(&self, state: &State) -> bool {
+        state.time < self.config.faults_until
+    }
+
+    fn tick_allowed(&self, state: &State) -> bool {
+        let c = &self.config;
+        if state.time >= c.horizon {
+            return false;
+        }
+        if c.eager {
+            // Fair and prompt: nothing in flight, nobody due.
+            return state.net.is_empty()
+                && state
+                    .replicas
+                    .iter()
+                    .all(|r| !r.due(r.now(state.time), c.max_terms));
+        }
+        state.net.len() <= usize::from(c.max_delayed)
+    }
+}
+
+impl Model for System {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        vec![State {
+            time: 0,
+            replicas: (0..self.config.replicas).map(Replica::new).collect(),
+            redis: Redis::new(&self.config),
+            net: Vec::new(),
+            max_token: 0,
+            token_regressed: false,
+            stale_write: false,
+        }]
+    }
+
+    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
+        let c = &self.config;
+        if self.tick_allowed(state) {
+            actions.push(Action::Tick);
+            for r in &state.replicas {
+                if r.lag < c.max_lag && state.time >= 5 * u16::from(r.lag) {
+                    actions.push(Action::SlowTick(r.id));
+                }
+            }
+        }
+        for r in &state.replicas {
+            let now = r.now(state.time);
+            let due = r.due(now, c.max_terms);
+            match r.role {
+                Role::Follower { .. } if due => actions.push(Action::TryAcquire(r.id)),
+                Role::Acquiring { .. } if due => actions.push(Action::AcquireTimedOut(r.id)),
+                Role::Leader(lead) => {
+                    if due && lead.renewing.is_some() {
+                        actions.push(Action::RenewTimedOut(r.id));
+                    } else if due {
+                        actions.push(Action::Watchdog(r.id));
+                    }
+                    if c.work_failures {
+                        actions.push(Action::WorkFails(r.id));
+                    }
+                }
+                _ => {}
+            }
+        }
+        for msg in &state.net {
+            // A lost message is one delivered after the horizon (or never).
+            actions.push(Action::Deliver(*msg));
+        }
+        if self.faults_allowed(state) {
+            for fault in [
+                Fault::Evict,
+                Fault::Restart { keep_data: true },
+                Fault::Restart { keep_data: false },
+                Fault::Failover,
+            ] {
+                if state.redis.can(c, state.time, fault) {
+                    actions.push(Action::Fault(fault));
+                }
+            }
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let c = &self.config;
+        let mut s = last.clone();
+        match action {
+            Action::Tick => s.time += 1,
+            Action::SlowTick(n) => {
+                s.time += 1;
+                s.replicas[n as usize].lag += 1;
+            }
+            Action::TryAcquire(n) => {
+                let now = s.replicas[n as usize].now(s.time);
+                let request = s.replicas[n as usize].try_acquire(now);
+                s.request(n, now, request);
+            }
+            Action::AcquireTimedOut(n) => {
+                let now = s.replicas[n as usize].now(s.time);
+                s.replicas[n as usize].acquired(now, None);
+            }
+            Action::Watchdog(n) => {
+                let now = s.replicas[n as usize].now(s.time);
+                match s.replicas[n as usize].watchdog(now) {
+                    Ok(request) => s.request(n, now, request),
+                    Err(reason) => s.step_down(n as usize, reason, c.max_terms),
+                }
+            }
+            Action::RenewTimedOut(n) => {
+                let now = s.replicas[n as usize].now(s.time);
+                if let Err(reason) = s.replicas[n as usize].renewed(now, None) {
+                    s.step_down(n as usize, reason, c.max_terms);
+                }
+            }
+            Action::WorkFails(n) => {
+                s.step_down(n as usize, StepDownReason::WorkFailed, c.max_terms)
+            }
+            Action::Deliver(msg) => {
+                if !s.take(&msg) {
+                    return None;
+                }
+                s.deliver(c, msg);
+            }
+            Action::Fault(fault) => s.redis.suffer(fault),
+        }
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        let mut properties = vec![
+            Property::<Self>::always("at most one replica's guard passes", |_, s: &State| {
+                s.passing().len() <= 1
+            }),
+            Property::<Self>::always("tokens of successive terms increase", |_, s: &State| {
+                !s.token_regressed
+            }),
+            Property::<Self>::always(
+                "no message of one term changes another term",
+                |_, s: &State| !s.stale_write,
+            ),
+            Property::<Self>::sometimes("a replica leads a second term", |_, s: &State| {
+                s.replicas
+                    .iter()
+                    .any(|r| r.terms >= 2 && matches!(r.role, Role::Leader(_)))
+            }),
+        ];
+        if self.config.eager {
+            properties.push(Property::<Self>::eventually(
+                "a replica leads once faults stop",
+                |m, s: &State| s.time >= m.config.faults_until && !s.passing().is_empty(),
+            ));
+        }
+        properties
+    }
+}
