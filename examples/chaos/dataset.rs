@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::PgCollected;
 use crate::config::{RunConfig, Timing};
 use crate::nemesis::Journal;
 use crate::replica::Incarnation;
@@ -90,6 +91,9 @@ pub struct Dataset {
     pub redis_starts: u32,
     /// The error that cut the run short, if any.
     pub error: Option<String>,
+    /// PostgreSQL's tables, when the run had it.
+    #[serde(default)]
+    pub pg: Option<PgCollected>,
 }
 
 impl Dataset {

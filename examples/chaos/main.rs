@@ -22,6 +22,10 @@
 //! resource.rs   the fenced resource the leaders' commands write to
 //! child.rs      the leader's command (`chaos child`)
 //! nemesis.rs    injects the schedule and keeps the journal
+//! faults.rs     the second generation's faults (eviction, vanish, late delivery, helpers
+//!               of the command, CPU starvation, failing work, dead subscription)
+//! pg.rs         the PostgreSQL server, the second fenced resource
+//! pgwrite.rs    the command's fenced PostgreSQL transaction, and reading the tables back
 //! history.rs    validity windows from the logs
 //! intervals.rs  interval sets
 //! checker.rs    the safety checks
@@ -42,7 +46,11 @@ mod dataset;
 mod failover;
 mod history;
 mod intervals;
+mod faults;
 mod nemesis;
+mod pg;
+#[cfg(feature = "fence-postgres")]
+mod pgwrite;
 mod procs;
 mod proxy;
 mod redis;
@@ -63,7 +71,7 @@ use config::{Cli, Command};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Child(args) => match child::run(args.resource, args.interval) {
+        Command::Child(_) => match child::Settings::from_env().and_then(|s| child::run(&s)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("chaos child: {e:#}");
@@ -71,6 +79,13 @@ fn main() -> ExitCode {
             }
         },
         Command::Run(args) => verdict(args.resolve().and_then(|config| run::run(&config))),
+        Command::Replay(args) if args.kinds.is_empty() => {
+            eprintln!(
+                "chaos replay: --kinds is required (comma-separated kinds, e.g. --kinds eviction,vanish)"
+            );
+            ExitCode::from(2)
+        }
+        Command::Replay(args) => verdict(args.resolve().and_then(|config| run::run(&config))),
         Command::Check(args) => {
             let out = args.out.clone().unwrap_or_else(|| {
                 let raw = if args.raw.is_dir() {

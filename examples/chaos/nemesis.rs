@@ -35,6 +35,9 @@ pub struct FaultRecord {
     pub clear: Micros,
     /// Whether it was skipped (nothing to hit), and why.
     pub skipped: Option<String>,
+    /// What the fault did, in words (keys evicted, the helper's pid, how CPU was starved).
+    #[serde(default)]
+    pub detail: Option<String>,
 }
 
 impl FaultRecord {
@@ -70,6 +73,18 @@ pub enum Impairment {
     LinkDrop,
     /// One link blackholed.
     LinkBlackhole,
+    /// Redis under a small maxmemory with an evicting policy.
+    Evicting,
+    /// The lease deleted or flushed (an instant).
+    Vanished,
+    /// One link (or one connection) delayed past the call timeout.
+    LateLink,
+    /// A replica's leasehold held to a CPU quota (or crowded by busy loops).
+    Starved,
+    /// Every command told to exit at once.
+    FailingWork,
+    /// A follower's pub/sub connection blackholed.
+    DeadSubscription,
 }
 
 impl Impairment {
@@ -87,6 +102,12 @@ impl Impairment {
             Impairment::LinkDelay => "link delayed",
             Impairment::LinkDrop => "link dropped (reset)",
             Impairment::LinkBlackhole => "link blackholed",
+            Impairment::Evicting => "redis evicting",
+            Impairment::Vanished => "lease deleted or flushed",
+            Impairment::LateLink => "link delayed past the call timeout",
+            Impairment::Starved => "leasehold starved of CPU",
+            Impairment::FailingWork => "commands exit at once",
+            Impairment::DeadSubscription => "subscription blackholed",
         }
     }
 }
@@ -121,6 +142,13 @@ pub struct Journal {
     pub redis: Vec<Span>,
     /// A link fault on one replica (or on every one: `replica` is `None`).
     pub links: Vec<Span>,
+    /// A replica's leasehold starved of CPU.
+    #[serde(default)]
+    pub starved: Vec<Span>,
+    /// The second generation's other faults: eviction, vanish, failing work (`replica` is
+    /// `None`), a dead subscription (the follower's).
+    #[serde(default)]
+    pub other: Vec<Span>,
     /// When the first fault was injected.
     pub first_fault: Micros,
     /// When the schedule ended (before the final shutdown).
@@ -131,12 +159,13 @@ pub struct Journal {
 
 /// Runs the schedule.
 pub struct Nemesis<'a> {
-    cluster: &'a mut Cluster,
-    timing: Timing,
-    journal: Journal,
+    pub(crate) cluster: &'a mut Cluster,
+    pub(crate) timing: Timing,
+    pub(crate) journal: Journal,
 }
 
-fn sleep_ms(ms: u64) {
+/// Sleeps `ms` milliseconds.
+pub fn sleep_ms(ms: u64) {
     std::thread::sleep(Duration::from_millis(ms));
 }
 
@@ -202,7 +231,7 @@ impl<'a> Nemesis<'a> {
         Ok(())
     }
 
-    fn resolve(&self, target: Target) -> (Option<usize>, Option<(usize, u64)>) {
+    pub(crate) fn resolve(&self, target: Target) -> (Option<usize>, Option<(usize, u64)>) {
         let leader = self.cluster.leader();
         let index = match target {
             Target::Leader => leader.map(|(i, _)| i),
@@ -222,6 +251,7 @@ impl<'a> Nemesis<'a> {
             inject: time::now(),
             clear: time::now(),
             skipped: None,
+            detail: None,
         };
         match planned.fault {
             FaultSpec::PauseReplica { target, pause_ms } => {
@@ -382,6 +412,16 @@ impl<'a> Nemesis<'a> {
                     what: Impairment::RedisPaused,
                 });
             }
+            FaultSpec::Eviction { .. }
+            | FaultSpec::Vanish { .. }
+            | FaultSpec::LateDelivery { .. }
+            | FaultSpec::Daemonize { .. }
+            | FaultSpec::IgnoreSigterm { .. }
+            | FaultSpec::CpuStarve { .. }
+            | FaultSpec::FailingWork { .. }
+            | FaultSpec::DeadSubscription { .. } => {
+                self.inject_second(planned, &mut record)?;
+            }
             FaultSpec::SlowRedis { delay_ms, hold_ms } => {
                 self.cluster
                     .set_all_links(Link::Delay(Duration::from_millis(delay_ms)));
@@ -403,7 +443,7 @@ impl<'a> Nemesis<'a> {
         Ok(record)
     }
 
-    fn link_fault(
+    pub(crate) fn link_fault(
         &mut self,
         record: &mut FaultRecord,
         target: Target,
@@ -436,7 +476,7 @@ impl<'a> Nemesis<'a> {
     }
 
     /// The leader's command, waiting a moment for it to start.
-    fn child_of(&self, replica: usize) -> Option<u32> {
+    pub(crate) fn child_of(&self, replica: usize) -> Option<u32> {
         for _ in 0..200 {
             if let Some(pid) = self.cluster.replicas[replica].child_pid() {
                 return Some(pid);
@@ -450,7 +490,11 @@ impl<'a> Nemesis<'a> {
 /// Whether the fault is aimed at whoever leads.
 fn targets_leader(fault: &FaultSpec) -> bool {
     match fault {
-        FaultSpec::PauseChild { .. } => true,
+        FaultSpec::PauseChild { .. }
+        | FaultSpec::LateDelivery { .. }
+        | FaultSpec::Daemonize { .. }
+        | FaultSpec::IgnoreSigterm { .. } => true,
+        FaultSpec::CpuStarve { target, .. } => *target == Target::Leader,
         FaultSpec::PauseReplica { target, .. }
         | FaultSpec::KillReplica { target, .. }
         | FaultSpec::LinkDelay { target, .. }
@@ -460,7 +504,7 @@ fn targets_leader(fault: &FaultSpec) -> bool {
     }
 }
 
-fn skip(mut record: FaultRecord, why: &str) -> FaultRecord {
+pub(crate) fn skip(mut record: FaultRecord, why: &str) -> FaultRecord {
     record.skipped = Some(why.to_owned());
     record
 }

@@ -173,6 +173,49 @@ impl RedisServer {
     }
 }
 
+impl RedisServer {
+    /// Runs one command through `redis-cli` on database `db`, straight to the server (no
+    /// proxy); its reply as redis-cli prints it. An error reply is an error.
+    pub fn cli(&self, db: u32, args: &[&str]) -> anyhow::Result<String> {
+        let out = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-n", &db.to_string()])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .context("cannot run redis-cli (apt-get install redis-tools)")?;
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        if !out.status.success() || text.starts_with("ERR") || text.starts_with("OOM") {
+            bail!(
+                "redis-cli {}: {text} {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(text)
+    }
+
+    /// The client connections Redis has: the port of each one's address, and whether it is
+    /// subscribed (pub/sub).
+    pub fn clients(&self) -> anyhow::Result<Vec<(u16, bool)>> {
+        let list = self.cli(0, &["CLIENT", "LIST"])?;
+        Ok(list
+            .lines()
+            .filter_map(|line| {
+                let field = |name: &str| {
+                    line.split(' ')
+                        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                };
+                let port = field("addr")?.rsplit(':').next()?.parse().ok()?;
+                let subscribed = field("sub").is_some_and(|n| n != "0")
+                    || field("psub").is_some_and(|n| n != "0")
+                    || field("ssub").is_some_and(|n| n != "0");
+                Some((port, subscribed))
+            })
+            .collect())
+    }
+}
+
 /// True when a server at `addr` answers PING with PONG (not while it loads its data).
 fn ping(addr: SocketAddr) -> bool {
     let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {

@@ -17,7 +17,7 @@ use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::config::{RESOURCE_ENV, Timing, WRITE_INTERVAL_ENV};
+use crate::config::{PG_ENV, PG_FENCING_ENV, RESOURCE_ENV, Timing, WRITE_INTERVAL_ENV};
 use crate::procs::Guarded;
 use crate::proxy::LinkProxy;
 use crate::redis::free_port;
@@ -40,6 +40,10 @@ pub struct ReplicaSettings {
     pub write_interval: Duration,
     /// Where the raw logs go.
     pub log_dir: PathBuf,
+    /// PostgreSQL, the second fenced resource, if the run has it.
+    pub postgres: Option<SocketAddr>,
+    /// Whether the command's PostgreSQL writes are fenced.
+    pub pg_fencing: bool,
 }
 
 /// A log event the checker needs.
@@ -155,6 +159,11 @@ impl Replica {
         self.done.len()
     }
 
+    /// The running leasehold's process id.
+    pub fn pid(&self) -> Option<i32> {
+        self.running.as_ref().map(|r| r.process.pid().as_raw())
+    }
+
     /// Whether a process is running (paused or not).
     pub fn is_running(&self) -> bool {
         self.running.is_some()
@@ -199,12 +208,17 @@ impl Replica {
                 cmd.env_remove(&key);
             }
         }
+        match s.postgres {
+            Some(addr) => cmd.env(PG_ENV, addr.to_string()),
+            None => cmd.env_remove(PG_ENV),
+        };
         cmd.env("RUST_LOG", "leasehold=debug")
             .env(RESOURCE_ENV, s.resource.to_string())
             .env(
                 WRITE_INTERVAL_ENV,
                 format!("{}ms", s.write_interval.as_millis()),
             )
+            .env(PG_FENCING_ENV, if s.pg_fencing { "on" } else { "off" })
             .env_remove("KUBECONFIG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

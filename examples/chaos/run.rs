@@ -24,7 +24,17 @@ use crate::timeline::Picture;
 /// Runs the harness; `Ok(true)` when the verdict is a pass.
 pub fn run(config: &RunConfig) -> anyhow::Result<bool> {
     crate::procs::own_processes_from_this_thread();
-    let schedule = schedule::generate(config.seed, config.faults, config.replicas, &config.timing);
+    let schedule = if config.kinds.is_empty() {
+        schedule::generate(config.seed, config.faults, config.replicas, &config.timing)
+    } else {
+        schedule::restricted(
+            config.seed,
+            config.faults,
+            config.replicas,
+            &config.timing,
+            &config.kinds,
+        )
+    };
     if config.dry_run {
         for s in &schedule {
             println!(
@@ -88,6 +98,7 @@ pub fn run(config: &RunConfig) -> anyhow::Result<bool> {
         writes: collected.writes,
         redis_starts: collected.redis_starts,
         error,
+        pg: collected.pg,
     };
     let saved = work.join("collected.json");
     let keep = config.keep_logs || data.error.is_some();

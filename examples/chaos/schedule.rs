@@ -9,10 +9,14 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use clap::ValueEnum;
+
 use crate::config::Timing;
 
 /// The kinds of fault, in the order of the report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum FaultKind {
     /// SIGSTOP a replica's leasehold past the TTL, then SIGCONT.
@@ -37,11 +41,27 @@ pub enum FaultKind {
     RedisPause,
     /// Delay every replica's link to Redis.
     SlowRedis,
+    /// Redis gets a few MiB of `maxmemory`, an evicting policy and a flood of keys with TTLs.
+    Eviction,
+    /// The lease key deleted (`DEL`, `FLUSHDB`, `FLUSHALL`) as a follower starts or wakes.
+    Vanish,
+    /// The leader's link delayed past the call timeout: commands time out and land later.
+    LateDelivery,
+    /// The leader's command forks a grandchild that calls `setsid` and keeps writing.
+    Daemonize,
+    /// The leader's command starts a worker in its group that ignores SIGTERM.
+    IgnoreSigterm,
+    /// One replica's leasehold held to a few percent of a core.
+    CpuStarve,
+    /// Every leader's command exits at once, again and again.
+    FailingWork,
+    /// A follower's pub/sub connection blackholed while its command link works.
+    DeadSubscription,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 11] = [
+    pub const ALL: [FaultKind; 19] = [
         FaultKind::PauseReplica,
         FaultKind::PauseChild,
         FaultKind::KillReplica,
@@ -53,6 +73,14 @@ impl FaultKind {
         FaultKind::LinkBlackhole,
         FaultKind::RedisPause,
         FaultKind::SlowRedis,
+        FaultKind::Eviction,
+        FaultKind::Vanish,
+        FaultKind::LateDelivery,
+        FaultKind::Daemonize,
+        FaultKind::IgnoreSigterm,
+        FaultKind::CpuStarve,
+        FaultKind::FailingWork,
+        FaultKind::DeadSubscription,
     ];
 
     /// The name in reports.
@@ -69,6 +97,14 @@ impl FaultKind {
             FaultKind::LinkBlackhole => "blackhole one link",
             FaultKind::RedisPause => "slow redis (SIGSTOP redis)",
             FaultKind::SlowRedis => "slow redis (delay all links)",
+            FaultKind::Eviction => "eviction (maxmemory, key flood)",
+            FaultKind::Vanish => "lease vanishes (DEL, FLUSHDB, FLUSHALL)",
+            FaultKind::LateDelivery => "late delivery (delay > call timeout)",
+            FaultKind::Daemonize => "daemonizing command (setsid grandchild)",
+            FaultKind::IgnoreSigterm => "worker ignoring SIGTERM",
+            FaultKind::CpuStarve => "CPU starvation of one replica",
+            FaultKind::FailingWork => "failing work (command exits at once)",
+            FaultKind::DeadSubscription => "dead subscription (pub/sub blackholed)",
         }
     }
 
@@ -86,6 +122,14 @@ impl FaultKind {
             FaultKind::LinkBlackhole => "hole",
             FaultKind::RedisPause => "Rstop",
             FaultKind::SlowRedis => "Rslow",
+            FaultKind::Eviction => "EVICT",
+            FaultKind::Vanish => "VANISH",
+            FaultKind::LateDelivery => "late",
+            FaultKind::Daemonize => "DAEMON",
+            FaultKind::IgnoreSigterm => "NOTERM",
+            FaultKind::CpuStarve => "CPU",
+            FaultKind::FailingWork => "FAIL",
+            FaultKind::DeadSubscription => "sub",
         }
     }
 
@@ -105,9 +149,14 @@ impl FaultKind {
     pub fn bound(self, timing: &Timing) -> Duration {
         let base = timing.lease_duration + timing.retry_period;
         match self {
-            FaultKind::RedisRestartKept | FaultKind::RedisRestartLost => {
-                base + timing.lease_duration
-            }
+            // A lost dataset (or the lease's records evicted or flushed) starts the cooldown.
+            FaultKind::RedisRestartKept
+            | FaultKind::RedisRestartLost
+            | FaultKind::Eviction
+            | FaultKind::Vanish => base + timing.lease_duration,
+            // A renewal sent before the fault ended lands up to one delay later and keeps the
+            // lease for a TTL from then.
+            FaultKind::LateDelivery => base + late_delay_max(timing),
             _ => base,
         }
     }
@@ -153,6 +202,108 @@ pub enum FaultSpec {
     RedisPause { pause_ms: u64 },
     /// Delay every link by `delay_ms` each way for `hold_ms`.
     SlowRedis { delay_ms: u64, hold_ms: u64 },
+    /// Set `maxmemory` a few MiB above what Redis uses, switch to `policy`, write `flood_keys`
+    /// keys of 1 KiB with TTLs, hold, then delete them and go back to `noeviction`.
+    Eviction {
+        policy: EvictionPolicy,
+        flood_keys: u32,
+        hold_ms: u64,
+    },
+    /// Make the lease vanish `how`, while a follower starts (after a SIGKILL `down_ms` long)
+    /// or wakes (after a SIGSTOP `down_ms` long) at the same moment.
+    Vanish {
+        how: VanishHow,
+        follower: Target,
+        wakes: bool,
+        down_ms: u64,
+    },
+    /// Delay the leader's link (or only one of its connections) by `delay_ms`, longer than
+    /// the call timeout, for `hold_ms`.
+    LateDelivery {
+        delay_ms: u64,
+        hold_ms: u64,
+        one_connection: bool,
+    },
+    /// Tell the leader's command to fork a `setsid` grandchild that writes on; after
+    /// `hold_ms` end the term `end`.
+    Daemonize { hold_ms: u64, end: TermEnd },
+    /// Tell the leader's command to start a worker that ignores SIGTERM; after `hold_ms` end
+    /// the term `end`.
+    IgnoreSigterm { hold_ms: u64, end: TermEnd },
+    /// Hold a replica's leasehold to `quota_pct` % of a core for `hold_ms`.
+    CpuStarve {
+        target: Target,
+        quota_pct: u64,
+        hold_ms: u64,
+    },
+    /// Every leader's command exits at once with code 1 for `hold_ms`.
+    FailingWork { hold_ms: u64 },
+    /// Blackhole a follower's pub/sub connection for `hold_ms`; the leader is SIGTERMed
+    /// (it releases and announces it) `release_after_ms` into the fault.
+    DeadSubscription {
+        follower: Target,
+        hold_ms: u64,
+        release_after_ms: u64,
+    },
+}
+
+/// The `maxmemory-policy` of an eviction fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EvictionPolicy {
+    /// Evict the key nearest to its expiry: the lease first.
+    VolatileTtl,
+    /// Evict the least recently used key that has a TTL.
+    VolatileLru,
+    /// Evict the least recently used key of all, the lease's records too.
+    AllkeysLru,
+}
+
+impl EvictionPolicy {
+    /// Redis's name for it.
+    pub fn redis_name(self) -> &'static str {
+        match self {
+            EvictionPolicy::VolatileTtl => "volatile-ttl",
+            EvictionPolicy::VolatileLru => "volatile-lru",
+            EvictionPolicy::AllkeysLru => "allkeys-lru",
+        }
+    }
+}
+
+/// How the lease vanishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VanishHow {
+    /// `DEL` of the lease key alone.
+    Del,
+    /// `FLUSHDB` of the lease's database.
+    Flushdb,
+    /// `FLUSHALL`.
+    Flushall,
+}
+
+/// How a daemonizing or stubborn command's term is ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TermEnd {
+    /// SIGTERM the leader's leasehold (a graceful step-down and exit), then start it again.
+    Terminate,
+    /// Reset the leader's link past its renew deadline: it steps down and stays up.
+    LinkDrop,
+}
+
+/// The longest delay a late-delivery fault draws.
+pub fn late_delay_max(timing: &Timing) -> Duration {
+    call_timeout(timing) + Duration::from_millis(1_500)
+}
+
+/// leasehold's bound on one Redis call outside the watchdog: the retry period, at least 1 s,
+/// never beyond the renew deadline.
+pub fn call_timeout(timing: &Timing) -> Duration {
+    timing
+        .retry_period
+        .max(Duration::from_secs(1))
+        .min(timing.renew_deadline)
 }
 
 impl FaultSpec {
@@ -170,6 +321,14 @@ impl FaultSpec {
             FaultSpec::LinkBlackhole { .. } => FaultKind::LinkBlackhole,
             FaultSpec::RedisPause { .. } => FaultKind::RedisPause,
             FaultSpec::SlowRedis { .. } => FaultKind::SlowRedis,
+            FaultSpec::Eviction { .. } => FaultKind::Eviction,
+            FaultSpec::Vanish { .. } => FaultKind::Vanish,
+            FaultSpec::LateDelivery { .. } => FaultKind::LateDelivery,
+            FaultSpec::Daemonize { .. } => FaultKind::Daemonize,
+            FaultSpec::IgnoreSigterm { .. } => FaultKind::IgnoreSigterm,
+            FaultSpec::CpuStarve { .. } => FaultKind::CpuStarve,
+            FaultSpec::FailingWork { .. } => FaultKind::FailingWork,
+            FaultSpec::DeadSubscription { .. } => FaultKind::DeadSubscription,
         }
     }
 }
@@ -191,6 +350,7 @@ pub struct Scheduled {
 pub fn generate(seed: u64, count: usize, replicas: usize, timing: &Timing) -> Vec<Scheduled> {
     let mut rng = StdRng::seed_from_u64(seed);
     let ttl = u64::try_from(timing.lease_duration.as_millis()).unwrap_or(u64::MAX);
+    let call = u64::try_from(call_timeout(timing).as_millis()).unwrap_or(u64::MAX);
     let mut round: Vec<FaultKind> = Vec::new();
     let mut out = Vec::with_capacity(count);
     for index in 0..count {
@@ -200,7 +360,7 @@ pub fn generate(seed: u64, count: usize, replicas: usize, timing: &Timing) -> Ve
         }
         let kind = round.pop().unwrap_or(FaultKind::PauseReplica);
         let quiet_ms = rng.random_range(200..=1_000);
-        let fault = draw(&mut rng, kind, replicas, ttl);
+        let fault = draw(&mut rng, kind, replicas, ttl, call);
         out.push(Scheduled {
             index,
             quiet_ms,
@@ -218,7 +378,31 @@ fn target(rng: &mut StdRng, replicas: usize, leader_share: f64) -> Target {
     }
 }
 
-fn draw(rng: &mut StdRng, kind: FaultKind, replicas: usize, ttl: u64) -> FaultSpec {
+/// The faults of `kinds` in the schedule `seed` draws when it is `count` long, with their
+/// indices and parameters as in the full schedule: a long run's fault of those kinds, replayed
+/// without the rest.
+pub fn restricted(
+    seed: u64,
+    count: usize,
+    replicas: usize,
+    timing: &Timing,
+    kinds: &[FaultKind],
+) -> Vec<Scheduled> {
+    generate(seed, count, replicas, timing)
+        .into_iter()
+        .filter(|s| kinds.contains(&s.fault.kind()))
+        .collect()
+}
+
+fn term_end(rng: &mut StdRng) -> TermEnd {
+    if rng.random_bool(0.5) {
+        TermEnd::Terminate
+    } else {
+        TermEnd::LinkDrop
+    }
+}
+
+fn draw(rng: &mut StdRng, kind: FaultKind, replicas: usize, ttl: u64, call: u64) -> FaultSpec {
     match kind {
         FaultKind::PauseReplica => FaultSpec::PauseReplica {
             target: target(rng, replicas, 0.75),
@@ -260,6 +444,51 @@ fn draw(rng: &mut StdRng, kind: FaultKind, replicas: usize, ttl: u64) -> FaultSp
             delay_ms: rng.random_range(20..=300),
             hold_ms: rng.random_range(500..=2_500),
         },
+        FaultKind::Eviction => FaultSpec::Eviction {
+            policy: match rng.random_range(0..3) {
+                0 => EvictionPolicy::VolatileTtl,
+                1 => EvictionPolicy::VolatileLru,
+                _ => EvictionPolicy::AllkeysLru,
+            },
+            flood_keys: rng.random_range(3_000..=6_000),
+            hold_ms: rng.random_range(500..=2_500),
+        },
+        FaultKind::Vanish => FaultSpec::Vanish {
+            how: match rng.random_range(0..3) {
+                0 => VanishHow::Del,
+                1 => VanishHow::Flushdb,
+                _ => VanishHow::Flushall,
+            },
+            follower: Target::Replica(rng.random_range(0..replicas.max(1))),
+            wakes: rng.random_bool(0.5),
+            down_ms: rng.random_range(0..=1_000),
+        },
+        FaultKind::LateDelivery => FaultSpec::LateDelivery {
+            delay_ms: call + rng.random_range(100..=1_500),
+            hold_ms: rng.random_range(1_000..=3_000),
+            one_connection: rng.random_bool(0.3),
+        },
+        FaultKind::Daemonize => FaultSpec::Daemonize {
+            hold_ms: rng.random_range(200..=1_000),
+            end: term_end(rng),
+        },
+        FaultKind::IgnoreSigterm => FaultSpec::IgnoreSigterm {
+            hold_ms: rng.random_range(200..=1_000),
+            end: term_end(rng),
+        },
+        FaultKind::CpuStarve => FaultSpec::CpuStarve {
+            target: target(rng, replicas, 0.75),
+            quota_pct: rng.random_range(2..=10),
+            hold_ms: rng.random_range(1_000..=4_000),
+        },
+        FaultKind::FailingWork => FaultSpec::FailingWork {
+            hold_ms: rng.random_range(1_000..=3_000),
+        },
+        FaultKind::DeadSubscription => FaultSpec::DeadSubscription {
+            follower: Target::Replica(rng.random_range(0..replicas.max(1))),
+            hold_ms: rng.random_range(1_500..=4_000),
+            release_after_ms: rng.random_range(200..=1_000),
+        },
     }
 }
 
@@ -279,6 +508,18 @@ mod tests {
     fn the_same_seed_gives_the_same_schedule() {
         assert_eq!(generate(7, 40, 5, &timing()), generate(7, 40, 5, &timing()));
         assert_ne!(generate(7, 40, 5, &timing()), generate(8, 40, 5, &timing()));
+    }
+
+    #[test]
+    fn a_restricted_schedule_keeps_the_full_schedules_faults_of_those_kinds() {
+        let full = generate(3, 4 * FaultKind::ALL.len(), 5, &timing());
+        let kinds = [FaultKind::Eviction, FaultKind::Vanish];
+        let some = restricted(3, 4 * FaultKind::ALL.len(), 5, &timing(), &kinds);
+        assert_eq!(some.len(), 8);
+        for s in &some {
+            assert!(kinds.contains(&s.fault.kind()));
+            assert_eq!(&full[s.index], s);
+        }
     }
 
     #[test]
