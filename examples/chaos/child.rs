@@ -71,8 +71,10 @@ pub struct Settings {
     /// Time between two writes.
     pub interval: Duration,
     /// PostgreSQL's address, when the harness runs one.
+    #[cfg_attr(not(feature = "fence-postgres"), allow(dead_code))]
     pub postgres: Option<SocketAddr>,
     /// Whether the PostgreSQL write advances the token row first (off: the negative control).
+    #[cfg_attr(not(feature = "fence-postgres"), allow(dead_code))]
     pub pg_fencing: bool,
 }
 

@@ -9,8 +9,8 @@ use anyhow::Context;
 use tokio::runtime::Runtime;
 
 use crate::config::RunConfig;
-use crate::proxy::{Link, LinkProxy};
 use crate::pg::{PgWrite, PostgresServer};
+use crate::proxy::{Link, LinkProxy};
 use crate::redis::RedisServer;
 use crate::replica::{Incarnation, Replica, ReplicaSettings};
 use crate::resource::{Resource, Write};
@@ -148,10 +148,10 @@ impl Cluster {
     /// Starts again every replica whose process ended on its own (its command exited).
     pub fn restart_exited(&mut self) {
         for r in &mut self.replicas {
-            if r.reap_if_exited() {
-                if let Err(e) = r.start() {
-                    eprintln!("chaos: {e:#}");
-                }
+            if r.reap_if_exited()
+                && let Err(e) = r.start()
+            {
+                eprintln!("chaos: {e:#}");
             }
         }
     }

@@ -8,8 +8,6 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::schedule::FaultKind;
-
 /// A chaos harness for leasehold: real redis-server, real leasehold replicas, a nemesis on a
 /// seeded schedule, a fenced resource and an independent checker.
 #[derive(Debug, Parser)]
@@ -33,7 +31,6 @@ pub enum Command {
     /// The leader's work (started by leasehold): write to the fenced resource with the token.
     Child(ChildArgs),
 }
-
 
 /// Whether the resource refuses stale tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -91,8 +88,8 @@ pub struct RunArgs {
     pub dry_run: bool,
     /// Only the faults of these kinds (comma-separated, e.g. `eviction,vanish`), taken from
     /// the schedule the seed draws for --faults (or --long); required by `replay`.
-    #[arg(long, value_enum, value_delimiter = ',')]
-    pub kinds: Vec<FaultKind>,
+    #[arg(long, value_delimiter = ',')]
+    pub kinds: Vec<String>,
     /// PostgreSQL as a second fenced resource (needs the fence-postgres feature and Debian's
     /// postgresql package).
     #[arg(long, value_enum, default_value_t = if cfg!(feature = "fence-postgres") { Switch::On } else { Switch::Off })]
@@ -184,8 +181,8 @@ pub struct RunConfig {
     pub keep_logs: bool,
     /// Only print the schedule.
     pub dry_run: bool,
-    /// Only these kinds (empty: all).
-    pub kinds: Vec<FaultKind>,
+    /// Only these kinds, by their names in schedule.json (empty: all); `run` checks them.
+    pub kinds: Vec<String>,
     /// Run PostgreSQL as a second fenced resource.
     pub postgres: bool,
     /// The command line, for the report.

@@ -3,23 +3,21 @@
 //! leader's link, a command that leaves a daemon or a SIGTERM-proof worker behind, CPU
 //! starvation of one leasehold, work that fails at once, and a follower's dead subscription.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
 use crate::nemesis::{FaultRecord, Impairment, Nemesis, Span, sleep_ms};
-use crate::procs::Guarded;
 use crate::proxy::Link;
 use crate::schedule::{FaultSpec, Scheduled, Target, TermEnd, VanishHow};
+use crate::starve::{CPU_CGROUP, crowd, quota, release_quota, uncrowd};
 use crate::time::{self, Micros};
 
 /// The database the eviction flood goes to (the lease lives in 0).
 const FLOOD_DB: u32 = 1;
 /// Keys per EVAL of the flood.
 const FLOOD_BATCH: u32 = 500;
-/// The cgroup v1 CPU controller's root.
-const CPU_CGROUP: &str = "/sys/fs/cgroup/cpu";
 
 impl Nemesis<'_> {
     /// Injects one fault of the second generation.
@@ -449,56 +447,3 @@ fn info_field(info: &str, name: &str) -> anyhow::Result<u64> {
         .and_then(|v| v.trim().parse().ok())
         .with_context(|| format!("INFO has no number {name}"))
 }
-
-/// Puts `pid` (all its threads) into a CPU cgroup of its own with `pct` % of a core.
-fn quota(group: &Path, pid: i32, pct: u64) -> anyhow::Result<()> {
-    std::fs::create_dir_all(group).with_context(|| format!("cannot create {}", group.display()))?;
-    let write = |file: &str, value: String| {
-        std::fs::write(group.join(file), value)
-            .with_context(|| format!("cannot write {}/{file}", group.display()))
-    };
-    write("cpu.cfs_period_us", "100000".into())?;
-    write("cpu.cfs_quota_us", (pct * 1000).to_string())?;
-    write("cgroup.procs", pid.to_string())
-}
-
-/// Moves every process of `group` back to the root and removes it.
-fn release_quota(group: &Path) {
-    let procs = std::fs::read_to_string(group.join("cgroup.procs")).unwrap_or_default();
-    for pid in procs.lines() {
-        let _ = std::fs::write(Path::new(CPU_CGROUP).join("cgroup.procs"), pid);
-    }
-    let _ = std::fs::remove_dir(group);
-}
-
-/// Pins `pid` to CPU 0 and starts busy loops pinned there beside it.
-fn crowd(pid: i32) -> anyhow::Result<Vec<Guarded>> {
-    let pinned = std::process::Command::new("taskset")
-        .args(["-a", "-p", "-c", "0", &pid.to_string()])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .context("cannot run taskset")?;
-    if !pinned.success() {
-        bail!("taskset could not pin pid {pid}");
-    }
-    (0..4)
-        .map(|_| {
-            Guarded::spawn(
-                std::process::Command::new("taskset")
-                    .args(["-c", "0", "sh", "-c", "while :; do :; done"])
-                    .stdin(std::process::Stdio::null()),
-            )
-            .context("cannot start a busy loop")
-        })
-        .collect()
-}
-
-/// Lets `pid` run on every CPU again.
-fn uncrowd(pid: i32) {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let _ = std::process::Command::new("taskset")
-        .args(["-a", "-p", "-c", &format!("0-{}", cpus - 1), &pid.to_string()])
-        .stdout(std::process::Stdio::null())
-        .status();
-}
-

@@ -15,6 +15,7 @@
 //! ```text
 //! config.rs     the command line and the run's settings
 //! schedule.rs   fault kinds, their bounds, and the seeded schedule
+//! params.rs     the second generation's fault parameters
 //! cluster.rs    everything under test, started and stopped together
 //! redis.rs      the redis-server process: kill, restart (data kept or gone), pause
 //! replica.rs    one leasehold replica: process, log reader, live view of leadership
@@ -22,15 +23,19 @@
 //! resource.rs   the fenced resource the leaders' commands write to
 //! child.rs      the leader's command (`chaos child`)
 //! nemesis.rs    injects the schedule and keeps the journal
+//! journal.rs    what the nemesis did: faults and impairments
 //! faults.rs     the second generation's faults (eviction, vanish, late delivery, helpers
 //!               of the command, CPU starvation, failing work, dead subscription)
+//! starve.rs     CPU starvation: a cgroup quota, or pinned busy loops
 //! pg.rs         the PostgreSQL server, the second fenced resource
 //! pgwrite.rs    the command's fenced PostgreSQL transaction, and reading the tables back
 //! history.rs    validity windows from the logs
 //! intervals.rs  interval sets
 //! checker.rs    the safety checks
+//! termcheck.rs  the checks by the replicas' own logs, of late writes, and of PostgreSQL
 //! failover.rs   failover times, bounds, availability
 //! report.rs     report.md and summary.json
+//! report_more.rs  report.md's section on the second generation's checks
 //! timeline.rs   timeline.svg
 //! procs.rs      child processes killed on drop and on the harness's death
 //! time.rs       wall-clock microseconds, log timestamps
@@ -44,10 +49,12 @@ mod cluster;
 mod config;
 mod dataset;
 mod failover;
+mod faults;
 mod history;
 mod intervals;
-mod faults;
+mod journal;
 mod nemesis;
+mod params;
 mod pg;
 #[cfg(feature = "fence-postgres")]
 mod pgwrite;
@@ -56,9 +63,12 @@ mod proxy;
 mod redis;
 mod replica;
 mod report;
+mod report_more;
 mod resource;
 mod run;
 mod schedule;
+mod starve;
+mod termcheck;
 mod time;
 mod timeline;
 

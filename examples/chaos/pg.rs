@@ -117,11 +117,7 @@ impl PostgresServer {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 
-    fn run_as_postgres(
-        &self,
-        program: &str,
-        args: &[&std::ffi::OsStr],
-    ) -> anyhow::Result<Output> {
+    fn run_as_postgres(&self, program: &str, args: &[&std::ffi::OsStr]) -> anyhow::Result<Output> {
         let path = self.bin.join(program);
         let mut command = if is_root() {
             let mut c = Command::new("runuser");
@@ -207,4 +203,3 @@ pub struct PgWrite {
     /// `c` (command), `d` (daemon), `s` (stubborn worker).
     pub role: String,
 }
-

@@ -51,6 +51,12 @@ pub struct Summary {
     pub pass: bool,
     /// Oddities in the logs and the nemesis's notes.
     pub notes: Vec<String>,
+    /// The second generation's figures (logs, late writes, PostgreSQL).
+    pub more: crate::termcheck::More,
+    /// Per kind: terms begun between each fault's injection and the recovery (churn).
+    pub churn_by_kind: BTreeMap<FaultKind, usize>,
+    /// Per kind: counts, failover and recovery spreads (µs), bound.
+    pub kinds: BTreeMap<FaultKind, crate::failover::KindStats>,
 }
 
 /// All a report needs.
@@ -63,6 +69,8 @@ pub struct Inputs<'a> {
     pub windows: &'a [Window],
     /// Safety results.
     pub safety: &'a Safety,
+    /// The second generation's figures.
+    pub more: &'a crate::termcheck::More,
     /// Liveness results.
     pub liveness: &'a Liveness,
     /// Log oddities.
@@ -95,6 +103,7 @@ impl Inputs<'_> {
                 self.safety.violations.is_empty()
             } else {
                 self.safety.count(Check::StaleWriteAccepted) > 0
+                    && (!self.more.pg || self.safety.count(Check::PgStaleWriteAccepted) > 0)
             };
         let mut notes: Vec<String> = self.oddities.to_vec();
         if let Some(e) = self.error {
@@ -132,6 +141,14 @@ impl Inputs<'_> {
             duration_s: (self.ended - self.started) as f64 / 1e6,
             pass,
             notes,
+            more: self.more.clone(),
+            churn_by_kind: self
+                .liveness
+                .kinds
+                .iter()
+                .map(|(k, s)| (*k, s.terms_begun))
+                .collect(),
+            kinds: self.liveness.kinds.clone(),
         }
     }
 
@@ -301,6 +318,13 @@ impl Inputs<'_> {
             let _ = writeln!(md);
         }
 
+        crate::report_more::second_generation(
+            &mut md,
+            self.info,
+            self.safety,
+            self.more,
+            self.liveness,
+        );
         let _ = writeln!(md, "## Writes\n");
         let _ = writeln!(
             md,

@@ -18,13 +18,15 @@ use crate::history;
 use crate::nemesis::Nemesis;
 use crate::report::{Inputs, Summary};
 use crate::schedule::{self, FaultKind};
+use crate::termcheck;
 use crate::time;
 use crate::timeline::Picture;
 
 /// Runs the harness; `Ok(true)` when the verdict is a pass.
 pub fn run(config: &RunConfig) -> anyhow::Result<bool> {
     crate::procs::own_processes_from_this_thread();
-    let schedule = if config.kinds.is_empty() {
+    let kinds = schedule::parse_kinds(&config.kinds)?;
+    let schedule = if kinds.is_empty() {
         schedule::generate(config.seed, config.faults, config.replicas, &config.timing)
     } else {
         schedule::restricted(
@@ -32,7 +34,7 @@ pub fn run(config: &RunConfig) -> anyhow::Result<bool> {
             config.faults,
             config.replicas,
             &config.timing,
-            &config.kinds,
+            &kinds,
         )
     };
     if config.dry_run {
@@ -138,13 +140,22 @@ fn report(data: &Dataset, out: &Path) -> anyhow::Result<bool> {
     let info = &data.info;
     let timing = info.timing();
     let (windows, oddities) = history::windows(&data.replicas);
-    let safety = checker::check(&windows, &data.writes, &data.journal, &data.replicas);
+    let mut safety = checker::check(&windows, &data.writes, &data.journal, &data.replicas);
+    let more = termcheck::check(
+        &windows,
+        &data.writes,
+        &data.journal,
+        &data.replicas,
+        data.pg.as_ref(),
+        &mut safety,
+    );
     let liveness = failover::analyse(&windows, &data.journal, &timing);
     let inputs = Inputs {
         info,
         journal: &data.journal,
         windows: &windows,
         safety: &safety,
+        more: &more,
         liveness: &liveness,
         oddities: &oddities,
         started: data.started,

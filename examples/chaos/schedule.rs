@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use clap::ValueEnum;
 
 use crate::config::Timing;
+pub use crate::params::{EvictionPolicy, TermEnd, VanishHow, call_timeout, late_delay_max};
 
 /// The kinds of fault, in the order of the report.
 #[derive(
@@ -247,65 +248,6 @@ pub enum FaultSpec {
     },
 }
 
-/// The `maxmemory-policy` of an eviction fault.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EvictionPolicy {
-    /// Evict the key nearest to its expiry: the lease first.
-    VolatileTtl,
-    /// Evict the least recently used key that has a TTL.
-    VolatileLru,
-    /// Evict the least recently used key of all, the lease's records too.
-    AllkeysLru,
-}
-
-impl EvictionPolicy {
-    /// Redis's name for it.
-    pub fn redis_name(self) -> &'static str {
-        match self {
-            EvictionPolicy::VolatileTtl => "volatile-ttl",
-            EvictionPolicy::VolatileLru => "volatile-lru",
-            EvictionPolicy::AllkeysLru => "allkeys-lru",
-        }
-    }
-}
-
-/// How the lease vanishes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum VanishHow {
-    /// `DEL` of the lease key alone.
-    Del,
-    /// `FLUSHDB` of the lease's database.
-    Flushdb,
-    /// `FLUSHALL`.
-    Flushall,
-}
-
-/// How a daemonizing or stubborn command's term is ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TermEnd {
-    /// SIGTERM the leader's leasehold (a graceful step-down and exit), then start it again.
-    Terminate,
-    /// Reset the leader's link past its renew deadline: it steps down and stays up.
-    LinkDrop,
-}
-
-/// The longest delay a late-delivery fault draws.
-pub fn late_delay_max(timing: &Timing) -> Duration {
-    call_timeout(timing) + Duration::from_millis(1_500)
-}
-
-/// leasehold's bound on one Redis call outside the watchdog: the retry period, at least 1 s,
-/// never beyond the renew deadline.
-pub fn call_timeout(timing: &Timing) -> Duration {
-    timing
-        .retry_period
-        .max(Duration::from_secs(1))
-        .min(timing.renew_deadline)
-}
-
 impl FaultSpec {
     /// Its kind.
     pub fn kind(&self) -> FaultKind {
@@ -376,6 +318,26 @@ fn target(rng: &mut StdRng, replicas: usize, leader_share: f64) -> Target {
     } else {
         Target::Replica(rng.random_range(0..replicas))
     }
+}
+
+/// The kinds named in `--kinds` (their names in schedule.json, as `eviction` or
+/// `late-delivery`).
+pub fn parse_kinds(names: &[String]) -> anyhow::Result<Vec<FaultKind>> {
+    names
+        .iter()
+        .map(|name| {
+            FaultKind::from_str(name.trim(), true).map_err(|_| {
+                let known: Vec<String> = FaultKind::ALL
+                    .iter()
+                    .filter_map(|k| k.to_possible_value().map(|v| v.get_name().to_owned()))
+                    .collect();
+                anyhow::anyhow!(
+                    "--kinds {name:?}: not a fault kind; the kinds are {}",
+                    known.join(", ")
+                )
+            })
+        })
+        .collect()
 }
 
 /// The faults of `kinds` in the schedule `seed` draws when it is `count` long, with their
