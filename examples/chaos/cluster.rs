@@ -8,13 +8,14 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use tokio::runtime::Runtime;
 
-use crate::config::RunConfig;
+use crate::config::{RunConfig, Topology};
 use crate::pg::{PgWrite, PostgresServer};
 use crate::proxy::{Link, LinkProxy};
 use crate::redis::RedisServer;
 use crate::replica::{Incarnation, Replica, ReplicaSettings};
 use crate::resource::{Resource, Write};
 use crate::time::{self, Micros};
+use crate::topology::{RedisCluster, SentinelSet, Topo};
 
 /// What a run leaves for the checker.
 pub struct Collected {
@@ -52,6 +53,8 @@ pub struct Cluster {
     runtime: Runtime,
     /// The lease's key in Redis.
     pub lease_key: String,
+    /// The Redis deployment, when it is not the single server.
+    pub topo: Topo,
 }
 
 impl Cluster {
@@ -72,6 +75,14 @@ impl Cluster {
         } else {
             None
         };
+        let topo = match config.topology {
+            Topology::Single => Topo::Single,
+            Topology::Sentinel => Topo::Sentinel(SentinelSet::start(
+                &work.join("sentinel"),
+                runtime.handle(),
+            )?),
+            Topology::Cluster => Topo::Cluster(RedisCluster::start(&work.join("cluster"))?),
+        };
         let log_dir = work.join("replicas");
         std::fs::create_dir_all(&log_dir)
             .with_context(|| format!("cannot create {}", log_dir.display()))?;
@@ -83,6 +94,7 @@ impl Cluster {
             timing: config.timing,
             write_interval: config.write_interval,
             log_dir,
+            redis_url: topo.url(),
             postgres: postgres.as_ref().map(PostgresServer::addr),
             pg_fencing: config.fencing,
         };
@@ -98,6 +110,7 @@ impl Cluster {
             postgres,
             runtime,
             lease_key: format!("leasehold:{{chaos/seed-{}}}", config.seed),
+            topo,
         };
         for replica in &mut cluster.replicas {
             replica.start()?;

@@ -94,6 +94,20 @@ pub struct RunArgs {
     /// postgresql package).
     #[arg(long, value_enum, default_value_t = if cfg!(feature = "fence-postgres") { Switch::On } else { Switch::Off })]
     pub postgres: Switch,
+    /// The Redis deployment; sentinel and cluster draw the process faults and their own.
+    #[arg(long, value_enum, default_value_t = Topology::Single)]
+    pub topology: Topology,
+}
+
+/// The Redis deployment the replicas elect on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Topology {
+    /// One redis-server, a fault proxy per replica.
+    Single,
+    /// A master, a replica and three Sentinels (the first can be muted).
+    Sentinel,
+    /// A Redis Cluster of three masters and three replicas.
+    Cluster,
 }
 
 /// On or off.
@@ -185,6 +199,8 @@ pub struct RunConfig {
     pub kinds: Vec<String>,
     /// Run PostgreSQL as a second fenced resource.
     pub postgres: bool,
+    /// The Redis deployment.
+    pub topology: Topology,
     /// The command line, for the report.
     pub command_line: String,
 }
@@ -241,6 +257,7 @@ impl RunArgs {
             dry_run: self.dry_run,
             kinds: self.kinds,
             postgres: self.postgres == Switch::On,
+            topology: self.topology,
             command_line: format!("cargo run --example chaos -- {}", args.join(" ")),
         })
     }

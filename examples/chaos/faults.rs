@@ -277,7 +277,7 @@ impl Nemesis<'_> {
             return Ok(());
         };
         sleep_ms(hold_ms);
-        self.end_term(i, end)?;
+        let end = self.end_term(i, end)?;
         record.clear = time::now();
         record.detail = Some(format!(
             "helper pid {} (token {}), term ended by {end:?}",
@@ -288,9 +288,14 @@ impl Nemesis<'_> {
 
     /// Ends replica `i`'s term: SIGTERM and a start, or a dropped link past its renew
     /// deadline.
-    fn end_term(&mut self, i: usize, end: TermEnd) -> anyhow::Result<()> {
+    fn end_term(&mut self, i: usize, end: TermEnd) -> anyhow::Result<TermEnd> {
+        // Without the proxy in its path (a Sentinel or Cluster topology), SIGTERM it is.
+        let end = match self.cluster.topo {
+            crate::topology::Topo::Single => end,
+            _ => TermEnd::Terminate,
+        };
         match end {
-            TermEnd::Terminate => self.terminate_and_start(i),
+            TermEnd::Terminate => self.terminate_and_start(i).map(|()| end),
             TermEnd::LinkDrop => {
                 let hold = self.timing.renew_deadline + 2 * self.timing.retry_period;
                 let proxy = &self.cluster.replicas[i].proxy;
@@ -307,12 +312,12 @@ impl Nemesis<'_> {
                     to,
                     what: Impairment::LinkDrop,
                 });
-                Ok(())
+                Ok(end)
             }
         }
     }
 
-    fn terminate_and_start(&mut self, i: usize) -> anyhow::Result<()> {
+    pub(crate) fn terminate_and_start(&mut self, i: usize) -> anyhow::Result<()> {
         let grace = self.timing.lease_duration + Duration::from_secs(5);
         let replica = &mut self.cluster.replicas[i];
         let (incarnation, at, exited) = replica.terminate(grace)?;

@@ -76,6 +76,8 @@ pub enum Impairment {
     FailingWork,
     /// A follower's pub/sub connection blackholed.
     DeadSubscription,
+    /// A Sentinel or Cluster failover, or a slot migration, under way.
+    Failover,
 }
 
 impl Impairment {
@@ -99,6 +101,7 @@ impl Impairment {
             Impairment::Starved => "leasehold starved of CPU",
             Impairment::FailingWork => "commands exit at once",
             Impairment::DeadSubscription => "subscription blackholed",
+            Impairment::Failover => "failover or slot migration",
         }
     }
 }

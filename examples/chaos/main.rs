@@ -27,6 +27,8 @@
 //! faults.rs     the second generation's faults (eviction, vanish, late delivery, helpers
 //!               of the command, CPU starvation, failing work, dead subscription)
 //! starve.rs     CPU starvation: a cgroup quota, or pinned busy loops
+//! topology.rs   the Sentinel set and the Redis Cluster of the topology runs
+//! topofaults.rs their faults: failovers, a mute Sentinel, a live slot migration
 //! pg.rs         the PostgreSQL server, the second fenced resource
 //! pgwrite.rs    the command's fenced PostgreSQL transaction, and reading the tables back
 //! history.rs    validity windows from the logs
@@ -71,6 +73,8 @@ mod starve;
 mod termcheck;
 mod time;
 mod timeline;
+mod topofaults;
+mod topology;
 
 use std::process::ExitCode;
 

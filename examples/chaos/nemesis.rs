@@ -280,6 +280,12 @@ impl<'a> Nemesis<'a> {
             | FaultSpec::DeadSubscription { .. } => {
                 self.inject_second(planned, &mut record)?;
             }
+            FaultSpec::SentinelFailover { .. }
+            | FaultSpec::MuteSentinel { .. }
+            | FaultSpec::ClusterFailover { .. }
+            | FaultSpec::SlotMigration { .. } => {
+                self.inject_topology(planned, &mut record)?;
+            }
             FaultSpec::SlowRedis { delay_ms, hold_ms } => {
                 self.cluster
                     .set_all_links(Link::Delay(Duration::from_millis(delay_ms)));

@@ -40,6 +40,8 @@ pub struct ReplicaSettings {
     pub write_interval: Duration,
     /// Where the raw logs go.
     pub log_dir: PathBuf,
+    /// The Redis URL of a Sentinel or Cluster topology (`None`: this replica's proxy).
+    pub redis_url: Option<String>,
     /// PostgreSQL, the second fenced resource, if the run has it.
     pub postgres: Option<SocketAddr>,
     /// Whether the command's PostgreSQL writes are fenced.
@@ -194,7 +196,8 @@ impl Replica {
         let s = &self.settings;
         let mut cmd = Command::new(&s.leasehold);
         cmd.arg("run")
-            .args(["--redis-url", &self.proxy.url()])
+            .arg("--redis-url")
+            .arg(s.redis_url.clone().unwrap_or_else(|| self.proxy.url()))
             .args(["--lease-name", &s.lease, "--identity", &self.identity])
             .args(["--http-addr", &http.to_string()])
             .args(["--kubernetes", "off", "--log-format", "json"])

@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 
 use crate::checker;
 use crate::cluster::Cluster;
-use crate::config::RunConfig;
+use crate::config::{RunConfig, Topology};
 use crate::dataset::{Dataset, RunInfo};
 use crate::failover;
 use crate::history;
@@ -26,14 +26,33 @@ use crate::timeline::Picture;
 pub fn run(config: &RunConfig) -> anyhow::Result<bool> {
     crate::procs::own_processes_from_this_thread();
     let kinds = schedule::parse_kinds(&config.kinds)?;
+    let set: &[FaultKind] = match config.topology {
+        Topology::Single => &FaultKind::SINGLE,
+        Topology::Sentinel => &FaultKind::SENTINEL,
+        Topology::Cluster => &FaultKind::CLUSTER,
+    };
+    if let Some(k) = kinds.iter().find(|k| !set.contains(k)) {
+        bail!(
+            "--kinds {}: a {:?} run does not draw that kind",
+            serde_json::to_string(k).unwrap_or_default(),
+            config.topology
+        );
+    }
     let schedule = if kinds.is_empty() {
-        schedule::generate(config.seed, config.faults, config.replicas, &config.timing)
+        schedule::generate_from(
+            config.seed,
+            config.faults,
+            config.replicas,
+            &config.timing,
+            set,
+        )
     } else {
         schedule::restricted(
             config.seed,
             config.faults,
             config.replicas,
             &config.timing,
+            set,
             &kinds,
         )
     };

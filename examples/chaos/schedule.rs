@@ -58,11 +58,20 @@ pub enum FaultKind {
     FailingWork,
     /// A follower's pub/sub connection blackholed while its command link works.
     DeadSubscription,
+    /// Sentinel topology: `SENTINEL FAILOVER` under load.
+    SentinelFailover,
+    /// Sentinel topology: the first Sentinel accepts connections and never answers, during a
+    /// failover.
+    MuteSentinel,
+    /// Cluster topology: `CLUSTER FAILOVER TAKEOVER` on a replica of the lease slot's master.
+    ClusterFailover,
+    /// Cluster topology: the lease's slot moved live to another master.
+    SlotMigration,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 19] = [
+    pub const ALL: [FaultKind; 23] = [
         FaultKind::PauseReplica,
         FaultKind::PauseChild,
         FaultKind::KillReplica,
@@ -82,6 +91,61 @@ impl FaultKind {
         FaultKind::CpuStarve,
         FaultKind::FailingWork,
         FaultKind::DeadSubscription,
+        FaultKind::SentinelFailover,
+        FaultKind::MuteSentinel,
+        FaultKind::ClusterFailover,
+        FaultKind::SlotMigration,
+    ];
+
+    /// The kinds a run on one redis-server draws.
+    pub const SINGLE: [FaultKind; 19] = [
+        FaultKind::PauseReplica,
+        FaultKind::PauseChild,
+        FaultKind::KillReplica,
+        FaultKind::RollingRestart,
+        FaultKind::RedisRestartKept,
+        FaultKind::RedisRestartLost,
+        FaultKind::LinkDelay,
+        FaultKind::LinkDrop,
+        FaultKind::LinkBlackhole,
+        FaultKind::RedisPause,
+        FaultKind::SlowRedis,
+        FaultKind::Eviction,
+        FaultKind::Vanish,
+        FaultKind::LateDelivery,
+        FaultKind::Daemonize,
+        FaultKind::IgnoreSigterm,
+        FaultKind::CpuStarve,
+        FaultKind::FailingWork,
+        FaultKind::DeadSubscription,
+    ];
+
+    /// The kinds a Sentinel run draws: the process faults and the Sentinel's own.
+    pub const SENTINEL: [FaultKind; 10] = [
+        FaultKind::PauseReplica,
+        FaultKind::PauseChild,
+        FaultKind::KillReplica,
+        FaultKind::RollingRestart,
+        FaultKind::Daemonize,
+        FaultKind::IgnoreSigterm,
+        FaultKind::CpuStarve,
+        FaultKind::FailingWork,
+        FaultKind::SentinelFailover,
+        FaultKind::MuteSentinel,
+    ];
+
+    /// The kinds a Cluster run draws: the process faults and the cluster's own.
+    pub const CLUSTER: [FaultKind; 10] = [
+        FaultKind::PauseReplica,
+        FaultKind::PauseChild,
+        FaultKind::KillReplica,
+        FaultKind::RollingRestart,
+        FaultKind::Daemonize,
+        FaultKind::IgnoreSigterm,
+        FaultKind::CpuStarve,
+        FaultKind::FailingWork,
+        FaultKind::ClusterFailover,
+        FaultKind::SlotMigration,
     ];
 
     /// The name in reports.
@@ -106,6 +170,10 @@ impl FaultKind {
             FaultKind::CpuStarve => "CPU starvation of one replica",
             FaultKind::FailingWork => "failing work (command exits at once)",
             FaultKind::DeadSubscription => "dead subscription (pub/sub blackholed)",
+            FaultKind::SentinelFailover => "sentinel failover under load",
+            FaultKind::MuteSentinel => "mute sentinel (accepts, never answers) during a failover",
+            FaultKind::ClusterFailover => "cluster failover TAKEOVER of the lease slot",
+            FaultKind::SlotMigration => "live migration of the lease slot",
         }
     }
 
@@ -131,6 +199,10 @@ impl FaultKind {
             FaultKind::CpuStarve => "CPU",
             FaultKind::FailingWork => "FAIL",
             FaultKind::DeadSubscription => "sub",
+            FaultKind::SentinelFailover => "SFO",
+            FaultKind::MuteSentinel => "Smute",
+            FaultKind::ClusterFailover => "CFO",
+            FaultKind::SlotMigration => "MIG",
         }
     }
 
@@ -154,7 +226,11 @@ impl FaultKind {
             FaultKind::RedisRestartKept
             | FaultKind::RedisRestartLost
             | FaultKind::Eviction
-            | FaultKind::Vanish => base + timing.lease_duration,
+            | FaultKind::Vanish
+            | FaultKind::SentinelFailover
+            | FaultKind::MuteSentinel
+            | FaultKind::ClusterFailover
+            | FaultKind::SlotMigration => base + timing.lease_duration,
             // A renewal sent before the fault ended lands up to one delay later and keeps the
             // lease for a TTL from then.
             FaultKind::LateDelivery => base + late_delay_max(timing),
@@ -246,6 +322,15 @@ pub enum FaultSpec {
         hold_ms: u64,
         release_after_ms: u64,
     },
+    /// Ask Sentinel `via` (1 or 2) for a failover, wait until it is done.
+    SentinelFailover { via: usize },
+    /// Blackhole the first Sentinel for `hold_ms`, with a failover through Sentinel 1 at its
+    /// start.
+    MuteSentinel { hold_ms: u64 },
+    /// `CLUSTER FAILOVER TAKEOVER` on the lease slot master's replica.
+    ClusterFailover { settle_ms: u64 },
+    /// Move the lease's slot to another master.
+    SlotMigration { settle_ms: u64 },
 }
 
 impl FaultSpec {
@@ -271,6 +356,10 @@ impl FaultSpec {
             FaultSpec::CpuStarve { .. } => FaultKind::CpuStarve,
             FaultSpec::FailingWork { .. } => FaultKind::FailingWork,
             FaultSpec::DeadSubscription { .. } => FaultKind::DeadSubscription,
+            FaultSpec::SentinelFailover { .. } => FaultKind::SentinelFailover,
+            FaultSpec::MuteSentinel { .. } => FaultKind::MuteSentinel,
+            FaultSpec::ClusterFailover { .. } => FaultKind::ClusterFailover,
+            FaultSpec::SlotMigration { .. } => FaultKind::SlotMigration,
         }
     }
 }
@@ -289,7 +378,19 @@ pub struct Scheduled {
 /// `count` faults for `replicas` replicas, from `seed`. The kinds come in rounds, each round
 /// every kind once in a shuffled order, so that every kind gets its share however short the
 /// run.
+#[cfg(test)]
 pub fn generate(seed: u64, count: usize, replicas: usize, timing: &Timing) -> Vec<Scheduled> {
+    generate_from(seed, count, replicas, timing, &FaultKind::SINGLE)
+}
+
+/// The same, drawing from `kinds` (a topology's set).
+pub fn generate_from(
+    seed: u64,
+    count: usize,
+    replicas: usize,
+    timing: &Timing,
+    kinds: &[FaultKind],
+) -> Vec<Scheduled> {
     let mut rng = StdRng::seed_from_u64(seed);
     let ttl = u64::try_from(timing.lease_duration.as_millis()).unwrap_or(u64::MAX);
     let call = u64::try_from(call_timeout(timing).as_millis()).unwrap_or(u64::MAX);
@@ -297,7 +398,7 @@ pub fn generate(seed: u64, count: usize, replicas: usize, timing: &Timing) -> Ve
     let mut out = Vec::with_capacity(count);
     for index in 0..count {
         if round.is_empty() {
-            round = FaultKind::ALL.to_vec();
+            round = kinds.to_vec();
             round.shuffle(&mut rng);
         }
         let kind = round.pop().unwrap_or(FaultKind::PauseReplica);
@@ -348,9 +449,10 @@ pub fn restricted(
     count: usize,
     replicas: usize,
     timing: &Timing,
+    set: &[FaultKind],
     kinds: &[FaultKind],
 ) -> Vec<Scheduled> {
-    generate(seed, count, replicas, timing)
+    generate_from(seed, count, replicas, timing, set)
         .into_iter()
         .filter(|s| kinds.contains(&s.fault.kind()))
         .collect()
@@ -451,6 +553,18 @@ fn draw(rng: &mut StdRng, kind: FaultKind, replicas: usize, ttl: u64, call: u64)
             hold_ms: rng.random_range(1_500..=4_000),
             release_after_ms: rng.random_range(200..=1_000),
         },
+        FaultKind::SentinelFailover => FaultSpec::SentinelFailover {
+            via: rng.random_range(1..=2),
+        },
+        FaultKind::MuteSentinel => FaultSpec::MuteSentinel {
+            hold_ms: rng.random_range(2_000..=5_000),
+        },
+        FaultKind::ClusterFailover => FaultSpec::ClusterFailover {
+            settle_ms: rng.random_range(0..=1_000),
+        },
+        FaultKind::SlotMigration => FaultSpec::SlotMigration {
+            settle_ms: rng.random_range(0..=1_000),
+        },
     }
 }
 
@@ -474,9 +588,16 @@ mod tests {
 
     #[test]
     fn a_restricted_schedule_keeps_the_full_schedules_faults_of_those_kinds() {
-        let full = generate(3, 4 * FaultKind::ALL.len(), 5, &timing());
+        let full = generate(3, 4 * FaultKind::SINGLE.len(), 5, &timing());
         let kinds = [FaultKind::Eviction, FaultKind::Vanish];
-        let some = restricted(3, 4 * FaultKind::ALL.len(), 5, &timing(), &kinds);
+        let some = restricted(
+            3,
+            4 * FaultKind::SINGLE.len(),
+            5,
+            &timing(),
+            &FaultKind::SINGLE,
+            &kinds,
+        );
         assert_eq!(some.len(), 8);
         for s in &some {
             assert!(kinds.contains(&s.fault.kind()));
@@ -486,8 +607,8 @@ mod tests {
 
     #[test]
     fn every_kind_gets_its_share() {
-        let schedule = generate(1, 2 * FaultKind::ALL.len(), 5, &timing());
-        for kind in FaultKind::ALL {
+        let schedule = generate(1, 2 * FaultKind::SINGLE.len(), 5, &timing());
+        for kind in FaultKind::SINGLE {
             let n = schedule.iter().filter(|s| s.fault.kind() == kind).count();
             assert_eq!(n, 2, "{kind:?}");
         }
