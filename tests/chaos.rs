@@ -104,6 +104,14 @@ mod topology;
 #[path = "../examples/chaos/topofaults.rs"]
 mod topofaults;
 
+#[allow(dead_code)]
+#[path = "../examples/chaos/kinds.rs"]
+mod kinds;
+
+#[allow(dead_code)]
+#[path = "../examples/chaos/events.rs"]
+mod events;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

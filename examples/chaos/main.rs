@@ -15,9 +15,11 @@
 //! ```text
 //! config.rs     the command line and the run's settings
 //! schedule.rs   fault kinds, their bounds, and the seeded schedule
+//! kinds.rs      the fault kinds, the sets each topology draws, recovery bounds
 //! params.rs     the second generation's fault parameters
 //! cluster.rs    everything under test, started and stopped together
 //! redis.rs      the redis-server process: kill, restart (data kept or gone), pause
+//! events.rs     leasehold's log lines as the events the checker reads
 //! replica.rs    one leasehold replica: process, log reader, live view of leadership
 //! proxy.rs      the TCP fault proxy between a replica and Redis
 //! resource.rs   the fenced resource the leaders' commands write to
@@ -50,11 +52,13 @@ mod child;
 mod cluster;
 mod config;
 mod dataset;
+mod events;
 mod failover;
 mod faults;
 mod history;
 mod intervals;
 mod journal;
+mod kinds;
 mod nemesis;
 mod params;
 mod pg;
