@@ -55,6 +55,8 @@ pub struct Summary {
     pub more: crate::termcheck::More,
     /// Per kind: terms begun between each fault's injection and the recovery (churn).
     pub churn_by_kind: BTreeMap<FaultKind, usize>,
+    /// Violations by the kind of the fault last injected before each, and by check.
+    pub violations_by_fault: BTreeMap<FaultKind, BTreeMap<Check, usize>>,
     /// Per kind: counts, failover and recovery spreads (µs), bound.
     pub kinds: BTreeMap<FaultKind, crate::failover::KindStats>,
 }
@@ -149,6 +151,7 @@ impl Inputs<'_> {
                 .map(|(k, s)| (*k, s.terms_begun))
                 .collect(),
             kinds: self.liveness.kinds.clone(),
+            violations_by_fault: crate::report_more::violations_by_fault(self.safety, self.journal),
         }
     }
 
@@ -324,6 +327,7 @@ impl Inputs<'_> {
             self.safety,
             self.more,
             self.liveness,
+            self.journal,
         );
         let _ = writeln!(md, "## Writes\n");
         let _ = writeln!(

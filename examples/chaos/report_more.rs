@@ -2,11 +2,14 @@
 //! writes after their term (the command's helpers included), churn per fault kind, and
 //! PostgreSQL, the second fenced resource.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::checker::{Check, Safety};
 use crate::dataset::RunInfo;
 use crate::failover::Liveness;
+use crate::nemesis::Journal;
+use crate::schedule::FaultKind;
 use crate::termcheck::{LOG_SLACK, More, WRITE_SLACK};
 use crate::time;
 
@@ -17,6 +20,7 @@ pub fn second_generation(
     safety: &Safety,
     m: &More,
     liveness: &Liveness,
+    journal: &Journal,
 ) {
     let _ = writeln!(md, "## Terms by the logs, late writes, churn\n");
     let _ = writeln!(
@@ -62,6 +66,18 @@ pub fn second_generation(
         churn.join("\n  - ")
     );
     let _ = writeln!(md);
+    let by_fault = violations_by_fault(safety, journal);
+    if !by_fault.is_empty() {
+        let _ = writeln!(
+            md,
+            "Violations by the fault last injected before each (the fault in progress, or the one whose aftermath it is):\n"
+        );
+        for (kind, checks) in &by_fault {
+            let list: Vec<String> = checks.iter().map(|(c, n)| format!("{c:?} {n}")).collect();
+            let _ = writeln!(md, "- {}: {}", kind.label(), list.join(", "));
+        }
+        let _ = writeln!(md);
+    }
     if m.pg {
         let _ = writeln!(md, "## PostgreSQL\n");
         let _ = writeln!(
@@ -82,4 +98,20 @@ pub fn second_generation(
                 .unwrap_or_default()
         );
     }
+}
+
+/// Violations by the kind of the fault last injected before each (the fault in progress, or
+/// the one whose aftermath it is), and by check.
+pub fn violations_by_fault(
+    safety: &Safety,
+    journal: &Journal,
+) -> BTreeMap<FaultKind, BTreeMap<Check, usize>> {
+    let mut out: BTreeMap<FaultKind, BTreeMap<Check, usize>> = BTreeMap::new();
+    for v in &safety.violations {
+        let i = journal.faults.partition_point(|f| f.inject <= v.at);
+        if let Some(f) = i.checked_sub(1).map(|i| &journal.faults[i]) {
+            *out.entry(f.kind()).or_default().entry(v.check).or_default() += 1;
+        }
+    }
+    out
 }
