@@ -221,6 +221,10 @@ fn report(data: &Dataset, out: &Path) -> anyhow::Result<bool> {
         })
         .collect();
     write_file(
+        &out.join("violations.json"),
+        &serde_json::to_string(&safety.violations).context("cannot serialise the violations")?,
+    )?;
+    write_file(
         &out.join("faults.json"),
         &serde_json::to_string(&faults).context("cannot serialise the faults")?,
     )?;
