@@ -21,10 +21,10 @@ impl Nemesis<'_> {
         match (&planned.fault, &self.cluster.topo) {
             (FaultSpec::SentinelFailover { via }, Topo::Sentinel(set)) => {
                 record.inject = time::now();
-                let master = set.failover(*via)?;
+                let (master, attempts) = set.failover(*via)?;
                 record.clear = time::now();
                 record.detail = Some(format!(
-                    "SENTINEL FAILOVER through Sentinel {via}: master now on port {master}"
+                    "SENTINEL FAILOVER through Sentinel {via} ({attempts} attempt(s)): master now on port {master}"
                 ));
             }
             (FaultSpec::MuteSentinel { hold_ms }, Topo::Sentinel(set)) => {
@@ -35,7 +35,7 @@ impl Nemesis<'_> {
                 sleep_ms(hold_ms.saturating_sub(elapsed));
                 set.mute.set(Link::Pass);
                 record.clear = time::now();
-                let master = failed_over?;
+                let (master, _) = failed_over?;
                 record.detail = Some(format!(
                     "Sentinel 0 blackholed for {} ms; master failed over to port {master} meanwhile",
                     (record.clear - record.inject) / time::MS

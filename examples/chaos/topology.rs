@@ -166,22 +166,46 @@ impl SentinelSet {
     }
 
     /// Asks Sentinel `via` for a failover and waits until the other node is master, named so
-    /// by the Sentinels, with its replica in sync. Returns the new master's port.
-    pub fn failover(&self, via: usize) -> anyhow::Result<u16> {
+    /// by the Sentinels (the demoted one catches up before the next failover). A failover the
+    /// Sentinels abort (a promotion that timed out on a loaded machine) is asked for again, up
+    /// to three times. Returns the new master's port and the attempts it took.
+    pub fn failover(&self, via: usize) -> anyhow::Result<(u16, usize)> {
         // The previous failover's demoted master must be back in sync first.
         wait_until("the Sentinel set in sync", Duration::from_secs(40), || {
             self.synced()
         })?;
         let before = self.master_port().context("no Sentinel names a master")?;
-        cli(
-            self.sentinels[via].0,
-            0,
-            &["SENTINEL", "FAILOVER", MASTER_NAME],
-        )?;
-        wait_until("the Sentinels' failover", Duration::from_secs(40), || {
-            self.master_port().is_some_and(|p| p != before) && self.synced()
-        })?;
-        self.master_port().context("no Sentinel names a master")
+        let mut last = None;
+        for attempt in 1..=3 {
+            if let Err(e) = cli(
+                self.sentinels[via].0,
+                0,
+                &["SENTINEL", "FAILOVER", MASTER_NAME],
+            ) {
+                // INPROG: an aborted failover is still being wound up.
+                last = Some(e);
+                std::thread::sleep(Duration::from_secs(2));
+                continue;
+            }
+            let done = wait_until("the Sentinels' failover", Duration::from_secs(20), || {
+                self.master_port().is_some_and(|p| p != before)
+                    && self.nodes.iter().any(|n| {
+                        Some(n.port()) == self.master_port()
+                            && n.cli(0, &["INFO", "replication"])
+                                .is_ok_and(|i| i.contains("role:master"))
+                    })
+            });
+            match done {
+                Ok(()) => {
+                    return Ok((
+                        self.master_port().context("no Sentinel names a master")?,
+                        attempt,
+                    ));
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| anyhow::anyhow!("no failover attempt was made")))
     }
 }
 
