@@ -39,6 +39,9 @@ pub struct RunInfo {
     pub command_line: String,
     /// `leasehold --version`.
     pub leasehold_version: String,
+    /// The Redis deployment: `single`, `sentinel` or `cluster` (empty in older runs: single).
+    #[serde(default)]
+    pub topology: String,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -59,6 +62,7 @@ impl RunInfo {
             fencing: config.fencing,
             command_line: config.command_line.clone(),
             leasehold_version,
+            topology: format!("{:?}", config.topology).to_lowercase(),
         }
     }
 

@@ -191,10 +191,25 @@ impl Inputs<'_> {
             c.leasehold_version, c.command_line
         );
         let _ = writeln!(md, "## Setup\n");
+        // Runs saved before the topology was recorded tell it by their faults.
+        let drew = |k: FaultKind| self.journal.faults.iter().any(|f| f.kind() == k);
+        let topology = match c.topology.as_str() {
+            "" if drew(FaultKind::SentinelFailover) => "sentinel",
+            "" if drew(FaultKind::ClusterFailover) => "cluster",
+            t => t,
+        };
+        let redis = match topology {
+            "sentinel" => "a real Sentinel set (a master, its replica, three Sentinels, the first behind a fault proxy; append-only, fsync always)".to_owned(),
+            "cluster" => "a real Redis Cluster (three masters, three replicas; append-only, fsync always)".to_owned(),
+            _ => format!(
+                "each behind its own TCP fault proxy to one real `redis-server` (append-only, fsync always; {} processes started over the run)",
+                self.redis_starts
+            ),
+        };
         let _ = writeln!(
             md,
-            "- {} replicas of the real `leasehold` binary in exec mode (`leasehold run … -- chaos child`), each behind its own TCP fault proxy to one real `redis-server` (append-only, fsync always; {} processes started over the run).",
-            c.replicas, self.redis_starts
+            "- {} replicas of the real `leasehold` binary in exec mode (`leasehold run … -- chaos child`), {redis}.",
+            c.replicas
         );
         let _ = writeln!(
             md,
