@@ -151,6 +151,7 @@ fn config(name: &str, fencing: bool) -> RunConfig {
         kinds: Vec::new(),
         postgres: cfg!(feature = "fence-postgres"),
         topology: config::Topology::Single,
+        leasehold_args: Vec::new(),
         command_line: format!(
             "cargo test --test chaos (seed {SEED}, {FAULTS} faults, fencing {})",
             if fencing { "on" } else { "off" }

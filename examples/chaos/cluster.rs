@@ -95,6 +95,7 @@ impl Cluster {
             write_interval: config.write_interval,
             log_dir,
             redis_url: topo.url(),
+            extra_args: config.leasehold_args.clone(),
             postgres: postgres.as_ref().map(PostgresServer::addr),
             pg_fencing: config.fencing,
         };

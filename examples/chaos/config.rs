@@ -97,6 +97,10 @@ pub struct RunArgs {
     /// The Redis deployment; sentinel and cluster draw the process faults and their own.
     #[arg(long, value_enum, default_value_t = Topology::Single)]
     pub topology: Topology,
+    /// One more option for every `leasehold run` (repeatable), e.g.
+    /// `--leasehold-arg=--redis-wait-replicas=1`.
+    #[arg(long, allow_hyphen_values = true)]
+    pub leasehold_arg: Vec<String>,
 }
 
 /// The Redis deployment the replicas elect on.
@@ -201,6 +205,8 @@ pub struct RunConfig {
     pub postgres: bool,
     /// The Redis deployment.
     pub topology: Topology,
+    /// More options for every `leasehold run`.
+    pub leasehold_args: Vec<String>,
     /// The command line, for the report.
     pub command_line: String,
 }
@@ -258,6 +264,7 @@ impl RunArgs {
             kinds: self.kinds,
             postgres: self.postgres == Switch::On,
             topology: self.topology,
+            leasehold_args: self.leasehold_arg,
             command_line: format!("cargo run --example chaos -- {}", args.join(" ")),
         })
     }

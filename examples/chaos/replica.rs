@@ -42,6 +42,8 @@ pub struct ReplicaSettings {
     pub write_interval: Duration,
     /// Where the raw logs go.
     pub log_dir: PathBuf,
+    /// More options for `leasehold run`.
+    pub extra_args: Vec<String>,
     /// The Redis URL of a Sentinel or Cluster topology (`None`: this replica's proxy).
     pub redis_url: Option<String>,
     /// PostgreSQL, the second fenced resource, if the run has it.
@@ -170,6 +172,7 @@ impl Replica {
             .args(["--kubernetes", "off", "--log-format", "json"])
             .args(["--grace-period", "500ms"])
             .args(s.timing.flags())
+            .args(&s.extra_args)
             .arg("--")
             .args(&s.child_command);
         for (key, _) in std::env::vars_os() {
