@@ -94,7 +94,9 @@ pub fn run(config: &RunConfig) -> anyhow::Result<bool> {
         config.seed, config.faults, first.0, first.1
     );
     let total = schedule.len();
+    let mut done = 0;
     let (journal, error) = Nemesis::new(&mut cluster, config.timing).run(&schedule, |f| {
+        done += 1;
         let target = f.target.map(|t| format!(" r{t}")).unwrap_or_default();
         let led = if f.target_led { " (leader)" } else { "" };
         let skipped = f
@@ -103,8 +105,8 @@ pub fn run(config: &RunConfig) -> anyhow::Result<bool> {
             .map(|s| format!(" skipped: {s}"))
             .unwrap_or_default();
         eprintln!(
-            "chaos: [{:>4}/{total}] {}{target}{led} {} ms{skipped}",
-            f.index + 1,
+            "chaos: [{done:>4}/{total}] #{} {}{target}{led} {} ms{skipped}",
+            f.index,
             f.kind().label(),
             (f.clear - f.inject) / 1000
         );
