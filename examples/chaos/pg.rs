@@ -1,17 +1,21 @@
 //! PostgreSQL, the second fenced resource: Debian's server programs (the newest
 //! `/usr/lib/postgresql/<version>/bin`), `initdb` into a directory of its own under the system's
-//! temporary directory, `pg_ctl start` on a free loopback port with trust authentication as
-//! `postgres`; stopped (immediately) and removed when dropped. As root the programs run as
-//! the `postgres` user the package creates, since `initdb` refuses root.
+//! temporary directory, `postgres` started as a child on a free loopback port with trust
+//! authentication as `postgres` (it dies with the harness); stopped (immediately) and removed
+//! when dropped. As root the programs run as the `postgres` user the package creates, since
+//! `initdb` refuses root.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
+use crate::procs::Guarded;
 use crate::redis::free_port;
 use crate::time::Micros;
 
@@ -20,7 +24,7 @@ pub struct PostgresServer {
     port: u16,
     dir: PathBuf,
     bin: PathBuf,
-    running: bool,
+    process: Option<Guarded>,
 }
 
 /// The newest `/usr/lib/postgresql/<version>/bin` that holds `initdb`.
@@ -60,7 +64,7 @@ impl PostgresServer {
             port: 0,
             dir,
             bin: bin_dir()?,
-            running: false,
+            process: None,
         };
         if is_root() {
             let chown = Command::new("chown")
@@ -94,8 +98,7 @@ impl PostgresServer {
         }
         for _ in 0..10 {
             server.port = free_port()?;
-            if server.pg_ctl_start()? {
-                server.running = true;
+            if server.spawn()? {
                 return Ok(server);
             }
         }
@@ -134,29 +137,63 @@ impl PostgresServer {
             .with_context(|| format!("cannot run {}", path.display()))
     }
 
-    fn pg_ctl_start(&self) -> anyhow::Result<bool> {
-        let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200",
-            self.port,
-            self.dir.display()
-        );
-        let (data, log) = (self.data(), self.log_path());
-        let out = self.run_as_postgres(
-            "pg_ctl",
-            &[
-                "-D".as_ref(),
-                data.as_os_str(),
-                "-l".as_ref(),
-                log.as_os_str(),
-                "-o".as_ref(),
-                options.as_ref(),
-                "-t".as_ref(),
-                "30".as_ref(),
-                "-w".as_ref(),
-                "start".as_ref(),
-            ],
-        )?;
-        Ok(out.status.success())
+    /// Starts `postgres` itself as a child (not through `pg_ctl`, which would leave it behind
+    /// should the harness die): as root through `setpriv`, which drops to the `postgres` user
+    /// and sets SIGKILL as the parent-death signal after that. True once `pg_isready` says it
+    /// accepts connections (not merely its port: it refuses them while starting up); false
+    /// when it exited (the port was taken).
+    fn spawn(&mut self) -> anyhow::Result<bool> {
+        let log = std::fs::File::create(self.log_path())
+            .with_context(|| format!("cannot create {}", self.log_path().display()))?;
+        let postgres = self.bin.join("postgres");
+        let mut cmd = if is_root() {
+            let mut c = Command::new("setpriv");
+            c.args([
+                "--reuid",
+                "postgres",
+                "--regid",
+                "postgres",
+                "--init-groups",
+            ])
+            .args(["--pdeathsig", "KILL", "--"])
+            .arg(&postgres);
+            c
+        } else {
+            Command::new(&postgres)
+        };
+        cmd.arg("-D")
+            .arg(self.data())
+            .args(["-p", &self.port.to_string(), "-k"])
+            .arg(&self.dir)
+            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+            .args(["-c", "synchronous_commit=off", "-c", "max_connections=200"])
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        let mut process = Guarded::spawn(&mut cmd)
+            .with_context(|| format!("cannot start {}", postgres.display()))?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if process.try_exit().is_some() {
+                return Ok(false);
+            }
+            let ready = Command::new(self.bin.join("pg_isready"))
+                .args(["-q", "-h", "127.0.0.1", "-p", &self.port.to_string()])
+                .args(["-U", "postgres", "-t", "1"])
+                .stdin(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ready {
+                self.process = Some(process);
+                return Ok(true);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        bail!(
+            "postgres did not accept connections within 30 s; its log:\n{}",
+            self.log()
+        )
     }
 
     /// Where it listens.
@@ -167,19 +204,10 @@ impl PostgresServer {
 
 impl Drop for PostgresServer {
     fn drop(&mut self) {
-        if self.running {
-            let data = self.data();
-            let _ = self.run_as_postgres(
-                "pg_ctl",
-                &[
-                    "-D".as_ref(),
-                    data.as_os_str(),
-                    "-m".as_ref(),
-                    "immediate".as_ref(),
-                    "-w".as_ref(),
-                    "stop".as_ref(),
-                ],
-            );
+        if let Some(mut process) = self.process.take() {
+            // SIGQUIT: immediate shutdown, the backends with it; SIGKILL if that takes long.
+            let _ = process.signal(Signal::SIGQUIT);
+            let _ = process.wait_exit(Duration::from_secs(5));
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
