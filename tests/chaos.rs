@@ -1,8 +1,10 @@
-//! The chaos harness's short run, as part of the suite: a fixed seed with three faults of every
-//! kind against five real leasehold processes and a real redis-server, checked by the harness's
-//! independent checker. Fails on any safety violation, and when the negative control (the same
-//! schedule with fencing off at the resource) is not reported as violating. The two runs go
-//! side by side.
+//! The chaos harness's short run, as part of the suite: a fixed seed with one round of the
+//! schedule (one fault of every kind, the second generation's included) against five real
+//! leasehold processes, a real redis-server and, with the fence-postgres feature, a real
+//! PostgreSQL as the second fenced resource, checked by the harness's independent checker.
+//! Fails on any safety violation, and when the negative control (the same schedule with
+//! fencing off at both resources) is not reported as violating on each. The two runs go side
+//! by side.
 //!
 //! The harness is `examples/chaos` (see docs/CHAOS.md); its modules are compiled into this test
 //! as they are, so the run needs no build of its own. Leaders run this test binary again as
@@ -27,6 +29,9 @@ mod dataset;
 #[path = "../examples/chaos/failover.rs"]
 mod failover;
 #[allow(dead_code)]
+#[path = "../examples/chaos/faults.rs"]
+mod faults;
+#[allow(dead_code)]
 #[path = "../examples/chaos/history.rs"]
 mod history;
 #[allow(dead_code)]
@@ -35,6 +40,13 @@ mod intervals;
 #[allow(dead_code)]
 #[path = "../examples/chaos/nemesis.rs"]
 mod nemesis;
+#[allow(dead_code)]
+#[path = "../examples/chaos/pg.rs"]
+mod pg;
+#[cfg(feature = "fence-postgres")]
+#[allow(dead_code)]
+#[path = "../examples/chaos/pgwrite.rs"]
+mod pgwrite;
 #[allow(dead_code)]
 #[path = "../examples/chaos/procs.rs"]
 mod procs;
@@ -51,6 +63,9 @@ mod replica;
 #[path = "../examples/chaos/report.rs"]
 mod report;
 #[allow(dead_code)]
+#[path = "../examples/chaos/report_more.rs"]
+mod report_more;
+#[allow(dead_code)]
 #[path = "../examples/chaos/resource.rs"]
 mod resource;
 #[allow(dead_code)]
@@ -60,19 +75,51 @@ mod run;
 #[path = "../examples/chaos/schedule.rs"]
 mod schedule;
 #[allow(dead_code)]
+#[path = "../examples/chaos/termcheck.rs"]
+mod termcheck;
+#[allow(dead_code)]
 #[path = "../examples/chaos/time.rs"]
 mod time;
 #[allow(dead_code)]
 #[path = "../examples/chaos/timeline.rs"]
 mod timeline;
 
+#[allow(dead_code)]
+#[path = "../examples/chaos/journal.rs"]
+mod journal;
+
+#[allow(dead_code)]
+#[path = "../examples/chaos/params.rs"]
+mod params;
+
+#[allow(dead_code)]
+#[path = "../examples/chaos/starve.rs"]
+mod starve;
+
+#[allow(dead_code)]
+#[path = "../examples/chaos/topology.rs"]
+mod topology;
+
+#[allow(dead_code)]
+#[path = "../examples/chaos/topofaults.rs"]
+mod topofaults;
+
+#[allow(dead_code)]
+#[path = "../examples/chaos/kinds.rs"]
+mod kinds;
+
+#[allow(dead_code)]
+#[path = "../examples/chaos/events.rs"]
+mod events;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use config::{RESOURCE_ENV, RunConfig, Timing, WRITE_INTERVAL_ENV};
+use config::{RESOURCE_ENV, RunConfig, Timing};
+use schedule::FaultKind;
 
 const SEED: u64 = 7;
-const FAULTS: usize = 33;
+const FAULTS: usize = FaultKind::SINGLE.len();
 const ROLE: &str = "serves_as_the_leaders_command_when_started_by_leasehold";
 
 fn config(name: &str, fencing: bool) -> RunConfig {
@@ -101,6 +148,10 @@ fn config(name: &str, fencing: bool) -> RunConfig {
         ],
         keep_logs: false,
         dry_run: false,
+        kinds: Vec::new(),
+        postgres: cfg!(feature = "fence-postgres"),
+        topology: config::Topology::Single,
+        leasehold_args: Vec::new(),
         command_line: format!(
             "cargo test --test chaos (seed {SEED}, {FAULTS} faults, fencing {})",
             if fencing { "on" } else { "off" }
@@ -140,12 +191,19 @@ fn a_short_chaos_run_finds_no_violation_and_its_negative_control_is_caught() {
         Some(FAULTS as u64),
         "every fault must run:\n{report}"
     );
-    for (kind, n) in summary["faults_by_kind"]
-        .as_object()
-        .expect("faults by kind")
-    {
-        assert!(n.as_u64() >= Some(1), "no {kind} fault ran:\n{report}");
+    for kind in FaultKind::SINGLE {
+        let name = serde_json::to_value(kind).expect("a kind's name");
+        let name = name.as_str().expect("a kind's name is a string");
+        assert!(
+            summary["faults_by_kind"][name].as_u64() >= Some(1),
+            "no {name} fault ran:\n{report}"
+        );
     }
+    let helpers = &summary["more"]["helper_writes"][0];
+    assert!(
+        helpers.as_u64() > Some(0),
+        "the daemonizing and SIGTERM-ignoring commands' helpers must have written:\n{report}"
+    );
     assert!(
         summary["counterfactual_stale"].as_u64() > Some(0),
         "the schedule must give a paused leader's command the chance to write stale data:\n{report}"
@@ -156,6 +214,16 @@ fn a_short_chaos_run_finds_no_violation_and_its_negative_control_is_caught() {
         control_summary["violations_by_check"]["stale-write-accepted"].as_u64() > Some(0),
         "with fencing off the checker must report stale writes accepted:\n{control_report}"
     );
+    if cfg!(feature = "fence-postgres") {
+        assert!(
+            summary["more"]["pg_committed"].as_u64() > Some(0),
+            "the leaders' commands must have written to PostgreSQL:\n{report}"
+        );
+        assert!(
+            control_summary["violations_by_check"]["pg-stale-write-accepted"].as_u64() > Some(0),
+            "with fencing off PostgreSQL must have committed stale writes, and the checker seen them:\n{control_report}"
+        );
+    }
     assert!(
         control_pass,
         "the negative control's verdict must be a pass (violations seen):\n{control_report}"
@@ -167,15 +235,11 @@ fn a_short_chaos_run_finds_no_violation_and_its_negative_control_is_caught() {
 /// writes until leasehold stops it. Started any other way, it returns at once.
 #[test]
 fn serves_as_the_leaders_command_when_started_by_leasehold() {
-    let Ok(resource) = std::env::var(RESOURCE_ENV) else {
+    if std::env::var_os(RESOURCE_ENV).is_none() {
         return;
-    };
-    let resource = resource.parse().expect("CHAOS_RESOURCE is an address");
-    let interval = std::env::var(WRITE_INTERVAL_ENV)
-        .ok()
-        .and_then(|v| humantime::parse_duration(&v).ok())
-        .unwrap_or(Duration::from_millis(20));
-    if let Err(e) = child::run(resource, interval) {
+    }
+    let settings = child::Settings::from_env().expect("the harness's settings");
+    if let Err(e) = child::run(&settings) {
         panic!("the leader's command cannot run: {e:#}");
     }
 }

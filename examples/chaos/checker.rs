@@ -30,17 +30,32 @@ pub enum Check {
     RefusedWhileValid,
     /// A leader's command still ran after its leasehold process was gone.
     CommandOutlivedLeasehold,
+    /// Two terms' `became leader` … `stepped down` stretches overlap by the replicas' own logs
+    /// while both processes ran.
+    LogOverlap,
+    /// A write arrived after its term's validity deadline from a process (the command or a
+    /// descendant) whose leasehold ran unimpeded: leasehold let its work outlive the term.
+    WriteAfterTerm,
+    /// PostgreSQL committed a write whose token was lower than one it had committed before.
+    PgStaleWriteAccepted,
+    /// PostgreSQL committed a write whose token no `became leader` line of its replica
+    /// announced.
+    PgUntraced,
 }
 
 impl Check {
     /// Every check, in report order.
-    pub const ALL: [Check; 6] = [
+    pub const ALL: [Check; 10] = [
         Check::Overlap,
         Check::TokenOrder,
         Check::StaleWriteAccepted,
         Check::UnknownToken,
         Check::RefusedWhileValid,
         Check::CommandOutlivedLeasehold,
+        Check::LogOverlap,
+        Check::WriteAfterTerm,
+        Check::PgStaleWriteAccepted,
+        Check::PgUntraced,
     ];
 
     /// What it checks, for the report.
@@ -56,6 +71,18 @@ impl Check {
                 "every refused write came from a replica whose term had ended (stepped down, paused past its deadline, or killed)"
             }
             Check::CommandOutlivedLeasehold => "no command outlived its leasehold process",
+            Check::LogOverlap => {
+                "no two terms' `became leader` … `stepped down` overlap by the replicas' own logs (while both ran)"
+            }
+            Check::WriteAfterTerm => {
+                "no write after its term's deadline by a process (command or descendant) whose leasehold ran"
+            }
+            Check::PgStaleWriteAccepted => {
+                "PostgreSQL committed no token lower than one it had committed"
+            }
+            Check::PgUntraced => {
+                "every PostgreSQL write's token is one its replica's log announced"
+            }
         }
     }
 }
@@ -348,6 +375,7 @@ mod tests {
             pid: 1,
             seq: 1,
             accepted,
+            role: 'c',
         }
     }
 
@@ -374,6 +402,7 @@ mod tests {
             token,
             start,
             end,
+            deadline: end,
             ended: WindowEnd::Deadline,
             stepped_down: None,
             reason: None,

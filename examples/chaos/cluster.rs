@@ -8,12 +8,14 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use tokio::runtime::Runtime;
 
-use crate::config::RunConfig;
+use crate::config::{RunConfig, Topology};
+use crate::pg::{PgWrite, PostgresServer};
 use crate::proxy::{Link, LinkProxy};
 use crate::redis::RedisServer;
 use crate::replica::{Incarnation, Replica, ReplicaSettings};
 use crate::resource::{Resource, Write};
 use crate::time::{self, Micros};
+use crate::topology::{RedisCluster, SentinelSet, Topo};
 
 /// What a run leaves for the checker.
 pub struct Collected {
@@ -23,6 +25,19 @@ pub struct Collected {
     pub writes: Vec<Write>,
     /// How many redis-server processes were started.
     pub redis_starts: u32,
+    /// What PostgreSQL committed, in commit order, and what it refused.
+    pub pg: Option<PgCollected>,
+}
+
+/// PostgreSQL's two tables, read at the end.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct PgCollected {
+    /// `chaos_writes`, in commit order.
+    pub writes: Vec<PgWrite>,
+    /// `chaos_refused`.
+    pub refused: Vec<PgWrite>,
+    /// Why the tables could not be read, if they could not.
+    pub error: Option<String>,
 }
 
 /// The system under test. Fields drop in order: replicas first, then Redis, the resource and
@@ -32,8 +47,14 @@ pub struct Cluster {
     pub replicas: Vec<Replica>,
     /// Redis.
     pub redis: RedisServer,
-    resource: Resource,
+    /// The fenced resource.
+    pub resource: Resource,
+    postgres: Option<PostgresServer>,
     runtime: Runtime,
+    /// The lease's key in Redis.
+    pub lease_key: String,
+    /// The Redis deployment, when it is not the single server.
+    pub topo: Topo,
 }
 
 impl Cluster {
@@ -47,6 +68,21 @@ impl Cluster {
             .context("cannot start the harness's async runtime")?;
         let redis = RedisServer::start(&work.join("redis"))?;
         let resource = Resource::start(runtime.handle(), config.fencing)?;
+        let postgres = if config.postgres {
+            let server = PostgresServer::start()?;
+            prepare_pg(&runtime, &server)?;
+            Some(server)
+        } else {
+            None
+        };
+        let topo = match config.topology {
+            Topology::Single => Topo::Single,
+            Topology::Sentinel => Topo::Sentinel(SentinelSet::start(
+                &work.join("sentinel"),
+                runtime.handle(),
+            )?),
+            Topology::Cluster => Topo::Cluster(RedisCluster::start(&work.join("cluster"))?),
+        };
         let log_dir = work.join("replicas");
         std::fs::create_dir_all(&log_dir)
             .with_context(|| format!("cannot create {}", log_dir.display()))?;
@@ -58,6 +94,10 @@ impl Cluster {
             timing: config.timing,
             write_interval: config.write_interval,
             log_dir,
+            redis_url: topo.url(),
+            extra_args: config.leasehold_args.clone(),
+            postgres: postgres.as_ref().map(PostgresServer::addr),
+            pg_fencing: config.fencing,
         };
         let mut replicas = Vec::with_capacity(config.replicas);
         for index in 0..config.replicas {
@@ -68,7 +108,10 @@ impl Cluster {
             replicas,
             redis,
             resource,
+            postgres,
             runtime,
+            lease_key: format!("leasehold:{{chaos/seed-{}}}", config.seed),
+            topo,
         };
         for replica in &mut cluster.replicas {
             replica.start()?;
@@ -116,6 +159,17 @@ impl Cluster {
         }
     }
 
+    /// Starts again every replica whose process ended on its own (its command exited).
+    pub fn restart_exited(&mut self) {
+        for r in &mut self.replicas {
+            if r.reap_if_exited()
+                && let Err(e) = r.start()
+            {
+                eprintln!("chaos: {e:#}");
+            }
+        }
+    }
+
     /// Sets every link.
     pub fn set_all_links(&self, link: Link) {
         for r in &self.replicas {
@@ -130,7 +184,9 @@ impl Cluster {
             replicas,
             mut redis,
             resource,
+            postgres,
             runtime,
+            ..
         } = self;
         let _ = redis.signal(nix::sys::signal::Signal::SIGCONT);
         for r in &replicas {
@@ -141,12 +197,65 @@ impl Cluster {
         let redis_starts = redis.starts();
         redis.kill();
         let writes = resource.writes();
+        kill_helpers(&resource.helper_pids());
+        let pg = postgres.as_ref().map(|server| read_pg(&runtime, server));
+        drop(postgres);
         drop(resource);
         runtime.shutdown_timeout(Duration::from_secs(2));
         Collected {
             replicas,
             writes,
             redis_starts,
+            pg,
         }
+    }
+}
+
+/// Kills what is left of the commands' helpers (a daemon nobody stopped writes for a while on
+/// its own): pids that still run the leader's command program.
+fn kill_helpers(pids: &[u32]) {
+    for &pid in pids {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let marker = format!("{}=", crate::child::ROLE_ENV);
+        if environ
+            .split(|b| *b == 0)
+            .any(|kv| kv.starts_with(marker.as_bytes()))
+        {
+            let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+#[cfg(feature = "fence-postgres")]
+fn prepare_pg(runtime: &Runtime, server: &PostgresServer) -> anyhow::Result<()> {
+    runtime.block_on(crate::pgwrite::prepare(server.addr()))
+}
+
+#[cfg(not(feature = "fence-postgres"))]
+fn prepare_pg(_: &Runtime, _: &PostgresServer) -> anyhow::Result<()> {
+    anyhow::bail!("PostgreSQL needs the fence-postgres feature")
+}
+
+#[cfg(feature = "fence-postgres")]
+fn read_pg(runtime: &Runtime, server: &PostgresServer) -> PgCollected {
+    match runtime.block_on(crate::pgwrite::read_back(server.addr())) {
+        Ok((writes, refused)) => PgCollected {
+            writes,
+            refused,
+            error: None,
+        },
+        Err(e) => PgCollected {
+            error: Some(format!("{e:#}")),
+            ..PgCollected::default()
+        },
+    }
+}
+
+#[cfg(not(feature = "fence-postgres"))]
+fn read_pg(_: &Runtime, _: &PostgresServer) -> PgCollected {
+    PgCollected {
+        error: Some("PostgreSQL needs the fence-postgres feature".into()),
+        ..PgCollected::default()
     }
 }

@@ -2,7 +2,6 @@
 //! leasehold), and the settings a run derives from it.
 
 use std::ffi::OsString;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -26,6 +25,9 @@ pub enum Command {
     Run(RunArgs),
     /// Check and report again on a run saved with --keep-logs (its raw/ directory).
     Check(CheckArgs),
+    /// Run again only the faults of some kinds from a seed's schedule (same indices, same
+    /// parameters), to reproduce in a minute what a long run found.
+    Replay(RunArgs),
     /// The leader's work (started by leasehold): write to the fenced resource with the token.
     Child(ChildArgs),
 }
@@ -84,6 +86,41 @@ pub struct RunArgs {
     /// Print the schedule and exit.
     #[arg(long)]
     pub dry_run: bool,
+    /// Only the faults of these kinds (comma-separated, e.g. `eviction,vanish`), taken from
+    /// the schedule the seed draws for --faults (or --long); required by `replay`.
+    #[arg(long, value_delimiter = ',')]
+    pub kinds: Vec<String>,
+    /// PostgreSQL as a second fenced resource (needs the fence-postgres feature and Debian's
+    /// postgresql package).
+    #[arg(long, value_enum, default_value_t = if cfg!(feature = "fence-postgres") { Switch::On } else { Switch::Off })]
+    pub postgres: Switch,
+    /// The Redis deployment; sentinel and cluster draw the process faults and their own.
+    #[arg(long, value_enum, default_value_t = Topology::Single)]
+    pub topology: Topology,
+    /// One more option for every `leasehold run` (repeatable), e.g.
+    /// `--leasehold-arg=--redis-wait-replicas=1`.
+    #[arg(long, allow_hyphen_values = true)]
+    pub leasehold_arg: Vec<String>,
+}
+
+/// The Redis deployment the replicas elect on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Topology {
+    /// One redis-server, a fault proxy per replica.
+    Single,
+    /// A master, a replica and three Sentinels (the first can be muted).
+    Sentinel,
+    /// A Redis Cluster of three masters and three replicas.
+    Cluster,
+}
+
+/// On or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    /// On.
+    On,
+    /// Off.
+    Off,
 }
 
 /// `chaos check`.
@@ -101,18 +138,16 @@ pub struct CheckArgs {
 pub const RESOURCE_ENV: &str = "CHAOS_RESOURCE";
 /// The variable that tells the leader's command how often to write.
 pub const WRITE_INTERVAL_ENV: &str = "CHAOS_WRITE_INTERVAL";
+/// The variable that tells the leader's command where PostgreSQL is (unset: no PostgreSQL).
+pub const PG_ENV: &str = "CHAOS_POSTGRES";
+/// `off`: the command's PostgreSQL writes skip the fencing advance (the negative control).
+pub const PG_FENCING_ENV: &str = "CHAOS_PG_FENCING";
 
-/// `chaos child`. The harness sets both through the environment of each leasehold, which
+/// `chaos child`. The harness sets its settings through the environment of each leasehold
+/// (`CHAOS_RESOURCE`, `CHAOS_WRITE_INTERVAL`, `CHAOS_POSTGRES`, `CHAOS_PG_FENCING`), which
 /// hands its environment down to the command.
 #[derive(Debug, Clone, Args)]
-pub struct ChildArgs {
-    /// The fenced resource.
-    #[arg(long, env = RESOURCE_ENV)]
-    pub resource: SocketAddr,
-    /// Time between two writes.
-    #[arg(long, env = WRITE_INTERVAL_ENV, default_value = "20ms", value_parser = humantime::parse_duration)]
-    pub interval: Duration,
-}
+pub struct ChildArgs {}
 
 /// The election timing handed to every replica.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +199,14 @@ pub struct RunConfig {
     pub keep_logs: bool,
     /// Only print the schedule.
     pub dry_run: bool,
+    /// Only these kinds, by their names in schedule.json (empty: all); `run` checks them.
+    pub kinds: Vec<String>,
+    /// Run PostgreSQL as a second fenced resource.
+    pub postgres: bool,
+    /// The Redis deployment.
+    pub topology: Topology,
+    /// More options for every `leasehold run`.
+    pub leasehold_args: Vec<String>,
     /// The command line, for the report.
     pub command_line: String,
 }
@@ -171,6 +214,11 @@ pub struct RunConfig {
 impl RunArgs {
     /// Resolves paths and presets.
     pub fn resolve(self) -> anyhow::Result<RunConfig> {
+        if self.postgres == Switch::On && !cfg!(feature = "fence-postgres") {
+            bail!(
+                "--postgres on: this program was built without the fence-postgres feature (cargo build --example chaos --features fence-postgres)"
+            );
+        }
         if self.replicas < 2 {
             bail!(
                 "--replicas {}: at least 2 are needed for a failover",
@@ -213,6 +261,10 @@ impl RunArgs {
             child_command: vec![harness.into_os_string(), "child".into()],
             keep_logs: self.keep_logs,
             dry_run: self.dry_run,
+            kinds: self.kinds,
+            postgres: self.postgres == Switch::On,
+            topology: self.topology,
+            leasehold_args: self.leasehold_arg,
             command_line: format!("cargo run --example chaos -- {}", args.join(" ")),
         })
     }

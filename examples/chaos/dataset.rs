@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::PgCollected;
 use crate::config::{RunConfig, Timing};
 use crate::nemesis::Journal;
 use crate::replica::Incarnation;
@@ -38,6 +39,9 @@ pub struct RunInfo {
     pub command_line: String,
     /// `leasehold --version`.
     pub leasehold_version: String,
+    /// The Redis deployment: `single`, `sentinel` or `cluster` (empty in older runs: single).
+    #[serde(default)]
+    pub topology: String,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -58,6 +62,7 @@ impl RunInfo {
             fencing: config.fencing,
             command_line: config.command_line.clone(),
             leasehold_version,
+            topology: format!("{:?}", config.topology).to_lowercase(),
         }
     }
 
@@ -90,6 +95,9 @@ pub struct Dataset {
     pub redis_starts: u32,
     /// The error that cut the run short, if any.
     pub error: Option<String>,
+    /// PostgreSQL's tables, when the run had it.
+    #[serde(default)]
+    pub pg: Option<PgCollected>,
 }
 
 impl Dataset {

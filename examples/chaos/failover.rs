@@ -33,6 +33,8 @@ pub struct Outcome {
     pub bound: Micros,
     /// Whether another term (token) leads after recovery than before the fault.
     pub leader_changed: bool,
+    /// Terms begun from the injection to the recovery (churn).
+    pub terms_begun: usize,
 }
 
 impl Outcome {
@@ -107,6 +109,8 @@ pub struct KindStats {
     pub bound: Micros,
     /// Recoveries beyond the bound (or never).
     pub over_bound: usize,
+    /// Terms begun from the injections to the recoveries (churn).
+    pub terms_begun: usize,
 }
 
 /// Liveness results.
@@ -176,6 +180,7 @@ pub fn analyse(windows: &[Window], journal: &Journal, timing: &Timing) -> Livene
                 recovery: None,
                 bound: micros(kind.bound(timing)),
                 over_bound: 0,
+                terms_begun: 0,
             },
         );
     }
@@ -210,7 +215,12 @@ pub fn analyse(windows: &[Window], journal: &Journal, timing: &Timing) -> Livene
             recovery: back.map(|b| b - reference),
             bound: stats.bound,
             leader_changed: back.and_then(token_at) != before,
+            terms_begun: windows
+                .iter()
+                .filter(|w| w.start >= f.inject && w.start <= until)
+                .count(),
         };
+        stats.terms_begun += outcome.terms_begun;
         if outcome.leader_changed {
             stats.leader_changes += 1;
         }

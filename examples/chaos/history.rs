@@ -30,6 +30,9 @@ pub struct Window {
     pub start: Micros,
     /// Where its validity ended.
     pub end: Micros,
+    /// Its validity deadline by the logs (the latest proof plus `valid_for_ms`), whether or not
+    /// it stepped down before: the command may run until then.
+    pub deadline: Micros,
     /// Why it ended there.
     pub ended: WindowEnd,
     /// When the `stepped down` line came, if it did.
@@ -122,6 +125,7 @@ fn window(
         token,
         start,
         end,
+        deadline,
         ended,
         stepped_down: stepped.as_ref().map(|(at, _)| *at),
         reason: stepped.map(|(_, r)| r),

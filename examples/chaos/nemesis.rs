@@ -7,136 +7,23 @@ use std::time::Duration;
 use anyhow::Context;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use serde::{Deserialize, Serialize};
 
 use crate::cluster::Cluster;
 use crate::config::Timing;
+pub use crate::journal::{FaultRecord, Impairment, Journal, Span};
 use crate::proxy::Link;
 use crate::schedule::{FaultKind, FaultSpec, Scheduled, Target};
 use crate::time::{self, Micros};
 
-/// A fault as it happened.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FaultRecord {
-    /// Its place in the schedule.
-    pub index: usize,
-    /// What was planned.
-    pub spec: FaultSpec,
-    /// The replica it hit, if it hit one.
-    pub target: Option<usize>,
-    /// Whether that replica led when it was hit.
-    pub target_led: bool,
-    /// The leader (replica, token) just before the injection.
-    pub leader_before: Option<(usize, u64)>,
-    /// When it was injected.
-    pub inject: Micros,
-    /// When it was lifted (the process continued or was back, Redis was back, the link
-    /// passed again).
-    pub clear: Micros,
-    /// Whether it was skipped (nothing to hit), and why.
-    pub skipped: Option<String>,
-}
-
-impl FaultRecord {
-    /// Its kind.
-    pub fn kind(&self) -> FaultKind {
-        self.spec.kind()
-    }
-}
-
-/// What impaired something for a while.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Impairment {
-    /// A replica's leasehold SIGSTOPped.
-    Paused,
-    /// A leader's command SIGSTOPped.
-    CommandPaused,
-    /// A replica SIGKILLed, until started again.
-    Killed,
-    /// A replica SIGTERMed, until started again.
-    Terminated,
-    /// Redis killed, until started again with its data.
-    RedisDownKept,
-    /// Redis killed, until started again from an empty directory.
-    RedisDownLost,
-    /// Redis SIGSTOPped.
-    RedisPaused,
-    /// Every link delayed.
-    RedisSlow,
-    /// One link delayed.
-    LinkDelay,
-    /// One link reset.
-    LinkDrop,
-    /// One link blackholed.
-    LinkBlackhole,
-}
-
-impl Impairment {
-    /// In a few words.
-    pub fn label(self) -> &'static str {
-        match self {
-            Impairment::Paused => "leasehold paused (SIGSTOP)",
-            Impairment::CommandPaused => "command paused (SIGSTOP)",
-            Impairment::Killed => "killed (SIGKILL)",
-            Impairment::Terminated => "terminated (SIGTERM)",
-            Impairment::RedisDownKept => "redis down, data kept",
-            Impairment::RedisDownLost => "redis down, data gone",
-            Impairment::RedisPaused => "redis paused (SIGSTOP)",
-            Impairment::RedisSlow => "every link delayed",
-            Impairment::LinkDelay => "link delayed",
-            Impairment::LinkDrop => "link dropped (reset)",
-            Impairment::LinkBlackhole => "link blackholed",
-        }
-    }
-}
-
-/// A stretch of time something was impaired.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Span {
-    /// The replica, or `None` for Redis or every link.
-    pub replica: Option<usize>,
-    /// Which process of the replica.
-    pub incarnation: usize,
-    /// Start.
-    pub from: Micros,
-    /// End.
-    pub to: Micros,
-    /// What it was, in a word.
-    pub what: Impairment,
-}
-
-/// Everything the nemesis did.
-#[derive(Debug, Default, Serialize, Deserialize)]
-pub struct Journal {
-    /// The faults.
-    pub faults: Vec<FaultRecord>,
-    /// A replica's leasehold stopped (SIGSTOP to SIGCONT).
-    pub pauses: Vec<Span>,
-    /// A leader's command stopped.
-    pub child_pauses: Vec<Span>,
-    /// A replica's process gone (SIGKILL or SIGTERM until it was started again).
-    pub downs: Vec<Span>,
-    /// Redis down, paused or slow (`replica` is `None`).
-    pub redis: Vec<Span>,
-    /// A link fault on one replica (or on every one: `replica` is `None`).
-    pub links: Vec<Span>,
-    /// When the first fault was injected.
-    pub first_fault: Micros,
-    /// When the schedule ended (before the final shutdown).
-    pub end: Micros,
-    /// Things that did not go to plan (no leader before a fault, a target missing).
-    pub notes: Vec<String>,
-}
-
 /// Runs the schedule.
 pub struct Nemesis<'a> {
-    cluster: &'a mut Cluster,
-    timing: Timing,
-    journal: Journal,
+    pub(crate) cluster: &'a mut Cluster,
+    pub(crate) timing: Timing,
+    pub(crate) journal: Journal,
 }
 
-fn sleep_ms(ms: u64) {
+/// Sleeps `ms` milliseconds.
+pub fn sleep_ms(ms: u64) {
     std::thread::sleep(Duration::from_millis(ms));
 }
 
@@ -202,7 +89,7 @@ impl<'a> Nemesis<'a> {
         Ok(())
     }
 
-    fn resolve(&self, target: Target) -> (Option<usize>, Option<(usize, u64)>) {
+    pub(crate) fn resolve(&self, target: Target) -> (Option<usize>, Option<(usize, u64)>) {
         let leader = self.cluster.leader();
         let index = match target {
             Target::Leader => leader.map(|(i, _)| i),
@@ -222,6 +109,7 @@ impl<'a> Nemesis<'a> {
             inject: time::now(),
             clear: time::now(),
             skipped: None,
+            detail: None,
         };
         match planned.fault {
             FaultSpec::PauseReplica { target, pause_ms } => {
@@ -382,6 +270,22 @@ impl<'a> Nemesis<'a> {
                     what: Impairment::RedisPaused,
                 });
             }
+            FaultSpec::Eviction { .. }
+            | FaultSpec::Vanish { .. }
+            | FaultSpec::LateDelivery { .. }
+            | FaultSpec::Daemonize { .. }
+            | FaultSpec::IgnoreSigterm { .. }
+            | FaultSpec::CpuStarve { .. }
+            | FaultSpec::FailingWork { .. }
+            | FaultSpec::DeadSubscription { .. } => {
+                self.inject_second(planned, &mut record)?;
+            }
+            FaultSpec::SentinelFailover { .. }
+            | FaultSpec::MuteSentinel { .. }
+            | FaultSpec::ClusterFailover { .. }
+            | FaultSpec::SlotMigration { .. } => {
+                self.inject_topology(planned, &mut record)?;
+            }
             FaultSpec::SlowRedis { delay_ms, hold_ms } => {
                 self.cluster
                     .set_all_links(Link::Delay(Duration::from_millis(delay_ms)));
@@ -403,7 +307,7 @@ impl<'a> Nemesis<'a> {
         Ok(record)
     }
 
-    fn link_fault(
+    pub(crate) fn link_fault(
         &mut self,
         record: &mut FaultRecord,
         target: Target,
@@ -436,7 +340,7 @@ impl<'a> Nemesis<'a> {
     }
 
     /// The leader's command, waiting a moment for it to start.
-    fn child_of(&self, replica: usize) -> Option<u32> {
+    pub(crate) fn child_of(&self, replica: usize) -> Option<u32> {
         for _ in 0..200 {
             if let Some(pid) = self.cluster.replicas[replica].child_pid() {
                 return Some(pid);
@@ -450,7 +354,11 @@ impl<'a> Nemesis<'a> {
 /// Whether the fault is aimed at whoever leads.
 fn targets_leader(fault: &FaultSpec) -> bool {
     match fault {
-        FaultSpec::PauseChild { .. } => true,
+        FaultSpec::PauseChild { .. }
+        | FaultSpec::LateDelivery { .. }
+        | FaultSpec::Daemonize { .. }
+        | FaultSpec::IgnoreSigterm { .. } => true,
+        FaultSpec::CpuStarve { target, .. } => *target == Target::Leader,
         FaultSpec::PauseReplica { target, .. }
         | FaultSpec::KillReplica { target, .. }
         | FaultSpec::LinkDelay { target, .. }
@@ -460,7 +368,7 @@ fn targets_leader(fault: &FaultSpec) -> bool {
     }
 }
 
-fn skip(mut record: FaultRecord, why: &str) -> FaultRecord {
+pub(crate) fn skip(mut record: FaultRecord, why: &str) -> FaultRecord {
     record.skipped = Some(why.to_owned());
     record
 }

@@ -52,7 +52,6 @@ type Open = Arc<Mutex<BTreeSet<u16>>>;
 pub struct LinkProxy {
     addr: SocketAddr,
     link: watch::Sender<Faults>,
-    #[allow(dead_code)] // read by `upstream_ports`, which only the tests call
     open: Open,
     stop: CancellationToken,
 }
@@ -99,16 +98,21 @@ impl LinkProxy {
     }
 
     /// Changes what the link does to the one connection whose upstream side uses local port
-    /// `upstream_port`. (The tests use it; the harness's nemesis faults whole links.)
-    #[allow(dead_code)]
+    /// `upstream_port`.
     pub fn set_one(&self, upstream_port: u16, link: Link) {
         self.link.send_modify(|f| {
             f.one.insert(upstream_port, link);
         });
     }
 
+    /// Lifts the fault of one connection (it follows the whole link's again).
+    pub fn clear_one(&self, upstream_port: u16) {
+        self.link.send_modify(|f| {
+            f.one.remove(&upstream_port);
+        });
+    }
+
     /// The local ports of the upstream sides of the open connections.
-    #[allow(dead_code)]
     pub fn upstream_ports(&self) -> Vec<u16> {
         let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         open.iter().copied().collect()

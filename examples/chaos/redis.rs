@@ -27,11 +27,17 @@ pub struct RedisServer {
     dir: PathBuf,
     process: Option<Guarded>,
     starts: u32,
+    extra: Vec<String>,
 }
 
 impl RedisServer {
     /// Starts a server with its data in `dir` (created if missing).
     pub fn start(dir: &Path) -> anyhow::Result<Self> {
+        Self::start_with(dir, &[])
+    }
+
+    /// The same, with more of redis-server's options (`--replicaof …`, `--cluster-enabled …`).
+    pub fn start_with(dir: &Path, extra: &[String]) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the redis directory {}", dir.display()))?;
         let mut server = Self {
@@ -39,6 +45,7 @@ impl RedisServer {
             dir: dir.to_owned(),
             process: None,
             starts: 0,
+            extra: extra.to_vec(),
         };
         for _ in 0..10 {
             server.port = free_port()?;
@@ -90,6 +97,7 @@ impl RedisServer {
                 "always",
             ])
             .args(["--daemonize", "no", "--protected-mode", "yes"])
+            .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
@@ -171,6 +179,60 @@ impl RedisServer {
             .signal(signal)
             .with_context(|| format!("cannot send {signal} to redis-server"))
     }
+}
+
+impl RedisServer {
+    /// Runs one command through `redis-cli` on database `db`, straight to the server (no
+    /// proxy); its reply as redis-cli prints it. An error reply is an error.
+    pub fn cli(&self, db: u32, args: &[&str]) -> anyhow::Result<String> {
+        cli(self.port, db, args)
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The client connections Redis has: the port of each one's address, and whether it is
+    /// subscribed (pub/sub).
+    pub fn clients(&self) -> anyhow::Result<Vec<(u16, bool)>> {
+        let list = self.cli(0, &["CLIENT", "LIST"])?;
+        Ok(list
+            .lines()
+            .filter_map(|line| {
+                let field = |name: &str| {
+                    line.split(' ')
+                        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                };
+                let port = field("addr")?.rsplit(':').next()?.parse().ok()?;
+                let subscribed = field("sub").is_some_and(|n| n != "0")
+                    || field("psub").is_some_and(|n| n != "0")
+                    || field("ssub").is_some_and(|n| n != "0");
+                Some((port, subscribed))
+            })
+            .collect())
+    }
+}
+
+/// Runs one command through `redis-cli` against the server (or Sentinel) on `port`, database
+/// `db`; its reply as redis-cli prints it. An error reply is an error.
+pub fn cli(port: u16, db: u32, args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-n", &db.to_string()])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot run redis-cli (apt-get install redis-tools)")?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if !out.status.success() || text.starts_with("ERR") || text.starts_with("OOM") {
+        bail!(
+            "redis-cli {}: {text} {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(text)
 }
 
 /// True when a server at `addr` answers PING with PONG (not while it loads its data).

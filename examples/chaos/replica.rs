@@ -17,7 +17,9 @@ use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::config::{RESOURCE_ENV, Timing, WRITE_INTERVAL_ENV};
+use crate::config::{PG_ENV, PG_FENCING_ENV, RESOURCE_ENV, Timing, WRITE_INTERVAL_ENV};
+use crate::events::parse_event;
+pub use crate::events::{Event, LogEvent};
 use crate::procs::Guarded;
 use crate::proxy::LinkProxy;
 use crate::redis::free_port;
@@ -40,41 +42,14 @@ pub struct ReplicaSettings {
     pub write_interval: Duration,
     /// Where the raw logs go.
     pub log_dir: PathBuf,
-}
-
-/// A log event the checker needs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "kebab-case")]
-pub enum Event {
-    /// `became leader`.
-    Became { token: u64, valid_for_ms: u64 },
-    /// `renewed`.
-    Renewed { token: u64, valid_for_ms: u64 },
-    /// `stepped down`.
-    SteppedDown { token: u64, reason: String },
-    /// `started the command`.
-    CommandStarted { pid: u32 },
-    /// `the command stopped` (at step-down), with its exit code.
-    CommandStopped { pid: u32, code: i64 },
-    /// `released the lease`.
-    Released { token: u64 },
-    /// Redis is new or lost its data: nobody leads for `cooldown_ms`.
-    CoolingDown { cooldown_ms: u64 },
-    /// `leasehold starting`.
-    Starting,
-    /// `leasehold stopped`.
-    Stopped,
-    /// Any other warning or error, by its message.
-    Warning { message: String },
-}
-
-/// An event and its log timestamp.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct LogEvent {
-    /// The log line's timestamp.
-    pub at: Micros,
-    /// The event.
-    pub event: Event,
+    /// More options for `leasehold run`.
+    pub extra_args: Vec<String>,
+    /// The Redis URL of a Sentinel or Cluster topology (`None`: this replica's proxy).
+    pub redis_url: Option<String>,
+    /// PostgreSQL, the second fenced resource, if the run has it.
+    pub postgres: Option<SocketAddr>,
+    /// Whether the command's PostgreSQL writes are fenced.
+    pub pg_fencing: bool,
 }
 
 /// One process of a replica.
@@ -155,6 +130,11 @@ impl Replica {
         self.done.len()
     }
 
+    /// The running leasehold's process id.
+    pub fn pid(&self) -> Option<i32> {
+        self.running.as_ref().map(|r| r.process.pid().as_raw())
+    }
+
     /// Whether a process is running (paused or not).
     pub fn is_running(&self) -> bool {
         self.running.is_some()
@@ -185,12 +165,14 @@ impl Replica {
         let s = &self.settings;
         let mut cmd = Command::new(&s.leasehold);
         cmd.arg("run")
-            .args(["--redis-url", &self.proxy.url()])
+            .arg("--redis-url")
+            .arg(s.redis_url.clone().unwrap_or_else(|| self.proxy.url()))
             .args(["--lease-name", &s.lease, "--identity", &self.identity])
             .args(["--http-addr", &http.to_string()])
             .args(["--kubernetes", "off", "--log-format", "json"])
             .args(["--grace-period", "500ms"])
             .args(s.timing.flags())
+            .args(&s.extra_args)
             .arg("--")
             .args(&s.child_command);
         for (key, _) in std::env::vars_os() {
@@ -199,12 +181,17 @@ impl Replica {
                 cmd.env_remove(&key);
             }
         }
+        match s.postgres {
+            Some(addr) => cmd.env(PG_ENV, addr.to_string()),
+            None => cmd.env_remove(PG_ENV),
+        };
         cmd.env("RUST_LOG", "leasehold=debug")
             .env(RESOURCE_ENV, s.resource.to_string())
             .env(
                 WRITE_INTERVAL_ENV,
                 format!("{}ms", s.write_interval.as_millis()),
             )
+            .env(PG_FENCING_ENV, if s.pg_fencing { "on" } else { "off" })
             .env_remove("KUBECONFIG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -478,70 +465,6 @@ fn read_logs(stderr: impl Read, live: Arc<Mutex<Live>>, path: PathBuf, header: S
 /// checker errs towards longer windows).
 pub fn deadline(at: Micros, valid_for_ms: u64) -> Micros {
     at + (i64::try_from(valid_for_ms).unwrap_or(i64::MAX / 2) + 1) * MS
-}
-
-/// `None`: not a log line; `Some(None)`: a log line of no interest.
-fn parse_event(v: &Value) -> Option<Option<LogEvent>> {
-    let at = time::parse_rfc3339(v.get("timestamp")?.as_str()?)?;
-    let message = v.get("message")?.as_str()?;
-    let token = v.get("token").and_then(Value::as_u64);
-    let valid_for_ms = v.get("valid_for_ms").and_then(Value::as_u64);
-    let event = match (message, token, valid_for_ms) {
-        ("became leader", Some(token), Some(valid_for_ms)) => Event::Became {
-            token,
-            valid_for_ms,
-        },
-        ("renewed", Some(token), Some(valid_for_ms)) => Event::Renewed {
-            token,
-            valid_for_ms,
-        },
-        ("stepped down", Some(token), _) => Event::SteppedDown {
-            token,
-            reason: v
-                .get("reason")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned(),
-        },
-        ("started the command", _, _) => match v
-            .get("pid")
-            .and_then(Value::as_u64)
-            .and_then(|p| u32::try_from(p).ok())
-        {
-            Some(pid) => Event::CommandStarted { pid },
-            None => return Some(None),
-        },
-        ("the command stopped", _, _) => Event::CommandStopped {
-            pid: v
-                .get("pid")
-                .and_then(Value::as_u64)
-                .and_then(|p| u32::try_from(p).ok())
-                .unwrap_or_default(),
-            code: v.get("code").and_then(Value::as_i64).unwrap_or(-1),
-        },
-        ("released the lease", Some(token), _) => Event::Released { token },
-        ("leasehold starting", _, _) => Event::Starting,
-        ("leasehold stopped", _, _) => Event::Stopped,
-        (m, _, _) if m.starts_with("redis is new or lost its data") => Event::CoolingDown {
-            cooldown_ms: v.get("cooldown_ms").and_then(Value::as_u64).unwrap_or(0),
-        },
-        ("became leader" | "renewed" | "stepped down", _, _) => {
-            // A transition without the fields the checker needs: a finding, not noise.
-            eprintln!("chaos: log line without token or valid_for_ms: {v}");
-            return Some(None);
-        }
-        (m, _, _) => {
-            let level = v.get("level").and_then(Value::as_str).unwrap_or("");
-            if level == "WARN" || level == "ERROR" {
-                Event::Warning {
-                    message: m.to_owned(),
-                }
-            } else {
-                return Some(None);
-            }
-        }
-    };
-    Some(Some(LogEvent { at, event }))
 }
 
 /// The parent process id of `pid`, from /proc.

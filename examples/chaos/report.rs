@@ -51,6 +51,14 @@ pub struct Summary {
     pub pass: bool,
     /// Oddities in the logs and the nemesis's notes.
     pub notes: Vec<String>,
+    /// The second generation's figures (logs, late writes, PostgreSQL).
+    pub more: crate::termcheck::More,
+    /// Per kind: terms begun between each fault's injection and the recovery (churn).
+    pub churn_by_kind: BTreeMap<FaultKind, usize>,
+    /// Violations by the kind of the fault last injected before each, and by check.
+    pub violations_by_fault: BTreeMap<FaultKind, BTreeMap<Check, usize>>,
+    /// Per kind: counts, failover and recovery spreads (µs), bound.
+    pub kinds: BTreeMap<FaultKind, crate::failover::KindStats>,
 }
 
 /// All a report needs.
@@ -63,6 +71,8 @@ pub struct Inputs<'a> {
     pub windows: &'a [Window],
     /// Safety results.
     pub safety: &'a Safety,
+    /// The second generation's figures.
+    pub more: &'a crate::termcheck::More,
     /// Liveness results.
     pub liveness: &'a Liveness,
     /// Log oddities.
@@ -95,6 +105,7 @@ impl Inputs<'_> {
                 self.safety.violations.is_empty()
             } else {
                 self.safety.count(Check::StaleWriteAccepted) > 0
+                    && (!self.more.pg || self.safety.count(Check::PgStaleWriteAccepted) > 0)
             };
         let mut notes: Vec<String> = self.oddities.to_vec();
         if let Some(e) = self.error {
@@ -132,6 +143,15 @@ impl Inputs<'_> {
             duration_s: (self.ended - self.started) as f64 / 1e6,
             pass,
             notes,
+            more: self.more.clone(),
+            churn_by_kind: self
+                .liveness
+                .kinds
+                .iter()
+                .map(|(k, s)| (*k, s.terms_begun))
+                .collect(),
+            kinds: self.liveness.kinds.clone(),
+            violations_by_fault: crate::report_more::violations_by_fault(self.safety, self.journal),
         }
     }
 
@@ -171,10 +191,25 @@ impl Inputs<'_> {
             c.leasehold_version, c.command_line
         );
         let _ = writeln!(md, "## Setup\n");
+        // Runs saved before the topology was recorded tell it by their faults.
+        let drew = |k: FaultKind| self.journal.faults.iter().any(|f| f.kind() == k);
+        let topology = match c.topology.as_str() {
+            "" if drew(FaultKind::SentinelFailover) => "sentinel",
+            "" if drew(FaultKind::ClusterFailover) => "cluster",
+            t => t,
+        };
+        let redis = match topology {
+            "sentinel" => "a real Sentinel set (a master, its replica, three Sentinels, the first behind a fault proxy; append-only, fsync always)".to_owned(),
+            "cluster" => "a real Redis Cluster (three masters, three replicas; append-only, fsync always)".to_owned(),
+            _ => format!(
+                "each behind its own TCP fault proxy to one real `redis-server` (append-only, fsync always; {} processes started over the run)",
+                self.redis_starts
+            ),
+        };
         let _ = writeln!(
             md,
-            "- {} replicas of the real `leasehold` binary in exec mode (`leasehold run … -- chaos child`), each behind its own TCP fault proxy to one real `redis-server` (append-only, fsync always; {} processes started over the run).",
-            c.replicas, self.redis_starts
+            "- {} replicas of the real `leasehold` binary in exec mode (`leasehold run … -- chaos child`), {redis}.",
+            c.replicas
         );
         let _ = writeln!(
             md,
@@ -301,6 +336,14 @@ impl Inputs<'_> {
             let _ = writeln!(md);
         }
 
+        crate::report_more::second_generation(
+            &mut md,
+            self.info,
+            self.safety,
+            self.more,
+            self.liveness,
+            self.journal,
+        );
         let _ = writeln!(md, "## Writes\n");
         let _ = writeln!(
             md,

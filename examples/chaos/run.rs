@@ -11,20 +11,51 @@ use anyhow::{Context, bail};
 
 use crate::checker;
 use crate::cluster::Cluster;
-use crate::config::RunConfig;
+use crate::config::{RunConfig, Topology};
 use crate::dataset::{Dataset, RunInfo};
 use crate::failover;
 use crate::history;
 use crate::nemesis::Nemesis;
 use crate::report::{Inputs, Summary};
 use crate::schedule::{self, FaultKind};
+use crate::termcheck;
 use crate::time;
 use crate::timeline::Picture;
 
 /// Runs the harness; `Ok(true)` when the verdict is a pass.
 pub fn run(config: &RunConfig) -> anyhow::Result<bool> {
     crate::procs::own_processes_from_this_thread();
-    let schedule = schedule::generate(config.seed, config.faults, config.replicas, &config.timing);
+    let kinds = schedule::parse_kinds(&config.kinds)?;
+    let set: &[FaultKind] = match config.topology {
+        Topology::Single => &FaultKind::SINGLE,
+        Topology::Sentinel => &FaultKind::SENTINEL,
+        Topology::Cluster => &FaultKind::CLUSTER,
+    };
+    if let Some(k) = kinds.iter().find(|k| !set.contains(k)) {
+        bail!(
+            "--kinds {}: a {:?} run does not draw that kind",
+            serde_json::to_string(k).unwrap_or_default(),
+            config.topology
+        );
+    }
+    let schedule = if kinds.is_empty() {
+        schedule::generate_from(
+            config.seed,
+            config.faults,
+            config.replicas,
+            &config.timing,
+            set,
+        )
+    } else {
+        schedule::restricted(
+            config.seed,
+            config.faults,
+            config.replicas,
+            &config.timing,
+            set,
+            &kinds,
+        )
+    };
     if config.dry_run {
         for s in &schedule {
             println!(
@@ -63,7 +94,9 @@ pub fn run(config: &RunConfig) -> anyhow::Result<bool> {
         config.seed, config.faults, first.0, first.1
     );
     let total = schedule.len();
+    let mut done = 0;
     let (journal, error) = Nemesis::new(&mut cluster, config.timing).run(&schedule, |f| {
+        done += 1;
         let target = f.target.map(|t| format!(" r{t}")).unwrap_or_default();
         let led = if f.target_led { " (leader)" } else { "" };
         let skipped = f
@@ -72,8 +105,8 @@ pub fn run(config: &RunConfig) -> anyhow::Result<bool> {
             .map(|s| format!(" skipped: {s}"))
             .unwrap_or_default();
         eprintln!(
-            "chaos: [{:>4}/{total}] {}{target}{led} {} ms{skipped}",
-            f.index + 1,
+            "chaos: [{done:>4}/{total}] #{} {}{target}{led} {} ms{skipped}",
+            f.index,
             f.kind().label(),
             (f.clear - f.inject) / 1000
         );
@@ -88,6 +121,7 @@ pub fn run(config: &RunConfig) -> anyhow::Result<bool> {
         writes: collected.writes,
         redis_starts: collected.redis_starts,
         error,
+        pg: collected.pg,
     };
     let saved = work.join("collected.json");
     let keep = config.keep_logs || data.error.is_some();
@@ -127,13 +161,22 @@ fn report(data: &Dataset, out: &Path) -> anyhow::Result<bool> {
     let info = &data.info;
     let timing = info.timing();
     let (windows, oddities) = history::windows(&data.replicas);
-    let safety = checker::check(&windows, &data.writes, &data.journal, &data.replicas);
+    let mut safety = checker::check(&windows, &data.writes, &data.journal, &data.replicas);
+    let more = termcheck::check(
+        &windows,
+        &data.writes,
+        &data.journal,
+        &data.replicas,
+        data.pg.as_ref(),
+        &mut safety,
+    );
     let liveness = failover::analyse(&windows, &data.journal, &timing);
     let inputs = Inputs {
         info,
         journal: &data.journal,
         windows: &windows,
         safety: &safety,
+        more: &more,
         liveness: &liveness,
         oddities: &oddities,
         started: data.started,
@@ -179,6 +222,10 @@ fn report(data: &Dataset, out: &Path) -> anyhow::Result<bool> {
             serde_json::json!({ "fault": f, "outcome": outcome })
         })
         .collect();
+    write_file(
+        &out.join("violations.json"),
+        &serde_json::to_string(&safety.violations).context("cannot serialise the violations")?,
+    )?;
     write_file(
         &out.join("faults.json"),
         &serde_json::to_string(&faults).context("cannot serialise the faults")?,

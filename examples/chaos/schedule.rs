@@ -2,116 +2,16 @@
 //! same list of faults with the same parameters. Which replica "the leader" is gets resolved
 //! when the fault is injected.
 
-use std::time::Duration;
-
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use clap::ValueEnum;
+
 use crate::config::Timing;
-
-/// The kinds of fault, in the order of the report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FaultKind {
-    /// SIGSTOP a replica's leasehold past the TTL, then SIGCONT.
-    PauseReplica,
-    /// SIGSTOP only the leader's child past the TTL, then SIGCONT.
-    PauseChild,
-    /// SIGKILL a replica, start it again after a while.
-    KillReplica,
-    /// SIGTERM every replica in turn, starting each again before the next.
-    RollingRestart,
-    /// SIGKILL Redis, start it again with its data (append-only file, fsync always).
-    RedisRestartKept,
-    /// SIGKILL Redis, start it again on the same port from an empty directory.
-    RedisRestartLost,
-    /// Delay a replica's link to Redis.
-    LinkDelay,
-    /// Reset a replica's connections to Redis, and every new one.
-    LinkDrop,
-    /// Hold every byte on a replica's link to Redis.
-    LinkBlackhole,
-    /// SIGSTOP Redis for a moment.
-    RedisPause,
-    /// Delay every replica's link to Redis.
-    SlowRedis,
-}
-
-impl FaultKind {
-    /// Every kind.
-    pub const ALL: [FaultKind; 11] = [
-        FaultKind::PauseReplica,
-        FaultKind::PauseChild,
-        FaultKind::KillReplica,
-        FaultKind::RollingRestart,
-        FaultKind::RedisRestartKept,
-        FaultKind::RedisRestartLost,
-        FaultKind::LinkDelay,
-        FaultKind::LinkDrop,
-        FaultKind::LinkBlackhole,
-        FaultKind::RedisPause,
-        FaultKind::SlowRedis,
-    ];
-
-    /// The name in reports.
-    pub fn label(self) -> &'static str {
-        match self {
-            FaultKind::PauseReplica => "pause replica (SIGSTOP > TTL)",
-            FaultKind::PauseChild => "pause leader's child (SIGSTOP > TTL)",
-            FaultKind::KillReplica => "kill replica (SIGKILL, restart)",
-            FaultKind::RollingRestart => "rolling restart (SIGTERM each)",
-            FaultKind::RedisRestartKept => "redis restart, data kept",
-            FaultKind::RedisRestartLost => "redis restart, data gone",
-            FaultKind::LinkDelay => "delay one link",
-            FaultKind::LinkDrop => "drop one link (reset)",
-            FaultKind::LinkBlackhole => "blackhole one link",
-            FaultKind::RedisPause => "slow redis (SIGSTOP redis)",
-            FaultKind::SlowRedis => "slow redis (delay all links)",
-        }
-    }
-
-    /// A few letters for the timeline.
-    pub fn code(self) -> &'static str {
-        match self {
-            FaultKind::PauseReplica => "STOP",
-            FaultKind::PauseChild => "STOPc",
-            FaultKind::KillReplica => "KILL",
-            FaultKind::RollingRestart => "ROLL",
-            FaultKind::RedisRestartKept => "RDk",
-            FaultKind::RedisRestartLost => "RD∅",
-            FaultKind::LinkDelay => "dly",
-            FaultKind::LinkDrop => "drop",
-            FaultKind::LinkBlackhole => "hole",
-            FaultKind::RedisPause => "Rstop",
-            FaultKind::SlowRedis => "Rslow",
-        }
-    }
-
-    /// Whether the failover is counted from the injection (the fault takes a process away at
-    /// once) rather than from the moment the fault was lifted (Redis and link faults, and a
-    /// rolling restart, which lasts until its last replica is back).
-    pub fn counts_from_injection(self) -> bool {
-        matches!(
-            self,
-            FaultKind::PauseReplica | FaultKind::PauseChild | FaultKind::KillReplica
-        )
-    }
-
-    /// The longest the configuration allows, after the failover's reference instant, before a
-    /// working leader exists again: the TTL plus the retry period, plus one more lease
-    /// duration of cooldown after Redis restarted (with or without its data).
-    pub fn bound(self, timing: &Timing) -> Duration {
-        let base = timing.lease_duration + timing.retry_period;
-        match self {
-            FaultKind::RedisRestartKept | FaultKind::RedisRestartLost => {
-                base + timing.lease_duration
-            }
-            _ => base,
-        }
-    }
-}
+pub use crate::kinds::FaultKind;
+pub use crate::params::{EvictionPolicy, TermEnd, VanishHow, call_timeout};
 
 /// Which replica a fault hits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,6 +53,58 @@ pub enum FaultSpec {
     RedisPause { pause_ms: u64 },
     /// Delay every link by `delay_ms` each way for `hold_ms`.
     SlowRedis { delay_ms: u64, hold_ms: u64 },
+    /// Set `maxmemory` a few MiB above what Redis uses, switch to `policy`, write `flood_keys`
+    /// keys of 1 KiB with TTLs, hold, then delete them and go back to `noeviction`.
+    Eviction {
+        policy: EvictionPolicy,
+        flood_keys: u32,
+        hold_ms: u64,
+    },
+    /// Make the lease vanish `how`, while a follower starts (after a SIGKILL `down_ms` long)
+    /// or wakes (after a SIGSTOP `down_ms` long) at the same moment.
+    Vanish {
+        how: VanishHow,
+        follower: Target,
+        wakes: bool,
+        down_ms: u64,
+    },
+    /// Delay the leader's link (or only one of its connections) by `delay_ms`, longer than
+    /// the call timeout, for `hold_ms`.
+    LateDelivery {
+        delay_ms: u64,
+        hold_ms: u64,
+        one_connection: bool,
+    },
+    /// Tell the leader's command to fork a `setsid` grandchild that writes on; after
+    /// `hold_ms` end the term `end`.
+    Daemonize { hold_ms: u64, end: TermEnd },
+    /// Tell the leader's command to start a worker that ignores SIGTERM; after `hold_ms` end
+    /// the term `end`.
+    IgnoreSigterm { hold_ms: u64, end: TermEnd },
+    /// Hold a replica's leasehold to `quota_pct` % of a core for `hold_ms`.
+    CpuStarve {
+        target: Target,
+        quota_pct: u64,
+        hold_ms: u64,
+    },
+    /// Every leader's command exits at once with code 1 for `hold_ms`.
+    FailingWork { hold_ms: u64 },
+    /// Blackhole a follower's pub/sub connection for `hold_ms`; the leader is SIGTERMed
+    /// (it releases and announces it) `release_after_ms` into the fault.
+    DeadSubscription {
+        follower: Target,
+        hold_ms: u64,
+        release_after_ms: u64,
+    },
+    /// Ask Sentinel `via` (1 or 2) for a failover, wait until it is done.
+    SentinelFailover { via: usize },
+    /// Blackhole the first Sentinel for `hold_ms`, with a failover through Sentinel 1 at its
+    /// start.
+    MuteSentinel { hold_ms: u64 },
+    /// `CLUSTER FAILOVER TAKEOVER` on the lease slot master's replica.
+    ClusterFailover { settle_ms: u64 },
+    /// Move the lease's slot to another master.
+    SlotMigration { settle_ms: u64 },
 }
 
 impl FaultSpec {
@@ -170,6 +122,18 @@ impl FaultSpec {
             FaultSpec::LinkBlackhole { .. } => FaultKind::LinkBlackhole,
             FaultSpec::RedisPause { .. } => FaultKind::RedisPause,
             FaultSpec::SlowRedis { .. } => FaultKind::SlowRedis,
+            FaultSpec::Eviction { .. } => FaultKind::Eviction,
+            FaultSpec::Vanish { .. } => FaultKind::Vanish,
+            FaultSpec::LateDelivery { .. } => FaultKind::LateDelivery,
+            FaultSpec::Daemonize { .. } => FaultKind::Daemonize,
+            FaultSpec::IgnoreSigterm { .. } => FaultKind::IgnoreSigterm,
+            FaultSpec::CpuStarve { .. } => FaultKind::CpuStarve,
+            FaultSpec::FailingWork { .. } => FaultKind::FailingWork,
+            FaultSpec::DeadSubscription { .. } => FaultKind::DeadSubscription,
+            FaultSpec::SentinelFailover { .. } => FaultKind::SentinelFailover,
+            FaultSpec::MuteSentinel { .. } => FaultKind::MuteSentinel,
+            FaultSpec::ClusterFailover { .. } => FaultKind::ClusterFailover,
+            FaultSpec::SlotMigration { .. } => FaultKind::SlotMigration,
         }
     }
 }
@@ -188,19 +152,32 @@ pub struct Scheduled {
 /// `count` faults for `replicas` replicas, from `seed`. The kinds come in rounds, each round
 /// every kind once in a shuffled order, so that every kind gets its share however short the
 /// run.
+#[cfg(test)]
 pub fn generate(seed: u64, count: usize, replicas: usize, timing: &Timing) -> Vec<Scheduled> {
+    generate_from(seed, count, replicas, timing, &FaultKind::SINGLE)
+}
+
+/// The same, drawing from `kinds` (a topology's set).
+pub fn generate_from(
+    seed: u64,
+    count: usize,
+    replicas: usize,
+    timing: &Timing,
+    kinds: &[FaultKind],
+) -> Vec<Scheduled> {
     let mut rng = StdRng::seed_from_u64(seed);
     let ttl = u64::try_from(timing.lease_duration.as_millis()).unwrap_or(u64::MAX);
+    let call = u64::try_from(call_timeout(timing).as_millis()).unwrap_or(u64::MAX);
     let mut round: Vec<FaultKind> = Vec::new();
     let mut out = Vec::with_capacity(count);
     for index in 0..count {
         if round.is_empty() {
-            round = FaultKind::ALL.to_vec();
+            round = kinds.to_vec();
             round.shuffle(&mut rng);
         }
         let kind = round.pop().unwrap_or(FaultKind::PauseReplica);
         let quiet_ms = rng.random_range(200..=1_000);
-        let fault = draw(&mut rng, kind, replicas, ttl);
+        let fault = draw(&mut rng, kind, replicas, ttl, call);
         out.push(Scheduled {
             index,
             quiet_ms,
@@ -218,7 +195,52 @@ fn target(rng: &mut StdRng, replicas: usize, leader_share: f64) -> Target {
     }
 }
 
-fn draw(rng: &mut StdRng, kind: FaultKind, replicas: usize, ttl: u64) -> FaultSpec {
+/// The kinds named in `--kinds` (their names in schedule.json, as `eviction` or
+/// `late-delivery`).
+pub fn parse_kinds(names: &[String]) -> anyhow::Result<Vec<FaultKind>> {
+    names
+        .iter()
+        .map(|name| {
+            FaultKind::from_str(name.trim(), true).map_err(|_| {
+                let known: Vec<String> = FaultKind::ALL
+                    .iter()
+                    .filter_map(|k| k.to_possible_value().map(|v| v.get_name().to_owned()))
+                    .collect();
+                anyhow::anyhow!(
+                    "--kinds {name:?}: not a fault kind; the kinds are {}",
+                    known.join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
+/// The faults of `kinds` in the schedule `seed` draws when it is `count` long, with their
+/// indices and parameters as in the full schedule: a long run's fault of those kinds, replayed
+/// without the rest.
+pub fn restricted(
+    seed: u64,
+    count: usize,
+    replicas: usize,
+    timing: &Timing,
+    set: &[FaultKind],
+    kinds: &[FaultKind],
+) -> Vec<Scheduled> {
+    generate_from(seed, count, replicas, timing, set)
+        .into_iter()
+        .filter(|s| kinds.contains(&s.fault.kind()))
+        .collect()
+}
+
+fn term_end(rng: &mut StdRng) -> TermEnd {
+    if rng.random_bool(0.5) {
+        TermEnd::Terminate
+    } else {
+        TermEnd::LinkDrop
+    }
+}
+
+fn draw(rng: &mut StdRng, kind: FaultKind, replicas: usize, ttl: u64, call: u64) -> FaultSpec {
     match kind {
         FaultKind::PauseReplica => FaultSpec::PauseReplica {
             target: target(rng, replicas, 0.75),
@@ -260,11 +282,70 @@ fn draw(rng: &mut StdRng, kind: FaultKind, replicas: usize, ttl: u64) -> FaultSp
             delay_ms: rng.random_range(20..=300),
             hold_ms: rng.random_range(500..=2_500),
         },
+        FaultKind::Eviction => FaultSpec::Eviction {
+            policy: match rng.random_range(0..3) {
+                0 => EvictionPolicy::VolatileTtl,
+                1 => EvictionPolicy::VolatileLru,
+                _ => EvictionPolicy::AllkeysLru,
+            },
+            flood_keys: rng.random_range(3_000..=6_000),
+            hold_ms: rng.random_range(500..=2_500),
+        },
+        FaultKind::Vanish => FaultSpec::Vanish {
+            how: match rng.random_range(0..3) {
+                0 => VanishHow::Del,
+                1 => VanishHow::Flushdb,
+                _ => VanishHow::Flushall,
+            },
+            follower: Target::Replica(rng.random_range(0..replicas.max(1))),
+            wakes: rng.random_bool(0.5),
+            down_ms: rng.random_range(0..=1_000),
+        },
+        FaultKind::LateDelivery => FaultSpec::LateDelivery {
+            delay_ms: call + rng.random_range(100..=1_500),
+            hold_ms: rng.random_range(1_000..=3_000),
+            one_connection: rng.random_bool(0.3),
+        },
+        FaultKind::Daemonize => FaultSpec::Daemonize {
+            hold_ms: rng.random_range(200..=1_000),
+            end: term_end(rng),
+        },
+        FaultKind::IgnoreSigterm => FaultSpec::IgnoreSigterm {
+            hold_ms: rng.random_range(200..=1_000),
+            end: term_end(rng),
+        },
+        FaultKind::CpuStarve => FaultSpec::CpuStarve {
+            target: target(rng, replicas, 0.75),
+            quota_pct: rng.random_range(2..=10),
+            hold_ms: rng.random_range(1_000..=4_000),
+        },
+        FaultKind::FailingWork => FaultSpec::FailingWork {
+            hold_ms: rng.random_range(1_000..=3_000),
+        },
+        FaultKind::DeadSubscription => FaultSpec::DeadSubscription {
+            follower: Target::Replica(rng.random_range(0..replicas.max(1))),
+            hold_ms: rng.random_range(1_500..=4_000),
+            release_after_ms: rng.random_range(200..=1_000),
+        },
+        FaultKind::SentinelFailover => FaultSpec::SentinelFailover {
+            via: rng.random_range(1..=2),
+        },
+        FaultKind::MuteSentinel => FaultSpec::MuteSentinel {
+            hold_ms: rng.random_range(2_000..=5_000),
+        },
+        FaultKind::ClusterFailover => FaultSpec::ClusterFailover {
+            settle_ms: rng.random_range(0..=1_000),
+        },
+        FaultKind::SlotMigration => FaultSpec::SlotMigration {
+            settle_ms: rng.random_range(0..=1_000),
+        },
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn timing() -> Timing {
@@ -282,9 +363,28 @@ mod tests {
     }
 
     #[test]
+    fn a_restricted_schedule_keeps_the_full_schedules_faults_of_those_kinds() {
+        let full = generate(3, 4 * FaultKind::SINGLE.len(), 5, &timing());
+        let kinds = [FaultKind::Eviction, FaultKind::Vanish];
+        let some = restricted(
+            3,
+            4 * FaultKind::SINGLE.len(),
+            5,
+            &timing(),
+            &FaultKind::SINGLE,
+            &kinds,
+        );
+        assert_eq!(some.len(), 8);
+        for s in &some {
+            assert!(kinds.contains(&s.fault.kind()));
+            assert_eq!(&full[s.index], s);
+        }
+    }
+
+    #[test]
     fn every_kind_gets_its_share() {
-        let schedule = generate(1, 2 * FaultKind::ALL.len(), 5, &timing());
-        for kind in FaultKind::ALL {
+        let schedule = generate(1, 2 * FaultKind::SINGLE.len(), 5, &timing());
+        for kind in FaultKind::SINGLE {
             let n = schedule.iter().filter(|s| s.fault.kind() == kind).count();
             assert_eq!(n, 2, "{kind:?}");
         }

@@ -1,0 +1,68 @@
+//! The parameters of the second generation's faults that are more than a number: the
+//! eviction policy, how the lease vanishes, how a helper's term ends; and leasehold's call
+//! timeout, which the late-delivery delay must exceed.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Timing;
+
+/// The `maxmemory-policy` of an eviction fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EvictionPolicy {
+    /// Evict the key nearest to its expiry: the lease first.
+    VolatileTtl,
+    /// Evict the least recently used key that has a TTL.
+    VolatileLru,
+    /// Evict the least recently used key of all, the lease's records too.
+    AllkeysLru,
+}
+
+impl EvictionPolicy {
+    /// Redis's name for it.
+    pub fn redis_name(self) -> &'static str {
+        match self {
+            EvictionPolicy::VolatileTtl => "volatile-ttl",
+            EvictionPolicy::VolatileLru => "volatile-lru",
+            EvictionPolicy::AllkeysLru => "allkeys-lru",
+        }
+    }
+}
+
+/// How the lease vanishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VanishHow {
+    /// `DEL` of the lease key alone.
+    Del,
+    /// `FLUSHDB` of the lease's database.
+    Flushdb,
+    /// `FLUSHALL`.
+    Flushall,
+}
+
+/// How a daemonizing or stubborn command's term is ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TermEnd {
+    /// SIGTERM the leader's leasehold (a graceful step-down and exit), then start it again.
+    Terminate,
+    /// Reset the leader's link past its renew deadline: it steps down and stays up.
+    LinkDrop,
+}
+
+/// The longest delay a late-delivery fault draws.
+pub fn late_delay_max(timing: &Timing) -> Duration {
+    call_timeout(timing) + Duration::from_millis(1_500)
+}
+
+/// leasehold's bound on one Redis call outside the watchdog: the retry period, at least 1 s,
+/// never beyond the renew deadline.
+pub fn call_timeout(timing: &Timing) -> Duration {
+    timing
+        .retry_period
+        .max(Duration::from_secs(1))
+        .min(timing.renew_deadline)
+}

@@ -1,0 +1,70 @@
+//! CPU starvation of one process: a cgroup v1 CPU quota where `/sys/fs/cgroup/cpu` allows one
+//! (root, the controller mounted), otherwise busy loops pinned with `taskset` to the CPU the
+//! process is pinned to.
+
+use std::path::Path;
+
+use anyhow::{Context, bail};
+
+use crate::procs::Guarded;
+
+/// The cgroup v1 CPU controller's root.
+pub const CPU_CGROUP: &str = "/sys/fs/cgroup/cpu";
+
+/// Puts `pid` (all its threads) into a CPU cgroup of its own with `pct` % of a core.
+pub fn quota(group: &Path, pid: i32, pct: u64) -> anyhow::Result<()> {
+    std::fs::create_dir_all(group).with_context(|| format!("cannot create {}", group.display()))?;
+    let write = |file: &str, value: String| {
+        std::fs::write(group.join(file), value)
+            .with_context(|| format!("cannot write {}/{file}", group.display()))
+    };
+    write("cpu.cfs_period_us", "100000".into())?;
+    write("cpu.cfs_quota_us", (pct * 1000).to_string())?;
+    write("cgroup.procs", pid.to_string())
+}
+
+/// Moves every process of `group` back to the root and removes it.
+pub fn release_quota(group: &Path) {
+    let procs = std::fs::read_to_string(group.join("cgroup.procs")).unwrap_or_default();
+    for pid in procs.lines() {
+        let _ = std::fs::write(Path::new(CPU_CGROUP).join("cgroup.procs"), pid);
+    }
+    let _ = std::fs::remove_dir(group);
+}
+
+/// Pins `pid` to CPU 0 and starts busy loops pinned there beside it.
+pub fn crowd(pid: i32) -> anyhow::Result<Vec<Guarded>> {
+    let pinned = std::process::Command::new("taskset")
+        .args(["-a", "-p", "-c", "0", &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .context("cannot run taskset")?;
+    if !pinned.success() {
+        bail!("taskset could not pin pid {pid}");
+    }
+    (0..4)
+        .map(|_| {
+            Guarded::spawn(
+                std::process::Command::new("taskset")
+                    .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+                    .stdin(std::process::Stdio::null()),
+            )
+            .context("cannot start a busy loop")
+        })
+        .collect()
+}
+
+/// Lets `pid` run on every CPU again.
+pub fn uncrowd(pid: i32) {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let _ = std::process::Command::new("taskset")
+        .args([
+            "-a",
+            "-p",
+            "-c",
+            &format!("0-{}", cpus - 1),
+            &pid.to_string(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .status();
+}

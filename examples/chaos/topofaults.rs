@@ -1,0 +1,79 @@
+//! The topology runs' own faults: a Sentinel failover under load, a Sentinel that accepts
+//! connections and never answers while the master fails over, a `CLUSTER FAILOVER TAKEOVER` of
+//! the lease slot's master, and a live migration of the lease's slot.
+
+use anyhow::{Context, bail};
+
+use crate::nemesis::{FaultRecord, Impairment, Nemesis, Span, sleep_ms};
+use crate::proxy::Link;
+use crate::schedule::{FaultSpec, Scheduled};
+use crate::time::{self, Micros};
+use crate::topology::Topo;
+
+impl Nemesis<'_> {
+    /// Injects one fault of a Sentinel or Cluster topology.
+    pub fn inject_topology(
+        &mut self,
+        planned: &Scheduled,
+        record: &mut FaultRecord,
+    ) -> anyhow::Result<()> {
+        record.target_led = false;
+        match (&planned.fault, &self.cluster.topo) {
+            (FaultSpec::SentinelFailover { via }, Topo::Sentinel(set)) => {
+                record.inject = time::now();
+                let (master, attempts) = set.failover(*via)?;
+                record.clear = time::now();
+                record.detail = Some(format!(
+                    "SENTINEL FAILOVER through Sentinel {via} ({attempts} attempt(s)): master now on port {master}"
+                ));
+            }
+            (FaultSpec::MuteSentinel { hold_ms }, Topo::Sentinel(set)) => {
+                set.mute.set(Link::Blackhole);
+                record.inject = time::now();
+                let failed_over = set.failover(1);
+                let elapsed = u64::try_from((time::now() - record.inject) / time::MS).unwrap_or(0);
+                sleep_ms(hold_ms.saturating_sub(elapsed));
+                set.mute.set(Link::Pass);
+                record.clear = time::now();
+                let (master, _) = failed_over?;
+                record.detail = Some(format!(
+                    "Sentinel 0 blackholed for {} ms; master failed over to port {master} meanwhile",
+                    (record.clear - record.inject) / time::MS
+                ));
+            }
+            (FaultSpec::ClusterFailover { settle_ms }, Topo::Cluster(cluster)) => {
+                let slot = cluster.slot(&self.cluster.lease_key)?;
+                record.inject = time::now();
+                let (old, new) = cluster.takeover(slot)?;
+                record.clear = time::now();
+                sleep_ms(*settle_ms);
+                record.detail = Some(format!(
+                    "slot {slot}: replica on port {new} took over from {old}"
+                ));
+            }
+            (FaultSpec::SlotMigration { settle_ms }, Topo::Cluster(cluster)) => {
+                let slot = cluster.slot(&self.cluster.lease_key)?;
+                record.inject = time::now();
+                let (from, to) = cluster
+                    .migrate(slot)
+                    .with_context(|| format!("migrating slot {slot}"))?;
+                record.clear = time::now();
+                sleep_ms(*settle_ms);
+                record.detail = Some(format!("slot {slot} moved from port {from} to {to}"));
+            }
+            (fault, _) => bail!("{fault:?} does not fit this run's topology"),
+        }
+        self.topology_span(record.inject, record.clear);
+        Ok(())
+    }
+
+    fn topology_span(&mut self, from: Micros, to: Micros) {
+        self.journal.redis.push(Span {
+            replica: None,
+            incarnation: 0,
+            from,
+            to,
+            what: Impairment::Failover,
+        });
+    }
+}
