@@ -27,11 +27,14 @@ pub enum StepDownReason {
     /// Redis may evict the lease and `--redis-eviction refuse` keeps this replica out of the
     /// election.
     RedisMayEvict,
+    /// A handover was asked for (`leasehold step-down`, the step-down annotation, or
+    /// [`Leadership::hand_over`](super::Leadership::hand_over)).
+    Handover,
 }
 
 impl StepDownReason {
     /// Every reason, for metrics that want all label values present from the start.
-    pub const ALL: [StepDownReason; 8] = [
+    pub const ALL: [StepDownReason; 9] = [
         StepDownReason::Lost,
         StepDownReason::RenewDeadlinePassed,
         StepDownReason::ValidityDeadlinePassed,
@@ -40,6 +43,7 @@ impl StepDownReason {
         StepDownReason::WorkPanicked,
         StepDownReason::Shutdown,
         StepDownReason::RedisMayEvict,
+        StepDownReason::Handover,
     ];
 
     /// A stable snake_case label (metrics, JSON).
@@ -53,6 +57,7 @@ impl StepDownReason {
             StepDownReason::WorkPanicked => "work_panicked",
             StepDownReason::Shutdown => "shutdown",
             StepDownReason::RedisMayEvict => "redis_may_evict",
+            StepDownReason::Handover => "handover",
         }
     }
 
@@ -73,6 +78,7 @@ impl fmt::Display for StepDownReason {
             StepDownReason::WorkPanicked => "work panicked",
             StepDownReason::Shutdown => "shutdown",
             StepDownReason::RedisMayEvict => "redis may evict the lease",
+            StepDownReason::Handover => "handover",
         })
     }
 }
