@@ -46,6 +46,13 @@ pub enum Command {
     /// input. Asks no one, so it answers also while leasehold is frozen: `leasehold guard &&
     /// write`.
     Guard(GuardArgs),
+    /// Ask the leader to hand over (through Redis), and wait until another replica (or the
+    /// one named by --to) leads: exit 0 with who and the new token, 1 when it did not happen
+    /// within --wait, 2 on bad input.
+    StepDown(crate::ops_cli::StepDownArgs),
+    /// Run a command once while holding the lease, for Jobs and CronJobs: exit with its code,
+    /// 75 when the lock was not acquired within --wait, 76 when it was lost while the command ran.
+    Lock(crate::ops_cli::LockArgs),
 }
 
 /// Where Redis is and how to talk to it.
@@ -348,7 +355,7 @@ impl GuardArgs {
 }
 
 /// Parses `15s`, `500ms`, `2m`, `1h 30m`.
-fn parse_duration(value: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(value: &str) -> Result<Duration, String> {
     humantime::parse_duration(value.trim())
         .map_err(|e| format!("{e}; expected a duration such as 15s, 500ms or 2m"))
 }

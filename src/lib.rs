@@ -20,7 +20,8 @@
 //!   spread in `elector/herd.rs`.
 //! - [`config`]: flags, environment and config file, validated into settings (exit code 2).
 //! - [`run`] and [`status`]: two subcommands of the binary (the third, `guard`, is
-//!   [`guard::check`]); `main.rs` only wires.
+//!   [`guard::check`]); `main.rs` only wires. The operator commands: [`step_down`] (handover on
+//!   demand) and [`lock`] (a one-shot lock for Jobs and CronJobs), their flags in [`ops_cli`].
 //! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]
 //!   (logs) behind them.
 //! - [`exec`]: the singleton command's supervisor: its process tree in `/proc`, the child
@@ -71,7 +72,10 @@ pub mod guard;
 pub mod http;
 pub mod k8s;
 pub mod lease;
+pub mod lock;
 pub mod metrics;
+pub mod ops_cli;
 pub mod run;
 pub mod status;
+pub mod step_down;
 pub mod telemetry;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use leasehold::config::{self, Command, ConfigError, Environment, LogArgs};
 use leasehold::run::InputError;
-use leasehold::{guard, k8s, run, status, telemetry};
+use leasehold::{guard, k8s, lock, run, status, step_down, telemetry};
 
 fn main() -> ExitCode {
     let cli = match config::parse() {
@@ -47,6 +47,29 @@ fn main() -> ExitCode {
                 };
                 status::status(settings, name).await
             })
+        }
+        Command::StepDown(args) => {
+            let log = &args.status.log;
+            let settings = match prepare(args.resolve(&env, url_on_command_line), log, &env) {
+                Ok(settings) => settings,
+                Err(code) => return code,
+            };
+            match runtime() {
+                Ok(runtime) => runtime.block_on(async {
+                    let name = step_down::lease_name(&settings.status.lease).await?;
+                    step_down::step_down(settings, name).await
+                }),
+                Err(code) => return code,
+            }
+        }
+        Command::Lock(args) => {
+            match prepare(args.resolve(&env, url_on_command_line), &args.log, &env) {
+                Ok(settings) => match runtime() {
+                    Ok(runtime) => runtime.block_on(lock::lock(settings)),
+                    Err(code) => return code,
+                },
+                Err(code) => return code,
+            }
         }
     };
     match outcome {

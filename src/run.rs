@@ -220,7 +220,7 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
 
 /// The guard file: the one `--guard-file` names (refused with exit code 2 when it cannot be
 /// written), else, when there is a command, one in the runtime directory.
-fn guard_file(settings: &RunSettings, lease: &LeaseName) -> anyhow::Result<Option<Arc<GuardFile>>> {
+pub(crate) fn guard_file(settings: &RunSettings, lease: &LeaseName) -> anyhow::Result<Option<Arc<GuardFile>>> {
     let guard = match (&settings.guard_file, &settings.exec) {
         (Some(path), _) => GuardFile::create(path)
             .map_err(|e| InputError(format!("--guard-file {}: {}", path.display(), e.rule())))?,
@@ -234,7 +234,7 @@ fn guard_file(settings: &RunSettings, lease: &LeaseName) -> anyhow::Result<Optio
 /// One term of leadership: the Kubernetes parts and the command side by side. The term ends
 /// when leadership ends, or when the command ends on its own (then the Kubernetes parts stop
 /// with it).
-async fn term(
+pub(crate) async fn term(
     leadership: Leadership,
     cluster: Option<Cluster>,
     supervisor: Option<Supervisor>,
@@ -260,7 +260,7 @@ async fn term(
     result
 }
 
-fn spawn_signal_handler(shutdown: CancellationToken) -> anyhow::Result<()> {
+pub(crate) fn spawn_signal_handler(shutdown: CancellationToken) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("install the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("install the SIGINT handler")?;

@@ -9,6 +9,8 @@
 //! Rust users run their own reconciler under leadership with [`reconcile_while_leading`].
 
 mod discover;
+mod handover;
+mod job;
 mod label;
 mod mirror;
 pub mod names;
@@ -31,6 +33,8 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 pub use discover::{OwningDeployment, owning_deployment};
+pub use handover::STEP_DOWN_ANNOTATION;
+pub use job::{OwningJob, owning_job};
 
 use crate::config::{KubeSettings, KubernetesMode};
 use crate::elector::{Leadership, NotLeader, Timing};
@@ -62,6 +66,12 @@ pub enum K8sError {
         pod: String,
         /// What owns it.
         owners: String,
+    },
+    /// A one-shot lock without --lease-name runs in a pod that no Job owns.
+    #[error("pod {pod} is not owned by a Job, so the lock cannot be named after it; pass --lease-name")]
+    NotAJob {
+        /// The pod.
+        pod: String,
     },
     /// The guard refused a leader write.
     #[error(transparent)]
@@ -260,7 +270,15 @@ impl Cluster {
                 .await;
             }
         };
-        tokio::join!(labels, lease);
+        let handover = handover::watch_own_pod(
+            &inner.client,
+            &inner.namespace,
+            &inner.identity,
+            leadership.clone(),
+            stop.clone(),
+            inner.timing.retry_period,
+        );
+        tokio::join!(labels, lease, handover);
     }
 
     /// The notes of a term that ended, in the background: this pod's label off, and an Event.
