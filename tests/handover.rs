@@ -112,16 +112,24 @@ fn step_down_to_a_named_replica_gives_it_the_next_term() {
     let lease = unique_lease("handover-to");
     let names = ["web-a", "web-b", "web-c", "web-d"];
     let replicas = spawn(&redis.url(), &lease, &names);
-    // Twice, each time to the follower named last: two other followers contend every time, so
-    // that the named one winning by chance would take luck twice (1 in 9).
+    // Four times, to the followers in turn: two other followers contend every time, so that
+    // the named one winning by chance every round would take luck four times (1 in 81). Each
+    // round starts once the leader of the round before is past its hold-off (a replica holding
+    // off takes no term, also not one reserved for it), so that it contends too.
     let mut old = leader_of(&replicas);
-    for round in 0..2 {
-        let to = (0..names.len()).rev().find(|&i| i != old).expect("a follower");
+    let mut handed_at: Option<Instant> = None;
+    for round in 0..4 {
+        if let Some(at) = handed_at {
+            std::thread::sleep((TTL + Duration::from_millis(100)).saturating_sub(at.elapsed()));
+        }
+        let followers: Vec<usize> = (0..names.len()).filter(|&i| i != old).collect();
+        let to = followers[round % followers.len()];
         let (code, json, stderr) = step_down(
             &redis.url(),
             &lease,
             &["--to", names[to], "--wait", "10s"],
         );
+        handed_at = Some(Instant::now());
         assert_eq!(code, 0, "round {round}: {stderr}\n{json}");
         assert_eq!(json["leader"], names[to], "round {round}: {json}");
         assert_eq!(leader_of(&replicas), to, "round {round}");
