@@ -10,10 +10,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::config::LeaseSource;
-use crate::elector::{Elector, Leadership, Role, Status, StepDownReason};
+use crate::elector::{Elector, Leadership, StepDownReason};
 use crate::exec::Supervisor;
 use crate::k8s::{self, Cluster, K8sError};
-use crate::lease::{LeaseName, OwnerId};
+use crate::lease::{CooldownState, LeaseName, OwnerId};
 use crate::ops_cli::LockSettings;
 use crate::run::{InputError, guard_file, spawn_signal_handler, term};
 
@@ -92,6 +92,7 @@ pub async fn lock(settings: LockSettings) -> anyhow::Result<i32> {
         elector = elector.with_guard_file(guard.clone());
     }
     let status = elector.status();
+    let lease = elector.lease().clone();
     let supervisor = run.exec.clone().map(|exec| {
         let supervisor =
             Supervisor::new(exec, &run.identity, lease_name.as_str()).owns_every_orphan();
@@ -135,37 +136,32 @@ pub async fn lock(settings: LockSettings) -> anyhow::Result<i32> {
     let led = seen.transitions > 0;
     let reason = seen.last_step_down.as_ref().map(|s| s.reason);
     let code = exit_code(led, reason, supervisor.and_then(|s| s.exit_code()));
-    report(&seen, &lease_name, led, reason, code);
-    Ok(code)
-}
-
-/// The one log line of how the lock ended.
-fn report(
-    seen: &Status,
-    lease: &LeaseName,
-    led: bool,
-    reason: Option<StepDownReason>,
-    code: i32,
-) {
-    if !led {
-        let (holder, token, cooldown_ms) = match &seen.role {
-            Role::Follower { leader, cooldown } => (
-                leader.as_ref().map(|l| l.identity.clone()),
-                leader.as_ref().and_then(|l| l.token).map(|t| t.0),
-                cooldown.map(|c| c.as_millis() as u64),
-            ),
-            _ => (None, None, None),
+    if led {
+        report_term(&lease_name, reason, code);
+    } else {
+        // Who holds it now, for the one line that says why the command did not run.
+        let now = lease.observe(run.timing.call_timeout()).await.ok();
+        let holder = now.as_ref().and_then(|o| o.holder.as_ref());
+        let cooldown_ms = match now.as_ref().map(|o| o.cooldown) {
+            Some(CooldownState::Running(left)) => Some(left.as_millis() as u64),
+            _ => None,
         };
         warn!(
-            %lease,
-            holder = holder.as_deref().unwrap_or(""),
-            token,
+            lease = %lease_name,
+            holder = holder.map(|h| h.identity()).unwrap_or(""),
+            token = holder.and_then(|h| h.token).map(|t| t.0),
             cooldown_ms,
             redis_error = seen.redis.last_error.as_deref().unwrap_or(""),
             code,
             "lock not acquired within --wait"
         );
-    } else if code == LOST {
+    }
+    Ok(code)
+}
+
+/// The one log line of how a term of the lock ended.
+fn report_term(lease: &LeaseName, reason: Option<StepDownReason>, code: i32) {
+    if code == LOST {
         warn!(%lease, reason = %reason.map(|r| r.to_string()).unwrap_or_default(), code, "lock lost while the command ran; the command was stopped");
     } else {
         info!(%lease, code, "lock released; exiting with the command's exit code");
