@@ -5,7 +5,6 @@
 //! Not acquired in time: [`NOT_ACQUIRED`] and one log line naming the holder. Lost while the
 //! command ran (the command is stopped first): [`LOST`].
 
-
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -190,7 +189,11 @@ mod tests {
             (true, Some(Shutdown), Some(0), 0),
         ];
         for (led, reason, command, want) in cases {
-            assert_eq!(exit_code(led, reason, command), want, "{led} {reason:?} {command:?}");
+            assert_eq!(
+                exit_code(led, reason, command),
+                want,
+                "{led} {reason:?} {command:?}"
+            );
         }
     }
 }

@@ -220,7 +220,10 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<i32> {
 
 /// The guard file: the one `--guard-file` names (refused with exit code 2 when it cannot be
 /// written), else, when there is a command, one in the runtime directory.
-pub(crate) fn guard_file(settings: &RunSettings, lease: &LeaseName) -> anyhow::Result<Option<Arc<GuardFile>>> {
+pub(crate) fn guard_file(
+    settings: &RunSettings,
+    lease: &LeaseName,
+) -> anyhow::Result<Option<Arc<GuardFile>>> {
     let guard = match (&settings.guard_file, &settings.exec) {
         (Some(path), _) => GuardFile::create(path)
             .map_err(|e| InputError(format!("--guard-file {}: {}", path.display(), e.rule())))?,

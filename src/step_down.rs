@@ -230,12 +230,24 @@ mod tests {
             (None, Some(holder(b, 6)), Progress::Done(holder(b, 6))),
             // The same process in a new term is a new term (it held off and won again).
             (None, Some(holder(a, 7)), Progress::Done(holder(a, 7))),
-            (Some("web-b"), Some(holder(b, 6)), Progress::Done(holder(b, 6))),
-            (Some("web-c"), Some(holder(b, 6)), Progress::Other(holder(b, 6))),
+            (
+                Some("web-b"),
+                Some(holder(b, 6)),
+                Progress::Done(holder(b, 6)),
+            ),
+            (
+                Some("web-c"),
+                Some(holder(b, 6)),
+                Progress::Other(holder(b, 6)),
+            ),
             (Some("web-b"), Some(holder(a, 5)), Progress::Waiting),
         ];
         for (to, now, want) in cases {
-            assert_eq!(progress(&old, to, &seen(now.clone())), want, "{to:?} {now:?}");
+            assert_eq!(
+                progress(&old, to, &seen(now.clone())),
+                want,
+                "{to:?} {now:?}"
+            );
         }
     }
 

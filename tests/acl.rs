@@ -367,9 +367,12 @@ async fn the_minimal_acl_user_can_ask_for_a_handover_and_hand_over() {
     };
     let a = Contender::spawn(acl("pod-a"), timing, idle);
     let mut a_status = a.status.clone();
-    until("pod-a to lead", &mut a_status, Duration::from_secs(10), |s| {
-        matches!(s.role, Role::Leader { .. })
-    })
+    until(
+        "pod-a to lead",
+        &mut a_status,
+        Duration::from_secs(10),
+        |s| matches!(s.role, Role::Leader { .. }),
+    )
     .await;
     let b = Contender::spawn(acl("pod-b"), timing, idle);
     let c = Contender::spawn(acl("pod-c"), timing, idle);
@@ -390,9 +393,12 @@ async fn the_minimal_acl_user_can_ask_for_a_handover_and_hand_over() {
         leasehold::lease::HandoverRequested::Requested
     );
     let mut c_status = c.status.clone();
-    until("pod-c to lead", &mut c_status, Duration::from_secs(5), |s| {
-        matches!(s.role, Role::Leader { .. })
-    })
+    until(
+        "pod-c to lead",
+        &mut c_status,
+        Duration::from_secs(5),
+        |s| matches!(s.role, Role::Leader { .. }),
+    )
     .await;
     assert!(!b.is_leader());
     let log: Vec<redis::Value> = redis.cmd(&["ACL", "LOG"]);

@@ -60,7 +60,9 @@ fn step_down(url: &str, lease: &str, extra: &[&str]) -> (i32, serde_json::Value,
 }
 
 fn token_of(replica: &Replica) -> u64 {
-    replica.leader()["token"].as_u64().expect("a leader's token")
+    replica.leader()["token"]
+        .as_u64()
+        .expect("a leader's token")
 }
 
 #[test]
@@ -95,9 +97,11 @@ fn step_down_hands_over_to_another_replica_and_the_old_leader_holds_off() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    wait_for("the old leader after its hold-off", Duration::from_secs(5), || {
-        replicas[old].is_ready().then_some(())
-    });
+    wait_for(
+        "the old leader after its hold-off",
+        Duration::from_secs(5),
+        || replicas[old].is_ready().then_some(()),
+    );
     assert_eq!(
         replicas[old]
             .events("handed over; holding off before contending again")
@@ -124,11 +128,8 @@ fn step_down_to_a_named_replica_gives_it_the_next_term() {
         }
         let followers: Vec<usize> = (0..names.len()).filter(|&i| i != old).collect();
         let to = followers[round % followers.len()];
-        let (code, json, stderr) = step_down(
-            &redis.url(),
-            &lease,
-            &["--to", names[to], "--wait", "10s"],
-        );
+        let (code, json, stderr) =
+            step_down(&redis.url(), &lease, &["--to", names[to], "--wait", "10s"]);
         handed_at = Some(Instant::now());
         assert_eq!(code, 0, "round {round}: {stderr}\n{json}");
         assert_eq!(json["leader"], names[to], "round {round}: {json}");
@@ -158,7 +159,10 @@ fn step_down_names_the_leader_itself_as_bad_input() {
         stderr.contains("--to `web-a`") && stderr.contains("is the leader already"),
         "{stderr}"
     );
-    assert!(replicas[0].is_ready(), "the leader must not have stepped down");
+    assert!(
+        replicas[0].is_ready(),
+        "the leader must not have stepped down"
+    );
 }
 
 #[test]
@@ -200,7 +204,9 @@ fn a_handover_reaches_a_leader_whose_subscription_is_blackholed_within_about_a_r
     assert_eq!(leader_of(&replicas), 0);
     replicas.extend(spawn(&redis.url(), &lease, &["web-b", "web-c"]));
     let pubsub = wait_for("the leader's subscription", Duration::from_secs(5), || {
-        subscribed_among(&redis, &proxy.upstream_ports()).first().copied()
+        subscribed_among(&redis, &proxy.upstream_ports())
+            .first()
+            .copied()
     });
     // Its pub/sub link alone goes silent: the nudge is lost, the renewals still get through.
     proxy.set_one(pubsub, Fault::Blackhole);
@@ -213,7 +219,10 @@ fn a_handover_reaches_a_leader_whose_subscription_is_blackholed_within_about_a_r
     // followers' wake-up; the rest is slack for a loaded machine.
     assert!(took < RETRY + Duration::from_millis(1500), "{took:?}");
     assert_eq!(
-        replicas[0].events("stepped down").last().expect("a step-down")["reason"],
+        replicas[0]
+            .events("stepped down")
+            .last()
+            .expect("a step-down")["reason"],
         "handover"
     );
 }
@@ -249,7 +258,10 @@ async fn a_request_for_an_earlier_term_does_not_end_a_later_one() {
     };
     assert!(second.token > first.token);
     let stored: Option<String> = redis.cmd(&["GET", &key]);
-    assert!(stored.is_some(), "the stale request is still there to be ignored");
+    assert!(
+        stored.is_some(),
+        "the stale request is still there to be ignored"
+    );
     // Term 2's renewals are plain renewals: the request names term 1.
     for _ in 0..3 {
         let renewed = a.renew(second.token, TTL, CALL).await.unwrap();

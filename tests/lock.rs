@@ -127,7 +127,10 @@ async fn lock_runs_the_command_once_with_its_token_and_exits_with_its_code() {
         .unwrap();
     assert!(seen.holder.is_none(), "{seen:?}");
     assert_eq!(seen.token.map(|t| t.0), Some(token));
-    assert_eq!(printed.iter().filter(|l| l.starts_with("token=")).count(), 1);
+    assert_eq!(
+        printed.iter().filter(|l| l.starts_with("token=")).count(),
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -146,7 +149,12 @@ async fn lock_held_by_another_exits_75_naming_the_holder_without_running_the_com
         &["--wait", "300ms"],
         &["sh", "-c", &script],
     );
-    assert_eq!(lock.wait(Duration::from_secs(10)), NOT_ACQUIRED, "{}", lock.logs());
+    assert_eq!(
+        lock.wait(Duration::from_secs(10)),
+        NOT_ACQUIRED,
+        "{}",
+        lock.logs()
+    );
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert!(!ran.exists(), "the command ran without the lock");
     let said = lock.events("lock not acquired within --wait");
@@ -187,7 +195,10 @@ async fn lock_lost_while_the_command_runs_stops_it_and_exits_76() {
             .and_then(|s| s.trim().parse().ok())
     });
     // Somebody else's value in the lease: the next renewal finds it not ours.
-    let key = lease(&redis.url(), &name, "observer", false).keys().lease.clone();
+    let key = lease(&redis.url(), &name, "observer", false)
+        .keys()
+        .lease
+        .clone();
     redis.cmd::<()>(&["SET", &key, "intruder-1#1", "PX", "60000"]);
     let started = Instant::now();
     assert_eq!(lock.wait(Duration::from_secs(10)), LOST, "{}", lock.logs());

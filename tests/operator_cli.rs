@@ -32,7 +32,10 @@ fn every_step_down_flag_rule_is_refused_with_exit_code_2() {
         (&["--to", ""], &["--to ``", "must not be empty"]),
         (
             &["--wait", "soon"],
-            &["invalid value 'soon' for '--wait <WAIT>'", "expected a duration"],
+            &[
+                "invalid value 'soon' for '--wait <WAIT>'",
+                "expected a duration",
+            ],
         ),
         (
             &["--wait", "0s"],
@@ -57,7 +60,10 @@ fn every_lock_flag_rule_is_refused_with_exit_code_2() {
         (&["--wait", "5s"], &["-- CMD", "needs the command"]),
         (
             &["--wait", "later", "--", "true"],
-            &["invalid value 'later' for '--wait <WAIT>'", "expected a duration"],
+            &[
+                "invalid value 'later' for '--wait <WAIT>'",
+                "expected a duration",
+            ],
         ),
         (
             &["--grace-period", "0s", "--", "true"],

@@ -60,7 +60,9 @@ fn assert_within_rbac(api: &FakeApiServer) {
             ["namespaces", _, resource] => (*resource, false),
             other => panic!("not namespaced: {other:?}"),
         };
-        let watching = r.query_param("watch").is_some_and(|w| w == "true" || w == "1");
+        let watching = r
+            .query_param("watch")
+            .is_some_and(|w| w == "true" || w == "1");
         let verb = match (r.method.as_str(), named) {
             ("GET", true) => "get",
             ("GET", false) if watching => "watch",
@@ -98,14 +100,16 @@ async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed
     let elector = Elector::new(lease(&redis.url(), &name, "web-a", false), timing).unwrap();
     let mut a = elector.status();
     let shutdown = CancellationToken::new();
-    let task = tokio::spawn(elector.run(shutdown.clone(), move |leadership: Leadership| {
-        let cluster = cluster.clone();
-        async move {
-            let stop = leadership.cancellation_token();
-            cluster.lead(leadership, stop).await;
-            Ok::<(), Infallible>(())
-        }
-    }));
+    let task = tokio::spawn(
+        elector.run(shutdown.clone(), move |leadership: Leadership| {
+            let cluster = cluster.clone();
+            async move {
+                let stop = leadership.cancellation_token();
+                cluster.lead(leadership, stop).await;
+                Ok::<(), Infallible>(())
+            }
+        }),
+    );
     until("web-a to lead", &mut a, Duration::from_secs(5), |s| {
         matches!(s.role, Role::Leader { .. })
     })
@@ -137,9 +141,12 @@ async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed
     assert_eq!(step.reason, StepDownReason::Handover);
     assert_eq!(step.detail.as_deref(), Some("handing over to web-c"));
     let mut c_status = c.status.clone();
-    until("web-c to lead", &mut c_status, Duration::from_secs(5), |s| {
-        matches!(s.role, Role::Leader { .. })
-    })
+    until(
+        "web-c to lead",
+        &mut c_status,
+        Duration::from_secs(5),
+        |s| matches!(s.role, Role::Leader { .. }),
+    )
     .await;
     assert!(!b.is_leader(), "the reservation was web-c's");
     let after: Pod = api.get(NS, "web-a").expect("web-a");
@@ -177,7 +184,10 @@ async fn a_lock_in_a_jobs_pod_is_named_after_its_cronjob_or_its_job() {
         "nightly-29000000-x7k2p",
         vec![controller("Job", "batch/v1", "nightly-29000000")],
     ));
-    api.insert(&pod("migrate-q9z", vec![controller("Job", "batch/v1", "migrate")]));
+    api.insert(&pod(
+        "migrate-q9z",
+        vec![controller("Job", "batch/v1", "migrate")],
+    ));
     api.insert(&pod("loose", vec![]));
     let client = api.client();
     let cron = k8s::owning_job(&client, NS, "nightly-29000000-x7k2p")

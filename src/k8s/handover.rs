@@ -82,14 +82,13 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<LeaderContext<OwnPod>>) -> Result<Act
     // end this pod's next term too. A failed removal is retried, and nothing is done until then.
     let patch = json!({ "metadata": { "annotations": { STEP_DOWN_ANNOTATION: null } } });
     c.pods
-        .patch(
-            &c.identity,
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
+        .patch(&c.identity, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .map_err(|source| K8sError::Api {
-            what: format!("remove the {STEP_DOWN_ANNOTATION} annotation of pod {}", c.identity),
+            what: format!(
+                "remove the {STEP_DOWN_ANNOTATION} annotation of pod {}",
+                c.identity
+            ),
             source,
         })?;
     let token = ctx.leadership.token().0;

@@ -68,7 +68,9 @@ pub enum K8sError {
         owners: String,
     },
     /// A one-shot lock without --lease-name runs in a pod that no Job owns.
-    #[error("pod {pod} is not owned by a Job, so the lock cannot be named after it; pass --lease-name")]
+    #[error(
+        "pod {pod} is not owned by a Job, so the lock cannot be named after it; pass --lease-name"
+    )]
     NotAJob {
         /// The pod.
         pod: String,
