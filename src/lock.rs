@@ -100,7 +100,10 @@ pub async fn lock(settings: LockSettings) -> anyhow::Result<i32> {
             None => supervisor,
         }
     });
-    let cluster = client.map(|client| {
+    // The Kubernetes parts only when one is on: with all of them off, a lock reads only its pod
+    // and its Job (for the name).
+    let parts_on = run.kube.leader_label.is_some() || run.kube.lease_mirror || run.kube.events;
+    let cluster = client.filter(|_| parts_on).map(|client| {
         Cluster::new(
             client,
             &run.namespace,
@@ -110,6 +113,7 @@ pub async fn lock(settings: LockSettings) -> anyhow::Result<i32> {
             run.kube.clone(),
             run.timing,
         )
+        .without_handover_annotation()
     });
     info!(
         identity = %run.identity,

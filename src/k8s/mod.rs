@@ -176,6 +176,8 @@ struct Inner {
     timing: Timing,
     recorder: Recorder,
     background: TaskTracker,
+    /// Act on the step-down annotation of this pod while leading.
+    handover_annotation: bool,
 }
 
 impl Cluster {
@@ -216,8 +218,18 @@ impl Cluster {
                 timing,
                 recorder,
                 background: TaskTracker::new(),
+                handover_annotation: true,
             }),
         }
+    }
+
+    /// Leaves the step-down annotation alone (a one-shot lock hands nothing over, and its Role
+    /// need not list or patch pods).
+    pub fn without_handover_annotation(mut self) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.handover_annotation = false;
+        }
+        self
     }
 
     /// The owning Deployment, if known.
@@ -272,14 +284,19 @@ impl Cluster {
                 .await;
             }
         };
-        let handover = handover::watch_own_pod(
-            &inner.client,
-            &inner.namespace,
-            &inner.identity,
-            leadership.clone(),
-            stop.clone(),
-            inner.timing.retry_period,
-        );
+        let handover = async {
+            if inner.handover_annotation {
+                handover::watch_own_pod(
+                    &inner.client,
+                    &inner.namespace,
+                    &inner.identity,
+                    leadership.clone(),
+                    stop.clone(),
+                    inner.timing.retry_period,
+                )
+                .await;
+            }
+        };
         tokio::join!(labels, lease, handover);
     }
 
