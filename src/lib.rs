@@ -23,6 +23,8 @@
 //! - [`cmd`]: the subcommands `run` and `status` (and `guard`, which is [`guard::check`]):
 //!   naming the lease, starting the parts; [`shutdown`] turns signals into the root
 //!   cancellation. `main.rs` only parses, starts the logs and calls `cmd`.
+//!   The operator commands: `step-down` (handover on demand) and `lock` (a one-shot lock for
+//!   Jobs and CronJobs) are in [`cmd`] too.
 //! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]
 //!   (logs) behind them. [`leader_view`]: the JSON of `/leader`; [`sse`]: the same as
 //!   server-sent events; [`status_file`]: the same in a file. Both are fed by the elector's

@@ -348,3 +348,62 @@ fn a_wrong_password_shows_in_readiness_and_the_log() {
         "the password is not logged"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_minimal_acl_user_can_ask_for_a_handover_and_hand_over() {
+    let redis = RedisServer::start();
+    set_user(
+        &redis,
+        "leasehold",
+        &minimal_acl_rule("leasehold:", false),
+        "s3cret",
+    );
+    let name = unique_lease("acl-handover");
+    let timing = fast_timing();
+    let acl = |who: &str| acl_lease(&redis.url(), &name, who, "leasehold", "s3cret");
+    let idle = |l: leasehold::elector::Leadership| async move {
+        l.lost().await;
+        Ok::<(), String>(())
+    };
+    let a = Contender::spawn(acl("pod-a"), timing, idle);
+    let mut a_status = a.status.clone();
+    until(
+        "pod-a to lead",
+        &mut a_status,
+        Duration::from_secs(10),
+        |s| matches!(s.role, Role::Leader { .. }),
+    )
+    .await;
+    let b = Contender::spawn(acl("pod-b"), timing, idle);
+    let c = Contender::spawn(acl("pod-c"), timing, idle);
+    // The request (its key and the nudge on the channel), the renewal that reads it, the release
+    // that reserves the next term, and the acquire that honours the reservation.
+    let operator = acl("operator");
+    let holder = operator
+        .observe(CALL)
+        .await
+        .unwrap()
+        .holder
+        .expect("a holder");
+    assert_eq!(
+        operator
+            .request_handover(&holder, Some("pod-c"), Duration::from_secs(10), CALL)
+            .await
+            .unwrap(),
+        leasehold::lease::HandoverRequested::Requested
+    );
+    let mut c_status = c.status.clone();
+    until(
+        "pod-c to lead",
+        &mut c_status,
+        Duration::from_secs(5),
+        |s| matches!(s.role, Role::Leader { .. }),
+    )
+    .await;
+    assert!(!b.is_leader());
+    let log: Vec<redis::Value> = redis.cmd(&["ACL", "LOG"]);
+    assert!(log.is_empty(), "the ACL refused something: {log:?}");
+    for contender in [a, b, c] {
+        contender.shutdown().await;
+    }
+}

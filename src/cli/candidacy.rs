@@ -13,7 +13,7 @@ use crate::candidacy::{
 };
 
 /// Health-gated candidacy and the status file.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 #[command(next_help_heading = "Candidate check")]
 pub struct CandidacyArgs {
     /// Stand for election only while `GET URL` answers 2xx: `http://127.0.0.1:PORT/PATH`

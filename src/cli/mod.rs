@@ -13,6 +13,7 @@
 mod candidacy;
 mod error;
 mod file;
+mod ops;
 mod resolve;
 mod secrets;
 mod settings;
@@ -28,6 +29,7 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 pub use error::CliError;
 pub use file::parse_from;
+pub use ops::{LockArgs, LockSettings, StepDownArgs, StepDownSettings};
 pub use resolve::{MAX_DURATION, invocation};
 pub use settings::{
     Environment, Invocation, LeaseSource, RedisSettings, RunSettings, StatusSettings,
@@ -77,6 +79,13 @@ pub enum Command {
     /// input. Asks no one, so it answers also while leasehold is frozen: `leasehold guard &&
     /// write`.
     Guard(GuardArgs),
+    /// Ask the leader to hand over (through Redis), and wait until another replica (or the
+    /// one named by --to) leads: exit 0 with who and the new token, 1 when it did not happen
+    /// within --wait, 2 on bad input.
+    StepDown(ops::StepDownArgs),
+    /// Run a command once while holding the lease, for Jobs and CronJobs: exit with its code,
+    /// 75 when the lock was not acquired within --wait, 76 when it was lost while the command ran.
+    Lock(ops::LockArgs),
 }
 
 /// Where Redis is and how to talk to it.

@@ -34,7 +34,11 @@ const VALID_FOR_BOUND: &str =
     "must be at most 1h: no term stays valid longer than a lease duration, which is at most 1h";
 
 /// Refuses a duration over [`MAX_DURATION`], with the flag's reason.
-fn at_most(flag: &'static str, value: Duration, rule: &'static str) -> Result<(), CliError> {
+pub(super) fn at_most(
+    flag: &'static str,
+    value: Duration,
+    rule: &'static str,
+) -> Result<(), CliError> {
     if value > MAX_DURATION {
         return Err(CliError::Duration { flag, value, rule });
     }
@@ -58,6 +62,14 @@ pub fn invocation(
             args.log.settings(env),
         ),
         Command::Guard(args) => Invocation::Guard(args.check()?),
+        Command::StepDown(args) => Invocation::StepDown(
+            args.resolve(env, url_from_command_line)?,
+            args.status.log.settings(env),
+        ),
+        Command::Lock(args) => Invocation::Lock(
+            args.resolve(env, url_from_command_line)?,
+            args.log.settings(env),
+        ),
     })
 }
 

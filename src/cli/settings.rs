@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use super::OutputFormat;
+use super::ops::{LockSettings, StepDownSettings};
 use crate::candidacy::CandidateCheck;
 use crate::elector::{EvictionMode, Timing};
 use crate::exec::ExecSettings;
@@ -26,13 +27,20 @@ pub enum Invocation {
     Status(StatusSettings, LogSettings),
     /// `leasehold guard`: no runtime, no logs, no connection.
     Guard(GuardCheck),
+    /// `leasehold step-down`.
+    StepDown(StepDownSettings, LogSettings),
+    /// `leasehold lock`.
+    Lock(LockSettings, LogSettings),
 }
 
 impl Invocation {
     /// The logs to start, when the command logs.
     pub fn log(&self) -> Option<&LogSettings> {
         match self {
-            Invocation::Run(_, log) | Invocation::Status(_, log) => Some(log),
+            Invocation::Run(_, log)
+            | Invocation::Status(_, log)
+            | Invocation::StepDown(_, log)
+            | Invocation::Lock(_, log) => Some(log),
             Invocation::Guard(_) => None,
         }
     }

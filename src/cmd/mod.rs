@@ -4,11 +4,15 @@
 //!
 //! - [`run`]: one replica, until shutdown.
 //! - [`status`]: who holds the lease now.
+//! - [`step_down`]: ask the leader to hand over, and wait for the next one.
+//! - [`lock`]: run a command once under the lease, for Jobs and CronJobs.
 //! - [`lease`]: naming the lease, by flag or after the owning Deployment.
 
 pub mod lease;
+pub mod lock;
 pub mod run;
 pub mod status;
+pub mod step_down;
 
 use std::process::ExitCode;
 
@@ -31,6 +35,22 @@ pub fn execute(invocation: Invocation) -> Result<ExitCode, CliError> {
         }
         Invocation::Status(settings, _) => {
             let code = runtime()?.block_on(status::status(settings))?;
+            Ok(exit_code(code))
+        }
+        Invocation::StepDown(settings, _) => {
+            let code = runtime()?.block_on(async {
+                let name = step_down::lease_name(&settings.status.lease).await?;
+                step_down::step_down(settings, name).await
+            })?;
+            Ok(exit_code(code))
+        }
+        Invocation::Lock(settings, _) => {
+            let code = runtime()?.block_on(async {
+                let shutdown = Shutdown::on_signals().map_err(|e| {
+                    anyhow::Error::new(e).context("cannot install the signal handlers")
+                })?;
+                lock::lock(settings, shutdown).await
+            })?;
             Ok(exit_code(code))
         }
     }

@@ -195,7 +195,7 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
 
 /// The guard file: the one `--guard-file` names (refused with exit code 2 when it cannot be
 /// written), else, when there is a command, one in the runtime directory.
-fn guard_file(
+pub(crate) fn guard_file(
     settings: &RunSettings,
     lease: &LeaseName,
 ) -> Result<Option<Arc<GuardFile>>, CliError> {
@@ -213,7 +213,7 @@ fn guard_file(
 /// One term of leadership: the Kubernetes parts and the command side by side. The term ends
 /// when leadership ends, or when the command ends on its own (then the Kubernetes parts stop
 /// with it).
-async fn term(
+pub(crate) async fn term(
     leadership: Leadership,
     publisher: Option<Publisher>,
     supervisor: Option<Supervisor>,

@@ -152,6 +152,23 @@ pub fn within_validity(now: BootInstant, valid_until: BootInstant) -> bool {
     now < valid_until
 }
 
+/// How long a replica stays out of the election after a term ended for `reason`: one lease
+/// duration after a handover, so that the replica that asked to be relieved is not the next
+/// leader again (a handover must move leadership, or it did nothing); none otherwise.
+pub fn hold_off_after(reason: StepDownReason, timing: &Timing) -> Duration {
+    match reason {
+        StepDownReason::Handover => timing.lease_duration,
+        _ => Duration::ZERO,
+    }
+}
+
+/// How long a handover to a named replica reserves the next term for it: two retry periods,
+/// enough for its wake-up on the release channel (about a round trip) and for a try on its
+/// fallback retry period while its channel is down; then anyone may acquire.
+pub fn reservation(timing: &Timing) -> Duration {
+    timing.retry_period.saturating_mul(2)
+}
+
 /// client-go's observed-time rule, for what the server cannot see (a lease key that vanished
 /// together with its record, or a forward step of the Redis host's clock): a holder seen with
 /// `remaining` TTL at instant `seen_at` keeps its term until `seen_at + remaining` as far as
@@ -175,6 +192,31 @@ mod tests {
 
     fn ms(ms: u64) -> Duration {
         Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn handover_table() {
+        let t = Timing::default(); // 15 s / 10 s / 2 s
+        // reason -> hold-off before contending again
+        let cases = [
+            (StepDownReason::Handover, 15_000),
+            (StepDownReason::Shutdown, 0),
+            (StepDownReason::Lost, 0),
+            (StepDownReason::WorkEnded, 0),
+            (StepDownReason::ValidityDeadlinePassed, 0),
+        ];
+        for (reason, want) in cases {
+            assert_eq!(hold_off_after(reason, &t), ms(want), "{reason:?}");
+        }
+        assert_eq!(reservation(&t), ms(4_000));
+        let fast = Timing {
+            lease_duration: ms(1_500),
+            renew_deadline: ms(900),
+            retry_period: ms(250),
+            drift_factor: 0.01,
+        };
+        assert_eq!(hold_off_after(StepDownReason::Handover, &fast), ms(1_500));
+        assert_eq!(reservation(&fast), ms(500));
     }
 
     #[test]

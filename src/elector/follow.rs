@@ -20,6 +20,7 @@ impl Elector {
         &self,
         shutdown: &CancellationToken,
         releases: &mut Releases,
+        give_up_at: Option<BootInstant>,
     ) -> Option<Grant> {
         let timing = self.timing;
         let clock = self.lease.clock().clone();
@@ -122,6 +123,23 @@ impl Elector {
                     self.note_follower_view(None, Some(remaining));
                     Seen::CoolingDown(remaining)
                 }
+                Ok(Acquired::Reserved {
+                    identity,
+                    remaining,
+                }) => {
+                    failures = 0;
+                    self.redis_ok();
+                    debug!(
+                        identity = %self.lease.owner().identity(),
+                        lease = %self.lease.name(),
+                        reserved_for = %identity,
+                        remaining_ms = remaining.as_millis() as u64,
+                        "the next term is reserved for another replica by a handover"
+                    );
+                    self.note_follower_view(None, None);
+                    // Like a holder whose TTL runs out then: try again at the reservation's end.
+                    Seen::Held(Some(remaining))
+                }
                 Err(err) => {
                     failures = failures.saturating_add(1);
                     self.redis_failed("acquire", &err, failures);
@@ -131,13 +149,22 @@ impl Elector {
                     }
                 }
             };
+            // A one-shot lock gives up after its wait (it has tried at least once by now).
+            let now = clock.now();
+            if give_up_at.is_some_and(|at| now >= at) {
+                return None;
+            }
             let seen = match (self.followers, seen) {
                 // The polling baseline ignores the holder's TTL.
                 (FollowerStrategy::Polling, Seen::Held(_)) => Seen::Held(None),
                 (_, seen) => seen,
             };
             let subscribed = self.status.borrow().redis.subscribed;
-            let wait = decide::follower_wait(seen, subscribed, &timing, rand::random());
+            let mut wait = decide::follower_wait(seen, subscribed, &timing, rand::random());
+            if let Some(at) = give_up_at {
+                // One last try at the end of the wait.
+                wait = wait.min(now.until(at));
+            }
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return None,

@@ -7,13 +7,14 @@ use std::fmt::Display;
 use std::future::Future;
 use std::time::{Duration, Instant, SystemTime};
 
+use tokio::sync::watch;
 use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::decide::{self, WatchdogStep};
 use super::{Elector, Leadership, RenewalOutcome, Role, StepDown, StepDownReason};
-use crate::lease::{Grant, Released, Renewed};
+use crate::lease::{Grant, Released, Renewed, Reservation};
 
 /// How long work whose validity deadline passed before its step-down (a pause) may take to
 /// stop on its own before it is aborted: enough for a task to be scheduled and finish acting on
@@ -25,6 +26,8 @@ const LAST_TURN: Duration = Duration::from_millis(100);
 struct Ending {
     reason: StepDownReason,
     detail: Option<String>,
+    /// A handover's named successor, who alone may take the next term for a while.
+    hand_to: Option<String>,
 }
 
 impl Ending {
@@ -32,6 +35,19 @@ impl Ending {
         Self {
             reason,
             detail: None,
+            hand_to: None,
+        }
+    }
+
+    /// A handover to `to`, or to anyone.
+    fn handover(to: Option<String>) -> Self {
+        Self {
+            reason: StepDownReason::Handover,
+            detail: Some(match &to {
+                Some(to) => format!("handing over to {to}"),
+                None => "handing over to any replica".to_owned(),
+            }),
+            hand_to: to,
         }
     }
 }
@@ -43,6 +59,7 @@ impl Elector {
         grant: Grant,
         work: &mut W,
         shutdown: &CancellationToken,
+        nudges: &mut watch::Receiver<u64>,
     ) -> StepDownReason
     where
         W: FnMut(Leadership) -> Fut,
@@ -82,6 +99,8 @@ impl Elector {
         let term = work(leadership.clone());
         let mut work_task = tokio::spawn(async move { term.await.map_err(|err| err.to_string()) });
         let mut failures: u32 = 0;
+        // Nudges heard while following were for an earlier term.
+        nudges.borrow_and_update();
         // The ending, and whether the work still runs.
         let mut refusal = self.status.subscribe();
         let mut unhealthy = self.status.subscribe();
@@ -94,15 +113,19 @@ impl Elector {
                 }
                 _ = unhealthy.wait_for(|s| !s.candidacy.stands()) => {
                     let detail = self.status.borrow().candidacy.reason().map(str::to_owned);
-                    break (Ending { reason: StepDownReason::Unhealthy, detail }, true);
+                    break (Ending { reason: StepDownReason::Unhealthy, detail, hand_to: None }, true);
                 }
+                to = leadership.handover_asked() => break (Ending::handover(to), true),
+                // A handover request was nudged on the channel: renew now, and the renewal reads
+                // the request (which names the term it is for) in the same step.
+                Ok(()) = nudges.changed() => {}
                 joined = &mut work_task => {
                     let ended = work_ending(joined);
                     // Work that gave up because its guard refused after a pause ended *because*
                     // the validity deadline passed: report the cause, keep the work's words.
                     if clock.now() >= valid_until {
                         let detail = ended.detail.or_else(|| Some(ended.reason.to_string()));
-                        break (Ending { reason: StepDownReason::ValidityDeadlinePassed, detail }, false);
+                        break (Ending { reason: StepDownReason::ValidityDeadlinePassed, detail, hand_to: None }, false);
                     }
                     break (ended, false);
                 }
@@ -130,8 +153,18 @@ impl Elector {
                 _ = clock.sleep_until(valid_until.min(renew_by)) => continue,
             };
             let latency = started.elapsed();
+            // A requested handover is a renewal like any other, then the end of the term.
+            let handover = match &renewed {
+                Ok(Renewed::HandoverRequested { to, .. }) => Some(to.clone()),
+                _ => None,
+            };
             match renewed {
-                Ok(Renewed::Held { sent_at, repaired }) => {
+                Ok(
+                    Renewed::Held { sent_at, repaired }
+                    | Renewed::HandoverRequested {
+                        sent_at, repaired, ..
+                    },
+                ) => {
                     self.observer.renewal(RenewalOutcome::Renewed, latency);
                     failures = 0;
                     self.redis_ok();
@@ -166,6 +199,9 @@ impl Elector {
                         valid_for_ms = clock.now().until(valid_until).as_millis() as u64,
                         "renewed"
                     );
+                    if let Some(to) = handover {
+                        break (Ending::handover(to), true);
+                    }
                 }
                 Ok(Renewed::NotHeld) => {
                     self.observer.renewal(RenewalOutcome::Lost, latency);
@@ -199,7 +235,11 @@ impl Elector {
         ending: Ending,
         work_task: Option<JoinHandle<Result<(), String>>>,
     ) -> StepDownReason {
-        let Ending { reason, mut detail } = ending;
+        let Ending {
+            reason,
+            mut detail,
+            hand_to,
+        } = ending;
         let token = leadership.token();
         // Before anything else: the command checks the file by itself, also while this
         // process is slow to reach the steps below.
@@ -264,7 +304,15 @@ impl Elector {
         }
 
         if reason.may_still_hold() {
-            match self.lease.release(token, self.timing.call_timeout()).await {
+            let reserve = hand_to.map(|identity| Reservation {
+                identity,
+                duration: decide::reservation(&self.timing),
+            });
+            match self
+                .lease
+                .release_handing_over(token, reserve.as_ref(), self.timing.call_timeout())
+                .await
+            {
                 Ok(Released::Released) => {
                     info!(%identity, %lease, token = token.0, "released the lease")
                 }
@@ -287,10 +335,12 @@ fn work_ending(joined: Result<Result<(), String>, JoinError>) -> Ending {
         Ok(Err(err)) => Ending {
             reason: StepDownReason::WorkFailed,
             detail: Some(err),
+            hand_to: None,
         },
         Err(join) if join.is_panic() => Ending {
             reason: StepDownReason::WorkPanicked,
             detail: Some(panic_message(join)),
+            hand_to: None,
         },
         Err(_) => Ending::new(StepDownReason::WorkEnded),
     }

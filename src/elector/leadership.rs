@@ -34,6 +34,10 @@ struct Inner {
     revoked: OnceLock<StepDownReason>,
     cancel: CancellationToken,
     clock: SharedClock,
+    /// A handover asked for in this term: the identity to hand to, or `None` for anyone. The
+    /// first request counts.
+    handover: OnceLock<Option<String>>,
+    handover_asked: CancellationToken,
 }
 
 /// Why [`Leadership::check`] refused.
@@ -88,6 +92,8 @@ impl Leadership {
                 revoked: OnceLock::new(),
                 cancel: CancellationToken::new(),
                 clock,
+                handover: OnceLock::new(),
+                handover_asked: CancellationToken::new(),
             }),
         }
     }
@@ -188,6 +194,23 @@ impl Leadership {
     /// Why the term ended, once it has.
     pub fn step_down_reason(&self) -> Option<StepDownReason> {
         self.inner.revoked.get().copied()
+    }
+
+    /// Asks the elector to end this term with reason `handover` and release the lease, handing
+    /// the next term to `to` for a short reservation (anyone when `None`); this replica then
+    /// holds off from contending for one lease duration. Only this term: a later term of the
+    /// same process is not touched. The first request of a term counts.
+    pub fn hand_over(&self, to: Option<String>) {
+        if self.inner.handover.set(to).is_ok() {
+            self.inner.handover_asked.cancel();
+        }
+    }
+
+    /// Resolves with the identity to hand to (or `None` for anyone) once a handover of this
+    /// term was asked for.
+    pub(crate) async fn handover_asked(&self) -> Option<String> {
+        self.inner.handover_asked.cancelled().await;
+        self.inner.handover.get().cloned().flatten()
     }
 
     /// Moves the validity deadline forward after a renewal (never backward, never after the

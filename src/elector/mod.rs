@@ -103,6 +103,8 @@ pub struct Elector {
     guard: Option<Arc<crate::guard::GuardFile>>,
     candidacy: Option<watch::Receiver<Candidacy>>,
     watchers: Watchers,
+    /// `Some(wait)`: one term only, and give up contending once `wait` has passed.
+    one_term: Option<Duration>,
 }
 
 /// How a follower decides when to try again.
@@ -144,6 +146,7 @@ impl Elector {
             eviction: EvictionMode::Warn,
             guard: None,
             candidacy: None,
+            one_term: None,
         })
     }
 
@@ -164,6 +167,15 @@ impl Elector {
     /// whose end means the process is done (a singleton command that exited).
     pub fn stop_when_work_ends(mut self) -> Self {
         self.stop_when_work_ends = true;
+        self
+    }
+
+    /// Makes [`run`](Self::run) a one-shot lock: contend until this replica leads or `wait`
+    /// has passed (after at least one try), lead at most one term, and return however that
+    /// term ended. The status tells what happened (`transitions` 0: never led; else
+    /// `last_step_down`).
+    pub fn for_one_term(mut self, wait: Duration) -> Self {
+        self.one_term = Some(wait);
         self
     }
 
@@ -241,16 +253,21 @@ impl Elector {
         });
         let pump_task = self.spawn_pump(stop_notify.clone());
         let clock = self.lease.clock().clone();
+        let give_up_at = self.one_term.map(|wait| clock.now().saturating_add(wait));
+        let mut nudges = releases.handover_nudges();
         let mut short_terms: u32 = 0;
-        while let Some(grant) = self.follow(&shutdown, &mut releases).await {
-            let ending = self.lead(grant, &mut work, &shutdown).await;
+        while let Some(grant) = self.follow(&shutdown, &mut releases, give_up_at).await {
+            let ending = self.lead(grant, &mut work, &shutdown, &mut nudges).await;
             let work_ended = matches!(
                 ending,
                 StepDownReason::WorkEnded
                     | StepDownReason::WorkFailed
                     | StepDownReason::WorkPanicked
             );
-            if ending == StepDownReason::Shutdown || (work_ended && self.stop_when_work_ends) {
+            if ending == StepDownReason::Shutdown
+                || (work_ended && self.stop_when_work_ends)
+                || self.one_term.is_some()
+            {
                 break;
             }
             let lasted = clock.now().saturating_duration_since(grant.sent_at);
@@ -259,16 +276,29 @@ impl Elector {
             } else {
                 0
             };
-            let pause = decide::pause_after_term(short_terms, &self.timing);
-            if !pause.is_zero() {
+            let hold_off = decide::hold_off_after(ending, &self.timing);
+            if !hold_off.is_zero() {
+                info!(
+                    identity = %self.lease.owner().identity(),
+                    lease = %self.lease.name(),
+                    token = grant.token.0,
+                    hold_off_ms = hold_off.as_millis() as u64,
+                    "handed over; holding off before contending again"
+                );
+            }
+            let paced = decide::pause_after_term(short_terms, &self.timing);
+            if !paced.is_zero() {
                 info!(
                     identity = %self.lease.owner().identity(),
                     lease = %self.lease.name(),
                     token = grant.token.0,
                     short_terms,
-                    pause_ms = pause.as_millis() as u64,
+                    pause_ms = paced.as_millis() as u64,
                     "the work failed soon after the term began; pausing before contending again"
                 );
+            }
+            let pause = paced.max(hold_off);
+            if !pause.is_zero() {
                 tokio::select! {
                     biased;
                     _ = shutdown.cancelled() => break,

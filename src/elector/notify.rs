@@ -45,9 +45,17 @@ const QUEUED: usize = 8;
 /// elector's status (`redis.subscribed`), its one place.
 pub(crate) struct Releases {
     wakeups: mpsc::Receiver<Pending>,
+    nudges: watch::Receiver<u64>,
 }
 
 impl Releases {
+    /// Counts the handover nudges heard on the channel: a leader that sees it change renews at
+    /// once, and its renewal reads the request itself. The nudge only makes that sooner; a
+    /// request is never taken from the channel, which a blackholed link would lose.
+    pub(crate) fn handover_nudges(&self) -> watch::Receiver<u64> {
+        self.nudges.clone()
+    }
+
     /// Marks every wake-up so far as seen. Call before a try, so that a release that lands
     /// during the try still wakes the sleep after it.
     pub(crate) fn mark_seen(&mut self) {
@@ -96,6 +104,7 @@ pub(crate) fn spawn(
     stop: CancellationToken,
 ) -> (Releases, tokio::task::JoinHandle<()>) {
     let (wake_tx, wakeups) = mpsc::channel(QUEUED);
+    let (nudge_tx, nudges) = watch::channel(0u64);
     let task = tokio::spawn(async move {
         let channel = lease.keys().channel.clone();
         let mut failures: u32 = 0;
@@ -116,6 +125,7 @@ pub(crate) fn spawn(
                         &mut subscription,
                         keepalive(&timing),
                         &wake_tx,
+                        &nudge_tx,
                         &stop,
                         &mut ping_refused,
                     )
@@ -148,7 +158,7 @@ pub(crate) fn spawn(
             }
         }
     });
-    (Releases { wakeups }, task)
+    (Releases { wakeups, nudges }, task)
 }
 
 /// Why a subscription ended.
@@ -168,6 +178,7 @@ async fn listen(
     subscription: &mut ReleaseSubscription,
     keepalive: Keepalive,
     wakeups: &mpsc::Sender<Pending>,
+    nudges: &watch::Sender<u64>,
     stop: &CancellationToken,
     ping_refused: &mut bool,
 ) -> Ended {
@@ -178,6 +189,10 @@ async fn listen(
             biased;
             _ = stop.cancelled() => return Ended::Stopped,
             release = subscription.next() => match release {
+                Some(release) if release.nudged_term().is_some() => {
+                    heard = Instant::now();
+                    nudges.send_modify(|n| *n = n.wrapping_add(1));
+                }
                 Some(release) => {
                     heard = Instant::now();
                     let delay = herd::herd_delay(release.subscribers, rand::random());
@@ -209,12 +224,13 @@ async fn listen(
 /// No release channel at all (the polling baseline): never wakes anyone, never subscribed.
 pub(crate) fn none(stop: CancellationToken) -> (Releases, tokio::task::JoinHandle<()>) {
     let (wake_tx, wakeups) = mpsc::channel(1);
-    // The sender lives as long as the task, so `next()` pends instead of returning.
+    let (nudge_tx, nudges) = watch::channel(0u64);
+    // The senders live as long as the task, so `next()` pends instead of returning.
     let task = tokio::spawn(async move {
-        let _keep = wake_tx;
+        let _keep = (wake_tx, nudge_tx);
         stop.cancelled().await;
     });
-    (Releases { wakeups }, task)
+    (Releases { wakeups, nudges }, task)
 }
 
 /// When a quiet subscription is pinged, and how long the answer may take.
@@ -316,7 +332,8 @@ mod tests {
     #[tokio::test]
     async fn a_release_wakes_after_its_herd_delay_and_a_seen_one_not_at_all() {
         let (tx, wakeups) = mpsc::channel(QUEUED);
-        let mut releases = Releases { wakeups };
+        let (_nudge_tx, nudges) = watch::channel(0u64);
+        let mut releases = Releases { wakeups, nudges };
         wake(&tx, Wakeup::Released("a#1".into()), ms(20));
         let started = Instant::now();
         assert_eq!(releases.next().await, Wakeup::Released("a#1".into()));

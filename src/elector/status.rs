@@ -30,11 +30,14 @@ pub enum StepDownReason {
     /// The candidate check (`--candidate-check`) failed its failure threshold: this replica
     /// stands aside until the check passes again.
     Unhealthy,
+    /// A handover was asked for (`leasehold step-down`, the step-down annotation, or
+    /// [`Leadership::hand_over`](super::Leadership::hand_over)).
+    Handover,
 }
 
 impl StepDownReason {
     /// Every reason, for metrics that want all label values present from the start.
-    pub const ALL: [StepDownReason; 9] = [
+    pub const ALL: [StepDownReason; 10] = [
         StepDownReason::Lost,
         StepDownReason::RenewDeadlinePassed,
         StepDownReason::ValidityDeadlinePassed,
@@ -44,6 +47,7 @@ impl StepDownReason {
         StepDownReason::Shutdown,
         StepDownReason::RedisMayEvict,
         StepDownReason::Unhealthy,
+        StepDownReason::Handover,
     ];
 
     /// A stable snake_case label (metrics, JSON).
@@ -58,6 +62,7 @@ impl StepDownReason {
             StepDownReason::Shutdown => "shutdown",
             StepDownReason::RedisMayEvict => "redis_may_evict",
             StepDownReason::Unhealthy => "unhealthy",
+            StepDownReason::Handover => "handover",
         }
     }
 
@@ -79,6 +84,7 @@ impl fmt::Display for StepDownReason {
             StepDownReason::Shutdown => "shutdown",
             StepDownReason::RedisMayEvict => "redis may evict the lease",
             StepDownReason::Unhealthy => "the candidate check failed",
+            StepDownReason::Handover => "handover",
         })
     }
 }

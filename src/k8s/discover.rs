@@ -20,7 +20,10 @@ pub struct OwningDeployment {
     pub reference: ObjectReference,
 }
 
-fn controller_of<'a>(owners: &'a [OwnerReference], kind: &str) -> Option<&'a OwnerReference> {
+pub(super) fn controller_of<'a>(
+    owners: &'a [OwnerReference],
+    kind: &str,
+) -> Option<&'a OwnerReference> {
     owners
         .iter()
         .find(|o| o.kind == kind && o.controller == Some(true))

@@ -9,6 +9,8 @@
 //! Rust users run their own reconciler under leadership with [`reconcile_while_leading`].
 
 mod discover;
+mod handover;
+mod job;
 mod label;
 mod mirror;
 pub mod names;
@@ -32,6 +34,8 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 pub use discover::{OwningDeployment, owning_deployment};
+pub use handover::STEP_DOWN_ANNOTATION;
+pub use job::{OwningJob, owning_job};
 pub use settings::{KubeSettings, KubernetesMode};
 
 use crate::elector::{Leadership, NotLeader, Timing};
@@ -61,6 +65,14 @@ pub enum K8sError {
         pod: String,
         /// What owns it.
         owners: String,
+    },
+    /// A one-shot lock without --lease-name runs in a pod that no Job owns.
+    #[error(
+        "pod {pod} is not owned by a Job, so the lock cannot be named after it; pass --lease-name"
+    )]
+    NotAJob {
+        /// The pod.
+        pod: String,
     },
     /// The guard refused a leader write.
     #[error(transparent)]
@@ -167,6 +179,8 @@ struct Inner {
     timing: Timing,
     recorder: Recorder,
     background: TaskTracker,
+    /// Act on the step-down annotation of this pod while leading.
+    handover_annotation: bool,
 }
 
 impl Publisher {
@@ -207,8 +221,18 @@ impl Publisher {
                 timing,
                 recorder,
                 background: TaskTracker::new(),
+                handover_annotation: true,
             }),
         }
+    }
+
+    /// Leaves the step-down annotation alone (a one-shot lock hands nothing over, and its Role
+    /// need not list or patch pods).
+    pub fn without_handover_annotation(mut self) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.handover_annotation = false;
+        }
+        self
     }
 
     /// The owning Deployment, if known.
@@ -263,7 +287,20 @@ impl Publisher {
                 .await;
             }
         };
-        tokio::join!(labels, lease);
+        let handover = async {
+            if inner.handover_annotation {
+                handover::watch_own_pod(
+                    &inner.client,
+                    &inner.namespace,
+                    &inner.identity,
+                    leadership.clone(),
+                    stop.clone(),
+                    inner.timing.retry_period,
+                )
+                .await;
+            }
+        };
+        tokio::join!(labels, lease, handover);
     }
 
     /// The notes of a term that ended, in the background: this pod's label off, and an Event.

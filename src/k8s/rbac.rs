@@ -20,7 +20,7 @@ pub const API_CALLS: &[ApiCalls] = &[
         group: "",
         resource: "pods",
         verbs: &["get", "list", "watch", "patch"],
-        why: "find this pod's owner; watch the Deployment's pods and keep the leader label on the leader alone",
+        why: "find this pod's owner; watch the Deployment's pods and keep the leader label on the leader alone; read and remove the step-down annotation on the leader's pod",
     },
     ApiCalls {
         group: "apps",
@@ -33,6 +33,12 @@ pub const API_CALLS: &[ApiCalls] = &[
         resource: "deployments",
         verbs: &["get"],
         why: "name the lease after the Deployment and read its pod selector",
+    },
+    ApiCalls {
+        group: "batch",
+        resource: "jobs",
+        verbs: &["get"],
+        why: "name a one-shot lock (`leasehold lock`) after the CronJob that owns its Job, or the Job",
     },
     ApiCalls {
         group: "coordination.k8s.io",

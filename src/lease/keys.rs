@@ -123,8 +123,14 @@ pub struct LeaseKeys {
     /// cooldown, and keeps the holder's term and its expiry for when the lease key vanishes
     /// before its time (eviction, an operator's `DEL`).
     pub state: String,
-    /// The pub/sub channel on which a release is announced.
+    /// The pub/sub channel on which a release is announced (and a handover request nudged).
     pub channel: String,
+    /// A handover request: `<prefix>{<name>}:handover`, value `<term value> <identity or ->`,
+    /// with a TTL. Bound to the term it names: the leader's renewal acts on it only in that term.
+    pub handover: String,
+    /// A handover's reservation: `<prefix>{<name>}:reserved`, value the identity that alone may
+    /// acquire, with a TTL of about a retry period.
+    pub reserved: String,
 }
 
 impl LeaseKeys {
@@ -137,6 +143,8 @@ impl LeaseKeys {
             fence: format!("{lease}:fence"),
             state: format!("{lease}:state"),
             channel: format!("{lease}:released"),
+            handover: format!("{lease}:handover"),
+            reserved: format!("{lease}:reserved"),
             lease,
         })
     }
@@ -251,6 +259,8 @@ mod tests {
         assert_eq!(keys.fence, "leasehold:{prod/billing}:fence");
         assert_eq!(keys.state, "leasehold:{prod/billing}:state");
         assert_eq!(keys.channel, "leasehold:{prod/billing}:released");
+        assert_eq!(keys.handover, "leasehold:{prod/billing}:handover");
+        assert_eq!(keys.reserved, "leasehold:{prod/billing}:reserved");
     }
 
     #[test]

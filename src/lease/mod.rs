@@ -9,6 +9,7 @@
 
 mod connection;
 mod error;
+mod handover;
 mod keys;
 mod options;
 mod outcome;
@@ -26,6 +27,7 @@ use redis::Value;
 use crate::clock::SharedClock;
 use connection::{Conn, Connection, Dialled, Live};
 pub use error::{LeaseError, Retry, redact_url};
+pub use handover::{HandoverRequested, Reservation};
 pub use keys::{
     DEFAULT_KEY_PREFIX, FencingToken, LeaseKeys, LeaseName, NameError, OwnerId, identity_of,
     split_term,
@@ -34,8 +36,8 @@ pub use options::{LeaseOptions, Secret, WaitReplicas, minimal_acl_rule};
 pub use outcome::{
     Acquired, CooldownState, EvictionPolicy, Grant, Holder, Observation, Released, Renewed,
 };
-pub use pubsub::{Release, ReleaseSubscription};
-use reply::{int, millis, parse_acquire, parse_observe, protocol, text};
+pub use pubsub::{HANDOVER_NUDGE, Release, ReleaseSubscription};
+use reply::{int, millis, parse_acquire, parse_observe, parse_renew, protocol, text};
 #[doc(hidden)]
 pub use scripts::source as script_source;
 use scripts::{ACQUIRE_SCRIPT, OBSERVE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
@@ -102,6 +104,7 @@ impl RedisLease {
         op: &'static str,
         conn: &mut Conn,
         term: Term,
+        reserve: Option<&Reservation>,
     ) -> Result<Value, LeaseError> {
         let (value, mode) = match term {
             Term::Of(token) => (self.owner.term(token), "term"),
@@ -110,9 +113,13 @@ impl RedisLease {
         RELEASE_SCRIPT
             .key(&self.keys.lease)
             .key(&self.keys.state)
+            .key(&self.keys.handover)
+            .key(&self.keys.reserved)
             .arg(value)
             .arg(&self.keys.channel)
             .arg(mode)
+            .arg(reserve.map_or("", |r| r.identity.as_str()))
+            .arg(reserve.map_or(1, |r| millis(r.duration)))
             .invoke_async(conn)
             .await
             .map_err(self.fail(op))
@@ -191,10 +198,12 @@ impl RedisLease {
                 .key(&self.keys.lease)
                 .key(&self.keys.fence)
                 .key(&self.keys.state)
+                .key(&self.keys.reserved)
                 .arg(self.owner.as_str())
                 .arg(millis(ttl))
                 .arg(if self.cooldown_on_data_loss { "1" } else { "0" })
                 .arg(observed)
+                .arg(self.owner.identity())
                 .invoke_async(&mut live.conn)
                 .await
                 .map_err(self.fail(OP))?;
@@ -206,7 +215,7 @@ impl RedisLease {
                 // A term that the replicas may not have: give it back, best effort. Its own
                 // term value: should this release land late, it cannot touch a later term.
                 let _ = self
-                    .run_release(OP, &mut live.conn, Term::Of(grant.token))
+                    .run_release(OP, &mut live.conn, Term::Of(grant.token), None)
                     .await;
                 return Err(too_few);
             }
@@ -232,30 +241,20 @@ impl RedisLease {
                     let reply: Value = RENEW_SCRIPT
                         .key(&self.keys.lease)
                         .key(&self.keys.state)
+                        .key(&self.keys.handover)
                         .arg(term)
                         .arg(millis(ttl))
                         .invoke_async(&mut live.conn)
                         .await
                         .map_err(self.fail(OP))?;
-                    if matches!(int(&reply), Some(1 | 2)) {
+                    if !matches!(parse_renew(&reply, sent_at), Some(Renewed::NotHeld) | None) {
                         self.await_replicas(OP, &mut live.conn).await?;
                     }
                     Ok(reply)
                 }
             })
             .await?;
-        match int(&reply) {
-            Some(1) => Ok(Renewed::Held {
-                sent_at,
-                repaired: false,
-            }),
-            Some(2) => Ok(Renewed::Held {
-                sent_at,
-                repaired: true,
-            }),
-            Some(0) => Ok(Renewed::NotHeld),
-            _ => Err(protocol(OP, &reply)),
-        }
+        parse_renew(&reply, sent_at).ok_or_else(|| protocol(OP, &reply))
     }
 
     /// Ends the term with `token` if the lease is still in it, and tells the followers on the
@@ -265,20 +264,25 @@ impl RedisLease {
         token: FencingToken,
         timeout: Duration,
     ) -> Result<Released, LeaseError> {
-        self.release_term(Term::Of(token), timeout).await
+        self.release_term(Term::Of(token), None, timeout).await
     }
 
     /// Ends whatever term of this owner id the lease is in. Only for when no later term can
     /// follow (the process stops): an acquire whose answer never came leaves no token to name.
     pub async fn release_any_term(&self, timeout: Duration) -> Result<Released, LeaseError> {
-        self.release_term(Term::Any, timeout).await
+        self.release_term(Term::Any, None, timeout).await
     }
 
-    async fn release_term(&self, term: Term, timeout: Duration) -> Result<Released, LeaseError> {
+    async fn release_term(
+        &self,
+        term: Term,
+        reserve: Option<&Reservation>,
+        timeout: Duration,
+    ) -> Result<Released, LeaseError> {
         const OP: &str = "release";
         let reply: Value = self
             .call(OP, timeout, |mut live| async move {
-                self.run_release(OP, &mut live.conn, term).await
+                self.run_release(OP, &mut live.conn, term, reserve).await
             })
             .await?;
         match int(&reply) {

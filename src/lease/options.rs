@@ -12,7 +12,9 @@ use crate::clock::{BootClock, SharedClock};
 /// the commands leasehold sends (`EVALSHA`, `SCRIPT LOAD` after `NOSCRIPT`, `SUBSCRIBE` and
 /// `PING` for the release channel, `INFO memory` for the eviction policy) and those its scripts
 /// run (`INFO server` and `INFO replication` name the Redis process and dataset in the state
-/// record; `PUBSUB NUMSUB` sizes the release herd). `WAIT` is added
+/// record; `PUBSUB NUMSUB` sizes the release herd). A handover (`leasehold step-down`) needs
+/// nothing more: its request and reservation keys are under the same prefix, its nudge goes out
+/// on the lease's own channel. `WAIT` is added
 /// when `--redis-wait-replicas` is used. Append `>password` (or `#sha256`) to set the password:
 /// `ACL SETUSER leasehold <rule> >secret`.
 pub fn minimal_acl_rule(key_prefix: &str, with_wait: bool) -> String {

@@ -61,10 +61,17 @@ pub enum Acquired {
         /// Whether this very call found the loss and started the cooldown.
         started: bool,
     },
+    /// Free, but a handover reserved the next term for another identity for `remaining`.
+    Reserved {
+        /// The identity the term is reserved for.
+        identity: String,
+        /// Time left on the reservation.
+        remaining: Duration,
+    },
 }
 
 /// The outcome of a renew.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Renewed {
     /// Still ours; the TTL restarted no earlier than `sent_at`.
     Held {
@@ -73,6 +80,16 @@ pub enum Renewed {
         /// The lease key had vanished before its time (evicted, deleted) while the state
         /// record still named our term; the renewal put it back.
         repaired: bool,
+    },
+    /// Still ours and extended like [`Held`](Renewed::Held), and a handover of this very term
+    /// was requested: the leader should step down and hand over.
+    HandoverRequested {
+        /// The instant just before the renew was sent.
+        sent_at: BootInstant,
+        /// As for [`Held`](Renewed::Held).
+        repaired: bool,
+        /// The identity to hand to, or `None` for anyone.
+        to: Option<String>,
     },
     /// The lease holds another owner id or is gone.
     NotHeld,

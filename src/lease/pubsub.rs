@@ -25,7 +25,16 @@ pub struct Release {
     pub subscribers: Option<u32>,
 }
 
+/// How a handover request's nudge starts on the release channel: `handover <term value>`. A
+/// term value holds no whitespace, so no release announcement reads like one.
+pub const HANDOVER_NUDGE: &str = "handover ";
+
 impl Release {
+    /// The term a handover nudge names, when this message is one and not a release.
+    pub fn nudged_term(&self) -> Option<&str> {
+        self.term.strip_prefix(HANDOVER_NUDGE)
+    }
+
     /// Reads an announcement: the term, optionally followed by a space and the subscriber
     /// count. A term holds no whitespace (owner ids refuse it), so the split is unambiguous.
     pub fn parse(payload: &str) -> Self {
@@ -151,6 +160,15 @@ mod tests {
         ];
         for (payload, want) in cases {
             assert_eq!(Release::parse(payload), want, "{payload:?}");
+        }
+        // payload -> the term a handover nudge names
+        let nudges = [
+            ("handover pod-a-1b4e#17", Some("pod-a-1b4e#17")),
+            ("pod-a-1b4e#17 3", None),
+            ("handover", None),
+        ];
+        for (payload, want) in nudges {
+            assert_eq!(Release::parse(payload).nudged_term(), want, "{payload:?}");
         }
     }
 }

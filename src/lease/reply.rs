@@ -7,7 +7,7 @@ use redis::Value;
 
 use super::LeaseError;
 use super::keys::{FencingToken, split_term};
-use super::outcome::{Acquired, CooldownState, Grant, Holder, Observation};
+use super::outcome::{Acquired, CooldownState, Grant, Holder, Observation, Renewed};
 use crate::clock::BootInstant;
 
 /// Milliseconds for Redis, at least 1 (a zero PX is an error there).
@@ -68,7 +68,41 @@ pub(super) fn parse_acquire(
             remaining: Duration::from_millis(u64::try_from(int(ms)?).ok()?),
             started: int(started)? == 1,
         }),
+        ("RESERVED", [identity, pttl]) => Some(Acquired::Reserved {
+            identity: text(identity)?,
+            remaining: remaining(int(pttl)?).unwrap_or_default(),
+        }),
         _ => None,
+    }
+}
+
+/// Maps a renew reply (see the renew script): 1 or 2 held (2 after putting the key back), 0 not
+/// ours, `{1 or 2, to}` held with a handover of this term requested (`-`: to anyone).
+pub(super) fn parse_renew(reply: &Value, sent_at: BootInstant) -> Option<Renewed> {
+    let held = |code: i64| match code {
+        1 => Some(false),
+        2 => Some(true),
+        _ => None,
+    };
+    match reply {
+        Value::Array(items) => {
+            let [code, to] = items.as_slice() else {
+                return None;
+            };
+            let to = text(to)?;
+            Some(Renewed::HandoverRequested {
+                sent_at,
+                repaired: held(int(code)?)?,
+                to: (to != "-").then_some(to),
+            })
+        }
+        other => match int(other)? {
+            0 => Some(Renewed::NotHeld),
+            code => Some(Renewed::Held {
+                sent_at,
+                repaired: held(code)?,
+            }),
+        },
     }
 }
 
@@ -180,6 +214,14 @@ mod tests {
                     started: true,
                 }),
             ),
+            (
+                Value::Array(vec![bulk("RESERVED"), bulk("web-b"), Value::Int(480)]),
+                Some(Acquired::Reserved {
+                    identity: "web-b".into(),
+                    remaining: Duration::from_millis(480),
+                }),
+            ),
+            (Value::Array(vec![bulk("RESERVED"), bulk("web-b")]), None),
             (Value::Array(vec![bulk("ACQUIRED"), Value::Int(-3)]), None),
             (Value::Array(vec![bulk("WHAT")]), None),
             (Value::Array(vec![]), None),
@@ -187,6 +229,51 @@ mod tests {
         ];
         for (reply, want) in cases {
             assert_eq!(parse_acquire(&reply, at, ttl), want, "{reply:?}");
+        }
+    }
+
+    #[test]
+    fn renew_replies_map_to_outcomes() {
+        let at = BootInstant::default();
+        let handover = |repaired, to: Option<&str>| {
+            Some(Renewed::HandoverRequested {
+                sent_at: at,
+                repaired,
+                to: to.map(str::to_owned),
+            })
+        };
+        let cases = [
+            (
+                Value::Int(1),
+                Some(Renewed::Held {
+                    sent_at: at,
+                    repaired: false,
+                }),
+            ),
+            (
+                Value::Int(2),
+                Some(Renewed::Held {
+                    sent_at: at,
+                    repaired: true,
+                }),
+            ),
+            (Value::Int(0), Some(Renewed::NotHeld)),
+            (Value::Int(3), None),
+            (
+                Value::Array(vec![Value::Int(1), bulk("web-b")]),
+                handover(false, Some("web-b")),
+            ),
+            (
+                Value::Array(vec![Value::Int(2), bulk("-")]),
+                handover(true, None),
+            ),
+            // A request is only ever answered with a held lease.
+            (Value::Array(vec![Value::Int(0), bulk("-")]), None),
+            (Value::Array(vec![Value::Int(1)]), None),
+            (Value::Nil, None),
+        ];
+        for (reply, want) in cases {
+            assert_eq!(parse_renew(&reply, at), want, "{reply:?}");
         }
     }
 

@@ -50,12 +50,13 @@ end
 
 /// Acquire.
 ///
-/// KEYS: lease, fence, state record. ARGV: owner id, ttl in ms, `1` to cool down after data loss
-/// or `0` not to, and the term value of a holder this follower saw and whose TTL has not run
+/// KEYS: lease, fence, state record, handover reservation. ARGV: owner id, ttl in ms, `1` to
+/// cool down after data loss or `0` not to, the term value of a holder this follower saw and whose TTL has not run
 /// out by the follower's own clock (empty for none): client-go's observed-time rule, for what the
 /// record cannot show (the record gone with the key, or its expiry passed early because the Redis
-/// host's clock stepped forward). A term that the record names is free only once the record
-/// says so (its release clears it) or its expiry passed and nobody still observes it.
+/// host's clock stepped forward), and our identity (a reservation names one). A term that the
+/// record names is free only once the record says so (its release clears it) or its expiry
+/// passed and nobody still observes it.
 ///
 /// Replies:
 /// - `{"ACQUIRED", token}`; the lease then holds `<owner id>#<token>`, the term value.
@@ -63,6 +64,8 @@ end
 ///   key is gone before its time and the record still names an unexpired term.
 /// - `{"COOLDOWN", remaining_ms, started}` where `started` is 1 when this call found the data
 ///   loss and started the cooldown.
+/// - `{"RESERVED", identity, pttl_ms}`: the lease is free, but a handover reserved it for
+///   `identity` for that long. The winner of a reserved term clears the reservation.
 const ACQUIRE: &str = r#"
 local now = now_us()
 local ttl_ms = tonumber(ARGV[2])
@@ -102,6 +105,13 @@ if not current and record.term ~= '-' and not ours(record.term) then
   end
 end
 
+-- A handover reserved the next term for one identity (ARGV[5] is ours): nobody else takes it
+-- until the reservation runs out.
+local reserved = redis.call('GET', KEYS[4])
+if reserved and reserved ~= ARGV[5] then
+  return {'RESERVED', reserved, redis.call('PTTL', KEYS[4])}
+end
+
 -- Free, or an earlier term of our own that Redis still keeps (a release that never landed):
 -- we are not leading now, so a new term under a new token is safe, and the new term value
 -- makes every late message of the old term miss.
@@ -123,6 +133,7 @@ redis.call('SET', KEYS[1], term, 'PX', ARGV[2])
 record.term = term
 record.term_until = now + ttl_ms * 1000
 write_record(KEYS[3], record)
+if reserved then redis.call('DEL', KEYS[4]) end
 return {'ACQUIRED', token}
 "#;
 
@@ -130,9 +141,23 @@ return {'ACQUIRED', token}
 /// that vanished while the record, written by this very Redis, still names our term is put
 /// back: nobody else can have acquired since, or the record would name them.
 ///
-/// KEYS: lease, state record. ARGV: term value, ttl in ms.
-/// Reply: 1 held, 2 held after putting the vanished key back, 0 not ours.
+/// In the same step it reads the handover request: one that names this very term (and no
+/// other: a request for an earlier term cannot end a later one) is answered with the renewal,
+/// so that a request made while the leader's subscription is down is still seen at its next
+/// renewal.
+///
+/// KEYS: lease, state record, handover request. ARGV: term value, ttl in ms.
+/// Reply: 1 held, 2 held after putting the vanished key back, 0 not ours; `{1 or 2, to}` when
+/// held and a handover of this term was requested (`to` an identity, or `-` for anyone).
 const RENEW: &str = r#"
+local function answer(code)
+  local request = redis.call('GET', KEYS[3])
+  if request then
+    local term, to = string.match(request, '^(%S+) (%S+)$')
+    if term == ARGV[1] then return {code, to} end
+  end
+  return code
+end
 local current = redis.call('GET', KEYS[1])
 local record = read_record(KEYS[2])
 if current == ARGV[1] then
@@ -142,13 +167,13 @@ if current == ARGV[1] then
     record.term_until = now_us() + tonumber(ARGV[2]) * 1000
     write_record(KEYS[2], record)
   end
-  return 1
+  return answer(1)
 end
 if current == false and record and record.term == ARGV[1] and record.server == server_identity() then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   record.term_until = now_us() + tonumber(ARGV[2]) * 1000
   write_record(KEYS[2], record)
-  return 2
+  return answer(2)
 end
 return 0
 "#;
@@ -158,7 +183,13 @@ return 0
 /// follower takes over at once. ARGV[3] `any` matches
 /// every term of the owner id in ARGV[1] instead (at shutdown, when no later term can follow).
 ///
-/// KEYS: lease, state record. ARGV: term value (or owner id), channel, `term` or `any`.
+/// A release that ends a term clears the handover request of that term, and when ARGV[4] names
+/// an identity, reserves the next term for it for ARGV[5] ms (before the announcement, so that
+/// every follower it wakes sees the reservation).
+///
+/// KEYS: lease, state record, handover request, reservation. ARGV: term value (or owner id),
+/// channel, `term` or `any`, the identity to reserve the next term for (empty for none), the
+/// reservation in ms.
 /// Reply: 1 released, 0 not ours.
 const RELEASE: &str = r#"
 local function matches(value)
@@ -181,6 +212,13 @@ if record and record.term ~= '-' and matches(record.term) and (released or not c
   write_record(KEYS[2], record)
 end
 if released then
+  local request = redis.call('GET', KEYS[3])
+  if request and string.sub(request, 1, string.len(released) + 1) == released .. ' ' then
+    redis.call('DEL', KEYS[3])
+  end
+  if ARGV[4] ~= '' then
+    redis.call('SET', KEYS[4], ARGV[4], 'PX', ARGV[5])
+  end
   -- The message carries how many followers listen, so that a large herd can thin itself.
   local subscribers = redis.call('PUBSUB', 'NUMSUB', ARGV[2])[2]
   redis.call('PUBLISH', ARGV[2], released .. ' ' .. subscribers)
@@ -213,6 +251,19 @@ end
 return {holder, pttl, fence, cooldown, source}
 "#;
 
+/// Handover request: asks the leader of term ARGV[1] to step down, if the lease is still in
+/// that term. The request is bound to that term (the leader's renewal compares it) and lives
+/// ARGV[3] ms; a nudge on the channel makes the leader renew (and so read it) at once.
+///
+/// KEYS: lease, handover request. ARGV: term value, identity to hand to (`-` for anyone), ttl
+/// in ms, channel. Reply: 1 requested, 0 the lease is not in that term.
+const HANDOVER: &str = r#"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
+redis.call('PUBLISH', ARGV[4], 'handover ' .. ARGV[1])
+return 1
+"#;
+
 /// The body of the script behind primitive `op`, without the shared prelude.
 fn body(op: &str) -> Option<&'static str> {
     match op {
@@ -220,6 +271,7 @@ fn body(op: &str) -> Option<&'static str> {
         "renew" => Some(RENEW),
         "release" => Some(RELEASE),
         "observe" => Some(OBSERVE),
+        "handover" => Some(HANDOVER),
         _ => None,
     }
 }
@@ -263,6 +315,7 @@ pub(crate) static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("ac
 pub(crate) static RENEW_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("renew"));
 pub(crate) static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("release"));
 pub(crate) static OBSERVE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("observe"));
+pub(crate) static HANDOVER_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("handover"));
 
 #[cfg(test)]
 mod tests {
@@ -304,7 +357,7 @@ mod tests {
 
     #[test]
     fn every_script_starts_with_the_record_prelude() {
-        for op in ["acquire", "renew", "release", "observe"] {
+        for op in ["acquire", "renew", "release", "observe", "handover"] {
             let full = source(op).unwrap();
             assert!(full.starts_with(RECORD), "{op}");
             assert!(full.ends_with(body(op).unwrap()), "{op}");

@@ -1,0 +1,278 @@
+//! `leasehold step-down`: asks the current leader, through Redis, to hand over, and waits until
+//! another replica (or the one named by `--to`) leads. Works from anywhere that has the lease's
+//! Redis credentials, in or out of the cluster; no HTTP endpoint changes leadership.
+//!
+//! The request names the leader's term and lives for `--wait`: the leader's renewal reads it in
+//! the same script that extends the lease (so it is seen within a retry period even while the
+//! leader's subscription is down), and a nudge on the release channel makes that renewal come
+//! at once. A request that lands after that term ended ends nothing.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::lease::{connect, resolve_lease};
+use crate::cli::{CliError, LeaseSource, OutputFormat, StepDownSettings};
+use crate::k8s::KubernetesMode;
+use crate::lease::{HandoverRequested, Holder, LeaseName, Observation, OwnerId, RedisLease};
+
+/// How long each Redis call of the command may take.
+const CALL: Duration = Duration::from_secs(5);
+/// How often the command looks whether the lease changed hands.
+const POLL: Duration = Duration::from_millis(50);
+
+/// What `leasehold step-down` prints (`--output json` prints it as one object).
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct HandoverView {
+    /// The lease name.
+    pub lease: String,
+    /// Whether another replica (the named one, with `--to`) leads now.
+    pub handed_over: bool,
+    /// The leader that was asked to step down.
+    pub previous: String,
+    /// Its fencing token.
+    pub previous_token: Option<u64>,
+    /// Who leads now, if anyone.
+    pub leader: Option<String>,
+    /// The new leader's fencing token.
+    pub token: Option<u64>,
+    /// How long the handover took, in milliseconds.
+    pub waited_ms: u64,
+}
+
+impl HandoverView {
+    /// Aligned text for people.
+    pub fn text(&self) -> String {
+        let token = |t: Option<u64>| t.map_or_else(|| "-".to_owned(), |t| t.to_string());
+        match (&self.leader, self.handed_over) {
+            (Some(leader), true) => format!(
+                "{leader} leads {} with token {} (was {}, token {}; after {} ms)\n",
+                self.lease,
+                token(self.token),
+                self.previous,
+                token(self.previous_token),
+                self.waited_ms
+            ),
+            (Some(leader), false) => format!(
+                "{leader} leads {} with token {} (asked {} to step down {} ms ago)\n",
+                self.lease,
+                token(self.token),
+                self.previous,
+                self.waited_ms
+            ),
+            (None, _) => format!(
+                "nobody leads {} (asked {} to step down {} ms ago)\n",
+                self.lease, self.previous, self.waited_ms
+            ),
+        }
+    }
+}
+
+/// What the command waits for, decided from one look at the lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Progress {
+    /// The old term still holds, or nobody leads yet.
+    Waiting,
+    /// A new term began, of the wanted replica.
+    Done(Holder),
+    /// A new term began, of another replica than the one named: it will not change hands again
+    /// before that term ends.
+    Other(Holder),
+}
+
+fn progress(old: &Holder, to: Option<&str>, seen: &Observation) -> Progress {
+    match &seen.holder {
+        Some(now) if now.term_value() != old.term_value() => match to {
+            Some(to) if now.identity() != to => Progress::Other(now.clone()),
+            _ => Progress::Done(now.clone()),
+        },
+        _ => Progress::Waiting,
+    }
+}
+
+/// The lease the command asks about: the name given, else the Deployment of this pod (as
+/// `leasehold status` finds it).
+pub async fn lease_name(source: &LeaseSource) -> Result<LeaseName, CliError> {
+    match source {
+        LeaseSource::Named(name) => Ok(name.clone()),
+        source => {
+            let client = connect(KubernetesMode::Auto).await?;
+            Ok(resolve_lease(source, client.as_ref(), "", None).await?.0)
+        }
+    }
+}
+
+/// Asks the leader of `lease_name` to hand over and waits; returns the exit code.
+pub async fn step_down(settings: StepDownSettings, lease_name: LeaseName) -> Result<i32, CliError> {
+    let StepDownSettings { status, to, wait } = settings;
+    let owner = OwnerId::generate("leasehold-step-down").map_err(anyhow::Error::from)?;
+    let lease = status
+        .redis
+        .lease(lease_name.clone(), owner)
+        .map_err(anyhow::Error::from)?;
+    let seen = lease.observe(CALL).await.map_err(anyhow::Error::from)?;
+    let old = match seen.holder {
+        Some(holder) if !holder.vanished => holder,
+        Some(_) => {
+            eprintln!(
+                "the lease key of {lease_name} is gone before its time (evicted or deleted); its holder repairs it at its next renewal; try again"
+            );
+            return Ok(1);
+        }
+        None => {
+            eprintln!("nobody leads {lease_name}: there is no leader to step down");
+            return Ok(1);
+        }
+    };
+    if to.as_deref() == Some(old.identity()) {
+        return Err(CliError::Refused(format!(
+            "--to `{}`: is the leader already; name another replica, or leave --to out to hand over to any",
+            old.identity()
+        )));
+    }
+    let started = Instant::now();
+    if lease
+        .request_handover(&old, to.as_deref(), wait, CALL)
+        .await
+        .map_err(anyhow::Error::from)?
+        == HandoverRequested::TermEnded
+    {
+        eprintln!(
+            "the term of {} (token {}) ended before the request reached it; nothing was asked",
+            old.identity(),
+            old.token.map(|t| t.0).unwrap_or_default()
+        );
+        return Ok(1);
+    }
+    let (handed_over, now) = wait_for_successor(&lease, &old, to.as_deref(), started, wait).await?;
+    let view = HandoverView {
+        lease: lease_name.to_string(),
+        handed_over,
+        previous: old.identity().to_owned(),
+        previous_token: old.token.map(|t| t.0),
+        leader: now.as_ref().map(|h| h.identity().to_owned()),
+        token: now.as_ref().and_then(|h| h.token).map(|t| t.0),
+        waited_ms: started.elapsed().as_millis() as u64,
+    };
+    match status.output {
+        OutputFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&view).map_err(anyhow::Error::from)?
+        ),
+        OutputFormat::Text => print!("{}", view.text()),
+    }
+    if !handed_over {
+        match (&to, &view.leader) {
+            (Some(to), Some(leader)) if leader != &view.previous => eprintln!(
+                "{leader} took the lease, not {to} (it did not take it within its reservation)"
+            ),
+            _ => eprintln!(
+                "no other replica led {lease_name} within --wait {}",
+                humantime::format_duration(wait)
+            ),
+        }
+    }
+    Ok(if handed_over { 0 } else { 1 })
+}
+
+/// Looks at the lease until a new term began or `wait` passed since `started`: whether the
+/// wanted replica leads, and who leads at the end.
+async fn wait_for_successor(
+    lease: &RedisLease,
+    old: &Holder,
+    to: Option<&str>,
+    started: Instant,
+    wait: Duration,
+) -> anyhow::Result<(bool, Option<Holder>)> {
+    let mut last = Some(old.clone());
+    loop {
+        // A failed look is retried until the wait is over: Redis may blink during a handover.
+        if let Ok(seen) = lease.observe(CALL.min(wait)).await {
+            match progress(old, to, &seen) {
+                Progress::Done(now) => return Ok((true, Some(now))),
+                Progress::Other(now) => return Ok((false, Some(now))),
+                Progress::Waiting => last = seen.holder,
+            }
+        }
+        if started.elapsed() >= wait {
+            return Ok((false, last));
+        }
+        tokio::time::sleep(POLL.min(wait.saturating_sub(started.elapsed()))).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::{CooldownState, FencingToken};
+
+    fn holder(owner: &str, token: u64) -> Holder {
+        Holder {
+            owner: owner.to_owned(),
+            remaining: Some(Duration::from_secs(10)),
+            token: Some(FencingToken(token)),
+            vanished: false,
+        }
+    }
+
+    fn seen(holder: Option<Holder>) -> Observation {
+        Observation {
+            holder,
+            token: None,
+            cooldown: CooldownState::Idle,
+        }
+    }
+
+    #[test]
+    fn progress_table() {
+        let a = "web-a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e";
+        let b = "web-b-1b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e";
+        let old = holder(a, 5);
+        // (named, holder now) -> progress
+        let cases = [
+            (None, Some(holder(a, 5)), Progress::Waiting),
+            (None, None, Progress::Waiting),
+            (None, Some(holder(b, 6)), Progress::Done(holder(b, 6))),
+            // The same process in a new term is a new term (it held off and won again).
+            (None, Some(holder(a, 7)), Progress::Done(holder(a, 7))),
+            (
+                Some("web-b"),
+                Some(holder(b, 6)),
+                Progress::Done(holder(b, 6)),
+            ),
+            (
+                Some("web-c"),
+                Some(holder(b, 6)),
+                Progress::Other(holder(b, 6)),
+            ),
+            (Some("web-b"), Some(holder(a, 5)), Progress::Waiting),
+        ];
+        for (to, now, want) in cases {
+            assert_eq!(
+                progress(&old, to, &seen(now.clone())),
+                want,
+                "{to:?} {now:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_text_says_who_leads_now() {
+        let view = HandoverView {
+            lease: "shop/web".into(),
+            handed_over: true,
+            previous: "web-a".into(),
+            previous_token: Some(5),
+            leader: Some("web-b".into()),
+            token: Some(6),
+            waited_ms: 12,
+        };
+        assert_eq!(
+            view.text(),
+            "web-b leads shop/web with token 6 (was web-a, token 5; after 12 ms)\n"
+        );
+        let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(json["leader"], "web-b");
+        assert_eq!(json["token"], 6);
+    }
+}

@@ -1,0 +1,90 @@
+//! Bad input to the operator commands (`leasehold step-down`, `leasehold lock`) through the real
+//! binary: one message that names the flag, the value and the rule, and exit code 2, before
+//! anything connects.
+
+mod support;
+
+use support::replica::run_to_end;
+
+fn refused(args: &[&str], want: &[&str]) {
+    let (code, _stdout, stderr) = run_to_end(args, &[("LEASEHOLD_LEASE_NAME", "web")]);
+    assert_eq!(code, 2, "{args:?} exited {code}; stderr:\n{stderr}");
+    for words in want {
+        assert!(
+            stderr.contains(words),
+            "{args:?}\n got: {stderr}\nwant: {words}"
+        );
+    }
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn every_step_down_flag_rule_is_refused_with_exit_code_2() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["--to", "web b"],
+            &["--to `web b`", "must be a replica's identity", "whitespace"],
+        ),
+        (
+            &["--to", "web{b}"],
+            &["--to `web{b}`", "must be a replica's identity", "braces"],
+        ),
+        (&["--to", ""], &["--to ``", "must not be empty"]),
+        (
+            &["--wait", "soon"],
+            &[
+                "invalid value 'soon' for '--wait <WAIT>'",
+                "expected a duration",
+            ],
+        ),
+        (
+            &["--wait", "0s"],
+            &["--wait 0ns", "must be greater than zero"],
+        ),
+        (
+            &["--output", "yaml"],
+            &["invalid value 'yaml' for '--output <OUTPUT>'", "text, json"],
+        ),
+    ];
+    for (args, want) in cases {
+        let mut full = vec!["step-down"];
+        full.extend_from_slice(args);
+        refused(&full, want);
+    }
+}
+
+#[test]
+fn every_lock_flag_rule_is_refused_with_exit_code_2() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (&[], &["-- CMD", "needs the command to run after `--`"]),
+        (&["--wait", "5s"], &["-- CMD", "needs the command"]),
+        (
+            &["--wait", "later", "--", "true"],
+            &[
+                "invalid value 'later' for '--wait <WAIT>'",
+                "expected a duration",
+            ],
+        ),
+        (
+            &["--grace-period", "0s", "--", "true"],
+            &["--grace-period 0ns", "must be greater than zero"],
+        ),
+        (
+            &["--", "/no/such/program"],
+            &["-- CMD `/no/such/program`", "not found"],
+        ),
+        (
+            &["--lease-duration", "5s", "--", "true"],
+            &["--lease-duration 5s must be greater than --renew-deadline 10s"],
+        ),
+        (
+            &["--restart-command", "--", "true"],
+            &["unexpected argument '--restart-command'"],
+        ),
+    ];
+    for (args, want) in cases {
+        let mut full = vec!["lock", "--kubernetes", "off"];
+        full.extend_from_slice(args);
+        refused(&full, want);
+    }
+}
