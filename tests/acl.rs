@@ -15,8 +15,8 @@ use support::contenders::{
     ActionLog, Contender, acting_work, assert_no_overlap, fast_timing, handoff_gaps, summary,
     unique_lease,
 };
-use support::redis_server::RedisServer;
-use support::wait::{eventually, holds_for, until};
+use testbed::redis_server::RedisServer;
+use testbed::wait::{eventually, holds_for, until};
 
 const CALL: Duration = Duration::from_secs(2);
 const TTL: Duration = Duration::from_secs(1);
@@ -299,7 +299,8 @@ fn the_readme_gives_the_rule_the_tests_use() {
 
 #[test]
 fn a_wrong_password_shows_in_readiness_and_the_log() {
-    use support::replica::{FAST, Replica, wait_for};
+    use support::replica::{FAST, Replica};
+    use testbed::wait::wait_for;
     let redis = RedisServer::start();
     set_user(
         &redis,

@@ -14,8 +14,8 @@ use support::contenders::{
     ActionLog, Contender, Did, acting_contenders, acting_work, assert_no_overlap, fast_timing,
     handoff_gaps, lease, record_statuses, summary, unique_lease,
 };
-use support::redis_server::RedisServer;
-use support::wait::{eventually, until};
+use testbed::redis_server::RedisServer;
+use testbed::wait::{eventually, until};
 
 fn leader_of(contenders: &[Contender]) -> Option<usize> {
     let leaders: Vec<usize> = (0..contenders.len())

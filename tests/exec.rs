@@ -16,12 +16,14 @@ use leasehold::elector::{Elector, Leadership, Timing};
 use leasehold::exec::Supervisor;
 use leasehold::lease::LeaseOptions;
 use nix::sys::signal::Signal;
-use support::command_tree::{
-    PidFile, children_of, first_instant, is_gone, is_running, stat, wait_pids, zombie_children_of,
-};
 use support::contenders::{lease_with, unique_lease};
-use support::redis_server::RedisServer;
-use support::replica::{BIN, FAST, Replica, wait_for};
+use support::replica::{BIN, FAST, Replica};
+use testbed::process_tree::{
+    PidFile, children_of, is_gone, is_running, stat, wait_pids, zombie_children_of,
+};
+use testbed::redis_server::RedisServer;
+use testbed::wait::first_instant;
+use testbed::wait::wait_for;
 use tokio_util::sync::CancellationToken;
 
 /// The TTL of `FAST`: after Redis stops answering, the validity deadline is at most this far.

@@ -16,9 +16,9 @@ use support::contenders::{
     ActionLog, Contender, Did, acting_work, assert_no_overlap, fast_timing, lease, record_statuses,
     unique_lease,
 };
-use support::proxy::{Fault, FaultProxy};
-use support::redis_server::RedisServer;
-use support::wait::{eventually, holds_for, until};
+use testbed::proxy::{Fault, FaultProxy};
+use testbed::redis_server::RedisServer;
+use testbed::wait::{eventually, holds_for, until};
 
 struct Setup {
     _redis: RedisServer,

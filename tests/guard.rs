@@ -21,8 +21,9 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use support::contenders::unique_lease;
 use support::guarded_command::{Counts, Kind, Resource, env, judge, script};
-use support::redis_server::RedisServer;
-use support::replica::{BIN, FAST, Replica, run_to_end, wait_for};
+use support::replica::{BIN, FAST, Replica, run_to_end};
+use testbed::redis_server::RedisServer;
+use testbed::wait::wait_for;
 
 /// How much longer than the check the term must stay valid (`leasehold guard --valid-for`):
 /// it covers the few hundred microseconds between the guard's decision and the shell's append

@@ -16,9 +16,9 @@ use support::contenders::{
     ActionLog, Contender, Did, acting_work, assert_no_overlap, fast_timing, lease, lease_with,
     unique_lease,
 };
-use support::proxy::{Fault, FaultProxy};
-use support::redis_server::{Persistence, RedisServer};
-use support::wait::{eventually, until};
+use testbed::proxy::{Fault, FaultProxy};
+use testbed::redis_server::RedisServer;
+use testbed::wait::{eventually, until};
 
 /// A leader that renews only every second: after its lease vanished, it notices late, so a
 /// replica that takes the lease at once overlaps it for certain.
@@ -203,10 +203,9 @@ async fn a_flushed_lease_is_not_taken_by_a_follower_before_the_ttl_it_observed()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eviction_under_maxmemory_never_makes_two_leaders() {
-    let redis = RedisServer::start_with(
-        Persistence::None,
-        &["--maxmemory", "3mb", "--maxmemory-policy", "volatile-ttl"],
-    );
+    let redis = RedisServer::builder()
+        .args(["--maxmemory", "3mb", "--maxmemory-policy", "volatile-ttl"])
+        .start();
     let name = unique_lease("evicted");
     let log: ActionLog = Arc::default();
     let a = acting_replica(&redis, &name, "pod-a", slow_renewing(), &log);
