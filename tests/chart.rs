@@ -1112,38 +1112,10 @@ fn manifests_equal_the_chart_rendered_with_default_values() {
 
 #[test]
 fn rendered_objects_validate_against_the_kubernetes_schemas() {
-    let validate = helm::kubernetes_validate();
     let dir = tempfile::tempdir().expect("temp dir");
     for (i, (name, values)) in VALUE_SETS.iter().enumerate() {
-        let r = render(values);
-        // The ServiceMonitor is a CRD the offline schemas do not know.
-        let docs: Vec<String> = r
-            .docs
-            .iter()
-            .filter(|d| d["kind"].as_str() != Some("ServiceMonitor"))
-            .map(|d| serde_yaml::to_string(d).expect("yaml"))
-            .collect();
         let file = dir.path().join(format!("set-{i}.yaml"));
-        std::fs::write(&file, docs.join("---\n")).expect("write");
-        // The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest known.
-        for version in ["1.27.0", "1.37.0"] {
-            let out = helm::run(
-                &validate,
-                &[
-                    "--strict",
-                    "--quiet",
-                    "-k",
-                    version,
-                    file.to_str().expect("utf-8"),
-                ],
-            );
-            assert!(
-                out.ok(),
-                "{name}: kubernetes-validate --strict -k {version} refused the rendered objects:\n{}{}",
-                out.stdout,
-                out.stderr
-            );
-        }
+        helm::assert_valid_for_kubernetes(name, &render(values), &file);
     }
 }
 

@@ -90,7 +90,6 @@ fn the_default_release_renders_none_of_the_extras() {
 
 #[test]
 fn every_extra_parses_as_its_kubernetes_type_and_validates_strictly() {
-    let validate = helm::kubernetes_validate();
     let dir = tempfile::tempdir().expect("temp dir");
     for (i, (name, values)) in extra_value_sets().iter().enumerate() {
         let r = render(values);
@@ -104,38 +103,7 @@ fn every_extra_parses_as_its_kubernetes_type_and_validates_strictly() {
                 _ => {}
             }
         }
-        // The monitoring.coreos.com CRDs are unknown to the offline schemas.
-        let docs: Vec<String> = r
-            .docs
-            .iter()
-            .filter(|d| {
-                !matches!(
-                    d["kind"].as_str(),
-                    Some("ServiceMonitor" | "PrometheusRule")
-                )
-            })
-            .map(|d| serde_yaml::to_string(d).expect("yaml"))
-            .collect();
-        let file = dir.path().join(format!("extras-{i}.yaml"));
-        std::fs::write(&file, docs.join("---\n")).expect("write");
-        for version in ["1.27.0", "1.37.0"] {
-            let out = helm::run(
-                &validate,
-                &[
-                    "--strict",
-                    "--quiet",
-                    "-k",
-                    version,
-                    file.to_str().expect("utf-8"),
-                ],
-            );
-            assert!(
-                out.ok(),
-                "{name}: kubernetes-validate --strict -k {version}:\n{}{}",
-                out.stdout,
-                out.stderr
-            );
-        }
+        helm::assert_valid_for_kubernetes(name, &r, &dir.path().join(format!("extras-{i}.yaml")));
     }
 }
 

@@ -125,12 +125,25 @@ fn report(scenario: &str, rounds: &[(FencingToken, BootInstant, Counts)]) {
     }
 }
 
-fn assert_rounds(scenario: &str, rounds: &[(FencingToken, BootInstant, Counts)], out: &Resource) {
-    report(scenario, rounds);
+/// Stops `replica` (its command writes no more), judges each round's term against its validity
+/// deadline, prints the counts, and asserts: no write at or after the deadline, some before
+/// it, and some check refused after it (so the scenario did happen).
+fn assert_no_write_after_the_deadline(
+    scenario: &str,
+    replica: Replica,
+    rounds: &[(FencingToken, BootInstant)],
+    out: &Resource,
+) {
+    drop(replica);
+    let entries = out.entries();
+    let rounds: Vec<_> = rounds
+        .iter()
+        .map(|&(t, d)| (t, d, judge(&entries, t, d)))
+        .collect();
+    report(scenario, &rounds);
     out.clocks().assert_unchanged();
-    for (token, deadline, c) in rounds {
-        let late: Vec<String> = out
-            .entries()
+    for (token, deadline, c) in &rounds {
+        let late: Vec<String> = entries
             .iter()
             .filter(|e| e.token == *token && e.kind == Kind::Write && e.at >= *deadline)
             .map(|e| {
@@ -197,13 +210,7 @@ fn a_command_that_asks_its_guard_writes_nothing_after_the_deadline_when_the_pod_
         kill(leasehold, Signal::SIGCONT).unwrap();
         rounds.push((token, deadline));
     }
-    drop(replica);
-    let entries = out.entries();
-    let rounds: Vec<_> = rounds
-        .into_iter()
-        .map(|(t, d)| (t, d, judge(&entries, t, d)))
-        .collect();
-    assert_rounds("pod frozen", &rounds, &out);
+    assert_no_write_after_the_deadline("pod frozen", replica, &rounds, &out);
 }
 
 #[test]
@@ -240,13 +247,7 @@ fn a_command_that_asks_its_guard_writes_nothing_after_the_deadline_when_only_lea
         kill(leasehold, Signal::SIGCONT).unwrap();
         rounds.push((token, deadline));
     }
-    drop(replica);
-    let entries = out.entries();
-    let rounds: Vec<_> = rounds
-        .into_iter()
-        .map(|(t, d)| (t, d, judge(&entries, t, d)))
-        .collect();
-    assert_rounds("leasehold frozen", &rounds, &out);
+    assert_no_write_after_the_deadline("leasehold frozen", replica, &rounds, &out);
 }
 
 #[test]

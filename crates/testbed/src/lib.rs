@@ -16,6 +16,7 @@
 //! - [`pki`]: a throwaway CA with server and client certificates.
 //! - [`http`]: a minimal HTTP/1.x GET for loopback endpoints.
 //! - [`postgres`], [`prometheus`]: a PostgreSQL cluster and a Prometheus server.
+//! - [`dockerfile`]: a Dockerfile's build stage replayed in a directory, without a container.
 //! - [`fake_api`]: an in-process fake Kubernetes API server that kube's client runs against.
 //!
 //! Panics are the failure mode of the fixtures that tests use (`start`, `cmd`); the calls that
@@ -23,6 +24,7 @@
 
 pub mod child;
 pub mod cluster;
+pub mod dockerfile;
 pub mod fake_api;
 pub mod http;
 pub mod pki;
