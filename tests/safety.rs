@@ -16,6 +16,7 @@ use support::contenders::{
     ActionLog, Contender, Did, acting_work, assert_no_overlap, fast_timing, lease, lease_with,
     unique_lease,
 };
+use support::timings::{FIFTEEN_SECOND_TERM, THREE_SECOND_TERM};
 use testbed::proxy::{Fault, FaultProxy};
 use testbed::redis_server::RedisServer;
 use testbed::wait::{eventually, until};
@@ -23,12 +24,7 @@ use testbed::wait::{eventually, until};
 /// A leader that renews only every second: after its lease vanished, it notices late, so a
 /// replica that takes the lease at once overlaps it for certain.
 fn slow_renewing() -> Timing {
-    Timing {
-        lease_duration: Duration::from_millis(3000),
-        renew_deadline: Duration::from_millis(2000),
-        retry_period: Duration::from_millis(1000),
-        drift_factor: 0.01,
-    }
+    THREE_SECOND_TERM
 }
 
 const ACT_EVERY: Duration = Duration::from_millis(5);
@@ -264,12 +260,7 @@ async fn a_suspend_ends_the_term_at_its_deadline_without_waiting_for_a_timer() {
     };
     // The watchdog sleeps 5 s between renewals: on tokio's clock, a suspend would end the term
     // only when that sleep is over.
-    let timing = Timing {
-        lease_duration: Duration::from_secs(15),
-        renew_deadline: Duration::from_secs(10),
-        retry_period: Duration::from_secs(5),
-        drift_factor: 0.01,
-    };
+    let timing = FIFTEEN_SECOND_TERM;
     let log: ActionLog = Arc::default();
     let a = Contender::spawn(
         lease_with(&redis.url(), &unique_lease("suspend"), "pod-a", options),

@@ -6,6 +6,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::timings::{FAST, STEADY};
 use leasehold::clock::{BootInstant, Clock};
 use leasehold::elector::{Elector, Leadership, Role, Status, Timing};
 use leasehold::lease::{FencingToken, LeaseName, LeaseOptions, OwnerId, RedisLease};
@@ -18,23 +19,13 @@ use tokio_util::sync::CancellationToken;
 
 /// Short durations so that tests finish quickly: TTL 1 s, renew deadline 600 ms, retry 150 ms.
 pub fn fast_timing() -> Timing {
-    Timing {
-        lease_duration: Duration::from_millis(1000),
-        renew_deadline: Duration::from_millis(600),
-        retry_period: Duration::from_millis(150),
-        drift_factor: 0.01,
-    }
+    FAST
 }
 
 /// Timings for tests with child processes or replicated Redis: TTL 1.5 s, renew deadline
 /// 900 ms, retry 250 ms.
 pub fn steady_timing() -> Timing {
-    Timing {
-        lease_duration: Duration::from_millis(1500),
-        renew_deadline: Duration::from_millis(900),
-        retry_period: Duration::from_millis(250),
-        drift_factor: 0.01,
-    }
+    STEADY
 }
 
 /// A lease name unique to the calling test.

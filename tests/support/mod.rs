@@ -10,3 +10,4 @@ pub mod helm;
 pub mod prometheus;
 pub mod replica;
 pub mod rollout;
+pub mod timings;
