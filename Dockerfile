@@ -18,11 +18,14 @@ WORKDIR /src
 ENV RUSTFLAGS="-C target-feature=+crt-static" \
     CARGO_PROFILE_RELEASE_STRIP=symbols
 
-# The dependencies first, in their own layer: rebuilt only when Cargo.toml or Cargo.lock change.
+# The dependencies first, in their own layer: rebuilt only when a manifest or Cargo.lock change.
+# The workspace's other member, the test kit, is only a dev-dependency: cargo needs its manifest
+# to load the workspace, never its sources (an empty lib.rs stands in for them).
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir src \
+COPY crates/testbed/Cargo.toml ./crates/testbed/
+RUN mkdir -p src crates/testbed/src \
  && echo 'fn main() {}' > src/main.rs \
- && touch src/lib.rs \
+ && touch src/lib.rs crates/testbed/src/lib.rs \
  && cargo build --release --locked --target "$(uname -m)-unknown-linux-gnu" --bin leasehold \
  && rm -rf src
 

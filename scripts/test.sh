@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 scripts/ensure-tools.sh
 
 cargo fmt --all -- --check
-cargo clippy --all-targets --all-features --locked -- -D warnings
-cargo test --doc --all-features --locked
+# --workspace: the test kit (crates/testbed) has tests of its own.
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+cargo test --workspace --doc --all-features --locked
 # The benchmark smoke test runs the bench example as a program: build it with the same features.
 cargo build --examples --all-features --locked
-cargo nextest run --all-targets --all-features --locked --profile "${NEXTEST_PROFILE:-default}"
+cargo nextest run --workspace --all-targets --all-features --locked --profile "${NEXTEST_PROFILE:-default}"

@@ -7,7 +7,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::elector::{Elector, Role, Timing};
+use leasehold::elector::{Elector, Role};
 use leasehold::lease::{
     Acquired, LeaseError, LeaseOptions, RedisLease, Released, Secret, minimal_acl_rule,
 };
@@ -15,8 +15,9 @@ use support::contenders::{
     ActionLog, Contender, acting_work, assert_no_overlap, fast_timing, handoff_gaps, summary,
     unique_lease,
 };
-use support::redis_server::RedisServer;
-use support::wait::{eventually, holds_for, until};
+use support::timings::QUICK_RETRY;
+use testbed::redis_server::RedisServer;
+use testbed::wait::{eventually, holds_for, until};
 
 const CALL: Duration = Duration::from_secs(2);
 const TTL: Duration = Duration::from_secs(1);
@@ -238,12 +239,7 @@ async fn a_wrong_password_is_a_clear_error_with_back_off() {
             .and_then(|v| v.trim().parse().ok())
             .unwrap()
     };
-    let timing = Timing {
-        lease_duration: Duration::from_millis(1000),
-        renew_deadline: Duration::from_millis(600),
-        retry_period: Duration::from_millis(100),
-        drift_factor: 0.01,
-    };
+    let timing = QUICK_RETRY;
     let before = connections(&redis);
     let elector = Elector::new(
         acl_lease(
@@ -299,7 +295,8 @@ fn the_reference_gives_the_rule_the_tests_use() {
 
 #[test]
 fn a_wrong_password_shows_in_readiness_and_the_log() {
-    use support::replica::{FAST, Replica, wait_for};
+    use support::replica::{FAST, Replica};
+    use testbed::wait::wait_for;
     let redis = RedisServer::start();
     set_user(
         &redis,

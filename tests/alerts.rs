@@ -8,7 +8,8 @@ mod support;
 use std::collections::BTreeSet;
 
 use support::helm::{self, refused};
-use support::prometheus::{RUNBOOK_URL, alerts, rule_spec, rule_values, rules_file, run_promtool};
+use support::prometheus::{RUNBOOK_URL, alerts, rule_spec, rule_values, rules_file};
+use testbed::prometheus::run_promtool;
 
 /// The rules rendered with `values` into a fresh directory as rules.yaml, beside `test_file`.
 fn rules_dir(values: &str, test_file: Option<&str>) -> tempfile::TempDir {

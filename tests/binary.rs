@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use support::contenders::unique_lease;
-use support::redis_server::RedisServer;
-use support::replica::{FAST, Replica, run_to_end, wait_for};
+use support::replica::{FAST, Replica, run_to_end};
+use testbed::redis_server::RedisServer;
+use testbed::wait::wait_for;
 
 /// `FAST` timings, and no cooldown on the test's fresh redis (tests about the cooldown say so).
 fn fast() -> Vec<&'static str> {
@@ -606,10 +607,9 @@ fn flags_beat_the_environment_which_beats_the_config_file() {
 
 #[test]
 fn the_log_never_shows_the_redis_password() {
-    let redis = RedisServer::start_with(
-        support::redis_server::Persistence::None,
-        &["--requirepass", "s3cret-pw"],
-    );
+    let redis = RedisServer::builder()
+        .args(["--requirepass", "s3cret-pw"])
+        .start();
     let lease = unique_lease("secret");
     let dir = tempfile::tempdir().unwrap();
     let pw = dir.path().join("pw");

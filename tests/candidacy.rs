@@ -13,8 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use support::redis_server::RedisServer;
-use support::replica::{FAST, Replica, run_to_end, wait_for};
+use support::replica::{FAST, Replica, run_to_end};
+use testbed::RedisServer;
+use testbed::wait::wait_for;
 
 const WAIT: Duration = Duration::from_secs(20);
 

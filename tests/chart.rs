@@ -26,10 +26,12 @@ use nix::unistd::Pid;
 use support::helm::{
     self, Rendered, args, flag, labels, leasehold_container, pod_spec, refused, render, switch,
 };
-use support::pki::Pki;
-use support::redis_server::{Persistence, RedisServer};
-use support::replica::{BIN, http_get, wait_for};
+use support::replica::BIN;
 use support::rollout::{self, Mode};
+use testbed::http::http_get;
+use testbed::pki::Pki;
+use testbed::redis_server::RedisServer;
+use testbed::wait::wait_for;
 
 /// Leader readiness, as the chart accepts it.
 const LEADER_MODE: &str = "readiness: leader\npodDisruptionBudget:\n  enabled: false\n";
@@ -1110,38 +1112,10 @@ fn manifests_equal_the_chart_rendered_with_default_values() {
 
 #[test]
 fn rendered_objects_validate_against_the_kubernetes_schemas() {
-    let validate = helm::kubernetes_validate();
     let dir = tempfile::tempdir().expect("temp dir");
     for (i, (name, values)) in VALUE_SETS.iter().enumerate() {
-        let r = render(values);
-        // The ServiceMonitor is a CRD the offline schemas do not know.
-        let docs: Vec<String> = r
-            .docs
-            .iter()
-            .filter(|d| d["kind"].as_str() != Some("ServiceMonitor"))
-            .map(|d| serde_yaml::to_string(d).expect("yaml"))
-            .collect();
         let file = dir.path().join(format!("set-{i}.yaml"));
-        std::fs::write(&file, docs.join("---\n")).expect("write");
-        // The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest known.
-        for version in ["1.27.0", "1.37.0"] {
-            let out = helm::run(
-                &validate,
-                &[
-                    "--strict",
-                    "--quiet",
-                    "-k",
-                    version,
-                    file.to_str().expect("utf-8"),
-                ],
-            );
-            assert!(
-                out.ok(),
-                "{name}: kubernetes-validate --strict -k {version} refused the rendered objects:\n{}{}",
-                out.stdout,
-                out.stderr
-            );
-        }
+        helm::assert_valid_for_kubernetes(name, &render(values), &file);
     }
 }
 
@@ -1305,7 +1279,9 @@ impl Drop for Pod {
 #[test]
 fn the_rendered_container_runs_the_real_binary_and_its_probes_answer() {
     let (d, c) = deployment(&render(""));
-    let redis = RedisServer::start_with(Persistence::None, &["--requirepass", "s3cret"]);
+    let redis = RedisServer::builder()
+        .args(["--requirepass", "s3cret"])
+        .start();
     let mut pod = Pod::start(&c, "lh-leasehold-7d4f9c-x2x9q", &redis, "s3cret");
     for (what, probe) in [
         ("startup", &c.startup_probe),
@@ -1357,7 +1333,9 @@ fn in_leader_mode_only_the_leaders_pod_is_ready() {
     let (_, c) = deployment(&render(&format!(
         "{LEADER_MODE}timing:\n  dataLossCooldown: false\n"
     )));
-    let redis = RedisServer::start_with(Persistence::None, &["--requirepass", "s3cret"]);
+    let redis = RedisServer::builder()
+        .args(["--requirepass", "s3cret"])
+        .start();
     let pods = [
         Pod::start(&c, "lh-leasehold-7d4f9c-aaaaa", &redis, "s3cret"),
         Pod::start(&c, "lh-leasehold-7d4f9c-bbbbb", &redis, "s3cret"),

@@ -9,8 +9,7 @@ mod support;
 use std::collections::BTreeSet;
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -18,11 +17,13 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use support::contenders::collect;
 use support::helm::{self, Rendered, labels, leasehold_container, render};
 use support::prometheus::{dashboard_queries, rule_values};
-use support::redis_server::RedisServer;
-use support::replica::{BIN, FAST, http_get, wait_for};
+use support::replica::{BIN, FAST};
+use testbed::Guarded;
+use testbed::http::http_get;
+use testbed::redis_server::RedisServer;
+use testbed::wait::wait_for;
 
 const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
@@ -89,7 +90,6 @@ fn the_default_release_renders_none_of_the_extras() {
 
 #[test]
 fn every_extra_parses_as_its_kubernetes_type_and_validates_strictly() {
-    let validate = helm::kubernetes_validate();
     let dir = tempfile::tempdir().expect("temp dir");
     for (i, (name, values)) in extra_value_sets().iter().enumerate() {
         let r = render(values);
@@ -103,38 +103,7 @@ fn every_extra_parses_as_its_kubernetes_type_and_validates_strictly() {
                 _ => {}
             }
         }
-        // The monitoring.coreos.com CRDs are unknown to the offline schemas.
-        let docs: Vec<String> = r
-            .docs
-            .iter()
-            .filter(|d| {
-                !matches!(
-                    d["kind"].as_str(),
-                    Some("ServiceMonitor" | "PrometheusRule")
-                )
-            })
-            .map(|d| serde_yaml::to_string(d).expect("yaml"))
-            .collect();
-        let file = dir.path().join(format!("extras-{i}.yaml"));
-        std::fs::write(&file, docs.join("---\n")).expect("write");
-        for version in ["1.27.0", "1.37.0"] {
-            let out = helm::run(
-                &validate,
-                &[
-                    "--strict",
-                    "--quiet",
-                    "-k",
-                    version,
-                    file.to_str().expect("utf-8"),
-                ],
-            );
-            assert!(
-                out.ok(),
-                "{name}: kubernetes-validate --strict -k {version}:\n{}{}",
-                out.stdout,
-                out.stderr
-            );
-        }
+        helm::assert_valid_for_kubernetes(name, &r, &dir.path().join(format!("extras-{i}.yaml")));
     }
 }
 
@@ -535,43 +504,37 @@ fn the_helm_test_pod_is_a_test_hook_that_the_deployment_does_not_adopt() {
 struct PodReplica {
     name: String,
     addr: SocketAddr,
-    child: Child,
-    log: Arc<Mutex<Vec<String>>>,
+    /// The process; dropping it kills it and, when a test panics, prints its log.
+    _child: Guarded,
 }
 
 impl PodReplica {
     fn spawn(redis_url: &str, name: &str, addr: SocketAddr) -> Self {
-        let mut child = Command::new(BIN)
-            .args([
-                "run",
-                "--redis-url",
-                redis_url,
-                "--lease-name",
-                "shop/helm-test",
-            ])
-            .args(["--identity", name, "--http-addr", &addr.to_string()])
-            .args([
-                "--kubernetes",
-                "off",
-                "--readiness",
-                "member",
-                "--log-format",
-                "json",
-            ])
-            .args(FAST)
-            .env_remove("POD_NAME")
-            .env_remove("POD_NAMESPACE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn leasehold");
-        let log = collect(child.stderr.take().expect("stderr"));
+        let mut cmd = Command::new(BIN);
+        cmd.args([
+            "run",
+            "--redis-url",
+            redis_url,
+            "--lease-name",
+            "shop/helm-test",
+        ])
+        .args(["--identity", name, "--http-addr", &addr.to_string()])
+        .args([
+            "--kubernetes",
+            "off",
+            "--readiness",
+            "member",
+            "--log-format",
+            "json",
+        ])
+        .args(FAST)
+        .env_remove("POD_NAME")
+        .env_remove("POD_NAMESPACE");
+        let child = Guarded::spawn(cmd, &format!("leasehold {name}")).expect("spawn leasehold");
         Self {
             name: name.to_owned(),
             addr,
-            child,
-            log,
+            _child: child,
         }
     }
 
@@ -579,20 +542,6 @@ impl PodReplica {
         let (_, body) = http_get(self.addr, "/leader")?;
         let json: serde_json::Value = serde_json::from_str(&body).ok()?;
         json["is_leader"].as_bool()
-    }
-}
-
-impl Drop for PodReplica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!(
-                "---- leasehold {} log ----\n{}",
-                self.name,
-                self.log.lock().unwrap().join("\n")
-            );
-        }
     }
 }
 

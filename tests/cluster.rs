@@ -1,4 +1,4 @@
-//! A Redis Cluster of real processes (three masters, three replicas): elect and hand over
+//! A Redis RedisCluster of real processes (three masters, three replicas): elect and hand over
 //! through redis+cluster://, fail the master that owns the lease's slot, and move that slot to
 //! another master while a leader holds it. Leadership recovers safely each time.
 
@@ -9,29 +9,34 @@ use std::time::Duration;
 
 use leasehold::elector::Timing;
 use leasehold::lease::{Acquired, split_term};
-use support::cluster::Cluster;
 use support::contenders::{
     ActionLog, Contender, acting_contenders, assert_no_overlap, handoff_gaps, summary, unique_lease,
 };
-use support::wait::eventually;
+use testbed::cluster::RedisCluster;
+use testbed::wait::eventually;
 
 fn timing() -> Timing {
     support::contenders::steady_timing()
 }
 
 /// The slot of a lease's keys (all share the hash tag), as the cluster computes it.
-fn slot_of(cluster: &Cluster, name: &str) -> u16 {
+fn slot_of(cluster: &RedisCluster, name: &str) -> u16 {
     let slot: i64 = cluster.nodes[0].cmd(&["CLUSTER", "KEYSLOT", &format!("leasehold:{{{name}}}")]);
     u16::try_from(slot).unwrap()
 }
 
-fn spawn(cluster: &Cluster, name: &str, log: &ActionLog, hold: Option<Duration>) -> Vec<Contender> {
+fn spawn(
+    cluster: &RedisCluster,
+    name: &str,
+    log: &ActionLog,
+    hold: Option<Duration>,
+) -> Vec<Contender> {
     acting_contenders(&cluster.url(), name, 3, timing(), true, log, hold)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contenders_elect_and_hand_over_on_a_cluster() {
-    let cluster = Cluster::start();
+    let cluster = RedisCluster::start();
     let name = unique_lease("cluster");
     let log: ActionLog = Arc::default();
     let contenders = spawn(&cluster, &name, &log, Some(Duration::from_millis(200)));
@@ -67,7 +72,7 @@ async fn contenders_elect_and_hand_over_on_a_cluster() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_master_is_replaced_and_leadership_recovers_safely() {
-    let mut cluster = Cluster::start();
+    let mut cluster = RedisCluster::start();
     let name = unique_lease("cluster-failover");
     let log: ActionLog = Arc::default();
     let contenders = spawn(&cluster, &name, &log, None);
@@ -102,7 +107,7 @@ async fn a_failed_master_is_replaced_and_leadership_recovers_safely() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn moving_the_lease_slot_to_another_master_keeps_leadership_safe() {
-    let cluster = Cluster::start();
+    let cluster = RedisCluster::start();
     let name = unique_lease("cluster-move");
     let log: ActionLog = Arc::default();
     let contenders = spawn(&cluster, &name, &log, None);
@@ -167,7 +172,7 @@ async fn moving_the_lease_slot_to_another_master_keeps_leadership_safe() {
 }
 
 /// The node that replicates master `master`.
-fn replica_of(cluster: &Cluster, master: usize) -> usize {
+fn replica_of(cluster: &RedisCluster, master: usize) -> usize {
     let port = i64::from(cluster.nodes[master].port());
     (0..cluster.nodes.len())
         .find(|&i| {
@@ -180,7 +185,7 @@ fn replica_of(cluster: &Cluster, master: usize) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manual_failover_starts_the_cooldown_even_on_a_connection_kept_from_before() {
-    let cluster = Cluster::start();
+    let cluster = RedisCluster::start();
     let name = unique_lease("cluster-takeover");
     let ttl = Duration::from_millis(1000);
     let call = Duration::from_secs(2);

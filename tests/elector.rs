@@ -14,8 +14,9 @@ use support::contenders::{
     ActionLog, Contender, Did, acting_contenders, acting_work, assert_no_overlap, fast_timing,
     handoff_gaps, lease, record_statuses, summary, unique_lease,
 };
-use support::redis_server::RedisServer;
-use support::wait::{eventually, until};
+use support::timings::{TEN_SECOND_TERM, TEN_SECOND_TERM_QUICK_RETRY};
+use testbed::redis_server::RedisServer;
+use testbed::wait::{eventually, until};
 
 fn leader_of(contenders: &[Contender]) -> Option<usize> {
     let leaders: Vec<usize> = (0..contenders.len())
@@ -86,12 +87,7 @@ async fn graceful_handoff_reaches_a_follower_well_within_the_ttl() {
     let name = unique_lease("handoff");
     let log: ActionLog = Arc::default();
     // A long TTL: a handoff that waited for expiry instead of the release would take seconds.
-    let timing = Timing {
-        lease_duration: Duration::from_secs(10),
-        renew_deadline: Duration::from_secs(6),
-        retry_period: Duration::from_secs(2),
-        drift_factor: 0.01,
-    };
+    let timing = TEN_SECOND_TERM;
     let contenders = acting_contenders(
         &redis.url(),
         &name,
@@ -127,12 +123,7 @@ async fn shutdown_releases_the_lease_and_a_follower_takes_over_at_once() {
     let redis = RedisServer::start();
     let name = unique_lease("shutdown");
     let log: ActionLog = Arc::default();
-    let timing = Timing {
-        lease_duration: Duration::from_secs(10),
-        renew_deadline: Duration::from_secs(6),
-        retry_period: Duration::from_secs(2),
-        drift_factor: 0.01,
-    };
+    let timing = TEN_SECOND_TERM;
     let a = Contender::spawn(
         lease(&redis.url(), &name, "pod-a", false),
         timing,
@@ -455,12 +446,7 @@ async fn the_polling_baseline_waits_for_its_next_poll_instead_of_the_release() {
     let redis = RedisServer::start();
     let name = unique_lease("polling");
     let log: ActionLog = Arc::default();
-    let timing = Timing {
-        lease_duration: Duration::from_secs(10),
-        renew_deadline: Duration::from_secs(6),
-        retry_period: Duration::from_secs(1),
-        drift_factor: 0.01,
-    };
+    let timing = TEN_SECOND_TERM_QUICK_RETRY;
     let spawn = |who: &str, hold| {
         let lease = lease(&redis.url(), &name, who, false);
         let elector = leasehold::elector::Elector::new(lease, timing)

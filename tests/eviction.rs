@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use leasehold::lease::minimal_acl_rule;
 use support::contenders::unique_lease;
-use support::redis_server::{Persistence, RedisServer};
-use support::replica::{FAST, Replica, wait_for};
+use support::replica::{FAST, Replica};
+use testbed::redis_server::RedisServer;
+use testbed::wait::wait_for;
 
 fn evicting_redis() -> RedisServer {
-    RedisServer::start_with(
-        Persistence::None,
-        &["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"],
-    )
+    RedisServer::builder()
+        .args(["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"])
+        .start()
 }
 
 #[test]

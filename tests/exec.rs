@@ -16,12 +16,15 @@ use leasehold::elector::{Elector, Leadership, Timing};
 use leasehold::exec::Supervisor;
 use leasehold::lease::LeaseOptions;
 use nix::sys::signal::Signal;
-use support::command_tree::{
-    PidFile, children_of, first_instant, is_gone, is_running, stat, wait_pids, zombie_children_of,
-};
 use support::contenders::{lease_with, unique_lease};
-use support::redis_server::RedisServer;
-use support::replica::{BIN, FAST, Replica, wait_for};
+use support::replica::{BIN, FAST, Replica};
+use support::timings::THIRTY_SECOND_TERM;
+use testbed::process_tree::{
+    PidFile, children_of, is_gone, is_running, stat, wait_pids, zombie_children_of,
+};
+use testbed::redis_server::RedisServer;
+use testbed::wait::first_instant;
+use testbed::wait::wait_for;
 use tokio_util::sync::CancellationToken;
 
 /// The TTL of `FAST`: after Redis stops answering, the validity deadline is at most this far.
@@ -304,12 +307,7 @@ fn leasehold_as_pid_one_reaps_every_orphan_and_keeps_the_exit_code() {
 
 /// Long enough that no tokio timer of the elector or the supervisor fires during the test.
 fn slow_timing() -> Timing {
-    Timing {
-        lease_duration: Duration::from_secs(30),
-        renew_deadline: Duration::from_secs(20),
-        retry_period: Duration::from_secs(10),
-        drift_factor: 0.01,
-    }
+    THIRTY_SECOND_TERM
 }
 
 /// A command that notes SIGTERM and runs on.

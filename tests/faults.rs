@@ -10,15 +10,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::clock::BootInstant;
-use leasehold::elector::{Role, StepDownReason, Timing};
+use leasehold::elector::{Role, StepDownReason};
 use leasehold::lease::{Acquired, Released};
 use support::contenders::{
     ActionLog, Contender, Did, acting_work, assert_no_overlap, fast_timing, lease, record_statuses,
     unique_lease,
 };
-use support::proxy::{Fault, FaultProxy};
-use support::redis_server::RedisServer;
-use support::wait::{eventually, holds_for, until};
+use support::timings::{SIX_SECOND_TERM, TEN_SECOND_TERM_SLOW_RETRY};
+use testbed::proxy::{Fault, FaultProxy};
+use testbed::redis_server::RedisServer;
+use testbed::wait::{eventually, holds_for, until};
 
 struct Setup {
     _redis: RedisServer,
@@ -260,12 +261,7 @@ async fn shutdown_during_an_acquire_in_flight_leaves_no_lease_behind() {
     let redis = RedisServer::start();
     let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], redis.port())));
     let name = unique_lease("shutdown-in-flight");
-    let timing = leasehold::elector::Timing {
-        lease_duration: Duration::from_secs(10),
-        renew_deadline: Duration::from_secs(6),
-        retry_period: Duration::from_secs(3),
-        drift_factor: 0.01,
-    };
+    let timing = TEN_SECOND_TERM_SLOW_RETRY;
     // b holds the lease (direct link); a follows through the proxy, connected and subscribed.
     let b = lease(&redis.url(), &name, "holder", false);
     let Acquired::Leader(b_grant) = b
@@ -335,12 +331,7 @@ async fn a_follower_whose_release_channel_went_silent_still_takes_over_within_a_
     let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], redis.port())));
     let name = unique_lease("silent-channel");
     // A lease much longer than the retry period: waiting for the holder's TTL would show.
-    let timing = Timing {
-        lease_duration: Duration::from_secs(6),
-        renew_deadline: Duration::from_secs(4),
-        retry_period: Duration::from_millis(250),
-        drift_factor: 0.01,
-    };
+    let timing = SIX_SECOND_TERM;
     let log: ActionLog = Arc::default();
     let leader = Contender::spawn(
         lease(&redis.url(), &name, "holder", false),

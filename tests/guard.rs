@@ -21,8 +21,9 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use support::contenders::unique_lease;
 use support::guarded_command::{Counts, Kind, Resource, env, judge, script};
-use support::redis_server::RedisServer;
-use support::replica::{BIN, FAST, Replica, run_to_end, wait_for};
+use support::replica::{BIN, FAST, Replica, run_to_end};
+use testbed::redis_server::RedisServer;
+use testbed::wait::wait_for;
 
 /// How much longer than the check the term must stay valid (`leasehold guard --valid-for`):
 /// it covers the few hundred microseconds between the guard's decision and the shell's append
@@ -124,12 +125,25 @@ fn report(scenario: &str, rounds: &[(FencingToken, BootInstant, Counts)]) {
     }
 }
 
-fn assert_rounds(scenario: &str, rounds: &[(FencingToken, BootInstant, Counts)], out: &Resource) {
-    report(scenario, rounds);
+/// Stops `replica` (its command writes no more), judges each round's term against its validity
+/// deadline, prints the counts, and asserts: no write at or after the deadline, some before
+/// it, and some check refused after it (so the scenario did happen).
+fn assert_no_write_after_the_deadline(
+    scenario: &str,
+    replica: Replica,
+    rounds: &[(FencingToken, BootInstant)],
+    out: &Resource,
+) {
+    drop(replica);
+    let entries = out.entries();
+    let rounds: Vec<_> = rounds
+        .iter()
+        .map(|&(t, d)| (t, d, judge(&entries, t, d)))
+        .collect();
+    report(scenario, &rounds);
     out.clocks().assert_unchanged();
-    for (token, deadline, c) in rounds {
-        let late: Vec<String> = out
-            .entries()
+    for (token, deadline, c) in &rounds {
+        let late: Vec<String> = entries
             .iter()
             .filter(|e| e.token == *token && e.kind == Kind::Write && e.at >= *deadline)
             .map(|e| {
@@ -196,13 +210,7 @@ fn a_command_that_asks_its_guard_writes_nothing_after_the_deadline_when_the_pod_
         kill(leasehold, Signal::SIGCONT).unwrap();
         rounds.push((token, deadline));
     }
-    drop(replica);
-    let entries = out.entries();
-    let rounds: Vec<_> = rounds
-        .into_iter()
-        .map(|(t, d)| (t, d, judge(&entries, t, d)))
-        .collect();
-    assert_rounds("pod frozen", &rounds, &out);
+    assert_no_write_after_the_deadline("pod frozen", replica, &rounds, &out);
 }
 
 #[test]
@@ -239,13 +247,7 @@ fn a_command_that_asks_its_guard_writes_nothing_after_the_deadline_when_only_lea
         kill(leasehold, Signal::SIGCONT).unwrap();
         rounds.push((token, deadline));
     }
-    drop(replica);
-    let entries = out.entries();
-    let rounds: Vec<_> = rounds
-        .into_iter()
-        .map(|(t, d)| (t, d, judge(&entries, t, d)))
-        .collect();
-    assert_rounds("leasehold frozen", &rounds, &out);
+    assert_no_write_after_the_deadline("leasehold frozen", replica, &rounds, &out);
 }
 
 #[test]

@@ -14,8 +14,8 @@ use leasehold::elector::{Elector, Leadership, Role};
 use leasehold::guard::{GuardError, GuardFile, GuardRecord, read_guard_file};
 use leasehold::lease::FencingToken;
 use support::contenders::{fast_timing, lease, unique_lease};
-use support::redis_server::RedisServer;
 use support::replica::run_to_end;
+use testbed::redis_server::RedisServer;
 
 #[test]
 fn a_guard_file_that_cannot_be_written_is_refused_at_start() {

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use leasehold::lease::{Acquired, HandoverRequested, Holder, Renewed, Reservation};
 use nix::sys::signal::Signal;
 use support::contenders::{lease, unique_lease};
-use support::proxy::{Fault, FaultProxy};
-use support::redis_server::RedisServer;
-use support::replica::{FAST, Replica, run_to_end, wait_for};
+use support::replica::{FAST, Replica, run_to_end};
+use testbed::RedisServer;
+use testbed::proxy::{Fault, FaultProxy};
+use testbed::wait::wait_for;
 
 const TTL: Duration = Duration::from_millis(1500);
 const CALL: Duration = Duration::from_secs(2);

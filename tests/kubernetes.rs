@@ -20,9 +20,9 @@ use leasehold::elector::{Elector, Leadership, Role, Timing};
 use leasehold::k8s::{self, Cluster, K8sError, rbac};
 use leasehold::lease::LeaseName;
 use support::contenders::{fast_timing, lease, unique_lease};
-use support::fake_api::{FakeApiServer, Recorded};
-use support::redis_server::RedisServer;
-use support::wait::{eventually, until};
+use testbed::fake_api::{FakeApiServer, Recorded};
+use testbed::redis_server::RedisServer;
+use testbed::wait::{eventually, until};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -540,7 +540,8 @@ fn kubeconfig(dir: &std::path::Path, server: &str) -> std::path::PathBuf {
 
 #[test]
 fn the_binary_names_its_lease_after_its_deployment_and_labels_the_leader() {
-    use support::replica::{FAST, Replica, wait_for};
+    use support::replica::{FAST, Replica};
+    use testbed::wait::wait_for;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -10,7 +10,7 @@ use leasehold::lease::{
     Acquired, CooldownState, FencingToken, LeaseError, RedisLease, Released, Renewed,
 };
 use support::contenders::{lease, unique_lease};
-use support::redis_server::{Persistence, RedisServer};
+use testbed::redis_server::{Persistence, RedisServer};
 
 const TTL: Duration = Duration::from_millis(1000);
 const CALL: Duration = Duration::from_secs(2);
@@ -128,7 +128,7 @@ async fn a_fresh_redis_cools_down_for_one_lease_duration() {
         b.observe(CALL).await.unwrap().cooldown,
         CooldownState::Running(_)
     ));
-    let token = support::wait::eventually("the cooldown to end", TTL * 3, || async {
+    let token = testbed::wait::eventually("the cooldown to end", TTL * 3, || async {
         match b.acquire(TTL, CALL).await.unwrap() {
             Acquired::Leader(grant) => Some(grant.token),
             Acquired::CoolingDown { .. } => None,
@@ -145,7 +145,9 @@ async fn a_fresh_redis_cools_down_for_one_lease_duration() {
 async fn a_restart_that_kept_the_data_still_cools_down() {
     // AOF with fsync always keeps the state record, but another redis process answers now: an old
     // leader may believe in a lease this dataset never saw, so the cooldown starts again.
-    let mut redis = RedisServer::start_with(Persistence::AofAlways, &[]);
+    let mut redis = RedisServer::builder()
+        .persistence(Persistence::AofAlways)
+        .start();
     let name = unique_lease("restart-kept");
     let a = lease(&redis.url(), &name, "pod-a", false);
     let t = must_lead(&a).await;
@@ -283,7 +285,9 @@ async fn a_corrupt_fence_is_refused_and_leaves_no_lease_behind() {
 async fn a_replica_answers_readonly() {
     let master = RedisServer::start();
     let port = master.port().to_string();
-    let replica = RedisServer::start_with(Persistence::None, &["--replicaof", "127.0.0.1", &port]);
+    let replica = RedisServer::builder()
+        .args(["--replicaof", "127.0.0.1", &port])
+        .start();
     let a = lease(&replica.url(), &unique_lease("readonly"), "pod-a", false);
     let err = a.acquire(TTL, CALL).await.unwrap_err();
     assert!(matches!(err, LeaseError::ReadOnly { .. }), "{err:?}");
@@ -292,7 +296,9 @@ async fn a_replica_answers_readonly() {
 
 #[tokio::test]
 async fn a_loading_redis_is_a_typed_error_then_works() {
-    let mut redis = RedisServer::start_with(Persistence::AofAlways, &[]);
+    let mut redis = RedisServer::builder()
+        .persistence(Persistence::AofAlways)
+        .start();
     let a = lease(&redis.url(), &unique_lease("loading"), "pod-a", false);
     // 20 000 keys, loaded at 100 µs each after the restart: about two seconds of LOADING.
     let mut conn = redis.connection();
@@ -310,7 +316,7 @@ async fn a_loading_redis_is_a_typed_error_then_works() {
     redis.restart_without_waiting();
     let err = a.acquire(TTL, CALL).await.unwrap_err();
     assert!(matches!(err, LeaseError::Loading { .. }), "{err:?}");
-    let outcome = support::wait::eventually(
+    let outcome = testbed::wait::eventually(
         "redis to finish loading",
         Duration::from_secs(20),
         || async { a.acquire(TTL, CALL).await.ok() },

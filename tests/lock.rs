@@ -5,16 +5,18 @@
 mod support;
 
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+
 use std::time::{Duration, Instant};
 
 use leasehold::cmd::lock::{LOST, NOT_ACQUIRED};
 use leasehold::lease::{Acquired, Grant, RedisLease};
 use nix::sys::signal::kill;
 use nix::unistd::Pid;
-use support::contenders::{collect, lease, unique_lease};
-use support::redis_server::RedisServer;
-use support::replica::{BIN, FAST, wait_for};
+use support::contenders::{lease, unique_lease};
+use support::replica::{BIN, FAST};
+use testbed::Lines;
+use testbed::RedisServer;
+use testbed::wait::wait_for;
 
 const TTL: Duration = Duration::from_millis(1500);
 const CALL: Duration = Duration::from_secs(2);
@@ -22,8 +24,8 @@ const CALL: Duration = Duration::from_secs(2);
 /// A running `leasehold lock` with its output collected.
 struct Lock {
     child: Child,
-    stdout: Arc<Mutex<Vec<String>>>,
-    stderr: Arc<Mutex<Vec<String>>>,
+    stdout: Lines,
+    stderr: Lines,
 }
 
 impl Lock {
@@ -43,8 +45,8 @@ impl Lock {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn leasehold lock");
-        let stdout = collect(child.stdout.take().expect("stdout"));
-        let stderr = collect(child.stderr.take().expect("stderr"));
+        let stdout = Lines::collect(child.stdout.take().expect("stdout"));
+        let stderr = Lines::collect(child.stderr.take().expect("stderr"));
         Self {
             child,
             stdout,
@@ -68,17 +70,16 @@ impl Lock {
     }
 
     fn stdout(&self) -> Vec<String> {
-        self.stdout.lock().unwrap().clone()
+        self.stdout.snapshot()
     }
 
     fn logs(&self) -> String {
-        self.stderr.lock().unwrap().join("\n")
+        self.stderr.text()
     }
 
     fn events(&self, message: &str) -> Vec<serde_json::Value> {
         self.stderr
-            .lock()
-            .unwrap()
+            .snapshot()
             .iter()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .filter(|l| l["message"] == message)

@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use redis::{Script, Value};
 
 use model::mirror::{AcquireReply, Data, Record, Semantics, Source, Term, owner_id};
-use support::redis_server::RedisServer;
+use testbed::RedisServer;
 
 const LEASE: &str = "lh:{m}";
 const FENCE: &str = "lh:{m}:fence";

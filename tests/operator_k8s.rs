@@ -16,9 +16,9 @@ use leasehold::config::{KubeSettings, KubernetesMode};
 use leasehold::elector::{Elector, Leadership, Role, StepDownReason};
 use leasehold::k8s::{self, Cluster, K8sError, OwningJob, STEP_DOWN_ANNOTATION, rbac};
 use support::contenders::{Contender, fast_timing, lease, unique_lease};
-use support::fake_api::FakeApiServer;
-use support::redis_server::RedisServer;
-use support::wait::{eventually, until};
+use testbed::RedisServer;
+use testbed::fake_api::FakeApiServer;
+use testbed::wait::{eventually, until};
 use tokio_util::sync::CancellationToken;
 
 const NS: &str = "shop";

@@ -11,8 +11,8 @@ use leasehold::clock::BootInstant;
 use leasehold::elector::{Role, Timing};
 use nix::sys::signal::Signal;
 use support::contenders::{ActionLog, ChildContender, Contender, acting_work, lease, unique_lease};
-use support::redis_server::RedisServer;
-use support::wait::{holds_for, until};
+use testbed::redis_server::RedisServer;
+use testbed::wait::{holds_for, until};
 
 fn timing() -> Timing {
     support::contenders::steady_timing()

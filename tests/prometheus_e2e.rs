@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use support::prometheus::{
-    Prometheus, alerts, dashboard_path, dashboard_queries, rule_spec, rule_values,
-};
-use support::redis_server::RedisServer;
-use support::replica::{Replica, wait_for};
+use support::prometheus::{alerts, dashboard_path, dashboard_queries, rule_spec, rule_values};
+use support::replica::Replica;
+use testbed::prometheus::Prometheus;
+use testbed::redis_server::RedisServer;
+use testbed::wait::wait_for;
 
 /// The lease the chart names after release `lh`'s Deployment in namespace `shop`.
 const LEASE: &str = "shop/lh-leasehold";

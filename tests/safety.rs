@@ -16,19 +16,15 @@ use support::contenders::{
     ActionLog, Contender, Did, acting_work, assert_no_overlap, fast_timing, lease, lease_with,
     unique_lease,
 };
-use support::proxy::{Fault, FaultProxy};
-use support::redis_server::{Persistence, RedisServer};
-use support::wait::{eventually, until};
+use support::timings::{FIFTEEN_SECOND_TERM, THREE_SECOND_TERM};
+use testbed::proxy::{Fault, FaultProxy};
+use testbed::redis_server::RedisServer;
+use testbed::wait::{eventually, until};
 
 /// A leader that renews only every second: after its lease vanished, it notices late, so a
 /// replica that takes the lease at once overlaps it for certain.
 fn slow_renewing() -> Timing {
-    Timing {
-        lease_duration: Duration::from_millis(3000),
-        renew_deadline: Duration::from_millis(2000),
-        retry_period: Duration::from_millis(1000),
-        drift_factor: 0.01,
-    }
+    THREE_SECOND_TERM
 }
 
 const ACT_EVERY: Duration = Duration::from_millis(5);
@@ -203,10 +199,9 @@ async fn a_flushed_lease_is_not_taken_by_a_follower_before_the_ttl_it_observed()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eviction_under_maxmemory_never_makes_two_leaders() {
-    let redis = RedisServer::start_with(
-        Persistence::None,
-        &["--maxmemory", "3mb", "--maxmemory-policy", "volatile-ttl"],
-    );
+    let redis = RedisServer::builder()
+        .args(["--maxmemory", "3mb", "--maxmemory-policy", "volatile-ttl"])
+        .start();
     let name = unique_lease("evicted");
     let log: ActionLog = Arc::default();
     let a = acting_replica(&redis, &name, "pod-a", slow_renewing(), &log);
@@ -265,12 +260,7 @@ async fn a_suspend_ends_the_term_at_its_deadline_without_waiting_for_a_timer() {
     };
     // The watchdog sleeps 5 s between renewals: on tokio's clock, a suspend would end the term
     // only when that sleep is over.
-    let timing = Timing {
-        lease_duration: Duration::from_secs(15),
-        renew_deadline: Duration::from_secs(10),
-        retry_period: Duration::from_secs(5),
-        drift_factor: 0.01,
-    };
+    let timing = FIFTEEN_SECOND_TERM;
     let log: ActionLog = Arc::default();
     let a = Contender::spawn(
         lease_with(&redis.url(), &unique_lease("suspend"), "pod-a", options),

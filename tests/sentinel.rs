@@ -14,8 +14,8 @@ use leasehold::elector::{Role, StepDownReason, Timing};
 use support::contenders::{
     ActionLog, Contender, Did, acting_work, assert_no_overlap, lease, unique_lease,
 };
-use support::sentinel::SentinelSet;
-use support::wait::{eventually, until};
+use testbed::sentinel::SentinelSet;
+use testbed::wait::{eventually, until};
 
 fn timing() -> Timing {
     support::contenders::steady_timing()

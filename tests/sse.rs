@@ -17,8 +17,9 @@ use leasehold::http::{self, Endpoints, LeaderView};
 use leasehold::metrics::Metrics;
 use nix::sys::signal::Signal;
 use support::contenders::{lease, steady_timing, summary, unique_lease};
-use support::redis_server::RedisServer;
-use support::replica::{FAST, Replica, wait_for};
+use support::replica::{FAST, Replica};
+use testbed::RedisServer;
+use testbed::wait::wait_for;
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -315,7 +316,7 @@ async fn a_step_down_reaches_a_watcher_and_the_status_file_within_milliseconds()
     let (mut to_event, mut to_file) = (Vec::new(), Vec::new());
     let mut follower_seen_in_file = 0;
     for _ in 0..SAMPLES {
-        let token = support::wait::until("a term", &mut status, WAIT, |s| {
+        let token = testbed::wait::until("a term", &mut status, WAIT, |s| {
             matches!(s.role, Role::Leader { .. })
         })
         .await
@@ -324,11 +325,11 @@ async fn a_step_down_reaches_a_watcher_and_the_status_file_within_milliseconds()
         // Both watchers have seen the term before it ends.
         let is_term = |e: &Seen| e.role() == "leader" && e.json["token"].as_u64() == token;
         let since = Instant::now() - WAIT;
-        support::wait::eventually("the term's event", WAIT, || async {
+        testbed::wait::eventually("the term's event", WAIT, || async {
             events.first_after(since, is_term)
         })
         .await;
-        support::wait::eventually("the term in the file", WAIT, || async {
+        testbed::wait::eventually("the term in the file", WAIT, || async {
             files.first_after(since, is_term)
         })
         .await;
@@ -337,7 +338,7 @@ async fn a_step_down_reaches_a_watcher_and_the_status_file_within_milliseconds()
         let stepped = |e: &Seen| {
             e.role() == "follower" && e.json["last_step_down"]["token"].as_u64() == token
         };
-        let event = support::wait::eventually("the step-down event", WAIT, || async {
+        let event = testbed::wait::eventually("the step-down event", WAIT, || async {
             events.first_after(ended, stepped)
         })
         .await;
@@ -345,7 +346,7 @@ async fn a_step_down_reaches_a_watcher_and_the_status_file_within_milliseconds()
         // elector contends again at once); that state names the step-down too, and was renamed
         // later: an upper bound.
         let shows_step_down = |e: &Seen| e.json["last_step_down"]["token"].as_u64() == token;
-        let written = support::wait::eventually("the step-down in the file", WAIT, || async {
+        let written = testbed::wait::eventually("the step-down in the file", WAIT, || async {
             files.first_after(ended, shows_step_down)
         })
         .await;

@@ -11,9 +11,10 @@ use leasehold::lease::{
     Acquired, LeaseError, LeaseName, LeaseOptions, OwnerId, RedisLease, Renewed, Secret, TlsFiles,
 };
 use support::contenders::{acting_work, fast_timing, unique_lease};
-use support::pki::{Pki, free_port};
-use support::redis_server::{Persistence, RedisServer};
-use support::wait::until;
+use testbed::free_port;
+use testbed::pki::Pki;
+use testbed::redis_server::RedisServer;
+use testbed::wait::until;
 
 const CALL: Duration = Duration::from_secs(2);
 const TTL: Duration = Duration::from_secs(1);
@@ -29,7 +30,7 @@ fn tls_redis(verify_clients: bool) -> TlsRedis {
     let tls_port = free_port();
     let args = pki.redis_args(tls_port, verify_clients);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let server = RedisServer::start_with(Persistence::None, &args);
+    let server = RedisServer::builder().args(args).start();
     TlsRedis {
         server,
         tls_port,
@@ -193,7 +194,8 @@ async fn mutual_tls_needs_the_client_certificate() {
 
 #[test]
 fn the_binary_leads_over_mutual_tls_from_its_flags() {
-    use support::replica::{FAST, Replica, wait_for};
+    use support::replica::{FAST, Replica};
+    use testbed::wait::wait_for;
     let r = tls_redis(true);
     let url = format!("rediss://localhost:{}", r.tls_port);
     let p = |p: &std::path::PathBuf| p.to_str().unwrap().to_owned();

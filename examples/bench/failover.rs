@@ -114,7 +114,7 @@ pub async fn wave(
         });
     }
     for mut leader in leaders.into_iter().map(|(_, r)| r) {
-        leader.proc.wait_exit(wait).await?;
+        crate::procs::wait_exit(&mut leader.proc, wait).await?;
     }
     for f in followers {
         f.finish(wait).await?;

@@ -10,8 +10,10 @@ use anyhow::{Context, Result};
 use leasehold::elector::Timing;
 use tokio_util::sync::CancellationToken;
 
-use crate::procs::{Replica, http_get};
-use crate::redis_server::RedisServer;
+use testbed::http::http_get;
+
+use crate::procs::Replica;
+use testbed::RedisServer;
 
 /// One process at one moment.
 #[derive(Debug, Clone, Copy, Default)]
@@ -89,8 +91,7 @@ pub struct Replicas {
 
 impl Replicas {
     pub async fn start(bin: &Path, timing: Timing, scrape_every: Duration) -> Result<Self> {
-        let redis = tokio::task::spawn_blocking(RedisServer::start)
-            .await
+        let redis = tokio::task::block_in_place(|| RedisServer::builder().try_start())
             .context("start a redis-server for the footprint")?;
         let url = redis.url();
         let lease = "bench/footprint";

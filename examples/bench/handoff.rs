@@ -162,7 +162,7 @@ pub async fn processes(
         let sent = SystemTime::now();
         leader.proc.signal(Signal::SIGTERM)?;
         let led = successor.wait_event(0, "became leader", None, wait).await?;
-        let code = leader.proc.wait_exit(wait).await?;
+        let code = crate::procs::wait_exit(&mut leader.proc, wait).await?;
         if code != 0 {
             bail!("{} exited with code {code} after SIGTERM", leader.identity);
         }

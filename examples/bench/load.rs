@@ -16,7 +16,7 @@ use redis::aio::MultiplexedConnection;
 use tokio::sync::mpsc;
 
 use crate::electors::{Event, Member, led_by_other, next_event, since};
-use crate::redis_server::RedisServer;
+use testbed::RedisServer;
 
 /// Commands the lease scripts call inside Redis (never sent by a leasehold client).
 const INSIDE_SCRIPTS: [&str; 8] = [
@@ -108,8 +108,7 @@ pub struct Group {
 /// Starts a redis-server and the contenders: the leader first, then the followers spread over
 /// one lease duration so that their wake-ups are spread as in a long-running deployment.
 pub async fn prepare(config: Config, timing: Timing) -> Result<Group> {
-    let redis = tokio::task::spawn_blocking(RedisServer::start)
-        .await
+    let redis = tokio::task::block_in_place(|| RedisServer::builder().try_start())
         .context("start a redis-server for the load benchmark")?;
     let url = redis.url();
     let lease = "bench/load";

@@ -26,17 +26,12 @@ mod failover;
 mod footprint;
 mod handoff;
 mod herd;
-#[path = "../../tests/support/http_get.rs"]
-mod http_get;
 mod load;
 mod machine;
 mod pause;
 mod physical;
 mod primitives;
 mod procs;
-#[allow(dead_code)]
-#[path = "../../tests/support/redis_server.rs"]
-mod redis_server;
 mod report;
 mod stats;
 mod svg;
@@ -49,8 +44,8 @@ use clap::{Parser, Subcommand};
 use leasehold::elector::{FollowerStrategy, Timing};
 
 use crate::primitives::Amount;
-use crate::redis_server::RedisServer;
 use crate::report::Results;
+use testbed::RedisServer;
 
 #[derive(Parser)]
 #[command(about = "leasehold's benchmarks; writes the report and its plot")]
@@ -221,8 +216,9 @@ fn progress(started: Instant, what: &str) {
 }
 
 async fn start_redis() -> Result<RedisServer> {
-    tokio::task::spawn_blocking(RedisServer::start)
-        .await
+    // On this worker thread, not a blocking-pool one: the server dies with the thread that
+    // started it (its parent-death signal), and idle blocking-pool threads exit.
+    tokio::task::block_in_place(|| RedisServer::builder().try_start())
         .context("start a redis-server (apt-get install redis-server)")
 }
 

@@ -19,7 +19,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::electors::{Event, Member, lease, next_event, since};
-use crate::procs::{Proc, spawn_self};
+use testbed::Guarded;
+
+use crate::procs::{spawn_self, wait_line};
 
 /// One paused leader.
 #[derive(Debug, Clone)]
@@ -129,7 +131,7 @@ pub async fn wave(
     stagger: Duration,
 ) -> Result<Vec<Sample>> {
     let wait = Duration::from_secs(15);
-    let mut children: Vec<(String, Proc)> = Vec::new();
+    let mut children: Vec<(String, Guarded)> = Vec::new();
     for i in 0..count {
         let lease = format!("bench/pause-{wave}-{i}");
         let args = vec![
@@ -143,15 +145,14 @@ pub async fn wave(
         children.push((lease, spawn_self(&args)?));
     }
     for (lease, child) in &children {
-        child
-            .stdout
-            .wait_from(
-                0,
-                &format!("the paused child of {lease} to lead"),
-                wait,
-                |l| (l == "leader").then_some(()),
-            )
-            .await?;
+        wait_line(
+            &child.stdout,
+            0,
+            &format!("the paused child of {lease} to lead"),
+            wait,
+            |l| (l == "leader").then_some(()),
+        )
+        .await?;
     }
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut followers = Vec::new();
@@ -186,15 +187,14 @@ pub async fn wave(
     }
     let mut samples = Vec::new();
     for (i, (lease, child)) in children.iter().enumerate() {
-        let term = child
-            .stdout
-            .wait_from(
-                0,
-                &format!("the paused child of {lease} to step down"),
-                wait,
-                parse_term,
-            )
-            .await?;
+        let term = wait_line(
+            &child.stdout,
+            0,
+            &format!("the paused child of {lease} to step down"),
+            wait,
+            parse_term,
+        )
+        .await?;
         samples.push(Sample {
             frozen: since(resumed[i], stopped[i]),
             resume_to_step_down: since(term.ended, resumed[i]),

@@ -16,9 +16,10 @@ use crate::docs::snippet;
 use crate::postgres_table::{self, prepare};
 use crate::redis_script;
 use crate::support::contenders::unique_lease;
-use crate::support::postgres::PostgresServer;
-use crate::support::redis_server::RedisServer;
-use crate::support::replica::{FAST, Replica, wait_for};
+use crate::support::replica::{FAST, Replica};
+use testbed::postgres::PostgresServer;
+use testbed::redis_server::RedisServer;
+use testbed::wait::wait_for;
 
 /// The leader's command: the recipe in a loop, one line per attempt (`ok` or `refused`).
 const LOOP: &str = r#"cd "$DIR" || exit 1

@@ -15,9 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::fenced_reconciler;
 use crate::support::contenders::{fast_timing, lease, unique_lease};
-use crate::support::fake_api::FakeApiServer;
-use crate::support::redis_server::RedisServer;
-use crate::support::wait::{eventually, until};
+use testbed::fake_api::FakeApiServer;
+use testbed::redis_server::RedisServer;
+use testbed::wait::{eventually, until};
 
 fn config_map(name: &str, stamped: bool) -> ConfigMap {
     let labels =

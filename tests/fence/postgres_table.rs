@@ -7,8 +7,8 @@ use leasehold::lease::FencingToken;
 use tokio_postgres::{Client, NoTls};
 
 use crate::docs::{run_sh, snippet};
-use crate::support::postgres::PostgresServer;
-use crate::support::wait::eventually;
+use testbed::postgres::PostgresServer;
+use testbed::wait::eventually;
 
 pub async fn connect(server: &PostgresServer) -> Client {
     let (client, connection) = tokio_postgres::connect(&server.config(), NoTls)

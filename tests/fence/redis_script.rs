@@ -6,8 +6,8 @@ use leasehold::lease::FencingToken;
 use redis::aio::MultiplexedConnection;
 
 use crate::docs::{run_sh, snippet};
-use crate::support::cluster::Cluster;
-use crate::support::redis_server::RedisServer;
+use testbed::cluster::RedisCluster;
+use testbed::redis_server::RedisServer;
 
 pub async fn connect(url: &str) -> MultiplexedConnection {
     redis::Client::open(url)
@@ -163,7 +163,7 @@ async fn racing_writers_with_interleaved_tokens_end_in_the_highests_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_cluster_the_keys_share_the_hash_tag_and_untagged_ones_are_refused() {
-    let cluster = Cluster::start();
+    let cluster = RedisCluster::start();
     let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url()).collect();
     let client = redis::cluster::ClusterClient::new(urls).expect("cluster client");
     let mut conn = client
@@ -189,7 +189,7 @@ async fn on_a_cluster_the_keys_share_the_hash_tag_and_untagged_ones_are_refused(
         .expect("GET");
     assert_eq!(stored, "done");
 
-    // Without a common hash tag the keys fall in different slots: Cluster refuses the script.
+    // Without a common hash tag the keys fall in different slots: RedisCluster refuses the script.
     let mut untagged = redis::cmd("SET");
     untagged.arg("report-state").arg("done");
     let cross = FencedWrite::new("report-fence", &untagged)

@@ -1,40 +1,31 @@
 //! Electors for tests: in-process ones with shared action logs, and the `contender` example as
 //! a real child process that can be SIGKILLed and SIGSTOPped.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::timings::{FAST, STEADY};
 use leasehold::clock::{BootInstant, Clock};
 use leasehold::elector::{Elector, Leadership, Role, Status, Timing};
 use leasehold::lease::{FencingToken, LeaseName, LeaseOptions, OwnerId, RedisLease};
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
+use testbed::Guarded;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// Short durations so that tests finish quickly: TTL 1 s, renew deadline 600 ms, retry 150 ms.
 pub fn fast_timing() -> Timing {
-    Timing {
-        lease_duration: Duration::from_millis(1000),
-        renew_deadline: Duration::from_millis(600),
-        retry_period: Duration::from_millis(150),
-        drift_factor: 0.01,
-    }
+    FAST
 }
 
 /// Timings for tests with child processes or replicated Redis: TTL 1.5 s, renew deadline
 /// 900 ms, retry 250 ms.
 pub fn steady_timing() -> Timing {
-    Timing {
-        lease_duration: Duration::from_millis(1500),
-        renew_deadline: Duration::from_millis(900),
-        retry_period: Duration::from_millis(250),
-        drift_factor: 0.01,
-    }
+    STEADY
 }
 
 /// A lease name unique to the calling test.
@@ -311,22 +302,9 @@ pub fn summary(samples: &[Duration]) -> String {
 
 /// The `contender` example as a child process, its stdout collected line by line.
 pub struct ChildContender {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-    logs: Arc<Mutex<Vec<String>>>,
+    /// The process; dropping it kills it and, when a test panics, prints its output.
+    child: Guarded,
     pub owner: String,
-}
-
-/// Collects a child's output stream line by line on a thread.
-pub fn collect(stream: impl std::io::Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let sink = lines.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stream).lines().map_while(Result::ok) {
-            sink.lock().unwrap().push(line);
-        }
-    });
-    lines
 }
 
 fn contender_exe() -> PathBuf {
@@ -359,20 +337,10 @@ impl ChildContender {
         if !cooldown {
             cmd.arg("--no-cooldown");
         }
-        let mut child = cmd
-            .env("RUST_LOG", "leasehold=debug")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn contender");
-        let lines = collect(child.stdout.take().expect("stdout"));
-        let logs = collect(child.stderr.take().expect("stderr"));
+        cmd.env("RUST_LOG", "leasehold=debug").env("NO_COLOR", "1");
+        let child = Guarded::spawn(cmd, &format!("contender {identity}")).expect("spawn contender");
         let mut this = Self {
             child,
-            lines,
-            logs,
             owner: String::new(),
         };
         let owner_line = this.wait_line("owner line", Duration::from_secs(10), |l| {
@@ -383,15 +351,15 @@ impl ChildContender {
     }
 
     pub fn pid(&self) -> Pid {
-        Pid::from_raw(self.child.id() as i32)
+        self.child.pid()
     }
 
     pub fn lines(&self) -> Vec<String> {
-        self.lines.lock().unwrap().clone()
+        self.child.stdout.snapshot()
     }
 
     pub fn line_count(&self) -> usize {
-        self.lines.lock().unwrap().len()
+        self.child.stdout.len()
     }
 
     /// Waits for a line (among all so far) matching `pred`.
@@ -407,48 +375,12 @@ impl ChildContender {
         timeout: Duration,
         pred: impl Fn(&str) -> bool,
     ) -> String {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            if let Some(l) = self
-                .lines
-                .lock()
-                .unwrap()
-                .iter()
-                .skip(from)
-                .find(|l| pred(l))
-            {
-                return l.clone();
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "timed out after {timeout:?} waiting for {what}; lines so far:\n{}",
-                self.lines().join("\n")
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        self.child
+            .stdout
+            .wait_from(from, what, timeout, |l| pred(l).then(|| l.to_owned()))
     }
 
     pub fn signal(&self, signal: Signal) {
-        kill(self.pid(), signal).expect("signal contender");
-    }
-}
-
-impl Drop for ChildContender {
-    fn drop(&mut self) {
-        let _ = kill(self.pid(), Signal::SIGCONT);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!(
-                "---- contender {} stdout ----\n{}",
-                self.owner,
-                self.lines().join("\n")
-            );
-            eprintln!(
-                "---- contender {} log ----\n{}",
-                self.owner,
-                self.logs.lock().unwrap().join("\n")
-            );
-        }
+        self.child.signal(signal).expect("signal contender");
     }
 }

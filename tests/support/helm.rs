@@ -73,6 +73,47 @@ pub fn hadolint() -> PathBuf {
     find_tool("LEASEHOLD_HADOLINT", "venv/bin/hadolint", "hadolint")
 }
 
+/// The Kubernetes versions rendered objects are validated for: the oldest the chart supports
+/// (Chart.yaml's `kubeVersion`) and the newest the offline schemas know.
+pub const KUBERNETES_VERSIONS: [&str; 2] = ["1.27.0", "1.37.0"];
+
+/// Asserts that `kubernetes-validate --strict` accepts every object of `rendered` for each of
+/// [`KUBERNETES_VERSIONS`], but those of the monitoring.coreos.com CRDs (ServiceMonitor,
+/// PrometheusRule), which the offline schemas do not know. `name` labels the value set; the
+/// objects are written to `file`.
+pub fn assert_valid_for_kubernetes(name: &str, rendered: &Rendered, file: &Path) {
+    let docs: Vec<String> = rendered
+        .docs
+        .iter()
+        .filter(|d| {
+            !d["apiVersion"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("monitoring.coreos.com/"))
+        })
+        .map(|d| serde_yaml::to_string(d).expect("yaml"))
+        .collect();
+    std::fs::write(file, docs.join("---\n")).expect("write the rendered objects");
+    let validate = kubernetes_validate();
+    for version in KUBERNETES_VERSIONS {
+        let out = run(
+            &validate,
+            &[
+                "--strict",
+                "--quiet",
+                "-k",
+                version,
+                file.to_str().expect("utf-8"),
+            ],
+        );
+        assert!(
+            out.ok(),
+            "{name}: kubernetes-validate --strict -k {version} refused the rendered objects:\n{}{}",
+            out.stdout,
+            out.stderr
+        );
+    }
+}
+
 /// What a tool said.
 #[derive(Debug)]
 pub struct Outcome {

@@ -1,20 +1,13 @@
-//! Shared test support: real redis-server processes, a fault proxy, wait helpers, and helpers
-//! to run electors in-process or as child processes. Each test binary uses a part of it.
+//! leasehold's own test support: electors in-process and as child processes, the `leasehold`
+//! binary as a replica, the guarded singleton command and its judge, the chart through helm,
+//! the rollout model and the chart's alert rules. The servers, processes, proxy and waits they
+//! run on are the `testbed` crate's. Each test binary uses a part of it.
 #![allow(dead_code)]
 
-pub mod cluster;
-pub mod command_tree;
 pub mod contenders;
-pub mod fake_api;
 pub mod guarded_command;
 pub mod helm;
-pub mod http_get;
-pub mod pki;
-pub mod postgres;
 pub mod prometheus;
-pub mod proxy;
-pub mod redis_server;
 pub mod replica;
 pub mod rollout;
-pub mod sentinel;
-pub mod wait;
+pub mod timings;

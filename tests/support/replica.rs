@@ -1,16 +1,14 @@
 //! The real `leasehold` binary as a child process, with its HTTP endpoints on a free port and
 //! its JSON logs collected, for end-to-end tests.
 
-use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-
-use super::contenders::collect;
-pub use super::http_get::http_get;
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
+use testbed::Guarded;
+use testbed::http::http_get;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
 
@@ -24,18 +22,11 @@ pub const FAST: [&str; 6] = [
     "250ms",
 ];
 
-fn free_addr() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr")
-}
-
 pub struct Replica {
     pub name: String,
     pub http: SocketAddr,
-    child: Child,
-    stdout: Arc<Mutex<Vec<String>>>,
-    stderr: Arc<Mutex<Vec<String>>>,
-    exited: Option<i32>,
+    /// The process; dropping it kills it and, when a test panics, prints its output.
+    child: Guarded,
 }
 
 impl Replica {
@@ -59,7 +50,7 @@ impl Replica {
         command: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        let http = free_addr();
+        let http = testbed::free_addr();
         let mut cmd = Command::new(BIN);
         cmd.arg("run");
         if !redis_url.is_empty() {
@@ -85,20 +76,12 @@ impl Replica {
         cmd.env_remove("POD_NAME")
             .env_remove("POD_NAMESPACE")
             .env("RUST_LOG", "leasehold=debug")
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn leasehold");
-        let stdout = collect(child.stdout.take().expect("stdout"));
-        let stderr = collect(child.stderr.take().expect("stderr"));
+            .envs(env.iter().copied());
+        let child = Guarded::spawn(cmd, &format!("leasehold {name}")).expect("spawn leasehold");
         let replica = Self {
             name: name.to_owned(),
             http,
             child,
-            stdout,
-            stderr,
-            exited: None,
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         while replica.get("/healthz").is_none() {
@@ -113,11 +96,11 @@ impl Replica {
     }
 
     pub fn pid(&self) -> Pid {
-        Pid::from_raw(self.child.id() as i32)
+        self.child.pid()
     }
 
     pub fn signal(&self, signal: Signal) {
-        kill(self.pid(), signal).expect("signal leasehold");
+        self.child.signal(signal).expect("signal leasehold");
     }
 
     /// GET `path` on the replica's HTTP port: status code and body, or `None` when it does not
@@ -147,24 +130,24 @@ impl Replica {
 
     /// The log lines (JSON) so far.
     pub fn logs(&self) -> Vec<serde_json::Value> {
-        self.stderr
-            .lock()
-            .unwrap()
+        self.child
+            .stderr
+            .snapshot()
             .iter()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect()
     }
 
     pub fn log_count(&self) -> usize {
-        self.stderr.lock().unwrap().len()
+        self.child.stderr.len()
     }
 
     pub fn log_text(&self) -> String {
-        self.stderr.lock().unwrap().join("\n")
+        self.child.stderr.text()
     }
 
     pub fn stdout(&self) -> Vec<String> {
-        self.stdout.lock().unwrap().clone()
+        self.child.stdout.snapshot()
     }
 
     /// Log events whose message is `message`.
@@ -177,50 +160,18 @@ impl Replica {
 
     /// Waits for the process to exit; its exit code.
     pub fn wait_exit(&mut self, timeout: Duration) -> i32 {
-        if let Some(code) = self.exited {
-            return code;
-        }
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                let code = status.code().unwrap_or(-1);
-                self.exited = Some(code);
-                return code;
-            }
-            assert!(
-                Instant::now() < deadline,
+        match self
+            .child
+            .wait_exit(timeout)
+            .expect("poll leasehold's exit")
+        {
+            Some(code) => code,
+            None => panic!(
                 "{} did not exit within {timeout:?}:\n{}",
                 self.name,
                 self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(5));
+            ),
         }
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = kill(self.pid(), Signal::SIGCONT);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("---- leasehold {} log ----\n{}", self.name, self.log_text());
-        }
-    }
-}
-
-/// Waits until `probe` returns `Some`, polling every 10 ms; panics after `timeout`.
-pub fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

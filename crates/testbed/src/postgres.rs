@@ -3,9 +3,10 @@
 //! drop, its log printed when the test that owns it fails. As root the server programs run as
 //! the `postgres` user that Debian's package creates (initdb refuses root).
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+
+use crate::port::free_port;
 
 pub struct PostgresServer {
     port: u16,
@@ -14,15 +15,10 @@ pub struct PostgresServer {
     running: bool,
 }
 
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("local addr").port()
-}
-
-/// Where `initdb` and `pg_ctl` are: `$LEASEHOLD_PG_BINDIR`, else the newest
+/// Where `initdb` and `pg_ctl` are: `$TESTBED_PG_BINDIR`, else the newest
 /// `/usr/lib/postgresql/<version>/bin` (Debian's layout), else the PATH.
 fn bin_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("LEASEHOLD_PG_BINDIR") {
+    if let Some(dir) = std::env::var_os("TESTBED_PG_BINDIR") {
         return PathBuf::from(dir);
     }
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")

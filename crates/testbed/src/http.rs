@@ -1,5 +1,5 @@
-//! A minimal HTTP/1.1 GET for loopback endpoints (`/readyz`, `/leader`, `/metrics`), shared
-//! by the tests and the benchmark harness.
+//! A minimal HTTP/1.x GET for loopback endpoints (health checks, metrics, JSON status pages):
+//! no client library, no connection reuse, bounded waits.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -22,7 +22,7 @@ pub fn get(
     stream.set_read_timeout(Some(read_timeout)).ok()?;
     write!(
         stream,
-        "GET {path} {version}\r\nHost: leasehold\r\nConnection: close\r\n\r\n"
+        "GET {path} {version}\r\nHost: localhost\r\nConnection: close\r\n\r\n"
     )
     .ok()?;
     let mut response = String::new();

@@ -1,65 +1,98 @@
-//! A real `redis-server` on a free port, in its own temporary directory, killed on drop. Its log
-//! is printed when the test that owns it fails.
+//! A real `redis-server` on a free port, in its own temporary directory, killed on drop; its log
+//! is printed when the test that owns it panics. [`RedisServer::builder`] chooses persistence and
+//! extra arguments; a server restarts on its own port, keeping what its persistence kept.
 
-use std::io::Read;
-use std::net::TcpListener;
+use std::io;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
+use crate::child::Guarded;
+use crate::port::try_free_addr;
+
 /// How the server keeps its data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Persistence {
     /// Nothing on disk: a restart comes back empty.
+    #[default]
     None,
     /// Append-only file, fsync on every write: a restart keeps every acknowledged write.
     AofAlways,
 }
 
+/// How to start a [`RedisServer`].
+#[derive(Debug, Clone, Default)]
+pub struct RedisBuilder {
+    persistence: Persistence,
+    extra: Vec<String>,
+}
+
+impl RedisBuilder {
+    pub fn persistence(mut self, persistence: Persistence) -> Self {
+        self.persistence = persistence;
+        self
+    }
+
+    /// One more argument for `redis-server` (after the fixture's own).
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.extra.push(arg.into());
+        self
+    }
+
+    /// More arguments for `redis-server` (after the fixture's own).
+    pub fn args<S: Into<String>>(mut self, args: impl IntoIterator<Item = S>) -> Self {
+        self.extra.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Starts the server on a free port and waits until it answers PING; panics when it cannot.
+    pub fn start(self) -> RedisServer {
+        self.try_start().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`start`](Self::start), as an error (with the server's log) for callers outside a test.
+    pub fn try_start(self) -> io::Result<RedisServer> {
+        let mut server = RedisServer {
+            port: 0,
+            dir: tempfile::tempdir()?,
+            child: None,
+            persistence: self.persistence,
+            extra: self.extra,
+            starts: 0,
+        };
+        for _ in 0..10 {
+            server.port = try_free_addr()?.port();
+            if server.spawn_and_wait()? {
+                return Ok(server);
+            }
+        }
+        Err(io::Error::other(format!(
+            "redis-server did not start on any free port (apt-get install redis-server):\n{}",
+            server.log()
+        )))
+    }
+}
+
 pub struct RedisServer {
     port: u16,
     dir: tempfile::TempDir,
-    child: Option<Child>,
+    child: Option<Guarded>,
     persistence: Persistence,
     extra: Vec<String>,
     starts: u32,
 }
 
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("local addr").port()
-}
-
 impl RedisServer {
-    /// A server without persistence.
-    pub fn start() -> Self {
-        Self::start_with(Persistence::None, &[])
+    pub fn builder() -> RedisBuilder {
+        RedisBuilder::default()
     }
 
-    /// A server with the given persistence and extra arguments.
-    pub fn start_with(persistence: Persistence, extra: &[&str]) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut server = Self {
-            port: 0,
-            dir,
-            child: None,
-            persistence,
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-            starts: 0,
-        };
-        for _ in 0..10 {
-            server.port = free_port();
-            if server.spawn_and_wait() {
-                return server;
-            }
-        }
-        panic!(
-            "redis-server did not start on any free port:\n{}",
-            server.log()
-        );
+    /// A server without persistence or extra arguments.
+    pub fn start() -> Self {
+        Self::builder().start()
     }
 
     pub fn port(&self) -> u16 {
@@ -71,41 +104,45 @@ impl RedisServer {
     }
 
     pub fn pid(&self) -> Pid {
-        Pid::from_raw(self.child.as_ref().expect("server running").id() as i32)
+        self.child.as_ref().expect("server running").pid()
+    }
+
+    /// The server's directory (its data and its log).
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
     }
 
     fn log_path(&self) -> PathBuf {
         self.dir.path().join("redis.log")
     }
 
+    /// What the server logged, over all its starts.
     pub fn log(&self) -> String {
-        let mut s = String::new();
-        if let Ok(mut f) = std::fs::File::open(self.log_path()) {
-            let _ = f.read_to_string(&mut s);
-        }
-        s
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 
-    /// Starts the process on `self.port`; true when it answers PING.
-    fn spawn_and_wait(&mut self) -> bool {
-        self.spawn_only();
+    /// Starts the process on `self.port`; true when it answers PING, false when it exited (it
+    /// lost the race for the port, or an argument is bad) or stayed silent for 10 s.
+    fn spawn_and_wait(&mut self) -> io::Result<bool> {
+        self.spawn_only()?;
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Some(child) = self.child.as_mut()
-                && let Ok(Some(_)) = child.try_wait()
+                && child.try_exit()?.is_some()
             {
                 self.child = None;
-                return false; // lost the race for the port, or a bad argument
+                return Ok(false);
             }
             if self.ping() {
-                return true;
+                return Ok(true);
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        false
+        self.kill();
+        Ok(false)
     }
 
-    fn spawn_only(&mut self) {
+    fn spawn_only(&mut self) -> io::Result<()> {
         let mut cmd = Command::new("redis-server");
         cmd.arg("--port")
             .arg(self.port.to_string())
@@ -115,30 +152,16 @@ impl RedisServer {
             .arg(self.dir.path())
             .arg("--logfile")
             .arg(self.log_path())
-            .arg("--save")
-            .arg("")
-            .arg("--daemonize")
-            .arg("no");
+            .args(["--save", "", "--daemonize", "no"]);
         match self.persistence {
-            Persistence::None => {
-                cmd.arg("--appendonly").arg("no");
-            }
-            Persistence::AofAlways => {
-                cmd.arg("--appendonly")
-                    .arg("yes")
-                    .arg("--appendfsync")
-                    .arg("always");
-            }
-        }
-        cmd.args(&self.extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let child = cmd
-            .spawn()
-            .expect("redis-server on PATH (apt-get install redis-server)");
-        self.child = Some(child);
+            Persistence::None => cmd.args(["--appendonly", "no"]),
+            Persistence::AofAlways => cmd.args(["--appendonly", "yes", "--appendfsync", "always"]),
+        };
+        cmd.args(&self.extra);
+        let name = format!("redis-server on port {}", self.port);
+        self.child = Some(Guarded::spawn(cmd, &name)?);
         self.starts += 1;
+        Ok(())
     }
 
     /// The URL with the password of `--requirepass`, if the server was started with one.
@@ -164,7 +187,7 @@ impl RedisServer {
         redis::cmd("PING").query::<String>(&mut conn).is_ok()
     }
 
-    /// A synchronous connection for test assertions and set-up.
+    /// A synchronous connection (as the admin, with `--requirepass`) for assertions and set-up.
     pub fn connection(&self) -> redis::Connection {
         redis::Client::open(self.admin_url())
             .expect("url")
@@ -172,7 +195,7 @@ impl RedisServer {
             .expect("connect to the test redis")
     }
 
-    /// Runs one command and returns its reply.
+    /// Runs one command and returns its reply; panics on an error reply.
     pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
         let mut c = redis::cmd(args[0]);
         for a in &args[1..] {
@@ -185,28 +208,34 @@ impl RedisServer {
     /// SIGKILL and reap.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+            child.kill();
         }
     }
 
     /// SIGSTOP: the server stops answering but keeps its connections.
     pub fn pause(&self) {
-        kill(self.pid(), Signal::SIGSTOP).expect("SIGSTOP redis");
+        self.signal(Signal::SIGSTOP);
     }
 
     /// SIGCONT.
     pub fn resume(&self) {
-        kill(self.pid(), Signal::SIGCONT).expect("SIGCONT redis");
+        self.signal(Signal::SIGCONT);
     }
 
-    /// Starts the server again on the same port (after [`kill`](Self::kill)), keeping whatever
-    /// its persistence kept.
+    fn signal(&self, signal: Signal) {
+        let child = self.child.as_ref().expect("server running");
+        child
+            .signal(signal)
+            .unwrap_or_else(|e| panic!("{signal} to {}: {e}", child.name()));
+    }
+
+    /// Starts the server again on the same port (after [`kill`](Self::kill), or killing it),
+    /// keeping whatever its persistence kept.
     pub fn restart(&mut self) {
         self.kill();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if self.spawn_and_wait() {
+            if self.spawn_and_wait().expect("spawn redis-server") {
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -223,7 +252,7 @@ impl RedisServer {
     pub fn restart_without_waiting(&mut self) {
         self.kill();
         let deadline = Instant::now() + Duration::from_secs(10);
-        self.spawn_only();
+        self.spawn_only().expect("spawn redis-server");
         while Instant::now() < deadline {
             if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
                 return;
@@ -237,15 +266,15 @@ impl RedisServer {
         );
     }
 
-    /// Kills the server, deletes its data directory's contents, and starts it again empty.
+    /// Kills the server, deletes its data (not its log), and starts it again empty.
     pub fn restart_empty(&mut self) {
         self.kill();
         for entry in std::fs::read_dir(self.dir.path())
-            .expect("read dir")
+            .expect("read the server's directory")
             .flatten()
         {
             let path = entry.path();
-            if path.file_name().is_some_and(|n| n == "redis.log") {
+            if path == self.log_path() {
                 continue;
             }
             if path.is_dir() {
@@ -262,7 +291,7 @@ impl RedisServer {
         self.extra = extra.iter().map(|s| s.to_string()).collect();
     }
 
-    /// Whether the process is running (not killed).
+    /// Whether the process runs (was not killed).
     pub fn is_running(&self) -> bool {
         self.child.is_some()
     }
@@ -275,10 +304,6 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        if let Some(child) = self.child.as_ref() {
-            // A paused server cannot die of SIGKILL any slower, but make sure it is not stopped.
-            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGCONT);
-        }
         self.kill();
         if std::thread::panicking() {
             eprintln!(

@@ -1,42 +1,33 @@
 //! A Sentinel deployment of real processes: a master, a replica and three Sentinels on free
 //! ports, each in its own directory, all killed on drop.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::redis_server::{Persistence, RedisServer};
+use nix::sys::signal::Signal;
 
-pub const MASTER_NAME: &str = "leasemaster";
+use crate::child::Guarded;
+use crate::port::free_port;
+use crate::redis_server::RedisServer;
+
+/// The name the Sentinels monitor the master by.
+pub const MASTER_NAME: &str = "mymaster";
 
 pub struct SentinelSet {
     pub master: RedisServer,
     pub replica: RedisServer,
-    sentinels: Vec<(u16, Child, tempfile::TempDir)>,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
+    sentinels: Vec<(u16, Guarded, tempfile::TempDir)>,
 }
 
 impl SentinelSet {
     pub fn start() -> Self {
         let master = RedisServer::start();
         let master_port = master.port().to_string();
-        let replica = RedisServer::start_with(
-            Persistence::None,
-            &[
-                "--replicaof",
-                "127.0.0.1",
-                &master_port,
-                "--replica-announce-ip",
-                "127.0.0.1",
-            ],
-        );
+        let replica = RedisServer::builder()
+            .args(["--replicaof", "127.0.0.1", &master_port])
+            .args(["--replica-announce-ip", "127.0.0.1"])
+            .start();
         let sentinels = (0..3)
             .map(|_| {
                 let dir = tempfile::tempdir().expect("sentinel dir");
@@ -55,14 +46,10 @@ impl SentinelSet {
                     ),
                 )
                 .expect("write sentinel.conf");
-                let child = Command::new("redis-server")
-                    .arg(&conf)
-                    .arg("--sentinel")
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .expect("start a sentinel");
+                let mut cmd = Command::new("redis-server");
+                cmd.arg(&conf).arg("--sentinel");
+                let child = Guarded::spawn(cmd, &format!("sentinel on port {port}"))
+                    .unwrap_or_else(|e| panic!("{e}"));
                 (port, child, dir)
             })
             .collect();
@@ -87,10 +74,9 @@ impl SentinelSet {
 
     /// Sends `signal` to Sentinel `index` (in the URL's order): SIGSTOP freezes it, and its
     /// kernel still accepts connections that it never answers.
-    pub fn signal_sentinel(&self, index: usize, signal: nix::sys::signal::Signal) {
+    pub fn signal_sentinel(&self, index: usize, signal: Signal) {
         let (_, child, _) = &self.sentinels[index];
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal)
-            .expect("signal a sentinel");
+        child.signal(signal).expect("signal a sentinel");
     }
 
     /// The master's port as the first Sentinel names it.
@@ -151,12 +137,7 @@ impl SentinelSet {
 impl Drop for SentinelSet {
     fn drop(&mut self) {
         for (port, child, dir) in &mut self.sentinels {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(child.id() as i32),
-                nix::sys::signal::Signal::SIGCONT,
-            );
-            let _ = child.kill();
-            let _ = child.wait();
+            child.kill();
             if std::thread::panicking() {
                 let log =
                     std::fs::read_to_string(dir.path().join("sentinel.log")).unwrap_or_default();

@@ -1,7 +1,8 @@
-//! Waiting for conditions with a bound: never a bare sleep as the assertion.
+//! Waiting for conditions with a bound: never a bare sleep as the assertion. The async waits
+//! run on tokio's clock; the blocking ones on the thread that calls them.
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -48,5 +49,35 @@ pub async fn holds_for<T>(
     if let Ok(Ok(v)) = result {
         drop(v);
         panic!("{what} stopped holding within {window:?}");
+    }
+}
+
+/// Polls `probe` every 10 ms on this thread until it returns `Some`, or panics after `timeout`
+/// naming `what`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Polls every 2 ms until `pred` holds; the instant it first held, or `None` after `timeout`.
+pub fn first_instant(timeout: Duration, mut pred: impl FnMut() -> bool) -> Option<Instant> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if pred() {
+            return Some(Instant::now());
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
     }
 }

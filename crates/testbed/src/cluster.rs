@@ -4,27 +4,20 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::redis_server::{Persistence, RedisServer};
+use crate::port::free_port;
+use crate::redis_server::RedisServer;
 
-pub struct Cluster {
+pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
-impl Cluster {
+impl RedisCluster {
     pub fn start() -> Self {
         let nodes: Vec<RedisServer> = (0..6)
             .map(|_| {
                 let bus = free_port().to_string();
-                RedisServer::start_with(
-                    Persistence::None,
-                    &[
+                RedisServer::builder()
+                    .args([
                         "--cluster-enabled",
                         "yes",
                         "--cluster-config-file",
@@ -39,8 +32,8 @@ impl Cluster {
                         // master: tests kill masters soon after the cluster formed.
                         "--cluster-replica-validity-factor",
                         "0",
-                    ],
-                )
+                    ])
+                    .start()
             })
             .collect();
         let addrs: Vec<String> = nodes

@@ -1,6 +1,6 @@
-//! Watching the processes of a supervised command from the outside: the pids it writes to a
-//! file, whether each still runs, which processes a parent has (and which are zombies), and a
-//! guard that kills whatever a failing test left running.
+//! Watching processes from the outside through `/proc`: whether each still runs, which
+//! processes a parent has (and which are zombies), the pids a command writes to a file, and a
+//! pid file that kills whatever a failing test left running.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -94,20 +94,6 @@ pub fn wait_pids(path: &Path, count: usize, timeout: Duration) -> Vec<i32> {
     }
 }
 
-/// Polls every 2 ms until `pred` holds; the instant it first held, or `None` after `timeout`.
-pub fn first_instant(timeout: Duration, mut pred: impl FnMut() -> bool) -> Option<Instant> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if pred() {
-            return Some(Instant::now());
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
 /// A temporary directory with a pid file the command appends to (`$PIDS`). Dropping it
 /// SIGKILLs every listed process that still runs and carries this pid file in its
 /// environment, so that a failing test leaves nothing behind (and never hits a stranger that
@@ -115,6 +101,12 @@ pub fn first_instant(timeout: Duration, mut pred: impl FnMut() -> bool) -> Optio
 pub struct PidFile {
     dir: tempfile::TempDir,
     pub path: PathBuf,
+}
+
+impl Default for PidFile {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl PidFile {

@@ -33,10 +33,16 @@ fn ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {
         .expect("self-signed CA")
 }
 
+impl Default for Pki {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Pki {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let root = ca("leasehold test CA");
+        let root = ca("throwaway test CA");
         let other = ca("some other CA");
 
         let server_key = KeyPair::generate().expect("server key");
@@ -52,7 +58,7 @@ impl Pki {
         let mut client = CertificateParams::new(Vec::<String>::new()).expect("client params");
         client
             .distinguished_name
-            .push(DnType::CommonName, "leasehold");
+            .push(DnType::CommonName, "test client");
         client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         let client_cert = client.signed_by(&client_key, &root).expect("client cert");
 
@@ -69,7 +75,8 @@ impl Pki {
     }
 
     /// redis-server arguments for a TLS port beside the plain one (which the fixture keeps for
-    /// its own checks); `verify_clients` demands client certificates.
+    /// its own checks); `verify_clients` demands client certificates. Pick `tls_port` with
+    /// [`free_port`](crate::port::free_port).
     pub fn redis_args(&self, tls_port: u16, verify_clients: bool) -> Vec<String> {
         let p = |p: &PathBuf| p.to_str().expect("utf-8 path").to_owned();
         vec![
@@ -85,12 +92,4 @@ impl Pki {
             if verify_clients { "yes" } else { "no" }.into(),
         ]
     }
-}
-
-/// A free loopback port (for the TLS port, which the fixture does not pick).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
 }

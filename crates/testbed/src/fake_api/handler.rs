@@ -468,7 +468,7 @@ fn version() -> Value {
     json!({
         "major": "1",
         "minor": "33",
-        "gitVersion": "v1.33.0-leasehold-fake",
+        "gitVersion": "v1.33.0-testbed-fake",
         "gitCommit": "",
         "gitTreeState": "clean",
         "buildDate": "",

@@ -1,8 +1,6 @@
 //! The fake API server proven with kube's real client, watcher and controller: CRUD, optimistic
 //! concurrency, patches, selectors, watches, a controller, and injected conflicts.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -22,7 +20,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event as RecordedEvent, EventType, Recorder};
 use kube::runtime::{Controller, watcher};
 use serde_json::json;
-use support::fake_api::{FakeApiServer, HISTORY_LIMIT};
+use testbed::fake_api::{FakeApiServer, HISTORY_LIMIT};
 use tokio::sync::{mpsc, watch as signal};
 
 /// Bound on every wait for something the fake or kube does.
@@ -739,7 +737,7 @@ async fn a_controller_reconciles_an_inserted_pod_and_again_after_a_patch() {
     let controller = tokio::spawn(controller);
 
     server.insert(&pod("reconciled"));
-    support::wait::until("the first reconcile", &mut reconciles, WAIT, |n| *n >= 1).await;
+    testbed::wait::until("the first reconcile", &mut reconciles, WAIT, |n| *n >= 1).await;
     api.patch(
         "reconciled",
         &PatchParams::default(),
@@ -747,7 +745,7 @@ async fn a_controller_reconciles_an_inserted_pod_and_again_after_a_patch() {
     )
     .await
     .unwrap();
-    support::wait::until(
+    testbed::wait::until(
         "the reconcile after the patch",
         &mut reconciles,
         WAIT,

@@ -1,0 +1,192 @@
+//! A guarded child process: the kernel kills it when the thread that spawned it ends (the
+//! parent-death signal), dropping the guard kills and reaps it, and its stdout and stderr are
+//! collected line by line. A panicking test prints what it wrote.
+//!
+//! Linux sends the parent-death signal when the spawning *thread* ends, not the process: spawn
+//! from a thread that outlives the child (a test's own thread, a runtime's worker, or
+//! `tokio::task::block_in_place`), never from `spawn_blocking`, whose idle threads exit.
+
+use std::io::{self, BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// The lines of an output stream, collected on a thread as they arrive.
+#[derive(Debug, Clone, Default)]
+pub struct Lines(Arc<Mutex<Vec<String>>>);
+
+impl Lines {
+    /// Reads `stream` to its end on a new thread.
+    pub fn collect(stream: impl Read + Send + 'static) -> Self {
+        let lines = Self::default();
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                sink.lock().push(line);
+            }
+        });
+        lines
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<String>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every line so far.
+    pub fn snapshot(&self) -> Vec<String> {
+        self.lock().clone()
+    }
+
+    /// Every line so far, joined by newlines.
+    pub fn text(&self) -> String {
+        self.lock().join("\n")
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    /// The first value `pick` gives for a line from index `from` on.
+    pub fn find_from<T>(&self, from: usize, mut pick: impl FnMut(&str) -> Option<T>) -> Option<T> {
+        self.lock().iter().skip(from).find_map(|l| pick(l))
+    }
+
+    /// Waits (polling every 5 ms) for a line from index `from` on that `pick` accepts; panics
+    /// after `within`, naming `what` and showing the lines so far.
+    pub fn wait_from<T>(
+        &self,
+        from: usize,
+        what: &str,
+        within: Duration,
+        mut pick: impl FnMut(&str) -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(v) = self.find_from(from, &mut pick) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out after {within:?} waiting for {what}; lines so far:\n{}",
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// A child process that cannot outlive its guard (nor, through the parent-death signal, the
+/// thread that spawned it).
+pub struct Guarded {
+    child: Child,
+    name: String,
+    /// What the process wrote to its stdout.
+    pub stdout: Lines,
+    /// What the process wrote to its stderr.
+    pub stderr: Lines,
+    exited: Option<i32>,
+}
+
+impl Guarded {
+    /// Spawns `cmd` with stdin from /dev/null and stdout and stderr collected; `name` labels
+    /// errors and the output printed when a test panics.
+    pub fn spawn(mut cmd: Command, name: &str) -> io::Result<Self> {
+        // SAFETY: the closure runs in the forked child before exec and only calls prctl(2),
+        // which is async-signal-safe; it touches no memory of the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)
+            });
+        }
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| io::Error::new(e.kind(), format!("start {name}: {e}")))?;
+        let stdout = child.stdout.take().map(Lines::collect).unwrap_or_default();
+        let stderr = child.stderr.take().map(Lines::collect).unwrap_or_default();
+        Ok(Self {
+            child,
+            name: name.to_owned(),
+            stdout,
+            stderr,
+            exited: None,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    /// Sends `signal` to the process.
+    pub fn signal(&self, signal: Signal) -> nix::Result<()> {
+        kill(self.pid(), signal)
+    }
+
+    /// The exit code once the process has exited (`-1` for a signal), without waiting.
+    pub fn try_exit(&mut self) -> io::Result<Option<i32>> {
+        if self.exited.is_none()
+            && let Some(status) = self.child.try_wait()?
+        {
+            self.exited = Some(status.code().unwrap_or(-1));
+        }
+        Ok(self.exited)
+    }
+
+    /// Waits up to `within` (polling every 5 ms) for the process to exit: its exit code, or
+    /// `None` while it still runs.
+    pub fn wait_exit(&mut self, within: Duration) -> io::Result<Option<i32>> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(code) = self.try_exit()? {
+                return Ok(Some(code));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Whether the process has not exited yet.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.try_exit(), Ok(None))
+    }
+
+    /// SIGCONT (a stopped process cannot die), SIGKILL, and reap.
+    pub fn kill(&mut self) {
+        if self.exited.is_none() {
+            let _ = kill(self.pid(), Signal::SIGCONT);
+            let _ = self.child.kill();
+        }
+        if let Ok(status) = self.child.wait() {
+            self.exited.get_or_insert(status.code().unwrap_or(-1));
+        }
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            for (stream, lines) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+                if !lines.is_empty() {
+                    eprintln!("---- {} {stream} ----\n{}", self.name, lines.text());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! Real servers and processes for integration tests, on loopback ports of this machine: each
+//! starts on a free port in its own temporary directory, is killed and reaped when dropped, and
+//! prints its log when the test that owns it panics. It knows nothing of the code under test.
+//!
+//! # Layout
+//!
+//! - [`port`]: the one way to find a free loopback port.
+//! - [`wait`]: waiting for a condition with a bound, never a bare sleep.
+//! - [`child`]: a guarded child process (parent-death signal, kill and reap on drop) and the
+//!   [`Lines`](child::Lines) collector of its output.
+//! - [`process_tree`]: watching processes from the outside through `/proc`, and a pid file
+//!   whose processes die with it.
+//! - [`redis_server`]: one `redis-server`, built with [`RedisServer::builder`]; [`sentinel`]
+//!   and [`cluster`] build on it.
+//! - [`proxy`]: a TCP fault proxy (pass, delay, blackhole, drop; per connection too).
+//! - [`pki`]: a throwaway CA with server and client certificates.
+//! - [`http`]: a minimal HTTP/1.x GET for loopback endpoints.
+//! - [`postgres`], [`prometheus`]: a PostgreSQL cluster and a Prometheus server.
+//! - [`dockerfile`]: a Dockerfile's build stage replayed in a directory, without a container.
+//! - [`fake_api`]: an in-process fake Kubernetes API server that kube's client runs against.
+//!
+//! Panics are the failure mode of the fixtures that tests use (`start`, `cmd`); the calls that
+//! a harness outside a test needs return errors instead (`try_start`, [`child::Guarded::spawn`]).
+
+pub mod child;
+pub mod cluster;
+pub mod dockerfile;
+pub mod fake_api;
+pub mod http;
+pub mod pki;
+pub mod port;
+pub mod postgres;
+pub mod process_tree;
+pub mod prometheus;
+pub mod proxy;
+pub mod redis_server;
+pub mod sentinel;
+pub mod wait;
+
+pub use child::{Guarded, Lines};
+pub use port::{free_addr, free_port};
+pub use redis_server::{Persistence, RedisServer};

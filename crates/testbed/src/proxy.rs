@@ -1,0 +1,276 @@
+//! A TCP fault proxy between a client and a server: it passes bytes, delays them, holds them
+//! (blackhole: connections stay open, nothing arrives until the fault ends), or drops the link
+//! (every connection, and every new one, is reset). A fault may also be set for one connection
+//! alone, named by the local port of its upstream side (the port a Redis server's `CLIENT
+//! LIST` shows as that client's address).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError, mpsc as std_mpsc};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::runtime::Handle;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// What the proxy does to the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Forward at once.
+    Pass,
+    /// Forward every chunk this long after it was read, in both directions.
+    Delay(Duration),
+    /// Hold every byte in both directions until the fault changes; connections stay open.
+    Blackhole,
+    /// Reset every connection, and every new one, until the fault changes.
+    Drop,
+}
+
+/// A running proxy; it stops (and resets its connections) when dropped.
+pub struct FaultProxy {
+    addr: SocketAddr,
+    faults: watch::Sender<Faults>,
+    open: Open,
+    stop: CancellationToken,
+    /// With [`start`](Self::start): closing it ends the proxy's own runtime thread.
+    _own_runtime: Option<std_mpsc::Sender<()>>,
+}
+
+impl FaultProxy {
+    /// Starts a proxy on a free loopback port that forwards to `upstream`, on a runtime of its
+    /// own (a thread), so that it keeps working whatever the caller's runtime does.
+    pub fn start(upstream: SocketAddr) -> Self {
+        let (proxy_tx, proxy_rx) = std_mpsc::channel();
+        let (stop_tx, stop_rx) = std_mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = proxy_tx.send(Err(e));
+                    return;
+                }
+            };
+            let _ = proxy_tx.send(Self::start_on(runtime.handle(), upstream));
+            // Drive the proxy until the FaultProxy is dropped (its sender closes).
+            runtime.block_on(async move {
+                let _ = tokio::task::spawn_blocking(move || stop_rx.recv()).await;
+            });
+        });
+        let mut proxy = proxy_rx
+            .recv()
+            .map_err(io::Error::other)
+            .and_then(|started| started)
+            .unwrap_or_else(|e| panic!("start the fault proxy: {e}"));
+        proxy._own_runtime = Some(stop_tx);
+        proxy
+    }
+
+    /// Starts a proxy on a free loopback port that forwards to `upstream`, on `runtime`.
+    pub fn start_on(runtime: &Handle, upstream: SocketAddr) -> io::Result<Self> {
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let listener = {
+            let _entered = runtime.enter();
+            TcpListener::from_std(listener)?
+        };
+        let (faults, faults_rx) = watch::channel(Faults {
+            all: Fault::Pass,
+            one: BTreeMap::new(),
+        });
+        let open = Open::default();
+        let stop = CancellationToken::new();
+        runtime.spawn(accept(
+            listener,
+            upstream,
+            faults_rx,
+            open.clone(),
+            stop.clone(),
+        ));
+        Ok(Self {
+            addr,
+            faults,
+            open,
+            stop,
+            _own_runtime: None,
+        })
+    }
+
+    /// The proxy's own address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A Redis URL through the proxy.
+    pub fn url(&self) -> String {
+        format!("redis://{}", self.addr)
+    }
+
+    /// Sets the fault of every connection, open ones too (but those given one of their own
+    /// with [`set_one`](Self::set_one)).
+    pub fn set(&self, fault: Fault) {
+        self.faults.send_modify(|f| f.all = fault);
+    }
+
+    /// Sets the fault of the one connection whose upstream side uses local port
+    /// `upstream_port`.
+    pub fn set_one(&self, upstream_port: u16, fault: Fault) {
+        self.faults.send_modify(|f| {
+            f.one.insert(upstream_port, fault);
+        });
+    }
+
+    /// The local ports of the upstream sides of the open connections.
+    pub fn upstream_ports(&self) -> Vec<u16> {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        open.iter().copied().collect()
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// What the proxy does to every connection, and to single ones.
+#[derive(Debug, Clone)]
+struct Faults {
+    all: Fault,
+    /// By the local port of the connection's upstream side.
+    one: BTreeMap<u16, Fault>,
+}
+
+impl Faults {
+    fn of(&self, upstream_port: u16) -> Fault {
+        self.one.get(&upstream_port).copied().unwrap_or(self.all)
+    }
+}
+
+/// The upstream ports of the open connections.
+type Open = Arc<Mutex<BTreeSet<u16>>>;
+
+async fn accept(
+    listener: TcpListener,
+    upstream: SocketAddr,
+    faults: watch::Receiver<Faults>,
+    open: Open,
+    stop: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            _ = stop.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((client, _)) = accepted else {
+            // Out of descriptors or a similar passing failure: do not spin.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        tokio::spawn(connection(
+            client,
+            upstream,
+            faults.clone(),
+            open.clone(),
+            stop.clone(),
+        ));
+    }
+}
+
+/// One client connection and its upstream twin. Both sockets close with a reset, so a
+/// dropped link looks like one to the client.
+async fn connection(
+    client: TcpStream,
+    upstream: SocketAddr,
+    mut faults: watch::Receiver<Faults>,
+    open: Open,
+    stop: CancellationToken,
+) {
+    let _ = client.set_zero_linger();
+    if faults.borrow().all == Fault::Drop {
+        return;
+    }
+    let server =
+        match tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(upstream)).await {
+            Ok(Ok(server)) => server,
+            _ => return, // Redis is down: the client sees its connection reset.
+        };
+    let _ = server.set_zero_linger();
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let port = server.local_addr().map_or(0, |a| a.port());
+    open.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(port);
+    let (client_read, client_write) = client.into_split();
+    let (server_read, server_write) = server.into_split();
+    let up = pump(client_read, server_write, faults.clone(), port);
+    let down = pump(server_read, client_write, faults.clone(), port);
+    tokio::select! {
+        _ = up => {}
+        _ = down => {}
+        _ = faults.wait_for(|f| f.of(port) == Fault::Drop) => {}
+        _ = stop.cancelled() => {}
+    }
+    open.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&port);
+}
+
+/// Moves bytes one way: each chunk is stamped with its delivery time when read, and written
+/// then, in order, but not while the link is blackholed.
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    faults: watch::Receiver<Faults>,
+    port: u16,
+) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let read_faults = faults.clone();
+    let reader = async move {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = match from.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            let delay = match read_faults.borrow().of(port) {
+                Fault::Delay(d) => d,
+                _ => Duration::ZERO,
+            };
+            if tx
+                .send((Instant::now() + delay, buf[..n].to_vec()))
+                .is_err()
+            {
+                return;
+            }
+        }
+    };
+    let mut write_faults = faults;
+    let writer = async move {
+        while let Some((due, bytes)) = rx.recv().await {
+            tokio::time::sleep_until(due).await;
+            if write_faults
+                .wait_for(|f| f.of(port) != Fault::Blackhole)
+                .await
+                .is_err()
+            {
+                return;
+            }
+            if to.write_all(&bytes).await.is_err() {
+                return;
+            }
+        }
+    };
+    // The reader ending (EOF) still lets the writer deliver what it holds.
+    let (_, ()) = tokio::join!(reader, writer);
+}
