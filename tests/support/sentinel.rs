@@ -25,7 +25,12 @@ fn free_port() -> u16 {
 
 impl SentinelSet {
     pub fn start() -> Self {
-        let master = RedisServer::start();
+        Self::start_with_master_args(&[])
+    }
+
+    /// A set whose master is started with `extra` arguments (e.g. commands renamed away).
+    pub fn start_with_master_args(extra: &[&str]) -> Self {
+        let master = RedisServer::start_with(Persistence::None, extra);
         let master_port = master.port().to_string();
         let replica = RedisServer::start_with(
             Persistence::None,
@@ -91,6 +96,20 @@ impl SentinelSet {
         let (_, child, _) = &self.sentinels[index];
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal)
             .expect("signal a sentinel");
+    }
+
+    /// Asks the first Sentinel to fail over now, without the others' agreement.
+    pub fn failover(&self) {
+        let (port, _, _) = &self.sentinels[0];
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).expect("sentinel");
+        let mut conn = client
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .expect("connect to a sentinel");
+        let _: () = redis::cmd("SENTINEL")
+            .arg("failover")
+            .arg(MASTER_NAME)
+            .query(&mut conn)
+            .expect("SENTINEL FAILOVER");
     }
 
     /// The master's port as the first Sentinel names it.
