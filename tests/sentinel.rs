@@ -263,8 +263,10 @@ async fn a_leader_on_a_master_that_sentinel_replaced_stops_leading_before_the_ne
         "the old master still takes writes"
     );
 
+    let switched = BootInstant::now();
     // A contender that starts now finds the new master through Sentinel. The replica copied
-    // the first term's key: a term on the new master is a later one.
+    // the first term's key; a lease duration after the switch that copy has expired unless a
+    // leader renewed it there.
     let new = Contender::spawn(lease(&set.url(), &name, "pod-b", true), timing(), work());
     let key = format!("leasehold:{{{name}}}");
     let (leader, token) = eventually(
@@ -277,7 +279,10 @@ async fn a_leader_on_a_master_that_sentinel_replaced_stops_leading_before_the_ne
                 .into_iter()
                 .find(|c| c.is_leader() && holder.starts_with(&c.owner))
                 .and_then(|c| Some((c.identity.clone(), c.token()?)))
-                .filter(|(_, token)| *token != first_token)
+                .filter(|_| {
+                    BootInstant::now().saturating_duration_since(switched)
+                        >= timing().lease_duration
+                })
         },
     )
     .await;
@@ -296,7 +301,8 @@ async fn a_leader_on_a_master_that_sentinel_replaced_stops_leading_before_the_ne
     )
     .await;
     eprintln!(
-        "{leader} leads on the new master (token {token}); pod-a leading now: {:?}",
+        "{leader} leads on the new master (token {token}, the first term's {first_token}); \
+         pod-a leading now: {:?}",
         old.token()
     );
     old.shutdown().await;
