@@ -2,7 +2,8 @@
 //! while a leader holds the lease: the old leader steps down by its validity deadline, a
 //! leader emerges on the promoted replica (after the cooldown: another Redis process answers),
 //! tokens keep increasing, and no validity windows overlap. A frozen Sentinel first in the URL
-//! does not keep the replicas from electing a leader.
+//! does not keep the replicas from electing a leader. A master that Sentinel replaced but that
+//! stays writable does not keep a leader beside the one on the new master.
 
 mod support;
 
@@ -223,4 +224,91 @@ async fn wait_for_replicas_refuses_leadership_when_too_few_acknowledge() {
     );
     let left: Option<String> = set.master.cmd(&["GET", &format!("leasehold:{{{name}}}")]);
     assert_eq!(left, None, "an unconfirmed term gives the lease back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_kept_on_a_master_that_sentinel_replaced_never_leads_beside_the_new_masters_leader()
+ {
+    // The old master cannot be made a replica (its REPLICAOF is renamed away), so after the
+    // failover it stays up and writable, as a master that Sentinel no longer names.
+    let set = SentinelSet::start_with_master_args(&[
+        "--rename-command",
+        "REPLICAOF",
+        "replicaof-renamed-away",
+        "--rename-command",
+        "SLAVEOF",
+        "slaveof-renamed-away",
+    ]);
+    let name = unique_lease("sentinel-stale-master");
+    let log: ActionLog = Arc::default();
+    let work = || acting_work(log.clone(), Duration::from_millis(5), None);
+    let old = Contender::spawn(lease(&set.url(), &name, "pod-a", true), timing(), work());
+    eventually(
+        "a leader on the first master",
+        Duration::from_secs(10),
+        || async { old.is_leader().then_some(()) },
+    )
+    .await;
+    let first_token = old.token().unwrap();
+
+    set.failover();
+    eventually(
+        "Sentinel to name the replica as the master",
+        Duration::from_secs(20),
+        || async { (set.master_port() == Some(set.replica.port())).then_some(()) },
+    )
+    .await;
+    let role: Vec<redis::Value> = set.master.cmd(&["ROLE"]);
+    assert_eq!(
+        role.first(),
+        Some(&redis::Value::BulkString(b"master".to_vec())),
+        "the old master still takes writes"
+    );
+
+    let switched = BootInstant::now();
+    // A contender that starts now finds the new master through Sentinel. The replica copied
+    // the first term's key; a lease duration after the switch that copy has expired unless a
+    // leader renewed it there.
+    let new = Contender::spawn(lease(&set.url(), &name, "pod-b", true), timing(), work());
+    let key = format!("leasehold:{{{name}}}");
+    let (leader, token) = eventually(
+        "a leader on the new master",
+        Duration::from_secs(20),
+        || async {
+            let holder: Option<String> = set.replica.cmd(&["GET", &key]);
+            let holder = holder?;
+            [&old, &new]
+                .into_iter()
+                .find(|c| c.is_leader() && holder.starts_with(&c.owner))
+                .and_then(|c| Some((c.identity.clone(), c.token()?)))
+                .filter(|_| {
+                    BootInstant::now().saturating_duration_since(switched)
+                        >= timing().lease_duration
+                })
+        },
+    )
+    .await;
+    // The new term acts for one lease duration: a leader still renewing on the old master
+    // would act in that time too.
+    eventually(
+        "the leader on the new master to act for a lease duration",
+        Duration::from_secs(10),
+        || async {
+            let log = log.lock().unwrap();
+            let acts = log.iter().filter(|a| a.token == token && a.did == Did::Act);
+            let first = acts.clone().map(|a| a.at).min()?;
+            let last = acts.map(|a| a.at).max()?;
+            (last.saturating_duration_since(first) >= timing().lease_duration).then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "{leader} leads on the new master (token {token}, the first term's {first_token}); \
+         pod-a leading now: {:?}",
+        old.token()
+    );
+    old.shutdown().await;
+    new.shutdown().await;
+    let log = log.lock().unwrap().clone();
+    assert_no_overlap(&log);
 }

@@ -8,10 +8,27 @@
 //! (a frozen process: its kernel still completes the handshake) costs one hedge delay, once,
 //! instead of every lookup.
 //!
+//! On a Sentinel target a term's acquire and each renewal count only when a Sentinel, asked
+//! after the command's send instant, still names the node the command ran on as the master
+//! ([`Connection::confirm_master`]). A master that Sentinel replaced may stay up and take writes
+//! until it is reconfigured as a replica (seconds, or never while it is cut off); a leader whose
+//! connection was kept from before the failover would renew there while a contender elects on
+//! the new master. Why the check suffices: a contender reaches the new master only through a
+//! Sentinel that names it, and the new master's data-loss record (another `master_replid`)
+//! makes it wait one lease duration there before it leads. A confirmed renewal sent at `t` had
+//! a Sentinel name the old node at some `t' >= t`, so the switch came after `t`, and the term it
+//! extends (to `t` plus one lease duration) ends before that cooldown does. Sentinels that
+//! disagree while the switch propagates narrow this: the asked one may still name the old node
+//! a moment after another named the new one, and the overlap is bounded by that lag (see
+//! docs/DESIGN.md). The ask runs beside the command and goes to the Sentinel that answered
+//! last, with the hedging above; no answer in time means the command does not count.
+//!
 //! redis-rs's `ConnectionManager` reconnects after I/O errors, but keeps a connection whose
 //! replies stopped coming (a blackholed link): every later call would queue behind the lost
 //! ones. Here a timeout spoils the connection too, and the next call dials again.
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
@@ -85,6 +102,8 @@ impl Conn {
 pub(crate) struct Live {
     pub(crate) conn: Conn,
     generation: u64,
+    /// On a Sentinel target: the node (host, port) a Sentinel named when this was dialled.
+    node: Option<(String, u16)>,
 }
 
 /// Where a call's connection came from.
@@ -105,6 +124,14 @@ pub(crate) struct Connection {
     slot: Mutex<Slot>,
     /// The Sentinel (index in the URL's list) that named the master last; asked first.
     preferred_sentinel: AtomicUsize,
+    /// Connections to the Sentinels, kept between asks (index in the URL's list).
+    sentinel_conns: Mutex<HashMap<usize, MultiplexedConnection>>,
+}
+
+/// A master a Sentinel named, whose `ROLE` agreed.
+struct Master {
+    client: Client,
+    addr: (String, u16),
 }
 
 #[derive(Default)]
@@ -121,6 +148,7 @@ impl Connection {
             lease_key,
             slot: Mutex::new(Slot::default()),
             preferred_sentinel: AtomicUsize::new(0),
+            sentinel_conns: Mutex::new(HashMap::new()),
         }
     }
 
@@ -130,29 +158,60 @@ impl Connection {
         if let Some(live) = self.lock().live.clone() {
             return Ok((live, Dialled::Earlier));
         }
-        let conn = self.dial(op).await?;
+        let (conn, node) = self.dial(op).await?;
         let mut slot = self.lock();
         slot.generation += 1;
         let live = Live {
             conn,
             generation: slot.generation,
+            node,
         };
         slot.live = Some(live.clone());
         Ok((live, Dialled::Now))
     }
 
-    async fn dial(&self, op: &'static str) -> Result<Conn, LeaseError> {
+    async fn dial(&self, op: &'static str) -> Result<(Conn, Option<(String, u16)>), LeaseError> {
         let err = |e: redis::RedisError| LeaseError::from_redis(op, &self.lease_key, &e);
         match &self.target {
-            Target::Single(client) => Ok(Conn::Node(connect_node(client).await.map_err(err)?)),
+            Target::Single(client) => {
+                Ok((Conn::Node(connect_node(client).await.map_err(err)?), None))
+            }
             Target::Sentinel(sentinel) => {
                 let master = self.find_master(op, sentinel).await?;
-                Ok(Conn::Node(connect_node(&master).await.map_err(err)?))
+                let conn = connect_node(&master.client).await.map_err(err)?;
+                Ok((Conn::Node(conn), Some(master.addr)))
             }
-            Target::Cluster { client, .. } => Ok(Conn::Cluster(
-                client.get_async_connection().await.map_err(err)?,
+            Target::Cluster { client, .. } => Ok((
+                Conn::Cluster(client.get_async_connection().await.map_err(err)?),
+                None,
             )),
         }
+    }
+
+    /// On a Sentinel target: whether a Sentinel, asked now, still names the node `live` talks
+    /// to as the master (see the module's docs). Call it beside the command, after the send
+    /// instant was read. Any other target: yes, at once.
+    pub(crate) async fn confirm_master(
+        &self,
+        op: &'static str,
+        live: &Live,
+    ) -> Result<(), LeaseError> {
+        let (Target::Sentinel(sentinel), Some(node)) = (&self.target, &live.node) else {
+            return Ok(());
+        };
+        let named = self
+            .ask_staggered(op, sentinel, |index| self.named_master(index, sentinel))
+            .await?;
+        if named == *node {
+            return Ok(());
+        }
+        Err(LeaseError::Connection {
+            op,
+            detail: format!(
+                "Sentinel now names {}:{} as master `{}`, not {}:{} where the command ran",
+                named.0, named.1, sentinel.master, node.0, node.1
+            ),
+        })
     }
 
     /// A client for the node to subscribe on: the Redis itself, the current master, or a
@@ -164,25 +223,40 @@ impl Connection {
     ) -> Result<Client, LeaseError> {
         match &self.target {
             Target::Single(client) => Ok(client.clone()),
-            Target::Sentinel(sentinel) => self.find_master(op, sentinel).await,
+            Target::Sentinel(sentinel) => Ok(self.find_master(op, sentinel).await?.client),
             Target::Cluster { seeds, .. } => Ok(seeds[attempt % seeds.len()].clone()),
         }
     }
 
     /// Asks the Sentinels for the master's address, staggered (see the module's docs), and
     /// checks that the node there says it is the master (a Sentinel may lag behind a failover).
-    /// The first good answer wins; the asks still under way are dropped with it.
     async fn find_master(
         &self,
         op: &'static str,
         sentinel: &SentinelTarget,
-    ) -> Result<Client, LeaseError> {
+    ) -> Result<Master, LeaseError> {
+        self.ask_staggered(op, sentinel, |index| self.ask_sentinel(index, sentinel))
+            .await
+    }
+
+    /// Runs `ask` on the Sentinels staggered (see the module's docs). The first good answer
+    /// wins; the asks still under way are dropped with it.
+    async fn ask_staggered<'a, T, F, Fut>(
+        &'a self,
+        op: &'static str,
+        sentinel: &'a SentinelTarget,
+        ask: F,
+    ) -> Result<T, LeaseError>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: Future<Output = Result<T, String>> + 'a,
+    {
         let preferred = self.preferred_sentinel.load(Ordering::Relaxed);
         let mut queue = sentinel_order(preferred, sentinel.sentinels.len());
         let mut asking = FuturesUnordered::new();
         let ask = |index: usize| {
-            let (host, port) = &sentinel.sentinels[index];
-            async move { (index, self.ask_sentinel(host, *port, sentinel).await) }
+            let answer = ask(index);
+            async move { (index, answer.await) }
         };
         let mut last = String::from("no Sentinel answered");
         if let Some(first) = queue.next() {
@@ -194,9 +268,9 @@ impl Connection {
                 _ = tokio::time::sleep(SENTINEL_HEDGE), if queue.len() > 0 => None,
             };
             match answered {
-                Some((index, Ok(client))) => {
+                Some((index, Ok(answer))) => {
                     self.preferred_sentinel.store(index, Ordering::Relaxed);
-                    return Ok(client);
+                    return Ok(answer);
                 }
                 Some((index, Err(e))) => {
                     let (host, port) = &sentinel.sentinels[index];
@@ -218,12 +292,16 @@ impl Connection {
         })
     }
 
-    async fn ask_sentinel(
+    /// A connection to Sentinel `index`, kept from an earlier ask or dialled now.
+    async fn sentinel_conn(
         &self,
-        host: &str,
-        port: u16,
+        index: usize,
         target: &SentinelTarget,
-    ) -> Result<Client, String> {
+    ) -> Result<MultiplexedConnection, String> {
+        if let Some(conn) = self.sentinels_lock().get(&index) {
+            return Ok(conn.clone());
+        }
+        let (host, port) = &target.sentinels[index];
         let scheme = if target.tls { "rediss" } else { "redis" };
         let sentinel_access = Access {
             username: None,
@@ -235,19 +313,43 @@ impl Connection {
             .into_connection_info()
             .map_err(|e| e.to_string())?;
         let client = node_client(info, &sentinel_access).map_err(|e| e.to_string())?;
+        let conn = connect_node(&client).await.map_err(|e| e.to_string())?;
+        self.sentinels_lock().insert(index, conn.clone());
+        Ok(conn)
+    }
+
+    /// The master's address as Sentinel `index` names it, within [`SENTINEL_TIMEOUT`]. A
+    /// connection that failed or timed out is not kept.
+    async fn named_master(
+        &self,
+        index: usize,
+        target: &SentinelTarget,
+    ) -> Result<(String, u16), String> {
         let ask = async {
-            let mut conn = client
-                .get_multiplexed_async_connection()
-                .await
-                .map_err(|e| e.to_string())?;
+            let mut conn = self.sentinel_conn(index, target).await?;
             let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
                 .arg("get-master-addr-by-name")
                 .arg(&target.master)
                 .query_async(&mut conn)
                 .await
                 .map_err(|e| e.to_string())?;
-            let (master_host, master_port) =
-                addr.ok_or_else(|| format!("does not know master `{}`", target.master))?;
+            addr.ok_or_else(|| format!("does not know master `{}`", target.master))
+        };
+        let answer = tokio::time::timeout(SENTINEL_TIMEOUT, ask)
+            .await
+            .map_err(|_| format!("no answer within {SENTINEL_TIMEOUT:?}"))
+            .and_then(|answer| answer);
+        if answer.is_err() {
+            self.sentinels_lock().remove(&index);
+        }
+        answer
+    }
+
+    /// The master Sentinel `index` names, once its `ROLE` agrees.
+    async fn ask_sentinel(&self, index: usize, target: &SentinelTarget) -> Result<Master, String> {
+        let scheme = if target.tls { "rediss" } else { "redis" };
+        let ask = async {
+            let (master_host, master_port) = self.named_master(index, target).await?;
             let url = format!("{scheme}://{master_host}:{master_port}/{}", target.db);
             let info = url.into_connection_info().map_err(|e| e.to_string())?;
             let master = node_client(info, &self.access).map_err(|e| e.to_string())?;
@@ -261,7 +363,10 @@ impl Connection {
                 .map_err(|e| format!("master {master_host}:{master_port}: {e}"))?;
             let is_master = matches!(role.first(), Some(v) if redis::from_redis_value::<String>(v.clone()).is_ok_and(|r| r == "master"));
             if is_master {
-                Ok(master)
+                Ok(Master {
+                    client: master,
+                    addr: (master_host, master_port),
+                })
             } else {
                 Err(format!("{master_host}:{master_port} is not a master (yet)"))
             }
@@ -287,6 +392,13 @@ impl Connection {
     /// a connection to blame).
     pub(crate) fn discard_current(&self) {
         self.lock().live = None;
+    }
+
+    fn sentinels_lock(&self) -> std::sync::MutexGuard<'_, HashMap<usize, MultiplexedConnection>> {
+        // A map of connections: nothing a panic could leave half-changed.
+        self.sentinel_conns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {

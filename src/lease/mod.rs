@@ -194,21 +194,35 @@ impl RedisLease {
         let observed = observed.as_str();
         let sent_at = self.clock.now();
         self.call(OP, timeout, |mut live| async move {
-            let reply: Value = ACQUIRE_SCRIPT
-                .key(&self.keys.lease)
-                .key(&self.keys.fence)
-                .key(&self.keys.state)
-                .key(&self.keys.reserved)
-                .arg(self.owner.as_str())
-                .arg(millis(ttl))
-                .arg(if self.cooldown_on_data_loss { "1" } else { "0" })
-                .arg(observed)
-                .arg(self.owner.identity())
-                .invoke_async(&mut live.conn)
-                .await
-                .map_err(self.fail(OP))?;
+            let mut conn = live.conn.clone();
+            let script = async {
+                ACQUIRE_SCRIPT
+                    .key(&self.keys.lease)
+                    .key(&self.keys.fence)
+                    .key(&self.keys.state)
+                    .key(&self.keys.reserved)
+                    .arg(self.owner.as_str())
+                    .arg(millis(ttl))
+                    .arg(if self.cooldown_on_data_loss { "1" } else { "0" })
+                    .arg(observed)
+                    .arg(self.owner.identity())
+                    .invoke_async::<Value>(&mut conn)
+                    .await
+            };
+            let (reply, confirmed) = tokio::join!(script, self.conn.confirm_master(OP, &live));
+            let reply = reply.map_err(self.fail(OP))?;
             let acquired =
                 parse_acquire(&reply, sent_at, ttl).ok_or_else(|| protocol(OP, &reply))?;
+            if let Err(replaced) = confirmed {
+                // The node is no longer the master Sentinel names: the term does not count.
+                // Give it back there, best effort, by its own term value.
+                if let Acquired::Leader(grant) = acquired {
+                    let _ = self
+                        .run_release(OP, &mut live.conn, Term::Of(grant.token), None)
+                        .await;
+                }
+                return Err(replaced);
+            }
             if let Acquired::Leader(grant) = acquired
                 && let Err(too_few) = self.await_replicas(OP, &mut live.conn).await
             {
@@ -238,15 +252,22 @@ impl RedisLease {
             .call(OP, timeout, |mut live| {
                 let term = term.clone();
                 async move {
-                    let reply: Value = RENEW_SCRIPT
-                        .key(&self.keys.lease)
-                        .key(&self.keys.state)
-                        .key(&self.keys.handover)
-                        .arg(term)
-                        .arg(millis(ttl))
-                        .invoke_async(&mut live.conn)
-                        .await
-                        .map_err(self.fail(OP))?;
+                    let mut conn = live.conn.clone();
+                    let script = async {
+                        RENEW_SCRIPT
+                            .key(&self.keys.lease)
+                            .key(&self.keys.state)
+                            .key(&self.keys.handover)
+                            .arg(term)
+                            .arg(millis(ttl))
+                            .invoke_async::<Value>(&mut conn)
+                            .await
+                    };
+                    // A renewal on a node that Sentinel no longer names does not count.
+                    let (reply, confirmed) =
+                        tokio::join!(script, self.conn.confirm_master(OP, &live));
+                    let reply = reply.map_err(self.fail(OP))?;
+                    confirmed?;
                     if !matches!(parse_renew(&reply, sent_at), Some(Renewed::NotHeld) | None) {
                         self.await_replicas(OP, &mut live.conn).await?;
                     }

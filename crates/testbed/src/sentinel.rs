@@ -22,7 +22,12 @@ pub struct SentinelSet {
 
 impl SentinelSet {
     pub fn start() -> Self {
-        let master = RedisServer::start();
+        Self::start_with_master_args(&[])
+    }
+
+    /// A set whose master is started with `extra` arguments (e.g. commands renamed away).
+    pub fn start_with_master_args(extra: &[&str]) -> Self {
+        let master = RedisServer::builder().args(extra.iter().copied()).start();
         let master_port = master.port().to_string();
         let replica = RedisServer::builder()
             .args(["--replicaof", "127.0.0.1", &master_port])
@@ -77,6 +82,20 @@ impl SentinelSet {
     pub fn signal_sentinel(&self, index: usize, signal: Signal) {
         let (_, child, _) = &self.sentinels[index];
         child.signal(signal).expect("signal a sentinel");
+    }
+
+    /// Asks the first Sentinel to fail over now, without the others' agreement.
+    pub fn failover(&self) {
+        let (port, _, _) = &self.sentinels[0];
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).expect("sentinel");
+        let mut conn = client
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .expect("connect to a sentinel");
+        let _: () = redis::cmd("SENTINEL")
+            .arg("failover")
+            .arg(MASTER_NAME)
+            .query(&mut conn)
+            .expect("SENTINEL FAILOVER");
     }
 
     /// The master's port as the first Sentinel names it.
