@@ -1,0 +1,176 @@
+//! The exposition and the gauges read at scrape time.
+
+use super::*;
+use crate::elector::{LeaderInfo, RedisHealth};
+
+fn status(role: Role) -> Status {
+    Status {
+        lease: "shop/web".into(),
+        identity: "web-a".into(),
+        owner: "web-a-x".into(),
+        role,
+        transitions: 1,
+        last_step_down: None,
+        redis: RedisHealth {
+            reachable: true,
+            last_error: None,
+            subscribed: true,
+            ..RedisHealth::default()
+        },
+        candidacy: crate::elector::Candidacy::Unchecked,
+    }
+}
+
+#[test]
+fn the_exposition_names_every_metric() {
+    let m = Metrics::new("web-a", "shop/web");
+    m.renewal(RenewalOutcome::Renewed, Duration::from_micros(300));
+    m.acquired(FencingToken(7));
+    m.stepped_down(StepDownReason::ValidityDeadlinePassed);
+    let now = BootInstant::now();
+    let text = m.render(
+        &status(Role::Leader {
+            token: FencingToken(7),
+            acquired_at: std::time::SystemTime::now(),
+            valid_until: now.saturating_add(Duration::from_secs(10)),
+        }),
+        now,
+        true,
+    );
+    for line in [
+        "leader_election_master_status{name=\"shop/web\"} 1",
+        "leasehold_is_leader 1",
+        "leasehold_ready 1",
+        "leasehold_leader{leader=\"web-a\"} 1",
+        "leasehold_transitions_total{to=\"leader\"} 1",
+        "leasehold_step_downs_total{reason=\"validity_deadline_passed\"} 1",
+        "leasehold_step_downs_total{reason=\"shutdown\"} 0",
+        "leasehold_renewals_total{result=\"renewed\"} 1",
+        "leasehold_renewal_duration_seconds_count 1",
+        "leasehold_validity_remaining_seconds 10.0",
+        "leasehold_fencing_token 7.0",
+        "leasehold_redis_up 1",
+        "leasehold_info{identity=\"web-a\",lease=\"shop/web\",version=",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn a_leader_past_its_deadline_is_not_counted_as_leader() {
+    let m = Metrics::new("web-a", "shop/web");
+    let now = BootInstant::now();
+    let text = m.render(
+        &status(Role::Leader {
+            token: FencingToken(7),
+            acquired_at: std::time::SystemTime::now(),
+            valid_until: now,
+        }),
+        now,
+        false,
+    );
+    assert!(text.contains("leasehold_is_leader 0"), "{text}");
+    assert!(
+        text.contains("leader_election_master_status{name=\"shop/web\"} 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("leasehold_validity_remaining_seconds 0.0"),
+        "{text}"
+    );
+    assert!(!text.contains("leasehold_leader{"), "{text}");
+}
+
+fn following(identity: &str) -> Role {
+    Role::Follower {
+        leader: Some(LeaderInfo {
+            owner: format!("{identity}-x"),
+            identity: identity.into(),
+            token: Some(FencingToken(3)),
+        }),
+        cooldown: None,
+    }
+}
+
+/// The `leasehold_leader` lines of an exposition.
+fn leader_lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| l.starts_with("leasehold_leader{"))
+        .collect()
+}
+
+#[test]
+fn a_follower_names_only_the_leader_it_sees_now() {
+    let m = Metrics::new("web-a", "shop/web");
+    let now = BootInstant::now();
+    let cases: [(Role, &[&str]); 4] = [
+        (
+            following("web-b"),
+            &["leasehold_leader{leader=\"web-b\"} 1"],
+        ),
+        (
+            following("web-c"),
+            &["leasehold_leader{leader=\"web-c\"} 1"],
+        ),
+        (
+            Role::Follower {
+                leader: None,
+                cooldown: None,
+            },
+            &[],
+        ),
+        (Role::Starting, &[]),
+    ];
+    for (role, want) in cases {
+        let text = m.render(&status(role.clone()), now, true);
+        assert_eq!(leader_lines(&text), want, "{role:?}");
+        assert!(
+            text.contains("leader_election_master_status{name=\"shop/web\"} 0"),
+            "{role:?}: {text}"
+        );
+        assert!(text.contains("leasehold_is_leader 0"), "{role:?}: {text}");
+    }
+}
+
+#[test]
+fn readiness_is_exported_as_given() {
+    let m = Metrics::new("web-a", "shop/web");
+    let now = BootInstant::now();
+    let text = m.render(&status(following("web-b")), now, false);
+    assert!(text.contains("leasehold_ready 0"), "{text}");
+    let text = m.render(&status(following("web-b")), now, true);
+    assert!(text.contains("leasehold_ready 1"), "{text}");
+}
+
+#[test]
+fn the_eviction_gauge_is_absent_until_the_policy_is_read_then_follows_it() {
+    let m = Metrics::new("web-a", "shop/web");
+    let now = BootInstant::now();
+    let lines = |m: &Metrics| -> Vec<String> {
+        m.render(&status(following("web-b")), now, true)
+            .lines()
+            .filter(|l| l.starts_with("leasehold_redis_eviction_possible{"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert!(lines(&m).is_empty());
+    let cases = [
+        ("volatile-ttl", true),
+        ("noeviction", false),
+        ("allkeys-lru", true),
+        ("volatile-lru", false),
+    ];
+    for (policy, may_evict) in cases {
+        m.eviction_policy(policy, may_evict);
+        let want = format!(
+            "leasehold_redis_eviction_possible{{policy=\"{policy}\"}} {}",
+            u8::from(may_evict)
+        );
+        assert_eq!(lines(&m), [want], "only the policy read last");
+    }
+    let text = m.render(&status(following("web-b")), now, true);
+    assert!(
+        text.contains("# TYPE leasehold_redis_eviction_possible gauge"),
+        "{text}"
+    );
+}
