@@ -17,6 +17,11 @@ const LEASE: &str = "lh:{m}";
 const FENCE: &str = "lh:{m}:fence";
 const RECORD: &str = "lh:{m}:state";
 const CHANNEL: &str = "lh:{m}:released";
+// The handover request and reservation keys (issue 12's handover) stay absent in every state
+// drawn here: the mirror models the protocol without a handover, and the scripts behave as
+// before when neither key exists.
+const HANDOVER: &str = "lh:{m}:handover";
+const RESERVED: &str = "lh:{m}:reserved";
 const CASES: u64 = 400;
 /// How far Redis's clock may move between reading `TIME` and running the script.
 const SLACK_US: u64 = 100_000;
@@ -256,10 +261,12 @@ fn run_cases(sem: Semantics) -> Result<[u32; 4], String> {
                     .key(LEASE)
                     .key(FENCE)
                     .key(RECORD)
+                    .key(RESERVED)
                     .arg(owner_id(owner))
                     .arg(5_000)
                     .arg(if cool { "1" } else { "0" })
                     .arg(observed.map(|t| t.value()).unwrap_or_default())
+                    .arg(owner_id(owner))
                     .invoke(&mut conn)
                     .expect("acquire runs");
                 let want = mirror.acquire(sem, at, 0, owner, 5_000, cool, observed);
@@ -278,6 +285,7 @@ fn run_cases(sem: Semantics) -> Result<[u32; 4], String> {
                 let real: i64 = renew
                     .key(LEASE)
                     .key(RECORD)
+                    .key(HANDOVER)
                     .arg(term.value())
                     .arg(5_000)
                     .invoke(&mut conn)
@@ -300,6 +308,8 @@ fn run_cases(sem: Semantics) -> Result<[u32; 4], String> {
                 let real: i64 = release
                     .key(LEASE)
                     .key(RECORD)
+                    .key(HANDOVER)
+                    .key(RESERVED)
                     .arg(if any {
                         owner_id(term.owner)
                     } else {
@@ -307,6 +317,8 @@ fn run_cases(sem: Semantics) -> Result<[u32; 4], String> {
                     })
                     .arg(CHANNEL)
                     .arg(if any { "any" } else { "term" })
+                    .arg("")
+                    .arg(0)
                     .invoke(&mut conn)
                     .expect("release runs");
                 let want = mirror.release(sem, at, term, any);
