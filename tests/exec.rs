@@ -107,7 +107,7 @@ fn assert_gone_by(pid: i32, from: Instant, deadline: Duration, what: &str) -> Du
 /// The supervisor said the command stopped, by itself: the elector did not have to abort it at
 /// the validity deadline.
 fn assert_the_supervisor_stopped_it(replica: &Replica) {
-    wait_for("the command stopped", Duration::from_secs(2), || {
+    wait_for("the command stopped", Duration::from_secs(10), || {
         (!replica.events("the command stopped").is_empty()).then_some(())
     });
     let aborted = replica.events("leader work did not stop by the validity deadline; aborting it");
