@@ -41,6 +41,7 @@ fn every_step_down_flag_rule_is_refused_with_exit_code_2() {
             &["--wait", "0s"],
             &["--wait 0ns", "must be greater than zero"],
         ),
+        (&["--wait", "2h"], &["--wait 7200s", "must be at most 1h"]),
         (
             &["--output", "yaml"],
             &["invalid value 'yaml' for '--output <OUTPUT>'", "text, json"],
@@ -58,6 +59,10 @@ fn every_lock_flag_rule_is_refused_with_exit_code_2() {
     let cases: &[(&[&str], &[&str])] = &[
         (&[], &["-- CMD", "needs the command to run after `--`"]),
         (&["--wait", "5s"], &["-- CMD", "needs the command"]),
+        (
+            &["--wait", "2h", "--", "true"],
+            &["--wait 7200s", "must be at most 1h"],
+        ),
         (
             &["--wait", "later", "--", "true"],
             &[
