@@ -308,23 +308,6 @@ async fn shutdown_during_an_acquire_in_flight_leaves_no_lease_behind() {
     );
 }
 
-/// The ports (as Redis sees the clients' addresses) of the subscribed clients among `ports`.
-fn subscribed_clients_among(redis: &RedisServer, ports: &[u16]) -> Vec<u16> {
-    let clients: String = redis.cmd(&["CLIENT", "LIST"]);
-    clients
-        .lines()
-        .filter(|line| {
-            line.split(' ')
-                .any(|f| f.strip_prefix("sub=").is_some_and(|n| n != "0"))
-        })
-        .filter_map(|line| {
-            let addr = line.split(' ').find_map(|f| f.strip_prefix("addr="))?;
-            addr.rsplit_once(':')?.1.parse().ok()
-        })
-        .filter(|port| ports.contains(port))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_whose_release_channel_went_silent_still_takes_over_within_a_retry_period() {
     let redis = RedisServer::start();
@@ -364,7 +347,7 @@ async fn a_follower_whose_release_channel_went_silent_still_takes_over_within_a_
         "the follower's pub/sub connection in CLIENT LIST",
         Duration::from_secs(5),
         || async {
-            match subscribed_clients_among(&redis, &proxy.upstream_ports())[..] {
+            match redis.subscribed_client_ports(&proxy.upstream_ports())[..] {
                 [one] => Some(one),
                 _ => None,
             }
@@ -398,7 +381,7 @@ async fn a_follower_whose_release_channel_went_silent_still_takes_over_within_a_
         "the follower to subscribe again on a fresh connection",
         Duration::from_secs(3),
         || async {
-            let now = subscribed_clients_among(&redis, &proxy.upstream_ports());
+            let now = redis.subscribed_client_ports(&proxy.upstream_ports());
             now.iter().any(|port| *port != pubsub).then_some(())
         },
     )

@@ -178,23 +178,6 @@ fn step_down_times_out_with_exit_code_1_when_nobody_else_can_lead() {
     assert!(stderr.contains("within --wait 600ms"), "{stderr}");
 }
 
-/// The local ports (as Redis sees them) of the subscribed clients among `ports`.
-fn subscribed_among(redis: &RedisServer, ports: &[u16]) -> Vec<u16> {
-    let clients: String = redis.cmd(&["CLIENT", "LIST"]);
-    clients
-        .lines()
-        .filter(|line| {
-            line.split(' ')
-                .any(|f| f.strip_prefix("sub=").is_some_and(|n| n != "0"))
-        })
-        .filter_map(|line| {
-            let addr = line.split(' ').find_map(|f| f.strip_prefix("addr="))?;
-            addr.rsplit_once(':')?.1.parse().ok()
-        })
-        .filter(|port| ports.contains(port))
-        .collect()
-}
-
 #[test]
 fn a_handover_reaches_a_leader_whose_subscription_is_blackholed_within_about_a_retry_period() {
     let redis = RedisServer::start();
@@ -205,7 +188,8 @@ fn a_handover_reaches_a_leader_whose_subscription_is_blackholed_within_about_a_r
     assert_eq!(leader_of(&replicas), 0);
     replicas.extend(spawn(&redis.url(), &lease, &["web-b", "web-c"]));
     let pubsub = wait_for("the leader's subscription", Duration::from_secs(5), || {
-        subscribed_among(&redis, &proxy.upstream_ports())
+        redis
+            .subscribed_client_ports(&proxy.upstream_ports())
             .first()
             .copied()
     });

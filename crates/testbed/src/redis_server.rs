@@ -205,6 +205,24 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("{args:?}: {e}"))
     }
 
+    /// The ports (as this server sees its clients' addresses) of the clients among `ports`
+    /// that hold a subscription.
+    pub fn subscribed_client_ports(&self, ports: &[u16]) -> Vec<u16> {
+        let clients: String = self.cmd(&["CLIENT", "LIST"]);
+        clients
+            .lines()
+            .filter(|line| {
+                line.split(' ')
+                    .any(|f| f.strip_prefix("sub=").is_some_and(|n| n != "0"))
+            })
+            .filter_map(|line| {
+                let addr = line.split(' ').find_map(|f| f.strip_prefix("addr="))?;
+                addr.rsplit_once(':')?.1.parse().ok()
+            })
+            .filter(|port| ports.contains(port))
+            .collect()
+    }
+
     /// SIGKILL and reap.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
