@@ -3,7 +3,8 @@
 //! leader emerges on the promoted replica (after the cooldown: another Redis process answers),
 //! tokens keep increasing, and no validity windows overlap. A frozen Sentinel first in the URL
 //! does not keep the replicas from electing a leader. A master that Sentinel replaced but that
-//! stays writable does not keep a leader beside the one on the new master.
+//! stays writable does not keep a leader beside the one on the new master, even when the
+//! Sentinel its leader asks first never heard of the failover.
 
 mod support;
 
@@ -305,6 +306,120 @@ async fn a_leader_kept_on_a_master_that_sentinel_replaced_never_leads_beside_the
     eprintln!(
         "{leader} leads on the new master (token {token}, the first term's {first_token}); \
          pod-a leading now: {:?}",
+        old.token()
+    );
+    old.shutdown().await;
+    new.shutdown().await;
+    let log = log.lock().unwrap().clone();
+    assert_no_overlap(&log);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_that_missed_the_failover_does_not_keep_a_leader_on_the_old_master() {
+    // The old master stays writable after the failover (its REPLICAOF is renamed away), and the
+    // third Sentinel is deaf: it never hears of the failover and keeps naming the old master.
+    // The old leader lists the deaf Sentinel first; the contender lists the other two first.
+    let set = SentinelSet::start_with_a_deaf_sentinel(&[
+        "--rename-command",
+        "REPLICAOF",
+        "replicaof-renamed-away",
+        "--rename-command",
+        "SLAVEOF",
+        "slaveof-renamed-away",
+    ]);
+    let name = unique_lease("sentinel-deaf");
+    let log: ActionLog = Arc::default();
+    let work = || acting_work(log.clone(), Duration::from_millis(5), None);
+    let old = Contender::spawn(
+        lease(&set.url_in_order(&[2, 0, 1]), &name, "pod-a", true),
+        timing(),
+        work(),
+    );
+    eventually(
+        "a leader on the first master",
+        Duration::from_secs(10),
+        || async { old.is_leader().then_some(()) },
+    )
+    .await;
+    let first_token = old.token().unwrap();
+
+    set.failover();
+    eventually(
+        "two Sentinels to name the replica as the master",
+        Duration::from_secs(20),
+        || async {
+            let replica = Some(set.replica.port());
+            (set.master_port_named_by(0) == replica && set.master_port_named_by(1) == replica)
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        set.master_port_named_by(2),
+        Some(set.master.port()),
+        "the deaf Sentinel still names the old master"
+    );
+    let switched = BootInstant::now();
+    let new = Contender::spawn(
+        lease(&set.url_in_order(&[0, 1, 2]), &name, "pod-b", true),
+        timing(),
+        work(),
+    );
+    let key = format!("leasehold:{{{name}}}");
+    // The replica copied the first term's key; a lease duration after the switch that copy has
+    // expired unless a leader renewed it there.
+    let (leader, token) = eventually(
+        "a leader on the new master",
+        Duration::from_secs(20),
+        || async {
+            let holder: Option<String> = set.replica.cmd(&["GET", &key]);
+            let holder = holder?;
+            [&old, &new]
+                .into_iter()
+                .find(|c| c.is_leader() && holder.starts_with(&c.owner))
+                .and_then(|c| Some((c.identity.clone(), c.token()?)))
+                .filter(|_| {
+                    BootInstant::now().saturating_duration_since(switched)
+                        >= timing().lease_duration
+                })
+        },
+    )
+    .await;
+    // The term on the new master acts for one lease duration after the switch: a leader still
+    // renewing on the old master would act in that time too.
+    eventually(
+        "the leader on the new master to act for a lease duration",
+        Duration::from_secs(10),
+        || async {
+            let log = log.lock().unwrap();
+            let acts = log
+                .iter()
+                .filter(|a| a.token == token && a.did == Did::Act && a.at >= switched);
+            let first = acts.clone().map(|a| a.at).min()?;
+            let last = acts.map(|a| a.at).max()?;
+            (last.saturating_duration_since(first) >= timing().lease_duration).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        set.master_port_named_by(2),
+        Some(set.master.port()),
+        "the deaf Sentinel named the old master throughout"
+    );
+    // Nobody renews on the old master any more: its copy of the key runs out.
+    eventually(
+        "the old master's copy of the lease to run out",
+        timing().lease_duration * 2,
+        || async {
+            let on_old: Option<String> = set.master.cmd(&["GET", &key]);
+            on_old.is_none().then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "{leader} leads on the new master {:?} after the switch (token {token}, the first \
+         term's {first_token}); pod-a's term now: {:?}",
+        BootInstant::now().saturating_duration_since(switched),
         old.token()
     );
     old.shutdown().await;

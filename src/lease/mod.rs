@@ -14,8 +14,10 @@ mod keys;
 mod options;
 mod outcome;
 mod pubsub;
+mod quorum;
 mod reply;
 mod scripts;
+mod sentinels;
 mod target;
 
 use std::fmt;

@@ -5,8 +5,12 @@
 use std::fmt;
 use std::time::Duration;
 
+use redis::aio::MultiplexedConnection;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
-use redis::{Client, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, TlsCertificates};
+use redis::{
+    AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, IntoConnectionInfo,
+    TlsCertificates,
+};
 
 use super::{LeaseError, Secret, redact_url};
 
@@ -247,14 +251,20 @@ pub(crate) fn cluster_slot(key: &str) -> u16 {
     crc % 16384
 }
 
+/// A multiplexed connection to one node, with no timeouts of redis-rs's own: every caller
+/// bounds its calls itself.
+pub(crate) async fn connect_node(client: &Client) -> redis::RedisResult<MultiplexedConnection> {
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(None)
+        .set_response_timeout(None);
+    client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+}
+
 /// How long one ask of a Sentinel (naming the master, and the master confirming its role) may
 /// take before it is given up.
 pub(crate) const SENTINEL_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// How long a Sentinel may keep us waiting before the next one is asked beside it. Well above a
-/// healthy ask (four round trips, a TLS handshake included), well below any call timeout, so that
-/// a frozen Sentinel delays a lookup by this much instead of failing it.
-pub(crate) const SENTINEL_HEDGE: Duration = Duration::from_millis(100);
 
 #[cfg(test)]
 mod tests {

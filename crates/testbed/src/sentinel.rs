@@ -1,5 +1,11 @@
 //! A Sentinel deployment of real processes: a master, a replica and three Sentinels on free
 //! ports, each in its own directory, all killed on drop.
+//!
+//! The last Sentinel may be made deaf ([`SentinelSet::start_with_a_deaf_sentinel`]): it logs in
+//! to the Redis nodes as a user without pub/sub channels, so it neither hears nor sends the
+//! Sentinels' hello messages. It never learns of the others or of a failover they make, and
+//! keeps naming the master it was started with: a Sentinel cut off from its peers together with
+//! the old master, or one restarted from a stale configuration.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -14,10 +20,16 @@ use crate::redis_server::RedisServer;
 /// The name the Sentinels monitor the master by.
 pub const MASTER_NAME: &str = "mymaster";
 
+/// The deaf Sentinel's user on the Redis nodes: every command but those that would demote a
+/// node (so that it cannot undo the others' failover either), every key, no channel.
+const DEAF_USER: &str = "deaf-sentinel";
+const DEAF_PASSWORD: &str = "deaf-sentinel-password";
+
 pub struct SentinelSet {
     pub master: RedisServer,
     pub replica: RedisServer,
     sentinels: Vec<(u16, Guarded, tempfile::TempDir)>,
+    deaf: bool,
 }
 
 impl SentinelSet {
@@ -27,14 +39,49 @@ impl SentinelSet {
 
     /// A set whose master is started with `extra` arguments (e.g. commands renamed away).
     pub fn start_with_master_args(extra: &[&str]) -> Self {
-        let master = RedisServer::builder().args(extra.iter().copied()).start();
+        Self::start_set(extra, false)
+    }
+
+    /// A set whose last Sentinel is deaf (see the module's docs); its master is started with
+    /// `extra` arguments.
+    pub fn start_with_a_deaf_sentinel(extra: &[&str]) -> Self {
+        Self::start_set(extra, true)
+    }
+
+    fn start_set(extra: &[&str], deaf: bool) -> Self {
+        let password = format!(">{DEAF_PASSWORD}");
+        let deaf_user = [
+            "--user",
+            DEAF_USER,
+            "on",
+            &password,
+            "~*",
+            "resetchannels",
+            "+@all",
+            "-replicaof",
+            "-slaveof",
+        ];
+        let users: &[&str] = if deaf { &deaf_user } else { &[] };
+        let master = RedisServer::builder()
+            .args(extra.iter().copied())
+            .args(users.iter().copied())
+            .start();
         let master_port = master.port().to_string();
         let replica = RedisServer::builder()
             .args(["--replicaof", "127.0.0.1", &master_port])
             .args(["--replica-announce-ip", "127.0.0.1"])
+            .args(users.iter().copied())
             .start();
         let sentinels = (0..3)
-            .map(|_| {
+            .map(|index| {
+                let login = if deaf && index == 2 {
+                    format!(
+                        "sentinel auth-user {MASTER_NAME} {DEAF_USER}\n\
+                         sentinel auth-pass {MASTER_NAME} {DEAF_PASSWORD}\n"
+                    )
+                } else {
+                    String::new()
+                };
                 let dir = tempfile::tempdir().expect("sentinel dir");
                 let port = free_port();
                 let conf: PathBuf = dir.path().join("sentinel.conf");
@@ -46,7 +93,7 @@ impl SentinelSet {
                          sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 2\n\
                          sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
                          sentinel failover-timeout {MASTER_NAME} 4000\n\
-                         sentinel parallel-syncs {MASTER_NAME} 1\n",
+                         sentinel parallel-syncs {MASTER_NAME} 1\n{login}",
                         dir = dir.path().display()
                     ),
                 )
@@ -62,6 +109,7 @@ impl SentinelSet {
             master,
             replica,
             sentinels,
+            deaf,
         };
         set.wait_until_monitored();
         set
@@ -69,12 +117,31 @@ impl SentinelSet {
 
     /// `redis+sentinel://` URL over the three Sentinels.
     pub fn url(&self) -> String {
-        let hosts: Vec<String> = self
-            .sentinels
+        self.url_in_order(&[0, 1, 2])
+    }
+
+    /// `redis+sentinel://` URL that lists the Sentinels `order` names (indexes), in that order.
+    pub fn url_in_order(&self, order: &[usize]) -> String {
+        let hosts: Vec<String> = order
             .iter()
-            .map(|(port, _, _)| format!("127.0.0.1:{port}"))
+            .map(|&index| format!("127.0.0.1:{}", self.sentinels[index].0))
             .collect();
         format!("redis+sentinel://{}/{MASTER_NAME}", hosts.join(","))
+    }
+
+    /// The master's port as Sentinel `index` names it.
+    pub fn master_port_named_by(&self, index: usize) -> Option<u16> {
+        let (port, _, _) = &self.sentinels[index];
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
+        let mut conn = client
+            .get_connection_with_timeout(Duration::from_millis(500))
+            .ok()?;
+        let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg(MASTER_NAME)
+            .query(&mut conn)
+            .ok()?;
+        addr.map(|(_, p)| p)
     }
 
     /// Sends `signal` to Sentinel `index` (in the URL's order): SIGSTOP freezes it, and its
@@ -100,17 +167,7 @@ impl SentinelSet {
 
     /// The master's port as the first Sentinel names it.
     pub fn master_port(&self) -> Option<u16> {
-        let (port, _, _) = &self.sentinels[0];
-        let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
-        let mut conn = client
-            .get_connection_with_timeout(Duration::from_millis(500))
-            .ok()?;
-        let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
-            .arg("get-master-addr-by-name")
-            .arg(MASTER_NAME)
-            .query(&mut conn)
-            .ok()?;
-        addr.map(|(_, p)| p)
+        self.master_port_named_by(0)
     }
 
     fn wait_until_monitored(&self) {
@@ -121,26 +178,36 @@ impl SentinelSet {
                 let info: String = self.replica.cmd(&["INFO", "replication"]);
                 info.contains("master_link_status:up")
             };
-            let known = self.sentinels.iter().all(|(port, _, _)| {
-                redis::Client::open(format!("redis://127.0.0.1:{port}"))
-                    .ok()
-                    .and_then(|c| {
-                        c.get_connection_with_timeout(Duration::from_millis(300))
-                            .ok()
-                    })
-                    .and_then(|mut c| {
-                        redis::cmd("SENTINEL")
-                            .arg("master")
-                            .arg(MASTER_NAME)
-                            .query::<Vec<String>>(&mut c)
-                            .ok()
-                    })
-                    .is_some_and(|fields| {
-                        fields
-                            .windows(2)
-                            .any(|w| w[0] == "num-other-sentinels" && w[1] == "2")
-                    })
-            });
+            let known = self
+                .sentinels
+                .iter()
+                .enumerate()
+                .all(|(index, (port, _, _))| {
+                    // A deaf Sentinel knows no other, and the others know only each other.
+                    let others = match (self.deaf, index) {
+                        (false, _) => "2",
+                        (true, 2) => "0",
+                        (true, _) => "1",
+                    };
+                    redis::Client::open(format!("redis://127.0.0.1:{port}"))
+                        .ok()
+                        .and_then(|c| {
+                            c.get_connection_with_timeout(Duration::from_millis(300))
+                                .ok()
+                        })
+                        .and_then(|mut c| {
+                            redis::cmd("SENTINEL")
+                                .arg("master")
+                                .arg(MASTER_NAME)
+                                .query::<Vec<String>>(&mut c)
+                                .ok()
+                        })
+                        .is_some_and(|fields| {
+                            fields
+                                .windows(2)
+                                .any(|w| w[0] == "num-other-sentinels" && w[1] == others)
+                        })
+                });
             if synced && known {
                 return;
             }

@@ -1,0 +1,210 @@
+//! Asking the Sentinels which node is the master: every Sentinel at once, and an answer counts
+//! only when a majority of them (more than half of those the URL lists) name the same master
+//! ([`Tally`]). A dial goes to the master a majority names, once its `ROLE` agrees; a term's
+//! acquire and each renewal count only when a majority, asked after the command's send
+//! instant, still names the node the command ran on (`Connection::confirm_master`). A frozen
+//! Sentinel costs nothing while the others make a majority; with fewer than a majority
+//! answering nobody dials and no leader renews, as Sentinel itself cannot fail over without a
+//! majority.
+//!
+//! Why a majority is needed and enough: a master that Sentinel replaced may stay up and take
+//! writes until it is reconfigured as a replica (seconds, or never while it is cut off), and a
+//! leader whose connection was kept from before the failover would renew there while a
+//! contender elects on the new master. Each Sentinel moves to another master only with a
+//! higher configuration epoch, so each names the old master, then the new one, and not the old
+//! one again. A contender reaches the new master only after a majority named it, and the first
+//! script there finds the data-loss record (another `master_replid`) and starts a cooldown of
+//! one lease duration before anyone leads there. A renewal sent at `t` counts only when a
+//! majority named the old node at some instant after `t`. Two majorities share a Sentinel,
+//! which named the old node after `t` and the new one before that first script ran; so the
+//! switch came after `t`, and the term the renewal extends (to `t` plus one lease duration)
+//! ends before the cooldown does. With the first answer alone, a Sentinel that had not heard
+//! of the failover yet, or never would (cut off together with the old master), could confirm a
+//! renewal on the old master after another had sent a contender to the new one.
+//!
+//! Each ask runs as a task of its own, bounded by [`SENTINEL_TIMEOUT`], and is not cancelled
+//! when a majority answered first: a frozen Sentinel's kept connection is dropped by its own
+//! timeout, instead of collecting asks that nobody waits for.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use redis::aio::MultiplexedConnection;
+use redis::{Client, IntoConnectionInfo, Value};
+use tokio::task::JoinSet;
+
+use super::LeaseError;
+use super::quorum::{Addr, Tally, Verdict};
+use super::target::{Access, SENTINEL_TIMEOUT, SentinelTarget, connect_node, node_client};
+
+/// The Sentinels of one target, and the connections kept to them.
+pub(crate) struct Sentinels {
+    target: SentinelTarget,
+    /// Credentials and TLS for the Redis nodes (the Sentinels' own password is in it too).
+    access: Access,
+    /// Connections to the Sentinels, kept between asks (index in the URL's list).
+    conns: Mutex<HashMap<usize, MultiplexedConnection>>,
+}
+
+/// A master a majority of the Sentinels named, whose `ROLE` agreed.
+pub(crate) struct Master {
+    pub(crate) client: Client,
+    pub(crate) addr: Addr,
+}
+
+impl Sentinels {
+    pub(crate) fn new(target: SentinelTarget, access: Access) -> Self {
+        Self {
+            target,
+            access,
+            conns: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The master's name, as the Sentinels know it.
+    pub(crate) fn master(&self) -> &str {
+        &self.target.master
+    }
+
+    /// The master a majority of the Sentinels names, once the node there says it is the
+    /// master (a promotion may still be under way).
+    pub(crate) async fn find_master(
+        self: &Arc<Self>,
+        op: &'static str,
+    ) -> Result<Master, LeaseError> {
+        let addr = self.majority_named(op).await?;
+        self.master_at(addr)
+            .await
+            .map_err(|detail| LeaseError::Connection { op, detail })
+    }
+
+    /// Asks every Sentinel at once and returns the address a majority of them names, as soon
+    /// as one does; fails as soon as none can (see [`Tally`]).
+    pub(crate) async fn majority_named(
+        self: &Arc<Self>,
+        op: &'static str,
+    ) -> Result<Addr, LeaseError> {
+        let count = self.target.sentinels.len();
+        let mut tally = Tally::new(count);
+        let mut asking = JoinSet::new();
+        for index in 0..count {
+            let sentinels = Arc::clone(self);
+            asking.spawn(async move { (index, sentinels.named_master(index).await) });
+        }
+        // Asks still under way when this returns go on to their own bound (see the module's
+        // docs): detach them rather than abort them.
+        let verdict = loop {
+            let Some(joined) = asking.join_next().await else {
+                break Verdict::NoMajority;
+            };
+            match joined {
+                Ok((_, Ok(addr))) => tally.named(addr),
+                Ok((index, Err(e))) => {
+                    let (host, port) = &self.target.sentinels[index];
+                    tally.failed(format!("sentinel {host}:{port}: {e}"));
+                }
+                Err(e) => tally.failed(format!("an ask of a Sentinel ended: {e}")),
+            }
+            match tally.verdict() {
+                Verdict::Open => {}
+                decided => break decided,
+            }
+        };
+        asking.detach_all();
+        match verdict {
+            Verdict::Named(addr) => Ok(addr),
+            _ => Err(LeaseError::Connection {
+                op,
+                detail: format!(
+                    "no majority ({} of {}) of the Sentinels names master `{}`: {}",
+                    tally.majority(),
+                    count,
+                    self.target.master,
+                    tally.describe()
+                ),
+            }),
+        }
+    }
+
+    /// A connection to Sentinel `index`, kept from an earlier ask or dialled now.
+    async fn conn(&self, index: usize) -> Result<MultiplexedConnection, String> {
+        if let Some(conn) = self.lock().get(&index) {
+            return Ok(conn.clone());
+        }
+        let (host, port) = &self.target.sentinels[index];
+        let scheme = if self.target.tls { "rediss" } else { "redis" };
+        let sentinel_access = Access {
+            username: None,
+            password: self.access.sentinel_password.clone(),
+            tls: self.access.tls.clone(),
+            sentinel_password: None,
+        };
+        let info = format!("{scheme}://{host}:{port}")
+            .into_connection_info()
+            .map_err(|e| e.to_string())?;
+        let client = node_client(info, &sentinel_access).map_err(|e| e.to_string())?;
+        let conn = connect_node(&client).await.map_err(|e| e.to_string())?;
+        self.lock().insert(index, conn.clone());
+        Ok(conn)
+    }
+
+    /// The master's address as Sentinel `index` names it, within [`SENTINEL_TIMEOUT`]. A
+    /// connection that failed or timed out is not kept.
+    async fn named_master(&self, index: usize) -> Result<Addr, String> {
+        let ask = async {
+            let mut conn = self.conn(index).await?;
+            let addr: Option<Addr> = redis::cmd("SENTINEL")
+                .arg("get-master-addr-by-name")
+                .arg(&self.target.master)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| e.to_string())?;
+            addr.ok_or_else(|| format!("does not know master `{}`", self.target.master))
+        };
+        let answer = tokio::time::timeout(SENTINEL_TIMEOUT, ask)
+            .await
+            .map_err(|_| format!("no answer within {SENTINEL_TIMEOUT:?}"))
+            .and_then(|answer| answer);
+        if answer.is_err() {
+            self.lock().remove(&index);
+        }
+        answer
+    }
+
+    /// A client for the master at `addr`, once its `ROLE` says it is one.
+    async fn master_at(&self, addr: Addr) -> Result<Master, String> {
+        let scheme = if self.target.tls { "rediss" } else { "redis" };
+        let (host, port) = &addr;
+        let ask = async {
+            let url = format!("{scheme}://{host}:{port}/{}", self.target.db);
+            let info = url.into_connection_info().map_err(|e| e.to_string())?;
+            let master = node_client(info, &self.access).map_err(|e| e.to_string())?;
+            let mut node = master
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(|e| format!("master {host}:{port}: {e}"))?;
+            let role: Vec<Value> = redis::cmd("ROLE")
+                .query_async(&mut node)
+                .await
+                .map_err(|e| format!("master {host}:{port}: {e}"))?;
+            let is_master = role
+                .first()
+                .and_then(|v| redis::from_redis_value::<String>(v.clone()).ok())
+                .is_some_and(|role| role == "master");
+            if is_master {
+                Ok(master)
+            } else {
+                Err(format!("{host}:{port} is not a master (yet)"))
+            }
+        };
+        let client = tokio::time::timeout(SENTINEL_TIMEOUT, ask)
+            .await
+            .map_err(|_| format!("no answer within {SENTINEL_TIMEOUT:?}"))??;
+        Ok(Master { client, addr })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<usize, MultiplexedConnection>> {
+        // A map of connections: nothing a panic could leave half-changed.
+        self.conns.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
