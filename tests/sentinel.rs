@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use leasehold::clock::BootInstant;
 use leasehold::elector::{Role, StepDownReason, Timing};
+use leasehold::lease::FencingToken;
 use support::contenders::{
     ActionLog, Contender, Did, acting_work, assert_no_overlap, lease, unique_lease,
 };
@@ -267,42 +268,11 @@ async fn a_leader_kept_on_a_master_that_sentinel_replaced_never_leads_beside_the
     );
 
     let switched = BootInstant::now();
-    // A contender that starts now finds the new master through Sentinel. The replica copied
-    // the first term's key; a lease duration after the switch that copy has expired unless a
-    // leader renewed it there.
+    // A contender that starts now finds the new master through Sentinel.
     let new = Contender::spawn(lease(&set.url(), &name, "pod-b", true), timing(), work());
     let key = format!("leasehold:{{{name}}}");
-    let (leader, token) = eventually(
-        "a leader on the new master",
-        Duration::from_secs(20),
-        || async {
-            let holder: Option<String> = set.replica.cmd(&["GET", &key]);
-            let holder = holder?;
-            [&old, &new]
-                .into_iter()
-                .find(|c| c.is_leader() && holder.starts_with(&c.owner))
-                .and_then(|c| Some((c.identity.clone(), c.token()?)))
-                .filter(|_| {
-                    BootInstant::now().saturating_duration_since(switched)
-                        >= timing().lease_duration
-                })
-        },
-    )
-    .await;
-    // The new term acts for one lease duration: a leader still renewing on the old master
-    // would act in that time too.
-    eventually(
-        "the leader on the new master to act for a lease duration",
-        Duration::from_secs(10),
-        || async {
-            let log = log.lock().unwrap();
-            let acts = log.iter().filter(|a| a.token == token && a.did == Did::Act);
-            let first = acts.clone().map(|a| a.at).min()?;
-            let last = acts.map(|a| a.at).max()?;
-            (last.saturating_duration_since(first) >= timing().lease_duration).then_some(())
-        },
-    )
-    .await;
+    let (leader, token) =
+        the_leader_on_the_new_master(&set, [&old, &new], &key, switched, &log).await;
     eprintln!(
         "{leader} leads on the new master (token {token}, the first term's {first_token}); \
          pod-a leading now: {:?}",
@@ -366,41 +336,8 @@ async fn a_sentinel_that_missed_the_failover_does_not_keep_a_leader_on_the_old_m
         work(),
     );
     let key = format!("leasehold:{{{name}}}");
-    // The replica copied the first term's key; a lease duration after the switch that copy has
-    // expired unless a leader renewed it there.
-    let (leader, token) = eventually(
-        "a leader on the new master",
-        Duration::from_secs(20),
-        || async {
-            let holder: Option<String> = set.replica.cmd(&["GET", &key]);
-            let holder = holder?;
-            [&old, &new]
-                .into_iter()
-                .find(|c| c.is_leader() && holder.starts_with(&c.owner))
-                .and_then(|c| Some((c.identity.clone(), c.token()?)))
-                .filter(|_| {
-                    BootInstant::now().saturating_duration_since(switched)
-                        >= timing().lease_duration
-                })
-        },
-    )
-    .await;
-    // The term on the new master acts for one lease duration after the switch: a leader still
-    // renewing on the old master would act in that time too.
-    eventually(
-        "the leader on the new master to act for a lease duration",
-        Duration::from_secs(10),
-        || async {
-            let log = log.lock().unwrap();
-            let acts = log
-                .iter()
-                .filter(|a| a.token == token && a.did == Did::Act && a.at >= switched);
-            let first = acts.clone().map(|a| a.at).min()?;
-            let last = acts.map(|a| a.at).max()?;
-            (last.saturating_duration_since(first) >= timing().lease_duration).then_some(())
-        },
-    )
-    .await;
+    let (leader, token) =
+        the_leader_on_the_new_master(&set, [&old, &new], &key, switched, &log).await;
     assert_eq!(
         set.master_port_named_by(2),
         Some(set.master.port()),
@@ -426,4 +363,49 @@ async fn a_sentinel_that_missed_the_failover_does_not_keep_a_leader_on_the_old_m
     new.shutdown().await;
     let log = log.lock().unwrap().clone();
     assert_no_overlap(&log);
+}
+
+/// The contender that leads on the new master (the replica) and its token, once its term has
+/// acted there for a lease duration after `switched`. The replica copied the first term's key;
+/// a lease duration after the switch that copy has expired unless a leader renewed it there.
+/// A leader still renewing on the old master would act in that time too.
+async fn the_leader_on_the_new_master(
+    set: &SentinelSet,
+    contenders: [&Contender; 2],
+    key: &str,
+    switched: BootInstant,
+    log: &ActionLog,
+) -> (String, FencingToken) {
+    let (leader, token) = eventually(
+        "a leader on the new master",
+        Duration::from_secs(20),
+        || async {
+            let holder: Option<String> = set.replica.cmd(&["GET", key]);
+            let holder = holder?;
+            contenders
+                .into_iter()
+                .find(|c| c.is_leader() && holder.starts_with(&c.owner))
+                .and_then(|c| Some((c.identity.clone(), c.token()?)))
+                .filter(|_| {
+                    BootInstant::now().saturating_duration_since(switched)
+                        >= timing().lease_duration
+                })
+        },
+    )
+    .await;
+    eventually(
+        "the leader on the new master to act for a lease duration",
+        Duration::from_secs(10),
+        || async {
+            let log = log.lock().unwrap();
+            let acts = log
+                .iter()
+                .filter(|a| a.token == token && a.did == Did::Act && a.at >= switched);
+            let first = acts.clone().map(|a| a.at).min()?;
+            let last = acts.map(|a| a.at).max()?;
+            (last.saturating_duration_since(first) >= timing().lease_duration).then_some(())
+        },
+    )
+    .await;
+    (leader, token)
 }
