@@ -233,25 +233,11 @@ async fn a_leader_kept_on_a_master_that_sentinel_replaced_never_leads_beside_the
  {
     // The old master cannot be made a replica (its REPLICAOF is renamed away), so after the
     // failover it stays up and writable, as a master that Sentinel no longer names.
-    let set = SentinelSet::start_with_master_args(&[
-        "--rename-command",
-        "REPLICAOF",
-        "replicaof-renamed-away",
-        "--rename-command",
-        "SLAVEOF",
-        "slaveof-renamed-away",
-    ]);
+    let set = SentinelSet::start_with_master_args(KEPT_WRITABLE);
     let name = unique_lease("sentinel-stale-master");
     let log: ActionLog = Arc::default();
     let work = || acting_work(log.clone(), Duration::from_millis(5), None);
-    let old = Contender::spawn(lease(&set.url(), &name, "pod-a", true), timing(), work());
-    eventually(
-        "a leader on the first master",
-        Duration::from_secs(10),
-        || async { old.is_leader().then_some(()) },
-    )
-    .await;
-    let first_token = old.token().unwrap();
+    let (old, first_token) = a_leader_on_the_first_master(&set.url(), &name, &log).await;
 
     set.failover();
     eventually(
@@ -289,29 +275,12 @@ async fn a_sentinel_that_missed_the_failover_does_not_keep_a_leader_on_the_old_m
     // The old master stays writable after the failover (its REPLICAOF is renamed away), and the
     // third Sentinel is deaf: it never hears of the failover and keeps naming the old master.
     // The old leader lists the deaf Sentinel first; the contender lists the other two first.
-    let set = SentinelSet::start_with_a_deaf_sentinel(&[
-        "--rename-command",
-        "REPLICAOF",
-        "replicaof-renamed-away",
-        "--rename-command",
-        "SLAVEOF",
-        "slaveof-renamed-away",
-    ]);
+    let set = SentinelSet::start_with_a_deaf_sentinel(KEPT_WRITABLE);
     let name = unique_lease("sentinel-deaf");
     let log: ActionLog = Arc::default();
     let work = || acting_work(log.clone(), Duration::from_millis(5), None);
-    let old = Contender::spawn(
-        lease(&set.url_in_order(&[2, 0, 1]), &name, "pod-a", true),
-        timing(),
-        work(),
-    );
-    eventually(
-        "a leader on the first master",
-        Duration::from_secs(10),
-        || async { old.is_leader().then_some(()) },
-    )
-    .await;
-    let first_token = old.token().unwrap();
+    let (old, first_token) =
+        a_leader_on_the_first_master(&set.url_in_order(&[2, 0, 1]), &name, &log).await;
 
     set.failover();
     eventually(
@@ -363,6 +332,35 @@ async fn a_sentinel_that_missed_the_failover_does_not_keep_a_leader_on_the_old_m
     new.shutdown().await;
     let log = log.lock().unwrap().clone();
     assert_no_overlap(&log);
+}
+
+/// Master arguments that keep the old master writable after a failover: Sentinel cannot make
+/// it a replica, as when it is cut off from the Sentinels.
+const KEPT_WRITABLE: &[&str] = &[
+    "--rename-command",
+    "REPLICAOF",
+    "replicaof-renamed-away",
+    "--rename-command",
+    "SLAVEOF",
+    "slaveof-renamed-away",
+];
+
+/// Starts pod-a on `url`, acting into `log`, and waits until it leads; returns it and its token.
+async fn a_leader_on_the_first_master(
+    url: &str,
+    name: &str,
+    log: &ActionLog,
+) -> (Contender, FencingToken) {
+    let work = acting_work(log.clone(), Duration::from_millis(5), None);
+    let old = Contender::spawn(lease(url, name, "pod-a", true), timing(), work);
+    eventually(
+        "a leader on the first master",
+        Duration::from_secs(10),
+        || async { old.is_leader().then_some(()) },
+    )
+    .await;
+    let token = old.token().expect("a leader has a token");
+    (old, token)
 }
 
 /// The contender that leads on the new master (the replica) and its token, once its term has
