@@ -13,6 +13,9 @@
 //! target/debug/examples/chaos run --seed 1 --long --out docs/chaos  # 1,100 faults
 //! ```
 //!
+//! Redis, the fault proxy between each replica and Redis, PostgreSQL's programs and the guarded
+//! child processes come from the test kit (`testbed`).
+//!
 //! Layout:
 //!
 //! ```text
@@ -21,10 +24,9 @@
 //! kinds.rs      the fault kinds, the sets each topology draws, recovery bounds
 //! params.rs     the second generation's fault parameters
 //! cluster.rs    everything under test, started and stopped together
-//! redis.rs      the redis-server process: kill, restart (data kept or gone), pause
+//! redis_cli.rs  the nemesis's commands to Redis and the Sentinels, through redis-cli
 //! events.rs     leasehold's log lines as the events the checker reads
 //! replica.rs    one leasehold replica: process, log reader, live view of leadership
-//! proxy.rs      the TCP fault proxy between a replica and Redis
 //! resource.rs   the fenced resource the leaders' commands write to
 //! child.rs      the leader's command (`chaos child`)
 //! nemesis.rs    injects the schedule and keeps the journal
@@ -44,7 +46,6 @@
 //! report.rs     report.md and summary.json
 //! report_more.rs  report.md's section on the second generation's checks
 //! timeline.rs   timeline.svg
-//! procs.rs      child processes killed on drop and on the harness's death
 //! time.rs       wall-clock microseconds, log timestamps
 //! dataset.rs    what a run collected, saved for `chaos check`
 //! run.rs        one run from start to report, or a saved run's report
@@ -67,9 +68,7 @@ pub mod params;
 pub mod pg;
 #[cfg(feature = "fence-postgres")]
 pub mod pgwrite;
-pub mod procs;
-pub mod proxy;
-pub mod redis;
+pub mod redis_cli;
 pub mod replica;
 pub mod report;
 pub mod report_more;

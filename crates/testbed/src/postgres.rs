@@ -15,9 +15,10 @@ pub struct PostgresServer {
     running: bool,
 }
 
-/// Where `initdb` and `pg_ctl` are: `$TESTBED_PG_BINDIR`, else the newest
-/// `/usr/lib/postgresql/<version>/bin` (Debian's layout), else the PATH.
-fn bin_dir() -> PathBuf {
+/// Where the server's programs (`initdb`, `pg_ctl`, `postgres`) are: `$TESTBED_PG_BINDIR`, else
+/// the newest `/usr/lib/postgresql/<version>/bin` (Debian's layout), else the PATH (an empty
+/// path).
+pub fn bin_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("TESTBED_PG_BINDIR") {
         return PathBuf::from(dir);
     }
@@ -35,8 +36,9 @@ fn bin_dir() -> PathBuf {
     versions.pop().map(|(_, bin)| bin).unwrap_or_default()
 }
 
-/// Whether this process runs as root (the owner of `/proc/self` is its effective user).
-fn is_root() -> bool {
+/// Whether this process runs as root (the owner of `/proc/self` is its effective user): then
+/// the server's programs must run as the `postgres` user, since initdb refuses root.
+pub fn is_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
