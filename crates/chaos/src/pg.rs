@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use testbed::Guarded;
 use testbed::port::try_free_addr;
-use testbed::postgres::{bin_dir, is_root};
+use testbed::postgres::{as_postgres, bin_dir, is_root};
 
 use crate::time::Micros;
 
@@ -100,14 +100,7 @@ impl PostgresServer {
 
     fn run_as_postgres(&self, program: &str, args: &[&std::ffi::OsStr]) -> anyhow::Result<Output> {
         let path = self.bin.join(program);
-        let mut command = if is_root() {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(&path);
-            c
-        } else {
-            Command::new(&path)
-        };
-        command
+        as_postgres(&path)
             .args(args)
             .current_dir(&self.dir)
             .stdin(Stdio::null())

@@ -203,7 +203,8 @@ impl SentinelSet {
 
 /// Three masters and three replicas.
 pub struct RedisCluster {
-    nodes: Vec<RedisServer>,
+    /// The test kit's cluster, its nodes the harness's servers.
+    kit: Nodes,
 }
 
 /// One line of `CLUSTER NODES`.
@@ -222,24 +223,17 @@ pub struct Node {
 }
 
 impl RedisCluster {
-    /// Starts six nodes under `dir` (the test kit's cluster, its nodes the harness's
-    /// servers) and creates the cluster.
+    /// Starts six nodes under `dir` and creates the cluster.
     pub fn start(dir: &Path) -> anyhow::Result<Self> {
-        let Nodes { nodes } =
-            Nodes::try_create(|i| redis_cli::server(&dir.join(format!("node{i}"))))?;
-        let cluster = Self { nodes };
+        let kit = Nodes::try_create(|i| redis_cli::server(&dir.join(format!("node{i}"))))?;
+        let cluster = Self { kit };
         cluster.wait_ok()?;
         Ok(cluster)
     }
 
     /// `redis+cluster://` with every node as a seed.
     pub fn url(&self) -> String {
-        let seeds: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port()))
-            .collect();
-        format!("redis+cluster://{}", seeds.join(","))
+        self.kit.url()
     }
 
     /// Every node reports `cluster_state:ok`, every replica in sync, and all agree on the
@@ -247,6 +241,7 @@ impl RedisCluster {
     pub fn wait_ok(&self) -> anyhow::Result<()> {
         wait_until("the cluster's state ok", Duration::from_secs(30), || {
             let views: Vec<Vec<(u16, bool)>> = self
+                .kit
                 .nodes
                 .iter()
                 .filter_map(|n| {
@@ -265,18 +260,20 @@ impl RedisCluster {
                     })
                 })
                 .collect();
-            views.len() == self.nodes.len() && views.windows(2).all(|w| w[0] == w[1])
+            views.len() == self.kit.nodes.len() && views.windows(2).all(|w| w[0] == w[1])
         })
     }
 
     /// The nodes as node 0 sees them.
     pub fn nodes(&self) -> anyhow::Result<Vec<Node>> {
-        Ok(parse_nodes(&self.nodes[0].cli(0, &["CLUSTER", "NODES"])?))
+        Ok(parse_nodes(
+            &self.kit.nodes[0].cli(0, &["CLUSTER", "NODES"])?,
+        ))
     }
 
     /// The slot of `key`.
     pub fn slot(&self, key: &str) -> anyhow::Result<u16> {
-        self.nodes[0]
+        self.kit.nodes[0]
             .cli(0, &["CLUSTER", "KEYSLOT", key])?
             .parse()
             .context("CLUSTER KEYSLOT is not a number")
@@ -343,7 +340,7 @@ impl RedisCluster {
             "every node to agree on the slot",
             Duration::from_secs(20),
             || {
-                self.nodes.iter().all(|n| {
+                self.kit.nodes.iter().all(|n| {
                     n.cli(0, &["CLUSTER", "NODES"]).is_ok_and(|text| {
                         parse_nodes(&text).iter().any(|x| {
                             x.id == to.id && x.slots.iter().any(|&(a, b)| a <= slot && slot <= b)

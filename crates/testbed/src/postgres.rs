@@ -43,6 +43,18 @@ pub fn is_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
+/// A command that runs the server program at `path` as the `postgres` user when this process is
+/// root (through `runuser`), as itself otherwise.
+pub fn as_postgres(path: &Path) -> Command {
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(path);
+        c
+    } else {
+        Command::new(path)
+    }
+}
+
 impl PostgresServer {
     /// A fresh cluster, started and accepting connections.
     pub fn start() -> Self {
@@ -103,14 +115,7 @@ impl PostgresServer {
     /// Runs one of the server's programs, as `postgres` when we are root.
     fn run_as_postgres(&self, program: &str, args: &[&str]) -> Output {
         let path = self.bin.join(program);
-        let mut command = if is_root() {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(&path);
-            c
-        } else {
-            Command::new(&path)
-        };
-        command
+        as_postgres(&path)
             .args(args)
             .current_dir(self.dir.path())
             .stdin(Stdio::null())
