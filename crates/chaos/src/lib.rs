@@ -3,8 +3,8 @@
 //! schedule, and a checker that reads only the logs, the resource and the nemesis's journal.
 //! See docs/CHAOS.md.
 //!
-//! Its program is leasehold's `chaos` example (`examples/chaos/main.rs`), and `tests/chaos.rs`
-//! runs its short run as part of the suite:
+//! Its program is leasehold's `chaos` example (`examples/chaos/main.rs`); `tests/chaos.rs` runs
+//! the short run as part of the suite. By hand:
 //!
 //! ```text
 //! cargo build --bin leasehold --example chaos
