@@ -6,117 +6,16 @@
 //! fencing off at both resources) is not reported as violating on each. The two runs go side
 //! by side.
 //!
-//! The harness is `examples/chaos` (see docs/CHAOS.md); its modules are compiled into this test
-//! as they are, so the run needs no build of its own. Leaders run this test binary again as
+//! The harness is the `chaos` crate (crates/chaos, see docs/CHAOS.md), linked into this test,
+//! so the run needs no build of its own. Leaders run this test binary again as
 //! their command, in the role `serves_as_the_leaders_command_when_started_by_leasehold`.
-
-#[allow(dead_code)]
-#[path = "../examples/chaos/checker.rs"]
-mod checker;
-#[allow(dead_code)]
-#[path = "../examples/chaos/child.rs"]
-mod child;
-#[allow(dead_code)]
-#[path = "../examples/chaos/cluster.rs"]
-mod cluster;
-#[allow(dead_code)]
-#[path = "../examples/chaos/config.rs"]
-mod config;
-#[allow(dead_code)]
-#[path = "../examples/chaos/dataset.rs"]
-mod dataset;
-#[allow(dead_code)]
-#[path = "../examples/chaos/failover.rs"]
-mod failover;
-#[allow(dead_code)]
-#[path = "../examples/chaos/faults.rs"]
-mod faults;
-#[allow(dead_code)]
-#[path = "../examples/chaos/history.rs"]
-mod history;
-#[allow(dead_code)]
-#[path = "../examples/chaos/intervals.rs"]
-mod intervals;
-#[allow(dead_code)]
-#[path = "../examples/chaos/nemesis.rs"]
-mod nemesis;
-#[allow(dead_code)]
-#[path = "../examples/chaos/pg.rs"]
-mod pg;
-#[cfg(feature = "fence-postgres")]
-#[allow(dead_code)]
-#[path = "../examples/chaos/pgwrite.rs"]
-mod pgwrite;
-#[allow(dead_code)]
-#[path = "../examples/chaos/procs.rs"]
-mod procs;
-#[allow(dead_code)]
-#[path = "../examples/chaos/proxy.rs"]
-mod proxy;
-#[allow(dead_code)]
-#[path = "../examples/chaos/redis.rs"]
-mod redis;
-#[allow(dead_code)]
-#[path = "../examples/chaos/replica.rs"]
-mod replica;
-#[allow(dead_code)]
-#[path = "../examples/chaos/report.rs"]
-mod report;
-#[allow(dead_code)]
-#[path = "../examples/chaos/report_more.rs"]
-mod report_more;
-#[allow(dead_code)]
-#[path = "../examples/chaos/resource.rs"]
-mod resource;
-#[allow(dead_code)]
-#[path = "../examples/chaos/run.rs"]
-mod run;
-#[allow(dead_code)]
-#[path = "../examples/chaos/schedule.rs"]
-mod schedule;
-#[allow(dead_code)]
-#[path = "../examples/chaos/termcheck.rs"]
-mod termcheck;
-#[allow(dead_code)]
-#[path = "../examples/chaos/time.rs"]
-mod time;
-#[allow(dead_code)]
-#[path = "../examples/chaos/timeline.rs"]
-mod timeline;
-
-#[allow(dead_code)]
-#[path = "../examples/chaos/journal.rs"]
-mod journal;
-
-#[allow(dead_code)]
-#[path = "../examples/chaos/params.rs"]
-mod params;
-
-#[allow(dead_code)]
-#[path = "../examples/chaos/starve.rs"]
-mod starve;
-
-#[allow(dead_code)]
-#[path = "../examples/chaos/topology.rs"]
-mod topology;
-
-#[allow(dead_code)]
-#[path = "../examples/chaos/topofaults.rs"]
-mod topofaults;
-
-#[allow(dead_code)]
-#[path = "../examples/chaos/kinds.rs"]
-mod kinds;
-
-#[allow(dead_code)]
-#[path = "../examples/chaos/events.rs"]
-mod events;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use config::{RESOURCE_ENV, RunConfig, Timing};
-use schedule::FaultKind;
+use chaos::config::{self, RESOURCE_ENV, RunConfig, Timing};
+use chaos::schedule::FaultKind;
+use chaos::{child, run};
 
 const SEED: u64 = 7;
 const FAULTS: usize = FaultKind::SINGLE.len();

@@ -1,4 +1,4 @@
-//! The chart's opt-in extras, checked with the real helm like tests/chart.rs checks the rest: the
+//! The chart's opt-in extras, checked with the real helm like tests/chart_*.rs check the rest: the
 //! NetworkPolicy, image digests, the Grafana dashboard ConfigMap, the PrometheusRule's presence,
 //! and the `helm test` Pod. They lint, render into their k8s-openapi types, pass
 //! `kubernetes-validate --strict`, and have a schema test per rule; the `helm test` script runs

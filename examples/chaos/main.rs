@@ -1,7 +1,6 @@
-//! The chaos harness for leasehold: a real `redis-server`, N replicas of the real `leasehold`
-//! binary in exec mode, a fenced resource their commands write to, a nemesis on a seeded
-//! schedule, and a checker that reads only the logs, the resource and the nemesis's journal.
-//! See docs/CHAOS.md.
+//! The chaos harness's program: `chaos run`, `chaos replay`, `chaos check`, and `chaos child`
+//! (the leaders' command). The harness itself is the `chaos` crate (crates/chaos); see
+//! docs/CHAOS.md.
 //!
 //! ```text
 //! cargo build --bin leasehold --example chaos
@@ -9,82 +8,13 @@
 //! target/debug/examples/chaos run --seed 7 --resource-fencing off   # negative control
 //! target/debug/examples/chaos run --seed 1 --long --out docs/chaos  # 1,100 faults
 //! ```
-//!
-//! Layout:
-//!
-//! ```text
-//! config.rs     the command line and the run's settings
-//! schedule.rs   fault kinds, their bounds, and the seeded schedule
-//! kinds.rs      the fault kinds, the sets each topology draws, recovery bounds
-//! params.rs     the second generation's fault parameters
-//! cluster.rs    everything under test, started and stopped together
-//! redis.rs      the redis-server process: kill, restart (data kept or gone), pause
-//! events.rs     leasehold's log lines as the events the checker reads
-//! replica.rs    one leasehold replica: process, log reader, live view of leadership
-//! proxy.rs      the TCP fault proxy between a replica and Redis
-//! resource.rs   the fenced resource the leaders' commands write to
-//! child.rs      the leader's command (`chaos child`)
-//! nemesis.rs    injects the schedule and keeps the journal
-//! journal.rs    what the nemesis did: faults and impairments
-//! faults.rs     the second generation's faults (eviction, vanish, late delivery, helpers
-//!               of the command, CPU starvation, failing work, dead subscription)
-//! starve.rs     CPU starvation: a cgroup quota, or pinned busy loops
-//! topology.rs   the Sentinel set and the Redis Cluster of the topology runs
-//! topofaults.rs their faults: failovers, a mute Sentinel, a live slot migration
-//! pg.rs         the PostgreSQL server, the second fenced resource
-//! pgwrite.rs    the command's fenced PostgreSQL transaction, and reading the tables back
-//! history.rs    validity windows from the logs
-//! intervals.rs  interval sets
-//! checker.rs    the safety checks
-//! termcheck.rs  the checks by the replicas' own logs, of late writes, and of PostgreSQL
-//! failover.rs   failover times, bounds, availability
-//! report.rs     report.md and summary.json
-//! report_more.rs  report.md's section on the second generation's checks
-//! timeline.rs   timeline.svg
-//! procs.rs      child processes killed on drop and on the harness's death
-//! time.rs       wall-clock microseconds, log timestamps
-//! dataset.rs    what a run collected, saved for `chaos check`
-//! run.rs        one run from start to report, or a saved run's report
-//! ```
-
-mod checker;
-mod child;
-mod cluster;
-mod config;
-mod dataset;
-mod events;
-mod failover;
-mod faults;
-mod history;
-mod intervals;
-mod journal;
-mod kinds;
-mod nemesis;
-mod params;
-mod pg;
-#[cfg(feature = "fence-postgres")]
-mod pgwrite;
-mod procs;
-mod proxy;
-mod redis;
-mod replica;
-mod report;
-mod report_more;
-mod resource;
-mod run;
-mod schedule;
-mod starve;
-mod termcheck;
-mod time;
-mod timeline;
-mod topofaults;
-mod topology;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use config::{Cli, Command};
+use chaos::config::{Cli, Command};
+use chaos::{child, run};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -377,3 +377,65 @@ pub fn switch(args: &[String], name: &str) -> bool {
 pub fn labels(map: &Option<BTreeMap<String, String>>) -> BTreeMap<String, String> {
     map.clone().unwrap_or_default()
 }
+
+// The value sets the chart tests render, and the Deployment they look at.
+
+/// Leader readiness, as the chart accepts it.
+pub const LEADER_MODE: &str = "readiness: leader\npodDisruptionBudget:\n  enabled: false\n";
+
+/// Value sets every structural test runs against, each with a name for the messages.
+pub const VALUE_SETS: &[(&str, &str)] = &[
+    ("defaults", ""),
+    ("leader mode", LEADER_MODE),
+    (
+        "exec mode",
+        "exec:\n  enabled: true\n  image:\n    repository: registry.example.com/worker\n    tag: \"2.1\"\n  command: [/app/worker, --once]\n  gracePeriodSeconds: 30\n  restartCommand: true\nextraVolumes:\n  - name: scratch\n    emptyDir: {}\nextraVolumeMounts:\n  - name: scratch\n    mountPath: /tmp\n",
+    ),
+    (
+        "sidecar",
+        "sidecars:\n  - name: app\n    image: registry.example.com/app:1.0\n    ports:\n      - name: app\n        containerPort: 9000\nservice:\n  extraPorts:\n    - name: app\n      port: 80\n      targetPort: app\n",
+    ),
+    (
+        "fast timing",
+        "timing:\n  leaseDurationSeconds: 1.5\n  renewDeadlineSeconds: 0.9\n  retryPeriodSeconds: 0.25\n",
+    ),
+    (
+        "url in values, no password",
+        "redis:\n  urlKey: \"\"\n  url: redis://redis.data.svc:6379/2\n  passwordKey: \"\"\n  username: leasehold\n  keyPrefix: \"lh:\"\n",
+    ),
+    (
+        "monitoring",
+        "serviceMonitor:\n  enabled: true\n  interval: 15s\n  labels:\n    release: prometheus\n",
+    ),
+    (
+        "existing service account, no rbac",
+        "rbac:\n  create: false\nserviceAccount:\n  create: false\n  name: platform-leasehold\n",
+    ),
+    (
+        "one replica",
+        "replicaCount: 1\npodDisruptionBudget:\n  enabled: false\n",
+    ),
+    (
+        "tls, sentinel, wait for replicas",
+        "redis:\n  urlKey: \"\"\n  url: rediss+sentinel://s1.data:26379,s2.data:26379/main\n  sentinelPasswordKey: sentinel-password\n  waitReplicas: 1\n  waitTimeoutSeconds: 0.25\n  tls:\n    existingSecret: redis-tls\n    caKey: ca.crt\n    clientCertKey: tls.crt\n    clientKeyKey: tls.key\n",
+    ),
+    (
+        "ipv6, own label, parts off",
+        "http:\n  bindAddress: \"::\"\n  port: 9090\nleaderLabel: example.com/active\nkubernetes:\n  leaseMirror: false\n  events: false\nleaseName: billing\ntiming:\n  dataLossCooldown: false\n",
+    ),
+];
+
+/// Runs `check` on the chart rendered with each of [`VALUE_SETS`].
+pub fn each_value_set(mut check: impl FnMut(&str, &Rendered)) {
+    for (name, values) in VALUE_SETS {
+        let rendered = render(values);
+        check(name, &rendered);
+    }
+}
+
+/// The Deployment and its leasehold container.
+pub fn deployment(r: &Rendered) -> (Deployment, Container) {
+    let d: Deployment = r.one();
+    let c = leasehold_container(&d);
+    (d, c)
+}

@@ -4,6 +4,7 @@
 //! run on are the `testbed` crate's. Each test binary uses a part of it.
 #![allow(dead_code)]
 
+pub mod chart_settings;
 pub mod contenders;
 pub mod guarded_command;
 pub mod helm;

@@ -8,7 +8,7 @@
 
 use std::io::{self, BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStderr, Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -99,6 +99,28 @@ impl Guarded {
     /// Spawns `cmd` with stdin from /dev/null and stdout and stderr collected; `name` labels
     /// errors and the output printed when a test panics.
     pub fn spawn(mut cmd: Command, name: &str) -> io::Result<Self> {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut guarded = Self::spawn_unread(cmd, name)?;
+        guarded.stdout = guarded
+            .child
+            .stdout
+            .take()
+            .map(Lines::collect)
+            .unwrap_or_default();
+        guarded.stderr = guarded
+            .child
+            .stderr
+            .take()
+            .map(Lines::collect)
+            .unwrap_or_default();
+        Ok(guarded)
+    }
+
+    /// Spawns `cmd` with the stdin, stdout and stderr it sets, collecting nothing: a caller
+    /// that pipes stderr reads it itself ([`take_stderr`](Self::take_stderr)).
+    pub fn spawn_unread(mut cmd: Command, name: &str) -> io::Result<Self> {
         // SAFETY: the closure runs in the forked child before exec and only calls prctl(2),
         // which is async-signal-safe; it touches no memory of the parent.
         unsafe {
@@ -106,21 +128,21 @@ impl Guarded {
                 nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)
             });
         }
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+        let child = cmd
             .spawn()
             .map_err(|e| io::Error::new(e.kind(), format!("start {name}: {e}")))?;
-        let stdout = child.stdout.take().map(Lines::collect).unwrap_or_default();
-        let stderr = child.stderr.take().map(Lines::collect).unwrap_or_default();
         Ok(Self {
             child,
             name: name.to_owned(),
-            stdout,
-            stderr,
+            stdout: Lines::default(),
+            stderr: Lines::default(),
             exited: None,
         })
+    }
+
+    /// The read end of the process's stderr, when it was piped and not collected.
+    pub fn take_stderr(&mut self) -> Option<ChildStderr> {
+        self.child.stderr.take()
     }
 
     pub fn name(&self) -> &str {
@@ -131,8 +153,12 @@ impl Guarded {
         Pid::from_raw(self.child.id() as i32)
     }
 
-    /// Sends `signal` to the process.
+    /// Sends `signal` to the process; `ESRCH` once it has been reaped (its pid may be another
+    /// process's by then).
     pub fn signal(&self, signal: Signal) -> nix::Result<()> {
+        if self.exited.is_some() {
+            return Err(nix::errno::Errno::ESRCH);
+        }
         kill(self.pid(), signal)
     }
 

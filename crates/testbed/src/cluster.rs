@@ -1,11 +1,12 @@
 //! A Redis Cluster of real processes: three masters and three replicas on free ports, created
 //! with `redis-cli --cluster create`, all killed on drop.
 
+use std::io;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::port::free_port;
-use crate::redis_server::RedisServer;
+use crate::port::try_free_addr;
+use crate::redis_server::{RedisBuilder, RedisServer};
 
 pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,
@@ -13,10 +14,20 @@ pub struct RedisCluster {
 
 impl RedisCluster {
     pub fn start() -> Self {
-        let nodes: Vec<RedisServer> = (0..6)
-            .map(|_| {
-                let bus = free_port().to_string();
-                RedisServer::builder()
+        let cluster =
+            Self::try_create(|_| RedisServer::builder()).unwrap_or_else(|e| panic!("{e}"));
+        cluster.wait_ok(Duration::from_secs(30));
+        cluster
+    }
+
+    /// Starts the six nodes, node `i` from `node(i)` with the cluster's arguments added, and
+    /// creates the cluster, without waiting for its state to be ok; an error when a node or
+    /// `redis-cli --cluster create` fails, for callers outside a test.
+    pub fn try_create(mut node: impl FnMut(usize) -> RedisBuilder) -> io::Result<Self> {
+        let nodes = (0..6)
+            .map(|i| {
+                let bus = try_free_addr()?.port().to_string();
+                node(i)
                     .args([
                         "--cluster-enabled",
                         "yes",
@@ -33,9 +44,9 @@ impl RedisCluster {
                         "--cluster-replica-validity-factor",
                         "0",
                     ])
-                    .start()
+                    .try_start()
             })
-            .collect();
+            .collect::<io::Result<Vec<RedisServer>>>()?;
         let addrs: Vec<String> = nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port()))
@@ -46,16 +57,17 @@ impl RedisCluster {
             .args(&addrs)
             .args(["--cluster-replicas", "1", "--cluster-yes"])
             .output()
-            .expect("redis-cli --cluster create");
-        assert!(
-            out.status.success(),
-            "cluster create failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let cluster = Self { nodes };
-        cluster.wait_ok(Duration::from_secs(30));
-        cluster
+            .map_err(|e| {
+                io::Error::new(e.kind(), format!("run redis-cli --cluster create: {e}"))
+            })?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "redis-cli --cluster create failed:\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )));
+        }
+        Ok(Self { nodes })
     }
 
     /// `redis+cluster://` URL with every node as a seed.

@@ -15,9 +15,10 @@ pub struct PostgresServer {
     running: bool,
 }
 
-/// Where `initdb` and `pg_ctl` are: `$TESTBED_PG_BINDIR`, else the newest
-/// `/usr/lib/postgresql/<version>/bin` (Debian's layout), else the PATH.
-fn bin_dir() -> PathBuf {
+/// Where the server's programs (`initdb`, `pg_ctl`, `postgres`) are: `$TESTBED_PG_BINDIR`, else
+/// the newest `/usr/lib/postgresql/<version>/bin` (Debian's layout), else the PATH (an empty
+/// path).
+pub fn bin_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("TESTBED_PG_BINDIR") {
         return PathBuf::from(dir);
     }
@@ -35,10 +36,23 @@ fn bin_dir() -> PathBuf {
     versions.pop().map(|(_, bin)| bin).unwrap_or_default()
 }
 
-/// Whether this process runs as root (the owner of `/proc/self` is its effective user).
-fn is_root() -> bool {
+/// Whether this process runs as root (the owner of `/proc/self` is its effective user): then
+/// the server's programs must run as the `postgres` user, since initdb refuses root.
+pub fn is_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// A command that runs the server program at `path` as the `postgres` user when this process is
+/// root (through `runuser`), as itself otherwise.
+pub fn as_postgres(path: &Path) -> Command {
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(path);
+        c
+    } else {
+        Command::new(path)
+    }
 }
 
 impl PostgresServer {
@@ -101,14 +115,7 @@ impl PostgresServer {
     /// Runs one of the server's programs, as `postgres` when we are root.
     fn run_as_postgres(&self, program: &str, args: &[&str]) -> Output {
         let path = self.bin.join(program);
-        let mut command = if is_root() {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(&path);
-            c
-        } else {
-            Command::new(&path)
-        };
-        command
+        as_postgres(&path)
             .args(args)
             .current_dir(self.dir.path())
             .stdin(Stdio::null())

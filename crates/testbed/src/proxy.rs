@@ -128,6 +128,13 @@ impl FaultProxy {
         });
     }
 
+    /// Lifts the fault of one connection: it follows the whole proxy's again.
+    pub fn clear_one(&self, upstream_port: u16) {
+        self.faults.send_modify(|f| {
+            f.one.remove(&upstream_port);
+        });
+    }
+
     /// The local ports of the upstream sides of the open connections.
     pub fn upstream_ports(&self) -> Vec<u16> {
         let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);

@@ -1,9 +1,11 @@
-//! A real `redis-server` on a free port, in its own temporary directory, killed on drop; its log
-//! is printed when the test that owns it panics. [`RedisServer::builder`] chooses persistence and
-//! extra arguments; a server restarts on its own port, keeping what its persistence kept.
+//! A real `redis-server` on a free port, in its own temporary directory (or one given), killed on
+//! drop; its log is printed when the test that owns it panics. [`RedisServer::builder`] chooses
+//! persistence, extra arguments and the directory; a server restarts on its own port, keeping
+//! what its persistence kept.
 
 use std::io;
-use std::path::PathBuf;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -28,6 +30,7 @@ pub enum Persistence {
 pub struct RedisBuilder {
     persistence: Persistence,
     extra: Vec<String>,
+    dir: Option<PathBuf>,
 }
 
 impl RedisBuilder {
@@ -48,6 +51,13 @@ impl RedisBuilder {
         self
     }
 
+    /// Keeps the data and the log in `dir` (created if missing, left in place on drop) instead
+    /// of a temporary directory.
+    pub fn dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.dir = Some(dir.into());
+        self
+    }
+
     /// Starts the server on a free port and waits until it answers PING; panics when it cannot.
     pub fn start(self) -> RedisServer {
         self.try_start().unwrap_or_else(|e| panic!("{e}"))
@@ -55,9 +65,18 @@ impl RedisBuilder {
 
     /// [`start`](Self::start), as an error (with the server's log) for callers outside a test.
     pub fn try_start(self) -> io::Result<RedisServer> {
+        let dir = match self.dir {
+            Some(path) => {
+                std::fs::create_dir_all(&path).map_err(|e| {
+                    io::Error::new(e.kind(), format!("create {}: {e}", path.display()))
+                })?;
+                Dir::Given(path)
+            }
+            None => Dir::Temporary(tempfile::tempdir()?),
+        };
         let mut server = RedisServer {
             port: 0,
-            dir: tempfile::tempdir()?,
+            dir,
             child: None,
             persistence: self.persistence,
             extra: self.extra,
@@ -76,9 +95,27 @@ impl RedisBuilder {
     }
 }
 
+/// Where a server keeps its data and log.
+#[derive(Debug)]
+enum Dir {
+    /// Deleted on drop.
+    Temporary(tempfile::TempDir),
+    /// The caller's, left in place.
+    Given(PathBuf),
+}
+
+impl Dir {
+    fn path(&self) -> &Path {
+        match self {
+            Dir::Temporary(dir) => dir.path(),
+            Dir::Given(path) => path,
+        }
+    }
+}
+
 pub struct RedisServer {
     port: u16,
-    dir: tempfile::TempDir,
+    dir: Dir,
     child: Option<Guarded>,
     persistence: Persistence,
     extra: Vec<String>,
@@ -103,12 +140,17 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// `127.0.0.1:PORT`.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
     pub fn pid(&self) -> Pid {
         self.child.as_ref().expect("server running").pid()
     }
 
     /// The server's directory (its data and its log).
-    pub fn dir(&self) -> &std::path::Path {
+    pub fn dir(&self) -> &Path {
         self.dir.path()
     }
 
@@ -241,28 +283,44 @@ impl RedisServer {
     }
 
     fn signal(&self, signal: Signal) {
-        let child = self.child.as_ref().expect("server running");
+        self.try_signal(signal).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Sends `signal` (SIGSTOP, SIGCONT…) to the server; an error when it is not running.
+    pub fn try_signal(&self, signal: Signal) -> io::Result<()> {
+        let child = self.child.as_ref().ok_or_else(|| {
+            io::Error::other(format!(
+                "{signal} to redis-server on port {}: it is not running",
+                self.port
+            ))
+        })?;
         child
             .signal(signal)
-            .unwrap_or_else(|e| panic!("{signal} to {}: {e}", child.name()));
+            .map_err(|e| io::Error::other(format!("{signal} to {}: {e}", child.name())))
     }
 
     /// Starts the server again on the same port (after [`kill`](Self::kill), or killing it),
     /// keeping whatever its persistence kept.
     pub fn restart(&mut self) {
+        self.try_restart().unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// [`restart`](Self::restart), as an error (with the server's log) for callers outside a
+    /// test.
+    pub fn try_restart(&mut self) -> io::Result<()> {
         self.kill();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if self.spawn_and_wait().expect("spawn redis-server") {
-                return;
+            if self.spawn_and_wait()? {
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!(
+        Err(io::Error::other(format!(
             "redis-server did not restart on port {}:\n{}",
             self.port,
             self.log()
-        );
+        )))
     }
 
     /// Starts the server again on the same port and returns as soon as it accepts TCP
@@ -286,22 +344,31 @@ impl RedisServer {
 
     /// Kills the server, deletes its data (not its log), and starts it again empty.
     pub fn restart_empty(&mut self) {
+        self.try_restart_empty().unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// [`restart_empty`](Self::restart_empty), as an error for callers outside a test: a file
+    /// that cannot be deleted is one.
+    pub fn try_restart_empty(&mut self) -> io::Result<()> {
         self.kill();
-        for entry in std::fs::read_dir(self.dir.path())
-            .expect("read the server's directory")
-            .flatten()
-        {
+        let context = |path: &Path, e: io::Error| {
+            io::Error::new(e.kind(), format!("delete {}: {e}", path.display()))
+        };
+        let entries =
+            std::fs::read_dir(self.dir.path()).map_err(|e| context(self.dir.path(), e))?;
+        for entry in entries.flatten() {
             let path = entry.path();
             if path == self.log_path() {
                 continue;
             }
-            if path.is_dir() {
-                let _ = std::fs::remove_dir_all(&path);
+            let removed = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
             } else {
-                let _ = std::fs::remove_file(&path);
-            }
+                std::fs::remove_file(&path)
+            };
+            removed.map_err(|e| context(&path, e))?;
         }
-        self.restart();
+        self.try_restart()
     }
 
     /// Replaces the extra arguments used from the next (re)start on.

@@ -22,9 +22,10 @@ use crate::termcheck;
 use crate::time;
 use crate::timeline::Picture;
 
-/// Runs the harness; `Ok(true)` when the verdict is a pass.
+/// Runs the harness; `Ok(true)` when the verdict is a pass. The processes it starts die with
+/// the thread that calls it (their parent-death signal), so that thread must live until the
+/// run ends: the main thread, or one the caller joins.
 pub fn run(config: &RunConfig) -> anyhow::Result<bool> {
-    crate::procs::own_processes_from_this_thread();
     let kinds = schedule::parse_kinds(&config.kinds)?;
     let set: &[FaultKind] = match config.topology {
         Topology::Single => &FaultKind::SINGLE,

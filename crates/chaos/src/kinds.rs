@@ -64,34 +64,22 @@ pub enum FaultKind {
     SlotMigration,
 }
 
-impl FaultKind {
-    /// Every kind.
-    pub const ALL: [FaultKind; 23] = [
-        FaultKind::PauseReplica,
-        FaultKind::PauseChild,
-        FaultKind::KillReplica,
-        FaultKind::RollingRestart,
-        FaultKind::RedisRestartKept,
-        FaultKind::RedisRestartLost,
-        FaultKind::LinkDelay,
-        FaultKind::LinkDrop,
-        FaultKind::LinkBlackhole,
-        FaultKind::RedisPause,
-        FaultKind::SlowRedis,
-        FaultKind::Eviction,
-        FaultKind::Vanish,
-        FaultKind::LateDelivery,
-        FaultKind::Daemonize,
-        FaultKind::IgnoreSigterm,
-        FaultKind::CpuStarve,
-        FaultKind::FailingWork,
-        FaultKind::DeadSubscription,
-        FaultKind::SentinelFailover,
-        FaultKind::MuteSentinel,
-        FaultKind::ClusterFailover,
-        FaultKind::SlotMigration,
-    ];
+/// `a` then `b`, as a constant (the lengths add up, or the constant does not compile).
+const fn concat<const A: usize, const B: usize, const N: usize>(
+    a: [FaultKind; A],
+    b: [FaultKind; B],
+) -> [FaultKind; N] {
+    assert!(A + B == N, "the lengths of the parts must add up");
+    let mut out = [FaultKind::PauseReplica; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = if i < A { a[i] } else { b[i - A] };
+        i += 1;
+    }
+    out
+}
 
+impl FaultKind {
     /// The kinds a run on one redis-server draws.
     pub const SINGLE: [FaultKind; 19] = [
         FaultKind::PauseReplica,
@@ -115,8 +103,9 @@ impl FaultKind {
         FaultKind::DeadSubscription,
     ];
 
-    /// The kinds a Sentinel run draws: the process faults and the Sentinel's own.
-    pub const SENTINEL: [FaultKind; 10] = [
+    /// The faults of leasehold's processes and their commands, which need no Redis of a
+    /// particular shape: every topology draws them.
+    const PROCESS: [FaultKind; 8] = [
         FaultKind::PauseReplica,
         FaultKind::PauseChild,
         FaultKind::KillReplica,
@@ -125,23 +114,25 @@ impl FaultKind {
         FaultKind::IgnoreSigterm,
         FaultKind::CpuStarve,
         FaultKind::FailingWork,
-        FaultKind::SentinelFailover,
-        FaultKind::MuteSentinel,
     ];
 
+    /// The Sentinel topology's own faults.
+    const SENTINEL_OWN: [FaultKind; 2] = [FaultKind::SentinelFailover, FaultKind::MuteSentinel];
+
+    /// The Cluster topology's own faults.
+    const CLUSTER_OWN: [FaultKind; 2] = [FaultKind::ClusterFailover, FaultKind::SlotMigration];
+
+    /// The kinds a Sentinel run draws: the process faults and the Sentinel's own.
+    pub const SENTINEL: [FaultKind; 10] = concat(Self::PROCESS, Self::SENTINEL_OWN);
+
     /// The kinds a Cluster run draws: the process faults and the cluster's own.
-    pub const CLUSTER: [FaultKind; 10] = [
-        FaultKind::PauseReplica,
-        FaultKind::PauseChild,
-        FaultKind::KillReplica,
-        FaultKind::RollingRestart,
-        FaultKind::Daemonize,
-        FaultKind::IgnoreSigterm,
-        FaultKind::CpuStarve,
-        FaultKind::FailingWork,
-        FaultKind::ClusterFailover,
-        FaultKind::SlotMigration,
-    ];
+    pub const CLUSTER: [FaultKind; 10] = concat(Self::PROCESS, Self::CLUSTER_OWN);
+
+    /// Every kind: the single server's, then the Sentinel's and the cluster's own.
+    pub const ALL: [FaultKind; 23] = concat(
+        Self::SINGLE,
+        concat::<2, 2, 4>(Self::SENTINEL_OWN, Self::CLUSTER_OWN),
+    );
 
     /// The name in reports.
     pub fn label(self) -> &'static str {
@@ -230,6 +221,29 @@ impl FaultKind {
             // lease for a TTL from then.
             FaultKind::LateDelivery => base + late_delay_max(timing),
             _ => base,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::ValueEnum;
+
+    use super::*;
+
+    #[test]
+    fn every_kind_is_in_all_once_in_the_order_of_the_report() {
+        assert_eq!(FaultKind::ALL.as_slice(), FaultKind::value_variants());
+    }
+
+    #[test]
+    fn the_topology_runs_draw_the_process_faults_then_their_own() {
+        assert_eq!(FaultKind::SENTINEL[..8], FaultKind::PROCESS);
+        assert_eq!(FaultKind::CLUSTER[..8], FaultKind::PROCESS);
+        assert_eq!(FaultKind::SENTINEL[8..], FaultKind::SENTINEL_OWN);
+        assert_eq!(FaultKind::CLUSTER[8..], FaultKind::CLUSTER_OWN);
+        for kind in FaultKind::PROCESS {
+            assert!(FaultKind::SINGLE.contains(&kind), "{kind:?}");
         }
     }
 }

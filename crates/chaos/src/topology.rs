@@ -9,9 +9,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use tokio::runtime::Handle;
 
-use crate::procs::Guarded;
-use crate::proxy::LinkProxy;
-use crate::redis::{RedisServer, cli, free_port};
+use testbed::cluster::RedisCluster as Nodes;
+use testbed::port::try_free_addr;
+use testbed::proxy::FaultProxy;
+use testbed::{Guarded, RedisServer};
+
+use crate::redis_cli::{self, RedisCli, cli};
 
 /// The master's name in the Sentinels' configuration.
 pub const MASTER_NAME: &str = "leasemaster";
@@ -42,7 +45,7 @@ pub struct SentinelSet {
     nodes: Vec<RedisServer>,
     sentinels: Vec<(u16, Guarded)>,
     /// The proxy in front of Sentinel 0 (blackholed: it accepts and never answers).
-    pub mute: LinkProxy,
+    pub mute: FaultProxy,
 }
 
 fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) -> anyhow::Result<()> {
@@ -59,24 +62,18 @@ fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) -> an
 impl SentinelSet {
     /// Starts the set under `dir`, Sentinel 0's proxy on `runtime`.
     pub fn start(dir: &Path, runtime: &Handle) -> anyhow::Result<Self> {
-        let master = RedisServer::start(&dir.join("node0"))?;
+        let master = redis_cli::server(&dir.join("node0")).try_start()?;
         let master_port = master.port().to_string();
-        let replica = RedisServer::start_with(
-            &dir.join("node1"),
-            &[
-                "--replicaof".into(),
-                "127.0.0.1".into(),
-                master_port.clone(),
-                "--replica-announce-ip".into(),
-                "127.0.0.1".into(),
-            ],
-        )?;
+        let replica = redis_cli::server(&dir.join("node1"))
+            .args(["--replicaof", "127.0.0.1", &master_port])
+            .args(["--replica-announce-ip", "127.0.0.1"])
+            .try_start()?;
         let mut sentinels = Vec::new();
         for i in 0..3 {
             let sdir = dir.join(format!("sentinel{i}"));
             std::fs::create_dir_all(&sdir)
                 .with_context(|| format!("cannot create {}", sdir.display()))?;
-            let port = free_port()?;
+            let port = try_free_addr().context("no free loopback port")?.port();
             let conf = sdir.join("sentinel.conf");
             std::fs::write(
                 &conf,
@@ -91,18 +88,13 @@ impl SentinelSet {
                 ),
             )
             .with_context(|| format!("cannot write {}", conf.display()))?;
-            let process = Guarded::spawn(
-                std::process::Command::new("redis-server")
-                    .arg(&conf)
-                    .arg("--sentinel")
-                    .stdin(std::process::Stdio::null())
-                    .stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null()),
-            )
-            .context("cannot start a Sentinel")?;
+            let mut sentinel = std::process::Command::new("redis-server");
+            sentinel.arg(&conf).arg("--sentinel");
+            let process = Guarded::spawn(sentinel, &format!("Sentinel {i}"))
+                .context("cannot start a Sentinel")?;
             sentinels.push((port, process));
         }
-        let mute = LinkProxy::start(
+        let mute = FaultProxy::start_on(
             runtime,
             std::net::SocketAddr::from(([127, 0, 0, 1], sentinels[0].0)),
         )?;
@@ -211,7 +203,8 @@ impl SentinelSet {
 
 /// Three masters and three replicas.
 pub struct RedisCluster {
-    nodes: Vec<RedisServer>,
+    /// The test kit's cluster, its nodes the harness's servers.
+    kit: Nodes,
 }
 
 /// One line of `CLUSTER NODES`.
@@ -232,60 +225,15 @@ pub struct Node {
 impl RedisCluster {
     /// Starts six nodes under `dir` and creates the cluster.
     pub fn start(dir: &Path) -> anyhow::Result<Self> {
-        let mut nodes = Vec::new();
-        for i in 0..6 {
-            let bus = free_port()?.to_string();
-            let extra: Vec<String> = [
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "nodes.conf",
-                "--cluster-node-timeout",
-                "1000",
-                "--cluster-port",
-                &bus,
-                "--cluster-announce-ip",
-                "127.0.0.1",
-                "--cluster-replica-validity-factor",
-                "0",
-            ]
-            .map(String::from)
-            .to_vec();
-            nodes.push(RedisServer::start_with(
-                &dir.join(format!("node{i}")),
-                &extra,
-            )?);
-        }
-        let addrs: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port()))
-            .collect();
-        let out = std::process::Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addrs)
-            .args(["--cluster-replicas", "1", "--cluster-yes"])
-            .output()
-            .context("cannot run redis-cli --cluster create")?;
-        if !out.status.success() {
-            bail!(
-                "redis-cli --cluster create failed: {}",
-                String::from_utf8_lossy(&out.stdout)
-            );
-        }
-        let cluster = Self { nodes };
+        let kit = Nodes::try_create(|i| redis_cli::server(&dir.join(format!("node{i}"))))?;
+        let cluster = Self { kit };
         cluster.wait_ok()?;
         Ok(cluster)
     }
 
     /// `redis+cluster://` with every node as a seed.
     pub fn url(&self) -> String {
-        let seeds: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port()))
-            .collect();
-        format!("redis+cluster://{}", seeds.join(","))
+        self.kit.url()
     }
 
     /// Every node reports `cluster_state:ok`, every replica in sync, and all agree on the
@@ -293,6 +241,7 @@ impl RedisCluster {
     pub fn wait_ok(&self) -> anyhow::Result<()> {
         wait_until("the cluster's state ok", Duration::from_secs(30), || {
             let views: Vec<Vec<(u16, bool)>> = self
+                .kit
                 .nodes
                 .iter()
                 .filter_map(|n| {
@@ -311,18 +260,20 @@ impl RedisCluster {
                     })
                 })
                 .collect();
-            views.len() == self.nodes.len() && views.windows(2).all(|w| w[0] == w[1])
+            views.len() == self.kit.nodes.len() && views.windows(2).all(|w| w[0] == w[1])
         })
     }
 
     /// The nodes as node 0 sees them.
     pub fn nodes(&self) -> anyhow::Result<Vec<Node>> {
-        Ok(parse_nodes(&self.nodes[0].cli(0, &["CLUSTER", "NODES"])?))
+        Ok(parse_nodes(
+            &self.kit.nodes[0].cli(0, &["CLUSTER", "NODES"])?,
+        ))
     }
 
     /// The slot of `key`.
     pub fn slot(&self, key: &str) -> anyhow::Result<u16> {
-        self.nodes[0]
+        self.kit.nodes[0]
             .cli(0, &["CLUSTER", "KEYSLOT", key])?
             .parse()
             .context("CLUSTER KEYSLOT is not a number")
@@ -389,7 +340,7 @@ impl RedisCluster {
             "every node to agree on the slot",
             Duration::from_secs(20),
             || {
-                self.nodes.iter().all(|n| {
+                self.kit.nodes.iter().all(|n| {
                     n.cli(0, &["CLUSTER", "NODES"]).is_ok_and(|text| {
                         parse_nodes(&text).iter().any(|x| {
                             x.id == to.id && x.slots.iter().any(|&(a, b)| a <= slot && slot <= b)

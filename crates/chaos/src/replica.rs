@@ -5,7 +5,7 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, LineWriter, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
@@ -20,10 +20,10 @@ use serde_json::Value;
 use crate::config::{PG_ENV, PG_FENCING_ENV, RESOURCE_ENV, Timing, WRITE_INTERVAL_ENV};
 use crate::events::parse_event;
 pub use crate::events::{Event, LogEvent};
-use crate::procs::Guarded;
-use crate::proxy::LinkProxy;
-use crate::redis::free_port;
 use crate::time::{self, MS, Micros};
+use testbed::Guarded;
+use testbed::port::try_free_addr;
+use testbed::proxy::FaultProxy;
 
 /// What every replica shares.
 #[derive(Debug, Clone)]
@@ -102,7 +102,7 @@ pub struct Replica {
     /// Its identity (`r<index>`).
     pub identity: String,
     /// Its link to Redis.
-    pub proxy: LinkProxy,
+    pub proxy: FaultProxy,
     running: Option<Running>,
     done: Vec<Incarnation>,
     settings: ReplicaSettings,
@@ -112,9 +112,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Whether the process is known to have exited (a failing `waitpid` counts as not yet).
+fn exited(process: &mut Guarded) -> bool {
+    matches!(process.try_exit(), Ok(Some(_)))
+}
+
 impl Replica {
     /// A replica that is not running yet.
-    pub fn new(index: usize, proxy: LinkProxy, settings: ReplicaSettings) -> Self {
+    pub fn new(index: usize, proxy: FaultProxy, settings: ReplicaSettings) -> Self {
         Self {
             index,
             identity: format!("r{index}"),
@@ -160,7 +165,7 @@ impl Replica {
     }
 
     fn try_start(&mut self) -> anyhow::Result<Running> {
-        let http = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
+        let http = try_free_addr().context("no free loopback port")?;
         let number = self.done.len();
         let s = &self.settings;
         let mut cmd = Command::new(&s.leasehold);
@@ -197,7 +202,7 @@ impl Replica {
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         let started = time::now();
-        let mut process = Guarded::spawn(&mut cmd).with_context(|| {
+        let mut process = Guarded::spawn_unread(cmd, &self.identity).with_context(|| {
             format!(
                 "cannot start {} as {}",
                 s.leasehold.display(),
@@ -205,9 +210,7 @@ impl Replica {
             )
         })?;
         let stderr = process
-            .child_mut()
-            .stderr
-            .take()
+            .take_stderr()
             .context("leasehold's stderr is not piped")?;
         let live = Arc::new(Mutex::new(Live::default()));
         let log_path = s.log_dir.join(format!("{}.log", self.identity));
@@ -240,7 +243,7 @@ impl Replica {
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if running.process.try_exit().is_some() {
+            if exited(&mut running.process) {
                 let ended = time::now();
                 self.retire(running, ended, "exited at start (port taken?)");
                 bail!("{} exited at start", self.identity);
@@ -259,7 +262,7 @@ impl Replica {
 
     /// Moves a finished process into the history.
     fn retire(&mut self, mut running: Running, ended: Micros, end: &str) {
-        running.process.kill_and_reap();
+        running.process.kill();
         let mut notes = Vec::new();
         // The pipe closes once leasehold and its command are gone: the command dies with
         // leasehold (parent-death signal). A command that outlives it is a finding.
@@ -321,7 +324,7 @@ impl Replica {
             .process
             .signal(Signal::SIGTERM)
             .with_context(|| format!("cannot SIGTERM {}", self.identity))?;
-        let exited = running.process.wait_exit(timeout).is_some();
+        let exited = matches!(running.process.wait_exit(timeout), Ok(Some(_)));
         let ended = time::now();
         let end = if exited {
             "SIGTERM, exited"
@@ -376,7 +379,7 @@ impl Replica {
         let exited = self
             .running
             .as_mut()
-            .is_some_and(|r| r.process.try_exit().is_some());
+            .is_some_and(|r| exited(&mut r.process));
         if exited && let Some(running) = self.running.take() {
             self.retire(running, time::now(), "exited on its own");
         }
@@ -400,7 +403,7 @@ impl Replica {
 impl Drop for Replica {
     fn drop(&mut self) {
         if let Some(mut running) = self.running.take() {
-            running.process.kill_and_reap();
+            running.process.kill();
         }
     }
 }

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use crate::nemesis::{FaultRecord, Impairment, Nemesis, Span, sleep_ms};
-use crate::proxy::Link;
+use testbed::proxy::Fault;
+
+use crate::redis_cli::RedisCli;
 use crate::schedule::{FaultSpec, Scheduled, Target, TermEnd, VanishHow};
 use crate::starve::{CPU_CGROUP, crowd, quota, release_quota, uncrowd};
 use crate::time::{self, Micros};
@@ -210,7 +212,7 @@ impl Nemesis<'_> {
         };
         record.target = Some(i);
         record.target_led = leader.is_some();
-        let link = Link::Delay(Duration::from_millis(delay_ms));
+        let link = Fault::Delay(Duration::from_millis(delay_ms));
         let one = if one_connection {
             let subscribed: Vec<u16> = self
                 .cluster
@@ -235,7 +237,7 @@ impl Nemesis<'_> {
         let proxy = &self.cluster.replicas[i].proxy;
         match one {
             Some(port) => proxy.clear_one(port),
-            None => proxy.set(Link::Pass),
+            None => proxy.set(Fault::Pass),
         }
         record.clear = time::now();
         record.detail = Some(match one {
@@ -299,10 +301,10 @@ impl Nemesis<'_> {
             TermEnd::LinkDrop => {
                 let hold = self.timing.renew_deadline + 2 * self.timing.retry_period;
                 let proxy = &self.cluster.replicas[i].proxy;
-                proxy.set(Link::Drop);
+                proxy.set(Fault::Drop);
                 let from = time::now();
                 std::thread::sleep(hold + Duration::from_millis(300));
-                self.cluster.replicas[i].proxy.set(Link::Pass);
+                self.cluster.replicas[i].proxy.set(Fault::Pass);
                 let to = time::now();
                 let incarnation = self.cluster.replicas[i].incarnation();
                 self.journal.links.push(Span {
@@ -418,7 +420,7 @@ impl Nemesis<'_> {
         };
         self.cluster.replicas[j]
             .proxy
-            .set_one(port, Link::Blackhole);
+            .set_one(port, Fault::Blackhole);
         record.inject = time::now();
         sleep_ms(release_after_ms);
         let leader = self.cluster.leader();

@@ -5,10 +5,10 @@
 use anyhow::{Context, bail};
 
 use crate::nemesis::{FaultRecord, Impairment, Nemesis, Span, sleep_ms};
-use crate::proxy::Link;
 use crate::schedule::{FaultSpec, Scheduled};
 use crate::time::{self, Micros};
 use crate::topology::Topo;
+use testbed::proxy::Fault;
 
 impl Nemesis<'_> {
     /// Injects one fault of a Sentinel or Cluster topology.
@@ -28,12 +28,12 @@ impl Nemesis<'_> {
                 ));
             }
             (FaultSpec::MuteSentinel { hold_ms }, Topo::Sentinel(set)) => {
-                set.mute.set(Link::Blackhole);
+                set.mute.set(Fault::Blackhole);
                 record.inject = time::now();
                 let failed_over = set.failover(1);
                 let elapsed = u64::try_from((time::now() - record.inject) / time::MS).unwrap_or(0);
                 sleep_ms(hold_ms.saturating_sub(elapsed));
-                set.mute.set(Link::Pass);
+                set.mute.set(Fault::Pass);
                 record.clear = time::now();
                 let (master, _) = failed_over?;
                 record.detail = Some(format!(

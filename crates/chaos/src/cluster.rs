@@ -10,12 +10,13 @@ use tokio::runtime::Runtime;
 
 use crate::config::{RunConfig, Topology};
 use crate::pg::{PgWrite, PostgresServer};
-use crate::proxy::{Link, LinkProxy};
-use crate::redis::RedisServer;
+use crate::redis_cli;
 use crate::replica::{Incarnation, Replica, ReplicaSettings};
 use crate::resource::{Resource, Write};
 use crate::time::{self, Micros};
 use crate::topology::{RedisCluster, SentinelSet, Topo};
+use testbed::RedisServer;
+use testbed::proxy::{Fault, FaultProxy};
 
 /// What a run leaves for the checker.
 pub struct Collected {
@@ -66,7 +67,7 @@ impl Cluster {
             .enable_all()
             .build()
             .context("cannot start the harness's async runtime")?;
-        let redis = RedisServer::start(&work.join("redis"))?;
+        let redis = redis_cli::server(&work.join("redis")).try_start()?;
         let resource = Resource::start(runtime.handle(), config.fencing)?;
         let postgres = if config.postgres {
             let server = PostgresServer::start()?;
@@ -101,7 +102,7 @@ impl Cluster {
         };
         let mut replicas = Vec::with_capacity(config.replicas);
         for index in 0..config.replicas {
-            let proxy = LinkProxy::start(runtime.handle(), redis.addr())?;
+            let proxy = FaultProxy::start_on(runtime.handle(), redis.addr())?;
             replicas.push(Replica::new(index, proxy, settings.clone()));
         }
         let mut cluster = Self {
@@ -171,7 +172,7 @@ impl Cluster {
     }
 
     /// Sets every link.
-    pub fn set_all_links(&self, link: Link) {
+    pub fn set_all_links(&self, link: Fault) {
         for r in &self.replicas {
             r.proxy.set(link);
         }
@@ -188,9 +189,9 @@ impl Cluster {
             runtime,
             ..
         } = self;
-        let _ = redis.signal(nix::sys::signal::Signal::SIGCONT);
+        let _ = redis.try_signal(nix::sys::signal::Signal::SIGCONT);
         for r in &replicas {
-            r.proxy.set(Link::Pass);
+            r.proxy.set(Fault::Pass);
         }
         let replicas: Vec<Vec<Incarnation>> =
             replicas.into_iter().map(|r| r.finish(grace)).collect();

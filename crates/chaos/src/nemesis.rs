@@ -11,9 +11,9 @@ use nix::unistd::Pid;
 use crate::cluster::Cluster;
 use crate::config::Timing;
 pub use crate::journal::{FaultRecord, Impairment, Journal, Span};
-use crate::proxy::Link;
 use crate::schedule::{FaultKind, FaultSpec, Scheduled, Target};
 use crate::time::{self, Micros};
+use testbed::proxy::Fault;
 
 /// Runs the schedule.
 pub struct Nemesis<'a> {
@@ -213,7 +213,11 @@ impl<'a> Nemesis<'a> {
                 let from = time::now();
                 record.inject = from;
                 sleep_ms(down_ms);
-                self.cluster.redis.restart(keep)?;
+                if keep {
+                    self.cluster.redis.try_restart()?;
+                } else {
+                    self.cluster.redis.try_restart_empty()?;
+                }
                 let to = time::now();
                 record.clear = to;
                 self.journal.redis.push(Span {
@@ -233,14 +237,14 @@ impl<'a> Nemesis<'a> {
                 delay_ms,
                 hold_ms,
             } => {
-                let link = Link::Delay(Duration::from_millis(delay_ms));
+                let link = Fault::Delay(Duration::from_millis(delay_ms));
                 self.link_fault(&mut record, target, link, hold_ms, Impairment::LinkDelay)?;
             }
             FaultSpec::LinkDrop { target, hold_ms } => {
                 self.link_fault(
                     &mut record,
                     target,
-                    Link::Drop,
+                    Fault::Drop,
                     hold_ms,
                     Impairment::LinkDrop,
                 )?;
@@ -249,17 +253,17 @@ impl<'a> Nemesis<'a> {
                 self.link_fault(
                     &mut record,
                     target,
-                    Link::Blackhole,
+                    Fault::Blackhole,
                     hold_ms,
                     Impairment::LinkBlackhole,
                 )?;
             }
             FaultSpec::RedisPause { pause_ms } => {
-                self.cluster.redis.signal(Signal::SIGSTOP)?;
+                self.cluster.redis.try_signal(Signal::SIGSTOP)?;
                 let from = time::now();
                 record.inject = from;
                 sleep_ms(pause_ms);
-                self.cluster.redis.signal(Signal::SIGCONT)?;
+                self.cluster.redis.try_signal(Signal::SIGCONT)?;
                 let to = time::now();
                 record.clear = to;
                 self.journal.redis.push(Span {
@@ -288,11 +292,11 @@ impl<'a> Nemesis<'a> {
             }
             FaultSpec::SlowRedis { delay_ms, hold_ms } => {
                 self.cluster
-                    .set_all_links(Link::Delay(Duration::from_millis(delay_ms)));
+                    .set_all_links(Fault::Delay(Duration::from_millis(delay_ms)));
                 let from = time::now();
                 record.inject = from;
                 sleep_ms(hold_ms);
-                self.cluster.set_all_links(Link::Pass);
+                self.cluster.set_all_links(Fault::Pass);
                 let to = time::now();
                 record.clear = to;
                 self.journal.redis.push(Span {
@@ -311,7 +315,7 @@ impl<'a> Nemesis<'a> {
         &mut self,
         record: &mut FaultRecord,
         target: Target,
-        link: Link,
+        link: Fault,
         hold_ms: u64,
         what: Impairment,
     ) -> anyhow::Result<()> {
@@ -326,7 +330,7 @@ impl<'a> Nemesis<'a> {
         let from = time::now();
         record.inject = from;
         sleep_ms(hold_ms);
-        replica.proxy.set(Link::Pass);
+        replica.proxy.set(Fault::Pass);
         let to = time::now();
         record.clear = to;
         self.journal.links.push(Span {

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 
-use crate::procs::Guarded;
+use testbed::Guarded;
 
 /// The cgroup v1 CPU controller's root.
 pub const CPU_CGROUP: &str = "/sys/fs/cgroup/cpu";
@@ -44,12 +44,9 @@ pub fn crowd(pid: i32) -> anyhow::Result<Vec<Guarded>> {
     }
     (0..4)
         .map(|_| {
-            Guarded::spawn(
-                std::process::Command::new("taskset")
-                    .args(["-c", "0", "sh", "-c", "while :; do :; done"])
-                    .stdin(std::process::Stdio::null()),
-            )
-            .context("cannot start a busy loop")
+            let mut busy = std::process::Command::new("taskset");
+            busy.args(["-c", "0", "sh", "-c", "while :; do :; done"]);
+            Guarded::spawn(busy, "a busy loop").context("cannot start a busy loop")
         })
         .collect()
 }

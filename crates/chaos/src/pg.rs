@@ -1,12 +1,11 @@
-//! PostgreSQL, the second fenced resource: Debian's server programs (the newest
-//! `/usr/lib/postgresql/<version>/bin`), `initdb` into a directory of its own under the system's
+//! PostgreSQL, the second fenced resource: the server programs where the test kit finds them
+//! (`$TESTBED_PG_BINDIR`, else the newest `/usr/lib/postgresql/<version>/bin`), `initdb` into a directory of its own under the system's
 //! temporary directory, `postgres` started as a child on a free loopback port with trust
 //! authentication as `postgres` (it dies with the harness); stopped (immediately) and removed
 //! when dropped. As root the programs run as the `postgres` user the package creates, since
 //! `initdb` refuses root.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -15,8 +14,10 @@ use anyhow::{Context, bail};
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
-use crate::procs::Guarded;
-use crate::redis::free_port;
+use testbed::Guarded;
+use testbed::port::try_free_addr;
+use testbed::postgres::{as_postgres, bin_dir, is_root};
+
 use crate::time::Micros;
 
 /// A running PostgreSQL cluster.
@@ -25,29 +26,6 @@ pub struct PostgresServer {
     dir: PathBuf,
     bin: PathBuf,
     process: Option<Guarded>,
-}
-
-/// The newest `/usr/lib/postgresql/<version>/bin` that holds `initdb`.
-fn bin_dir() -> anyhow::Result<PathBuf> {
-    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| {
-            let version = entry.file_name().to_str()?.parse().ok()?;
-            let bin = entry.path().join("bin");
-            bin.join("initdb").exists().then_some((version, bin))
-        })
-        .collect();
-    versions.sort();
-    versions
-        .pop()
-        .map(|(_, bin)| bin)
-        .context("no /usr/lib/postgresql/<version>/bin/initdb: apt-get install postgresql")
-}
-
-fn is_root() -> bool {
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 impl PostgresServer {
@@ -63,7 +41,7 @@ impl PostgresServer {
         let mut server = Self {
             port: 0,
             dir,
-            bin: bin_dir()?,
+            bin: bin_dir(),
             process: None,
         };
         if is_root() {
@@ -97,7 +75,7 @@ impl PostgresServer {
             );
         }
         for _ in 0..10 {
-            server.port = free_port()?;
+            server.port = try_free_addr().context("no free loopback port")?.port();
             if server.spawn()? {
                 return Ok(server);
             }
@@ -122,19 +100,12 @@ impl PostgresServer {
 
     fn run_as_postgres(&self, program: &str, args: &[&std::ffi::OsStr]) -> anyhow::Result<Output> {
         let path = self.bin.join(program);
-        let mut command = if is_root() {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(&path);
-            c
-        } else {
-            Command::new(&path)
-        };
-        command
+        as_postgres(&path)
             .args(args)
             .current_dir(&self.dir)
             .stdin(Stdio::null())
             .output()
-            .with_context(|| format!("cannot run {}", path.display()))
+            .with_context(|| format!("cannot run {} (apt-get install postgresql)", path.display()))
     }
 
     /// Starts `postgres` itself as a child (not through `pg_ctl`, which would leave it behind
@@ -171,11 +142,11 @@ impl PostgresServer {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log);
-        let mut process = Guarded::spawn(&mut cmd)
+        let mut process = Guarded::spawn_unread(cmd, "postgres")
             .with_context(|| format!("cannot start {}", postgres.display()))?;
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            if process.try_exit().is_some() {
+            if matches!(process.try_exit(), Ok(Some(_))) {
                 return Ok(false);
             }
             let ready = Command::new(self.bin.join("pg_isready"))

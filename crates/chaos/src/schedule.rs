@@ -2,6 +2,8 @@
 //! same list of faults with the same parameters. Which replica "the leader" is gets resolved
 //! when the fault is injected.
 
+use std::ops::RangeInclusive;
+
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -240,7 +242,41 @@ fn term_end(rng: &mut StdRng) -> TermEnd {
     }
 }
 
+/// The kinds whose one parameter is a time in milliseconds: the range it is drawn from, and the
+/// fault made of the draw.
+type OneTime = (FaultKind, RangeInclusive<u64>, fn(u64) -> FaultSpec);
+
+const ONE_TIME: [OneTime; 8] = [
+    (FaultKind::RollingRestart, 50..=400, |gap_ms| {
+        FaultSpec::RollingRestart { gap_ms }
+    }),
+    (FaultKind::RedisRestartKept, 100..=2_000, |down_ms| {
+        FaultSpec::RedisRestartKept { down_ms }
+    }),
+    (FaultKind::RedisRestartLost, 100..=2_000, |down_ms| {
+        FaultSpec::RedisRestartLost { down_ms }
+    }),
+    (FaultKind::RedisPause, 100..=1_500, |pause_ms| {
+        FaultSpec::RedisPause { pause_ms }
+    }),
+    (FaultKind::FailingWork, 1_000..=3_000, |hold_ms| {
+        FaultSpec::FailingWork { hold_ms }
+    }),
+    (FaultKind::MuteSentinel, 2_000..=5_000, |hold_ms| {
+        FaultSpec::MuteSentinel { hold_ms }
+    }),
+    (FaultKind::ClusterFailover, 0..=1_000, |settle_ms| {
+        FaultSpec::ClusterFailover { settle_ms }
+    }),
+    (FaultKind::SlotMigration, 0..=1_000, |settle_ms| {
+        FaultSpec::SlotMigration { settle_ms }
+    }),
+];
+
 fn draw(rng: &mut StdRng, kind: FaultKind, replicas: usize, ttl: u64, call: u64) -> FaultSpec {
+    if let Some((_, range, fault)) = ONE_TIME.iter().find(|(k, _, _)| *k == kind) {
+        return fault(rng.random_range(range.clone()));
+    }
     match kind {
         FaultKind::PauseReplica => FaultSpec::PauseReplica {
             target: target(rng, replicas, 0.75),
@@ -252,15 +288,6 @@ fn draw(rng: &mut StdRng, kind: FaultKind, replicas: usize, ttl: u64, call: u64)
         FaultKind::KillReplica => FaultSpec::KillReplica {
             target: target(rng, replicas, 0.75),
             down_ms: rng.random_range(0..=1_000),
-        },
-        FaultKind::RollingRestart => FaultSpec::RollingRestart {
-            gap_ms: rng.random_range(50..=400),
-        },
-        FaultKind::RedisRestartKept => FaultSpec::RedisRestartKept {
-            down_ms: rng.random_range(100..=2_000),
-        },
-        FaultKind::RedisRestartLost => FaultSpec::RedisRestartLost {
-            down_ms: rng.random_range(100..=2_000),
         },
         FaultKind::LinkDelay => FaultSpec::LinkDelay {
             target: target(rng, replicas, 0.6),
@@ -274,9 +301,6 @@ fn draw(rng: &mut StdRng, kind: FaultKind, replicas: usize, ttl: u64, call: u64)
         FaultKind::LinkBlackhole => FaultSpec::LinkBlackhole {
             target: target(rng, replicas, 0.6),
             hold_ms: rng.random_range(300..=2_500),
-        },
-        FaultKind::RedisPause => FaultSpec::RedisPause {
-            pause_ms: rng.random_range(100..=1_500),
         },
         FaultKind::SlowRedis => FaultSpec::SlowRedis {
             delay_ms: rng.random_range(20..=300),
@@ -319,9 +343,6 @@ fn draw(rng: &mut StdRng, kind: FaultKind, replicas: usize, ttl: u64, call: u64)
             quota_pct: rng.random_range(2..=10),
             hold_ms: rng.random_range(1_000..=4_000),
         },
-        FaultKind::FailingWork => FaultSpec::FailingWork {
-            hold_ms: rng.random_range(1_000..=3_000),
-        },
         FaultKind::DeadSubscription => FaultSpec::DeadSubscription {
             follower: Target::Replica(rng.random_range(0..replicas.max(1))),
             hold_ms: rng.random_range(1_500..=4_000),
@@ -330,15 +351,14 @@ fn draw(rng: &mut StdRng, kind: FaultKind, replicas: usize, ttl: u64, call: u64)
         FaultKind::SentinelFailover => FaultSpec::SentinelFailover {
             via: rng.random_range(1..=2),
         },
-        FaultKind::MuteSentinel => FaultSpec::MuteSentinel {
-            hold_ms: rng.random_range(2_000..=5_000),
-        },
-        FaultKind::ClusterFailover => FaultSpec::ClusterFailover {
-            settle_ms: rng.random_range(0..=1_000),
-        },
-        FaultKind::SlotMigration => FaultSpec::SlotMigration {
-            settle_ms: rng.random_range(0..=1_000),
-        },
+        FaultKind::RollingRestart
+        | FaultKind::RedisRestartKept
+        | FaultKind::RedisRestartLost
+        | FaultKind::RedisPause
+        | FaultKind::FailingWork
+        | FaultKind::MuteSentinel
+        | FaultKind::ClusterFailover
+        | FaultKind::SlotMigration => unreachable!("{kind:?} is drawn from ONE_TIME"),
     }
 }
 
@@ -378,6 +398,14 @@ mod tests {
         for s in &some {
             assert!(kinds.contains(&s.fault.kind()));
             assert_eq!(&full[s.index], s);
+        }
+    }
+
+    #[test]
+    fn every_kind_can_be_drawn_and_is_the_kind_asked_for() {
+        let mut rng = StdRng::seed_from_u64(5);
+        for kind in FaultKind::ALL {
+            assert_eq!(draw(&mut rng, kind, 5, 1_500, 900).kind(), kind);
         }
     }
 

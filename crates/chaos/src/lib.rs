@@ -1,0 +1,83 @@
+//! The chaos harness for leasehold: a real `redis-server`, N replicas of the real `leasehold`
+//! binary in exec mode, a fenced resource their commands write to, a nemesis on a seeded
+//! schedule, and a checker that reads only the logs, the resource and the nemesis's journal.
+//! See docs/CHAOS.md.
+//!
+//! Its program is leasehold's `chaos` example (`examples/chaos/main.rs`); `tests/chaos.rs` runs
+//! the short run as part of the suite. By hand:
+//!
+//! ```text
+//! cargo build --bin leasehold --example chaos
+//! target/debug/examples/chaos run --seed 7                          # short run, ~75 s
+//! target/debug/examples/chaos run --seed 7 --resource-fencing off   # negative control
+//! target/debug/examples/chaos run --seed 1 --long --out docs/chaos  # 1,100 faults
+//! ```
+//!
+//! Redis, the fault proxy between each replica and Redis, PostgreSQL's programs and the guarded
+//! child processes come from the test kit (`testbed`).
+//!
+//! Layout:
+//!
+//! ```text
+//! config.rs     the command line and the run's settings
+//! schedule.rs   fault kinds, their bounds, and the seeded schedule
+//! kinds.rs      the fault kinds, the sets each topology draws, recovery bounds
+//! params.rs     the second generation's fault parameters
+//! cluster.rs    everything under test, started and stopped together
+//! redis_cli.rs  the nemesis's commands to Redis and the Sentinels, through redis-cli
+//! events.rs     leasehold's log lines as the events the checker reads
+//! replica.rs    one leasehold replica: process, log reader, live view of leadership
+//! resource.rs   the fenced resource the leaders' commands write to
+//! child.rs      the leader's command (`chaos child`)
+//! nemesis.rs    injects the schedule and keeps the journal
+//! journal.rs    what the nemesis did: faults and impairments
+//! faults.rs     the second generation's faults (eviction, vanish, late delivery, helpers
+//!               of the command, CPU starvation, failing work, dead subscription)
+//! starve.rs     CPU starvation: a cgroup quota, or pinned busy loops
+//! topology.rs   the Sentinel set and the Redis Cluster of the topology runs
+//! topofaults.rs their faults: failovers, a mute Sentinel, a live slot migration
+//! pg.rs         the PostgreSQL server, the second fenced resource
+//! pgwrite.rs    the command's fenced PostgreSQL transaction, and reading the tables back
+//! history.rs    validity windows from the logs
+//! intervals.rs  interval sets
+//! checker.rs    the safety checks
+//! termcheck.rs  the checks by the replicas' own logs, of late writes, and of PostgreSQL
+//! failover.rs   failover times, bounds, availability
+//! report.rs     report.md and summary.json
+//! report_more.rs  report.md's section on the second generation's checks
+//! timeline.rs   timeline.svg
+//! time.rs       wall-clock microseconds, log timestamps
+//! dataset.rs    what a run collected, saved for `chaos check`
+//! run.rs        one run from start to report, or a saved run's report
+//! ```
+
+pub mod checker;
+pub mod child;
+pub mod cluster;
+pub mod config;
+pub mod dataset;
+pub mod events;
+pub mod failover;
+pub mod faults;
+pub mod history;
+pub mod intervals;
+pub mod journal;
+pub mod kinds;
+pub mod nemesis;
+pub mod params;
+pub mod pg;
+#[cfg(feature = "fence-postgres")]
+pub mod pgwrite;
+pub mod redis_cli;
+pub mod replica;
+pub mod report;
+pub mod report_more;
+pub mod resource;
+pub mod run;
+pub mod schedule;
+pub mod starve;
+pub mod termcheck;
+pub mod time;
+pub mod timeline;
+pub mod topofaults;
+pub mod topology;
