@@ -8,8 +8,10 @@
 //! readiness flips), cancel the work, record the reason, wait for the work to stop (never past
 //! the validity deadline), then release the lease if it may still be ours.
 //!
-//! Here: the elector, its options and its run loop. The follower's side is in `follow.rs`, one
-//! term as leader in `lead.rs`, their decisions in `decide.rs` (pure, table-tested).
+//! Here: the elector, its options, and the assembly of its tasks in `run`. The follower loop is
+//! in `follow.rs`, one term as leader (the watchdog and step-down) in `lead.rs`, the cycle
+//! between terms in `terms.rs`, the release channel in `notify.rs`, the metrics hooks in
+//! `observer.rs`; every decision they make is a pure function in `decide/` (table-tested).
 
 /// The pure core: the elector's decisions as functions of time and of what Redis said. Public
 /// (and hidden from the docs) only so that the model checker in `tests/model` calls the very

@@ -6,9 +6,9 @@
 //! - `watchdog`: one term as leader: its deadlines from the send instant, the watchdog's step,
 //!   a late reply, the retry after a failed renewal, the guard's comparison, the label of a
 //!   term whose work ended late, how long stopping work may take.
-//! - `follower`: the follower's waits (also under the polling baseline and a one-shot lock),
-//!   the observed-time rule, which release lets go of a holder, what to give back after an
-//!   acquire that raced shutdown, when the leader seen has changed.
+//! - `follower`: the follower's waits (also under the polling baseline and a one-shot lock);
+//!   `observed`: the observed-time rule, which release lets go of a holder, what to give back
+//!   after an acquire that raced shutdown, when the leader seen has changed.
 //! - `term`: between terms: whether to contend again, short terms and their pacing, the
 //!   hold-off after a handover and the successor's reservation.
 //! - `channel`: the release channel's keepalive and resubscribe back-off; `herd`: the spread
@@ -20,21 +20,20 @@ mod channel;
 mod follower;
 mod health;
 mod herd;
+mod observed;
 mod term;
 mod watchdog;
 
 use std::time::Duration;
 
 pub use channel::{Keepalive, keepalive, resubscribe_backoff};
-pub(crate) use follower::announces_release;
-pub use follower::{
-    GiveBack, Next, Seen, follower_wait, give_back, leader_changed, next_try, observation_stands,
-    seen_by,
-};
+pub use follower::{Next, Seen, follower_wait, next_try, seen_by};
 pub use health::{
     FailureLog, eviction_news, failure_log, newly_unhealthy, refuses_for_eviction, tells_unreadable,
 };
 pub(crate) use herd::herd_delay;
+pub(crate) use observed::announces_release;
+pub use observed::{GiveBack, give_back, leader_changed, observation_stands};
 pub use term::{
     BetweenTerms, between_terms, contends_again, hold_off_after, is_short_term, pause_after_term,
     reservation,
