@@ -18,7 +18,9 @@ use k8s_openapi::api::core::v1::{Container, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use leasehold::config::{self, Command as Subcommand, Environment, ReadinessMode, RunSettings};
+use leasehold::cli::{self, Command as Subcommand, Environment, RunSettings};
+use leasehold::http::ReadinessMode;
+use leasehold::k8s::KubernetesMode;
 use leasehold::k8s::rbac::API_CALLS;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -158,7 +160,7 @@ fn resolve(container: &Container) -> RunSettings {
         .to_owned()
     });
     argv.insert(2, format!("--redis-url={url}"));
-    let cli = config::parse_from(&argv)
+    let cli = cli::parse_from(&argv)
         .unwrap_or_else(|e| panic!("the binary refuses the chart's arguments {argv:?}: {e}"));
     let Subcommand::Run(run) = cli.command else {
         panic!("the chart runs `leasehold run`, not {argv:?}")
@@ -285,7 +287,7 @@ fn the_rendered_arguments_pass_the_binarys_own_validation() {
         assert_eq!(s.readiness, want_mode, "{name}");
         assert_eq!(
             s.kube.mode,
-            config::KubernetesMode::On,
+            KubernetesMode::On,
             "{name}: in a pod the API must be there; fail loudly rather than run without it"
         );
         assert_eq!(
@@ -637,7 +639,7 @@ fn a_sentinel_password_for_a_url_without_sentinels_is_refused() {
 
 /// leasehold's own bound on a graceful shutdown, from the binary's code.
 fn shutdown_bound(s: &RunSettings) -> Duration {
-    leasehold::run::shutdown_bound(s)
+    leasehold::cmd::run::shutdown_bound(s)
 }
 
 #[test]
