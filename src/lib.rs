@@ -15,9 +15,10 @@
 //!   No loops, no policy.
 //! - [`elector`]: the state machine around them: follower waits, the leader's watchdog,
 //!   step-down, the [`Leadership`](elector::Leadership) handle and its guard, the observable
-//!   [`Status`](elector::Status). Its decisions are pure functions in `elector/decide.rs`;
-//!   the release channel's keepalive and back-off in `elector/notify.rs`, the release herd's
-//!   spread in `elector/herd.rs`.
+//!   [`Status`](elector::Status). Every decision it makes is a pure function in
+//!   `elector/decide/` (table-tested); the files around it do the I/O: `follow.rs` (the
+//!   follower loop), `lead.rs` (one term: the watchdog and step-down), `terms.rs` (between
+//!   terms), `notify.rs` (the release channel), `observer.rs` (the metrics hooks).
 //! - [`cli`]: flags, environment and config file, validated into settings; the one error type
 //!   and its exit codes (2 for every refusal).
 //! - [`cmd`]: the subcommands `run` and `status` (and `guard`, which is [`guard::check`]):
@@ -87,18 +88,3 @@ pub mod shutdown;
 pub mod sse;
 pub mod status_file;
 pub mod telemetry;
-
-pub use cmd::{run, status};
-
-/// The settings under the paths they had before [`cli`] (kept for existing users; new code
-/// names the owning modules).
-pub mod config {
-    pub use crate::cli::{
-        CliError as ConfigError, Command, Environment, LeaseSource, RedisSettings, RunSettings,
-        StatusSettings, parse_from,
-    };
-    pub use crate::exec::ExecSettings;
-    pub use crate::http::ReadinessMode;
-    pub use crate::k8s::{KubeSettings, KubernetesMode};
-    pub use crate::telemetry::LogFormat;
-}

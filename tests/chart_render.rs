@@ -15,7 +15,8 @@ use k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use leasehold::config::{self, ReadinessMode};
+use leasehold::http::ReadinessMode;
+use leasehold::k8s::KubernetesMode;
 
 use support::chart_settings::resolve;
 use support::helm::{
@@ -133,7 +134,7 @@ fn the_rendered_arguments_pass_the_binarys_own_validation() {
         assert_eq!(s.readiness, want_mode, "{name}");
         assert_eq!(
             s.kube.mode,
-            config::KubernetesMode::On,
+            KubernetesMode::On,
             "{name}: in a pod the API must be there; fail loudly rather than run without it"
         );
         assert_eq!(

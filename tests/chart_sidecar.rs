@@ -6,7 +6,7 @@
 mod support;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use leasehold::config::{Command, Environment, parse_from};
+use leasehold::cli::{Command, Environment, parse_from};
 use support::helm::{self, args, assert_refused, leasehold_container, pod_spec, render};
 
 const SIDECAR_VALUES: &str = "\

@@ -451,7 +451,7 @@ async fn the_polling_baseline_waits_for_its_next_poll_instead_of_the_release() {
         let lease = lease(&redis.url(), &name, who, false);
         let elector = leasehold::elector::Elector::new(lease, timing)
             .unwrap()
-            .with_follower_strategy(leasehold::elector::FollowerStrategy::Polling)
+            .with_follower_strategy(leasehold::elector::benchmark_only::FollowerStrategy::Polling)
             .stop_when_work_ends();
         let status = elector.status();
         let shutdown = tokio_util::sync::CancellationToken::new();

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::rbac::v1::Role;
-use leasehold::config::{self, Command, Environment};
+use leasehold::cli::{self, Command, Environment};
 use leasehold::k8s::rbac;
 use support::helm::{self, Rendered};
 
@@ -82,7 +82,7 @@ fn the_cronjob_example_forbids_overlap_and_runs_leasehold_lock_with_valid_flags(
     let separator = argv.iter().position(|a| a == "--").expect("-- CMD");
     argv.truncate(separator + 1);
     argv.push("true".into());
-    let cli = config::parse_from(&argv).expect("the example's flags parse");
+    let cli = cli::parse_from(&argv).expect("the example's flags parse");
     let Command::Lock(lock) = cli.command else {
         panic!("not the lock subcommand");
     };

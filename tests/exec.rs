@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use leasehold::clock::ShiftedClock;
-use leasehold::config::ExecSettings;
 use leasehold::elector::{Elector, Leadership, Timing};
+use leasehold::exec::ExecSettings;
 use leasehold::exec::Supervisor;
 use leasehold::lease::LeaseOptions;
 use nix::sys::signal::Signal;

@@ -15,9 +15,10 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kube::ResourceExt;
-use leasehold::config::{KubeSettings, KubernetesMode, LeaseSource};
+use leasehold::cli::LeaseSource;
 use leasehold::elector::{Elector, Leadership, Role, Timing};
-use leasehold::k8s::{self, Cluster, K8sError, rbac};
+use leasehold::k8s::{self, K8sError, Publisher, rbac};
+use leasehold::k8s::{KubeSettings, KubernetesMode};
 use leasehold::lease::LeaseName;
 use support::contenders::{fast_timing, lease, unique_lease};
 use testbed::fake_api::{FakeApiServer, Recorded};
@@ -170,7 +171,7 @@ struct Member {
     status: watch::Receiver<leasehold::elector::Status>,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
-    cluster: Cluster,
+    cluster: Publisher,
 }
 
 async fn member(
@@ -183,7 +184,7 @@ async fn member(
     let deployment = k8s::owning_deployment(&api.client(), NS, pod)
         .await
         .expect("discovery");
-    let cluster = Cluster::new(
+    let cluster = Publisher::new(
         api.client(),
         NS,
         pod,
@@ -252,7 +253,7 @@ async fn the_lease_is_named_after_the_owning_deployment() {
         pod: "web-7d4f-a".into(),
     };
     let (name, _) =
-        leasehold::run::resolve_lease(&source, Some(&api.client()), NS, Some("web-7d4f-a"))
+        leasehold::cmd::lease::resolve_lease(&source, Some(&api.client()), NS, Some("web-7d4f-a"))
             .await
             .unwrap();
     assert_eq!(name, LeaseName::new("shop/web").unwrap());
@@ -468,7 +469,7 @@ async fn without_a_deployment_only_the_own_pod_is_labelled() {
     }
     let timing = fast_timing();
     let lease_name = unique_lease("solo");
-    let cluster = Cluster::new(
+    let cluster = Publisher::new(
         api.client(),
         NS,
         "solo",

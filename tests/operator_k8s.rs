@@ -12,9 +12,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
-use leasehold::config::{KubeSettings, KubernetesMode};
 use leasehold::elector::{Elector, Leadership, Role, StepDownReason};
-use leasehold::k8s::{self, Cluster, K8sError, OwningJob, STEP_DOWN_ANNOTATION, rbac};
+use leasehold::k8s::{self, K8sError, OwningJob, Publisher, STEP_DOWN_ANNOTATION, rbac};
+use leasehold::k8s::{KubeSettings, KubernetesMode};
 use support::contenders::{Contender, fast_timing, lease, unique_lease};
 use testbed::RedisServer;
 use testbed::fake_api::FakeApiServer;
@@ -96,7 +96,7 @@ async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed
         lease_mirror: false,
         events: false,
     };
-    let cluster = Cluster::new(api.client(), NS, "web-a", &name, None, settings, timing);
+    let cluster = Publisher::new(api.client(), NS, "web-a", &name, None, settings, timing);
     let elector = Elector::new(lease(&redis.url(), &name, "web-a", false), timing).unwrap();
     let mut a = elector.status();
     let shutdown = CancellationToken::new();

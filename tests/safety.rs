@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use leasehold::clock::{BootInstant, ShiftedClock};
-use leasehold::elector::{Elector, FollowerStrategy, Leadership, Role, Timing};
+use leasehold::elector::benchmark_only::FollowerStrategy;
+use leasehold::elector::{Elector, Leadership, Role, Timing};
 use leasehold::lease::{Acquired, LeaseError, LeaseOptions, Released};
 use support::contenders::{
     ActionLog, Contender, Did, acting_work, assert_no_overlap, fast_timing, lease, lease_with,

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use leasehold::config::ReadinessMode;
 use leasehold::elector::{Elector, Leadership, Role};
+use leasehold::http::ReadinessMode;
 use leasehold::http::{self, Endpoints, LeaderView};
 use leasehold::metrics::Metrics;
 use nix::sys::signal::Signal;

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use leasehold::clock::BootInstant;
-use leasehold::elector::{Elector, FollowerStrategy, Leadership, Role, Status, Timing};
+use leasehold::elector::benchmark_only::FollowerStrategy;
+use leasehold::elector::{Elector, Leadership, Role, Status, Timing};
 use leasehold::lease::{LeaseName, LeaseOptions, OwnerId, RedisLease};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use leasehold::clock::BootInstant;
-use leasehold::elector::{FollowerStrategy, Timing};
+use leasehold::elector::Timing;
+use leasehold::elector::benchmark_only::FollowerStrategy;
 use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 

@@ -7,7 +7,8 @@
 //! ```
 
 use anyhow::Result;
-use leasehold::elector::{FollowerStrategy, Timing};
+use leasehold::elector::Timing;
+use leasehold::elector::benchmark_only::FollowerStrategy;
 
 use crate::stats::{Summary, cells};
 use crate::{handoff, start_redis};

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use leasehold::clock::BootInstant;
-use leasehold::elector::{FollowerStrategy, Timing};
+use leasehold::elector::Timing;
+use leasehold::elector::benchmark_only::FollowerStrategy;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::mpsc;
 

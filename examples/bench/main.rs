@@ -41,7 +41,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use leasehold::elector::{FollowerStrategy, Timing};
+use leasehold::elector::Timing;
+use leasehold::elector::benchmark_only::FollowerStrategy;
 
 use crate::primitives::Amount;
 use crate::report::Results;

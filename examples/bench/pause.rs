@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use leasehold::clock::BootInstant;
-use leasehold::elector::{Elector, FollowerStrategy, Leadership, Timing};
+use leasehold::elector::benchmark_only::FollowerStrategy;
+use leasehold::elector::{Elector, Leadership, Timing};
 use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

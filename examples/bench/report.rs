@@ -3,7 +3,8 @@
 use std::fmt::Write;
 use std::time::{Duration, SystemTime};
 
-use leasehold::elector::{FollowerStrategy, Timing};
+use leasehold::elector::Timing;
+use leasehold::elector::benchmark_only::FollowerStrategy;
 
 use crate::Plan;
 use crate::failover;

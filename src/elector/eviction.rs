@@ -14,8 +14,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::{Eviction, Observer, Status, Timing};
-use crate::lease::{EvictionPolicy, LeaseError, RedisLease};
+use super::{Eviction, Observer, Status, Timing, decide};
+use crate::lease::{EvictionPolicy, RedisLease};
 
 /// What to do when Redis may evict the lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -60,12 +60,7 @@ pub(crate) fn spawn(
                     Eviction::Read(policy)
                 }
                 Err(err) => {
-                    if !said_unreadable
-                        && !matches!(
-                            err,
-                            LeaseError::Timeout { .. } | LeaseError::Connection { .. }
-                        )
-                    {
+                    if decide::tells_unreadable(said_unreadable, &err) {
                         warn!(
                             identity = %lease.owner().identity(),
                             lease = %lease.name(),
@@ -96,29 +91,24 @@ fn record(
     status: &watch::Sender<Status>,
     eviction: Eviction,
 ) {
-    let refused = mode == EvictionMode::Refuse && eviction.may_evict();
+    let refused = decide::refuses_for_eviction(mode, &eviction);
     let mut changed_to: Option<Eviction> = None;
     status.send_if_modified(|s| {
-        let was_evicting = s.redis.eviction.may_evict();
         let changed = s.redis.eviction != eviction || s.redis.refused_for_eviction != refused;
-        if eviction.may_evict() != was_evicting
-            || matches!(
-                (&s.redis.eviction, &eviction),
-                (Eviction::NotRead, Eviction::Read(_))
-            )
-        {
+        if decide::eviction_news(&s.redis.eviction, &eviction) {
             changed_to = Some(eviction.clone());
         }
         s.redis.eviction = eviction.clone();
         s.redis.refused_for_eviction = refused;
         changed
     });
-    let Some(Eviction::Read(EvictionPolicy { maxmemory, policy })) = changed_to else {
+    let Some(Eviction::Read(read)) = changed_to else {
         return;
     };
     let identity = lease.owner().identity();
     let name = lease.name();
-    if maxmemory > 0 && policy != "noeviction" {
+    let EvictionPolicy { maxmemory, policy } = &read;
+    if read.may_evict() {
         warn!(
             %identity,
             lease = %name,

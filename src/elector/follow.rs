@@ -8,11 +8,24 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use super::decide::{self, Seen};
-use super::notify::{Releases, Wakeup};
-use super::{Elector, FollowerStrategy, LeaderInfo, Role};
+use super::decide::{self, FailureLog, GiveBack, Next, Seen};
+use super::notify::Releases;
+use super::{Elector, LeaderInfo, Role};
 use crate::clock::BootInstant;
-use crate::lease::{Acquired, Grant, Holder, LeaseError, Retry};
+use crate::lease::{Acquired, Grant, Holder, LeaseError};
+
+/// How a follower decides when to try again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FollowerStrategy {
+    /// leasehold's way: wake on a release announcement, at the holder's TTL expiry, or (only
+    /// while the release channel is down) every retry period.
+    #[default]
+    Notified,
+    /// client-go's way, for comparison: try every retry period with jitter (× 1.2), with no
+    /// release channel and no TTL wake-up. Graceful handoff and crash failover then wait for
+    /// the next poll.
+    Polling,
+}
 
 impl Elector {
     /// The follower loop: returns a grant, or `None` at shutdown.
@@ -62,9 +75,8 @@ impl Elector {
                 observed = None;
             }
             announced = false;
-            // Not raced against shutdown: an acquire that Redis already executed must not be
-            // abandoned, or the lease would sit unreleased for a whole TTL. It is bounded by
-            // the call timeout; a grant that arrives after shutdown is given back at once.
+            // Not raced against shutdown (see `decide::give_back`): it is bounded by the call
+            // timeout, and a grant that arrives after shutdown is given back at once.
             let attempt = self
                 .lease
                 .acquire_observing(
@@ -74,17 +86,14 @@ impl Elector {
                 )
                 .await;
             if shutdown.is_cancelled() {
-                // A grant, or an answer that never came (the script may still have run): give
-                // it back. Compare-and-delete on our own owner id is safe either way.
-                // Any term of ours: no later term of this process can follow.
-                match attempt {
-                    Ok(Acquired::Leader(grant)) => {
-                        let _ = self.lease.release(grant.token, timing.call_timeout()).await;
+                match decide::give_back(&attempt) {
+                    GiveBack::Term(token) => {
+                        let _ = self.lease.release(token, timing.call_timeout()).await;
                     }
-                    Err(_) => {
+                    GiveBack::AnyTerm => {
                         let _ = self.lease.release_any_term(timing.call_timeout()).await;
                     }
-                    Ok(_) => {}
+                    GiveBack::Nothing => {}
                 }
                 return None;
             }
@@ -149,32 +158,19 @@ impl Elector {
                     }
                 }
             };
-            // A one-shot lock gives up after its wait (it has tried at least once by now).
-            let now = clock.now();
-            if give_up_at.is_some_and(|at| now >= at) {
-                return None;
-            }
-            let seen = match (self.followers, seen) {
-                // The polling baseline ignores the holder's TTL.
-                (FollowerStrategy::Polling, Seen::Held(_)) => Seen::Held(None),
-                (_, seen) => seen,
-            };
+            let seen = decide::seen_by(self.followers, seen);
             let subscribed = self.status.borrow().redis.subscribed;
-            let mut wait = decide::follower_wait(seen, subscribed, &timing, rand::random());
-            if let Some(at) = give_up_at {
-                // One last try at the end of the wait.
-                wait = wait.min(now.until(at));
-            }
+            let wait = decide::follower_wait(seen, subscribed, &timing, rand::random());
+            let wait = match decide::next_try(wait, clock.now(), give_up_at) {
+                Next::Sleep(wait) => wait,
+                Next::GiveUp => return None,
+            };
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return None,
                 wakeup = releases.next() => {
-                    // Only the release of the very term observed lets go of its TTL; after a
-                    // resubscription a release may have been missed, which proves nothing.
-                    announced = match (wakeup, &observed) {
-                        (Wakeup::Released(term), Some((holder, _))) => term == holder.term_value(),
-                        _ => false,
-                    };
+                    let holder = observed.as_ref().map(|(holder, _)| holder);
+                    announced = decide::announces_release(&wakeup, holder);
                 }
                 _ = tokio::time::sleep(wait) => {}
             }
@@ -188,16 +184,7 @@ impl Elector {
                 leader: leader.clone(),
                 cooldown,
             };
-            let leader_changed = match (&s.role, &leader) {
-                (
-                    Role::Follower {
-                        leader: Some(old), ..
-                    },
-                    Some(new),
-                ) => old.owner != new.owner,
-                (_, Some(_)) => true,
-                _ => false,
-            };
+            let leader_changed = decide::leader_changed(&s.role, leader.as_ref());
             if leader_changed && let Some(l) = &leader {
                 info!(
                     identity = %s.identity,
@@ -226,14 +213,16 @@ impl Elector {
         self.observer.redis_error(op, err);
         let identity = self.lease.owner().identity();
         let lease = self.lease.name();
-        match err.retry() {
-            Retry::BackOff => {
+        match decide::failure_log(err.retry(), failures) {
+            FailureLog::Refused => {
                 error!(%identity, %lease, error = %err, failures, "redis refuses leasehold; backing off until it is fixed")
             }
-            Retry::Soon if failures == 1 || failures.is_multiple_of(10) => {
+            FailureLog::Warn => {
                 warn!(%identity, %lease, error = %err, failures, "redis call failed")
             }
-            Retry::Soon => debug!(%identity, %lease, error = %err, failures, "redis call failed"),
+            FailureLog::Quiet => {
+                debug!(%identity, %lease, error = %err, failures, "redis call failed")
+            }
         }
         let message = err.to_string();
         self.status.send_modify(|s| {

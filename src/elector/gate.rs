@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{Candidacy, Observer, Status};
+use super::{Candidacy, Observer, Status, decide};
 
 /// Starts the gate; it stops when `stop` is cancelled or the check is gone.
 pub(crate) fn spawn(
@@ -24,8 +24,7 @@ pub(crate) fn spawn(
                 if s.candidacy == now {
                     return false;
                 }
-                became_unhealthy = matches!(now, Candidacy::Unhealthy { .. })
-                    && !matches!(s.candidacy, Candidacy::Unhealthy { .. });
+                became_unhealthy = decide::newly_unhealthy(&s.candidacy, &now);
                 s.candidacy = now.clone();
                 true
             });

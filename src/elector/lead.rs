@@ -12,15 +12,9 @@ use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::decide::{self, WatchdogStep};
+use super::decide::{self, Deadlines, WatchdogStep, WorkStop};
 use super::{Elector, Leadership, RenewalOutcome, Role, StepDown, StepDownReason};
 use crate::lease::{Grant, Released, Renewed, Reservation};
-
-/// How long work whose validity deadline passed before its step-down (a pause) may take to
-/// stop on its own before it is aborted: enough for a task to be scheduled and finish acting on
-/// its cancellation. The supervisor sends SIGKILL the moment it runs; this is its time to see
-/// every process gone, reap them and say so. Its guard refuses throughout.
-const LAST_TURN: Duration = Duration::from_millis(100);
 
 /// How a term ended, with any words about it.
 struct Ending {
@@ -70,9 +64,8 @@ impl Elector {
         let clock = self.lease.clock().clone();
         let identity = self.lease.owner().identity().to_owned();
         let lease_name = self.lease.name().to_string();
-        let mut valid_until = grant.sent_at.saturating_add(timing.validity());
-        let mut renew_by = grant.sent_at.saturating_add(timing.renew_deadline);
-        let mut next_renew = grant.sent_at.saturating_add(timing.retry_period);
+        let mut deadlines = Deadlines::from_sent(grant.sent_at, &timing);
+        let valid_until = deadlines.valid_until;
         let leadership =
             Leadership::new(&grant, valid_until, &lease_name, &identity, clock.clone());
         self.publish_term(grant.token, valid_until);
@@ -121,23 +114,23 @@ impl Elector {
                 Ok(()) = nudges.changed() => {}
                 joined = &mut work_task => {
                     let ended = work_ending(joined);
-                    // Work that gave up because its guard refused after a pause ended *because*
-                    // the validity deadline passed: report the cause, keep the work's words.
-                    if clock.now() >= valid_until {
-                        let detail = ended.detail.or_else(|| Some(ended.reason.to_string()));
-                        break (Ending { reason: StepDownReason::ValidityDeadlinePassed, detail, hand_to: None }, false);
-                    }
-                    break (ended, false);
+                    let (reason, detail) = decide::label_work_end(
+                        ended.reason,
+                        ended.detail,
+                        clock.now(),
+                        deadlines.valid_until,
+                    );
+                    break (Ending { reason, detail, hand_to: None }, false);
                 }
                 // The boot clock, not a tokio timer: after a suspend this wakes at once, and the
                 // step below ends the term whose deadline passed meanwhile.
-                _ = clock.sleep_until(next_renew) => {}
+                _ = clock.sleep_until(deadlines.next_renew) => {}
             }
             let attempt_started = clock.now();
             let timeout = match decide::watchdog_step(
                 attempt_started,
-                valid_until,
-                renew_by,
+                deadlines.valid_until,
+                deadlines.renew_by,
                 timing.renew_attempt_timeout(),
             ) {
                 WatchdogStep::StepDown(reason) => break (Ending::new(reason), true),
@@ -150,7 +143,7 @@ impl Elector {
                 r = self.lease.renew(grant.token, timing.lease_duration, timeout) => r,
                 // The call's own timeout runs on tokio's clock, which a suspend stops: the
                 // first deadline on the boot clock cuts it short, and the step above decides.
-                _ = clock.sleep_until(valid_until.min(renew_by)) => continue,
+                _ = clock.sleep_until(deadlines.first()) => continue,
             };
             let latency = started.elapsed();
             // A requested handover is a renewal like any other, then the end of the term.
@@ -176,14 +169,12 @@ impl Elector {
                             "the lease key had vanished before its time (evicted or deleted); the renewal put it back"
                         );
                     }
-                    let extended = sent_at.saturating_add(timing.validity());
-                    if clock.now() >= extended {
+                    deadlines = match decide::after_renewal(clock.now(), sent_at, &timing) {
+                        Ok(deadlines) => deadlines,
                         // The reply came back after a pause longer than the TTL.
-                        break (Ending::new(StepDownReason::ValidityDeadlinePassed), true);
-                    }
-                    valid_until = extended;
-                    renew_by = sent_at.saturating_add(timing.renew_deadline);
-                    next_renew = sent_at.saturating_add(timing.retry_period);
+                        Err(reason) => break (Ending::new(reason), true),
+                    };
+                    let valid_until = deadlines.valid_until;
                     leadership.extend(valid_until);
                     self.publish_term(grant.token, valid_until);
                     self.status.send_modify(|s| {
@@ -212,12 +203,12 @@ impl Elector {
                     self.observer.renewal(RenewalOutcome::Failed, latency);
                     failures = failures.saturating_add(1);
                     self.redis_failed("renew", &err, failures);
-                    next_renew = decide::retry_after_failure(
+                    deadlines.next_renew = decide::retry_after_failure(
                         attempt_started,
                         clock.now(),
                         &timing,
-                        valid_until,
-                        renew_by,
+                        deadlines.valid_until,
+                        deadlines.renew_by,
                     );
                 }
             }
@@ -274,17 +265,15 @@ impl Elector {
         self.observer.stepped_down(reason);
 
         if let Some(mut task) = work_task {
-            // Until the validity deadline the lease cannot pass on; the work may use all of it.
-            let stopped = if leadership.remaining().is_zero() {
-                // Past the deadline already (the process was paused): the work gets one short
-                // turn to act on its cancellation (the supervisor kills its command at once),
-                // then it is aborted.
-                tokio::time::timeout(LAST_TURN, &mut task).await.ok()
-            } else {
-                tokio::select! {
+            let now = self.lease.clock().now();
+            let stopped = match decide::work_stop(now, leadership.valid_until()) {
+                // Past the deadline already (the process was paused): the supervisor kills its
+                // command at once and has this long to see it gone.
+                WorkStop::LastTurn(turn) => tokio::time::timeout(turn, &mut task).await.ok(),
+                WorkStop::UntilDeadline => tokio::select! {
                     joined = &mut task => Some(joined),
                     _ = leadership.deadline_passed(Duration::ZERO) => None,
-                }
+                },
             };
             match stopped {
                 Some(joined) => {

@@ -8,8 +8,10 @@
 //! readiness flips), cancel the work, record the reason, wait for the work to stop (never past
 //! the validity deadline), then release the lease if it may still be ours.
 //!
-//! Here: the elector, its options and its run loop. The follower's side is in `follow.rs`, one
-//! term as leader in `lead.rs`, their decisions in `decide.rs` (pure, table-tested).
+//! Here: the elector, its options, and the assembly of its tasks in `run`. The follower loop is
+//! in `follow.rs`, one term as leader (the watchdog and step-down) in `lead.rs`, the cycle
+//! between terms in `terms.rs`, the release channel in `notify.rs`, the metrics hooks in
+//! `observer.rs`; every decision they make is a pure function in `decide/` (table-tested).
 
 /// The pure core: the elector's decisions as functions of time and of what Redis said. Public
 /// (and hidden from the docs) only so that the model checker in `tests/model` calls the very
@@ -20,13 +22,22 @@ mod eviction;
 mod follow;
 mod gate;
 mod guard_file;
-mod herd;
 mod lead;
 mod leadership;
 mod notify;
+mod observer;
 mod status;
+mod terms;
 mod timing;
 mod watchers;
+
+/// Not API: the polling follower, client-go's way, kept only as the baseline that the benchmark
+/// harness (and the tests that compare against it) measure leasehold's follower against. It may
+/// change or go without notice.
+#[doc(hidden)]
+pub mod benchmark_only {
+    pub use super::follow::FollowerStrategy;
+}
 
 use std::fmt::Display;
 use std::future::Future;
@@ -39,57 +50,16 @@ use tracing::info;
 
 pub use eviction::EvictionMode;
 pub use leadership::{Leadership, NotLeader};
+pub use observer::{Observer, RenewalOutcome};
 pub use status::{
     Candidacy, Eviction, LeaderInfo, RedisHealth, Role, Status, StepDown, StepDownReason,
 };
 pub use timing::{TIMING_RULE, Timing, TimingBound, TimingError, TimingField};
 pub use watchers::Watchers;
 
-use crate::lease::{LeaseError, RedisLease};
-
-/// The outcome of one renewal, for metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RenewalOutcome {
-    /// The lease was ours and was extended.
-    Renewed,
-    /// The lease was not ours any more.
-    Lost,
-    /// No answer, or an error.
-    Failed,
-}
-
-impl RenewalOutcome {
-    /// A stable label.
-    pub fn as_label(self) -> &'static str {
-        match self {
-            RenewalOutcome::Renewed => "renewed",
-            RenewalOutcome::Lost => "lost",
-            RenewalOutcome::Failed => "failed",
-        }
-    }
-}
-
-/// Hooks for metrics. Every method has an empty default; they are called on the elector's task
-/// and must not block.
-pub trait Observer: Send + Sync + 'static {
-    /// A renewal finished after `latency`.
-    fn renewal(&self, _outcome: RenewalOutcome, _latency: Duration) {}
-    /// This replica became leader.
-    fn acquired(&self, _token: crate::lease::FencingToken) {}
-    /// This replica stepped down.
-    fn stepped_down(&self, _reason: StepDownReason) {}
-    /// A Redis call failed.
-    fn redis_error(&self, _op: &'static str, _error: &LeaseError) {}
-    /// Redis's eviction policy was read: `policy` is `maxmemory-policy` as Redis names it, and
-    /// `may_evict` says whether it can evict the lease (a `maxmemory` is set and the policy is
-    /// not `noeviction`).
-    fn eviction_policy(&self, _policy: &str, _may_evict: bool) {}
-    /// The candidate check has just put this replica out of the election.
-    fn candidate_unhealthy(&self) {}
-}
-
-struct NoObserver;
-impl Observer for NoObserver {}
+use crate::lease::RedisLease;
+use benchmark_only::FollowerStrategy;
+use observer::NoObserver;
 
 /// The leader elector for one lease.
 pub struct Elector {
@@ -105,19 +75,6 @@ pub struct Elector {
     watchers: Watchers,
     /// `Some(wait)`: one term only, and give up contending once `wait` has passed.
     one_term: Option<Duration>,
-}
-
-/// How a follower decides when to try again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FollowerStrategy {
-    /// leasehold's way: wake on a release announcement, at the holder's TTL expiry, or (only
-    /// while the release channel is down) every retry period.
-    #[default]
-    Notified,
-    /// client-go's way, for comparison: try every retry period with jitter (× 1.2), with no
-    /// release channel and no TTL wake-up. Graceful handoff and crash failover then wait for
-    /// the next poll.
-    Polling,
 }
 
 impl Elector {
@@ -179,8 +136,9 @@ impl Elector {
         self
     }
 
-    /// Chooses how followers wait (the default is [`FollowerStrategy::Notified`]; polling
-    /// exists as a baseline for benchmarks).
+    /// Not API: chooses how followers wait (the default is `FollowerStrategy::Notified`); the
+    /// polling baseline exists only for the benchmark harness.
+    #[doc(hidden)]
     pub fn with_follower_strategy(mut self, strategy: FollowerStrategy) -> Self {
         self.followers = strategy;
         self
@@ -251,61 +209,12 @@ impl Elector {
                 stop_notify.clone(),
             )
         });
-        let pump_task = self.spawn_pump(stop_notify.clone());
-        let clock = self.lease.clock().clone();
-        let give_up_at = self.one_term.map(|wait| clock.now().saturating_add(wait));
-        let mut nudges = releases.handover_nudges();
-        let mut short_terms: u32 = 0;
-        while let Some(grant) = self.follow(&shutdown, &mut releases, give_up_at).await {
-            let ending = self.lead(grant, &mut work, &shutdown, &mut nudges).await;
-            let work_ended = matches!(
-                ending,
-                StepDownReason::WorkEnded
-                    | StepDownReason::WorkFailed
-                    | StepDownReason::WorkPanicked
-            );
-            if ending == StepDownReason::Shutdown
-                || (work_ended && self.stop_when_work_ends)
-                || self.one_term.is_some()
-            {
-                break;
-            }
-            let lasted = clock.now().saturating_duration_since(grant.sent_at);
-            short_terms = if decide::is_short_term(ending, lasted, &self.timing) {
-                short_terms.saturating_add(1)
-            } else {
-                0
-            };
-            let hold_off = decide::hold_off_after(ending, &self.timing);
-            if !hold_off.is_zero() {
-                info!(
-                    identity = %self.lease.owner().identity(),
-                    lease = %self.lease.name(),
-                    token = grant.token.0,
-                    hold_off_ms = hold_off.as_millis() as u64,
-                    "handed over; holding off before contending again"
-                );
-            }
-            let paced = decide::pause_after_term(short_terms, &self.timing);
-            if !paced.is_zero() {
-                info!(
-                    identity = %self.lease.owner().identity(),
-                    lease = %self.lease.name(),
-                    token = grant.token.0,
-                    short_terms,
-                    pause_ms = paced.as_millis() as u64,
-                    "the work failed soon after the term began; pausing before contending again"
-                );
-            }
-            let pause = paced.max(hold_off);
-            if !pause.is_zero() {
-                tokio::select! {
-                    biased;
-                    _ = shutdown.cancelled() => break,
-                    _ = clock.sleep_until(clock.now().saturating_add(pause)) => {}
-                }
-            }
-        }
+        let pump_task = watchers::spawn_pump(
+            self.status.subscribe(),
+            self.watchers.clone(),
+            stop_notify.clone(),
+        );
+        self.contend(&shutdown, &mut releases, &mut work).await;
         stop_notify.cancel();
         let _ = notify_task.await;
         let _ = eviction_task.await;
@@ -321,26 +230,5 @@ impl Elector {
             lease = %self.lease.name(),
             "elector stopped"
         );
-    }
-}
-
-impl Elector {
-    /// Publishes every status change to the watchers. The two that must not wait for this
-    /// task's turn (becoming leader, stepping down) are also published on the spot by the term
-    /// itself; publishing twice sends one event.
-    fn spawn_pump(&self, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
-        let mut status = self.status.subscribe();
-        let watchers = self.watchers.clone();
-        tokio::spawn(async move {
-            loop {
-                status.borrow_and_update();
-                watchers.publish();
-                tokio::select! {
-                    biased;
-                    _ = stop.cancelled() => return,
-                    changed = status.changed() => if changed.is_err() { return },
-                }
-            }
-        })
     }
 }

@@ -19,7 +19,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::{Status, Timing, herd};
+use super::decide::{self, Keepalive};
+use super::{Status, Timing};
 use crate::lease::{LeaseError, RedisLease, ReleaseSubscription};
 
 /// What woke the follower.
@@ -123,7 +124,7 @@ pub(crate) fn spawn(
                     debug!(%channel, "subscribed to the release channel");
                     let ended = listen(
                         &mut subscription,
-                        keepalive(&timing),
+                        decide::keepalive(&timing),
                         &wake_tx,
                         &nudge_tx,
                         &stop,
@@ -150,7 +151,7 @@ pub(crate) fn spawn(
                     }
                 }
             }
-            let pause = backoff(&timing, failures);
+            let pause = decide::resubscribe_backoff(&timing, failures);
             tokio::select! {
                 biased;
                 _ = stop.cancelled() => return,
@@ -195,7 +196,7 @@ async fn listen(
                 }
                 Some(release) => {
                     heard = Instant::now();
-                    let delay = herd::herd_delay(release.subscribers, rand::random());
+                    let delay = decide::herd_delay(release.subscribers, rand::random());
                     wake(wakeups, Wakeup::Released(release.term), delay);
                 }
                 None => return Ended::Closed,
@@ -233,100 +234,12 @@ pub(crate) fn none(stop: CancellationToken) -> (Releases, tokio::task::JoinHandl
     (Releases { wakeups, nudges }, task)
 }
 
-/// When a quiet subscription is pinged, and how long the answer may take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Keepalive {
-    /// Quiet time (no release, no answer) before a `PING`.
-    idle: Duration,
-    /// How long the `PING` may go unanswered before the link counts as dead.
-    timeout: Duration,
-}
-
-/// The shortest quiet time and `PING` timeout, for very short retry periods: a loaded Redis or
-/// client must not look dead.
-const MIN_KEEPALIVE: Duration = Duration::from_millis(100);
-
-/// A quarter of a retry period for the answer, and the rest of the retry period of quiet before
-/// the `PING`: a dead link is noticed at most one retry period after its last sign of life (and
-/// each part is at least [`MIN_KEEPALIVE`]), at the cost of about one `PING` per retry period
-/// less a quarter on an idle channel (ten per lease duration with the defaults).
-fn keepalive(timing: &Timing) -> Keepalive {
-    let timeout = (timing.retry_period / 4).max(MIN_KEEPALIVE);
-    Keepalive {
-        idle: timing
-            .retry_period
-            .saturating_sub(timeout)
-            .max(MIN_KEEPALIVE),
-        timeout,
-    }
-}
-
-/// Pause before subscribing again: short after a clean close or a silent link, growing to the
-/// lease duration while subscribing keeps failing.
-fn backoff(timing: &Timing, failures: u32) -> Duration {
-    let base = timing.retry_period / 4;
-    base.saturating_mul(1 << failures.min(10))
-        .min(timing.lease_duration)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
-    }
-
-    fn timing(lease: u64, renew: u64, retry: u64) -> Timing {
-        Timing {
-            lease_duration: ms(lease),
-            renew_deadline: ms(renew),
-            retry_period: ms(retry),
-            drift_factor: 0.01,
-        }
-    }
-
-    #[test]
-    fn keepalive_table() {
-        // (lease, renew, retry) -> (idle, timeout): a dead link is noticed within a retry period.
-        let cases = [
-            ((15_000, 10_000, 2_000), (1_500, 500)),
-            ((3_000, 2_000, 400), (300, 100)),
-            ((1_500, 900, 250), (150, 100)),
-            // Very short retry periods: never below 100 ms each.
-            ((1_000, 600, 150), (100, 100)),
-            ((100, 50, 10), (100, 100)),
-        ];
-        for ((lease, renew, retry), (idle, timeout)) in cases {
-            assert_eq!(
-                keepalive(&timing(lease, renew, retry)),
-                Keepalive {
-                    idle: ms(idle),
-                    timeout: ms(timeout)
-                },
-                "retry {retry} ms"
-            );
-        }
-    }
-
-    #[test]
-    fn resubscribe_backoff_table() {
-        let t = Timing::default(); // 15 s / 10 s / 2 s
-        // failures in a row -> pause
-        let cases = [
-            // A clean close or a silent link: a quarter of a retry period.
-            (0, 500),
-            (1, 1_000),
-            (2, 2_000),
-            (4, 8_000),
-            // Capped at the lease duration.
-            (5, 15_000),
-            (10, 15_000),
-            (u32::MAX, 15_000),
-        ];
-        for (failures, want) in cases {
-            assert_eq!(backoff(&t, failures), ms(want), "failures={failures}");
-        }
     }
 
     #[tokio::test]

@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use super::{Candidacy, Role, Status};
@@ -123,6 +124,27 @@ impl Watchers {
         // The hub's state stays consistent whatever panicked while holding it.
         self.hub.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Publishes every status change to the watchers until `stop`. The two that must not wait for
+/// this task's turn (becoming leader, stepping down) are also published on the spot by the term
+/// itself; publishing twice sends one event.
+pub(super) fn spawn_pump(
+    mut status: watch::Receiver<Status>,
+    watchers: Watchers,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            status.borrow_and_update();
+            watchers.publish();
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => return,
+                changed = status.changed() => if changed.is_err() { return },
+            }
+        }
+    })
 }
 
 #[cfg(test)]

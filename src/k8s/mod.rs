@@ -142,9 +142,6 @@ pub async fn reconcile_while_leading<K, C, R, Fut, E>(
         .await;
 }
 
-/// The former name of [`Publisher`].
-pub type Cluster = Publisher;
-
 /// Sends a term's step-down notes when dropped.
 struct AfterTerm {
     publisher: Publisher,

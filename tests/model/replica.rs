@@ -120,15 +120,16 @@ impl Replica {
         let seen = match reply {
             Some(AcquireReply::Acquired { token }) => {
                 self.terms += 1;
+                let deadlines = decide::Deadlines::from_sent(sent_at, &t);
                 self.role = Role::Leader(Lead {
                     term: Term {
                         owner: self.id,
                         token,
                     },
                     acquired_at: sent_at,
-                    valid_until: sent_at.saturating_add(t.validity()),
-                    renew_by: sent_at.saturating_add(t.renew_deadline),
-                    next_renew: sent_at.saturating_add(t.retry_period),
+                    valid_until: deadlines.valid_until,
+                    renew_by: deadlines.renew_by,
+                    next_renew: deadlines.next_renew,
                     renewing: None,
                 });
                 self.observed = None;
@@ -194,13 +195,12 @@ impl Replica {
         let t = timing();
         match reply {
             Some(RenewReply::Held | RenewReply::Repaired) => {
-                let extended = sent_at.saturating_add(t.validity());
-                if now >= extended {
-                    return Err(StepDownReason::ValidityDeadlinePassed);
-                }
-                lead.valid_until = extended;
-                lead.renew_by = sent_at.saturating_add(t.renew_deadline);
-                lead.next_renew = sent_at.saturating_add(t.retry_period);
+                // The elector's own rule: deadlines from the send instant, and a reply after
+                // the validity it would extend ends the term.
+                let deadlines = decide::after_renewal(now, sent_at, &t)?;
+                lead.valid_until = deadlines.valid_until;
+                lead.renew_by = deadlines.renew_by;
+                lead.next_renew = deadlines.next_renew;
                 Ok(())
             }
             Some(RenewReply::NotOurs) => Err(StepDownReason::Lost),

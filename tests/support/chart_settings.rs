@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Container;
-use leasehold::config::{self, Command as Subcommand, Environment, RunSettings};
+use leasehold::cli::{self, Command as Subcommand, Environment, RunSettings};
 use testbed::pki::Pki;
 
 use super::helm::args;
@@ -77,7 +77,7 @@ pub fn resolve(container: &Container) -> RunSettings {
         .to_owned()
     });
     argv.insert(2, format!("--redis-url={url}"));
-    let cli = config::parse_from(&argv)
+    let cli = cli::parse_from(&argv)
         .unwrap_or_else(|e| panic!("the binary refuses the chart's arguments {argv:?}: {e}"));
     let Subcommand::Run(run) = cli.command else {
         panic!("the chart runs `leasehold run`, not {argv:?}")
@@ -95,5 +95,5 @@ pub fn resolve(container: &Container) -> RunSettings {
 
 /// leasehold's own bound on a graceful shutdown, from the binary's code.
 pub fn shutdown_bound(s: &RunSettings) -> Duration {
-    leasehold::run::shutdown_bound(s)
+    leasehold::cmd::run::shutdown_bound(s)
 }

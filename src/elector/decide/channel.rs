@@ -1,0 +1,105 @@
+//! The release channel's decisions: when a quiet subscription is pinged and how long the answer
+//! may take, and how long to wait before subscribing again.
+
+use std::time::Duration;
+
+use crate::elector::Timing;
+
+/// When a quiet subscription is pinged, and how long the answer may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Quiet time (no release, no answer) before a `PING`.
+    pub idle: Duration,
+    /// How long the `PING` may go unanswered before the link counts as dead.
+    pub timeout: Duration,
+}
+
+/// The shortest quiet time and `PING` timeout, for very short retry periods: a loaded Redis or
+/// client must not look dead.
+const MIN_KEEPALIVE: Duration = Duration::from_millis(100);
+
+/// A quarter of a retry period for the answer, and the rest of the retry period of quiet before
+/// the `PING`: a dead link is noticed at most one retry period after its last sign of life (and
+/// each part is at least [`MIN_KEEPALIVE`]), at the cost of about one `PING` per retry period
+/// less a quarter on an idle channel (ten per lease duration with the defaults).
+pub fn keepalive(timing: &Timing) -> Keepalive {
+    let timeout = (timing.retry_period / 4).max(MIN_KEEPALIVE);
+    Keepalive {
+        idle: timing
+            .retry_period
+            .saturating_sub(timeout)
+            .max(MIN_KEEPALIVE),
+        timeout,
+    }
+}
+
+/// Pause before subscribing again after `failures` failed subscriptions in a row: short after
+/// a clean close or a silent link (a quarter of a retry period), doubling while subscribing
+/// keeps failing, up to the lease duration.
+pub fn resubscribe_backoff(timing: &Timing, failures: u32) -> Duration {
+    let base = timing.retry_period / 4;
+    base.saturating_mul(1 << failures.min(10))
+        .min(timing.lease_duration)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::rows::{ms, timing};
+    use super::*;
+
+    #[test]
+    fn keepalive_table() {
+        // (lease, renew, retry) -> (idle, timeout): a dead link is noticed within a retry period.
+        let cases = [
+            (
+                (15_000, 10_000, 2_000),
+                (1_500, 500),
+                "the defaults: a quarter for the answer",
+            ),
+            ((3_000, 2_000, 400), (300, 100), "a short retry period"),
+            (
+                (1_500, 900, 250),
+                (150, 100),
+                "the answer's floor of 100 ms",
+            ),
+            (
+                (1_000, 600, 150),
+                (100, 100),
+                "very short retry periods: never below 100 ms each",
+            ),
+            ((100, 50, 10), (100, 100), "even shorter ones"),
+        ];
+        for ((lease, renew, retry), (idle, timeout), why) in cases {
+            assert_eq!(
+                keepalive(&timing(lease, renew, retry)),
+                Keepalive {
+                    idle: ms(idle),
+                    timeout: ms(timeout)
+                },
+                "{why}"
+            );
+        }
+    }
+
+    #[test]
+    fn resubscribe_backoff_table() {
+        let t = Timing::default(); // 15 s / 10 s / 2 s
+        // failures in a row -> pause
+        let cases = [
+            (
+                0,
+                500,
+                "a clean close or a silent link: a quarter of a retry period",
+            ),
+            (1, 1_000, "a failed subscription doubles it"),
+            (2, 2_000, "and again"),
+            (4, 8_000, "and again"),
+            (5, 15_000, "capped at the lease duration"),
+            (10, 15_000, "however many"),
+            (u32::MAX, 15_000, "without overflowing"),
+        ];
+        for (failures, want, why) in cases {
+            assert_eq!(resubscribe_backoff(&t, failures), ms(want), "{why}");
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! The elector's decisions as pure functions of the time and of what Redis said: no I/O, so
+//! every case is a row in a table test (one `#[test]` per decision, each row a sentence). The
+//! I/O files of the elector (`follow.rs`, `lead.rs`, `notify.rs`, `eviction.rs`, `gate.rs`,
+//! `terms.rs`) call these and act on the answer.
+//!
+//! - `watchdog`: one term as leader: its deadlines from the send instant, the watchdog's step,
+//!   a late reply, the retry after a failed renewal, the guard's comparison, the label of a
+//!   term whose work ended late, how long stopping work may take.
+//! - `follower`: the follower's waits (also under the polling baseline and a one-shot lock);
+//!   `observed`: the observed-time rule, which release lets go of a holder, what to give back
+//!   after an acquire that raced shutdown, when the leader seen has changed.
+//! - `term`: between terms: whether to contend again, short terms and their pacing, the
+//!   hold-off after a handover and the successor's reservation.
+//! - `channel`: the release channel's keepalive and resubscribe back-off; `herd`: the spread
+//!   of a release's wake-ups.
+//! - `health`: how Redis failures are logged, the eviction policy's consequences, the
+//!   candidate check turning unhealthy.
+
+mod channel;
+mod follower;
+mod health;
+mod herd;
+mod observed;
+mod term;
+mod watchdog;
+
+use std::time::Duration;
+
+pub use channel::{Keepalive, keepalive, resubscribe_backoff};
+pub use follower::{Next, Seen, follower_wait, next_try, seen_by};
+pub use health::{
+    FailureLog, eviction_news, failure_log, newly_unhealthy, refuses_for_eviction, tells_unreadable,
+};
+pub(crate) use herd::herd_delay;
+pub(crate) use observed::announces_release;
+pub use observed::{GiveBack, give_back, leader_changed, observation_stands};
+pub use term::{
+    BetweenTerms, between_terms, contends_again, hold_off_after, is_short_term, pause_after_term,
+    reservation,
+};
+pub use watchdog::{
+    Deadlines, LAST_TURN, WatchdogStep, WorkStop, after_renewal, label_work_end,
+    retry_after_failure, watchdog_step, within_validity, work_stop,
+};
+
+/// The longest a misconfigured Redis (wrong password, missing permission) is left alone, and
+/// the longest pause between short terms.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Instants and durations for the table tests, in milliseconds.
+#[cfg(test)]
+mod rows {
+    use std::time::Duration;
+
+    use crate::clock::BootInstant;
+    use crate::elector::Timing;
+
+    pub(super) fn at(ms: u64) -> BootInstant {
+        BootInstant::from_since_boot(Duration::from_millis(ms))
+    }
+
+    pub(super) fn ms(ms: u64) -> Duration {
+        Duration::from_millis(ms)
+    }
+
+    /// A timing of `lease` / `renew` / `retry` ms with the default drift factor.
+    pub(super) fn timing(lease: u64, renew: u64, retry: u64) -> Timing {
+        Timing {
+            lease_duration: ms(lease),
+            renew_deadline: ms(renew),
+            retry_period: ms(retry),
+            drift_factor: 0.01,
+        }
+    }
+}

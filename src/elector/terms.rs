@@ -1,0 +1,67 @@
+//! The elector's cycle: follow until a term is won, lead it, then (unless the elector is done)
+//! pause as long as the term's end asks before following again.
+
+use std::fmt::Display;
+use std::future::Future;
+
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use super::notify::Releases;
+use super::{Elector, Leadership, decide};
+
+impl Elector {
+    /// Terms one after another until shutdown, or until the elector is done (see
+    /// [`decide::contends_again`]).
+    pub(super) async fn contend<W, Fut, E>(
+        &self,
+        shutdown: &CancellationToken,
+        releases: &mut Releases,
+        work: &mut W,
+    ) where
+        W: FnMut(Leadership) -> Fut,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Display + Send + 'static,
+    {
+        let clock = self.lease.clock().clone();
+        let give_up_at = self.one_term.map(|wait| clock.now().saturating_add(wait));
+        let mut nudges = releases.handover_nudges();
+        let mut short_terms: u32 = 0;
+        while let Some(grant) = self.follow(shutdown, releases, give_up_at).await {
+            let ending = self.lead(grant, work, shutdown, &mut nudges).await;
+            if !decide::contends_again(ending, self.stop_when_work_ends, self.one_term.is_some()) {
+                return;
+            }
+            let lasted = clock.now().saturating_duration_since(grant.sent_at);
+            let between = decide::between_terms(short_terms, ending, lasted, &self.timing);
+            short_terms = between.short_terms;
+            if !between.hold_off.is_zero() {
+                info!(
+                    identity = %self.lease.owner().identity(),
+                    lease = %self.lease.name(),
+                    token = grant.token.0,
+                    hold_off_ms = between.hold_off.as_millis() as u64,
+                    "handed over; holding off before contending again"
+                );
+            }
+            if !between.paced.is_zero() {
+                info!(
+                    identity = %self.lease.owner().identity(),
+                    lease = %self.lease.name(),
+                    token = grant.token.0,
+                    short_terms,
+                    pause_ms = between.paced.as_millis() as u64,
+                    "the work failed soon after the term began; pausing before contending again"
+                );
+            }
+            let pause = between.pause();
+            if !pause.is_zero() {
+                tokio::select! {
+                    biased;
+                    _ = shutdown.cancelled() => return,
+                    _ = clock.sleep_until(clock.now().saturating_add(pause)) => {}
+                }
+            }
+        }
+    }
+}
