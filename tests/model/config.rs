@@ -48,6 +48,8 @@ pub struct Config {
     pub max_lag: u8,
     /// Messages that may stay in flight across a tick (delayed, reordered, late).
     pub max_delayed: u8,
+    /// Handover requests an operator may make (each bound to the term the lease holds then).
+    pub handovers: u8,
     /// Whether the leader's work may fail (a short term, then the pause after it).
     pub work_failures: bool,
     /// Liveness runs: every replica acts as soon as it is due and the network delivers within
@@ -70,6 +72,7 @@ impl Config {
             failovers: 0,
             max_lag: 1,
             max_delayed: 1,
+            handovers: 1,
             work_failures: false,
             eager: false,
             faults_until: u16::MAX,
@@ -98,6 +101,7 @@ impl Config {
             horizon: 16,
             max_lag: 0,
             max_delayed: 0,
+            handovers: 0,
             work_failures: false,
             eager: true,
             faults_until: 4,

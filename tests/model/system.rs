@@ -4,9 +4,10 @@
 use stateright::{Model, Property};
 
 use crate::config::Config;
-use crate::mirror::{AcquireReply, RenewReply};
+use crate::mirror::{AcquireReply, Name, RenewReply, Successor};
 use crate::redis::{Applied, Fault, Redis, touched_another_term};
-use crate::replica::{Replica, Request, Role};
+use crate::replica::{Ending, Replica, Request, Role};
+use crate::symmetry;
 use leasehold::clock::BootInstant;
 use leasehold::elector::StepDownReason;
 
@@ -44,9 +45,11 @@ pub enum Action {
     WorkFails(u8),
     Deliver(Msg),
     Fault(Fault),
+    /// An operator asks the current term to hand over (`leasehold step-down [--to]`).
+    RequestHandover(Successor),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct State {
     /// Model time in ticks: Redis's clock.
     pub time: u16,
@@ -58,6 +61,12 @@ pub struct State {
     pub max_token: u64,
     pub token_regressed: bool,
     pub stale_write: bool,
+    /// Handover requests the operator made.
+    pub handovers: u8,
+    /// The replica whose term ended last by a handover, until another one leads.
+    pub handed_over_by: Option<u8>,
+    /// Some replica led after another one handed over.
+    pub handover_completed: bool,
 }
 
 pub struct System {
@@ -88,9 +97,13 @@ impl State {
         });
     }
 
-    fn step_down(&mut self, n: usize, reason: StepDownReason, max_terms: u8) {
+    fn step_down(&mut self, n: usize, ending: impl Into<Ending>, max_terms: u8) {
+        let ending = ending.into();
+        if ending.reason == StepDownReason::Handover {
+            self.handed_over_by = Some(n as u8);
+        }
         let now = self.replicas[n].now(self.time);
-        if let Some(release) = self.replicas[n].step_down(now, reason, max_terms) {
+        if let Some(release) = self.replicas[n].step_down(now, ending, max_terms) {
             self.request(n as u8, now, release);
         }
     }
@@ -130,7 +143,7 @@ impl State {
                         self.send(Msg::Renewed { to, sent_at, reply });
                     }
                     Applied::Release(released) => {
-                        if let Request::Release { term } = request {
+                        if let Request::Release { term, .. } = request {
                             self.stale_write |=
                                 touched_another_term(&before, &self.redis.data, term);
                         }
@@ -155,6 +168,12 @@ impl State {
                     && now < sent_at.saturating_add(timeout)
                 {
                     replica.acquired(now, Some(reply));
+                    if matches!(replica.role, Role::Leader(_))
+                        && self.handed_over_by.is_some_and(|by| by != to)
+                    {
+                        self.handover_completed = true;
+                        self.handed_over_by = None;
+                    }
                 }
             }
             Msg::Renewed { to, sent_at, reply } => {
@@ -172,6 +191,63 @@ impl State {
 }
 
 impl System {
+    /// One step from `last`, the replicas keeping their names (`next_state` then takes the
+    /// representative of the result's renamings).
+    pub fn step(&self, last: &State, action: Action) -> Option<State> {
+        let c = &self.config;
+        let mut s = last.clone();
+        match action {
+            Action::Tick => s.time += 1,
+            Action::SlowTick(n) => {
+                s.time += 1;
+                s.replicas[n as usize].lag += 1;
+            }
+            Action::TryAcquire(n) => {
+                let now = s.replicas[n as usize].now(s.time);
+                let request = s.replicas[n as usize].try_acquire(now);
+                s.request(n, now, request);
+            }
+            Action::AcquireTimedOut(n) => {
+                let now = s.replicas[n as usize].now(s.time);
+                s.replicas[n as usize].acquired(now, None);
+            }
+            Action::Watchdog(n) => {
+                let now = s.replicas[n as usize].now(s.time);
+                match s.replicas[n as usize].watchdog(now) {
+                    Ok(request) => s.request(n, now, request),
+                    Err(reason) => s.step_down(n as usize, reason, c.max_terms),
+                }
+            }
+            Action::RenewTimedOut(n) => {
+                let now = s.replicas[n as usize].now(s.time);
+                if let Err(reason) = s.replicas[n as usize].renewed(now, None) {
+                    s.step_down(n as usize, reason, c.max_terms);
+                }
+            }
+            Action::WorkFails(n) => {
+                s.step_down(n as usize, StepDownReason::WorkFailed, c.max_terms)
+            }
+            Action::Deliver(msg) => {
+                if !s.take(&msg) {
+                    return None;
+                }
+                s.deliver(c, msg);
+            }
+            Action::Fault(fault) => s.redis.suffer(fault),
+            Action::RequestHandover(to) => {
+                s.handovers += 1;
+                if s.redis.request_handover(s.time, to).is_some() {
+                    // The nudge on the channel reaches every leader as the script runs.
+                    for r in &mut s.replicas {
+                        let now = r.now(s.time);
+                        r.nudged(now);
+                    }
+                }
+            }
+        }
+        Some(s)
+    }
+
     fn faults_allowed(&self, state: &State) -> bool {
         state.time < self.config.faults_until
     }
@@ -206,6 +282,9 @@ impl Model for System {
             max_token: 0,
             token_regressed: false,
             stale_write: false,
+            handovers: 0,
+            handed_over_by: None,
+            handover_completed: false,
         }]
     }
 
@@ -253,52 +332,22 @@ impl Model for System {
                     actions.push(Action::Fault(fault));
                 }
             }
+            // To any replica, or to one named (not the holder: the command refuses that).
+            if state.handovers < c.handovers
+                && let Some(term) = state.redis.live_term(state.time)
+            {
+                actions.push(Action::RequestHandover(Successor::Anyone));
+                for r in state.replicas.iter().filter(|r| r.id != term.owner) {
+                    let name = Successor::Named(Name::Replica(r.id));
+                    actions.push(Action::RequestHandover(name));
+                }
+            }
         }
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
-        let c = &self.config;
-        let mut s = last.clone();
-        match action {
-            Action::Tick => s.time += 1,
-            Action::SlowTick(n) => {
-                s.time += 1;
-                s.replicas[n as usize].lag += 1;
-            }
-            Action::TryAcquire(n) => {
-                let now = s.replicas[n as usize].now(s.time);
-                let request = s.replicas[n as usize].try_acquire(now);
-                s.request(n, now, request);
-            }
-            Action::AcquireTimedOut(n) => {
-                let now = s.replicas[n as usize].now(s.time);
-                s.replicas[n as usize].acquired(now, None);
-            }
-            Action::Watchdog(n) => {
-                let now = s.replicas[n as usize].now(s.time);
-                match s.replicas[n as usize].watchdog(now) {
-                    Ok(request) => s.request(n, now, request),
-                    Err(reason) => s.step_down(n as usize, reason, c.max_terms),
-                }
-            }
-            Action::RenewTimedOut(n) => {
-                let now = s.replicas[n as usize].now(s.time);
-                if let Err(reason) = s.replicas[n as usize].renewed(now, None) {
-                    s.step_down(n as usize, reason, c.max_terms);
-                }
-            }
-            Action::WorkFails(n) => {
-                s.step_down(n as usize, StepDownReason::WorkFailed, c.max_terms)
-            }
-            Action::Deliver(msg) => {
-                if !s.take(&msg) {
-                    return None;
-                }
-                s.deliver(c, msg);
-            }
-            Action::Fault(fault) => s.redis.suffer(fault),
-        }
-        Some(s)
+        self.step(last, action)
+            .map(|next| symmetry::representative(next).0)
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
@@ -319,6 +368,12 @@ impl Model for System {
                     .any(|r| r.terms >= 2 && matches!(r.role, Role::Leader(_)))
             }),
         ];
+        if self.config.handovers > 0 {
+            properties.push(Property::<Self>::sometimes(
+                "a handover completes",
+                |_, s: &State| s.handover_completed,
+            ));
+        }
         if self.config.eager {
             properties.push(Property::<Self>::eventually(
                 "a replica leads once faults stop",
