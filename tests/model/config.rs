@@ -72,7 +72,7 @@ impl Config {
             failovers: 0,
             max_lag: 1,
             max_delayed: 1,
-            handovers: 1,
+            handovers: 0,
             work_failures: false,
             eager: false,
             faults_until: u16::MAX,
@@ -88,6 +88,21 @@ impl Config {
             restarts_keeping_data: 1,
             failovers: 1,
             max_delayed: 2,
+            handovers: 1,
+            work_failures: true,
+            ..Config::ci()
+        }
+    }
+
+    /// The handover: 2 replicas, an operator's request at any moment (to anyone or to the
+    /// other replica), a delayed message around it; work failures on, Redis faults off (the
+    /// full configuration has both).
+    pub fn handover() -> Config {
+        Config {
+            handovers: 1,
+            evictions: 0,
+            restarts_losing_data: 0,
+            max_lag: 0,
             work_failures: true,
             ..Config::ci()
         }

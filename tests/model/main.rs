@@ -28,6 +28,11 @@ use mirror::Semantics;
 use system::System;
 
 const ONE_GUARD: &str = "at most one replica's guard passes";
+const SAFETY: [&str; 3] = [
+    ONE_GUARD,
+    "tokens of successive terms increase",
+    "no message of one term changes another term",
+];
 
 /// Explores every state of `config` breadth-first (or until `finish` holds) and prints how
 /// many there were.
@@ -43,7 +48,7 @@ fn explore(label: &str, config: Config, finish: HasDiscoveries) -> impl Checker<
         HasDiscoveries::All => std::thread::available_parallelism().map_or(1, |n| n.get().min(2)),
         _ => 1,
     };
-    let checker = System { config }
+    let checker = System::new(config)
         .checker()
         .threads(threads)
         .finish_when(finish)
@@ -76,18 +81,9 @@ fn no_two_guards_pass_at_once_in_any_reachable_state() {
     {
         config.horizon = h;
     }
-    if let Some(n) = std::env::var("MODEL_HANDOVERS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-    {
-        config.handovers = n;
-    }
+    let config_handovers = config.handovers;
     let checker = explore(label, config, HasDiscoveries::All);
-    for property in [
-        ONE_GUARD,
-        "tokens of successive terms increase",
-        "no message of one term changes another term",
-    ] {
+    for property in SAFETY {
         if let Some(trace) = trace::counterexample(&checker, property) {
             panic!("{property}: counterexample\n{trace}");
         }
@@ -97,12 +93,33 @@ fn no_two_guards_pass_at_once_in_any_reachable_state() {
         checker.discovery("a replica leads a second term").is_some(),
         "no run reached a second term: the configuration is too small to show anything"
     );
-    // And a handover can move leadership: the request, the step-down, the reservation and the
-    // successor's acquire all happen in some run.
-    let Some(handover) = trace::counterexample(&checker, "a handover completes") else {
-        panic!("no run completed a handover: the handover steps cannot be reached");
+    if config_handovers > 0 {
+        handover_completes(label, &checker);
+    }
+}
+
+/// A handover can move leadership: the request, the step-down, the reservation and the
+/// successor's acquire all happen in some run (the shortest is printed).
+fn handover_completes(label: &str, checker: &impl Checker<System>) {
+    let Some(trace) = trace::counterexample(checker, "a handover completes") else {
+        panic!("{label}: no run completed a handover; the handover steps cannot be reached");
     };
-    println!("{label}: a shortest completed handover\n{handover}");
+    println!("{label}: a shortest completed handover\n{trace}");
+}
+
+#[test]
+fn a_handover_moves_leadership_and_never_lets_two_guards_pass() {
+    let checker = explore(
+        "handover configuration",
+        Config::handover(),
+        HasDiscoveries::All,
+    );
+    for property in SAFETY {
+        if let Some(trace) = trace::counterexample(&checker, property) {
+            panic!("{property}: counterexample\n{trace}");
+        }
+    }
+    handover_completes("handover configuration", &checker);
 }
 
 #[test]
@@ -143,7 +160,6 @@ fn a_late_release_compared_per_process_lets_two_guards_pass() {
         restarts_losing_data: 0,
         max_lag: 0,
         horizon: 6,
-        handovers: 0,
         work_failures: true,
         sem: Semantics {
             compare_owner_only: true,
@@ -164,7 +180,6 @@ fn an_eviction_without_the_record_lets_two_guards_pass() {
         restarts_losing_data: 0,
         max_lag: 0,
         horizon: 6,
-        handovers: 0,
         sem: Semantics {
             record_without_term: true,
             ..Semantics::default()

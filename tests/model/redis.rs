@@ -78,6 +78,11 @@ impl Redis {
         u64::from(time) * TICK_MS * 1000
     }
 
+    /// Every key whose TTL ran out by model time `time` is gone.
+    pub fn expire(&mut self, time: u16) {
+        self.data.expire(Self::now_us(time));
+    }
+
     /// Runs the script behind `request` from replica `from` at model time `time`.
     pub fn apply(&mut self, sem: Semantics, time: u16, from: u8, request: Request) -> Applied {
         let now = Self::now_us(time);

@@ -31,6 +31,11 @@ pub enum Role {
     Follower {
         next_try: BootInstant,
     },
+    /// After a term, the pause that term pacing or a handover's hold-off asks for: the
+    /// elector sleeps it out, and no release announcement wakes it.
+    Paused {
+        until: BootInstant,
+    },
     /// An acquire in flight, sent at that instant.
     Acquiring {
         sent_at: BootInstant,
@@ -299,9 +304,11 @@ impl Replica {
         self.announced = false;
         self.role = if self.terms >= max_terms {
             Role::Done
+        } else if pause.is_zero() {
+            Role::Follower { next_try: now }
         } else {
-            Role::Follower {
-                next_try: now.saturating_add(pause),
+            Role::Paused {
+                until: now.saturating_add(pause),
             }
         };
         reason.may_still_hold().then_some(Request::Release {
@@ -315,6 +322,7 @@ impl Replica {
         let t = timing();
         match self.role {
             Role::Follower { next_try } => self.terms < max_terms && now >= next_try,
+            Role::Paused { until } => now >= until,
             Role::Acquiring { sent_at } => now >= sent_at.saturating_add(t.acquire_timeout()),
             Role::Leader(lead) => match lead.renewing {
                 Some((sent, timeout)) => now >= sent.saturating_add(timeout),

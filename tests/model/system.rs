@@ -1,6 +1,8 @@
 //! The whole system as a stateright model: replicas, Redis, the network between them, the
 //! clocks, and the faults; with the properties that the checker verifies on every state.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use stateright::{Model, Property};
 
 use crate::config::Config;
@@ -71,6 +73,25 @@ pub struct State {
 
 pub struct System {
     pub config: Config,
+    /// Which properties some state has shown already (a counterexample or a witness).
+    /// stateright 0.31 records a discovery again for every later state that shows it, so the
+    /// path it keeps would be one of the last found, not the first; each property reports
+    /// only its first state, which breadth-first on one thread is a shortest path.
+    shown: [AtomicBool; 5],
+}
+
+impl System {
+    pub fn new(config: Config) -> System {
+        System {
+            config,
+            shown: Default::default(),
+        }
+    }
+
+    /// Whether `state_shows` makes this the first state to show property `i`.
+    fn first(&self, i: usize, state_shows: bool) -> bool {
+        state_shows && !self.shown[i].swap(true, Ordering::Relaxed)
+    }
 }
 
 impl State {
@@ -124,6 +145,9 @@ impl State {
                 sent_at,
                 request,
             } => {
+                // Keys whose TTL ran out are gone before the script runs: an expiry is no
+                // write of this message's.
+                self.redis.expire(self.time);
                 let before = self.redis.data;
                 match self.redis.apply(config.sem, self.time, from, request) {
                     Applied::Acquire(reply) => {
@@ -160,33 +184,60 @@ impl State {
                     }
                 }
             }
-            Msg::Acquired { to, sent_at, reply } => {
+            Msg::Acquired { to, reply, .. } => {
+                if !self.awaited(&msg) {
+                    return;
+                }
                 let replica = &mut self.replicas[to as usize];
                 let now = replica.now(self.time);
-                let timeout = crate::config::timing().acquire_timeout();
-                if replica.role == (Role::Acquiring { sent_at })
-                    && now < sent_at.saturating_add(timeout)
+                replica.acquired(now, Some(reply));
+                if matches!(replica.role, Role::Leader(_))
+                    && self.handed_over_by.is_some_and(|by| by != to)
                 {
-                    replica.acquired(now, Some(reply));
-                    if matches!(replica.role, Role::Leader(_))
-                        && self.handed_over_by.is_some_and(|by| by != to)
-                    {
-                        self.handover_completed = true;
-                        self.handed_over_by = None;
-                    }
+                    self.handover_completed = true;
+                    self.handed_over_by = None;
                 }
             }
-            Msg::Renewed { to, sent_at, reply } => {
+            Msg::Renewed { to, reply, .. } => {
+                if !self.awaited(&msg) {
+                    return;
+                }
                 let n = to as usize;
-                let replica = &mut self.replicas[n];
-                let now = replica.now(self.time);
-                let waiting = matches!(replica.role, Role::Leader(lead)
-                    if lead.renewing.is_some_and(|(s, timeout)| s == sent_at && now < s.saturating_add(timeout)));
-                if waiting && let Err(reason) = replica.renewed(now, Some(reply)) {
+                let now = self.replicas[n].now(self.time);
+                if let Err(reason) = self.replicas[n].renewed(now, Some(reply)) {
                     self.step_down(n, reason, config.max_terms);
                 }
             }
         }
+    }
+
+    /// Whether the replica a reply goes to still waits for it: the attempt it answers is the
+    /// one in progress and has not timed out. A reply that is not awaited is dropped on
+    /// arrival, and never will be again (clocks only move on, and a new attempt starts at a
+    /// later instant than the one that timed out).
+    fn awaited(&self, msg: &Msg) -> bool {
+        match *msg {
+            Msg::ToRedis { .. } => true,
+            Msg::Acquired { to, sent_at, .. } => {
+                let replica = &self.replicas[usize::from(to)];
+                let timeout = crate::config::timing().acquire_timeout();
+                replica.role == (Role::Acquiring { sent_at })
+                    && replica.now(self.time) < sent_at.saturating_add(timeout)
+            }
+            Msg::Renewed { to, sent_at, .. } => {
+                let replica = &self.replicas[usize::from(to)];
+                let now = replica.now(self.time);
+                matches!(replica.role, Role::Leader(lead)
+                    if lead.renewing.is_some_and(|(s, timeout)| s == sent_at && now < s.saturating_add(timeout)))
+            }
+        }
+    }
+
+    /// Drops the replies nobody waits for any more: delivering one changes nothing, so the
+    /// network need not keep it (nor count it against the messages that may stay in flight).
+    fn drop_unawaited(&mut self) {
+        let net = std::mem::take(&mut self.net);
+        self.net = net.into_iter().filter(|m| self.awaited(m)).collect();
     }
 }
 
@@ -245,6 +296,7 @@ impl System {
                 }
             }
         }
+        s.drop_unawaited();
         Some(s)
     }
 
@@ -302,7 +354,9 @@ impl Model for System {
             let now = r.now(state.time);
             let due = r.due(now, c.max_terms);
             match r.role {
-                Role::Follower { .. } if due => actions.push(Action::TryAcquire(r.id)),
+                Role::Follower { .. } | Role::Paused { .. } if due => {
+                    actions.push(Action::TryAcquire(r.id))
+                }
                 Role::Acquiring { .. } if due => actions.push(Action::AcquireTimedOut(r.id)),
                 Role::Leader(lead) => {
                     if due && lead.renewing.is_some() {
@@ -352,26 +406,29 @@ impl Model for System {
 
     fn properties(&self) -> Vec<Property<Self>> {
         let mut properties = vec![
-            Property::<Self>::always("at most one replica's guard passes", |_, s: &State| {
-                s.passing().len() <= 1
+            Property::<Self>::always("at most one replica's guard passes", |m, s: &State| {
+                !m.first(0, s.passing().len() > 1)
             }),
-            Property::<Self>::always("tokens of successive terms increase", |_, s: &State| {
-                !s.token_regressed
+            Property::<Self>::always("tokens of successive terms increase", |m, s: &State| {
+                !m.first(1, s.token_regressed)
             }),
             Property::<Self>::always(
                 "no message of one term changes another term",
-                |_, s: &State| !s.stale_write,
+                |m, s: &State| !m.first(2, s.stale_write),
             ),
-            Property::<Self>::sometimes("a replica leads a second term", |_, s: &State| {
-                s.replicas
-                    .iter()
-                    .any(|r| r.terms >= 2 && matches!(r.role, Role::Leader(_)))
+            Property::<Self>::sometimes("a replica leads a second term", |m, s: &State| {
+                m.first(
+                    3,
+                    s.replicas
+                        .iter()
+                        .any(|r| r.terms >= 2 && matches!(r.role, Role::Leader(_))),
+                )
             }),
         ];
         if self.config.handovers > 0 {
             properties.push(Property::<Self>::sometimes(
                 "a handover completes",
-                |_, s: &State| s.handover_completed,
+                |m, s: &State| m.first(4, s.handover_completed),
             ));
         }
         if self.config.eager {

@@ -65,6 +65,7 @@ pub fn state(s: &State) -> String {
     for r in &s.replicas {
         let role = match r.role {
             Role::Follower { next_try } => format!("follower (tries at {})", secs(next_try)),
+            Role::Paused { until } => format!("pausing until {}", secs(until)),
             Role::Acquiring { .. } => "acquiring".into(),
             Role::Leader(l) => format!(
                 "LEADER {} valid until {}{}",
@@ -108,6 +109,12 @@ pub fn state(s: &State) -> String {
         let _ = write!(out, ", reserved for {}", name.text());
     }
     let _ = write!(out, ", in flight {}", s.net.len());
+    if s.token_regressed {
+        out.push_str(" | A TOKEN WENT BACK");
+    }
+    if s.stale_write {
+        out.push_str(" | A MESSAGE CHANGED ANOTHER TERM");
+    }
     out
 }
 
