@@ -126,9 +126,12 @@ fn random_data(rng: &mut StdRng, now: u64) -> Data {
     };
     let lease = data.lease.map(|(t, _)| t);
     let record = data.record.and_then(|r| r.term);
-    data.handover = rng
-        .random_bool(0.5)
-        .then(|| (random_handover(rng, lease, record), random_expiry_ms(rng, now)));
+    data.handover = rng.random_bool(0.5).then(|| {
+        (
+            random_handover(rng, lease, record),
+            random_expiry_ms(rng, now),
+        )
+    });
     data.reserved = rng
         .random_bool(0.4)
         .then(|| (random_name(rng), random_expiry_ms(rng, now)));
@@ -466,7 +469,9 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 6]), String> {
                     .arg(reserve.map_or(1, |(_, ms)| ms))
                     .invoke(&mut conn)
                     .expect("release runs");
-                let live_request = before.handover.is_some_and(|(_, expiry)| expiry > at / 1000);
+                let live_request = before
+                    .handover
+                    .is_some_and(|(_, expiry)| expiry > at / 1000);
                 let want = mirror.release(sem, at, term, any, reserve);
                 if want.is_some() && live_request && mirror.handover.is_none() {
                     reached[4] += 1;
@@ -552,9 +557,7 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 6]), String> {
 #[test]
 fn the_mirror_agrees_with_every_script_on_random_states() {
     let (seen, reached) = run_cases(Semantics::default()).unwrap_or_else(|e| panic!("{e}"));
-    println!(
-        "{CASES} random cases agree (acquire, renew, release, handover, observe: {seen:?})"
-    );
+    println!("{CASES} random cases agree (acquire, renew, release, handover, observe: {seen:?})");
     assert!(
         seen.iter().all(|n| *n > CASES as u32 / 8),
         "every script ran often: {seen:?}"

@@ -6,8 +6,8 @@
 //! Units are the scripts' own: the clock and the record's instants in microseconds (`TIME`),
 //! TTLs in milliseconds, key expiry on the millisecond (a key lives while `now_ms < expiry`).
 
-pub use super::values::{Handover, Name, Successor, Term};
 use super::values::two_fields;
+pub use super::values::{Handover, Name, Successor, Term};
 
 /// The state record (no TTL): `<server> <cooldown_until_us> <term> <term_until_us>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -69,7 +69,10 @@ pub enum AcquireReply {
         started: bool,
     },
     /// The lease is free but a handover reserved the next term for another identity.
-    Reserved { name: Name, pttl_ms: i64 },
+    Reserved {
+        name: Name,
+        pttl_ms: i64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -339,7 +342,13 @@ impl Data {
 
     /// The handover script: a request bound to `term`, living `ttl_ms`, if the lease is still
     /// in that term. Whether it was made (the nudge on the channel goes with it).
-    pub fn request_handover(&mut self, now_us: u64, term: Term, to: Successor, ttl_ms: u64) -> bool {
+    pub fn request_handover(
+        &mut self,
+        now_us: u64,
+        term: Term,
+        to: Successor,
+        ttl_ms: u64,
+    ) -> bool {
         self.expire(now_us);
         if self.lease.map(|(t, _)| t) != Some(term) {
             return false;

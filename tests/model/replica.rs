@@ -177,11 +177,9 @@ impl Replica {
                 Seen::CoolingDown(Duration::from_millis(remaining_ms))
             }
             // Like a holder whose TTL runs out then: try again at the reservation's end.
-            Some(AcquireReply::Reserved { pttl_ms, .. }) => Seen::Held(
-                u64::try_from(pttl_ms)
-                    .ok()
-                    .map(Duration::from_millis),
-            ),
+            Some(AcquireReply::Reserved { pttl_ms, .. }) => {
+                Seen::Held(u64::try_from(pttl_ms).ok().map(Duration::from_millis))
+            }
             None => Seen::Failed {
                 retry: Retry::Soon,
                 failures: 1,
@@ -230,11 +228,7 @@ impl Replica {
     }
 
     /// The renewal's reply, or its timeout (`None`). `Err` carries a step-down.
-    pub fn renewed(
-        &mut self,
-        now: BootInstant,
-        reply: Option<RenewReply>,
-    ) -> Result<(), Ending> {
+    pub fn renewed(&mut self, now: BootInstant, reply: Option<RenewReply>) -> Result<(), Ending> {
         let Role::Leader(lead) = &mut self.role else {
             return Ok(());
         };
@@ -298,8 +292,8 @@ impl Replica {
         } else {
             0
         };
-        let pause = decide::pause_after_term(self.short_terms, &t)
-            .max(decide::hold_off_after(reason, &t));
+        let pause =
+            decide::pause_after_term(self.short_terms, &t).max(decide::hold_off_after(reason, &t));
         self.observed = None;
         self.announced = false;
         self.role = if self.terms >= max_terms {

@@ -138,4 +138,3 @@ pub fn two_fields(s: &str) -> Option<(&str, &str)> {
     let run = |f: &str| !f.is_empty() && !f.contains(space);
     (run(a) && run(b)).then_some((a, b))
 }
-
