@@ -3,6 +3,10 @@
 //! and resulting keys compared (instants within a tolerance, since Redis's clock moves on
 //! between the set-up and the script).
 
+#[path = "lua_mirror/dataset.rs"]
+mod dataset;
+#[path = "lua_mirror/draw.rs"]
+mod draw;
 mod model;
 mod support;
 
@@ -11,201 +15,19 @@ use rand::{Rng, SeedableRng};
 use redis::{Script, Value};
 
 use model::mirror::{
-    AcquireReply, Data, Handover, Name, Record, RenewReply, Semantics, Source, Successor, Term,
+    AcquireReply, Data, Handover, Name, RenewReply, Semantics, Source, Successor, Term,
 };
 use model::values::{identity, owner_id};
 use testbed::RedisServer;
 
-const LEASE: &str = "lh:{m}";
-const FENCE: &str = "lh:{m}:fence";
-const RECORD: &str = "lh:{m}:state";
-const CHANNEL: &str = "lh:{m}:released";
-const HANDOVER: &str = "lh:{m}:handover";
-const RESERVED: &str = "lh:{m}:reserved";
+use dataset::{
+    CHANNEL, FENCE, HANDOVER, LEASE, RECORD, RESERVED, identities, now_us, read_data, write_data,
+};
+use draw::{random_data, random_name, random_term};
+
 const CASES: u64 = 600;
 /// How far Redis's clock may move between reading `TIME` and running the script.
 const SLACK_US: u64 = 100_000;
-
-/// The server identity the scripts compute (`run_id/master_replid`), and one of another Redis.
-fn identities(redis: &RedisServer) -> [String; 2] {
-    let server: String = redis.cmd(&["INFO", "server"]);
-    let replication: String = redis.cmd(&["INFO", "replication"]);
-    let field = |text: &str, name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(|v| v.trim().to_owned())
-            .unwrap_or_else(|| "?".into())
-    };
-    [
-        format!(
-            "{}/{}",
-            field(&server, "run_id:"),
-            field(&replication, "master_replid:")
-        ),
-        "0ther/0ther".into(),
-    ]
-}
-
-fn now_us(redis: &RedisServer) -> u64 {
-    let t: Vec<u64> = redis.cmd(&["TIME"]);
-    t[0] * 1_000_000 + t[1]
-}
-
-/// An offset of at least 250 ms either side of now, so that no comparison sits on its edge.
-fn offset_us(rng: &mut StdRng) -> i64 {
-    let ms = rng.random_range(250..4_000) * 1_000;
-    if rng.random_bool(0.5) { ms } else { -ms }
-}
-
-fn random_term(rng: &mut StdRng) -> Term {
-    Term {
-        owner: rng.random_range(0..3),
-        token: rng.random_range(1..6),
-    }
-}
-
-/// An identity: one of the three replicas', or one of none.
-fn random_name(rng: &mut StdRng) -> Name {
-    if rng.random_bool(0.8) {
-        Name::Replica(rng.random_range(0..3))
-    } else {
-        Name::Stranger
-    }
-}
-
-/// A handover request bound to the lease's term, the record's, or another (stale) one, or a
-/// value of another form.
-fn random_handover(rng: &mut StdRng, lease: Option<Term>, record: Option<Term>) -> Handover {
-    let term = match rng.random_range(0..3) {
-        0 => lease.unwrap_or_else(|| random_term(rng)),
-        1 => record.unwrap_or_else(|| random_term(rng)),
-        _ => random_term(rng),
-    };
-    match rng.random_range(0..10) {
-        0 => Handover::Extra { term },
-        1 => Handover::Bare { term },
-        2 => Handover::Junk,
-        _ => Handover::Request {
-            term,
-            to: if rng.random_bool(0.4) {
-                Successor::Anyone
-            } else {
-                Successor::Named(random_name(rng))
-            },
-        },
-    }
-}
-
-/// An expiry in ms that has passed (the key is gone) or lies 250 ms to 4 s ahead.
-fn random_expiry_ms(rng: &mut StdRng, now: u64) -> u64 {
-    if rng.random_bool(0.2) {
-        now / 1000 - rng.random_range(1..4_000)
-    } else {
-        now / 1000 + rng.random_range(250..4_000)
-    }
-}
-
-fn random_data(rng: &mut StdRng, now: u64) -> Data {
-    let at = |rng: &mut StdRng| now.saturating_add_signed(offset_us(rng));
-    let mut data = Data {
-        lease: rng.random_bool(0.6).then(|| {
-            let ttl_ms = rng.random_range(300..5_000);
-            (random_term(rng), now / 1000 + ttl_ms)
-        }),
-        fence: rng
-            .random_bool(0.7)
-            .then(|| if rng.random_bool(0.5) { at(rng) } else { 5 }),
-        record: rng.random_bool(0.8).then(|| Record {
-            server: rng.random_range(0..2),
-            cool_until_us: at(rng),
-            term: rng.random_bool(0.7).then(|| random_term(rng)),
-            term_until_us: if rng.random_bool(0.9) { at(rng) } else { 0 },
-        }),
-        handover: None,
-        reserved: None,
-    };
-    let lease = data.lease.map(|(t, _)| t);
-    let record = data.record.and_then(|r| r.term);
-    data.handover = rng.random_bool(0.5).then(|| {
-        (
-            random_handover(rng, lease, record),
-            random_expiry_ms(rng, now),
-        )
-    });
-    data.reserved = rng
-        .random_bool(0.4)
-        .then(|| (random_name(rng), random_expiry_ms(rng, now)));
-    data
-}
-
-fn record_text(r: &Record, ids: &[String; 2]) -> String {
-    let term = r.term.map(|t| t.value()).unwrap_or_else(|| "-".into());
-    format!(
-        "{} {} {term} {}",
-        ids[usize::from(r.server)],
-        r.cool_until_us,
-        r.term_until_us
-    )
-}
-
-fn write_data(redis: &RedisServer, d: &Data, ids: &[String; 2], now: u64) {
-    redis.cmd::<()>(&["DEL", LEASE, FENCE, RECORD, HANDOVER, RESERVED]);
-    if let Some((term, expiry_ms)) = d.lease {
-        let px = (expiry_ms - now / 1000).to_string();
-        redis.cmd::<()>(&["SET", LEASE, &term.value(), "PX", &px]);
-    }
-    if let Some(f) = d.fence {
-        redis.cmd::<()>(&["SET", FENCE, &f.to_string()]);
-    }
-    if let Some(r) = &d.record {
-        redis.cmd::<()>(&["SET", RECORD, &record_text(r, ids)]);
-    }
-    // At the drawn expiry on Redis's clock: one already passed leaves no key, as an expiry does.
-    if let Some((request, expiry_ms)) = d.handover {
-        let at = expiry_ms.to_string();
-        redis.cmd::<()>(&["SET", HANDOVER, &request.text(), "PXAT", &at]);
-    }
-    if let Some((name, expiry_ms)) = d.reserved {
-        let at = expiry_ms.to_string();
-        redis.cmd::<()>(&["SET", RESERVED, &name.text(), "PXAT", &at]);
-    }
-}
-
-/// A key with a TTL as the mirror holds it: its value and its expiry in ms.
-fn read_expiring(redis: &RedisServer, key: &str, now: u64) -> Option<(String, u64)> {
-    let value: Option<String> = redis.cmd(&["GET", key]);
-    let pttl: i64 = redis.cmd(&["PTTL", key]);
-    value.map(|v| (v, now / 1000 + u64::try_from(pttl).expect("a ttl")))
-}
-
-fn read_data(redis: &RedisServer, ids: &[String; 2]) -> Data {
-    let now = now_us(redis);
-    let lease: Option<String> = redis.cmd(&["GET", LEASE]);
-    let pttl: i64 = redis.cmd(&["PTTL", LEASE]);
-    let fence: Option<u64> = redis.cmd(&["GET", FENCE]);
-    let record: Option<String> = redis.cmd(&["GET", RECORD]);
-    let record = record.map(|raw| {
-        let f: Vec<&str> = raw.split(' ').collect();
-        assert_eq!(f.len(), 4, "record {raw}");
-        Record {
-            server: ids.iter().position(|i| i == f[0]).expect("known server") as u8,
-            cool_until_us: f[1].parse().expect("cooldown"),
-            term: Term::parse(f[2]),
-            term_until_us: f[3].parse().expect("term until"),
-        }
-    });
-    Data {
-        lease: lease.map(|v| {
-            let term = Term::parse(&v).expect("a term value");
-            (term, now / 1000 + u64::try_from(pttl).expect("a ttl"))
-        }),
-        fence,
-        record,
-        handover: read_expiring(redis, HANDOVER, now)
-            .map(|(v, expiry)| (Handover::parse(&v).expect("a handover value"), expiry)),
-        reserved: read_expiring(redis, RESERVED, now).map(|(v, expiry)| (Name::parse(&v), expiry)),
-    }
-}
 
 fn near(a: u64, b: u64, slack: u64) -> bool {
     a.abs_diff(b) <= slack

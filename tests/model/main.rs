@@ -14,6 +14,7 @@ mod redis;
 mod replica;
 mod symmetry;
 mod system;
+mod system_rename;
 mod trace;
 // The texts' parsers serve the `lua_mirror` target.
 #[allow(dead_code)]

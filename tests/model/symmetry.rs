@@ -7,12 +7,12 @@
 //!
 //! stateright 0.31 applies its own `symmetry()` only in depth-first search, and the search
 //! here must stay breadth-first (shortest counterexamples), so the model's `next_state`
-//! returns the representative itself.
+//! returns the representative itself. The renaming of the system's own types (the state, the
+//! messages, the actions) is in `system_rename.rs`.
 
 use crate::mirror::{AcquireReply, Data, Handover, Name, Record, RenewReply, Successor, Term};
 use crate::redis::Redis;
 use crate::replica::{Lead, Replica, Request, Role};
-use crate::system::{Action, Msg, State};
 
 /// A renaming of the replicas: replica `i` becomes replica `to[i]`.
 pub struct Renaming<'a> {
@@ -20,7 +20,7 @@ pub struct Renaming<'a> {
 }
 
 impl Renaming<'_> {
-    fn id(&self, id: u8) -> u8 {
+    pub fn id(&self, id: u8) -> u8 {
         self.to[usize::from(id)]
     }
 }
@@ -162,32 +162,6 @@ impl Rename for RenewReply {
     }
 }
 
-impl Rename for Msg {
-    fn rename(&self, r: &Renaming) -> Self {
-        match *self {
-            Msg::ToRedis {
-                from,
-                sent_at,
-                request,
-            } => Msg::ToRedis {
-                from: r.id(from),
-                sent_at,
-                request: request.rename(r),
-            },
-            Msg::Acquired { to, sent_at, reply } => Msg::Acquired {
-                to: r.id(to),
-                sent_at,
-                reply: reply.rename(r),
-            },
-            Msg::Renewed { to, sent_at, reply } => Msg::Renewed {
-                to: r.id(to),
-                sent_at,
-                reply: reply.rename(r),
-            },
-        }
-    }
-}
-
 impl Rename for Replica {
     fn rename(&self, r: &Renaming) -> Self {
         let role = match self.role {
@@ -202,46 +176,6 @@ impl Rename for Replica {
             role,
             observed: self.observed.map(|(t, until)| (t.rename(r), until)),
             ..*self
-        }
-    }
-}
-
-impl Rename for Action {
-    fn rename(&self, r: &Renaming) -> Self {
-        match *self {
-            Action::SlowTick(n) => Action::SlowTick(r.id(n)),
-            Action::TryAcquire(n) => Action::TryAcquire(r.id(n)),
-            Action::AcquireTimedOut(n) => Action::AcquireTimedOut(r.id(n)),
-            Action::Watchdog(n) => Action::Watchdog(r.id(n)),
-            Action::RenewTimedOut(n) => Action::RenewTimedOut(r.id(n)),
-            Action::WorkFails(n) => Action::WorkFails(r.id(n)),
-            Action::Deliver(m) => Action::Deliver(m.rename(r)),
-            Action::RequestHandover(to) => Action::RequestHandover(to.rename(r)),
-            other @ (Action::Tick | Action::Fault(_)) => other,
-        }
-    }
-}
-
-impl Rename for State {
-    fn rename(&self, r: &Renaming) -> Self {
-        let mut replicas = self.replicas.clone();
-        for old in &self.replicas {
-            let new = old.rename(r);
-            replicas[usize::from(new.id)] = new;
-        }
-        let mut net: Vec<Msg> = self.net.iter().map(|m| m.rename(r)).collect();
-        net.sort_unstable();
-        State {
-            time: self.time,
-            replicas,
-            redis: self.redis.rename(r),
-            net,
-            max_token: self.max_token,
-            token_regressed: self.token_regressed,
-            stale_write: self.stale_write,
-            handovers: self.handovers,
-            handed_over_by: self.handed_over_by.map(|n| r.id(n)),
-            handover_completed: self.handover_completed,
         }
     }
 }
@@ -262,13 +196,12 @@ fn permutations(n: u8) -> Vec<Vec<u8>> {
     all
 }
 
-/// The representative of `state`'s renamings (the least under the states' order), and the
-/// renaming that leads to it.
-pub fn representative(state: State) -> (State, Vec<u8>) {
-    let n = state.replicas.len() as u8;
-    let mut best = (state.clone(), (0..n).collect::<Vec<u8>>());
-    for to in permutations(n) {
-        let renamed = state.rename(&Renaming { to: &to });
+/// The representative of `value`'s renamings of `replicas` replicas (the least of them), and
+/// the renaming that leads to it.
+pub fn representative<T: Rename + Ord + Clone>(value: T, replicas: u8) -> (T, Vec<u8>) {
+    let mut best = (value.clone(), (0..replicas).collect::<Vec<u8>>());
+    for to in permutations(replicas) {
+        let renamed = value.rename(&Renaming { to: &to });
         if renamed < best.0 {
             best = (renamed, to);
         }

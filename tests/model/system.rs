@@ -401,7 +401,7 @@ impl Model for System {
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         self.step(last, action)
-            .map(|next| symmetry::representative(next).0)
+            .map(|next| symmetry::representative(next, self.config.replicas).0)
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
