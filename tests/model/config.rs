@@ -94,6 +94,15 @@ impl Config {
         }
     }
 
+    /// The CI configuration's faults with three replicas (`LEASEHOLD_MODEL_FULL=3`): the
+    /// largest three-replica configuration measured to finish (docs/MODEL.md).
+    pub fn three_replicas() -> Config {
+        Config {
+            replicas: 3,
+            ..Config::ci()
+        }
+    }
+
     /// The handover: 2 replicas, an operator's request at any moment (to anyone or to the
     /// other replica), a delayed message around it; work failures on, Redis faults off (the
     /// full configuration has both).

@@ -65,17 +65,19 @@ fn explore(label: &str, config: Config, finish: HasDiscoveries) -> impl Checker<
     checker
 }
 
-fn full() -> bool {
-    std::env::var("LEASEHOLD_MODEL_FULL").is_ok_and(|v| v == "1")
+/// The configuration to check: `LEASEHOLD_MODEL_FULL=1` for the full one, `=3` for the
+/// CI configuration's faults with three replicas, else the CI configuration.
+fn chosen() -> (&'static str, Config) {
+    match std::env::var("LEASEHOLD_MODEL_FULL").as_deref() {
+        Ok("1") => ("full configuration", Config::full()),
+        Ok("3") => ("three replicas", Config::three_replicas()),
+        _ => ("CI configuration", Config::ci()),
+    }
 }
 
 #[test]
 fn no_two_guards_pass_at_once_in_any_reachable_state() {
-    let (label, mut config) = if full() {
-        ("full configuration", Config::full())
-    } else {
-        ("CI configuration", Config::ci())
-    };
+    let (label, mut config) = chosen();
     if let Some(h) = std::env::var("MODEL_HORIZON")
         .ok()
         .and_then(|h| h.parse().ok())

@@ -180,6 +180,16 @@ impl Rename for Replica {
     }
 }
 
+/// Replicas renamed, in the order of their new names (each replica's index is its id).
+pub fn rename_replicas(replicas: &[Replica], r: &Renaming) -> Vec<Replica> {
+    let mut renamed = replicas.to_vec();
+    for old in replicas {
+        let new = old.rename(r);
+        renamed[usize::from(new.id)] = new;
+    }
+    renamed
+}
+
 /// Every ordering of `0..n`.
 fn permutations(n: u8) -> Vec<Vec<u8>> {
     if n == 0 {
@@ -197,14 +207,33 @@ fn permutations(n: u8) -> Vec<Vec<u8>> {
 }
 
 /// The representative of `value`'s renamings of `replicas` replicas (the least of them), and
-/// the renaming that leads to it.
-pub fn representative<T: Rename + Ord + Clone>(value: T, replicas: u8) -> (T, Vec<u8>) {
-    let mut best = (value.clone(), (0..replicas).collect::<Vec<u8>>());
-    for to in permutations(replicas) {
-        let renamed = value.rename(&Renaming { to: &to });
-        if renamed < best.0 {
-            best = (renamed, to);
+/// the renaming that leads to it. `prefix` is what the order of `T` compares first, renamed
+/// (for a state: its replicas): only the renamings with the least prefix are made in full.
+pub fn representative<T, K>(
+    value: T,
+    replicas: u8,
+    prefix: impl Fn(&T, &Renaming) -> K,
+) -> (T, Vec<u8>)
+where
+    T: Rename + Ord,
+    K: Ord,
+{
+    let all = permutations(replicas);
+    let keys: Vec<K> = all
+        .iter()
+        .map(|to| prefix(&value, &Renaming { to }))
+        .collect();
+    let mut best: Option<(T, Vec<u8>)> = None;
+    if let Some(least) = keys.iter().min() {
+        for (to, key) in all.iter().zip(&keys) {
+            if key != least {
+                continue;
+            }
+            let renamed = value.rename(&Renaming { to });
+            if best.as_ref().is_none_or(|(b, _)| renamed < *b) {
+                best = Some((renamed, to.clone()));
+            }
         }
     }
-    best
+    best.unwrap_or_else(|| (value, (0..replicas).collect()))
 }

@@ -51,6 +51,8 @@ pub enum Action {
     RequestHandover(Successor),
 }
 
+/// States are ordered field by field (derived), time and replicas first: the symmetry
+/// reduction compares the replicas before it renames the rest (`symmetry::representative`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct State {
     /// Model time in ticks: Redis's clock.
@@ -400,8 +402,12 @@ impl Model for System {
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
-        self.step(last, action)
-            .map(|next| symmetry::representative(next, self.config.replicas).0)
+        self.step(last, action).map(|next| {
+            symmetry::representative(next, self.config.replicas, |s: &State, r| {
+                symmetry::rename_replicas(&s.replicas, r)
+            })
+            .0
+        })
     }
 
     fn properties(&self) -> Vec<Property<Self>> {

@@ -1,7 +1,7 @@
 //! The system's own types (a state, a message, an action) under a renaming of the replicas,
 //! for the symmetry reduction (`symmetry.rs`).
 
-use crate::symmetry::{Rename, Renaming};
+use crate::symmetry::{Rename, Renaming, rename_replicas};
 use crate::system::{Action, Msg, State};
 
 impl Rename for Msg {
@@ -48,16 +48,11 @@ impl Rename for Action {
 
 impl Rename for State {
     fn rename(&self, r: &Renaming) -> Self {
-        let mut replicas = self.replicas.clone();
-        for old in &self.replicas {
-            let new = old.rename(r);
-            replicas[usize::from(new.id)] = new;
-        }
         let mut net: Vec<Msg> = self.net.iter().map(|m| m.rename(r)).collect();
         net.sort_unstable();
         State {
             time: self.time,
-            replicas,
+            replicas: rename_replicas(&self.replicas, r),
             redis: self.redis.rename(r),
             net,
             max_token: self.max_token,

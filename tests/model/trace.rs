@@ -134,7 +134,10 @@ pub fn counterexample(checker: &impl Checker<System>, property: &'static str) ->
         if let Some(a) = a {
             let _ = writeln!(out, "      -> {}", action(&a.rename(&shown)));
             if let Some(next) = system.step(&s, a) {
-                let (_, to) = symmetry::representative(next, system.config.replicas);
+                let (_, to) =
+                    symmetry::representative(next, system.config.replicas, |s: &State, r| {
+                        symmetry::rename_replicas(&s.replicas, r)
+                    });
                 let mut renamed = names.clone();
                 for (old, new) in to.iter().enumerate() {
                     renamed[usize::from(*new)] = names[old];
