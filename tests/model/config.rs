@@ -103,6 +103,15 @@ impl Config {
         }
     }
 
+    /// The handover configuration with three replicas (`LEASEHOLD_MODEL_FULL=3h`), where a
+    /// reservation for one keeps the third out.
+    pub fn handover_among_three() -> Config {
+        Config {
+            replicas: 3,
+            ..Config::handover()
+        }
+    }
+
     /// The handover: 2 replicas, an operator's request at any moment (to anyone or to the
     /// other replica), a delayed message around it; work failures on, Redis faults off (the
     /// full configuration has both).
