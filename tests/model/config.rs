@@ -94,8 +94,8 @@ impl Config {
         }
     }
 
-    /// The CI configuration's faults with three replicas (`LEASEHOLD_MODEL_FULL=3`): the
-    /// largest three-replica configuration measured to finish (docs/MODEL.md).
+    /// The CI configuration's faults with three replicas (`LEASEHOLD_MODEL_FULL=3`): one of the
+    /// three-replica configurations that finish on a small machine (docs/MODEL.md).
     pub fn three_replicas() -> Config {
         Config {
             replicas: 3,
