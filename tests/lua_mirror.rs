@@ -3,6 +3,10 @@
 //! and resulting keys compared (instants within a tolerance, since Redis's clock moves on
 //! between the set-up and the script).
 
+#[path = "lua_mirror/dataset.rs"]
+mod dataset;
+#[path = "lua_mirror/draw.rs"]
+mod draw;
 mod model;
 mod support;
 
@@ -10,131 +14,32 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::{Script, Value};
 
-use model::mirror::{AcquireReply, Data, Record, Semantics, Source, Term, owner_id};
+use model::mirror::{
+    AcquireReply, Data, Handover, Name, RenewReply, Semantics, Source, Successor, Term,
+};
+use model::values::{identity, owner_id};
 use testbed::RedisServer;
 
-const LEASE: &str = "lh:{m}";
-const FENCE: &str = "lh:{m}:fence";
-const RECORD: &str = "lh:{m}:state";
-const CHANNEL: &str = "lh:{m}:released";
-// The handover request and reservation keys (issue 12's handover) stay absent in every state
-// drawn here: the mirror models the protocol without a handover, and the scripts behave as
-// before when neither key exists.
-const HANDOVER: &str = "lh:{m}:handover";
-const RESERVED: &str = "lh:{m}:reserved";
-const CASES: u64 = 400;
+use dataset::{
+    CHANNEL, FENCE, HANDOVER, LEASE, RECORD, RESERVED, identities, now_us, read_data, write_data,
+};
+use draw::{random_data, random_name, random_term};
+
+const CASES: u64 = 600;
 /// How far Redis's clock may move between reading `TIME` and running the script.
 const SLACK_US: u64 = 100_000;
 
-/// The server identity the scripts compute (`run_id/master_replid`), and one of another Redis.
-fn identities(redis: &RedisServer) -> [String; 2] {
-    let server: String = redis.cmd(&["INFO", "server"]);
-    let replication: String = redis.cmd(&["INFO", "replication"]);
-    let field = |text: &str, name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(|v| v.trim().to_owned())
-            .unwrap_or_else(|| "?".into())
-    };
-    [
-        format!(
-            "{}/{}",
-            field(&server, "run_id:"),
-            field(&replication, "master_replid:")
-        ),
-        "0ther/0ther".into(),
-    ]
-}
-
-fn now_us(redis: &RedisServer) -> u64 {
-    let t: Vec<u64> = redis.cmd(&["TIME"]);
-    t[0] * 1_000_000 + t[1]
-}
-
-/// An offset of at least 250 ms either side of now, so that no comparison sits on its edge.
-fn offset_us(rng: &mut StdRng) -> i64 {
-    let ms = rng.random_range(250..4_000) * 1_000;
-    if rng.random_bool(0.5) { ms } else { -ms }
-}
-
-fn random_term(rng: &mut StdRng) -> Term {
-    Term {
-        owner: rng.random_range(0..3),
-        token: rng.random_range(1..6),
-    }
-}
-
-fn random_data(rng: &mut StdRng, now: u64) -> Data {
-    let at = |rng: &mut StdRng| now.saturating_add_signed(offset_us(rng));
-    Data {
-        lease: rng.random_bool(0.6).then(|| {
-            let ttl_ms = rng.random_range(300..5_000);
-            (random_term(rng), now / 1000 + ttl_ms)
-        }),
-        fence: rng
-            .random_bool(0.7)
-            .then(|| if rng.random_bool(0.5) { at(rng) } else { 5 }),
-        record: rng.random_bool(0.8).then(|| Record {
-            server: rng.random_range(0..2),
-            cool_until_us: at(rng),
-            term: rng.random_bool(0.7).then(|| random_term(rng)),
-            term_until_us: if rng.random_bool(0.9) { at(rng) } else { 0 },
-        }),
-    }
-}
-
-fn record_text(r: &Record, ids: &[String; 2]) -> String {
-    let term = r.term.map(|t| t.value()).unwrap_or_else(|| "-".into());
-    format!(
-        "{} {} {term} {}",
-        ids[usize::from(r.server)],
-        r.cool_until_us,
-        r.term_until_us
-    )
-}
-
-fn write_data(redis: &RedisServer, d: &Data, ids: &[String; 2], now: u64) {
-    redis.cmd::<()>(&["DEL", LEASE, FENCE, RECORD]);
-    if let Some((term, expiry_ms)) = d.lease {
-        let px = (expiry_ms - now / 1000).to_string();
-        redis.cmd::<()>(&["SET", LEASE, &term.value(), "PX", &px]);
-    }
-    if let Some(f) = d.fence {
-        redis.cmd::<()>(&["SET", FENCE, &f.to_string()]);
-    }
-    if let Some(r) = &d.record {
-        redis.cmd::<()>(&["SET", RECORD, &record_text(r, ids)]);
-    }
-}
-
-fn read_data(redis: &RedisServer, ids: &[String; 2]) -> Data {
-    let now = now_us(redis);
-    let lease: Option<String> = redis.cmd(&["GET", LEASE]);
-    let pttl: i64 = redis.cmd(&["PTTL", LEASE]);
-    let fence: Option<u64> = redis.cmd(&["GET", FENCE]);
-    let record: Option<String> = redis.cmd(&["GET", RECORD]);
-    let record = record.map(|raw| {
-        let f: Vec<&str> = raw.split(' ').collect();
-        assert_eq!(f.len(), 4, "record {raw}");
-        Record {
-            server: ids.iter().position(|i| i == f[0]).expect("known server") as u8,
-            cool_until_us: f[1].parse().expect("cooldown"),
-            term: Term::parse(f[2]),
-            term_until_us: f[3].parse().expect("term until"),
-        }
-    });
-    Data {
-        lease: lease.map(|v| {
-            let term = Term::parse(&v).expect("a term value");
-            (term, now / 1000 + u64::try_from(pttl).expect("a ttl"))
-        }),
-        fence,
-        record,
-    }
-}
-
 fn near(a: u64, b: u64, slack: u64) -> bool {
     a.abs_diff(b) <= slack
+}
+
+/// Two keys with a TTL agree: the same value, expiries (in ms) within the slack.
+fn expiring<T: PartialEq>(a: Option<(T, u64)>, b: Option<(T, u64)>) -> bool {
+    match (a, b) {
+        (Some((x, at)), Some((y, bt))) => x == y && near(at, bt, SLACK_US / 1000),
+        (None, None) => true,
+        _ => false,
+    }
 }
 
 /// Terms agree; tokens floored at the server time (about 1.8e15) within the slack.
@@ -169,7 +74,9 @@ fn same_data(real: &Data, mirror: &Data) -> bool {
         (None, None) => true,
         _ => false,
     };
-    lease && fence && record
+    let handover = expiring(real.handover, mirror.handover);
+    let reserved = expiring(real.reserved, mirror.reserved);
+    lease && fence && record && handover && reserved
 }
 
 fn text(v: &Value) -> String {
@@ -223,38 +130,73 @@ fn same_acquire(real: &Value, mirror: AcquireReply) -> bool {
                 started,
             },
         ) => (int(&parts[1]) - remaining_ms as i64).abs() <= ms && (int(&parts[2]) == 1) == started,
+        ("RESERVED", AcquireReply::Reserved { name, pttl_ms }) => {
+            Name::parse(&text(&parts[1])) == name && (int(&parts[2]) - pttl_ms).abs() <= ms
+        }
         _ => false,
     }
 }
 
+/// Whether the real renew reply (`code`, or `{code, to}` when a handover of the term was
+/// requested) matches the mirror's.
+fn same_renew(real: &Value, mirror: RenewReply) -> bool {
+    let (code, to) = match real {
+        Value::Int(code) => (*code, None),
+        Value::Array(parts) if parts.len() == 2 => {
+            (int(&parts[0]), Some(Successor::parse(&text(&parts[1]))))
+        }
+        other => panic!("renew replied {other:?}"),
+    };
+    let handover = match mirror {
+        RenewReply::Held { handover, .. } => handover,
+        RenewReply::NotOurs => None,
+    };
+    code == mirror.code() && to == handover
+}
+
+/// The cases in which the handover request or the reservation decided something, by kind.
+const REACHED: [&str; 6] = [
+    "a renewal answered with a handover request",
+    "a renewal past a request for another term or of another form",
+    "an acquire refused for a reservation",
+    "an acquire that took the term reserved for it",
+    "a release that cleared a request",
+    "a release that reserved the next term",
+];
+
 /// Runs the random cases through the real scripts and the mirror under `sem`: the first
-/// disagreement, or how often each script ran.
-fn run_cases(sem: Semantics) -> Result<[u32; 4], String> {
+/// disagreement, or how often each script ran and how often each of [`REACHED`] happened.
+fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 6]), String> {
     let redis = RedisServer::start();
     let ids = identities(&redis);
     let mut conn = redis.connection();
     let script = |op: &str| {
         Script::new(&leasehold::lease::script_source(op).expect("a script for each primitive"))
     };
-    let (acquire, renew, release, observe) = (
+    let (acquire, renew, release, observe, handover) = (
         script("acquire"),
         script("renew"),
         script("release"),
         script("observe"),
+        script("handover"),
     );
-    let mut seen = [0u32; 4];
+    let mut seen = [0u32; 5];
+    let mut reached = [0u32; 6];
     for seed in 0..CASES {
         let mut rng = StdRng::seed_from_u64(0x1ea5e + seed);
         let now = now_us(&redis);
         let before = random_data(&mut rng, now);
         write_data(&redis, &before, &ids, now);
         let mut mirror = before;
-        let op = rng.random_range(0..4);
+        let op = rng.random_range(0..5);
         seen[op] += 1;
         let at = now_us(&redis);
         let (agree, what) = match op {
             0 => {
-                let owner = rng.random_range(0..3);
+                let owner = match before.reserved {
+                    Some((Name::Replica(n), _)) if rng.random_bool(0.5) => n,
+                    _ => rng.random_range(0..3),
+                };
                 let cool = rng.random_bool(0.5);
                 let observed = rng.random_bool(0.4).then(|| random_term(&mut rng));
                 let real: Value = acquire
@@ -266,10 +208,15 @@ fn run_cases(sem: Semantics) -> Result<[u32; 4], String> {
                     .arg(5_000)
                     .arg(if cool { "1" } else { "0" })
                     .arg(observed.map(|t| t.value()).unwrap_or_default())
-                    .arg(owner_id(owner))
+                    .arg(identity(owner))
                     .invoke(&mut conn)
                     .expect("acquire runs");
                 let want = mirror.acquire(sem, at, 0, owner, 5_000, cool, observed);
+                match want {
+                    AcquireReply::Reserved { .. } => reached[2] += 1,
+                    AcquireReply::Acquired { .. } if before.reserved.is_some() => reached[3] += 1,
+                    _ => {}
+                }
                 (
                     same_acquire(&real, want),
                     format!(
@@ -278,11 +225,16 @@ fn run_cases(sem: Semantics) -> Result<[u32; 4], String> {
                 )
             }
             1 => {
-                let term = match before.lease {
-                    Some((t, _)) if rng.random_bool(0.5) => t,
+                let requested = match before.handover {
+                    Some((Handover::Request { term, .. }, _)) => Some(term),
+                    _ => None,
+                };
+                let term = match (before.lease, requested) {
+                    (Some((t, _)), _) if rng.random_bool(0.5) => t,
+                    (_, Some(t)) if rng.random_bool(0.5) => t,
                     _ => random_term(&mut rng),
                 };
-                let real: i64 = renew
+                let real: Value = renew
                     .key(LEASE)
                     .key(RECORD)
                     .key(HANDOVER)
@@ -291,20 +243,38 @@ fn run_cases(sem: Semantics) -> Result<[u32; 4], String> {
                     .invoke(&mut conn)
                     .expect("renew runs");
                 let want = mirror.renew(sem, at, 0, term, 5_000);
+                match want {
+                    RenewReply::Held {
+                        handover: Some(_), ..
+                    } => reached[0] += 1,
+                    RenewReply::Held { handover: None, .. } if mirror.handover.is_some() => {
+                        reached[1] += 1
+                    }
+                    _ => {}
+                }
                 (
-                    real == want as i64,
-                    format!("renew({term:?}): real {real}, mirror {want:?}"),
+                    same_renew(&real, want),
+                    format!("renew({term:?}): real {real:?}, mirror {want:?}"),
                 )
             }
             2 => {
-                let term = match before
+                let held = before
                     .lease
-                    .or(before.record.and_then(|r| r.term.map(|t| (t, 0))))
-                {
-                    Some((t, _)) if rng.random_bool(0.6) => t,
+                    .map(|(t, _)| t)
+                    .or(before.record.and_then(|r| r.term));
+                let requested = match before.handover {
+                    Some((Handover::Request { term, .. }, _)) => Some(term),
+                    _ => None,
+                };
+                let term = match (requested, held) {
+                    (Some(t), _) if rng.random_bool(0.3) => t,
+                    (_, Some(t)) if rng.random_bool(0.6) => t,
                     _ => random_term(&mut rng),
                 };
                 let any = rng.random_bool(0.3);
+                let reserve = rng
+                    .random_bool(0.4)
+                    .then(|| (random_name(&mut rng), rng.random_range(300..6_000)));
                 let real: i64 = release
                     .key(LEASE)
                     .key(RECORD)
@@ -317,14 +287,51 @@ fn run_cases(sem: Semantics) -> Result<[u32; 4], String> {
                     })
                     .arg(CHANNEL)
                     .arg(if any { "any" } else { "term" })
-                    .arg("")
-                    .arg(0)
+                    .arg(reserve.map(|(name, _)| name.text()).unwrap_or_default())
+                    .arg(reserve.map_or(1, |(_, ms)| ms))
                     .invoke(&mut conn)
                     .expect("release runs");
-                let want = mirror.release(sem, at, term, any);
+                let live_request = before
+                    .handover
+                    .is_some_and(|(_, expiry)| expiry > at / 1000);
+                let want = mirror.release(sem, at, term, any, reserve);
+                if want.is_some() && live_request && mirror.handover.is_none() {
+                    reached[4] += 1;
+                }
+                if want.is_some() && reserve.is_some() {
+                    reached[5] += 1;
+                }
                 (
                     real == i64::from(want.is_some()),
-                    format!("release({term:?}, any {any}): real {real}, mirror {want:?}"),
+                    format!(
+                        "release({term:?}, any {any}, reserve {reserve:?}): real {real}, mirror {want:?}"
+                    ),
+                )
+            }
+            3 => {
+                let term = match before.lease {
+                    Some((t, _)) if rng.random_bool(0.6) => t,
+                    _ => random_term(&mut rng),
+                };
+                let to = if rng.random_bool(0.4) {
+                    Successor::Anyone
+                } else {
+                    Successor::Named(random_name(&mut rng))
+                };
+                let ttl_ms = rng.random_range(300..6_000);
+                let real: i64 = handover
+                    .key(LEASE)
+                    .key(HANDOVER)
+                    .arg(term.value())
+                    .arg(to.text())
+                    .arg(ttl_ms)
+                    .arg(CHANNEL)
+                    .invoke(&mut conn)
+                    .expect("handover runs");
+                let want = mirror.request_handover(at, term, to, ttl_ms);
+                (
+                    real == i64::from(want),
+                    format!("handover({term:?}, to {to:?}): real {real}, mirror {want}"),
                 )
             }
             _ => {
@@ -353,6 +360,8 @@ fn run_cases(sem: Semantics) -> Result<[u32; 4], String> {
             }
         };
         let after = read_data(&redis, &ids);
+        // A key whose TTL ran out is gone from Redis whether or not a script touched it.
+        mirror.expire(at);
         if !agree {
             return Err(format!(
                 "seed {seed}: replies differ: {what}\nbefore: {before:?}"
@@ -364,21 +373,27 @@ fn run_cases(sem: Semantics) -> Result<[u32; 4], String> {
             ));
         }
     }
-    Ok(seen)
+    Ok((seen, reached))
 }
 
 #[test]
 fn the_mirror_agrees_with_every_script_on_random_states() {
-    let seen = run_cases(Semantics::default()).unwrap_or_else(|e| panic!("{e}"));
-    println!("{CASES} random cases agree (acquire, renew, release, observe: {seen:?})");
+    let (seen, reached) = run_cases(Semantics::default()).unwrap_or_else(|e| panic!("{e}"));
+    println!("{CASES} random cases agree (acquire, renew, release, handover, observe: {seen:?})");
     assert!(
         seen.iter().all(|n| *n > CASES as u32 / 8),
         "every script ran often: {seen:?}"
     );
+    for (what, n) in REACHED.iter().zip(reached) {
+        println!("  {what}: {n} cases");
+    }
+    for (what, n) in REACHED.iter().zip(reached) {
+        assert!(n >= 3, "too few cases of {what}: {n}");
+    }
 }
 
 #[test]
-fn a_mirror_of_the_pre_fix_protocol_disagrees_with_the_scripts() {
+fn a_mirror_of_an_earlier_protocol_disagrees_with_the_scripts() {
     for sem in [
         Semantics {
             compare_owner_only: true,
@@ -386,6 +401,11 @@ fn a_mirror_of_the_pre_fix_protocol_disagrees_with_the_scripts() {
         },
         Semantics {
             record_without_term: true,
+            ..Semantics::default()
+        },
+        // The mirror as it was before the handover: the drawn states must reach the keys.
+        Semantics {
+            before_handover: true,
             ..Semantics::default()
         },
     ] {

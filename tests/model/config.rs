@@ -48,6 +48,8 @@ pub struct Config {
     pub max_lag: u8,
     /// Messages that may stay in flight across a tick (delayed, reordered, late).
     pub max_delayed: u8,
+    /// Handover requests an operator may make (each bound to the term the lease holds then).
+    pub handovers: u8,
     /// Whether the leader's work may fail (a short term, then the pause after it).
     pub work_failures: bool,
     /// Liveness runs: every replica acts as soon as it is due and the network delivers within
@@ -70,6 +72,7 @@ impl Config {
             failovers: 0,
             max_lag: 1,
             max_delayed: 1,
+            handovers: 0,
             work_failures: false,
             eager: false,
             faults_until: u16::MAX,
@@ -85,6 +88,39 @@ impl Config {
             restarts_keeping_data: 1,
             failovers: 1,
             max_delayed: 2,
+            handovers: 1,
+            work_failures: true,
+            ..Config::ci()
+        }
+    }
+
+    /// The CI configuration's faults with three replicas (`LEASEHOLD_MODEL_FULL=3`): one of the
+    /// three-replica configurations that finish on a small machine (docs/MODEL.md).
+    pub fn three_replicas() -> Config {
+        Config {
+            replicas: 3,
+            ..Config::ci()
+        }
+    }
+
+    /// The handover configuration with three replicas (`LEASEHOLD_MODEL_FULL=3h`), where a
+    /// reservation for one keeps the third out.
+    pub fn handover_among_three() -> Config {
+        Config {
+            replicas: 3,
+            ..Config::handover()
+        }
+    }
+
+    /// The handover: 2 replicas, an operator's request at any moment (to anyone or to the
+    /// other replica), a delayed message around it; work failures on, Redis faults off (the
+    /// full configuration has both).
+    pub fn handover() -> Config {
+        Config {
+            handovers: 1,
+            evictions: 0,
+            restarts_losing_data: 0,
+            max_lag: 0,
             work_failures: true,
             ..Config::ci()
         }
@@ -98,6 +134,7 @@ impl Config {
             horizon: 16,
             max_lag: 0,
             max_delayed: 0,
+            handovers: 0,
             work_failures: false,
             eager: true,
             faults_until: 4,

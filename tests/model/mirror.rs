@@ -6,38 +6,11 @@
 //! Units are the scripts' own: the clock and the record's instants in microseconds (`TIME`),
 //! TTLs in milliseconds, key expiry on the millisecond (a key lives while `now_ms < expiry`).
 
-/// One term: the lease's value `<owner>#<token>`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Term {
-    /// The replica (its owner id is [`owner_id`]).
-    pub owner: u8,
-    /// The fencing token of the term.
-    pub token: u64,
-}
-
-/// The owner id of replica `owner`, as the scripts see it.
-pub fn owner_id(owner: u8) -> String {
-    format!("o{owner}")
-}
-
-impl Term {
-    /// The term value stored in the lease key.
-    pub fn value(&self) -> String {
-        format!("{}#{}", owner_id(self.owner), self.token)
-    }
-
-    /// Parses a term value written by [`Term::value`].
-    pub fn parse(value: &str) -> Option<Term> {
-        let (owner, token) = value.strip_prefix('o')?.split_once('#')?;
-        Some(Term {
-            owner: owner.parse().ok()?,
-            token: token.parse().ok()?,
-        })
-    }
-}
+use super::values::two_fields;
+pub use super::values::{Handover, Name, Successor, Term};
 
 /// The state record (no TTL): `<server> <cooldown_until_us> <term> <term_until_us>`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Record {
     /// Identity of the Redis process and dataset that wrote it.
     pub server: u8,
@@ -46,13 +19,18 @@ pub struct Record {
     pub term_until_us: u64,
 }
 
-/// The lease's three keys in one Redis dataset.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+/// The lease's keys in one Redis dataset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Data {
     /// The lease key: its term and its expiry in ms on Redis's clock.
     pub lease: Option<(Term, u64)>,
     pub fence: Option<u64>,
     pub record: Option<Record>,
+    /// `<lease>:handover`, the handover request, with its expiry in ms.
+    pub handover: Option<(Handover, u64)>,
+    /// `<lease>:reserved`, the identity a handover reserved the next term for, with its
+    /// expiry in ms.
+    pub reserved: Option<(Name, u64)>,
 }
 
 /// Which protocol the mirror runs: the current one, or a pre-fix one for the negative controls.
@@ -64,6 +42,9 @@ pub struct Semantics {
     /// Before the state record kept the term: acquire looks at the lease key only and renew
     /// cannot put back a vanished key (the record is only the data-loss marker).
     pub record_without_term: bool,
+    /// Before the handover (issue 12): no handover request read by renew or cleared by
+    /// release, no reservation written by release or honoured by acquire.
+    pub before_handover: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -87,13 +68,35 @@ pub enum AcquireReply {
         remaining_ms: u64,
         started: bool,
     },
+    /// The lease is free but a handover reserved the next term for another identity.
+    Reserved {
+        name: Name,
+        pttl_ms: i64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RenewReply {
-    NotOurs = 0,
-    Held = 1,
-    Repaired = 2,
+    NotOurs,
+    /// Held; `repaired` when the renewal put a vanished key back; `handover` when a handover
+    /// of this very term was requested.
+    Held {
+        repaired: bool,
+        handover: Option<Successor>,
+    },
+}
+
+impl RenewReply {
+    /// The reply's code: 0 not ours, 1 held, 2 held after a repair.
+    pub fn code(&self) -> i64 {
+        match self {
+            RenewReply::NotOurs => 0,
+            RenewReply::Held {
+                repaired: false, ..
+            } => 1,
+            RenewReply::Held { repaired: true, .. } => 2,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -117,6 +120,18 @@ impl Data {
             .filter(|(_, expiry_ms)| now_us / 1000 < *expiry_ms)
     }
 
+    /// A key with an expiry in ms, if it has not expired at `now_us`.
+    fn live<T: Copy>(key: Option<(T, u64)>, now_us: u64) -> Option<(T, u64)> {
+        key.filter(|(_, expiry_ms)| now_us / 1000 < *expiry_ms)
+    }
+
+    /// Every key with a TTL that has expired at `now_us` is gone (Redis expires on access).
+    pub fn expire(&mut self, now_us: u64) {
+        self.lease = self.live_lease(now_us);
+        self.handover = Self::live(self.handover, now_us);
+        self.reserved = Self::live(self.reserved, now_us);
+    }
+
     fn pttl(&self, now_us: u64) -> i64 {
         match self.live_lease(now_us) {
             Some((_, expiry_ms)) => expiry_ms as i64 - (now_us / 1000) as i64,
@@ -128,7 +143,8 @@ impl Data {
         self.lease = Some((term, now_us / 1000 + ttl_ms));
     }
 
-    /// The acquire script. `cool` is ARGV[3] (`1`), `observed` ARGV[4].
+    /// The acquire script. `cool` is ARGV[3] (`1`), `observed` ARGV[4], and ARGV[5] is the
+    /// identity of replica `owner`.
     #[allow(clippy::too_many_arguments)]
     pub fn acquire(
         &mut self,
@@ -140,7 +156,7 @@ impl Data {
         cool: bool,
         observed: Option<Term>,
     ) -> AcquireReply {
-        self.lease = self.live_lease(now_us);
+        self.expire(now_us);
         let mut record = match self.record {
             Some(r) if r.server == server => {
                 if r.cool_until_us > now_us {
@@ -199,6 +215,17 @@ impl Data {
                 };
             }
         }
+        // A reservation for another identity keeps the term free for it. Names compare as
+        // their texts do (each name has its own text).
+        let reserved = self.reserved.filter(|_| !sem.before_handover);
+        if let Some((name, expiry_ms)) = reserved
+            && name != Name::Replica(owner)
+        {
+            return AcquireReply::Reserved {
+                name,
+                pttl_ms: expiry_ms as i64 - (now_us / 1000) as i64,
+            };
+        }
         let fence = self.fence.filter(|n| *n >= now_us).unwrap_or(now_us);
         let token = fence + 1;
         self.fence = Some(token);
@@ -207,6 +234,9 @@ impl Data {
         record.term = Some(term);
         record.term_until_us = now_us + ttl_ms * 1000;
         self.record = Some(record);
+        if reserved.is_some() {
+            self.reserved = None;
+        }
         AcquireReply::Acquired { token }
     }
 
@@ -219,6 +249,17 @@ impl Data {
         }
     }
 
+    /// The renew script's `answer`: the reply with the handover request of this very term.
+    fn answer(&self, sem: Semantics, term: Term, repaired: bool) -> RenewReply {
+        let request = self.handover.filter(|_| !sem.before_handover);
+        let handover = request.and_then(|(request, _)| {
+            let text = request.text();
+            let (requested, to) = two_fields(&text)?;
+            (requested == term.value()).then(|| Successor::parse(to))
+        });
+        RenewReply::Held { repaired, handover }
+    }
+
     /// The renew script.
     pub fn renew(
         &mut self,
@@ -228,7 +269,7 @@ impl Data {
         term: Term,
         ttl_ms: u64,
     ) -> RenewReply {
-        self.lease = self.live_lease(now_us);
+        self.expire(now_us);
         let current = self.lease.map(|(t, _)| t);
         if current.is_some_and(|c| Self::matches(sem, c, term, false)) {
             let held = current.unwrap_or(term);
@@ -238,7 +279,7 @@ impl Data {
                 r.term = Some(term);
                 r.term_until_us = now_us + ttl_ms * 1000;
             }
-            return RenewReply::Held;
+            return self.answer(sem, term, false);
         }
         if sem.record_without_term {
             return RenewReply::NotOurs;
@@ -250,15 +291,23 @@ impl Data {
         {
             r.term_until_us = now_us + ttl_ms * 1000;
             self.set_lease(term, now_us, ttl_ms);
-            return RenewReply::Repaired;
+            return self.answer(sem, term, true);
         }
         RenewReply::NotOurs
     }
 
-    /// The release script; `any` is ARGV[3] `any` (every term of the owner). Returns the
-    /// released term (the one announced on the channel), `None` for reply 0.
-    pub fn release(&mut self, sem: Semantics, now_us: u64, term: Term, any: bool) -> Option<Term> {
-        self.lease = self.live_lease(now_us);
+    /// The release script; `any` is ARGV[3] `any` (every term of the owner), `reserve` ARGV[4]
+    /// and ARGV[5] (the identity to reserve the next term for, and for how many ms). Returns
+    /// the released term (the one announced on the channel), `None` for reply 0.
+    pub fn release(
+        &mut self,
+        sem: Semantics,
+        now_us: u64,
+        term: Term,
+        any: bool,
+        reserve: Option<(Name, u64)>,
+    ) -> Option<Term> {
+        self.expire(now_us);
         let current = self.lease.map(|(t, _)| t);
         let mut released = None;
         if let Some(c) = current.filter(|c| Self::matches(sem, *c, term, any)) {
@@ -274,7 +323,38 @@ impl Data {
             r.term = None;
             r.term_until_us = 0;
         }
+        let released_term = released?;
+        if sem.before_handover {
+            return released;
+        }
+        let prefix = format!("{} ", released_term.value());
+        if self
+            .handover
+            .is_some_and(|(request, _)| request.text().starts_with(&prefix))
+        {
+            self.handover = None;
+        }
+        if let Some((name, ms)) = reserve {
+            self.reserved = Some((name, now_us / 1000 + ms));
+        }
         released
+    }
+
+    /// The handover script: a request bound to `term`, living `ttl_ms`, if the lease is still
+    /// in that term. Whether it was made (the nudge on the channel goes with it).
+    pub fn request_handover(
+        &mut self,
+        now_us: u64,
+        term: Term,
+        to: Successor,
+        ttl_ms: u64,
+    ) -> bool {
+        self.expire(now_us);
+        if self.lease.map(|(t, _)| t) != Some(term) {
+            return false;
+        }
+        self.handover = Some((Handover::Request { term, to }, now_us / 1000 + ttl_ms));
+        true
     }
 
     /// The observe script (read-only).

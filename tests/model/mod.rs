@@ -2,3 +2,4 @@
 //! the model's mirror of the scripts with the real scripts, and reaches it through here.
 
 pub mod mirror;
+pub mod values;

@@ -2,14 +2,18 @@
 //! of the process answering (changed by every restart and failover), its clock (the model's
 //! time), and the faults it suffers.
 
-use crate::config::{Config, TICK_MS};
-use crate::mirror::{AcquireReply, Data, Record, RenewReply, Semantics, Term};
+use crate::config::{Config, TICK_MS, timing};
+use crate::mirror::{AcquireReply, Data, Record, RenewReply, Semantics, Successor, Term};
 use crate::replica::Request;
+use leasehold::elector::decide;
 
 /// The lease duration in milliseconds, as the replicas send it.
 const TTL_MS: u64 = 5 * TICK_MS;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// How long an operator's handover request lives (`step-down --wait`): one lease duration.
+const HANDOVER_TTL_MS: u64 = TTL_MS;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Redis {
     pub data: Data,
     /// Stands for `run_id/master_replid`.
@@ -56,6 +60,8 @@ impl Redis {
                 term: None,
                 term_until_us: 0,
             }),
+            handover: None,
+            reserved: None,
         };
         Redis {
             data,
@@ -72,11 +78,16 @@ impl Redis {
         u64::from(time) * TICK_MS * 1000
     }
 
+    /// Every key whose TTL ran out by model time `time` is gone.
+    pub fn expire(&mut self, time: u16) {
+        self.data.expire(Self::now_us(time));
+    }
+
     /// Runs the script behind `request` from replica `from` at model time `time`.
     pub fn apply(&mut self, sem: Semantics, time: u16, from: u8, request: Request) -> Applied {
         let now = Self::now_us(time);
         // An expired key is gone for every script (Redis expires on access).
-        self.data.lease = self.data.live_lease(now);
+        self.data.expire(now);
         let before = self.data;
         let server = self.server;
         let applied = match request {
@@ -87,12 +98,31 @@ impl Redis {
             Request::Renew { term } => {
                 Applied::Renew(self.data.renew(sem, now, server, term, TTL_MS))
             }
-            Request::Release { term } => Applied::Release(self.data.release(sem, now, term, false)),
+            Request::Release { term, reserve } => {
+                // The reservation lasts as long as the elector asks (`decide::reservation`).
+                let ms = decide::reservation(&timing()).as_millis() as u64;
+                let reserve = reserve.map(|name| (name, ms));
+                Applied::Release(self.data.release(sem, now, term, false, reserve))
+            }
         };
         if self.before_last_write.is_some() && self.data != before {
             self.before_last_write = Some(before);
         }
         applied
+    }
+
+    /// An operator's handover request for the term the lease holds now, handing to `to`:
+    /// the term it was made for, if there is one.
+    pub fn request_handover(&mut self, time: u16, to: Successor) -> Option<Term> {
+        let term = self.live_term(time)?;
+        let before = self.data;
+        let made = self
+            .data
+            .request_handover(Self::now_us(time), term, to, HANDOVER_TTL_MS);
+        if self.before_last_write.is_some() && self.data != before {
+            self.before_last_write = Some(before);
+        }
+        made.then_some(term)
     }
 
     /// The lease key if it is still alive at `time`.

@@ -10,9 +10,9 @@ use leasehold::elector::decide::{self, Seen, WatchdogStep};
 use leasehold::lease::Retry;
 
 use crate::config::{instant, timing};
-use crate::mirror::{AcquireReply, RenewReply, Term};
+use crate::mirror::{AcquireReply, Name, RenewReply, Successor, Term};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Lead {
     pub term: Term,
     /// The instant just before the winning acquire was sent.
@@ -22,12 +22,19 @@ pub struct Lead {
     pub next_renew: BootInstant,
     /// A renewal in flight: when it was sent and how long the watchdog waits for it.
     pub renewing: Option<(BootInstant, Duration)>,
+    /// A handover nudge heard while that renewal was in flight: renew again at once after it.
+    pub nudged: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Role {
     Follower {
         next_try: BootInstant,
+    },
+    /// After a term, the pause that term pacing or a handover's hold-off asks for: the
+    /// elector sleeps it out, and no release announcement wakes it.
+    Paused {
+        until: BootInstant,
     },
     /// An acquire in flight, sent at that instant.
     Acquiring {
@@ -38,7 +45,7 @@ pub enum Role {
     Done,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Replica {
     pub id: u8,
     /// Ticks its clock is behind the model's (clock-rate difference).
@@ -54,9 +61,33 @@ pub struct Replica {
 /// What a replica sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Request {
-    Acquire { observed: Option<Term> },
-    Renew { term: Term },
-    Release { term: Term },
+    Acquire {
+        observed: Option<Term>,
+    },
+    Renew {
+        term: Term,
+    },
+    /// A release, reserving the next term for `reserve` after a handover to it.
+    Release {
+        term: Term,
+        reserve: Option<Name>,
+    },
+}
+
+/// How a term ended: the reason, and after a handover to a named replica, its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ending {
+    pub reason: StepDownReason,
+    pub hand_to: Option<Name>,
+}
+
+impl From<StepDownReason> for Ending {
+    fn from(reason: StepDownReason) -> Ending {
+        Ending {
+            reason,
+            hand_to: None,
+        }
+    }
 }
 
 impl Replica {
@@ -131,6 +162,7 @@ impl Replica {
                     renew_by: deadlines.renew_by,
                     next_renew: deadlines.next_renew,
                     renewing: None,
+                    nudged: false,
                 });
                 self.observed = None;
                 return;
@@ -145,6 +177,10 @@ impl Replica {
             Some(AcquireReply::Cooldown { remaining_ms, .. }) => {
                 Seen::CoolingDown(Duration::from_millis(remaining_ms))
             }
+            // Like a holder whose TTL runs out then: try again at the reservation's end.
+            Some(AcquireReply::Reserved { pttl_ms, .. }) => {
+                Seen::Held(u64::try_from(pttl_ms).ok().map(Duration::from_millis))
+            }
             None => Seen::Failed {
                 retry: Retry::Soon,
                 failures: 1,
@@ -158,6 +194,18 @@ impl Replica {
         if let Role::Follower { .. } = self.role {
             self.announced = self.observed.is_some_and(|(seen, _)| seen == term);
             self.role = Role::Follower { next_try: now };
+        }
+    }
+
+    /// A handover was requested and nudged on the channel: a leader renews at once (and its
+    /// renewal reads the request); one whose renewal is in flight renews again after it.
+    pub fn nudged(&mut self, now: BootInstant) {
+        if let Role::Leader(lead) = &mut self.role {
+            if lead.renewing.is_some() {
+                lead.nudged = true;
+            } else {
+                lead.next_renew = lead.next_renew.min(now);
+            }
         }
     }
 
@@ -181,11 +229,7 @@ impl Replica {
     }
 
     /// The renewal's reply, or its timeout (`None`). `Err` carries a step-down.
-    pub fn renewed(
-        &mut self,
-        now: BootInstant,
-        reply: Option<RenewReply>,
-    ) -> Result<(), StepDownReason> {
+    pub fn renewed(&mut self, now: BootInstant, reply: Option<RenewReply>) -> Result<(), Ending> {
         let Role::Leader(lead) = &mut self.role else {
             return Ok(());
         };
@@ -194,33 +238,50 @@ impl Replica {
         };
         let t = timing();
         match reply {
-            Some(RenewReply::Held | RenewReply::Repaired) => {
+            Some(RenewReply::Held { handover, .. }) => {
                 // The elector's own rule: deadlines from the send instant, and a reply after
                 // the validity it would extend ends the term.
                 let deadlines = decide::after_renewal(now, sent_at, &t)?;
                 lead.valid_until = deadlines.valid_until;
                 lead.renew_by = deadlines.renew_by;
                 lead.next_renew = deadlines.next_renew;
-                Ok(())
+                if std::mem::take(&mut lead.nudged) {
+                    lead.next_renew = now;
+                }
+                // A requested handover is a renewal like any other, then the end of the term.
+                match handover {
+                    None => Ok(()),
+                    Some(to) => Err(Ending {
+                        reason: StepDownReason::Handover,
+                        hand_to: match to {
+                            Successor::Anyone => None,
+                            Successor::Named(name) => Some(name),
+                        },
+                    }),
+                }
             }
-            Some(RenewReply::NotOurs) => Err(StepDownReason::Lost),
+            Some(RenewReply::NotOurs) => Err(StepDownReason::Lost.into()),
             None => {
                 lead.next_renew =
                     decide::retry_after_failure(sent_at, now, &t, lead.valid_until, lead.renew_by);
+                if std::mem::take(&mut lead.nudged) {
+                    lead.next_renew = lead.next_renew.min(now);
+                }
                 Ok(())
             }
         }
     }
 
-    /// Step-down: the guard refuses from here on; the release to send, if any. The replica
-    /// contends again after the pause that term pacing asks for, or leaves when its terms
-    /// are used up.
+    /// Step-down: the guard refuses from here on; the release to send, if any (reserving the
+    /// next term for a named successor). The replica contends again after the pause that term
+    /// pacing or a handover's hold-off asks for, or leaves when its terms are used up.
     pub fn step_down(
         &mut self,
         now: BootInstant,
-        reason: StepDownReason,
+        ending: Ending,
         max_terms: u8,
     ) -> Option<Request> {
+        let reason = ending.reason;
         let Role::Leader(lead) = self.role else {
             return None;
         };
@@ -231,19 +292,23 @@ impl Replica {
         } else {
             0
         };
-        let pause = decide::pause_after_term(self.short_terms, &t);
+        let pause =
+            decide::pause_after_term(self.short_terms, &t).max(decide::hold_off_after(reason, &t));
         self.observed = None;
         self.announced = false;
         self.role = if self.terms >= max_terms {
             Role::Done
+        } else if pause.is_zero() {
+            Role::Follower { next_try: now }
         } else {
-            Role::Follower {
-                next_try: now.saturating_add(pause),
+            Role::Paused {
+                until: now.saturating_add(pause),
             }
         };
-        reason
-            .may_still_hold()
-            .then_some(Request::Release { term: lead.term })
+        reason.may_still_hold().then_some(Request::Release {
+            term: lead.term,
+            reserve: ending.hand_to,
+        })
     }
 
     /// Whether a step of this replica is due at `now` (eager runs let no tick pass then).
@@ -251,6 +316,7 @@ impl Replica {
         let t = timing();
         match self.role {
             Role::Follower { next_try } => self.terms < max_terms && now >= next_try,
+            Role::Paused { until } => now >= until,
             Role::Acquiring { sent_at } => now >= sent_at.saturating_add(t.acquire_timeout()),
             Role::Leader(lead) => match lead.renewing {
                 Some((sent, timeout)) => now >= sent.saturating_add(timeout),

@@ -1,12 +1,15 @@
 //! The whole system as a stateright model: replicas, Redis, the network between them, the
 //! clocks, and the faults; with the properties that the checker verifies on every state.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use stateright::{Model, Property};
 
 use crate::config::Config;
-use crate::mirror::{AcquireReply, RenewReply};
+use crate::mirror::{AcquireReply, Name, RenewReply, Successor};
 use crate::redis::{Applied, Fault, Redis, touched_another_term};
-use crate::replica::{Replica, Request, Role};
+use crate::replica::{Ending, Replica, Request, Role};
+use crate::symmetry;
 use leasehold::clock::BootInstant;
 use leasehold::elector::StepDownReason;
 
@@ -44,9 +47,13 @@ pub enum Action {
     WorkFails(u8),
     Deliver(Msg),
     Fault(Fault),
+    /// An operator asks the current term to hand over (`leasehold step-down [--to]`).
+    RequestHandover(Successor),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// States are ordered field by field (derived), time and replicas first: the symmetry
+/// reduction compares the replicas before it renames the rest (`symmetry::representative`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct State {
     /// Model time in ticks: Redis's clock.
     pub time: u16,
@@ -58,10 +65,35 @@ pub struct State {
     pub max_token: u64,
     pub token_regressed: bool,
     pub stale_write: bool,
+    /// Handover requests the operator made.
+    pub handovers: u8,
+    /// The replica whose term ended last by a handover, until another one leads.
+    pub handed_over_by: Option<u8>,
+    /// Some replica led after another one handed over.
+    pub handover_completed: bool,
 }
 
 pub struct System {
     pub config: Config,
+    /// Which properties some state has shown already (a counterexample or a witness).
+    /// stateright 0.31 records a discovery again for every later state that shows it, so the
+    /// path it keeps would be one of the last found, not the first; each property reports
+    /// only its first state, which breadth-first on one thread is a shortest path.
+    shown: [AtomicBool; 5],
+}
+
+impl System {
+    pub fn new(config: Config) -> System {
+        System {
+            config,
+            shown: Default::default(),
+        }
+    }
+
+    /// Whether `state_shows` makes this the first state to show property `i`.
+    fn first(&self, i: usize, state_shows: bool) -> bool {
+        state_shows && !self.shown[i].swap(true, Ordering::Relaxed)
+    }
 }
 
 impl State {
@@ -88,9 +120,13 @@ impl State {
         });
     }
 
-    fn step_down(&mut self, n: usize, reason: StepDownReason, max_terms: u8) {
+    fn step_down(&mut self, n: usize, ending: impl Into<Ending>, max_terms: u8) {
+        let ending = ending.into();
+        if ending.reason == StepDownReason::Handover {
+            self.handed_over_by = Some(n as u8);
+        }
         let now = self.replicas[n].now(self.time);
-        if let Some(release) = self.replicas[n].step_down(now, reason, max_terms) {
+        if let Some(release) = self.replicas[n].step_down(now, ending, max_terms) {
             self.request(n as u8, now, release);
         }
     }
@@ -111,6 +147,9 @@ impl State {
                 sent_at,
                 request,
             } => {
+                // Keys whose TTL ran out are gone before the script runs: an expiry is no
+                // write of this message's.
+                self.redis.expire(self.time);
                 let before = self.redis.data;
                 match self.redis.apply(config.sem, self.time, from, request) {
                     Applied::Acquire(reply) => {
@@ -130,7 +169,7 @@ impl State {
                         self.send(Msg::Renewed { to, sent_at, reply });
                     }
                     Applied::Release(released) => {
-                        if let Request::Release { term } = request {
+                        if let Request::Release { term, .. } = request {
                             self.stale_write |=
                                 touched_another_term(&before, &self.redis.data, term);
                         }
@@ -147,116 +186,67 @@ impl State {
                     }
                 }
             }
-            Msg::Acquired { to, sent_at, reply } => {
+            Msg::Acquired { to, reply, .. } => {
+                if !self.awaited(&msg) {
+                    return;
+                }
                 let replica = &mut self.replicas[to as usize];
                 let now = replica.now(self.time);
-                let timeout = crate::config::timing().acquire_timeout();
-                if replica.role == (Role::Acquiring { sent_at })
-                    && now < sent_at.saturating_add(timeout)
+                replica.acquired(now, Some(reply));
+                if matches!(replica.role, Role::Leader(_))
+                    && self.handed_over_by.is_some_and(|by| by != to)
                 {
-                    replica.acquired(now, Some(reply));
+                    self.handover_completed = true;
+                    self.handed_over_by = None;
                 }
             }
-            Msg::Renewed { to, sent_at, reply } => {
+            Msg::Renewed { to, reply, .. } => {
+                if !self.awaited(&msg) {
+                    return;
+                }
                 let n = to as usize;
-                let replica = &mut self.replicas[n];
-                let now = replica.now(self.time);
-                let waiting = matches!(replica.role, Role::Leader(lead)
-                    if lead.renewing.is_some_and(|(s, timeout)| s == sent_at && now < s.saturating_add(timeout)));
-                if waiting && let Err(reason) = replica.renewed(now, Some(reply)) {
+                let now = self.replicas[n].now(self.time);
+                if let Err(reason) = self.replicas[n].renewed(now, Some(reply)) {
                     self.step_down(n, reason, config.max_terms);
                 }
             }
         }
     }
+
+    /// Whether the replica a reply goes to still waits for it: the attempt it answers is the
+    /// one in progress and has not timed out. A reply that is not awaited is dropped on
+    /// arrival, and never will be again (clocks only move on, and a new attempt starts at a
+    /// later instant than the one that timed out).
+    fn awaited(&self, msg: &Msg) -> bool {
+        match *msg {
+            Msg::ToRedis { .. } => true,
+            Msg::Acquired { to, sent_at, .. } => {
+                let replica = &self.replicas[usize::from(to)];
+                let timeout = crate::config::timing().acquire_timeout();
+                replica.role == (Role::Acquiring { sent_at })
+                    && replica.now(self.time) < sent_at.saturating_add(timeout)
+            }
+            Msg::Renewed { to, sent_at, .. } => {
+                let replica = &self.replicas[usize::from(to)];
+                let now = replica.now(self.time);
+                matches!(replica.role, Role::Leader(lead)
+                    if lead.renewing.is_some_and(|(s, timeout)| s == sent_at && now < s.saturating_add(timeout)))
+            }
+        }
+    }
+
+    /// Drops the replies nobody waits for any more: delivering one changes nothing, so the
+    /// network need not keep it (nor count it against the messages that may stay in flight).
+    fn drop_unawaited(&mut self) {
+        let net = std::mem::take(&mut self.net);
+        self.net = net.into_iter().filter(|m| self.awaited(m)).collect();
+    }
 }
 
 impl System {
-    fn faults_allowed(&self, state: &State) -> bool {
-        state.time < self.config.faults_until
-    }
-
-    fn tick_allowed(&self, state: &State) -> bool {
-        let c = &self.config;
-        if state.time >= c.horizon {
-            return false;
-        }
-        if c.eager {
-            // Fair and prompt: nothing in flight, nobody due.
-            return state.net.is_empty()
-                && state
-                    .replicas
-                    .iter()
-                    .all(|r| !r.due(r.now(state.time), c.max_terms));
-        }
-        state.net.len() <= usize::from(c.max_delayed)
-    }
-}
-
-impl Model for System {
-    type State = State;
-    type Action = Action;
-
-    fn init_states(&self) -> Vec<State> {
-        vec![State {
-            time: 0,
-            replicas: (0..self.config.replicas).map(Replica::new).collect(),
-            redis: Redis::new(&self.config),
-            net: Vec::new(),
-            max_token: 0,
-            token_regressed: false,
-            stale_write: false,
-        }]
-    }
-
-    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
-        let c = &self.config;
-        if self.tick_allowed(state) {
-            actions.push(Action::Tick);
-            for r in &state.replicas {
-                if r.lag < c.max_lag && state.time >= 5 * u16::from(r.lag) {
-                    actions.push(Action::SlowTick(r.id));
-                }
-            }
-        }
-        for r in &state.replicas {
-            let now = r.now(state.time);
-            let due = r.due(now, c.max_terms);
-            match r.role {
-                Role::Follower { .. } if due => actions.push(Action::TryAcquire(r.id)),
-                Role::Acquiring { .. } if due => actions.push(Action::AcquireTimedOut(r.id)),
-                Role::Leader(lead) => {
-                    if due && lead.renewing.is_some() {
-                        actions.push(Action::RenewTimedOut(r.id));
-                    } else if due {
-                        actions.push(Action::Watchdog(r.id));
-                    }
-                    if c.work_failures {
-                        actions.push(Action::WorkFails(r.id));
-                    }
-                }
-                _ => {}
-            }
-        }
-        for msg in &state.net {
-            // A lost message is one delivered after the horizon (or never).
-            actions.push(Action::Deliver(*msg));
-        }
-        if self.faults_allowed(state) {
-            for fault in [
-                Fault::Evict,
-                Fault::Restart { keep_data: true },
-                Fault::Restart { keep_data: false },
-                Fault::Failover,
-            ] {
-                if state.redis.can(c, state.time, fault) {
-                    actions.push(Action::Fault(fault));
-                }
-            }
-        }
-    }
-
-    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+    /// One step from `last`, the replicas keeping their names (`next_state` then takes the
+    /// representative of the result's renamings).
+    pub fn step(&self, last: &State, action: Action) -> Option<State> {
         let c = &self.config;
         let mut s = last.clone();
         match action {
@@ -297,28 +287,156 @@ impl Model for System {
                 s.deliver(c, msg);
             }
             Action::Fault(fault) => s.redis.suffer(fault),
+            Action::RequestHandover(to) => {
+                s.handovers += 1;
+                if s.redis.request_handover(s.time, to).is_some() {
+                    // The nudge on the channel reaches every leader as the script runs.
+                    for r in &mut s.replicas {
+                        let now = r.now(s.time);
+                        r.nudged(now);
+                    }
+                }
+            }
         }
+        s.drop_unawaited();
         Some(s)
+    }
+
+    fn faults_allowed(&self, state: &State) -> bool {
+        state.time < self.config.faults_until
+    }
+
+    fn tick_allowed(&self, state: &State) -> bool {
+        let c = &self.config;
+        if state.time >= c.horizon {
+            return false;
+        }
+        if c.eager {
+            // Fair and prompt: nothing in flight, nobody due.
+            return state.net.is_empty()
+                && state
+                    .replicas
+                    .iter()
+                    .all(|r| !r.due(r.now(state.time), c.max_terms));
+        }
+        state.net.len() <= usize::from(c.max_delayed)
+    }
+}
+
+impl Model for System {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        vec![State {
+            time: 0,
+            replicas: (0..self.config.replicas).map(Replica::new).collect(),
+            redis: Redis::new(&self.config),
+            net: Vec::new(),
+            max_token: 0,
+            token_regressed: false,
+            stale_write: false,
+            handovers: 0,
+            handed_over_by: None,
+            handover_completed: false,
+        }]
+    }
+
+    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
+        let c = &self.config;
+        if self.tick_allowed(state) {
+            actions.push(Action::Tick);
+            for r in &state.replicas {
+                if r.lag < c.max_lag && state.time >= 5 * u16::from(r.lag) {
+                    actions.push(Action::SlowTick(r.id));
+                }
+            }
+        }
+        for r in &state.replicas {
+            let now = r.now(state.time);
+            let due = r.due(now, c.max_terms);
+            match r.role {
+                Role::Follower { .. } | Role::Paused { .. } if due => {
+                    actions.push(Action::TryAcquire(r.id))
+                }
+                Role::Acquiring { .. } if due => actions.push(Action::AcquireTimedOut(r.id)),
+                Role::Leader(lead) => {
+                    if due && lead.renewing.is_some() {
+                        actions.push(Action::RenewTimedOut(r.id));
+                    } else if due {
+                        actions.push(Action::Watchdog(r.id));
+                    }
+                    if c.work_failures {
+                        actions.push(Action::WorkFails(r.id));
+                    }
+                }
+                _ => {}
+            }
+        }
+        for msg in &state.net {
+            // A lost message is one delivered after the horizon (or never).
+            actions.push(Action::Deliver(*msg));
+        }
+        if self.faults_allowed(state) {
+            for fault in [
+                Fault::Evict,
+                Fault::Restart { keep_data: true },
+                Fault::Restart { keep_data: false },
+                Fault::Failover,
+            ] {
+                if state.redis.can(c, state.time, fault) {
+                    actions.push(Action::Fault(fault));
+                }
+            }
+            // To any replica, or to one named (not the holder: the command refuses that).
+            if state.handovers < c.handovers
+                && let Some(term) = state.redis.live_term(state.time)
+            {
+                actions.push(Action::RequestHandover(Successor::Anyone));
+                for r in state.replicas.iter().filter(|r| r.id != term.owner) {
+                    let name = Successor::Named(Name::Replica(r.id));
+                    actions.push(Action::RequestHandover(name));
+                }
+            }
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        self.step(last, action).map(|next| {
+            symmetry::representative(next, self.config.replicas, |s: &State, r| {
+                symmetry::rename_replicas(&s.replicas, r)
+            })
+            .0
+        })
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
         let mut properties = vec![
-            Property::<Self>::always("at most one replica's guard passes", |_, s: &State| {
-                s.passing().len() <= 1
+            Property::<Self>::always("at most one replica's guard passes", |m, s: &State| {
+                !m.first(0, s.passing().len() > 1)
             }),
-            Property::<Self>::always("tokens of successive terms increase", |_, s: &State| {
-                !s.token_regressed
+            Property::<Self>::always("tokens of successive terms increase", |m, s: &State| {
+                !m.first(1, s.token_regressed)
             }),
             Property::<Self>::always(
                 "no message of one term changes another term",
-                |_, s: &State| !s.stale_write,
+                |m, s: &State| !m.first(2, s.stale_write),
             ),
-            Property::<Self>::sometimes("a replica leads a second term", |_, s: &State| {
-                s.replicas
-                    .iter()
-                    .any(|r| r.terms >= 2 && matches!(r.role, Role::Leader(_)))
+            Property::<Self>::sometimes("a replica leads a second term", |m, s: &State| {
+                m.first(
+                    3,
+                    s.replicas
+                        .iter()
+                        .any(|r| r.terms >= 2 && matches!(r.role, Role::Leader(_))),
+                )
             }),
         ];
+        if self.config.handovers > 0 {
+            properties.push(Property::<Self>::sometimes(
+                "a handover completes",
+                |m, s: &State| m.first(4, s.handover_completed),
+            ));
+        }
         if self.config.eager {
             properties.push(Property::<Self>::eventually(
                 "a replica leads once faults stop",

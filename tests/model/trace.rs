@@ -6,6 +6,7 @@ use stateright::Checker;
 
 use crate::mirror::Term;
 use crate::replica::{Request, Role};
+use crate::symmetry::{self, Rename, Renaming};
 use crate::system::{Action, Msg, State, System};
 
 fn term(t: Term) -> String {
@@ -24,7 +25,18 @@ fn message(m: &Msg) -> String {
                 format!("r{from}'s acquire (observing {})", term(*t))
             }
             Request::Renew { term: t } => format!("r{from}'s renewal of {}", term(*t)),
-            Request::Release { term: t } => format!("r{from}'s release of {}", term(*t)),
+            Request::Release {
+                term: t,
+                reserve: None,
+            } => format!("r{from}'s release of {}", term(*t)),
+            Request::Release {
+                term: t,
+                reserve: Some(name),
+            } => format!(
+                "r{from}'s release of {}, reserving the next term for {}",
+                term(*t),
+                name.text()
+            ),
         },
         Msg::Acquired { to, reply, .. } => format!("acquire reply {reply:?} to r{to}"),
         Msg::Renewed { to, reply, .. } => format!("renew reply {reply:?} to r{to}"),
@@ -42,6 +54,9 @@ pub fn action(a: &Action) -> String {
         Action::WorkFails(n) => format!("r{n}'s work fails"),
         Action::Deliver(m) => format!("delivered: {}", message(m)),
         Action::Fault(f) => format!("Redis fault: {f:?}"),
+        Action::RequestHandover(to) => {
+            format!("an operator asks for a handover to {}", to.text())
+        }
     }
 }
 
@@ -50,6 +65,7 @@ pub fn state(s: &State) -> String {
     for r in &s.replicas {
         let role = match r.role {
             Role::Follower { next_try } => format!("follower (tries at {})", secs(next_try)),
+            Role::Paused { until } => format!("pausing until {}", secs(until)),
             Role::Acquiring { .. } => "acquiring".into(),
             Role::Leader(l) => format!(
                 "LEADER {} valid until {}{}",
@@ -80,21 +96,54 @@ pub fn state(s: &State) -> String {
     };
     let _ = write!(
         out,
-        " | redis {}: key {key}, record {record}, in flight {}",
-        s.redis.server,
-        s.net.len()
+        " | redis {}: key {key}, record {record}",
+        s.redis.server
     );
+    let now_us = u64::from(s.time) * 1_000_000;
+    let mut data = s.redis.data;
+    data.expire(now_us);
+    if let Some((request, _)) = data.handover {
+        let _ = write!(out, ", handover request `{}`", request.text());
+    }
+    if let Some((name, _)) = data.reserved {
+        let _ = write!(out, ", reserved for {}", name.text());
+    }
+    let _ = write!(out, ", in flight {}", s.net.len());
+    if s.token_regressed {
+        out.push_str(" | A TOKEN WENT BACK");
+    }
+    if s.stale_write {
+        out.push_str(" | A MESSAGE CHANGED ANOTHER TERM");
+    }
     out
 }
 
-/// The shortest path to a discovery (the checker runs breadth-first), one line per step.
+/// The shortest path to a discovery (the checker runs breadth-first), one line per step. The
+/// checker keeps one renaming of each state (`symmetry`), so consecutive states of the path
+/// may number the replicas differently: the trace follows each replica from the first state
+/// on and prints it under that first name throughout.
 pub fn counterexample(checker: &impl Checker<System>, property: &'static str) -> Option<String> {
     let path = checker.discovery(property)?;
+    let system = checker.model();
     let mut out = String::new();
+    // `names[i]`: the first state's name of the replica that this state calls `i`.
+    let mut names: Vec<u8> = (0..system.config.replicas).collect();
     for (i, (s, a)) in path.into_vec().into_iter().enumerate() {
-        let _ = writeln!(out, "  {:>2}. {}", i, state(&s));
+        let shown = Renaming { to: &names };
+        let _ = writeln!(out, "  {:>2}. {}", i, state(&s.rename(&shown)));
         if let Some(a) = a {
-            let _ = writeln!(out, "      -> {}", action(&a));
+            let _ = writeln!(out, "      -> {}", action(&a.rename(&shown)));
+            if let Some(next) = system.step(&s, a) {
+                let (_, to) =
+                    symmetry::representative(next, system.config.replicas, |s: &State, r| {
+                        symmetry::rename_replicas(&s.replicas, r)
+                    });
+                let mut renamed = names.clone();
+                for (old, new) in to.iter().enumerate() {
+                    renamed[usize::from(*new)] = names[old];
+                }
+                names = renamed;
+            }
         }
     }
     Some(out)

@@ -1,0 +1,107 @@
+//! The lease's keys on the real redis-server: written from a mirror dataset, read back into
+//! one.
+
+use testbed::RedisServer;
+
+use crate::model::mirror::{Data, Handover, Name, Record, Term};
+
+pub const LEASE: &str = "lh:{m}";
+pub const FENCE: &str = "lh:{m}:fence";
+pub const RECORD: &str = "lh:{m}:state";
+pub const CHANNEL: &str = "lh:{m}:released";
+pub const HANDOVER: &str = "lh:{m}:handover";
+pub const RESERVED: &str = "lh:{m}:reserved";
+
+/// The server identity the scripts compute (`run_id/master_replid`), and one of another Redis.
+pub fn identities(redis: &RedisServer) -> [String; 2] {
+    let server: String = redis.cmd(&["INFO", "server"]);
+    let replication: String = redis.cmd(&["INFO", "replication"]);
+    let field = |text: &str, name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_owned())
+            .unwrap_or_else(|| "?".into())
+    };
+    [
+        format!(
+            "{}/{}",
+            field(&server, "run_id:"),
+            field(&replication, "master_replid:")
+        ),
+        "0ther/0ther".into(),
+    ]
+}
+
+pub fn now_us(redis: &RedisServer) -> u64 {
+    let t: Vec<u64> = redis.cmd(&["TIME"]);
+    t[0] * 1_000_000 + t[1]
+}
+
+fn record_text(r: &Record, ids: &[String; 2]) -> String {
+    let term = r.term.map(|t| t.value()).unwrap_or_else(|| "-".into());
+    format!(
+        "{} {} {term} {}",
+        ids[usize::from(r.server)],
+        r.cool_until_us,
+        r.term_until_us
+    )
+}
+
+pub fn write_data(redis: &RedisServer, d: &Data, ids: &[String; 2], now: u64) {
+    redis.cmd::<()>(&["DEL", LEASE, FENCE, RECORD, HANDOVER, RESERVED]);
+    if let Some((term, expiry_ms)) = d.lease {
+        let px = (expiry_ms - now / 1000).to_string();
+        redis.cmd::<()>(&["SET", LEASE, &term.value(), "PX", &px]);
+    }
+    if let Some(f) = d.fence {
+        redis.cmd::<()>(&["SET", FENCE, &f.to_string()]);
+    }
+    if let Some(r) = &d.record {
+        redis.cmd::<()>(&["SET", RECORD, &record_text(r, ids)]);
+    }
+    // At the drawn expiry on Redis's clock: one already passed leaves no key, as an expiry does.
+    if let Some((request, expiry_ms)) = d.handover {
+        let at = expiry_ms.to_string();
+        redis.cmd::<()>(&["SET", HANDOVER, &request.text(), "PXAT", &at]);
+    }
+    if let Some((name, expiry_ms)) = d.reserved {
+        let at = expiry_ms.to_string();
+        redis.cmd::<()>(&["SET", RESERVED, &name.text(), "PXAT", &at]);
+    }
+}
+
+/// A key with a TTL as the mirror holds it: its value and its expiry in ms.
+fn read_expiring(redis: &RedisServer, key: &str, now: u64) -> Option<(String, u64)> {
+    let value: Option<String> = redis.cmd(&["GET", key]);
+    let pttl: i64 = redis.cmd(&["PTTL", key]);
+    value.map(|v| (v, now / 1000 + u64::try_from(pttl).expect("a ttl")))
+}
+
+pub fn read_data(redis: &RedisServer, ids: &[String; 2]) -> Data {
+    let now = now_us(redis);
+    let lease: Option<String> = redis.cmd(&["GET", LEASE]);
+    let pttl: i64 = redis.cmd(&["PTTL", LEASE]);
+    let fence: Option<u64> = redis.cmd(&["GET", FENCE]);
+    let record: Option<String> = redis.cmd(&["GET", RECORD]);
+    let record = record.map(|raw| {
+        let f: Vec<&str> = raw.split(' ').collect();
+        assert_eq!(f.len(), 4, "record {raw}");
+        Record {
+            server: ids.iter().position(|i| i == f[0]).expect("known server") as u8,
+            cool_until_us: f[1].parse().expect("cooldown"),
+            term: Term::parse(f[2]),
+            term_until_us: f[3].parse().expect("term until"),
+        }
+    });
+    Data {
+        lease: lease.map(|v| {
+            let term = Term::parse(&v).expect("a term value");
+            (term, now / 1000 + u64::try_from(pttl).expect("a ttl"))
+        }),
+        fence,
+        record,
+        handover: read_expiring(redis, HANDOVER, now)
+            .map(|(v, expiry)| (Handover::parse(&v).expect("a handover value"), expiry)),
+        reserved: read_expiring(redis, RESERVED, now).map(|(v, expiry)| (Name::parse(&v), expiry)),
+    }
+}

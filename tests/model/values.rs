@@ -1,0 +1,140 @@
+//! The values the scripts store and compare: terms, identities, and the handover request
+//! (`<lease>:handover`) and reservation (`<lease>:reserved`) keys' values, with their text, so
+//! that the mirror reads a value of another form exactly as the Lua does.
+
+/// One term: the lease's value `<owner>#<token>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Term {
+    /// The replica (its owner id is [`owner_id`]).
+    pub owner: u8,
+    /// The fencing token of the term.
+    pub token: u64,
+}
+
+/// The owner id of replica `owner`, as the scripts see it.
+pub fn owner_id(owner: u8) -> String {
+    format!("o{owner}")
+}
+
+impl Term {
+    /// The term value stored in the lease key.
+    pub fn value(&self) -> String {
+        format!("{}#{}", owner_id(self.owner), self.token)
+    }
+
+    /// Parses a term value written by [`Term::value`].
+    pub fn parse(value: &str) -> Option<Term> {
+        let (owner, token) = value.strip_prefix('o')?.split_once('#')?;
+        Some(Term {
+            owner: owner.parse().ok()?,
+            token: token.parse().ok()?,
+        })
+    }
+}
+
+/// The identity of replica `n`, as a reservation names it (ARGV[5] of acquire).
+pub fn identity(n: u8) -> String {
+    format!("r{n}")
+}
+
+/// An identity as the scripts compare it: one replica's, or one that no replica has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Name {
+    Replica(u8),
+    Stranger,
+}
+
+impl Name {
+    pub fn text(&self) -> String {
+        match self {
+            Name::Replica(n) => identity(*n),
+            Name::Stranger => "someone-else".into(),
+        }
+    }
+
+    pub fn parse(text: &str) -> Name {
+        text.strip_prefix('r')
+            .and_then(|n| n.parse().ok())
+            .filter(|n| identity(*n) == text)
+            .map_or(Name::Stranger, Name::Replica)
+    }
+}
+
+/// Whom a handover hands to: `-` for anyone, or an identity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Successor {
+    Anyone,
+    Named(Name),
+}
+
+impl Successor {
+    pub fn text(&self) -> String {
+        match self {
+            Successor::Anyone => "-".into(),
+            Successor::Named(name) => name.text(),
+        }
+    }
+
+    pub fn parse(text: &str) -> Successor {
+        if text == "-" {
+            Successor::Anyone
+        } else {
+            Successor::Named(Name::parse(text))
+        }
+    }
+}
+
+/// The value of the handover request key: what the handover script writes, or something else
+/// found there (the scripts must not take that for a request).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Handover {
+    /// `<term> <to>`, as the handover script writes it.
+    Request { term: Term, to: Successor },
+    /// `<term> - x`: a third field.
+    Extra { term: Term },
+    /// `<term>`: no addressee.
+    Bare { term: Term },
+    /// `junk`.
+    Junk,
+}
+
+impl Handover {
+    /// Reads back a value written by [`Handover::text`].
+    pub fn parse(text: &str) -> Option<Handover> {
+        if text == "junk" {
+            return Some(Handover::Junk);
+        }
+        if let Some(term) = text.strip_suffix(" - x") {
+            return Some(Handover::Extra {
+                term: Term::parse(term)?,
+            });
+        }
+        match text.split_once(' ') {
+            Some((term, to)) => Some(Handover::Request {
+                term: Term::parse(term)?,
+                to: Successor::parse(to),
+            }),
+            None => Some(Handover::Bare {
+                term: Term::parse(text)?,
+            }),
+        }
+    }
+
+    pub fn text(&self) -> String {
+        match self {
+            Handover::Request { term, to } => format!("{} {}", term.value(), to.text()),
+            Handover::Extra { term } => format!("{} - x", term.value()),
+            Handover::Bare { term } => term.value(),
+            Handover::Junk => "junk".into(),
+        }
+    }
+}
+
+/// Lua's `string.match(s, '^(%S+) (%S+)$')`: two runs of non-space characters, one space.
+pub fn two_fields(s: &str) -> Option<(&str, &str)> {
+    // Lua's %s: space, \t, \n, \v, \f, \r.
+    let space = |c: char| matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r');
+    let (a, b) = s.split_once(' ')?;
+    let run = |f: &str| !f.is_empty() && !f.contains(space);
+    (run(a) && run(b)).then_some((a, b))
+}
