@@ -103,6 +103,17 @@ impl Config {
         }
     }
 
+    /// Three replicas and more faults than CI (`LEASEHOLD_MODEL_FULL=3f`): the CI
+    /// configuration's, plus a Redis restart that keeps its data and a failover to a replica
+    /// that missed the last write.
+    pub fn three_replicas_more_faults() -> Config {
+        Config {
+            restarts_keeping_data: 1,
+            failovers: 1,
+            ..Config::three_replicas()
+        }
+    }
+
     /// The handover configuration with three replicas (`LEASEHOLD_MODEL_FULL=3h`), where a
     /// reservation for one keeps the third out.
     pub fn handover_among_three() -> Config {

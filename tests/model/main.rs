@@ -66,12 +66,16 @@ fn explore(label: &str, config: Config, finish: HasDiscoveries) -> impl Checker<
 }
 
 /// The configuration to check: `LEASEHOLD_MODEL_FULL=1` for the full one, `=3` for the
-/// CI configuration's faults with three replicas, `=3h` for a handover among three replicas,
-/// else the CI configuration.
+/// CI configuration's faults with three replicas, `=3f` for three replicas with more faults,
+/// `=3h` for a handover among three replicas, else the CI configuration.
 fn chosen() -> (&'static str, Config) {
     match std::env::var("LEASEHOLD_MODEL_FULL").as_deref() {
         Ok("1") => ("full configuration", Config::full()),
         Ok("3") => ("three replicas", Config::three_replicas()),
+        Ok("3f") => (
+            "three replicas, more faults",
+            Config::three_replicas_more_faults(),
+        ),
         Ok("3h") => (
             "a handover among three replicas",
             Config::handover_among_three(),
