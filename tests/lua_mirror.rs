@@ -186,7 +186,7 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 6]), String> {
         let mut rng = StdRng::seed_from_u64(0x1ea5e + seed);
         let now = now_us(&redis);
         let before = random_data(&mut rng, now);
-        write_data(&redis, &before, &ids, now);
+        write_data(&redis, &before, &ids);
         let mut mirror = before;
         let op = rng.random_range(0..5);
         seen[op] += 1;

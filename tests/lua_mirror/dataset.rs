@@ -47,11 +47,13 @@ fn record_text(r: &Record, ids: &[String; 2]) -> String {
     )
 }
 
-pub fn write_data(redis: &RedisServer, d: &Data, ids: &[String; 2], now: u64) {
+pub fn write_data(redis: &RedisServer, d: &Data, ids: &[String; 2]) {
     redis.cmd::<()>(&["DEL", LEASE, FENCE, RECORD, HANDOVER, RESERVED]);
+    // Expiries at an absolute instant on Redis's clock, so that a pause of this process between
+    // reading the clock and writing cannot move them.
     if let Some((term, expiry_ms)) = d.lease {
-        let px = (expiry_ms - now / 1000).to_string();
-        redis.cmd::<()>(&["SET", LEASE, &term.value(), "PX", &px]);
+        let at = expiry_ms.to_string();
+        redis.cmd::<()>(&["SET", LEASE, &term.value(), "PXAT", &at]);
     }
     if let Some(f) = d.fence {
         redis.cmd::<()>(&["SET", FENCE, &f.to_string()]);
@@ -70,17 +72,16 @@ pub fn write_data(redis: &RedisServer, d: &Data, ids: &[String; 2], now: u64) {
     }
 }
 
-/// A key with a TTL as the mirror holds it: its value and its expiry in ms.
-fn read_expiring(redis: &RedisServer, key: &str, now: u64) -> Option<(String, u64)> {
+/// A key with a TTL as the mirror holds it: its value and its expiry in ms on Redis's clock
+/// (`PEXPIRETIME`: absolute, so a pause of this process between the reads cannot shift it).
+fn read_expiring(redis: &RedisServer, key: &str) -> Option<(String, u64)> {
     let value: Option<String> = redis.cmd(&["GET", key]);
-    let pttl: i64 = redis.cmd(&["PTTL", key]);
-    value.map(|v| (v, now / 1000 + u64::try_from(pttl).expect("a ttl")))
+    let at: i64 = redis.cmd(&["PEXPIRETIME", key]);
+    value.map(|v| (v, u64::try_from(at).expect("a key with a TTL")))
 }
 
 pub fn read_data(redis: &RedisServer, ids: &[String; 2]) -> Data {
-    let now = now_us(redis);
-    let lease: Option<String> = redis.cmd(&["GET", LEASE]);
-    let pttl: i64 = redis.cmd(&["PTTL", LEASE]);
+    let lease = read_expiring(redis, LEASE);
     let fence: Option<u64> = redis.cmd(&["GET", FENCE]);
     let record: Option<String> = redis.cmd(&["GET", RECORD]);
     let record = record.map(|raw| {
@@ -94,14 +95,11 @@ pub fn read_data(redis: &RedisServer, ids: &[String; 2]) -> Data {
         }
     });
     Data {
-        lease: lease.map(|v| {
-            let term = Term::parse(&v).expect("a term value");
-            (term, now / 1000 + u64::try_from(pttl).expect("a ttl"))
-        }),
+        lease: lease.map(|(v, expiry)| (Term::parse(&v).expect("a term value"), expiry)),
         fence,
         record,
-        handover: read_expiring(redis, HANDOVER, now)
+        handover: read_expiring(redis, HANDOVER)
             .map(|(v, expiry)| (Handover::parse(&v).expect("a handover value"), expiry)),
-        reserved: read_expiring(redis, RESERVED, now).map(|(v, expiry)| (Name::parse(&v), expiry)),
+        reserved: read_expiring(redis, RESERVED).map(|(v, expiry)| (Name::parse(&v), expiry)),
     }
 }
