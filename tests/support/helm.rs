@@ -93,6 +93,12 @@ pub fn assert_valid_for_kubernetes(name: &str, rendered: &Rendered, file: &Path)
         .map(|d| serde_yaml::to_string(d).expect("yaml"))
         .collect();
     std::fs::write(file, docs.join("---\n")).expect("write the rendered objects");
+    assert_file_valid_for_kubernetes(&format!("{name}: the rendered objects"), file);
+}
+
+/// Asserts that `kubernetes-validate --strict` accepts the objects in `file` for each of
+/// [`KUBERNETES_VERSIONS`]; `what` names them in the message.
+pub fn assert_file_valid_for_kubernetes(what: &str, file: &Path) {
     let validate = kubernetes_validate();
     for version in KUBERNETES_VERSIONS {
         let out = run(
@@ -107,7 +113,7 @@ pub fn assert_valid_for_kubernetes(name: &str, rendered: &Rendered, file: &Path)
         );
         assert!(
             out.ok(),
-            "{name}: kubernetes-validate --strict -k {version} refused the rendered objects:\n{}{}",
+            "kubernetes-validate --strict -k {version} refused {what}:\n{}{}",
             out.stdout,
             out.stderr
         );
