@@ -13,6 +13,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Client, Cmd, Pipeline, RedisFuture, Value};
@@ -95,11 +96,21 @@ pub(crate) enum Dialled {
 
 /// The connection slot.
 pub(crate) struct Connection {
-    target: Target,
+    behind: Behind,
     lease_key: String,
     slot: Mutex<Slot>,
-    /// On a Sentinel target: who asks the Sentinels.
-    sentinels: Option<Arc<Sentinels>>,
+}
+
+/// What the connection reaches: the target, with a Sentinel target's Sentinels ready to ask.
+// One per lease: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+enum Behind {
+    Single(Client),
+    Sentinel(Arc<Sentinels>),
+    Cluster {
+        client: Box<ClusterClient>,
+        seeds: Vec<Client>,
+    },
 }
 
 #[derive(Default)]
@@ -110,17 +121,17 @@ struct Slot {
 
 impl Connection {
     pub(crate) fn new(target: Target, access: Access, lease_key: String) -> Self {
-        let sentinels = match &target {
+        let behind = match target {
+            Target::Single(client) => Behind::Single(client),
             Target::Sentinel(sentinel) => {
-                Some(Arc::new(Sentinels::new(sentinel.clone(), access.clone())))
+                Behind::Sentinel(Arc::new(Sentinels::new(sentinel, access)))
             }
-            _ => None,
+            Target::Cluster { client, seeds } => Behind::Cluster { client, seeds },
         };
         Self {
-            target,
+            behind,
             lease_key,
             slot: Mutex::new(Slot::default()),
-            sentinels,
         }
     }
 
@@ -144,16 +155,16 @@ impl Connection {
 
     async fn dial(&self, op: &'static str) -> Result<(Conn, Option<(String, u16)>), LeaseError> {
         let err = |e: redis::RedisError| LeaseError::from_redis(op, &self.lease_key, &e);
-        match &self.target {
-            Target::Single(client) => {
+        match &self.behind {
+            Behind::Single(client) => {
                 Ok((Conn::Node(connect_node(client).await.map_err(err)?), None))
             }
-            Target::Sentinel(_) => {
-                let master = self.sentinels()?.find_master(op).await?;
+            Behind::Sentinel(sentinels) => {
+                let master = sentinels.find_master(op).await?;
                 let conn = connect_node(&master.client).await.map_err(err)?;
                 Ok((Conn::Node(conn), Some(master.addr)))
             }
-            Target::Cluster { client, .. } => Ok((
+            Behind::Cluster { client, .. } => Ok((
                 Conn::Cluster(client.get_async_connection().await.map_err(err)?),
                 None,
             )),
@@ -168,7 +179,7 @@ impl Connection {
         op: &'static str,
         live: &Live,
     ) -> Result<(), LeaseError> {
-        let (Some(sentinels), Some(node)) = (&self.sentinels, &live.node) else {
+        let (Behind::Sentinel(sentinels), Some(node)) = (&self.behind, &live.node) else {
             return Ok(());
         };
         let named = sentinels.majority_named(op).await?;
@@ -196,10 +207,10 @@ impl Connection {
         op: &'static str,
         attempt: usize,
     ) -> Result<Client, LeaseError> {
-        match &self.target {
-            Target::Single(client) => Ok(client.clone()),
-            Target::Sentinel(_) => Ok(self.sentinels()?.find_master(op).await?.client),
-            Target::Cluster { seeds, .. } => Ok(seeds[attempt % seeds.len()].clone()),
+        match &self.behind {
+            Behind::Single(client) => Ok(client.clone()),
+            Behind::Sentinel(sentinels) => Ok(sentinels.find_master(op).await?.client),
+            Behind::Cluster { seeds, .. } => Ok(seeds[attempt % seeds.len()].clone()),
         }
     }
 
@@ -219,15 +230,6 @@ impl Connection {
     /// a connection to blame).
     pub(crate) fn discard_current(&self) {
         self.lock().live = None;
-    }
-
-    fn sentinels(&self) -> Result<&Arc<Sentinels>, LeaseError> {
-        self.sentinels
-            .as_ref()
-            .ok_or_else(|| LeaseError::Connection {
-                op: "dial",
-                detail: "a Sentinel target without its Sentinels".to_owned(),
-            })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
