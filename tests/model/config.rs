@@ -105,7 +105,7 @@ impl Config {
 
     /// Three replicas and more faults than CI (`LEASEHOLD_MODEL_FULL=3f`): the CI
     /// configuration's, plus a Redis restart that keeps its data and a failover to a replica
-    /// that missed the last write. It does not finish on a small machine yet (docs/MODEL.md).
+    /// that missed the last write (docs/MODEL.md has its size and time).
     pub fn three_replicas_more_faults() -> Config {
         Config {
             restarts_keeping_data: 1,
@@ -153,5 +153,57 @@ impl Config {
             restarts_keeping_data: 1,
             ..Config::ci()
         }
+    }
+}
+
+impl Config {
+    /// This configuration with `overrides` applied: `field=value` pairs separated by commas, as
+    /// `LEASEHOLD_MODEL_WITH` gives them (`horizon=6,max_delayed=2`). A field it does not know
+    /// or a value that does not parse is an error naming both.
+    pub fn with(mut self, overrides: &str) -> Result<Config, String> {
+        for pair in overrides
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            let (field, value) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("LEASEHOLD_MODEL_WITH: {pair:?} is not field=value"))?;
+            let bad = |rule: &str| {
+                format!("LEASEHOLD_MODEL_WITH: {field}={value:?} is not valid: {rule}")
+            };
+            let count = || value.parse::<u8>().map_err(|_| bad("a whole number 0-255"));
+            match field {
+                "replicas" => self.replicas = count()?,
+                "max_terms" => self.max_terms = count()?,
+                "horizon" => {
+                    self.horizon = value
+                        .parse()
+                        .map_err(|_| bad("a whole number of ticks 0-65535"))?
+                }
+                "evictions" => self.evictions = count()?,
+                "restarts_keeping_data" => self.restarts_keeping_data = count()?,
+                "restarts_losing_data" => self.restarts_losing_data = count()?,
+                "failovers" => self.failovers = count()?,
+                "max_lag" => self.max_lag = count()?,
+                "max_delayed" => self.max_delayed = count()?,
+                "handovers" => self.handovers = count()?,
+                "work_failures" => {
+                    self.work_failures = value.parse().map_err(|_| bad("true or false"))?
+                }
+                _ => {
+                    return Err(format!(
+                        "LEASEHOLD_MODEL_WITH: no field {field:?}; the fields are replicas, \
+                         max_terms, horizon, evictions, restarts_keeping_data, \
+                         restarts_losing_data, failovers, max_lag, max_delayed, handovers, \
+                         work_failures"
+                    ));
+                }
+            }
+        }
+        if self.replicas == 0 {
+            return Err("LEASEHOLD_MODEL_WITH: replicas=0 is not valid: at least 1".into());
+        }
+        Ok(self)
     }
 }

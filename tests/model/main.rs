@@ -4,12 +4,16 @@
 //! clocks that drift within the drift margin, pauses (a replica simply takes no step), and
 //! Redis faults. docs/MODEL.md explains it.
 //!
-//! `LEASEHOLD_MODEL_FULL=1` checks the longer configuration (3 replicas, every fault).
+//! `LEASEHOLD_MODEL_FULL=1` checks the longer configuration (3 replicas, every fault), `=3`,
+//! `=3f` and `=3h` smaller three-replica ones; `LEASEHOLD_MODEL_WITH=horizon=6,max_delayed=2`
+//! changes fields of the chosen one. Those runs search depth-first and report each minute; run
+//! them in a release build (docs/MODEL.md).
 
 mod config;
 // Observe and the string forms of terms serve the `lua_mirror` target.
 #[allow(dead_code)]
 mod mirror;
+mod progress;
 mod redis;
 mod replica;
 mod symmetry;
@@ -20,12 +24,13 @@ mod trace;
 #[allow(dead_code)]
 mod values;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use stateright::{Checker, HasDiscoveries, Model};
 
 use config::Config;
 use mirror::Semantics;
+use progress::Progress;
 use system::System;
 
 const ONE_GUARD: &str = "at most one replica's guard passes";
@@ -35,9 +40,30 @@ const SAFETY: [&str; 3] = [
     "no message of one term changes another term",
 ];
 
+/// How the checker walks the states.
+#[derive(Clone, Copy)]
+enum Search {
+    /// Breadth-first on one thread when a counterexample is sought, so that it is a shortest
+    /// one; it keeps every state of the frontier whole.
+    BreadthFirst,
+    /// Depth-first on both cores: it keeps only a fingerprint of each state seen and the path
+    /// being walked, so the flagged three-replica configurations fit in memory. Its
+    /// counterexample is some path, not a shortest one.
+    DepthFirst,
+}
+
 /// Explores every state of `config` breadth-first (or until `finish` holds) and prints how
 /// many there were.
-fn explore(label: &str, config: Config, finish: HasDiscoveries) -> impl Checker<System> {
+fn explore(label: &str, config: Config, finish: HasDiscoveries) -> Box<dyn Checker<System>> {
+    search(label, config, finish, Search::BreadthFirst)
+}
+
+fn search(
+    label: &str,
+    config: Config,
+    finish: HasDiscoveries,
+    search: Search,
+) -> Box<dyn Checker<System>> {
     assert!(
         config::timing().validate().is_ok(),
         "the model's timing must pass the binary's own validation"
@@ -45,22 +71,35 @@ fn explore(label: &str, config: Config, finish: HasDiscoveries) -> impl Checker<
     let started = Instant::now();
     // One thread keeps the search strictly breadth-first, so a counterexample is a shortest
     // one; exhaustive runs may use both cores.
-    let threads = match finish {
-        HasDiscoveries::All => std::thread::available_parallelism().map_or(1, |n| n.get().min(2)),
+    let threads = match (&finish, search) {
+        (HasDiscoveries::All, _) | (_, Search::DepthFirst) => {
+            std::thread::available_parallelism().map_or(1, |n| n.get().min(2))
+        }
         _ => 1,
     };
-    let checker = System::new(config)
+    let builder = System::new(config)
         .checker()
         .threads(threads)
-        .finish_when(finish)
-        .spawn_bfs()
-        .join();
+        .finish_when(finish);
+    let order = match search {
+        Search::BreadthFirst => "breadth-first",
+        Search::DepthFirst => "depth-first",
+    };
+    // The depth-first runs are the flagged, long ones: they say how far they are each minute.
+    let checker: Box<dyn Checker<System>> = match search {
+        Search::BreadthFirst => Box::new(builder.spawn_bfs().join()),
+        Search::DepthFirst => Box::new(builder.spawn_dfs().join_and_report(&mut Progress {
+            label: format!("{label} ({order})"),
+            every: Duration::from_secs(60),
+        })),
+    };
     println!(
-        "{label}: {} states explored ({} unique), depth {}, in {:.1?}",
+        "{label} ({order}): {} states explored ({} unique), depth {}, in {:.1?}, {} resident",
         checker.state_count(),
         checker.unique_state_count(),
         checker.max_depth(),
-        started.elapsed()
+        started.elapsed(),
+        progress::resident().unwrap_or_else(|| "?".into()),
     );
     checker
 }
@@ -86,17 +125,25 @@ fn chosen() -> (&'static str, Config) {
 
 #[test]
 fn no_two_guards_pass_at_once_in_any_reachable_state() {
-    let (label, mut config) = chosen();
-    if let Some(h) = std::env::var("MODEL_HORIZON")
-        .ok()
-        .and_then(|h| h.parse().ok())
-    {
-        config.horizon = h;
-    }
+    let (label, config) = chosen();
+    let config = match std::env::var("LEASEHOLD_MODEL_WITH") {
+        Ok(overrides) => config.with(&overrides).unwrap_or_else(|e| panic!("{e}")),
+        Err(_) => config,
+    };
     let config_handovers = config.handovers;
-    let checker = explore(label, config, HasDiscoveries::All);
+    // The flagged configurations are too big to keep a breadth-first frontier in memory; CI's
+    // stays breadth-first, so that a counterexample there is a shortest one.
+    let flagged = ["LEASEHOLD_MODEL_FULL", "LEASEHOLD_MODEL_WITH"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some());
+    let order = if flagged {
+        Search::DepthFirst
+    } else {
+        Search::BreadthFirst
+    };
+    let checker = search(label, config, HasDiscoveries::All, order);
     for property in SAFETY {
-        if let Some(trace) = trace::counterexample(&checker, property) {
+        if let Some(trace) = trace::counterexample(&*checker, property) {
             panic!("{property}: counterexample\n{trace}");
         }
     }
@@ -106,17 +153,17 @@ fn no_two_guards_pass_at_once_in_any_reachable_state() {
         "no run reached a second term: the configuration is too small to show anything"
     );
     if config_handovers > 0 {
-        handover_completes(label, &checker);
+        handover_completes(label, &*checker);
     }
 }
 
 /// A handover can move leadership: the request, the step-down, the reservation and the
 /// successor's acquire all happen in some run (the shortest is printed).
-fn handover_completes(label: &str, checker: &impl Checker<System>) {
+fn handover_completes(label: &str, checker: &dyn Checker<System>) {
     let Some(trace) = trace::counterexample(checker, "a handover completes") else {
         panic!("{label}: no run completed a handover; the handover steps cannot be reached");
     };
-    println!("{label}: a shortest completed handover\n{trace}");
+    println!("{label}: a completed handover\n{trace}");
 }
 
 #[test]
@@ -127,11 +174,11 @@ fn a_handover_moves_leadership_and_never_lets_two_guards_pass() {
         HasDiscoveries::All,
     );
     for property in SAFETY {
-        if let Some(trace) = trace::counterexample(&checker, property) {
+        if let Some(trace) = trace::counterexample(&*checker, property) {
             panic!("{property}: counterexample\n{trace}");
         }
     }
-    handover_completes("handover configuration", &checker);
+    handover_completes("handover configuration", &*checker);
 }
 
 #[test]
@@ -141,10 +188,10 @@ fn a_replica_leads_once_faults_stop_under_fair_scheduling() {
         Config::liveness(),
         HasDiscoveries::All,
     );
-    if let Some(trace) = trace::counterexample(&checker, "a replica leads once faults stop") {
+    if let Some(trace) = trace::counterexample(&*checker, "a replica leads once faults stop") {
         panic!("no leader after the faults stopped:\n{trace}");
     }
-    if let Some(trace) = trace::counterexample(&checker, ONE_GUARD) {
+    if let Some(trace) = trace::counterexample(&*checker, ONE_GUARD) {
         panic!("two guards passed:\n{trace}");
     }
 }
@@ -157,7 +204,7 @@ fn counterexample_for(label: &str, config: Config) -> String {
         config,
         HasDiscoveries::AnyOf([ONE_GUARD].into_iter().collect()),
     );
-    let trace = trace::counterexample(&checker, ONE_GUARD);
+    let trace = trace::counterexample(&*checker, ONE_GUARD);
     let Some(trace) = trace else {
         panic!("{label}: the checker found no counterexample; the model cannot see the defect");
     };

@@ -122,7 +122,7 @@ pub fn state(s: &State) -> String {
 /// checker keeps one renaming of each state (`symmetry`), so consecutive states of the path
 /// may number the replicas differently: the trace follows each replica from the first state
 /// on and prints it under that first name throughout.
-pub fn counterexample(checker: &impl Checker<System>, property: &'static str) -> Option<String> {
+pub fn counterexample(checker: &dyn Checker<System>, property: &'static str) -> Option<String> {
     let path = checker.discovery(property)?;
     let system = checker.model();
     let mut out = String::new();
