@@ -65,13 +65,13 @@ impl Config {
         Config {
             replicas: 2,
             max_terms: 2,
-            horizon: 5,
+            horizon: 6,
             evictions: 1,
             restarts_keeping_data: 0,
             restarts_losing_data: 1,
             failovers: 0,
             max_lag: 1,
-            max_delayed: 1,
+            max_delayed: 2,
             handovers: 0,
             work_failures: false,
             eager: false,
@@ -129,6 +129,8 @@ impl Config {
     pub fn handover() -> Config {
         Config {
             handovers: 1,
+            horizon: 5,
+            max_delayed: 1,
             evictions: 0,
             restarts_losing_data: 0,
             max_lag: 0,

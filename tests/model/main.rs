@@ -88,10 +88,10 @@ fn search(
     // The depth-first runs are the flagged, long ones: they say how far they are each minute.
     let checker: Box<dyn Checker<System>> = match search {
         Search::BreadthFirst => Box::new(builder.spawn_bfs().join()),
-        Search::DepthFirst => Box::new(builder.spawn_dfs().join_and_report(&mut Progress {
-            label: format!("{label} ({order})"),
-            every: Duration::from_secs(60),
-        })),
+        Search::DepthFirst => Box::new(builder.spawn_dfs().join_and_report(&mut Progress::new(
+            format!("{label} ({order})"),
+            Duration::from_secs(60),
+        ))),
     };
     println!(
         "{label} ({order}): {} states explored ({} unique), depth {}, in {:.1?}, {} resident",
@@ -131,6 +131,7 @@ fn no_two_guards_pass_at_once_in_any_reachable_state() {
         Err(_) => config,
     };
     let config_handovers = config.handovers;
+    let config_restarts_losing_data = config.restarts_losing_data;
     // The flagged configurations are too big to keep a breadth-first frontier in memory; CI's
     // stays breadth-first, so that a counterexample there is a shortest one.
     let flagged = ["LEASEHOLD_MODEL_FULL", "LEASEHOLD_MODEL_WITH"]
@@ -152,6 +153,16 @@ fn no_two_guards_pass_at_once_in_any_reachable_state() {
         checker.discovery("a replica leads a second term").is_some(),
         "no run reached a second term: the configuration is too small to show anything"
     );
+    if config_restarts_losing_data > 0 {
+        let Some(trace) =
+            trace::counterexample(&*checker, "a replica leads after Redis lost its data")
+        else {
+            panic!(
+                "{label}: no run led again after Redis lost its data: the horizon ends inside the cooldown"
+            );
+        };
+        println!("{label}: a term after Redis lost its data\n{trace}");
+    }
     if config_handovers > 0 {
         handover_completes(label, &*checker);
     }

@@ -10,14 +10,27 @@ use stateright::Model;
 use stateright::report::{ReportData, ReportDiscovery, Reporter};
 
 pub struct Progress {
-    pub label: String,
-    pub every: Duration,
+    label: String,
+    every: Duration,
+    /// When the next line is due, from the start of the search.
+    next: Duration,
+}
+
+impl Progress {
+    pub fn new(label: String, every: Duration) -> Progress {
+        Progress {
+            label,
+            every,
+            next: Duration::ZERO,
+        }
+    }
 }
 
 impl<M: Model> Reporter<M> for Progress {
     fn report_checking(&mut self, data: ReportData) {
         // The closing figures are printed by the caller, with the search order.
-        if !data.done {
+        if !data.done && data.duration >= self.next {
+            self.next += self.every;
             println!(
                 "{}: {} states explored ({} unique), depth {}, after {:.0?}, {} resident",
                 self.label,
@@ -38,8 +51,10 @@ impl<M: Model> Reporter<M> for Progress {
     {
     }
 
+    /// The checker's threads are joined only after this reporter's sleep, so it sleeps briefly
+    /// and prints only when a line is due.
     fn delay(&self) -> Duration {
-        self.every
+        Duration::from_millis(200)
     }
 }
 

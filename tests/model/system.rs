@@ -79,7 +79,7 @@ pub struct System {
     /// stateright 0.31 records a discovery again for every later state that shows it, so the
     /// path it keeps would be one of the last found, not the first; each property reports
     /// only its first state, which breadth-first on one thread is a shortest path.
-    shown: [AtomicBool; 5],
+    shown: [AtomicBool; 6],
 }
 
 impl System {
@@ -431,6 +431,20 @@ impl Model for System {
                 )
             }),
         ];
+        if self.config.restarts_losing_data > 0 {
+            // The horizon reaches past the cooldown a new dataset starts with.
+            properties.push(Property::<Self>::sometimes(
+                "a replica leads after Redis lost its data",
+                |m, s: &State| {
+                    let on_new_data = s.redis.restarts_losing_data > 0
+                        && s.redis.live_term(s.time).is_some_and(|t| {
+                            matches!(&s.replicas[usize::from(t.owner)].role,
+                                Role::Leader(lead) if lead.term == t)
+                        });
+                    m.first(5, on_new_data)
+                },
+            ));
+        }
         if self.config.handovers > 0 {
             properties.push(Property::<Self>::sometimes(
                 "a handover completes",
