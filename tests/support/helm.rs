@@ -386,6 +386,10 @@ pub fn labels(map: &Option<BTreeMap<String, String>>) -> BTreeMap<String, String
 
 // The value sets the chart tests render, and the Deployment they look at.
 
+/// The `helm test` Pod in leader mode without the leader Service, with its own timeout and
+/// cluster domain.
+pub const HELM_TEST_IN_LEADER_MODE: &str = "helmTest:\n  enabled: true\n  timeoutSeconds: 120\n  clusterDomain: corp.internal\nservice:\n  enabled: false\nreadiness: leader\npodDisruptionBudget:\n  enabled: false\n";
+
 /// Leader readiness, as the chart accepts it.
 pub const LEADER_MODE: &str = "readiness: leader\npodDisruptionBudget:\n  enabled: false\n";
 
