@@ -123,53 +123,42 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
         .last_error
         .as_deref()
         .filter(|_| !status.redis.reachable);
+    let not = match mode {
+        ReadinessMode::Leader => "not the leader",
+        ReadinessMode::Member => "not ready",
+    };
+    let out = |why: String| (false, format!("{not}: {why}"));
     match (mode, &status.role) {
-        (_, Role::Stopped) => (false, "stopped".into()),
+        (_, Role::Stopped) => return (false, "stopped".into()),
         (ReadinessMode::Leader, Role::Leader { token, .. }) if leading => {
-            (true, format!("leader (token {token})"))
+            return (true, format!("leader (token {token})"));
         }
-        (ReadinessMode::Leader, Role::Leader { .. }) => (
-            false,
-            "not the leader: validity deadline passed, stepping down".into(),
-        ),
-        (ReadinessMode::Leader, _) if !status.candidacy.stands() => (
-            false,
-            format!("not the leader: {}", candidacy_words(&status.candidacy)),
-        ),
-        (ReadinessMode::Leader, _) if status.redis.refused_for_eviction => (
-            false,
-            format!(
-                "not the leader: redis may evict the lease ({}); --redis-eviction refuse keeps this replica out of the election",
-                eviction_words(&status.redis.eviction)
-            ),
-        ),
-        (ReadinessMode::Leader, _) => match redis_error {
-            Some(error) => (false, format!("not the leader: redis unreachable: {error}")),
-            None => (
-                false,
-                format!("not the leader: {}{}", leader(), last_step()),
-            ),
-        },
-        (ReadinessMode::Member, _) if !status.candidacy.stands() => (
-            false,
-            format!("not ready: {}", candidacy_words(&status.candidacy)),
-        ),
-        (ReadinessMode::Member, _) if status.redis.refused_for_eviction => (
-            false,
-            format!(
-                "not ready: redis may evict the lease ({}); --redis-eviction refuse keeps this replica out of the election",
-                eviction_words(&status.redis.eviction)
-            ),
-        ),
-        (ReadinessMode::Member, role) => match (redis_error, role) {
-            (Some(error), _) => (false, format!("not ready: redis unreachable: {error}")),
-            (None, Role::Starting) => (false, "not ready: starting".into()),
-            (None, _) if !status.redis.reachable => {
-                (false, "not ready: redis unreachable: no answer yet".into())
-            }
-            (None, Role::Leader { .. }) if leading => (true, "member: leader".into()),
-            (None, _) => (true, format!("member: {}", leader())),
-        },
+        (ReadinessMode::Leader, Role::Leader { .. }) => {
+            return out("validity deadline passed, stepping down".into());
+        }
+        _ => {}
+    }
+    // What keeps a replica out in either mode, in this order.
+    if !status.candidacy.stands() {
+        return out(candidacy_words(&status.candidacy));
+    }
+    if status.redis.refused_for_eviction {
+        return out(format!(
+            "redis may evict the lease ({}); --redis-eviction refuse keeps this replica out of the election",
+            eviction_words(&status.redis.eviction)
+        ));
+    }
+    if let Some(error) = redis_error {
+        return out(format!("redis unreachable: {error}"));
+    }
+    match (mode, &status.role) {
+        (ReadinessMode::Leader, _) => out(format!("{}{}", leader(), last_step())),
+        (ReadinessMode::Member, Role::Starting) => out("starting".into()),
+        (ReadinessMode::Member, _) if !status.redis.reachable => {
+            out("redis unreachable: no answer yet".into())
+        }
+        (ReadinessMode::Member, Role::Leader { .. }) if leading => (true, "member: leader".into()),
+        (ReadinessMode::Member, _) => (true, format!("member: {}", leader())),
     }
 }
 
