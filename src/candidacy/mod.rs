@@ -64,7 +64,7 @@ pub fn spawn(
             _ = stop.cancelled() => {}
             _ = async {
                 match check.scope {
-                    Scope::Replica => check_replica(&check, &verdicts).await,
+                    Scope::Replica => probe_after_grace(&check, &verdicts).await,
                     Scope::Command { hold_off } => check_command(&check, hold_off, status, &verdicts).await,
                 }
             } => {}
@@ -103,8 +103,9 @@ impl Verdicts {
     }
 }
 
-/// A replica's app: from start, forever.
-async fn check_replica(check: &CandidateCheck, verdicts: &Verdicts) {
+/// The start-up grace, then a probe every period, each judged with the tally so far: a
+/// replica's app from start, forever; the singleton command's during each term.
+async fn probe_after_grace(check: &CandidateCheck, verdicts: &Verdicts) {
     tokio::time::sleep(check.initial_delay).await;
     let mut tally = Tally::default();
     loop {
@@ -135,17 +136,7 @@ async fn check_command(
         // The start-up grace, then the checks, until the term ends.
         tokio::select! {
             _ = &mut term_ended => {}
-            _ = async {
-                tokio::time::sleep(check.initial_delay).await;
-                let mut tally = Tally::default();
-                loop {
-                    let result = check.probe.run(check.timeout).await;
-                    let (verdict, next) = judge(&verdicts.now(), tally, result, check.thresholds());
-                    tally = next;
-                    verdicts.set(verdict);
-                    tokio::time::sleep(check.period).await;
-                }
-            } => {}
+            _ = probe_after_grace(check, verdicts) => {}
         }
         if !verdicts.now().stands() {
             // Sit out, so that another replica takes the lease before this one again.
