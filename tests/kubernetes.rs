@@ -5,7 +5,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,11 +15,11 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kube::ResourceExt;
 use leasehold::cli::LeaseSource;
-use leasehold::elector::{Elector, Leadership, Role, Timing};
+use leasehold::elector::{Elector, Role, Timing};
 use leasehold::k8s::{self, K8sError, Publisher, rbac};
 use leasehold::k8s::{KubeSettings, KubernetesMode};
 use leasehold::lease::LeaseName;
-use support::contenders::{fast_timing, lease, unique_lease};
+use support::contenders::{fast_timing, lease, spawn_publishing, unique_lease};
 use testbed::fake_api::{FakeApiServer, Recorded};
 use testbed::redis_server::RedisServer;
 use testbed::wait::{eventually, until};
@@ -196,17 +195,7 @@ async fn member(
     let elector = Elector::new(lease(&redis.url(), lease_name, pod, false), timing).unwrap();
     let status = elector.status();
     let shutdown = CancellationToken::new();
-    let work_cluster = cluster.clone();
-    let task = tokio::spawn(
-        elector.run(shutdown.clone(), move |leadership: Leadership| {
-            let cluster = work_cluster.clone();
-            async move {
-                let stop = leadership.cancellation_token();
-                cluster.lead(leadership, stop).await;
-                Ok::<(), Infallible>(())
-            }
-        }),
-    );
+    let task = spawn_publishing(elector, &cluster, &shutdown);
     Member {
         status,
         shutdown,
@@ -481,15 +470,7 @@ async fn without_a_deployment_only_the_own_pod_is_labelled() {
     let elector = Elector::new(lease(&redis.url(), &lease_name, "solo", false), timing).unwrap();
     let mut status = elector.status();
     let shutdown = CancellationToken::new();
-    let work_cluster = cluster.clone();
-    let task = tokio::spawn(elector.run(shutdown.clone(), move |l: Leadership| {
-        let c = work_cluster.clone();
-        async move {
-            let stop = l.cancellation_token();
-            c.lead(l, stop).await;
-            Ok::<(), Infallible>(())
-        }
-    }));
+    let task = spawn_publishing(elector, &cluster, &shutdown);
     until("leading", &mut status, Duration::from_secs(5), |s| {
         matches!(s.role, Role::Leader { .. })
     })

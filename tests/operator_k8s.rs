@@ -5,7 +5,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
@@ -15,7 +14,7 @@ use kube::ResourceExt;
 use leasehold::elector::{Elector, Leadership, Role, StepDownReason};
 use leasehold::k8s::{self, K8sError, OwningJob, Publisher, STEP_DOWN_ANNOTATION, rbac};
 use leasehold::k8s::{KubeSettings, KubernetesMode};
-use support::contenders::{Contender, fast_timing, lease, unique_lease};
+use support::contenders::{Contender, fast_timing, lease, spawn_publishing, unique_lease};
 use testbed::RedisServer;
 use testbed::fake_api::FakeApiServer;
 use testbed::wait::{eventually, until};
@@ -100,16 +99,7 @@ async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed
     let elector = Elector::new(lease(&redis.url(), &name, "web-a", false), timing).unwrap();
     let mut a = elector.status();
     let shutdown = CancellationToken::new();
-    let task = tokio::spawn(
-        elector.run(shutdown.clone(), move |leadership: Leadership| {
-            let cluster = cluster.clone();
-            async move {
-                let stop = leadership.cancellation_token();
-                cluster.lead(leadership, stop).await;
-                Ok::<(), Infallible>(())
-            }
-        }),
-    );
+    let task = spawn_publishing(elector, &cluster, &shutdown);
     until("web-a to lead", &mut a, Duration::from_secs(5), |s| {
         matches!(s.role, Role::Leader { .. })
     })

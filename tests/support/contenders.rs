@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::timings::{FAST, STEADY};
 use leasehold::clock::{BootInstant, Clock};
 use leasehold::elector::{Elector, Leadership, Role, Status, Timing};
+use leasehold::k8s::Publisher;
 use leasehold::lease::{FencingToken, LeaseName, LeaseOptions, OwnerId, RedisLease};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
@@ -58,6 +59,25 @@ pub fn lease_with(url: &str, name: &str, identity: &str, options: LeaseOptions) 
         options,
     )
     .unwrap()
+}
+/// Runs `elector` with the Kubernetes publisher as each term's work, as `leasehold run` does
+/// with `--kubernetes on`; the task ends when `shutdown` is cancelled.
+pub fn spawn_publishing(
+    elector: Elector,
+    publisher: &Publisher,
+    shutdown: &CancellationToken,
+) -> JoinHandle<()> {
+    let publisher = publisher.clone();
+    tokio::spawn(
+        elector.run(shutdown.clone(), move |leadership: Leadership| {
+            let publisher = publisher.clone();
+            async move {
+                let stop = leadership.cancellation_token();
+                publisher.lead(leadership, stop).await;
+                Ok::<(), std::convert::Infallible>(())
+            }
+        }),
+    )
 }
 
 /// `count` contenders `pod-0`, `pod-1`, … on `url`, each acting every 5 ms through its guard
