@@ -106,7 +106,7 @@ impl Config {
     /// Three replicas and more Redis faults than CI (`LEASEHOLD_MODEL_FULL=3f`): the CI
     /// configuration's, plus a Redis restart that keeps its data and a failover to a replica
     /// that missed the last write, over 5 s with one delayed message: CI's time and network
-    /// before they grew to 6 s and two, which multiplied the states tenfold for three replicas
+    /// before they grew to 6 s and two, which multiplied the states eighteenfold for three replicas
     /// (docs/MODEL.md has the sizes).
     pub fn three_replicas_more_faults() -> Config {
         Config {
