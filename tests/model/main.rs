@@ -11,6 +11,7 @@
 
 mod config;
 mod connection;
+mod delivery;
 // Observe and the string forms of terms serve the `lua_mirror` target.
 #[allow(dead_code)]
 mod mirror;
