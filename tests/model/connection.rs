@@ -99,8 +99,9 @@ impl State {
     }
 }
 
-/// The states a run starts in: under a pre-fix word, each replica may list any Sentinel first
-/// (the deaf one, or one that hears of the failover).
+/// The connections a run starts with, one list per initial state: not yet made; under a pre-fix
+/// word, each replica may list any Sentinel first (the deaf one, or one that hears of the
+/// failover).
 pub fn initial_links(config: &Config) -> Vec<Vec<Link>> {
     let mut all = vec![Vec::new()];
     let firsts: Vec<u8> =
@@ -109,6 +110,9 @@ pub fn initial_links(config: &Config) -> Vec<Vec<Link>> {
         } else {
             vec![0]
         };
+    // Nothing connects before the first call (`RedisLease::new`): the first request dials. The
+    // configurations without a Sentinel failover keep their states as they were.
+    let dial = config.sentinel_failovers > 0;
     for _ in 0..config.replicas {
         all = all
             .into_iter()
@@ -117,6 +121,7 @@ pub fn initial_links(config: &Config) -> Vec<Vec<Link>> {
                     let mut longer = links.clone();
                     longer.push(Link {
                         first: *first,
+                        dial,
                         ..Link::default()
                     });
                     longer

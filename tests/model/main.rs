@@ -1,8 +1,9 @@
 //! A model of the lease protocol, explored exhaustively by `stateright` for small
 //! configurations: Redis applying the mirrored scripts atomically, replicas deciding with the
 //! elector's own pure decisions, a network that delays, reorders, loses and delivers late,
-//! clocks that drift within the drift margin, pauses (a replica simply takes no step), and
-//! Redis faults. docs/MODEL.md explains it.
+//! clocks that drift within the drift margin, pauses (a replica simply takes no step), Redis
+//! faults, and Sentinel failovers that leave the old master writable. docs/MODEL.md explains
+//! it.
 //!
 //! `LEASEHOLD_MODEL_FULL=1` checks the longer configuration (3 replicas, every fault), `=3`,
 //! `=3f` and `=3h` smaller three-replica ones; `LEASEHOLD_MODEL_WITH=horizon=6,max_delayed=2`
@@ -292,6 +293,16 @@ fn sentinel_control(word: SentinelWord) -> Config {
 fn one_sentinels_word_after_a_failover_lets_two_guards_pass() {
     let config = sentinel_control(SentinelWord::FirstListed);
     let trace = counterexample_for("pre-fix one Sentinel's word", config);
+    assert!(
+        trace.contains("Sentinel failover"),
+        "the trace shows the failover:\n{trace}"
+    );
+}
+
+#[test]
+fn a_connection_kept_from_before_a_failover_without_confirmation_lets_two_guards_pass() {
+    let config = sentinel_control(SentinelWord::Unconfirmed);
+    let trace = counterexample_for("pre-fix no confirmation", config);
     assert!(
         trace.contains("Sentinel failover"),
         "the trace shows the failover:\n{trace}"

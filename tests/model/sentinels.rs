@@ -124,3 +124,30 @@ impl Sentinels {
         self.views[usize::from(sentinel)] = PROMOTED;
     }
 }
+
+#[test]
+fn the_majority_names_the_promoted_node_only_once_a_second_sentinel_has_learnt_it() {
+    let mut sentinels = Sentinels::default();
+    assert_eq!(
+        sentinels.next_to_learn(),
+        None,
+        "nothing to learn before a failover"
+    );
+    sentinels.fail_over();
+    assert_eq!(sentinels.views, [0, PROMOTED, 0]);
+    assert_eq!(sentinels.majority(), Some(0), "one of three is no majority");
+    assert_eq!(sentinels.dial(SentinelWord::Majority, 1), Some(0));
+    assert_eq!(sentinels.dial(SentinelWord::FirstListed, 1), Some(PROMOTED));
+    assert!(sentinels.confirms(SentinelWord::Majority, 1, 0));
+    assert!(!sentinels.confirms(SentinelWord::FirstListed, 1, 0));
+    assert!(sentinels.confirms(SentinelWord::Unconfirmed, 1, 0));
+    assert_eq!(sentinels.next_to_learn(), Some(2));
+    sentinels.learn(2);
+    assert_eq!(sentinels.majority(), Some(PROMOTED), "two of three are");
+    assert!(!sentinels.confirms(SentinelWord::Majority, 0, 0));
+    assert!(
+        sentinels.confirms(SentinelWord::FirstListed, DEAF, 0),
+        "the deaf Sentinel still names the old master"
+    );
+    assert_eq!(sentinels.next_to_learn(), None, "the deaf one never learns");
+}
