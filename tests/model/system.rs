@@ -363,13 +363,18 @@ impl Model for System {
         if self.config.sentinel_failovers > 0 {
             properties.push(Property::<Self>::sometimes(
                 "a replica leads on the promoted node",
+                // Its term is the one the promoted node's lease key holds, and its last call
+                // was answered there.
                 |m, s: &State| {
-                    m.first(
-                        5,
-                        s.replicas
-                            .iter()
-                            .any(|r| r.link.node == PROMOTED && matches!(r.role, Role::Leader(_))),
-                    )
+                    let there = |r: &Replica| match (r.role, &s.promoted) {
+                        (Role::Leader(lead), Some(node)) => {
+                            r.link.node == PROMOTED
+                                && lead.renewing.is_none()
+                                && node.live_term(s.time) == Some(lead.term)
+                        }
+                        _ => false,
+                    };
+                    m.first(5, s.replicas.iter().any(there))
                 },
             ));
         }
