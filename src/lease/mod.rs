@@ -14,7 +14,8 @@ mod keys;
 mod options;
 mod outcome;
 mod pubsub;
-mod quorum;
+#[doc(hidden)]
+pub mod quorum;
 mod reply;
 mod scripts;
 mod sentinels;

@@ -7,13 +7,16 @@
 //! and two majorities of the same Sentinels share one, so a renewal that a majority confirmed
 //! on the old master and a dial that a majority sent to the new one are ordered (see
 //! `sentinels.rs`).
+//!
+//! Public (and hidden from the docs) only so that the model checker in `tests/model` counts
+//! the Sentinels' views with this very tally; not a stable API.
 
 /// A master's address as a Sentinel names it.
-pub(crate) type Addr = (String, u16);
+pub type Addr = (String, u16);
 
 /// The answers of `count` Sentinels, as they come.
 #[derive(Debug)]
-pub(crate) struct Tally {
+pub struct Tally {
     count: usize,
     named: Vec<(Addr, usize)>,
     failed: Vec<String>,
@@ -21,7 +24,7 @@ pub(crate) struct Tally {
 
 /// What the answers so far decide.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Verdict {
+pub enum Verdict {
     /// A majority named this address.
     Named(Addr),
     /// No address has a majority yet, and one still can.
@@ -31,7 +34,7 @@ pub(crate) enum Verdict {
 }
 
 impl Tally {
-    pub(crate) fn new(count: usize) -> Self {
+    pub fn new(count: usize) -> Self {
         Self {
             count,
             named: Vec::new(),
@@ -40,12 +43,12 @@ impl Tally {
     }
 
     /// How many Sentinels must name one address: more than half of those configured.
-    pub(crate) fn majority(&self) -> usize {
+    pub fn majority(&self) -> usize {
         self.count / 2 + 1
     }
 
     /// One Sentinel named `addr`.
-    pub(crate) fn named(&mut self, addr: Addr) {
+    pub fn named(&mut self, addr: Addr) {
         match self.named.iter_mut().find(|(named, _)| *named == addr) {
             Some((_, votes)) => *votes += 1,
             None => self.named.push((addr, 1)),
@@ -53,11 +56,11 @@ impl Tally {
     }
 
     /// One Sentinel gave no usable answer (`why` says which and what happened).
-    pub(crate) fn failed(&mut self, why: String) {
+    pub fn failed(&mut self, why: String) {
         self.failed.push(why);
     }
 
-    pub(crate) fn verdict(&self) -> Verdict {
+    pub fn verdict(&self) -> Verdict {
         let majority = self.majority();
         if let Some((addr, _)) = self.named.iter().find(|(_, votes)| *votes >= majority) {
             return Verdict::Named(addr.clone());
@@ -73,7 +76,7 @@ impl Tally {
 
     /// What the Sentinels said, for an error message: each address with its count, then each
     /// failure.
-    pub(crate) fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         let named = self
             .named
             .iter()

@@ -7,6 +7,7 @@ use leasehold::clock::BootInstant;
 use leasehold::elector::Timing;
 
 use crate::mirror::Semantics;
+use crate::sentinels::SentinelWord;
 
 /// One model tick is one second of every clock.
 pub const TICK_MS: u64 = 1_000;
@@ -23,6 +24,11 @@ pub fn timing() -> Timing {
         drift_factor: 0.2,
     }
 }
+
+/// Ticks of the Sentinel configuration: 5 already reach a second term and a term on the
+/// promoted node, but the pre-fix words need 6 for two guards to pass (a cooldown of one lease
+/// duration on the promoted node, then an acquire), and the fix is checked where they break.
+pub const HORIZON_SENTINEL: u16 = 6;
 
 /// The boot-clock instant of local tick `tick`.
 pub fn instant(tick: u16) -> BootInstant {
@@ -57,6 +63,11 @@ pub struct Config {
     pub eager: bool,
     pub faults_until: u16,
     pub sem: Semantics,
+    /// Sentinel failovers in which the old master keeps running and writable beside the
+    /// promoted node (`sentinels.rs`).
+    pub sentinel_failovers: u8,
+    /// How the replicas take the Sentinels' word (the current majority, or a pre-fix word).
+    pub sentinel_word: SentinelWord,
 }
 
 impl Config {
@@ -77,6 +88,8 @@ impl Config {
             eager: false,
             faults_until: u16::MAX,
             sem: Semantics::default(),
+            sentinel_failovers: 0,
+            sentinel_word: SentinelWord::Majority,
         }
     }
 
@@ -143,6 +156,21 @@ impl Config {
         }
     }
 
+    /// A Sentinel failover with the old master kept running and writable: 2 replicas, no other
+    /// Redis fault, one delayed message, the horizon long enough for the promoted node's
+    /// cooldown and a term there.
+    pub fn sentinel() -> Config {
+        Config {
+            horizon: HORIZON_SENTINEL,
+            evictions: 0,
+            restarts_losing_data: 0,
+            max_lag: 0,
+            sentinel_failovers: 1,
+            max_delayed: 1,
+            ..Config::ci()
+        }
+    }
+
     /// Liveness: faults early, then a fair, fault-free stretch long enough for a cooldown
     /// (one lease duration) and an acquire.
     pub fn liveness() -> Config {
@@ -197,12 +225,17 @@ impl Config {
                 "work_failures" => {
                     self.work_failures = value.parse().map_err(|_| bad("true or false"))?
                 }
+                "sentinel_failovers" => self.sentinel_failovers = count()?,
+                "sentinel_word" => {
+                    self.sentinel_word = SentinelWord::parse(value)
+                        .ok_or_else(|| bad("majority, first-listed or unconfirmed"))?
+                }
                 _ => {
                     return Err(format!(
                         "LEASEHOLD_MODEL_WITH: no field {field:?}; the fields are replicas, \
                          max_terms, horizon, evictions, restarts_keeping_data, \
                          restarts_losing_data, failovers, max_lag, max_delayed, handovers, \
-                         work_failures"
+                         work_failures, sentinel_failovers, sentinel_word"
                     ));
                 }
             }

@@ -1,8 +1,9 @@
 //! A model of the lease protocol, explored exhaustively by `stateright` for small
 //! configurations: Redis applying the mirrored scripts atomically, replicas deciding with the
 //! elector's own pure decisions, a network that delays, reorders, loses and delivers late,
-//! clocks that drift within the drift margin, pauses (a replica simply takes no step), and
-//! Redis faults. docs/MODEL.md explains it.
+//! clocks that drift within the drift margin, pauses (a replica simply takes no step), Redis
+//! faults, and Sentinel failovers that leave the old master writable. docs/MODEL.md explains
+//! it.
 //!
 //! `LEASEHOLD_MODEL_FULL=1` checks the longer configuration (3 replicas, every fault), `=3`,
 //! `=3f` and `=3h` smaller three-replica ones; `LEASEHOLD_MODEL_WITH=horizon=6,max_delayed=2`
@@ -10,12 +11,15 @@
 //! them in a release build (docs/MODEL.md).
 
 mod config;
+mod connection;
+mod delivery;
 // Observe and the string forms of terms serve the `lua_mirror` target.
 #[allow(dead_code)]
 mod mirror;
 mod progress;
 mod redis;
 mod replica;
+mod sentinels;
 mod symmetry;
 mod system;
 mod system_rename;
@@ -31,6 +35,7 @@ use stateright::{Checker, HasDiscoveries, Model};
 use config::Config;
 use mirror::Semantics;
 use progress::Progress;
+use sentinels::SentinelWord;
 use system::System;
 
 const ONE_GUARD: &str = "at most one replica's guard passes";
@@ -260,5 +265,57 @@ fn an_eviction_without_the_record_lets_two_guards_pass() {
     assert!(
         trace.contains("Evict"),
         "the trace shows the eviction:\n{trace}"
+    );
+}
+
+#[test]
+fn a_sentinel_failover_beside_a_writable_old_master_never_lets_two_guards_pass() {
+    let label = "Sentinel configuration";
+    let checker = explore(label, Config::sentinel(), HasDiscoveries::All);
+    for property in SAFETY {
+        if let Some(trace) = trace::counterexample(&*checker, property) {
+            panic!("{property}: counterexample\n{trace}");
+        }
+    }
+    assert!(
+        checker.discovery("a replica leads a second term").is_some(),
+        "{label}: no run reached a second term: the configuration is too small"
+    );
+    // Not vacuous: after the failover some replica leads on the promoted node.
+    let Some(trace) = trace::counterexample(&*checker, "a replica leads on the promoted node")
+    else {
+        panic!("{label}: no run led on the promoted node; the failover changes nothing");
+    };
+    println!("{label}: a term on the promoted node\n{trace}");
+}
+
+/// The pre-fix Sentinel words, in a configuration just big enough for their counterexample:
+/// one term each, no message delayed across a tick.
+fn sentinel_control(word: SentinelWord) -> Config {
+    Config {
+        sentinel_word: word,
+        max_terms: 1,
+        max_delayed: 0,
+        ..Config::sentinel()
+    }
+}
+
+#[test]
+fn one_sentinels_word_after_a_failover_lets_two_guards_pass() {
+    let config = sentinel_control(SentinelWord::FirstListed);
+    let trace = counterexample_for("pre-fix one Sentinel's word", config);
+    assert!(
+        trace.contains("Sentinel failover"),
+        "the trace shows the failover:\n{trace}"
+    );
+}
+
+#[test]
+fn a_connection_kept_from_before_a_failover_without_confirmation_lets_two_guards_pass() {
+    let config = sentinel_control(SentinelWord::Unconfirmed);
+    let trace = counterexample_for("pre-fix no confirmation", config);
+    assert!(
+        trace.contains("Sentinel failover"),
+        "the trace shows the failover:\n{trace}"
     );
 }

@@ -19,7 +19,7 @@ pub struct Redis {
     /// Stands for `run_id/master_replid`.
     pub server: u8,
     /// The dataset before the last write: what an asynchronous replica that missed that write
-    /// holds (kept only when failovers are in the configuration).
+    /// holds (kept only when failovers or Sentinel failovers are in the configuration).
     pub before_last_write: Option<Data>,
     pub evictions: u8,
     pub restarts_keeping_data: u8,
@@ -66,7 +66,8 @@ impl Redis {
         Redis {
             data,
             server: 0,
-            before_last_write: (config.failovers > 0).then_some(data),
+            before_last_write: (config.failovers > 0 || config.sentinel_failovers > 0)
+                .then_some(data),
             evictions: 0,
             restarts_keeping_data: 0,
             restarts_losing_data: 0,

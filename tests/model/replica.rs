@@ -10,6 +10,7 @@ use leasehold::elector::decide::{self, Seen, WatchdogStep};
 use leasehold::lease::Retry;
 
 use crate::config::{instant, timing};
+use crate::connection::Link;
 use crate::mirror::{AcquireReply, Name, RenewReply, Successor, Term};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -56,6 +57,8 @@ pub struct Replica {
     pub observed: Option<(Term, BootInstant)>,
     pub announced: bool,
     pub short_terms: u32,
+    /// Its connection: the node it reaches (`connection.rs`).
+    pub link: Link,
 }
 
 /// What a replica sends.
@@ -102,6 +105,7 @@ impl Replica {
             observed: None,
             announced: false,
             short_terms: 0,
+            link: Link::default(),
         }
     }
 

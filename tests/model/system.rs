@@ -6,30 +6,38 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use stateright::{Model, Property};
 
 use crate::config::Config;
+use crate::connection::initial_links;
 use crate::mirror::{AcquireReply, Name, RenewReply, Successor};
-use crate::redis::{Applied, Fault, Redis, touched_another_term};
+use crate::redis::{Fault, Redis};
 use crate::replica::{Ending, Replica, Request, Role};
+use crate::sentinels::{PROMOTED, Sentinels};
 use crate::symmetry;
 use leasehold::clock::BootInstant;
 use leasehold::elector::StepDownReason;
 
 /// A message in flight. Requests carry the instant their attempt was sent, so that a reply
-/// finds the attempt it answers (or nothing, when the sender gave up on it).
+/// finds the attempt it answers (or nothing, when the sender gave up on it); the Redis node
+/// they go to; and whether the Sentinels confirmed that node at the send instant, which the
+/// reply carries back (`connection.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Msg {
     ToRedis {
         from: u8,
         sent_at: BootInstant,
+        node: u8,
+        confirmed: bool,
         request: Request,
     },
     Acquired {
         to: u8,
         sent_at: BootInstant,
+        confirmed: bool,
         reply: AcquireReply,
     },
     Renewed {
         to: u8,
         sent_at: BootInstant,
+        confirmed: bool,
         reply: RenewReply,
     },
 }
@@ -49,6 +57,10 @@ pub enum Action {
     Fault(Fault),
     /// An operator asks the current term to hand over (`leasehold step-down [--to]`).
     RequestHandover(Successor),
+    /// Sentinel promotes the other node; the old master keeps running and writable.
+    SentinelFailover,
+    /// Sentinel `n` learns of the failover.
+    SentinelLearns(u8),
 }
 
 /// States are ordered field by field (derived), time and replicas first: the symmetry
@@ -71,6 +83,9 @@ pub struct State {
     pub handed_over_by: Option<u8>,
     /// Some replica led after another one handed over.
     pub handover_completed: bool,
+    /// The node a Sentinel failover promoted, beside the first master (`redis`).
+    pub promoted: Option<Redis>,
+    pub sentinels: Sentinels,
 }
 
 pub struct System {
@@ -79,7 +94,7 @@ pub struct System {
     /// stateright 0.31 records a discovery again for every later state that shows it, so the
     /// path it keeps would be one of the last found, not the first; each property reports
     /// only its first state, which breadth-first on one thread is a shortest path.
-    shown: [AtomicBool; 6],
+    shown: [AtomicBool; 7],
 }
 
 impl System {
@@ -97,11 +112,6 @@ impl System {
 }
 
 impl State {
-    fn send(&mut self, msg: Msg) {
-        let at = self.net.binary_search(&msg).unwrap_or_else(|i| i);
-        self.net.insert(at, msg);
-    }
-
     fn take(&mut self, msg: &Msg) -> bool {
         match self.net.binary_search(msg) {
             Ok(i) => {
@@ -112,138 +122,32 @@ impl State {
         }
     }
 
-    fn request(&mut self, from: u8, sent_at: BootInstant, request: Request) {
-        self.send(Msg::ToRedis {
-            from,
-            sent_at,
-            request,
-        });
+    pub fn send(&mut self, msg: Msg) {
+        let at = self.net.binary_search(&msg).unwrap_or_else(|i| i);
+        self.net.insert(at, msg);
     }
 
-    fn step_down(&mut self, n: usize, ending: impl Into<Ending>, max_terms: u8) {
+    pub fn step_down(&mut self, config: &Config, n: usize, ending: impl Into<Ending>) {
         let ending = ending.into();
         if ending.reason == StepDownReason::Handover {
             self.handed_over_by = Some(n as u8);
         }
         let now = self.replicas[n].now(self.time);
-        if let Some(release) = self.replicas[n].step_down(now, ending, max_terms) {
-            self.request(n as u8, now, release);
+        if let Some(release) = self.replicas[n].step_down(now, ending, config.max_terms) {
+            self.request(config, n as u8, now, release);
         }
-    }
-
-    /// Replicas whose guard would pass at this instant.
-    pub fn passing(&self) -> Vec<u8> {
-        self.replicas
-            .iter()
-            .filter(|r| r.check_passes(self.time))
-            .map(|r| r.id)
-            .collect()
-    }
-
-    fn deliver(&mut self, config: &Config, msg: Msg) {
-        match msg {
-            Msg::ToRedis {
-                from,
-                sent_at,
-                request,
-            } => {
-                // Keys whose TTL ran out are gone before the script runs: an expiry is no
-                // write of this message's.
-                self.redis.expire(self.time);
-                let before = self.redis.data;
-                match self.redis.apply(config.sem, self.time, from, request) {
-                    Applied::Acquire(reply) => {
-                        if let AcquireReply::Acquired { token } = reply {
-                            self.token_regressed |= token <= self.max_token;
-                            self.max_token = self.max_token.max(token);
-                        }
-                        let to = from;
-                        self.send(Msg::Acquired { to, sent_at, reply });
-                    }
-                    Applied::Renew(reply) => {
-                        if let Request::Renew { term } = request {
-                            self.stale_write |=
-                                touched_another_term(&before, &self.redis.data, term);
-                        }
-                        let to = from;
-                        self.send(Msg::Renewed { to, sent_at, reply });
-                    }
-                    Applied::Release(released) => {
-                        if let Request::Release { term, .. } = request {
-                            self.stale_write |=
-                                touched_another_term(&before, &self.redis.data, term);
-                        }
-                        // Pub/sub pushes the announcement to the followers as the release
-                        // runs (the model spares the network these messages: a follower that
-                        // hears late just wakes at the holder's TTL, as one that never hears).
-                        if let Some(term) = released {
-                            for to in (0..config.replicas).filter(|to| *to != from) {
-                                let replica = &mut self.replicas[usize::from(to)];
-                                let now = replica.now(self.time);
-                                replica.release_announced(now, term);
-                            }
-                        }
-                    }
-                }
-            }
-            Msg::Acquired { to, reply, .. } => {
-                if !self.awaited(&msg) {
-                    return;
-                }
-                let replica = &mut self.replicas[to as usize];
-                let now = replica.now(self.time);
-                replica.acquired(now, Some(reply));
-                if matches!(replica.role, Role::Leader(_))
-                    && self.handed_over_by.is_some_and(|by| by != to)
-                {
-                    self.handover_completed = true;
-                    self.handed_over_by = None;
-                }
-            }
-            Msg::Renewed { to, reply, .. } => {
-                if !self.awaited(&msg) {
-                    return;
-                }
-                let n = to as usize;
-                let now = self.replicas[n].now(self.time);
-                if let Err(reason) = self.replicas[n].renewed(now, Some(reply)) {
-                    self.step_down(n, reason, config.max_terms);
-                }
-            }
-        }
-    }
-
-    /// Whether the replica a reply goes to still waits for it: the attempt it answers is the
-    /// one in progress and has not timed out. A reply that is not awaited is dropped on
-    /// arrival, and never will be again (clocks only move on, and a new attempt starts at a
-    /// later instant than the one that timed out).
-    fn awaited(&self, msg: &Msg) -> bool {
-        match *msg {
-            Msg::ToRedis { .. } => true,
-            Msg::Acquired { to, sent_at, .. } => {
-                let replica = &self.replicas[usize::from(to)];
-                let timeout = crate::config::timing().acquire_timeout();
-                replica.role == (Role::Acquiring { sent_at })
-                    && replica.now(self.time) < sent_at.saturating_add(timeout)
-            }
-            Msg::Renewed { to, sent_at, .. } => {
-                let replica = &self.replicas[usize::from(to)];
-                let now = replica.now(self.time);
-                matches!(replica.role, Role::Leader(lead)
-                    if lead.renewing.is_some_and(|(s, timeout)| s == sent_at && now < s.saturating_add(timeout)))
-            }
-        }
-    }
-
-    /// Drops the replies nobody waits for any more: delivering one changes nothing, so the
-    /// network need not keep it (nor count it against the messages that may stay in flight).
-    fn drop_unawaited(&mut self) {
-        let net = std::mem::take(&mut self.net);
-        self.net = net.into_iter().filter(|m| self.awaited(m)).collect();
     }
 }
 
 impl System {
+    /// The least of `state`'s renamings, the one the checker keeps.
+    fn representative(&self, state: State) -> State {
+        symmetry::representative(state, self.config.replicas, |s: &State, r| {
+            symmetry::rename_replicas(&s.replicas, r)
+        })
+        .0
+    }
+
     /// One step from `last`, the replicas keeping their names (`next_state` then takes the
     /// representative of the result's renamings).
     pub fn step(&self, last: &State, action: Action) -> Option<State> {
@@ -258,28 +162,28 @@ impl System {
             Action::TryAcquire(n) => {
                 let now = s.replicas[n as usize].now(s.time);
                 let request = s.replicas[n as usize].try_acquire(now);
-                s.request(n, now, request);
+                s.request(c, n, now, request);
             }
             Action::AcquireTimedOut(n) => {
                 let now = s.replicas[n as usize].now(s.time);
                 s.replicas[n as usize].acquired(now, None);
+                s.discard_connection(c, n);
             }
             Action::Watchdog(n) => {
                 let now = s.replicas[n as usize].now(s.time);
                 match s.replicas[n as usize].watchdog(now) {
-                    Ok(request) => s.request(n, now, request),
-                    Err(reason) => s.step_down(n as usize, reason, c.max_terms),
+                    Ok(request) => s.request(c, n, now, request),
+                    Err(reason) => s.step_down(c, n as usize, reason),
                 }
             }
             Action::RenewTimedOut(n) => {
                 let now = s.replicas[n as usize].now(s.time);
+                s.discard_connection(c, n);
                 if let Err(reason) = s.replicas[n as usize].renewed(now, None) {
-                    s.step_down(n as usize, reason, c.max_terms);
+                    s.step_down(c, n as usize, reason);
                 }
             }
-            Action::WorkFails(n) => {
-                s.step_down(n as usize, StepDownReason::WorkFailed, c.max_terms)
-            }
+            Action::WorkFails(n) => s.step_down(c, n as usize, StepDownReason::WorkFailed),
             Action::Deliver(msg) => {
                 if !s.take(&msg) {
                     return None;
@@ -287,6 +191,8 @@ impl System {
                 s.deliver(c, msg);
             }
             Action::Fault(fault) => s.redis.suffer(fault),
+            Action::SentinelFailover => s.sentinel_failover(),
+            Action::SentinelLearns(sentinel) => s.sentinels.learn(sentinel),
             Action::RequestHandover(to) => {
                 s.handovers += 1;
                 if s.redis.request_handover(s.time, to).is_some() {
@@ -328,18 +234,33 @@ impl Model for System {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        vec![State {
-            time: 0,
-            replicas: (0..self.config.replicas).map(Replica::new).collect(),
-            redis: Redis::new(&self.config),
-            net: Vec::new(),
-            max_token: 0,
-            token_regressed: false,
-            stale_write: false,
-            handovers: 0,
-            handed_over_by: None,
-            handover_completed: false,
-        }]
+        let mut states: Vec<State> = initial_links(&self.config)
+            .into_iter()
+            .map(|links| State {
+                time: 0,
+                replicas: (0..self.config.replicas)
+                    .zip(links)
+                    .map(|(id, link)| Replica {
+                        link,
+                        ..Replica::new(id)
+                    })
+                    .collect(),
+                redis: Redis::new(&self.config),
+                net: Vec::new(),
+                max_token: 0,
+                token_regressed: false,
+                stale_write: false,
+                handovers: 0,
+                handed_over_by: None,
+                handover_completed: false,
+                promoted: None,
+                sentinels: Sentinels::default(),
+            })
+            .map(|s| self.representative(s))
+            .collect();
+        states.sort();
+        states.dedup();
+        states
     }
 
     fn actions(&self, state: &State, actions: &mut Vec<Action>) {
@@ -388,6 +309,12 @@ impl Model for System {
                     actions.push(Action::Fault(fault));
                 }
             }
+            if state.sentinels.failovers < c.sentinel_failovers {
+                actions.push(Action::SentinelFailover);
+            }
+            if let Some(sentinel) = state.sentinels.next_to_learn() {
+                actions.push(Action::SentinelLearns(sentinel));
+            }
             // To any replica, or to one named (not the holder: the command refuses that).
             if state.handovers < c.handovers
                 && let Some(term) = state.redis.live_term(state.time)
@@ -402,12 +329,8 @@ impl Model for System {
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
-        self.step(last, action).map(|next| {
-            symmetry::representative(next, self.config.replicas, |s: &State, r| {
-                symmetry::rename_replicas(&s.replicas, r)
-            })
-            .0
-        })
+        self.step(last, action)
+            .map(|next| self.representative(next))
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
@@ -449,6 +372,24 @@ impl Model for System {
             properties.push(Property::<Self>::sometimes(
                 "a handover completes",
                 |m, s: &State| m.first(4, s.handover_completed),
+            ));
+        }
+        if self.config.sentinel_failovers > 0 {
+            properties.push(Property::<Self>::sometimes(
+                "a replica leads on the promoted node",
+                // Its term is the one the promoted node's lease key holds, and its last call
+                // was answered there.
+                |m, s: &State| {
+                    let there = |r: &Replica| match (r.role, &s.promoted) {
+                        (Role::Leader(lead), Some(node)) => {
+                            r.link.node == PROMOTED
+                                && lead.renewing.is_none()
+                                && node.live_term(s.time) == Some(lead.term)
+                        }
+                        _ => false,
+                    };
+                    m.first(6, s.replicas.iter().any(there))
+                },
             ));
         }
         if self.config.eager {

@@ -10,20 +10,36 @@ impl Rename for Msg {
             Msg::ToRedis {
                 from,
                 sent_at,
+                node,
+                confirmed,
                 request,
             } => Msg::ToRedis {
                 from: r.id(from),
                 sent_at,
+                node,
+                confirmed,
                 request: request.rename(r),
             },
-            Msg::Acquired { to, sent_at, reply } => Msg::Acquired {
+            Msg::Acquired {
+                to,
+                sent_at,
+                confirmed,
+                reply,
+            } => Msg::Acquired {
                 to: r.id(to),
                 sent_at,
+                confirmed,
                 reply: reply.rename(r),
             },
-            Msg::Renewed { to, sent_at, reply } => Msg::Renewed {
+            Msg::Renewed {
+                to,
+                sent_at,
+                confirmed,
+                reply,
+            } => Msg::Renewed {
                 to: r.id(to),
                 sent_at,
+                confirmed,
                 reply: reply.rename(r),
             },
         }
@@ -41,7 +57,10 @@ impl Rename for Action {
             Action::WorkFails(n) => Action::WorkFails(r.id(n)),
             Action::Deliver(m) => Action::Deliver(m.rename(r)),
             Action::RequestHandover(to) => Action::RequestHandover(to.rename(r)),
-            other @ (Action::Tick | Action::Fault(_)) => other,
+            other @ (Action::Tick
+            | Action::Fault(_)
+            | Action::SentinelFailover
+            | Action::SentinelLearns(_)) => other,
         }
     }
 }
@@ -61,6 +80,9 @@ impl Rename for State {
             handovers: self.handovers,
             handed_over_by: self.handed_over_by.map(|n| r.id(n)),
             handover_completed: self.handover_completed,
+            // Nodes and Sentinels are not replicas; the promoted node's keys name replicas.
+            promoted: self.promoted.rename(r),
+            sentinels: self.sentinels,
         }
     }
 }

@@ -5,6 +5,7 @@ use std::fmt::Write;
 use stateright::Checker;
 
 use crate::mirror::Term;
+use crate::redis::Redis;
 use crate::replica::{Request, Role};
 use crate::symmetry::{self, Rename, Renaming};
 use crate::system::{Action, Msg, State, System};
@@ -17,33 +18,69 @@ fn secs(i: leasehold::clock::BootInstant) -> String {
     format!("{:.3}s", i.since_boot().as_secs_f64())
 }
 
-fn message(m: &Msg) -> String {
+/// A message; with `nodes` (a Sentinel failover is in the configuration) the node a request
+/// went to and whether its node was confirmed.
+fn message(m: &Msg, nodes: bool) -> String {
+    let sent = |text: String, node: u8, confirmed: bool| match (nodes, confirmed) {
+        (false, _) => text,
+        (true, true) => format!("{text} to node {node}"),
+        (true, false) => {
+            format!("{text} to node {node} (unconfirmed: the Sentinels' rule names another node)")
+        }
+    };
+    let answered = |text: String, confirmed: bool| {
+        if confirmed {
+            text
+        } else {
+            format!("{text} (unconfirmed: it dials again and resends)")
+        }
+    };
     match m {
-        Msg::ToRedis { from, request, .. } => match request {
-            Request::Acquire { observed: None } => format!("r{from}'s acquire"),
-            Request::Acquire { observed: Some(t) } => {
-                format!("r{from}'s acquire (observing {})", term(*t))
-            }
-            Request::Renew { term: t } => format!("r{from}'s renewal of {}", term(*t)),
-            Request::Release {
-                term: t,
-                reserve: None,
-            } => format!("r{from}'s release of {}", term(*t)),
-            Request::Release {
-                term: t,
-                reserve: Some(name),
-            } => format!(
-                "r{from}'s release of {}, reserving the next term for {}",
-                term(*t),
-                name.text()
-            ),
-        },
-        Msg::Acquired { to, reply, .. } => format!("acquire reply {reply:?} to r{to}"),
-        Msg::Renewed { to, reply, .. } => format!("renew reply {reply:?} to r{to}"),
+        Msg::ToRedis {
+            from,
+            request,
+            node,
+            confirmed,
+            ..
+        } => sent(
+            match request {
+                Request::Acquire { observed: None } => format!("r{from}'s acquire"),
+                Request::Acquire { observed: Some(t) } => {
+                    format!("r{from}'s acquire (observing {})", term(*t))
+                }
+                Request::Renew { term: t } => format!("r{from}'s renewal of {}", term(*t)),
+                Request::Release {
+                    term: t,
+                    reserve: None,
+                } => format!("r{from}'s release of {}", term(*t)),
+                Request::Release {
+                    term: t,
+                    reserve: Some(name),
+                } => format!(
+                    "r{from}'s release of {}, reserving the next term for {}",
+                    term(*t),
+                    name.text()
+                ),
+            },
+            *node,
+            *confirmed,
+        ),
+        Msg::Acquired {
+            to,
+            reply,
+            confirmed,
+            ..
+        } => answered(format!("acquire reply {reply:?} to r{to}"), *confirmed),
+        Msg::Renewed {
+            to,
+            reply,
+            confirmed,
+            ..
+        } => answered(format!("renew reply {reply:?} to r{to}"), *confirmed),
     }
 }
 
-pub fn action(a: &Action) -> String {
+fn action(a: &Action, nodes: bool) -> String {
     match a {
         Action::Tick => "one second passes".into(),
         Action::SlowTick(n) => format!("one second passes; r{n}'s clock runs slow and misses it"),
@@ -52,15 +89,48 @@ pub fn action(a: &Action) -> String {
         Action::Watchdog(n) => format!("r{n}'s watchdog wakes"),
         Action::RenewTimedOut(n) => format!("r{n} gives up waiting for its renewal"),
         Action::WorkFails(n) => format!("r{n}'s work fails"),
-        Action::Deliver(m) => format!("delivered: {}", message(m)),
+        Action::Deliver(m) => format!("delivered: {}", message(m, nodes)),
         Action::Fault(f) => format!("Redis fault: {f:?}"),
         Action::RequestHandover(to) => {
             format!("an operator asks for a handover to {}", to.text())
         }
+        Action::SentinelFailover => "Sentinel failover: node 1 promoted with the dataset as \
+            before node 0's last write and a new identity; node 0 keeps running and writable; \
+            Sentinel 1 names node 1"
+            .into(),
+        Action::SentinelLearns(n) => format!("Sentinel {n} learns of the failover"),
     }
 }
 
-pub fn state(s: &State) -> String {
+/// One Redis node: its identity, the lease key, the record, the handover keys.
+fn redis(redis: &Redis, time: u16) -> String {
+    let key = match redis.live_term(time) {
+        Some(t) => term(t),
+        None => "-".into(),
+    };
+    let record = match redis.data.record {
+        Some(r) => format!(
+            "{} until {}s (server {})",
+            r.term.map(term).unwrap_or_else(|| "-".into()),
+            r.term_until_us / 1_000_000,
+            r.server
+        ),
+        None => "none".into(),
+    };
+    let mut out = format!("redis {}: key {key}, record {record}", redis.server);
+    let now_us = u64::from(time) * 1_000_000;
+    let mut data = redis.data;
+    data.expire(now_us);
+    if let Some((request, _)) = data.handover {
+        let _ = write!(out, ", handover request `{}`", request.text());
+    }
+    if let Some((name, _)) = data.reserved {
+        let _ = write!(out, ", reserved for {}", name.text());
+    }
+    out
+}
+
+fn state(s: &State, nodes: bool) -> String {
     let mut out = format!("t={}s", s.time);
     for r in &s.replicas {
         let role = match r.role {
@@ -80,33 +150,31 @@ pub fn state(s: &State) -> String {
             Role::Done => "done".into(),
         };
         let _ = write!(out, " | r{} clock {}: {role}", r.id, secs(r.now(s.time)));
+        if nodes {
+            let dial = if r.link.dial { ", dials next" } else { "" };
+            let _ = write!(
+                out,
+                " (on node {}{dial}, lists Sentinel {} first)",
+                r.link.node, r.link.first
+            );
+        }
     }
-    let key = match s.redis.live_term(s.time) {
-        Some(t) => term(t),
-        None => "-".into(),
-    };
-    let record = match s.redis.data.record {
-        Some(r) => format!(
-            "{} until {}s (server {})",
-            r.term.map(term).unwrap_or_else(|| "-".into()),
-            r.term_until_us / 1_000_000,
-            r.server
-        ),
-        None => "none".into(),
-    };
-    let _ = write!(
-        out,
-        " | redis {}: key {key}, record {record}",
-        s.redis.server
-    );
-    let now_us = u64::from(s.time) * 1_000_000;
-    let mut data = s.redis.data;
-    data.expire(now_us);
-    if let Some((request, _)) = data.handover {
-        let _ = write!(out, ", handover request `{}`", request.text());
-    }
-    if let Some((name, _)) = data.reserved {
-        let _ = write!(out, ", reserved for {}", name.text());
+    if nodes {
+        let _ = write!(out, " | node 0 {}", redis(&s.redis, s.time));
+        if let Some(promoted) = &s.promoted {
+            let _ = write!(out, " | node 1 {}", redis(promoted, s.time));
+        }
+        let majority = match s.sentinels.majority() {
+            Some(node) => format!("node {node}"),
+            None => "none".into(),
+        };
+        let _ = write!(
+            out,
+            " | Sentinels name {:?} (majority: {majority})",
+            s.sentinels.views
+        );
+    } else {
+        let _ = write!(out, " | {}", redis(&s.redis, s.time));
     }
     let _ = write!(out, ", in flight {}", s.net.len());
     if s.token_regressed {
@@ -125,14 +193,15 @@ pub fn state(s: &State) -> String {
 pub fn counterexample(checker: &dyn Checker<System>, property: &'static str) -> Option<String> {
     let path = checker.discovery(property)?;
     let system = checker.model();
+    let nodes = system.config.sentinel_failovers > 0;
     let mut out = String::new();
     // `names[i]`: the first state's name of the replica that this state calls `i`.
     let mut names: Vec<u8> = (0..system.config.replicas).collect();
     for (i, (s, a)) in path.into_vec().into_iter().enumerate() {
         let shown = Renaming { to: &names };
-        let _ = writeln!(out, "  {:>2}. {}", i, state(&s.rename(&shown)));
+        let _ = writeln!(out, "  {:>2}. {}", i, state(&s.rename(&shown), nodes));
         if let Some(a) = a {
-            let _ = writeln!(out, "      -> {}", action(&a.rename(&shown)));
+            let _ = writeln!(out, "      -> {}", action(&a.rename(&shown), nodes));
             if let Some(next) = system.step(&s, a) {
                 let (_, to) =
                     symmetry::representative(next, system.config.replicas, |s: &State, r| {

@@ -1,0 +1,133 @@
+//! A replica's connection in the model: the node its requests go to, when it dials again, and
+//! the Redis nodes behind it (the first master, and the node a Sentinel failover promotes while
+//! the first keeps running and writable). It mirrors `src/lease/connection.rs`: a dial goes to
+//! the node the Sentinels' rule names (`sentinels.rs`); a call that timed out throws its
+//! connection away, so the next request dials; a command whose node is not confirmed throws its
+//! connection away too, and the same call dials again and sends the command anew (keeping the
+//! call's send instant for the deadlines) on the node named then.
+
+use crate::config::Config;
+use crate::redis::Redis;
+use crate::replica::Request;
+use crate::sentinels::{PROMOTED, SentinelWord};
+use crate::system::{Msg, State};
+use leasehold::clock::BootInstant;
+
+/// The server identity of the promoted node: another `run_id/master_replid` than any the first
+/// master has had.
+const PROMOTED_SERVER: u8 = 200;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Link {
+    /// The node the connection reaches.
+    pub node: u8,
+    /// The connection was thrown away: the next request dials first.
+    pub dial: bool,
+    /// The Sentinel the replica lists first (what a pre-fix word takes).
+    pub first: u8,
+}
+
+impl State {
+    /// Redis node `node`: 0 the first master, 1 the promoted one.
+    pub fn node_mut(&mut self, node: u8) -> Option<&mut Redis> {
+        match node {
+            0 => Some(&mut self.redis),
+            PROMOTED => self.promoted.as_mut(),
+            _ => None,
+        }
+    }
+
+    /// A Sentinel failover: node 1 is promoted with the dataset as before the first master's
+    /// last write and a new identity; the first master keeps running and taking writes; one
+    /// Sentinel names the new master.
+    pub fn sentinel_failover(&mut self) {
+        let data = self.redis.before_last_write.unwrap_or(self.redis.data);
+        self.promoted = Some(Redis {
+            data,
+            server: PROMOTED_SERVER,
+            before_last_write: None,
+            evictions: 0,
+            restarts_keeping_data: 0,
+            restarts_losing_data: 0,
+            failovers: 0,
+        });
+        self.sentinels.fail_over();
+    }
+
+    /// Where replica `n`'s request goes now and whether its reply will count: dials first
+    /// when the connection was thrown away. `None`: the dial found no master.
+    fn route(&mut self, config: &Config, n: u8) -> Option<(u8, bool)> {
+        let word = config.sentinel_word;
+        let sentinels = self.sentinels;
+        let link = &mut self.replicas[usize::from(n)].link;
+        if link.dial {
+            link.node = sentinels.dial(word, link.first)?;
+            link.dial = false;
+        }
+        Some((link.node, sentinels.confirms(word, link.first, link.node)))
+    }
+
+    /// Replica `n` sends `request` (its call's send instant `sent_at`) over its connection.
+    /// A dial that finds no master fails the call, which the replica then times out.
+    pub fn request(&mut self, config: &Config, n: u8, sent_at: BootInstant, request: Request) {
+        if let Some((node, confirmed)) = self.route(config, n) {
+            // A release is not confirmed: nothing waits on its reply.
+            let confirmed = confirmed || matches!(request, Request::Release { .. });
+            self.send(Msg::ToRedis {
+                from: n,
+                sent_at,
+                node,
+                confirmed,
+                request,
+            });
+        }
+    }
+
+    /// A call timed out: its connection is thrown away (only where there is a node to move to,
+    /// so that the other configurations' states stay as they were).
+    pub fn discard_connection(&mut self, config: &Config, n: u8) {
+        if config.sentinel_failovers > 0 {
+            self.replicas[usize::from(n)].link.dial = true;
+        }
+    }
+
+    /// A reply whose node was not confirmed: the connection is thrown away, and the same call
+    /// dials again and sends its command anew, with the call's send instant.
+    pub fn resend(&mut self, config: &Config, n: u8, sent_at: BootInstant, request: Request) {
+        self.replicas[usize::from(n)].link.dial = true;
+        self.request(config, n, sent_at, request);
+    }
+}
+
+/// The connections a run starts with, one list per initial state: not yet made; under a pre-fix
+/// word, each replica may list any Sentinel first (the deaf one, or one that hears of the
+/// failover).
+pub fn initial_links(config: &Config) -> Vec<Vec<Link>> {
+    let mut all = vec![Vec::new()];
+    let firsts: Vec<u8> =
+        if config.sentinel_failovers > 0 && config.sentinel_word != SentinelWord::Majority {
+            (0..crate::sentinels::SENTINELS as u8).collect()
+        } else {
+            vec![0]
+        };
+    // Nothing connects before the first call (`RedisLease::new`): the first request dials. The
+    // configurations without a Sentinel failover keep their states as they were.
+    let dial = config.sentinel_failovers > 0;
+    for _ in 0..config.replicas {
+        all = all
+            .into_iter()
+            .flat_map(|links: Vec<Link>| {
+                firsts.iter().map(move |first| {
+                    let mut longer = links.clone();
+                    longer.push(Link {
+                        first: *first,
+                        dial,
+                        ..Link::default()
+                    });
+                    longer
+                })
+            })
+            .collect();
+    }
+    all
+}
