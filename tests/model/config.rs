@@ -131,6 +131,15 @@ impl Config {
         }
     }
 
+    /// The Sentinel configuration with three replicas (`LEASEHOLD_MODEL_FULL=3s`): two of
+    /// them may follow the old master while the third leads on the promoted one.
+    pub fn sentinel_among_three() -> Config {
+        Config {
+            replicas: 3,
+            ..Config::sentinel()
+        }
+    }
+
     /// The handover configuration with three replicas (`LEASEHOLD_MODEL_FULL=3h`), where a
     /// reservation for one keeps the third out.
     pub fn handover_among_three() -> Config {

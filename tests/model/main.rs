@@ -111,7 +111,8 @@ fn search(
 
 /// The configuration to check: `LEASEHOLD_MODEL_FULL=1` for the full one, `=3` for the
 /// CI configuration's faults with three replicas, `=3f` for three replicas with more faults,
-/// `=3h` for a handover among three replicas, else the CI configuration.
+/// `=3s` for a Sentinel failover among three replicas, `=3h` for a handover among three
+/// replicas, else the CI configuration.
 fn chosen() -> (&'static str, Config) {
     match std::env::var("LEASEHOLD_MODEL_FULL").as_deref() {
         Ok("1") => ("full configuration", Config::full()),
@@ -119,6 +120,10 @@ fn chosen() -> (&'static str, Config) {
         Ok("3f") => (
             "three replicas, more faults",
             Config::three_replicas_more_faults(),
+        ),
+        Ok("3s") => (
+            "a Sentinel failover among three replicas",
+            Config::sentinel_among_three(),
         ),
         Ok("3h") => (
             "a handover among three replicas",
@@ -135,8 +140,6 @@ fn no_two_guards_pass_at_once_in_any_reachable_state() {
         Ok(overrides) => config.with(&overrides).unwrap_or_else(|e| panic!("{e}")),
         Err(_) => config,
     };
-    let config_handovers = config.handovers;
-    let config_restarts_losing_data = config.restarts_losing_data;
     // The flagged configurations are too big to keep a breadth-first frontier in memory; CI's
     // stays breadth-first, so that a counterexample there is a shortest one.
     let flagged = ["LEASEHOLD_MODEL_FULL", "LEASEHOLD_MODEL_WITH"]
@@ -147,54 +150,57 @@ fn no_two_guards_pass_at_once_in_any_reachable_state() {
     } else {
         Search::BreadthFirst
     };
+    holds_everywhere_and_reaches_its_faults(label, config, order);
+}
+
+/// Explores every state of `config`, fails on any safety counterexample, and requires the runs
+/// its faults promise (else the configuration would be too small to show anything): a second
+/// term; a term after a restart lost the data, so the horizon reaches past the cooldown; a
+/// completed handover; a term on the node a Sentinel failover promoted. Prints one run of each.
+fn holds_everywhere_and_reaches_its_faults(label: &str, config: Config, order: Search) {
+    let mut reaches = vec![(
+        "a replica leads a second term",
+        "no run reached a second term",
+    )];
+    if config.restarts_losing_data > 0 {
+        reaches.push((
+            "a replica leads after Redis lost its data",
+            "no run led again after Redis lost its data: the horizon ends inside the cooldown",
+        ));
+    }
+    if config.handovers > 0 {
+        reaches.push((
+            "a handover completes",
+            "no run completed a handover; the handover steps cannot be reached",
+        ));
+    }
+    if config.sentinel_failovers > 0 {
+        reaches.push((
+            "a replica leads on the promoted node",
+            "no run led on the promoted node; the failover changes nothing",
+        ));
+    }
     let checker = search(label, config, HasDiscoveries::All, order);
     for property in SAFETY {
         if let Some(trace) = trace::counterexample(&*checker, property) {
-            panic!("{property}: counterexample\n{trace}");
+            panic!("{label}: {property}: counterexample\n{trace}");
         }
     }
-    // Not vacuous: the faults and delays still let a replica lead again.
-    assert!(
-        checker.discovery("a replica leads a second term").is_some(),
-        "no run reached a second term: the configuration is too small to show anything"
-    );
-    if config_restarts_losing_data > 0 {
-        let Some(trace) =
-            trace::counterexample(&*checker, "a replica leads after Redis lost its data")
-        else {
-            panic!(
-                "{label}: no run led again after Redis lost its data: the horizon ends inside the cooldown"
-            );
+    for (property, missing) in reaches {
+        let Some(trace) = trace::counterexample(&*checker, property) else {
+            panic!("{label}: {missing}");
         };
-        println!("{label}: a term after Redis lost its data\n{trace}");
+        println!("{label}: {property}:\n{trace}");
     }
-    if config_handovers > 0 {
-        handover_completes(label, &*checker);
-    }
-}
-
-/// A handover can move leadership: the request, the step-down, the reservation and the
-/// successor's acquire all happen in some run (the shortest is printed).
-fn handover_completes(label: &str, checker: &dyn Checker<System>) {
-    let Some(trace) = trace::counterexample(checker, "a handover completes") else {
-        panic!("{label}: no run completed a handover; the handover steps cannot be reached");
-    };
-    println!("{label}: a completed handover\n{trace}");
 }
 
 #[test]
 fn a_handover_moves_leadership_and_never_lets_two_guards_pass() {
-    let checker = explore(
+    holds_everywhere_and_reaches_its_faults(
         "handover configuration",
         Config::handover(),
-        HasDiscoveries::All,
+        Search::BreadthFirst,
     );
-    for property in SAFETY {
-        if let Some(trace) = trace::counterexample(&*checker, property) {
-            panic!("{property}: counterexample\n{trace}");
-        }
-    }
-    handover_completes("handover configuration", &*checker);
 }
 
 #[test]
@@ -270,23 +276,11 @@ fn an_eviction_without_the_record_lets_two_guards_pass() {
 
 #[test]
 fn a_sentinel_failover_beside_a_writable_old_master_never_lets_two_guards_pass() {
-    let label = "Sentinel configuration";
-    let checker = explore(label, Config::sentinel(), HasDiscoveries::All);
-    for property in SAFETY {
-        if let Some(trace) = trace::counterexample(&*checker, property) {
-            panic!("{property}: counterexample\n{trace}");
-        }
-    }
-    assert!(
-        checker.discovery("a replica leads a second term").is_some(),
-        "{label}: no run reached a second term: the configuration is too small"
+    holds_everywhere_and_reaches_its_faults(
+        "Sentinel configuration",
+        Config::sentinel(),
+        Search::BreadthFirst,
     );
-    // Not vacuous: after the failover some replica leads on the promoted node.
-    let Some(trace) = trace::counterexample(&*checker, "a replica leads on the promoted node")
-    else {
-        panic!("{label}: no run led on the promoted node; the failover changes nothing");
-    };
-    println!("{label}: a term on the promoted node\n{trace}");
 }
 
 /// The pre-fix Sentinel words, in a configuration just big enough for their counterexample:
