@@ -74,6 +74,11 @@ fn the_quick_benchmark_writes_a_report_with_every_section_and_a_plot() {
         assert!(report.contains(heading), "no `{heading}` in:\n{report}");
     }
     assert!(report.contains("scripts/bench.sh"), "says how to reproduce");
+    assert!(
+        report.contains("| the Sentinel majority's cost, 1 client |")
+            && report.contains("through 3 Sentinels (a majority must name the master)"),
+        "the Sentinel rows are measured:\n{report}"
+    );
     assert!(report.contains("](bench/latency.svg)"), "links the plot");
     // Every table row has as many cells as its header.
     let mut columns = None;

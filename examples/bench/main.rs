@@ -47,6 +47,7 @@ use leasehold::elector::benchmark_only::FollowerStrategy;
 use crate::primitives::Amount;
 use crate::report::Results;
 use testbed::RedisServer;
+use testbed::sentinel::SentinelSet;
 
 #[derive(Parser)]
 #[command(about = "leasehold's benchmarks; writes the report and its plot")]
@@ -303,6 +304,21 @@ async fn run(cli: Cli) -> Result<()> {
         results
             .primitives
             .extend(primitives::compare(&url, n, many, rounds).await?);
+    }
+
+    progress(
+        started,
+        "primitives: leasehold directly and through 3 Sentinels",
+    );
+    {
+        let set = tokio::task::spawn_blocking(SentinelSet::start)
+            .await
+            .context("starting a master, a replica and three Sentinels")?;
+        let rounds = plan.prim_rounds;
+        let one = Amount::Cycles(plan.prim_cycles_one / rounds);
+        results
+            .primitives
+            .extend(primitives::sentinel_cost(&set.master.url(), &set.url(), one, rounds).await?);
     }
 
     let redis = start_redis().await?;

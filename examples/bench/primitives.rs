@@ -68,6 +68,37 @@ pub async fn compare(
     ])
 }
 
+/// The implementation name of leasehold's primitives against a Sentinel set's master, directly.
+pub const SENTINEL_DIRECT: &str = "leasehold, the master directly";
+/// The implementation name of leasehold's primitives through the set's three Sentinels.
+pub const SENTINEL_THROUGH: &str = "leasehold, through 3 Sentinels";
+
+/// What the Sentinel majority costs: leasehold's primitives with one client against a
+/// Sentinel set's master, directly (`direct`) and through its Sentinels (`through`, where each
+/// acquire and renewal asks every Sentinel beside the script), alternating in `rounds` rounds.
+/// Returns the direct run, then the one through the Sentinels.
+pub async fn sentinel_cost(
+    direct: &str,
+    through: &str,
+    amount: Amount,
+    rounds: usize,
+) -> Result<[PrimitiveRun; 2]> {
+    let (mut plain, mut majority) = (Raw::default(), Raw::default());
+    for round in 0..rounds {
+        if round % 2 == 0 {
+            plain.add(leasehold(direct, 1, amount).await?);
+            majority.add(leasehold(through, 1, amount).await?);
+        } else {
+            majority.add(leasehold(through, 1, amount).await?);
+            plain.add(leasehold(direct, 1, amount).await?);
+        }
+    }
+    Ok([
+        plain.finish(SENTINEL_DIRECT, 1),
+        majority.finish(SENTINEL_THROUGH, 1),
+    ])
+}
+
 /// Latencies per operation, whole cycles and the time they took, of one or more rounds.
 #[derive(Default)]
 struct Raw {

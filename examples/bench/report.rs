@@ -14,7 +14,7 @@ use crate::load;
 use crate::machine::{Machine, Versions};
 use crate::pause;
 use crate::physical::Physical;
-use crate::primitives::{OPS, PrimitiveRun};
+use crate::primitives::{OPS, PrimitiveRun, SENTINEL_DIRECT, SENTINEL_THROUGH};
 use crate::stats::{Summary, cells, count, count_above, ms, ratio, ratio_d};
 use crate::svg::{Panel, Series, cdf_plot};
 
@@ -270,6 +270,18 @@ fn summary(w: &mut String, r: &Results, plan: &Plan) {
             count(l.cycles_per_s),
             count(k.cycles_per_s),
             ratio(k.cycles_per_s, l.cycles_per_s)
+        );
+    }
+    if let (Some(d), Some(t)) = (
+        r.primitive(SENTINEL_DIRECT, 1).and_then(|x| x.ops[1]),
+        r.primitive(SENTINEL_THROUGH, 1).and_then(|x| x.ops[1]),
+    ) {
+        let _ = writeln!(
+            w,
+            "| `renew` p50, 1 client, through 3 Sentinels (a majority must name the master) | {} | directly on that master {} | {} |",
+            ms(t.p50),
+            ms(d.p50),
+            ratio_d(d.p50, t.p50)
         );
     }
     let biggest = plan.load_sizes.iter().copied().max().unwrap_or(1);
@@ -815,7 +827,7 @@ fn primitives_section(w: &mut String, r: &Results, plan: &Plan) {
     );
     for run in &r.primitives {
         for (i, (ours, theirs)) in OPS.iter().enumerate() {
-            let op = if run.implementation == "leasehold" {
+            let op = if run.implementation.starts_with("leasehold") {
                 ours
             } else {
                 theirs
@@ -834,7 +846,12 @@ fn primitives_section(w: &mut String, r: &Results, plan: &Plan) {
         w,
         "\n| comparison | clients | rslock ÷ leasehold, p50 | rslock ÷ leasehold, p99 |\n|---|---|---|---|"
     );
-    let mut clients: Vec<usize> = r.primitives.iter().map(|p| p.clients).collect();
+    let mut clients: Vec<usize> = r
+        .primitives
+        .iter()
+        .filter(|p| p.implementation == "leasehold")
+        .map(|p| p.clients)
+        .collect();
     clients.dedup();
     for c in &clients {
         let (Some(l), Some(k)) = (r.primitive("leasehold", *c), r.primitive("rslock", *c)) else {
@@ -854,6 +871,23 @@ fn primitives_section(w: &mut String, r: &Results, plan: &Plan) {
             ratio(k.cycles_per_s, l.cycles_per_s)
         );
     }
+    if let (Some(d), Some(t)) = (
+        r.primitive(SENTINEL_DIRECT, 1),
+        r.primitive(SENTINEL_THROUGH, 1),
+    ) {
+        let _ = writeln!(
+            w,
+            "\n| the Sentinel majority's cost, 1 client | through 3 Sentinels ÷ directly, p50 | p99 |\n|---|---|---|"
+        );
+        for (i, (ours, _)) in OPS.iter().enumerate() {
+            let _ = writeln!(
+                w,
+                "| `{ours}` | {} | {} |",
+                opt_ratio(t.ops[i].map(|x| x.p50), d.ops[i].map(|x| x.p50)),
+                opt_ratio(t.ops[i].map(|x| x.p99), d.ops[i].map(|x| x.p99))
+            );
+        }
+    }
     let _ = writeln!(
         w,
         "\nHow: each client has its own connection and its own key and runs whole cycles (take, extend, \
@@ -866,7 +900,12 @@ fn primitives_section(w: &mut String, r: &Results, plan: &Plan) {
          lease with `SET NX PX` and advances the fencing counter (floored at Redis's `TIME`); renew is \
          compare-and-`PEXPIRE`; release is compare-and-`DEL` plus a `PUBLISH` on the release channel. \
          rslock's lock is a bare `SET NX PX`, extend a compare-and-`SET PX` script, unlock a \
-         compare-and-`DEL` script, each behind a `tokio::sync::Mutex` of its lock manager.\n",
+         compare-and-`DEL` script, each behind a `tokio::sync::Mutex` of its lock manager. \
+         The Sentinel rows run one client against a master with one replica and three Sentinels, \
+         all local: directly on the master's URL, and through the `redis+sentinel://` URL, where \
+         every acquire and renewal also asks all three Sentinels for the master, beside the \
+         script, and needs a majority naming the node it ran on (release asks none); the two \
+         alternate in the same rounds.\n",
         plan.prim_rounds
     );
 }
