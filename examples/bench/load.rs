@@ -58,14 +58,29 @@ impl Row {
         self.sent.get("ping").copied().unwrap_or(0)
     }
 
-    /// Election commands per second of one idle follower (keepalive PINGs apart).
+    /// `INFO` calls: the eviction check's `INFO memory` (once per lease duration per elector)
+    /// and the `INFO server` / `INFO replication` that the acquire script runs inside Redis for
+    /// the server's identity. `INFO commandstats` counts both as `info`, so neither is told
+    /// from the other, and both are counted apart from the election's commands.
+    pub fn info(&self) -> u64 {
+        self.sent.get("info").copied().unwrap_or(0)
+    }
+
+    /// Election commands per second of one idle follower (keepalive PINGs and `INFO` apart).
     pub fn per_follower_per_s(&self) -> Option<f64> {
         let n = self.followers();
         (n > 0).then(|| {
-            self.total.saturating_sub(self.leader + self.keepalive()) as f64
+            self.total
+                .saturating_sub(self.leader + self.keepalive() + self.info()) as f64
                 / n as f64
                 / self.window.as_secs_f64()
         })
+    }
+
+    /// `INFO` calls per second of one idle follower, the leader's among them.
+    pub fn info_per_follower_per_s(&self) -> Option<f64> {
+        let n = self.followers();
+        (n > 0).then(|| self.info() as f64 / n as f64 / self.window.as_secs_f64())
     }
 
     /// Keepalive PINGs per second of one idle follower.

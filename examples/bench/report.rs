@@ -385,6 +385,14 @@ fn summary(w: &mut String, r: &Results, plan: &Plan) {
                 human(lt.lease_duration),
             );
         }
+        if let Some(v) = l.info_per_follower_per_s() {
+            let _ = writeln!(
+                w,
+                "  And `INFO`: {} per {} per follower: the eviction check's `INFO memory`, once per lease duration, and the `INFO server` and `INFO replication` that each acquire runs inside Redis for the server's identity (`INFO commandstats` counts them alike).",
+                count(v * lt.lease_duration.as_secs_f64()),
+                human(lt.lease_duration),
+            );
+        }
         let per = l.leader_per_s() * lt.retry_period.as_secs_f64();
         let _ = writeln!(
             w,
@@ -749,7 +757,10 @@ fn load_section(w: &mut String, r: &Results, plan: &Plan) {
          `INFO` is taken off). Commands that the lease scripts run inside Redis (`GET`, `SET`, \
          `PEXPIRE`, `PTTL`, …) are counted there too but were never sent, so they are left out; the \
          leader's renewals are told from the followers' tries by the `PEXPIRE` that only a renewal \
-         runs. A follower's figure is (all − leader) ÷ followers. Redis CPU is `used_cpu_user + \
+         runs. A follower's figure is (all − leader − keepalive `PING` − `INFO`) ÷ followers: \
+         `INFO` is left out because the acquire script's own `INFO server` and `INFO \
+         replication` inside Redis are counted as `info` like the clients' `INFO memory`, and the \
+         two cannot be told apart there. Redis CPU is `used_cpu_user + \
          used_cpu_sys` over the window. The handoff is a shutdown of the leader, counted until {} \
          after the successor led; \"beyond the idle rate\" subtracts what the idle window's rate \
          predicts for that interval.\n",
