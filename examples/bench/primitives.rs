@@ -44,24 +44,21 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 const WARMUP_CYCLES: usize = 50;
 
 /// Both implementations with `clients` concurrent clients, in `rounds` rounds of `amount`
-/// each; the order flips every round, so that the drift of a shared machine hits both alike.
-/// Returns leasehold's run, then rslock's.
+/// each. Returns leasehold's run, then rslock's.
 pub async fn compare(
     url: &str,
     clients: usize,
     amount: Amount,
     rounds: usize,
 ) -> Result<[PrimitiveRun; 2]> {
-    let (mut ours, mut theirs) = (Raw::default(), Raw::default());
-    for round in 0..rounds {
-        if round % 2 == 0 {
-            ours.add(leasehold(url, clients, amount).await?);
-            theirs.add(rslock(url, clients, amount).await?);
-        } else {
-            theirs.add(rslock(url, clients, amount).await?);
-            ours.add(leasehold(url, clients, amount).await?);
-        }
-    }
+    let (ours, theirs) = alternate(
+        Side::Leasehold(url),
+        Side::Rslock(url),
+        clients,
+        amount,
+        rounds,
+    )
+    .await?;
     Ok([
         ours.finish("leasehold", clients),
         theirs.finish("rslock", clients),
@@ -75,7 +72,7 @@ pub const SENTINEL_THROUGH: &str = "leasehold, through 3 Sentinels";
 
 /// What the Sentinel majority costs: leasehold's primitives with one client against a
 /// Sentinel set's master, directly (`direct`) and through its Sentinels (`through`, where each
-/// acquire and renewal asks every Sentinel beside the script), alternating in `rounds` rounds.
+/// acquire and renewal asks every Sentinel beside the script), in `rounds` rounds.
 /// Returns the direct run, then the one through the Sentinels.
 pub async fn sentinel_cost(
     direct: &str,
@@ -83,20 +80,56 @@ pub async fn sentinel_cost(
     amount: Amount,
     rounds: usize,
 ) -> Result<[PrimitiveRun; 2]> {
-    let (mut plain, mut majority) = (Raw::default(), Raw::default());
-    for round in 0..rounds {
-        if round % 2 == 0 {
-            plain.add(leasehold(direct, 1, amount).await?);
-            majority.add(leasehold(through, 1, amount).await?);
-        } else {
-            majority.add(leasehold(through, 1, amount).await?);
-            plain.add(leasehold(direct, 1, amount).await?);
-        }
-    }
+    let (plain, majority) = alternate(
+        Side::Leasehold(direct),
+        Side::Leasehold(through),
+        1,
+        amount,
+        rounds,
+    )
+    .await?;
     Ok([
         plain.finish(SENTINEL_DIRECT, 1),
         majority.finish(SENTINEL_THROUGH, 1),
     ])
+}
+
+/// One side of a comparison: an implementation and the URL it runs on.
+#[derive(Clone, Copy)]
+enum Side<'a> {
+    Leasehold(&'a str),
+    Rslock(&'a str),
+}
+
+impl Side<'_> {
+    async fn run(self, clients: usize, amount: Amount) -> Result<Raw> {
+        match self {
+            Side::Leasehold(url) => leasehold(url, clients, amount).await,
+            Side::Rslock(url) => rslock(url, clients, amount).await,
+        }
+    }
+}
+
+/// `a` and `b` with `clients` clients each, in `rounds` rounds of `amount`; the order flips
+/// every round, so that the drift of a shared machine hits both alike.
+async fn alternate(
+    a: Side<'_>,
+    b: Side<'_>,
+    clients: usize,
+    amount: Amount,
+    rounds: usize,
+) -> Result<(Raw, Raw)> {
+    let (mut first, mut second) = (Raw::default(), Raw::default());
+    for round in 0..rounds {
+        if round % 2 == 0 {
+            first.add(a.run(clients, amount).await?);
+            second.add(b.run(clients, amount).await?);
+        } else {
+            second.add(b.run(clients, amount).await?);
+            first.add(a.run(clients, amount).await?);
+        }
+    }
+    Ok((first, second))
 }
 
 /// Latencies per operation, whole cycles and the time they took, of one or more rounds.
