@@ -118,9 +118,10 @@ fn redis(redis: &Redis, time: u16) -> String {
         None => "none".into(),
     };
     let mut out = format!("redis {}: key {key}, record {record}", redis.server);
-    let now_us = u64::from(time) * 1_000_000;
-    let mut data = redis.data;
-    data.expire(now_us);
+    // The keys as a script would see them now: those whose TTL ran out are gone.
+    let mut now = *redis;
+    now.expire(time);
+    let data = now.data;
     if let Some((request, _)) = data.handover {
         let _ = write!(out, ", handover request `{}`", request.text());
     }
