@@ -122,6 +122,11 @@ impl State {
         }
     }
 
+    /// Whether `replica` leads in the term that `node`'s live lease key holds.
+    fn leads_on(&self, node: &Redis, replica: &Replica) -> bool {
+        matches!(replica.role, Role::Leader(lead) if node.live_term(self.time) == Some(lead.term))
+    }
+
     pub fn send(&mut self, msg: Msg) {
         let at = self.net.binary_search(&msg).unwrap_or_else(|i| i);
         self.net.insert(at, msg);
@@ -360,10 +365,7 @@ impl Model for System {
                 "a replica leads after Redis lost its data",
                 |m, s: &State| {
                     let on_new_data = s.redis.restarts_losing_data > 0
-                        && s.redis.live_term(s.time).is_some_and(|t| {
-                            matches!(&s.replicas[usize::from(t.owner)].role,
-                                Role::Leader(lead) if lead.term == t)
-                        });
+                        && s.replicas.iter().any(|r| s.leads_on(&s.redis, r));
                     m.first(5, on_new_data)
                 },
             ));
@@ -384,7 +386,7 @@ impl Model for System {
                         (Role::Leader(lead), Some(node)) => {
                             r.link.node == PROMOTED
                                 && lead.renewing.is_none()
-                                && node.live_term(s.time) == Some(lead.term)
+                                && s.leads_on(node, r)
                         }
                         _ => false,
                     };
