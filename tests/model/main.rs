@@ -220,8 +220,9 @@ fn a_replica_leads_once_faults_stop_under_fair_scheduling() {
 }
 
 /// The negative controls: a pre-fix protocol, the configuration that breaks it, and the
-/// shortest trace to two guards passing at once.
-fn counterexample_for(label: &str, config: Config) -> String {
+/// shortest trace to two guards passing at once, which must show `step` (the fault or message
+/// the defect needs).
+fn counterexample_for(label: &str, config: Config, step: &str, what: &str) {
     let checker = explore(
         label,
         config,
@@ -232,7 +233,7 @@ fn counterexample_for(label: &str, config: Config) -> String {
         panic!("{label}: the checker found no counterexample; the model cannot see the defect");
     };
     println!("{label}: shortest counterexample\n{trace}");
-    trace
+    assert!(trace.contains(step), "the trace shows {what}:\n{trace}");
 }
 
 #[test]
@@ -249,11 +250,7 @@ fn a_late_release_compared_per_process_lets_two_guards_pass() {
         },
         ..Config::ci()
     };
-    let trace = counterexample_for("pre-fix late release", config);
-    assert!(
-        trace.contains("release of"),
-        "the trace shows the release:\n{trace}"
-    );
+    counterexample_for("pre-fix late release", config, "release of", "the release");
 }
 
 #[test]
@@ -268,11 +265,7 @@ fn an_eviction_without_the_record_lets_two_guards_pass() {
         },
         ..Config::ci()
     };
-    let trace = counterexample_for("no state record", config);
-    assert!(
-        trace.contains("Evict"),
-        "the trace shows the eviction:\n{trace}"
-    );
+    counterexample_for("no state record", config, "Evict", "the eviction");
 }
 
 #[test]
@@ -298,19 +291,21 @@ fn sentinel_control(word: SentinelWord) -> Config {
 #[test]
 fn one_sentinels_word_after_a_failover_lets_two_guards_pass() {
     let config = sentinel_control(SentinelWord::FirstListed);
-    let trace = counterexample_for("pre-fix one Sentinel's word", config);
-    assert!(
-        trace.contains("Sentinel failover"),
-        "the trace shows the failover:\n{trace}"
+    counterexample_for(
+        "pre-fix one Sentinel's word",
+        config,
+        "Sentinel failover",
+        "the failover",
     );
 }
 
 #[test]
 fn a_connection_kept_from_before_a_failover_without_confirmation_lets_two_guards_pass() {
     let config = sentinel_control(SentinelWord::Unconfirmed);
-    let trace = counterexample_for("pre-fix no confirmation", config);
-    assert!(
-        trace.contains("Sentinel failover"),
-        "the trace shows the failover:\n{trace}"
+    counterexample_for(
+        "pre-fix no confirmation",
+        config,
+        "Sentinel failover",
+        "the failover",
     );
 }
