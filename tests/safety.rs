@@ -14,10 +14,10 @@ use leasehold::elector::benchmark_only::FollowerStrategy;
 use leasehold::elector::{Elector, Leadership, Role, Timing};
 use leasehold::lease::{Acquired, LeaseError, LeaseOptions, Released};
 use support::contenders::{
-    ActionLog, Contender, Did, acting_work, assert_no_overlap, fast_timing, lease, lease_with,
-    unique_lease,
+    ActionLog, ChildContender, Contender, Did, acting_work, assert_no_overlap, fast_timing, lease,
+    lease_with, unique_lease,
 };
-use support::timings::{FIFTEEN_SECOND_TERM, THREE_SECOND_TERM};
+use support::timings::{FIFTEEN_SECOND_TERM, TEN_SECOND_TERM_SLOW_RETRY, THREE_SECOND_TERM};
 use testbed::proxy::{Fault, FaultProxy};
 use testbed::redis_server::RedisServer;
 use testbed::wait::{eventually, until};
@@ -333,4 +333,103 @@ async fn work_that_fails_at_once_does_not_spin_through_terms() {
 
 fn a_key(name: &str) -> String {
     format!("leasehold:{{{name}}}")
+}
+
+/// TTL 2 s, renew deadline 1.4 s, retry 400 ms: a contender configured much shorter than
+/// [`TEN_SECOND_TERM_SLOW_RETRY`], as in a rolling change of `--lease-duration` or a
+/// `leasehold lock` beside a Deployment configured longer.
+const SHORT: Timing = Timing {
+    lease_duration: Duration::from_secs(2),
+    renew_deadline: Duration::from_millis(1400),
+    retry_period: Duration::from_millis(400),
+    drift_factor: 0.01,
+};
+
+/// Waits until `c` renewed (its validity deadline moved), so that a fault right after it falls
+/// as far from its next renewal as the retry period allows.
+async fn just_renewed(c: &Contender) {
+    let mut status = c.status.clone();
+    let before = status.borrow().role.clone();
+    until("a renewal", &mut status, Duration::from_secs(10), |s| {
+        matches!(s.role, Role::Leader { .. }) && s.role != before
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_longer_term_ends_before_a_shorter_configured_replica_leads_after_a_flush() {
+    let redis = RedisServer::start();
+    let name = unique_lease("mixed-flush");
+    let log: ActionLog = Arc::default();
+    // The leader renews every 3 s for 10 s; a replica that starts after the data loss runs 2 s.
+    let long = acting_replica(&redis, &name, "pod-long", TEN_SECOND_TERM_SLOW_RETRY, &log);
+    // The first term on a fresh Redis waits out one lease duration of cooldown.
+    eventually("the first term", Duration::from_secs(20), || async {
+        long.is_leader().then_some(())
+    })
+    .await;
+    just_renewed(&long).await;
+    redis.cmd::<String>(&["FLUSHALL"]);
+    let short = acting_replica(&redis, &name, "pod-short", SHORT, &log);
+    eventually(
+        "the short-configured replica to lead",
+        Duration::from_secs(15),
+        || async { short.is_leader().then_some(()) },
+    )
+    .await;
+    short.shutdown().await;
+    long.shutdown().await;
+    assert_no_overlap(&log.lock().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_that_saw_a_longer_term_keeps_the_cooldown_as_long_as_that_term() {
+    let redis = RedisServer::start();
+    let name = unique_lease("mixed-paused");
+    let long = TEN_SECOND_TERM_SLOW_RETRY;
+    // The long-configured leader is a child process, so that it can be frozen.
+    let leader = ChildContender::spawn(&redis.url(), &name, "pod-long", long, true);
+    leader.wait_line("the first term", Duration::from_secs(20), |l| {
+        l.starts_with("leader token=")
+    });
+    let log: ActionLog = Arc::default();
+    // A follower configured shorter sees the long term before the data loss.
+    let follower = acting_replica(&redis, &name, "pod-follower", SHORT, &log);
+    let mut seen = follower.status.clone();
+    until(
+        "the follower to see the leader",
+        &mut seen,
+        Duration::from_secs(10),
+        |s| s.leader_identity() == Some("pod-long"),
+    )
+    .await;
+    // The leader freezes and Redis loses everything; a replica that
+    // knows nothing of the long term starts, configured short too.
+    let frozen_at = BootInstant::now();
+    leader.signal(nix::sys::signal::Signal::SIGSTOP);
+    redis.cmd::<String>(&["FLUSHALL"]);
+    let fresh = acting_replica(&redis, &name, "pod-fresh", SHORT, &log);
+    // The frozen leader's term may last until a lease duration after the freeze: nobody else
+    // may lead before then.
+    let valid_until = frozen_at.saturating_add(long.validity());
+    let first = eventually(
+        "a new leader after the flush",
+        Duration::from_secs(20),
+        || async {
+            log.lock()
+                .unwrap()
+                .iter()
+                .find(|a| a.did == Did::Start)
+                .map(|a| a.at)
+        },
+    )
+    .await;
+    leader.signal(nix::sys::signal::Signal::SIGCONT);
+    assert!(
+        first >= valid_until,
+        "a replica led {:?} before the frozen leader's term could end",
+        first.until(valid_until)
+    );
+    fresh.shutdown().await;
+    follower.shutdown().await;
 }

@@ -109,8 +109,10 @@ impl Elector {
                     break (Ending { reason: StepDownReason::Unhealthy, detail, hand_to: None }, true);
                 }
                 to = leadership.handover_asked() => break (Ending::handover(to), true),
-                // A handover request was nudged on the channel: renew now, and the renewal reads
-                // the request (which names the term it is for) in the same step.
+                // A handover request was nudged on the channel, or a data loss told: renew now.
+                // The renewal reads the request (which names the term it is for) in the same
+                // step; after a data loss it finds the lease gone, and the term ends at once
+                // instead of at the next renewal, long before the cooldown does.
                 Ok(()) = nudges.changed() => {}
                 joined = &mut work_task => {
                     let ended = work_ending(joined);

@@ -30,6 +30,9 @@ pub(crate) enum Wakeup {
     Released(String),
     /// The channel was (re)subscribed: a release may have been missed while it was not.
     Resubscribed,
+    /// An acquire found that Redis lost its data and started the cooldown: try at once, so
+    /// that the cooldown covers the longest lease duration this follower knows.
+    DataLoss,
 }
 
 /// A wake-up and the instant it is due (a release waits out this follower's herd delay).
@@ -193,6 +196,12 @@ async fn listen(
                 Some(release) if release.nudged_term().is_some() => {
                     heard = Instant::now();
                     nudges.send_modify(|n| *n = n.wrapping_add(1));
+                }
+                // A leader renews at once and finds its lease gone; a follower tries at once.
+                Some(release) if release.tells_data_loss() => {
+                    heard = Instant::now();
+                    nudges.send_modify(|n| *n = n.wrapping_add(1));
+                    wake(wakeups, Wakeup::DataLoss, Duration::ZERO);
                 }
                 Some(release) => {
                     heard = Instant::now();

@@ -131,6 +131,10 @@ pub struct LeaseKeys {
     /// A handover's reservation: `<prefix>{<name>}:reserved`, value the identity that alone may
     /// acquire, with a TTL of about a retry period.
     pub reserved: String,
+    /// The longest lease duration of the lease's recent terms, and when the last data loss was
+    /// found: `<prefix>{<name>}:longest`, no TTL. Contenders may run different lease durations
+    /// (a rolling change of `--lease-duration`); the data-loss cooldown covers the longest.
+    pub longest: String,
 }
 
 impl LeaseKeys {
@@ -145,6 +149,7 @@ impl LeaseKeys {
             channel: format!("{lease}:released"),
             handover: format!("{lease}:handover"),
             reserved: format!("{lease}:reserved"),
+            longest: format!("{lease}:longest"),
             lease,
         })
     }

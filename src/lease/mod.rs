@@ -39,7 +39,7 @@ pub use options::{LeaseOptions, Secret, WaitReplicas, minimal_acl_rule};
 pub use outcome::{
     Acquired, CooldownState, EvictionPolicy, Grant, Holder, Observation, Released, Renewed,
 };
-pub use pubsub::{HANDOVER_NUDGE, Release, ReleaseSubscription};
+pub use pubsub::{DATA_LOSS_NOTICE, HANDOVER_NUDGE, Release, ReleaseSubscription};
 use reply::{int, millis, parse_acquire, parse_observe, parse_renew, protocol, text};
 #[doc(hidden)]
 pub use scripts::source as script_source;
@@ -56,6 +56,10 @@ pub struct RedisLease {
     cooldown_on_data_loss: bool,
     wait_replicas: Option<WaitReplicas>,
     subscriptions: std::sync::atomic::AtomicUsize,
+    /// The longest lease duration, in ms, that Redis said a term of this lease runs (a live
+    /// claim in `:longest`, see the scripts): should Redis lose its data, this owner's cooldown
+    /// covers it, even though the key that said so is gone.
+    longest_seen: std::sync::atomic::AtomicU64,
     clock: SharedClock,
 }
 
@@ -92,6 +96,7 @@ impl RedisLease {
             cooldown_on_data_loss: options.cooldown_on_data_loss,
             wait_replicas: options.wait_replicas,
             subscriptions: std::sync::atomic::AtomicUsize::new(0),
+            longest_seen: std::sync::atomic::AtomicU64::new(0),
             clock: options.clock,
         })
     }
@@ -177,6 +182,13 @@ impl RedisLease {
         &self.clock
     }
 
+    /// The longest lease duration that Redis has said a term of this lease runs with (zero
+    /// until an acquire was answered). Contenders may run different lease durations; should
+    /// Redis lose its data, this owner's data-loss cooldown covers the longest it was told.
+    pub fn longest_seen(&self) -> Duration {
+        Duration::from_millis(self.longest_seen.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     /// Tries to take the lease for `ttl`.
     pub async fn acquire(&self, ttl: Duration, timeout: Duration) -> Result<Acquired, LeaseError> {
         self.acquire_observing(ttl, timeout, None).await
@@ -195,6 +207,7 @@ impl RedisLease {
         const OP: &str = "acquire";
         let observed = holder.map(Holder::term_value).unwrap_or_default();
         let observed = observed.as_str();
+        let cover = millis(ttl.max(self.longest_seen()));
         let sent_at = self.clock.now();
         self.call(OP, timeout, |mut live| async move {
             let mut conn = live.conn.clone();
@@ -204,18 +217,25 @@ impl RedisLease {
                     .key(&self.keys.fence)
                     .key(&self.keys.state)
                     .key(&self.keys.reserved)
+                    .key(&self.keys.longest)
                     .arg(self.owner.as_str())
                     .arg(millis(ttl))
                     .arg(if self.cooldown_on_data_loss { "1" } else { "0" })
                     .arg(observed)
                     .arg(self.owner.identity())
+                    .arg(cover)
+                    .arg(&self.keys.channel)
                     .invoke_async::<Value>(&mut conn)
                     .await
             };
             let (reply, confirmed) = tokio::join!(script, self.conn.confirm_master(OP, &live));
             let reply = reply.map_err(self.fail(OP))?;
-            let acquired =
+            let (acquired, longest) =
                 parse_acquire(&reply, sent_at, ttl).ok_or_else(|| protocol(OP, &reply))?;
+            self.longest_seen.fetch_max(
+                u64::try_from(longest.as_millis()).unwrap_or(u64::MAX),
+                std::sync::atomic::Ordering::Relaxed,
+            );
             if let Err(replaced) = confirmed {
                 // The node is no longer the master Sentinel names: the term does not count.
                 // Give it back there, best effort, by its own term value.
@@ -261,6 +281,7 @@ impl RedisLease {
                             .key(&self.keys.lease)
                             .key(&self.keys.state)
                             .key(&self.keys.handover)
+                            .key(&self.keys.longest)
                             .arg(term)
                             .arg(millis(ttl))
                             .invoke_async::<Value>(&mut conn)

@@ -29,16 +29,29 @@ pub struct Release {
 /// term value holds no whitespace, so no release announcement reads like one.
 pub const HANDOVER_NUDGE: &str = "handover ";
 
+/// How the notice of a data loss starts on the release channel: `data-loss <cooldown ms>`,
+/// published by the acquire that found the loss and started the cooldown. A leader renews at
+/// once on it (and so finds its lease gone); a follower tries at once, so that the cooldown
+/// covers the longest lease duration it knows.
+pub const DATA_LOSS_NOTICE: &str = "data-loss ";
+
 impl Release {
     /// The term a handover nudge names, when this message is one and not a release.
     pub fn nudged_term(&self) -> Option<&str> {
         self.term.strip_prefix(HANDOVER_NUDGE)
     }
 
+    /// Whether this message is the notice of a data loss, not a release.
+    pub fn tells_data_loss(&self) -> bool {
+        self.term.starts_with(DATA_LOSS_NOTICE)
+    }
+
     /// Reads an announcement: the term, optionally followed by a space and the subscriber
     /// count. A term holds no whitespace (owner ids refuse it), so the split is unambiguous.
+    /// A data-loss notice is kept whole.
     pub fn parse(payload: &str) -> Self {
-        if let Some((term, count)) = payload.rsplit_once(' ')
+        if !payload.starts_with(DATA_LOSS_NOTICE)
+            && let Some((term, count)) = payload.rsplit_once(' ')
             && !term.is_empty()
             && let Ok(count) = count.parse::<u32>()
         {
@@ -169,6 +182,26 @@ mod tests {
         ];
         for (payload, want) in nudges {
             assert_eq!(Release::parse(payload).nudged_term(), want, "{payload:?}");
+        }
+        // payload -> a data-loss notice (kept whole: its number is no subscriber count)
+        let losses = [
+            ("data-loss 15000", true),
+            ("data-loss", false),
+            ("pod-a-1b4e#17 3", false),
+            ("handover pod-a-1b4e#17", false),
+        ];
+        for (payload, want) in losses {
+            let release = Release::parse(payload);
+            assert_eq!(release.tells_data_loss(), want, "{payload:?}");
+            if want {
+                assert_eq!(
+                    release,
+                    Release {
+                        term: payload.to_owned(),
+                        subscribers: None
+                    }
+                );
+            }
         }
     }
 }

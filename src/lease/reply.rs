@@ -47,15 +47,19 @@ fn remaining(pttl: i64) -> Option<Duration> {
     u64::try_from(pttl).ok().map(Duration::from_millis)
 }
 
+/// Maps an acquire reply to its outcome and the longest lease duration of a live claim that
+/// the script saw (zero for none): every reply ends with it.
 pub(super) fn parse_acquire(
     reply: &Value,
     sent_at: BootInstant,
     ttl: Duration,
-) -> Option<Acquired> {
+) -> Option<(Acquired, Duration)> {
     let Value::Array(items) = reply else {
         return None;
     };
-    match (text(items.first()?)?.as_str(), &items[1..]) {
+    let (longest, items) = items.split_last()?;
+    let longest = Duration::from_millis(u64::try_from(int(longest)?).ok()?);
+    let acquired = match (text(items.first()?)?.as_str(), &items[1..]) {
         ("ACQUIRED", [t]) => Some(Acquired::Leader(Grant {
             token: token(t)?,
             sent_at,
@@ -73,7 +77,8 @@ pub(super) fn parse_acquire(
             remaining: remaining(int(pttl)?).unwrap_or_default(),
         }),
         _ => None,
-    }
+    }?;
+    Some((acquired, longest))
 }
 
 /// Maps a renew reply (see the renew script): 1 or 2 held (2 after putting the key back), 0 not
@@ -228,8 +233,24 @@ mod tests {
             (Value::Int(1), None),
         ];
         for (reply, want) in cases {
-            assert_eq!(parse_acquire(&reply, at, ttl), want, "{reply:?}");
+            // Every reply ends with the longest live claim.
+            let Value::Array(mut items) = reply else {
+                assert_eq!(parse_acquire(&reply, at, ttl), None, "{reply:?}");
+                continue;
+            };
+            items.push(Value::Int(10_000));
+            let reply = Value::Array(items);
+            assert_eq!(
+                parse_acquire(&reply, at, ttl),
+                want.map(|a| (a, Duration::from_secs(10))),
+                "{reply:?}"
+            );
         }
+        // Without it, or with a negative one, the reply is not the script's.
+        let bare = Value::Array(vec![bulk("ACQUIRED"), Value::Int(7)]);
+        assert_eq!(parse_acquire(&bare, at, ttl), None);
+        let negative = Value::Array(vec![bulk("ACQUIRED"), Value::Int(7), Value::Int(-1)]);
+        assert_eq!(parse_acquire(&negative, at, ttl), None);
     }
 
     #[test]

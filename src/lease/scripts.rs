@@ -24,6 +24,18 @@ use redis::Script;
 ///   the term, acquire refuses until its expiry, and the holder's renewal puts the key back.
 ///   Whatever removes keys without a TTL (`FLUSHDB`, `allkeys-*` eviction) removes the record
 ///   too, and the cooldown covers that.
+///
+/// Beside it, the key `:longest` (no TTL) holds `<ms> <claim_until_us> <loss_us>`: the longest
+/// lease duration of the lease's recent terms, until when that claim stands, and when the last
+/// data loss was found (0 for none). Contenders may run different lease durations (a rolling
+/// change of `--lease-duration`, a `leasehold lock` beside a Deployment configured longer), and
+/// a term of the longest may be valid when the loss is found, so the cooldown covers the longest
+/// duration known: the caller's own, the one it remembers (`RedisLease` keeps the longest it
+/// was told), and this key's. Each acquire and renewal claims its own duration: it raises a
+/// shorter claim, and keeps an equal one standing a lease duration ahead by writing it two lease
+/// durations ahead, so a holder writes it about once per lease duration, not at every renewal.
+/// A longer claim stands until it runs out; then a shorter holder's replaces it, so a change to
+/// a shorter duration takes effect.
 const RECORD: &str = r#"
 local function now_us()
   local t = redis.call('TIME')
@@ -46,32 +58,65 @@ end
 local function write_record(key, r)
   redis.call('SET', key, r.server .. ' ' .. string.format('%d', r.cool) .. ' ' .. r.term .. ' ' .. string.format('%d', r.term_until))
 end
+local function read_longest(key)
+  local raw = redis.call('GET', key)
+  if not raw then return nil end
+  local ms, claim_until, loss = string.match(raw, '^(%d+) (%d+) (%d+)$')
+  if not ms then return nil end
+  return {ms = tonumber(ms), claim_until = tonumber(claim_until), loss = tonumber(loss)}
+end
+local function write_longest(key, l)
+  redis.call('SET', key, string.format('%d', l.ms) .. ' ' .. string.format('%d', l.claim_until) .. ' ' .. string.format('%d', l.loss))
+end
+local function claim_longest(key, ttl_ms, now)
+  local l = read_longest(key) or {ms = 0, claim_until = 0, loss = 0}
+  if l.claim_until > now and (l.ms > ttl_ms or (l.ms == ttl_ms and l.claim_until >= now + ttl_ms * 1000)) then
+    return
+  end
+  l.ms = ttl_ms
+  l.claim_until = now + 2 * ttl_ms * 1000
+  write_longest(key, l)
+end
 "#;
 
 /// Acquire.
 ///
-/// KEYS: lease, fence, state record, handover reservation. ARGV: owner id, ttl in ms, `1` to
-/// cool down after data loss or `0` not to, the term value of a holder this follower saw and whose TTL has not run
-/// out by the follower's own clock (empty for none): client-go's observed-time rule, for what the
-/// record cannot show (the record gone with the key, or its expiry passed early because the Redis
-/// host's clock stepped forward), and our identity (a reservation names one). A term that the
-/// record names is free only once the record says so (its release clears it) or its expiry
-/// passed and nobody still observes it.
+/// KEYS: lease, fence, state record, handover reservation, longest. ARGV: owner id, ttl in ms,
+/// `1` to cool down after data loss or `0` not to, the term value of a holder this follower saw
+/// and whose TTL has not run out by the follower's own clock (empty for none): client-go's
+/// observed-time rule, for what the record cannot show (the record gone with the key, or its
+/// expiry passed early because the Redis host's clock stepped forward), our identity (a
+/// reservation names one), the longest lease duration in ms that the caller knows a term of
+/// this lease to run, and the channel. A term that the record names is free only once the
+/// record says so (its release clears it) or its expiry passed and nobody still observes it.
 ///
-/// Replies:
-/// - `{"ACQUIRED", token}`; the lease then holds `<owner id>#<token>`, the term value.
-/// - `{"HELD", term_value, pttl_ms, source}` where `source` is `KEY`, or `RECORD` when the lease
-///   key is gone before its time and the record still names an unexpired term.
-/// - `{"COOLDOWN", remaining_ms, started}` where `started` is 1 when this call found the data
-///   loss and started the cooldown.
-/// - `{"RESERVED", identity, pttl_ms}`: the lease is free, but a handover reserved it for
-///   `identity` for that long. The winner of a reserved term clears the reservation.
+/// The cooldown after a data loss covers the longest lease duration known (see `:longest`
+/// above). The call that finds the loss announces it on the channel (`data-loss <ms>`): a
+/// leader renews at once (and so finds its lease gone), and every follower tries at once, so
+/// that one that knows a longer duration than the finder makes the cooldown cover it, counted
+/// from the instant of the loss.
+///
+/// Replies, each ending with the longest lease duration of a live claim in ms (0 for none):
+/// - `{"ACQUIRED", token, longest}`; the lease then holds `<owner id>#<token>`, the term value.
+/// - `{"HELD", term_value, pttl_ms, source, longest}` where `source` is `KEY`, or `RECORD` when
+///   the lease key is gone before its time and the record still names an unexpired term.
+/// - `{"COOLDOWN", remaining_ms, started, longest}` where `started` is 1 when this call found
+///   the data loss and started the cooldown.
+/// - `{"RESERVED", identity, pttl_ms, longest}`: the lease is free, but a handover reserved it
+///   for `identity` for that long. The winner of a reserved term clears the reservation.
 const ACQUIRE: &str = r#"
 local now = now_us()
 local ttl_ms = tonumber(ARGV[2])
 local server = server_identity()
 local record = read_record(KEYS[3])
 local observed = ARGV[4]
+local longest = read_longest(KEYS[5])
+local cover = math.max(ttl_ms, tonumber(ARGV[6]) or 0)
+local live = 0
+if longest then
+  cover = math.max(cover, longest.ms)
+  if longest.claim_until > now then live = longest.ms end
+end
 if record == nil or record.server ~= server then
   -- The record is missing, unreadable, or was written by another Redis process or dataset: a
   -- lease that an old leader still believes in may have been lost. A term the record names
@@ -81,12 +126,26 @@ if record == nil or record.server ~= server then
   if record == nil and observed ~= '' then r.term = observed end
   r.server = server
   r.cool = now
-  if ARGV[3] == '1' then r.cool = now + ttl_ms * 1000 end
+  if ARGV[3] == '1' then r.cool = now + cover * 1000 end
   write_record(KEYS[3], r)
-  if ARGV[3] == '1' then return {'COOLDOWN', ttl_ms, 1} end
+  if ARGV[3] == '1' then
+    local l = longest or {ms = 0, claim_until = 0}
+    l.loss = now
+    write_longest(KEYS[5], l)
+    redis.call('PUBLISH', ARGV[7], 'data-loss ' .. string.format('%d', cover))
+    return {'COOLDOWN', cover, 1, live}
+  end
   record = r
 elseif record.cool > now then
-  return {'COOLDOWN', math.ceil((record.cool - now) / 1000), 0}
+  -- A cooldown runs: it covers what this caller knows too, from the instant of the loss (or
+  -- from now, should that instant be gone).
+  local from = now
+  if longest and longest.loss > 0 and longest.loss <= now then from = longest.loss end
+  if ARGV[3] == '1' and from + cover * 1000 > record.cool then
+    record.cool = from + cover * 1000
+    write_record(KEYS[3], record)
+  end
+  return {'COOLDOWN', math.ceil((record.cool - now) / 1000), 0, live}
 end
 
 local mine = ARGV[1] .. '#'
@@ -95,13 +154,13 @@ local function ours(value)
 end
 local current = redis.call('GET', KEYS[1])
 if current and not ours(current) then
-  return {'HELD', current, redis.call('PTTL', KEYS[1]), 'KEY'}
+  return {'HELD', current, redis.call('PTTL', KEYS[1]), 'KEY', live}
 end
 if not current and record.term ~= '-' and not ours(record.term) then
   if record.term_until > now then
-    return {'HELD', record.term, math.ceil((record.term_until - now) / 1000), 'RECORD'}
+    return {'HELD', record.term, math.ceil((record.term_until - now) / 1000), 'RECORD', live}
   elseif record.term == observed then
-    return {'HELD', record.term, -2, 'RECORD'}
+    return {'HELD', record.term, -2, 'RECORD', live}
   end
 end
 
@@ -109,7 +168,7 @@ end
 -- until the reservation runs out.
 local reserved = redis.call('GET', KEYS[4])
 if reserved and reserved ~= ARGV[5] then
-  return {'RESERVED', reserved, redis.call('PTTL', KEYS[4])}
+  return {'RESERVED', reserved, redis.call('PTTL', KEYS[4]), live}
 end
 
 -- Free, or an earlier term of our own that Redis still keeps (a release that never landed):
@@ -133,8 +192,9 @@ redis.call('SET', KEYS[1], term, 'PX', ARGV[2])
 record.term = term
 record.term_until = now + ttl_ms * 1000
 write_record(KEYS[3], record)
+claim_longest(KEYS[5], ttl_ms, now)
 if reserved then redis.call('DEL', KEYS[4]) end
-return {'ACQUIRED', token}
+return {'ACQUIRED', token, live}
 "#;
 
 /// Renew: compare-and-PEXPIRE on the term value, and the record's expiry with it. A lease key
@@ -146,7 +206,9 @@ return {'ACQUIRED', token}
 /// so that a request made while the leader's subscription is down is still seen at its next
 /// renewal.
 ///
-/// KEYS: lease, state record, handover request. ARGV: term value, ttl in ms.
+/// The renewal claims the term's lease duration in `:longest` (see above).
+///
+/// KEYS: lease, state record, handover request, longest. ARGV: term value, ttl in ms.
 /// Reply: 1 held, 2 held after putting the vanished key back, 0 not ours; `{1 or 2, to}` when
 /// held and a handover of this term was requested (`to` an identity, or `-` for anyone).
 const RENEW: &str = r#"
@@ -161,18 +223,22 @@ end
 local current = redis.call('GET', KEYS[1])
 local record = read_record(KEYS[2])
 if current == ARGV[1] then
+  local now = now_us()
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   if record then
     record.term = ARGV[1]
-    record.term_until = now_us() + tonumber(ARGV[2]) * 1000
+    record.term_until = now + tonumber(ARGV[2]) * 1000
     write_record(KEYS[2], record)
   end
+  claim_longest(KEYS[4], tonumber(ARGV[2]), now)
   return answer(1)
 end
 if current == false and record and record.term == ARGV[1] and record.server == server_identity() then
+  local now = now_us()
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  record.term_until = now_us() + tonumber(ARGV[2]) * 1000
+  record.term_until = now + tonumber(ARGV[2]) * 1000
   write_record(KEYS[2], record)
+  claim_longest(KEYS[4], tonumber(ARGV[2]), now)
   return answer(2)
 end
 return 0
