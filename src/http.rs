@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
-use crate::elector::{Candidacy, Eviction, Role, Status, Watchers};
+use crate::elector::{Candidacy, Eviction, EvictionRefusal, Role, Status, Watchers};
 pub use crate::leader_view::{CandidacyView, EvictionView, LeaderView, RedisView, StepDownView};
 use crate::metrics::Metrics;
 
@@ -118,11 +118,15 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
             .map(|s| format!("; last step-down: {}", s.reason))
             .unwrap_or_default()
     };
-    let redis_error = status
-        .redis
-        .last_error
-        .as_deref()
-        .filter(|_| !status.redis.reachable);
+    // An error Redis answered with (out of memory, a missing permission) says what it is;
+    // one without an answer is the link's.
+    let redis_error = status.redis.last_error.as_deref().map(|error| {
+        if status.redis.reachable {
+            error.to_owned()
+        } else {
+            format!("redis unreachable: {error}")
+        }
+    });
     let not = match mode {
         ReadinessMode::Leader => "not the leader",
         ReadinessMode::Member => "not ready",
@@ -142,23 +146,54 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
     if !status.candidacy.stands() {
         return out(candidacy_words(&status.candidacy));
     }
-    if status.redis.refused_for_eviction {
-        return out(format!(
-            "redis may evict the lease ({}); --redis-eviction refuse keeps this replica out of the election",
-            eviction_words(&status.redis.eviction)
-        ));
+    match status.redis.eviction_refusal {
+        Some(EvictionRefusal::Asked) => {
+            return out(format!(
+                "redis may evict the lease ({}); --redis-eviction refuse keeps this replica out of the election",
+                eviction_words(&status.redis.eviction)
+            ));
+        }
+        Some(EvictionRefusal::Unsafe) => {
+            return out(format!(
+                "redis may evict the lease's state record ({}) and --no-data-loss-cooldown is set: two replicas could lead, so this replica stays out of the election",
+                eviction_words(&status.redis.eviction)
+            ));
+        }
+        None => {}
     }
     if let Some(error) = redis_error {
-        return out(format!("redis unreachable: {error}"));
+        return out(error);
     }
+    if let Some(blocked) = &status.redis.blocked {
+        return out(format!(
+            "`{}` holds `{}` and never expires (not written by leasehold): nobody leads until it is deleted",
+            blocked.key, blocked.value
+        ));
+    }
+    let cooldown = match &status.role {
+        Role::Follower {
+            cooldown: Some(left),
+            ..
+        } => format!(
+            "; cooling down for {} ms more: Redis lost the lease's state record (a restart without its data, FLUSHALL, a failover{}), and nobody leads until a lease duration has passed",
+            left.as_millis(),
+            match &status.redis.eviction {
+                crate::elector::Eviction::Read(p) if p.policy.starts_with("allkeys-") => {
+                    format!(", or `{}` eviction under maxmemory", p.policy)
+                }
+                _ => String::new(),
+            }
+        ),
+        _ => String::new(),
+    };
     match (mode, &status.role) {
-        (ReadinessMode::Leader, _) => out(format!("{}{}", leader(), last_step())),
+        (ReadinessMode::Leader, _) => out(format!("{}{}{cooldown}", leader(), last_step())),
         (ReadinessMode::Member, Role::Starting) => out("starting".into()),
         (ReadinessMode::Member, _) if !status.redis.reachable => {
             out("redis unreachable: no answer yet".into())
         }
         (ReadinessMode::Member, Role::Leader { .. }) if leading => (true, "member: leader".into()),
-        (ReadinessMode::Member, _) => (true, format!("member: {}", leader())),
+        (ReadinessMode::Member, _) => (true, format!("member: {}{cooldown}", leader())),
     }
 }
 
@@ -415,7 +450,7 @@ mod tests {
         assert_eq!(json["redis"]["eviction"]["may_evict"], true);
         assert_eq!(json["redis"]["eviction"]["refused"], false);
         // --redis-eviction refuse: out of the election, and readiness says why.
-        s.redis.refused_for_eviction = true;
+        s.redis.eviction_refusal = Some(EvictionRefusal::Asked);
         let why = "redis may evict the lease (maxmemory 3145728 bytes, maxmemory-policy allkeys-lru); --redis-eviction refuse keeps this replica out of the election";
         assert_eq!(
             readiness(&s, ReadinessMode::Member, false),

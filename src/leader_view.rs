@@ -74,6 +74,22 @@ pub struct RedisView {
     pub last_error: Option<String>,
     /// Redis's eviction policy, when it could be read.
     pub eviction: Option<EvictionView>,
+    /// A key that leasehold did not write and that never expires, keeping everyone from
+    /// leading.
+    pub blocked: Option<BlockedView>,
+}
+
+/// A key that blocks the lease, in `/leader`.
+#[derive(Debug, Serialize)]
+pub struct BlockedView {
+    /// `lease` (the lease key) or `reservation` (the handover reservation).
+    pub what: &'static str,
+    /// The key.
+    pub key: String,
+    /// What it holds.
+    pub value: String,
+    /// The Redis command that clears it, once you know nobody relies on it.
+    pub clear: String,
 }
 
 /// Redis's eviction policy in `/leader`.
@@ -146,10 +162,16 @@ impl LeaderView {
                         policy: p.policy.clone(),
                         maxmemory: p.maxmemory,
                         may_evict: p.may_evict(),
-                        refused: status.redis.refused_for_eviction,
+                        refused: status.redis.eviction_refusal.is_some(),
                     }),
                     _ => None,
                 },
+                blocked: status.redis.blocked.as_ref().map(|b| BlockedView {
+                    what: b.which.as_label(),
+                    key: b.key.clone(),
+                    value: b.value.clone(),
+                    clear: format!("DEL {}", b.key),
+                }),
             },
             candidacy: CandidacyView {
                 state: status.candidacy.as_label(),

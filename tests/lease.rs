@@ -255,7 +255,10 @@ async fn a_key_of_the_wrong_type_is_a_clear_error() {
     let err = a.acquire(TTL, CALL).await.unwrap_err();
     assert!(matches!(err, LeaseError::WrongType { .. }), "{err:?}");
     let text = err.to_string();
-    assert!(text.contains("holds the wrong kind of value"), "{text}");
+    assert!(
+        text.contains(&format!("`{}` holds a hash, not a string", a.keys().lease)),
+        "{text}"
+    );
     assert!(
         text.contains(&a.keys().lease),
         "the message names the key: {text}"

@@ -21,15 +21,31 @@ pub struct StatusView {
     pub holder: Option<String>,
     /// The holder's owner id, if any.
     pub owner: Option<String>,
-    /// The last fencing token handed out.
+    /// The holder's term's token (absent for a value that leasehold did not write).
     pub token: Option<u64>,
+    /// The last fencing token handed out.
+    pub last_token: Option<u64>,
     /// Milliseconds before the lease expires unless renewed (absent without a TTL).
     pub expires_in_ms: Option<u64>,
+    /// The lease key has no TTL: not written by leasehold, and nobody leads until it is
+    /// deleted.
+    pub never_expires: bool,
+    /// A handover reserved the next term for this identity.
+    pub reserved_for: Option<String>,
+    /// Milliseconds left on that reservation (absent without a TTL).
+    pub reserved_ms: Option<u64>,
+    /// The reservation has no TTL: not written by leasehold; nobody else leads until it is
+    /// deleted.
+    pub reservation_never_expires: bool,
     /// `idle`, `running` or `pending` (the next acquire starts one).
     pub cooldown: &'static str,
     /// Milliseconds left in a running cooldown.
     pub cooldown_ms: Option<u64>,
 }
+
+/// What a key without TTL says in the text output.
+const NEVER: &str =
+    "never expires: not written by leasehold; nobody else leads until it is deleted";
 
 impl StatusView {
     /// The view of an observation.
@@ -39,17 +55,20 @@ impl StatusView {
             CooldownState::Running(left) => ("running", Some(left.as_millis() as u64)),
             CooldownState::Pending => ("pending", None),
         };
+        let holder = seen.holder.as_ref();
+        let ms = |d: Duration| d.as_millis() as u64;
         Self {
             lease: lease.to_string(),
             lease_key: lease_key.to_owned(),
-            holder: seen.holder.as_ref().map(|h| h.identity().to_owned()),
-            owner: seen.holder.as_ref().map(|h| h.owner.clone()),
-            token: seen.token.map(|t| t.0),
-            expires_in_ms: seen
-                .holder
-                .as_ref()
-                .and_then(|h| h.remaining)
-                .map(|d| d.as_millis() as u64),
+            holder: holder.map(|h| h.identity().to_owned()),
+            owner: holder.map(|h| h.owner.clone()),
+            token: holder.and_then(|h| h.token).map(|t| t.0),
+            last_token: seen.token.map(|t| t.0),
+            expires_in_ms: holder.and_then(|h| h.remaining).map(ms),
+            never_expires: holder.is_some_and(|h| h.remaining.is_none() && !h.vanished),
+            reserved_for: seen.reserved.as_ref().map(|(who, _)| who.clone()),
+            reserved_ms: seen.reserved.as_ref().and_then(|(_, left)| left.map(ms)),
+            reservation_never_expires: seen.reserved.as_ref().is_some_and(|(_, l)| l.is_none()),
             cooldown,
             cooldown_ms,
         }
@@ -58,33 +77,47 @@ impl StatusView {
     /// Aligned text for people.
     pub fn text(&self) -> String {
         let dash = || "-".to_owned();
-        let rows = [
+        let human = |ms: u64| humantime::format_duration(Duration::from_millis(ms)).to_string();
+        let mut rows = vec![
             ("lease", format!("{} ({})", self.lease, self.lease_key)),
             (
                 "holder",
                 match (&self.holder, &self.owner) {
+                    (Some(h), Some(o)) if h == o => {
+                        format!("`{o}`, a value leasehold did not write")
+                    }
                     (Some(h), Some(o)) => format!("{h} (owner id {o})"),
                     _ => "none".to_owned(),
                 },
             ),
             ("token", self.token.map_or_else(dash, |t| t.to_string())),
             (
-                "expires in",
-                self.expires_in_ms.map_or_else(dash, |ms| {
-                    humantime::format_duration(Duration::from_millis(ms)).to_string()
-                }),
+                "last token",
+                self.last_token.map_or_else(dash, |t| t.to_string()),
             ),
             (
-                "cooldown",
-                match self.cooldown_ms {
-                    Some(ms) => format!(
-                        "running, {} left",
-                        humantime::format_duration(Duration::from_millis(ms))
-                    ),
-                    None => self.cooldown.to_owned(),
+                "expires in",
+                match self.expires_in_ms {
+                    Some(ms) => human(ms),
+                    None if self.never_expires => NEVER.to_owned(),
+                    None => dash(),
                 },
             ),
         ];
+        if let Some(who) = &self.reserved_for {
+            let left = match self.reserved_ms {
+                Some(ms) => format!("for {}", human(ms)),
+                None => NEVER.to_owned(),
+            };
+            rows.push(("reserved", format!("for {who}, {left}")));
+        }
+        rows.extend([(
+            "cooldown",
+            match self.cooldown_ms {
+                Some(ms) => format!("running, {} left", human(ms)),
+                None => self.cooldown.to_owned(),
+            },
+        )]);
         rows.iter().map(|(k, v)| format!("{k:<11} {v}\n")).collect()
     }
 }
@@ -130,6 +163,7 @@ mod tests {
             }),
             token: Some(FencingToken(42)),
             cooldown: CooldownState::Idle,
+            reserved: None,
         };
         let view = StatusView::of(&name, "leasehold:{shop/web}", &seen);
         let text = view.text();
@@ -143,5 +177,37 @@ mod tests {
         assert_eq!(json["holder"], "web-a");
         assert_eq!(json["expires_in_ms"], 13_200);
         assert_eq!(json["cooldown"], "idle");
+    }
+
+    #[test]
+    fn a_key_without_ttl_is_said_to_never_expire_and_keeps_the_fences_token_apart() {
+        let name = LeaseName::new("shop/web").unwrap();
+        let seen = Observation {
+            holder: Some(Holder {
+                owner: "garbage".into(),
+                remaining: None,
+                token: None,
+                vanished: false,
+            }),
+            token: Some(FencingToken(42)),
+            cooldown: CooldownState::Idle,
+            reserved: Some(("web-b".into(), None)),
+        };
+        let view = StatusView::of(&name, "leasehold:{shop/web}", &seen);
+        let text = view.text();
+        for want in [
+            "holder      `garbage`, a value leasehold did not write",
+            "token       -\n",
+            "last token  42",
+            "expires in  never expires: not written by leasehold",
+            "reserved    for web-b, never expires",
+        ] {
+            assert!(text.contains(want), "{want:?} in\n{text}");
+        }
+        let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(json["never_expires"], true);
+        assert_eq!(json["reservation_never_expires"], true);
+        assert_eq!(json["token"], serde_json::Value::Null);
+        assert_eq!(json["last_token"], 42);
     }
 }

@@ -220,6 +220,7 @@ mod tests {
             holder,
             token: None,
             cooldown: CooldownState::Idle,
+            reserved: None,
         }
     }
 

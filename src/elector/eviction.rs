@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
-use super::{Eviction, Observer, Status, Timing, decide};
+use super::{Eviction, EvictionRefusal, Observer, Status, Timing, decide};
 use crate::lease::{EvictionPolicy, RedisLease};
 
 /// What to do when Redis may evict the lease.
@@ -46,7 +46,7 @@ pub(crate) fn spawn(
             tokio::select! {
                 biased;
                 _ = stop.cancelled() => return,
-                _ = seen.wait_for(|s| s.redis.reachable) => {}
+                _ = seen.wait_for(|s| s.redis.reachable && s.redis.last_error.is_none()) => {}
             }
             let read = tokio::select! {
                 biased;
@@ -91,17 +91,29 @@ fn record(
     status: &watch::Sender<Status>,
     eviction: Eviction,
 ) {
-    let refused = decide::refuses_for_eviction(mode, &eviction);
+    let refused = refusal(mode, &eviction, lease.cools_down_on_data_loss());
     let mut changed_to: Option<Eviction> = None;
+    let mut newly_unsafe = false;
     status.send_if_modified(|s| {
-        let changed = s.redis.eviction != eviction || s.redis.refused_for_eviction != refused;
+        let changed = s.redis.eviction != eviction || s.redis.eviction_refusal != refused;
         if decide::eviction_news(&s.redis.eviction, &eviction) {
             changed_to = Some(eviction.clone());
         }
+        newly_unsafe = refused == Some(EvictionRefusal::Unsafe)
+            && s.redis.eviction_refusal != Some(EvictionRefusal::Unsafe);
         s.redis.eviction = eviction.clone();
-        s.redis.refused_for_eviction = refused;
+        s.redis.eviction_refusal = refused;
         changed
     });
+    if newly_unsafe && let Eviction::Read(read) = &eviction {
+        error!(
+            identity = %lease.owner().identity(),
+            lease = %lease.name(),
+            policy = %read.policy,
+            maxmemory = read.maxmemory,
+            "redis evicts keys without a TTL (maxmemory-policy allkeys-*), which takes the lease's state record, and the data-loss cooldown is off (--no-data-loss-cooldown): two replicas could lead; refusing to take part until the cooldown is on or the policy is noeviction or volatile-*"
+        );
+    }
     let Some(Eviction::Read(read)) = changed_to else {
         return;
     };
@@ -114,10 +126,130 @@ fn record(
             lease = %name,
             policy = %policy,
             maxmemory,
-            refuse = refused,
+            refuse = refused.is_some(),
             "redis may evict the lease under memory pressure (maxmemory with an evicting policy); give leases a redis with maxmemory-policy noeviction"
         );
     } else {
         info!(%identity, lease = %name, policy = %policy, maxmemory, "redis does not evict keys");
+    }
+}
+
+/// Whether this replica stays out of the election for what was read of the eviction policy, and
+/// why: an `allkeys-*` policy without the data-loss cooldown always (known to make two leaders);
+/// else only with [`EvictionMode::Refuse`], and only when Redis is known to be able to evict.
+fn refusal(mode: EvictionMode, eviction: &Eviction, cooldown: bool) -> Option<EvictionRefusal> {
+    match eviction {
+        Eviction::Read(read) if read.may_evict_record() && !cooldown => {
+            Some(EvictionRefusal::Unsafe)
+        }
+        _ if mode == EvictionMode::Refuse && eviction.may_evict() => Some(EvictionRefusal::Asked),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(maxmemory: u64, policy: &str) -> Eviction {
+        Eviction::Read(EvictionPolicy {
+            maxmemory,
+            policy: policy.to_owned(),
+        })
+    }
+
+    #[test]
+    fn refuse_mode_with_an_evicting_redis_or_allkeys_without_the_cooldown_stays_out() {
+        use EvictionMode::*;
+        use EvictionRefusal::*;
+        let unreadable = Eviction::Unreadable {
+            reason: "NOPERM".into(),
+        };
+        let evicting = read(1 << 30, "allkeys-lru");
+        // (mode, what was read, cooldown on) -> stays out, and why
+        let cases = [
+            (
+                Refuse,
+                evicting.clone(),
+                true,
+                Some(Asked),
+                "a limit and an evicting policy",
+            ),
+            (
+                Refuse,
+                read(1 << 30, "volatile-ttl"),
+                true,
+                Some(Asked),
+                "volatile policies take the lease key too",
+            ),
+            (
+                Refuse,
+                read(0, "allkeys-lru"),
+                true,
+                None,
+                "no limit, no eviction",
+            ),
+            (
+                Refuse,
+                read(1 << 30, "noeviction"),
+                true,
+                None,
+                "a limit that never evicts",
+            ),
+            (
+                Refuse,
+                unreadable.clone(),
+                true,
+                None,
+                "not known to evict: take part",
+            ),
+            (
+                Refuse,
+                Eviction::NotRead,
+                true,
+                None,
+                "not read yet: take part",
+            ),
+            (Warn, evicting.clone(), true, None, "warn mode only says so"),
+            (
+                Warn,
+                unreadable.clone(),
+                true,
+                None,
+                "and stays in whatever was read",
+            ),
+            (
+                Warn,
+                evicting.clone(),
+                false,
+                Some(Unsafe),
+                "allkeys without the cooldown is refused in any mode",
+            ),
+            (
+                Refuse,
+                evicting,
+                false,
+                Some(Unsafe),
+                "and named for what it is",
+            ),
+            (
+                Warn,
+                read(1 << 30, "volatile-lru"),
+                false,
+                None,
+                "volatile policies keep the record",
+            ),
+            (
+                Warn,
+                read(0, "allkeys-random"),
+                false,
+                None,
+                "no limit, no eviction",
+            ),
+            (Warn, unreadable, false, None, "unknown: take part"),
+        ];
+        for (mode, eviction, cooldown, want, why) in cases {
+            assert_eq!(refusal(mode, &eviction, cooldown), want, "{why}");
+        }
     }
 }

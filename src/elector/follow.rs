@@ -47,13 +47,13 @@ impl Elector {
             if shutdown.is_cancelled() {
                 return None;
             }
-            if self.status.borrow().redis.refused_for_eviction {
-                // --redis-eviction refuse: out of the election until Redis no longer evicts.
+            if self.status.borrow().redis.eviction_refusal.is_some() {
+                // Out of the election until Redis no longer evicts (or the cooldown is on).
                 let mut status = self.status.subscribe();
                 tokio::select! {
                     biased;
                     _ = shutdown.cancelled() => return None,
-                    _ = status.wait_for(|s| !s.redis.refused_for_eviction) => {}
+                    _ = status.wait_for(|s| s.redis.eviction_refusal.is_none()) => {}
                 }
                 continue;
             }
@@ -97,14 +97,19 @@ impl Elector {
                 }
                 return None;
             }
+            if attempt.is_ok() {
+                self.note_durations();
+            }
             let seen = match attempt {
                 Ok(Acquired::Leader(grant)) => {
                     self.redis_ok();
+                    self.note_blocked(None);
                     return Some(grant);
                 }
                 Ok(Acquired::HeldBy(holder)) => {
                     failures = 0;
                     self.redis_ok();
+                    self.note_holder(&holder);
                     if let Some(left) = holder.remaining {
                         observed = Some((holder.clone(), clock.now().saturating_add(left)));
                     }
@@ -121,12 +126,14 @@ impl Elector {
                 Ok(Acquired::CoolingDown { remaining, started }) => {
                     failures = 0;
                     self.redis_ok();
+                    self.note_blocked(None);
                     if started {
+                        self.observer.cooldown_started();
                         warn!(
                             identity = %self.lease.owner().identity(),
                             lease = %self.lease.name(),
                             cooldown_ms = remaining.as_millis() as u64,
-                            "redis is new or lost its data (state record missing or written by another redis process); nobody leads until one lease duration has passed"
+                            "redis is new or lost its data (state record missing or written by another redis process); nobody leads until the cooldown ends"
                         );
                     }
                     self.note_follower_view(None, Some(remaining));
@@ -142,12 +149,19 @@ impl Elector {
                         identity = %self.lease.owner().identity(),
                         lease = %self.lease.name(),
                         reserved_for = %identity,
-                        remaining_ms = remaining.as_millis() as u64,
+                        remaining_ms = remaining.map(|r| r.as_millis() as u64),
                         "the next term is reserved for another replica by a handover"
                     );
+                    // A reservation without expiry was not written by leasehold.
+                    self.note_blocked(
+                        remaining
+                            .is_none()
+                            .then_some((super::BlockingKey::Reservation, identity)),
+                    );
                     self.note_follower_view(None, None);
-                    // Like a holder whose TTL runs out then: try again at the reservation's end.
-                    Seen::Held(Some(remaining))
+                    // Like a holder whose TTL runs out then: try again at the reservation's end;
+                    // one without expiry, like a key without TTL, at the retry period.
+                    Seen::Held(remaining)
                 }
                 Err(err) => {
                     failures = failures.saturating_add(1);
@@ -225,8 +239,10 @@ impl Elector {
             }
         }
         let message = err.to_string();
+        // A refusal is an answer: Redis is reachable, and readiness says what it refuses.
+        let answered = err.is_answer();
         self.status.send_modify(|s| {
-            s.redis.reachable = false;
+            s.redis.reachable = answered;
             s.redis.last_error = Some(message);
         });
     }

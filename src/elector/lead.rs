@@ -101,7 +101,7 @@ impl Elector {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break (Ending::new(StepDownReason::Shutdown), true),
-                _ = refusal.wait_for(|s| s.redis.refused_for_eviction) => {
+                _ = refusal.wait_for(|s| s.redis.eviction_refusal.is_some()) => {
                     break (Ending::new(StepDownReason::RedisMayEvict), true);
                 }
                 _ = unhealthy.wait_for(|s| !s.candidacy.stands()) => {

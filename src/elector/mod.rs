@@ -24,6 +24,7 @@ mod gate;
 mod guard_file;
 mod lead;
 mod leadership;
+mod notices;
 mod notify;
 mod observer;
 mod status;
@@ -52,7 +53,8 @@ pub use eviction::EvictionMode;
 pub use leadership::{Leadership, NotLeader};
 pub use observer::{Observer, RenewalOutcome};
 pub use status::{
-    Candidacy, Eviction, LeaderInfo, RedisHealth, Role, Status, StepDown, StepDownReason,
+    Blocked, BlockingKey, Candidacy, Eviction, EvictionRefusal, LeaderInfo, RedisHealth, Role,
+    Status, StepDown, StepDownReason,
 };
 pub use timing::{TIMING_RULE, Timing, TimingBound, TimingError, TimingField};
 pub use watchers::Watchers;
@@ -75,6 +77,8 @@ pub struct Elector {
     watchers: Watchers,
     /// `Some(wait)`: one term only, and give up contending once `wait` has passed.
     one_term: Option<Duration>,
+    /// What has been said once already (`notices.rs`).
+    notices: notices::Said,
 }
 
 impl Elector {
@@ -104,6 +108,7 @@ impl Elector {
             guard: None,
             candidacy: None,
             one_term: None,
+            notices: notices::Said::default(),
         })
     }
 

@@ -45,6 +45,9 @@ pub trait Observer: Send + Sync + 'static {
     fn eviction_policy(&self, _policy: &str, _may_evict: bool) {}
     /// The candidate check has just put this replica out of the election.
     fn candidate_unhealthy(&self) {}
+    /// This replica's acquire found that Redis lost its data (or is new) and started the
+    /// data-loss cooldown.
+    fn cooldown_started(&self) {}
 }
 
 /// The default: nobody listens.

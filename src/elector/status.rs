@@ -149,9 +149,57 @@ pub struct RedisHealth {
     pub subscribed: bool,
     /// Redis's eviction policy, as last read.
     pub eviction: Eviction,
-    /// Redis may evict the lease and `--redis-eviction refuse` is set: this replica stays out
-    /// of the election until that changes.
-    pub refused_for_eviction: bool,
+    /// Why this replica stays out of the election for Redis's eviction policy, if it does:
+    /// until that changes.
+    pub eviction_refusal: Option<EvictionRefusal>,
+    /// A key that leasehold did not write, and that never expires, blocks the lease.
+    pub blocked: Option<Blocked>,
+}
+
+/// A key of the lease that holds a value without an expiry, which leasehold never writes: the
+/// seed's lock entry that "just sits there, forever". leasehold does not take it over (it
+/// cannot tell a stray write from someone else's lock); it says so until someone deletes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocked {
+    /// Which key of the lease.
+    pub which: BlockingKey,
+    /// The key's name.
+    pub key: String,
+    /// What it holds.
+    pub value: String,
+}
+
+/// The keys of a lease that can block it when they never expire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockingKey {
+    /// The lease key: it looks held, for ever.
+    Lease,
+    /// The handover reservation: only the identity it names may acquire, for ever.
+    Reservation,
+}
+
+impl BlockingKey {
+    /// Both, for metrics that want every label value present from the start.
+    pub const ALL: [BlockingKey; 2] = [BlockingKey::Lease, BlockingKey::Reservation];
+
+    /// A stable label (JSON, metrics): `lease` or `reservation`.
+    pub fn as_label(self) -> &'static str {
+        match self {
+            BlockingKey::Lease => "lease",
+            BlockingKey::Reservation => "reservation",
+        }
+    }
+}
+
+/// Why Redis's eviction policy keeps a replica out of the election.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvictionRefusal {
+    /// Redis may evict the lease and `--redis-eviction refuse` asked to stay out then.
+    Asked,
+    /// Redis evicts keys without a TTL (`allkeys-*`), which takes the state record, and the
+    /// data-loss cooldown is off: nothing then keeps a new leader from overlapping the old one.
+    /// Known to make two leaders, so refused whatever the eviction mode.
+    Unsafe,
 }
 
 /// What leasehold knows of Redis's eviction policy (`INFO memory`).

@@ -47,13 +47,27 @@ pub enum LeaseError {
     },
     /// A key of the lease holds a value of another type (someone else uses the key).
     #[error(
-        "a key of lease `{lease}` holds the wrong kind of value (during `{op}`); leasehold owns `{lease}`, `{lease}:fence` and `{lease}:marker`: {detail}"
+        "{} (during `{op}`); leasehold writes strings at {}: delete or rename the key that is not one",
+        wrong_type_words(lease, keys, found), keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
     )]
     WrongType {
         /// The primitive.
         op: &'static str,
         /// The lease key.
         lease: String,
+        /// Every key of the lease that leasehold writes.
+        keys: Vec<String>,
+        /// The keys found holding another type, with that type (empty until looked up).
+        found: Vec<(String, String)>,
+    },
+    /// Redis refuses writes: `maxmemory` is reached and its policy evicts nothing more
+    /// (`noeviction`, or nothing left that the policy may evict).
+    #[error(
+        "redis refuses writes during `{op}`: out of memory (`maxmemory` reached, and its `maxmemory-policy` evicts nothing more): {detail}"
+    )]
+    OutOfMemory {
+        /// The primitive.
+        op: &'static str,
         /// Redis's message.
         detail: String,
     },
@@ -141,6 +155,7 @@ impl LeaseError {
             | LeaseError::Loading { .. }
             | LeaseError::ReadOnly { .. }
             | LeaseError::TooFewReplicas { .. }
+            | LeaseError::OutOfMemory { .. }
             | LeaseError::Other { .. } => Retry::Soon,
             LeaseError::BadUrl { .. }
             | LeaseError::WrongType { .. }
@@ -150,6 +165,22 @@ impl LeaseError {
             | LeaseError::Tls { .. }
             | LeaseError::Protocol { .. } => Retry::BackOff,
         }
+    }
+
+    /// Whether Redis answered (with a refusal) rather than not at all: readiness then says
+    /// what Redis refuses instead of calling it unreachable.
+    pub fn is_answer(&self) -> bool {
+        matches!(
+            self,
+            LeaseError::Loading { .. }
+                | LeaseError::ReadOnly { .. }
+                | LeaseError::WrongType { .. }
+                | LeaseError::Corrupt { .. }
+                | LeaseError::NoPermission { .. }
+                | LeaseError::Authentication { .. }
+                | LeaseError::TooFewReplicas { .. }
+                | LeaseError::OutOfMemory { .. }
+        )
     }
 
     /// Whether the connection that produced this error should be thrown away and made anew.
@@ -180,6 +211,7 @@ impl LeaseError {
             LeaseError::Protocol { .. } => "protocol",
             LeaseError::Tls { .. } => "tls",
             LeaseError::TooFewReplicas { .. } => "too_few_replicas",
+            LeaseError::OutOfMemory { .. } => "out_of_memory",
             LeaseError::Other { .. } => "other",
         }
     }
@@ -189,11 +221,14 @@ impl LeaseError {
         let detail = err.to_string();
         let code = err.code().unwrap_or_default();
         match (err.kind(), code) {
+            // The lease's keys and the culprit are filled in by the call that ran into it.
             (_, "WRONGTYPE") => LeaseError::WrongType {
                 op,
                 lease: lease.to_owned(),
-                detail,
+                keys: vec![lease.to_owned()],
+                found: Vec::new(),
             },
+            (_, "OOM") => LeaseError::OutOfMemory { op, detail },
             (_, "LEASEHOLD") => LeaseError::Corrupt {
                 op,
                 lease: lease.to_owned(),
@@ -235,6 +270,22 @@ impl LeaseError {
             _ => LeaseError::Other { op, detail },
         }
     }
+}
+
+/// The words of a wrong-type error: the keys found holding another type, or all of them when
+/// none was found (the look-up failed, or the key changed since).
+fn wrong_type_words(lease: &str, keys: &[String], found: &[(String, String)]) -> String {
+    if found.is_empty() {
+        return format!(
+            "a key of lease `{lease}` holds another type than a string ({})",
+            keys.join(", ")
+        );
+    }
+    let found: Vec<String> = found
+        .iter()
+        .map(|(key, kind)| format!("`{key}` holds a {kind}"))
+        .collect();
+    format!("{}, not a string", found.join(" and "))
 }
 
 /// Whether a client error comes from the TLS layer (rustls words its errors this way).

@@ -138,6 +138,18 @@ pub struct LeaseKeys {
 }
 
 impl LeaseKeys {
+    /// Every key that leasehold writes for the lease (not the channel), in a fixed order.
+    pub fn written(&self) -> Vec<&str> {
+        vec![
+            &self.lease,
+            &self.fence,
+            &self.state,
+            &self.handover,
+            &self.reserved,
+            &self.longest,
+        ]
+    }
+
     /// Builds the keys of `name` under `prefix` (use [`DEFAULT_KEY_PREFIX`] unless you share a
     /// Redis between installations that must not see each other).
     pub fn new(prefix: &str, name: &LeaseName) -> Result<Self, NameError> {

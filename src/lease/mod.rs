@@ -182,6 +182,12 @@ impl RedisLease {
         &self.clock
     }
 
+    /// Whether an acquire that finds Redis lost its data starts the cooldown
+    /// ([`LeaseOptions::cooldown_on_data_loss`]).
+    pub fn cools_down_on_data_loss(&self) -> bool {
+        self.cooldown_on_data_loss
+    }
+
     /// The longest lease duration that Redis has said a term of this lease runs with (zero
     /// until an acquire was answered). Contenders may run different lease durations; should
     /// Redis lose its data, this owner's data-loss cooldown covers the longest it was told.
@@ -346,6 +352,7 @@ impl RedisLease {
                     .key(&self.keys.lease)
                     .key(&self.keys.fence)
                     .key(&self.keys.state)
+                    .key(&self.keys.reserved)
                     .invoke_async(&mut live.conn)
                     .await
                     .map_err(self.fail(OP))
@@ -372,6 +379,25 @@ impl RedisLease {
             .ok_or_else(|| protocol(OP, &reply))
     }
 
+    /// The keys of the lease that hold something other than a string, with their type: asked
+    /// after a script ran into one, so that the error names the key to delete (the script's
+    /// message names only its line). Best effort: a failed look-up names none.
+    async fn wrong_types(&self, mut live: Live) -> Vec<(String, String)> {
+        let mut found = Vec::new();
+        for key in self.keys.written() {
+            let kind = live
+                .conn
+                .on_node_of(&self.keys.lease, redis::cmd("TYPE").arg(key).clone())
+                .await
+                .ok()
+                .and_then(|v| text(&v));
+            if let Some(kind) = kind.filter(|k| k != "string" && k != "none") {
+                found.push((key.to_owned(), kind));
+            }
+        }
+        found
+    }
+
     /// Runs one command within `timeout` (dialling included), and throws the connection away
     /// when the error says it can no longer be trusted. A kept connection that turns out dead
     /// (Redis restarted since the last call) gets one more try on a fresh one, inside the same
@@ -389,7 +415,11 @@ impl RedisLease {
         let attempt = async {
             loop {
                 let (live, dialled) = self.conn.get(op).await?;
-                let result = command(live.clone()).await;
+                let mut result = command(live.clone()).await;
+                if let Err(LeaseError::WrongType { keys, found, .. }) = &mut result {
+                    *keys = self.keys.written().into_iter().map(str::to_owned).collect();
+                    *found = self.wrong_types(live.clone()).await;
+                }
                 match &result {
                     Err(e) if e.spoils_connection() => {
                         self.conn.discard(&live);

@@ -65,8 +65,9 @@ pub enum Acquired {
     Reserved {
         /// The identity the term is reserved for.
         identity: String,
-        /// Time left on the reservation.
-        remaining: Duration,
+        /// Time left on the reservation; `None` when the key has no TTL (not written by
+        /// leasehold: nobody else may acquire until it is deleted).
+        remaining: Option<Duration>,
     },
 }
 
@@ -114,6 +115,13 @@ pub struct EvictionPolicy {
 }
 
 impl EvictionPolicy {
+    /// Whether Redis may evict the lease's state record too (it has no TTL): a limit is set and
+    /// the policy is one of the `allkeys-*` ones. Then only the data-loss cooldown protects a
+    /// term whose record was evicted.
+    pub fn may_evict_record(&self) -> bool {
+        self.maxmemory > 0 && self.policy.starts_with("allkeys-")
+    }
+
     /// Whether Redis may evict the lease under memory pressure: a limit is set and the policy
     /// evicts. Every evicting policy can take the lease key (it has a TTL); `allkeys-*` can take
     /// the state record too.
@@ -154,6 +162,9 @@ pub struct Observation {
     pub token: Option<FencingToken>,
     /// The data-loss cooldown.
     pub cooldown: CooldownState,
+    /// A handover's reservation of the next term: the identity, and the time left on it
+    /// (`None` when the key has no TTL: not written by leasehold).
+    pub reserved: Option<(String, Option<Duration>)>,
 }
 
 #[cfg(test)]

@@ -74,7 +74,7 @@ pub(super) fn parse_acquire(
         }),
         ("RESERVED", [identity, pttl]) => Some(Acquired::Reserved {
             identity: text(identity)?,
-            remaining: remaining(int(pttl)?).unwrap_or_default(),
+            remaining: remaining(int(pttl)?),
         }),
         _ => None,
     }?;
@@ -130,8 +130,21 @@ pub(super) fn parse_observe(reply: &Value) -> Option<Observation> {
     let Value::Array(items) = reply else {
         return None;
     };
-    let [value, pttl, fence, cooldown, source] = items.as_slice() else {
+    let [
+        value,
+        pttl,
+        fence,
+        cooldown,
+        source,
+        reserved,
+        reserved_pttl,
+    ] = items.as_slice()
+    else {
         return None;
+    };
+    let reserved = match reserved {
+        Value::Nil => None,
+        identity => Some((text(identity)?, remaining(int(reserved_pttl)?))),
     };
     let token = token(fence);
     let holder = match value {
@@ -147,6 +160,7 @@ pub(super) fn parse_observe(reply: &Value) -> Option<Observation> {
         holder,
         token,
         cooldown,
+        reserved,
     })
 }
 
@@ -223,7 +237,14 @@ mod tests {
                 Value::Array(vec![bulk("RESERVED"), bulk("web-b"), Value::Int(480)]),
                 Some(Acquired::Reserved {
                     identity: "web-b".into(),
-                    remaining: Duration::from_millis(480),
+                    remaining: Some(Duration::from_millis(480)),
+                }),
+            ),
+            (
+                Value::Array(vec![bulk("RESERVED"), bulk("web-b"), Value::Int(-1)]),
+                Some(Acquired::Reserved {
+                    identity: "web-b".into(),
+                    remaining: None,
                 }),
             ),
             (Value::Array(vec![bulk("RESERVED"), bulk("web-b")]), None),
@@ -306,13 +327,16 @@ mod tests {
             Value::Nil,
             Value::Int(-1),
             bulk("KEY"),
+            Value::Nil,
+            Value::Int(-2),
         ]);
         assert_eq!(
             parse_observe(&empty),
             Some(Observation {
                 holder: None,
                 token: None,
-                cooldown: CooldownState::Pending
+                cooldown: CooldownState::Pending,
+                reserved: None,
             })
         );
         let held = Value::Array(vec![
@@ -321,6 +345,8 @@ mod tests {
             bulk("42"),
             Value::Int(0),
             bulk("KEY"),
+            bulk("web-b"),
+            Value::Int(-1),
         ]);
         let seen = parse_observe(&held).unwrap();
         let holder = seen.holder.unwrap();
@@ -331,6 +357,7 @@ mod tests {
         );
         assert_eq!(seen.token, Some(FencingToken(42)));
         assert_eq!(seen.cooldown, CooldownState::Idle);
+        assert_eq!(seen.reserved, Some(("web-b".to_owned(), None)));
         assert_eq!(parse_observe(&Value::Array(vec![Value::Nil])), None);
     }
 

@@ -177,7 +177,8 @@ end
 local fence = redis.call('GET', KEYS[2])
 if fence then
   local n = tonumber(fence)
-  if n == nil or n < 0 or n ~= math.floor(n) then
+  -- Tokens stay below 2^53, which Lua's numbers hold exactly (and far below INCR's limit).
+  if n == nil or n < 0 or n ~= math.floor(n) or n >= 9007199254740992 then
     return redis.error_reply('LEASEHOLD fence key ' .. KEYS[2] .. ' holds ' .. fence .. ', not a token; delete it (the next token is floored at the server time)')
   end
   if n < now then fence = nil end
@@ -293,10 +294,11 @@ end
 return 0
 "#;
 
-/// Observe, read-only. KEYS: lease, fence, state record.
-/// Reply: `{holder_or_nil, pttl_ms, token_or_nil, cooldown, source}` where cooldown is the ms
-/// left, 0 for none, or -1 when the next acquire would start one (record missing or from
-/// another Redis), and source is `KEY`, or `RECORD` when the key vanished before its time.
+/// Observe, read-only. KEYS: lease, fence, state record, handover reservation.
+/// Reply: `{holder_or_nil, pttl_ms, token_or_nil, cooldown, source, reserved_or_nil,
+/// reserved_pttl_ms}` where cooldown is the ms left, 0 for none, or -1 when the next acquire
+/// would start one (record missing or from another Redis), and source is `KEY`, or `RECORD`
+/// when the key vanished before its time.
 const OBSERVE: &str = r#"
 local holder = redis.call('GET', KEYS[1])
 local pttl = redis.call('PTTL', KEYS[1])
@@ -314,7 +316,8 @@ if not holder and record and record.term ~= '-' and record.term_until > now then
   pttl = math.ceil((record.term_until - now) / 1000)
   source = 'RECORD'
 end
-return {holder, pttl, fence, cooldown, source}
+local reserved = redis.call('GET', KEYS[4])
+return {holder, pttl, fence, cooldown, source, reserved, redis.call('PTTL', KEYS[4])}
 "#;
 
 /// Handover request: asks the leader of term ARGV[1] to step down, if the lease is still in

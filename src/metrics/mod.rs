@@ -16,7 +16,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::clock::BootInstant;
-use crate::elector::{Observer, RenewalOutcome, Role, Status, StepDownReason};
+use crate::elector::{BlockingKey, Observer, RenewalOutcome, Role, Status, StepDownReason};
 use crate::lease::{FencingToken, LeaseError};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -43,6 +43,11 @@ struct ErrorLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LeaderLabel {
     leader: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KeyLabel {
+    key: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -80,6 +85,8 @@ pub struct Metrics {
     master_status: Gauge,
     eviction_possible: Family<PolicyLabel, Gauge>,
     candidate_unhealthy: Counter,
+    lease_blocked: Family<KeyLabel, Gauge>,
+    cooldowns_started: Counter,
     /// Held while a family that holds one series at a time is rewritten (clear, then set) and
     /// while the exposition is encoded, so that a scrape never sees it empty in between: a
     /// series missing from one scrape is stale to Prometheus and resets an alert's `for`.
@@ -205,6 +212,26 @@ impl Metrics {
             "Times the candidate check put this replica out of the election (a leader steps down)",
             candidate_unhealthy.clone(),
         );
+        let lease_blocked = Family::<KeyLabel, Gauge>::default();
+        for key in BlockingKey::ALL {
+            let _ = lease_blocked.get_or_create(&KeyLabel {
+                key: key.as_label(),
+            });
+        }
+        registry.register(
+            "lease_blocked",
+            "1 while a key of the lease that leasehold did not write and that never expires (the \
+             lease key, or the handover reservation: the label) keeps everyone from leading",
+            lease_blocked.clone(),
+        );
+        let cooldowns_started = Counter::default();
+        registry.register(
+            "cooldowns_started",
+            "Data-loss cooldowns this replica started: its acquire found the lease's state record \
+             missing or written by another Redis process (a restart, FLUSHALL, a failover, \
+             allkeys-* eviction)",
+            cooldowns_started.clone(),
+        );
         Self {
             registry: root,
             is_leader,
@@ -221,6 +248,8 @@ impl Metrics {
             master_status,
             eviction_possible,
             candidate_unhealthy,
+            lease_blocked,
+            cooldowns_started,
             rewrite: Mutex::new(()),
         }
     }
@@ -241,6 +270,18 @@ impl Metrics {
         self.fencing_token
             .set(status.token().map_or(0.0, |FencingToken(t)| t as f64));
         self.redis_up.set(i64::from(status.redis.reachable));
+        for key in BlockingKey::ALL {
+            let blocked = status
+                .redis
+                .blocked
+                .as_ref()
+                .is_some_and(|b| b.which == key);
+            self.lease_blocked
+                .get_or_create(&KeyLabel {
+                    key: key.as_label(),
+                })
+                .set(i64::from(blocked));
+        }
         self.leader.clear();
         if let Some(leader) = seen_leader(status, leading) {
             self.leader
@@ -320,6 +361,10 @@ impl Observer for Metrics {
 
     fn candidate_unhealthy(&self) {
         self.candidate_unhealthy.inc();
+    }
+
+    fn cooldown_started(&self) {
+        self.cooldowns_started.inc();
     }
 }
 

@@ -2,7 +2,7 @@
 //! an eviction policy read means for the election and whether it is news, and when the
 //! candidate check has just put this replica out.
 
-use crate::elector::{Candidacy, Eviction, EvictionMode};
+use crate::elector::{Candidacy, Eviction};
 use crate::lease::{LeaseError, Retry};
 
 /// How a failed Redis call is logged.
@@ -23,12 +23,6 @@ pub fn failure_log(retry: Retry, failures: u32) -> FailureLog {
         Retry::Soon if failures == 1 || failures.is_multiple_of(10) => FailureLog::Warn,
         Retry::Soon => FailureLog::Quiet,
     }
-}
-
-/// Whether this replica stays out of the election for what was read of the eviction policy:
-/// only with [`EvictionMode::Refuse`], and only when Redis is known to be able to evict.
-pub fn refuses_for_eviction(mode: EvictionMode, eviction: &Eviction) -> bool {
-    mode == EvictionMode::Refuse && eviction.may_evict()
 }
 
 /// Whether a read of the eviction policy is worth saying in the log: the first successful read,
@@ -99,58 +93,6 @@ mod tests {
             maxmemory,
             policy: policy.to_owned(),
         })
-    }
-
-    #[test]
-    fn only_refuse_mode_with_an_evicting_redis_stays_out() {
-        use EvictionMode::*;
-        let unreadable = Eviction::Unreadable {
-            reason: "NOPERM".into(),
-        };
-        // (mode, what was read) -> stays out
-        let cases = [
-            (
-                Refuse,
-                read(1 << 30, "allkeys-lru"),
-                true,
-                "a limit and an evicting policy",
-            ),
-            (
-                Refuse,
-                read(1 << 30, "volatile-ttl"),
-                true,
-                "volatile policies take the lease key too",
-            ),
-            (
-                Refuse,
-                read(0, "allkeys-lru"),
-                false,
-                "no limit, no eviction",
-            ),
-            (
-                Refuse,
-                read(1 << 30, "noeviction"),
-                false,
-                "a limit that never evicts",
-            ),
-            (
-                Refuse,
-                unreadable.clone(),
-                false,
-                "not known to evict: take part",
-            ),
-            (Refuse, Eviction::NotRead, false, "not read yet: take part"),
-            (
-                Warn,
-                read(1 << 30, "allkeys-lru"),
-                false,
-                "warn mode only says so",
-            ),
-            (Warn, unreadable, false, "and stays in whatever was read"),
-        ];
-        for (mode, eviction, want, why) in cases {
-            assert_eq!(refuses_for_eviction(mode, &eviction), want, "{why}");
-        }
     }
 
     #[test]

@@ -178,7 +178,7 @@ mod tests {
         });
         let reserved = Ok(Acquired::Reserved {
             identity: "c".into(),
-            remaining: ms(500),
+            remaining: Some(ms(500)),
         });
         // attempt -> what to release
         let cases = [

@@ -1,0 +1,110 @@
+//! What a follower sees that a person must hear of, said once per occurrence rather than at
+//! every try: a key without expiry that blocks the lease (leasehold never takes it over), a
+//! holder that runs under this replica's own identity, and a contender whose lease duration is
+//! longer than this replica's.
+
+use tracing::{error, info, warn};
+
+use super::{Blocked, BlockingKey, Elector};
+use crate::lease::Holder;
+
+impl Elector {
+    /// Records whether a key without expiry blocks the lease (`None`: nothing blocks it), saying
+    /// so at error level when it starts, with the command that clears it, and once more when it
+    /// ends.
+    pub(super) fn note_blocked(&self, blocked: Option<(BlockingKey, String)>) {
+        let keys = self.lease.keys();
+        let blocked = blocked.map(|(which, value)| Blocked {
+            which,
+            key: match which {
+                BlockingKey::Lease => keys.lease.clone(),
+                BlockingKey::Reservation => keys.reserved.clone(),
+            },
+            value,
+        });
+        self.status.send_if_modified(|s| {
+            if s.redis.blocked == blocked {
+                return false;
+            }
+            match (&s.redis.blocked, &blocked) {
+                (_, Some(now)) => error!(
+                    identity = %s.identity,
+                    lease = %s.lease,
+                    key = %now.key,
+                    value = %now.value,
+                    clear = format!("DEL {}", now.key),
+                    "a key of the lease never expires and was not written by leasehold; nobody can lead until it is deleted (leasehold does not take it over)"
+                ),
+                (Some(before), None) => info!(
+                    identity = %s.identity,
+                    lease = %s.lease,
+                    key = %before.key,
+                    "the key that blocked the lease is gone"
+                ),
+                (None, None) => {}
+            }
+            s.redis.blocked = blocked;
+            true
+        });
+    }
+
+    /// Looks at a holder a try found: a key without expiry blocks the lease; a holder under
+    /// this replica's identity with another owner id is almost always two replicas configured
+    /// with one `--identity` (they never overlap, each term has its own owner id, but every
+    /// log, label and `step-down --to` is ambiguous), said once per such holder.
+    pub(super) fn note_holder(&self, holder: &Holder) {
+        let never_expires = holder.remaining.is_none() && !holder.vanished;
+        self.note_blocked(never_expires.then(|| (BlockingKey::Lease, holder.term_value())));
+        let own = self.lease.owner();
+        if holder.identity() == own.identity() && holder.owner != own.as_str() {
+            let mut said = self
+                .notices
+                .shared_identity
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if said.as_deref() != Some(holder.owner.as_str()) {
+                warn!(
+                    identity = %own.identity(),
+                    lease = %self.lease.name(),
+                    holder = %holder.owner,
+                    owner = %own,
+                    "another process holds the lease under this replica's identity; give each replica its own --identity (the pod name)"
+                );
+                *said = Some(holder.owner.clone());
+            }
+        }
+    }
+
+    /// Says once when Redis has told this replica of a term with a longer lease duration than
+    /// its own: a rolling change of `--lease-duration`, or a lock beside a Deployment configured
+    /// longer. Safe (the data-loss cooldown covers the longest duration this replica knows), but
+    /// a replica that starts after Redis lost everything knows only its own.
+    pub(super) fn note_durations(&self) {
+        let longest = self.lease.longest_seen();
+        let own = self.timing.lease_duration;
+        if longest <= own
+            || self
+                .notices
+                .longer_duration_said
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            return;
+        }
+        warn!(
+            identity = %self.lease.owner().identity(),
+            lease = %self.lease.name(),
+            lease_duration_ms = own.as_millis() as u64,
+            longest_ms = longest.as_millis() as u64,
+            "another contender of the lease runs a longer --lease-duration; the data-loss cooldown covers it, but give every contender the same one"
+        );
+    }
+}
+
+/// What has been said already, so that it is said once.
+#[derive(Debug, Default)]
+pub(super) struct Said {
+    /// The owner id of the last holder seen under this replica's identity.
+    shared_identity: std::sync::Mutex<Option<String>>,
+    /// Whether a longer lease duration was mentioned.
+    longer_duration_said: std::sync::atomic::AtomicBool,
+}
