@@ -388,3 +388,79 @@ fn the_command_finds_its_guard_file_in_the_runtime_dir_and_it_is_removed_at_exit
     assert_eq!(replica.wait_exit(Duration::from_secs(15)), 0);
     assert!(!path.exists(), "removed at exit");
 }
+
+#[test]
+fn a_second_leasehold_given_the_same_guard_file_is_refused_naming_the_first() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let guard = dir.path().join("guard");
+    let lease = unique_lease("shared-guard");
+    let args = args(&guard);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let a = Replica::spawn(&redis.url(), &lease, "a", &args, &["sleep", "300"]);
+    wait_for("a to lead", Duration::from_secs(10), || {
+        a.is_ready().then_some(())
+    });
+    let token_a = check_guard_file(&guard).expect("a's term is in the guard file");
+
+    // The follower the report saw take over and publish its own term in a's file: refused.
+    let mut b = Replica::start(&redis.url(), &lease, "b", &args, &["sleep", "300"], &[]);
+    let code = b.wait_exit(Duration::from_secs(10));
+    let said = b.log_text();
+    assert_eq!(code, 2, "{said}");
+    assert!(said.contains(&format!("--guard-file {}", guard.display())), "{said}");
+    assert!(said.contains(&format!("pid {}", a.pid())), "names the owner: {said}");
+    assert_eq!(check_guard_file(&guard).ok(), Some(token_a), "a's file untouched");
+
+    // The lock dies with its holder: after a SIGKILL the file is free for the next leasehold.
+    a.signal(Signal::SIGKILL);
+    let c = Replica::spawn(&redis.url(), &lease, "c", &args, &["sleep", "300"]);
+    wait_for("c to lead", Duration::from_secs(10), || {
+        c.is_ready().then_some(())
+    });
+    wait_for("c's term in the guard file", Duration::from_secs(10), || {
+        check_guard_file(&guard).ok().filter(|t| *t > token_a)
+    });
+}
+
+#[test]
+fn a_frozen_leaders_command_is_refused_once_the_guard_file_holds_another_term() {
+    let redis = RedisServer::start();
+    let out = Resource::new();
+    let dir = tempfile::tempdir().unwrap();
+    let guard = dir.path().join("guard");
+    let lease = unique_lease("other-term");
+    let replica = guarded_replica(&redis, &lease, "a", &guard, &out);
+    let (token, _) = wait_new_term(&out, &[], &replica);
+    replica.signal(Signal::SIGSTOP);
+    // Another term's record, valid for long, in the file the frozen leader's command reads (as a
+    // second writer of the file would leave it), replaced atomically as leasehold does.
+    let other = GuardRecord::Term {
+        token: FencingToken(token.0 + 1),
+        valid_until: BootInstant::now().saturating_add(Duration::from_secs(60)),
+    };
+    let next = dir.path().join("next");
+    std::fs::write(&next, other.encode()).unwrap();
+    std::fs::rename(&next, &guard).unwrap();
+    let replaced = BootInstant::now();
+    let checks_since = || {
+        out.entries()
+            .into_iter()
+            .filter(|e| e.token == token && e.t0 >= replaced)
+            .collect::<Vec<_>>()
+    };
+    let since = wait_for(
+        "three checks of the command since",
+        Duration::from_secs(10),
+        || Some(checks_since()).filter(|c| c.len() >= 3),
+    );
+    replica.signal(Signal::SIGCONT);
+    let writes = since.iter().filter(|e| e.kind == Kind::Write).count();
+    assert_eq!(
+        writes,
+        0,
+        "the frozen leader's command (term {token}) wrote {writes} times of {} checks under term {}'s record",
+        since.len(),
+        token.0 + 1
+    );
+}

@@ -50,6 +50,29 @@ impl Replica {
         command: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        let replica = Self::start(redis_url, lease, name, args, command, env);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while replica.get("/healthz").is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "{name} never answered /healthz:\n{}",
+                replica.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        replica
+    }
+
+    /// Starts `leasehold run` as [`spawn_with_env`](Self::spawn_with_env) does, without waiting
+    /// for it to answer: for a replica that must be refused at start.
+    pub fn start(
+        redis_url: &str,
+        lease: &str,
+        name: &str,
+        args: &[&str],
+        command: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let http = testbed::free_addr();
         let mut cmd = Command::new(BIN);
         cmd.arg("run");
@@ -78,21 +101,11 @@ impl Replica {
             .env("RUST_LOG", "leasehold=debug")
             .envs(env.iter().copied());
         let child = Guarded::spawn(cmd, &format!("leasehold {name}")).expect("spawn leasehold");
-        let replica = Self {
+        Self {
             name: name.to_owned(),
             http,
             child,
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while replica.get("/healthz").is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "{name} never answered /healthz:\n{}",
-                replica.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(10));
         }
-        replica
     }
 
     pub fn pid(&self) -> Pid {
