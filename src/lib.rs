@@ -36,6 +36,7 @@
 //!   subreaper that reaps its orphans, and the stop sequence bounded on the boot clock.
 //! - [`guard`]: the guard file, the term's token and boot-clock deadline published for the
 //!   command (and sidecars) to check without leasehold running; `leasehold guard` reads it.
+//! - [`owned_file`]: one live leasehold per guard or status file (a `flock` beside it).
 //! - [`k8s`]: Deployment discovery, the leader label, the Lease mirror, events, the RBAC list,
 //!   and `reconcile_while_leading` for reconcilers of your own.
 //! - [`fence`]: fencing the resources the leader writes to (Kubernetes objects; PostgreSQL and
@@ -84,6 +85,7 @@ pub mod k8s;
 pub mod leader_view;
 pub mod lease;
 pub mod metrics;
+pub mod owned_file;
 pub mod shutdown;
 pub mod sse;
 pub mod status_file;

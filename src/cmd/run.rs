@@ -194,16 +194,17 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
 }
 
 /// The guard file: the one `--guard-file` names (refused with exit code 2 when it cannot be
-/// written), else, when there is a command, one in the runtime directory.
+/// written or another live leasehold writes it), else, when there is a command, one in the
+/// runtime directory.
 pub(crate) fn guard_file(
     settings: &RunSettings,
     lease: &LeaseName,
 ) -> Result<Option<Arc<GuardFile>>, CliError> {
     let guard = match (&settings.guard_file, &settings.exec) {
-        (Some(path), _) => GuardFile::create(path).map_err(|e| {
+        (Some(path), _) => GuardFile::create(path, lease).map_err(|e| {
             CliError::Refused(format!("--guard-file {}: {}", path.display(), e.rule()))
         })?,
-        (None, Some(_)) => GuardFile::in_runtime_dir(lease.as_str())
+        (None, Some(_)) => GuardFile::in_runtime_dir(lease)
             .context("cannot create the guard file for the command (pass --guard-file)")?,
         (None, None) => return Ok(None),
     };
