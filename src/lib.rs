@@ -28,7 +28,8 @@
 //!   Jobs and CronJobs) are in [`cmd`] too.
 //! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]
 //!   (logs) behind them. [`leader_view`]: the JSON of `/leader`; [`sse`]: the same as
-//!   server-sent events; [`status_file`]: the same in a file. Both are fed by the elector's
+//!   server-sent events; [`status_file`]: the state in a file, with an absolute deadline
+//!   instead of `is_leader` (a file outlives its writer). Both are fed by the elector's
 //!   watchers (`elector/watchers.rs`).
 //! - [`candidacy`]: the candidate check that gates the election (its flags, with
 //!   `--status-file`, in `cli/candidacy.rs`).

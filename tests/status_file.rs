@@ -102,6 +102,12 @@ fn a_second_leasehold_given_the_same_status_file_is_refused_naming_the_first() {
     let code = b.wait_exit(Duration::from_secs(10));
     let said = b.log_text();
     assert_eq!(code, 2, "{said}");
-    assert!(said.contains(&format!("--status-file {}", file.display())), "{said}");
-    assert!(said.contains(&format!("pid {}", a.pid())), "names the owner: {said}");
+    assert!(
+        said.contains(&format!("--status-file {}", file.display())),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("pid {}", a.pid())),
+        "names the owner: {said}"
+    );
 }
