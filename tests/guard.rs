@@ -401,7 +401,7 @@ fn a_second_leasehold_given_the_same_guard_file_is_refused_naming_the_first() {
     let lease = unique_lease("shared-guard");
     let args = args(&guard);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let a = Replica::spawn(&redis.url(), &lease, "a", &args, &["sleep", "300"]);
+    let mut a = Replica::spawn(&redis.url(), &lease, "a", &args, &["sleep", "300"]);
     wait_for("a to lead", Duration::from_secs(10), || {
         a.is_ready().then_some(())
     });
@@ -428,6 +428,7 @@ fn a_second_leasehold_given_the_same_guard_file_is_refused_naming_the_first() {
 
     // The lock dies with its holder: after a SIGKILL the file is free for the next leasehold.
     a.signal(Signal::SIGKILL);
+    a.wait_exit(Duration::from_secs(10));
     let c = Replica::spawn(&redis.url(), &lease, "c", &args, &["sleep", "300"]);
     wait_for("c to lead", Duration::from_secs(10), || {
         c.is_ready().then_some(())
