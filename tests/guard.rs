@@ -407,19 +407,9 @@ fn a_second_leasehold_given_the_same_guard_file_is_refused_naming_the_first() {
     });
     let token_a = check_guard_file(&guard).expect("a's term is in the guard file");
 
-    // The follower the report saw take over and publish its own term in a's file: refused.
-    let mut b = Replica::start(&redis.url(), &lease, "b", &args, &["sleep", "300"], &[]);
-    let code = b.wait_exit(Duration::from_secs(10));
-    let said = b.log_text();
-    assert_eq!(code, 2, "{said}");
-    assert!(
-        said.contains(&format!("--guard-file {}", guard.display())),
-        "{said}"
-    );
-    assert!(
-        said.contains(&format!("pid {}", a.pid())),
-        "names the owner: {said}"
-    );
+    // A follower given a's file used to take over and publish its own term there: refused.
+    Replica::start(&redis.url(), &lease, "b", &args, &["sleep", "300"], &[])
+        .assert_refused_for_a_file_of("--guard-file", &guard, a.pid());
     assert_eq!(
         check_guard_file(&guard).ok(),
         Some(token_a),

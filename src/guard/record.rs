@@ -74,10 +74,6 @@ pub enum Refusal {
     },
 }
 
-fn nanos(t: BootInstant) -> u64 {
-    u64::try_from(t.since_boot().as_nanos()).unwrap_or(u64::MAX)
-}
-
 impl GuardRecord {
     /// The lease of the leasehold that wrote the record.
     pub fn lease(&self) -> &LeaseName {
@@ -94,7 +90,7 @@ impl GuardRecord {
             GuardRecord::NoTerm { .. } => (0, 0),
             GuardRecord::Term {
                 token, valid_until, ..
-            } => (token.0, nanos(*valid_until).max(1)),
+            } => (token.0, valid_until.as_nanos().max(1)),
         };
         format!("{MAGIC} {VERSION} {token} {until} {}\n", self.lease())
     }

@@ -69,10 +69,6 @@ pub struct StatusDocument {
     pub candidacy: CandidacyView,
 }
 
-fn nanos(t: BootInstant) -> u64 {
-    u64::try_from(t.since_boot().as_nanos()).unwrap_or(u64::MAX)
-}
-
 fn unix_ms(t: SystemTime) -> u64 {
     let since = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
     u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
@@ -114,11 +110,11 @@ impl StatusDocument {
             lease_key: view.lease_key,
             identity: view.identity,
             pid,
-            written_at_boot_ns: nanos(now),
+            written_at_boot_ns: now.as_nanos(),
             written_at: humantime::format_rfc3339_millis(wall).to_string(),
             state,
             term,
-            leader_until_boot_ns: until.map(nanos),
+            leader_until_boot_ns: until.map(BootInstant::as_nanos),
             leader_until_unix_ms: until_wall.map(unix_ms),
             seen_leader: view.leader.filter(|_| following),
             seen_token: view.token.filter(|_| following),

@@ -2,6 +2,7 @@
 //! its JSON logs collected, for end-to-end tests.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -169,6 +170,23 @@ impl Replica {
             .into_iter()
             .filter(|l| l["message"] == message)
             .collect()
+    }
+
+    /// For a replica started with [`start`](Self::start) given a file (`flag PATH`) that the live
+    /// leasehold `owner` writes: it must be refused at start, with exit code 2 and a message
+    /// naming the flag, the file and the owner's pid.
+    pub fn assert_refused_for_a_file_of(mut self, flag: &str, path: &Path, owner: Pid) {
+        let code = self.wait_exit(Duration::from_secs(10));
+        let said = self.log_text();
+        assert_eq!(code, 2, "{said}");
+        assert!(
+            said.contains(&format!("{flag} {}", path.display())),
+            "{said}"
+        );
+        assert!(
+            said.contains(&format!("pid {owner}")),
+            "names the owner: {said}"
+        );
     }
 
     /// Waits for the process to exit; its exit code.
