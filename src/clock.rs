@@ -32,6 +32,12 @@ impl BootInstant {
         self.0
     }
 
+    /// Nanoseconds since boot, as files for other processes carry the instant (the guard file,
+    /// the status file); saturating at `u64::MAX`, some 584 years after boot.
+    pub fn as_nanos(self) -> u64 {
+        u64::try_from(self.0.as_nanos()).unwrap_or(u64::MAX)
+    }
+
     /// How long after `earlier` this instant is; zero when it is not after it.
     pub fn saturating_duration_since(self, earlier: BootInstant) -> Duration {
         self.0.saturating_sub(earlier.0)

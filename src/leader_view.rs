@@ -1,5 +1,6 @@
-//! The JSON of `/leader`: one view of the elector's status, served by `/leader`, streamed by
-//! its event stream and kept in the status file.
+//! The JSON of `/leader`: one view of the elector's status, served by `/leader` and streamed by
+//! its event stream, both live. The status file, read later, keeps a document of its own built
+//! from it (`status_file::document`).
 
 use std::time::SystemTime;
 
@@ -110,7 +111,7 @@ fn rfc3339(t: SystemTime) -> String {
 }
 
 impl LeaderView {
-    /// The JSON of `status` at `now`, as `/leader`, its event stream and the status file show it.
+    /// The JSON of `status` at `now`, as `/leader` and its event stream show it.
     pub fn json(status: &Status, lease_key: &str, now: crate::clock::BootInstant) -> String {
         let view = Self::of(status, lease_key, status.is_leading_at(now), now);
         // A struct of strings, numbers and options always serializes.

@@ -28,7 +28,8 @@
 //!   Jobs and CronJobs) are in [`cmd`] too.
 //! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]
 //!   (logs) behind them. [`leader_view`]: the JSON of `/leader`; [`sse`]: the same as
-//!   server-sent events; [`status_file`]: the same in a file. Both are fed by the elector's
+//!   server-sent events; [`status_file`]: the state in a file, with an absolute deadline
+//!   instead of `is_leader` (a file outlives its writer). Both are fed by the elector's
 //!   watchers (`elector/watchers.rs`).
 //! - [`candidacy`]: the candidate check that gates the election (its flags, with
 //!   `--status-file`, in `cli/candidacy.rs`).
@@ -36,6 +37,7 @@
 //!   subreaper that reaps its orphans, and the stop sequence bounded on the boot clock.
 //! - [`guard`]: the guard file, the term's token and boot-clock deadline published for the
 //!   command (and sidecars) to check without leasehold running; `leasehold guard` reads it.
+//! - [`owned_file`]: one live leasehold per guard or status file (a `flock` beside it).
 //! - [`k8s`]: Deployment discovery, the leader label, the Lease mirror, events, the RBAC list,
 //!   and `reconcile_while_leading` for reconcilers of your own.
 //! - [`fence`]: fencing the resources the leader writes to (Kubernetes objects; PostgreSQL and
@@ -84,6 +86,7 @@ pub mod k8s;
 pub mod leader_view;
 pub mod lease;
 pub mod metrics;
+pub mod owned_file;
 pub mod shutdown;
 pub mod sse;
 pub mod status_file;

@@ -6,8 +6,10 @@
 //! makes no write after its term's validity deadline with the pod frozen (leasehold and the
 //! command SIGSTOPped together past the TTL) and with only leasehold frozen; a successor sees
 //! its own guard valid and the frozen leader's invalid; the guard refuses from step-down on
-//! while the command still runs in its grace period; and the file is where the docs say. The
-//! answers for each record, and the elector's order of steps, are in `guard_check.rs`.
+//! while the command still runs in its grace period; the file is where the docs say; a second
+//! leasehold given the same file is refused at start; and a frozen leader's command is refused
+//! once the file holds another term. The answers for each record, and the elector's order of
+//! steps, are in `guard_check.rs`.
 
 mod support;
 
@@ -16,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use leasehold::clock::BootInstant;
 use leasehold::guard::{GuardError, GuardRecord, check_guard_file, read_guard_file};
-use leasehold::lease::FencingToken;
+use leasehold::lease::{FencingToken, LeaseName};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use support::contenders::unique_lease;
@@ -102,7 +104,9 @@ fn wait_new_term(out: &Resource, seen: &[FencingToken], replica: &Replica) -> (F
 /// The term the guard file says, read while leasehold is frozen (so nothing moves it).
 fn published_term(guard: &Path) -> (FencingToken, BootInstant) {
     match read_guard_file(guard) {
-        Ok(GuardRecord::Term { token, valid_until }) => (token, valid_until),
+        Ok(GuardRecord::Term {
+            token, valid_until, ..
+        }) => (token, valid_until),
         other => panic!("the guard file of a frozen leader holds no term: {other:?}"),
     }
 }
@@ -305,7 +309,7 @@ fn a_successor_sees_its_own_guard_valid_and_the_frozen_leaders_invalid() {
 
     a.signal(Signal::SIGCONT);
     wait_for("a to zero its guard file", Duration::from_secs(10), || {
-        matches!(read_guard_file(&guard_a), Ok(GuardRecord::NoTerm)).then_some(())
+        matches!(read_guard_file(&guard_a), Ok(GuardRecord::NoTerm { .. })).then_some(())
     });
     assert_eq!(guard(&guard_a), 1);
     assert_eq!(guard(&guard_b), 0);
@@ -387,4 +391,84 @@ fn the_command_finds_its_guard_file_in_the_runtime_dir_and_it_is_removed_at_exit
     replica.signal(Signal::SIGTERM);
     assert_eq!(replica.wait_exit(Duration::from_secs(15)), 0);
     assert!(!path.exists(), "removed at exit");
+}
+
+#[test]
+fn a_second_leasehold_given_the_same_guard_file_is_refused_naming_the_first() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let guard = dir.path().join("guard");
+    let lease = unique_lease("shared-guard");
+    let args = args(&guard);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut a = Replica::spawn(&redis.url(), &lease, "a", &args, &["sleep", "300"]);
+    wait_for("a to lead", Duration::from_secs(10), || {
+        a.is_ready().then_some(())
+    });
+    let token_a = check_guard_file(&guard).expect("a's term is in the guard file");
+
+    // A follower given a's file used to take over and publish its own term there: refused.
+    Replica::start(&redis.url(), &lease, "b", &args, &["sleep", "300"], &[])
+        .assert_refused_for_a_file_of("--guard-file", &guard, a.pid());
+    assert_eq!(
+        check_guard_file(&guard).ok(),
+        Some(token_a),
+        "a's file untouched"
+    );
+
+    // The lock dies with its holder: after a SIGKILL the file is free for the next leasehold.
+    a.signal(Signal::SIGKILL);
+    a.wait_exit(Duration::from_secs(10));
+    let c = Replica::spawn(&redis.url(), &lease, "c", &args, &["sleep", "300"]);
+    wait_for("c to lead", Duration::from_secs(10), || {
+        c.is_ready().then_some(())
+    });
+    wait_for(
+        "c's term in the guard file",
+        Duration::from_secs(10),
+        || check_guard_file(&guard).ok().filter(|t| *t > token_a),
+    );
+}
+
+#[test]
+fn a_frozen_leaders_command_is_refused_once_the_guard_file_holds_another_term() {
+    let redis = RedisServer::start();
+    let out = Resource::new();
+    let dir = tempfile::tempdir().unwrap();
+    let guard = dir.path().join("guard");
+    let lease = unique_lease("other-term");
+    let replica = guarded_replica(&redis, &lease, "a", &guard, &out);
+    let (token, _) = wait_new_term(&out, &[], &replica);
+    replica.signal(Signal::SIGSTOP);
+    // Another term's record, valid for long, in the file the frozen leader's command reads (as a
+    // second writer of the file would leave it), replaced atomically as leasehold does.
+    let other = GuardRecord::Term {
+        lease: LeaseName::new(lease.as_str()).unwrap(),
+        token: FencingToken(token.0 + 1),
+        valid_until: BootInstant::now().saturating_add(Duration::from_secs(60)),
+    };
+    let next = dir.path().join("next");
+    std::fs::write(&next, other.encode()).unwrap();
+    std::fs::rename(&next, &guard).unwrap();
+    let replaced = BootInstant::now();
+    let checks_since = || {
+        out.entries()
+            .into_iter()
+            .filter(|e| e.token == token && e.t0 >= replaced)
+            .collect::<Vec<_>>()
+    };
+    let since = wait_for(
+        "three checks of the command since",
+        Duration::from_secs(10),
+        || Some(checks_since()).filter(|c| c.len() >= 3),
+    );
+    replica.signal(Signal::SIGCONT);
+    let writes = since.iter().filter(|e| e.kind == Kind::Write).count();
+    assert_eq!(
+        writes,
+        0,
+        "the frozen leader's command (term {token}) wrote {writes} times of {} checks under term {}'s record",
+        since.len(),
+        token.0 + 1
+    );
 }

@@ -1,7 +1,8 @@
-//! The guard file without frozen processes: what `leasehold guard` answers for each record and
-//! how it refuses bad input, the documented shell check against the same records, a guard file
-//! that cannot be written refused at start, and the elector's order: the term published before
-//! the work starts, moved by renewals, and zeroed before anything else at step-down.
+//! The guard file without frozen processes: what `leasehold guard` answers for each record (and
+//! for a caller of another term or lease) and how it refuses bad input, the documented shell
+//! check against the same records, a guard file that cannot be written or that another process
+//! owns refused at start (by `run` and by `lock`), and the elector's order: the term published
+//! before the work starts, moved by renewals, and zeroed before anything else at step-down.
 
 mod support;
 
@@ -12,7 +13,7 @@ use std::time::Duration;
 use leasehold::clock::BootInstant;
 use leasehold::elector::{Elector, Leadership, Role};
 use leasehold::guard::{GuardError, GuardFile, GuardRecord, read_guard_file};
-use leasehold::lease::FencingToken;
+use leasehold::lease::{FencingToken, LeaseName};
 use support::contenders::{fast_timing, lease, unique_lease};
 use support::replica::run_to_end;
 use testbed::redis_server::RedisServer;
@@ -44,10 +45,24 @@ fn write_record(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
+const LEASE: &str = "shop/web";
+
+fn named(name: &str) -> LeaseName {
+    LeaseName::new(name).unwrap()
+}
+
 fn term_record(token: u64, valid_until: BootInstant) -> String {
     GuardRecord::Term {
+        lease: named(LEASE),
         token: FencingToken(token),
         valid_until,
+    }
+    .encode()
+}
+
+fn no_term_record() -> String {
+    GuardRecord::NoTerm {
+        lease: named(LEASE),
     }
     .encode()
 }
@@ -84,7 +99,7 @@ fn the_guard_subcommand_says_valid_zeroed_expired_or_missing_and_refuses_garbage
         "not valid for a minute more"
     );
 
-    write_record(&file, &GuardRecord::NoTerm.encode());
+    write_record(&file, &no_term_record());
     assert_eq!(
         guard(&[]),
         (1, String::new(), String::new()),
@@ -102,8 +117,9 @@ fn the_guard_subcommand_says_valid_zeroed_expired_or_missing_and_refuses_garbage
 
     for garbage in [
         "",
-        "leasehold-guard 1 42",
-        "leasehold-guard 1 42 99x\n",
+        "leasehold-guard 2 42",
+        "leasehold-guard 2 42 99x shop/web\n",
+        "leasehold-guard 1 42 1000\n",
         "hello\n",
     ] {
         write_record(&file, garbage);
@@ -123,7 +139,132 @@ fn the_guard_subcommand_says_valid_zeroed_expired_or_missing_and_refuses_garbage
     assert!(stderr.contains("--valid-for"), "{stderr}");
 }
 
-/// The three lines of shell in the singleton-command section of docs/REFERENCE.md.
+#[test]
+fn the_guard_refuses_a_record_of_another_term_or_lease_than_the_callers() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("guard");
+    let path = file.to_str().unwrap();
+    let guard = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut args = vec!["guard", "--guard-file", path];
+        args.extend_from_slice(extra);
+        run_to_end(&args, env)
+    };
+    let soon = BootInstant::now().saturating_add(Duration::from_secs(30));
+    write_record(&file, &term_record(42, soon));
+
+    // The command's environment, as leasehold run sets it.
+    let mine = [
+        ("LEASEHOLD_FENCING_TOKEN", "42"),
+        ("LEASEHOLD_LEASE", LEASE),
+    ];
+    assert_eq!(guard(&[], &mine).0, 0, "its own term");
+    let (code, _, stderr) = guard(&["-v"], &mine);
+    assert_eq!(code, 0);
+    assert!(stderr.contains("the caller's term"), "{stderr}");
+    let (code, _, stderr) = guard(&["-v"], &[]);
+    assert_eq!(code, 0, "no token known: any term of the file");
+    assert!(stderr.contains("any term"), "{stderr}");
+
+    let older = [
+        ("LEASEHOLD_FENCING_TOKEN", "41"),
+        ("LEASEHOLD_LEASE", LEASE),
+    ];
+    assert_eq!(
+        guard(&[], &older),
+        (1, String::new(), String::new()),
+        "another term: silent, exit 1"
+    );
+    let (code, _, stderr) = guard(&["--verbose"], &older);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("not valid: the file holds term 42, not the caller's term 41"),
+        "{stderr}"
+    );
+    assert_eq!(guard(&["--token", "41"], &[]).0, 1, "the flag");
+    assert_eq!(
+        guard(&["--token", "42"], &older).0,
+        0,
+        "the flag beats the variable"
+    );
+
+    let (code, _, stderr) = guard(&["-v"], &[("LEASEHOLD_LEASE", "shop/api")]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("the file is lease shop/web's, not the caller's lease shop/api"),
+        "{stderr}"
+    );
+    assert_eq!(guard(&["--lease", "shop/api"], &[]).0, 1);
+    // An empty variable is no value (a shell that exports it empty).
+    assert_eq!(guard(&[], &[("LEASEHOLD_FENCING_TOKEN", "")]).0, 0);
+
+    for (args, env, said) in [
+        (
+            &["--token", "x"][..],
+            &[][..],
+            "--token (or $LEASEHOLD_FENCING_TOKEN) `x`: must be a fencing token",
+        ),
+        (
+            &[][..],
+            &[("LEASEHOLD_FENCING_TOKEN", "0")][..],
+            "--token (or $LEASEHOLD_FENCING_TOKEN) `0`: must be a fencing token",
+        ),
+        (
+            &["--lease", "a b"][..],
+            &[][..],
+            "--lease (or $LEASEHOLD_LEASE) `a b`:",
+        ),
+    ] {
+        let (code, _, stderr) = guard(args, env);
+        assert_eq!(code, 2, "{args:?} {env:?}: {stderr}");
+        assert!(stderr.contains(said), "{stderr}");
+    }
+}
+
+#[test]
+fn run_and_lock_refuse_a_guard_file_another_live_process_owns() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("guard");
+    let owner = GuardFile::create(&file, &named(LEASE)).unwrap();
+    let soon = BootInstant::now().saturating_add(Duration::from_secs(30));
+    owner.publish(FencingToken(42), soon).unwrap();
+    let path = file.to_str().unwrap();
+    for subcommand in ["run", "lock"] {
+        let (code, _, stderr) = run_to_end(
+            &[
+                subcommand,
+                "--lease-name",
+                "x",
+                "--kubernetes",
+                "off",
+                "--guard-file",
+                path,
+                "--",
+                "true",
+            ],
+            &[],
+        );
+        assert_eq!(code, 2, "{subcommand}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "--guard-file {path}: another live leasehold writes this file: pid {} (lease {LEASE})",
+                std::process::id()
+            )),
+            "{subcommand}: {stderr}"
+        );
+        assert_eq!(
+            read_guard_file(&file).unwrap(),
+            GuardRecord::Term {
+                lease: named(LEASE),
+                token: FencingToken(42),
+                valid_until: soon
+            },
+            "{subcommand} left the owner's record alone"
+        );
+    }
+}
+
+/// The lines of shell in the singleton-command section of docs/REFERENCE.md, up to the end of
+/// their code block.
 fn documented_shell_check() -> String {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/REFERENCE.md")).unwrap();
@@ -132,7 +273,12 @@ fn documented_shell_check() -> String {
         .iter()
         .position(|l| l.starts_with("read -r magic version token until"))
         .expect("docs/REFERENCE.md shows the shell check");
-    lines[start..start + 3].join("\n")
+    let end = start
+        + lines[start..]
+            .iter()
+            .position(|l| l.starts_with("```"))
+            .expect("the shell check's code block ends");
+    lines[start..end].join("\n")
 }
 
 #[test]
@@ -144,6 +290,8 @@ fn the_documented_shell_check_agrees_with_the_guard() {
         std::process::Command::new(shell)
             .args(["-c", &check])
             .env("LEASEHOLD_GUARD_FILE", &file)
+            .env("LEASEHOLD_FENCING_TOKEN", "7")
+            .env("LEASEHOLD_LEASE", LEASE)
             .status()
             .unwrap()
             .code()
@@ -165,7 +313,15 @@ fn the_documented_shell_check_agrees_with_the_guard() {
             ),
         );
         assert_eq!(sh(shell), Some(1), "{shell}: expired");
-        write_record(&file, &GuardRecord::NoTerm.encode());
+        write_record(
+            &file,
+            &term_record(
+                8,
+                BootInstant::now().saturating_add(Duration::from_secs(30)),
+            ),
+        );
+        assert_ne!(sh(shell), Some(0), "{shell}: another term");
+        write_record(&file, &no_term_record());
         assert_ne!(sh(shell), Some(0), "{shell}: zeroed");
         std::fs::remove_file(&file).unwrap();
         assert_ne!(sh(shell), Some(0), "{shell}: missing");
@@ -181,9 +337,9 @@ async fn one_term(
     path: &Path,
     renewals: bool,
 ) -> (Vec<String>, Result<GuardRecord, GuardError>) {
-    let guard = Arc::new(GuardFile::create(path).unwrap());
+    let guard = Arc::new(GuardFile::create(path, &LeaseName::new(lease_name).unwrap()).unwrap());
     assert!(
-        matches!(read_guard_file(path), Ok(GuardRecord::NoTerm)),
+        matches!(read_guard_file(path), Ok(GuardRecord::NoTerm { .. })),
         "no term before the first"
     );
     let timing = fast_timing();
@@ -202,7 +358,10 @@ async fn one_term(
                 let note = |s: String| seen.lock().unwrap().push(s);
                 let first = read_guard_file(&path);
                 note(format!("at start: {first:?}"));
-                let Ok(GuardRecord::Term { token, valid_until }) = first else {
+                let Ok(GuardRecord::Term {
+                    token, valid_until, ..
+                }) = first
+                else {
                     return Err("no term published before the work".to_owned());
                 };
                 if token != leadership.token() || valid_until != leadership.valid_until() {
@@ -296,9 +455,12 @@ async fn the_elector_publishes_the_term_before_the_work_and_zeroes_it_before_any
             "term {term}: {seen:?}"
         );
         assert_eq!(seen.len(), 2, "term {term}: {seen:?}");
-        assert_eq!(seen[1], "at revoke: Ok(NoTerm)", "term {term}");
         assert!(
-            matches!(at_readiness_flip, Ok(GuardRecord::NoTerm)),
+            seen[1].starts_with("at revoke: Ok(NoTerm"),
+            "term {term}: {seen:?}"
+        );
+        assert!(
+            matches!(at_readiness_flip, Ok(GuardRecord::NoTerm { .. })),
             "term {term}: {at_readiness_flip:?}"
         );
     }

@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 
 use leasehold::elector::{Elector, Leadership, Role};
 use leasehold::http::ReadinessMode;
-use leasehold::http::{self, Endpoints, LeaderView};
+use leasehold::http::{self, Endpoints};
+use leasehold::lease::LeaseName;
 use leasehold::metrics::Metrics;
+use leasehold::status_file::{StatusDocument, StatusFile};
 use nix::sys::signal::Signal;
 use support::contenders::{lease, steady_timing, summary, unique_lease};
 use support::replica::{FAST, Replica};
@@ -160,7 +162,7 @@ fn events_and_the_status_file_follow_every_transition_and_the_stream_ends_at_exi
     let first = wait_for("a's first event", WAIT, || on_a.events().first().cloned());
     assert_eq!(first.json["is_leader"], true, "{}", first.json);
     let token_a = first.json["token"].as_u64().expect("a token");
-    assert_eq!(read_json(&file_a)["token"], token_a);
+    assert_eq!(read_json(&file_a)["term"], token_a);
 
     let b = Replica::spawn(&redis.url(), &name, "b", &with_status_file(&path_b), &[]);
     wait_for("b follows a", WAIT, || {
@@ -194,7 +196,7 @@ fn events_and_the_status_file_follow_every_transition_and_the_stream_ends_at_exi
     let stepped = &on_a.events()[1].json;
     assert_eq!(stepped["last_step_down"]["reason"], "shutdown", "{stepped}");
     assert_eq!(stepped["is_leader"], false);
-    assert_eq!(read_json(&file_a)["role"], "stopped");
+    assert_eq!(read_json(&file_a)["state"], "stopped");
 
     let took_over = wait_for("b's event of its own term", WAIT, || {
         on_b.events()
@@ -204,7 +206,7 @@ fn events_and_the_status_file_follow_every_transition_and_the_stream_ends_at_exi
     let token_b = took_over.json["token"].as_u64().expect("b's token");
     assert!(token_b > token_a, "{token_b} after {token_a}");
     wait_for("b's status file shows its term", WAIT, || {
-        (read_json(&file_b)["token"] == token_b).then_some(())
+        (read_json(&file_b)["term"] == token_b).then_some(())
     });
     // Only changes are sent: b's renewals since did not add events.
     let roles: Vec<_> = on_b.events().iter().map(|e| e.role().to_owned()).collect();
@@ -282,12 +284,14 @@ async fn a_step_down_reaches_a_watcher_and_the_status_file_within_milliseconds()
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("leader.json");
     let (k, c) = (key.clone(), clock.clone());
-    let _writer = leasehold::status_file::spawn(
-        file.clone(),
-        &watchers,
-        move |s| LeaderView::json(s, &k, c.now()),
-        stop.clone(),
-    );
+    let _writer = StatusFile::claim(file.clone(), &LeaseName::new(name.as_str()).unwrap())
+        .expect("claim the status file")
+        .spawn(
+            &watchers,
+            elector.status(),
+            move |s| StatusDocument::json(s, &k, c.now()),
+            stop.clone(),
+        );
     let never_reads = watchers.subscribe(1);
     let idle: Vec<TcpStream> = (0..20)
         .map(|_| {
@@ -329,8 +333,11 @@ async fn a_step_down_reaches_a_watcher_and_the_status_file_within_milliseconds()
             events.first_after(since, is_term)
         })
         .await;
+        let in_file = |e: &Seen| {
+            e.json["state"] == "leading_until_deadline" && e.json["term"].as_u64() == token
+        };
         testbed::wait::eventually("the term in the file", WAIT, || async {
-            files.first_after(since, is_term)
+            files.first_after(since, in_file)
         })
         .await;
         let ended = Instant::now();
@@ -350,7 +357,7 @@ async fn a_step_down_reaches_a_watcher_and_the_status_file_within_milliseconds()
             files.first_after(ended, shows_step_down)
         })
         .await;
-        if written.role() == "follower" {
+        if written.json["state"] == "follower" {
             follower_seen_in_file += 1;
         }
         to_event.push(event.at - ended);

@@ -342,6 +342,15 @@ pub struct GuardArgs {
     /// action takes (at most 1h).
     #[arg(long, env = "LEASEHOLD_GUARD_VALID_FOR", default_value = "0s", value_parser = parse_duration)]
     pub valid_for: Duration,
+    /// The fencing token of the caller's term: a file that holds another term is refused
+    /// [default: $LEASEHOLD_FENCING_TOKEN, which leasehold run gives its command]. Without
+    /// either, any term of the file passes.
+    #[arg(long, env = "LEASEHOLD_FENCING_TOKEN")]
+    pub token: Option<String>,
+    /// The caller's lease (`<namespace>/<name>`): a file of another lease is refused
+    /// [default: $LEASEHOLD_LEASE, which leasehold run gives its command].
+    #[arg(long, env = "LEASEHOLD_LEASE")]
+    pub lease: Option<String>,
     /// Say on stderr what the guard file says (by default only the exit code does).
     #[arg(long, short, env = "LEASEHOLD_GUARD_VERBOSE", action = ArgAction::SetTrue)]
     pub verbose: bool,

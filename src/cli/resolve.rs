@@ -12,6 +12,7 @@ use super::{
 };
 use crate::elector::Timing;
 use crate::exec::{ExecSettings, find_program};
+use crate::guard::caller::{self, CallerError, CallerTerm};
 use crate::guard::check::GuardCheck;
 use crate::k8s::{KubeSettings, names};
 use crate::lease::{
@@ -77,9 +78,27 @@ impl GuardArgs {
     /// What to check.
     pub fn check(&self) -> Result<GuardCheck, CliError> {
         at_most("valid-for", self.valid_for, VALID_FOR_BOUND)?;
+        // An empty value is no value: a shell that exports the variable empty means "not set".
+        let given = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
+        let refused = |e: CallerError| CliError::Name {
+            flag: e.source,
+            value: e.value,
+            rule: e.rule,
+        };
+        let caller = CallerTerm {
+            lease: given(&self.lease)
+                .map(|v| caller::parse_lease("--lease (or $LEASEHOLD_LEASE)", &v))
+                .transpose()
+                .map_err(refused)?,
+            token: given(&self.token)
+                .map(|v| caller::parse_token("--token (or $LEASEHOLD_FENCING_TOKEN)", &v))
+                .transpose()
+                .map_err(refused)?,
+        };
         Ok(GuardCheck {
             path: self.guard_file.clone(),
             valid_for: self.valid_for,
+            caller,
             verbose: self.verbose,
         })
     }

@@ -21,6 +21,7 @@ use crate::k8s::Publisher;
 use crate::lease::{LeaseName, OwnerId};
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
+use crate::status_file::{StatusDocument, StatusFile};
 
 /// Slack for stepping down, releasing and stopping the HTTP server after the command stopped.
 const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
@@ -58,6 +59,14 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
     let clock = lease.clock().clone();
     let metrics = Arc::new(Metrics::new(&settings.identity, lease_name.as_str()));
     let guard = guard_file(&settings, &lease_name)?;
+    let status_file = settings
+        .status_file
+        .clone()
+        .map(|path| {
+            StatusFile::claim(path.clone(), &lease_name)
+                .map_err(|e| CliError::Refused(format!("--status-file {}: {e}", path.display())))
+        })
+        .transpose()?;
     let mut elector = Elector::new(lease, settings.timing)
         .map_err(CliError::Timing)?
         .with_eviction_mode(settings.redis.eviction)
@@ -73,12 +82,12 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
     }
     let watchers = elector.watchers();
     let status_file_stop = CancellationToken::new();
-    let status_file = settings.status_file.clone().map(|path| {
+    let status_file = status_file.map(|file| {
         let (lease_key, clock) = (lease_key.clone(), clock.clone());
-        crate::status_file::spawn(
-            path,
+        file.spawn(
             &watchers,
-            move |status| http::LeaderView::json(status, &lease_key, clock.now()),
+            elector.status(),
+            move |status| StatusDocument::json(status, &lease_key, clock.now()),
             status_file_stop.clone(),
         )
     });
@@ -194,16 +203,17 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
 }
 
 /// The guard file: the one `--guard-file` names (refused with exit code 2 when it cannot be
-/// written), else, when there is a command, one in the runtime directory.
+/// written or another live leasehold writes it), else, when there is a command, one in the
+/// runtime directory.
 pub(crate) fn guard_file(
     settings: &RunSettings,
     lease: &LeaseName,
 ) -> Result<Option<Arc<GuardFile>>, CliError> {
     let guard = match (&settings.guard_file, &settings.exec) {
-        (Some(path), _) => GuardFile::create(path).map_err(|e| {
+        (Some(path), _) => GuardFile::create(path, lease).map_err(|e| {
             CliError::Refused(format!("--guard-file {}: {}", path.display(), e.rule()))
         })?,
-        (None, Some(_)) => GuardFile::in_runtime_dir(lease.as_str())
+        (None, Some(_)) => GuardFile::in_runtime_dir(lease)
             .context("cannot create the guard file for the command (pass --guard-file)")?,
         (None, None) => return Ok(None),
     };

@@ -40,12 +40,14 @@ pub struct ExecSettings {
     pub restart: bool,
 }
 
-/// The environment variable that carries the fencing token.
-pub const TOKEN_ENV: &str = "LEASEHOLD_FENCING_TOKEN";
+/// The environment variable that carries the fencing token (the guard compares it with the
+/// guard file's term).
+pub const TOKEN_ENV: &str = crate::guard::caller::TOKEN_ENV;
 /// The environment variable that carries this replica's identity.
 pub const IDENTITY_ENV: &str = "LEASEHOLD_IDENTITY";
-/// The environment variable that carries the lease name.
-pub const LEASE_ENV: &str = "LEASEHOLD_LEASE";
+/// The environment variable that carries the lease name (the guard compares it with the guard
+/// file's lease).
+pub const LEASE_ENV: &str = crate::guard::caller::LEASE_ENV;
 /// The environment variable that names the guard file, when there is one.
 pub const GUARD_FILE_ENV: &str = crate::guard::GUARD_ENV;
 

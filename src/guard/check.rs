@@ -1,12 +1,13 @@
-//! `leasehold guard`: exit 0 while the guard file says the term is valid by the boot clock right
-//! now, 1 when it does not (zeroed, expired, missing), 2 when the file is no guard file or
-//! cannot be read, or no file is named. Silent unless asked (`--verbose`), so that a shell
-//! command can say `leasehold guard && write_something` in a loop.
+//! `leasehold guard`: exit 0 while the guard file says the caller's term is valid by the boot
+//! clock right now, 1 when it does not (zeroed, expired, missing, another term or lease), 2 when
+//! the file is no guard file or cannot be read, no file is named, or the caller's term does not
+//! parse. Silent unless asked (`--verbose`), so that a shell command can say `leasehold guard &&
+//! write_something` in a loop.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{GUARD_ENV, GuardRecord, judge, read_guard_file};
+use super::{CallerTerm, GUARD_ENV, GuardRecord, judge, read_guard_file};
 use crate::clock::BootInstant;
 
 /// What `leasehold guard` was asked.
@@ -16,6 +17,9 @@ pub struct GuardCheck {
     pub path: Option<PathBuf>,
     /// The term must stay valid this much longer.
     pub valid_for: Duration,
+    /// The caller's lease and term (`--lease`, `--token`, else `$LEASEHOLD_LEASE`,
+    /// `$LEASEHOLD_FENCING_TOKEN`): a record of another is refused.
+    pub caller: CallerTerm,
     /// Say on stderr what the file says.
     pub verbose: bool,
 }
@@ -30,7 +34,7 @@ pub fn run(check: &GuardCheck) -> u8 {
     };
     let now = BootInstant::now();
     let verdict = read_guard_file(path).and_then(|record| {
-        let token = judge(path, &record, now, check.valid_for)?;
+        let token = judge(path, &record, now, check.valid_for, &check.caller)?;
         Ok((token, record))
     });
     match verdict {
@@ -38,10 +42,16 @@ pub fn run(check: &GuardCheck) -> u8 {
             if check.verbose {
                 let left = match record {
                     GuardRecord::Term { valid_until, .. } => now.until(valid_until),
-                    GuardRecord::NoTerm => Duration::ZERO,
+                    GuardRecord::NoTerm { .. } => Duration::ZERO,
+                };
+                let whose = if check.caller.token.is_some() {
+                    "the caller's term"
+                } else {
+                    "any term: no --token or $LEASEHOLD_FENCING_TOKEN to compare"
                 };
                 eprintln!(
-                    "valid: token {token}, {} ms left (guard file {})",
+                    "valid: token {token} of lease {}, {} ms left ({whose}; guard file {})",
+                    record.lease(),
                     left.as_millis(),
                     path.display()
                 );

@@ -11,24 +11,32 @@
 //!
 //! # Format
 //!
-//! One line of ASCII, at most 64 bytes: `leasehold-guard 1 <token> <valid_until_ns>\n`. The
-//! words are separated by one space; `1` is the format's version; `<token>` is the term's
-//! fencing token and `<valid_until_ns>` its validity deadline in nanoseconds of
+//! One line of UTF-8 text, at most 378 bytes: `leasehold-guard 2 <token> <valid_until_ns>
+//! <lease>\n`. The words are separated by one space; `2` is the format's version; `<token>` is
+//! the term's fencing token and `<valid_until_ns>` its validity deadline in nanoseconds of
 //! `CLOCK_BOOTTIME` (the boot clock, which counts through suspend and which every process of
-//! the machine shares, outside time namespaces), both plain decimal without leading zeros. The
-//! term is valid while the boot clock reads less than the deadline; `leasehold-guard 1 0 0` (the
-//! zeroed record) means no term. Anything else is refused as garbled. Read the whole file at
-//! each check (one `read` of up to 64 bytes after `open`); do not keep it open, since each
-//! update is a new file: leasehold writes the record to a fresh file beside it and `rename`s
-//! that over the guard file. `rename(2)` is atomic, so a reader that opens the path gets the old
-//! file or the new one, each complete and never written again. (An update in place is not
-//! atomic for a concurrent reader: Linux copies a buffered `read` out of the page cache without
-//! locking out a concurrent `pwrite`, on tmpfs as on ext4, and a reader can see half of each.)
+//! the machine shares, outside time namespaces), both plain decimal without leading zeros;
+//! `<lease>` is the lease name (no whitespace, at most 317 bytes). The term is valid while the
+//! boot clock reads less than the deadline; `leasehold-guard 2 0 0 <lease>` (the zeroed record)
+//! means no term. A reader that knows its term (the command: `$LEASEHOLD_FENCING_TOKEN`,
+//! `$LEASEHOLD_LEASE`) also refuses a record of another token or lease. Anything else is refused
+//! as garbled. Read the whole file at each check (one `read` of up to 379 bytes after `open`);
+//! do not keep it open, since each update is a new file: leasehold writes the record to a fresh
+//! file beside it and `rename`s that over the guard file. `rename(2)` is atomic, so a reader
+//! that opens the path gets the old file or the new one, each complete and never written again.
+//! (An update in place is not atomic for a concurrent reader: Linux copies a buffered `read` out
+//! of the page cache without locking out a concurrent `pwrite`, on tmpfs as on ext4, and a
+//! reader can see half of each.)
+//!
+//! One live leasehold writes one guard file: it claims the file ([`crate::owned_file`]) before
+//! its first write, and a second leasehold given the same file is refused at start.
 //!
 //! - [`record`]: the line, its parser, and the verdict at an instant.
+//! - [`caller`]: the lease and term of the reader, from the command's environment.
 //! - [`writer`]: [`GuardFile`], which the elector writes (`Elector::with_guard_file`).
 //! - [`check`]: `leasehold guard`, the check for shell commands.
 
+pub mod caller;
 pub mod check;
 pub mod record;
 pub mod writer;
@@ -38,11 +46,13 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use caller::{CallerError, CallerTerm};
 pub use record::{GuardRecord, Refusal};
 pub use writer::GuardFile;
 
 use crate::clock::BootInstant;
-use crate::lease::FencingToken;
+use crate::lease::{FencingToken, LeaseName};
+use crate::owned_file::ClaimError;
 
 /// The environment variable that names the guard file, for the command (`leasehold run` sets
 /// it) and for `leasehold run --guard-file` and `leasehold guard --guard-file`.
@@ -75,6 +85,24 @@ pub enum GuardError {
         /// The guard file.
         path: PathBuf,
     },
+    /// The record is another lease's than the caller's.
+    OtherLease {
+        /// The guard file.
+        path: PathBuf,
+        /// The record's lease.
+        lease: LeaseName,
+        /// The caller's.
+        mine: LeaseName,
+    },
+    /// The record holds another term than the caller's: a later term, or another process's.
+    OtherTerm {
+        /// The guard file.
+        path: PathBuf,
+        /// The record's term.
+        token: FencingToken,
+        /// The caller's.
+        mine: FencingToken,
+    },
     /// The term's validity deadline passed (leasehold is frozen or gone, or could not renew).
     Expired {
         /// The guard file.
@@ -102,6 +130,20 @@ pub enum GuardError {
         /// Why.
         source: std::io::Error,
     },
+    /// Another live leasehold writes the file, or the claim could not be taken.
+    Unclaimable {
+        /// The guard file.
+        path: PathBuf,
+        /// Why.
+        source: ClaimError,
+    },
+    /// The caller's term, as its environment gives it, does not parse.
+    BadCaller {
+        /// The guard file.
+        path: PathBuf,
+        /// What is wrong.
+        source: CallerError,
+    },
 }
 
 impl GuardError {
@@ -112,20 +154,27 @@ impl GuardError {
             | GuardError::Unreadable { path, .. }
             | GuardError::Garbled { path, .. }
             | GuardError::NoTerm { path }
+            | GuardError::OtherLease { path, .. }
+            | GuardError::OtherTerm { path, .. }
             | GuardError::Expired { path, .. }
             | GuardError::TooShort { path, .. }
-            | GuardError::Unwritable { path, .. } => path,
+            | GuardError::Unwritable { path, .. }
+            | GuardError::Unclaimable { path, .. }
+            | GuardError::BadCaller { path, .. } => path,
         }
     }
 
-    /// Whether this is bad input (a file that is no guard file, or cannot be read or written)
-    /// rather than an answer ("not valid").
+    /// Whether this is bad input (a file that is no guard file, cannot be read or written, or is
+    /// another live leasehold's; a caller's term that does not parse) rather than an answer
+    /// ("not valid").
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
             GuardError::Unreadable { .. }
                 | GuardError::Garbled { .. }
                 | GuardError::Unwritable { .. }
+                | GuardError::Unclaimable { .. }
+                | GuardError::BadCaller { .. }
         )
     }
 
@@ -140,6 +189,12 @@ impl GuardError {
             GuardError::NoTerm { .. } => {
                 "no term (leasehold stepped down, or has not led yet)".into()
             }
+            GuardError::OtherLease { lease, mine, .. } => {
+                format!("the file is lease {lease}'s, not the caller's lease {mine}")
+            }
+            GuardError::OtherTerm { token, mine, .. } => format!(
+                "the file holds term {token}, not the caller's term {mine} (a later term, or another process's)"
+            ),
             GuardError::Expired { token, late, .. } => {
                 format!("the validity deadline of term {token} passed {late:?} ago")
             }
@@ -152,6 +207,8 @@ impl GuardError {
                 format!("term {token} is valid for {left:?} more, not the {wanted:?} asked for")
             }
             GuardError::Unwritable { source, .. } => format!("cannot write it: {source}"),
+            GuardError::Unclaimable { source, .. } => source.to_string(),
+            GuardError::BadCaller { source, .. } => format!("the caller's term: {source}"),
         }
     }
 }
@@ -196,34 +253,61 @@ pub fn read_guard_file(path: impl AsRef<Path>) -> Result<GuardRecord, GuardError
     })
 }
 
-/// The guard for a Rust sidecar: `Ok(token)` while the guard file at `path` says the term is
-/// valid by the boot clock right now. Call it right before each side effect, and pass the token
-/// with the write.
+/// The guard for a Rust command or sidecar: `Ok(token)` while the guard file at `path` says
+/// the term is valid by the boot clock right now. Call it right before each side effect, and
+/// pass the token with the write. As `leasehold guard` does, it reads the caller's term from
+/// the environment that `leasehold run` gives its command (`$LEASEHOLD_FENCING_TOKEN`,
+/// `$LEASEHOLD_LEASE`) and refuses a record of another term or lease; where they are not set,
+/// any term of the file passes ([`check_guard_file_for_term`] says the term explicitly).
 pub fn check_guard_file(path: impl AsRef<Path>) -> Result<FencingToken, GuardError> {
     check_guard_file_for(path, Duration::ZERO)
 }
 
-/// As [`check_guard_file`], and the term must stay valid `valid_for` longer: the time the
-/// guarded action takes.
+/// As [`check_guard_file`], and the term must stay valid `valid_for` longer: the time the guarded
+/// action takes.
 pub fn check_guard_file_for(
     path: impl AsRef<Path>,
     valid_for: Duration,
 ) -> Result<FencingToken, GuardError> {
     let path = path.as_ref();
-    judge(path, &read_guard_file(path)?, BootInstant::now(), valid_for)
+    let caller = CallerTerm::from_env().map_err(|source| GuardError::BadCaller {
+        path: path.to_owned(),
+        source,
+    })?;
+    check_guard_file_for_term(path, &caller, valid_for)
 }
 
-/// The verdict of `record`, read from `path`, at `now`.
+/// `Ok(token)` while the guard file at `path` holds `caller`'s term (as far as it names one),
+/// valid by the boot clock now and for `valid_for` more.
+pub fn check_guard_file_for_term(
+    path: impl AsRef<Path>,
+    caller: &CallerTerm,
+    valid_for: Duration,
+) -> Result<FencingToken, GuardError> {
+    let path = path.as_ref();
+    judge(
+        path,
+        &read_guard_file(path)?,
+        BootInstant::now(),
+        valid_for,
+        caller,
+    )
+}
+
+/// The verdict of `record`, read from `path`, at `now`, for `caller`.
 fn judge(
     path: &Path,
     record: &GuardRecord,
     now: BootInstant,
     valid_for: Duration,
+    caller: &CallerTerm,
 ) -> Result<FencingToken, GuardError> {
-    record.verdict(now, valid_for).map_err(|refusal| {
+    record.verdict(now, valid_for, caller).map_err(|refusal| {
         let path = path.to_owned();
         match refusal {
+            Refusal::OtherLease { lease, mine } => GuardError::OtherLease { path, lease, mine },
             Refusal::NoTerm => GuardError::NoTerm { path },
+            Refusal::OtherTerm { token, mine } => GuardError::OtherTerm { path, token, mine },
             Refusal::Expired { token, late } => GuardError::Expired { path, token, late },
             Refusal::TooShort {
                 token,

@@ -1,4 +1,5 @@
-//! The writer of the guard file: where it lives, publishing a term, zeroing it, removing it.
+//! The writer of the guard file: where it lives, claiming it, publishing a term, zeroing it,
+//! removing it.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -7,9 +8,12 @@ use std::sync::{Mutex, PoisonError};
 
 use super::{GuardError, GuardRecord};
 use crate::clock::BootInstant;
-use crate::lease::FencingToken;
+use crate::lease::{FencingToken, LeaseName};
+use crate::owned_file::FileClaim;
 
-/// The guard file of one leasehold process. Created with the zeroed record; removed on drop.
+/// The guard file of one leasehold process and one lease. Claimed for this process (a second
+/// live leasehold given the same path is refused) and created with the zeroed record; removed,
+/// and the claim released, on drop.
 ///
 /// Every update writes the record to a new file beside the guard file (`.<name>.next`) and
 /// renames it over the guard file, so that a reader that opens the path reads one complete
@@ -18,13 +22,19 @@ use crate::lease::FencingToken;
 pub struct GuardFile {
     path: PathBuf,
     next: PathBuf,
+    lease: LeaseName,
     /// Serialises updates, which share the file beside.
     writing: Mutex<()>,
+    /// Released last (fields drop after `Drop::drop` removed the file): the file is gone before
+    /// another leasehold may claim the path.
+    _claim: FileClaim,
 }
 
 impl GuardFile {
-    /// The guard file at `path`, created (or replaced) with the zeroed record.
-    pub fn create(path: impl Into<PathBuf>) -> Result<Self, GuardError> {
+    /// The guard file of `lease` at `path`, claimed for this process and created (or replaced)
+    /// with the zeroed record. Refused ([`GuardError::Unclaimable`]) while another live
+    /// leasehold writes it.
+    pub fn create(path: impl Into<PathBuf>, lease: &LeaseName) -> Result<Self, GuardError> {
         let path = path.into();
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
         let Some(name) = name.filter(|n| !n.is_empty()) else {
@@ -33,25 +43,29 @@ impl GuardFile {
                 source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
             });
         };
+        let claim = match FileClaim::claim(&path, &format!("lease {lease}")) {
+            Ok(claim) => claim,
+            Err(source) => return Err(GuardError::Unclaimable { path, source }),
+        };
         let next = path.with_file_name(format!(".{name}.next"));
         let guard = Self {
             path,
             next,
+            lease: lease.clone(),
             writing: Mutex::new(()),
+            _claim: claim,
         };
-        guard
-            .write(&GuardRecord::NoTerm)
-            .map_err(|source| GuardError::Unwritable {
-                path: guard.path.clone(),
-                source,
-            })?;
+        guard.revoke().map_err(|source| GuardError::Unwritable {
+            path: guard.path.clone(),
+            source,
+        })?;
         Ok(guard)
     }
 
     /// A guard file for `lease` named after the lease and this process, in the first of
     /// `$XDG_RUNTIME_DIR`, `/dev/shm` (both tmpfs as a rule) and the temporary directory where
     /// one can be created.
-    pub fn in_runtime_dir(lease: &str) -> Result<Self, GuardError> {
+    pub fn in_runtime_dir(lease: &LeaseName) -> Result<Self, GuardError> {
         let mut dirs = Vec::new();
         if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
             dirs.push(PathBuf::from(dir));
@@ -62,11 +76,11 @@ impl GuardFile {
     }
 
     /// A guard file for `lease` in the first of `dirs` where one can be created.
-    pub fn in_first_of(dirs: &[PathBuf], lease: &str) -> Result<Self, GuardError> {
-        let name = file_name(lease, std::process::id());
+    pub fn in_first_of(dirs: &[PathBuf], lease: &LeaseName) -> Result<Self, GuardError> {
+        let name = file_name(lease.as_str(), std::process::id());
         let mut last = None;
         for dir in dirs {
-            match Self::create(dir.join(&name)) {
+            match Self::create(dir.join(&name), lease) {
                 Ok(guard) => return Ok(guard),
                 Err(err) => last = Some(err),
             }
@@ -84,12 +98,18 @@ impl GuardFile {
 
     /// Publishes term `token`, valid until `valid_until` on the boot clock.
     pub fn publish(&self, token: FencingToken, valid_until: BootInstant) -> std::io::Result<()> {
-        self.write(&GuardRecord::Term { token, valid_until })
+        self.write(&GuardRecord::Term {
+            lease: self.lease.clone(),
+            token,
+            valid_until,
+        })
     }
 
     /// Zeroes the record: from now on every check refuses.
     pub fn revoke(&self) -> std::io::Result<()> {
-        self.write(&GuardRecord::NoTerm)
+        self.write(&GuardRecord::NoTerm {
+            lease: self.lease.clone(),
+        })
     }
 
     fn write(&self, record: &GuardRecord) -> std::io::Result<()> {
@@ -144,46 +164,74 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::guard::{GuardError, check_guard_file, read_guard_file};
+    use crate::guard::{CallerTerm, GuardError, check_guard_file_for_term, read_guard_file};
+
+    fn lease() -> LeaseName {
+        LeaseName::new("shop/web").unwrap()
+    }
+
+    fn check(path: &Path) -> Result<FencingToken, GuardError> {
+        check_guard_file_for_term(path, &CallerTerm::default(), Duration::ZERO)
+    }
 
     #[test]
     fn a_new_guard_file_holds_no_term_and_a_published_one_is_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("guard");
-        let guard = GuardFile::create(&path).unwrap();
-        assert!(matches!(read_guard_file(&path), Ok(GuardRecord::NoTerm)));
-        assert!(matches!(
-            check_guard_file(&path),
-            Err(GuardError::NoTerm { .. })
-        ));
+        let guard = GuardFile::create(&path, &lease()).unwrap();
+        assert_eq!(
+            read_guard_file(&path).unwrap(),
+            GuardRecord::NoTerm { lease: lease() }
+        );
+        assert!(matches!(check(&path), Err(GuardError::NoTerm { .. })));
         let until = BootInstant::now().saturating_add(Duration::from_secs(10));
         guard.publish(FencingToken(7), until).unwrap();
         assert_eq!(
             read_guard_file(&path).unwrap(),
             GuardRecord::Term {
+                lease: lease(),
                 token: FencingToken(7),
                 valid_until: until
             }
         );
-        assert_eq!(check_guard_file(&path).unwrap(), FencingToken(7));
+        assert_eq!(check(&path).unwrap(), FencingToken(7));
         guard.revoke().unwrap();
-        assert!(matches!(
-            check_guard_file(&path),
-            Err(GuardError::NoTerm { .. })
-        ));
+        assert!(matches!(check(&path), Err(GuardError::NoTerm { .. })));
         drop(guard);
         assert!(!path.exists(), "removed on drop");
-        assert!(matches!(
-            check_guard_file(&path),
-            Err(GuardError::Missing { .. })
-        ));
+        assert!(matches!(check(&path), Err(GuardError::Missing { .. })));
+    }
+
+    #[test]
+    fn a_second_writer_of_one_guard_file_is_refused_and_the_first_keeps_its_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("guard");
+        let first = GuardFile::create(&path, &lease()).unwrap();
+        let until = BootInstant::now().saturating_add(Duration::from_secs(10));
+        first.publish(FencingToken(7), until).unwrap();
+        let other = LeaseName::new("shop/api").unwrap();
+        let err = GuardFile::create(&path, &other).unwrap_err();
+        assert!(
+            matches!(err, GuardError::Unclaimable { .. }) && err.is_bad_input(),
+            "{err}"
+        );
+        let said = err.to_string();
+        let pid = std::process::id();
+        assert!(
+            said.contains(&format!("pid {pid} (this process, lease shop/web)")),
+            "{said}"
+        );
+        assert_eq!(check(&path).unwrap(), FencingToken(7), "untouched");
+        drop(first);
+        let second = GuardFile::create(&path, &other).unwrap();
+        assert_eq!(read_guard_file(second.path()).unwrap().lease(), &other);
     }
 
     #[test]
     fn a_concurrent_reader_never_sees_a_torn_record() {
         let dir = tempfile::tempdir_in(shm_or_tmp()).unwrap();
         let path = dir.path().join("guard");
-        let guard = std::sync::Arc::new(GuardFile::create(&path).unwrap());
+        let guard = std::sync::Arc::new(GuardFile::create(&path, &lease()).unwrap());
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         // Two records that differ in every digit, so that any mix of them shows.
         let a = (
@@ -211,9 +259,10 @@ mod tests {
         let mut torn = Vec::new();
         while started.elapsed() < Duration::from_secs(2) {
             match read_guard_file(&path) {
-                Ok(GuardRecord::Term { token, valid_until })
-                    if (token, valid_until) == a || (token, valid_until) == b => {}
-                Ok(GuardRecord::NoTerm) => {}
+                Ok(GuardRecord::Term {
+                    token, valid_until, ..
+                }) if (token, valid_until) == a || (token, valid_until) == b => {}
+                Ok(GuardRecord::NoTerm { .. }) => {}
                 other => torn.push(format!("{other:?}")),
             }
             reads += 1;
@@ -246,14 +295,14 @@ mod tests {
     fn the_default_file_is_named_after_the_lease_and_the_pid_in_the_first_writable_dir() {
         let dir = tempfile::tempdir().unwrap();
         let dirs = [dir.path().join("missing"), dir.path().to_owned()];
-        let guard = GuardFile::in_first_of(&dirs, "shop/web").unwrap();
+        let guard = GuardFile::in_first_of(&dirs, &lease()).unwrap();
         assert_eq!(
             guard.path(),
             dir.path()
                 .join(format!("leasehold-guard-shop_web-{}", std::process::id()))
         );
-        let err = GuardFile::in_first_of(&dirs[..1], "shop/web").unwrap_err();
+        let err = GuardFile::in_first_of(&dirs[..1], &lease()).unwrap_err();
         assert!(err.is_bad_input(), "{err}");
-        assert!(err.to_string().contains("cannot write it"), "{err}");
+        assert!(err.to_string().contains("No such file"), "{err}");
     }
 }

@@ -2,6 +2,7 @@
 //! its JSON logs collected, for end-to-end tests.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,29 @@ impl Replica {
         command: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        let replica = Self::start(redis_url, lease, name, args, command, env);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while replica.get("/healthz").is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "{name} never answered /healthz:\n{}",
+                replica.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        replica
+    }
+
+    /// Starts `leasehold run` as [`spawn_with_env`](Self::spawn_with_env) does, without waiting
+    /// for it to answer: for a replica that must be refused at start.
+    pub fn start(
+        redis_url: &str,
+        lease: &str,
+        name: &str,
+        args: &[&str],
+        command: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let http = testbed::free_addr();
         let mut cmd = Command::new(BIN);
         cmd.arg("run");
@@ -78,21 +102,11 @@ impl Replica {
             .env("RUST_LOG", "leasehold=debug")
             .envs(env.iter().copied());
         let child = Guarded::spawn(cmd, &format!("leasehold {name}")).expect("spawn leasehold");
-        let replica = Self {
+        Self {
             name: name.to_owned(),
             http,
             child,
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while replica.get("/healthz").is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "{name} never answered /healthz:\n{}",
-                replica.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(10));
         }
-        replica
     }
 
     pub fn pid(&self) -> Pid {
@@ -156,6 +170,23 @@ impl Replica {
             .into_iter()
             .filter(|l| l["message"] == message)
             .collect()
+    }
+
+    /// For a replica started with [`start`](Self::start) given a file (`flag PATH`) that the live
+    /// leasehold `owner` writes: it must be refused at start, with exit code 2 and a message
+    /// naming the flag, the file and the owner's pid.
+    pub fn assert_refused_for_a_file_of(mut self, flag: &str, path: &Path, owner: Pid) {
+        let code = self.wait_exit(Duration::from_secs(10));
+        let said = self.log_text();
+        assert_eq!(code, 2, "{said}");
+        assert!(
+            said.contains(&format!("{flag} {}", path.display())),
+            "{said}"
+        );
+        assert!(
+            said.contains(&format!("pid {owner}")),
+            "names the owner: {said}"
+        );
     }
 
     /// Waits for the process to exit; its exit code.

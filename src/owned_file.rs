@@ -1,0 +1,207 @@
+//! One file, one live writer: a file that tells readers about leadership (the guard file, the
+//! status file) is claimed by the leasehold that writes it, and a second one is refused.
+//!
+//! Two leaseholds writing one such file would each tell the other's readers about their own
+//! term: the frozen leader's command, asking its guard file, would be told yes for its
+//! successor's term (DESIGN.md, point 14). So the writer holds an exclusive `flock` on a lock
+//! file beside the file for as long as it lives:
+//!
+//! - beside the file, not on it: the file is replaced by a rename at every update, and a lock on
+//!   it would stay on the inode the next rename unlinks;
+//! - `flock`, not a pid file alone: the kernel drops the lock when its holder dies (SIGKILL, OOM),
+//!   so a dead leasehold leaves nothing to clean up and never blocks the next one;
+//! - close-on-exec (std opens every file so): the command that leasehold starts does not inherit
+//!   the lock, so a command that outlives a killed leasehold does not keep the file claimed.
+//!
+//! The lock file holds the owner's pid and a few words about it, for the refusal's message.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+
+/// How often a claim starts again when the lock file it locked was unlinked in between (its
+/// owner leaving at that instant); more would mean someone keeps replacing it.
+const ATTEMPTS: usize = 8;
+
+/// Why a file could not be claimed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    /// Another live process holds the claim.
+    #[error(
+        "another live leasehold writes this file: {holder}; one file is written by one leasehold, else each would tell the other's readers about its own term (give each its own file)"
+    )]
+    Owned {
+        /// Who: `pid N (…)` as the lock file says.
+        holder: String,
+    },
+    /// The lock file could not be created, locked or written.
+    #[error("cannot lock it through {path}: {source}")]
+    Io {
+        /// The lock file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The claim on one file: released (and its lock file removed) on drop, or by the kernel when
+/// the process dies.
+#[derive(Debug)]
+pub struct FileClaim {
+    /// The lock file beside the claimed file.
+    path: PathBuf,
+    /// Held, never read: the claim is this lock.
+    _lock: Flock<File>,
+}
+
+impl FileClaim {
+    /// Claims `file` for this process; `about` says who claims it (for a refused process's
+    /// message), for example `lease shop/web`.
+    pub fn claim(file: &Path, about: &str) -> Result<Self, ClaimError> {
+        let path = lock_path(file).ok_or_else(|| ClaimError::Io {
+            path: file.to_owned(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
+        })?;
+        let io = |source| ClaimError::Io {
+            path: path.clone(),
+            source,
+        };
+        for _ in 0..ATTEMPTS {
+            // O_NOFOLLOW: a symlink planted in a shared directory (/dev/shm, /tmp) is refused,
+            // not followed to a file of someone else's.
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o644)
+                .custom_flags(nix::libc::O_NOFOLLOW)
+                .open(&path)
+                .map_err(io)?;
+            let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => lock,
+                Err((file, Errno::EWOULDBLOCK)) => {
+                    return Err(ClaimError::Owned {
+                        holder: holder(&file),
+                    });
+                }
+                Err((_, errno)) => return Err(io(errno.into())),
+            };
+            // The owner before us unlinks the lock file before it lets go: a lock taken on the
+            // unlinked file claims nothing, since the next process opens a new one.
+            let ours = lock.metadata().map_err(io)?;
+            match std::fs::symlink_metadata(&path) {
+                Ok(now) if (now.dev(), now.ino()) == (ours.dev(), ours.ino()) => {}
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io(e)),
+            }
+            lock.set_len(0).map_err(io)?;
+            lock.write_all(format!("{} {about}\n", std::process::id()).as_bytes())
+                .map_err(io)?;
+            return Ok(Self { path, _lock: lock });
+        }
+        Err(io(std::io::Error::other(
+            "the lock file was replaced at every attempt",
+        )))
+    }
+
+    /// The lock file.
+    pub fn lock_path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for FileClaim {
+    fn drop(&mut self) {
+        // Unlinked while still locked (see `claim`); the lock goes with `self._lock` after this.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// `.<name>.lock` beside `file`.
+fn lock_path(file: &Path) -> Option<PathBuf> {
+    let name = file.file_name().filter(|n| !n.is_empty())?;
+    let mut lock = std::ffi::OsString::from(".");
+    lock.push(name);
+    lock.push(".lock");
+    Some(file.with_file_name(lock))
+}
+
+/// `pid N (about)` from the lock file's line `N about`.
+fn holder(file: &File) -> String {
+    let mut text = String::new();
+    // A short read or garbage only makes the message vaguer.
+    let _ = file.take(1024).read_to_string(&mut text);
+    let line = text.lines().next().unwrap_or("").trim();
+    let (pid, about) = line.split_once(' ').unwrap_or((line, ""));
+    match pid.parse::<u32>() {
+        Ok(pid) if pid == std::process::id() && about.is_empty() => {
+            format!("pid {pid} (this process)")
+        }
+        Ok(pid) if pid == std::process::id() => format!("pid {pid} (this process, {about})"),
+        Ok(pid) if about.is_empty() => format!("pid {pid}"),
+        Ok(pid) => format!("pid {pid} ({about})"),
+        Err(_) => "a process that has not written its pid yet".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_claim_is_refused_naming_the_first_and_the_file_is_free_once_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("guard");
+        let first = FileClaim::claim(&file, "lease shop/web").unwrap();
+        assert_eq!(first.lock_path(), dir.path().join(".guard.lock"));
+        let err = FileClaim::claim(&file, "lease shop/web").unwrap_err();
+        let said = err.to_string();
+        let pid = std::process::id();
+        assert!(
+            said.contains(&format!("pid {pid} (this process, lease shop/web)")),
+            "{said}"
+        );
+        assert!(
+            said.contains("one file is written by one leasehold"),
+            "{said}"
+        );
+        drop(first);
+        assert!(
+            !dir.path().join(".guard.lock").exists(),
+            "removed on release"
+        );
+        let again = FileClaim::claim(&file, "lease other").unwrap();
+        drop(again);
+    }
+
+    #[test]
+    fn a_symlink_in_place_of_the_lock_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, "keep\n").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join(".guard.lock")).unwrap();
+        let err = FileClaim::claim(&dir.path().join("guard"), "x").unwrap_err();
+        assert!(matches!(err, ClaimError::Io { .. }), "{err}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep\n");
+    }
+
+    #[test]
+    fn the_holder_is_read_from_the_lock_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let read = |text: &str| {
+            let path = dir.path().join("lock");
+            std::fs::write(&path, text).unwrap();
+            holder(&File::open(&path).unwrap())
+        };
+        assert_eq!(read("1 lease a/b\n"), "pid 1 (lease a/b)");
+        assert_eq!(read("1\n"), "pid 1");
+        assert_eq!(read(""), "a process that has not written its pid yet");
+        assert_eq!(read("x y\n"), "a process that has not written its pid yet");
+    }
+}

@@ -1,0 +1,206 @@
+//! `--status-file`: the elector's status kept in a file for apps that share a volume with
+//! leasehold ([`document`] says what it holds and the rule its reader follows). Rewritten at
+//! every change of role, leader, token or candidacy, and at every renewal while leading (the
+//! deadline in the file moves with the term's). Each write goes to a temporary file in the same
+//! directory that is then renamed over the old one, so a reader sees the old JSON or the new
+//! one, never half of one. It is a watcher like an event stream's, with a bounded buffer: a disk
+//! so slow that it falls behind makes it start again from the current status (skipping states),
+//! never holds the elector back. One live leasehold writes one status file: it claims the file
+//! at start, and a second leasehold given the same path is refused.
+
+pub mod document;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+pub use document::StatusDocument;
+
+use crate::elector::{Role, Status, Watchers};
+use crate::lease::LeaseName;
+use crate::owned_file::{ClaimError, FileClaim};
+
+/// Events the file may fall behind by before it skips to the current status.
+const FILE_BUFFER: usize = 64;
+
+/// The status file of one leasehold process, claimed for it.
+#[derive(Debug)]
+pub struct StatusFile {
+    path: PathBuf,
+    claim: FileClaim,
+}
+
+impl StatusFile {
+    /// Claims `path` for this process (writing `lease`); refused while another live leasehold
+    /// writes it.
+    pub fn claim(path: PathBuf, lease: &LeaseName) -> Result<Self, ClaimError> {
+        let claim = FileClaim::claim(&path, &format!("lease {lease}"))?;
+        Ok(Self { path, claim })
+    }
+
+    /// Where the file is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Starts the writer; it writes the current status at once, then every event in order and
+    /// every renewal seen on `status` (the elector's), and stops after the elector's last event
+    /// (or at `stop`, after writing what it had). The claim is released when it stops.
+    pub fn spawn<R>(
+        self,
+        watchers: &Watchers,
+        mut status: watch::Receiver<Status>,
+        render: R,
+        stop: CancellationToken,
+    ) -> tokio::task::JoinHandle<()>
+    where
+        R: Fn(&Status) -> String + Send + 'static,
+    {
+        let watchers = watchers.clone();
+        tokio::spawn(async move {
+            let Self { path, claim } = self;
+            let _claim = claim;
+            let mut writer = Writer {
+                path,
+                failing: false,
+            };
+            let mut events = watchers.subscribe(FILE_BUFFER);
+            // The status written last: a renewal is written only on top of the same term.
+            let mut written: Option<Status> = None;
+            let mut renewals = true;
+            loop {
+                tokio::select! {
+                    biased;
+                    event = events.recv() => match event {
+                        Some(event) => {
+                            writer.write(render(&event)).await;
+                            written = Some(event);
+                        }
+                        // Dropped for falling behind (a slow disk): start again from the current status.
+                        None if !watchers.is_closed() => events = watchers.subscribe(FILE_BUFFER),
+                        None => return,
+                    },
+                    changed = status.changed(), if renewals => {
+                        if changed.is_err() {
+                            renewals = false;
+                            continue;
+                        }
+                        let now = status.borrow_and_update().clone();
+                        if written.as_ref().is_some_and(|w| renewed(w, &now)) {
+                            writer.write(render(&now)).await;
+                            written = Some(now);
+                        }
+                    },
+                    _ = stop.cancelled() => {
+                        let mut last = None;
+                        while let Ok(event) = events.try_recv() {
+                            last = Some(event);
+                        }
+                        if let Some(event) = last {
+                            writer.write(render(&event)).await;
+                        }
+                        return;
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// Whether `now` is `written` with only the term's deadline moved on: the same term, the same
+/// candidacy. Anything else is an event, written in its order by the watcher; writing it here
+/// could put it before an event still queued.
+fn renewed(written: &Status, now: &Status) -> bool {
+    match (&written.role, &now.role) {
+        (
+            Role::Leader {
+                token: was,
+                valid_until: before,
+                ..
+            },
+            Role::Leader {
+                token, valid_until, ..
+            },
+        ) => was == token && valid_until > before && written.candidacy == now.candidacy,
+        _ => false,
+    }
+}
+
+/// The file, and whether the last write failed (said once per run of failures).
+struct Writer {
+    path: PathBuf,
+    failing: bool,
+}
+
+impl Writer {
+    /// Writes on the blocking pool: a slow disk must not hold up a runtime worker that the
+    /// elector's watchdog may need.
+    async fn write(&mut self, json: String) {
+        let path = self.path.clone();
+        let written = tokio::task::spawn_blocking(move || write_atomically(&path, json.as_bytes()))
+            .await
+            .unwrap_or_else(|join| Err(std::io::Error::other(join.to_string())));
+        match written {
+            Ok(()) if self.failing => {
+                debug!(path = %self.path.display(), "the status file is written again");
+                self.failing = false;
+            }
+            Ok(()) => {}
+            Err(err) if !self.failing => {
+                warn!(path = %self.path.display(), error = %err, "cannot write the status file");
+                self.failing = true;
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename. No
+/// fsync: the file is state for readers on the same machine, rewritten at every start, and a
+/// rename is atomic for them without one.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("the status file has no file name"))?;
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(name);
+    temp_name.push(format!(".{}.tmp", std::process::id()));
+    let temp = path.with_file_name(temp_name);
+    let mut file = std::fs::File::create(&temp)?;
+    let written = file.write_all(bytes).and_then(|()| file.write_all(b"\n"));
+    drop(file);
+    if let Err(err) = written.and_then(|()| std::fs::rename(&temp, path)) {
+        let _ = std::fs::remove_file(&temp);
+        return Err(err);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_replaces_the_whole_file_and_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("leader.json");
+        write_atomically(&path, b"{\"role\":\"leader\"}").unwrap();
+        write_atomically(&path, b"{}").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{}\n");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("leader.json")]);
+    }
+
+    #[test]
+    fn a_write_into_a_missing_directory_fails_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gone").join("leader.json");
+        assert!(write_atomically(&path, b"{}").is_err());
+    }
+}
