@@ -50,8 +50,29 @@ impl Replica {
         command: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        Self::spawn_from(
+            Command::new(BIN),
+            redis_url,
+            lease,
+            name,
+            args,
+            command,
+            env,
+        )
+    }
+
+    /// Like [`Replica::spawn_with_env`], from `cmd`: the binary, or a command that runs it (as
+    /// [`testbed::hosts::Hosts::command`] does), to which the arguments are added.
+    pub fn spawn_from(
+        mut cmd: Command,
+        redis_url: &str,
+        lease: &str,
+        name: &str,
+        args: &[&str],
+        command: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let http = testbed::free_addr();
-        let mut cmd = Command::new(BIN);
         cmd.arg("run");
         if !redis_url.is_empty() {
             cmd.args(["--redis-url", redis_url]);
@@ -173,6 +194,37 @@ impl Replica {
             ),
         }
     }
+}
+
+/// Runs `cmd` (`leasehold run` with the arguments under test) until it exits, for at most
+/// `bound`: its exit code and stderr, or `None` for the code when it still ran after `bound` (it
+/// accepted the input), and then it is killed. Its environment names the lease (`web`), so that
+/// only the rule under test can stop it.
+pub fn exit_within(mut cmd: Command, bound: Duration) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let stderr_path = dir.path().join("stderr");
+    cmd.env_remove("POD_NAME")
+        .env_remove("POD_NAMESPACE")
+        .env_remove("LEASEHOLD_REDIS_URL")
+        .env("LEASEHOLD_LEASE_NAME", "web")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).expect("stderr file"));
+    let mut child = cmd.spawn().expect("run leasehold");
+    let started = Instant::now();
+    let code = loop {
+        if let Some(status) = child.try_wait().expect("poll leasehold") {
+            break Some(status.code().unwrap_or(-1));
+        }
+        if started.elapsed() > bound {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = std::fs::read_to_string(&stderr_path).expect("read stderr");
+    (code, stderr)
 }
 
 /// Runs the binary with `args` to completion: exit code, stdout, stderr.
