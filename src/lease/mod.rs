@@ -17,6 +17,7 @@ mod pubsub;
 #[doc(hidden)]
 pub mod quorum;
 mod reply;
+mod roster;
 mod scripts;
 mod sentinels;
 mod target;
@@ -409,13 +410,42 @@ fn parse_target(redis_url: &str, options: &LeaseOptions) -> Result<(Target, Acce
         tls: options.tls.clone(),
         sentinel_password: options.sentinel_password.clone(),
     };
-    Ok((Target::parse(redis_url, &access)?, access))
+    let mut target = Target::parse(redis_url, &access)?;
+    if let Target::Sentinel(sentinels) = &mut target {
+        sentinels.unsafe_count_allowed = options.allow_unsafe_sentinel_count;
+    }
+    Ok((target, access))
 }
 
 /// Checks, without connecting, that `redis_url` and the TLS material of `options` make a
 /// target: the checks [`RedisLease::new`] makes, for configuration to refuse bad input early.
 pub fn check_target(redis_url: &str, options: &LeaseOptions) -> Result<(), LeaseError> {
     parse_target(redis_url, options).map(|_| ())
+}
+
+/// For a `redis+sentinel://` URL: resolves its hosts now (each within a bound, off the
+/// runtime's threads) and refuses, as a bad URL, a host that does not resolve and a count of
+/// Sentinels that is not odd and three or more, unless `options` accept that count. The rule
+/// every lease on the URL keeps while it runs, checked at start. Other URLs: nothing to check.
+pub async fn check_sentinels(redis_url: &str, options: &LeaseOptions) -> Result<(), LeaseError> {
+    let (Target::Sentinel(target), _) = parse_target(redis_url, options)? else {
+        return Ok(());
+    };
+    let bad = |reason: String| LeaseError::BadUrl {
+        url: target.url.clone(),
+        reason,
+    };
+    let members = roster::resolve(&target.sentinels, target.tls)
+        .await
+        .map_err(|e| {
+            bad(format!(
+                "{e}; the Sentinels are counted at start, from the addresses the hosts resolve to"
+            ))
+        })?;
+    match roster::refusal(members.len(), &members) {
+        Some(refusal) if !target.unsafe_count_allowed => Err(bad(refusal)),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
