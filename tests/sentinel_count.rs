@@ -221,3 +221,36 @@ fn a_sentinel_back_on_another_address_is_found_by_resolving_the_name_again() {
     );
     set.signal_sentinel(1, Signal::SIGCONT);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_of_the_library_keeps_the_rule_while_it_runs() {
+    use leasehold::lease::{LeaseError, LeaseName, LeaseOptions, OwnerId, RedisLease};
+    let set = SentinelSet::start();
+    let url = set.url_in_order(&[0]);
+    let lease = |allow| {
+        let options = LeaseOptions {
+            allow_unsafe_sentinel_count: allow,
+            ..LeaseOptions::default()
+        };
+        RedisLease::new(
+            &url,
+            LeaseName::new(unique_lease("library-count")).unwrap(),
+            OwnerId::generate("pod-a").unwrap(),
+            options,
+        )
+        .unwrap()
+    };
+    let err = lease(false)
+        .observe(Duration::from_secs(5))
+        .await
+        .expect_err("one Sentinel is refused");
+    assert!(matches!(err, LeaseError::BadUrl { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("1 Sentinel ("),
+        "the refusal names the Sentinels: {err}"
+    );
+    lease(true)
+        .observe(Duration::from_secs(5))
+        .await
+        .expect("accepted by the option");
+}

@@ -120,7 +120,8 @@ fn members(
     Ok(members)
 }
 
-fn list<T: fmt::Display>(items: &[T]) -> String {
+/// `items`, comma-separated.
+pub(crate) fn list<T: fmt::Display>(items: &[T]) -> String {
     items
         .iter()
         .map(ToString::to_string)

@@ -190,6 +190,8 @@ impl Sentinels {
         };
         if let Some(weakness) = roster::weakness(count) {
             if !self.target.unsafe_count_allowed {
+                // Resolve again before the next call: the names may stand for more by then.
+                self.roster().stale = true;
                 return Err(LeaseError::BadUrl {
                     url: self.target.url.clone(),
                     reason: roster::refusal(count, &members).unwrap_or(weakness),
@@ -197,8 +199,9 @@ impl Sentinels {
             }
             if !self.warned.swap(true, Ordering::AcqRel) {
                 warn!(
+                    redis = %self.target.url,
                     sentinels = count,
-                    addresses = %members.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+                    addresses = %roster::list(&members),
                     detail = %weakness,
                     "an unsafe number of Sentinels is accepted"
                 );
