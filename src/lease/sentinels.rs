@@ -173,8 +173,13 @@ impl Sentinels {
             (!roster.members.is_empty(), roster.stale)
         };
         if !known {
-            self.resolve()
+            // In a task of its own: should this call's timeout end first (a slow resolver), the
+            // resolution still lands for the next call instead of starting over.
+            let sentinels = Arc::clone(self);
+            tokio::spawn(async move { sentinels.resolve().await })
                 .await
+                .map_err(|e| format!("resolving the Sentinels ended: {e}"))
+                .and_then(|resolved| resolved)
                 .map_err(|detail| LeaseError::Connection { op, detail })?;
         } else if stale && !self.resolving.swap(true, Ordering::AcqRel) {
             let sentinels = Arc::clone(self);
