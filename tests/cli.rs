@@ -3,10 +3,10 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use support::replica::{BIN, run_to_end};
+use support::replica::{BIN, exit_within, run_to_end};
 
 fn refused(args: &[&str], env: &[(&str, &str)], want: &str) {
     let (code, _stdout, stderr) = run_to_end(args, env);
@@ -194,48 +194,21 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
 /// Like [`run_refused`], for values that a binary without the rule would accept and then run
 /// with: such a run is stopped after a bound and reported as accepted.
 fn run_refused_not_run(args: &[&str], want: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let stderr_path = dir.path().join("stderr");
-    let mut child = Command::new(BIN)
-        .args([
-            "run",
-            "--kubernetes",
-            "off",
-            "--redis-url",
-            "redis://127.0.0.1:1",
-        ])
-        .args(["--http-addr", "127.0.0.1:0"])
-        .args(args)
-        .env_remove("POD_NAME")
-        .env_remove("POD_NAMESPACE")
-        .env_remove("LEASEHOLD_REDIS_URL")
-        .env("LEASEHOLD_LEASE_NAME", "web")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .expect("run leasehold");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let stderr = std::fs::read_to_string(&stderr_path).unwrap();
-    let Some(status) = status else {
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "run",
+        "--kubernetes",
+        "off",
+        "--redis-url",
+        "redis://127.0.0.1:1",
+    ])
+    .args(["--http-addr", "127.0.0.1:0"])
+    .args(args);
+    let (code, stderr) = exit_within(cmd, Duration::from_secs(20));
+    let Some(code) = code else {
         panic!("{args:?} was accepted: still running after 20s; stderr:\n{stderr}");
     };
-    assert_eq!(
-        status.code(),
-        Some(2),
-        "{args:?} exited {status}; stderr:\n{stderr}"
-    );
+    assert_eq!(code, 2, "{args:?} exited {code}; stderr:\n{stderr}");
     assert!(
         stderr.contains(want),
         "{args:?}\n got: {stderr}\nwant: {want}"

@@ -92,8 +92,9 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Redis")]
 pub struct RedisArgs {
-    /// Redis URL: `redis://host:port/db`, `rediss://` for TLS, `redis+sentinel://s1:26379,s2:26379/
-    /// <master>[/db]` to find the master through Sentinel, or `redis+cluster://n1:6379,n2:6379` for a
+    /// Redis URL: `redis://host:port/db`, `rediss://` for TLS, `redis+sentinel://s1:26379,s2:26379,
+    /// s3:26379/<master>[/db]` to find the master through Sentinel (each address a host resolves to
+    /// is one Sentinel: an odd number, three or more), or `redis+cluster://n1:6379,n2:6379` for a
     /// Redis Cluster (`rediss+…` with TLS). Put no password here on the command line (it would
     /// show in `ps`): use --redis-password-file.
     #[arg(
@@ -128,6 +129,13 @@ pub struct RedisArgs {
     /// File holding the Sentinels' own password, when they require one (redis+sentinel://).
     #[arg(long, env = "LEASEHOLD_SENTINEL_PASSWORD_FILE")]
     pub sentinel_password_file: Option<PathBuf>,
+    /// Accept a redis+sentinel:// URL whose hosts resolve to fewer than three Sentinels, or to an
+    /// even number (refused at start otherwise), and say so once in the log. What it gives up:
+    /// with one Sentinel its word alone names the master, and one Sentinel's word made two
+    /// leaders after a failover it missed; with two, either one down stops every election; a
+    /// majority of an even number survives no more failures than a majority of one fewer.
+    #[arg(long, env = "LEASEHOLD_ALLOW_UNSAFE_SENTINEL_COUNT", action = ArgAction::SetTrue)]
+    pub allow_unsafe_sentinel_count: bool,
     /// After each acquire and renew, wait until this many replicas acknowledged it (WAIT);
     /// a term or renewal counts only then. 0 = do not wait.
     #[arg(long, env = "LEASEHOLD_REDIS_WAIT_REPLICAS", default_value_t = 0)]

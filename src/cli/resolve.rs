@@ -16,7 +16,8 @@ use crate::guard::caller::{self, CallerError, CallerTerm};
 use crate::guard::check::GuardCheck;
 use crate::k8s::{KubeSettings, names};
 use crate::lease::{
-    LeaseError, LeaseName, LeaseOptions, OwnerId, TlsFiles, WaitReplicas, check_target, redact_url,
+    LeaseError, LeaseName, LeaseOptions, OwnerId, TlsFiles, WaitReplicas, check_sentinels,
+    check_target, redact_url,
 };
 use crate::telemetry::LogSettings;
 
@@ -53,7 +54,7 @@ pub fn invocation(
     env: &Environment,
     url_from_command_line: bool,
 ) -> Result<Invocation, CliError> {
-    Ok(match cli.command {
+    let invocation = match cli.command {
         Command::Run(args) => Invocation::Run(
             args.resolve(env, url_from_command_line)?,
             args.log.settings(env),
@@ -71,6 +72,39 @@ pub fn invocation(
             args.resolve(env, url_from_command_line)?,
             args.log.settings(env),
         ),
+    };
+    if let Some(redis) = invocation.redis() {
+        sentinels_at_start(redis)?;
+    }
+    Ok(invocation)
+}
+
+/// For a `redis+sentinel://` URL: the Sentinels its hosts resolve to now, refused when they are
+/// not an odd number of three or more (unless --allow-unsafe-sentinel-count accepts it) or a
+/// host does not resolve (see [`check_sentinels`]). The one rule checked against the network
+/// rather than the input alone, so kept out of the `resolve` methods, which the chart's tests
+/// run on rendered values. No runtime exists yet: it resolves on a small one of its own, which
+/// it leaves without waiting for a resolver thread that outlived its bound.
+fn sentinels_at_start(redis: &RedisSettings) -> Result<(), CliError> {
+    if !redis.url.contains("+sentinel://") {
+        return Ok(());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .map_err(|e| {
+            CliError::Failed(
+                anyhow::Error::new(e).context("cannot start a runtime to resolve the Sentinels"),
+            )
+        })?;
+    let checked = runtime.block_on(check_sentinels(&redis.url, &redis.options));
+    runtime.shutdown_background();
+    checked.map_err(|e| match e {
+        LeaseError::BadUrl { url, reason } => CliError::RedisUrl { url, rule: reason },
+        other => CliError::RedisUrl {
+            url: redact_url(&redis.url),
+            rule: other.to_string(),
+        },
     })
 }
 
@@ -163,6 +197,12 @@ impl RedisArgs {
                 rule: "is only for redis+sentinel:// URLs",
             });
         }
+        if self.allow_unsafe_sentinel_count && !url.contains("+sentinel://") {
+            return Err(CliError::Exec {
+                flag: "--allow-unsafe-sentinel-count",
+                rule: "is only for redis+sentinel:// URLs",
+            });
+        }
         if self.redis_wait_replicas > 0 && self.redis_wait_timeout.is_zero() {
             return Err(CliError::Duration {
                 flag: "redis-wait-timeout",
@@ -180,6 +220,7 @@ impl RedisArgs {
             password,
             tls,
             sentinel_password,
+            allow_unsafe_sentinel_count: self.allow_unsafe_sentinel_count,
             wait_replicas,
             ..LeaseOptions::default()
         };

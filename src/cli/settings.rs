@@ -44,6 +44,18 @@ impl Invocation {
             Invocation::Guard(_) => None,
         }
     }
+
+    /// The Redis the command talks to, when it talks to one.
+    pub fn redis(&self) -> Option<&RedisSettings> {
+        match self {
+            Invocation::Run(run, _) | Invocation::Lock(LockSettings { run, .. }, _) => {
+                Some(&run.redis)
+            }
+            Invocation::Status(status, _)
+            | Invocation::StepDown(StepDownSettings { status, .. }, _) => Some(&status.redis),
+            Invocation::Guard(_) => None,
+        }
+    }
 }
 
 /// Where the lease name comes from.

@@ -10,6 +10,7 @@
 mod connection;
 mod error;
 mod handover;
+mod inspect;
 mod keys;
 mod options;
 mod outcome;
@@ -17,6 +18,7 @@ mod pubsub;
 #[doc(hidden)]
 pub mod quorum;
 mod reply;
+mod roster;
 mod scripts;
 mod sentinels;
 mod target;
@@ -40,7 +42,7 @@ pub use outcome::{
     Acquired, CooldownState, EvictionPolicy, Grant, Holder, Observation, Released, Renewed,
 };
 pub use pubsub::{DATA_LOSS_NOTICE, HANDOVER_NUDGE, Release, ReleaseSubscription};
-use reply::{int, millis, parse_acquire, parse_observe, parse_renew, protocol, text};
+use reply::{int, millis, parse_acquire, parse_observe, parse_renew, protocol};
 #[doc(hidden)]
 pub use scripts::source as script_source;
 use scripts::{ACQUIRE_SCRIPT, OBSERVE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
@@ -361,43 +363,6 @@ impl RedisLease {
         parse_observe(&reply).ok_or_else(|| protocol(OP, &reply))
     }
 
-    /// Reads Redis's memory limit and eviction policy (`INFO memory`) on the node that holds
-    /// the lease.
-    pub async fn eviction_policy(&self, timeout: Duration) -> Result<EvictionPolicy, LeaseError> {
-        const OP: &str = "info";
-        let reply = self
-            .call(OP, timeout, |mut live| async move {
-                live.conn
-                    .on_node_of(&self.keys.lease, redis::cmd("INFO").arg("memory").clone())
-                    .await
-                    .map_err(self.fail(OP))
-            })
-            .await?;
-        text(&reply)
-            .as_deref()
-            .and_then(EvictionPolicy::parse)
-            .ok_or_else(|| protocol(OP, &reply))
-    }
-
-    /// The keys of the lease that hold something other than a string, with their type: asked
-    /// after a script ran into one, so that the error names the key to delete (the script's
-    /// message names only its line). Best effort: a failed look-up names none.
-    async fn wrong_types(&self, mut live: Live) -> Vec<(String, String)> {
-        let mut found = Vec::new();
-        for key in self.keys.written() {
-            let kind = live
-                .conn
-                .on_node_of(&self.keys.lease, redis::cmd("TYPE").arg(key).clone())
-                .await
-                .ok()
-                .and_then(|v| text(&v));
-            if let Some(kind) = kind.filter(|k| k != "string" && k != "none") {
-                found.push((key.to_owned(), kind));
-            }
-        }
-        found
-    }
-
     /// Runs one command within `timeout` (dialling included), and throws the connection away
     /// when the error says it can no longer be trusted. A kept connection that turns out dead
     /// (Redis restarted since the last call) gets one more try on a fresh one, inside the same
@@ -460,13 +425,42 @@ fn parse_target(redis_url: &str, options: &LeaseOptions) -> Result<(Target, Acce
         tls: options.tls.clone(),
         sentinel_password: options.sentinel_password.clone(),
     };
-    Ok((Target::parse(redis_url, &access)?, access))
+    let mut target = Target::parse(redis_url, &access)?;
+    if let Target::Sentinel(sentinels) = &mut target {
+        sentinels.unsafe_count_allowed = options.allow_unsafe_sentinel_count;
+    }
+    Ok((target, access))
 }
 
 /// Checks, without connecting, that `redis_url` and the TLS material of `options` make a
 /// target: the checks [`RedisLease::new`] makes, for configuration to refuse bad input early.
 pub fn check_target(redis_url: &str, options: &LeaseOptions) -> Result<(), LeaseError> {
     parse_target(redis_url, options).map(|_| ())
+}
+
+/// For a `redis+sentinel://` URL: resolves its hosts now (each within a bound, off the
+/// runtime's threads) and refuses, as a bad URL, a host that does not resolve and a count of
+/// Sentinels that is not odd and three or more, unless `options` accept that count. The rule
+/// every lease on the URL keeps while it runs, checked at start. Other URLs: nothing to check.
+pub async fn check_sentinels(redis_url: &str, options: &LeaseOptions) -> Result<(), LeaseError> {
+    let (Target::Sentinel(target), _) = parse_target(redis_url, options)? else {
+        return Ok(());
+    };
+    let bad = |reason: String| LeaseError::BadUrl {
+        url: target.url.clone(),
+        reason,
+    };
+    let members = roster::resolve(&target.sentinels, target.tls)
+        .await
+        .map_err(|e| {
+            bad(format!(
+                "{e}; the Sentinels are counted at start, from the addresses the hosts resolve to"
+            ))
+        })?;
+    match roster::refusal(members.len(), &members) {
+        Some(refusal) if !target.unsafe_count_allowed => Err(bad(refusal)),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]

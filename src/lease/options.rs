@@ -70,6 +70,12 @@ pub struct LeaseOptions {
     pub tls: Option<TlsFiles>,
     /// Password of the Sentinels, for `redis+sentinel://` targets whose Sentinels require one.
     pub sentinel_password: Option<Secret>,
+    /// Accept a `redis+sentinel://` target whose hosts resolve to fewer than three Sentinels,
+    /// or to an even number of them (refused otherwise, and said once at warn level when
+    /// accepted): with one Sentinel its word alone names the master, which made two leaders
+    /// after a failover it missed; a majority of an even number survives no more failures than
+    /// a majority of one fewer.
+    pub allow_unsafe_sentinel_count: bool,
     /// Wait for replicas to acknowledge each acquire and renew (`WAIT`): a term or renewal
     /// counts only once enough replicas have the write.
     pub wait_replicas: Option<WaitReplicas>,
@@ -95,6 +101,7 @@ impl Default for LeaseOptions {
             password: None,
             tls: None,
             sentinel_password: None,
+            allow_unsafe_sentinel_count: false,
             wait_replicas: None,
             clock: Arc::new(BootClock),
         }

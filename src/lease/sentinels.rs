@@ -1,5 +1,5 @@
 //! Asking the Sentinels which node is the master: every Sentinel at once, and an answer counts
-//! only when a majority of them (more than half of those the URL lists) name the same master
+//! only when a majority of them (more than half of those the URL stands for) name the same master
 //! ([`Tally`]). A dial goes to the master a majority names, once its `ROLE` agrees; a term's
 //! acquire and each renewal count only when a majority, asked after the command's send
 //! instant, still names the node the command ran on (`Connection::confirm_master`). A frozen
@@ -25,16 +25,26 @@
 //! Each ask runs as a task of its own, bounded by [`SENTINEL_TIMEOUT`], and is not cancelled
 //! when a majority answered first: a frozen Sentinel's kept connection is dropped by its own
 //! timeout, instead of collecting asks that nobody waits for.
+//!
+//! Who the Sentinels are comes from [`roster`](super::roster): each address the URL's hosts
+//! resolve to, resolved before the first ask, and again (in the background, one resolution at
+//! a time) after an ask failed, so that a Sentinel whose pod came back on another address is
+//! asked there; while all answer, no name is resolved. The majority is of the largest number of
+//! Sentinels resolved so far, and that number must keep the count rule (odd, three or more)
+//! unless the lease's options accept it, which is then said once at warn level.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use redis::aio::MultiplexedConnection;
 use redis::{Client, IntoConnectionInfo, Value};
 use tokio::task::JoinSet;
+use tracing::warn;
 
 use super::LeaseError;
 use super::quorum::{Addr, Tally, Verdict};
+use super::roster::{self, Member};
 use super::target::{Access, SENTINEL_TIMEOUT, SentinelTarget, connect_node, node_client};
 
 /// The Sentinels of one target, and the connections kept to them.
@@ -42,8 +52,25 @@ pub(crate) struct Sentinels {
     target: SentinelTarget,
     /// Credentials and TLS for the Redis nodes (the Sentinels' own password is in it too).
     access: Access,
-    /// Connections to the Sentinels, kept between asks (index in the URL's list).
-    conns: Mutex<HashMap<usize, MultiplexedConnection>>,
+    /// Who the Sentinels are, as last resolved.
+    roster: Mutex<Roster>,
+    /// A resolution is under way in the background.
+    resolving: AtomicBool,
+    /// The unsafe count was said (once).
+    warned: AtomicBool,
+    /// Connections to the Sentinels, kept between asks.
+    conns: Mutex<HashMap<Member, MultiplexedConnection>>,
+}
+
+/// The Sentinels as last resolved.
+#[derive(Default)]
+struct Roster {
+    members: Arc<[Member]>,
+    /// The most Sentinels ever resolved at once: the majority is counted from it, so that a
+    /// resolution that finds fewer (a pod away) cannot lower the bar.
+    counted: usize,
+    /// An ask failed since the last resolution: resolve again before the next round.
+    stale: bool,
 }
 
 /// A master a majority of the Sentinels named, whose `ROLE` agreed.
@@ -57,6 +84,9 @@ impl Sentinels {
         Self {
             target,
             access,
+            roster: Mutex::new(Roster::default()),
+            resolving: AtomicBool::new(false),
+            warned: AtomicBool::new(false),
             conns: Mutex::new(HashMap::new()),
         }
     }
@@ -84,30 +114,34 @@ impl Sentinels {
         self: &Arc<Self>,
         op: &'static str,
     ) -> Result<Addr, LeaseError> {
-        let count = self.target.sentinels.len();
+        let (members, count) = self.members(op).await?;
         let mut tally = Tally::new(count);
+        // Counted before but not among the addresses the names resolve to now: silent.
+        for _ in members.len()..count {
+            tally.failed("a Sentinel counted before is not among the addresses now".to_owned());
+        }
         let mut asking = JoinSet::new();
-        for index in 0..count {
+        for member in members.iter().cloned() {
             let sentinels = Arc::clone(self);
-            asking.spawn(async move { (index, sentinels.named_master(index).await) });
+            asking.spawn(async move {
+                let answer = sentinels.named_master(&member).await;
+                (member, answer)
+            });
         }
         // Asks still under way when this returns go on to their own bound (see the module's
         // docs): detach them rather than abort them.
         let verdict = loop {
+            match tally.verdict() {
+                Verdict::Open => {}
+                decided => break decided,
+            }
             let Some(joined) = asking.join_next().await else {
                 break Verdict::NoMajority;
             };
             match joined {
                 Ok((_, Ok(addr))) => tally.named(addr),
-                Ok((index, Err(e))) => {
-                    let (host, port) = &self.target.sentinels[index];
-                    tally.failed(format!("sentinel {host}:{port}: {e}"));
-                }
+                Ok((member, Err(e))) => tally.failed(format!("sentinel {member}: {e}")),
                 Err(e) => tally.failed(format!("an ask of a Sentinel ended: {e}")),
-            }
-            match tally.verdict() {
-                Verdict::Open => {}
-                decided => break decided,
             }
         };
         asking.detach_all();
@@ -126,12 +160,82 @@ impl Sentinels {
         }
     }
 
-    /// A connection to Sentinel `index`, kept from an earlier ask or dialled now.
-    async fn conn(&self, index: usize) -> Result<MultiplexedConnection, String> {
-        if let Some(conn) = self.lock().get(&index) {
+    /// The Sentinels to ask and the number the majority is counted from. Resolves their names
+    /// first when they never were; starts a resolution in the background when an ask failed
+    /// since the last one (this round asks those known). Refuses an unsafe count unless the
+    /// options accept it.
+    async fn members(
+        self: &Arc<Self>,
+        op: &'static str,
+    ) -> Result<(Arc<[Member]>, usize), LeaseError> {
+        let (known, stale) = {
+            let roster = self.roster();
+            (!roster.members.is_empty(), roster.stale)
+        };
+        if !known {
+            // In a task of its own: should this call's timeout end first (a slow resolver), the
+            // resolution still lands for the next call instead of starting over.
+            let sentinels = Arc::clone(self);
+            tokio::spawn(async move { sentinels.resolve().await })
+                .await
+                .map_err(|e| format!("resolving the Sentinels ended: {e}"))
+                .and_then(|resolved| resolved)
+                .map_err(|detail| LeaseError::Connection { op, detail })?;
+        } else if stale && !self.resolving.swap(true, Ordering::AcqRel) {
+            let sentinels = Arc::clone(self);
+            tokio::spawn(async move {
+                // A failed resolution keeps the Sentinels known, and the next round tries again.
+                let _ = sentinels.resolve().await;
+                sentinels.resolving.store(false, Ordering::Release);
+            });
+        }
+        let (members, count) = {
+            let roster = self.roster();
+            (Arc::clone(&roster.members), roster.counted)
+        };
+        if let Some(weakness) = roster::weakness(count) {
+            if !self.target.unsafe_count_allowed {
+                // Resolve again before the next call: the names may stand for more by then.
+                self.roster().stale = true;
+                return Err(LeaseError::BadUrl {
+                    url: self.target.url.clone(),
+                    reason: roster::refusal(count, &members).unwrap_or(weakness),
+                });
+            }
+            if !self.warned.swap(true, Ordering::AcqRel) {
+                warn!(
+                    redis = %self.target.url,
+                    sentinels = count,
+                    addresses = %roster::list(&members),
+                    detail = %weakness,
+                    "an unsafe number of Sentinels is accepted"
+                );
+            }
+        }
+        Ok((members, count))
+    }
+
+    /// Resolves the URL's hosts into the Sentinels, and drops the connections to any that is
+    /// no longer among them.
+    async fn resolve(&self) -> Result<(), String> {
+        let members: Arc<[Member]> = roster::resolve(&self.target.sentinels, self.target.tls)
+            .await?
+            .into();
+        {
+            let mut roster = self.roster();
+            roster.counted = roster.counted.max(members.len());
+            roster.members = Arc::clone(&members);
+            roster.stale = false;
+        }
+        self.lock().retain(|member, _| members.contains(member));
+        Ok(())
+    }
+
+    /// A connection to Sentinel `member`, kept from an earlier ask or dialled now.
+    async fn conn(&self, member: &Member) -> Result<MultiplexedConnection, String> {
+        if let Some(conn) = self.lock().get(member) {
             return Ok(conn.clone());
         }
-        let (host, port) = &self.target.sentinels[index];
         let scheme = if self.target.tls { "rediss" } else { "redis" };
         let sentinel_access = Access {
             username: None,
@@ -139,20 +243,21 @@ impl Sentinels {
             tls: self.access.tls.clone(),
             sentinel_password: None,
         };
-        let info = format!("{scheme}://{host}:{port}")
+        let info = format!("{scheme}://{}:{}", member.host(), member.port())
             .into_connection_info()
             .map_err(|e| e.to_string())?;
         let client = node_client(info, &sentinel_access).map_err(|e| e.to_string())?;
         let conn = connect_node(&client).await.map_err(|e| e.to_string())?;
-        self.lock().insert(index, conn.clone());
+        self.lock().insert(member.clone(), conn.clone());
         Ok(conn)
     }
 
-    /// The master's address as Sentinel `index` names it, within [`SENTINEL_TIMEOUT`]. A
-    /// connection that failed or timed out is not kept.
-    async fn named_master(&self, index: usize) -> Result<Addr, String> {
+    /// The master's address as Sentinel `member` names it, within [`SENTINEL_TIMEOUT`]. A
+    /// connection that failed or timed out is not kept, and the names are resolved again
+    /// before the next round (the Sentinel may have moved).
+    async fn named_master(&self, member: &Member) -> Result<Addr, String> {
         let ask = async {
-            let mut conn = self.conn(index).await?;
+            let mut conn = self.conn(member).await?;
             let addr: Option<Addr> = redis::cmd("SENTINEL")
                 .arg("get-master-addr-by-name")
                 .arg(&self.target.master)
@@ -166,7 +271,8 @@ impl Sentinels {
             .map_err(|_| format!("no answer within {SENTINEL_TIMEOUT:?}"))
             .and_then(|answer| answer);
         if answer.is_err() {
-            self.lock().remove(&index);
+            self.lock().remove(member);
+            self.roster().stale = true;
         }
         answer
     }
@@ -203,8 +309,13 @@ impl Sentinels {
         Ok(Master { client, addr })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<usize, MultiplexedConnection>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Member, MultiplexedConnection>> {
         // A map of connections: nothing a panic could leave half-changed.
         self.conns.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn roster(&self) -> std::sync::MutexGuard<'_, Roster> {
+        // Each field is written whole under the lock: nothing a panic could leave half-changed.
+        self.roster.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -63,10 +63,15 @@ pub(crate) struct Access {
 /// A Sentinel deployment: the Sentinels and the master's name.
 #[derive(Debug, Clone)]
 pub(crate) struct SentinelTarget {
+    /// The URL's hosts, each standing for every address it resolves to (see `roster.rs`).
     pub(crate) sentinels: Vec<(String, u16)>,
     pub(crate) master: String,
     pub(crate) db: i64,
     pub(crate) tls: bool,
+    /// The URL, its password redacted, for messages.
+    pub(crate) url: String,
+    /// A count of Sentinels other than odd and three or more is accepted (and said once).
+    pub(crate) unsafe_count_allowed: bool,
 }
 
 /// The parsed target.
@@ -175,6 +180,8 @@ impl Target {
                     master,
                     db,
                     tls,
+                    url: redact_url(url),
+                    unsafe_count_allowed: false,
                 }))
             }
             "redis+cluster" | "rediss+cluster" => {
@@ -263,7 +270,7 @@ pub(crate) async fn connect_node(client: &Client) -> redis::RedisResult<Multiple
 }
 
 /// How long one ask of a Sentinel (naming the master, and the master confirming its role) may
-/// take before it is given up.
+/// take before it is given up; and resolving one of the URL's Sentinel hosts.
 pub(crate) const SENTINEL_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[cfg(test)]

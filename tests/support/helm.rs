@@ -427,7 +427,7 @@ pub const VALUE_SETS: &[(&str, &str)] = &[
     ),
     (
         "tls, sentinel, wait for replicas",
-        "redis:\n  urlKey: \"\"\n  url: rediss+sentinel://s1.data:26379,s2.data:26379/main\n  sentinelPasswordKey: sentinel-password\n  waitReplicas: 1\n  waitTimeoutSeconds: 0.25\n  tls:\n    existingSecret: redis-tls\n    caKey: ca.crt\n    clientCertKey: tls.crt\n    clientKeyKey: tls.key\n",
+        "redis:\n  urlKey: \"\"\n  url: rediss+sentinel://s1.data:26379,s2.data:26379,s3.data:26379/main\n  sentinelPasswordKey: sentinel-password\n  waitReplicas: 1\n  waitTimeoutSeconds: 0.25\n  tls:\n    existingSecret: redis-tls\n    caKey: ca.crt\n    clientCertKey: tls.crt\n    clientKeyKey: tls.key\n",
     ),
     (
         "ipv6, own label, parts off",

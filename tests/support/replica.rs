@@ -51,7 +51,30 @@ impl Replica {
         command: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        let replica = Self::start(redis_url, lease, name, args, command, env);
+        Self::spawn_from(
+            Command::new(BIN),
+            redis_url,
+            lease,
+            name,
+            args,
+            command,
+            env,
+        )
+    }
+
+    /// Like [`Replica::spawn_with_env`], from `cmd`: the binary, or a command that runs it (as
+    /// [`testbed::hosts::Hosts::command`] does), to which the arguments are added. Waits until
+    /// it answers `/healthz`.
+    pub fn spawn_from(
+        cmd: Command,
+        redis_url: &str,
+        lease: &str,
+        name: &str,
+        args: &[&str],
+        command: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        let replica = Self::start_from(cmd, redis_url, lease, name, args, command, env);
         let deadline = Instant::now() + Duration::from_secs(10);
         while replica.get("/healthz").is_none() {
             assert!(
@@ -74,8 +97,20 @@ impl Replica {
         command: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        Self::start_from(Command::new(BIN), redis_url, lease, name, args, command, env)
+    }
+
+    /// [`start`](Self::start) from `cmd` (see [`spawn_from`](Self::spawn_from)).
+    pub fn start_from(
+        mut cmd: Command,
+        redis_url: &str,
+        lease: &str,
+        name: &str,
+        args: &[&str],
+        command: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let http = testbed::free_addr();
-        let mut cmd = Command::new(BIN);
         cmd.arg("run");
         if !redis_url.is_empty() {
             cmd.args(["--redis-url", redis_url]);
@@ -204,6 +239,37 @@ impl Replica {
             ),
         }
     }
+}
+
+/// Runs `cmd` (`leasehold run` with the arguments under test) until it exits, for at most
+/// `bound`: its exit code and stderr, or `None` for the code when it still ran after `bound` (it
+/// accepted the input), and then it is killed. Its environment names the lease (`web`), so that
+/// only the rule under test can stop it.
+pub fn exit_within(mut cmd: Command, bound: Duration) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let stderr_path = dir.path().join("stderr");
+    cmd.env_remove("POD_NAME")
+        .env_remove("POD_NAMESPACE")
+        .env_remove("LEASEHOLD_REDIS_URL")
+        .env("LEASEHOLD_LEASE_NAME", "web")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).expect("stderr file"));
+    let mut child = cmd.spawn().expect("run leasehold");
+    let started = Instant::now();
+    let code = loop {
+        if let Some(status) = child.try_wait().expect("poll leasehold") {
+            break Some(status.code().unwrap_or(-1));
+        }
+        if started.elapsed() > bound {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = std::fs::read_to_string(&stderr_path).expect("read stderr");
+    (code, stderr)
 }
 
 /// Runs the binary with `args` to completion: exit code, stdout, stderr.

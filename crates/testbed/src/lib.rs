@@ -15,6 +15,8 @@
 //! - [`proxy`]: a TCP fault proxy (pass, delay, blackhole, drop; per connection too).
 //! - [`pki`]: a throwaway CA with server and client certificates.
 //! - [`http`]: a minimal HTTP/1.x GET for loopback endpoints.
+//! - [`hosts`]: host names of the test's own (one name for several loopback addresses), seen
+//!   only by the processes the test starts with them.
 //! - [`postgres`], [`prometheus`]: a PostgreSQL cluster and a Prometheus server.
 //! - [`dockerfile`]: a Dockerfile's build stage replayed in a directory, without a container.
 //! - [`fake_api`]: an in-process fake Kubernetes API server that kube's client runs against.
@@ -26,6 +28,7 @@ pub mod child;
 pub mod cluster;
 pub mod dockerfile;
 pub mod fake_api;
+pub mod hosts;
 pub mod http;
 pub mod pki;
 pub mod port;

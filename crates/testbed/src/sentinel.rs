@@ -1,6 +1,10 @@
 //! A Sentinel deployment of real processes: a master, a replica and three Sentinels on free
 //! ports, each in its own directory, all killed on drop.
 //!
+//! The Sentinels may instead listen on addresses of the test's choice, all on one port
+//! ([`SentinelSet::start_on_addresses`]): the Sentinels behind one name that resolves to all of
+//! them, as the pods behind a headless Kubernetes Service (see [`hosts`](crate::hosts)).
+//!
 //! The last Sentinel may be made deaf ([`SentinelSet::start_with_a_deaf_sentinel`]): it logs in
 //! to the Redis nodes as a user without pub/sub channels, so it neither hears nor sends the
 //! Sentinels' hello messages. It never learns of the others or of a failover they make, and
@@ -28,8 +32,17 @@ const DEAF_PASSWORD: &str = "deaf-sentinel-password";
 pub struct SentinelSet {
     pub master: RedisServer,
     pub replica: RedisServer,
-    sentinels: Vec<(u16, Guarded, tempfile::TempDir)>,
+    /// Each Sentinel's address, port, process and directory.
+    sentinels: Vec<(String, u16, Guarded, tempfile::TempDir)>,
     deaf: bool,
+}
+
+/// Where the Sentinels listen.
+enum Placement<'a> {
+    /// Three on 127.0.0.1, each on a port of its own.
+    OwnPorts,
+    /// One on each address, all on one port.
+    OnePort(&'a [&'a str]),
 }
 
 impl SentinelSet {
@@ -39,16 +52,22 @@ impl SentinelSet {
 
     /// A set whose master is started with `extra` arguments (e.g. commands renamed away).
     pub fn start_with_master_args(extra: &[&str]) -> Self {
-        Self::start_set(extra, false)
+        Self::start_set(extra, false, Placement::OwnPorts)
+    }
+
+    /// A set whose Sentinels listen one on each of `addresses` (loopback addresses such as
+    /// 127.0.0.2), all on one port ([`SentinelSet::port`]).
+    pub fn start_on_addresses(addresses: &[&str]) -> Self {
+        Self::start_set(&[], false, Placement::OnePort(addresses))
     }
 
     /// A set whose last Sentinel is deaf (see the module's docs); its master is started with
     /// `extra` arguments.
     pub fn start_with_a_deaf_sentinel(extra: &[&str]) -> Self {
-        Self::start_set(extra, true)
+        Self::start_set(extra, true, Placement::OwnPorts)
     }
 
-    fn start_set(extra: &[&str], deaf: bool) -> Self {
+    fn start_set(extra: &[&str], deaf: bool, placement: Placement) -> Self {
         let password = format!(">{DEAF_PASSWORD}");
         let deaf_user = [
             "--user",
@@ -72,8 +91,14 @@ impl SentinelSet {
             .args(["--replica-announce-ip", "127.0.0.1"])
             .args(users.iter().copied())
             .start();
-        let sentinels = (0..3)
-            .map(|index| {
+        let (hosts, shared_port): (Vec<&str>, Option<u16>) = match placement {
+            Placement::OwnPorts => (vec!["127.0.0.1"; 3], None),
+            Placement::OnePort(addresses) => (addresses.to_vec(), Some(free_port())),
+        };
+        let sentinels = hosts
+            .iter()
+            .enumerate()
+            .map(|(index, host)| {
                 let login = if deaf && index == 2 {
                     format!(
                         "sentinel auth-user {MASTER_NAME} {DEAF_USER}\n\
@@ -83,13 +108,13 @@ impl SentinelSet {
                     String::new()
                 };
                 let dir = tempfile::tempdir().expect("sentinel dir");
-                let port = free_port();
+                let port = shared_port.unwrap_or_else(free_port);
                 let conf: PathBuf = dir.path().join("sentinel.conf");
                 std::fs::write(
                     &conf,
                     format!(
-                        "port {port}\nbind 127.0.0.1\ndir {dir}\nlogfile {dir}/sentinel.log\n\
-                         sentinel announce-ip 127.0.0.1\n\
+                        "port {port}\nbind {host}\ndir {dir}\nlogfile {dir}/sentinel.log\n\
+                         sentinel announce-ip {host}\n\
                          sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 2\n\
                          sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
                          sentinel failover-timeout {MASTER_NAME} 4000\n\
@@ -100,9 +125,9 @@ impl SentinelSet {
                 .expect("write sentinel.conf");
                 let mut cmd = Command::new("redis-server");
                 cmd.arg(&conf).arg("--sentinel");
-                let child = Guarded::spawn(cmd, &format!("sentinel on port {port}"))
+                let child = Guarded::spawn(cmd, &format!("sentinel on {host}:{port}"))
                     .unwrap_or_else(|e| panic!("{e}"));
-                (port, child, dir)
+                ((*host).to_owned(), port, child, dir)
             })
             .collect();
         let set = Self {
@@ -124,15 +149,43 @@ impl SentinelSet {
     pub fn url_in_order(&self, order: &[usize]) -> String {
         let hosts: Vec<String> = order
             .iter()
-            .map(|&index| format!("127.0.0.1:{}", self.sentinels[index].0))
+            .map(|&index| {
+                let (host, port, _, _) = &self.sentinels[index];
+                format!("{host}:{port}")
+            })
             .collect();
         format!("redis+sentinel://{}/{MASTER_NAME}", hosts.join(","))
     }
 
+    /// `redis+sentinel://` URL that names the Sentinels by `host` (a name that resolves to
+    /// their addresses) on their one port.
+    pub fn url_by_name(&self, host: &str) -> String {
+        format!("redis+sentinel://{host}:{}/{MASTER_NAME}", self.port())
+    }
+
+    /// The port of the first Sentinel: the port of all of them after
+    /// [`SentinelSet::start_on_addresses`].
+    pub fn port(&self) -> u16 {
+        self.sentinels[0].1
+    }
+
+    /// The Sentinels' addresses (`host:port`), in the order they were started.
+    pub fn addresses(&self) -> Vec<String> {
+        self.sentinels
+            .iter()
+            .map(|(host, port, _, _)| format!("{host}:{port}"))
+            .collect()
+    }
+
+    /// A client of Sentinel `index`.
+    fn client(&self, index: usize) -> redis::RedisResult<redis::Client> {
+        let (host, port, _, _) = &self.sentinels[index];
+        redis::Client::open(format!("redis://{host}:{port}"))
+    }
+
     /// The master's port as Sentinel `index` names it.
     pub fn master_port_named_by(&self, index: usize) -> Option<u16> {
-        let (port, _, _) = &self.sentinels[index];
-        let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
+        let client = self.client(index).ok()?;
         let mut conn = client
             .get_connection_with_timeout(Duration::from_millis(500))
             .ok()?;
@@ -147,14 +200,13 @@ impl SentinelSet {
     /// Sends `signal` to Sentinel `index` (in the URL's order): SIGSTOP freezes it, and its
     /// kernel still accepts connections that it never answers.
     pub fn signal_sentinel(&self, index: usize, signal: Signal) {
-        let (_, child, _) = &self.sentinels[index];
+        let (_, _, child, _) = &self.sentinels[index];
         child.signal(signal).expect("signal a sentinel");
     }
 
     /// Asks the first Sentinel to fail over now, without the others' agreement.
     pub fn failover(&self) {
-        let (port, _, _) = &self.sentinels[0];
-        let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).expect("sentinel");
+        let client = self.client(0).expect("sentinel");
         let mut conn = client
             .get_connection_with_timeout(Duration::from_secs(2))
             .expect("connect to a sentinel");
@@ -178,36 +230,34 @@ impl SentinelSet {
                 let info: String = self.replica.cmd(&["INFO", "replication"]);
                 info.contains("master_link_status:up")
             };
-            let known = self
-                .sentinels
-                .iter()
-                .enumerate()
-                .all(|(index, (port, _, _))| {
-                    // A deaf Sentinel knows no other, and the others know only each other.
-                    let others = match (self.deaf, index) {
-                        (false, _) => "2",
-                        (true, 2) => "0",
-                        (true, _) => "1",
-                    };
-                    redis::Client::open(format!("redis://127.0.0.1:{port}"))
-                        .ok()
-                        .and_then(|c| {
-                            c.get_connection_with_timeout(Duration::from_millis(300))
-                                .ok()
-                        })
-                        .and_then(|mut c| {
-                            redis::cmd("SENTINEL")
-                                .arg("master")
-                                .arg(MASTER_NAME)
-                                .query::<Vec<String>>(&mut c)
-                                .ok()
-                        })
-                        .is_some_and(|fields| {
-                            fields
-                                .windows(2)
-                                .any(|w| w[0] == "num-other-sentinels" && w[1] == others)
-                        })
-                });
+            let count = self.sentinels.len();
+            let known = (0..count).all(|index| {
+                // A deaf Sentinel knows no other, and the others know only each other.
+                let others = match (self.deaf, index) {
+                    (false, _) => count - 1,
+                    (true, 2) => 0,
+                    (true, _) => 1,
+                }
+                .to_string();
+                self.client(index)
+                    .ok()
+                    .and_then(|c| {
+                        c.get_connection_with_timeout(Duration::from_millis(300))
+                            .ok()
+                    })
+                    .and_then(|mut c| {
+                        redis::cmd("SENTINEL")
+                            .arg("master")
+                            .arg(MASTER_NAME)
+                            .query::<Vec<String>>(&mut c)
+                            .ok()
+                    })
+                    .is_some_and(|fields| {
+                        fields
+                            .windows(2)
+                            .any(|w| w[0] == "num-other-sentinels" && w[1] == others)
+                    })
+            });
             if synced && known {
                 return;
             }
@@ -222,12 +272,12 @@ impl SentinelSet {
 
 impl Drop for SentinelSet {
     fn drop(&mut self) {
-        for (port, child, dir) in &mut self.sentinels {
+        for (host, port, child, dir) in &mut self.sentinels {
             child.kill();
             if std::thread::panicking() {
                 let log =
                     std::fs::read_to_string(dir.path().join("sentinel.log")).unwrap_or_default();
-                eprintln!("---- sentinel {port} log ----\n{log}");
+                eprintln!("---- sentinel {host}:{port} log ----\n{log}");
             }
         }
     }
