@@ -130,6 +130,21 @@ impl Config {
         }
     }
 
+    /// Contenders of different lease durations: replica 0 runs the standard timing (5 s),
+    /// replica 1 the short one (3 s), with the CI configuration's faults; Redis loses its data
+    /// only once the short replica followed a live term of the longest duration granted.
+    pub fn mixed() -> Config {
+        Config {
+            shorter: 1,
+            loss_after_following: true,
+            evictions: 0,
+            max_terms: 1,
+            max_delayed: 1,
+            max_lag: 0,
+            ..Config::ci()
+        }
+    }
+
     /// The longer configuration behind `LEASEHOLD_MODEL_FULL=1`: 3 replicas, every fault.
     pub fn full() -> Config {
         Config {
