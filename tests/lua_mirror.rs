@@ -3,6 +3,8 @@
 //! and resulting keys compared (instants within a tolerance, since Redis's clock moves on
 //! between the set-up and the script).
 
+#[path = "lua_mirror/compare.rs"]
+mod compare;
 #[path = "lua_mirror/dataset.rs"]
 mod dataset;
 #[path = "lua_mirror/draw.rs"]
@@ -14,162 +16,53 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::{Script, Value};
 
-use model::mirror::{
-    AcquireReply, Data, Handover, Name, RenewReply, Semantics, Source, Successor, Term,
-};
+use model::mirror::{AcquireReply, Data, Handover, Name, RenewReply, Semantics, Successor, Term};
 use model::values::{identity, owner_id};
 use testbed::RedisServer;
 
+use compare::{SLACK_US, int, same_acquire, same_data, same_renew, source, text};
 use dataset::{
-    CHANNEL, FENCE, HANDOVER, LEASE, RECORD, RESERVED, identities, now_us, read_data, write_data,
+    CHANNEL, FENCE, HANDOVER, LEASE, LONGEST, RECORD, RESERVED, identities, now_us, published,
+    read_data, subscribe, write_data,
 };
-use draw::{random_data, random_name, random_term};
+use draw::{random_data, random_duration, random_name, random_term};
 
 const CASES: u64 = 600;
-/// How far Redis's clock may move between reading `TIME` and running the script.
-const SLACK_US: u64 = 100_000;
 
-fn near(a: u64, b: u64, slack: u64) -> bool {
-    a.abs_diff(b) <= slack
-}
-
-/// Two keys with a TTL agree: the same value, expiries (in ms) within the slack.
-fn expiring<T: PartialEq>(a: Option<(T, u64)>, b: Option<(T, u64)>) -> bool {
-    match (a, b) {
-        (Some((x, at)), Some((y, bt))) => x == y && near(at, bt, SLACK_US / 1000),
-        (None, None) => true,
-        _ => false,
-    }
-}
-
-/// Terms agree; tokens floored at the server time (about 1.8e15) within the slack.
-fn same_term(a: Option<Term>, b: Option<Term>) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) if a.token > 1_000_000_000_000 => {
-            a.owner == b.owner && near(a.token, b.token, SLACK_US)
-        }
-        (a, b) => a == b,
-    }
-}
-
-/// The real and the mirrored dataset agree, instants within the slack.
-fn same_data(real: &Data, mirror: &Data) -> bool {
-    let lease = match (real.lease, mirror.lease) {
-        (Some((a, x)), Some((b, y))) => same_term(Some(a), Some(b)) && near(x, y, SLACK_US / 1000),
-        (None, None) => true,
-        _ => false,
-    };
-    let fence = match (real.fence, mirror.fence) {
-        (Some(a), Some(b)) => near(a, b, SLACK_US),
-        (None, None) => true,
-        _ => false,
-    };
-    let record = match (real.record, mirror.record) {
-        (Some(a), Some(b)) => {
-            a.server == b.server
-                && same_term(a.term, b.term)
-                && near(a.cool_until_us, b.cool_until_us, SLACK_US)
-                && near(a.term_until_us, b.term_until_us, SLACK_US)
-        }
-        (None, None) => true,
-        _ => false,
-    };
-    let handover = expiring(real.handover, mirror.handover);
-    let reserved = expiring(real.reserved, mirror.reserved);
-    lease && fence && record && handover && reserved
-}
-
-fn text(v: &Value) -> String {
-    match v {
-        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-        Value::SimpleString(s) => s.clone(),
-        Value::Int(n) => n.to_string(),
-        other => panic!("unexpected reply part {other:?}"),
-    }
-}
-
-fn int(v: &Value) -> i64 {
-    text(v).parse().expect("an integer")
-}
-
-fn source(v: &Value) -> Source {
-    match text(v).as_str() {
-        "KEY" => Source::Key,
-        "RECORD" => Source::Record,
-        other => panic!("source {other}"),
-    }
-}
-
-/// Whether the real acquire reply matches the mirror's (durations and tokens within slack).
-fn same_acquire(real: &Value, mirror: AcquireReply) -> bool {
-    let Value::Array(parts) = real else {
-        panic!("acquire replied {real:?}")
-    };
-    let ms = SLACK_US as i64 / 1000;
-    match (text(&parts[0]).as_str(), mirror) {
-        ("ACQUIRED", AcquireReply::Acquired { token }) => {
-            near(int(&parts[1]) as u64, token, SLACK_US)
-        }
-        (
-            "HELD",
-            AcquireReply::Held {
-                term,
-                pttl_ms,
-                source: s,
-            },
-        ) => {
-            Term::parse(&text(&parts[1])) == Some(term)
-                && (int(&parts[2]) - pttl_ms).abs() <= ms
-                && (pttl_ms >= 0) == (int(&parts[2]) >= 0)
-                && source(&parts[3]) == s
-        }
-        (
-            "COOLDOWN",
-            AcquireReply::Cooldown {
-                remaining_ms,
-                started,
-            },
-        ) => (int(&parts[1]) - remaining_ms as i64).abs() <= ms && (int(&parts[2]) == 1) == started,
-        ("RESERVED", AcquireReply::Reserved { name, pttl_ms }) => {
-            Name::parse(&text(&parts[1])) == name && (int(&parts[2]) - pttl_ms).abs() <= ms
-        }
-        _ => false,
-    }
-}
-
-/// Whether the real renew reply (`code`, or `{code, to}` when a handover of the term was
-/// requested) matches the mirror's.
-fn same_renew(real: &Value, mirror: RenewReply) -> bool {
-    let (code, to) = match real {
-        Value::Int(code) => (*code, None),
-        Value::Array(parts) if parts.len() == 2 => {
-            (int(&parts[0]), Some(Successor::parse(&text(&parts[1]))))
-        }
-        other => panic!("renew replied {other:?}"),
-    };
-    let handover = match mirror {
-        RenewReply::Held { handover, .. } => handover,
-        RenewReply::NotOurs => None,
-    };
-    code == mirror.code() && to == handover
-}
-
-/// The cases in which the handover request or the reservation decided something, by kind.
-const REACHED: [&str; 6] = [
+/// The cases in which the handover request, the reservation or the longest claim decided
+/// something, by kind.
+const REACHED: [&str; 11] = [
     "a renewal answered with a handover request",
     "a renewal past a request for another term or of another form",
     "an acquire refused for a reservation",
     "an acquire that took the term reserved for it",
     "a release that cleared a request",
     "a release that reserved the next term",
+    "an acquire that found a data loss and announced it",
+    "an acquire that extended a running cooldown to what it knows",
+    "a claim raised or replaced (none, run out or shorter)",
+    "an equal claim written a lease duration further ahead",
+    "a claim left standing (longer, or equal and far enough ahead)",
 ];
+
+/// What an acquire or renewal that claimed `ttl_ms` at `now_us` did to the claim it found:
+/// the index into [`REACHED`].
+fn claimed(before: &Data, after: &Data, ttl_ms: u64, now_us: u64) -> usize {
+    match before.longest {
+        _ if after.longest == before.longest => 10,
+        Some(b) if b.ms == ttl_ms && b.claim_until_us > now_us => 9,
+        _ => 8,
+    }
+}
 
 /// Runs the random cases through the real scripts and the mirror under `sem`: the first
 /// disagreement, or how often each script ran and how often each of [`REACHED`] happened.
-fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 6]), String> {
+fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 11]), String> {
     let redis = RedisServer::start();
     let ids = identities(&redis);
     let mut conn = redis.connection();
+    let mut listener = redis.connection();
+    let mut channel = subscribe(&mut listener);
     let script = |op: &str| {
         Script::new(&leasehold::lease::script_source(op).expect("a script for each primitive"))
     };
@@ -181,15 +74,21 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 6]), String> {
         script("handover"),
     );
     let mut seen = [0u32; 5];
-    let mut reached = [0u32; 6];
+    let mut reached = [0u32; 11];
     for seed in 0..CASES {
         let mut rng = StdRng::seed_from_u64(0x1ea5e + seed);
         let now = now_us(&redis);
         let before = random_data(&mut rng, now);
         write_data(&redis, &before, &ids);
+        // A value of another form in `:longest` reads as none, in the scripts as in the mirror.
+        if before.longest.is_none() && rng.random_bool(0.3) {
+            redis.cmd::<()>(&["SET", LONGEST, "5000 12 x"]);
+        }
         let mut mirror = before;
         let op = rng.random_range(0..5);
         seen[op] += 1;
+        // What the mirror says the script publishes on the channel.
+        let mut announced: Vec<String> = Vec::new();
         let at = now_us(&redis);
         let (agree, what) = match op {
             0 => {
@@ -199,28 +98,52 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 6]), String> {
                 };
                 let cool = rng.random_bool(0.5);
                 let observed = rng.random_bool(0.4).then(|| random_term(&mut rng));
+                let ttl = random_duration(&mut rng);
+                // What the caller remembers: nothing, or one of the durations.
+                let cover = if rng.random_bool(0.3) {
+                    0
+                } else {
+                    random_duration(&mut rng)
+                };
                 let real: Value = acquire
                     .key(LEASE)
                     .key(FENCE)
                     .key(RECORD)
                     .key(RESERVED)
+                    .key(LONGEST)
                     .arg(owner_id(owner))
-                    .arg(5_000)
+                    .arg(ttl)
                     .arg(if cool { "1" } else { "0" })
                     .arg(observed.map(|t| t.value()).unwrap_or_default())
                     .arg(identity(owner))
+                    .arg(cover)
+                    .arg(CHANNEL)
                     .invoke(&mut conn)
                     .expect("acquire runs");
-                let want = mirror.acquire(sem, at, 0, owner, 5_000, cool, observed);
-                match want {
+                let want = mirror.acquire(sem, at, 0, owner, ttl, cool, observed, cover);
+                if let Some(ms) = want.data_loss {
+                    announced.push(format!("data-loss {ms}"));
+                    reached[6] += 1;
+                }
+                match want.reply {
                     AcquireReply::Reserved { .. } => reached[2] += 1,
-                    AcquireReply::Acquired { .. } if before.reserved.is_some() => reached[3] += 1,
+                    AcquireReply::Acquired { .. } => {
+                        if before.reserved.is_some() {
+                            reached[3] += 1;
+                        }
+                        reached[claimed(&before, &mirror, ttl, at)] += 1;
+                    }
+                    AcquireReply::Cooldown { started: false, .. }
+                        if mirror.record != before.record =>
+                    {
+                        reached[7] += 1
+                    }
                     _ => {}
                 }
                 (
                     same_acquire(&real, want),
                     format!(
-                        "acquire({owner}, cool {cool}, observed {observed:?}): real {real:?}, mirror {want:?}"
+                        "acquire({owner}, ttl {ttl}, cool {cool}, observed {observed:?}, cover {cover}): real {real:?}, mirror {want:?}"
                     ),
                 )
             }
@@ -234,15 +157,17 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 6]), String> {
                     (_, Some(t)) if rng.random_bool(0.5) => t,
                     _ => random_term(&mut rng),
                 };
+                let ttl = random_duration(&mut rng);
                 let real: Value = renew
                     .key(LEASE)
                     .key(RECORD)
                     .key(HANDOVER)
+                    .key(LONGEST)
                     .arg(term.value())
-                    .arg(5_000)
+                    .arg(ttl)
                     .invoke(&mut conn)
                     .expect("renew runs");
-                let want = mirror.renew(sem, at, 0, term, 5_000);
+                let want = mirror.renew(sem, at, 0, term, ttl);
                 match want {
                     RenewReply::Held {
                         handover: Some(_), ..
@@ -252,9 +177,12 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 6]), String> {
                     }
                     _ => {}
                 }
+                if let RenewReply::Held { .. } = want {
+                    reached[claimed(&before, &mirror, ttl, at)] += 1;
+                }
                 (
                     same_renew(&real, want),
-                    format!("renew({term:?}): real {real:?}, mirror {want:?}"),
+                    format!("renew({term:?}, ttl {ttl}): real {real:?}, mirror {want:?}"),
                 )
             }
             2 => {
@@ -295,6 +223,10 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 6]), String> {
                     .handover
                     .is_some_and(|(_, expiry)| expiry > at / 1000);
                 let want = mirror.release(sem, at, term, any, reserve);
+                if let Some(released) = want {
+                    // The release announces the term and how many listen: this test's one.
+                    announced.push(format!("{} 1", released.value()));
+                }
                 if want.is_some() && live_request && mirror.handover.is_none() {
                     reached[4] += 1;
                 }
@@ -329,6 +261,9 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 6]), String> {
                     .invoke(&mut conn)
                     .expect("handover runs");
                 let want = mirror.request_handover(at, term, to, ttl_ms);
+                if want {
+                    announced.push(format!("handover {}", term.value()));
+                }
                 (
                     real == i64::from(want),
                     format!("handover({term:?}, to {to:?}): real {real}, mirror {want}"),
@@ -360,11 +295,17 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 6]), String> {
             }
         };
         let after = read_data(&redis, &ids);
+        let heard = published(&mut channel, &redis, seed);
         // A key whose TTL ran out is gone from Redis whether or not a script touched it.
         mirror.expire(at);
         if !agree {
             return Err(format!(
                 "seed {seed}: replies differ: {what}\nbefore: {before:?}"
+            ));
+        }
+        if heard != announced {
+            return Err(format!(
+                "seed {seed}: announcements differ after {what}: real {heard:?}, mirror {announced:?}\nbefore: {before:?}"
             ));
         }
         if !same_data(&after, &mirror) {
@@ -406,6 +347,11 @@ fn a_mirror_of_an_earlier_protocol_disagrees_with_the_scripts() {
         // The mirror as it was before the handover: the drawn states must reach the keys.
         Semantics {
             before_handover: true,
+            ..Semantics::default()
+        },
+        // The cooldown of the finder's own TTL, without `:longest`.
+        Semantics {
+            before_longest: true,
             ..Semantics::default()
         },
     ] {

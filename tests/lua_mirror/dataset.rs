@@ -1,9 +1,11 @@
 //! The lease's keys on the real redis-server: written from a mirror dataset, read back into
-//! one.
+//! one; and what the scripts announce on the lease's channel.
+
+use std::time::Duration;
 
 use testbed::RedisServer;
 
-use crate::model::mirror::{Data, Handover, Name, Record, Term};
+use crate::model::mirror::{Data, Handover, Longest, Name, Record, Term};
 
 pub const LEASE: &str = "lh:{m}";
 pub const FENCE: &str = "lh:{m}:fence";
@@ -11,6 +13,7 @@ pub const RECORD: &str = "lh:{m}:state";
 pub const CHANNEL: &str = "lh:{m}:released";
 pub const HANDOVER: &str = "lh:{m}:handover";
 pub const RESERVED: &str = "lh:{m}:reserved";
+pub const LONGEST: &str = "lh:{m}:longest";
 
 /// The server identity the scripts compute (`run_id/master_replid`), and one of another Redis.
 pub fn identities(redis: &RedisServer) -> [String; 2] {
@@ -48,7 +51,7 @@ fn record_text(r: &Record, ids: &[String; 2]) -> String {
 }
 
 pub fn write_data(redis: &RedisServer, d: &Data, ids: &[String; 2]) {
-    redis.cmd::<()>(&["DEL", LEASE, FENCE, RECORD, HANDOVER, RESERVED]);
+    redis.cmd::<()>(&["DEL", LEASE, FENCE, RECORD, HANDOVER, RESERVED, LONGEST]);
     // Expiries at an absolute instant on Redis's clock, so that a pause of this process between
     // reading the clock and writing cannot move them.
     if let Some((term, expiry_ms)) = d.lease {
@@ -69,6 +72,9 @@ pub fn write_data(redis: &RedisServer, d: &Data, ids: &[String; 2]) {
     if let Some((name, expiry_ms)) = d.reserved {
         let at = expiry_ms.to_string();
         redis.cmd::<()>(&["SET", RESERVED, &name.text(), "PXAT", &at]);
+    }
+    if let Some(longest) = d.longest {
+        redis.cmd::<()>(&["SET", LONGEST, &longest.text()]);
     }
 }
 
@@ -101,5 +107,34 @@ pub fn read_data(redis: &RedisServer, ids: &[String; 2]) -> Data {
         handover: read_expiring(redis, HANDOVER)
             .map(|(v, expiry)| (Handover::parse(&v).expect("a handover value"), expiry)),
         reserved: read_expiring(redis, RESERVED).map(|(v, expiry)| (Name::parse(&v), expiry)),
+        // A value the scripts cannot read is no claim, for them and for the mirror.
+        longest: redis
+            .cmd::<Option<String>>(&["GET", LONGEST])
+            .and_then(|v| Longest::parse(&v)),
+    }
+}
+
+/// Subscribes `conn` to the lease's channel (the subscription ends when the result is dropped).
+pub fn subscribe(conn: &mut redis::Connection) -> redis::PubSub<'_> {
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("a read timeout");
+    let mut pubsub = conn.as_pubsub();
+    pubsub.subscribe(CHANNEL).expect("subscribe");
+    pubsub
+}
+
+/// What the scripts published since the last call, in order: a marker published now, on the
+/// same channel, comes after all of it.
+pub fn published(pubsub: &mut redis::PubSub<'_>, redis: &RedisServer, case: u64) -> Vec<String> {
+    let marker = format!("end of case {case}");
+    redis.cmd::<()>(&["PUBLISH", CHANNEL, &marker]);
+    let mut messages = Vec::new();
+    loop {
+        let message = pubsub.get_message().expect("the marker arrives");
+        let payload: String = message.get_payload().expect("a text payload");
+        if payload == marker {
+            return messages;
+        }
+        messages.push(payload);
     }
 }

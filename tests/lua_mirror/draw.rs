@@ -1,11 +1,19 @@
 //! Random states and arguments for the differential test: terms, identities, handover
 //! requests (bound to the right term, a stale one, or of another form) and reservations,
-//! present or already expired.
+//! present or already expired, and claims of the longest lease duration.
 
 use rand::Rng;
 use rand::rngs::StdRng;
 
-use crate::model::mirror::{Data, Handover, Name, Record, Successor, Term};
+use crate::model::mirror::{Data, Handover, Longest, Name, Record, Successor, Term};
+
+/// The lease durations drawn, in ms: a caller's TTL, what it remembers, and a claim come from
+/// these, so that shorter, equal and longer claims all meet.
+pub const DURATIONS_MS: [u64; 3] = [3_000, 5_000, 7_000];
+
+pub fn random_duration(rng: &mut StdRng) -> u64 {
+    DURATIONS_MS[rng.random_range(0..DURATIONS_MS.len())]
+}
 
 /// An offset of at least 250 ms either side of now, so that no comparison sits on its edge.
 fn offset_us(rng: &mut StdRng) -> i64 {
@@ -61,6 +69,29 @@ fn random_expiry_ms(rng: &mut StdRng, now: u64) -> u64 {
     }
 }
 
+/// A claim of `:longest`: until 250 to 1750 ms either side of now, or of now plus one of
+/// [`DURATIONS_MS`], so that it is never within 250 ms of now plus a caller's TTL (the edge
+/// at which an equal claim is written again) nor of now; a data loss found 250 ms to 4 s
+/// either side of now, or never.
+fn random_longest(rng: &mut StdRng, now: u64) -> Longest {
+    let ms = rng.random_range(250..1_750) * 1_000;
+    let off = if rng.random_bool(0.5) { ms } else { -ms };
+    let base = if rng.random_bool(0.3) {
+        now
+    } else {
+        now + random_duration(rng) * 1000
+    };
+    Longest {
+        ms: random_duration(rng),
+        claim_until_us: base.saturating_add_signed(off),
+        loss_us: if rng.random_bool(0.5) {
+            0
+        } else {
+            now.saturating_add_signed(offset_us(rng))
+        },
+    }
+}
+
 pub fn random_data(rng: &mut StdRng, now: u64) -> Data {
     let at = |rng: &mut StdRng| now.saturating_add_signed(offset_us(rng));
     let mut data = Data {
@@ -79,6 +110,7 @@ pub fn random_data(rng: &mut StdRng, now: u64) -> Data {
         }),
         handover: None,
         reserved: None,
+        longest: None,
     };
     let lease = data.lease.map(|(t, _)| t);
     let record = data.record.and_then(|r| r.term);
@@ -91,5 +123,6 @@ pub fn random_data(rng: &mut StdRng, now: u64) -> Data {
     data.reserved = rng
         .random_bool(0.4)
         .then(|| (random_name(rng), random_expiry_ms(rng, now)));
+    data.longest = rng.random_bool(0.7).then(|| random_longest(rng, now));
     data
 }

@@ -1,5 +1,6 @@
-//! What one run of the model explores: how many replicas and terms, how far time goes, which
-//! faults and how many, and which protocol (the current one or a pre-fix one).
+//! What one run of the model explores: how many replicas and terms, the timing each runs, how
+//! far time goes, which faults and how many, and which protocol (the current one or a pre-fix
+//! one).
 
 use std::time::Duration;
 
@@ -12,16 +13,42 @@ use crate::sentinels::SentinelWord;
 /// One model tick is one second of every clock.
 pub const TICK_MS: u64 = 1_000;
 
-/// The timing the replicas run, in whole ticks: 5 s lease, 4 s renew deadline, 3 s retry
-/// period, and a drift factor of 0.2, so that the drift margin (1.002 s) covers a replica clock
-/// that falls one tick behind Redis's within a lease duration (see [`Config::max_lag`]). It
-/// passes the same validation the binary applies to its flags.
-pub fn timing() -> Timing {
-    Timing {
-        lease_duration: Duration::from_secs(5),
-        renew_deadline: Duration::from_secs(4),
-        retry_period: Duration::from_secs(3),
-        drift_factor: 0.2,
+/// The timing a replica runs (its `--lease-duration`, `--renew-deadline`, `--retry-period` and
+/// drift factor), in whole ticks. Contenders of one lease may run different ones: a rolling
+/// change of `--lease-duration`, a `leasehold lock` beside a Deployment configured otherwise.
+/// Each drift margin covers a replica clock that falls one tick behind Redis's within a lease
+/// duration (see [`Config::max_lag`]), and each passes the validation the binary applies to its
+/// flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Timings {
+    /// 5 s lease, 4 s renew deadline, 3 s retry period, drift factor 0.2 (margin 1.002 s).
+    #[default]
+    Standard,
+    /// 3 s lease, 2 s renew deadline, 1 s retry period, drift factor 0.34 (margin 1.022 s).
+    Short,
+}
+
+impl Timings {
+    pub fn timing(self) -> Timing {
+        match self {
+            Timings::Standard => Timing {
+                lease_duration: Duration::from_secs(5),
+                renew_deadline: Duration::from_secs(4),
+                retry_period: Duration::from_secs(3),
+                drift_factor: 0.2,
+            },
+            Timings::Short => Timing {
+                lease_duration: Duration::from_secs(3),
+                renew_deadline: Duration::from_secs(2),
+                retry_period: Duration::from_secs(1),
+                drift_factor: 0.34,
+            },
+        }
+    }
+
+    /// The lease duration in milliseconds, as the replica sends it.
+    pub fn ttl_ms(self) -> u64 {
+        self.timing().lease_duration.as_millis() as u64
     }
 }
 
@@ -38,6 +65,14 @@ pub fn instant(tick: u16) -> BootInstant {
 #[derive(Clone, Debug)]
 pub struct Config {
     pub replicas: u8,
+    /// Replicas, the last ones, that run [`Timings::Short`]; the others run the standard one.
+    pub shorter: u8,
+    /// Redis loses its data (a restart without it, a failover that misses a write) only once
+    /// every replica still contending knows the longest lease duration granted so far: its
+    /// own, or a live term of it that an acquire reply said was held. A replica that never saw
+    /// a longer term, while that term's holder is frozen, cannot know it; the design accepts
+    /// that (docs/MODEL.md).
+    pub loss_after_following: bool,
     /// Terms a replica may begin; after its last one it stops contending.
     pub max_terms: u8,
     /// Ticks of model time.
@@ -75,6 +110,8 @@ impl Config {
     pub fn ci() -> Config {
         Config {
             replicas: 2,
+            shorter: 0,
+            loss_after_following: false,
             max_terms: 2,
             horizon: 6,
             evictions: 1,
@@ -90,6 +127,21 @@ impl Config {
             sem: Semantics::default(),
             sentinel_failovers: 0,
             sentinel_word: SentinelWord::Majority,
+        }
+    }
+
+    /// Contenders of different lease durations: replica 0 runs the standard timing (5 s),
+    /// replica 1 the short one (3 s), with the CI configuration's faults; Redis loses its data
+    /// only once the short replica followed a live term of the longest duration granted.
+    pub fn mixed() -> Config {
+        Config {
+            shorter: 1,
+            loss_after_following: true,
+            evictions: 0,
+            max_terms: 1,
+            max_delayed: 1,
+            max_lag: 0,
+            ..Config::ci()
         }
     }
 
@@ -200,6 +252,20 @@ impl Config {
 }
 
 impl Config {
+    /// Whether the replicas run different timings.
+    pub fn timings_differ(&self) -> bool {
+        self.shorter > 0 && self.shorter < self.replicas
+    }
+
+    /// The timing replica `id` runs.
+    pub fn timings(&self, id: u8) -> Timings {
+        if id + self.shorter >= self.replicas {
+            Timings::Short
+        } else {
+            Timings::Standard
+        }
+    }
+
     /// This configuration with `overrides` applied: `field=value` pairs separated by commas, as
     /// `LEASEHOLD_MODEL_WITH` gives them (`horizon=6,max_delayed=2`). A field it does not know
     /// or a value that does not parse is an error naming both.
@@ -218,6 +284,10 @@ impl Config {
             let count = || value.parse::<u8>().map_err(|_| bad("a whole number 0-255"));
             match field {
                 "replicas" => self.replicas = count()?,
+                "shorter" => self.shorter = count()?,
+                "loss_after_following" => {
+                    self.loss_after_following = value.parse().map_err(|_| bad("true or false"))?
+                }
                 "max_terms" => self.max_terms = count()?,
                 "horizon" => {
                     self.horizon = value
@@ -242,7 +312,7 @@ impl Config {
                 _ => {
                     return Err(format!(
                         "LEASEHOLD_MODEL_WITH: no field {field:?}; the fields are replicas, \
-                         max_terms, horizon, evictions, restarts_keeping_data, \
+                         shorter, loss_after_following, max_terms, horizon, evictions, restarts_keeping_data, \
                          restarts_losing_data, failovers, max_lag, max_delayed, handovers, \
                          work_failures, sentinel_failovers, sentinel_word"
                     ));
@@ -251,6 +321,12 @@ impl Config {
         }
         if self.replicas == 0 {
             return Err("LEASEHOLD_MODEL_WITH: replicas=0 is not valid: at least 1".into());
+        }
+        if self.shorter > self.replicas {
+            return Err(format!(
+                "LEASEHOLD_MODEL_WITH: shorter={} is not valid: at most replicas ({})",
+                self.shorter, self.replicas
+            ));
         }
         Ok(self)
     }

@@ -34,6 +34,7 @@ impl State {
                 request,
             } => {
                 let time = self.time;
+                let timings = self.replicas[usize::from(from)].timings;
                 let Some(redis) = self.node_mut(node) else {
                     return;
                 };
@@ -41,11 +42,12 @@ impl State {
                 // write of this message's.
                 redis.expire(time);
                 let before = redis.data;
-                let applied = redis.apply(config.sem, time, from, request);
+                let applied = redis.apply(config, time, from, timings, request);
                 let after = redis.data;
                 let to = from;
                 match applied {
-                    Applied::Acquire(reply) => {
+                    Applied::Acquire(acquisition) => {
+                        let reply = acquisition.reply;
                         // With one node every grant is ordered after the earlier ones, taken
                         // or not; with two writable nodes only the grants that make a term
                         // must be, and those are counted as the replica takes them.
@@ -54,12 +56,34 @@ impl State {
                         {
                             self.granted(token);
                         }
+                        if matches!(reply, AcquireReply::Acquired { .. })
+                            && config.loss_after_following
+                        {
+                            let ttl = timings.ttl_ms();
+                            self.longest_granted_ms = self.longest_granted_ms.max(ttl);
+                        }
+                        // A claim no longer than the replica's own lease duration changes nothing
+                        // it knows (`Replica::knows_ms`): the model carries it as 0.
+                        let longest_ms = Some(acquisition.longest_ms)
+                            .filter(|ms| *ms > timings.ttl_ms())
+                            .unwrap_or(0);
                         self.send(Msg::Acquired {
                             to,
                             sent_at,
                             confirmed,
                             reply,
+                            longest_ms,
                         });
+                        // The notice reaches every replica connected to that node as the
+                        // script runs, the finder too (it is subscribed like the others).
+                        if acquisition.data_loss.is_some() {
+                            for replica in &mut self.replicas {
+                                if replica.link.node == node {
+                                    let now = replica.now(self.time);
+                                    replica.told_data_loss(now);
+                                }
+                            }
+                        }
                     }
                     Applied::Renew(reply) => {
                         if let Request::Renew { term } = request {
@@ -98,14 +122,31 @@ impl State {
                 sent_at,
                 confirmed,
                 reply,
+                longest_ms,
             } => {
                 if !self.awaited(&msg) {
                     return;
                 }
+                // The client remembers the longest claim before it looks at the node's
+                // confirmation (`RedisLease::acquire_observing`).
+                let held_ms = match reply {
+                    AcquireReply::Held { term, pttl_ms, .. } if pttl_ms >= 0 => {
+                        self.replicas[usize::from(term.owner)].timings.ttl_ms()
+                    }
+                    _ => 0,
+                };
+                let replica = &mut self.replicas[usize::from(to)];
+                // The same call sent anew on another connection carries the same arguments.
+                let again = Request::Acquire {
+                    observed: replica.observed.map(|(term, _)| term),
+                    cover_ms: replica.knows_ms(),
+                };
+                replica.longest_seen = replica.longest_seen.max(longest_ms);
+                if config.loss_after_following {
+                    replica.followed_ms = replica.followed_ms.max(held_ms);
+                }
                 if !confirmed {
-                    let observed = self.replicas[usize::from(to)].observed;
-                    let observed = observed.map(|(term, _)| term);
-                    self.resend(config, to, sent_at, Request::Acquire { observed });
+                    self.resend(config, to, sent_at, again);
                     return;
                 }
                 if let AcquireReply::Acquired { token } = reply
@@ -156,8 +197,8 @@ impl State {
             Msg::ToRedis { .. } => true,
             Msg::Acquired { to, sent_at, .. } => {
                 let replica = &self.replicas[usize::from(to)];
-                let timeout = crate::config::timing().acquire_timeout();
-                replica.role == (Role::Acquiring { sent_at })
+                let timeout = replica.timing().acquire_timeout();
+                matches!(replica.role, Role::Acquiring { sent_at: s, .. } if s == sent_at)
                     && replica.now(self.time) < sent_at.saturating_add(timeout)
             }
             Msg::Renewed { to, sent_at, .. } => {

@@ -1,5 +1,5 @@
 //! The Rust mirror of the lease's Lua scripts (`src/lease/scripts.rs`): acquire, renew,
-//! release and observe applied to one Redis dataset, step for step as the Lua does. The model
+//! release, handover and observe applied to one Redis dataset, step for step as the Lua does. The model
 //! checker runs these; the `lua_mirror` test target runs them side by side with the real
 //! scripts on a real redis-server and compares replies and keys.
 //!
@@ -7,7 +7,7 @@
 //! TTLs in milliseconds, key expiry on the millisecond (a key lives while `now_ms < expiry`).
 
 use super::values::two_fields;
-pub use super::values::{Handover, Name, Successor, Term};
+pub use super::values::{Handover, Longest, Name, Successor, Term};
 
 /// The state record (no TTL): `<server> <cooldown_until_us> <term> <term_until_us>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -31,6 +31,8 @@ pub struct Data {
     /// `<lease>:reserved`, the identity a handover reserved the next term for, with its
     /// expiry in ms.
     pub reserved: Option<(Name, u64)>,
+    /// `<lease>:longest` (no TTL); a value the scripts cannot read is `None`, as for them.
+    pub longest: Option<Longest>,
 }
 
 /// Which protocol the mirror runs: the current one, or a pre-fix one for the negative controls.
@@ -45,6 +47,11 @@ pub struct Semantics {
     /// Before the handover (issue 12): no handover request read by renew or cleared by
     /// release, no reservation written by release or honoured by acquire.
     pub before_handover: bool,
+    /// Before the cooldown covered the longest lease duration: the data-loss cooldown lasts
+    /// the finder's own TTL; no `:longest` key is read or written, the caller's `cover` is
+    /// ignored, a running cooldown is never extended, every reply's trailing longest claim is
+    /// 0 and no `data-loss` notice is published.
+    pub before_longest: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -99,6 +106,17 @@ impl RenewReply {
     }
 }
 
+/// What an acquire answers and announces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Acquisition {
+    pub reply: AcquireReply,
+    /// The element that ends every reply: the longest lease duration of a live claim in
+    /// `:longest`, in ms (0 for none).
+    pub longest_ms: u64,
+    /// The `data-loss <ms>` notice published on the channel, with the cooldown it started.
+    pub data_loss: Option<u64>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ObserveReply {
     pub holder: Option<Term>,
@@ -143,8 +161,26 @@ impl Data {
         self.lease = Some((term, now_us / 1000 + ttl_ms));
     }
 
-    /// The acquire script. `cool` is ARGV[3] (`1`), `observed` ARGV[4], and ARGV[5] is the
-    /// identity of replica `owner`.
+    /// `claim_longest`: an acquire or renewal claims its lease duration. A shorter or expired
+    /// claim is replaced, an equal one rewritten two lease durations ahead once it stands less
+    /// than one ahead, a longer live one left alone; the loss instant stays.
+    fn claim_longest(&mut self, ttl_ms: u64, now_us: u64) {
+        let l = self.longest.unwrap_or_default();
+        if l.claim_until_us > now_us
+            && (l.ms > ttl_ms || (l.ms == ttl_ms && l.claim_until_us >= now_us + ttl_ms * 1000))
+        {
+            return;
+        }
+        self.longest = Some(Longest {
+            ms: ttl_ms,
+            claim_until_us: now_us + 2 * ttl_ms * 1000,
+            loss_us: l.loss_us,
+        });
+    }
+
+    /// The acquire script. `cool` is ARGV[3] (`1`), `observed` ARGV[4], ARGV[5] is the
+    /// identity of replica `owner`, and `cover_ms` ARGV[6] (the longest lease duration the
+    /// caller knows).
     #[allow(clippy::too_many_arguments)]
     pub fn acquire(
         &mut self,
@@ -155,15 +191,43 @@ impl Data {
         ttl_ms: u64,
         cool: bool,
         observed: Option<Term>,
-    ) -> AcquireReply {
+        cover_ms: u64,
+    ) -> Acquisition {
         self.expire(now_us);
+        let longest = self.longest.filter(|_| !sem.before_longest);
+        let mut cover = if sem.before_longest {
+            ttl_ms
+        } else {
+            ttl_ms.max(cover_ms)
+        };
+        let mut live = 0;
+        if let Some(l) = longest {
+            cover = cover.max(l.ms);
+            if l.claim_until_us > now_us {
+                live = l.ms;
+            }
+        }
+        let answer = |reply| Acquisition {
+            reply,
+            longest_ms: live,
+            data_loss: None,
+        };
         let mut record = match self.record {
-            Some(r) if r.server == server => {
+            Some(mut r) if r.server == server => {
                 if r.cool_until_us > now_us {
-                    return AcquireReply::Cooldown {
+                    // A running cooldown covers what this caller knows too, from the instant
+                    // of the loss (or from now, should that instant be gone).
+                    let from = longest
+                        .filter(|l| l.loss_us > 0 && l.loss_us <= now_us)
+                        .map_or(now_us, |l| l.loss_us);
+                    if !sem.before_longest && cool && from + cover * 1000 > r.cool_until_us {
+                        r.cool_until_us = from + cover * 1000;
+                        self.record = Some(r);
+                    }
+                    return answer(AcquireReply::Cooldown {
                         remaining_ms: ceil_ms(r.cool_until_us - now_us),
                         started: false,
-                    };
+                    });
                 }
                 r
             }
@@ -178,12 +242,24 @@ impl Data {
                     r.term = observed;
                 }
                 r.server = server;
-                r.cool_until_us = if cool { now_us + ttl_ms * 1000 } else { now_us };
+                r.cool_until_us = if cool { now_us + cover * 1000 } else { now_us };
                 self.record = Some(r);
                 if cool {
-                    return AcquireReply::Cooldown {
-                        remaining_ms: ttl_ms,
-                        started: true,
+                    let mut data_loss = None;
+                    if !sem.before_longest {
+                        // The loss instant, and the notice that wakes every leader and follower.
+                        self.longest = Some(Longest {
+                            loss_us: now_us,
+                            ..longest.unwrap_or_default()
+                        });
+                        data_loss = Some(cover);
+                    }
+                    return Acquisition {
+                        data_loss,
+                        ..answer(AcquireReply::Cooldown {
+                            remaining_ms: cover,
+                            started: true,
+                        })
                     };
                 }
                 r
@@ -191,28 +267,28 @@ impl Data {
         };
         let current = self.live_lease(now_us).map(|(t, _)| t);
         if let Some(term) = current.filter(|t| t.owner != owner) {
-            return AcquireReply::Held {
+            return answer(AcquireReply::Held {
                 term,
                 pttl_ms: self.pttl(now_us),
                 source: Source::Key,
-            };
+            });
         }
         if !sem.record_without_term
             && current.is_none()
             && let Some(term) = record.term.filter(|t| t.owner != owner)
         {
             if record.term_until_us > now_us {
-                return AcquireReply::Held {
+                return answer(AcquireReply::Held {
                     term,
                     pttl_ms: ceil_ms(record.term_until_us - now_us) as i64,
                     source: Source::Record,
-                };
+                });
             } else if Some(term) == observed {
-                return AcquireReply::Held {
+                return answer(AcquireReply::Held {
                     term,
                     pttl_ms: -2,
                     source: Source::Record,
-                };
+                });
             }
         }
         // A reservation for another identity keeps the term free for it. Names compare as
@@ -221,10 +297,10 @@ impl Data {
         if let Some((name, expiry_ms)) = reserved
             && name != Name::Replica(owner)
         {
-            return AcquireReply::Reserved {
+            return answer(AcquireReply::Reserved {
                 name,
                 pttl_ms: expiry_ms as i64 - (now_us / 1000) as i64,
-            };
+            });
         }
         let fence = self.fence.filter(|n| *n >= now_us).unwrap_or(now_us);
         let token = fence + 1;
@@ -234,10 +310,13 @@ impl Data {
         record.term = Some(term);
         record.term_until_us = now_us + ttl_ms * 1000;
         self.record = Some(record);
+        if !sem.before_longest {
+            self.claim_longest(ttl_ms, now_us);
+        }
         if reserved.is_some() {
             self.reserved = None;
         }
-        AcquireReply::Acquired { token }
+        answer(AcquireReply::Acquired { token })
     }
 
     /// Whether a stored term answers to the term (or owner) a message carries.
@@ -279,6 +358,9 @@ impl Data {
                 r.term = Some(term);
                 r.term_until_us = now_us + ttl_ms * 1000;
             }
+            if !sem.before_longest {
+                self.claim_longest(ttl_ms, now_us);
+            }
             return self.answer(sem, term, false);
         }
         if sem.record_without_term {
@@ -291,6 +373,9 @@ impl Data {
         {
             r.term_until_us = now_us + ttl_ms * 1000;
             self.set_lease(term, now_us, ttl_ms);
+            if !sem.before_longest {
+                self.claim_longest(ttl_ms, now_us);
+            }
             return self.answer(sem, term, true);
         }
         RenewReply::NotOurs

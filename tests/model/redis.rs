@@ -2,16 +2,14 @@
 //! of the process answering (changed by every restart and failover), its clock (the model's
 //! time), and the faults it suffers.
 
-use crate::config::{Config, TICK_MS, timing};
-use crate::mirror::{AcquireReply, Data, Record, RenewReply, Semantics, Successor, Term};
+use crate::config::{Config, TICK_MS, Timings};
+use crate::mirror::{Acquisition, Data, Longest, Record, RenewReply, Successor, Term};
 use crate::replica::Request;
 use leasehold::elector::decide;
 
-/// The lease duration in milliseconds, as the replicas send it.
-const TTL_MS: u64 = 5 * TICK_MS;
-
-/// How long an operator's handover request lives (`step-down --wait`): one lease duration.
-const HANDOVER_TTL_MS: u64 = TTL_MS;
+/// How long an operator's handover request lives (`step-down --wait`): one lease duration, the
+/// standard one (the handover configurations run no other).
+const HANDOVER_TTL_MS: u64 = 5 * TICK_MS;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Redis {
@@ -38,9 +36,17 @@ pub enum Fault {
     Failover,
 }
 
+impl Fault {
+    /// Whether the fault may lose keys without a TTL (the record, `:longest`): a restart
+    /// without the data, or a failover to a replica that missed the last write.
+    pub fn loses_data(self) -> bool {
+        matches!(self, Fault::Restart { keep_data: false } | Fault::Failover)
+    }
+}
+
 /// What a script did, as the replies and the checks need it.
 pub enum Applied {
-    Acquire(AcquireReply),
+    Acquire(Acquisition),
     Renew(RenewReply),
     /// The term a release announced on the channel.
     Release(Option<Term>),
@@ -62,6 +68,7 @@ impl Redis {
             }),
             handover: None,
             reserved: None,
+            longest: None,
         };
         Redis {
             data,
@@ -75,8 +82,17 @@ impl Redis {
         }
     }
 
-    fn now_us(time: u16) -> u64 {
-        u64::from(time) * TICK_MS * 1000
+    /// Redis's clock (`TIME`, in µs) at model time `time`: one tick ahead of the model's, so
+    /// that no instant a script writes is 0, which the scripts read as none (the loss instant
+    /// in `:longest`); a real server's clock is never there.
+    pub fn now_us(time: u16) -> u64 {
+        (u64::from(time) + 1) * TICK_MS * 1000
+    }
+
+    /// An instant of Redis's clock as model time, for traces.
+    pub fn secs(us: u64) -> String {
+        let secs = us as f64 / 1e6 - (TICK_MS as f64 / 1e3);
+        format!("{secs}s")
     }
 
     /// Every key whose TTL ran out by model time `time` is gone.
@@ -84,28 +100,53 @@ impl Redis {
         self.data.expire(Self::now_us(time));
     }
 
-    /// Runs the script behind `request` from replica `from` at model time `time`.
-    pub fn apply(&mut self, sem: Semantics, time: u16, from: u8, request: Request) -> Applied {
+    /// Runs the script behind `request` from replica `from`, which runs `timings`, at model
+    /// time `time`.
+    pub fn apply(
+        &mut self,
+        config: &Config,
+        time: u16,
+        from: u8,
+        timings: Timings,
+        request: Request,
+    ) -> Applied {
+        let sem = config.sem;
+        let ttl_ms = timings.ttl_ms();
         let now = Self::now_us(time);
         // An expired key is gone for every script (Redis expires on access).
         self.data.expire(now);
         let before = self.data;
         let server = self.server;
         let applied = match request {
-            Request::Acquire { observed } => Applied::Acquire(
+            Request::Acquire { observed, cover_ms } => Applied::Acquire(
                 self.data
-                    .acquire(sem, now, server, from, TTL_MS, true, observed),
+                    .acquire(sem, now, server, from, ttl_ms, true, observed, cover_ms),
             ),
             Request::Renew { term } => {
-                Applied::Renew(self.data.renew(sem, now, server, term, TTL_MS))
+                Applied::Renew(self.data.renew(sem, now, server, term, ttl_ms))
             }
             Request::Release { term, reserve } => {
                 // The reservation lasts as long as the elector asks (`decide::reservation`).
-                let ms = decide::reservation(&timing()).as_millis() as u64;
+                let ms = decide::reservation(&timings.timing()).as_millis() as u64;
                 let reserve = reserve.map(|name| (name, ms));
                 Applied::Release(self.data.release(sem, now, term, false, reserve))
             }
         };
+        if !config.timings_differ() {
+            // Every replica runs one lease duration T: every claim is T and every cover T
+            // whatever the claim says, and a reply's longest claim never raises what a replica
+            // knows. Of `:longest` only the loss instant can change what a script does (a
+            // running cooldown is extended from it, or from now without it), so the model
+            // keeps that alone and the states differ in nothing else.
+            self.data.longest = self
+                .data
+                .longest
+                .filter(|l| l.loss_us > 0)
+                .map(|l| Longest {
+                    loss_us: l.loss_us,
+                    ..Longest::default()
+                });
+        }
         if self.before_last_write.is_some() && self.data != before {
             self.before_last_write = Some(before);
         }

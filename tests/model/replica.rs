@@ -9,7 +9,9 @@ use leasehold::elector::StepDownReason;
 use leasehold::elector::decide::{self, Seen, WatchdogStep};
 use leasehold::lease::Retry;
 
-use crate::config::{instant, timing};
+use leasehold::elector::Timing;
+
+use crate::config::{Timings, instant};
 use crate::connection::Link;
 use crate::mirror::{AcquireReply, Name, RenewReply, Successor, Term};
 
@@ -37,9 +39,12 @@ pub enum Role {
     Paused {
         until: BootInstant,
     },
-    /// An acquire in flight, sent at that instant.
+    /// An acquire in flight, sent at that instant; `woken` when a data-loss notice came
+    /// meanwhile (the elector's wake-up waits in its queue, and the follower tries again at
+    /// once after the reply).
     Acquiring {
         sent_at: BootInstant,
+        woken: bool,
     },
     Leader(Lead),
     /// Its terms are used up: out of the election.
@@ -49,6 +54,14 @@ pub enum Role {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Replica {
     pub id: u8,
+    /// The timing it runs; it goes with the replica under a renaming.
+    pub timings: Timings,
+    /// `RedisLease::longest_seen`: the longest live claim an acquire reply told, in ms.
+    pub longest_seen: u64,
+    /// The model's note (no part of the replica): the longest lease duration, in ms, of a live
+    /// term that an acquire reply named as held (kept only when the configuration restricts
+    /// data loss by it, [`crate::config::Config::loss_after_following`]).
+    pub followed_ms: u64,
     /// Ticks its clock is behind the model's (clock-rate difference).
     pub lag: u8,
     pub terms: u8,
@@ -64,8 +77,10 @@ pub struct Replica {
 /// What a replica sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Request {
+    /// `cover_ms`: the longest lease duration the replica knows (ARGV[6]).
     Acquire {
         observed: Option<Term>,
+        cover_ms: u64,
     },
     Renew {
         term: Term,
@@ -94,9 +109,12 @@ impl From<StepDownReason> for Ending {
 }
 
 impl Replica {
-    pub fn new(id: u8) -> Replica {
+    pub fn new(id: u8, timings: Timings) -> Replica {
         Replica {
             id,
+            timings,
+            longest_seen: 0,
+            followed_ms: 0,
             lag: 0,
             terms: 0,
             role: Role::Follower {
@@ -107,6 +125,15 @@ impl Replica {
             short_terms: 0,
             link: Link::default(),
         }
+    }
+
+    pub fn timing(&self) -> Timing {
+        self.timings.timing()
+    }
+
+    /// The longest lease duration it knows, in ms: its own, or the longest it was told.
+    pub fn knows_ms(&self) -> u64 {
+        self.timings.ttl_ms().max(self.longest_seen)
     }
 
     /// The replica's boot clock at model time `time`.
@@ -132,15 +159,19 @@ impl Replica {
             self.observed = None;
         }
         self.announced = false;
-        self.role = Role::Acquiring { sent_at: now };
+        self.role = Role::Acquiring {
+            sent_at: now,
+            woken: false,
+        };
         Request::Acquire {
             observed: self.observed.map(|(term, _)| term),
+            cover_ms: self.knows_ms(),
         }
     }
 
     fn follow_after(&mut self, now: BootInstant, seen: Seen) {
         // Subscribed to the release channel; jitter at its low end (the model has no chance).
-        let wait = decide::follower_wait(seen, true, &timing(), 0.0);
+        let wait = decide::follower_wait(seen, true, &self.timing(), 0.0);
         self.role = Role::Follower {
             next_try: now.saturating_add(wait),
         };
@@ -148,10 +179,10 @@ impl Replica {
 
     /// The acquire's reply, or its timeout (`None`).
     pub fn acquired(&mut self, now: BootInstant, reply: Option<AcquireReply>) {
-        let Role::Acquiring { sent_at } = self.role else {
+        let Role::Acquiring { sent_at, woken } = self.role else {
             return;
         };
-        let t = timing();
+        let t = self.timing();
         let seen = match reply {
             Some(AcquireReply::Acquired { token }) => {
                 self.terms += 1;
@@ -191,6 +222,9 @@ impl Replica {
             },
         };
         self.follow_after(now, seen);
+        if woken {
+            self.role = Role::Follower { next_try: now };
+        }
     }
 
     /// A release of `term` announced on the channel: a waiting follower wakes at once.
@@ -198,6 +232,26 @@ impl Replica {
         if let Role::Follower { .. } = self.role {
             self.announced = self.observed.is_some_and(|(seen, _)| seen == term);
             self.role = Role::Follower { next_try: now };
+        }
+    }
+
+    /// The `data-loss` notice on the channel: a leader renews at once (and finds its lease
+    /// gone), a follower tries at once, and one whose acquire is in flight tries again right
+    /// after it; one pausing after a term sleeps the pause out.
+    pub fn told_data_loss(&mut self, now: BootInstant) {
+        match self.role {
+            Role::Leader(_) => self.nudged(now),
+            Role::Follower { .. } => {
+                self.announced = false;
+                self.role = Role::Follower { next_try: now };
+            }
+            Role::Acquiring { sent_at, .. } => {
+                self.role = Role::Acquiring {
+                    sent_at,
+                    woken: true,
+                }
+            }
+            Role::Paused { .. } | Role::Done => {}
         }
     }
 
@@ -222,7 +276,7 @@ impl Replica {
             now,
             lead.valid_until,
             lead.renew_by,
-            timing().renew_attempt_timeout(),
+            self.timings.timing().renew_attempt_timeout(),
         ) {
             WatchdogStep::StepDown(reason) => Err(reason),
             WatchdogStep::Renew { timeout } => {
@@ -240,7 +294,7 @@ impl Replica {
         let Some((sent_at, _)) = lead.renewing.take() else {
             return Ok(());
         };
-        let t = timing();
+        let t = self.timings.timing();
         match reply {
             Some(RenewReply::Held { handover, .. }) => {
                 // The elector's own rule: deadlines from the send instant, and a reply after
@@ -289,7 +343,7 @@ impl Replica {
         let Role::Leader(lead) = self.role else {
             return None;
         };
-        let t = timing();
+        let t = self.timing();
         let lasted = now.saturating_duration_since(lead.acquired_at);
         self.short_terms = if decide::is_short_term(reason, lasted, &t) {
             self.short_terms + 1
@@ -317,11 +371,11 @@ impl Replica {
 
     /// Whether a step of this replica is due at `now` (eager runs let no tick pass then).
     pub fn due(&self, now: BootInstant, max_terms: u8) -> bool {
-        let t = timing();
+        let t = self.timing();
         match self.role {
             Role::Follower { next_try } => self.terms < max_terms && now >= next_try,
             Role::Paused { until } => now >= until,
-            Role::Acquiring { sent_at } => now >= sent_at.saturating_add(t.acquire_timeout()),
+            Role::Acquiring { sent_at, .. } => now >= sent_at.saturating_add(t.acquire_timeout()),
             Role::Leader(lead) => match lead.renewing {
                 Some((sent, timeout)) => now >= sent.saturating_add(timeout),
                 None => now >= lead.next_renew,

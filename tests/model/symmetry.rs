@@ -98,6 +98,7 @@ impl Rename for Data {
             record: self.record.rename(r),
             handover: self.handover.map(|(h, expiry)| (h.rename(r), expiry)),
             reserved: self.reserved.map(|(name, expiry)| (name.rename(r), expiry)),
+            longest: self.longest,
         }
     }
 }
@@ -115,8 +116,9 @@ impl Rename for Redis {
 impl Rename for Request {
     fn rename(&self, r: &Renaming) -> Self {
         match *self {
-            Request::Acquire { observed } => Request::Acquire {
+            Request::Acquire { observed, cover_ms } => Request::Acquire {
                 observed: observed.rename(r),
+                cover_ms,
             },
             Request::Renew { term } => Request::Renew {
                 term: term.rename(r),

@@ -28,11 +28,13 @@ pub enum Msg {
         confirmed: bool,
         request: Request,
     },
+    /// `longest_ms` ends every acquire reply (the longest live claim).
     Acquired {
         to: u8,
         sent_at: BootInstant,
         confirmed: bool,
         reply: AcquireReply,
+        longest_ms: u64,
     },
     Renewed {
         to: u8,
@@ -86,6 +88,12 @@ pub struct State {
     /// The node a Sentinel failover promoted, beside the first master (`redis`).
     pub promoted: Option<Redis>,
     pub sentinels: Sentinels,
+    /// The longest lease duration granted so far, in ms (kept by the model, and only where
+    /// the configuration restricts data loss by it).
+    pub longest_granted_ms: u64,
+    /// Redis lost its data while a replica's guard passed in a term longer than another
+    /// replica's lease duration (kept only where replicas run different timings).
+    pub lost_under_longer: bool,
 }
 
 pub struct System {
@@ -94,7 +102,7 @@ pub struct System {
     /// stateright 0.31 records a discovery again for every later state that shows it, so the
     /// path it keeps would be one of the last found, not the first; each property reports
     /// only its first state, which breadth-first on one thread is a shortest path.
-    shown: [AtomicBool; 7],
+    shown: [AtomicBool; 8],
 }
 
 impl System {
@@ -120,6 +128,35 @@ impl State {
             }
             Err(_) => false,
         }
+    }
+
+    /// Whether a fault that loses data may happen now: always, unless the configuration waits
+    /// until every replica still contending knows the longest lease duration granted so far
+    /// (`Config::loss_after_following`).
+    fn loss_allowed(&self, config: &Config) -> bool {
+        !config.loss_after_following
+            || self
+                .replicas
+                .iter()
+                .filter(|r| r.role != Role::Done)
+                .all(|r| r.timings.ttl_ms().max(r.followed_ms) >= self.longest_granted_ms)
+    }
+
+    /// Redis loses its data: the model notes whether a longer term than some replica's lease
+    /// duration was valid then.
+    fn losing_data(&mut self, config: &Config) {
+        if !config.timings_differ() {
+            return;
+        }
+        let shortest = (0..config.replicas)
+            .map(|id| config.timings(id).ttl_ms())
+            .min()
+            .unwrap_or(0);
+        let time = self.time;
+        self.lost_under_longer |= self
+            .replicas
+            .iter()
+            .any(|r| r.check_passes(time) && r.timings.ttl_ms() > shortest);
     }
 
     /// Whether `replica` leads in the term that `node`'s live lease key holds.
@@ -195,8 +232,16 @@ impl System {
                 }
                 s.deliver(c, msg);
             }
-            Action::Fault(fault) => s.redis.suffer(fault),
-            Action::SentinelFailover => s.sentinel_failover(),
+            Action::Fault(fault) => {
+                if fault.loses_data() {
+                    s.losing_data(c);
+                }
+                s.redis.suffer(fault)
+            }
+            Action::SentinelFailover => {
+                s.losing_data(c);
+                s.sentinel_failover()
+            }
             Action::SentinelLearns(sentinel) => s.sentinels.learn(sentinel),
             Action::RequestHandover(to) => {
                 s.handovers += 1;
@@ -247,7 +292,7 @@ impl Model for System {
                     .zip(links)
                     .map(|(id, link)| Replica {
                         link,
-                        ..Replica::new(id)
+                        ..Replica::new(id, self.config.timings(id))
                     })
                     .collect(),
                 redis: Redis::new(&self.config),
@@ -260,6 +305,8 @@ impl Model for System {
                 handover_completed: false,
                 promoted: None,
                 sentinels: Sentinels::default(),
+                longest_granted_ms: 0,
+                lost_under_longer: false,
             })
             .map(|s| self.representative(s))
             .collect();
@@ -304,17 +351,18 @@ impl Model for System {
             actions.push(Action::Deliver(*msg));
         }
         if self.faults_allowed(state) {
+            let loss = state.loss_allowed(c);
             for fault in [
                 Fault::Evict,
                 Fault::Restart { keep_data: true },
                 Fault::Restart { keep_data: false },
                 Fault::Failover,
             ] {
-                if state.redis.can(c, state.time, fault) {
+                if state.redis.can(c, state.time, fault) && (loss || !fault.loses_data()) {
                     actions.push(Action::Fault(fault));
                 }
             }
-            if state.sentinels.failovers < c.sentinel_failovers {
+            if state.sentinels.failovers < c.sentinel_failovers && loss {
                 actions.push(Action::SentinelFailover);
             }
             if let Some(sentinel) = state.sentinels.next_to_learn() {
@@ -350,15 +398,20 @@ impl Model for System {
                 "no message of one term changes another term",
                 |m, s: &State| !m.first(2, s.stale_write),
             ),
-            Property::<Self>::sometimes("a replica leads a second term", |m, s: &State| {
-                m.first(
-                    3,
-                    s.replicas
-                        .iter()
-                        .any(|r| r.terms >= 2 && matches!(r.role, Role::Leader(_))),
-                )
-            }),
         ];
+        if self.config.max_terms >= 2 {
+            properties.push(Property::<Self>::sometimes(
+                "a replica leads a second term",
+                |m, s: &State| {
+                    m.first(
+                        3,
+                        s.replicas
+                            .iter()
+                            .any(|r| r.terms >= 2 && matches!(r.role, Role::Leader(_))),
+                    )
+                },
+            ));
+        }
         if self.config.restarts_losing_data > 0 {
             // The horizon reaches past the cooldown a new dataset starts with.
             properties.push(Property::<Self>::sometimes(
@@ -368,6 +421,13 @@ impl Model for System {
                         && s.replicas.iter().any(|r| s.leads_on(&s.redis, r));
                     m.first(5, on_new_data)
                 },
+            ));
+        }
+        if self.config.restarts_losing_data > 0 && self.config.timings_differ() {
+            // The case the cooldown must cover beyond the finder's own lease duration.
+            properties.push(Property::<Self>::sometimes(
+                "Redis loses its data while a longer term than another replica's is valid",
+                |m, s: &State| m.first(7, s.lost_under_longer),
             ));
         }
         if self.config.handovers > 0 {

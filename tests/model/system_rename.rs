@@ -25,11 +25,13 @@ impl Rename for Msg {
                 sent_at,
                 confirmed,
                 reply,
+                longest_ms,
             } => Msg::Acquired {
                 to: r.id(to),
                 sent_at,
                 confirmed,
                 reply: reply.rename(r),
+                longest_ms,
             },
             Msg::Renewed {
                 to,
@@ -83,6 +85,8 @@ impl Rename for State {
             // Nodes and Sentinels are not replicas; the promoted node's keys name replicas.
             promoted: self.promoted.rename(r),
             sentinels: self.sentinels,
+            longest_granted_ms: self.longest_granted_ms,
+            lost_under_longer: self.lost_under_longer,
         }
     }
 }

@@ -14,6 +14,11 @@ fn term(t: Term) -> String {
     format!("r{}#{}", t.owner, t.token)
 }
 
+/// A lease duration in ms, as seconds.
+fn ms(ms: u64) -> String {
+    format!("{}s", ms as f64 / 1000.0)
+}
+
 fn secs(i: leasehold::clock::BootInstant) -> String {
     format!("{:.3}s", i.since_boot().as_secs_f64())
 }
@@ -44,9 +49,19 @@ fn message(m: &Msg, nodes: bool) -> String {
             ..
         } => sent(
             match request {
-                Request::Acquire { observed: None } => format!("r{from}'s acquire"),
-                Request::Acquire { observed: Some(t) } => {
-                    format!("r{from}'s acquire (observing {})", term(*t))
+                Request::Acquire {
+                    observed: None,
+                    cover_ms,
+                } => format!("r{from}'s acquire (cover {})", ms(*cover_ms)),
+                Request::Acquire {
+                    observed: Some(t),
+                    cover_ms,
+                } => {
+                    format!(
+                        "r{from}'s acquire (observing {}, cover {})",
+                        term(*t),
+                        ms(*cover_ms)
+                    )
                 }
                 Request::Renew { term: t } => format!("r{from}'s renewal of {}", term(*t)),
                 Request::Release {
@@ -69,8 +84,19 @@ fn message(m: &Msg, nodes: bool) -> String {
             to,
             reply,
             confirmed,
+            longest_ms,
             ..
-        } => answered(format!("acquire reply {reply:?} to r{to}"), *confirmed),
+        } => {
+            // The model carries a claim only when it is longer than the replica's own.
+            let longest = match longest_ms {
+                0 => String::new(),
+                n => format!(", longest claim {}", ms(*n)),
+            };
+            answered(
+                format!("acquire reply {reply:?}{longest} to r{to}"),
+                *confirmed,
+            )
+        }
         Msg::Renewed {
             to,
             reply,
@@ -109,12 +135,18 @@ fn redis(redis: &Redis, time: u16) -> String {
         None => "-".into(),
     };
     let record = match redis.data.record {
-        Some(r) => format!(
-            "{} until {}s (server {})",
-            r.term.map(term).unwrap_or_else(|| "-".into()),
-            r.term_until_us / 1_000_000,
-            r.server
-        ),
+        Some(r) => {
+            let held = match r.term {
+                Some(t) => format!("{} until {}", term(t), Redis::secs(r.term_until_us)),
+                None => "-".into(),
+            };
+            let cooling = if r.cool_until_us > Redis::now_us(time) {
+                format!(", cooling down until {}", Redis::secs(r.cool_until_us))
+            } else {
+                String::new()
+            };
+            format!("{held}{cooling} (server {})", r.server)
+        }
         None => "none".into(),
     };
     let mut out = format!("redis {}: key {key}, record {record}", redis.server);
@@ -128,10 +160,27 @@ fn redis(redis: &Redis, time: u16) -> String {
     if let Some((name, _)) = data.reserved {
         let _ = write!(out, ", reserved for {}", name.text());
     }
+    if let Some(l) = data.longest {
+        let loss = match l.loss_us {
+            0 => String::new(),
+            us => format!(", loss found at {}", Redis::secs(us)),
+        };
+        let claim = match l.ms {
+            0 => "no claim".into(),
+            n => format!(
+                "longest {} claimed until {}",
+                ms(n),
+                Redis::secs(l.claim_until_us)
+            ),
+        };
+        let _ = write!(out, ", {claim}{loss}");
+    }
     out
 }
 
-fn state(s: &State, nodes: bool) -> String {
+/// One state; with `mixed` (the replicas run different timings) each replica's lease duration
+/// and the longest it knows.
+fn state(s: &State, nodes: bool, mixed: bool) -> String {
     let mut out = format!("t={}s", s.time);
     for r in &s.replicas {
         let role = match r.role {
@@ -151,6 +200,14 @@ fn state(s: &State, nodes: bool) -> String {
             Role::Done => "done".into(),
         };
         let _ = write!(out, " | r{} clock {}: {role}", r.id, secs(r.now(s.time)));
+        if mixed {
+            let _ = write!(
+                out,
+                " (lease {}, knows {})",
+                ms(r.timings.ttl_ms()),
+                ms(r.knows_ms())
+            );
+        }
         if nodes {
             let dial = if r.link.dial { ", dials next" } else { "" };
             let _ = write!(
@@ -195,12 +252,18 @@ pub fn counterexample(checker: &dyn Checker<System>, property: &'static str) -> 
     let path = checker.discovery(property)?;
     let system = checker.model();
     let nodes = system.config.sentinel_failovers > 0;
+    let mixed = system.config.timings_differ();
     let mut out = String::new();
     // `names[i]`: the first state's name of the replica that this state calls `i`.
     let mut names: Vec<u8> = (0..system.config.replicas).collect();
     for (i, (s, a)) in path.into_vec().into_iter().enumerate() {
         let shown = Renaming { to: &names };
-        let _ = writeln!(out, "  {:>2}. {}", i, state(&s.rename(&shown), nodes));
+        let _ = writeln!(
+            out,
+            "  {:>2}. {}",
+            i,
+            state(&s.rename(&shown), nodes, mixed)
+        );
         if let Some(a) = a {
             let _ = writeln!(out, "      -> {}", action(&a.rename(&shown), nodes));
             if let Some(next) = system.step(&s, a) {

@@ -1,6 +1,7 @@
-//! The values the scripts store and compare: terms, identities, and the handover request
-//! (`<lease>:handover`) and reservation (`<lease>:reserved`) keys' values, with their text, so
-//! that the mirror reads a value of another form exactly as the Lua does.
+//! The values the scripts store and compare: terms, identities, the handover request
+//! (`<lease>:handover`) and reservation (`<lease>:reserved`) keys' values, and the longest lease
+//! duration's claim (`<lease>:longest`), with their text, so that the mirror reads a value of
+//! another form exactly as the Lua does.
 
 /// One term: the lease's value `<owner>#<token>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -127,6 +128,39 @@ impl Handover {
             Handover::Bare { term } => term.value(),
             Handover::Junk => "junk".into(),
         }
+    }
+}
+
+/// `<lease>:longest` (no TTL): the longest lease duration of the lease's recent terms, until
+/// when that claim stands, and when the last data loss was found (0 for none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Longest {
+    pub ms: u64,
+    pub claim_until_us: u64,
+    pub loss_us: u64,
+}
+
+impl Longest {
+    /// `<ms> <claim_until_us> <loss_us>`, as `write_longest` writes it.
+    pub fn text(&self) -> String {
+        format!("{} {} {}", self.ms, self.claim_until_us, self.loss_us)
+    }
+
+    /// `read_longest`: Lua's `string.match(raw, '^(%d+) (%d+) (%d+)$')`, three runs of digits
+    /// split by single spaces; anything else reads as no claim at all.
+    pub fn parse(text: &str) -> Option<Longest> {
+        let digits = |f: &str| {
+            (!f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| f.parse::<u64>().ok())
+                .flatten()
+        };
+        let mut fields = text.split(' ');
+        let longest = Longest {
+            ms: digits(fields.next()?)?,
+            claim_until_us: digits(fields.next()?)?,
+            loss_us: digits(fields.next()?)?,
+        };
+        fields.next().is_none().then_some(longest)
     }
 }
 
