@@ -274,6 +274,7 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 11]), String> {
                     .key(LEASE)
                     .key(FENCE)
                     .key(RECORD)
+                    .key(RESERVED)
                     .invoke(&mut conn)
                     .expect("observe runs");
                 let want = mirror.observe(at, 0);
@@ -290,7 +291,15 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 11]), String> {
                     && (int(&real[1]) - want.pttl_ms).abs() <= ms
                     && fence == want.fence
                     && (int(&real[3]) - want.cooldown_ms).abs() <= ms
-                    && source(&real[4]) == want.source;
+                    && source(&real[4]) == want.source
+                    && match (&real[5], want.reserved) {
+                        (Value::Nil, None) => true,
+                        (name, Some((want_name, pttl))) => {
+                            Name::parse(&text(name)) == want_name
+                                && (int(&real[6]) - pttl).abs() <= ms
+                        }
+                        _ => false,
+                    };
                 (agree, format!("observe: real {real:?}, mirror {want:?}"))
             }
         };

@@ -136,16 +136,25 @@ if record == nil or record.server ~= server then
     return {'COOLDOWN', cover, 1, live}
   end
   record = r
-elseif record.cool > now then
-  -- A cooldown runs: it covers what this caller knows too, from the instant of the loss (or
-  -- from now, should that instant be gone).
-  local from = now
-  if longest and longest.loss > 0 and longest.loss <= now then from = longest.loss end
-  if ARGV[3] == '1' and from + cover * 1000 > record.cool then
-    record.cool = from + cover * 1000
-    write_record(KEYS[3], record)
+else
+  if ARGV[3] == '1' then
+    -- The cooldown covers the longest duration this caller knows too, counted from the
+    -- instant of the loss, also when a shorter one has ended already. Without a usable
+    -- instant while a cooldown runs (the key gone, or written by an older version), now
+    -- stands for it, written once, so that later callers cannot push the end on and on.
+    local l = longest or {ms = 0, claim_until = 0, loss = 0}
+    if (l.loss == 0 or l.loss > now) and record.cool > now then
+      l.loss = now
+      write_longest(KEYS[5], l)
+    end
+    if l.loss > 0 and l.loss <= now and l.loss + cover * 1000 > record.cool then
+      record.cool = l.loss + cover * 1000
+      write_record(KEYS[3], record)
+    end
   end
-  return {'COOLDOWN', math.ceil((record.cool - now) / 1000), 0, live}
+  if record.cool > now then
+    return {'COOLDOWN', math.ceil((record.cool - now) / 1000), 0, live}
+  end
 end
 
 local mine = ARGV[1] .. '#'

@@ -316,15 +316,11 @@ fn a_connection_kept_from_before_a_failover_without_confirmation_lets_two_guards
     );
 }
 
-/// Contenders of different lease durations (docs/MODEL.md, "Mixed lease durations"). Ignored
-/// until the acquire script compares the loss instant with what a caller knows after the
-/// record's cooldown has ended too: a request sent before its replica learnt the longer
-/// duration finds the loss and starts the shorter cooldown, the notice's corrections land
-/// after it, and two guards pass (the trace in docs/MODEL.md). The model with that comparison
-/// holds every property here.
+/// Contenders of different lease durations (docs/MODEL.md, "Mixed lease durations"): a request
+/// sent before its replica learnt the longer duration finds the loss and starts the shorter
+/// cooldown; the acquire script holds every later acquire to the loss instant plus what that
+/// caller knows, also after the shorter cooldown ended, so the notice's corrections count.
 #[test]
-#[ignore = "two guards pass until the acquire script holds a cooldown to the loss instant plus \
-            the caller's cover after the record's cooldown ended (docs/MODEL.md)"]
 fn contenders_of_different_lease_durations_never_let_two_guards_pass() {
     holds_everywhere_and_reaches_its_faults(
         "mixed configuration",

@@ -125,6 +125,8 @@ pub struct ObserveReply {
     /// Milliseconds left, 0 for none, -1 when the next acquire would start one.
     pub cooldown_ms: i64,
     pub source: Source,
+    /// The handover's reservation and its PTTL in ms.
+    pub reserved: Option<(Name, i64)>,
 }
 
 fn ceil_ms(us: u64) -> u64 {
@@ -214,16 +216,24 @@ impl Data {
         };
         let mut record = match self.record {
             Some(mut r) if r.server == server => {
-                if r.cool_until_us > now_us {
-                    // A running cooldown covers what this caller knows too, from the instant
-                    // of the loss (or from now, should that instant be gone).
-                    let from = longest
-                        .filter(|l| l.loss_us > 0 && l.loss_us <= now_us)
-                        .map_or(now_us, |l| l.loss_us);
-                    if !sem.before_longest && cool && from + cover * 1000 > r.cool_until_us {
-                        r.cool_until_us = from + cover * 1000;
+                if !sem.before_longest && cool {
+                    // The cooldown covers what this caller knows too, from the instant of the
+                    // loss, also after a shorter one ended; without a usable instant while one
+                    // runs, now stands for it, written once.
+                    let mut l = longest.unwrap_or_default();
+                    if (l.loss_us == 0 || l.loss_us > now_us) && r.cool_until_us > now_us {
+                        l.loss_us = now_us;
+                        self.longest = Some(l);
+                    }
+                    if l.loss_us > 0
+                        && l.loss_us <= now_us
+                        && l.loss_us + cover * 1000 > r.cool_until_us
+                    {
+                        r.cool_until_us = l.loss_us + cover * 1000;
                         self.record = Some(r);
                     }
+                }
+                if r.cool_until_us > now_us {
                     return answer(AcquireReply::Cooldown {
                         remaining_ms: ceil_ms(r.cool_until_us - now_us),
                         started: false,
@@ -469,6 +479,8 @@ impl Data {
             fence: self.fence,
             cooldown_ms,
             source,
+            reserved: Self::live(self.reserved, now_us)
+                .map(|(name, expiry_ms)| (name, expiry_ms as i64 - (now_us / 1000) as i64)),
         }
     }
 }

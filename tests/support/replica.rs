@@ -97,7 +97,15 @@ impl Replica {
         command: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        Self::start_from(Command::new(BIN), redis_url, lease, name, args, command, env)
+        Self::start_from(
+            Command::new(BIN),
+            redis_url,
+            lease,
+            name,
+            args,
+            command,
+            env,
+        )
     }
 
     /// [`start`](Self::start) from `cmd` (see [`spawn_from`](Self::spawn_from)).
