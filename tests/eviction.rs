@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use leasehold::lease::minimal_acl_rule;
 use support::contenders::unique_lease;
-use support::replica::{FAST, Replica};
+use support::replica::{BIN, FAST, Replica, exit_within};
 use testbed::redis_server::RedisServer;
 use testbed::wait::wait_for;
 
@@ -53,6 +53,97 @@ fn a_redis_that_may_evict_is_reported_and_the_replica_still_leads_by_default() {
             .any(|l| l == "leasehold_redis_eviction_possible{policy=\"allkeys-lru\"} 1"),
         "{metrics}"
     );
+}
+
+#[test]
+fn allkeys_eviction_without_the_data_loss_cooldown_is_refused_with_exit_code_2() {
+    // allkeys-* takes the state record too, and then only the cooldown keeps two leaders apart:
+    // `run` and `lock` refuse to go on without it, naming the policy and the flag.
+    let redis = evicting_redis();
+    let lease = unique_lease("evict-unsafe");
+    let http = testbed::free_addr().to_string();
+    let run: &[&str] = &["run", "--http-addr", &http];
+    let lock: &[&str] = &["lock", "--wait", "30s"];
+    for (sub, command) in [(run, &["sleep", "30"]), (lock, &["sleep", "30"])] {
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.args(sub)
+            .args(["--redis-url", &redis.url(), "--lease-name", &lease])
+            .args([
+                "--kubernetes",
+                "off",
+                "--identity",
+                "a",
+                "--no-data-loss-cooldown",
+            ])
+            .args(FAST)
+            .arg("--")
+            .args(command);
+        let (code, stderr) = exit_within(cmd, Duration::from_secs(10));
+        assert_eq!(code, Some(2), "{}: {stderr}", sub[0]);
+        for words in [
+            "maxmemory-policy allkeys-lru",
+            "--no-data-loss-cooldown",
+            "two replicas could lead",
+        ] {
+            assert!(
+                stderr.contains(words),
+                "{}: no {words:?} in {stderr}",
+                sub[0]
+            );
+        }
+        // Refused before its first try: it never led, and its command never ran.
+        for never in ["became leader", "started the command"] {
+            assert!(!stderr.contains(never), "{}: {never:?} in {stderr}", sub[0]);
+        }
+        let key = format!("leasehold:{{{lease}}}");
+        assert_eq!(redis.cmd::<i64>(&["EXISTS", &key]), 0, "{}", sub[0]);
+    }
+}
+
+#[test]
+fn cooldowns_are_counted_and_readiness_names_their_cause() {
+    // With the cooldown on, allkeys-* is safe but each loss of the record starts a cooldown: the
+    // replicas count them, and readiness says why nobody leads, naming the policy.
+    let redis = evicting_redis();
+    let lease = unique_lease("evict-cooldowns");
+    let replicas: Vec<Replica> = ["a", "b"]
+        .iter()
+        .map(|name| Replica::spawn(&redis.url(), &lease, name, &FAST, &[]))
+        .collect();
+    let started = || -> f64 {
+        replicas
+            .iter()
+            .map(|r| r.metric("leasehold_cooldowns_started_total").unwrap_or(0.0))
+            .sum()
+    };
+    let cooling = |r: &Replica| {
+        r.get("/readyz")
+            .filter(|(code, body)| *code == 503 && body.contains("cooling down"))
+            .map(|(_, body)| body)
+    };
+    // A fresh Redis: the first acquire finds no record and starts a cooldown.
+    let body = wait_for(
+        "readiness to name the cooldown",
+        Duration::from_secs(10),
+        || replicas.iter().find_map(cooling),
+    );
+    assert!(
+        body.contains("`allkeys-lru` eviction under maxmemory"),
+        "{body}"
+    );
+    wait_for("one cooldown counted", Duration::from_secs(10), || {
+        (started() == 1.0).then_some(())
+    });
+    wait_for(
+        "a leader after the cooldown",
+        Duration::from_secs(10),
+        || replicas.iter().any(Replica::is_ready).then_some(()),
+    );
+    // The record lost again (what an allkeys-* eviction does): a second cooldown.
+    redis.cmd::<String>(&["FLUSHALL"]);
+    wait_for("a second cooldown counted", Duration::from_secs(10), || {
+        (started() == 2.0).then_some(())
+    });
 }
 
 #[test]

@@ -10,7 +10,7 @@ use tracing::{info, warn};
 use super::lease::connect;
 use super::run::{guard_file, term};
 use crate::cli::{CliError, LeaseSource, LockSettings};
-use crate::elector::{Elector, Leadership, StepDownReason};
+use crate::elector::{Elector, Leadership, StepDownReason, refused_as_unsafe};
 use crate::exec::Supervisor;
 use crate::k8s::{self, K8sError, Publisher};
 use crate::lease::{CooldownState, LeaseName, OwnerId};
@@ -136,12 +136,27 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
         let supervisor = supervisor.clone();
         move |leadership: Leadership| term(leadership, cluster.clone(), supervisor.clone())
     };
-    elector.run(shutdown, work).await;
+    // A configuration known to be unsafe ends the lock too, with exit code 2 (DESIGN.md,
+    // point 15).
+    let mut unsafe_eviction = elector.status();
+    let elector = elector.run(shutdown.clone(), work);
+    tokio::pin!(elector);
+    let refused = tokio::select! {
+        _ = &mut elector => None,
+        words = refused_as_unsafe(&mut unsafe_eviction) => {
+            shutdown.cancel();
+            elector.await;
+            Some(words)
+        }
+    };
     if let Some(cluster) = &cluster {
         cluster.flush(std::time::Duration::from_secs(2)).await;
     }
     if let Some(guard) = &guard {
         guard.remove();
+    }
+    if let Some(words) = refused {
+        return Err(CliError::Refused(words));
     }
     let seen = status.borrow().clone();
     let led = seen.transitions > 0;

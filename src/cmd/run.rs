@@ -13,7 +13,7 @@ use tracing::{error, info};
 use super::lease::connect;
 pub use super::lease::resolve_lease;
 use crate::cli::{CliError, RunSettings};
-use crate::elector::{Elector, Leadership};
+use crate::elector::{Elector, Leadership, refused_as_unsafe};
 use crate::exec::{ExecError, Supervisor};
 use crate::guard::GuardFile;
 use crate::http::{self, Endpoints};
@@ -158,12 +158,20 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
         let supervisor = supervisor.clone();
         move |leadership: Leadership| term(leadership, publisher.clone(), supervisor.clone())
     };
+    let mut unsafe_eviction = elector.status();
     let mut elector_task = tokio::spawn(elector.run(shutdown.clone(), work));
 
-    // The elector ends on a signal, or by itself when the command ended.
+    // The elector ends on a signal, or by itself when the command ended; a configuration known
+    // to be unsafe ends it too, and the process exits 2 (DESIGN.md, point 15).
+    let mut refused = None;
     let ended = tokio::select! {
         _ = shutdown.cancelled() => None,
         ended = &mut elector_task => Some(ended),
+        words = refused_as_unsafe(&mut unsafe_eviction) => {
+            refused = Some(words);
+            shutdown.cancel();
+            None
+        }
     };
     let ended = match ended {
         Some(ended) => ended,
@@ -196,6 +204,9 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
     let _ = server.await;
     if let Some(guard) = &guard {
         guard.remove();
+    }
+    if let Some(words) = refused {
+        return Err(CliError::Refused(words));
     }
     let code = supervisor.and_then(|s| s.exit_code()).unwrap_or(0);
     info!(code, "leasehold stopped");

@@ -1,5 +1,5 @@
-//! Redis's eviction policy, watched: read at start (once Redis answers) and once per lease
-//! duration, so that a Redis
+//! Redis's eviction policy, watched: read at start and once per lease duration (while Redis
+//! answers the elector), so that a Redis
 //! whose `maxmemory` policy may evict the lease is said out loud (a log event, a metric, a field
 //! in the status), and, with [`EvictionMode::Refuse`], keeps this replica out of the election.
 //!
@@ -40,19 +40,33 @@ pub(crate) fn spawn(
     tokio::spawn(async move {
         let mut said_unreadable = false;
         let mut seen = status.subscribe();
+        let mut first = true;
         loop {
             // Only ask a Redis that answers the elector: no extra dials (and no extra failed
-            // logins) while it is down or refuses us.
-            tokio::select! {
-                biased;
-                _ = stop.cancelled() => return,
-                _ = seen.wait_for(|s| s.redis.reachable && s.redis.last_error.is_none()) => {}
+            // logins) while it is down or refuses us. The first read goes out at once: without
+            // the data-loss cooldown the follower waits for it before its first try.
+            if !first {
+                tokio::select! {
+                    biased;
+                    _ = stop.cancelled() => return,
+                    _ = seen.wait_for(|s| s.redis.reachable && s.redis.last_error.is_none()) => {}
+                }
             }
             let read = tokio::select! {
                 biased;
                 _ = stop.cancelled() => return,
                 r = lease.eviction_policy(timing.call_timeout()) => r,
             };
+            if first && read.as_ref().is_err_and(|e| !e.is_answer()) {
+                // No answer yet (Redis down, or not up yet): ask again a retry period later,
+                // with the policy still unknown.
+                tokio::select! {
+                    biased;
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(timing.retry_period) => continue,
+                }
+            }
+            first = false;
             let eviction = match read {
                 Ok(policy) => {
                     observer.eviction_policy(&policy.policy, policy.may_evict());
@@ -111,7 +125,8 @@ fn record(
             lease = %lease.name(),
             policy = %read.policy,
             maxmemory = read.maxmemory,
-            "redis evicts keys without a TTL (maxmemory-policy allkeys-*), which takes the lease's state record, and the data-loss cooldown is off (--no-data-loss-cooldown): two replicas could lead; refusing to take part until the cooldown is on or the policy is noeviction or volatile-*"
+            "{}",
+            unsafe_words(read)
         );
     }
     let Some(Eviction::Read(read)) = changed_to else {
@@ -131,6 +146,30 @@ fn record(
         );
     } else {
         info!(%identity, lease = %name, policy = %policy, maxmemory, "redis does not evict keys");
+    }
+}
+
+/// Why an `allkeys-*` policy without the data-loss cooldown is refused, with the policy, its
+/// limit and the flag (DESIGN.md, point 15).
+fn unsafe_words(read: &EvictionPolicy) -> String {
+    format!(
+        "redis evicts keys without a TTL (maxmemory-policy {}, maxmemory {} bytes), which takes the lease's state record, and --no-data-loss-cooldown turns off the cooldown that covers that: two replicas could lead. Turn the cooldown on, or give leases a redis with maxmemory-policy noeviction or volatile-*",
+        read.policy, read.maxmemory
+    )
+}
+
+/// Resolves, with the refusal's words, once the elector of `status` has found that Redis evicts
+/// keys without a TTL while the data-loss cooldown is off: a configuration known to make two
+/// leaders, which the binary refuses (exit 2) instead of running without a leader. Never
+/// resolves otherwise; the elector itself already stays out of the election by then.
+pub async fn refused_as_unsafe(status: &mut watch::Receiver<Status>) -> String {
+    let seen = status
+        .wait_for(|s| s.redis.eviction_refusal == Some(EvictionRefusal::Unsafe))
+        .await;
+    match seen.as_deref().map(|s| &s.redis.eviction) {
+        Ok(Eviction::Read(read)) => unsafe_words(read),
+        // The elector stopped first: nothing to refuse.
+        _ => std::future::pending().await,
     }
 }
 

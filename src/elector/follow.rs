@@ -10,7 +10,7 @@ use tracing::{debug, error, info, warn};
 
 use super::decide::{self, FailureLog, GiveBack, Next, Seen};
 use super::notify::Releases;
-use super::{Elector, LeaderInfo, Role};
+use super::{Elector, Eviction, LeaderInfo, Role};
 use crate::clock::BootInstant;
 use crate::lease::{Acquired, Grant, Holder, LeaseError};
 
@@ -46,6 +46,19 @@ impl Elector {
             releases.mark_seen();
             if shutdown.is_cancelled() {
                 return None;
+            }
+            if !self.lease.cools_down_on_data_loss()
+                && self.status.borrow().redis.eviction == Eviction::NotRead
+            {
+                // Without the data-loss cooldown an `allkeys-*` Redis is refused (DESIGN.md,
+                // point 15): not one try before Redis has said which policy it has.
+                let mut status = self.status.subscribe();
+                tokio::select! {
+                    biased;
+                    _ = shutdown.cancelled() => return None,
+                    _ = status.wait_for(|s| s.redis.eviction != Eviction::NotRead) => {}
+                }
+                continue;
             }
             if self.status.borrow().redis.eviction_refusal.is_some() {
                 // Out of the election until Redis no longer evicts (or the cooldown is on).

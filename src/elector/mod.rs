@@ -49,7 +49,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-pub use eviction::EvictionMode;
+pub use eviction::{EvictionMode, refused_as_unsafe};
 pub use leadership::{Leadership, NotLeader};
 pub use observer::{Observer, RenewalOutcome};
 pub use status::{
