@@ -75,14 +75,16 @@ enum Progress {
     Waiting,
     /// A new term began, of the wanted replica.
     Done(Holder),
-    /// A new term began, of another replica than the one named: it will not change hands again
-    /// before that term ends.
+    /// A new term began, of another replica than the one named, or of the old leader itself
+    /// (nobody else took the lease, so it took it back after its hold-off's yield): it will not
+    /// change hands again before that term ends.
     Other(Holder),
 }
 
 fn progress(old: &Holder, to: Option<&str>, seen: &Observation) -> Progress {
     match &seen.holder {
         Some(now) if now.term_value() != old.term_value() => match to {
+            _ if now.identity() == old.identity() => Progress::Other(now.clone()),
             Some(to) if now.identity() != to => Progress::Other(now.clone()),
             _ => Progress::Done(now.clone()),
         },
@@ -234,8 +236,8 @@ mod tests {
             (None, Some(holder(a, 5)), Progress::Waiting),
             (None, None, Progress::Waiting),
             (None, Some(holder(b, 6)), Progress::Done(holder(b, 6))),
-            // The same process in a new term is a new term (it held off and won again).
-            (None, Some(holder(a, 7)), Progress::Done(holder(a, 7))),
+            // The old leader in a new term took back what nobody else took: not a handover.
+            (None, Some(holder(a, 7)), Progress::Other(holder(a, 7))),
             (
                 Some("web-b"),
                 Some(holder(b, 6)),

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use super::decide::{self, FailureLog, GiveBack, Next, Seen};
-use super::notify::Releases;
+use super::notify::{Releases, Wakeup};
 use super::{Elector, Eviction, LeaderInfo, Role};
 use crate::clock::BootInstant;
 use crate::lease::{Acquired, Grant, Holder, LeaseError};
@@ -28,12 +28,15 @@ pub enum FollowerStrategy {
 }
 
 impl Elector {
-    /// The follower loop: returns a grant, or `None` at shutdown.
+    /// The follower loop: returns a grant, or `None` at shutdown. `held`: this replica handed
+    /// over and holds off (until when, and the value of the term it released), so that before
+    /// each try it lets the others go first ([`decide::held_off_wait`]).
     pub(super) async fn follow(
         &self,
         shutdown: &CancellationToken,
         releases: &mut Releases,
         give_up_at: Option<BootInstant>,
+        held: Option<(decide::HoldOff, &str)>,
     ) -> Option<Grant> {
         let timing = self.timing;
         let clock = self.lease.clock().clone();
@@ -42,6 +45,8 @@ impl Elector {
         // and whether a release was announced since (client-go's observed-time rule).
         let mut observed: Option<(Holder, BootInstant)> = None;
         let mut announced = false;
+        // Whether the last wake-up was anything but the announcement of our own release.
+        let mut woken = false;
         loop {
             releases.mark_seen();
             if shutdown.is_cancelled() {
@@ -88,6 +93,14 @@ impl Elector {
                 observed = None;
             }
             announced = false;
+            if let Some((hold, own_term)) = held
+                && !self
+                    .hold_off(shutdown, releases, hold, own_term, woken)
+                    .await
+            {
+                return None;
+            }
+            woken = false;
             // Not raced against shutdown (see `decide::give_back`): it is bounded by the call
             // timeout, and a grant that arrives after shutdown is given back at once.
             let attempt = self
@@ -198,8 +211,35 @@ impl Elector {
                 wakeup = releases.next() => {
                     let holder = observed.as_ref().map(|(holder, _)| holder);
                     announced = decide::announces_release(&wakeup, holder);
+                    woken = held.is_some_and(|(_, own)| wakes_held_off(&wakeup, own));
                 }
                 _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// A replica holding off waits before its try until [`decide::held_off_wait`] says the
+    /// others had theirs; a wake-up during the wait (not its own release) shortens it to a
+    /// yield. `false` at shutdown.
+    async fn hold_off(
+        &self,
+        shutdown: &CancellationToken,
+        releases: &mut Releases,
+        hold: decide::HoldOff,
+        own_term: &str,
+        mut woken: bool,
+    ) -> bool {
+        let clock = self.lease.clock().clone();
+        loop {
+            let wait = decide::held_off_wait(clock.now(), hold, woken, &self.timing);
+            if wait.is_zero() {
+                return true;
+            }
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return false,
+                wakeup = releases.next() => woken |= wakes_held_off(&wakeup, own_term),
+                _ = clock.sleep_until(clock.now().saturating_add(wait)) => return true,
             }
         }
     }
@@ -259,4 +299,10 @@ impl Elector {
             s.redis.last_error = Some(message);
         });
     }
+}
+
+/// Whether a wake-up calls a replica holding off to try (after a yield): anything but the
+/// announcement of the release it made itself, which would only hand the lease back to it.
+fn wakes_held_off(wakeup: &Wakeup, own_term: &str) -> bool {
+    !matches!(wakeup, Wakeup::Released(term) if term == own_term)
 }

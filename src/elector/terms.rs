@@ -1,5 +1,6 @@
 //! The elector's cycle: follow until a term is won, lead it, then (unless the elector is done)
-//! pause as long as the term's end asks before following again.
+//! pause as long as the term's end asks before following again; after a handover, follow as a
+//! replica holding off (`decide::held_off_wait`).
 
 use std::fmt::Display;
 use std::future::Future;
@@ -27,7 +28,14 @@ impl Elector {
         let give_up_at = self.one_term.map(|wait| clock.now().saturating_add(wait));
         let mut nudges = releases.handover_nudges();
         let mut short_terms: u32 = 0;
-        while let Some(grant) = self.follow(shutdown, releases, give_up_at).await {
+        // After a handover: the hold-off, and the value of the term this replica handed over
+        // (the announcement of its own release wakes nobody to take it back).
+        let mut held: Option<(decide::HoldOff, String)> = None;
+        loop {
+            let holding = held.as_ref().map(|(hold, own)| (*hold, own.as_str()));
+            let Some(grant) = self.follow(shutdown, releases, give_up_at, holding).await else {
+                return;
+            };
             let ending = self.lead(grant, work, shutdown, &mut nudges).await;
             if !decide::contends_again(ending, self.stop_when_work_ends, self.one_term.is_some()) {
                 return;
@@ -35,6 +43,7 @@ impl Elector {
             let lasted = clock.now().saturating_duration_since(grant.sent_at);
             let between = decide::between_terms(short_terms, ending, lasted, &self.timing);
             short_terms = between.short_terms;
+            held = None;
             if !between.hold_off.is_zero() {
                 info!(
                     identity = %self.lease.owner().identity(),
@@ -43,6 +52,12 @@ impl Elector {
                     hold_off_ms = between.hold_off.as_millis() as u64,
                     "handed over; holding off before contending again"
                 );
+                let since = clock.now();
+                let hold = decide::HoldOff {
+                    since,
+                    until: since.saturating_add(between.hold_off),
+                };
+                held = Some((hold, self.lease.owner().term(grant.token)));
             }
             if !between.paced.is_zero() {
                 info!(
@@ -53,13 +68,10 @@ impl Elector {
                     pause_ms = between.paced.as_millis() as u64,
                     "the work failed soon after the term began; pausing before contending again"
                 );
-            }
-            let pause = between.pause();
-            if !pause.is_zero() {
                 tokio::select! {
                     biased;
                     _ = shutdown.cancelled() => return,
-                    _ = clock.sleep_until(clock.now().saturating_add(pause)) => {}
+                    _ = clock.sleep_until(clock.now().saturating_add(between.paced)) => {}
                 }
             }
         }

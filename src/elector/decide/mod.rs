@@ -33,8 +33,8 @@ pub(crate) use herd::herd_delay;
 pub(crate) use observed::announces_release;
 pub use observed::{GiveBack, give_back, leader_changed, observation_stands};
 pub use term::{
-    BetweenTerms, between_terms, contends_again, hold_off_after, is_short_term, pause_after_term,
-    reservation,
+    BetweenTerms, HoldOff, between_terms, contends_again, held_off_wait, hold_off_after,
+    is_short_term, pause_after_term, reservation, yield_to_others,
 };
 pub use watchdog::{
     Deadlines, LAST_TURN, WatchdogStep, WorkStop, after_renewal, label_work_end,

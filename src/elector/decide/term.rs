@@ -1,10 +1,13 @@
 //! Between two terms: whether to contend again at all, how many short terms in a row have
-//! ended and the pause they ask for, the hold-off after a handover, and how long a handover
-//! reserves the next term for its successor.
+//! ended and the pause they ask for, the hold-off after a handover (and how a replica holding
+//! off lets the others go first), and how long a handover reserves the next term for its
+//! successor.
 
 use std::time::Duration;
 
 use super::MAX_BACKOFF;
+use super::herd::MAX_SPREAD;
+use crate::clock::BootInstant;
 use crate::elector::{StepDownReason, Timing};
 
 /// Whether the elector contends again after a term that ended for `ending`: not at shutdown,
@@ -44,9 +47,10 @@ pub fn pause_after_term(short_terms_in_a_row: u32, timing: &Timing) -> Duration 
         .min(MAX_BACKOFF.max(timing.retry_period))
 }
 
-/// How long a replica stays out of the election after a term ended for `reason`: one lease
-/// duration after a handover, so that the replica that asked to be relieved is not the next
-/// leader again (a handover must move leadership, or it did nothing); none otherwise.
+/// How long a replica holds off after a term ended for `reason`: one lease duration after a
+/// handover, so that the replica that asked to be relieved is not the next leader again (a
+/// handover must move leadership, or it did nothing); none otherwise. Holding off is a place at
+/// the back of the queue, not a ban: see [`held_off_wait`].
 pub fn hold_off_after(reason: StepDownReason, timing: &Timing) -> Duration {
     match reason {
         StepDownReason::Handover => timing.lease_duration,
@@ -61,6 +65,52 @@ pub fn reservation(timing: &Timing) -> Duration {
     timing.retry_period.saturating_mul(2)
 }
 
+/// A replica that handed over: since when (the end of its term) and until when it holds off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldOff {
+    pub since: BootInstant,
+    pub until: BootInstant,
+}
+
+/// How long a replica holding off lets the others go first after a wake-up: longer than a woken
+/// follower's try takes (the herd's spread twice, then a round trip), a quarter of a retry
+/// period when that is longer, and never as long as the retry period, so that a reservation
+/// (two retry periods) is still there when the replica it names tries.
+pub fn yield_to_others(timing: &Timing) -> Duration {
+    (timing.retry_period / 4)
+        .max(MAX_SPREAD.saturating_mul(2))
+        .min(timing.retry_period)
+}
+
+/// How long a follower waits before its next try because it holds off (zero when it does not).
+///
+/// - `woken`: a wake-up other than the announcement of its own release came (another replica's
+///   release, a handover to this replica, a data-loss notice): the replica yields
+///   [`yield_to_others`], so that every follower not holding off tries first, and then takes
+///   what nobody took: a term handed to it, or a lease nobody else contends for.
+/// - Otherwise (it has just handed over and heard nothing else) it waits until every follower
+///   has had a try, also one whose release channel is down and tries only on its retry period
+///   (at most 2.2 retry periods), and a yield more: only then does it take back a lease that
+///   nobody else wanted, instead of leaving it leaderless for the rest of its hold-off.
+///
+/// Never past the hold-off's end.
+pub fn held_off_wait(now: BootInstant, hold: HoldOff, woken: bool, timing: &Timing) -> Duration {
+    let left = hold.until.saturating_duration_since(now);
+    if left.is_zero() {
+        return Duration::ZERO;
+    }
+    let yielded = yield_to_others(timing);
+    let wait = if woken {
+        yielded
+    } else {
+        let everyone_tried = hold
+            .since
+            .saturating_add(timing.retry_period.saturating_mul(11) / 5 + yielded);
+        everyone_tried.saturating_duration_since(now).max(yielded)
+    };
+    wait.min(left)
+}
+
 /// What a term's end asks of the wait before the next try.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BetweenTerms {
@@ -68,15 +118,9 @@ pub struct BetweenTerms {
     pub short_terms: u32,
     /// The pause the short terms ask for ([`pause_after_term`]).
     pub paced: Duration,
-    /// The hold-off after a handover ([`hold_off_after`]).
+    /// The hold-off after a handover ([`hold_off_after`]): not slept out, but followed with
+    /// [`held_off_wait`] before each try.
     pub hold_off: Duration,
-}
-
-impl BetweenTerms {
-    /// The pause itself: the longer of the two.
-    pub fn pause(&self) -> Duration {
-        self.paced.max(self.hold_off)
-    }
 }
 
 /// After a term that ended for `reason` having `lasted` so long from its acquire's send
@@ -279,6 +323,76 @@ mod tests {
     }
 
     #[test]
+    fn a_replica_holding_off_goes_last_but_goes() {
+        use super::super::rows::at;
+        let t = Timing::default(); // 15 s / 10 s / 2 s
+        let fast = timing(1_500, 900, 250);
+        let hold = |since: u64, t: &Timing| HoldOff {
+            since: at(since),
+            until: at(since).saturating_add(t.lease_duration),
+        };
+        // (timing, hold-off from, now, woken) -> wait
+        let cases = [
+            (
+                t,
+                1_000,
+                1_000,
+                true,
+                500,
+                "woken: a quarter retry period behind the others",
+            ),
+            (
+                fast,
+                1_000,
+                1_000,
+                true,
+                100,
+                "at least twice the herd's spread",
+            ),
+            (
+                timing(3_000, 2_000, 80),
+                1_000,
+                1_000,
+                true,
+                80,
+                "never a whole retry period: a reservation lasts two",
+            ),
+            (
+                t,
+                1_000,
+                1_000,
+                false,
+                4_900,
+                "just handed over: until every follower tried (2.2 retry periods) and a yield",
+            ),
+            (t, 1_000, 4_000, false, 1_900, "the same instant, later"),
+            (
+                t,
+                1_000,
+                5_800,
+                false,
+                500,
+                "past it: still a yield, a wake-up may be on its way",
+            ),
+            (
+                fast,
+                1_000,
+                1_000,
+                false,
+                650,
+                "fast timing: 550 ms and a yield",
+            ),
+            (t, 1_000, 15_800, true, 200, "never past the hold-off's end"),
+            (t, 1_000, 16_000, true, 0, "over: no wait"),
+            (t, 1_000, 20_000, false, 0, "long over"),
+        ];
+        for (timing, since, now, woken, want, why) in cases {
+            let got = held_off_wait(at(now), hold(since, &timing), woken, &timing);
+            assert_eq!(got, ms(want), "{why}");
+        }
+    }
+
+    #[test]
     fn between_terms_the_streak_and_the_pause_follow_the_term() {
         let t = Timing::default();
         // (short terms before, reason, lasted) -> (streak, pause)
@@ -305,13 +419,7 @@ mod tests {
                 "a long term resets the streak",
             ),
             (3, Lost, 10, (0, 0), "so does a term the work did not end"),
-            (
-                0,
-                Handover,
-                10,
-                (0, 15_000),
-                "a handover waits out its hold-off",
-            ),
+            (0, Handover, 10, (0, 15_000), "a handover holds off"),
             (
                 u32::MAX,
                 WorkFailed,
@@ -322,7 +430,8 @@ mod tests {
         ];
         for (before, reason, lasted, (streak, pause), why) in cases {
             let got = between_terms(before, reason, ms(lasted), &t);
-            assert_eq!((got.short_terms, got.pause()), (streak, ms(pause)), "{why}");
+            let paused = got.paced.max(got.hold_off);
+            assert_eq!((got.short_terms, paused), (streak, ms(pause)), "{why}");
         }
     }
 }
