@@ -43,7 +43,7 @@ fn the_rendered_rules_pass_promtool_check_rules() {
         let dir = rules_dir(&rule_values(rules, values), None);
         let (code, out) = run_promtool(dir.path(), &["check", "rules", "rules.yaml"], None);
         assert_eq!(code, 0, "{name}: promtool check rules:\n{out}");
-        assert!(out.contains("SUCCESS: 7 rules found"), "{name}: {out}");
+        assert!(out.contains("SUCCESS: 8 rules found"), "{name}: {out}");
     }
 }
 
