@@ -46,7 +46,7 @@ pub async fn wave(
         let identity = format!("crash-{wave}-{i}");
         leaders.push((
             lease.clone(),
-            Replica::spawn(bin, url, &lease, &identity, &timing).await?,
+            Replica::spawn(bin, url, &lease, &identity, &timing, &[]).await?,
         ));
     }
     for (_, leader) in &leaders {

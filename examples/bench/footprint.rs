@@ -96,9 +96,9 @@ impl Replicas {
         let url = redis.url();
         let lease = "bench/footprint";
         let wait = Duration::from_secs(15);
-        let leader = Replica::spawn(bin, &url, lease, "footprint-a", &timing).await?;
+        let leader = Replica::spawn(bin, &url, lease, "footprint-a", &timing, &[]).await?;
         leader.wait_event(0, "became leader", None, wait).await?;
-        let follower = Replica::spawn(bin, &url, lease, "footprint-b", &timing).await?;
+        let follower = Replica::spawn(bin, &url, lease, "footprint-b", &timing, &[]).await?;
         follower
             .wait_event(0, "following leader", None, wait)
             .await?;

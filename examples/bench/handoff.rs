@@ -123,21 +123,29 @@ pub struct ProcessSample {
     pub from_step_down: Duration,
 }
 
+/// The command of the exec-mode handoff: a shell that starts a worker and waits for it, so that
+/// the handoff stops a tree of two processes, as a real command is.
+pub const EXEC_COMMAND: [&str; 3] = ["sh", "-c", "sleep 1000 & wait"];
+
 /// `rounds` handoffs: each round starts a new follower, waits until it follows the leader with
-/// its release channel subscribed, then sends SIGTERM to the leader.
+/// its release channel subscribed, then sends SIGTERM to the leader. With a `command`, every
+/// replica runs it while leading (exec mode), so that the old leader stops its command's tree
+/// before it releases.
 pub async fn processes(
     bin: &Path,
     url: &str,
     lease: &str,
     timing: Timing,
     rounds: usize,
+    command: &[&str],
 ) -> Result<Vec<ProcessSample>> {
     let wait = Duration::from_secs(10);
-    let mut leader = Replica::spawn(bin, url, lease, "e2e-0", &timing).await?;
+    let mut leader = Replica::spawn(bin, url, lease, "e2e-0", &timing, command).await?;
     leader.wait_event(0, "became leader", None, wait).await?;
     let mut samples = Vec::with_capacity(rounds);
     for round in 1..=rounds {
-        let successor = Replica::spawn(bin, url, lease, &format!("e2e-{round}"), &timing).await?;
+        let successor =
+            Replica::spawn(bin, url, lease, &format!("e2e-{round}"), &timing, command).await?;
         successor
             .wait_event(
                 0,

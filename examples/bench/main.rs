@@ -368,6 +368,20 @@ async fn run(cli: Cli) -> Result<()> {
         "bench/handoff-e2e",
         plan.timing,
         plan.e2e_rounds,
+        &[],
+    )
+    .await?;
+    progress(
+        started,
+        "graceful handoff end to end: leasehold run -- sh (exec mode)",
+    );
+    results.handoff_exec = handoff::processes(
+        &bin,
+        &url,
+        "bench/handoff-exec",
+        plan.timing,
+        plan.e2e_rounds,
+        &handoff::EXEC_COMMAND,
     )
     .await?;
 

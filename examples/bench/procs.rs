@@ -65,7 +65,8 @@ pub fn timing_args(t: &leasehold::elector::Timing) -> Vec<String> {
 }
 
 /// One `leasehold run` replica: Kubernetes off, JSON logs, HTTP on a free port of 127.0.0.1,
-/// no data-loss cooldown (every benchmark Redis is fresh).
+/// no data-loss cooldown (every benchmark Redis is fresh), and a command to run while leading
+/// when `command` is not empty (exec mode).
 pub struct Replica {
     pub identity: String,
     pub http: SocketAddr,
@@ -79,6 +80,7 @@ impl Replica {
         lease: &str,
         identity: &str,
         timing: &leasehold::elector::Timing,
+        command: &[&str],
     ) -> Result<Self> {
         let mut last_error = None;
         for _ in 0..5 {
@@ -102,8 +104,11 @@ impl Replica {
                     "info",
                 ])
                 .args(["--http-addr", &http.to_string(), "--no-data-loss-cooldown"])
-                .args(timing_args(timing))
-                .env_remove("POD_NAME")
+                .args(timing_args(timing));
+            if !command.is_empty() {
+                cmd.arg("--").args(command);
+            }
+            cmd.env_remove("POD_NAME")
                 .env_remove("POD_NAMESPACE")
                 .env_remove("RUST_LOG");
             for (key, _) in std::env::vars_os() {

@@ -28,6 +28,8 @@ pub struct Results {
     pub handoff_notified: Vec<handoff::Sample>,
     pub handoff_polling: Vec<handoff::Sample>,
     pub handoff_processes: Vec<handoff::ProcessSample>,
+    /// The same with a command tree to stop ([`handoff::EXEC_COMMAND`]).
+    pub handoff_exec: Vec<handoff::ProcessSample>,
     pub failover: Vec<failover::Sample>,
     pub pause: Vec<pause::Sample>,
     pub load: Vec<load::Row>,
@@ -52,6 +54,7 @@ impl Results {
             handoff_notified: Vec::new(),
             handoff_polling: Vec::new(),
             handoff_processes: Vec::new(),
+            handoff_exec: Vec::new(),
             failover: Vec::new(),
             pause: Vec::new(),
             load: Vec::new(),
@@ -482,7 +485,9 @@ fn handoff_section(w: &mut String, r: &Results, plan: &Plan, svg: &str) {
         .iter()
         .map(|s| s.from_step_down)
         .collect();
-    let rows: [(&str, Vec<Duration>); 6] = [
+    let exec: Vec<Duration> = r.handoff_exec.iter().map(|s| s.from_sigterm).collect();
+    let exec_step_down: Vec<Duration> = r.handoff_exec.iter().map(|s| s.from_step_down).collect();
+    let rows: [(&str, Vec<Duration>); 8] = [
         (
             "leasehold, in-process: release → successor's `Leadership`",
             r.handoff(LEASEHOLD),
@@ -506,6 +511,14 @@ fn handoff_section(w: &mut String, r: &Results, plan: &Plan, svg: &str) {
         (
             "`leasehold run` processes: old leader logs `stepped down` (it releases next) → successor logs `became leader`",
             e2e_step_down,
+        ),
+        (
+            "`leasehold run -- sh -c 'sleep 1000 & wait'` (exec mode): SIGTERM to the leader → successor logs `became leader`",
+            exec,
+        ),
+        (
+            "exec mode: old leader logs `stepped down` (it stops the command's tree, then releases) → successor logs `became leader`",
+            exec_step_down,
         ),
     ];
     for (what, samples) in &rows {
@@ -539,12 +552,15 @@ fn handoff_section(w: &mut String, r: &Results, plan: &Plan, svg: &str) {
          followers' polling cycle. End to end, {} rounds of `leasehold run` processes \
          (`--kubernetes off`, no command): a new replica joins, follows and subscribes, then the \
          leader gets SIGTERM; the instants are the wall-clock time the harness sent the signal and the \
-         timestamps of the replicas' JSON log events.\n",
+         timestamps of the replicas' JSON log events. Exec mode: {} more such rounds, every replica \
+         running a shell that starts a worker while it leads, so that the old leader stops both \
+         (SIGTERM to the group and each process, every one seen dead) before it releases.\n",
         r.handoff_notified.len(),
         plan.handoff_followers,
         plan.polling_groups,
         plan.polling_rounds,
-        r.handoff_processes.len()
+        r.handoff_processes.len(),
+        r.handoff_exec.len()
     );
 }
 

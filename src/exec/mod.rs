@@ -53,7 +53,7 @@ pub const GUARD_FILE_ENV: &str = crate::guard::GUARD_ENV;
 
 /// SIGKILL goes out this long before the validity deadline, so that every process of the
 /// command is dead, seen dead in `/proc` and reaped before the deadline rather than at it (on a
-/// loaded machine a few scans of `/proc` can take tens of milliseconds).
+/// loaded machine a process can take milliseconds to die, and a walk of its tree to run).
 const KILL_MARGIN: Duration = Duration::from_millis(100);
 
 /// Pause before starting the command again with `--restart-command`.

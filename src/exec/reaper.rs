@@ -68,7 +68,7 @@ pub(crate) fn untrack(pid: i32) {
 /// the tracked commands. The number reaped.
 pub(crate) fn reap(family: &Mutex<Family>) -> usize {
     let mut tracked = tracked();
-    let table = Table::scan();
+    let table = Table::descendants();
     // A tracked child that is gone was reaped by tokio (a dropped child, from its orphan queue).
     // Asked of /proc one by one: a missed entry of the scan must not make it reapable.
     tracked.retain(|pid, start| {
@@ -94,7 +94,7 @@ pub(crate) fn reap(family: &Mutex<Family>) -> usize {
 
 /// Reaps orphans whenever a child of this process changes state (SIGCHLD), and notes the
 /// command's tree every [`NOTE_INTERVAL`] while it has processes, until the family is dropped.
-/// The scans of `/proc` run on the blocking pool: they must never hold up the work's task (a
+/// The walks of `/proc` run on the blocking pool: they must never hold up the work's task (a
 /// resumed leasehold has to stop its command first thing).
 pub(crate) fn spawn_reaper(family: Weak<Mutex<Family>>) {
     use tokio::signal::unix::{SignalKind, signal};
@@ -130,7 +130,7 @@ pub(crate) fn spawn_reaper(family: Weak<Mutex<Family>>) {
                 let mut tree = family.lock().unwrap_or_else(PoisonError::into_inner);
                 let busy = !tree.is_empty();
                 if busy {
-                    tree.members(&Table::scan());
+                    tree.members(&Table::descendants());
                 }
                 drop(tree);
                 if child_exited || busy {

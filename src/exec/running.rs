@@ -1,7 +1,8 @@
 //! A started command, and how every process of it is stopped: SIGTERM to its process groups
 //! and every member, SIGKILL at the end of the grace period or just before the validity
 //! deadline (both on the leadership's boot clock, so a suspend cannot stretch them), then a wait
-//! until each one is dead and the orphans are reaped.
+//! until each one is dead and the orphans are reaped. The waits are driven by SIGCHLD, and each
+//! look walks the command's tree only ([`Table::descendants`]).
 
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -16,14 +17,15 @@ use super::reaper;
 use super::tree::{Family, Table};
 use crate::elector::Leadership;
 
-/// How often the command's tree is looked at during the grace period: from the first to the
-/// second bound, doubling.
-const POLL: (Duration, Duration) = (Duration::from_millis(5), Duration::from_millis(100));
+/// A child of this process changing state (SIGCHLD) is when the command's tree may have become
+/// empty: as a child subreaper, the last process of the command to die is this process's child
+/// (a process whose parent lives leaves its parent alive, and a process that dies hands its
+/// children to this process first). So the waits walk the tree at each SIGCHLD, and otherwise
+/// only at this fallback, for a SIGCHLD that cannot be listened to.
+const FALLBACK_LOOK: Duration = Duration::from_millis(100);
 /// How long to wait for SIGKILLed processes to die (a process in uninterruptible sleep can take
 /// longer) before reporting them.
 const KILL_WAIT: Duration = Duration::from_secs(5);
-/// How often to look again while SIGKILLed processes die.
-const KILL_POLL: Duration = Duration::from_millis(2);
 /// How many SIGKILL rounds a dropped command gets, a millisecond apart, when there is no time
 /// to wait (a term aborted).
 const DROP_ROUNDS: u32 = 50;
@@ -72,7 +74,7 @@ impl Running {
     /// How many processes of the command are alive.
     pub fn alive(&self) -> usize {
         let mut family = self.family();
-        let members = family.members(&Table::scan());
+        let members = family.members(&Table::descendants());
         members.iter().filter(|p| p.is_alive()).count()
     }
 
@@ -82,6 +84,8 @@ impl Running {
     pub async fn stop(&mut self, leadership: &Leadership, grace: Duration) -> Option<ExitStatus> {
         let clock = leadership.clock().clone();
         let grace_end = clock.now().saturating_add(grace);
+        // Listening before the first signal goes out, so that no exit goes unheard.
+        let mut exits = ChildExits::listen();
         if leadership.remaining() > KILL_MARGIN {
             let alive = self.family().signal_all(Signal::SIGTERM);
             if !alive.is_empty() {
@@ -91,17 +95,20 @@ impl Running {
                         _ = leadership.deadline_passed(KILL_MARGIN) => {}
                     }
                 };
-                self.until_all_dead(kill_at).await;
+                self.until_all_dead(&mut exits, kill_at).await;
             }
         }
-        self.kill().await;
+        self.kill(&mut exits).await;
         self.wait().await
     }
 
     /// Returns once no process of the command is alive, or when `limit` resolves.
-    async fn until_all_dead(&mut self, limit: impl std::future::Future<Output = ()>) {
+    async fn until_all_dead(
+        &mut self,
+        exits: &mut ChildExits,
+        limit: impl std::future::Future<Output = ()>,
+    ) {
         let mut limit = std::pin::pin!(limit);
-        let mut poll = POLL.0;
         loop {
             let exited = self.status.is_some();
             tokio::select! {
@@ -109,7 +116,7 @@ impl Running {
                 _ = &mut limit => return,
                 // The command itself exited: look at the rest at once.
                 _ = self.wait(), if !exited => {}
-                _ = tokio::time::sleep(poll) => poll = (poll * 2).min(POLL.1),
+                _ = exits.next() => {}
             }
             if self.alive() == 0 {
                 return;
@@ -117,22 +124,63 @@ impl Running {
         }
     }
 
-    /// SIGKILLs every process of the command until two scans in a row find none alive, then
+    /// SIGKILLs every process of the command until two walks in a row find none alive (a walk
+    /// reads children lists that may change under it), looking again at each SIGCHLD, then
     /// reaps the orphans.
-    async fn kill(&mut self) {
+    async fn kill(&mut self, exits: &mut ChildExits) {
         let started = tokio::time::Instant::now();
         let mut clean = 0;
         while clean < 2 {
             let alive = self.family().signal_all(Signal::SIGKILL);
-            clean = if alive.is_empty() { clean + 1 } else { 0 };
+            if alive.is_empty() {
+                clean += 1;
+                continue;
+            }
+            clean = 0;
             if started.elapsed() > KILL_WAIT {
                 let pids: Vec<i32> = alive.iter().map(|p| p.id.pid).collect();
                 warn!(pid = self.pid, pids = ?pids, "processes of the command are still alive after SIGKILL");
                 break;
             }
-            tokio::time::sleep(KILL_POLL).await;
+            let exited = self.status.is_some();
+            tokio::select! {
+                biased;
+                _ = self.wait(), if !exited => {}
+                _ = exits.next() => {}
+            }
         }
         reaper::reap(&self.family);
+    }
+}
+
+/// SIGCHLD, as a stream of wake-ups, with [`FALLBACK_LOOK`] as a floor when it cannot be
+/// listened to (and as a safety net: a wake-up never comes later than that).
+struct ChildExits {
+    sigchld: Option<tokio::signal::unix::Signal>,
+}
+
+impl ChildExits {
+    fn listen() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        Self {
+            sigchld: signal(SignalKind::child()).ok(),
+        }
+    }
+
+    /// The next SIGCHLD since the last one, or the fallback's end.
+    async fn next(&mut self) {
+        let heard = async {
+            match &mut self.sigchld {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = heard => {}
+            _ = tokio::time::sleep(FALLBACK_LOOK) => {}
+        }
     }
 }
 

@@ -1,6 +1,12 @@
 //! The command's processes: its process group, every descendant, and the orphans re-parented
 //! to this process (a child subreaper), found in `/proc`; and signalling all of them.
 //!
+//! Only this process's own subtree is read (`/proc/<pid>/task/<tid>/children`, from this process
+//! down), never the whole machine: as a child subreaper, every live process of the command is
+//! this process's child or below one (an orphan comes here, also one that called `setsid`, and a
+//! process group's members descend from its leader), so the walk costs what the command's tree
+//! holds. Where the kernel has no children files, all of `/proc` is read instead.
+//!
 //! A process counts as the command's when it descends from one of this process's children
 //! that the supervisor knows for the command's: a command it started, a process it saw in the
 //! command's tree before, a member of a command's process group, or one that carries the
@@ -64,6 +70,24 @@ pub(crate) fn read_proc(pid: i32) -> Option<Proc> {
     parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
+/// The children of every thread of `pid` (`/proc/<pid>/task/<tid>/children`), or `None` when the
+/// process has no children file to read (gone, or a kernel without them).
+fn children_of_process(pid: i32) -> Option<Vec<i32>> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut read_any = false;
+    let mut children = Vec::new();
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            read_any = true;
+            children.extend(
+                text.split_whitespace()
+                    .filter_map(|c| c.parse::<i32>().ok()),
+            );
+        }
+    }
+    read_any.then_some(children)
+}
+
 /// Every process of this PID namespace, read from `/proc` at one moment (as far as a
 /// directory walk can be one moment).
 #[derive(Debug, Default)]
@@ -86,6 +110,31 @@ impl Table {
             if let Some(proc) = pid.and_then(read_proc) {
                 table.insert(proc);
             }
+        }
+        table
+    }
+
+    /// This process's descendants (itself not included), walked down from it through the
+    /// children files; [`scan`](Self::scan) where the kernel has none.
+    pub fn descendants() -> Self {
+        let me = std::process::id() as i32;
+        let Some(mine) = children_of_process(me) else {
+            return Self::scan();
+        };
+        let mut table = Self::default();
+        let mut stack = mine;
+        let mut seen = HashSet::new();
+        while let Some(pid) = stack.pop() {
+            if pid == me || !seen.insert(pid) {
+                continue;
+            }
+            // Gone since its parent listed it: nothing below it either (its children went to
+            // this process, which the next walk reads).
+            let Some(proc) = read_proc(pid) else {
+                continue;
+            };
+            table.insert(proc);
+            stack.extend(children_of_process(pid).into_iter().flatten());
         }
         table
     }
@@ -217,11 +266,11 @@ impl Family {
         }
     }
 
-    /// Scans, then sends `signal` to what is alive; the live members found. The process
-    /// groups known already get it first: a scan takes milliseconds.
+    /// Walks the command's tree, then sends `signal` to what is alive; the live members found.
+    /// The process groups known already get it first.
     pub fn signal_all(&mut self, signal: Signal) -> Vec<Proc> {
         self.signal(&[], signal);
-        let members = self.members(&Table::scan());
+        let members = self.members(&Table::descendants());
         let alive: Vec<Proc> = members.into_iter().filter(Proc::is_alive).collect();
         self.signal(&alive, signal);
         alive
@@ -260,6 +309,40 @@ mod tests {
         assert!(proc.is_alive());
         assert_eq!(proc.ppid, nix::unistd::getppid().as_raw());
         assert!(table.children_of(proc.ppid).any(|p| p.id.pid == me));
+    }
+
+    #[test]
+    fn the_walk_finds_this_processs_children_and_theirs_and_nothing_else() {
+        // A shell under this process that starts a sleep: both found, and every process found
+        // descends from this process.
+        let mut shell = std::process::Command::new("sh")
+            .args(["-c", "sleep 5 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(shell.stdout.take().expect("stdout")),
+            &mut line,
+        )
+        .expect("the sleep's pid");
+        let sleep: i32 = line.trim().parse().expect("a pid");
+        let table = Table::descendants();
+        let found: HashSet<i32> = table.all().map(|p| p.id.pid).collect();
+        assert!(found.contains(&(shell.id() as i32)), "{found:?}");
+        assert!(found.contains(&sleep), "{found:?}");
+        let me = std::process::id() as i32;
+        let full = Table::scan();
+        for pid in &found {
+            let mut at = *pid;
+            while at != me {
+                at = full.procs.get(&at).map_or(me, |p| p.ppid);
+                assert_ne!(at, 1, "{pid} does not descend from this process");
+            }
+        }
+        let _ = kill(Pid::from_raw(sleep), Signal::SIGKILL);
+        let _ = shell.kill();
+        let _ = shell.wait();
     }
 
     fn proc(pid: i32, ppid: i32, pgid: i32, state: char) -> Proc {
