@@ -15,7 +15,7 @@ use clap::CommandFactory;
 use leasehold::cli::Cli;
 use leasehold::clock::BootInstant;
 use leasehold::elector::{
-    Candidacy, LeaderInfo, Observer, RedisHealth, Role, Status, StepDownReason,
+    Candidacy, LeaderInfo, Observer, RedisHealth, RenewalOutcome, Role, Status, StepDownReason,
 };
 use leasehold::lease::{FencingToken, LeaseError};
 use leasehold::metrics::Metrics;
@@ -32,10 +32,7 @@ fn reference() -> String {
 /// The body rows of the first table after the heading `heading` (`### Metrics`), as cells.
 fn table(doc: &str, heading: &str) -> Vec<Vec<String>> {
     let mut lines = doc.lines().skip_while(|l| l.trim_end() != heading);
-    assert!(
-        lines.next().is_some(),
-        "docs/REFERENCE.md has no heading `{heading}`"
-    );
+    assert!(lines.next().is_some(), "REFERENCE.md has no `{heading}`");
     let rows: Vec<Vec<String>> = lines
         .skip_while(|l| !l.starts_with('|'))
         .take_while(|l| l.starts_with('|'))
@@ -265,18 +262,12 @@ fn the_reference_lists_every_environment_variable_leasehold_reads_or_gives() {
 /// The exposition with every family holding a series, so that its labels show.
 fn exposition() -> String {
     let metrics = Metrics::new("web-a", "shop/web");
-    let error = LeaseError::Timeout {
-        op: "renew",
-        after: Duration::from_secs(1),
-    };
-    metrics.redis_error("renew", &error);
+    let after = Duration::from_secs(1);
+    metrics.redis_error("renew", &LeaseError::Timeout { op: "renew", after });
     metrics.eviction_policy("volatile-lru", true);
     metrics.candidate_unhealthy();
     metrics.cooldown_started();
-    metrics.renewal(
-        leasehold::elector::RenewalOutcome::Renewed,
-        Duration::from_millis(1),
-    );
+    metrics.renewal(RenewalOutcome::Renewed, after);
     let status = Status {
         lease: "shop/web".into(),
         identity: "web-a".into(),
@@ -297,11 +288,13 @@ fn exposition() -> String {
     metrics.render(&status, BootInstant::now(), true)
 }
 
-/// Every metric of the exposition: its documented name (a counter's with `_total`) → (type,
-/// label names; a histogram's `le` is its own).
-fn code_metrics() -> BTreeMap<String, (String, BTreeSet<String>)> {
+/// A metric: its documented name (a counter's with `_total`), type and label names.
+type Metric = (String, String, BTreeSet<String>);
+
+/// Every metric of the exposition (a histogram's `le` is its own, not a label).
+fn code_metrics() -> BTreeSet<Metric> {
     let text = exposition();
-    let mut out = BTreeMap::new();
+    let mut out = BTreeSet::new();
     for line in text.lines() {
         let Some(rest) = line.strip_prefix("# TYPE ") else {
             continue;
@@ -311,8 +304,12 @@ fn code_metrics() -> BTreeMap<String, (String, BTreeSet<String>)> {
             .lines()
             .filter(|l| !l.starts_with('#'))
             .filter(|l| {
-                l.strip_prefix(family)
-                    .is_some_and(|r| r.starts_with(['{', ' ', '_']))
+                let rest = l.strip_prefix(family).unwrap_or("_");
+                let rest = ["_total", "_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|suffix| rest.strip_prefix(suffix))
+                    .unwrap_or(rest);
+                rest.starts_with(['{', ' '])
             })
             .collect();
         assert!(
@@ -331,36 +328,24 @@ fn code_metrics() -> BTreeMap<String, (String, BTreeSet<String>)> {
             "counter" => format!("{family}_total"),
             _ => family.to_owned(),
         };
-        out.insert(name, (kind.to_owned(), labels));
+        out.insert((name, kind.to_owned(), labels));
     }
     out
 }
 
 #[test]
 fn the_reference_lists_every_metric_with_its_type_and_labels() {
-    let code: BTreeSet<(String, String, BTreeSet<String>)> = code_metrics()
-        .into_iter()
-        .map(|(name, (kind, labels))| (name, kind, labels))
-        .collect();
-    let doc: BTreeSet<(String, String, BTreeSet<String>)> = table(&reference(), "### Metrics")
+    let doc: BTreeSet<Metric> = table(&reference(), "### Metrics")
         .iter()
         .map(|row| {
             let metric = spans(&row[0]).first().cloned().unwrap_or_default();
-            let (name, labels) = match metric.split_once('{') {
-                Some((name, labels)) => (
-                    name.to_owned(),
-                    labels
-                        .trim_end_matches('}')
-                        .split(',')
-                        .map(str::to_owned)
-                        .collect(),
-                ),
-                None => (metric, BTreeSet::new()),
-            };
-            (name, row[1].clone(), labels)
+            let (name, labels) = metric.split_once('{').unwrap_or((&metric, ""));
+            let labels = labels.trim_end_matches('}').split(',');
+            let labels = labels.filter(|l| !l.is_empty()).map(str::to_owned);
+            (name.to_owned(), row[1].clone(), labels.collect())
         })
         .collect();
-    assert_same("the metrics (name, type, labels)", &code, &doc);
+    assert_same("the metrics (name, type, labels)", &code_metrics(), &doc);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -400,7 +385,7 @@ fn code_events() -> Vec<(String, String, String)> {
                 let ident_before = before
                     .chars()
                     .last()
-                    .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':');
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_');
                 if ident_before || before[line_start..].contains("//") {
                     continue;
                 }
