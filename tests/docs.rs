@@ -21,53 +21,13 @@ use leasehold::lease::{FencingToken, LeaseError};
 use leasehold::metrics::Metrics;
 
 use support::helm::repo;
+use support::markdown::{spans, table};
 
 // ---------------------------------------------------------------------------------------------
 // Reading the reference
 
 fn reference() -> String {
     std::fs::read_to_string(repo().join("docs/REFERENCE.md")).expect("docs/REFERENCE.md")
-}
-
-/// The body rows of the first table after the heading `heading` (`### Metrics`), as cells.
-fn table(doc: &str, heading: &str) -> Vec<Vec<String>> {
-    let mut lines = doc.lines().skip_while(|l| l.trim_end() != heading);
-    assert!(lines.next().is_some(), "REFERENCE.md has no `{heading}`");
-    let rows: Vec<Vec<String>> = lines
-        .skip_while(|l| !l.starts_with('|'))
-        .take_while(|l| l.starts_with('|'))
-        .skip(2) // the header and its separator
-        .map(cells)
-        .collect();
-    assert!(!rows.is_empty(), "no table under `{heading}`");
-    rows
-}
-
-/// The cells of one table row; a `|` inside backticks belongs to its cell.
-fn cells(row: &str) -> Vec<String> {
-    let inner = row.trim().trim_start_matches('|').trim_end_matches('|');
-    let (mut out, mut cell, mut code) = (Vec::new(), String::new(), false);
-    for c in inner.chars() {
-        match c {
-            '`' => {
-                code = !code;
-                cell.push(c);
-            }
-            '|' if !code => out.push(std::mem::take(&mut cell).trim().to_owned()),
-            _ => cell.push(c),
-        }
-    }
-    out.push(cell.trim().to_owned());
-    out
-}
-
-/// The backticked spans of a cell, in order.
-fn spans(cell: &str) -> Vec<String> {
-    cell.split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_owned)
-        .collect()
 }
 
 /// Fails, when either side has what the other lacks, with both lists.
@@ -78,6 +38,33 @@ fn assert_same<T: Ord + std::fmt::Debug>(what: &str, code: &BTreeSet<T>, doc: &B
         undocumented.is_empty() && stale.is_empty(),
         "docs/REFERENCE.md and the code differ on {what}\n  in the code, not in REFERENCE.md: \
          {undocumented:#?}\n  in REFERENCE.md, not in the code: {stale:#?}"
+    );
+}
+
+#[test]
+fn the_design_layout_names_only_paths_that_exist() {
+    let design = std::fs::read_to_string(repo().join("docs/DESIGN.md")).expect("docs/DESIGN.md");
+    let (mut dir, mut missing) = (String::new(), Vec::new());
+    for path in table(&design, "## Layout")
+        .iter()
+        .flat_map(|row| spans(&row[1]))
+    {
+        // A bare file name is in the folder named before it: `src/lease/` (`scripts.rs`).
+        let path = if path.contains('/') {
+            path
+        } else {
+            format!("{dir}{path}")
+        };
+        if path.ends_with('/') {
+            dir.clone_from(&path);
+        }
+        if !repo().join(&path).exists() {
+            missing.push(path);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/DESIGN.md's layout names what is not there: {missing:?}"
     );
 }
 
@@ -368,9 +355,11 @@ fn the_reference_lists_every_step_down_reason() {
 // Log events
 
 /// Events whose message is built by a function (`error!("{}", words(…))`), so no constant is
-/// there to compare: the file, and the literal that starts the words.
-const BUILT_MESSAGES: &[(&str, &str)] =
-    &[("src/elector/eviction.rs", "redis evicts keys without a TTL")];
+/// there to compare: the file, and the constant start of the literal the words are made from.
+const BUILT_MESSAGES: &[(&str, &str)] = &[(
+    "src/elector/eviction.rs",
+    "redis evicts keys without a TTL (maxmemory-policy ",
+)];
 
 /// Every event of src/: (level, constant message, where). The message is the event's first
 /// string literal outside its fields' values; a format string counts up to its first `{`.
@@ -381,12 +370,11 @@ fn code_events() -> Vec<(String, String, String)> {
             let call = format!("{level}!(");
             for (at, _) in text.match_indices(&call) {
                 let before = &text[..at];
-                let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-                let ident_before = before
-                    .chars()
-                    .last()
-                    .is_some_and(|c| c.is_alphanumeric() || c == '_');
-                if ident_before || before[line_start..].contains("//") {
+                let this_line = &before[before.rfind('\n').map_or(0, |i| i + 1)..];
+                // Not `my_info!(`, not in a comment.
+                if this_line.ends_with(|c: char| c.is_alphanumeric() || c == '_')
+                    || this_line.contains("//")
+                {
                     continue;
                 }
                 let line = before.matches('\n').count() + 1;
@@ -396,17 +384,9 @@ fn code_events() -> Vec<(String, String, String)> {
                 let message = match message.split_once('{') {
                     Some(("", _)) => BUILT_MESSAGES
                         .iter()
-                        .filter(|(f, _)| *f == file)
-                        .find_map(|(_, words)| {
-                            let at = text.find(&format!("\"{words}"))?;
-                            let (built, _) = literal(&text[at + 1..])?;
-                            Some(built.split('{').next().unwrap_or_default().to_owned())
-                        })
-                        .unwrap_or_else(|| {
-                            panic!(
-                                "{place}: the message is not a constant; name it in BUILT_MESSAGES"
-                            )
-                        }),
+                        .find(|(f, words)| *f == file && text.contains(&format!("\"{words}")))
+                        .map(|(_, words)| (*words).to_owned())
+                        .unwrap_or_else(|| panic!("{place}: no constant; see BUILT_MESSAGES")),
                     Some((start, _)) => start.to_owned(),
                     None => message,
                 };
