@@ -53,8 +53,8 @@ pub struct CandidacyView {
 /// A step-down in `/leader`.
 #[derive(Debug, Serialize)]
 pub struct StepDownView {
-    /// `lost`, `renew_deadline_passed`, `validity_deadline_passed`, `work_ended`,
-    /// `work_failed`, `work_panicked` or `shutdown`.
+    /// The step-down reason's label, one of
+    /// [`StepDownReason::ALL`](crate::elector::StepDownReason::ALL) (docs/REFERENCE.md lists them).
     pub reason: &'static str,
     /// More words, if any.
     pub detail: Option<String>,

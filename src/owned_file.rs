@@ -3,8 +3,8 @@
 //!
 //! Two leaseholds writing one such file would each tell the other's readers about their own
 //! term: the frozen leader's command, asking its guard file, would be told yes for its
-//! successor's term (DESIGN.md, point 14). So the writer holds an exclusive `flock` on a lock
-//! file beside the file for as long as it lives:
+//! successor's term (docs/DESIGN.md, "Readers outside leasehold"). So the writer holds an
+//! exclusive `flock` on a lock file beside the file for as long as it lives:
 //!
 //! - beside the file, not on it: the file is replaced by a rename at every update, and a lock on
 //!   it would stay on the inode the next rename unlinks;

@@ -2,12 +2,12 @@
 //! so that it can ask whether it may act without a round trip and without leasehold running.
 //!
 //! A frozen leasehold cannot stop its command, and a resumed command may act before leasehold
-//! kills it (DESIGN.md, point 12). So leasehold keeps the current term in a small file, on tmpfs
-//! where it can: written when a term begins (before the work starts), after every renewal, and
-//! zeroed first at step-down, before the term's `Leadership` refuses, before readiness flips
-//! and before the command is signalled. The deadline only moves when leasehold renews, so a
-//! frozen leasehold makes its command's checks fail at the deadline by themselves, and a frozen
-//! command that resumes fails its first check.
+//! kills it (docs/REFERENCE.md, "The guard"). So leasehold keeps the current term in a small
+//! file, on tmpfs where it can: written when a term begins (before the work starts), after every
+//! renewal, and zeroed first at step-down, before the term's `Leadership` refuses, before
+//! readiness flips and before the command is signalled. The deadline only moves when leasehold
+//! renews, so a frozen leasehold makes its command's checks fail at the deadline by themselves,
+//! and a frozen command that resumes fails its first check.
 //!
 //! # Format
 //!

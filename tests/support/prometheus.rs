@@ -1,7 +1,7 @@
-//! Prometheus for the alert tests: `promtool`, the chart's alert rules rendered by the real helm
-//! as a rules file, and a real `prometheus` server on a free loopback port, killed on drop, whose
-//! HTTP API the tests read. The binaries come from Debian's `prometheus` package
-//! (`scripts/ensure-tools.sh` installs it); a missing one fails the test, never skips it.
+//! The chart's alert rules and dashboard for the alert tests: the values that turn the
+//! PrometheusRule on, its rules rendered by the real helm as a Prometheus rules file, each alert
+//! by name, and the dashboard's PromQL queries. `promtool` and the real `prometheus` server that
+//! the tests run them with are `testbed::prometheus`'s.
 
 use std::path::PathBuf;
 
