@@ -54,8 +54,9 @@ pub struct CandidacyArgs {
     /// start of each term, as the command's start-up grace [default: 0s].
     #[arg(long, env = "LEASEHOLD_CANDIDATE_CHECK_INITIAL_DELAY", value_parser = parse_duration)]
     pub candidate_check_initial_delay: Option<Duration>,
-    /// Keep the JSON of `/leader` in this file, rewritten atomically (a temporary file renamed
-    /// over it) at every change of role, leader, token or candidacy; for apps that share a
+    /// Keep the election's state in this file (format `leasehold-status 2`: until when this
+    /// replica leads, on the boot clock, with the reader's rule), rewritten atomically (a
+    /// temporary file renamed over it) at every change and every renewal; for apps that share a
     /// volume with leasehold.
     #[arg(
         long,

@@ -137,7 +137,7 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
         move |leadership: Leadership| term(leadership, cluster.clone(), supervisor.clone())
     };
     // A configuration known to be unsafe ends the lock too, with exit code 2 (DESIGN.md,
-    // point 15).
+    // "Eviction").
     let mut unsafe_eviction = elector.status();
     let elector = elector.run(shutdown.clone(), work);
     tokio::pin!(elector);

@@ -162,7 +162,7 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
     let mut elector_task = tokio::spawn(elector.run(shutdown.clone(), work));
 
     // The elector ends on a signal, or by itself when the command ended; a configuration known
-    // to be unsafe ends it too, and the process exits 2 (DESIGN.md, point 15).
+    // to be unsafe ends it too, and the process exits 2 (docs/DESIGN.md, "Eviction").
     let mut refused = None;
     let ended = tokio::select! {
         _ = shutdown.cancelled() => None,

@@ -125,8 +125,7 @@ fn record(
             lease = %lease.name(),
             policy = %read.policy,
             maxmemory = read.maxmemory,
-            "{}",
-            unsafe_words(read)
+            "redis evicts keys without a TTL (maxmemory-policy allkeys-*), which takes the lease's state record, and --no-data-loss-cooldown turns off the cooldown that covers that: two replicas could lead; refusing"
         );
     }
     let Some(Eviction::Read(read)) = changed_to else {
@@ -150,7 +149,7 @@ fn record(
 }
 
 /// Why an `allkeys-*` policy without the data-loss cooldown is refused, with the policy, its
-/// limit and the flag (DESIGN.md, point 15).
+/// limit and the flag (docs/DESIGN.md, "Eviction").
 fn unsafe_words(read: &EvictionPolicy) -> String {
     format!(
         "redis evicts keys without a TTL (maxmemory-policy {}, maxmemory {} bytes), which takes the lease's state record, and --no-data-loss-cooldown turns off the cooldown that covers that: two replicas could lead. Turn the cooldown on, or give leases a redis with maxmemory-policy noeviction or volatile-*",

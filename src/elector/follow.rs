@@ -55,8 +55,8 @@ impl Elector {
             if !self.lease.cools_down_on_data_loss()
                 && self.status.borrow().redis.eviction == Eviction::NotRead
             {
-                // Without the data-loss cooldown an `allkeys-*` Redis is refused (DESIGN.md,
-                // point 15): not one try before Redis has said which policy it has.
+                // Without the data-loss cooldown an `allkeys-*` Redis is refused (docs/DESIGN.md,
+                // "Eviction"): not one try before Redis has said which policy it has.
                 let mut status = self.status.subscribe();
                 tokio::select! {
                     biased;

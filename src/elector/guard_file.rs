@@ -1,5 +1,5 @@
 //! The elector's hooks into the guard file: the term published when it begins and after each
-//! renewal, zeroed first at step-down (DESIGN.md, point 12).
+//! renewal, zeroed first at step-down (docs/DESIGN.md, "Readers outside leasehold").
 
 use std::sync::Arc;
 
