@@ -27,9 +27,13 @@ fn args() -> Vec<&'static str> {
 }
 
 fn spawn(url: &str, lease: &str, names: &[&str]) -> Vec<Replica> {
+    spawn_with(url, lease, names, &args())
+}
+
+fn spawn_with(url: &str, lease: &str, names: &[&str], args: &[&str]) -> Vec<Replica> {
     names
         .iter()
-        .map(|name| Replica::spawn(url, lease, name, &args(), &[]))
+        .map(|name| Replica::spawn(url, lease, name, args, &[]))
         .collect()
 }
 
@@ -131,10 +135,7 @@ fn step_down_to_a_replica_that_handed_over_a_moment_ago_gives_it_the_term() {
     let redis = RedisServer::start();
     let lease = unique_lease("handover-back");
     let names = ["web-a", "web-b", "web-c"];
-    let replicas: Vec<Replica> = names
-        .iter()
-        .map(|name| Replica::spawn(&redis.url(), &lease, name, &SLOW, &[]))
-        .collect();
+    let replicas = spawn_with(&redis.url(), &lease, &names, &SLOW);
     let first = leader_of(&replicas);
     let (code, json, stderr) = step_down(&redis.url(), &lease, &["--wait", "10s"]);
     assert_eq!(code, 0, "{stderr}\n{json}");
@@ -154,10 +155,7 @@ fn rotating_the_leader_with_step_down_never_waits_out_a_hold_off() {
     let redis = RedisServer::start();
     let lease = unique_lease("handover-rotate");
     let names = ["web-a", "web-b", "web-c"];
-    let replicas: Vec<Replica> = names
-        .iter()
-        .map(|name| Replica::spawn(&redis.url(), &lease, name, &SLOW, &[]))
-        .collect();
+    let replicas = spawn_with(&redis.url(), &lease, &names, &SLOW);
     let mut leader = leader_of(&replicas);
     // Round three finds both followers holding off (each handed over in the rounds before):
     // one of them takes the lease rather than leave it leaderless for the rest of a lease
