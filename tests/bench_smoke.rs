@@ -79,6 +79,10 @@ fn the_quick_benchmark_writes_a_report_with_every_section_and_a_plot() {
             && report.contains("through 3 Sentinels (a majority must name the master)"),
         "the Sentinel rows are measured:\n{report}"
     );
+    assert!(
+        report.contains("| `leasehold run -- sh -c 'sleep 1000 & wait'` (exec mode): SIGTERM"),
+        "the exec-mode handoff is measured:\n{report}"
+    );
     assert!(report.contains("](bench/latency.svg)"), "links the plot");
     // Every table row has as many cells as its header.
     let mut columns = None;
