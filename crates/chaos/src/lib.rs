@@ -26,7 +26,8 @@
 //! cluster.rs    everything under test, started and stopped together
 //! redis_cli.rs  the nemesis's commands to Redis and the Sentinels, through redis-cli
 //! events.rs     leasehold's log lines as the events the checker reads
-//! replica.rs    one leasehold replica: process, log reader, live view of leadership
+//! replica.rs    one leasehold replica: its processes, started and stopped
+//! livelog.rs    a replica's log: raw on disk, its events, the live view of leadership
 //! resource.rs   the fenced resource the leaders' commands write to
 //! child.rs      the leader's command (`chaos child`)
 //! nemesis.rs    injects the schedule and keeps the journal
@@ -63,6 +64,7 @@ pub mod history;
 pub mod intervals;
 pub mod journal;
 pub mod kinds;
+pub mod livelog;
 pub mod nemesis;
 pub mod params;
 pub mod pg;
