@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::events::Event;
 use crate::nemesis::{FaultRecord, Impairment, Nemesis, sleep_ms};
+use crate::params::ForeignKey;
 use crate::redis_cli::RedisCli;
 use crate::time::{self, Micros};
 use testbed::wait::first_instant;
@@ -18,16 +19,6 @@ pub const BLOCKED: &str = "a key of the lease never expires and was not written 
 
 /// The foreign value: no owner id, no term, and no replica's identity.
 const FOREIGN: &str = "chaos-foreign-entry";
-
-/// Which key of the lease the nemesis writes without expiry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ForeignKey {
-    /// The lease key: it looks held, for ever. The leader's renewal finds another value.
-    Lease,
-    /// The handover reservation: only the identity it names may acquire. The leader is
-    /// SIGTERMed (it releases), so that the lease is free and the reservation is what blocks.
-    Reservation,
-}
 
 impl Nemesis<'_> {
     /// Writes the key, waits until every replica said it blocks the lease (or the bound

@@ -4,13 +4,17 @@
 
 use std::io::{BufRead, BufReader, LineWriter, Read, Write};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde_json::Value;
 
 use crate::events::{Event, LogEvent, parse_event};
-use crate::replica::lock;
 use crate::time::{MS, Micros};
+
+/// The mutex's value, also after a panic of another holder.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// What the log says right now.
 #[derive(Debug, Default)]

@@ -10,8 +10,8 @@ use nix::unistd::Pid;
 
 use crate::cluster::Cluster;
 use crate::config::Timing;
-use crate::foreign::ForeignKey;
 pub use crate::journal::{FaultRecord, Impairment, Journal, Span};
+use crate::params::ForeignKey;
 use crate::schedule::{FaultKind, FaultSpec, Scheduled, Target};
 use crate::time::{self, Micros};
 use testbed::proxy::Fault;

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{PG_ENV, PG_FENCING_ENV, RESOURCE_ENV, Timing, WRITE_INTERVAL_ENV};
 pub use crate::events::{Event, LogEvent};
 pub use crate::livelog::deadline;
-use crate::livelog::{Live, read_logs};
+use crate::livelog::{Live, lock, read_logs};
 use crate::time::{self, Micros};
 use testbed::Guarded;
 use testbed::port::try_free_addr;
@@ -94,10 +94,6 @@ pub struct Replica {
     running: Option<Running>,
     done: Vec<Incarnation>,
     settings: ReplicaSettings,
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The leasehold binary as a command, without the variables of ours that it would read as its
