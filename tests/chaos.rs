@@ -1,10 +1,10 @@
 //! The chaos harness's short run, as part of the suite: a fixed seed with one round of the
-//! schedule (one fault of every kind, the second generation's included) against five real
+//! schedule (one fault of every kind, the newer generations' included) against five real
 //! leasehold processes, a real redis-server and, with the fence-postgres feature, a real
 //! PostgreSQL as the second fenced resource, checked by the harness's independent checker.
-//! Fails on any safety violation, and when the negative control (the same schedule with
-//! fencing off at both resources) is not reported as violating on each. The two runs go side
-//! by side.
+//! Fails on any safety violation, when a replica did not say that a key without TTL it did not
+//! write blocks the lease, and when the negative control (the same schedule with fencing off at
+//! both resources) is not reported as violating on each. The two runs go side by side.
 //!
 //! The harness is the `chaos` crate (crates/chaos, see docs/CHAOS.md), linked into this test,
 //! so the run needs no build of its own. Leaders run this test binary again as
@@ -96,6 +96,13 @@ fn a_short_chaos_run_finds_no_violation_and_its_negative_control_is_caught() {
         assert!(
             summary["faults_by_kind"][name].as_u64() >= Some(1),
             "no {name} fault ran:\n{report}"
+        );
+    }
+    for name in ["foreign-lease", "foreign-reservation"] {
+        let said = &summary["said_by_kind"][name];
+        assert!(
+            said[1].as_u64() > Some(0) && said[0] == said[1],
+            "every replica must say that a key without TTL blocks the lease ({name}: {said}):\n{report}"
         );
     }
     let helpers = &summary["more"]["helper_writes"][0];

@@ -52,8 +52,12 @@ pub struct Cluster {
     pub resource: Resource,
     postgres: Option<PostgresServer>,
     runtime: Runtime,
+    /// The lease's name.
+    pub lease: String,
     /// The lease's key in Redis.
     pub lease_key: String,
+    /// The leasehold binary (for the operator's commands the nemesis runs).
+    pub leasehold: std::path::PathBuf,
     /// The Redis deployment, when it is not the single server.
     pub topo: Topo,
 }
@@ -111,7 +115,9 @@ impl Cluster {
             resource,
             postgres,
             runtime,
-            lease_key: format!("leasehold:{{chaos/seed-{}}}", config.seed),
+            lease_key: format!("leasehold:{{{}}}", settings.lease),
+            lease: settings.lease.clone(),
+            leasehold: config.leasehold.clone(),
             topo,
         };
         for replica in &mut cluster.replicas {

@@ -243,6 +243,10 @@ impl RunArgs {
         let out = self
             .out
             .unwrap_or_else(|| PathBuf::from(format!("target/chaos/seed-{}", self.seed)));
+        // redis-server changes into its directory before it opens its log file there: a
+        // relative path would name a file below that directory.
+        let out = std::path::absolute(&out)
+            .with_context(|| format!("cannot make {} an absolute path", out.display()))?;
         let faults = if self.long { 1_100 } else { self.faults };
         let args: Vec<String> = std::env::args().skip(1).collect();
         Ok(RunConfig {

@@ -67,7 +67,13 @@ impl Nemesis<'_> {
         }
     }
 
-    fn span(&mut self, replica: Option<usize>, from: Micros, to: Micros, what: Impairment) {
+    pub(crate) fn span(
+        &mut self,
+        replica: Option<usize>,
+        from: Micros,
+        to: Micros,
+        what: Impairment,
+    ) {
         let incarnation = replica.map_or(0, |i| self.cluster.replicas[i].incarnation());
         let span = Span {
             replica,

@@ -29,6 +29,10 @@ pub struct FaultRecord {
     /// What the fault did, in words (keys evicted, the helper's pid, how CPU was starved).
     #[serde(default)]
     pub detail: Option<String>,
+    /// For a key leasehold did not write: how many replicas said it blocks the lease, of how
+    /// many.
+    #[serde(default)]
+    pub said: Option<(usize, usize)>,
 }
 
 impl FaultRecord {
@@ -78,6 +82,8 @@ pub enum Impairment {
     DeadSubscription,
     /// A Sentinel or Cluster failover, or a slot migration, under way.
     Failover,
+    /// A key of the lease without expiry that leasehold did not write, until deleted.
+    ForeignKey,
 }
 
 impl Impairment {
@@ -102,6 +108,7 @@ impl Impairment {
             Impairment::FailingWork => "commands exit at once",
             Impairment::DeadSubscription => "subscription blackholed",
             Impairment::Failover => "failover or slot migration",
+            Impairment::ForeignKey => "a key of the lease without TTL, not leasehold's",
         }
     }
 }
@@ -139,8 +146,8 @@ pub struct Journal {
     /// A replica's leasehold starved of CPU.
     #[serde(default)]
     pub starved: Vec<Span>,
-    /// The second generation's other faults: eviction, vanish, failing work (`replica` is
-    /// `None`), a dead subscription (the follower's).
+    /// The other faults: eviction, vanish, failing work, a data loss among mixed durations, a
+    /// foreign key (`replica` is `None`), a dead subscription (the follower's).
     #[serde(default)]
     pub other: Vec<Span>,
     /// When the first fault was injected.

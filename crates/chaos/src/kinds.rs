@@ -53,6 +53,13 @@ pub enum FaultKind {
     FailingWork,
     /// A follower's pub/sub connection blackholed while its command link works.
     DeadSubscription,
+    /// Some replicas restarted with half the lease duration, then a data loss just after a
+    /// longer-configured replica's term began; then the run's timing again.
+    MixedDurations,
+    /// The lease key overwritten with a foreign value and no expiry, until `DEL`.
+    ForeignLease,
+    /// The handover reservation written with a foreign identity and no expiry, until `DEL`.
+    ForeignReservation,
     /// Sentinel topology: `SENTINEL FAILOVER` under load.
     SentinelFailover,
     /// Sentinel topology: the first Sentinel accepts connections and never answers, during a
@@ -81,7 +88,7 @@ const fn concat<const A: usize, const B: usize, const N: usize>(
 
 impl FaultKind {
     /// The kinds a run on one redis-server draws.
-    pub const SINGLE: [FaultKind; 19] = [
+    pub const SINGLE: [FaultKind; 22] = [
         FaultKind::PauseReplica,
         FaultKind::PauseChild,
         FaultKind::KillReplica,
@@ -101,6 +108,9 @@ impl FaultKind {
         FaultKind::CpuStarve,
         FaultKind::FailingWork,
         FaultKind::DeadSubscription,
+        FaultKind::MixedDurations,
+        FaultKind::ForeignLease,
+        FaultKind::ForeignReservation,
     ];
 
     /// The faults of leasehold's processes and their commands, which need no Redis of a
@@ -129,7 +139,7 @@ impl FaultKind {
     pub const CLUSTER: [FaultKind; 10] = concat(Self::PROCESS, Self::CLUSTER_OWN);
 
     /// Every kind: the single server's, then the Sentinel's and the cluster's own.
-    pub const ALL: [FaultKind; 23] = concat(
+    pub const ALL: [FaultKind; 26] = concat(
         Self::SINGLE,
         concat::<2, 2, 4>(Self::SENTINEL_OWN, Self::CLUSTER_OWN),
     );
@@ -156,6 +166,9 @@ impl FaultKind {
             FaultKind::CpuStarve => "CPU starvation of one replica",
             FaultKind::FailingWork => "failing work (command exits at once)",
             FaultKind::DeadSubscription => "dead subscription (pub/sub blackholed)",
+            FaultKind::MixedDurations => "mixed lease durations across a data loss",
+            FaultKind::ForeignLease => "lease key without TTL (not leasehold's)",
+            FaultKind::ForeignReservation => "reservation without TTL (not leasehold's)",
             FaultKind::SentinelFailover => "sentinel failover under load",
             FaultKind::MuteSentinel => "mute sentinel (accepts, never answers) during a failover",
             FaultKind::ClusterFailover => "cluster failover TAKEOVER of the lease slot",
@@ -185,6 +198,9 @@ impl FaultKind {
             FaultKind::CpuStarve => "CPU",
             FaultKind::FailingWork => "FAIL",
             FaultKind::DeadSubscription => "sub",
+            FaultKind::MixedDurations => "MIXED",
+            FaultKind::ForeignLease => "NOTTL",
+            FaultKind::ForeignReservation => "NOTTLr",
             FaultKind::SentinelFailover => "SFO",
             FaultKind::MuteSentinel => "Smute",
             FaultKind::ClusterFailover => "CFO",
@@ -204,7 +220,8 @@ impl FaultKind {
 
     /// The longest the configuration allows, after the failover's reference instant, before a
     /// working leader exists again: the TTL plus the retry period, plus one more lease
-    /// duration of cooldown after Redis restarted (with or without its data).
+    /// duration of cooldown after Redis restarted (with or without its data) or lost its data to
+    /// `FLUSHALL` (the longest lease duration of the contenders, the run's own).
     pub fn bound(self, timing: &Timing) -> Duration {
         let base = timing.lease_duration + timing.retry_period;
         match self {
@@ -213,6 +230,7 @@ impl FaultKind {
             | FaultKind::RedisRestartLost
             | FaultKind::Eviction
             | FaultKind::Vanish
+            | FaultKind::MixedDurations
             | FaultKind::SentinelFailover
             | FaultKind::MuteSentinel
             | FaultKind::ClusterFailover

@@ -22,11 +22,12 @@
 //! config.rs     the command line and the run's settings
 //! schedule.rs   fault kinds, their bounds, and the seeded schedule
 //! kinds.rs      the fault kinds, the sets each topology draws, recovery bounds
-//! params.rs     the second generation's fault parameters
+//! params.rs     the faults' parameters that are more than a number
 //! cluster.rs    everything under test, started and stopped together
 //! redis_cli.rs  the nemesis's commands to Redis and the Sentinels, through redis-cli
 //! events.rs     leasehold's log lines as the events the checker reads
-//! replica.rs    one leasehold replica: process, log reader, live view of leadership
+//! replica.rs    one leasehold replica: its processes, started and stopped
+//! livelog.rs    a replica's log: raw on disk, its events, the live view of leadership
 //! resource.rs   the fenced resource the leaders' commands write to
 //! child.rs      the leader's command (`chaos child`)
 //! nemesis.rs    injects the schedule and keeps the journal
@@ -34,6 +35,8 @@
 //! faults.rs     the second generation's faults (eviction, vanish, late delivery, helpers
 //!               of the command, CPU starvation, failing work, dead subscription)
 //! starve.rs     CPU starvation: a cgroup quota, or pinned busy loops
+//! mixed.rs      mixed lease durations across a data loss
+//! foreign.rs    a lease key or reservation without TTL that leasehold did not write
 //! topology.rs   the Sentinel set and the Redis Cluster of the topology runs
 //! topofaults.rs their faults: failovers, a mute Sentinel, a live slot migration
 //! pg.rs         the PostgreSQL server, the second fenced resource
@@ -44,7 +47,8 @@
 //! termcheck.rs  the checks by the replicas' own logs, of late writes, and of PostgreSQL
 //! failover.rs   failover times, bounds, availability
 //! report.rs     report.md and summary.json
-//! report_more.rs  report.md's section on the second generation's checks
+//! report_more.rs  report.md's section on the second generation's checks, and on the keys
+//!               leasehold did not write
 //! timeline.rs   timeline.svg
 //! time.rs       wall-clock microseconds, log timestamps
 //! dataset.rs    what a run collected, saved for `chaos check`
@@ -59,10 +63,13 @@ pub mod dataset;
 pub mod events;
 pub mod failover;
 pub mod faults;
+pub mod foreign;
 pub mod history;
 pub mod intervals;
 pub mod journal;
 pub mod kinds;
+pub mod livelog;
+pub mod mixed;
 pub mod nemesis;
 pub mod params;
 pub mod pg;

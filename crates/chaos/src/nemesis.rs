@@ -11,6 +11,7 @@ use nix::unistd::Pid;
 use crate::cluster::Cluster;
 use crate::config::Timing;
 pub use crate::journal::{FaultRecord, Impairment, Journal, Span};
+use crate::params::ForeignKey;
 use crate::schedule::{FaultKind, FaultSpec, Scheduled, Target};
 use crate::time::{self, Micros};
 use testbed::proxy::Fault;
@@ -110,6 +111,7 @@ impl<'a> Nemesis<'a> {
             clear: time::now(),
             skipped: None,
             detail: None,
+            said: None,
         };
         match planned.fault {
             FaultSpec::PauseReplica { target, pause_ms } => {
@@ -209,28 +211,7 @@ impl<'a> Nemesis<'a> {
             }
             FaultSpec::RedisRestartKept { down_ms } | FaultSpec::RedisRestartLost { down_ms } => {
                 let keep = matches!(planned.fault, FaultSpec::RedisRestartKept { .. });
-                self.cluster.redis.kill();
-                let from = time::now();
-                record.inject = from;
-                sleep_ms(down_ms);
-                if keep {
-                    self.cluster.redis.try_restart()?;
-                } else {
-                    self.cluster.redis.try_restart_empty()?;
-                }
-                let to = time::now();
-                record.clear = to;
-                self.journal.redis.push(Span {
-                    replica: None,
-                    incarnation: 0,
-                    from,
-                    to,
-                    what: if keep {
-                        Impairment::RedisDownKept
-                    } else {
-                        Impairment::RedisDownLost
-                    },
-                });
+                (record.inject, record.clear) = self.restart_redis(keep, down_ms)?;
             }
             FaultSpec::LinkDelay {
                 target,
@@ -284,6 +265,21 @@ impl<'a> Nemesis<'a> {
             | FaultSpec::DeadSubscription { .. } => {
                 self.inject_second(planned, &mut record)?;
             }
+            FaultSpec::MixedDurations {
+                short,
+                first,
+                loss,
+                after_ms,
+                down_ms,
+            } => {
+                self.mixed_durations(&mut record, (short, first), loss, after_ms, down_ms)?;
+            }
+            FaultSpec::ForeignLease { hold_ms } => {
+                self.foreign_key(&mut record, ForeignKey::Lease, hold_ms)?;
+            }
+            FaultSpec::ForeignReservation { hold_ms } => {
+                self.foreign_key(&mut record, ForeignKey::Reservation, hold_ms)?;
+            }
             FaultSpec::SentinelFailover { .. }
             | FaultSpec::MuteSentinel { .. }
             | FaultSpec::ClusterFailover { .. }
@@ -309,6 +305,36 @@ impl<'a> Nemesis<'a> {
             }
         }
         Ok(record)
+    }
+
+    /// SIGKILLs Redis and starts it again `down_ms` later, with its data or from an empty
+    /// directory; journals the time it was down, and returns it.
+    pub(crate) fn restart_redis(
+        &mut self,
+        keep: bool,
+        down_ms: u64,
+    ) -> anyhow::Result<(Micros, Micros)> {
+        self.cluster.redis.kill();
+        let from = time::now();
+        sleep_ms(down_ms);
+        if keep {
+            self.cluster.redis.try_restart()?;
+        } else {
+            self.cluster.redis.try_restart_empty()?;
+        }
+        let to = time::now();
+        self.journal.redis.push(Span {
+            replica: None,
+            incarnation: 0,
+            from,
+            to,
+            what: if keep {
+                Impairment::RedisDownKept
+            } else {
+                Impairment::RedisDownLost
+            },
+        });
+        Ok((from, to))
     }
 
     pub(crate) fn link_fault(
@@ -361,7 +387,9 @@ fn targets_leader(fault: &FaultSpec) -> bool {
         FaultSpec::PauseChild { .. }
         | FaultSpec::LateDelivery { .. }
         | FaultSpec::Daemonize { .. }
-        | FaultSpec::IgnoreSigterm { .. } => true,
+        | FaultSpec::IgnoreSigterm { .. }
+        | FaultSpec::ForeignLease { .. }
+        | FaultSpec::ForeignReservation { .. } => true,
         FaultSpec::CpuStarve { target, .. } => *target == Target::Leader,
         FaultSpec::PauseReplica { target, .. }
         | FaultSpec::KillReplica { target, .. }

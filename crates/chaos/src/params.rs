@@ -1,6 +1,7 @@
-//! The parameters of the second generation's faults that are more than a number: the
-//! eviction policy, how the lease vanishes, how a helper's term ends; and leasehold's call
-//! timeout, which the late-delivery delay must exceed.
+//! The parameters of the faults that are more than a number: the eviction policy, how the
+//! lease vanishes, how a helper's term ends, how Redis loses its data and the shorter timing of
+//! a mixed-durations fault, which key of the lease is written without expiry; and leasehold's
+//! call timeout, which the late-delivery delay must exceed.
 
 use std::time::Duration;
 
@@ -41,6 +42,36 @@ pub enum VanishHow {
     Flushdb,
     /// `FLUSHALL`.
     Flushall,
+}
+
+/// How Redis loses its data in a mixed-durations fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DataLoss {
+    /// `FLUSHALL` on the running server.
+    Flushall,
+    /// SIGKILL, the directory emptied, started again on the same port.
+    RestartEmpty,
+}
+
+/// Half of `timing`, every part of it: the same ratios, so the same rule holds (lease
+/// duration > renew deadline > 1.2 × retry period).
+pub fn halved(timing: &Timing) -> Timing {
+    Timing {
+        lease_duration: timing.lease_duration / 2,
+        renew_deadline: timing.renew_deadline / 2,
+        retry_period: timing.retry_period / 2,
+    }
+}
+
+/// Which key of the lease the nemesis writes without expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForeignKey {
+    /// The lease key: it looks held, for ever. The leader's renewal finds another value.
+    Lease,
+    /// The handover reservation: only the identity it names may acquire. The leader is
+    /// SIGTERMed (it releases), so that the lease is free and the reservation is what blocks.
+    Reservation,
 }
 
 /// How a daemonizing or stubborn command's term is ended.

@@ -4,23 +4,23 @@
 //! the nemesis kills and restarts it.
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, LineWriter, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::config::{PG_ENV, PG_FENCING_ENV, RESOURCE_ENV, Timing, WRITE_INTERVAL_ENV};
-use crate::events::parse_event;
 pub use crate::events::{Event, LogEvent};
-use crate::time::{self, MS, Micros};
+pub use crate::livelog::deadline;
+use crate::livelog::{Live, lock, read_logs};
+use crate::time::{self, Micros};
 use testbed::Guarded;
 use testbed::port::try_free_addr;
 use testbed::proxy::FaultProxy;
@@ -73,18 +73,6 @@ pub struct Incarnation {
     pub notes: Vec<String>,
 }
 
-/// What the log says right now.
-#[derive(Debug, Default)]
-struct Live {
-    /// The current term: token, validity deadline (log time + valid_for), and the time of its
-    /// latest proof (the `became leader` or `renewed` line).
-    leading: Option<(u64, Micros, Micros)>,
-    /// The current command's process id.
-    child: Option<u32>,
-    events: Vec<LogEvent>,
-    stray_lines: usize,
-}
-
 struct Running {
     process: Guarded,
     number: usize,
@@ -108,8 +96,17 @@ pub struct Replica {
     settings: ReplicaSettings,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+/// The leasehold binary as a command, without the variables of ours that it would read as its
+/// flags (`LEASEHOLD_*`, the pod's name and namespace).
+pub fn leasehold_command(program: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    for (key, _) in std::env::vars_os() {
+        let k = key.to_string_lossy();
+        if k.starts_with("LEASEHOLD_") || k == "POD_NAME" || k == "POD_NAMESPACE" {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd
 }
 
 /// Whether the process is known to have exited (a failing `waitpid` counts as not yet).
@@ -168,7 +165,7 @@ impl Replica {
         let http = try_free_addr().context("no free loopback port")?;
         let number = self.done.len();
         let s = &self.settings;
-        let mut cmd = Command::new(&s.leasehold);
+        let mut cmd = leasehold_command(&s.leasehold);
         cmd.arg("run")
             .arg("--redis-url")
             .arg(s.redis_url.clone().unwrap_or_else(|| self.proxy.url()))
@@ -180,12 +177,6 @@ impl Replica {
             .args(&s.extra_args)
             .arg("--")
             .args(&s.child_command);
-        for (key, _) in std::env::vars_os() {
-            let k = key.to_string_lossy();
-            if k.starts_with("LEASEHOLD_") || k == "POD_NAME" || k == "POD_NAMESPACE" {
-                cmd.env_remove(&key);
-            }
-        }
         match s.postgres {
             Some(addr) => cmd.env(PG_ENV, addr.to_string()),
             None => cmd.env_remove(PG_ENV),
@@ -374,6 +365,26 @@ impl Replica {
         (parent_of(pid) == Some(parent)).then_some(pid)
     }
 
+    /// The timing its processes start with.
+    pub fn timing(&self) -> Timing {
+        self.settings.timing
+    }
+
+    /// Gives the processes started from now on another timing (the running one keeps its own).
+    pub fn set_timing(&mut self, timing: Timing) {
+        self.settings.timing = timing;
+    }
+
+    /// The running process's events logged at or after `since`.
+    pub fn events_since(&self, since: Micros) -> Vec<LogEvent> {
+        let Some(running) = self.running.as_ref() else {
+            return Vec::new();
+        };
+        let live = lock(&running.live);
+        let from = live.events.partition_point(|e| e.at < since);
+        live.events[from..].to_vec()
+    }
+
     /// Whether the process exited on its own (then it is retired and can be started again).
     pub fn reap_if_exited(&mut self) -> bool {
         let exited = self
@@ -406,68 +417,6 @@ impl Drop for Replica {
             running.process.kill();
         }
     }
-}
-
-/// Reads one process's stderr to its end: every line goes to the raw log file; JSON lines
-/// the checker needs become events, and update the live view.
-fn read_logs(stderr: impl Read, live: Arc<Mutex<Live>>, path: PathBuf, header: String) {
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .map(LineWriter::new)
-        .ok();
-    if let Some(f) = file.as_mut() {
-        let _ = writeln!(f, "{header}");
-    }
-    for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-        if let Some(f) = file.as_mut() {
-            let _ = writeln!(f, "{line}");
-        }
-        let parsed = serde_json::from_str::<Value>(&line)
-            .ok()
-            .and_then(|v| parse_event(&v));
-        let mut live = lock(&live);
-        match parsed {
-            Some(Some(e)) => {
-                match &e.event {
-                    Event::Became {
-                        token,
-                        valid_for_ms,
-                    } => {
-                        live.leading = Some((*token, deadline(e.at, *valid_for_ms), e.at));
-                    }
-                    Event::Renewed {
-                        token,
-                        valid_for_ms,
-                    } => {
-                        if let Some((t, d, proven)) = live.leading.as_mut()
-                            && *t == *token
-                        {
-                            *d = (*d).max(deadline(e.at, *valid_for_ms));
-                            *proven = e.at;
-                        }
-                    }
-                    Event::SteppedDown { .. } => {
-                        live.leading = None;
-                        live.child = None;
-                    }
-                    Event::CommandStarted { pid } => live.child = Some(*pid),
-                    _ => {}
-                }
-                live.events.push(e);
-            }
-            Some(None) => {}
-            None => live.stray_lines += 1,
-        }
-    }
-}
-
-/// The validity deadline a log line implies: its time plus `valid_for_ms`, plus one
-/// millisecond because leasehold truncates the remaining time to whole milliseconds (the
-/// checker errs towards longer windows).
-pub fn deadline(at: Micros, valid_for_ms: u64) -> Micros {
-    at + (i64::try_from(valid_for_ms).unwrap_or(i64::MAX / 2) + 1) * MS
 }
 
 /// The parent process id of `pid`, from /proc.

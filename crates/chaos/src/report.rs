@@ -59,6 +59,9 @@ pub struct Summary {
     pub violations_by_fault: BTreeMap<FaultKind, BTreeMap<Check, usize>>,
     /// Per kind: counts, failover and recovery spreads (µs), bound.
     pub kinds: BTreeMap<FaultKind, crate::failover::KindStats>,
+    /// Per kind of key leasehold did not write: replicas that said it blocked the lease, of
+    /// how many, over its faults; a replica that never said so fails its fault.
+    pub said_by_kind: BTreeMap<FaultKind, (usize, usize)>,
 }
 
 /// All a report needs.
@@ -152,6 +155,7 @@ impl Inputs<'_> {
                 .collect(),
             kinds: self.liveness.kinds.clone(),
             violations_by_fault: crate::report_more::violations_by_fault(self.safety, self.journal),
+            said_by_kind: crate::report_more::said_by_kind(self.journal),
         }
     }
 

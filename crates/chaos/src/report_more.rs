@@ -1,6 +1,7 @@
 //! The report's section on the second generation's checks: terms by the replicas' own logs,
-//! writes after their term (the command's helpers included), churn per fault kind, and
-//! PostgreSQL, the second fenced resource.
+//! writes after their term (the command's helpers included), churn per fault kind, whether
+//! the replicas said that a key leasehold did not write blocked the lease, and PostgreSQL, the
+//! second fenced resource.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -65,6 +66,24 @@ pub fn second_generation(
         "- Churn (terms begun between each fault's injection and its recovery):\n  - {}",
         churn.join("\n  - ")
     );
+    for (kind, (said, of)) in said_by_kind(journal) {
+        let unsaid: Vec<String> = journal
+            .faults
+            .iter()
+            .filter(|f| f.kind() == kind && f.said.is_some_and(|(s, n)| s < n))
+            .map(|f| format!("#{}", f.index))
+            .collect();
+        let _ = writeln!(
+            md,
+            "- {}: said by {said} of {of} replicas (the error-level log line, before the key was deleted); faults in which a replica never said so: {}.",
+            kind.label(),
+            if unsaid.is_empty() {
+                "none".to_owned()
+            } else {
+                unsaid.join(", ")
+            }
+        );
+    }
     let _ = writeln!(md);
     let by_fault = violations_by_fault(safety, journal);
     if !by_fault.is_empty() {
@@ -98,6 +117,20 @@ pub fn second_generation(
                 .unwrap_or_default()
         );
     }
+}
+
+/// Per kind of key leasehold did not write: how many replicas said it blocked the lease, of how
+/// many, summed over the kind's faults.
+pub fn said_by_kind(journal: &Journal) -> BTreeMap<FaultKind, (usize, usize)> {
+    let mut out: BTreeMap<FaultKind, (usize, usize)> = BTreeMap::new();
+    for f in &journal.faults {
+        if let Some((said, of)) = f.said {
+            let e = out.entry(f.kind()).or_default();
+            e.0 += said;
+            e.1 += of;
+        }
+    }
+    out
 }
 
 /// Violations by the kind of the fault last injected before each (the fault in progress, or

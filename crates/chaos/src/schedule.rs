@@ -13,7 +13,7 @@ use clap::ValueEnum;
 
 use crate::config::Timing;
 pub use crate::kinds::FaultKind;
-pub use crate::params::{EvictionPolicy, TermEnd, VanishHow, call_timeout};
+pub use crate::params::{DataLoss, EvictionPolicy, TermEnd, VanishHow, call_timeout};
 
 /// Which replica a fault hits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +98,24 @@ pub enum FaultSpec {
         hold_ms: u64,
         release_after_ms: u64,
     },
+    /// Restart `short` replicas from replica `first` on (the next ones after it, leader or
+    /// not) with half the run's timing, hand the lease to a replica of the run's timing
+    /// (`leasehold step-down --to`), make Redis lose its data `after_ms` into that term
+    /// (`loss`, down `down_ms` for a restart), wait for a leader, give the replicas their
+    /// timing back.
+    MixedDurations {
+        short: usize,
+        first: usize,
+        loss: DataLoss,
+        after_ms: u64,
+        down_ms: u64,
+    },
+    /// `SET` the lease key to a foreign value without expiry; once every replica said so, and
+    /// `hold_ms` more, `DEL` it.
+    ForeignLease { hold_ms: u64 },
+    /// `SET` the handover reservation to a foreign identity without expiry and SIGTERM the
+    /// leader (it releases); once every replica said so, and `hold_ms` more, `DEL` it.
+    ForeignReservation { hold_ms: u64 },
     /// Ask Sentinel `via` (1 or 2) for a failover, wait until it is done.
     SentinelFailover { via: usize },
     /// Blackhole the first Sentinel for `hold_ms`, with a failover through Sentinel 1 at its
@@ -132,6 +150,9 @@ impl FaultSpec {
             FaultSpec::CpuStarve { .. } => FaultKind::CpuStarve,
             FaultSpec::FailingWork { .. } => FaultKind::FailingWork,
             FaultSpec::DeadSubscription { .. } => FaultKind::DeadSubscription,
+            FaultSpec::MixedDurations { .. } => FaultKind::MixedDurations,
+            FaultSpec::ForeignLease { .. } => FaultKind::ForeignLease,
+            FaultSpec::ForeignReservation { .. } => FaultKind::ForeignReservation,
             FaultSpec::SentinelFailover { .. } => FaultKind::SentinelFailover,
             FaultSpec::MuteSentinel { .. } => FaultKind::MuteSentinel,
             FaultSpec::ClusterFailover { .. } => FaultKind::ClusterFailover,
@@ -246,7 +267,7 @@ fn term_end(rng: &mut StdRng) -> TermEnd {
 /// fault made of the draw.
 type OneTime = (FaultKind, RangeInclusive<u64>, fn(u64) -> FaultSpec);
 
-const ONE_TIME: [OneTime; 8] = [
+const ONE_TIME: [OneTime; 10] = [
     (FaultKind::RollingRestart, 50..=400, |gap_ms| {
         FaultSpec::RollingRestart { gap_ms }
     }),
@@ -261,6 +282,12 @@ const ONE_TIME: [OneTime; 8] = [
     }),
     (FaultKind::FailingWork, 1_000..=3_000, |hold_ms| {
         FaultSpec::FailingWork { hold_ms }
+    }),
+    (FaultKind::ForeignLease, 0..=500, |hold_ms| {
+        FaultSpec::ForeignLease { hold_ms }
+    }),
+    (FaultKind::ForeignReservation, 0..=500, |hold_ms| {
+        FaultSpec::ForeignReservation { hold_ms }
     }),
     (FaultKind::MuteSentinel, 2_000..=5_000, |hold_ms| {
         FaultSpec::MuteSentinel { hold_ms }
@@ -348,6 +375,19 @@ fn draw(rng: &mut StdRng, kind: FaultKind, replicas: usize, ttl: u64, call: u64)
             hold_ms: rng.random_range(1_500..=4_000),
             release_after_ms: rng.random_range(200..=1_000),
         },
+        FaultKind::MixedDurations => FaultSpec::MixedDurations {
+            // At most all but two: the lease is handed to one of the run's timing that does
+            // not lead yet.
+            short: rng.random_range(1..=replicas.saturating_sub(2).clamp(1, 3)),
+            first: rng.random_range(0..replicas.max(1)),
+            loss: if rng.random_bool(0.5) {
+                DataLoss::Flushall
+            } else {
+                DataLoss::RestartEmpty
+            },
+            after_ms: rng.random_range(0..=400),
+            down_ms: rng.random_range(100..=1_000),
+        },
         FaultKind::SentinelFailover => FaultSpec::SentinelFailover {
             via: rng.random_range(1..=2),
         },
@@ -356,6 +396,8 @@ fn draw(rng: &mut StdRng, kind: FaultKind, replicas: usize, ttl: u64, call: u64)
         | FaultKind::RedisRestartLost
         | FaultKind::RedisPause
         | FaultKind::FailingWork
+        | FaultKind::ForeignLease
+        | FaultKind::ForeignReservation
         | FaultKind::MuteSentinel
         | FaultKind::ClusterFailover
         | FaultKind::SlotMigration => unreachable!("{kind:?} is drawn from ONE_TIME"),
