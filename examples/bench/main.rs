@@ -16,12 +16,14 @@
 //! - `herd.rs`: the `herd` mode, handoffs by group size only (no report)
 //! - `failover.rs`: SIGKILLed leader processes, measured from the lease's expiry
 //! - `pause.rs`: SIGSTOPped leaders past their deadline (and the child mode they run in)
+//! - `exec_pause.rs`: SIGSTOPped `leasehold run -- sh` leaders: resume → the command gone
 //! - `load.rs`: Redis commands per contender from `INFO commandstats`, and per transition
 //! - `footprint.rs`: RSS and CPU of idle replicas from /proc, binary size
 //! - `electors.rs`, `procs.rs`: in-process electors and child-process guards
 //! - `stats.rs`, `svg.rs`, `report.rs`, `machine.rs`: summaries, the plot, the report
 
 mod electors;
+mod exec_pause;
 mod failover;
 mod footprint;
 mod handoff;
@@ -401,6 +403,24 @@ async fn run(cli: Cli) -> Result<()> {
     for w in 0..plan.pause_waves {
         results.pause.extend(
             pause::wave(
+                &url,
+                plan.timing,
+                w,
+                plan.pause_per_wave,
+                plan.pause_extra,
+                plan.pause_stagger,
+            )
+            .await?,
+        );
+    }
+    progress(
+        started,
+        "pause in exec mode: SIGSTOPped leasehold run -- sh leaders",
+    );
+    for w in 0..plan.pause_waves {
+        results.exec_pause.extend(
+            exec_pause::wave(
+                &bin,
                 &url,
                 plan.timing,
                 w,
