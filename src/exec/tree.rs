@@ -116,13 +116,35 @@ impl Table {
 
     /// This process's descendants (itself not included), walked down from it through the
     /// children files; [`scan`](Self::scan) where the kernel has none.
+    ///
+    /// A process that exits hands its children to this process before it shows as a zombie. A
+    /// walk that read this process's children before that move and the exited one's after it
+    /// misses them (they are in neither list it read). So whenever a walk shows an exited
+    /// process it had not seen exited, it walks again: that walk starts after the move.
     pub fn descendants() -> Self {
         let me = std::process::id() as i32;
-        let Some(mine) = children_of_process(me) else {
+        if children_of_process(me).is_none() {
             return Self::scan();
-        };
+        }
+        let mut exited: HashSet<i32> = HashSet::new();
+        loop {
+            let table = Self::walk_from(me);
+            let now_exited: HashSet<i32> = table
+                .all()
+                .filter(|p| !p.is_alive())
+                .map(|p| p.id.pid)
+                .collect();
+            if now_exited.is_subset(&exited) {
+                return table;
+            }
+            exited.extend(now_exited);
+        }
+    }
+
+    /// One walk down from `me` through the children files.
+    fn walk_from(me: i32) -> Self {
         let mut table = Self::default();
-        let mut stack = mine;
+        let mut stack = children_of_process(me).unwrap_or_default();
         let mut seen = HashSet::new();
         while let Some(pid) = stack.pop() {
             if pid == me || !seen.insert(pid) {
