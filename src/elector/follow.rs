@@ -57,31 +57,31 @@ impl Elector {
             {
                 // Without the data-loss cooldown an `allkeys-*` Redis is refused (docs/DESIGN.md,
                 // "Eviction"): not one try before Redis has said which policy it has.
-                let mut status = self.status.subscribe();
-                tokio::select! {
-                    biased;
-                    _ = shutdown.cancelled() => return None,
-                    _ = status.wait_for(|s| s.redis.eviction != Eviction::NotRead) => {}
+                if !self
+                    .wait_for_status(shutdown, |s| s.redis.eviction != Eviction::NotRead)
+                    .await
+                {
+                    return None;
                 }
                 continue;
             }
             if self.status.borrow().redis.eviction_refusal.is_some() {
                 // Out of the election until Redis no longer evicts (or the cooldown is on).
-                let mut status = self.status.subscribe();
-                tokio::select! {
-                    biased;
-                    _ = shutdown.cancelled() => return None,
-                    _ = status.wait_for(|s| s.redis.eviction_refusal.is_none()) => {}
+                if !self
+                    .wait_for_status(shutdown, |s| s.redis.eviction_refusal.is_none())
+                    .await
+                {
+                    return None;
                 }
                 continue;
             }
             if !self.status.borrow().candidacy.stands() {
                 // The candidate check keeps this replica out until it passes again.
-                let mut status = self.status.subscribe();
-                tokio::select! {
-                    biased;
-                    _ = shutdown.cancelled() => return None,
-                    _ = status.wait_for(|s| s.candidacy.stands()) => {}
+                if !self
+                    .wait_for_status(shutdown, |s| s.candidacy.stands())
+                    .await
+                {
+                    return None;
                 }
                 continue;
             }
@@ -215,6 +215,20 @@ impl Elector {
                 }
                 _ = tokio::time::sleep(wait) => {}
             }
+        }
+    }
+
+    /// Waits until the status satisfies `pred`; `false` at shutdown.
+    async fn wait_for_status(
+        &self,
+        shutdown: &CancellationToken,
+        pred: impl FnMut(&super::Status) -> bool,
+    ) -> bool {
+        let mut status = self.status.subscribe();
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => false,
+            _ = status.wait_for(pred) => true,
         }
     }
 
