@@ -81,18 +81,20 @@ async fn the_minimal_acl_user_can_do_everything_leasehold_needs() {
         );
         assert_eq!(s.redis.last_error, None);
     }
-    // The release channel's keepalive PINGs went out (every 100 ms of quiet here) and none
-    // was refused: Redis logs every refused command in its ACL log.
-    let pings = || -> u64 {
+    // The followers' probes went out (a `PUBLISH` on each one's probe channel inside its acquire
+    // script) and none was refused: Redis logs every refused command and channel in its ACL log.
+    let publishes = || -> u64 {
         let info: String = redis.cmd(&["INFO", "commandstats"]);
         info.lines()
-            .find_map(|l| l.strip_prefix("cmdstat_ping:calls="))
+            .find_map(|l| l.strip_prefix("cmdstat_publish:calls="))
             .and_then(|v| v.split(',').next()?.parse().ok())
             .unwrap_or(0)
     };
-    eventually("keepalive PINGs", Duration::from_secs(5), || async {
-        (pings() >= 4).then_some(())
-    })
+    eventually(
+        "probes and release announcements",
+        Duration::from_secs(5),
+        || async { (publishes() >= 4).then_some(()) },
+    )
     .await;
     let refused: Vec<redis::Value> = redis.cmd(&["ACL", "LOG"]);
     assert!(refused.is_empty(), "the ACL refused: {refused:?}");
@@ -181,21 +183,38 @@ async fn a_user_missing_a_command_gets_an_error_naming_it() {
     );
 }
 
+/// The `object` of every entry in the ACL log whose `reason` is `reason`.
+fn refused(redis: &RedisServer, reason: &str) -> Vec<String> {
+    let log: Vec<Vec<redis::Value>> = redis.cmd(&["ACL", "LOG"]);
+    let text = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        redis::Value::SimpleString(s) => s.clone(),
+        _ => String::new(),
+    };
+    log.iter()
+        .filter_map(|entry| {
+            let field = |name: &str| {
+                let at = entry.iter().position(|v| text(v) == name)?;
+                entry.get(at + 1).map(text)
+            };
+            (field("reason")? == reason).then(|| field("object"))?
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rule_from_before_the_keepalive_keeps_the_release_channel() {
-    // A user set up with an older rule, without `+ping`: the refused PING is still an answer
-    // from Redis, so the subscription counts as alive and is kept.
+async fn a_rule_for_the_release_channel_alone_and_without_ping_keeps_the_release_channel() {
+    // A user set up with an older rule: only the release channel (so the probe channel is
+    // refused) and no `+ping`. The subscription then proves itself with a PING, and a refused
+    // PING is still an answer from Redis: the subscription counts as alive and is kept.
     let redis = RedisServer::start();
-    let rule = minimal_acl_rule("leasehold:", false).replace(" +ping", "");
+    let name = unique_lease("no-ping");
+    let rule = minimal_acl_rule("leasehold:", false)
+        .replace(" +ping", "")
+        .replace("&leasehold:*", &format!("&leasehold:{{{name}}}:released"));
     set_user(&redis, "leasehold", &rule, "pw");
     let c = Contender::spawn(
-        acl_lease(
-            &redis.url(),
-            &unique_lease("no-ping"),
-            "pod-a",
-            "leasehold",
-            "pw",
-        ),
+        acl_lease(&redis.url(), &name, "pod-a", "leasehold", "pw"),
         fast_timing(),
         acting_work(ActionLog::default(), Duration::from_millis(5), None),
     );
@@ -204,10 +223,16 @@ async fn a_rule_from_before_the_keepalive_keeps_the_release_channel() {
         s.redis.subscribed
     })
     .await;
-    eventually("a refused PING", Duration::from_secs(5), || async {
-        let refused: Vec<redis::Value> = redis.cmd(&["ACL", "LOG"]);
-        (!refused.is_empty()).then_some(())
-    })
+    eventually(
+        "a refused probe channel and a refused PING",
+        Duration::from_secs(5),
+        || async {
+            let channels = refused(&redis, "channel");
+            let commands = refused(&redis, "command");
+            (channels.iter().any(|c| c.contains(":probe:")) && commands.iter().any(|c| c == "ping"))
+                .then_some(())
+        },
+    )
     .await;
     // Keepalives every 100 ms of quiet: a second would be ten chances to resubscribe.
     holds_for(
@@ -217,6 +242,7 @@ async fn a_rule_from_before_the_keepalive_keeps_the_release_channel() {
         |s| s.redis.subscribed,
     )
     .await;
+    assert!(status.borrow().role != Role::Starting, "and it takes part");
     c.shutdown().await;
 }
 

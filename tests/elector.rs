@@ -483,3 +483,72 @@ async fn the_polling_baseline_waits_for_its_next_poll_instead_of_the_release() {
     eprintln!("polling handoff: {}", summary(&gaps));
     assert_eq!(gaps.len(), 1);
 }
+
+/// `cmdstat_<name>:calls=<n>` of `INFO commandstats`, for `names`.
+fn calls(redis: &RedisServer, names: &[&str]) -> Vec<u64> {
+    let info: String = redis.cmd(&["INFO", "commandstats"]);
+    names
+        .iter()
+        .map(|name| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
+                .and_then(|rest| rest.split(',').next()?.parse().ok())
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_follower_sends_only_its_tries_and_the_leader_only_its_renewals() {
+    let redis = RedisServer::start();
+    let name = unique_lease("idle-cost");
+    let timing = support::timings::STEADY; // TTL 1.5 s, retry 250 ms
+    let work = || acting_work(ActionLog::default(), Duration::from_millis(5), None);
+    let leader = Contender::spawn(lease(&redis.url(), &name, "a", false), timing, work());
+    let mut status = leader.status.clone();
+    until("a to lead", &mut status, Duration::from_secs(5), |s| {
+        matches!(s.role, Role::Leader { .. })
+    })
+    .await;
+    let mut follower = Contender::spawn(lease(&redis.url(), &name, "b", false), timing, work());
+    until(
+        "b to follow a, subscribed",
+        &mut follower.status,
+        Duration::from_secs(5),
+        |s| s.leader_identity() == Some("a") && s.redis.subscribed,
+    )
+    .await;
+    // Past the start: the first reads of the eviction policy, b's try on subscribing.
+    tokio::time::sleep(timing.lease_duration).await;
+    const NAMES: [&str; 4] = ["evalsha", "pexpire", "ping", "info"];
+    let before = calls(&redis, &NAMES);
+    let window = timing.lease_duration * 4;
+    tokio::time::sleep(window).await;
+    let after = calls(&redis, &NAMES);
+    let [evalsha, renewals, pings, info] =
+        std::array::from_fn(|i| after[i].saturating_sub(before[i]));
+    let tries = evalsha - renewals;
+    // The one INFO commandstats of `before`, and two INFO inside each try's script (the
+    // server's identity): the rest the electors sent.
+    let info_sent = info.saturating_sub(1 + 2 * tries);
+    let counted = format!(
+        "over {window:?}: {tries} tries, {renewals} renewals, {pings} PING, {info_sent} INFO sent"
+    );
+    eprintln!("{counted}");
+    assert_eq!(
+        pings, 0,
+        "no keepalive PING: each try proves the channel; {counted}"
+    );
+    // About one try per lease duration (at the holder's expiry, which a renewal moves on).
+    assert!((3..=6).contains(&tries), "{counted}");
+    // About one renewal per retry period.
+    let periods = (window.as_millis() / timing.retry_period.as_millis()) as u64;
+    assert!(
+        renewals.abs_diff(periods) <= 3,
+        "{periods} retry periods; {counted}"
+    );
+    // The leader reads the eviction policy every four lease durations, a follower rarely.
+    assert!(info_sent <= 2, "{counted}");
+    follower.shutdown().await;
+    leader.shutdown().await;
+}

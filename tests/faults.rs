@@ -1,7 +1,7 @@
 //! The leader's link to Redis goes bad (through a real TCP fault proxy): blackholed, slow, reset.
 //! The leader must step down before its validity deadline, and a follower on a good link must
-//! take over without overlap. A follower whose release channel alone is blackholed notices and
-//! still takes a graceful handoff at once.
+//! take over without overlap. A follower whose release channel alone is blackholed notices at its
+//! next try (within a lease duration) and subscribes again.
 
 mod support;
 
@@ -308,11 +308,22 @@ async fn shutdown_during_an_acquire_in_flight_leaves_no_lease_behind() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_follower_whose_release_channel_went_silent_still_takes_over_within_a_retry_period() {
+/// A holder on a direct link, and a follower that reaches Redis through the proxy, its command
+/// connection and, dialled on its own, its pub/sub connection; with the port of the latter.
+struct Silenced {
+    redis: RedisServer,
+    proxy: FaultProxy,
+    log: ActionLog,
+    /// Until it is shut down.
+    leader: Option<Contender>,
+    follower: Contender,
+    pubsub: u16,
+}
+
+async fn follower_with_a_proxied_channel(test: &str) -> Silenced {
     let redis = RedisServer::start();
     let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], redis.port())));
-    let name = unique_lease("silent-channel");
+    let name = unique_lease(test);
     // A lease much longer than the retry period: waiting for the holder's TTL would show.
     let timing = SIX_SECOND_TERM;
     let log: ActionLog = Arc::default();
@@ -329,8 +340,6 @@ async fn a_follower_whose_release_channel_went_silent_still_takes_over_within_a_
         |s| matches!(s.role, Role::Leader { .. }),
     )
     .await;
-    // The follower reaches Redis through the proxy: its command connection and, dialled on its
-    // own, its pub/sub connection.
     let mut follower = Contender::spawn(
         lease(&proxy.url(), &name, "behind", false),
         timing,
@@ -355,37 +364,97 @@ async fn a_follower_whose_release_channel_went_silent_still_takes_over_within_a_
     )
     .await;
     // Once subscribed, the follower tries once more (a release may have passed unheard before);
-    // let that try pass, so that only the keepalive can find the release below. The fault's
-    // timing, not an assertion.
+    // let that try and its probe pass, so that the fault below meets a quiet subscription. The
+    // fault's timing, not an assertion.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    // Its pub/sub link alone goes silent; its command link stays fine.
-    proxy.set_one(pubsub, Fault::Blackhole);
-    let released = BootInstant::now();
-    leader.shutdown().await;
-    let mut status = follower.status.clone();
-    let bound = timing.retry_period + Duration::from_secs(1);
-    until(
-        "the follower to take over the released lease",
-        &mut status,
-        bound,
-        |s| matches!(s.role, Role::Leader { .. }),
-    )
-    .await;
-    eprintln!(
-        "release with the follower's channel blackholed → follower leads after {:?}",
+    Silenced {
+        redis,
+        proxy,
+        log,
+        leader: Some(leader),
+        follower,
+        pubsub,
+    }
+}
+
+impl Silenced {
+    /// Resolves once the follower is subscribed on a pub/sub connection other than the first.
+    async fn subscribed_anew(&self, within: Duration) {
+        eventually(
+            "the follower to subscribe again on a fresh connection",
+            within,
+            || async {
+                let now = self
+                    .redis
+                    .subscribed_client_ports(&self.proxy.upstream_ports());
+                now.iter().any(|port| *port != self.pubsub).then_some(())
+            },
+        )
+        .await;
+    }
+
+    /// Shuts the holder down, and returns what it takes for the follower to lead after that.
+    async fn release_and_follow(&mut self, within: Duration) -> Duration {
+        let released = BootInstant::now();
+        if let Some(leader) = self.leader.take() {
+            leader.shutdown().await;
+        }
+        let mut status = self.follower.status.clone();
+        until(
+            "the follower to take over the released lease",
+            &mut status,
+            within,
+            |s| matches!(s.role, Role::Leader { .. }),
+        )
+        .await;
         BootInstant::now().saturating_duration_since(released)
-    );
-    // It may lead before its new subscription shows (it stops waiting for the channel as soon
-    // as it knows the channel is dead); the new subscription follows within a retry period.
-    eventually(
-        "the follower to subscribe again on a fresh connection",
-        Duration::from_secs(3),
-        || async {
-            let now = redis.subscribed_client_ports(&proxy.upstream_ports());
-            now.iter().any(|port| *port != pubsub).then_some(())
-        },
+    }
+
+    async fn finish(self) {
+        self.follower.shutdown().await;
+        if let Some(leader) = self.leader {
+            leader.shutdown().await;
+        }
+        assert_no_overlap(&self.log.lock().unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_whose_release_channel_went_silent_takes_over_within_a_lease_duration() {
+    let mut setup = follower_with_a_proxied_channel("silent-channel").await;
+    // Its pub/sub link alone goes silent; its command link stays fine. The release is not heard:
+    // the follower's next try, at the holder's expiry by its own clock, finds the lease free.
+    setup.proxy.set_one(setup.pubsub, Fault::Blackhole);
+    let took = setup
+        .release_and_follow(SIX_SECOND_TERM.lease_duration + Duration::from_secs(1))
+        .await;
+    eprintln!("release with the follower's channel blackholed → follower leads after {took:?}");
+    // That try's probe went unheard: the subscription is made anew.
+    setup.subscribed_anew(Duration::from_secs(3)).await;
+    setup.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_release_channel_is_made_anew_by_the_next_try_before_a_handoff_needs_it() {
+    let mut setup = follower_with_a_proxied_channel("silent-repaired").await;
+    setup.proxy.set_one(setup.pubsub, Fault::Blackhole);
+    // The follower's next try comes within a lease duration (at the holder's expiry); its probe
+    // is not heard back, and the follower subscribes again.
+    setup
+        .subscribed_anew(SIX_SECOND_TERM.lease_duration + Duration::from_secs(2))
+        .await;
+    let mut status = setup.follower.status.clone();
+    until(
+        "the follower's new subscription",
+        &mut status,
+        Duration::from_secs(2),
+        |s| s.redis.subscribed,
     )
     .await;
-    follower.shutdown().await;
-    assert_no_overlap(&log.lock().unwrap());
+    // A graceful handoff now is heard at once, not at the holder's expiry.
+    let took = setup
+        .release_and_follow(SIX_SECOND_TERM.retry_period + Duration::from_secs(1))
+        .await;
+    eprintln!("release after the channel was made anew → follower leads after {took:?}");
+    setup.finish().await;
 }

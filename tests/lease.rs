@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use leasehold::lease::{
-    Acquired, CooldownState, FencingToken, LeaseError, RedisLease, Released, Renewed,
+    Acquired, CooldownState, FencingToken, Heard, LeaseError, RedisLease, Released, Renewed,
 };
 use support::contenders::{lease, unique_lease};
 use testbed::redis_server::{Persistence, RedisServer};
@@ -182,10 +182,13 @@ async fn release_is_announced_on_the_channel() {
     let mut releases = b.subscribe_releases(CALL).await.unwrap();
     let t = must_lead(&a).await;
     assert_eq!(a.release(t, CALL).await.unwrap(), Released::Released);
-    let release = tokio::time::timeout(Duration::from_secs(2), releases.next())
+    let heard = tokio::time::timeout(Duration::from_secs(2), releases.next())
         .await
         .expect("a release message within 2 s")
         .expect("stream open");
+    let Heard::Release(release) = heard else {
+        panic!("a release, not {heard:?}");
+    };
     assert_eq!(
         release.term,
         a.owner().term(t),
@@ -198,6 +201,45 @@ async fn release_is_announced_on_the_channel() {
             .await
             .is_err(),
         "no message for a release that changed nothing"
+    );
+}
+
+#[tokio::test]
+async fn a_try_with_a_probe_is_heard_on_its_own_subscription_and_nobody_elses() {
+    let redis = RedisServer::start();
+    let name = unique_lease("probe");
+    let a = lease(&redis.url(), &name, "pod-a", false);
+    let b = lease(&redis.url(), &name, "pod-b", false);
+    let mut mine = b.subscribe_releases(CALL).await.unwrap();
+    let mut theirs = a.subscribe_releases(CALL).await.unwrap();
+    assert!(
+        mine.probes() && theirs.probes(),
+        "the probe channels are subscribed"
+    );
+    must_lead(&a).await;
+    // b's try loses, and its probe comes back to b alone, whatever the reply.
+    let lost = b
+        .acquire_observing(TTL, CALL, None, Some(41))
+        .await
+        .unwrap();
+    assert!(matches!(lost, Acquired::HeldBy(_)), "{lost:?}");
+    let heard = tokio::time::timeout(Duration::from_secs(2), mine.next())
+        .await
+        .expect("the probe within 2 s");
+    assert_eq!(heard, Some(Heard::Probe(41)));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), theirs.next())
+            .await
+            .is_err(),
+        "another owner's subscription hears nothing of it"
+    );
+    // A try without a probe publishes nothing.
+    b.acquire_observing(TTL, CALL, None, None).await.unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), mine.next())
+            .await
+            .is_err(),
+        "no probe, nothing heard"
     );
 }
 

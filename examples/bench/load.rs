@@ -3,8 +3,11 @@
 //! Each configuration (strategy × number of contenders) gets a dedicated redis-server, so
 //! `INFO commandstats` deltas count its electors and nothing else. Commands that leasehold's Lua
 //! scripts run inside Redis are counted there too; they are not commands a client sent, so they
-//! are left out of the totals, and used to tell the leader's commands from the followers':
-//! a renewal runs `PEXPIRE` inside its script, and nothing else an idle elector sends does.
+//! are shown apart, and used to tell the leader's commands from the followers': a renewal runs
+//! `PEXPIRE` inside its script, and nothing else an idle elector sends does. `INFO` is both:
+//! every acquire script runs `INFO server` and `INFO replication` for the server's identity
+//! (and nothing else an idle elector sends runs `INFO` inside Redis), so two per try are
+//! counted inside, and the rest as sent (the eviction check's `INFO memory`).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -19,10 +22,14 @@ use tokio::sync::mpsc;
 use crate::electors::{Event, Member, led_by_other, next_event, since};
 use testbed::RedisServer;
 
-/// Commands the lease scripts call inside Redis (never sent by a leasehold client).
+/// Commands the lease scripts call inside Redis (never sent by a leasehold client), `INFO`
+/// apart (see the header).
 const INSIDE_SCRIPTS: [&str; 8] = [
     "get", "set", "pexpire", "pttl", "del", "publish", "incr", "time",
 ];
+
+/// `INFO` calls inside each acquire script: `INFO server` and `INFO replication`.
+const INFO_PER_TRY: u64 = 2;
 
 /// One configuration.
 #[derive(Debug, Clone, Copy)]
@@ -38,6 +45,8 @@ pub struct Row {
     pub window: Duration,
     /// Commands the clients sent, by command.
     pub sent: BTreeMap<String, u64>,
+    /// Commands the scripts ran inside Redis, by command.
+    pub inside: BTreeMap<String, u64>,
     /// All commands the clients sent.
     pub total: u64,
     /// The leader's renewals.
@@ -52,41 +61,44 @@ impl Row {
         self.config.contenders.saturating_sub(1)
     }
 
-    /// The release channel's keepalive PINGs: a different kind of cost (no script, no key),
-    /// counted apart from the election's commands.
-    pub fn keepalive(&self) -> u64 {
-        self.sent.get("ping").copied().unwrap_or(0)
+    /// Per second of one idle follower: `n` commands of all followers over the window.
+    fn per_follower(&self, n: u64) -> Option<f64> {
+        let followers = self.followers();
+        (followers > 0).then(|| n as f64 / followers as f64 / self.window.as_secs_f64())
     }
 
-    /// `INFO` calls: the eviction check's `INFO memory` (once per lease duration per elector)
-    /// and the `INFO server` / `INFO replication` that the acquire script runs inside Redis for
-    /// the server's identity. `INFO commandstats` counts both as `info`, so neither is told
-    /// from the other, and both are counted apart from the election's commands.
-    pub fn info(&self) -> u64 {
-        self.sent.get("info").copied().unwrap_or(0)
-    }
-
-    /// Election commands per second of one idle follower (keepalive PINGs and `INFO` apart).
+    /// Commands per second of one idle follower, everything it sent counted: its tries, and
+    /// the release channel's keepalive `PING`s and the eviction check's `INFO memory` where
+    /// there are any. The leader's rare `INFO memory` is counted here too: it cannot be told
+    /// from a follower's, so this errs high.
     pub fn per_follower_per_s(&self) -> Option<f64> {
-        let n = self.followers();
-        (n > 0).then(|| {
-            self.total
-                .saturating_sub(self.leader + self.keepalive() + self.info()) as f64
-                / n as f64
-                / self.window.as_secs_f64()
-        })
+        self.per_follower(self.total.saturating_sub(self.leader))
     }
 
-    /// `INFO` calls per second of one idle follower, the leader's among them.
-    pub fn info_per_follower_per_s(&self) -> Option<f64> {
-        let n = self.followers();
-        (n > 0).then(|| self.info() as f64 / n as f64 / self.window.as_secs_f64())
+    /// Per second of one idle follower, of one command it sent (`evalsha` counts its tries
+    /// alone, the leader's renewals taken off).
+    pub fn sent_per_follower_per_s(&self, cmd: &str) -> Option<f64> {
+        let n = self.sent.get(cmd).copied().unwrap_or(0);
+        let n = if cmd == "evalsha" {
+            n.saturating_sub(self.leader)
+        } else {
+            n
+        };
+        self.per_follower(n)
     }
 
-    /// Keepalive PINGs per second of one idle follower.
-    pub fn keepalive_per_follower_per_s(&self) -> Option<f64> {
-        let n = self.followers();
-        (n > 0).then(|| self.keepalive() as f64 / n as f64 / self.window.as_secs_f64())
+    /// The followers' tries: every `EVALSHA` but the leader's renewals.
+    pub fn tries(&self) -> u64 {
+        self.sent
+            .get("evalsha")
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(self.leader)
+    }
+
+    /// Commands the scripts ran inside Redis, of every elector.
+    pub fn inside_total(&self) -> u64 {
+        self.inside.values().sum()
     }
 
     /// Commands per second of the leader.
@@ -201,12 +213,13 @@ impl Group {
     pub fn row(&self, before: &Snapshot, after: &Snapshot) -> Row {
         let delta = delta(before, after);
         let leader = delta.get("pexpire").copied().unwrap_or(0);
-        let sent = sent_by_clients(delta);
+        let (sent, inside) = split_inside(delta, leader);
         Row {
             config: self.config,
             window: after.at - before.at,
             total: sent.values().sum(),
             sent,
+            inside,
             leader,
             redis_cpu: Duration::from_secs_f64((after.cpu - before.cpu).max(0.0)),
             transition: None,
@@ -230,7 +243,9 @@ impl Group {
             next_event(&mut self.events, "a successor", within, led_by_other(&old)).await?;
         tokio::time::sleep(settle).await;
         let after = self.snapshot().await?;
-        let sent: u64 = sent_by_clients(delta(&before, &after)).values().sum();
+        let delta = delta(&before, &after);
+        let leader = delta.get("pexpire").copied().unwrap_or(0);
+        let sent: u64 = split_inside(delta, leader).0.values().sum();
         let interval = (after.at - before.at).as_secs_f64();
         if let Some(pos) = self.followers.iter().position(|f| f.owner == new_owner) {
             let new_leader = self.followers.swap_remove(pos);
@@ -278,9 +293,29 @@ fn delta(before: &Snapshot, after: &Snapshot) -> BTreeMap<String, u64> {
     d
 }
 
-fn sent_by_clients(mut delta: BTreeMap<String, u64>) -> BTreeMap<String, u64> {
-    delta.retain(|cmd, _| !INSIDE_SCRIPTS.contains(&cmd.as_str()));
-    delta
+/// What the clients sent and what the scripts ran inside Redis, from one delta in which the
+/// leader renewed `renewals` times: every other `EVALSHA` is a try, with its `INFO` calls.
+fn split_inside(
+    delta: BTreeMap<String, u64>,
+    renewals: u64,
+) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+    let (mut inside, mut sent): (BTreeMap<_, _>, BTreeMap<_, _>) = delta
+        .into_iter()
+        .partition(|(cmd, _)| INSIDE_SCRIPTS.contains(&cmd.as_str()));
+    let tries = sent
+        .get("evalsha")
+        .copied()
+        .unwrap_or(0)
+        .saturating_sub(renewals);
+    if let Some(info) = sent.get_mut("info") {
+        let of_tries = (tries * INFO_PER_TRY).min(*info);
+        *info -= of_tries;
+        if of_tries > 0 {
+            inside.insert("info".to_owned(), of_tries);
+        }
+    }
+    sent.retain(|_, n| *n > 0);
+    (sent, inside)
 }
 
 /// `cmdstat_<name>:calls=<n>,…` lines of `INFO commandstats`.

@@ -147,7 +147,7 @@ pub struct RedisArgs {
     #[arg(long, env = "LEASEHOLD_KEY_PREFIX", default_value = DEFAULT_KEY_PREFIX)]
     pub key_prefix: String,
     /// When Redis may evict the lease (a maxmemory with an evicting policy, read from INFO
-    /// memory at start and once per lease duration): `warn` says so (log event, /leader,
+    /// memory at start, then every few lease durations): `warn` says so (log event, /leader,
     /// metric) and takes part; `refuse` also stays out of the election until Redis no longer
     /// evicts, with the reason in /readyz.
     #[arg(long, env = "LEASEHOLD_REDIS_EVICTION", value_enum, default_value_t = RedisEviction::Warn)]

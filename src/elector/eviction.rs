@@ -1,7 +1,11 @@
-//! Redis's eviction policy, watched: read at start and once per lease duration (while Redis
-//! answers the elector), so that a Redis
+//! Redis's eviction policy, watched: read at start, at once when this replica becomes leader,
+//! and then again as [`reread_after`] says (while Redis answers the elector), so that a Redis
 //! whose `maxmemory` policy may evict the lease is said out loud (a log event, a metric, a field
 //! in the status), and, with [`EvictionMode::Refuse`], keeps this replica out of the election.
+//!
+//! The leader reads it every few lease durations, a follower rarely: the policy is the same
+//! Redis's for all of them, and the one whose term it could end is the leader. A follower kept out
+//! by what it read looks every lease duration, so that it comes back soon after Redis is fixed.
 //!
 //! The state record keeps eviction safe (a follower refuses a term the record still names, and
 //! the holder puts its evicted key back), but under memory pressure every renewal may find the
@@ -9,12 +13,14 @@
 //! is left. A Redis that holds leases should not evict.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-use super::{Eviction, EvictionRefusal, Observer, Status, Timing, decide};
+use super::{Eviction, EvictionRefusal, Observer, Role, Status, Timing, decide};
 use crate::lease::{EvictionPolicy, RedisLease};
 
 /// What to do when Redis may evict the lease.
@@ -89,13 +95,51 @@ pub(crate) fn spawn(
                 }
             };
             record(&lease, mode, &status, eviction);
-            tokio::select! {
-                biased;
-                _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(timing.lease_duration) => {}
+            let read_at = Instant::now();
+            let led_at_read = leads(&seen.borrow_and_update());
+            // Until the next read is due: the wait depends on the role, which may change.
+            loop {
+                let (leading, refused) = {
+                    let s = seen.borrow_and_update();
+                    (leads(&s), s.redis.eviction_refusal.is_some())
+                };
+                if leading && !led_at_read {
+                    break;
+                }
+                let due = read_at + reread_after(&timing, leading, refused);
+                tokio::select! {
+                    biased;
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep_until(due) => break,
+                    _ = seen.changed() => {}
+                }
             }
         }
     })
+}
+
+fn leads(status: &Status) -> bool {
+    matches!(status.role, Role::Leader { .. })
+}
+
+/// How many lease durations a leader waits between two reads of the policy.
+const LEADER_READS_EVERY: u32 = 4;
+
+/// How many lease durations a follower waits between two reads of the policy.
+const FOLLOWER_READS_EVERY: u32 = 64;
+
+/// How long after a read the policy is read again: every lease duration while what was read
+/// keeps this replica out of the election (to notice the fix), every [`LEADER_READS_EVERY`]
+/// lease durations on the leader, every [`FOLLOWER_READS_EVERY`] on a follower. An idle
+/// follower's try is its only command of every lease duration; a read each time would be a
+/// second one.
+fn reread_after(timing: &Timing, leading: bool, refused: bool) -> Duration {
+    let every = match (refused, leading) {
+        (true, _) => 1,
+        (false, true) => LEADER_READS_EVERY,
+        (false, false) => FOLLOWER_READS_EVERY,
+    };
+    timing.lease_duration.saturating_mul(every)
 }
 
 /// Puts what was read into the status, saying so when it changed.
@@ -194,6 +238,30 @@ mod tests {
             maxmemory,
             policy: policy.to_owned(),
         })
+    }
+
+    #[test]
+    fn reread_table() {
+        let t = Timing::default(); // 15 s lease duration
+        let s = Duration::from_secs;
+        // (leading, refused) -> the wait after a read
+        let cases = [
+            (
+                (false, false),
+                s(960),
+                "a follower: rarely (64 lease durations)",
+            ),
+            ((true, false), s(60), "the leader: every 4 lease durations"),
+            ((false, true), s(15), "kept out: every lease duration"),
+            (
+                (true, true),
+                s(15),
+                "a leader about to step down for it: the same",
+            ),
+        ];
+        for ((leading, refused), want, why) in cases {
+            assert_eq!(reread_after(&t, leading, refused), want, "{why}");
+        }
     }
 
     #[test]

@@ -102,15 +102,23 @@ impl Elector {
             }
             woken = false;
             // Not raced against shutdown (see `decide::give_back`): it is bounded by the call
-            // timeout, and a grant that arrives after shutdown is given back at once.
+            // timeout, and a grant that arrives after shutdown is given back at once. The try
+            // carries a probe, which proves the release channel (see `notify`).
+            let probe = releases.probe();
             let attempt = self
                 .lease
                 .acquire_observing(
                     timing.lease_duration,
                     timing.acquire_timeout(),
                     observed.as_ref().map(|(holder, _)| holder),
+                    probe,
                 )
                 .await;
+            if let Some(n) = probe
+                && attempt.is_ok()
+            {
+                releases.answered(n);
+            }
             if shutdown.is_cancelled() {
                 match decide::give_back(&attempt) {
                     GiveBack::Term(token) => {

@@ -1,15 +1,25 @@
 //! The release channel: a task that keeps a pub/sub subscription to the lease's channel, proves
-//! it alive with a `PING` whenever it has been quiet for a while, subscribes again when it went
-//! silent or closed, and turns every release (and every re-subscription, after which a release
-//! may have been missed) into a wake-up for the follower.
+//! it alive, subscribes again when it went silent or closed, and turns every release (and every
+//! re-subscription, after which a release may have been missed) into a wake-up for the
+//! follower.
 //!
-//! Why the `PING`: a link that loses its peer silently (a blackhole, a node gone without a reset)
+//! Why prove it: a link that loses its peer silently (a blackhole, a node gone without a reset)
 //! leaves a subscription that looks fine and hears nothing, and every graceful handoff would then
 //! wait for the holder's TTL. TCP keepalive would not do: it proves only the nearest TCP peer (a
 //! sidecar proxy or a load balancer in between answers for a dead Redis), and not that Redis
 //! still serves this connection.
+//!
+//! How, without a command of its own: each try of the follower publishes a numbered probe on
+//! this replica's own probe channel (inside the acquire script), and the subscription must hear
+//! it within a quarter of a retry period of the try's answer. A follower tries at least once per
+//! lease duration (at the holder's expiry), so a dead subscription is noticed before it can
+//! delay a handoff by more than one lease duration. A leader sends no probe: the nudges it hears
+//! only make sooner what its renewals find anyway, and its first try as a follower proves the
+//! link again. Where an ACL refuses the probe channel, a `PING` whenever the subscription has
+//! been quiet for a while does it instead (about one per retry period).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -21,7 +31,7 @@ use tracing::{debug, warn};
 
 use super::decide::{self, Keepalive};
 use super::{Status, Timing};
-use crate::lease::{LeaseError, RedisLease, ReleaseSubscription};
+use crate::lease::{Heard, LeaseError, RedisLease, ReleaseSubscription};
 
 /// What woke the follower.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,14 +55,51 @@ struct Pending {
 /// follower has not looked since, and its next try reads the lease's state anyway.
 const QUEUED: usize = 8;
 
+/// The numbers of this replica's probes, shared by the follower that sends them and the task
+/// that hears them.
+struct Probes {
+    /// The next probe's number.
+    next: AtomicU64,
+    /// The first number the current subscription can hear; [`NOT_HEARD`] while no subscription
+    /// hears probes (none, or one whose probe channel an ACL refused).
+    heard_from: AtomicU64,
+}
+
+/// [`Probes::heard_from`] while probes would not be heard.
+const NOT_HEARD: u64 = u64::MAX;
+
+impl Probes {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            next: AtomicU64::new(0),
+            heard_from: AtomicU64::new(NOT_HEARD),
+        })
+    }
+}
+
 /// The follower's side of the release channel. Whether it is subscribed lives in the
 /// elector's status (`redis.subscribed`), its one place.
 pub(crate) struct Releases {
     wakeups: mpsc::Receiver<Pending>,
     nudges: watch::Receiver<u64>,
+    probes: Arc<Probes>,
+    /// The number of the last probe whose try Redis answered.
+    answered: watch::Sender<u64>,
 }
 
 impl Releases {
+    /// A number for the next try to publish as its probe, while the subscription hears probes.
+    pub(crate) fn probe(&self) -> Option<u64> {
+        (self.probes.heard_from.load(Ordering::SeqCst) != NOT_HEARD)
+            .then(|| self.probes.next.fetch_add(1, Ordering::SeqCst))
+    }
+
+    /// Tells the subscription that Redis answered the try that published probe `n`: unless the
+    /// subscription hears it soon, its link is dead.
+    pub(crate) fn answered(&self, n: u64) {
+        self.answered.send_replace(n);
+    }
+
     /// Counts the handover nudges heard on the channel: a leader that sees it change renews at
     /// once, and its renewal reads the request itself. The nudge only makes that sooner; a
     /// request is never taken from the channel, which a blackholed link would lose.
@@ -109,6 +156,9 @@ pub(crate) fn spawn(
 ) -> (Releases, tokio::task::JoinHandle<()>) {
     let (wake_tx, wakeups) = mpsc::channel(QUEUED);
     let (nudge_tx, nudges) = watch::channel(0u64);
+    let (answered, mut answers) = watch::channel(0u64);
+    let probes = Probes::new();
+    let heard = probes.clone();
     let task = tokio::spawn(async move {
         let channel = lease.keys().channel.clone();
         let mut failures: u32 = 0;
@@ -128,12 +178,17 @@ pub(crate) fn spawn(
                     let ended = listen(
                         &mut subscription,
                         decide::keepalive(&timing),
-                        &wake_tx,
-                        &nudge_tx,
+                        Channels {
+                            wakeups: &wake_tx,
+                            nudges: &nudge_tx,
+                            probes: &heard,
+                            answers: &mut answers,
+                        },
                         &stop,
                         &mut ping_refused,
                     )
                     .await;
+                    heard.heard_from.store(NOT_HEARD, Ordering::SeqCst);
                     set_subscribed(&status, false);
                     match ended {
                         Ended::Stopped => return,
@@ -141,7 +196,7 @@ pub(crate) fn spawn(
                             debug!(%channel, "release channel closed; subscribing again")
                         }
                         Ended::Silent(err) => {
-                            warn!(%channel, error = %err, "release channel went silent (no answer to PING); subscribing again")
+                            warn!(%channel, error = %err, "release channel went silent (a probe or PING not heard back); subscribing again")
                         }
                     }
                 }
@@ -162,7 +217,15 @@ pub(crate) fn spawn(
             }
         }
     });
-    (Releases { wakeups, nudges }, task)
+    (
+        Releases {
+            wakeups,
+            nudges,
+            probes,
+            answered,
+        },
+        task,
+    )
 }
 
 /// Why a subscription ended.
@@ -171,45 +234,91 @@ enum Ended {
     Stopped,
     /// The connection closed (Redis closed it, or it was reset).
     Closed,
-    /// A `PING` got no answer in time: the link is dead without having said so.
+    /// A probe was not heard, or a `PING` got no answer, in time: the link is dead without
+    /// having said so.
     Silent(LeaseError),
 }
 
-/// Reads releases from `subscription` until it ends, sending a `PING` whenever it has been quiet
-/// for `keepalive.idle`. Any answer proves the link, a refused `PING` too (an ACL without
-/// `+ping`: said once, then taken as an answer).
+/// What a subscription feeds, and the answers to the follower's probes.
+struct Channels<'a> {
+    wakeups: &'a mpsc::Sender<Pending>,
+    nudges: &'a watch::Sender<u64>,
+    probes: &'a Probes,
+    answers: &'a mut watch::Receiver<u64>,
+}
+
+/// Reads what `subscription` hears until it ends. With the probe channel, each try that Redis
+/// answered must have its probe heard within `keepalive.timeout`; without it, a `PING` goes out
+/// whenever the subscription has been quiet for `keepalive.idle`. Any answer proves the link, a
+/// refused `PING` too (an ACL without `+ping`: said once, then taken as an answer).
 async fn listen(
     subscription: &mut ReleaseSubscription,
     keepalive: Keepalive,
-    wakeups: &mpsc::Sender<Pending>,
-    nudges: &watch::Sender<u64>,
+    channels: Channels<'_>,
     stop: &CancellationToken,
     ping_refused: &mut bool,
 ) -> Ended {
+    let Channels {
+        wakeups,
+        nudges,
+        probes,
+        answers,
+    } = channels;
+    let probing = subscription.probes();
+    // Only the tries from now on can be heard here; an answer that came before is not ours.
+    let heard_from = probes.next.load(Ordering::SeqCst);
+    answers.borrow_and_update();
+    if probing {
+        probes.heard_from.store(heard_from, Ordering::SeqCst);
+    }
+    let mut heard_probe: Option<u64> = None;
+    // The probe whose try was answered and which is not heard yet, and until when it may be.
+    let mut awaited: Option<(u64, Instant)> = None;
     let mut heard = Instant::now();
     let mut ping = None;
     loop {
+        let due = awaited.map(|(_, until)| until);
         tokio::select! {
             biased;
             _ = stop.cancelled() => return Ended::Stopped,
-            release = subscription.next() => match release {
-                Some(release) if release.nudged_term().is_some() => {
+            message = subscription.next() => match message {
+                Some(Heard::Probe(n)) => {
+                    heard = Instant::now();
+                    heard_probe = heard_probe.max(Some(n));
+                    if awaited.is_some_and(|(probe, _)| n >= probe) {
+                        awaited = None;
+                    }
+                }
+                Some(Heard::Release(release)) if release.nudged_term().is_some() => {
                     heard = Instant::now();
                     nudges.send_modify(|n| *n = n.wrapping_add(1));
                 }
                 // A leader renews at once and finds its lease gone; a follower tries at once.
-                Some(release) if release.tells_data_loss() => {
+                Some(Heard::Release(release)) if release.tells_data_loss() => {
                     heard = Instant::now();
                     nudges.send_modify(|n| *n = n.wrapping_add(1));
                     wake(wakeups, Wakeup::DataLoss, Duration::ZERO);
                 }
-                Some(release) => {
+                Some(Heard::Release(release)) => {
                     heard = Instant::now();
                     let delay = decide::herd_delay(release.subscribers, rand::random());
                     wake(wakeups, Wakeup::Released(release.term), delay);
                 }
                 None => return Ended::Closed,
             },
+            Ok(()) = answers.changed(), if probing => {
+                let n = *answers.borrow_and_update();
+                let missing = n >= heard_from && heard_probe.is_none_or(|h| h < n);
+                if missing && awaited.is_none() {
+                    awaited = Some((n, Instant::now() + keepalive.timeout));
+                }
+            }
+            _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
+                return Ended::Silent(LeaseError::Timeout {
+                    op: "probe",
+                    after: keepalive.timeout,
+                });
+            }
             Some(answer) = OptionFuture::from(ping.as_mut()), if ping.is_some() => {
                 ping = None;
                 match answer {
@@ -224,7 +333,7 @@ async fn listen(
                     Err(err) => return Ended::Silent(err),
                 }
             }
-            _ = tokio::time::sleep_until(heard + keepalive.idle), if ping.is_none() => {
+            _ = tokio::time::sleep_until(heard + keepalive.idle), if !probing && ping.is_none() => {
                 ping = Some(Box::pin(subscription.ping(keepalive.timeout)));
             }
         }
@@ -235,12 +344,21 @@ async fn listen(
 pub(crate) fn none(stop: CancellationToken) -> (Releases, tokio::task::JoinHandle<()>) {
     let (wake_tx, wakeups) = mpsc::channel(1);
     let (nudge_tx, nudges) = watch::channel(0u64);
+    let (answered, _) = watch::channel(0u64);
     // The senders live as long as the task, so `next()` pends instead of returning.
     let task = tokio::spawn(async move {
         let _keep = (wake_tx, nudge_tx);
         stop.cancelled().await;
     });
-    (Releases { wakeups, nudges }, task)
+    (
+        Releases {
+            wakeups,
+            nudges,
+            probes: Probes::new(),
+            answered,
+        },
+        task,
+    )
 }
 
 #[cfg(test)]
@@ -255,7 +373,13 @@ mod tests {
     async fn a_release_wakes_after_its_herd_delay_and_a_seen_one_not_at_all() {
         let (tx, wakeups) = mpsc::channel(QUEUED);
         let (_nudge_tx, nudges) = watch::channel(0u64);
-        let mut releases = Releases { wakeups, nudges };
+        let (answered, _) = watch::channel(0u64);
+        let mut releases = Releases {
+            wakeups,
+            nudges,
+            probes: Probes::new(),
+            answered,
+        };
         wake(&tx, Wakeup::Released("a#1".into()), ms(20));
         let started = Instant::now();
         assert_eq!(releases.next().await, Wakeup::Released("a#1".into()));

@@ -150,6 +150,14 @@ impl LeaseKeys {
         ]
     }
 
+    /// The channel on which `owner`'s own tries publish a probe, heard on its own subscription:
+    /// `<prefix>{<name>}:probe:<owner id>`. A follower's try proves the subscription it rides
+    /// beside without a command of its own (see the acquire script). It starts with the lease,
+    /// so an ACL rule that lets the channel through (`&<prefix>*`) lets this one through too.
+    pub fn probe_channel(&self, owner: &OwnerId) -> String {
+        format!("{}:probe:{owner}", self.lease)
+    }
+
     /// Builds the keys of `name` under `prefix` (use [`DEFAULT_KEY_PREFIX`] unless you share a
     /// Redis between installations that must not see each other).
     pub fn new(prefix: &str, name: &LeaseName) -> Result<Self, NameError> {
@@ -278,6 +286,11 @@ mod tests {
         assert_eq!(keys.channel, "leasehold:{prod/billing}:released");
         assert_eq!(keys.handover, "leasehold:{prod/billing}:handover");
         assert_eq!(keys.reserved, "leasehold:{prod/billing}:reserved");
+        let owner = OwnerId("pod-a-1b4e".to_owned());
+        assert_eq!(
+            keys.probe_channel(&owner),
+            "leasehold:{prod/billing}:probe:pod-a-1b4e"
+        );
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub use options::{LeaseOptions, Secret, WaitReplicas, minimal_acl_rule};
 pub use outcome::{
     Acquired, CooldownState, EvictionPolicy, Grant, Holder, Observation, Released, Renewed,
 };
-pub use pubsub::{DATA_LOSS_NOTICE, HANDOVER_NUDGE, Release, ReleaseSubscription};
+pub use pubsub::{DATA_LOSS_NOTICE, HANDOVER_NUDGE, Heard, Release, ReleaseSubscription};
 use reply::{int, millis, parse_acquire, parse_observe, parse_renew, protocol};
 #[doc(hidden)]
 pub use scripts::source as script_source;
@@ -199,22 +199,31 @@ impl RedisLease {
 
     /// Tries to take the lease for `ttl`.
     pub async fn acquire(&self, ttl: Duration, timeout: Duration) -> Result<Acquired, LeaseError> {
-        self.acquire_observing(ttl, timeout, None).await
+        self.acquire_observing(ttl, timeout, None, None).await
     }
 
     /// Tries to take the lease for `ttl`, as a follower that still observes `holder`: a holder
     /// it saw whose TTL has not run out by its own clock, and whose release it has not heard.
     /// Should the lease key and its record be gone, or the record's expiry have passed early (a
     /// forward step of the Redis host's clock), that holder's term is not taken.
+    ///
+    /// `probe`: a number that the script publishes on this owner's probe channel before
+    /// anything else (see [`ReleaseSubscription`]), so that the try proves the subscription.
     pub async fn acquire_observing(
         &self,
         ttl: Duration,
         timeout: Duration,
         holder: Option<&Holder>,
+        probe: Option<u64>,
     ) -> Result<Acquired, LeaseError> {
         const OP: &str = "acquire";
         let observed = holder.map(Holder::term_value).unwrap_or_default();
         let observed = observed.as_str();
+        let (probe_channel, probe) = match probe {
+            Some(n) => (self.keys.probe_channel(&self.owner), n.to_string()),
+            None => (String::new(), String::new()),
+        };
+        let (probe_channel, probe) = (probe_channel.as_str(), probe.as_str());
         let cover = millis(ttl.max(self.longest_seen()));
         let sent_at = self.clock.now();
         self.call(OP, timeout, |mut live| async move {
@@ -233,6 +242,8 @@ impl RedisLease {
                     .arg(self.owner.identity())
                     .arg(cover)
                     .arg(&self.keys.channel)
+                    .arg(probe_channel)
+                    .arg(probe)
                     .invoke_async::<Value>(&mut conn)
                     .await
             };

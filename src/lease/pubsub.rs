@@ -1,6 +1,8 @@
 //! The release channel: a dedicated pub/sub connection subscribed to the lease's channel, its
-//! announcements read as released terms, and a `PING` on that same connection, the only way to
-//! tell a quiet channel from a dead link (a blackholed link delivers nothing and reports nothing).
+//! announcements read as released terms, and the owner's own probe channel, on which each of
+//! its tries publishes a number: hearing it is how a quiet channel is told from a dead link (a
+//! blackholed link delivers nothing and reports nothing) without a command sent for that alone.
+//! Where an ACL refuses the probe channel, a `PING` on the subscription does it instead.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -67,15 +69,33 @@ impl Release {
     }
 }
 
-/// A live subscription to the release channel. As a [`Stream`] it yields every release and
-/// ends when the connection closes; [`ping`](Self::ping) proves the link still carries it.
+/// What a subscription heard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Heard {
+    /// A message on the release channel.
+    Release(Release),
+    /// A probe on this owner's own probe channel: the number its try published.
+    Probe(u64),
+}
+
+/// A live subscription to the release channel and, where Redis lets it, to the owner's own
+/// probe channel. As a [`Stream`] it yields everything heard and ends when the connection
+/// closes. With the probe channel, each try that carries a probe
+/// ([`RedisLease::acquire_observing`]) proves the link; without it, [`ping`](Self::ping) does.
 pub struct ReleaseSubscription {
     sink: PubSubSink,
     messages: PubSubStream,
     lease_key: String,
+    probe_channel: Option<String>,
 }
 
 impl ReleaseSubscription {
+    /// Whether the owner's probe channel is subscribed too (an ACL may refuse it), so that its
+    /// tries can carry probes.
+    pub fn probes(&self) -> bool {
+        self.probe_channel.is_some()
+    }
+
     /// One `PING` on the subscription, answered within `timeout`. The returned future owns
     /// what it needs, so that the stream can be read while it runs. A refusal (`NoPermission`,
     /// an ACL without `+ping`) is still an answer from the server: the link works.
@@ -102,18 +122,30 @@ impl ReleaseSubscription {
 }
 
 impl Stream for ReleaseSubscription {
-    type Item = Release;
+    type Item = Heard;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Release>> {
-        self.messages.poll_next_unpin(cx).map(|msg| {
-            msg.map(|msg| Release::parse(&String::from_utf8_lossy(msg.get_payload_bytes())))
-        })
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Heard>> {
+        loop {
+            let Some(msg) = std::task::ready!(self.messages.poll_next_unpin(cx)) else {
+                return Poll::Ready(None);
+            };
+            let payload = String::from_utf8_lossy(msg.get_payload_bytes());
+            if self.probe_channel.as_deref() != Some(msg.get_channel_name()) {
+                return Poll::Ready(Some(Heard::Release(Release::parse(&payload))));
+            }
+            // A probe that does not read as a number is not ours to count: skip it.
+            if let Ok(n) = payload.parse::<u64>() {
+                return Poll::Ready(Some(Heard::Probe(n)));
+            }
+        }
     }
 }
 
 impl RedisLease {
-    /// Opens a dedicated pub/sub connection subscribed to the lease's release channel, within
-    /// `timeout`. Each call may reach another node (a Cluster's seeds are taken in turn).
+    /// Opens a dedicated pub/sub connection subscribed to the lease's release channel and to
+    /// this owner's probe channel, within `timeout`. A refused probe channel (an ACL rule that
+    /// names the release channel alone) leaves the subscription without probes. Each call may
+    /// reach another node (a Cluster's seeds are taken in turn).
     pub async fn subscribe_releases(
         &self,
         timeout: Duration,
@@ -132,19 +164,31 @@ impl RedisLease {
                 .subscribe(&self.keys.channel)
                 .await
                 .map_err(self.fail(OP))?;
-            Ok::<_, LeaseError>(pubsub)
+            let probe_channel = self.keys.probe_channel(&self.owner);
+            let probe_channel = match pubsub
+                .subscribe(&probe_channel)
+                .await
+                .map_err(self.fail(OP))
+            {
+                Ok(()) => Some(probe_channel),
+                Err(LeaseError::NoPermission { .. }) => None,
+                Err(err) => return Err(err),
+            };
+            Ok::<_, LeaseError>((pubsub, probe_channel))
         };
-        let pubsub = tokio::time::timeout(timeout, subscribe)
-            .await
-            .map_err(|_| LeaseError::Timeout {
-                op: OP,
-                after: timeout,
-            })??;
+        let (pubsub, probe_channel) =
+            tokio::time::timeout(timeout, subscribe)
+                .await
+                .map_err(|_| LeaseError::Timeout {
+                    op: OP,
+                    after: timeout,
+                })??;
         let (sink, messages) = pubsub.split();
         Ok(ReleaseSubscription {
             sink,
             messages,
             lease_key: self.keys.lease.clone(),
+            probe_channel,
         })
     }
 }

@@ -87,8 +87,13 @@ end
 /// observed-time rule, for what the record cannot show (the record gone with the key, or its
 /// expiry passed early because the Redis host's clock stepped forward), our identity (a
 /// reservation names one), the longest lease duration in ms that the caller knows a term of
-/// this lease to run, and the channel. A term that the record names is free only once the
-/// record says so (its release clears it) or its expiry passed and nobody still observes it.
+/// this lease to run, the channel, and optionally the caller's probe channel and a probe
+/// number. A term that the record names is free only once the record says so (its release
+/// clears it) or its expiry passed and nobody still observes it.
+///
+/// The probe is published first, whatever the reply: a follower subscribed to its own probe
+/// channel hears it on its subscription, which proves that link with the try it sends anyway
+/// (instead of a keepalive `PING` of its own). Empty or absent: no probe.
 ///
 /// The cooldown after a data loss covers the longest lease duration known (see `:longest`
 /// above). The call that finds the loss announces it on the channel (`data-loss <ms>`): a
@@ -105,6 +110,8 @@ end
 /// - `{"RESERVED", identity, pttl_ms, longest}`: the lease is free, but a handover reserved it
 ///   for `identity` for that long. The winner of a reserved term clears the reservation.
 const ACQUIRE: &str = r#"
+local probe = ARGV[8] or ''
+if probe ~= '' then redis.call('PUBLISH', probe, ARGV[9] or '') end
 local now = now_us()
 local ttl_ms = tonumber(ARGV[2])
 local server = server_identity()

@@ -1,16 +1,18 @@
-//! The release channel's decisions: when a quiet subscription is pinged and how long the answer
-//! may take, and how long to wait before subscribing again.
+//! The release channel's decisions: how long a try's probe may take to be heard, when a quiet
+//! subscription without probes is pinged and how long the answer may take, and how long to wait
+//! before subscribing again.
 
 use std::time::Duration;
 
 use crate::elector::Timing;
 
-/// When a quiet subscription is pinged, and how long the answer may take.
+/// How long a probe may take, and (without probes) when a quiet subscription is pinged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Keepalive {
-    /// Quiet time (no release, no answer) before a `PING`.
+    /// Quiet time (no release, no answer) before a `PING`, on a subscription without probes.
     pub idle: Duration,
-    /// How long the `PING` may go unanswered before the link counts as dead.
+    /// How long after its try's answer a probe may go unheard, or a `PING` unanswered, before
+    /// the link counts as dead.
     pub timeout: Duration,
 }
 
@@ -18,10 +20,12 @@ pub struct Keepalive {
 /// client must not look dead.
 const MIN_KEEPALIVE: Duration = Duration::from_millis(100);
 
-/// A quarter of a retry period for the answer, and the rest of the retry period of quiet before
-/// the `PING`: a dead link is noticed at most one retry period after its last sign of life (and
-/// each part is at least [`MIN_KEEPALIVE`]), at the cost of about one `PING` per retry period
-/// less a quarter on an idle channel (ten per lease duration with the defaults).
+/// A quarter of a retry period for the answer, and (without probes) the rest of the retry
+/// period of quiet before the `PING`: a dead link is then noticed at most one retry period after
+/// its last sign of life (and each part is at least [`MIN_KEEPALIVE`]), at the cost of about one
+/// `PING` per retry period less a quarter on an idle channel (ten per lease duration with the
+/// defaults). With probes, a dead link is noticed at the first try after it died, and costs
+/// nothing.
 pub fn keepalive(timing: &Timing) -> Keepalive {
     let timeout = (timing.retry_period / 4).max(MIN_KEEPALIVE);
     Keepalive {
