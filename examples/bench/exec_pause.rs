@@ -97,13 +97,9 @@ pub async fn wave(
         leader.proc.signal(Signal::SIGSTOP)?;
     }
     tokio::time::sleep(timing.lease_duration + extra).await;
-    let mut resumed = Vec::new();
-    for (leader, _) in &leaders {
-        resumed.push(BootInstant::now());
-        leader.proc.signal(Signal::SIGCONT)?;
-        tokio::time::sleep(stagger).await;
-    }
-    // Every pidfd waited on at once, each noting the instant its process was seen gone.
+    // Every pidfd waited on at once, from before the first resume, each noting the instant its
+    // process was seen gone: a wait that started after the resumes would note the instant it
+    // started instead.
     let gone = futures_util::future::join_all(leaders.iter().flat_map(|(_, fds)| {
         fds.iter().map(|fd| async move {
             let _exited = tokio::time::timeout(wait, fd.readable())
@@ -112,8 +108,18 @@ pub async fn wave(
                 .context("wait on a pidfd")?;
             Ok::<_, anyhow::Error>(BootInstant::now())
         })
-    }))
-    .await;
+    }));
+    let resume = async {
+        let mut resumed = Vec::new();
+        for (leader, _) in &leaders {
+            resumed.push(BootInstant::now());
+            leader.proc.signal(Signal::SIGCONT)?;
+            tokio::time::sleep(stagger).await;
+        }
+        Ok::<_, anyhow::Error>(resumed)
+    };
+    let (gone, resumed) = tokio::join!(gone, resume);
+    let resumed = resumed?;
     let mut gone = gone.into_iter();
     let mut samples = Vec::new();
     for (i, (_, fds)) in leaders.iter().enumerate() {

@@ -433,8 +433,8 @@ fn summary(w: &mut String, r: &Results, plan: &Plan) {
             per_ttl(alone.total.saturating_sub(alone.leader) as f64 / alone.window.as_secs_f64());
         let _ = writeln!(
             w,
-            "  And nothing else more often than once per three lease durations (the leader alone, {} window): {} other commands per {}: {}.",
-            human(alone.window),
+            "  And nothing else more often than once per three lease durations (the leader alone, {:.0} s window): {} other commands per {}: {}.",
+            alone.window.as_secs_f64(),
             count(other),
             human(lt.lease_duration),
             met(other <= 1.0 / 3.0 + 0.01)
