@@ -67,15 +67,25 @@ pub(crate) fn untrack(pid: i32) {
 /// Reaps every zombie child of this process that `family` owns (every one, as PID 1), except
 /// the tracked commands. The number reaped.
 pub(crate) fn reap(family: &Mutex<Family>) -> usize {
+    let table = lock(family).walk();
+    reap_in(family, &table)
+}
+
+fn lock(family: &Mutex<Family>) -> MutexGuard<'_, Family> {
+    family.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// [`reap`] from a walk already taken. A command spawned after the walk is not in it; one
+/// spawned before is tracked by the time the lock below is ours (it is tracked under it).
+fn reap_in(family: &Mutex<Family>, table: &Table) -> usize {
     let mut tracked = tracked();
-    let table = Table::descendants();
     // A tracked child that is gone was reaped by tokio (a dropped child, from its orphan queue).
     // Asked of /proc one by one: a missed entry of the scan must not make it reapable.
     tracked.retain(|pid, start| {
         read_proc(*pid).is_some_and(|p| start.is_none_or(|s| s == p.id.start))
     });
     let me = std::process::id() as i32;
-    let family = family.lock().unwrap_or_else(PoisonError::into_inner);
+    let family = lock(family);
     let mut reaped = 0;
     for child in table.children_of(me).filter(|c| c.is_zombie()) {
         if tracked.contains_key(&child.id.pid) || !(me == 1 || family.owns(child)) {
@@ -127,15 +137,18 @@ pub(crate) fn spawn_reaper(family: Weak<Mutex<Family>>) {
                 return;
             };
             let pass = tokio::task::spawn_blocking(move || {
-                let mut tree = family.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut tree = lock(&family);
                 let busy = !tree.is_empty();
+                if !(child_exited || busy) {
+                    return;
+                }
+                // One walk serves both: noting the tree and finding the zombies.
+                let table = tree.walk();
                 if busy {
-                    tree.members(&Table::descendants());
+                    tree.members(&table);
                 }
                 drop(tree);
-                if child_exited || busy {
-                    reap(&family);
-                }
+                reap_in(&family, &table);
             });
             let _ = pass.await;
         }

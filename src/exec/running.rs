@@ -2,7 +2,7 @@
 //! and every member, SIGKILL at the end of the grace period or just before the validity
 //! deadline (both on the leadership's boot clock, so a suspend cannot stretch them), then a wait
 //! until each one is dead and the orphans are reaped. The waits are driven by SIGCHLD, and each
-//! look walks the command's tree only ([`Table::descendants`]).
+//! look walks the command's tree only ([`Family::walk`]).
 
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -14,7 +14,7 @@ use tracing::warn;
 
 use super::KILL_MARGIN;
 use super::reaper;
-use super::tree::{Family, Table};
+use super::tree::Family;
 use crate::elector::Leadership;
 
 /// A child of this process changing state (SIGCHLD) is when the command's tree may have become
@@ -74,7 +74,8 @@ impl Running {
     /// How many processes of the command are alive.
     pub fn alive(&self) -> usize {
         let mut family = self.family();
-        let members = family.members(&Table::descendants());
+        let table = family.walk();
+        let members = family.members(&table);
         members.iter().filter(|p| p.is_alive()).count()
     }
 
@@ -86,50 +87,56 @@ impl Running {
         let grace_end = clock.now().saturating_add(grace);
         // Listening before the first signal goes out, so that no exit goes unheard.
         let mut exits = ChildExits::listen();
+        // Walks in a row that found nothing alive.
+        let mut clean = 0;
         if leadership.remaining() > KILL_MARGIN {
             let alive = self.family().signal_all(Signal::SIGTERM);
-            if !alive.is_empty() {
+            if alive.is_empty() {
+                clean = 1;
+            } else {
                 let kill_at = async {
                     tokio::select! {
                         _ = clock.sleep_until(grace_end) => {}
                         _ = leadership.deadline_passed(KILL_MARGIN) => {}
                     }
                 };
-                self.until_all_dead(&mut exits, kill_at).await;
+                if self.until_all_dead(&mut exits, kill_at).await {
+                    clean = 1;
+                }
             }
         }
-        self.kill(&mut exits).await;
+        self.kill(&mut exits, clean).await;
         self.wait().await
     }
 
-    /// Returns once no process of the command is alive, or when `limit` resolves.
+    /// Returns `true` once a walk finds no process of the command alive, `false` when `limit`
+    /// resolves first.
     async fn until_all_dead(
         &mut self,
         exits: &mut ChildExits,
         limit: impl std::future::Future<Output = ()>,
-    ) {
+    ) -> bool {
         let mut limit = std::pin::pin!(limit);
         loop {
             let exited = self.status.is_some();
             tokio::select! {
                 biased;
-                _ = &mut limit => return,
+                _ = &mut limit => return false,
                 // The command itself exited: look at the rest at once.
                 _ = self.wait(), if !exited => {}
                 _ = exits.next() => {}
             }
             if self.alive() == 0 {
-                return;
+                return true;
             }
         }
     }
 
     /// SIGKILLs every process of the command until two walks in a row find none alive (a walk
-    /// reads children lists that may change under it), looking again at each SIGCHLD, then
-    /// reaps the orphans.
-    async fn kill(&mut self, exits: &mut ChildExits) {
+    /// reads children lists that may change under it; `clean` walks in a row just did),
+    /// looking again at each SIGCHLD, then reaps the orphans.
+    async fn kill(&mut self, exits: &mut ChildExits, mut clean: u32) {
         let started = tokio::time::Instant::now();
-        let mut clean = 0;
         while clean < 2 {
             let alive = self.family().signal_all(Signal::SIGKILL);
             if alive.is_empty() {

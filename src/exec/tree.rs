@@ -115,26 +115,36 @@ impl Table {
     }
 
     /// This process's descendants (itself not included), walked down from it through the
-    /// children files; [`scan`](Self::scan) where the kernel has none.
+    /// children files; [`scan`](Self::scan) where the kernel has none. A supervisor walks
+    /// through [`Family::walk`], which keeps what earlier walks saw exited.
+    #[cfg(test)]
+    pub fn descendants() -> Self {
+        Self::descendants_after(&mut HashSet::new())
+    }
+
+    /// This process's descendants, given the exited processes that earlier walks saw.
     ///
     /// A process that exits hands its children to this process before it shows as a zombie. A
     /// walk that read this process's children before that move and the exited one's after it
     /// misses them (they are in neither list it read). So whenever a walk shows an exited
-    /// process it had not seen exited, it walks again: that walk starts after the move.
-    pub fn descendants() -> Self {
+    /// process not seen exited before (by this call or an earlier one, as `exited` says), it
+    /// walks again: that walk starts after the move. One seen exited by an earlier walk moved
+    /// its children before this call began.
+    fn descendants_after(exited: &mut HashSet<ProcId>) -> Self {
         let me = std::process::id() as i32;
         if children_of_process(me).is_none() {
             return Self::scan();
         }
-        let mut exited: HashSet<i32> = HashSet::new();
         loop {
             let table = Self::walk_from(me);
-            let now_exited: HashSet<i32> = table
+            let now_exited: HashSet<ProcId> = table
                 .all()
                 .filter(|p| !p.is_alive())
-                .map(|p| p.id.pid)
+                .map(|p| p.id)
                 .collect();
-            if now_exited.is_subset(&exited) {
+            if now_exited.is_subset(exited) {
+                // Forget the reaped: only what this walk still shows.
+                exited.retain(|id| now_exited.contains(id));
                 return table;
             }
             exited.extend(now_exited);
@@ -195,6 +205,9 @@ pub(crate) struct Family {
     groups: HashSet<i32>,
     /// Every process seen as the commands', while it exists.
     known: HashSet<ProcId>,
+    /// The exited processes (zombies) the last walk showed: a later walk need not walk twice
+    /// for them ([`Table::descendants_after`]).
+    exited: HashSet<ProcId>,
 }
 
 impl Family {
@@ -209,7 +222,14 @@ impl Family {
             every_orphan: false,
             groups: HashSet::new(),
             known: HashSet::new(),
+            exited: HashSet::new(),
         }
+    }
+
+    /// This process's descendants, walked now ([`Table::descendants_after`]), knowing what
+    /// earlier walks saw exited.
+    pub fn walk(&mut self) -> Table {
+        Table::descendants_after(&mut self.exited)
     }
 
     /// Takes every child of this process outside this process's own process group for the
@@ -292,7 +312,8 @@ impl Family {
     /// The process groups known already get it first.
     pub fn signal_all(&mut self, signal: Signal) -> Vec<Proc> {
         self.signal(&[], signal);
-        let members = self.members(&Table::descendants());
+        let table = self.walk();
+        let members = self.members(&table);
         let alive: Vec<Proc> = members.into_iter().filter(Proc::is_alive).collect();
         self.signal(&alive, signal);
         alive
