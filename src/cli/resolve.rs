@@ -16,8 +16,8 @@ use crate::guard::caller::{self, CallerError, CallerTerm};
 use crate::guard::check::GuardCheck;
 use crate::k8s::{KubeSettings, names};
 use crate::lease::{
-    LeaseError, LeaseName, LeaseOptions, OwnerId, TlsFiles, WaitReplicas, check_sentinels,
-    check_target, redact_url,
+    LeaseError, LeaseName, LeaseOptions, OwnerId, RedisTarget, TlsFiles, WaitReplicas,
+    check_sentinels, redact_url,
 };
 use crate::telemetry::LogSettings;
 
@@ -86,7 +86,7 @@ pub fn invocation(
 /// run on rendered values. No runtime exists yet: it resolves on a small one of its own, which
 /// it leaves without waiting for a resolver thread that outlived its bound.
 fn sentinels_at_start(redis: &RedisSettings) -> Result<(), CliError> {
-    if !redis.url.contains("+sentinel://") {
+    if !redis.target.is_sentinel() {
         return Ok(());
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -97,12 +97,12 @@ fn sentinels_at_start(redis: &RedisSettings) -> Result<(), CliError> {
                 anyhow::Error::new(e).context("cannot start a runtime to resolve the Sentinels"),
             )
         })?;
-    let checked = runtime.block_on(check_sentinels(&redis.url, &redis.options));
+    let checked = runtime.block_on(check_sentinels(&redis.target));
     runtime.shutdown_background();
     checked.map_err(|e| match e {
         LeaseError::BadUrl { url, reason } => CliError::RedisUrl { url, rule: reason },
         other => CliError::RedisUrl {
-            url: redact_url(&redis.url),
+            url: redis.redacted_url().to_owned(),
             rule: other.to_string(),
         },
     })
@@ -224,13 +224,14 @@ impl RedisArgs {
             wait_replicas,
             ..LeaseOptions::default()
         };
-        // Let the target parser judge the rest of the URL now, before anything connects.
-        check_target(&url, &options).map_err(|e| match e {
+        // The target parser judges the rest of the URL now, before anything connects, and its
+        // verdict is the target every lease of the command is made on.
+        let target = RedisTarget::parse(&url, &options).map_err(|e| match e {
             LeaseError::BadUrl { reason, .. } => bad(&reason),
             other => bad(&other.to_string()),
         })?;
         Ok(RedisSettings {
-            url,
+            target,
             options,
             eviction: self.redis_eviction.into(),
         })

@@ -11,7 +11,7 @@ use crate::exec::ExecSettings;
 use crate::guard::check::GuardCheck;
 use crate::http::ReadinessMode;
 use crate::k8s::KubeSettings;
-use crate::lease::{LeaseName, LeaseOptions, OwnerId, redact_url};
+use crate::lease::{LeaseError, LeaseName, LeaseOptions, OwnerId, RedisLease, RedisTarget};
 use crate::telemetry::LogSettings;
 
 /// A validated command line: what to do, and with which settings.
@@ -77,8 +77,8 @@ pub enum LeaseSource {
 /// Validated Redis settings.
 #[derive(Debug, Clone)]
 pub struct RedisSettings {
-    /// The URL (may carry a password when it came from the environment or a file).
-    pub url: String,
+    /// Where the lease lives, parsed once with the credentials and TLS of `options`.
+    pub target: RedisTarget,
     /// Options of the lease.
     pub options: LeaseOptions,
     /// What to do when Redis may evict the lease.
@@ -87,17 +87,13 @@ pub struct RedisSettings {
 
 impl RedisSettings {
     /// The lease `name` for `owner` on this Redis (nothing connects yet).
-    pub fn lease(
-        &self,
-        name: LeaseName,
-        owner: OwnerId,
-    ) -> Result<crate::lease::RedisLease, crate::lease::LeaseError> {
-        crate::lease::RedisLease::new(&self.url, name, owner, self.options.clone())
+    pub fn lease(&self, name: LeaseName, owner: OwnerId) -> Result<RedisLease, LeaseError> {
+        RedisLease::on(&self.target, name, owner, self.options.clone())
     }
 
     /// The URL with its password redacted, for logs.
-    pub fn redacted_url(&self) -> String {
-        redact_url(&self.url)
+    pub fn redacted_url(&self) -> &str {
+        self.target.redacted_url()
     }
 }
 
