@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::resolve::{ReplicaParts, at_most};
+use super::resolve::{ReplicaParts, above_zero, at_most};
 use super::settings::{Environment, LockSettings, StepDownSettings};
 use super::{CliError, ContenderArgs, KubeArgs, LogArgs, StatusArgs, parse_duration};
 use crate::lease::OwnerId;
@@ -49,13 +49,11 @@ impl StepDownArgs {
             self.wait,
             "must be at most 1h: the request to the leader lives as long",
         )?;
-        if self.wait.is_zero() {
-            return Err(CliError::Duration {
-                flag: "wait",
-                value: self.wait,
-                rule: "must be greater than zero: the leader needs up to a retry period to see the request",
-            });
-        }
+        above_zero(
+            "wait",
+            self.wait,
+            "must be greater than zero: the leader needs up to a retry period to see the request",
+        )?;
         Ok(StepDownSettings {
             status,
             to: self.to.clone(),

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::resolve::above_zero;
 use super::secrets::{read_pem, read_secret};
 use super::settings::RedisSettings;
 use super::{CliError, ContenderRedisArgs, RedisArgs};
@@ -131,13 +132,11 @@ impl ContenderRedisArgs {
                 other_value: retry_period,
             });
         }
-        if self.redis_wait_timeout.is_zero() {
-            return Err(CliError::Duration {
-                flag: "redis-wait-timeout",
-                value: self.redis_wait_timeout,
-                rule: "must be greater than zero",
-            });
-        }
+        above_zero(
+            "redis-wait-timeout",
+            self.redis_wait_timeout,
+            "must be greater than zero",
+        )?;
         Ok(Some(WaitReplicas {
             replicas: self.redis_wait_replicas,
             timeout: self.redis_wait_timeout,
@@ -145,31 +144,34 @@ impl ContenderRedisArgs {
     }
 }
 
-/// For a `redis+sentinel://` URL: the Sentinels its hosts resolve to now, refused when they are
-/// not an odd number of three or more (unless --allow-unsafe-sentinel-count accepts it) or a
-/// host does not resolve (see [`check_sentinels`]). The one rule checked against the network
-/// rather than the input alone, so kept out of the `resolve` methods, which the chart's tests
-/// run on rendered values. No runtime exists yet: it resolves on a small one of its own, which
-/// it leaves without waiting for a resolver thread that outlived its bound.
-pub(super) fn sentinels_at_start(redis: &RedisSettings) -> Result<(), CliError> {
-    if !redis.target.is_sentinel() {
-        return Ok(());
+impl RedisSettings {
+    /// For a `redis+sentinel://` URL: the Sentinels its hosts resolve to now, refused when they are
+    /// not an odd number of three or more (unless --allow-unsafe-sentinel-count accepts it) or a
+    /// host does not resolve (see [`check_sentinels`]). The one rule checked against the network
+    /// rather than the input alone, so kept out of the `resolve` methods, which the chart's tests
+    /// run on rendered values. No runtime exists yet: it resolves on a small one of its own, which
+    /// it leaves without waiting for a resolver thread that outlived its bound.
+    pub(super) fn sentinels_at_start(&self) -> Result<(), CliError> {
+        if !self.target.is_sentinel() {
+            return Ok(());
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map_err(|e| {
+                CliError::Failed(
+                    anyhow::Error::new(e)
+                        .context("cannot start a runtime to resolve the Sentinels"),
+                )
+            })?;
+        let checked = runtime.block_on(check_sentinels(&self.target));
+        runtime.shutdown_background();
+        checked.map_err(|e| match e {
+            LeaseError::BadUrl { url, reason } => CliError::RedisUrl { url, rule: reason },
+            other => CliError::RedisUrl {
+                url: self.redacted_url().to_owned(),
+                rule: other.to_string(),
+            },
+        })
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .map_err(|e| {
-            CliError::Failed(
-                anyhow::Error::new(e).context("cannot start a runtime to resolve the Sentinels"),
-            )
-        })?;
-    let checked = runtime.block_on(check_sentinels(&redis.target));
-    runtime.shutdown_background();
-    checked.map_err(|e| match e {
-        LeaseError::BadUrl { url, reason } => CliError::RedisUrl { url, rule: reason },
-        other => CliError::RedisUrl {
-            url: redis.redacted_url().to_owned(),
-            rule: other.to_string(),
-        },
-    })
 }

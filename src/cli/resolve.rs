@@ -4,7 +4,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::redis::sentinels_at_start;
 use super::settings::{
     Environment, Invocation, LeaseSource, ReplicaSettings, RunSettings, StatusSettings,
 };
@@ -46,6 +45,18 @@ pub(super) fn at_most(
     Ok(())
 }
 
+/// Refuses a zero duration, with the flag's reason.
+pub(super) fn above_zero(
+    flag: &'static str,
+    value: Duration,
+    rule: &'static str,
+) -> Result<(), CliError> {
+    if value.is_zero() {
+        return Err(CliError::Duration { flag, value, rule });
+    }
+    Ok(())
+}
+
 /// Validates a parsed command line into what to run. `url_from_command_line` says whether
 /// --redis-url was typed on the command line (where a password would show in `ps`).
 pub fn invocation(
@@ -73,7 +84,7 @@ pub fn invocation(
         ),
     };
     if let Some(redis) = invocation.redis() {
-        sentinels_at_start(redis)?;
+        redis.sentinels_at_start()?;
     }
     Ok(invocation)
 }
@@ -293,13 +304,11 @@ fn exec(parts: &ReplicaParts<'_>) -> Result<Option<ExecSettings>, CliError> {
             "not found (neither an existing path nor a program on $PATH)",
         ));
     }
-    if parts.grace_period.is_zero() {
-        return Err(CliError::Duration {
-            flag: "grace-period",
-            value: parts.grace_period,
-            rule: "must be greater than zero",
-        });
-    }
+    above_zero(
+        "grace-period",
+        parts.grace_period,
+        "must be greater than zero",
+    )?;
     Ok(Some(ExecSettings {
         command: parts.command.to_vec(),
         grace_period: parts.grace_period,

@@ -24,6 +24,20 @@ impl Workload {
             Workload::Job => "Job",
         }
     }
+
+    /// A pod that no such workload owns is the user's to fix; any other failure to find it
+    /// is not.
+    fn not_found(self, e: K8sError) -> CliError {
+        match e {
+            K8sError::NotADeployment { .. } | K8sError::NotAJob { .. } => {
+                CliError::Refused(e.to_string())
+            }
+            other => CliError::Failed(anyhow::Error::new(other).context(match self {
+                Workload::Deployment => "cannot name the lease after the Deployment",
+                Workload::Job => "cannot name the lock after the pod's Job",
+            })),
+        }
+    }
 }
 
 /// The lease `source` names: the name given, else one after the `workload` that owns the pod,
@@ -36,38 +50,30 @@ pub async fn name_lease(
 ) -> Result<(LeaseName, Option<OwningDeployment>), CliError> {
     match (source, client) {
         (LeaseSource::Named(name), _) => Ok((name.clone(), None)),
-        (LeaseSource::OwningWorkload { namespace, pod }, Some(client)) => match workload {
-            Workload::Deployment => {
-                let deployment = k8s::owning_deployment(client, namespace, pod)
-                    .await
-                    .map_err(|e| match e {
-                        K8sError::NotADeployment { .. } => CliError::Refused(e.to_string()),
-                        other => CliError::Failed(
-                            anyhow::Error::new(other)
-                                .context("cannot name the lease after the Deployment"),
-                        ),
-                    })?;
-                let name = LeaseName::for_deployment(namespace, &deployment.name).map_err(|e| {
-                    CliError::Refused(format!("the Deployment's name makes no lease name: {e}"))
-                })?;
-                Ok((name, Some(deployment)))
-            }
-            Workload::Job => {
-                let owner = k8s::owning_job(client, namespace, pod)
-                    .await
-                    .map_err(|e| match e {
-                        K8sError::NotAJob { .. } => CliError::Refused(e.to_string()),
-                        other => CliError::Failed(
-                            anyhow::Error::new(other)
-                                .context("cannot name the lock after the pod's Job"),
-                        ),
-                    })?;
-                let name = LeaseName::new(owner.lease_name(namespace)).map_err(|e| {
-                    CliError::Refused(format!("the Job's name makes no lease name: {e}"))
-                })?;
-                Ok((name, None))
-            }
-        },
+        (LeaseSource::OwningWorkload { namespace, pod }, Some(client)) => {
+            let (name, deployment) = match workload {
+                Workload::Deployment => {
+                    let deployment = k8s::owning_deployment(client, namespace, pod)
+                        .await
+                        .map_err(|e| workload.not_found(e))?;
+                    let name = LeaseName::for_deployment(namespace, &deployment.name);
+                    (name, Some(deployment))
+                }
+                Workload::Job => {
+                    let owner = k8s::owning_job(client, namespace, pod)
+                        .await
+                        .map_err(|e| workload.not_found(e))?;
+                    (LeaseName::new(owner.lease_name(namespace)), None)
+                }
+            };
+            let name = name.map_err(|e| {
+                CliError::Refused(format!(
+                    "the {}'s name makes no lease name: {e}",
+                    workload.words()
+                ))
+            })?;
+            Ok((name, deployment))
+        }
         (LeaseSource::OwningWorkload { .. }, None) => Err(CliError::Refused(format!(
             "no lease name: pass --lease-name (there is no Kubernetes API to find this pod's {})",
             workload.words()
