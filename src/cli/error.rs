@@ -34,7 +34,8 @@ pub enum CliError {
     },
     /// A key of the config file is no flag of this subcommand.
     #[error(
-        "--config {path}: unknown key `{key}`; the keys are the long flag names of `leasehold {subcommand}`: {known}"
+        "--config {path}: unknown key `{key}`; the keys are the long flag names of `leasehold {subcommand}`{}",
+        did_you_mean(.nearest.as_deref(), .known)
     )]
     ConfigUnknownKey {
         /// The file.
@@ -43,6 +44,8 @@ pub enum CliError {
         key: String,
         /// The subcommand.
         subcommand: String,
+        /// The accepted key nearest to the one given, when one is near.
+        nearest: Option<String>,
         /// The accepted keys.
         known: String,
     },
@@ -125,6 +128,14 @@ pub enum CliError {
 /// The flag of a timing field: `lease_duration` → `--lease-duration`.
 fn timing_flag(field: TimingField) -> String {
     format!("--{}", field.name().replace('_', "-"))
+}
+
+/// The end of an unknown key's refusal: the nearest key, if any, then all of them.
+fn did_you_mean(nearest: Option<&str>, known: &str) -> String {
+    match nearest {
+        Some(nearest) => format!("; did you mean `{nearest}`? (all: {known})"),
+        None => format!(": {known}"),
+    }
 }
 
 /// `--flag` for a flag name, or the words as they are (`-- CMD`).

@@ -4,7 +4,7 @@
 //! refusal names the flag, the value and the rule, and the binary exits with code 2 before
 //! anything connects.
 //!
-//! - [`file`]: merging the `--config` file under the flags.
+//! - [`file`]: the `--config` file, whose values are the flags' defaults.
 //! - [`resolve`]: from flags to settings, with the rules and the upper bounds.
 //! - [`redis`]: the Redis flags into a parsed target and the lease's options.
 //! - [`candidacy`]: the candidate check's flags.
