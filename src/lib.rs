@@ -23,7 +23,7 @@
 //!   and its exit codes (2 for every refusal).
 //! - [`cmd`]: the subcommands `run` and `status` (and `guard`, which is [`guard::check`]):
 //!   naming the lease (`cmd/lease.rs`), starting the parts; a contender is wired once
-//!   (`cmd/replica.rs`) for `run` and for `lock` (a one-shot lock for Jobs and CronJobs);
+//!   (`cmd/contender.rs`) for `run` and for `lock` (a one-shot lock for Jobs and CronJobs);
 //!   `step-down` asks for a handover on demand. [`shutdown`] turns signals into the root
 //!   cancellation. `main.rs` only parses, starts the logs and calls `cmd`.
 //! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]

@@ -81,7 +81,7 @@ fn the_cronjob_example_forbids_overlap_and_runs_leasehold_lock_with_valid_flags(
         "a run that finds the lock held exits at once"
     );
     let grace = settings
-        .replica
+        .contender
         .exec
         .as_ref()
         .expect("a command")
@@ -90,7 +90,7 @@ fn the_cronjob_example_forbids_overlap_and_runs_leasehold_lock_with_valid_flags(
         .termination_grace_period_seconds
         .expect("termination grace");
     assert!(
-        grace + settings.replica.timing.call_timeout()
+        grace + settings.contender.timing.call_timeout()
             < std::time::Duration::from_secs(termination as u64),
         "terminationGracePeriodSeconds {termination} must exceed --grace-period {grace:?} and a release"
     );

@@ -37,7 +37,7 @@ pub use file::parse_from;
 pub use ops::{LockArgs, StepDownArgs};
 pub use resolve::{MAX_DURATION, invocation};
 pub use settings::{
-    Environment, Invocation, LeaseSource, LockSettings, RedisSettings, ReplicaSettings,
+    ContenderSettings, Environment, Invocation, LeaseSource, LockSettings, RedisSettings,
     RunSettings, StatusSettings, StepDownSettings,
 };
 

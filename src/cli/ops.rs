@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::resolve::{ReplicaParts, above_zero, at_most};
+use super::resolve::{ContenderParts, above_zero, at_most};
 use super::settings::{Environment, LockSettings, StepDownSettings};
 use super::{CliError, ContenderArgs, KubeArgs, LogArgs, StatusArgs, parse_duration};
 use crate::lease::OwnerId;
@@ -106,7 +106,7 @@ impl LockArgs {
                 rule: "`leasehold lock` needs the command to run after `--`",
             });
         }
-        let parts = ReplicaParts {
+        let parts = ContenderParts {
             kube: &self.kube,
             command: &self.command,
             grace_period: self.grace_period,
@@ -114,7 +114,7 @@ impl LockArgs {
             guard_file: self.guard_file.as_ref(),
         };
         Ok(LockSettings {
-            replica: self.contender.resolve(parts, env, url_from_command_line)?,
+            contender: self.contender.resolve(parts, env, url_from_command_line)?,
             wait: self.wait,
         })
     }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::settings::{
-    Environment, Invocation, LeaseSource, ReplicaSettings, RunSettings, StatusSettings,
+    ContenderSettings, Environment, Invocation, LeaseSource, RunSettings, StatusSettings,
 };
 use super::{
     Cli, CliError, Command, ContenderArgs, GuardArgs, HttpArgs, KubeArgs, LeaseArgs, LogArgs,
@@ -173,7 +173,7 @@ fn check_dns_label(flag: &'static str, value: &str) -> Result<(), CliError> {
 
 /// What `run` and `lock` give a contender besides [`ContenderArgs`], each under headings of
 /// its own: the Kubernetes parts, the command after `--` and its guard file.
-pub(super) struct ReplicaParts<'a> {
+pub(super) struct ContenderParts<'a> {
     pub(super) kube: &'a KubeArgs,
     pub(super) command: &'a [String],
     pub(super) grace_period: Duration,
@@ -187,10 +187,10 @@ impl ContenderArgs {
     /// was typed on the command line (where a password would show in `ps`).
     pub(super) fn resolve(
         &self,
-        parts: ReplicaParts<'_>,
+        parts: ContenderParts<'_>,
         env: &Environment,
         url_from_command_line: bool,
-    ) -> Result<ReplicaSettings, CliError> {
+    ) -> Result<ContenderSettings, CliError> {
         for (flag, value, rule) in [
             (
                 "lease-duration",
@@ -242,7 +242,7 @@ impl ContenderArgs {
             })?;
         OwnerId::check_identity(&identity)
             .map_err(|e| CliError::value("identity", &identity, e.to_string()))?;
-        Ok(ReplicaSettings {
+        Ok(ContenderSettings {
             redis,
             eviction: self.contender_redis.redis_eviction,
             lease,
@@ -281,7 +281,7 @@ impl KubeArgs {
 }
 
 /// The command after `--`, if any, with its grace period.
-fn exec(parts: &ReplicaParts<'_>) -> Result<Option<ExecSettings>, CliError> {
+fn exec(parts: &ContenderParts<'_>) -> Result<Option<ExecSettings>, CliError> {
     let Some(program) = parts.command.first() else {
         if parts.restart_command {
             return Err(CliError::Misplaced {
@@ -349,22 +349,22 @@ impl RunArgs {
         env: &Environment,
         url_from_command_line: bool,
     ) -> Result<RunSettings, CliError> {
-        let parts = ReplicaParts {
+        let parts = ContenderParts {
             kube: &self.kube,
             command: &self.command,
             grace_period: self.exec.grace_period,
             restart_command: self.exec.restart_command,
             guard_file: self.guard_file.as_ref(),
         };
-        let replica = self.contender.resolve(parts, env, url_from_command_line)?;
+        let contender = self.contender.resolve(parts, env, url_from_command_line)?;
         Ok(RunSettings {
             candidacy: self
                 .candidacy
-                .resolve(replica.exec.is_some(), replica.timing.lease_duration)?,
+                .resolve(contender.exec.is_some(), contender.timing.lease_duration)?,
             status_file: self.http.status_file()?,
             http_addr: self.http.http_addr,
             readiness: self.http.readiness,
-            replica,
+            contender,
         })
     }
 }

@@ -48,8 +48,8 @@ impl Invocation {
     /// The Redis the command talks to, when it talks to one.
     pub fn redis(&self) -> Option<&RedisSettings> {
         match self {
-            Invocation::Run(RunSettings { replica, .. }, _)
-            | Invocation::Lock(LockSettings { replica, .. }, _) => Some(&replica.redis),
+            Invocation::Run(RunSettings { contender, .. }, _)
+            | Invocation::Lock(LockSettings { contender, .. }, _) => Some(&contender.redis),
             Invocation::Status(status, _)
             | Invocation::StepDown(StepDownSettings { status, .. }, _) => Some(&status.redis),
             Invocation::Guard(_) => None,
@@ -126,7 +126,7 @@ impl Environment {
 
 /// What every contender for the lease runs with, `leasehold run`'s and `leasehold lock`'s.
 #[derive(Debug, Clone)]
-pub struct ReplicaSettings {
+pub struct ContenderSettings {
     /// Redis.
     pub redis: RedisSettings,
     /// What to do when Redis may evict the lease.
@@ -153,7 +153,7 @@ pub struct ReplicaSettings {
 #[derive(Debug, Clone)]
 pub struct RunSettings {
     /// What it has of every contender.
-    pub replica: ReplicaSettings,
+    pub contender: ContenderSettings,
     /// HTTP address.
     pub http_addr: SocketAddr,
     /// Readiness mode.
@@ -168,7 +168,7 @@ pub struct RunSettings {
 #[derive(Debug, Clone)]
 pub struct LockSettings {
     /// What it has of every contender, the command included.
-    pub replica: ReplicaSettings,
+    pub contender: ContenderSettings,
     /// How long to try for the lock.
     pub wait: Duration,
 }

@@ -7,8 +7,8 @@
 
 use tracing::{info, warn};
 
+use super::contender::Contender;
 use super::lease::{Workload, connect, name_lease};
-use super::replica::Replica;
 use crate::cli::{CliError, LockSettings};
 use crate::elector::StepDownReason;
 use crate::k8s::Publisher;
@@ -46,35 +46,38 @@ pub fn exit_code(led: bool, reason: Option<StepDownReason>, command: Option<i32>
 
 /// Takes the lock, runs the command once, releases; returns the process exit code.
 pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, CliError> {
-    let LockSettings { replica, wait } = settings;
-    let client = connect(replica.kube.mode).await?;
-    let (lease_name, _) = name_lease(&replica.lease, client.as_ref(), Workload::Job).await?;
+    let LockSettings {
+        contender: common,
+        wait,
+    } = settings;
+    let client = connect(common.kube.mode).await?;
+    let (lease_name, _) = name_lease(&common.lease, client.as_ref(), Workload::Job).await?;
     // The Kubernetes parts only when one is on: with all of them off, a lock reads only its pod
     // and its Job (for the name).
-    let kube = &replica.kube;
+    let kube = &common.kube;
     let parts_on = kube.leader_label.is_some() || kube.lease_mirror || kube.events;
     let publisher = client.filter(|_| parts_on).map(|client| {
         Publisher::new(
             client,
-            &replica.namespace,
-            &replica.identity,
+            &common.namespace,
+            &common.identity,
             lease_name.as_str(),
             None,
             kube.clone(),
-            replica.timing,
+            common.timing,
         )
         .without_handover_annotation()
     });
-    let mut contender = Replica::new(&replica, &lease_name, publisher, &shutdown)?;
+    let mut contender = Contender::new(&common, &lease_name, publisher, &shutdown)?;
     contender.elector = contender.elector.stop_when_work_ends().for_one_term(wait);
     let status = contender.elector.status();
     let lease = contender.elector.lease().clone();
     info!(
-        identity = %replica.identity,
+        identity = %common.identity,
         lease = %lease_name,
-        redis = %replica.redis.redacted_url(),
+        redis = %common.redis.redacted_url(),
         wait_ms = wait.as_millis() as u64,
-        command = replica.exec.as_ref().map(|e| e.command.join(" ")).unwrap_or_default(),
+        command = common.exec.as_ref().map(|e| e.command.join(" ")).unwrap_or_default(),
         "leasehold lock starting"
     );
     // A configuration known to be unsafe ends the lock too, with exit code 2.
@@ -87,7 +90,7 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
         report_term(&lease_name, reason, code);
     } else {
         // Who holds it now, for the one line that says why the command did not run.
-        let now = lease.observe(replica.timing.call_timeout()).await.ok();
+        let now = lease.observe(common.timing.call_timeout()).await.ok();
         let holder = now.as_ref().and_then(|o| o.holder.as_ref());
         let cooldown_ms = match now.as_ref().map(|o| o.cooldown) {
             Some(CooldownState::Running(left)) => Some(left.as_millis() as u64),

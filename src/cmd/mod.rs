@@ -6,12 +6,12 @@
 //! - [`status`]: who holds the lease now.
 //! - [`step_down`]: ask the leader to hand over, and wait for the next one.
 //! - [`lock`]: run a command once under the lease, for Jobs and CronJobs.
-//! - [`replica`]: a contender for the lease, wired once for `run` and `lock`.
+//! - [`contender`]: a contender for the lease, wired once for `run` and `lock`.
 //! - [`lease`]: naming the lease, by flag or after the workload that owns the pod.
 
+pub mod contender;
 pub mod lease;
 pub mod lock;
-pub mod replica;
 pub mod run;
 pub mod status;
 pub mod step_down;

@@ -1,4 +1,4 @@
-//! `leasehold run`: one replica. Names the lease, starts the HTTP endpoints, contends, and
+//! `leasehold run`: one common. Names the lease, starts the HTTP endpoints, contends, and
 //! while leading runs the Kubernetes parts and the singleton command; on SIGTERM or SIGINT it
 //! steps down, releases the lease and exits 0 within a bounded grace period (or with the
 //! command's exit code when the command ended on its own).
@@ -9,8 +9,8 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
+use super::contender::Contender;
 use super::lease::{Workload, connect, deployment_of, name_lease};
-use super::replica::Replica;
 use crate::cli::{CliError, RunSettings};
 use crate::http::{self, Endpoints};
 use crate::k8s::Publisher;
@@ -20,31 +20,31 @@ use crate::status_file::{StatusDocument, StatusFile};
 
 /// Runs one replica until `shutdown` begins (and drains); returns the process exit code.
 pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliError> {
-    let replica = &settings.replica;
-    let client = connect(replica.kube.mode).await?;
+    let common = &settings.contender;
+    let client = connect(common.kube.mode).await?;
     let (lease_name, found) =
-        name_lease(&replica.lease, client.as_ref(), Workload::Deployment).await?;
-    let deployment = match (found, &client, &replica.pod) {
+        name_lease(&common.lease, client.as_ref(), Workload::Deployment).await?;
+    let deployment = match (found, &client, &common.pod) {
         (Some(found), _, _) => Some(found),
-        (None, Some(client), Some(pod)) => deployment_of(client, &replica.namespace, pod).await,
+        (None, Some(client), Some(pod)) => deployment_of(client, &common.namespace, pod).await,
         _ => None,
     };
     let kubernetes = client.is_some();
     let publisher = client.map(|client| {
         Publisher::new(
             client,
-            &replica.namespace,
-            &replica.identity,
+            &common.namespace,
+            &common.identity,
             lease_name.as_str(),
             deployment,
-            replica.kube.clone(),
-            replica.timing,
+            common.kube.clone(),
+            common.timing,
         )
     });
-    let mut contender = Replica::new(replica, &lease_name, publisher, &shutdown)?;
+    let mut contender = Contender::new(common, &lease_name, publisher, &shutdown)?;
     let lease_key = contender.elector.lease().keys().lease.clone();
     let clock = contender.elector.lease().clock().clone();
-    let metrics = Arc::new(Metrics::new(&replica.identity, lease_name.as_str()));
+    let metrics = Arc::new(Metrics::new(&common.identity, lease_name.as_str()));
     let status_file = settings
         .status_file
         .clone()
@@ -89,17 +89,17 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
     let server = tokio::spawn(serve);
 
     info!(
-        identity = %replica.identity,
+        identity = %common.identity,
         lease = %lease_name,
         lease_key = %lease_key,
-        redis = %replica.redis.redacted_url(),
+        redis = %common.redis.redacted_url(),
         http = %bound,
         readiness = ?settings.readiness,
-        lease_duration_ms = replica.timing.lease_duration.as_millis() as u64,
-        renew_deadline_ms = replica.timing.renew_deadline.as_millis() as u64,
-        retry_period_ms = replica.timing.retry_period.as_millis() as u64,
+        lease_duration_ms = common.timing.lease_duration.as_millis() as u64,
+        renew_deadline_ms = common.timing.renew_deadline.as_millis() as u64,
+        retry_period_ms = common.timing.retry_period.as_millis() as u64,
         kubernetes,
-        command = replica.exec.as_ref().map(|e| e.command.join(" ")).unwrap_or_default(),
+        command = common.exec.as_ref().map(|e| e.command.join(" ")).unwrap_or_default(),
         guard_file = contender.guard.as_ref().map(|g| g.path().display().to_string()).unwrap_or_default(),
         "leasehold starting"
     );

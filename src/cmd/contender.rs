@@ -11,7 +11,7 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 use tracing::error;
 
-use crate::cli::{CliError, ReplicaSettings};
+use crate::cli::{CliError, ContenderSettings};
 use crate::elector::{Elector, Leadership, refused_as_unsafe};
 use crate::exec::{ExecError, Supervisor};
 use crate::guard::GuardFile;
@@ -24,10 +24,10 @@ const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
 /// How long the Kubernetes step-down notes (label removal, event) may take at exit.
 pub(super) const NOTES_BOUND: Duration = Duration::from_secs(2);
 
-/// The longest a graceful shutdown of a replica takes, from SIGTERM to exit: the command's
+/// The longest a graceful shutdown of a contender takes, from SIGTERM to exit: the command's
 /// grace period, a release (the call timeout), and slack. A pod's
 /// `terminationGracePeriodSeconds` must exceed it.
-pub fn shutdown_bound(settings: &ReplicaSettings) -> Duration {
+pub fn shutdown_bound(settings: &ContenderSettings) -> Duration {
     let grace = settings
         .exec
         .as_ref()
@@ -36,7 +36,7 @@ pub fn shutdown_bound(settings: &ReplicaSettings) -> Duration {
 }
 
 /// A contender, wired and not started.
-pub(super) struct Replica {
+pub(super) struct Contender {
     /// Its elector, which the command may still add to (observers, candidacy, one term).
     pub(super) elector: Elector,
     /// The guard file of its terms, if any.
@@ -48,7 +48,7 @@ pub(super) struct Replica {
     bound: Duration,
 }
 
-/// How a replica ended.
+/// How a contender ended.
 pub(super) struct Ended {
     /// The command's own exit code, when it ended on its own.
     pub(super) command: Option<i32>,
@@ -57,7 +57,7 @@ pub(super) struct Ended {
 }
 
 impl Ended {
-    /// The command's exit code, or the refusal that ended the replica.
+    /// The command's exit code, or the refusal that ended it.
     pub(super) fn command_code(self) -> Result<Option<i32>, CliError> {
         match self.refused {
             Some(words) => Err(CliError::Refused(words)),
@@ -66,11 +66,11 @@ impl Ended {
     }
 }
 
-impl Replica {
+impl Contender {
     /// Wires a contender for `lease_name`, with `publisher` for the Kubernetes parts. The
     /// supervisor's command is killed at once when `shutdown` is asked twice.
     pub(super) fn new(
-        settings: &ReplicaSettings,
+        settings: &ContenderSettings,
         lease_name: &LeaseName,
         publisher: Option<Publisher>,
         shutdown: &Shutdown,
@@ -177,7 +177,7 @@ impl Replica {
 /// written or another live leasehold writes it), else, when there is a command, one in the
 /// runtime directory.
 fn guard_file(
-    settings: &ReplicaSettings,
+    settings: &ContenderSettings,
     lease: &LeaseName,
 ) -> Result<Option<Arc<GuardFile>>, CliError> {
     let guard = match (&settings.guard_file, &settings.exec) {
