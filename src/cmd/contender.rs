@@ -22,7 +22,7 @@ use crate::shutdown::Shutdown;
 /// Slack for stepping down, releasing and stopping the HTTP server after the command stopped.
 const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
 /// How long the Kubernetes step-down notes (label removal, event) may take at exit.
-pub(super) const NOTES_BOUND: Duration = Duration::from_secs(2);
+const NOTES_BOUND: Duration = Duration::from_secs(2);
 
 /// The longest a graceful shutdown of a contender takes, from SIGTERM to exit: the command's
 /// grace period, a release (the call timeout), and slack. A pod's
@@ -42,7 +42,7 @@ pub(super) struct Contender {
     /// The guard file of its terms, if any.
     pub(super) guard: Option<Arc<GuardFile>>,
     /// The command's supervisor, if there is a command.
-    pub(super) supervisor: Option<Supervisor>,
+    supervisor: Option<Supervisor>,
     publisher: Option<Publisher>,
     /// How long the elector may take to end once shutdown began.
     bound: Duration,
@@ -51,7 +51,7 @@ pub(super) struct Contender {
 /// How a contender ended.
 pub(super) struct Ended {
     /// The command's own exit code, when it ended on its own.
-    pub(super) command: Option<i32>,
+    command: Option<i32>,
     /// Why a configuration known to be unsafe ended it (exit code 2).
     refused: Option<String>,
 }
