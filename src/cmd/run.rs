@@ -86,7 +86,6 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
     let (bound, serve) = http::bind(settings.http_addr, endpoints, http_stop.clone())
         .await
         .with_context(|| format!("cannot listen on --http-addr {}", settings.http_addr))?;
-    let server = tokio::spawn(serve);
 
     info!(
         identity = %common.identity,
@@ -103,6 +102,8 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
         guard_file = contender.guard.as_ref().map(|g| g.path().display().to_string()).unwrap_or_default(),
         "leasehold starting"
     );
+    // Served only once the start line is out: whoever reads `/readyz` finds it in the log.
+    let server = tokio::spawn(serve);
 
     // The elector ends on a signal, or by itself when the command ended; a configuration known
     // to be unsafe ends it too, and the process exits 2.
