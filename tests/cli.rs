@@ -409,6 +409,11 @@ fn an_unknown_config_key_is_answered_with_the_nearest_flag() {
             &["run", "--candidate-check-command", "true"],
             "--config {}: `candidate-check` cannot be used with --candidate-check-command, which is given",
         ),
+        (
+            "redis-username: a\nredis-username-file: /etc/hostname\n",
+            &["run"],
+            "--config {}: `redis-username-file` cannot be used with `redis-username`, also in the file",
+        ),
     ];
     for (i, (text, args, want)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("c{i}.yaml"));

@@ -49,8 +49,9 @@ where
 }
 
 /// The file's values as defaults of `sub`'s arguments (by id), each checked by the argument's
-/// own value parser. A key that is no long flag, a switch given other than true or false, and a
-/// key that conflicts with a flag given on the command line or in the environment are refused.
+/// own value parser; those the command line or the environment give are left out. A key that
+/// is no long flag, a switch given other than true or false, and a key that conflicts with a
+/// flag given or with another key of the file are refused.
 fn file_defaults(
     sub: &Command,
     given: &ArgMatches,
@@ -73,30 +74,47 @@ fn file_defaults(
             .get_arguments()
             .find(|a| a.get_long() == Some(key.as_str()) && key != "config")
             .ok_or_else(|| unknown_key(sub, path, &key))?;
-        if let Some(other) = sub
-            .get_arg_conflicts_with(arg)
-            .into_iter()
-            .find(|other| is_given(other.get_id().as_str()))
-        {
-            return Err(invalid(format!(
-                "`{key}` cannot be used with --{}, which is given",
-                other.get_long().unwrap_or_default()
-            )));
-        }
         let is_switch = matches!(arg.get_action(), ArgAction::SetTrue);
         let value = match (is_switch, value) {
-            (true, FileValue::Bool(b)) => b.to_string(),
+            // Off is a switch's default already.
+            (true, FileValue::Bool(false)) => continue,
+            (true, FileValue::Bool(true)) => "true".to_owned(),
             (true, other) => {
                 return Err(invalid(format!("`{key}` takes true or false, not {other}")));
             }
             (false, FileValue::Bool(b)) => b.to_string(),
             (false, FileValue::Text(text)) => text,
         };
+        // What the command line or the environment gives, the file does not.
+        if is_given(arg.get_id().as_str()) {
+            continue;
+        }
         if !is_switch {
             check_value(sub, arg, &value)?;
         }
-        defaults.push((arg.get_id().to_string(), value));
+        defaults.push((arg, value));
     }
+    // clap checks conflicts among given values only; a file's value is given here.
+    for (arg, _) in &defaults {
+        for other in sub.get_arg_conflicts_with(arg) {
+            let long = |a: &Arg| a.get_long().unwrap_or_default().to_owned();
+            let with = if is_given(other.get_id().as_str()) {
+                format!("--{}, which is given", long(other))
+            } else if defaults.iter().any(|(a, _)| a.get_id() == other.get_id()) {
+                format!("`{}`, also in the file", long(other))
+            } else {
+                continue;
+            };
+            return Err(invalid(format!(
+                "`{}` cannot be used with {with}",
+                long(arg)
+            )));
+        }
+    }
+    let defaults = defaults
+        .into_iter()
+        .map(|(arg, value)| (arg.get_id().to_string(), value))
+        .collect();
     Ok(defaults)
 }
 
