@@ -22,17 +22,17 @@
 //! - [`cli`]: flags, environment and config file, validated into settings; the one error type
 //!   and its exit codes (2 for every refusal).
 //! - [`cmd`]: the subcommands `run` and `status` (and `guard`, which is [`guard::check`]):
-//!   naming the lease, starting the parts; [`shutdown`] turns signals into the root
+//!   naming the lease (`cmd/lease.rs`), starting the parts; a contender is wired once
+//!   (`cmd/contender.rs`) for `run` and for `lock` (a one-shot lock for Jobs and CronJobs);
+//!   `step-down` asks for a handover on demand. [`shutdown`] turns signals into the root
 //!   cancellation. `main.rs` only parses, starts the logs and calls `cmd`.
-//!   The operator commands: `step-down` (handover on demand) and `lock` (a one-shot lock for
-//!   Jobs and CronJobs) are in [`cmd`] too.
 //! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]
 //!   (logs) behind them. [`leader_view`]: the JSON of `/leader`; [`sse`]: the same as
 //!   server-sent events; [`status_file`]: the state in a file, with an absolute deadline
 //!   instead of `is_leader` (a file outlives its writer). Both are fed by the elector's
 //!   watchers (`elector/watchers.rs`).
-//! - [`candidacy`]: the candidate check that gates the election (its flags, with
-//!   `--status-file`, in `cli/candidacy.rs`).
+//! - [`candidacy`]: the candidate check that gates the election (its flags in
+//!   `cli/candidacy.rs`).
 //! - [`exec`]: the singleton command's supervisor: its process tree in `/proc`, the child
 //!   subreaper that reaps its orphans, and the stop sequence bounded on the boot clock.
 //! - [`guard`]: the guard file, the term's token and boot-clock deadline published for the

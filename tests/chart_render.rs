@@ -133,18 +133,21 @@ fn the_rendered_arguments_pass_the_binarys_own_validation() {
         };
         assert_eq!(s.readiness, want_mode, "{name}");
         assert_eq!(
-            s.kube.mode,
+            s.contender.kube.mode,
             KubernetesMode::On,
             "{name}: in a pod the API must be there; fail loudly rather than run without it"
         );
         assert_eq!(
-            s.kube.leader_label.as_deref(),
+            s.contender.kube.leader_label.as_deref(),
             flag(&a, "leader-label").as_deref(),
             "{name}"
         );
-        assert!(s.redis.options.password.is_some() == flag(&a, "redis-password-file").is_some());
+        assert!(
+            s.contender.redis.options.password.is_some()
+                == flag(&a, "redis-password-file").is_some()
+        );
         assert_eq!(
-            s.identity, "lh-leasehold-7d4f9c-x2x9q",
+            s.contender.identity, "lh-leasehold-7d4f9c-x2x9q",
             "{name}: identity is $POD_NAME"
         );
     });

@@ -80,12 +80,17 @@ fn the_cronjob_example_forbids_overlap_and_runs_leasehold_lock_with_valid_flags(
         settings.wait.is_zero(),
         "a run that finds the lock held exits at once"
     );
-    let grace = settings.run.exec.as_ref().expect("a command").grace_period;
+    let grace = settings
+        .contender
+        .exec
+        .as_ref()
+        .expect("a command")
+        .grace_period;
     let termination = pod
         .termination_grace_period_seconds
         .expect("termination grace");
     assert!(
-        grace + settings.run.timing.call_timeout()
+        grace + settings.contender.timing.call_timeout()
             < std::time::Duration::from_secs(termination as u64),
         "terminationGracePeriodSeconds {termination} must exceed --grace-period {grace:?} and a release"
     );

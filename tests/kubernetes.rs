@@ -15,6 +15,7 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kube::ResourceExt;
 use leasehold::cli::LeaseSource;
+use leasehold::cmd::lease::{Workload, name_lease};
 use leasehold::elector::{Elector, Role, Timing};
 use leasehold::k8s::{self, K8sError, Publisher, rbac};
 use leasehold::k8s::{KubeSettings, KubernetesMode};
@@ -237,14 +238,13 @@ async fn the_lease_is_named_after_the_owning_deployment() {
     assert_eq!(found.reference.uid, deployment.uid());
     assert_eq!(found.reference.kind.as_deref(), Some("Deployment"));
 
-    let source = LeaseSource::OwningDeployment {
+    let source = LeaseSource::OwningWorkload {
         namespace: NS.into(),
         pod: "web-7d4f-a".into(),
     };
-    let (name, _) =
-        leasehold::cmd::lease::resolve_lease(&source, Some(&api.client()), NS, Some("web-7d4f-a"))
-            .await
-            .unwrap();
+    let (name, _) = name_lease(&source, Some(&api.client()), Workload::Deployment)
+        .await
+        .unwrap();
     assert_eq!(name, LeaseName::new("shop/web").unwrap());
     // Exactly the calls discovery needs: pod → replicaset → deployment, all `get`.
     let calls: Vec<(String, String, String)> = api.requests().iter().map(rbac_of).collect();

@@ -1,18 +1,18 @@
-//! The flags of the candidate check and of the status file (`leasehold run`), and their
-//! validation into a [`CandidateCheck`]: each refusal names the flag, the value and the rule.
+//! The flags of the candidate check (`leasehold run`), and their validation into a
+//! [`CandidateCheck`]: each refusal names the flag, the value and the rule.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 
+use super::{CliError, parse_duration};
 use crate::candidacy::{
     CandidateCheck, DEFAULT_FAILURE_THRESHOLD, DEFAULT_PERIOD, DEFAULT_SUCCESS_THRESHOLD,
     DEFAULT_TIMEOUT, Probe, Scope,
 };
 
-/// Health-gated candidacy and the status file.
+/// Health-gated candidacy.
 #[derive(Debug, Clone, Default, Args)]
 #[command(next_help_heading = "Candidate check")]
 pub struct CandidacyArgs {
@@ -54,42 +54,6 @@ pub struct CandidacyArgs {
     /// start of each term, as the command's start-up grace [default: 0s].
     #[arg(long, env = "LEASEHOLD_CANDIDATE_CHECK_INITIAL_DELAY", value_parser = parse_duration)]
     pub candidate_check_initial_delay: Option<Duration>,
-    /// Keep the election's state in this file (format `leasehold-status 2`: until when this
-    /// replica leads, on the boot clock, with the reader's rule), rewritten atomically (a
-    /// temporary file renamed over it) at every change and every renewal; for apps that share a
-    /// volume with leasehold.
-    #[arg(
-        long,
-        env = "LEASEHOLD_STATUS_FILE",
-        value_name = "PATH",
-        help_heading = "HTTP"
-    )]
-    pub status_file: Option<PathBuf>,
-}
-
-/// A refused candidate check or status file.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("--{flag} `{value}`: {rule}")]
-pub struct CandidacyError {
-    /// The flag.
-    pub flag: &'static str,
-    /// The value as given.
-    pub value: String,
-    /// The rule it breaks.
-    pub rule: String,
-}
-
-fn refuse(flag: &'static str, value: impl ToString, rule: impl Into<String>) -> CandidacyError {
-    CandidacyError {
-        flag,
-        value: value.to_string(),
-        rule: rule.into(),
-    }
-}
-
-fn parse_duration(value: &str) -> Result<Duration, String> {
-    humantime::parse_duration(value.trim())
-        .map_err(|e| format!("{e}; expected a duration such as 10s, 500ms or 1m"))
 }
 
 const LOOPBACK_RULE: &str = "must be an http:// URL to a loopback address (127.0.0.1, [::1] or localhost) with an optional port and path: the check is this pod's own";
@@ -102,11 +66,11 @@ impl CandidacyArgs {
         &self,
         command: bool,
         lease_duration: Duration,
-    ) -> Result<Option<CandidateCheck>, CandidacyError> {
+    ) -> Result<Option<CandidateCheck>, CliError> {
         let probe = match (&self.candidate_check, &self.candidate_check_command) {
             (Some(url), _) => Some(parse_url(url)?),
             (None, Some(cmd)) if cmd.trim().is_empty() => {
-                return Err(refuse(
+                return Err(CliError::value(
                     "candidate-check-command",
                     cmd,
                     "must not be empty: a shell command that exits 0 while healthy",
@@ -121,14 +85,14 @@ impl CandidacyArgs {
         let period = self.candidate_check_period.unwrap_or(DEFAULT_PERIOD);
         let timeout = self.candidate_check_timeout.unwrap_or(DEFAULT_TIMEOUT);
         if period.is_zero() {
-            return Err(refuse(
+            return Err(CliError::value(
                 "candidate-check-period",
                 humantime::format_duration(period),
                 "must be greater than zero",
             ));
         }
         if timeout.is_zero() || timeout > period {
-            return Err(refuse(
+            return Err(CliError::value(
                 "candidate-check-timeout",
                 humantime::format_duration(timeout),
                 format!(
@@ -138,7 +102,7 @@ impl CandidacyArgs {
             ));
         }
         let threshold = |flag, value: Option<u32>, default| match value.unwrap_or(default) {
-            0 => Err(refuse(flag, 0, "must be at least 1")),
+            0 => Err(CliError::value(flag, 0, "must be at least 1")),
             n => Ok(n),
         };
         Ok(Some(CandidateCheck {
@@ -166,27 +130,7 @@ impl CandidacyArgs {
         }))
     }
 
-    /// The status file, refused when its directory does not exist.
-    pub fn status_file(&self) -> Result<Option<PathBuf>, CandidacyError> {
-        let Some(path) = &self.status_file else {
-            return Ok(None);
-        };
-        let rule = "must name a file in an existing directory";
-        let name = path.file_name().filter(|n| !n.is_empty());
-        let dir = path.parent().map(|p| {
-            if p.as_os_str().is_empty() {
-                std::path::Path::new(".")
-            } else {
-                p
-            }
-        });
-        match (name, dir) {
-            (Some(_), Some(dir)) if dir.is_dir() => Ok(Some(path.clone())),
-            _ => Err(refuse("status-file", path.display(), rule)),
-        }
-    }
-
-    fn refuse_tuning_without_a_check(&self) -> Result<(), CandidacyError> {
+    fn refuse_tuning_without_a_check(&self) -> Result<(), CliError> {
         let given: [(&'static str, Option<String>); 5] = [
             (
                 "candidate-check-period",
@@ -215,7 +159,7 @@ impl CandidacyArgs {
             ),
         ];
         match given.into_iter().find_map(|(f, v)| v.map(|v| (f, v))) {
-            Some((flag, value)) => Err(refuse(
+            Some((flag, value)) => Err(CliError::value(
                 flag,
                 value,
                 "only with --candidate-check or --candidate-check-command",
@@ -226,8 +170,8 @@ impl CandidacyArgs {
 }
 
 /// `http://HOST[:PORT][/PATH]` with a loopback HOST, as a probe.
-fn parse_url(url: &str) -> Result<Probe, CandidacyError> {
-    let bad = |rule: &str| refuse("candidate-check", url, rule);
+fn parse_url(url: &str) -> Result<Probe, CliError> {
+    let bad = |rule: &str| CliError::value("candidate-check", url, rule);
     let rest = url
         .strip_prefix("http://")
         .ok_or_else(|| bad(LOOPBACK_RULE))?;
@@ -311,9 +255,11 @@ mod tests {
             "http://127.0.0.1/a b",
             "127.0.0.1:8080",
         ] {
-            let err = parse_url(bad).expect_err(bad);
-            assert_eq!(err.flag, "candidate-check", "{bad}");
-            assert_eq!(err.value, bad);
+            let Err(CliError::Value { flag, value, .. }) = parse_url(bad) else {
+                panic!("{bad} accepted");
+            };
+            assert_eq!(flag, "candidate-check", "{bad}");
+            assert_eq!(value, bad);
         }
     }
 }

@@ -34,7 +34,8 @@ pub enum CliError {
     },
     /// A key of the config file is no flag of this subcommand.
     #[error(
-        "--config {path}: unknown key `{key}`; the keys are the long flag names of `leasehold {subcommand}`: {known}"
+        "--config {path}: unknown key `{key}`; the keys are the long flag names of `leasehold {subcommand}`{}",
+        did_you_mean(.nearest.as_deref(), .known)
     )]
     ConfigUnknownKey {
         /// The file.
@@ -43,15 +44,14 @@ pub enum CliError {
         key: String,
         /// The subcommand.
         subcommand: String,
+        /// The accepted key nearest to the one given, when one is near.
+        nearest: Option<String>,
         /// The accepted keys.
         known: String,
     },
     /// The durations break the timing rule (the library names fields; this names flags).
     #[error("{}", .0.describe(timing_flag))]
     Timing(#[from] TimingError),
-    /// The candidate check or the status file.
-    #[error(transparent)]
-    Candidacy(#[from] super::candidacy::CandidacyError),
     /// The log filter does not parse.
     #[error("--log {0}")]
     Log(#[from] TelemetryError),
@@ -85,14 +85,15 @@ pub enum CliError {
         /// Its value.
         other_value: Duration,
     },
-    /// A name that cannot be used.
+    /// A value that breaks a rule: a name, a URL, a count, a command (see
+    /// [`CliError::value`]).
     #[error("{} `{value}`: {rule}", flag_words(flag))]
-    Name {
-        /// The flag.
+    Value {
+        /// The flag without its dashes, or words such as `-- CMD`.
         flag: &'static str,
-        /// The value.
+        /// The value as given.
         value: String,
-        /// The rule.
+        /// The rule it breaks.
         rule: String,
     },
     /// A duration outside its range.
@@ -105,10 +106,11 @@ pub enum CliError {
         /// The rule.
         rule: &'static str,
     },
-    /// The singleton command's arguments.
+    /// A flag given where it means nothing, or without the one it goes with, whatever its
+    /// value: `--restart-command` without a command, a Sentinel flag with another URL.
     #[error("{flag}: {rule}")]
-    Exec {
-        /// The flag.
+    Misplaced {
+        /// The flag as typed (`--restart-command`, `-- CMD`).
         flag: &'static str,
         /// The rule.
         rule: &'static str,
@@ -128,6 +130,14 @@ fn timing_flag(field: TimingField) -> String {
     format!("--{}", field.name().replace('_', "-"))
 }
 
+/// The end of an unknown key's refusal: the nearest key, if any, then all of them.
+fn did_you_mean(nearest: Option<&str>, known: &str) -> String {
+    match nearest {
+        Some(nearest) => format!("; did you mean `{nearest}`? (all: {known})"),
+        None => format!(": {known}"),
+    }
+}
+
 /// `--flag` for a flag name, or the words as they are (`-- CMD`).
 fn flag_words(flag: &str) -> String {
     if flag.starts_with('-') {
@@ -138,6 +148,15 @@ fn flag_words(flag: &str) -> String {
 }
 
 impl CliError {
+    /// The refusal of `value` given to `flag` (without its dashes), with the rule it breaks.
+    pub fn value(flag: &'static str, value: impl ToString, rule: impl Into<String>) -> Self {
+        CliError::Value {
+            flag,
+            value: value.to_string(),
+            rule: rule.into(),
+        }
+    }
+
     /// The exit code: clap's for the command line (0 for `--help`), 1 for a failure at run
     /// time, 2 for every refusal of input.
     pub fn exit_code(&self) -> u8 {

@@ -1,12 +1,15 @@
-//! The `--config` file: a YAML mapping of long flag names to values, merged under the flags
-//! and the environment (a value the command line or the environment gave wins).
+//! The `--config` file: a YAML mapping of long flag names to values. Its values become the
+//! defaults of the subcommand's flags, so that one parse of the command line puts flags, then
+//! the environment, then the file, then the built-in defaults in that order, through the same
+//! value parsers and into the same settings. A key that is no flag is refused with the nearest
+//! one.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use clap::parser::ValueSource;
-use clap::{ArgAction, CommandFactory, FromArgMatches};
+use clap::{Arg, ArgAction, ArgMatches, Command, CommandFactory, FromArgMatches};
 
 use super::{Cli, CliError};
 
@@ -20,66 +23,139 @@ where
 {
     let argv: Vec<OsString> = argv.into_iter().map(Into::into).collect();
     let command = Cli::command();
+    // Where the file is comes from the command line or the environment, so they are read
+    // first; the file then only supplies defaults for one more parse of the same argv.
     let matches = command.clone().try_get_matches_from(&argv)?;
-    let Some((subcommand, sub_matches)) = matches.subcommand() else {
+    let Some((subcommand, given)) = matches.subcommand() else {
         return Ok(Cli::from_arg_matches(&matches)?);
     };
     // Not every subcommand has --config (`guard` does not).
-    let config = sub_matches.try_get_one::<PathBuf>("config").ok().flatten();
-    let Some(path) = config.cloned() else {
+    let Some(path) = given.try_get_one::<PathBuf>("config").ok().flatten() else {
         return Ok(Cli::from_arg_matches(&matches)?);
     };
-    let file = read_config_file(&path)?;
+    let file = read_config_file(path)?;
     let sub_command = command
         .find_subcommand(subcommand)
-        .expect("clap matched this subcommand");
-    let mut extra: Vec<OsString> = Vec::new();
+        .ok_or_else(|| anyhow::anyhow!("clap matched `{subcommand}`, which it does not know"))?;
+    let defaults = file_defaults(sub_command, given, path, file)?;
+    let command = command.mut_subcommand(subcommand, |mut sub| {
+        for (id, value) in defaults {
+            sub = sub.mut_arg(id, |arg| arg.default_value(value));
+        }
+        sub
+    });
+    let matches = command.try_get_matches_from(&argv)?;
+    Ok(Cli::from_arg_matches(&matches)?)
+}
+
+/// The file's values as defaults of `sub`'s arguments (by id), each checked by the argument's
+/// own value parser; those the command line or the environment give are left out. A key that
+/// is no long flag, a switch given other than true or false, and a key that conflicts with a
+/// flag given or with another key of the file are refused.
+fn file_defaults(
+    sub: &Command,
+    given: &ArgMatches,
+    path: &Path,
+    file: BTreeMap<String, FileValue>,
+) -> Result<Vec<(String, String)>, CliError> {
+    let is_given = |id: &str| {
+        matches!(
+            given.value_source(id),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        )
+    };
+    let invalid = |reason: String| CliError::ConfigInvalid {
+        path: path.to_owned(),
+        reason,
+    };
+    let mut defaults = Vec::new();
     for (key, value) in file {
-        let arg = sub_command
+        let arg = sub
             .get_arguments()
             .find(|a| a.get_long() == Some(key.as_str()) && key != "config")
-            .ok_or_else(|| CliError::ConfigUnknownKey {
-                path: path.clone(),
-                known: sub_command
-                    .get_arguments()
-                    .filter_map(|a| a.get_long())
-                    .filter(|l| *l != "config" && *l != "help")
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                key: key.clone(),
-                subcommand: subcommand.to_owned(),
-            })?;
-        let given = matches!(
-            sub_matches.value_source(arg.get_id().as_str()),
-            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-        );
-        if given {
+            .ok_or_else(|| unknown_key(sub, path, &key))?;
+        let is_switch = matches!(arg.get_action(), ArgAction::SetTrue);
+        let value = match (is_switch, value) {
+            // Off is a switch's default already.
+            (true, FileValue::Bool(false)) => continue,
+            (true, FileValue::Bool(true)) => "true".to_owned(),
+            (true, other) => {
+                return Err(invalid(format!("`{key}` takes true or false, not {other}")));
+            }
+            (false, FileValue::Bool(b)) => b.to_string(),
+            (false, FileValue::Text(text)) => text,
+        };
+        // What the command line or the environment gives, the file does not.
+        if is_given(arg.get_id().as_str()) {
             continue;
         }
-        let is_switch = matches!(arg.get_action(), ArgAction::SetTrue);
-        match (is_switch, value) {
-            (true, FileValue::Bool(true)) => extra.push(format!("--{key}").into()),
-            (true, FileValue::Bool(false)) => {}
-            (true, other) => {
-                return Err(CliError::ConfigInvalid {
-                    path,
-                    reason: format!("`{key}` takes true or false, not {other}"),
-                });
-            }
-            (false, FileValue::Bool(b)) => extra.push(format!("--{key}={b}").into()),
-            (false, FileValue::Text(text)) => extra.push(format!("--{key}={text}").into()),
+        if !is_switch {
+            check_value(sub, arg, &value)?;
+        }
+        defaults.push((arg, value));
+    }
+    // clap checks conflicts among given values only; a file's value is given here.
+    for (arg, _) in &defaults {
+        for other in sub.get_arg_conflicts_with(arg) {
+            let long = |a: &Arg| a.get_long().unwrap_or_default().to_owned();
+            let with = if is_given(other.get_id().as_str()) {
+                format!("--{}, which is given", long(other))
+            } else if defaults.iter().any(|(a, _)| a.get_id() == other.get_id()) {
+                format!("`{}`, also in the file", long(other))
+            } else {
+                continue;
+            };
+            return Err(invalid(format!(
+                "`{}` cannot be used with {with}",
+                long(arg)
+            )));
         }
     }
-    // The file's values go right after the subcommand, before any `--`.
-    let position = argv
+    let defaults = defaults
+        .into_iter()
+        .map(|(arg, value)| (arg.get_id().to_string(), value))
+        .collect();
+    Ok(defaults)
+}
+
+/// Refuses `value` for `arg` as its value parser refuses it on the command line: clap takes a
+/// default that its parser refuses for a mistake in the program, not in the input.
+fn check_value(sub: &Command, arg: &Arg, value: &str) -> Result<(), clap::Error> {
+    let long = arg.get_long().unwrap_or_default().to_owned();
+    let mut probe = Arg::new("value")
+        .long(long.clone())
+        .action(ArgAction::Set)
+        .value_parser(arg.get_value_parser().clone());
+    if let Some(names) = arg.get_value_names() {
+        probe = probe.value_names(names.iter().cloned());
+    }
+    Command::new(sub.get_name().to_owned())
+        .no_binary_name(true)
+        .arg(probe)
+        .try_get_matches_from([format!("--{long}={value}")])
+        .map(drop)
+}
+
+/// The refusal of a key that no long flag of `sub` has, with the nearest one when one is near.
+fn unknown_key(sub: &Command, path: &Path, key: &str) -> CliError {
+    let known: Vec<&str> = sub
+        .get_arguments()
+        .filter_map(|a| a.get_long())
+        .filter(|l| *l != "config" && *l != "help")
+        .collect();
+    let nearest = known
         .iter()
-        .position(|a| a.to_str() == Some(subcommand))
-        .map_or(argv.len(), |i| i + 1);
-    let mut merged = argv[..position].to_vec();
-    merged.extend(extra);
-    merged.extend_from_slice(&argv[position..]);
-    let matches = command.try_get_matches_from(merged)?;
-    Ok(Cli::from_arg_matches(&matches)?)
+        .map(|k| (strsim::jaro(key, k), *k))
+        .filter(|(similarity, _)| *similarity > 0.7)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k.to_owned());
+    CliError::ConfigUnknownKey {
+        path: path.to_owned(),
+        key: key.to_owned(),
+        subcommand: sub.get_name().to_owned(),
+        nearest,
+        known: known.join(", "),
+    }
 }
 
 /// A scalar value of the config file.

@@ -4,8 +4,11 @@
 //! refusal names the flag, the value and the rule, and the binary exits with code 2 before
 //! anything connects.
 //!
-//! - [`file`]: merging the `--config` file under the flags.
+//! - [`file`]: the `--config` file, whose values are the flags' defaults.
 //! - [`resolve`]: from flags to settings, with the rules and the upper bounds.
+//! - [`redis`]: the Redis flags into a parsed target and the lease's options.
+//! - [`candidacy`]: the candidate check's flags.
+//! - [`ops`]: the flags of `step-down` and `lock`.
 //! - [`secrets`]: reading secret and PEM files that flags name.
 //! - [`settings`]: what the commands run with.
 //! - [`error`]: the one error type, and the exit code each refusal means.
@@ -14,6 +17,7 @@ mod candidacy;
 mod error;
 mod file;
 mod ops;
+mod redis;
 mod resolve;
 mod secrets;
 mod settings;
@@ -25,14 +29,16 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::PossibleValue;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 pub use error::CliError;
 pub use file::parse_from;
-pub use ops::{LockArgs, LockSettings, StepDownArgs, StepDownSettings};
+pub use ops::{LockArgs, StepDownArgs};
 pub use resolve::{MAX_DURATION, invocation};
 pub use settings::{
-    Environment, Invocation, LeaseSource, RedisSettings, RunSettings, StatusSettings,
+    ContenderSettings, Environment, Invocation, LeaseSource, LockSettings, RedisSettings,
+    RunSettings, StatusSettings, StepDownSettings,
 };
 
 use crate::elector::EvictionMode;
@@ -136,6 +142,16 @@ pub struct RedisArgs {
     /// majority of an even number survives no more failures than a majority of one fewer.
     #[arg(long, env = "LEASEHOLD_ALLOW_UNSAFE_SENTINEL_COUNT", action = ArgAction::SetTrue)]
     pub allow_unsafe_sentinel_count: bool,
+    /// Prefix of every Redis key leasehold writes.
+    #[arg(long, env = "LEASEHOLD_KEY_PREFIX", default_value = DEFAULT_KEY_PREFIX)]
+    pub key_prefix: String,
+}
+
+/// What a contender asks of Redis beyond a connection (`run` and `lock`; `status` and
+/// `step-down` only read).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Redis")]
+pub struct ContenderRedisArgs {
     /// After each acquire and renew, wait until this many replicas acknowledged it (WAIT);
     /// a term or renewal counts only then. 0 = do not wait.
     #[arg(long, env = "LEASEHOLD_REDIS_WAIT_REPLICAS", default_value_t = 0)]
@@ -143,32 +159,27 @@ pub struct RedisArgs {
     /// How long WAIT may block; shorter than --retry-period (at most 1h).
     #[arg(long, env = "LEASEHOLD_REDIS_WAIT_TIMEOUT", default_value = "500ms", value_parser = parse_duration)]
     pub redis_wait_timeout: Duration,
-    /// Prefix of every Redis key leasehold writes.
-    #[arg(long, env = "LEASEHOLD_KEY_PREFIX", default_value = DEFAULT_KEY_PREFIX)]
-    pub key_prefix: String,
     /// When Redis may evict the lease (a maxmemory with an evicting policy, read from INFO
     /// memory at start, then every few lease durations): `warn` says so (log event, /leader,
     /// metric) and takes part; `refuse` also stays out of the election until Redis no longer
     /// evicts, with the reason in /readyz.
-    #[arg(long, env = "LEASEHOLD_REDIS_EVICTION", value_enum, default_value_t = RedisEviction::Warn)]
-    pub redis_eviction: RedisEviction,
+    #[arg(long, env = "LEASEHOLD_REDIS_EVICTION", value_enum, default_value_t = EvictionMode::Warn)]
+    pub redis_eviction: EvictionMode,
 }
 
-/// What to do when Redis may evict the lease.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum RedisEviction {
-    /// Say so, and take part.
-    Warn,
-    /// Say so, and stay out of the election.
-    Refuse,
-}
+/// The elector's own type, spelled on the command line as `warn` and `refuse`.
+impl ValueEnum for EvictionMode {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[EvictionMode::Warn, EvictionMode::Refuse]
+    }
 
-impl From<RedisEviction> for EvictionMode {
-    fn from(value: RedisEviction) -> Self {
-        match value {
-            RedisEviction::Warn => EvictionMode::Warn,
-            RedisEviction::Refuse => EvictionMode::Refuse,
-        }
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            EvictionMode::Warn => PossibleValue::new("warn").help("Say so, and take part"),
+            EvictionMode::Refuse => {
+                PossibleValue::new("refuse").help("Say so, and stay out of the election")
+            }
+        })
     }
 }
 
@@ -186,6 +197,22 @@ pub struct LeaseArgs {
     /// YAML file with the same keys as the long flags (`lease-duration: 15s`).
     #[arg(long, env = "LEASEHOLD_CONFIG")]
     pub config: Option<PathBuf>,
+}
+
+/// The flags of every contender for the lease, `run`'s and `lock`'s.
+#[derive(Debug, Clone, Args)]
+pub struct ContenderArgs {
+    #[command(flatten)]
+    pub redis: RedisArgs,
+    #[command(flatten)]
+    pub contender_redis: ContenderRedisArgs,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
+    /// This replica's name [default: $POD_NAME, else the hostname].
+    #[arg(long, env = "LEASEHOLD_IDENTITY", help_heading = "Lease")]
+    pub identity: Option<String>,
+    #[command(flatten)]
+    pub timing: TimingArgs,
 }
 
 /// Timing of the election.
@@ -213,9 +240,9 @@ pub struct TimingArgs {
     pub no_data_loss_cooldown: bool,
 }
 
-/// The HTTP endpoints.
+/// Where the election's state is shown: the HTTP endpoints and the status file.
 #[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "HTTP (/healthz /readyz /leader /metrics)")]
+#[command(next_help_heading = "Status: HTTP (/healthz /readyz /leader /metrics) and file")]
 pub struct HttpArgs {
     /// Address of the HTTP endpoints.
     #[arg(long, env = "LEASEHOLD_HTTP_ADDR", default_value = "0.0.0.0:8080")]
@@ -225,6 +252,12 @@ pub struct HttpArgs {
     /// Service that selects the leader label instead).
     #[arg(long, env = "LEASEHOLD_READINESS", value_enum, default_value_t = ReadinessMode::Member)]
     pub readiness: ReadinessMode,
+    /// Keep the election's state in this file (format `leasehold-status 2`: until when this
+    /// replica leads, on the boot clock, with the reader's rule), rewritten atomically (a
+    /// temporary file renamed over it) at every change and every renewal; for apps that share a
+    /// volume with leasehold.
+    #[arg(long, env = "LEASEHOLD_STATUS_FILE", value_name = "PATH")]
+    pub status_file: Option<PathBuf>,
 }
 
 /// The Kubernetes side.
@@ -283,14 +316,7 @@ pub struct LogArgs {
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     #[command(flatten)]
-    pub redis: RedisArgs,
-    #[command(flatten)]
-    pub lease: LeaseArgs,
-    /// This replica's name [default: $POD_NAME, else the hostname].
-    #[arg(long, env = "LEASEHOLD_IDENTITY", help_heading = "Lease")]
-    pub identity: Option<String>,
-    #[command(flatten)]
-    pub timing: TimingArgs,
+    pub contender: ContenderArgs,
     #[command(flatten)]
     pub http: HttpArgs,
     #[command(flatten)]
@@ -364,7 +390,7 @@ pub struct GuardArgs {
     pub verbose: bool,
 }
 
-/// Parses `15s`, `500ms`, `2m`, `1h 30m`.
+/// Parses `15s`, `500ms`, `2m`, `1h 30m`: every duration flag's parser.
 fn parse_duration(value: &str) -> Result<Duration, String> {
     humantime::parse_duration(value.trim())
         .map_err(|e| format!("{e}; expected a duration such as 15s, 500ms or 2m"))

@@ -7,13 +7,9 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::candidacy::CandidacyArgs;
-use super::resolve::at_most;
-use super::{
-    CliError, Environment, ExecArgs, HttpArgs, KubeArgs, LeaseArgs, LogArgs, RedisArgs, RunArgs,
-    RunSettings, StatusArgs, StatusSettings, TimingArgs, parse_duration,
-};
-use crate::http::ReadinessMode;
+use super::resolve::{ContenderParts, above_zero, at_most};
+use super::settings::{Environment, LockSettings, StepDownSettings};
+use super::{CliError, ContenderArgs, KubeArgs, LogArgs, StatusArgs, parse_duration};
 use crate::lease::OwnerId;
 
 /// `leasehold step-down`.
@@ -31,17 +27,6 @@ pub struct StepDownArgs {
     pub wait: Duration,
 }
 
-/// Validated settings of `leasehold step-down`.
-#[derive(Debug, Clone)]
-pub struct StepDownSettings {
-    /// Redis, the lease and the output format, as for `leasehold status`.
-    pub status: StatusSettings,
-    /// The replica to hand to, if named.
-    pub to: Option<String>,
-    /// How long to wait for the new leader.
-    pub wait: Duration,
-}
-
 impl StepDownArgs {
     /// Validates the step-down settings.
     pub fn resolve(
@@ -51,10 +36,12 @@ impl StepDownArgs {
     ) -> Result<StepDownSettings, CliError> {
         let status = self.status.resolve(env, url_from_command_line)?;
         if let Some(to) = &self.to {
-            OwnerId::check_identity(to).map_err(|e| CliError::Name {
-                flag: "to",
-                value: to.clone(),
-                rule: format!("must be a replica's identity (its pod name): {e}"),
+            OwnerId::check_identity(to).map_err(|e| {
+                CliError::value(
+                    "to",
+                    to,
+                    format!("must be a replica's identity (its pod name): {e}"),
+                )
             })?;
         }
         at_most(
@@ -62,13 +49,11 @@ impl StepDownArgs {
             self.wait,
             "must be at most 1h: the request to the leader lives as long",
         )?;
-        if self.wait.is_zero() {
-            return Err(CliError::Duration {
-                flag: "wait",
-                value: self.wait,
-                rule: "must be greater than zero: the leader needs up to a retry period to see the request",
-            });
-        }
+        above_zero(
+            "wait",
+            self.wait,
+            "must be greater than zero: the leader needs up to a retry period to see the request",
+        )?;
         Ok(StepDownSettings {
             status,
             to: self.to.clone(),
@@ -81,14 +66,7 @@ impl StepDownArgs {
 #[derive(Debug, Clone, Args)]
 pub struct LockArgs {
     #[command(flatten)]
-    pub redis: RedisArgs,
-    #[command(flatten)]
-    pub lease: LeaseArgs,
-    /// This replica's name [default: $POD_NAME, else the hostname].
-    #[arg(long, env = "LEASEHOLD_IDENTITY", help_heading = "Lease")]
-    pub identity: Option<String>,
-    #[command(flatten)]
-    pub timing: TimingArgs,
+    pub contender: ContenderArgs,
     #[command(flatten)]
     pub kube: KubeArgs,
     /// How long to try for the lock before giving up with exit code 75 [default: one try].
@@ -109,18 +87,9 @@ pub struct LockArgs {
     pub command: Vec<String>,
 }
 
-/// Validated settings of `leasehold lock`.
-#[derive(Debug, Clone)]
-pub struct LockSettings {
-    /// The settings `leasehold run` would have with the same flags and the command.
-    pub run: RunSettings,
-    /// How long to try for the lock.
-    pub wait: Duration,
-}
-
 impl LockArgs {
-    /// Validates the lock settings: those of `leasehold run` with the same flags (the same
-    /// rules, the same messages), and a command.
+    /// Validates the lock settings: a contender's, as for `leasehold run` (the same rules, the
+    /// same messages), and a command.
     pub fn resolve(
         &self,
         env: &Environment,
@@ -132,34 +101,20 @@ impl LockArgs {
             "must be at most 1h: a Job that waits longer for its lock should run later instead",
         )?;
         if self.command.is_empty() {
-            return Err(CliError::Exec {
+            return Err(CliError::Misplaced {
                 flag: "-- CMD",
                 rule: "`leasehold lock` needs the command to run after `--`",
             });
         }
-        let run = RunArgs {
-            redis: self.redis.clone(),
-            lease: self.lease.clone(),
-            identity: self.identity.clone(),
-            timing: self.timing.clone(),
-            // No endpoints: a lock serves nothing.
-            http: HttpArgs {
-                http_addr: ([127, 0, 0, 1], 0).into(),
-                readiness: ReadinessMode::Member,
-            },
-            kube: self.kube.clone(),
-            exec: ExecArgs {
-                grace_period: self.grace_period,
-                restart_command: false,
-            },
-            candidacy: CandidacyArgs::default(),
-            log: self.log.clone(),
-            guard_file: self.guard_file.clone(),
-            command: self.command.clone(),
-        }
-        .resolve(env, url_from_command_line)?;
+        let parts = ContenderParts {
+            kube: &self.kube,
+            command: &self.command,
+            grace_period: self.grace_period,
+            restart_command: false,
+            guard_file: self.guard_file.as_ref(),
+        };
         Ok(LockSettings {
-            run,
+            contender: self.contender.resolve(parts, env, url_from_command_line)?,
             wait: self.wait,
         })
     }

@@ -1,24 +1,22 @@
 //! From flags to settings: every rule a value must keep, checked before anything connects,
 //! including the upper bounds of durations (see [`MAX_DURATION`]).
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::secrets::{read_pem, read_secret};
 use super::settings::{
-    Environment, Invocation, LeaseSource, RedisSettings, RunSettings, StatusSettings,
+    ContenderSettings, Environment, Invocation, LeaseSource, RunSettings, StatusSettings,
 };
 use super::{
-    Cli, CliError, Command, GuardArgs, LeaseArgs, LogArgs, RedisArgs, RunArgs, StatusArgs,
+    Cli, CliError, Command, ContenderArgs, GuardArgs, HttpArgs, KubeArgs, LeaseArgs, LogArgs,
+    RunArgs, StatusArgs,
 };
 use crate::elector::Timing;
 use crate::exec::{ExecSettings, find_program};
 use crate::guard::caller::{self, CallerError, CallerTerm};
 use crate::guard::check::GuardCheck;
 use crate::k8s::{KubeSettings, names};
-use crate::lease::{
-    LeaseError, LeaseName, LeaseOptions, OwnerId, TlsFiles, WaitReplicas, check_sentinels,
-    check_target, redact_url,
-};
+use crate::lease::{LeaseName, OwnerId};
 use crate::telemetry::LogSettings;
 
 /// The longest duration any flag takes: one hour. The lease duration is the longest duration
@@ -42,6 +40,18 @@ pub(super) fn at_most(
     rule: &'static str,
 ) -> Result<(), CliError> {
     if value > MAX_DURATION {
+        return Err(CliError::Duration { flag, value, rule });
+    }
+    Ok(())
+}
+
+/// Refuses a zero duration, with the flag's reason.
+pub(super) fn above_zero(
+    flag: &'static str,
+    value: Duration,
+    rule: &'static str,
+) -> Result<(), CliError> {
+    if value.is_zero() {
         return Err(CliError::Duration { flag, value, rule });
     }
     Ok(())
@@ -74,38 +84,9 @@ pub fn invocation(
         ),
     };
     if let Some(redis) = invocation.redis() {
-        sentinels_at_start(redis)?;
+        redis.sentinels_at_start()?;
     }
     Ok(invocation)
-}
-
-/// For a `redis+sentinel://` URL: the Sentinels its hosts resolve to now, refused when they are
-/// not an odd number of three or more (unless --allow-unsafe-sentinel-count accepts it) or a
-/// host does not resolve (see [`check_sentinels`]). The one rule checked against the network
-/// rather than the input alone, so kept out of the `resolve` methods, which the chart's tests
-/// run on rendered values. No runtime exists yet: it resolves on a small one of its own, which
-/// it leaves without waiting for a resolver thread that outlived its bound.
-fn sentinels_at_start(redis: &RedisSettings) -> Result<(), CliError> {
-    if !redis.url.contains("+sentinel://") {
-        return Ok(());
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .map_err(|e| {
-            CliError::Failed(
-                anyhow::Error::new(e).context("cannot start a runtime to resolve the Sentinels"),
-            )
-        })?;
-    let checked = runtime.block_on(check_sentinels(&redis.url, &redis.options));
-    runtime.shutdown_background();
-    checked.map_err(|e| match e {
-        LeaseError::BadUrl { url, reason } => CliError::RedisUrl { url, rule: reason },
-        other => CliError::RedisUrl {
-            url: redact_url(&redis.url),
-            rule: other.to_string(),
-        },
-    })
 }
 
 impl GuardArgs {
@@ -114,11 +95,7 @@ impl GuardArgs {
         at_most("valid-for", self.valid_for, VALID_FOR_BOUND)?;
         // An empty value is no value: a shell that exports the variable empty means "not set".
         let given = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
-        let refused = |e: CallerError| CliError::Name {
-            flag: e.source,
-            value: e.value,
-            rule: e.rule,
-        };
+        let refused = |e: CallerError| CliError::value(e.source, e.value, e.rule);
         let caller = CallerTerm {
             lease: given(&self.lease)
                 .map(|v| caller::parse_lease("--lease (or $LEASEHOLD_LEASE)", &v))
@@ -152,122 +129,6 @@ impl LogArgs {
     }
 }
 
-impl RedisArgs {
-    fn resolve(&self, url_from_command_line: bool) -> Result<RedisSettings, CliError> {
-        let url = self.redis_url.trim().to_owned();
-        let bad = |rule: &str| CliError::RedisUrl {
-            url: redact_url(&url),
-            rule: rule.to_owned(),
-        };
-        if redact_url(&url) != url && url_from_command_line {
-            return Err(bad(
-                "a password on the command line shows in `ps`; put it in a file and pass --redis-password-file (or set LEASEHOLD_REDIS_URL)",
-            ));
-        }
-        let password = self
-            .redis_password_file
-            .as_deref()
-            .map(|p| read_secret("redis-password-file", p))
-            .transpose()?;
-        let username = match (&self.redis_username, &self.redis_username_file) {
-            (Some(name), _) if name.trim().is_empty() => {
-                return Err(CliError::Name {
-                    flag: "redis-username",
-                    value: String::new(),
-                    rule: "must not be empty when given".into(),
-                });
-            }
-            (Some(name), _) => Some(name.trim().to_owned()),
-            (None, Some(path)) => Some(
-                read_secret("redis-username-file", path)?
-                    .expose()
-                    .to_owned(),
-            ),
-            (None, None) => None,
-        };
-        let tls = self.tls_files()?;
-        let sentinel_password = self
-            .sentinel_password_file
-            .as_deref()
-            .map(|p| read_secret("sentinel-password-file", p))
-            .transpose()?;
-        if sentinel_password.is_some() && !url.contains("+sentinel://") {
-            return Err(CliError::Exec {
-                flag: "--sentinel-password-file",
-                rule: "is only for redis+sentinel:// URLs",
-            });
-        }
-        if self.allow_unsafe_sentinel_count && !url.contains("+sentinel://") {
-            return Err(CliError::Exec {
-                flag: "--allow-unsafe-sentinel-count",
-                rule: "is only for redis+sentinel:// URLs",
-            });
-        }
-        if self.redis_wait_replicas > 0 && self.redis_wait_timeout.is_zero() {
-            return Err(CliError::Duration {
-                flag: "redis-wait-timeout",
-                value: self.redis_wait_timeout,
-                rule: "must be greater than zero",
-            });
-        }
-        let wait_replicas = (self.redis_wait_replicas > 0).then_some(WaitReplicas {
-            replicas: self.redis_wait_replicas,
-            timeout: self.redis_wait_timeout,
-        });
-        let options = LeaseOptions {
-            key_prefix: self.key_prefix.clone(),
-            username,
-            password,
-            tls,
-            sentinel_password,
-            allow_unsafe_sentinel_count: self.allow_unsafe_sentinel_count,
-            wait_replicas,
-            ..LeaseOptions::default()
-        };
-        // Let the target parser judge the rest of the URL now, before anything connects.
-        check_target(&url, &options).map_err(|e| match e {
-            LeaseError::BadUrl { reason, .. } => bad(&reason),
-            other => bad(&other.to_string()),
-        })?;
-        Ok(RedisSettings {
-            url,
-            options,
-            eviction: self.redis_eviction.into(),
-        })
-    }
-
-    fn tls_files(&self) -> Result<Option<TlsFiles>, CliError> {
-        let (ca, cert, key) = (
-            &self.redis_ca_file,
-            &self.redis_client_cert_file,
-            &self.redis_client_key_file,
-        );
-        if ca.is_none() && cert.is_none() && key.is_none() {
-            return Ok(None);
-        }
-        if cert.is_some() != key.is_some() {
-            return Err(CliError::Exec {
-                flag: "--redis-client-cert-file",
-                rule: "mutual TLS needs both --redis-client-cert-file and --redis-client-key-file",
-            });
-        }
-        Ok(Some(TlsFiles {
-            ca_pem: ca
-                .as_deref()
-                .map(|p| read_pem("redis-ca-file", p))
-                .transpose()?,
-            client_cert_pem: cert
-                .as_deref()
-                .map(|p| read_pem("redis-client-cert-file", p))
-                .transpose()?,
-            client_key_pem: key
-                .as_deref()
-                .map(|p| read_secret("redis-client-key-file", p))
-                .transpose()?,
-        }))
-    }
-}
-
 impl LeaseArgs {
     fn namespace(&self, env: &Environment) -> String {
         self.namespace
@@ -288,14 +149,10 @@ impl LeaseArgs {
                 };
                 LeaseName::new(full)
                     .map(LeaseSource::Named)
-                    .map_err(|e| CliError::Name {
-                        flag: "lease-name",
-                        value: name.clone(),
-                        rule: e.to_string(),
-                    })
+                    .map_err(|e| CliError::value("lease-name", name, e.to_string()))
             }
             None => Ok(match &env.pod_name {
-                Some(pod) => LeaseSource::OwningDeployment {
+                Some(pod) => LeaseSource::OwningWorkload {
                     namespace,
                     pod: pod.clone(),
                 },
@@ -310,22 +167,30 @@ fn check_dns_label(flag: &'static str, value: &str) -> Result<(), CliError> {
     if names::is_dns_label(value) {
         Ok(())
     } else {
-        Err(CliError::Name {
-            flag,
-            value: value.to_owned(),
-            rule: names::DNS_LABEL_RULE.into(),
-        })
+        Err(CliError::value(flag, value, names::DNS_LABEL_RULE))
     }
 }
 
-impl RunArgs {
-    /// Validates the run settings. `url_from_command_line` says whether --redis-url was typed
-    /// on the command line (where a password would show in `ps`).
-    pub fn resolve(
+/// What `run` and `lock` give a contender besides [`ContenderArgs`], each under headings of
+/// its own: the Kubernetes parts, the command after `--` and its guard file.
+pub(super) struct ContenderParts<'a> {
+    pub(super) kube: &'a KubeArgs,
+    pub(super) command: &'a [String],
+    pub(super) grace_period: Duration,
+    /// `run`'s `--restart-command`.
+    pub(super) restart_command: bool,
+    pub(super) guard_file: Option<&'a PathBuf>,
+}
+
+impl ContenderArgs {
+    /// Validates what a contender runs with; `url_from_command_line` says whether --redis-url
+    /// was typed on the command line (where a password would show in `ps`).
+    pub(super) fn resolve(
         &self,
+        parts: ContenderParts<'_>,
         env: &Environment,
         url_from_command_line: bool,
-    ) -> Result<RunSettings, CliError> {
+    ) -> Result<ContenderSettings, CliError> {
         for (flag, value, rule) in [
             (
                 "lease-duration",
@@ -344,10 +209,10 @@ impl RunArgs {
             ),
             (
                 "redis-wait-timeout",
-                self.redis.redis_wait_timeout,
+                self.contender_redis.redis_wait_timeout,
                 BELOW_LEASE_DURATION_BOUND,
             ),
-            ("grace-period", self.exec.grace_period, GRACE_PERIOD_BOUND),
+            ("grace-period", parts.grace_period, GRACE_PERIOD_BOUND),
         ] {
             at_most(flag, value, rule)?;
         }
@@ -358,17 +223,9 @@ impl RunArgs {
             drift_factor: self.timing.drift_factor,
         };
         timing.validate()?;
-        if self.redis.redis_wait_replicas > 0
-            && self.redis.redis_wait_timeout >= timing.retry_period
-        {
-            return Err(CliError::Order {
-                flag: "redis-wait-timeout",
-                value: self.redis.redis_wait_timeout,
-                other: "--retry-period",
-                other_value: timing.retry_period,
-            });
-        }
+        let wait_replicas = self.contender_redis.wait_replicas(timing.retry_period)?;
         let mut redis = self.redis.resolve(url_from_command_line)?;
+        redis.options.wait_replicas = wait_replicas;
         redis.options.cooldown_on_data_loss = !self.timing.no_data_loss_cooldown;
         let lease = self.lease.resolve(env)?;
         let identity = self
@@ -376,84 +233,138 @@ impl RunArgs {
             .clone()
             .or_else(|| env.pod_name.clone())
             .or_else(|| env.hostname.clone())
-            .ok_or(CliError::Name {
-                flag: "identity",
-                value: String::new(),
-                rule: "no identity: pass --identity, or set POD_NAME (downward API)".into(),
+            .ok_or_else(|| {
+                CliError::value(
+                    "identity",
+                    "",
+                    "no identity: pass --identity, or set POD_NAME (downward API)",
+                )
             })?;
-        OwnerId::check_identity(&identity).map_err(|e| CliError::Name {
-            flag: "identity",
-            value: identity.clone(),
-            rule: e.to_string(),
-        })?;
-        let leader_label = if self.kube.no_leader_label {
-            None
-        } else {
-            if !names::is_label_key(&self.kube.leader_label) {
-                return Err(CliError::Name {
-                    flag: "leader-label",
-                    value: self.kube.leader_label.clone(),
-                    rule: names::LABEL_KEY_RULE.into(),
-                });
-            }
-            Some(self.kube.leader_label.clone())
-        };
-        let exec = if self.command.is_empty() {
-            if self.exec.restart_command {
-                return Err(CliError::Exec {
-                    flag: "--restart-command",
-                    rule: "needs a command after `--`",
-                });
-            }
-            None
-        } else {
-            if self.command[0].trim().is_empty() {
-                return Err(CliError::Exec {
-                    flag: "-- CMD",
-                    rule: "the command after `--` must not be empty",
-                });
-            }
-            if !find_program(&self.command[0]) {
-                return Err(CliError::Name {
-                    flag: "-- CMD",
-                    value: self.command[0].clone(),
-                    rule: "not found (neither an existing path nor a program on $PATH)".into(),
-                });
-            }
-            if self.exec.grace_period.is_zero() {
-                return Err(CliError::Duration {
-                    flag: "grace-period",
-                    value: self.exec.grace_period,
-                    rule: "must be greater than zero",
-                });
-            }
-            Some(ExecSettings {
-                command: self.command.clone(),
-                grace_period: self.exec.grace_period,
-                restart: self.exec.restart_command,
-            })
-        };
-        Ok(RunSettings {
+        OwnerId::check_identity(&identity)
+            .map_err(|e| CliError::value("identity", &identity, e.to_string()))?;
+        Ok(ContenderSettings {
             redis,
+            eviction: self.contender_redis.redis_eviction,
             lease,
             namespace: self.lease.namespace(env),
             identity,
             pod: env.pod_name.clone(),
             timing,
-            http_addr: self.http.http_addr,
-            readiness: self.http.readiness,
-            kube: KubeSettings {
-                mode: self.kube.kubernetes,
-                leader_label,
-                lease_mirror: !self.kube.no_lease_mirror,
-                events: !self.kube.no_events,
-            },
+            kube: parts.kube.settings()?,
+            exec: exec(&parts)?,
+            guard_file: parts.guard_file.cloned(),
+        })
+    }
+}
+
+impl KubeArgs {
+    fn settings(&self) -> Result<KubeSettings, CliError> {
+        let leader_label = if self.no_leader_label {
+            None
+        } else {
+            if !names::is_label_key(&self.leader_label) {
+                return Err(CliError::value(
+                    "leader-label",
+                    &self.leader_label,
+                    names::LABEL_KEY_RULE,
+                ));
+            }
+            Some(self.leader_label.clone())
+        };
+        Ok(KubeSettings {
+            mode: self.kubernetes,
+            leader_label,
+            lease_mirror: !self.no_lease_mirror,
+            events: !self.no_events,
+        })
+    }
+}
+
+/// The command after `--`, if any, with its grace period.
+fn exec(parts: &ContenderParts<'_>) -> Result<Option<ExecSettings>, CliError> {
+    let Some(program) = parts.command.first() else {
+        if parts.restart_command {
+            return Err(CliError::Misplaced {
+                flag: "--restart-command",
+                rule: "needs a command after `--`",
+            });
+        }
+        return Ok(None);
+    };
+    if program.trim().is_empty() {
+        return Err(CliError::Misplaced {
+            flag: "-- CMD",
+            rule: "the command after `--` must not be empty",
+        });
+    }
+    if !find_program(program) {
+        return Err(CliError::value(
+            "-- CMD",
+            program,
+            "not found (neither an existing path nor a program on $PATH)",
+        ));
+    }
+    above_zero(
+        "grace-period",
+        parts.grace_period,
+        "must be greater than zero",
+    )?;
+    Ok(Some(ExecSettings {
+        command: parts.command.to_vec(),
+        grace_period: parts.grace_period,
+        restart: parts.restart_command,
+    }))
+}
+
+impl HttpArgs {
+    /// The status file, refused when its directory does not exist.
+    fn status_file(&self) -> Result<Option<PathBuf>, CliError> {
+        let Some(path) = &self.status_file else {
+            return Ok(None);
+        };
+        let name = path.file_name().filter(|n| !n.is_empty());
+        let dir = path.parent().map(|p| {
+            if p.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                p
+            }
+        });
+        match (name, dir) {
+            (Some(_), Some(dir)) if dir.is_dir() => Ok(Some(path.clone())),
+            _ => Err(CliError::value(
+                "status-file",
+                path.display(),
+                "must name a file in an existing directory",
+            )),
+        }
+    }
+}
+
+impl RunArgs {
+    /// Validates the run settings. `url_from_command_line` says whether --redis-url was typed
+    /// on the command line (where a password would show in `ps`).
+    pub fn resolve(
+        &self,
+        env: &Environment,
+        url_from_command_line: bool,
+    ) -> Result<RunSettings, CliError> {
+        let parts = ContenderParts {
+            kube: &self.kube,
+            command: &self.command,
+            grace_period: self.exec.grace_period,
+            restart_command: self.exec.restart_command,
+            guard_file: self.guard_file.as_ref(),
+        };
+        let contender = self.contender.resolve(parts, env, url_from_command_line)?;
+        Ok(RunSettings {
             candidacy: self
                 .candidacy
-                .resolve(exec.is_some(), timing.lease_duration)?,
-            status_file: self.candidacy.status_file()?,
-            exec,
-            guard_file: self.guard_file.clone(),
+                .resolve(contender.exec.is_some(), contender.timing.lease_duration)?,
+            status_file: self.http.status_file()?,
+            http_addr: self.http.http_addr,
+            readiness: self.http.readiness,
+            contender,
         })
     }
 }

@@ -2,16 +2,16 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::OutputFormat;
-use super::ops::{LockSettings, StepDownSettings};
 use crate::candidacy::CandidateCheck;
 use crate::elector::{EvictionMode, Timing};
 use crate::exec::ExecSettings;
 use crate::guard::check::GuardCheck;
 use crate::http::ReadinessMode;
 use crate::k8s::KubeSettings;
-use crate::lease::{LeaseName, LeaseOptions, OwnerId, redact_url};
+use crate::lease::{LeaseError, LeaseName, LeaseOptions, OwnerId, RedisLease, RedisTarget};
 use crate::telemetry::LogSettings;
 
 /// A validated command line: what to do, and with which settings.
@@ -48,9 +48,8 @@ impl Invocation {
     /// The Redis the command talks to, when it talks to one.
     pub fn redis(&self) -> Option<&RedisSettings> {
         match self {
-            Invocation::Run(run, _) | Invocation::Lock(LockSettings { run, .. }, _) => {
-                Some(&run.redis)
-            }
+            Invocation::Run(RunSettings { contender, .. }, _)
+            | Invocation::Lock(LockSettings { contender, .. }, _) => Some(&contender.redis),
             Invocation::Status(status, _)
             | Invocation::StepDown(StepDownSettings { status, .. }, _) => Some(&status.redis),
             Invocation::Guard(_) => None,
@@ -63,8 +62,9 @@ impl Invocation {
 pub enum LeaseSource {
     /// Given by flag.
     Named(LeaseName),
-    /// The Deployment that owns pod `pod` in `namespace`, found through the Kubernetes API.
-    OwningDeployment {
+    /// The workload that owns pod `pod` in `namespace`, found through the Kubernetes API: its
+    /// Deployment for `run`, `status` and `step-down`, its Job (or CronJob) for `lock`.
+    OwningWorkload {
         /// The pod's namespace.
         namespace: String,
         /// The pod's name.
@@ -77,27 +77,21 @@ pub enum LeaseSource {
 /// Validated Redis settings.
 #[derive(Debug, Clone)]
 pub struct RedisSettings {
-    /// The URL (may carry a password when it came from the environment or a file).
-    pub url: String,
+    /// Where the lease lives, parsed once with the credentials and TLS of `options`.
+    pub target: RedisTarget,
     /// Options of the lease.
     pub options: LeaseOptions,
-    /// What to do when Redis may evict the lease.
-    pub eviction: EvictionMode,
 }
 
 impl RedisSettings {
     /// The lease `name` for `owner` on this Redis (nothing connects yet).
-    pub fn lease(
-        &self,
-        name: LeaseName,
-        owner: OwnerId,
-    ) -> Result<crate::lease::RedisLease, crate::lease::LeaseError> {
-        crate::lease::RedisLease::new(&self.url, name, owner, self.options.clone())
+    pub fn lease(&self, name: LeaseName, owner: OwnerId) -> Result<RedisLease, LeaseError> {
+        RedisLease::on(&self.target, name, owner, self.options.clone())
     }
 
     /// The URL with its password redacted, for logs.
-    pub fn redacted_url(&self) -> String {
-        redact_url(&self.url)
+    pub fn redacted_url(&self) -> &str {
+        self.target.redacted_url()
     }
 }
 
@@ -130,11 +124,13 @@ impl Environment {
     }
 }
 
-/// Validated settings of `leasehold run`.
+/// What every contender for the lease runs with, `leasehold run`'s and `leasehold lock`'s.
 #[derive(Debug, Clone)]
-pub struct RunSettings {
+pub struct ContenderSettings {
     /// Redis.
     pub redis: RedisSettings,
+    /// What to do when Redis may evict the lease.
+    pub eviction: EvictionMode,
     /// The lease.
     pub lease: LeaseSource,
     /// The namespace of this pod and of the lease mirror, events and labels.
@@ -145,20 +141,36 @@ pub struct RunSettings {
     pub pod: Option<String>,
     /// The election's timing.
     pub timing: Timing,
+    /// Kubernetes mode and parts.
+    pub kube: KubeSettings,
+    /// The command, if any (always one for `lock`).
+    pub exec: Option<ExecSettings>,
+    /// The guard file given by `--guard-file` (else a default one when there is a command).
+    pub guard_file: Option<PathBuf>,
+}
+
+/// Validated settings of `leasehold run`.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    /// What it has of every contender.
+    pub contender: ContenderSettings,
     /// HTTP address.
     pub http_addr: SocketAddr,
     /// Readiness mode.
     pub readiness: ReadinessMode,
-    /// Kubernetes mode and parts.
-    pub kube: KubeSettings,
-    /// The singleton command, if any.
-    pub exec: Option<ExecSettings>,
-    /// The guard file given by `--guard-file` (else a default one when there is a command).
-    pub guard_file: Option<PathBuf>,
     /// The candidate check, if any.
     pub candidacy: Option<CandidateCheck>,
     /// The status file given by `--status-file`.
     pub status_file: Option<PathBuf>,
+}
+
+/// Validated settings of `leasehold lock`.
+#[derive(Debug, Clone)]
+pub struct LockSettings {
+    /// What it has of every contender, the command included.
+    pub contender: ContenderSettings,
+    /// How long to try for the lock.
+    pub wait: Duration,
 }
 
 /// Validated settings of `leasehold status`.
@@ -170,4 +182,15 @@ pub struct StatusSettings {
     pub lease: LeaseSource,
     /// Output format.
     pub output: OutputFormat,
+}
+
+/// Validated settings of `leasehold step-down`.
+#[derive(Debug, Clone)]
+pub struct StepDownSettings {
+    /// Redis, the lease and the output format, as for `leasehold status`.
+    pub status: StatusSettings,
+    /// The replica to hand to, if named.
+    pub to: Option<String>,
+    /// How long to wait for the new leader.
+    pub wait: Duration,
 }

@@ -42,21 +42,24 @@ fn error(argv: &[&str]) -> String {
 #[test]
 fn defaults_follow_the_design() {
     let s = run(&[]).unwrap();
-    assert_eq!(s.timing, Timing::default());
-    assert_eq!(s.identity, "web-7d4f-x2x9");
-    assert_eq!(s.namespace, "shop");
+    assert_eq!(s.contender.timing, Timing::default());
+    assert_eq!(s.contender.identity, "web-7d4f-x2x9");
+    assert_eq!(s.contender.namespace, "shop");
     assert_eq!(
-        s.lease,
-        LeaseSource::OwningDeployment {
+        s.contender.lease,
+        LeaseSource::OwningWorkload {
             namespace: "shop".into(),
             pod: "web-7d4f-x2x9".into()
         }
     );
     assert_eq!(s.readiness, ReadinessMode::Member);
     assert_eq!(s.http_addr, "0.0.0.0:8080".parse().unwrap());
-    assert!(s.redis.options.cooldown_on_data_loss);
-    assert_eq!(s.kube.leader_label.as_deref(), Some("leasehold.io/leader"));
-    assert!(s.exec.is_none());
+    assert!(s.contender.redis.options.cooldown_on_data_loss);
+    assert_eq!(
+        s.contender.kube.leader_label.as_deref(),
+        Some("leasehold.io/leader")
+    );
+    assert!(s.contender.exec.is_none());
 }
 
 #[test]
@@ -70,9 +73,9 @@ fn durations_read_like_people_write_them() {
         "500ms",
     ])
     .unwrap();
-    assert_eq!(s.timing.lease_duration, Duration::from_secs(120));
-    assert_eq!(s.timing.renew_deadline, Duration::from_secs(90));
-    assert_eq!(s.timing.retry_period, Duration::from_millis(500));
+    assert_eq!(s.contender.timing.lease_duration, Duration::from_secs(120));
+    assert_eq!(s.contender.timing.renew_deadline, Duration::from_secs(90));
+    assert_eq!(s.contender.timing.retry_period, Duration::from_millis(500));
 }
 
 #[test]
@@ -92,8 +95,8 @@ fn an_hour_is_the_longest_duration_accepted() {
         "sh",
     ])
     .unwrap();
-    assert_eq!(s.timing.lease_duration, MAX_DURATION);
-    assert_eq!(s.exec.unwrap().grace_period, MAX_DURATION);
+    assert_eq!(s.contender.timing.lease_duration, MAX_DURATION);
+    assert_eq!(s.contender.exec.unwrap().grace_period, MAX_DURATION);
     let err = error(&["--lease-duration", "3600001ms"]);
     assert!(
         err.starts_with("--lease-duration 3600.001s: must be at most 1h"),
@@ -105,12 +108,12 @@ fn an_hour_is_the_longest_duration_accepted() {
 fn lease_names_take_the_namespace_when_short() {
     let s = run(&["--lease-name", "web"]).unwrap();
     assert_eq!(
-        s.lease,
+        s.contender.lease,
         LeaseSource::Named(LeaseName::new("shop/web").unwrap())
     );
     let s = run(&["--lease-name", "other/web"]).unwrap();
     assert_eq!(
-        s.lease,
+        s.contender.lease,
         LeaseSource::Named(LeaseName::new("other/web").unwrap())
     );
 }
@@ -118,7 +121,7 @@ fn lease_names_take_the_namespace_when_short() {
 #[test]
 fn the_command_after_the_separator_is_the_singleton() {
     let s = run(&["--grace-period", "3s", "--", "sh", "-c", "worker --once"]).unwrap();
-    let exec = s.exec.unwrap();
+    let exec = s.contender.exec.unwrap();
     assert_eq!(exec.command, vec!["sh", "-c", "worker --once"]);
     assert_eq!(exec.grace_period, Duration::from_secs(3));
 }
@@ -130,7 +133,12 @@ fn the_password_file_is_read_and_never_shown() {
     std::fs::write(&path, "hunter2\n").unwrap();
     let s = run(&["--redis-password-file", path.to_str().unwrap()]).unwrap();
     assert_eq!(
-        s.redis.options.password.as_ref().map(Secret::expose),
+        s.contender
+            .redis
+            .options
+            .password
+            .as_ref()
+            .map(Secret::expose),
         Some("hunter2")
     );
     assert!(!format!("{s:?}").contains("hunter2"));
@@ -154,19 +162,19 @@ fn the_config_file_sets_what_flags_do_not() {
     );
     let s = run(&["--config", &path, "--lease-duration", "40s"]).unwrap();
     assert_eq!(
-        s.timing.lease_duration,
+        s.contender.timing.lease_duration,
         Duration::from_secs(40),
         "the flag wins"
     );
     assert_eq!(
-        s.timing.renew_deadline,
+        s.contender.timing.renew_deadline,
         Duration::from_secs(20),
         "the file beats the default"
     );
     assert_eq!(s.readiness, ReadinessMode::Member);
-    assert!(!s.kube.events);
+    assert!(!s.contender.kube.events);
     assert_eq!(
-        s.lease,
+        s.contender.lease,
         LeaseSource::Named(LeaseName::new("shop/web").unwrap())
     );
 }
@@ -177,7 +185,7 @@ fn a_password_in_the_url_is_accepted_from_the_environment() {
     let Command::Run(mut args) = cli.command else {
         panic!()
     };
-    args.redis.redis_url = "redis://:hunter2@x:6379".into();
+    args.contender.redis.redis_url = "redis://:hunter2@x:6379".into();
     let s = args.resolve(&env(), false).unwrap();
-    assert_eq!(s.redis.redacted_url(), "redis://:***@x:6379");
+    assert_eq!(s.contender.redis.redacted_url(), "redis://:***@x:6379");
 }

@@ -1,60 +1,123 @@
-//! Naming the lease: from the flag, or after the Deployment that owns this pod.
+//! Naming the lease: from the flag, or after the workload that owns this pod (its Deployment,
+//! or for `lock` its Job or CronJob), the one place every command names it.
 
 use tracing::info;
 
 use crate::cli::{CliError, LeaseSource};
-use crate::k8s::{self, K8sError, OwningDeployment};
+use crate::k8s::{self, K8sError, KubernetesMode, OwningDeployment};
 use crate::lease::LeaseName;
 
-/// Finds the lease name and, when there is a cluster, the owning Deployment. `pod` is this
-/// pod (`$POD_NAME`) in `namespace`, when running in one.
-pub async fn resolve_lease(
+/// The kind of workload a lease is named after when no flag names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// The Deployment of a replica (`run`, and `status` and `step-down` asking about one).
+    Deployment,
+    /// The Job (or the CronJob behind it) of `lock`.
+    Job,
+}
+
+impl Workload {
+    /// How the refusals name it.
+    fn words(self) -> &'static str {
+        match self {
+            Workload::Deployment => "Deployment",
+            Workload::Job => "Job",
+        }
+    }
+
+    /// A pod that no such workload owns is the user's to fix; any other failure to find it
+    /// is not.
+    fn not_found(self, e: K8sError) -> CliError {
+        match e {
+            K8sError::NotADeployment { .. } | K8sError::NotAJob { .. } => {
+                CliError::Refused(e.to_string())
+            }
+            other => CliError::Failed(anyhow::Error::new(other).context(match self {
+                Workload::Deployment => "cannot name the lease after the Deployment",
+                Workload::Job => "cannot name the lock after the pod's Job",
+            })),
+        }
+    }
+}
+
+/// The lease `source` names: the name given, else one after the `workload` that owns the pod,
+/// found through the Kubernetes API (`client`). The Deployment comes back too when the name was
+/// found through it.
+pub async fn name_lease(
     source: &LeaseSource,
     client: Option<&kube::Client>,
-    namespace: &str,
-    pod: Option<&str>,
+    workload: Workload,
 ) -> Result<(LeaseName, Option<OwningDeployment>), CliError> {
     match (source, client) {
-        (LeaseSource::Named(name), None) => Ok((name.clone(), None)),
-        (LeaseSource::Named(name), Some(client)) => {
-            // The name is given; the Deployment still scopes the label and carries the events.
-            let Some(pod) = pod else {
-                return Ok((name.clone(), None));
-            };
-            let deployment = match k8s::owning_deployment(client, namespace, pod).await {
-                Ok(d) => Some(d),
-                Err(err) => {
-                    info!(error = %err, "no owning Deployment found; the leader label is kept on this pod only");
-                    None
+        (LeaseSource::Named(name), _) => Ok((name.clone(), None)),
+        (LeaseSource::OwningWorkload { namespace, pod }, Some(client)) => {
+            let (name, deployment) = match workload {
+                Workload::Deployment => {
+                    let deployment = k8s::owning_deployment(client, namespace, pod)
+                        .await
+                        .map_err(|e| workload.not_found(e))?;
+                    let name = LeaseName::for_deployment(namespace, &deployment.name);
+                    (name, Some(deployment))
+                }
+                Workload::Job => {
+                    let owner = k8s::owning_job(client, namespace, pod)
+                        .await
+                        .map_err(|e| workload.not_found(e))?;
+                    (LeaseName::new(owner.lease_name(namespace)), None)
                 }
             };
-            Ok((name.clone(), deployment))
-        }
-        (LeaseSource::OwningDeployment { namespace, pod }, Some(client)) => {
-            let deployment = k8s::owning_deployment(client, namespace, pod)
-                .await
-                .map_err(|e| match e {
-                    K8sError::NotADeployment { .. } => CliError::Refused(e.to_string()),
-                    other => CliError::Failed(
-                        anyhow::Error::new(other).context("cannot name the lease after the Deployment"),
-                    ),
-                })?;
-            let name = LeaseName::for_deployment(namespace, &deployment.name).map_err(|e| {
-                CliError::Refused(format!("the Deployment's name makes no lease name: {e}"))
+            let name = name.map_err(|e| {
+                CliError::Refused(format!(
+                    "the {}'s name makes no lease name: {e}",
+                    workload.words()
+                ))
             })?;
-            Ok((name, Some(deployment)))
+            Ok((name, deployment))
         }
-        (LeaseSource::OwningDeployment { .. }, None) => Err(CliError::Refused(
-            "no lease name: pass --lease-name (there is no Kubernetes API to find this pod's Deployment)".into(),
-        )),
-        (LeaseSource::Unknown, _) => Err(CliError::Refused(
-            "no lease name: pass --lease-name, or run in a pod of a Deployment with POD_NAME and POD_NAMESPACE from the downward API".into(),
-        )),
+        (LeaseSource::OwningWorkload { .. }, None) => Err(CliError::Refused(format!(
+            "no lease name: pass --lease-name (there is no Kubernetes API to find this pod's {})",
+            workload.words()
+        ))),
+        (LeaseSource::Unknown, _) => Err(CliError::Refused(format!(
+            "no lease name: pass --lease-name, or run in {} with POD_NAME and POD_NAMESPACE from the downward API",
+            match workload {
+                Workload::Deployment => "a pod of a Deployment",
+                Workload::Job => "a Job's pod",
+            }
+        ))),
+    }
+}
+
+/// The lease that `status` and `step-down` ask about (commands without `--kubernetes`): the
+/// name given, else the Deployment of this pod, with the cluster found as `auto` finds it.
+pub async fn name_asked_lease(source: &LeaseSource) -> Result<LeaseName, CliError> {
+    let client = match source {
+        LeaseSource::Named(_) => None,
+        _ => connect(KubernetesMode::Auto).await?,
+    };
+    Ok(name_lease(source, client.as_ref(), Workload::Deployment)
+        .await?
+        .0)
+}
+
+/// The Deployment that owns `pod`, when the lease was named by flag: it still scopes the leader
+/// label and carries the events. Not found, the label stays on this pod only.
+pub async fn deployment_of(
+    client: &kube::Client,
+    namespace: &str,
+    pod: &str,
+) -> Option<OwningDeployment> {
+    match k8s::owning_deployment(client, namespace, pod).await {
+        Ok(d) => Some(d),
+        Err(err) => {
+            info!(error = %err, "no owning Deployment found; the leader label is kept on this pod only");
+            None
+        }
     }
 }
 
 /// Connects to the cluster as `mode` says; `--kubernetes on` without a cluster is a refusal.
-pub async fn connect(mode: k8s::KubernetesMode) -> Result<Option<kube::Client>, CliError> {
+pub async fn connect(mode: KubernetesMode) -> Result<Option<kube::Client>, CliError> {
     k8s::connect(mode).await.map_err(|e| match e {
         K8sError::NoCluster(_) => CliError::Refused(format!("--kubernetes on: {e}")),
         other => CliError::Failed(other.into()),

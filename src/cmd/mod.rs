@@ -1,4 +1,4 @@
-//! The commands of the binary: what `run`, `status` and `guard` do with validated settings.
+//! The commands of the binary: what each subcommand does with validated settings.
 //! They start the runtime, name the lease and call the library; every error they return says
 //! its exit code ([`CliError`]).
 //!
@@ -6,14 +6,17 @@
 //! - [`status`]: who holds the lease now.
 //! - [`step_down`]: ask the leader to hand over, and wait for the next one.
 //! - [`lock`]: run a command once under the lease, for Jobs and CronJobs.
-//! - [`lease`]: naming the lease, by flag or after the owning Deployment.
+//! - [`contender`]: a contender for the lease, wired once for `run` and `lock`.
+//! - [`lease`]: naming the lease, by flag or after the workload that owns the pod.
 
+pub mod contender;
 pub mod lease;
 pub mod lock;
 pub mod run;
 pub mod status;
 pub mod step_down;
 
+use std::future::Future;
 use std::process::ExitCode;
 
 use crate::cli::{CliError, Invocation};
@@ -24,36 +27,31 @@ pub fn execute(invocation: Invocation) -> Result<ExitCode, CliError> {
     match invocation {
         // The guard answers at once: no runtime, no logs, no connection.
         Invocation::Guard(check) => Ok(ExitCode::from(crate::guard::check::run(&check))),
-        Invocation::Run(settings, _) => {
-            let code = runtime()?.block_on(async {
-                let shutdown = Shutdown::on_signals().map_err(|e| {
-                    anyhow::Error::new(e).context("cannot install the signal handlers")
-                })?;
-                run::run(settings, shutdown).await
-            })?;
-            Ok(exit_code(code))
-        }
+        Invocation::Run(settings, _) => until_signalled(|shutdown| run::run(settings, shutdown)),
         Invocation::Status(settings, _) => {
             let code = runtime()?.block_on(status::status(settings))?;
             Ok(exit_code(code))
         }
         Invocation::StepDown(settings, _) => {
-            let code = runtime()?.block_on(async {
-                let name = step_down::lease_name(&settings.status.lease).await?;
-                step_down::step_down(settings, name).await
-            })?;
+            let code = runtime()?.block_on(step_down::step_down(settings))?;
             Ok(exit_code(code))
         }
-        Invocation::Lock(settings, _) => {
-            let code = runtime()?.block_on(async {
-                let shutdown = Shutdown::on_signals().map_err(|e| {
-                    anyhow::Error::new(e).context("cannot install the signal handlers")
-                })?;
-                lock::lock(settings, shutdown).await
-            })?;
-            Ok(exit_code(code))
-        }
+        Invocation::Lock(settings, _) => until_signalled(|shutdown| lock::lock(settings, shutdown)),
     }
+}
+
+/// Runs `command` on the runtime with SIGTERM and SIGINT as its shutdown.
+fn until_signalled<F, Fut>(command: F) -> Result<ExitCode, CliError>
+where
+    F: FnOnce(Shutdown) -> Fut,
+    Fut: Future<Output = Result<i32, CliError>>,
+{
+    let code = runtime()?.block_on(async {
+        let shutdown = Shutdown::on_signals()
+            .map_err(|e| anyhow::Error::new(e).context("cannot install the signal handlers"))?;
+        command(shutdown).await
+    })?;
+    Ok(exit_code(code))
 }
 
 /// A process exit code from a command's code (out of range is a failure).

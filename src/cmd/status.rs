@@ -5,9 +5,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::lease::{connect, resolve_lease};
-use crate::cli::{CliError, LeaseSource, OutputFormat, StatusSettings};
-use crate::k8s::KubernetesMode;
+use super::lease::name_asked_lease;
+use crate::cli::{CliError, OutputFormat, StatusSettings};
 use crate::lease::{CooldownState, LeaseName, Observation, OwnerId};
 
 /// The JSON of `leasehold status --output json`.
@@ -124,13 +123,7 @@ impl StatusView {
 
 /// Names the lease, reads it and prints it; returns the exit code.
 pub async fn status(settings: StatusSettings) -> Result<i32, CliError> {
-    let name = match &settings.lease {
-        LeaseSource::Named(name) => name.clone(),
-        source => {
-            let client = connect(KubernetesMode::Auto).await?;
-            resolve_lease(source, client.as_ref(), "", None).await?.0
-        }
-    };
+    let name = name_asked_lease(&settings.lease).await?;
     Ok(show(&settings, name).await?)
 }
 

@@ -11,10 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::lease::{connect, resolve_lease};
-use crate::cli::{CliError, LeaseSource, OutputFormat, StepDownSettings};
-use crate::k8s::KubernetesMode;
-use crate::lease::{HandoverRequested, Holder, LeaseName, Observation, OwnerId, RedisLease};
+use super::lease::name_asked_lease;
+use crate::cli::{CliError, OutputFormat, StepDownSettings};
+use crate::lease::{HandoverRequested, Holder, Observation, OwnerId, RedisLease};
 
 /// How long each Redis call of the command may take.
 const CALL: Duration = Duration::from_secs(5);
@@ -92,21 +91,10 @@ fn progress(old: &Holder, to: Option<&str>, seen: &Observation) -> Progress {
     }
 }
 
-/// The lease the command asks about: the name given, else the Deployment of this pod (as
-/// `leasehold status` finds it).
-pub async fn lease_name(source: &LeaseSource) -> Result<LeaseName, CliError> {
-    match source {
-        LeaseSource::Named(name) => Ok(name.clone()),
-        source => {
-            let client = connect(KubernetesMode::Auto).await?;
-            Ok(resolve_lease(source, client.as_ref(), "", None).await?.0)
-        }
-    }
-}
-
-/// Asks the leader of `lease_name` to hand over and waits; returns the exit code.
-pub async fn step_down(settings: StepDownSettings, lease_name: LeaseName) -> Result<i32, CliError> {
+/// Asks the leader of the lease to hand over and waits; returns the exit code.
+pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
     let StepDownSettings { status, to, wait } = settings;
+    let lease_name = name_asked_lease(&status.lease).await?;
     let owner = OwnerId::generate("leasehold-step-down").map_err(anyhow::Error::from)?;
     let lease = status
         .redis

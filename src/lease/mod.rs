@@ -46,8 +46,8 @@ use reply::{int, millis, parse_acquire, parse_observe, parse_renew, protocol};
 #[doc(hidden)]
 pub use scripts::source as script_source;
 use scripts::{ACQUIRE_SCRIPT, OBSERVE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
-pub use target::TlsFiles;
-use target::{Access, Target};
+use target::Target;
+pub use target::{RedisTarget, TlsFiles};
 
 /// One lease in Redis, seen by one owner.
 pub struct RedisLease {
@@ -85,13 +85,33 @@ impl RedisLease {
         owner: OwnerId,
         options: LeaseOptions,
     ) -> Result<Self, LeaseError> {
-        let (target, access) = parse_target(redis_url, &options)?;
+        Self::on(
+            &RedisTarget::parse(redis_url, &options)?,
+            name,
+            owner,
+            options,
+        )
+    }
+
+    /// Prepares the lease `name` for `owner` on a target parsed before (with the credentials
+    /// and TLS of the options it was parsed with; the rest of `options` is this lease's).
+    /// Nothing connects yet, as with [`RedisLease::new`].
+    pub fn on(
+        target: &RedisTarget,
+        name: LeaseName,
+        owner: OwnerId,
+        options: LeaseOptions,
+    ) -> Result<Self, LeaseError> {
         let keys = LeaseKeys::new(&options.key_prefix, &name).map_err(|e| LeaseError::BadUrl {
-            url: redact_url(redis_url),
+            url: target.redacted_url().to_owned(),
             reason: e.to_string(),
         })?;
         Ok(Self {
-            conn: Connection::new(target, access, keys.lease.clone()),
+            conn: Connection::new(
+                target.target.clone(),
+                target.access.clone(),
+                keys.lease.clone(),
+            ),
             keys,
             name,
             owner,
@@ -428,33 +448,12 @@ enum Term {
     Any,
 }
 
-/// Parses where the lease lives, with the access settings of `options`.
-fn parse_target(redis_url: &str, options: &LeaseOptions) -> Result<(Target, Access), LeaseError> {
-    let access = Access {
-        username: options.username.clone(),
-        password: options.password.clone(),
-        tls: options.tls.clone(),
-        sentinel_password: options.sentinel_password.clone(),
-    };
-    let mut target = Target::parse(redis_url, &access)?;
-    if let Target::Sentinel(sentinels) = &mut target {
-        sentinels.unsafe_count_allowed = options.allow_unsafe_sentinel_count;
-    }
-    Ok((target, access))
-}
-
-/// Checks, without connecting, that `redis_url` and the TLS material of `options` make a
-/// target: the checks [`RedisLease::new`] makes, for configuration to refuse bad input early.
-pub fn check_target(redis_url: &str, options: &LeaseOptions) -> Result<(), LeaseError> {
-    parse_target(redis_url, options).map(|_| ())
-}
-
 /// For a `redis+sentinel://` URL: resolves its hosts now (each within a bound, off the
 /// runtime's threads) and refuses, as a bad URL, a host that does not resolve and a count of
 /// Sentinels that is not odd and three or more, unless `options` accept that count. The rule
 /// every lease on the URL keeps while it runs, checked at start. Other URLs: nothing to check.
-pub async fn check_sentinels(redis_url: &str, options: &LeaseOptions) -> Result<(), LeaseError> {
-    let (Target::Sentinel(target), _) = parse_target(redis_url, options)? else {
+pub async fn check_sentinels(target: &RedisTarget) -> Result<(), LeaseError> {
+    let Target::Sentinel(target) = &target.target else {
         return Ok(());
     };
     let bad = |reason: String| LeaseError::BadUrl {

@@ -12,7 +12,7 @@ use redis::{
     TlsCertificates,
 };
 
-use super::{LeaseError, Secret, redact_url};
+use super::{LeaseError, LeaseOptions, Secret, redact_url};
 
 /// TLS material, read from files (mounted Secrets).
 #[derive(Clone, Default)]
@@ -86,6 +86,57 @@ pub(crate) enum Target {
         client: Box<ClusterClient>,
         seeds: Vec<Client>,
     },
+}
+
+/// Where a lease lives and how to reach it: a Redis URL parsed with the credentials and TLS
+/// material of its [`LeaseOptions`], once, before anything connects. Every lease on it (and the
+/// Sentinel count checked at start) takes it as it is, so a URL refused at start is never
+/// parsed again, and one accepted there cannot be judged otherwise later.
+#[derive(Clone)]
+pub struct RedisTarget {
+    pub(crate) target: Target,
+    pub(crate) access: Access,
+    /// The URL, its password redacted, for messages and logs.
+    url: String,
+}
+
+impl RedisTarget {
+    /// Parses `redis_url` (`redis://`, `rediss://`, `unix://`, `redis+sentinel://`,
+    /// `redis+cluster://`) with the access settings of `options`. A refusal says what is wrong
+    /// with the URL, its password redacted; the caller adds the flag's name.
+    pub fn parse(redis_url: &str, options: &LeaseOptions) -> Result<Self, LeaseError> {
+        let access = Access {
+            username: options.username.clone(),
+            password: options.password.clone(),
+            tls: options.tls.clone(),
+            sentinel_password: options.sentinel_password.clone(),
+        };
+        let mut target = Target::parse(redis_url, &access)?;
+        if let Target::Sentinel(sentinels) = &mut target {
+            sentinels.unsafe_count_allowed = options.allow_unsafe_sentinel_count;
+        }
+        Ok(Self {
+            target,
+            access,
+            url: redact_url(redis_url),
+        })
+    }
+
+    /// The URL with its password redacted.
+    pub fn redacted_url(&self) -> &str {
+        &self.url
+    }
+
+    /// Whether the master is found through Sentinel.
+    pub fn is_sentinel(&self) -> bool {
+        matches!(self.target, Target::Sentinel(_))
+    }
+}
+
+impl fmt::Debug for RedisTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("RedisTarget").field(&self.url).finish()
+    }
 }
 
 /// Builds a client for one node with the access settings.

@@ -95,5 +95,5 @@ pub fn resolve(container: &Container) -> RunSettings {
 
 /// leasehold's own bound on a graceful shutdown, from the binary's code.
 pub fn shutdown_bound(s: &RunSettings) -> Duration {
-    leasehold::cmd::run::shutdown_bound(s)
+    leasehold::cmd::contender::shutdown_bound(&s.contender)
 }

@@ -1,0 +1,177 @@
+//! The Redis flags into [`RedisSettings`]: the URL parsed once into a target with its
+//! credentials and TLS files, the options of the lease, and the Sentinel count checked at start.
+
+use std::time::Duration;
+
+use super::resolve::above_zero;
+use super::secrets::{read_pem, read_secret};
+use super::settings::RedisSettings;
+use super::{CliError, ContenderRedisArgs, RedisArgs};
+use crate::lease::{
+    LeaseError, LeaseOptions, RedisTarget, TlsFiles, WaitReplicas, check_sentinels, redact_url,
+};
+
+impl RedisArgs {
+    /// The connection's settings. `url_from_command_line` says whether --redis-url was typed on
+    /// the command line (where a password would show in `ps`).
+    pub(super) fn resolve(&self, url_from_command_line: bool) -> Result<RedisSettings, CliError> {
+        let url = self.redis_url.trim().to_owned();
+        let bad = |rule: &str| CliError::RedisUrl {
+            url: redact_url(&url),
+            rule: rule.to_owned(),
+        };
+        if redact_url(&url) != url && url_from_command_line {
+            return Err(bad(
+                "a password on the command line shows in `ps`; put it in a file and pass --redis-password-file (or set LEASEHOLD_REDIS_URL)",
+            ));
+        }
+        let password = self
+            .redis_password_file
+            .as_deref()
+            .map(|p| read_secret("redis-password-file", p))
+            .transpose()?;
+        let username = match (&self.redis_username, &self.redis_username_file) {
+            (Some(name), _) if name.trim().is_empty() => {
+                return Err(CliError::value(
+                    "redis-username",
+                    "",
+                    "must not be empty when given",
+                ));
+            }
+            (Some(name), _) => Some(name.trim().to_owned()),
+            (None, Some(path)) => Some(
+                read_secret("redis-username-file", path)?
+                    .expose()
+                    .to_owned(),
+            ),
+            (None, None) => None,
+        };
+        let tls = self.tls_files()?;
+        let sentinel_password = self
+            .sentinel_password_file
+            .as_deref()
+            .map(|p| read_secret("sentinel-password-file", p))
+            .transpose()?;
+        if sentinel_password.is_some() && !url.contains("+sentinel://") {
+            return Err(CliError::Misplaced {
+                flag: "--sentinel-password-file",
+                rule: "is only for redis+sentinel:// URLs",
+            });
+        }
+        if self.allow_unsafe_sentinel_count && !url.contains("+sentinel://") {
+            return Err(CliError::Misplaced {
+                flag: "--allow-unsafe-sentinel-count",
+                rule: "is only for redis+sentinel:// URLs",
+            });
+        }
+        let options = LeaseOptions {
+            key_prefix: self.key_prefix.clone(),
+            username,
+            password,
+            tls,
+            sentinel_password,
+            allow_unsafe_sentinel_count: self.allow_unsafe_sentinel_count,
+            ..LeaseOptions::default()
+        };
+        // The target parser judges the rest of the URL now, before anything connects, and its
+        // verdict is the target every lease of the command is made on.
+        let target = RedisTarget::parse(&url, &options).map_err(|e| match e {
+            LeaseError::BadUrl { reason, .. } => bad(&reason),
+            other => bad(&other.to_string()),
+        })?;
+        Ok(RedisSettings { target, options })
+    }
+
+    fn tls_files(&self) -> Result<Option<TlsFiles>, CliError> {
+        let (ca, cert, key) = (
+            &self.redis_ca_file,
+            &self.redis_client_cert_file,
+            &self.redis_client_key_file,
+        );
+        if ca.is_none() && cert.is_none() && key.is_none() {
+            return Ok(None);
+        }
+        if cert.is_some() != key.is_some() {
+            return Err(CliError::Misplaced {
+                flag: "--redis-client-cert-file",
+                rule: "mutual TLS needs both --redis-client-cert-file and --redis-client-key-file",
+            });
+        }
+        Ok(Some(TlsFiles {
+            ca_pem: ca
+                .as_deref()
+                .map(|p| read_pem("redis-ca-file", p))
+                .transpose()?,
+            client_cert_pem: cert
+                .as_deref()
+                .map(|p| read_pem("redis-client-cert-file", p))
+                .transpose()?,
+            client_key_pem: key
+                .as_deref()
+                .map(|p| read_secret("redis-client-key-file", p))
+                .transpose()?,
+        }))
+    }
+}
+
+impl ContenderRedisArgs {
+    /// The `WAIT` after each write, if asked for: its timeout must be greater than zero and
+    /// shorter than `retry_period` (the upper bound is checked with the other durations).
+    pub(super) fn wait_replicas(
+        &self,
+        retry_period: Duration,
+    ) -> Result<Option<WaitReplicas>, CliError> {
+        if self.redis_wait_replicas == 0 {
+            return Ok(None);
+        }
+        if self.redis_wait_timeout >= retry_period {
+            return Err(CliError::Order {
+                flag: "redis-wait-timeout",
+                value: self.redis_wait_timeout,
+                other: "--retry-period",
+                other_value: retry_period,
+            });
+        }
+        above_zero(
+            "redis-wait-timeout",
+            self.redis_wait_timeout,
+            "must be greater than zero",
+        )?;
+        Ok(Some(WaitReplicas {
+            replicas: self.redis_wait_replicas,
+            timeout: self.redis_wait_timeout,
+        }))
+    }
+}
+
+impl RedisSettings {
+    /// For a `redis+sentinel://` URL: the Sentinels its hosts resolve to now, refused when they are
+    /// not an odd number of three or more (unless --allow-unsafe-sentinel-count accepts it) or a
+    /// host does not resolve (see [`check_sentinels`]). The one rule checked against the network
+    /// rather than the input alone, so kept out of the `resolve` methods, which the chart's tests
+    /// run on rendered values. No runtime exists yet: it resolves on a small one of its own, which
+    /// it leaves without waiting for a resolver thread that outlived its bound.
+    pub(super) fn sentinels_at_start(&self) -> Result<(), CliError> {
+        if !self.target.is_sentinel() {
+            return Ok(());
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map_err(|e| {
+                CliError::Failed(
+                    anyhow::Error::new(e)
+                        .context("cannot start a runtime to resolve the Sentinels"),
+                )
+            })?;
+        let checked = runtime.block_on(check_sentinels(&self.target));
+        runtime.shutdown_background();
+        checked.map_err(|e| match e {
+            LeaseError::BadUrl { url, reason } => CliError::RedisUrl { url, rule: reason },
+            other => CliError::RedisUrl {
+                url: self.redacted_url().to_owned(),
+                rule: other.to_string(),
+            },
+        })
+    }
+}

@@ -1,0 +1,221 @@
+//! One contender for the lease, wired once for `run` and `lock`: the lease on Redis, the guard
+//! file, the elector, the supervisor of the command (with the guard file, owning every orphan),
+//! the Kubernetes publisher; then each term (the publisher and the command side by side), and
+//! at the end the publisher's flush and the guard file's removal. What `run` and `lock` add is
+//! what they do around a term.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+use tracing::error;
+
+use crate::cli::{CliError, ContenderSettings};
+use crate::elector::{Elector, Leadership, refused_as_unsafe};
+use crate::exec::{ExecError, Supervisor};
+use crate::guard::GuardFile;
+use crate::k8s::Publisher;
+use crate::lease::{LeaseName, OwnerId};
+use crate::shutdown::Shutdown;
+
+/// Slack for stepping down, releasing and stopping the HTTP server after the command stopped.
+const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
+/// How long the Kubernetes step-down notes (label removal, event) may take at exit.
+const NOTES_BOUND: Duration = Duration::from_secs(2);
+
+/// The longest a graceful shutdown of a contender takes, from SIGTERM to exit: the command's
+/// grace period, a release (the call timeout), and slack. A pod's
+/// `terminationGracePeriodSeconds` must exceed it.
+pub fn shutdown_bound(settings: &ContenderSettings) -> Duration {
+    let grace = settings
+        .exec
+        .as_ref()
+        .map_or(Duration::ZERO, |e| e.grace_period);
+    grace + settings.timing.call_timeout() + SHUTDOWN_SLACK + NOTES_BOUND
+}
+
+/// A contender, wired and not started.
+pub(super) struct Contender {
+    /// Its elector, which the command may still add to (observers, candidacy, one term).
+    pub(super) elector: Elector,
+    /// The guard file of its terms, if any.
+    pub(super) guard: Option<Arc<GuardFile>>,
+    /// The command's supervisor, if there is a command.
+    supervisor: Option<Supervisor>,
+    publisher: Option<Publisher>,
+    /// How long the elector may take to end once shutdown began.
+    bound: Duration,
+}
+
+/// How a contender ended.
+pub(super) struct Ended {
+    /// The command's own exit code, when it ended on its own.
+    command: Option<i32>,
+    /// Why a configuration known to be unsafe ended it (exit code 2).
+    refused: Option<String>,
+}
+
+impl Ended {
+    /// The command's exit code, or the refusal that ended it.
+    pub(super) fn command_code(self) -> Result<Option<i32>, CliError> {
+        match self.refused {
+            Some(words) => Err(CliError::Refused(words)),
+            None => Ok(self.command),
+        }
+    }
+}
+
+impl Contender {
+    /// Wires a contender for `lease_name`, with `publisher` for the Kubernetes parts. The
+    /// supervisor's command is killed at once when `shutdown` is asked twice.
+    pub(super) fn new(
+        settings: &ContenderSettings,
+        lease_name: &LeaseName,
+        publisher: Option<Publisher>,
+        shutdown: &Shutdown,
+    ) -> Result<Self, CliError> {
+        let owner =
+            OwnerId::generate(&settings.identity).map_err(|e| CliError::Refused(e.to_string()))?;
+        let lease = settings
+            .redis
+            .lease(lease_name.clone(), owner)
+            .map_err(anyhow::Error::new)?;
+        let guard = guard_file(settings, lease_name)?;
+        let mut elector =
+            Elector::new(lease, settings.timing)?.with_eviction_mode(settings.eviction);
+        if let Some(guard) = &guard {
+            elector = elector.with_guard_file(guard.clone());
+        }
+        let supervisor = settings.exec.clone().map(|exec| {
+            let supervisor =
+                Supervisor::new(exec, &settings.identity, lease_name.as_str()).owns_every_orphan();
+            match &guard {
+                Some(guard) => supervisor.with_guard_file(guard.path()),
+                None => supervisor,
+            }
+        });
+        if let Some(supervisor) = &supervisor {
+            let supervisor = supervisor.clone();
+            shutdown.before_exit_at_once(move || supervisor.kill_now());
+        }
+        if supervisor
+            .as_ref()
+            .is_some_and(Supervisor::ends_with_command)
+        {
+            elector = elector.stop_when_work_ends();
+        }
+        Ok(Self {
+            elector,
+            guard,
+            supervisor,
+            publisher,
+            bound: shutdown_bound(settings).saturating_sub(NOTES_BOUND),
+        })
+    }
+
+    /// Contends, with the publisher and the command in each term, until the elector ends by
+    /// itself, `shutdown` is cancelled (then within the shutdown bound) or a configuration
+    /// known to be unsafe ends it (docs/DESIGN.md, "Eviction"); then flushes the Kubernetes
+    /// notes and removes the guard file.
+    pub(super) async fn run(self, shutdown: CancellationToken) -> Ended {
+        let Self {
+            elector,
+            guard,
+            supervisor,
+            publisher,
+            bound,
+        } = self;
+        let work = {
+            let publisher = publisher.clone();
+            let supervisor = supervisor.clone();
+            move |leadership: Leadership| term(leadership, publisher.clone(), supervisor.clone())
+        };
+        let mut unsafe_eviction = elector.status();
+        let mut elector_task = tokio::spawn(elector.run(shutdown.clone(), work));
+        let mut refused = None;
+        let ended = tokio::select! {
+            _ = shutdown.cancelled() => None,
+            ended = &mut elector_task => Some(ended),
+            words = refused_as_unsafe(&mut unsafe_eviction) => {
+                refused = Some(words);
+                shutdown.cancel();
+                None
+            }
+        };
+        let ended = match ended {
+            Some(ended) => ended,
+            // Stepping down stops the command (within its grace period) and releases the lease.
+            None => match tokio::time::timeout(bound, elector_task).await {
+                Ok(ended) => ended,
+                Err(_) => {
+                    error!(
+                        bound_ms = bound.as_millis() as u64,
+                        "shutdown took too long; exiting anyway"
+                    );
+                    Ok(())
+                }
+            },
+        };
+        if let Err(join) = ended {
+            error!(error = %join, "the elector task failed");
+        }
+        if let Some(publisher) = &publisher {
+            publisher.flush(NOTES_BOUND).await;
+        }
+        if let Some(guard) = &guard {
+            guard.remove();
+        }
+        Ended {
+            command: supervisor.and_then(|s| s.exit_code()),
+            refused,
+        }
+    }
+}
+
+/// The guard file: the one `--guard-file` names (refused with exit code 2 when it cannot be
+/// written or another live leasehold writes it), else, when there is a command, one in the
+/// runtime directory.
+fn guard_file(
+    settings: &ContenderSettings,
+    lease: &LeaseName,
+) -> Result<Option<Arc<GuardFile>>, CliError> {
+    let guard = match (&settings.guard_file, &settings.exec) {
+        (Some(path), _) => GuardFile::create(path, lease).map_err(|e| {
+            CliError::Refused(format!("--guard-file {}: {}", path.display(), e.rule()))
+        })?,
+        (None, Some(_)) => GuardFile::in_runtime_dir(lease)
+            .context("cannot create the guard file for the command (pass --guard-file)")?,
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(Arc::new(guard)))
+}
+
+/// One term of leadership: the Kubernetes parts and the command side by side. The term ends
+/// when leadership ends, or when the command ends on its own (then the Kubernetes parts stop
+/// with it).
+async fn term(
+    leadership: Leadership,
+    publisher: Option<Publisher>,
+    supervisor: Option<Supervisor>,
+) -> Result<(), ExecError> {
+    let stop_kubernetes = leadership.cancellation_token();
+    let command = async {
+        let result = match &supervisor {
+            Some(s) => s.lead(leadership.clone()).await,
+            None => {
+                leadership.lost().await;
+                Ok(())
+            }
+        };
+        stop_kubernetes.cancel();
+        result
+    };
+    let kubernetes = async {
+        if let Some(p) = &publisher {
+            p.lead(leadership.clone(), stop_kubernetes.clone()).await;
+        }
+    };
+    let (result, ()) = tokio::join!(command, kubernetes);
+    result
+}
