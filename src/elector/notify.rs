@@ -29,21 +29,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::decide::{self, Keepalive};
+use super::decide::{self, Keepalive, Wakeup};
 use super::{Status, Timing};
 use crate::lease::{Heard, LeaseError, RedisLease, ReleaseSubscription};
-
-/// What woke the follower.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Wakeup {
-    /// A release was announced: the released term, as the release script published it.
-    Released(String),
-    /// The channel was (re)subscribed: a release may have been missed while it was not.
-    Resubscribed,
-    /// An acquire found that Redis lost its data and started the cooldown: try at once, so
-    /// that the cooldown covers the longest lease duration this follower knows.
-    DataLoss,
-}
 
 /// A wake-up and the instant it is due (a release waits out this follower's herd delay).
 struct Pending {

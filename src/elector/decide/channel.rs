@@ -1,10 +1,22 @@
-//! The release channel's decisions: how long a try's probe may take to be heard, when a quiet
+//! The release channel's decisions: what wakes a follower, how long a try's probe may take to be heard, when a quiet
 //! subscription without probes is pinged and how long the answer may take, and how long to wait
 //! before subscribing again.
 
 use std::time::Duration;
 
 use crate::elector::Timing;
+
+/// What woke the follower.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Wakeup {
+    /// A release was announced: the released term, as the release script published it.
+    Released(String),
+    /// The channel was (re)subscribed: a release may have been missed while it was not.
+    Resubscribed,
+    /// An acquire found that Redis lost its data and started the cooldown: try at once, so
+    /// that the cooldown covers the longest lease duration this follower knows.
+    DataLoss,
+}
 
 /// How long a probe may take, and (without probes) when a quiet subscription is pinged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,8 +2,8 @@
 //! of it, what to give back after an acquire that raced shutdown, and when the leader seen is a
 //! new one.
 
+use super::channel::Wakeup;
 use crate::clock::BootInstant;
-use crate::elector::notify::Wakeup;
 use crate::elector::{LeaderInfo, Role};
 use crate::lease::{Acquired, FencingToken, Holder, LeaseError};
 
