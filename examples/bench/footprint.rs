@@ -178,17 +178,9 @@ pub fn read_proc(pid: i32) -> Result<ProcStat> {
             cpu_ns += ns;
         }
     }
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("read /proc/{pid}/stat"))?;
-    // Fields after the command name: state is field 3, utime 14 and stime 15 (USER_HZ = 100).
-    let after_comm: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|&i| after_comm.get(i).and_then(|v| v.parse::<u64>().ok()))
-        .sum();
+    let stat =
+        testbed::process_tree::stat(pid).with_context(|| format!("read /proc/{pid}/stat"))?;
+    let ticks = stat.utime + stat.stime;
     Ok(ProcStat {
         cpu_ticks: Duration::from_millis(ticks * 10),
         rss_kib: kib("VmRSS:"),
