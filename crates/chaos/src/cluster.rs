@@ -9,13 +9,14 @@ use anyhow::Context;
 use tokio::runtime::Runtime;
 
 use crate::config::{RunConfig, Topology};
-use crate::pg::{PgWrite, PostgresServer};
+use crate::pg::PgWrite;
 use crate::redis_cli;
 use crate::replica::{Incarnation, Replica, ReplicaSettings};
 use crate::resource::{Resource, Write};
 use crate::time::{self, Micros};
 use crate::topology::{RedisCluster, SentinelSet, Topo};
 use testbed::RedisServer;
+use testbed::postgres::PostgresServer;
 use testbed::proxy::{Fault, FaultProxy};
 
 /// What a run leaves for the checker.
@@ -74,7 +75,7 @@ impl Cluster {
         let redis = redis_cli::server(&work.join("redis")).try_start()?;
         let resource = Resource::start(runtime.handle(), config.fencing)?;
         let postgres = if config.postgres {
-            let server = PostgresServer::start()?;
+            let server = PostgresServer::try_start().context("cannot start PostgreSQL")?;
             prepare_pg(&runtime, &server)?;
             Some(server)
         } else {

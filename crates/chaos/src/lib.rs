@@ -39,7 +39,7 @@
 //! foreign.rs    a lease key or reservation without TTL that leasehold did not write
 //! topology.rs   the Sentinel set and the Redis Cluster of the topology runs
 //! topofaults.rs their faults: failovers, a mute Sentinel, a live slot migration
-//! pg.rs         the PostgreSQL server, the second fenced resource
+//! pg.rs         a row of PostgreSQL's tables, the second fenced resource
 //! pgwrite.rs    the command's fenced PostgreSQL transaction, and reading the tables back
 //! history.rs    validity windows from the logs
 //! intervals.rs  interval sets
