@@ -10,6 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
+use harness::RunCommand;
 use testbed::http::http_get;
 use testbed::{Guarded, Lines};
 
@@ -52,18 +53,6 @@ pub async fn wait_exit(child: &mut Guarded, within: Duration) -> Result<i32> {
     }
 }
 
-/// Timing flags of `leasehold run`.
-pub fn timing_args(t: &leasehold::elector::Timing) -> Vec<String> {
-    vec![
-        "--lease-duration".into(),
-        format!("{}ms", t.lease_duration.as_millis()),
-        "--renew-deadline".into(),
-        format!("{}ms", t.renew_deadline.as_millis()),
-        "--retry-period".into(),
-        format!("{}ms", t.retry_period.as_millis()),
-    ]
-}
-
 /// One `leasehold run` replica: Kubernetes off, JSON logs, HTTP on a free port of 127.0.0.1,
 /// no data-loss cooldown (every benchmark Redis is fresh), and a command to run while leading
 /// when `command` is not empty (exec mode).
@@ -85,37 +74,16 @@ impl Replica {
         let mut last_error = None;
         for _ in 0..5 {
             let http = testbed::port::try_free_addr().context("find a free port")?;
-            let mut cmd = Command::new(bin);
-            cmd.arg("run")
-                .args([
-                    "--redis-url",
-                    url,
-                    "--lease-name",
-                    lease,
-                    "--identity",
-                    identity,
-                ])
-                .args([
-                    "--kubernetes",
-                    "off",
-                    "--log-format",
-                    "json",
-                    "--log",
-                    "info",
-                ])
-                .args(["--http-addr", &http.to_string(), "--no-data-loss-cooldown"])
-                .args(timing_args(timing));
-            if !command.is_empty() {
-                cmd.arg("--").args(command);
-            }
-            cmd.env_remove("POD_NAME")
-                .env_remove("POD_NAMESPACE")
-                .env_remove("RUST_LOG");
-            for (key, _) in std::env::vars_os() {
-                if key.to_string_lossy().starts_with("LEASEHOLD_") {
-                    cmd.env_remove(key);
-                }
-            }
+            let mut cmd = RunCommand::new(bin)
+                .redis_url(url)
+                .lease(lease)
+                .identity(identity)
+                .http_addr(http)
+                .args(["--log", "info", "--no-data-loss-cooldown"])
+                .timing(timing)
+                .command(command)
+                .build();
+            cmd.env_remove("RUST_LOG");
             let mut replica = Self {
                 identity: identity.to_owned(),
                 http,

@@ -6,6 +6,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use harness::RunCommand;
+
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use testbed::Guarded;
@@ -13,7 +15,8 @@ use testbed::http::http_get;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
 
-/// Fast timings for process tests: TTL 1.5 s, renew deadline 900 ms, retry 250 ms.
+/// Fast timings for process tests: TTL 1.5 s, renew deadline 900 ms, retry 250 ms, the flags
+/// of [`STEADY`](super::timings::STEADY) (`tests/binary.rs` checks that they stay so).
 pub const FAST: [&str; 6] = [
     "--lease-duration",
     "1500ms",
@@ -74,15 +77,10 @@ impl Replica {
         command: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        let replica = Self::start_from(cmd, redis_url, lease, name, args, command, env);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while replica.get("/healthz").is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "{name} never answered /healthz:\n{}",
-                replica.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(10));
+        let mut replica = Self::start_from(cmd, redis_url, lease, name, args, command, env);
+        let up = harness::wait_healthy(&mut replica.child, replica.http, Duration::from_secs(10));
+        if let Err(why) = up {
+            panic!("{name} {why}:\n{}", replica.log_text());
         }
         replica
     }
@@ -110,7 +108,7 @@ impl Replica {
 
     /// [`start`](Self::start) from `cmd` (see [`spawn_from`](Self::spawn_from)).
     pub fn start_from(
-        mut cmd: Command,
+        cmd: Command,
         redis_url: &str,
         lease: &str,
         name: &str,
@@ -119,30 +117,21 @@ impl Replica {
         env: &[(&str, &str)],
     ) -> Self {
         let http = testbed::free_addr();
-        cmd.arg("run");
+        let mut run = RunCommand::wrapping(cmd);
         if !redis_url.is_empty() {
-            cmd.args(["--redis-url", redis_url]);
+            run = run.redis_url(redis_url);
         }
         if !lease.is_empty() {
-            cmd.args(["--lease-name", lease]);
+            run = run.lease(lease);
         }
-        if !args.contains(&"--kubernetes") {
-            cmd.args(["--kubernetes", "off"]);
-        }
+        run = run.identity(name).http_addr(http).args(args);
         // The tests find the leader by its readiness unless they ask for member mode (or test
         // a config file, whose readiness a flag would override).
-        if !args.contains(&"--readiness") && !args.contains(&"--config") {
-            cmd.args(["--readiness", "leader"]);
+        if !run.names("--config") {
+            run = run.default_arg("--readiness", "leader");
         }
-        cmd.args(["--identity", name])
-            .args(["--http-addr", &http.to_string(), "--log-format", "json"])
-            .args(args);
-        if !command.is_empty() {
-            cmd.arg("--").args(command);
-        }
-        cmd.env_remove("POD_NAME")
-            .env_remove("POD_NAMESPACE")
-            .env("RUST_LOG", "leasehold=debug")
+        let mut cmd = run.command(command).build();
+        cmd.env("RUST_LOG", "leasehold=debug")
             .envs(env.iter().copied());
         let child = Guarded::spawn(cmd, &format!("leasehold {name}")).expect("spawn leasehold");
         Self {

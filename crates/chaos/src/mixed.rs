@@ -14,9 +14,9 @@ use crate::events::Event;
 use crate::nemesis::{FaultRecord, Impairment, Nemesis, sleep_ms};
 use crate::params::{DataLoss, halved};
 use crate::redis_cli::RedisCli;
-use crate::replica::leasehold_command;
 use crate::schedule::FaultKind;
 use crate::time::{self, Micros};
+use harness::leasehold_command;
 use testbed::Guarded;
 use testbed::wait::first_instant;
 
