@@ -10,7 +10,9 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::PgCollected;
-use crate::config::{RunConfig, Timing};
+use leasehold::elector::Timing;
+
+use crate::config::RunConfig;
 use crate::nemesis::Journal;
 use crate::replica::Incarnation;
 use crate::resource::Write;
@@ -72,6 +74,7 @@ impl RunInfo {
             lease_duration: Duration::from_millis(self.lease_duration_ms),
             renew_deadline: Duration::from_millis(self.renew_deadline_ms),
             retry_period: Duration::from_millis(self.retry_period_ms),
+            ..Timing::default()
         }
     }
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
-use crate::config::Timing;
 use crate::params::late_delay_max;
+use leasehold::elector::Timing;
 
 /// The kinds of fault, in the order of the report.
 #[derive(

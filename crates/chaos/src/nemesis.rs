@@ -9,11 +9,11 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::cluster::Cluster;
-use crate::config::Timing;
 pub use crate::journal::{FaultRecord, Impairment, Journal, Span};
 use crate::params::ForeignKey;
 use crate::schedule::{FaultKind, FaultSpec, Scheduled, Target};
 use crate::time::{self, Micros};
+use leasehold::elector::Timing;
 use testbed::proxy::Fault;
 
 /// Runs the schedule.

@@ -16,8 +16,9 @@ use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
 use harness::{NotStarted, RunCommand, wait_healthy};
+use leasehold::elector::Timing;
 
-use crate::config::{PG_ENV, PG_FENCING_ENV, RESOURCE_ENV, Timing, WRITE_INTERVAL_ENV};
+use crate::config::{PG_ENV, PG_FENCING_ENV, RESOURCE_ENV, WRITE_INTERVAL_ENV};
 pub use crate::events::{Event, LogEvent};
 pub use crate::livelog::deadline;
 use crate::livelog::{Live, lock, read_logs};
@@ -160,7 +161,7 @@ impl Replica {
             .identity(&self.identity)
             .http_addr(http)
             .args(["--grace-period", "500ms"])
-            .args(s.timing.flags())
+            .timing(&s.timing)
             .args(&s.extra_args)
             .command(&s.child_command)
             .build();

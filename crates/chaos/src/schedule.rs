@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use clap::ValueEnum;
 
-use crate::config::Timing;
 pub use crate::kinds::FaultKind;
-pub use crate::params::{DataLoss, EvictionPolicy, TermEnd, VanishHow, call_timeout};
+pub use crate::params::{DataLoss, EvictionPolicy, TermEnd, VanishHow};
+use leasehold::elector::Timing;
 
 /// Which replica a fault hits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -190,7 +190,7 @@ pub fn generate_from(
 ) -> Vec<Scheduled> {
     let mut rng = StdRng::seed_from_u64(seed);
     let ttl = u64::try_from(timing.lease_duration.as_millis()).unwrap_or(u64::MAX);
-    let call = u64::try_from(call_timeout(timing).as_millis()).unwrap_or(u64::MAX);
+    let call = u64::try_from(timing.call_timeout().as_millis()).unwrap_or(u64::MAX);
     let mut round: Vec<FaultKind> = Vec::new();
     let mut out = Vec::with_capacity(count);
     for index in 0..count {
@@ -415,6 +415,7 @@ mod tests {
             lease_duration: Duration::from_millis(1500),
             renew_deadline: Duration::from_millis(900),
             retry_period: Duration::from_millis(250),
+            ..Timing::default()
         }
     }
 
