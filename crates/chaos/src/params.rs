@@ -1,4 +1,4 @@
-//! The parameters of the faults that are more than a number: the eviction policy, how the
+//! The parameters of the faults that are more than a number: which replica a fault hits, the eviction policy, how the
 //! lease vanishes, how a helper's term ends, how Redis loses its data and the shorter timing of
 //! a mixed-durations fault, which key of the lease is written without expiry; and the longest
 //! late-delivery delay, past leasehold's call timeout.
@@ -8,6 +8,16 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use leasehold::elector::Timing;
+
+/// Which replica a fault hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Target {
+    /// Whoever leads when the fault is injected.
+    Leader,
+    /// Replica number `n` (from 0), leader or not.
+    Replica(usize),
+}
 
 /// The `maxmemory-policy` of an eviction fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
