@@ -32,9 +32,11 @@
 //! child.rs      the leader's command (`chaos child`)
 //! nemesis.rs    injects the schedule and keeps the journal
 //! journal.rs    what the nemesis did: faults and impairments
-//! faults.rs     the second generation's faults (eviction, vanish, late delivery, helpers
-//!               of the command, CPU starvation, failing work, dead subscription)
-//! starve.rs     CPU starvation: a cgroup quota, or pinned busy loops
+//! lease_loss.rs Redis loses the lease's records: eviction, the lease vanishing
+//! delivery.rs   late delivery on the leader's link, a follower's dead subscription
+//! work_faults.rs  the leader's work: a daemon or a SIGTERM-proof worker left behind,
+//!               work that fails at once; ending a term
+//! starve.rs     CPU starvation of one replica: a cgroup quota, or pinned busy loops
 //! mixed.rs      mixed lease durations across a data loss
 //! foreign.rs    a lease key or reservation without TTL that leasehold did not write
 //! topology.rs   the Sentinel set and the Redis Cluster of the topology runs
@@ -60,14 +62,15 @@ pub mod child;
 pub mod cluster;
 pub mod config;
 pub mod dataset;
+pub mod delivery;
 pub mod events;
 pub mod failover;
-pub mod faults;
 pub mod foreign;
 pub mod history;
 pub mod intervals;
 pub mod journal;
 pub mod kinds;
+pub mod lease_loss;
 pub mod livelog;
 pub mod mixed;
 pub mod nemesis;
@@ -88,3 +91,4 @@ pub mod time;
 pub mod timeline;
 pub mod topofaults;
 pub mod topology;
+pub mod work_faults;

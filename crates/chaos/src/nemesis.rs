@@ -99,6 +99,18 @@ impl<'a> Nemesis<'a> {
         (index, leader)
     }
 
+    /// A follower of the cluster: `target`'s replica unless it leads, then the next one.
+    pub(crate) fn follower(&self, target: Target) -> usize {
+        let n = self.cluster.replicas.len();
+        let (Some(i), leader) = self.resolve(target) else {
+            return 0;
+        };
+        match leader {
+            Some((l, _)) if l == i => (i + 1) % n,
+            _ => i,
+        }
+    }
+
     fn inject(&mut self, planned: &Scheduled) -> anyhow::Result<FaultRecord> {
         let leader_before = self.cluster.leader();
         let mut record = FaultRecord {
@@ -255,16 +267,39 @@ impl<'a> Nemesis<'a> {
                     what: Impairment::RedisPaused,
                 });
             }
-            FaultSpec::Eviction { .. }
-            | FaultSpec::Vanish { .. }
-            | FaultSpec::LateDelivery { .. }
-            | FaultSpec::Daemonize { .. }
-            | FaultSpec::IgnoreSigterm { .. }
-            | FaultSpec::CpuStarve { .. }
-            | FaultSpec::FailingWork { .. }
-            | FaultSpec::DeadSubscription { .. } => {
-                self.inject_second(planned, &mut record)?;
+            FaultSpec::Eviction {
+                policy,
+                flood_keys,
+                hold_ms,
+            } => self.eviction(&mut record, policy.redis_name(), flood_keys, hold_ms)?,
+            FaultSpec::Vanish {
+                how,
+                follower,
+                wakes,
+                down_ms,
+            } => self.vanish(&mut record, how, follower, wakes, down_ms)?,
+            FaultSpec::LateDelivery {
+                delay_ms,
+                hold_ms,
+                one_connection,
+            } => self.late_delivery(&mut record, delay_ms, hold_ms, one_connection)?,
+            FaultSpec::Daemonize { hold_ms, end } => {
+                self.helper(&mut record, "FORK", 'd', hold_ms, end)?;
             }
+            FaultSpec::IgnoreSigterm { hold_ms, end } => {
+                self.helper(&mut record, "STUBBORN", 's', hold_ms, end)?;
+            }
+            FaultSpec::CpuStarve {
+                target,
+                quota_pct,
+                hold_ms,
+            } => self.starve(&mut record, target, quota_pct, hold_ms)?,
+            FaultSpec::FailingWork { hold_ms } => self.failing_work(&mut record, hold_ms),
+            FaultSpec::DeadSubscription {
+                follower,
+                hold_ms,
+                release_after_ms,
+            } => self.dead_subscription(&mut record, follower, hold_ms, release_after_ms)?,
             FaultSpec::MixedDurations {
                 short,
                 first,
@@ -305,6 +340,29 @@ impl<'a> Nemesis<'a> {
             }
         }
         Ok(record)
+    }
+
+    /// Journals an impairment of `replica` (or of everyone) from `from` to `to`.
+    pub(crate) fn span(
+        &mut self,
+        replica: Option<usize>,
+        from: Micros,
+        to: Micros,
+        what: Impairment,
+    ) {
+        let incarnation = replica.map_or(0, |i| self.cluster.replicas[i].incarnation());
+        let span = Span {
+            replica,
+            incarnation,
+            from,
+            to,
+            what,
+        };
+        match what {
+            Impairment::Starved => self.journal.starved.push(span),
+            Impairment::LateLink => self.journal.links.push(span),
+            _ => self.journal.other.push(span),
+        }
     }
 
     /// SIGKILLs Redis and starts it again `down_ms` later, with its data or from an empty
