@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use chaos::config::{self, RESOURCE_ENV, RunConfig};
 use chaos::schedule::FaultKind;
-use chaos::{child, run};
+use chaos::{run, workload};
 use leasehold::elector::Timing;
 
 const SEED: u64 = 7;
@@ -146,8 +146,8 @@ fn serves_as_the_leaders_command_when_started_by_leasehold() {
     if std::env::var_os(RESOURCE_ENV).is_none() {
         return;
     }
-    let settings = child::Settings::from_env().expect("the harness's settings");
-    if let Err(e) = child::run(&settings) {
+    let settings = workload::Settings::from_env().expect("the harness's settings");
+    if let Err(e) = workload::run(&settings) {
         panic!("the leader's command cannot run: {e:#}");
     }
 }

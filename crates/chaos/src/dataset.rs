@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::PgCollected;
+use crate::system::PgCollected;
 use leasehold::elector::Timing;
 
 use crate::config::RunConfig;

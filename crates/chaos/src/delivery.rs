@@ -26,26 +26,26 @@ impl Nemesis<'_> {
         let link = Fault::Delay(Duration::from_millis(delay_ms));
         let one = if one_connection {
             let subscribed: Vec<u16> = self
-                .cluster
+                .system
                 .redis
                 .clients()?
                 .into_iter()
                 .filter(|(_, sub)| *sub)
                 .map(|(p, _)| p)
                 .collect();
-            let ports = self.cluster.replicas[i].proxy.upstream_ports();
+            let ports = self.system.replicas[i].proxy.upstream_ports();
             ports.into_iter().find(|p| !subscribed.contains(p))
         } else {
             None
         };
-        let proxy = &self.cluster.replicas[i].proxy;
+        let proxy = &self.system.replicas[i].proxy;
         match one {
             Some(port) => proxy.set_one(port, link),
             None => proxy.set(link),
         }
         record.inject = time::now();
         sleep_ms(hold_ms);
-        let proxy = &self.cluster.replicas[i].proxy;
+        let proxy = &self.system.replicas[i].proxy;
         match one {
             Some(port) => proxy.clear_one(port),
             None => proxy.set(Fault::Pass),
@@ -69,14 +69,14 @@ impl Nemesis<'_> {
         let j = self.follower(follower);
         record.target = Some(j);
         let subscribed: Vec<u16> = self
-            .cluster
+            .system
             .redis
             .clients()?
             .into_iter()
             .filter(|(_, sub)| *sub)
             .map(|(p, _)| p)
             .collect();
-        let Some(port) = self.cluster.replicas[j]
+        let Some(port) = self.system.replicas[j]
             .proxy
             .upstream_ports()
             .into_iter()
@@ -85,12 +85,12 @@ impl Nemesis<'_> {
             record.skipped = Some(format!("r{j} has no subscribed connection"));
             return Ok(());
         };
-        self.cluster.replicas[j]
+        self.system.replicas[j]
             .proxy
             .set_one(port, Fault::Blackhole);
         record.inject = time::now();
         sleep_ms(release_after_ms);
-        let leader = self.cluster.leader();
+        let leader = self.system.leader();
         if let Some((l, _)) = leader
             && l != j
         {
@@ -98,7 +98,7 @@ impl Nemesis<'_> {
         }
         let left = hold_ms.saturating_sub(release_after_ms);
         sleep_ms(left);
-        self.cluster.replicas[j].proxy.clear_one(port);
+        self.system.replicas[j].proxy.clear_one(port);
         record.clear = time::now();
         record.detail = Some(format!(
             "r{j}'s subscription (port {port}) blackholed; leader {} SIGTERMed after {release_after_ms} ms",

@@ -22,7 +22,7 @@ impl Nemesis<'_> {
         flood_keys: u32,
         hold_ms: u64,
     ) -> anyhow::Result<()> {
-        let redis = &self.cluster.redis;
+        let redis = &self.system.redis;
         let used = info_field(&redis.cli(0, &["INFO", "memory"])?, "used_memory")?;
         let evicted_before = info_field(&redis.cli(0, &["INFO", "stats"])?, "evicted_keys")?;
         let limit = used + 2 * 1024 * 1024;
@@ -74,13 +74,13 @@ impl Nemesis<'_> {
     ) -> anyhow::Result<()> {
         let j = self.follower(follower);
         record.target = Some(j);
-        let key = self.cluster.lease_key.clone();
+        let key = self.system.lease_key.clone();
         let args: Vec<&str> = match how {
             VanishHow::Del => vec!["DEL", &key],
             VanishHow::Flushdb => vec!["FLUSHDB"],
             VanishHow::Flushall => vec!["FLUSHALL"],
         };
-        let replica = &mut self.cluster.replicas[j];
+        let replica = &mut self.system.replicas[j];
         let incarnation = replica.incarnation();
         let (down_from, what) = if wakes {
             (replica.pause(true)?.1, Impairment::Paused)
@@ -89,8 +89,8 @@ impl Nemesis<'_> {
         };
         sleep_ms(down_ms);
         record.inject = time::now();
-        let reply = self.cluster.redis.cli(0, &args);
-        let replica = &mut self.cluster.replicas[j];
+        let reply = self.system.redis.cli(0, &args);
+        let replica = &mut self.system.replicas[j];
         if wakes {
             replica.pause(false)?;
         } else {

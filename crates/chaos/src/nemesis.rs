@@ -1,4 +1,4 @@
-//! The nemesis: injects the schedule's faults one after another into the running cluster, and
+//! The nemesis: injects the schedule's faults one after another into the running system, and
 //! writes down what it did and when (the journal), for the checker and the timeline. Before
 //! each fault it waits until a replica leads, then for the fault's quiet time.
 
@@ -8,17 +8,17 @@ use anyhow::Context;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::cluster::Cluster;
 pub use crate::journal::{FaultRecord, Impairment, Journal, Span};
 use crate::params::ForeignKey;
 use crate::schedule::{FaultKind, FaultSpec, Scheduled, Target};
+use crate::system::System;
 use crate::time::{self, Micros};
 use leasehold::elector::Timing;
 use testbed::proxy::Fault;
 
 /// Runs the schedule.
 pub struct Nemesis<'a> {
-    pub(crate) cluster: &'a mut Cluster,
+    pub(crate) system: &'a mut System,
     pub(crate) timing: Timing,
     pub(crate) journal: Journal,
 }
@@ -29,10 +29,10 @@ pub fn sleep_ms(ms: u64) {
 }
 
 impl<'a> Nemesis<'a> {
-    /// A nemesis for `cluster`.
-    pub fn new(cluster: &'a mut Cluster, timing: Timing) -> Self {
+    /// A nemesis for `system`.
+    pub fn new(system: &'a mut System, timing: Timing) -> Self {
         Self {
-            cluster,
+            system,
             timing,
             journal: Journal::default(),
         }
@@ -59,7 +59,7 @@ impl<'a> Nemesis<'a> {
         for planned in schedule {
             // Settled: a leader whose lease was proven after the last fault ended.
             let since = self.journal.faults.last().map_or(Micros::MIN, |f| f.clear);
-            if self.cluster.wait_for_leader(since, wait).is_none() {
+            if self.system.wait_for_leader(since, wait).is_none() {
                 self.journal.notes.push(format!(
                     "no replica led within {wait:?} before fault #{}",
                     planned.index
@@ -67,8 +67,8 @@ impl<'a> Nemesis<'a> {
             }
             sleep_ms(planned.quiet_ms);
             // A fault aimed at the leader waits for one if leadership moved meanwhile.
-            if targets_leader(&planned.fault) && self.cluster.leader().is_none() {
-                let _ = self.cluster.wait_for_leader(Micros::MIN, wait);
+            if targets_leader(&planned.fault) && self.system.leader().is_none() {
+                let _ = self.system.wait_for_leader(Micros::MIN, wait);
             }
             let record = self
                 .inject(planned)
@@ -81,7 +81,7 @@ impl<'a> Nemesis<'a> {
         }
         // Let the last fault's failover finish before the end of the record.
         let since = self.journal.faults.last().map_or(Micros::MIN, |f| f.clear);
-        if self.cluster.wait_for_leader(since, wait).is_none() {
+        if self.system.wait_for_leader(since, wait).is_none() {
             self.journal
                 .notes
                 .push("no replica led after the last fault".to_owned());
@@ -91,17 +91,17 @@ impl<'a> Nemesis<'a> {
     }
 
     pub(crate) fn resolve(&self, target: Target) -> (Option<usize>, Option<(usize, u64)>) {
-        let leader = self.cluster.leader();
+        let leader = self.system.leader();
         let index = match target {
             Target::Leader => leader.map(|(i, _)| i),
-            Target::Replica(i) => Some(i % self.cluster.replicas.len()),
+            Target::Replica(i) => Some(i % self.system.replicas.len()),
         };
         (index, leader)
     }
 
-    /// A follower of the cluster: `target`'s replica unless it leads, then the next one.
+    /// A follower: `target`'s replica unless it leads, then the next one.
     pub(crate) fn follower(&self, target: Target) -> usize {
-        let n = self.cluster.replicas.len();
+        let n = self.system.replicas.len();
         let (Some(i), leader) = self.resolve(target) else {
             return 0;
         };
@@ -112,7 +112,7 @@ impl<'a> Nemesis<'a> {
     }
 
     fn inject(&mut self, planned: &Scheduled) -> anyhow::Result<FaultRecord> {
-        let leader_before = self.cluster.leader();
+        let leader_before = self.system.leader();
         let mut record = FaultRecord {
             index: planned.index,
             spec: planned.fault.clone(),
@@ -132,7 +132,7 @@ impl<'a> Nemesis<'a> {
                 };
                 record.target = Some(i);
                 record.target_led = leader.is_some_and(|(l, _)| l == i);
-                let replica = &mut self.cluster.replicas[i];
+                let replica = &mut self.system.replicas[i];
                 let (incarnation, from) = replica.pause(true)?;
                 record.inject = from;
                 sleep_ms(pause_ms);
@@ -147,7 +147,7 @@ impl<'a> Nemesis<'a> {
                 });
             }
             FaultSpec::PauseChild { pause_ms } => {
-                let Some((i, _)) = self.cluster.leader() else {
+                let Some((i, _)) = self.system.leader() else {
                     return Ok(skip(record, "no leader"));
                 };
                 record.target = Some(i);
@@ -155,7 +155,7 @@ impl<'a> Nemesis<'a> {
                 let Some(pid) = self.child_of(i) else {
                     return Ok(skip(record, "the leader's command was not found"));
                 };
-                let incarnation = self.cluster.replicas[i].incarnation();
+                let incarnation = self.system.replicas[i].incarnation();
                 let pid = Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
                 kill(pid, Signal::SIGSTOP).context("cannot SIGSTOP the leader's command")?;
                 let from = time::now();
@@ -179,7 +179,7 @@ impl<'a> Nemesis<'a> {
                 };
                 record.target = Some(i);
                 record.target_led = leader.is_some_and(|(l, _)| l == i);
-                let replica = &mut self.cluster.replicas[i];
+                let replica = &mut self.system.replicas[i];
                 let (incarnation, at) = replica.kill()?;
                 record.inject = at;
                 sleep_ms(down_ms);
@@ -196,8 +196,8 @@ impl<'a> Nemesis<'a> {
             FaultSpec::RollingRestart { gap_ms } => {
                 let grace = self.timing.lease_duration + Duration::from_secs(5);
                 record.inject = time::now();
-                for i in 0..self.cluster.replicas.len() {
-                    let replica = &mut self.cluster.replicas[i];
+                for i in 0..self.system.replicas.len() {
+                    let replica = &mut self.system.replicas[i];
                     if !replica.is_running() {
                         continue;
                     }
@@ -252,11 +252,11 @@ impl<'a> Nemesis<'a> {
                 )?;
             }
             FaultSpec::RedisPause { pause_ms } => {
-                self.cluster.redis.try_signal(Signal::SIGSTOP)?;
+                self.system.redis.try_signal(Signal::SIGSTOP)?;
                 let from = time::now();
                 record.inject = from;
                 sleep_ms(pause_ms);
-                self.cluster.redis.try_signal(Signal::SIGCONT)?;
+                self.system.redis.try_signal(Signal::SIGCONT)?;
                 let to = time::now();
                 record.clear = to;
                 self.journal.redis.push(Span {
@@ -322,12 +322,12 @@ impl<'a> Nemesis<'a> {
                 self.inject_topology(planned, &mut record)?;
             }
             FaultSpec::SlowRedis { delay_ms, hold_ms } => {
-                self.cluster
+                self.system
                     .set_all_links(Fault::Delay(Duration::from_millis(delay_ms)));
                 let from = time::now();
                 record.inject = from;
                 sleep_ms(hold_ms);
-                self.cluster.set_all_links(Fault::Pass);
+                self.system.set_all_links(Fault::Pass);
                 let to = time::now();
                 record.clear = to;
                 self.journal.redis.push(Span {
@@ -350,7 +350,7 @@ impl<'a> Nemesis<'a> {
         to: Micros,
         what: Impairment,
     ) {
-        let incarnation = replica.map_or(0, |i| self.cluster.replicas[i].incarnation());
+        let incarnation = replica.map_or(0, |i| self.system.replicas[i].incarnation());
         let span = Span {
             replica,
             incarnation,
@@ -372,13 +372,13 @@ impl<'a> Nemesis<'a> {
         keep: bool,
         down_ms: u64,
     ) -> anyhow::Result<(Micros, Micros)> {
-        self.cluster.redis.kill();
+        self.system.redis.kill();
         let from = time::now();
         sleep_ms(down_ms);
         if keep {
-            self.cluster.redis.try_restart()?;
+            self.system.redis.try_restart()?;
         } else {
-            self.cluster.redis.try_restart_empty()?;
+            self.system.redis.try_restart_empty()?;
         }
         let to = time::now();
         self.journal.redis.push(Span {
@@ -409,7 +409,7 @@ impl<'a> Nemesis<'a> {
         };
         record.target = Some(i);
         record.target_led = leader.is_some_and(|(l, _)| l == i);
-        let replica = &self.cluster.replicas[i];
+        let replica = &self.system.replicas[i];
         replica.proxy.set(link);
         let from = time::now();
         record.inject = from;
@@ -430,7 +430,7 @@ impl<'a> Nemesis<'a> {
     /// The leader's command, waiting a moment for it to start.
     pub(crate) fn child_of(&self, replica: usize) -> Option<u32> {
         for _ in 0..200 {
-            if let Some(pid) = self.cluster.replicas[replica].child_pid() {
+            if let Some(pid) = self.system.replicas[replica].child_pid() {
                 return Some(pid);
             }
             sleep_ms(5);

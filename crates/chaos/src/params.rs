@@ -1,7 +1,7 @@
-//! The parameters of the faults that are more than a number: which replica a fault hits, the eviction policy, how the
-//! lease vanishes, how a helper's term ends, how Redis loses its data and the shorter timing of
-//! a mixed-durations fault, which key of the lease is written without expiry; and the longest
-//! late-delivery delay, past leasehold's call timeout.
+//! The parameters of the faults that are more than a number: which replica a fault hits, the
+//! eviction policy, how the lease vanishes, how a helper's term ends, how Redis loses its data
+//! and the shorter timing of a mixed-durations fault, which key of the lease is written without
+//! expiry; and the longest late-delivery delay, past leasehold's call timeout.
 
 use std::time::Duration;
 

@@ -83,7 +83,7 @@ impl Nemesis<'_> {
         };
         record.target = Some(i);
         record.target_led = leader.is_some_and(|(l, _)| l == i);
-        let pid = self.cluster.replicas[i]
+        let pid = self.system.replicas[i]
             .pid()
             .context("the replica to starve is not running")?;
         let group = PathBuf::from(CPU_CGROUP).join(format!("chaos-{}-{i}", std::process::id()));

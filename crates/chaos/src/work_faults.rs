@@ -20,22 +20,22 @@ impl Nemesis<'_> {
         hold_ms: u64,
         end: TermEnd,
     ) -> anyhow::Result<()> {
-        let Some((i, _)) = self.cluster.leader() else {
+        let Some((i, _)) = self.system.leader() else {
             record.skipped = Some("no leader".to_owned());
             return Ok(());
         };
         record.target = Some(i);
         record.target_led = true;
-        let identity = self.cluster.replicas[i].identity.clone();
+        let identity = self.system.replicas[i].identity.clone();
         record.inject = time::now();
-        self.cluster.resource.order(&identity, order);
+        self.system.resource.order(&identity, order);
         let wait = Instant::now() + Duration::from_secs(3);
         let mut helper = None;
         while helper.is_none() && Instant::now() < wait {
-            helper = self.cluster.resource.latest(&identity, role, record.inject);
+            helper = self.system.resource.latest(&identity, role, record.inject);
             sleep_ms(5);
         }
-        self.cluster.resource.withdraw(&identity);
+        self.system.resource.withdraw(&identity);
         let Some(helper) = helper else {
             record.skipped = Some(format!("no helper of r{i}'s command wrote within 3 s"));
             return Ok(());
@@ -54,7 +54,7 @@ impl Nemesis<'_> {
     /// deadline.
     fn end_term(&mut self, i: usize, end: TermEnd) -> anyhow::Result<TermEnd> {
         // Without the proxy in its path (a Sentinel or Cluster topology), SIGTERM it is.
-        let end = match self.cluster.topo {
+        let end = match self.system.topo {
             crate::topology::Topo::Single => end,
             _ => TermEnd::Terminate,
         };
@@ -62,13 +62,13 @@ impl Nemesis<'_> {
             TermEnd::Terminate => self.terminate_and_start(i).map(|()| end),
             TermEnd::LinkDrop => {
                 let hold = self.timing.renew_deadline + 2 * self.timing.retry_period;
-                let proxy = &self.cluster.replicas[i].proxy;
+                let proxy = &self.system.replicas[i].proxy;
                 proxy.set(Fault::Drop);
                 let from = time::now();
                 std::thread::sleep(hold + Duration::from_millis(300));
-                self.cluster.replicas[i].proxy.set(Fault::Pass);
+                self.system.replicas[i].proxy.set(Fault::Pass);
                 let to = time::now();
-                let incarnation = self.cluster.replicas[i].incarnation();
+                let incarnation = self.system.replicas[i].incarnation();
                 self.journal.links.push(Span {
                     replica: Some(i),
                     incarnation,
@@ -83,14 +83,14 @@ impl Nemesis<'_> {
 
     pub(crate) fn terminate_and_start(&mut self, i: usize) -> anyhow::Result<()> {
         let grace = self.timing.lease_duration + Duration::from_secs(5);
-        let replica = &mut self.cluster.replicas[i];
+        let replica = &mut self.system.replicas[i];
         let (incarnation, at, exited) = replica.terminate(grace)?;
         if !exited {
             self.journal
                 .notes
                 .push(format!("r{i} did not exit within {grace:?} of SIGTERM"));
         }
-        self.cluster.replicas[i].start()?;
+        self.system.replicas[i].start()?;
         self.journal.downs.push(Span {
             replica: Some(i),
             incarnation,
@@ -104,13 +104,13 @@ impl Nemesis<'_> {
     pub(crate) fn failing_work(&mut self, record: &mut FaultRecord, hold_ms: u64) {
         record.inject = time::now();
         let until = record.inject + i64::try_from(hold_ms).unwrap_or(0) * time::MS;
-        self.cluster.resource.fail_until(Some(until));
+        self.system.resource.fail_until(Some(until));
         while time::now() < until {
-            self.cluster.restart_exited();
+            self.system.restart_exited();
             sleep_ms(10);
         }
-        self.cluster.resource.fail_until(None);
-        self.cluster.restart_exited();
+        self.system.resource.fail_until(None);
+        self.system.restart_exited();
         record.clear = time::now();
         self.span(None, record.inject, record.clear, Impairment::FailingWork);
     }
