@@ -10,6 +10,16 @@ use crate::time;
 use testbed::proxy::Fault;
 
 impl Nemesis<'_> {
+    /// The client ports of Redis's subscribed connections (a proxy's upstream ports).
+    fn subscribed_ports(&self) -> anyhow::Result<Vec<u16>> {
+        let clients = self.system.redis.clients()?;
+        Ok(clients
+            .into_iter()
+            .filter(|(_, sub)| *sub)
+            .map(|(p, _)| p)
+            .collect())
+    }
+
     pub(crate) fn late_delivery(
         &mut self,
         record: &mut FaultRecord,
@@ -17,22 +27,12 @@ impl Nemesis<'_> {
         hold_ms: u64,
         one_connection: bool,
     ) -> anyhow::Result<()> {
-        let (Some(i), leader) = self.resolve(Target::Leader) else {
-            record.skipped = Some("no leader".to_owned());
+        let Some(i) = self.aim(record, Target::Leader, "no leader") else {
             return Ok(());
         };
-        record.target = Some(i);
-        record.target_led = leader.is_some();
         let link = Fault::Delay(Duration::from_millis(delay_ms));
         let one = if one_connection {
-            let subscribed: Vec<u16> = self
-                .system
-                .redis
-                .clients()?
-                .into_iter()
-                .filter(|(_, sub)| *sub)
-                .map(|(p, _)| p)
-                .collect();
+            let subscribed = self.subscribed_ports()?;
             let ports = self.system.replicas[i].proxy.upstream_ports();
             ports.into_iter().find(|p| !subscribed.contains(p))
         } else {
@@ -66,16 +66,8 @@ impl Nemesis<'_> {
         hold_ms: u64,
         release_after_ms: u64,
     ) -> anyhow::Result<()> {
-        let j = self.follower(follower);
-        record.target = Some(j);
-        let subscribed: Vec<u16> = self
-            .system
-            .redis
-            .clients()?
-            .into_iter()
-            .filter(|(_, sub)| *sub)
-            .map(|(p, _)| p)
-            .collect();
+        let j = self.aim_at_follower(record, follower);
+        let subscribed = self.subscribed_ports()?;
         let Some(port) = self.system.replicas[j]
             .proxy
             .upstream_ports()

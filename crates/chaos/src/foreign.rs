@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::events::Event;
 use crate::nemesis::{FaultRecord, Impairment, Nemesis, sleep_ms};
-use crate::params::ForeignKey;
+use crate::params::{ForeignKey, Target};
 use crate::redis_cli::RedisCli;
 use crate::time::{self, Micros};
 use testbed::wait::first_instant;
@@ -29,12 +29,9 @@ impl Nemesis<'_> {
         which: ForeignKey,
         hold_ms: u64,
     ) -> anyhow::Result<()> {
-        let Some((leader, _)) = self.system.leader() else {
-            record.skipped = Some("no leader".to_owned());
+        let Some(leader) = self.aim(record, Target::Leader, "no leader") else {
             return Ok(());
         };
-        record.target = Some(leader);
-        record.target_led = true;
         let key = match which {
             ForeignKey::Lease => self.system.lease_key.clone(),
             ForeignKey::Reservation => format!("{}:reserved", self.system.lease_key),

@@ -56,11 +56,7 @@ faults! {
     /// SIGKILL Redis, start it again `down_ms` later from an empty directory.
     RedisRestartLost { down_ms: u64 },
     /// Delay a replica's link by `delay_ms` each way for `hold_ms`.
-    LinkDelay {
-        target: Target,
-        delay_ms: u64,
-        hold_ms: u64,
-    },
+    LinkDelay { target: Target, delay_ms: u64, hold_ms: u64 },
     /// Reset a replica's link for `hold_ms`.
     LinkDrop { target: Target, hold_ms: u64 },
     /// Blackhole a replica's link for `hold_ms`.
@@ -71,26 +67,13 @@ faults! {
     SlowRedis { delay_ms: u64, hold_ms: u64 },
     /// Set `maxmemory` a few MiB above what Redis uses, switch to `policy`, write `flood_keys`
     /// keys of 1 KiB with TTLs, hold, then delete them and go back to `noeviction`.
-    Eviction {
-        policy: EvictionPolicy,
-        flood_keys: u32,
-        hold_ms: u64,
-    },
+    Eviction { policy: EvictionPolicy, flood_keys: u32, hold_ms: u64 },
     /// Make the lease vanish `how`, while a follower starts (after a SIGKILL `down_ms` long)
     /// or wakes (after a SIGSTOP `down_ms` long) at the same moment.
-    Vanish {
-        how: VanishHow,
-        follower: Target,
-        wakes: bool,
-        down_ms: u64,
-    },
+    Vanish { how: VanishHow, follower: Target, wakes: bool, down_ms: u64 },
     /// Delay the leader's link (or only one of its connections) by `delay_ms`, longer than
     /// the call timeout, for `hold_ms`.
-    LateDelivery {
-        delay_ms: u64,
-        hold_ms: u64,
-        one_connection: bool,
-    },
+    LateDelivery { delay_ms: u64, hold_ms: u64, one_connection: bool },
     /// Tell the leader's command to fork a `setsid` grandchild that writes on; after
     /// `hold_ms` end the term `end`.
     Daemonize { hold_ms: u64, end: TermEnd },
@@ -98,32 +81,18 @@ faults! {
     /// the term `end`.
     IgnoreSigterm { hold_ms: u64, end: TermEnd },
     /// Hold a replica's leasehold to `quota_pct` % of a core for `hold_ms`.
-    CpuStarve {
-        target: Target,
-        quota_pct: u64,
-        hold_ms: u64,
-    },
+    CpuStarve { target: Target, quota_pct: u64, hold_ms: u64 },
     /// Every leader's command exits at once with code 1 for `hold_ms`.
     FailingWork { hold_ms: u64 },
     /// Blackhole a follower's pub/sub connection for `hold_ms`; the leader is SIGTERMed
     /// (it releases and announces it) `release_after_ms` into the fault.
-    DeadSubscription {
-        follower: Target,
-        hold_ms: u64,
-        release_after_ms: u64,
-    },
+    DeadSubscription { follower: Target, hold_ms: u64, release_after_ms: u64 },
     /// Restart `short` replicas from replica `first` on (the next ones after it, leader or
     /// not) with half the run's timing, hand the lease to a replica of the run's timing
     /// (`leasehold step-down --to`), make Redis lose its data `after_ms` into that term
     /// (`loss`, down `down_ms` for a restart), wait for a leader, give the replicas their
     /// timing back.
-    MixedDurations {
-        short: usize,
-        first: usize,
-        loss: DataLoss,
-        after_ms: u64,
-        down_ms: u64,
-    },
+    MixedDurations { short: usize, first: usize, loss: DataLoss, after_ms: u64, down_ms: u64 },
     /// `SET` the lease key to a foreign value without expiry; once every replica said so, and
     /// `hold_ms` more, `DEL` it.
     ForeignLease { hold_ms: u64 },

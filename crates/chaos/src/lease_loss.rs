@@ -72,8 +72,7 @@ impl Nemesis<'_> {
         wakes: bool,
         down_ms: u64,
     ) -> anyhow::Result<()> {
-        let j = self.follower(follower);
-        record.target = Some(j);
+        let j = self.aim_at_follower(record, follower);
         let key = self.system.lease_key.clone();
         let args: Vec<&str> = match how {
             VanishHow::Del => vec!["DEL", &key],

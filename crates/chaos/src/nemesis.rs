@@ -90,6 +90,18 @@ impl<'a> Nemesis<'a> {
         Ok(())
     }
 
+    /// The replica `target` names, which `record` now targets (noting whether it led); `None`,
+    /// and the fault skipped for `why`, when `target` is the leader and there is none.
+    pub(crate) fn aim(&self, record: &mut FaultRecord, target: Target, why: &str) -> Option<usize> {
+        let (Some(i), leader) = self.resolve(target) else {
+            record.skipped = Some(why.to_owned());
+            return None;
+        };
+        record.target = Some(i);
+        record.target_led = leader.is_some_and(|(l, _)| l == i);
+        Some(i)
+    }
+
     pub(crate) fn resolve(&self, target: Target) -> (Option<usize>, Option<(usize, u64)>) {
         let leader = self.system.leader();
         let index = match target {
@@ -99,16 +111,17 @@ impl<'a> Nemesis<'a> {
         (index, leader)
     }
 
-    /// A follower: `target`'s replica unless it leads, then the next one.
-    pub(crate) fn follower(&self, target: Target) -> usize {
+    /// A follower, which `record` targets: `target`'s replica unless it leads, then the next
+    /// one.
+    pub(crate) fn aim_at_follower(&self, record: &mut FaultRecord, target: Target) -> usize {
         let n = self.system.replicas.len();
-        let (Some(i), leader) = self.resolve(target) else {
-            return 0;
+        let j = match self.resolve(target) {
+            (None, _) => 0,
+            (Some(i), Some((l, _))) if l == i => (i + 1) % n,
+            (Some(i), _) => i,
         };
-        match leader {
-            Some((l, _)) if l == i => (i + 1) % n,
-            _ => i,
-        }
+        record.target = Some(j);
+        j
     }
 
     fn inject(&mut self, planned: &Scheduled) -> anyhow::Result<FaultRecord> {
@@ -127,11 +140,9 @@ impl<'a> Nemesis<'a> {
         };
         match planned.fault {
             FaultSpec::PauseReplica { target, pause_ms } => {
-                let (Some(i), leader) = self.resolve(target) else {
-                    return Ok(skip(record, "no leader to pause"));
+                let Some(i) = self.aim(&mut record, target, "no leader to pause") else {
+                    return Ok(record);
                 };
-                record.target = Some(i);
-                record.target_led = leader.is_some_and(|(l, _)| l == i);
                 let replica = &mut self.system.replicas[i];
                 let (incarnation, from) = replica.pause(true)?;
                 record.inject = from;
@@ -147,11 +158,9 @@ impl<'a> Nemesis<'a> {
                 });
             }
             FaultSpec::PauseChild { pause_ms } => {
-                let Some((i, _)) = self.system.leader() else {
-                    return Ok(skip(record, "no leader"));
+                let Some(i) = self.aim(&mut record, Target::Leader, "no leader") else {
+                    return Ok(record);
                 };
-                record.target = Some(i);
-                record.target_led = true;
                 let Some(pid) = self.child_of(i) else {
                     return Ok(skip(record, "the leader's command was not found"));
                 };
@@ -174,11 +183,9 @@ impl<'a> Nemesis<'a> {
                 });
             }
             FaultSpec::KillReplica { target, down_ms } => {
-                let (Some(i), leader) = self.resolve(target) else {
-                    return Ok(skip(record, "no leader to kill"));
+                let Some(i) = self.aim(&mut record, target, "no leader to kill") else {
+                    return Ok(record);
                 };
-                record.target = Some(i);
-                record.target_led = leader.is_some_and(|(l, _)| l == i);
                 let replica = &mut self.system.replicas[i];
                 let (incarnation, at) = replica.kill()?;
                 record.inject = at;
@@ -403,12 +410,9 @@ impl<'a> Nemesis<'a> {
         hold_ms: u64,
         what: Impairment,
     ) -> anyhow::Result<()> {
-        let (Some(i), leader) = self.resolve(target) else {
-            record.skipped = Some("no leader".to_owned());
+        let Some(i) = self.aim(record, target, "no leader") else {
             return Ok(());
         };
-        record.target = Some(i);
-        record.target_led = leader.is_some_and(|(l, _)| l == i);
         let replica = &self.system.replicas[i];
         replica.proxy.set(link);
         let from = time::now();

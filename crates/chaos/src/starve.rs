@@ -77,12 +77,9 @@ impl Nemesis<'_> {
         quota_pct: u64,
         hold_ms: u64,
     ) -> anyhow::Result<()> {
-        let (Some(i), leader) = self.resolve(target) else {
-            record.skipped = Some("no leader to starve".to_owned());
+        let Some(i) = self.aim(record, target, "no leader to starve") else {
             return Ok(());
         };
-        record.target = Some(i);
-        record.target_led = leader.is_some_and(|(l, _)| l == i);
         let pid = self.system.replicas[i]
             .pid()
             .context("the replica to starve is not running")?;

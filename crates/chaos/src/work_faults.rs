@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::nemesis::{FaultRecord, Impairment, Nemesis, Span, sleep_ms};
-use crate::schedule::TermEnd;
+use crate::schedule::{Target, TermEnd};
 use crate::time;
 use testbed::proxy::Fault;
 
@@ -20,12 +20,9 @@ impl Nemesis<'_> {
         hold_ms: u64,
         end: TermEnd,
     ) -> anyhow::Result<()> {
-        let Some((i, _)) = self.system.leader() else {
-            record.skipped = Some("no leader".to_owned());
+        let Some(i) = self.aim(record, Target::Leader, "no leader") else {
             return Ok(());
         };
-        record.target = Some(i);
-        record.target_led = true;
         let identity = self.system.replicas[i].identity.clone();
         record.inject = time::now();
         self.system.resource.order(&identity, order);
