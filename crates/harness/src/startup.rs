@@ -9,25 +9,16 @@ use testbed::Guarded;
 use testbed::http::get;
 
 /// Why a replica is not up.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotStarted {
     /// It exited, with this code (`-1` for a signal): refused its flags, or lost the race for
     /// its port.
+    #[error("exited at start with code {0}")]
     Exited(i32),
     /// It still runs and has not answered within the bound.
+    #[error("never answered /healthz within {0:?}")]
     Silent(Duration),
 }
-
-impl std::fmt::Display for NotStarted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            NotStarted::Exited(code) => write!(f, "exited at start with code {code}"),
-            NotStarted::Silent(within) => write!(f, "never answered /healthz within {within:?}"),
-        }
-    }
-}
-
-impl std::error::Error for NotStarted {}
 
 /// Whether `/healthz` on `http` answers now (within a second), whatever its status.
 pub fn answers(http: SocketAddr) -> bool {

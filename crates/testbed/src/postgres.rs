@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use crate::child::Guarded;
-use crate::port::try_free_addr;
+use crate::port::on_a_free_port;
 
 pub struct PostgresServer {
     port: u16,
@@ -124,16 +124,12 @@ impl PostgresServer {
                 String::from_utf8_lossy(&initdb.stderr)
             )));
         }
-        for _ in 0..10 {
-            server.port = try_free_addr()?.port();
-            if server.spawn()? {
-                return Ok(server);
-            }
-        }
-        Err(io::Error::other(format!(
-            "postgres did not start on any free port:\n{}",
-            server.log()
-        )))
+        let started = on_a_free_port(|port| {
+            server.port = port;
+            server.spawn()
+        });
+        let why = |e| io::Error::other(format!("postgres {e}:\n{}", server.log()));
+        started.map_err(why).map(|_| server)
     }
 
     fn data(&self) -> PathBuf {
