@@ -271,11 +271,8 @@ pub fn exit_within(mut cmd: Command, bound: Duration) -> (Option<i32>, String) {
 
 /// Runs the binary with `args` to completion: exit code, stdout, stderr.
 pub fn run_to_end(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let out = Command::new(BIN)
+    let out = harness::leasehold_command(BIN)
         .args(args)
-        .env_remove("POD_NAME")
-        .env_remove("POD_NAMESPACE")
-        .env_remove("LEASEHOLD_REDIS_URL")
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
