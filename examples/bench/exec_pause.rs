@@ -15,7 +15,7 @@ use nix::sys::signal::Signal;
 use tokio::io::unix::AsyncFd;
 
 use crate::handoff::EXEC_COMMAND;
-use crate::procs::Replica;
+use crate::procs::{self, Events};
 
 /// One frozen exec-mode leader.
 #[derive(Debug, Clone, Copy)]
@@ -73,12 +73,12 @@ pub async fn wave(
     for i in 0..count {
         let lease = format!("bench/exec-pause-{wave}-{i}");
         let identity = format!("exec-pause-{wave}-{i}");
-        let leader = Replica::spawn(bin, url, &lease, &identity, &timing, &EXEC_COMMAND).await?;
+        let leader = procs::start(bin, url, &lease, &identity, &timing, &EXEC_COMMAND).await?;
         leader
             .wait_event(0, "started the command", None, wait)
             .await?;
         let sh = leader
-            .proc
+            .process
             .stderr
             .find_from(0, |line| {
                 let v: serde_json::Value = serde_json::from_str(line).ok()?;
@@ -94,13 +94,13 @@ pub async fn wave(
     // Let the leaders renew a few times.
     tokio::time::sleep(timing.retry_period * 2).await;
     for (leader, _) in &leaders {
-        leader.proc.signal(Signal::SIGSTOP)?;
+        leader.process.signal(Signal::SIGSTOP)?;
     }
     tokio::time::sleep(timing.lease_duration + extra).await;
     let mut resumed = Vec::new();
     for (leader, _) in &leaders {
         resumed.push(BootInstant::now());
-        leader.proc.signal(Signal::SIGCONT)?;
+        leader.process.signal(Signal::SIGCONT)?;
         tokio::time::sleep(stagger).await;
     }
     // Every pidfd waited on at once, each noting the instant its process was seen gone.
@@ -127,8 +127,8 @@ pub async fn wave(
         });
     }
     for (mut leader, _) in leaders {
-        leader.proc.signal(Signal::SIGTERM)?;
-        crate::procs::wait_exit(&mut leader.proc, wait).await?;
+        leader.process.signal(Signal::SIGTERM)?;
+        procs::wait_exit(&mut leader.process, wait).await?;
     }
     Ok(samples)
 }

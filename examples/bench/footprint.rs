@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use testbed::http::http_get;
 
-use crate::procs::Replica;
+use crate::procs::{self, Events, Replica};
 use testbed::RedisServer;
 
 /// One process at one moment.
@@ -96,9 +96,9 @@ impl Replicas {
         let url = redis.url();
         let lease = "bench/footprint";
         let wait = Duration::from_secs(15);
-        let leader = Replica::spawn(bin, &url, lease, "footprint-a", &timing, &[]).await?;
+        let leader = procs::start(bin, &url, lease, "footprint-a", &timing, &[]).await?;
         leader.wait_event(0, "became leader", None, wait).await?;
-        let follower = Replica::spawn(bin, &url, lease, "footprint-b", &timing, &[]).await?;
+        let follower = procs::start(bin, &url, lease, "footprint-b", &timing, &[]).await?;
         follower
             .wait_event(0, "following leader", None, wait)
             .await?;
@@ -130,8 +130,8 @@ impl Replicas {
 
     pub fn read(&self) -> Result<[ProcStat; 2]> {
         Ok([
-            read_proc(self.leader.proc.pid().as_raw())?,
-            read_proc(self.follower.proc.pid().as_raw())?,
+            read_proc(self.leader.process.pid().as_raw())?,
+            read_proc(self.follower.process.pid().as_raw())?,
         ])
     }
 

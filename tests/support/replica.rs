@@ -10,8 +10,6 @@ use harness::RunCommand;
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use testbed::Guarded;
-use testbed::http::http_get;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
 
@@ -29,8 +27,9 @@ pub const FAST: [&str; 6] = [
 pub struct Replica {
     pub name: String,
     pub http: SocketAddr,
-    /// The process; dropping it kills it and, when a test panics, prints its output.
-    child: Guarded,
+    /// The process and its output; dropping it kills it and, when a test panics, prints its
+    /// output.
+    replica: harness::Replica,
 }
 
 impl Replica {
@@ -78,8 +77,7 @@ impl Replica {
         env: &[(&str, &str)],
     ) -> Self {
         let mut replica = Self::start_from(cmd, redis_url, lease, name, args, command, env);
-        let up = harness::wait_healthy(&mut replica.child, replica.http, Duration::from_secs(10));
-        if let Err(why) = up {
+        if let Err(why) = replica.replica.wait_healthy(Duration::from_secs(10)) {
             panic!("{name} {why}:\n{}", replica.log_text());
         }
         replica
@@ -124,35 +122,39 @@ impl Replica {
         if !lease.is_empty() {
             run = run.lease(lease);
         }
-        run = run.identity(name).http_addr(http).args(args);
+        run = run.args(args);
         // The tests find the leader by its readiness unless they ask for member mode (or test
         // a config file, whose readiness a flag would override).
         if !run.names("--config") {
             run = run.default_arg("--readiness", "leader");
         }
-        let mut cmd = run.command(command).build();
-        cmd.env("RUST_LOG", "leasehold=debug")
-            .envs(env.iter().copied());
-        let child = Guarded::spawn(cmd, &format!("leasehold {name}")).expect("spawn leasehold");
+        let replica = harness::Replica::spawn(run.command(command), name, http, |cmd| {
+            cmd.env("RUST_LOG", "leasehold=debug")
+                .envs(env.iter().copied());
+        })
+        .expect("spawn leasehold");
         Self {
             name: name.to_owned(),
             http,
-            child,
+            replica,
         }
     }
 
     pub fn pid(&self) -> Pid {
-        self.child.pid()
+        self.replica.process.pid()
     }
 
     pub fn signal(&self, signal: Signal) {
-        self.child.signal(signal).expect("signal leasehold");
+        self.replica
+            .process
+            .signal(signal)
+            .expect("signal leasehold");
     }
 
     /// GET `path` on the replica's HTTP port: status code and body, or `None` when it does not
-    /// answer within a second.
+    /// answer.
     pub fn get(&self, path: &str) -> Option<(u16, String)> {
-        http_get(self.http, path)
+        self.replica.get(path)
     }
 
     pub fn is_ready(&self) -> bool {
@@ -176,24 +178,19 @@ impl Replica {
 
     /// The log lines (JSON) so far.
     pub fn logs(&self) -> Vec<serde_json::Value> {
-        self.child
-            .stderr
-            .snapshot()
-            .iter()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        self.replica.logs()
     }
 
     pub fn log_count(&self) -> usize {
-        self.child.stderr.len()
+        self.replica.log_len()
     }
 
     pub fn log_text(&self) -> String {
-        self.child.stderr.text()
+        self.replica.log_text()
     }
 
     pub fn stdout(&self) -> Vec<String> {
-        self.child.stdout.snapshot()
+        self.replica.process.stdout.snapshot()
     }
 
     /// Log events whose message is `message`.
@@ -224,7 +221,8 @@ impl Replica {
     /// Waits for the process to exit; its exit code.
     pub fn wait_exit(&mut self, timeout: Duration) -> i32 {
         match self
-            .child
+            .replica
+            .process
             .wait_exit(timeout)
             .expect("poll leasehold's exit")
         {
