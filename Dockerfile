@@ -19,15 +19,16 @@ ENV RUSTFLAGS="-C target-feature=+crt-static" \
     CARGO_PROFILE_RELEASE_STRIP=symbols
 
 # The dependencies first, in their own layer: rebuilt only when a manifest or Cargo.lock change.
-# The workspace's other members, the test kit and the chaos harness, are only dev-dependencies:
-# cargo needs their manifests to load the workspace, never their sources (an empty lib.rs stands
-# in for each).
+# The workspace's other members (the test kit, the replica layer on it, the chaos harness) are
+# only dev-dependencies: cargo needs their manifests to load the workspace, never their sources
+# (an empty lib.rs stands in for each).
 COPY Cargo.toml Cargo.lock ./
 COPY crates/testbed/Cargo.toml ./crates/testbed/
+COPY crates/harness/Cargo.toml ./crates/harness/
 COPY crates/chaos/Cargo.toml ./crates/chaos/
-RUN mkdir -p src crates/testbed/src crates/chaos/src \
+RUN mkdir -p src crates/testbed/src crates/harness/src crates/chaos/src \
  && echo 'fn main() {}' > src/main.rs \
- && touch src/lib.rs crates/testbed/src/lib.rs crates/chaos/src/lib.rs \
+ && touch src/lib.rs crates/testbed/src/lib.rs crates/harness/src/lib.rs crates/chaos/src/lib.rs \
  && cargo build --release --locked --target "$(uname -m)-unknown-linux-gnu" --bin leasehold \
  && rm -rf src
 

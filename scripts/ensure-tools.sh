@@ -22,7 +22,7 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
 fi
 
-# The fencing tests (tests/fence.rs) start real PostgreSQL clusters with initdb and pg_ctl (from
+# The fencing tests (tests/fence.rs) start real PostgreSQL clusters with initdb and postgres (from
 # Debian's postgresql package, which brings psql too) and run the docs' curl recipe.
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v psql >/dev/null 2>&1; then
   echo "installing postgresql (Debian package)" >&2

@@ -20,6 +20,13 @@ fn fast() -> Vec<&'static str> {
     args
 }
 
+/// `FAST` spells out a timing preset as flags; the flags are the ones every harness gives a
+/// replica for that timing.
+#[test]
+fn fast_is_the_steady_timing_as_flags() {
+    assert_eq!(harness::timing_flags(&support::timings::STEADY), FAST);
+}
+
 /// The only ready replica in leader mode, once there is exactly one.
 fn the_leader(replicas: &[Replica]) -> Option<usize> {
     let ready: Vec<usize> = (0..replicas.len())

@@ -13,9 +13,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use chaos::config::{self, RESOURCE_ENV, RunConfig, Timing};
+use chaos::config::{self, RESOURCE_ENV, RunConfig};
 use chaos::schedule::FaultKind;
-use chaos::{child, run};
+use chaos::{run, workload};
+use leasehold::elector::Timing;
 
 const SEED: u64 = 7;
 const FAULTS: usize = FaultKind::SINGLE.len();
@@ -34,6 +35,7 @@ fn config(name: &str, fencing: bool) -> RunConfig {
             lease_duration: Duration::from_millis(1500),
             renew_deadline: Duration::from_millis(900),
             retry_period: Duration::from_millis(250),
+            ..Timing::default()
         },
         write_interval: Duration::from_millis(20),
         fencing,
@@ -144,8 +146,8 @@ fn serves_as_the_leaders_command_when_started_by_leasehold() {
     if std::env::var_os(RESOURCE_ENV).is_none() {
         return;
     }
-    let settings = child::Settings::from_env().expect("the harness's settings");
-    if let Err(e) = child::run(&settings) {
+    let settings = workload::Settings::from_env().expect("the harness's settings");
+    if let Err(e) = workload::run(&settings) {
         panic!("the leader's command cannot run: {e:#}");
     }
 }

@@ -15,7 +15,7 @@ use nix::sys::signal::Signal;
 use tokio::io::unix::AsyncFd;
 
 use crate::handoff::EXEC_COMMAND;
-use crate::procs::Replica;
+use crate::procs::{self, Events};
 
 /// One frozen exec-mode leader.
 #[derive(Debug, Clone, Copy)]
@@ -73,12 +73,12 @@ pub async fn wave(
     for i in 0..count {
         let lease = format!("bench/exec-pause-{wave}-{i}");
         let identity = format!("exec-pause-{wave}-{i}");
-        let leader = Replica::spawn(bin, url, &lease, &identity, &timing, &EXEC_COMMAND).await?;
+        let leader = procs::start(bin, url, &lease, &identity, &timing, &EXEC_COMMAND).await?;
         leader
             .wait_event(0, "started the command", None, wait)
             .await?;
         let sh = leader
-            .proc
+            .process
             .stderr
             .find_from(0, |line| {
                 let v: serde_json::Value = serde_json::from_str(line).ok()?;
@@ -94,7 +94,7 @@ pub async fn wave(
     // Let the leaders renew a few times.
     tokio::time::sleep(timing.retry_period * 2).await;
     for (leader, _) in &leaders {
-        leader.proc.signal(Signal::SIGSTOP)?;
+        leader.process.signal(Signal::SIGSTOP)?;
     }
     tokio::time::sleep(timing.lease_duration + extra).await;
     // Every pidfd waited on at once, from before the first resume, each noting the instant its
@@ -113,7 +113,7 @@ pub async fn wave(
         let mut resumed = Vec::new();
         for (leader, _) in &leaders {
             resumed.push(BootInstant::now());
-            leader.proc.signal(Signal::SIGCONT)?;
+            leader.process.signal(Signal::SIGCONT)?;
             tokio::time::sleep(stagger).await;
         }
         Ok::<_, anyhow::Error>(resumed)
@@ -133,8 +133,8 @@ pub async fn wave(
         });
     }
     for (mut leader, _) in leaders {
-        leader.proc.signal(Signal::SIGTERM)?;
-        crate::procs::wait_exit(&mut leader.proc, wait).await?;
+        leader.process.signal(Signal::SIGTERM)?;
+        procs::wait_exit(&mut leader.process, wait).await?;
     }
     Ok(samples)
 }

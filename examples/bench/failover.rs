@@ -18,7 +18,7 @@ use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 
 use crate::electors::{Event, Member, next_event, since};
-use crate::procs::Replica;
+use crate::procs::{self, Events};
 
 /// One crash failover.
 #[derive(Debug, Clone, Copy)]
@@ -46,7 +46,7 @@ pub async fn wave(
         let identity = format!("crash-{wave}-{i}");
         leaders.push((
             lease.clone(),
-            Replica::spawn(bin, url, &lease, &identity, &timing, &[]).await?,
+            procs::start(bin, url, &lease, &identity, &timing, &[]).await?,
         ));
     }
     for (_, leader) in &leaders {
@@ -79,7 +79,7 @@ pub async fn wave(
         .context("connect to read PTTL")?;
     let mut expiry = HashMap::new();
     for ((lease, leader), f) in leaders.iter().zip(&followers) {
-        leader.proc.signal(Signal::SIGKILL)?;
+        leader.process.signal(Signal::SIGKILL)?;
         let killed = BootInstant::now();
         let sent = BootInstant::now();
         let pttl: i64 = redis::cmd("PTTL")
@@ -115,7 +115,7 @@ pub async fn wave(
         });
     }
     for mut leader in leaders.into_iter().map(|(_, r)| r) {
-        crate::procs::wait_exit(&mut leader.proc, wait).await?;
+        procs::wait_exit(&mut leader.process, wait).await?;
     }
     for f in followers {
         f.finish(wait).await?;

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use testbed::http::http_get;
 
-use crate::procs::Replica;
+use crate::procs::{self, Events, Replica};
 use testbed::RedisServer;
 
 /// One process at one moment.
@@ -96,9 +96,9 @@ impl Replicas {
         let url = redis.url();
         let lease = "bench/footprint";
         let wait = Duration::from_secs(15);
-        let leader = Replica::spawn(bin, &url, lease, "footprint-a", &timing, &[]).await?;
+        let leader = procs::start(bin, &url, lease, "footprint-a", &timing, &[]).await?;
         leader.wait_event(0, "became leader", None, wait).await?;
-        let follower = Replica::spawn(bin, &url, lease, "footprint-b", &timing, &[]).await?;
+        let follower = procs::start(bin, &url, lease, "footprint-b", &timing, &[]).await?;
         follower
             .wait_event(0, "following leader", None, wait)
             .await?;
@@ -130,8 +130,8 @@ impl Replicas {
 
     pub fn read(&self) -> Result<[ProcStat; 2]> {
         Ok([
-            read_proc(self.leader.proc.pid().as_raw())?,
-            read_proc(self.follower.proc.pid().as_raw())?,
+            read_proc(self.leader.process.pid().as_raw())?,
+            read_proc(self.follower.process.pid().as_raw())?,
         ])
     }
 
@@ -178,17 +178,9 @@ pub fn read_proc(pid: i32) -> Result<ProcStat> {
             cpu_ns += ns;
         }
     }
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("read /proc/{pid}/stat"))?;
-    // Fields after the command name: state is field 3, utime 14 and stime 15 (USER_HZ = 100).
-    let after_comm: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|&i| after_comm.get(i).and_then(|v| v.parse::<u64>().ok()))
-        .sum();
+    let stat =
+        testbed::process_tree::stat(pid).with_context(|| format!("read /proc/{pid}/stat"))?;
+    let ticks = stat.utime + stat.stime;
     Ok(ProcStat {
         cpu_ticks: Duration::from_millis(ticks * 10),
         rss_kib: kib("VmRSS:"),

@@ -16,7 +16,7 @@ use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 
 use crate::electors::{Event, Member, led_by_other, next_event, since};
-use crate::procs::Replica;
+use crate::procs::{self, Events};
 
 /// One in-process handoff.
 #[derive(Debug, Clone, Copy)]
@@ -140,12 +140,12 @@ pub async fn processes(
     command: &[&str],
 ) -> Result<Vec<ProcessSample>> {
     let wait = Duration::from_secs(10);
-    let mut leader = Replica::spawn(bin, url, lease, "e2e-0", &timing, command).await?;
+    let mut leader = procs::start(bin, url, lease, "e2e-0", &timing, command).await?;
     leader.wait_event(0, "became leader", None, wait).await?;
     let mut samples = Vec::with_capacity(rounds);
     for round in 1..=rounds {
         let successor =
-            Replica::spawn(bin, url, lease, &format!("e2e-{round}"), &timing, command).await?;
+            procs::start(bin, url, lease, &format!("e2e-{round}"), &timing, command).await?;
         successor
             .wait_event(
                 0,
@@ -169,9 +169,9 @@ pub async fn processes(
         }
         let from = leader.log_len();
         let sent = SystemTime::now();
-        leader.proc.signal(Signal::SIGTERM)?;
+        leader.process.signal(Signal::SIGTERM)?;
         let led = successor.wait_event(0, "became leader", None, wait).await?;
-        let code = crate::procs::wait_exit(&mut leader.proc, wait).await?;
+        let code = procs::wait_exit(&mut leader.process, wait).await?;
         if code != 0 {
             bail!("{} exited with code {code} after SIGTERM", leader.identity);
         }

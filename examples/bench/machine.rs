@@ -45,18 +45,9 @@ impl CpuTicks {
         // user nice system idle iowait irq softirq steal (guest time is inside user).
         let total: u64 = fields.iter().take(8).sum();
         let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
-        let own_stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-        // After the command name: utime, stime, cutime, cstime are fields 14 to 17.
-        let own = own_stat
-            .rsplit_once(')')
-            .map(|(_, rest)| {
-                rest.split_whitespace()
-                    .skip(11)
-                    .take(4)
-                    .filter_map(|v| v.parse::<u64>().ok())
-                    .sum()
-            })
-            .unwrap_or(0);
+        // This process's utime and stime, and those of its reaped children.
+        let own = testbed::process_tree::own_stat()
+            .map_or(0, |p| p.utime + p.stime + p.cutime + p.cstime);
         Self {
             busy: total.saturating_sub(idle),
             total,

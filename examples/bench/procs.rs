@@ -4,13 +4,12 @@
 //! or an early return leaves nothing behind, and the kernel kills it if the harness dies. Spawn
 //! them from the runtime's workers (async code), not from `spawn_blocking`, whose threads exit.
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
-use testbed::http::http_get;
+use harness::RunCommand;
 use testbed::{Guarded, Lines};
 
 /// Waits (polling every millisecond, on the runtime's clock) for a line of `lines` from `from`
@@ -52,115 +51,84 @@ pub async fn wait_exit(child: &mut Guarded, within: Duration) -> Result<i32> {
     }
 }
 
-/// Timing flags of `leasehold run`.
-pub fn timing_args(t: &leasehold::elector::Timing) -> Vec<String> {
-    vec![
-        "--lease-duration".into(),
-        format!("{}ms", t.lease_duration.as_millis()),
-        "--renew-deadline".into(),
-        format!("{}ms", t.renew_deadline.as_millis()),
-        "--retry-period".into(),
-        format!("{}ms", t.retry_period.as_millis()),
-    ]
-}
+/// One `leasehold run` replica (see [`start`]).
+pub use harness::Replica;
 
-/// One `leasehold run` replica: Kubernetes off, JSON logs, HTTP on a free port of 127.0.0.1,
-/// no data-loss cooldown (every benchmark Redis is fresh), and a command to run while leading
-/// when `command` is not empty (exec mode).
-pub struct Replica {
-    pub identity: String,
-    pub http: SocketAddr,
-    pub proc: Guarded,
-}
-
-impl Replica {
-    pub async fn spawn(
-        bin: &Path,
-        url: &str,
-        lease: &str,
-        identity: &str,
-        timing: &leasehold::elector::Timing,
-        command: &[&str],
-    ) -> Result<Self> {
-        let mut last_error = None;
-        for _ in 0..5 {
-            let http = testbed::port::try_free_addr().context("find a free port")?;
-            let mut cmd = Command::new(bin);
-            cmd.arg("run")
-                .args([
-                    "--redis-url",
-                    url,
-                    "--lease-name",
-                    lease,
-                    "--identity",
-                    identity,
-                ])
-                .args([
-                    "--kubernetes",
-                    "off",
-                    "--log-format",
-                    "json",
-                    "--log",
-                    "info",
-                ])
-                .args(["--http-addr", &http.to_string(), "--no-data-loss-cooldown"])
-                .args(timing_args(timing));
-            if !command.is_empty() {
-                cmd.arg("--").args(command);
-            }
-            cmd.env_remove("POD_NAME")
-                .env_remove("POD_NAMESPACE")
-                .env_remove("RUST_LOG");
-            for (key, _) in std::env::vars_os() {
-                if key.to_string_lossy().starts_with("LEASEHOLD_") {
-                    cmd.env_remove(key);
-                }
-            }
-            let mut replica = Self {
-                identity: identity.to_owned(),
-                http,
-                proc: Guarded::spawn(cmd, &format!("{} run", bin.display()))?,
-            };
-            match replica.await_started().await {
-                Ok(()) => return Ok(replica),
-                Err(err) => last_error = Some(err),
-            }
-        }
-        Err(last_error.unwrap_or_else(|| anyhow::anyhow!("no attempt made")))
-            .with_context(|| format!("leasehold replica {identity} did not start"))
-    }
-
-    /// Waits for `leasehold starting` (its HTTP port is bound by then); fails fast when the
-    /// process exits (a lost race for the port).
-    async fn await_started(&mut self) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if self.event_time(0, "leasehold starting").is_some() {
-                return Ok(());
-            }
-            if let Some(code) = self.proc.try_exit().context("poll a child's exit")? {
-                bail!(
-                    "exited with code {code}:\n{}",
-                    self.proc.stderr.snapshot().join("\n")
-                );
-            }
-            if Instant::now() >= deadline {
-                bail!("no `leasehold starting` line within 15 s");
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
+/// Starts one `leasehold run` replica: Kubernetes off, JSON logs, HTTP on a free port of
+/// 127.0.0.1, no data-loss cooldown (every benchmark Redis is fresh), and a command to run while
+/// leading when `command` is not empty (exec mode); on another port when it exits at start (a
+/// lost race for its port), five times at most.
+pub async fn start(
+    bin: &Path,
+    url: &str,
+    lease: &str,
+    identity: &str,
+    timing: &leasehold::elector::Timing,
+    command: &[&str],
+) -> Result<Replica> {
+    let mut last_error = None;
+    for _ in 0..5 {
+        let http = testbed::port::try_free_addr().context("find a free port")?;
+        let run = RunCommand::new(bin)
+            .redis_url(url)
+            .lease(lease)
+            .args(["--log", "info", "--no-data-loss-cooldown"])
+            .timing(timing)
+            .command(command);
+        let mut replica = Replica::spawn(run, identity, http, |cmd| {
+            cmd.env_remove("RUST_LOG");
+        })?;
+        match await_started(&mut replica).await {
+            Ok(()) => return Ok(replica),
+            Err(err) => last_error = Some(err),
         }
     }
+    Err(last_error.unwrap_or_else(|| anyhow::anyhow!("no attempt made")))
+        .with_context(|| format!("leasehold replica {identity} did not start"))
+}
 
+/// Waits for `leasehold starting` (its HTTP port is bound by then); fails fast when the
+/// process exits (a lost race for the port).
+async fn await_started(replica: &mut Replica) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if replica.event_time(0, "leasehold starting").is_some() {
+            return Ok(());
+        }
+        if let Some(code) = replica.process.try_exit().context("poll a child's exit")? {
+            bail!("exited with code {code}:\n{}", replica.log_text());
+        }
+        if Instant::now() >= deadline {
+            bail!("no `leasehold starting` line within 15 s");
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// A replica's log events, on the runtime's clock.
+pub trait Events {
     /// The wall-clock time of the first log event `message` from line `from` on.
-    pub fn event_time(&self, from: usize, message: &str) -> Option<SystemTime> {
-        self.proc
+    fn event_time(&self, from: usize, message: &str) -> Option<SystemTime>;
+
+    /// Waits for log event `message` (with `field` equal to a value, when given) from line
+    /// `from` on; its wall-clock timestamp.
+    fn wait_event(
+        &self,
+        from: usize,
+        message: &str,
+        field: Option<(&str, &str)>,
+        within: Duration,
+    ) -> impl Future<Output = Result<SystemTime>>;
+}
+
+impl Events for Replica {
+    fn event_time(&self, from: usize, message: &str) -> Option<SystemTime> {
+        self.process
             .stderr
             .find_from(from, |line| event_at(line, message, None))
     }
 
-    /// Waits for log event `message` (with `field` equal to a value, when given) from line
-    /// `from` on; its wall-clock timestamp.
-    pub async fn wait_event(
+    async fn wait_event(
         &self,
         from: usize,
         message: &str,
@@ -168,20 +136,10 @@ impl Replica {
         within: Duration,
     ) -> Result<SystemTime> {
         let what = format!("`{message}` from {}", self.identity);
-        wait_line(&self.proc.stderr, from, &what, within, |line| {
+        wait_line(&self.process.stderr, from, &what, within, |line| {
             event_at(line, message, field)
         })
         .await
-    }
-
-    pub fn log_len(&self) -> usize {
-        self.proc.stderr.len()
-    }
-
-    /// `/leader` as JSON.
-    pub fn leader_view(&self) -> Option<serde_json::Value> {
-        let (code, body) = http_get(self.http, "/leader")?;
-        (code == 200).then(|| serde_json::from_str(&body).ok())?
     }
 }
 

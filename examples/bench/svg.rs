@@ -4,6 +4,8 @@
 use std::fmt::Write;
 use std::time::Duration;
 
+use testbed::svg::escape;
+
 /// One line of a panel.
 pub struct Series<'a> {
     pub label: String,
@@ -25,12 +27,6 @@ const RIGHT: f64 = 26.0;
 const TOP: f64 = 64.0;
 /// Room below the plot for the axis title and up to three legend rows.
 const BOTTOM: f64 = 112.0;
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
 
 fn decade_label(exp: i32) -> String {
     match exp {

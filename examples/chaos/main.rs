@@ -14,12 +14,12 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use chaos::config::{Cli, Command};
-use chaos::{child, run};
+use chaos::{run, workload};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Child(_) => match child::Settings::from_env().and_then(|s| child::run(&s)) {
+        Command::Child(_) => match workload::Settings::from_env().and_then(|s| workload::run(&s)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("chaos child: {e:#}");

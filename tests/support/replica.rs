@@ -6,14 +6,15 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use harness::RunCommand;
+
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use testbed::Guarded;
-use testbed::http::http_get;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
 
-/// Fast timings for process tests: TTL 1.5 s, renew deadline 900 ms, retry 250 ms.
+/// Fast timings for process tests: TTL 1.5 s, renew deadline 900 ms, retry 250 ms, the flags
+/// of [`STEADY`](super::timings::STEADY) (`tests/binary.rs` checks that they stay so).
 pub const FAST: [&str; 6] = [
     "--lease-duration",
     "1500ms",
@@ -26,8 +27,9 @@ pub const FAST: [&str; 6] = [
 pub struct Replica {
     pub name: String,
     pub http: SocketAddr,
-    /// The process; dropping it kills it and, when a test panics, prints its output.
-    child: Guarded,
+    /// The process and its output; dropping it kills it and, when a test panics, prints its
+    /// output.
+    replica: harness::Replica,
 }
 
 impl Replica {
@@ -74,15 +76,9 @@ impl Replica {
         command: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        let replica = Self::start_from(cmd, redis_url, lease, name, args, command, env);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while replica.get("/healthz").is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "{name} never answered /healthz:\n{}",
-                replica.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(10));
+        let mut replica = Self::start_from(cmd, redis_url, lease, name, args, command, env);
+        if let Err(why) = replica.replica.wait_healthy(Duration::from_secs(10)) {
+            panic!("{name} {why}:\n{}", replica.log_text());
         }
         replica
     }
@@ -110,7 +106,7 @@ impl Replica {
 
     /// [`start`](Self::start) from `cmd` (see [`spawn_from`](Self::spawn_from)).
     pub fn start_from(
-        mut cmd: Command,
+        cmd: Command,
         redis_url: &str,
         lease: &str,
         name: &str,
@@ -119,51 +115,46 @@ impl Replica {
         env: &[(&str, &str)],
     ) -> Self {
         let http = testbed::free_addr();
-        cmd.arg("run");
+        let mut run = RunCommand::wrapping(cmd);
         if !redis_url.is_empty() {
-            cmd.args(["--redis-url", redis_url]);
+            run = run.redis_url(redis_url);
         }
         if !lease.is_empty() {
-            cmd.args(["--lease-name", lease]);
+            run = run.lease(lease);
         }
-        if !args.contains(&"--kubernetes") {
-            cmd.args(["--kubernetes", "off"]);
-        }
+        run = run.args(args);
         // The tests find the leader by its readiness unless they ask for member mode (or test
         // a config file, whose readiness a flag would override).
-        if !args.contains(&"--readiness") && !args.contains(&"--config") {
-            cmd.args(["--readiness", "leader"]);
+        if !run.names("--config") {
+            run = run.default_arg("--readiness", "leader");
         }
-        cmd.args(["--identity", name])
-            .args(["--http-addr", &http.to_string(), "--log-format", "json"])
-            .args(args);
-        if !command.is_empty() {
-            cmd.arg("--").args(command);
-        }
-        cmd.env_remove("POD_NAME")
-            .env_remove("POD_NAMESPACE")
-            .env("RUST_LOG", "leasehold=debug")
-            .envs(env.iter().copied());
-        let child = Guarded::spawn(cmd, &format!("leasehold {name}")).expect("spawn leasehold");
+        let replica = harness::Replica::spawn(run.command(command), name, http, |cmd| {
+            cmd.env("RUST_LOG", "leasehold=debug")
+                .envs(env.iter().copied());
+        })
+        .expect("spawn leasehold");
         Self {
             name: name.to_owned(),
             http,
-            child,
+            replica,
         }
     }
 
     pub fn pid(&self) -> Pid {
-        self.child.pid()
+        self.replica.process.pid()
     }
 
     pub fn signal(&self, signal: Signal) {
-        self.child.signal(signal).expect("signal leasehold");
+        self.replica
+            .process
+            .signal(signal)
+            .expect("signal leasehold");
     }
 
     /// GET `path` on the replica's HTTP port: status code and body, or `None` when it does not
-    /// answer within a second.
+    /// answer.
     pub fn get(&self, path: &str) -> Option<(u16, String)> {
-        http_get(self.http, path)
+        self.replica.get(path)
     }
 
     pub fn is_ready(&self) -> bool {
@@ -187,24 +178,19 @@ impl Replica {
 
     /// The log lines (JSON) so far.
     pub fn logs(&self) -> Vec<serde_json::Value> {
-        self.child
-            .stderr
-            .snapshot()
-            .iter()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        self.replica.logs()
     }
 
     pub fn log_count(&self) -> usize {
-        self.child.stderr.len()
+        self.replica.log_len()
     }
 
     pub fn log_text(&self) -> String {
-        self.child.stderr.text()
+        self.replica.log_text()
     }
 
     pub fn stdout(&self) -> Vec<String> {
-        self.child.stdout.snapshot()
+        self.replica.process.stdout.snapshot()
     }
 
     /// Log events whose message is `message`.
@@ -235,7 +221,8 @@ impl Replica {
     /// Waits for the process to exit; its exit code.
     pub fn wait_exit(&mut self, timeout: Duration) -> i32 {
         match self
-            .child
+            .replica
+            .process
             .wait_exit(timeout)
             .expect("poll leasehold's exit")
         {
@@ -282,11 +269,8 @@ pub fn exit_within(mut cmd: Command, bound: Duration) -> (Option<i32>, String) {
 
 /// Runs the binary with `args` to completion: exit code, stdout, stderr.
 pub fn run_to_end(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let out = Command::new(BIN)
+    let out = harness::leasehold_command(BIN)
         .args(args)
-        .env_remove("POD_NAME")
-        .env_remove("POD_NAMESPACE")
-        .env_remove("LEASEHOLD_REDIS_URL")
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()

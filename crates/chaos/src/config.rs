@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use leasehold::elector::Timing;
 
 /// A chaos harness for leasehold: real redis-server, real leasehold replicas, a nemesis on a
 /// seeded schedule, a fenced resource and an independent checker.
@@ -149,31 +150,6 @@ pub const PG_FENCING_ENV: &str = "CHAOS_PG_FENCING";
 #[derive(Debug, Clone, Args)]
 pub struct ChildArgs {}
 
-/// The election timing handed to every replica.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timing {
-    /// The TTL.
-    pub lease_duration: Duration,
-    /// How long a leader retries a failing renewal.
-    pub renew_deadline: Duration,
-    /// The renewal interval.
-    pub retry_period: Duration,
-}
-
-impl Timing {
-    /// leasehold's flags for this timing.
-    pub fn flags(&self) -> Vec<String> {
-        vec![
-            "--lease-duration".into(),
-            format!("{}ms", self.lease_duration.as_millis()),
-            "--renew-deadline".into(),
-            format!("{}ms", self.renew_deadline.as_millis()),
-            "--retry-period".into(),
-            format!("{}ms", self.retry_period.as_millis()),
-        ]
-    }
-}
-
 /// Everything a run needs, resolved.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -257,6 +233,7 @@ impl RunArgs {
                 lease_duration: self.lease_duration,
                 renew_deadline: self.renew_deadline,
                 retry_period: self.retry_period,
+                ..Timing::default()
             },
             write_interval: self.write_interval,
             fencing: self.resource_fencing == Fencing::On,

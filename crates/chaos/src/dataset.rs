@@ -9,8 +9,10 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::PgCollected;
-use crate::config::{RunConfig, Timing};
+use crate::system::PgCollected;
+use leasehold::elector::Timing;
+
+use crate::config::RunConfig;
 use crate::nemesis::Journal;
 use crate::replica::Incarnation;
 use crate::resource::Write;
@@ -72,6 +74,7 @@ impl RunInfo {
             lease_duration: Duration::from_millis(self.lease_duration_ms),
             renew_deadline: Duration::from_millis(self.renew_deadline_ms),
             retry_period: Duration::from_millis(self.retry_period_ms),
+            ..Timing::default()
         }
     }
 }

@@ -11,12 +11,12 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::config::Timing;
 use crate::history::Window;
 use crate::intervals::IntervalSet;
 use crate::nemesis::{Impairment, Journal};
 use crate::schedule::FaultKind;
 use crate::time::Micros;
+use leasehold::elector::Timing;
 
 /// The outcome of one fault.
 #[derive(Debug, Clone, Serialize)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::events::Event;
 use crate::nemesis::{FaultRecord, Impairment, Nemesis, sleep_ms};
-use crate::params::ForeignKey;
+use crate::params::{ForeignKey, Target};
 use crate::redis_cli::RedisCli;
 use crate::time::{self, Micros};
 use testbed::wait::first_instant;
@@ -29,18 +29,15 @@ impl Nemesis<'_> {
         which: ForeignKey,
         hold_ms: u64,
     ) -> anyhow::Result<()> {
-        let Some((leader, _)) = self.cluster.leader() else {
-            record.skipped = Some("no leader".to_owned());
+        let Some(leader) = self.aim(record, Target::Leader, "no leader") else {
             return Ok(());
         };
-        record.target = Some(leader);
-        record.target_led = true;
         let key = match which {
-            ForeignKey::Lease => self.cluster.lease_key.clone(),
-            ForeignKey::Reservation => format!("{}:reserved", self.cluster.lease_key),
+            ForeignKey::Lease => self.system.lease_key.clone(),
+            ForeignKey::Reservation => format!("{}:reserved", self.system.lease_key),
         };
         record.inject = time::now();
-        self.cluster.redis.cli(0, &["SET", &key, FOREIGN])?;
+        self.system.redis.cli(0, &["SET", &key, FOREIGN])?;
         if which == ForeignKey::Reservation {
             self.terminate_and_start(leader)?;
         }
@@ -49,10 +46,10 @@ impl Nemesis<'_> {
         let t = self.timing;
         let bound = t.lease_duration + 4 * t.retry_period + Duration::from_secs(3);
         let said = self.wait_said(record.inject, bound);
-        let mut led = self.cluster.leader();
+        let mut led = self.system.leader();
         sleep_ms(hold_ms);
-        led = led.or(self.cluster.leader());
-        let reply = self.cluster.redis.cli(0, &["DEL", &key])?;
+        led = led.or(self.system.leader());
+        let reply = self.system.redis.cli(0, &["DEL", &key])?;
         record.clear = time::now();
         let n = said.len();
         let count = said.iter().flatten().count();
@@ -96,10 +93,10 @@ impl Nemesis<'_> {
     /// blocks the lease; waits until all have, or `bound` passed. Replicas whose process ended
     /// on its own are started again meanwhile.
     fn wait_said(&mut self, since: Micros, bound: Duration) -> Vec<Option<Micros>> {
-        let mut said = vec![None; self.cluster.replicas.len()];
+        let mut said = vec![None; self.system.replicas.len()];
         first_instant(bound, || {
-            self.cluster.restart_exited();
-            for (at, replica) in said.iter_mut().zip(&self.cluster.replicas) {
+            self.system.restart_exited();
+            for (at, replica) in said.iter_mut().zip(&self.system.replicas) {
                 if at.is_none() {
                     *at = replica
                         .events_since(since)

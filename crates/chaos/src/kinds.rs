@@ -1,74 +1,113 @@
-//! The kinds of fault: their names, their codes on the timeline, the sets each topology
-//! draws from, and the bound on recovery after each.
+//! The faults, declared once with their parameters: their kinds, their names, their codes on
+//! the timeline, the sets each topology draws from, and the bound on recovery after each.
 
 use std::time::Duration;
 
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
-use crate::config::Timing;
-use crate::params::late_delay_max;
+use crate::params::{DataLoss, EvictionPolicy, Target, TermEnd, VanishHow, late_delay_max};
+use leasehold::elector::Timing;
 
-/// The kinds of fault, in the order of the report.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ValueEnum,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum FaultKind {
-    /// SIGSTOP a replica's leasehold past the TTL, then SIGCONT.
-    PauseReplica,
-    /// SIGSTOP only the leader's child past the TTL, then SIGCONT.
-    PauseChild,
-    /// SIGKILL a replica, start it again after a while.
-    KillReplica,
-    /// SIGTERM every replica in turn, starting each again before the next.
-    RollingRestart,
-    /// SIGKILL Redis, start it again with its data (append-only file, fsync always).
-    RedisRestartKept,
-    /// SIGKILL Redis, start it again on the same port from an empty directory.
-    RedisRestartLost,
-    /// Delay a replica's link to Redis.
-    LinkDelay,
-    /// Reset a replica's connections to Redis, and every new one.
-    LinkDrop,
-    /// Hold every byte on a replica's link to Redis.
-    LinkBlackhole,
-    /// SIGSTOP Redis for a moment.
-    RedisPause,
-    /// Delay every replica's link to Redis.
-    SlowRedis,
-    /// Redis gets a few MiB of `maxmemory`, an evicting policy and a flood of keys with TTLs.
-    Eviction,
-    /// The lease key deleted (`DEL`, `FLUSHDB`, `FLUSHALL`) as a follower starts or wakes.
-    Vanish,
-    /// The leader's link delayed past the call timeout: commands time out and land later.
-    LateDelivery,
-    /// The leader's command forks a grandchild that calls `setsid` and keeps writing.
-    Daemonize,
-    /// The leader's command starts a worker in its group that ignores SIGTERM.
-    IgnoreSigterm,
-    /// One replica's leasehold held to a few percent of a core.
-    CpuStarve,
-    /// Every leader's command exits at once, again and again.
-    FailingWork,
-    /// A follower's pub/sub connection blackholed while its command link works.
-    DeadSubscription,
-    /// Some replicas restarted with half the lease duration, then a data loss just after a
-    /// longer-configured replica's term began; then the run's timing again.
-    MixedDurations,
-    /// The lease key overwritten with a foreign value and no expiry, until `DEL`.
-    ForeignLease,
-    /// The handover reservation written with a foreign identity and no expiry, until `DEL`.
-    ForeignReservation,
-    /// Sentinel topology: `SENTINEL FAILOVER` under load.
-    SentinelFailover,
-    /// Sentinel topology: the first Sentinel accepts connections and never answers, during a
-    /// failover.
-    MuteSentinel,
-    /// Cluster topology: `CLUSTER FAILOVER TAKEOVER` on a replica of the lease slot's master.
-    ClusterFailover,
-    /// Cluster topology: the lease's slot moved live to another master.
-    SlotMigration,
+/// Declares the faults once, as a list of kinds with their parameters: [`FaultSpec`] (a fault
+/// and its parameters), [`FaultKind`] (the same names without them) and
+/// [`FaultSpec::kind`], which maps one to the other.
+macro_rules! faults {
+    ($($(#[$doc:meta])* $kind:ident { $($field:ident: $ty:ty),* $(,)? },)*) => {
+        /// One fault and its parameters (durations in milliseconds).
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(tag = "kind", rename_all = "kebab-case")]
+        pub enum FaultSpec {
+            $($(#[$doc])* $kind { $($field: $ty),* },)*
+        }
+
+        /// The kinds of fault, in the order of the report.
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+            ValueEnum,
+        )]
+        #[serde(rename_all = "kebab-case")]
+        pub enum FaultKind {
+            $($(#[$doc])* $kind,)*
+        }
+
+        impl FaultSpec {
+            /// Its kind.
+            pub fn kind(&self) -> FaultKind {
+                match self {
+                    $(FaultSpec::$kind { .. } => FaultKind::$kind,)*
+                }
+            }
+        }
+    };
+}
+
+faults! {
+    /// SIGSTOP a replica's leasehold for `pause_ms`, then SIGCONT.
+    PauseReplica { target: Target, pause_ms: u64 },
+    /// SIGSTOP the leader's child for `pause_ms`, then SIGCONT.
+    PauseChild { pause_ms: u64 },
+    /// SIGKILL a replica and start it again `down_ms` later.
+    KillReplica { target: Target, down_ms: u64 },
+    /// SIGTERM each replica in turn, start it again, wait `gap_ms`, next.
+    RollingRestart { gap_ms: u64 },
+    /// SIGKILL Redis, start it again `down_ms` later, with its data.
+    RedisRestartKept { down_ms: u64 },
+    /// SIGKILL Redis, start it again `down_ms` later from an empty directory.
+    RedisRestartLost { down_ms: u64 },
+    /// Delay a replica's link by `delay_ms` each way for `hold_ms`.
+    LinkDelay { target: Target, delay_ms: u64, hold_ms: u64 },
+    /// Reset a replica's link for `hold_ms`.
+    LinkDrop { target: Target, hold_ms: u64 },
+    /// Blackhole a replica's link for `hold_ms`.
+    LinkBlackhole { target: Target, hold_ms: u64 },
+    /// SIGSTOP Redis for `pause_ms`.
+    RedisPause { pause_ms: u64 },
+    /// Delay every link by `delay_ms` each way for `hold_ms`.
+    SlowRedis { delay_ms: u64, hold_ms: u64 },
+    /// Set `maxmemory` a few MiB above what Redis uses, switch to `policy`, write `flood_keys`
+    /// keys of 1 KiB with TTLs, hold, then delete them and go back to `noeviction`.
+    Eviction { policy: EvictionPolicy, flood_keys: u32, hold_ms: u64 },
+    /// Make the lease vanish `how`, while a follower starts (after a SIGKILL `down_ms` long)
+    /// or wakes (after a SIGSTOP `down_ms` long) at the same moment.
+    Vanish { how: VanishHow, follower: Target, wakes: bool, down_ms: u64 },
+    /// Delay the leader's link (or only one of its connections) by `delay_ms`, longer than
+    /// the call timeout, for `hold_ms`.
+    LateDelivery { delay_ms: u64, hold_ms: u64, one_connection: bool },
+    /// Tell the leader's command to fork a `setsid` grandchild that writes on; after
+    /// `hold_ms` end the term `end`.
+    Daemonize { hold_ms: u64, end: TermEnd },
+    /// Tell the leader's command to start a worker that ignores SIGTERM; after `hold_ms` end
+    /// the term `end`.
+    IgnoreSigterm { hold_ms: u64, end: TermEnd },
+    /// Hold a replica's leasehold to `quota_pct` % of a core for `hold_ms`.
+    CpuStarve { target: Target, quota_pct: u64, hold_ms: u64 },
+    /// Every leader's command exits at once with code 1 for `hold_ms`.
+    FailingWork { hold_ms: u64 },
+    /// Blackhole a follower's pub/sub connection for `hold_ms`; the leader is SIGTERMed
+    /// (it releases and announces it) `release_after_ms` into the fault.
+    DeadSubscription { follower: Target, hold_ms: u64, release_after_ms: u64 },
+    /// Restart `short` replicas from replica `first` on (the next ones after it, leader or
+    /// not) with half the run's timing, hand the lease to a replica of the run's timing
+    /// (`leasehold step-down --to`), make Redis lose its data `after_ms` into that term
+    /// (`loss`, down `down_ms` for a restart), wait for a leader, give the replicas their
+    /// timing back.
+    MixedDurations { short: usize, first: usize, loss: DataLoss, after_ms: u64, down_ms: u64 },
+    /// `SET` the lease key to a foreign value without expiry; once every replica said so, and
+    /// `hold_ms` more, `DEL` it.
+    ForeignLease { hold_ms: u64 },
+    /// `SET` the handover reservation to a foreign identity without expiry and SIGTERM the
+    /// leader (it releases); once every replica said so, and `hold_ms` more, `DEL` it.
+    ForeignReservation { hold_ms: u64 },
+    /// Ask Sentinel `via` (1 or 2) for a failover, wait until it is done.
+    SentinelFailover { via: usize },
+    /// Blackhole the first Sentinel for `hold_ms`, with a failover through Sentinel 1 at its
+    /// start.
+    MuteSentinel { hold_ms: u64 },
+    /// `CLUSTER FAILOVER TAKEOVER` on the lease slot master's replica.
+    ClusterFailover { settle_ms: u64 },
+    /// Move the lease's slot to another master.
+    SlotMigration { settle_ms: u64 },
 }
 
 /// `a` then `b`, as a constant (the lengths add up, or the constant does not compile).

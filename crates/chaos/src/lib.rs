@@ -13,33 +13,38 @@
 //! target/debug/examples/chaos run --seed 1 --long --out docs/chaos  # 1,100 faults
 //! ```
 //!
-//! Redis, the fault proxy between each replica and Redis, PostgreSQL's programs and the guarded
-//! child processes come from the test kit (`testbed`).
+//! Redis, the fault proxy between each replica and Redis, PostgreSQL and the guarded child
+//! processes come from the test kit (`testbed`); the `leasehold run` command line of a replica
+//! and the wait for it to answer, from the layer the tests and benchmarks share (`harness`).
 //!
 //! Layout:
 //!
 //! ```text
 //! config.rs     the command line and the run's settings
-//! schedule.rs   fault kinds, their bounds, and the seeded schedule
-//! kinds.rs      the fault kinds, the sets each topology draws, recovery bounds
+//! kinds.rs      the faults, declared once with their parameters; the sets each topology
+//!               draws, recovery bounds
+//! schedule.rs   the seeded schedule
 //! params.rs     the faults' parameters that are more than a number
-//! cluster.rs    everything under test, started and stopped together
+//! system.rs     the system under test (Redis, the resource, the proxies, the replicas),
+//!               started and stopped together
 //! redis_cli.rs  the nemesis's commands to Redis and the Sentinels, through redis-cli
 //! events.rs     leasehold's log lines as the events the checker reads
 //! replica.rs    one leasehold replica: its processes, started and stopped
 //! livelog.rs    a replica's log: raw on disk, its events, the live view of leadership
 //! resource.rs   the fenced resource the leaders' commands write to
-//! child.rs      the leader's command (`chaos child`)
+//! workload.rs   the leader's work: the command leasehold runs (`chaos child`)
 //! nemesis.rs    injects the schedule and keeps the journal
 //! journal.rs    what the nemesis did: faults and impairments
-//! faults.rs     the second generation's faults (eviction, vanish, late delivery, helpers
-//!               of the command, CPU starvation, failing work, dead subscription)
-//! starve.rs     CPU starvation: a cgroup quota, or pinned busy loops
+//! lease_loss.rs Redis loses the lease's records: eviction, the lease vanishing
+//! delivery.rs   late delivery on the leader's link, a follower's dead subscription
+//! work_faults.rs  the leader's work: a daemon or a SIGTERM-proof worker left behind,
+//!               work that fails at once; ending a term
+//! starve.rs     CPU starvation of one replica: a cgroup quota, or pinned busy loops
 //! mixed.rs      mixed lease durations across a data loss
 //! foreign.rs    a lease key or reservation without TTL that leasehold did not write
 //! topology.rs   the Sentinel set and the Redis Cluster of the topology runs
 //! topofaults.rs their faults: failovers, a mute Sentinel, a live slot migration
-//! pg.rs         the PostgreSQL server, the second fenced resource
+//! pg.rs         a row of PostgreSQL's tables, the second fenced resource
 //! pgwrite.rs    the command's fenced PostgreSQL transaction, and reading the tables back
 //! history.rs    validity windows from the logs
 //! intervals.rs  interval sets
@@ -47,8 +52,8 @@
 //! termcheck.rs  the checks by the replicas' own logs, of late writes, and of PostgreSQL
 //! failover.rs   failover times, bounds, availability
 //! report.rs     report.md and summary.json
-//! report_more.rs  report.md's section on the second generation's checks, and on the keys
-//!               leasehold did not write
+//! report_terms.rs  report.md's section on the terms by the logs, late writes, churn, the
+//!               keys leasehold did not write, and PostgreSQL
 //! timeline.rs   timeline.svg
 //! time.rs       wall-clock microseconds, log timestamps
 //! dataset.rs    what a run collected, saved for `chaos check`
@@ -56,18 +61,17 @@
 //! ```
 
 pub mod checker;
-pub mod child;
-pub mod cluster;
 pub mod config;
 pub mod dataset;
+pub mod delivery;
 pub mod events;
 pub mod failover;
-pub mod faults;
 pub mod foreign;
 pub mod history;
 pub mod intervals;
 pub mod journal;
 pub mod kinds;
+pub mod lease_loss;
 pub mod livelog;
 pub mod mixed;
 pub mod nemesis;
@@ -78,13 +82,16 @@ pub mod pgwrite;
 pub mod redis_cli;
 pub mod replica;
 pub mod report;
-pub mod report_more;
+pub mod report_terms;
 pub mod resource;
 pub mod run;
 pub mod schedule;
 pub mod starve;
+pub mod system;
 pub mod termcheck;
 pub mod time;
 pub mod timeline;
 pub mod topofaults;
 pub mod topology;
+pub mod work_faults;
+pub mod workload;

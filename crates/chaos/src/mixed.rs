@@ -14,9 +14,9 @@ use crate::events::Event;
 use crate::nemesis::{FaultRecord, Impairment, Nemesis, sleep_ms};
 use crate::params::{DataLoss, halved};
 use crate::redis_cli::RedisCli;
-use crate::replica::leasehold_command;
 use crate::schedule::FaultKind;
 use crate::time::{self, Micros};
+use harness::leasehold_command;
 use testbed::Guarded;
 use testbed::wait::first_instant;
 
@@ -30,7 +30,7 @@ impl Nemesis<'_> {
         after_ms: u64,
         down_ms: u64,
     ) -> anyhow::Result<()> {
-        let n = self.cluster.replicas.len();
+        let n = self.system.replicas.len();
         // Two at least keep the run's timing: one may lead, another takes the lease over.
         let chosen: Vec<usize> = (0..short.clamp(1, n.saturating_sub(2).max(1)))
             .map(|k| (first + k) % n)
@@ -44,7 +44,7 @@ impl Nemesis<'_> {
             .leader_before
             .is_some_and(|(l, _)| chosen.contains(&l));
         for &j in &chosen {
-            self.cluster.replicas[j].set_timing(half);
+            self.system.replicas[j].set_timing(half);
             self.terminate_and_start(j)?;
         }
         let mut words = vec![format!(
@@ -54,7 +54,7 @@ impl Nemesis<'_> {
             half.renew_deadline.as_millis(),
             half.retry_period.as_millis()
         )];
-        let leader = self.cluster.wait_for_leader(Micros::MIN, wait);
+        let leader = self.system.wait_for_leader(Micros::MIN, wait);
         let to = (0..n)
             .map(|k| (first + k) % n)
             .find(|i| !chosen.contains(i) && leader.is_none_or(|(l, _)| l != *i));
@@ -63,11 +63,11 @@ impl Nemesis<'_> {
             words.push(format!("step-down --to r{to}: {handed}"));
         }
         sleep_ms(after_ms);
-        let leading = self.cluster.leader();
+        let leading = self.system.leader();
         let from = match loss {
             DataLoss::Flushall => {
                 let at = time::now();
-                self.cluster.redis.cli(0, &["FLUSHALL"])?;
+                self.system.redis.cli(0, &["FLUSHALL"])?;
                 record.clear = time::now();
                 self.span(None, at, record.clear, Impairment::Vanished);
                 at
@@ -86,19 +86,19 @@ impl Nemesis<'_> {
             },
             leading.map_or("nobody".to_owned(), |(l, _)| format!(
                 "r{l} ({} ms)",
-                self.cluster.replicas[l].timing().lease_duration.as_millis()
+                self.system.replicas[l].timing().lease_duration.as_millis()
             ))
         ));
         // The leader of the moment may still be inside its validity window (so the recovery
         // is often 0): the time until a lease proven after the loss says what the cooldown cost.
-        let back = self.cluster.wait_for_leader(record.clear, wait);
+        let back = self.system.wait_for_leader(record.clear, wait);
         let after = (time::now() - record.clear) / time::MS;
         words.push(self.finders(from, base.lease_duration));
         words.push(back.map_or(format!("no leader within {wait:?}"), |(l, _)| {
             format!("r{l} led {after} ms after it")
         }));
         for &j in &chosen {
-            self.cluster.replicas[j].set_timing(base);
+            self.system.replicas[j].set_timing(base);
             self.terminate_and_start(j)?;
         }
         words.push("the run's timing back".to_owned());
@@ -109,10 +109,10 @@ impl Nemesis<'_> {
     /// Hands the lease to replica `to` with leasehold's own operator command, and waits
     /// (bounded) until it leads; says how it went.
     fn hand_to(&mut self, to: usize, wait: Duration) -> String {
-        let identity = self.cluster.replicas[to].identity.clone();
-        let mut cmd = leasehold_command(&self.cluster.leasehold);
-        cmd.args(["step-down", "--redis-url", &self.cluster.redis.url()])
-            .args(["--lease-name", &self.cluster.lease, "--to", &identity])
+        let identity = self.system.replicas[to].identity.clone();
+        let mut cmd = leasehold_command(&self.system.leasehold);
+        cmd.args(["step-down", "--redis-url", &self.system.redis.url()])
+            .args(["--lease-name", &self.system.lease, "--to", &identity])
             .args(["--wait", "5s"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -123,7 +123,7 @@ impl Nemesis<'_> {
                 p.wait_exit(Duration::from_secs(8))
                     .context("cannot wait for leasehold step-down")
             });
-        let led = first_instant(wait, || self.cluster.leader().is_some_and(|(l, _)| l == to));
+        let led = first_instant(wait, || self.system.leader().is_some_and(|(l, _)| l == to));
         format!(
             "{}, {}",
             match code {
@@ -143,7 +143,7 @@ impl Nemesis<'_> {
     /// duration and the cooldown's length; a cooldown shorter than `longest` goes to the notes.
     fn finders(&mut self, since: Micros, longest: Duration) -> String {
         let mut found = Vec::new();
-        for r in &self.cluster.replicas {
+        for r in &self.system.replicas {
             for e in r.events_since(since) {
                 if let Event::CoolingDown { cooldown_ms } = e.event {
                     let own = r.timing().lease_duration.as_millis();

@@ -1,4 +1,4 @@
-//! The nemesis: injects the schedule's faults one after another into the running cluster, and
+//! The nemesis: injects the schedule's faults one after another into the running system, and
 //! writes down what it did and when (the journal), for the checker and the timeline. Before
 //! each fault it waits until a replica leads, then for the fault's quiet time.
 
@@ -8,17 +8,17 @@ use anyhow::Context;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::cluster::Cluster;
-use crate::config::Timing;
 pub use crate::journal::{FaultRecord, Impairment, Journal, Span};
 use crate::params::ForeignKey;
 use crate::schedule::{FaultKind, FaultSpec, Scheduled, Target};
+use crate::system::System;
 use crate::time::{self, Micros};
+use leasehold::elector::Timing;
 use testbed::proxy::Fault;
 
 /// Runs the schedule.
 pub struct Nemesis<'a> {
-    pub(crate) cluster: &'a mut Cluster,
+    pub(crate) system: &'a mut System,
     pub(crate) timing: Timing,
     pub(crate) journal: Journal,
 }
@@ -29,10 +29,10 @@ pub fn sleep_ms(ms: u64) {
 }
 
 impl<'a> Nemesis<'a> {
-    /// A nemesis for `cluster`.
-    pub fn new(cluster: &'a mut Cluster, timing: Timing) -> Self {
+    /// A nemesis for `system`.
+    pub fn new(system: &'a mut System, timing: Timing) -> Self {
         Self {
-            cluster,
+            system,
             timing,
             journal: Journal::default(),
         }
@@ -59,7 +59,7 @@ impl<'a> Nemesis<'a> {
         for planned in schedule {
             // Settled: a leader whose lease was proven after the last fault ended.
             let since = self.journal.faults.last().map_or(Micros::MIN, |f| f.clear);
-            if self.cluster.wait_for_leader(since, wait).is_none() {
+            if self.system.wait_for_leader(since, wait).is_none() {
                 self.journal.notes.push(format!(
                     "no replica led within {wait:?} before fault #{}",
                     planned.index
@@ -67,8 +67,8 @@ impl<'a> Nemesis<'a> {
             }
             sleep_ms(planned.quiet_ms);
             // A fault aimed at the leader waits for one if leadership moved meanwhile.
-            if targets_leader(&planned.fault) && self.cluster.leader().is_none() {
-                let _ = self.cluster.wait_for_leader(Micros::MIN, wait);
+            if targets_leader(&planned.fault) && self.system.leader().is_none() {
+                let _ = self.system.wait_for_leader(Micros::MIN, wait);
             }
             let record = self
                 .inject(planned)
@@ -81,7 +81,7 @@ impl<'a> Nemesis<'a> {
         }
         // Let the last fault's failover finish before the end of the record.
         let since = self.journal.faults.last().map_or(Micros::MIN, |f| f.clear);
-        if self.cluster.wait_for_leader(since, wait).is_none() {
+        if self.system.wait_for_leader(since, wait).is_none() {
             self.journal
                 .notes
                 .push("no replica led after the last fault".to_owned());
@@ -90,17 +90,42 @@ impl<'a> Nemesis<'a> {
         Ok(())
     }
 
+    /// The replica `target` names, which `record` now targets (noting whether it led); `None`,
+    /// and the fault skipped for `why`, when `target` is the leader and there is none.
+    pub(crate) fn aim(&self, record: &mut FaultRecord, target: Target, why: &str) -> Option<usize> {
+        let (Some(i), leader) = self.resolve(target) else {
+            record.skipped = Some(why.to_owned());
+            return None;
+        };
+        record.target = Some(i);
+        record.target_led = leader.is_some_and(|(l, _)| l == i);
+        Some(i)
+    }
+
     pub(crate) fn resolve(&self, target: Target) -> (Option<usize>, Option<(usize, u64)>) {
-        let leader = self.cluster.leader();
+        let leader = self.system.leader();
         let index = match target {
             Target::Leader => leader.map(|(i, _)| i),
-            Target::Replica(i) => Some(i % self.cluster.replicas.len()),
+            Target::Replica(i) => Some(i % self.system.replicas.len()),
         };
         (index, leader)
     }
 
+    /// A follower, which `record` targets: `target`'s replica unless it leads, then the next
+    /// one.
+    pub(crate) fn aim_at_follower(&self, record: &mut FaultRecord, target: Target) -> usize {
+        let n = self.system.replicas.len();
+        let j = match self.resolve(target) {
+            (None, _) => 0,
+            (Some(i), Some((l, _))) if l == i => (i + 1) % n,
+            (Some(i), _) => i,
+        };
+        record.target = Some(j);
+        j
+    }
+
     fn inject(&mut self, planned: &Scheduled) -> anyhow::Result<FaultRecord> {
-        let leader_before = self.cluster.leader();
+        let leader_before = self.system.leader();
         let mut record = FaultRecord {
             index: planned.index,
             spec: planned.fault.clone(),
@@ -115,12 +140,10 @@ impl<'a> Nemesis<'a> {
         };
         match planned.fault {
             FaultSpec::PauseReplica { target, pause_ms } => {
-                let (Some(i), leader) = self.resolve(target) else {
-                    return Ok(skip(record, "no leader to pause"));
+                let Some(i) = self.aim(&mut record, target, "no leader to pause") else {
+                    return Ok(record);
                 };
-                record.target = Some(i);
-                record.target_led = leader.is_some_and(|(l, _)| l == i);
-                let replica = &mut self.cluster.replicas[i];
+                let replica = &mut self.system.replicas[i];
                 let (incarnation, from) = replica.pause(true)?;
                 record.inject = from;
                 sleep_ms(pause_ms);
@@ -135,15 +158,13 @@ impl<'a> Nemesis<'a> {
                 });
             }
             FaultSpec::PauseChild { pause_ms } => {
-                let Some((i, _)) = self.cluster.leader() else {
-                    return Ok(skip(record, "no leader"));
+                let Some(i) = self.aim(&mut record, Target::Leader, "no leader") else {
+                    return Ok(record);
                 };
-                record.target = Some(i);
-                record.target_led = true;
                 let Some(pid) = self.child_of(i) else {
                     return Ok(skip(record, "the leader's command was not found"));
                 };
-                let incarnation = self.cluster.replicas[i].incarnation();
+                let incarnation = self.system.replicas[i].incarnation();
                 let pid = Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
                 kill(pid, Signal::SIGSTOP).context("cannot SIGSTOP the leader's command")?;
                 let from = time::now();
@@ -162,12 +183,10 @@ impl<'a> Nemesis<'a> {
                 });
             }
             FaultSpec::KillReplica { target, down_ms } => {
-                let (Some(i), leader) = self.resolve(target) else {
-                    return Ok(skip(record, "no leader to kill"));
+                let Some(i) = self.aim(&mut record, target, "no leader to kill") else {
+                    return Ok(record);
                 };
-                record.target = Some(i);
-                record.target_led = leader.is_some_and(|(l, _)| l == i);
-                let replica = &mut self.cluster.replicas[i];
+                let replica = &mut self.system.replicas[i];
                 let (incarnation, at) = replica.kill()?;
                 record.inject = at;
                 sleep_ms(down_ms);
@@ -184,8 +203,8 @@ impl<'a> Nemesis<'a> {
             FaultSpec::RollingRestart { gap_ms } => {
                 let grace = self.timing.lease_duration + Duration::from_secs(5);
                 record.inject = time::now();
-                for i in 0..self.cluster.replicas.len() {
-                    let replica = &mut self.cluster.replicas[i];
+                for i in 0..self.system.replicas.len() {
+                    let replica = &mut self.system.replicas[i];
                     if !replica.is_running() {
                         continue;
                     }
@@ -240,11 +259,11 @@ impl<'a> Nemesis<'a> {
                 )?;
             }
             FaultSpec::RedisPause { pause_ms } => {
-                self.cluster.redis.try_signal(Signal::SIGSTOP)?;
+                self.system.redis.try_signal(Signal::SIGSTOP)?;
                 let from = time::now();
                 record.inject = from;
                 sleep_ms(pause_ms);
-                self.cluster.redis.try_signal(Signal::SIGCONT)?;
+                self.system.redis.try_signal(Signal::SIGCONT)?;
                 let to = time::now();
                 record.clear = to;
                 self.journal.redis.push(Span {
@@ -255,16 +274,39 @@ impl<'a> Nemesis<'a> {
                     what: Impairment::RedisPaused,
                 });
             }
-            FaultSpec::Eviction { .. }
-            | FaultSpec::Vanish { .. }
-            | FaultSpec::LateDelivery { .. }
-            | FaultSpec::Daemonize { .. }
-            | FaultSpec::IgnoreSigterm { .. }
-            | FaultSpec::CpuStarve { .. }
-            | FaultSpec::FailingWork { .. }
-            | FaultSpec::DeadSubscription { .. } => {
-                self.inject_second(planned, &mut record)?;
+            FaultSpec::Eviction {
+                policy,
+                flood_keys,
+                hold_ms,
+            } => self.eviction(&mut record, policy.redis_name(), flood_keys, hold_ms)?,
+            FaultSpec::Vanish {
+                how,
+                follower,
+                wakes,
+                down_ms,
+            } => self.vanish(&mut record, how, follower, wakes, down_ms)?,
+            FaultSpec::LateDelivery {
+                delay_ms,
+                hold_ms,
+                one_connection,
+            } => self.late_delivery(&mut record, delay_ms, hold_ms, one_connection)?,
+            FaultSpec::Daemonize { hold_ms, end } => {
+                self.helper(&mut record, "FORK", 'd', hold_ms, end)?;
             }
+            FaultSpec::IgnoreSigterm { hold_ms, end } => {
+                self.helper(&mut record, "STUBBORN", 's', hold_ms, end)?;
+            }
+            FaultSpec::CpuStarve {
+                target,
+                quota_pct,
+                hold_ms,
+            } => self.starve(&mut record, target, quota_pct, hold_ms)?,
+            FaultSpec::FailingWork { hold_ms } => self.failing_work(&mut record, hold_ms),
+            FaultSpec::DeadSubscription {
+                follower,
+                hold_ms,
+                release_after_ms,
+            } => self.dead_subscription(&mut record, follower, hold_ms, release_after_ms)?,
             FaultSpec::MixedDurations {
                 short,
                 first,
@@ -287,12 +329,12 @@ impl<'a> Nemesis<'a> {
                 self.inject_topology(planned, &mut record)?;
             }
             FaultSpec::SlowRedis { delay_ms, hold_ms } => {
-                self.cluster
+                self.system
                     .set_all_links(Fault::Delay(Duration::from_millis(delay_ms)));
                 let from = time::now();
                 record.inject = from;
                 sleep_ms(hold_ms);
-                self.cluster.set_all_links(Fault::Pass);
+                self.system.set_all_links(Fault::Pass);
                 let to = time::now();
                 record.clear = to;
                 self.journal.redis.push(Span {
@@ -307,6 +349,29 @@ impl<'a> Nemesis<'a> {
         Ok(record)
     }
 
+    /// Journals an impairment of `replica` (or of everyone) from `from` to `to`.
+    pub(crate) fn span(
+        &mut self,
+        replica: Option<usize>,
+        from: Micros,
+        to: Micros,
+        what: Impairment,
+    ) {
+        let incarnation = replica.map_or(0, |i| self.system.replicas[i].incarnation());
+        let span = Span {
+            replica,
+            incarnation,
+            from,
+            to,
+            what,
+        };
+        match what {
+            Impairment::Starved => self.journal.starved.push(span),
+            Impairment::LateLink => self.journal.links.push(span),
+            _ => self.journal.other.push(span),
+        }
+    }
+
     /// SIGKILLs Redis and starts it again `down_ms` later, with its data or from an empty
     /// directory; journals the time it was down, and returns it.
     pub(crate) fn restart_redis(
@@ -314,13 +379,13 @@ impl<'a> Nemesis<'a> {
         keep: bool,
         down_ms: u64,
     ) -> anyhow::Result<(Micros, Micros)> {
-        self.cluster.redis.kill();
+        self.system.redis.kill();
         let from = time::now();
         sleep_ms(down_ms);
         if keep {
-            self.cluster.redis.try_restart()?;
+            self.system.redis.try_restart()?;
         } else {
-            self.cluster.redis.try_restart_empty()?;
+            self.system.redis.try_restart_empty()?;
         }
         let to = time::now();
         self.journal.redis.push(Span {
@@ -345,13 +410,10 @@ impl<'a> Nemesis<'a> {
         hold_ms: u64,
         what: Impairment,
     ) -> anyhow::Result<()> {
-        let (Some(i), leader) = self.resolve(target) else {
-            record.skipped = Some("no leader".to_owned());
+        let Some(i) = self.aim(record, target, "no leader") else {
             return Ok(());
         };
-        record.target = Some(i);
-        record.target_led = leader.is_some_and(|(l, _)| l == i);
-        let replica = &self.cluster.replicas[i];
+        let replica = &self.system.replicas[i];
         replica.proxy.set(link);
         let from = time::now();
         record.inject = from;
@@ -372,7 +434,7 @@ impl<'a> Nemesis<'a> {
     /// The leader's command, waiting a moment for it to start.
     pub(crate) fn child_of(&self, replica: usize) -> Option<u32> {
         for _ in 0..200 {
-            if let Some(pid) = self.cluster.replicas[replica].child_pid() {
+            if let Some(pid) = self.system.replicas[replica].child_pid() {
                 return Some(pid);
             }
             sleep_ms(5);

@@ -1,13 +1,23 @@
-//! The parameters of the faults that are more than a number: the eviction policy, how the
-//! lease vanishes, how a helper's term ends, how Redis loses its data and the shorter timing of
-//! a mixed-durations fault, which key of the lease is written without expiry; and leasehold's
-//! call timeout, which the late-delivery delay must exceed.
+//! The parameters of the faults that are more than a number: which replica a fault hits, the
+//! eviction policy, how the lease vanishes, how a helper's term ends, how Redis loses its data
+//! and the shorter timing of a mixed-durations fault, which key of the lease is written without
+//! expiry; and the longest late-delivery delay, past leasehold's call timeout.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Timing;
+use leasehold::elector::Timing;
+
+/// Which replica a fault hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Target {
+    /// Whoever leads when the fault is injected.
+    Leader,
+    /// Replica number `n` (from 0), leader or not.
+    Replica(usize),
+}
 
 /// The `maxmemory-policy` of an eviction fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,6 +71,7 @@ pub fn halved(timing: &Timing) -> Timing {
         lease_duration: timing.lease_duration / 2,
         renew_deadline: timing.renew_deadline / 2,
         retry_period: timing.retry_period / 2,
+        ..*timing
     }
 }
 
@@ -86,14 +97,5 @@ pub enum TermEnd {
 
 /// The longest delay a late-delivery fault draws.
 pub fn late_delay_max(timing: &Timing) -> Duration {
-    call_timeout(timing) + Duration::from_millis(1_500)
-}
-
-/// leasehold's bound on one Redis call outside the watchdog: the retry period, at least 1 s,
-/// never beyond the renew deadline.
-pub fn call_timeout(timing: &Timing) -> Duration {
-    timing
-        .retry_period
-        .max(Duration::from_secs(1))
-        .min(timing.renew_deadline)
+    timing.call_timeout() + Duration::from_millis(1_500)
 }

@@ -4,25 +4,28 @@
 //! the nemesis kills and restarts it.
 
 use std::ffi::OsString;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{PG_ENV, PG_FENCING_ENV, RESOURCE_ENV, Timing, WRITE_INTERVAL_ENV};
+use harness::{NotStarted, RunCommand, wait_healthy};
+use leasehold::elector::Timing;
+
+use crate::config::{PG_ENV, PG_FENCING_ENV, RESOURCE_ENV, WRITE_INTERVAL_ENV};
 pub use crate::events::{Event, LogEvent};
 pub use crate::livelog::deadline;
 use crate::livelog::{Live, lock, read_logs};
 use crate::time::{self, Micros};
 use testbed::Guarded;
 use testbed::port::try_free_addr;
+use testbed::process_tree::{Proc, stat};
 use testbed::proxy::FaultProxy;
 
 /// What every replica shares.
@@ -96,19 +99,6 @@ pub struct Replica {
     settings: ReplicaSettings,
 }
 
-/// The leasehold binary as a command, without the variables of ours that it would read as its
-/// flags (`LEASEHOLD_*`, the pod's name and namespace).
-pub fn leasehold_command(program: &Path) -> Command {
-    let mut cmd = Command::new(program);
-    for (key, _) in std::env::vars_os() {
-        let k = key.to_string_lossy();
-        if k.starts_with("LEASEHOLD_") || k == "POD_NAME" || k == "POD_NAMESPACE" {
-            cmd.env_remove(&key);
-        }
-    }
-    cmd
-}
-
 /// Whether the process is known to have exited (a failing `waitpid` counts as not yet).
 fn exited(process: &mut Guarded) -> bool {
     matches!(process.try_exit(), Ok(Some(_)))
@@ -165,18 +155,16 @@ impl Replica {
         let http = try_free_addr().context("no free loopback port")?;
         let number = self.done.len();
         let s = &self.settings;
-        let mut cmd = leasehold_command(&s.leasehold);
-        cmd.arg("run")
-            .arg("--redis-url")
-            .arg(s.redis_url.clone().unwrap_or_else(|| self.proxy.url()))
-            .args(["--lease-name", &s.lease, "--identity", &self.identity])
-            .args(["--http-addr", &http.to_string()])
-            .args(["--kubernetes", "off", "--log-format", "json"])
+        let mut cmd = RunCommand::new(&s.leasehold)
+            .redis_url(&s.redis_url.clone().unwrap_or_else(|| self.proxy.url()))
+            .lease(&s.lease)
+            .identity(&self.identity)
+            .http_addr(http)
             .args(["--grace-period", "500ms"])
-            .args(s.timing.flags())
+            .timing(&s.timing)
             .args(&s.extra_args)
-            .arg("--")
-            .args(&s.child_command);
+            .command(&s.child_command)
+            .build();
         match s.postgres {
             Some(addr) => cmd.env(PG_ENV, addr.to_string()),
             None => cmd.env_remove(PG_ENV),
@@ -232,22 +220,16 @@ impl Replica {
             reader_done,
             paused: false,
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if exited(&mut running.process) {
-                let ended = time::now();
-                self.retire(running, ended, "exited at start (port taken?)");
-                bail!("{} exited at start", self.identity);
+        match wait_healthy(&mut running.process, http, Duration::from_secs(10)) {
+            Ok(()) => Ok(running),
+            Err(why) => {
+                let end = match why {
+                    NotStarted::Exited(_) => "exited at start (port taken?)",
+                    NotStarted::Silent(_) => "never answered /healthz",
+                };
+                self.retire(running, time::now(), end);
+                bail!("{} {why}", self.identity)
             }
-            if http_ok(http, "/healthz") {
-                return Ok(running);
-            }
-            if Instant::now() >= deadline {
-                let ended = time::now();
-                self.retire(running, ended, "never answered /healthz");
-                bail!("{} never answered /healthz within 10 s", self.identity);
-            }
-            std::thread::sleep(Duration::from_millis(5));
         }
     }
 
@@ -362,7 +344,10 @@ impl Replica {
         let running = self.running.as_ref()?;
         let pid = lock(&running.live).child?;
         let parent = u32::try_from(running.process.pid().as_raw()).ok()?;
-        (parent_of(pid) == Some(parent)).then_some(pid)
+        let leaseholds = |p: Proc| u32::try_from(p.ppid).ok() == Some(parent);
+        stat(i32::try_from(pid).ok()?)
+            .is_some_and(leaseholds)
+            .then_some(pid)
     }
 
     /// The timing its processes start with.
@@ -417,30 +402,4 @@ impl Drop for Replica {
             running.process.kill();
         }
     }
-}
-
-/// The parent process id of `pid`, from /proc.
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may hold spaces: read after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// A GET with a short timeout: true on a 200.
-fn http_ok(addr: SocketAddr, path: &str) -> bool {
-    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
-    if write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: chaos\r\nConnection: close\r\n\r\n"
-    )
-    .is_err()
-    {
-        return false;
-    }
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
 }

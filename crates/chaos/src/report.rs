@@ -51,8 +51,8 @@ pub struct Summary {
     pub pass: bool,
     /// Oddities in the logs and the nemesis's notes.
     pub notes: Vec<String>,
-    /// The second generation's figures (logs, late writes, PostgreSQL).
-    pub more: crate::termcheck::More,
+    /// The figures of the checks by the logs, of late writes and of PostgreSQL.
+    pub more: crate::termcheck::TermFigures,
     /// Per kind: terms begun between each fault's injection and the recovery (churn).
     pub churn_by_kind: BTreeMap<FaultKind, usize>,
     /// Violations by the kind of the fault last injected before each, and by check.
@@ -74,8 +74,8 @@ pub struct Inputs<'a> {
     pub windows: &'a [Window],
     /// Safety results.
     pub safety: &'a Safety,
-    /// The second generation's figures.
-    pub more: &'a crate::termcheck::More,
+    /// The figures of the checks by the logs, of late writes and of PostgreSQL.
+    pub more: &'a crate::termcheck::TermFigures,
     /// Liveness results.
     pub liveness: &'a Liveness,
     /// Log oddities.
@@ -154,8 +154,11 @@ impl Inputs<'_> {
                 .map(|(k, s)| (*k, s.terms_begun))
                 .collect(),
             kinds: self.liveness.kinds.clone(),
-            violations_by_fault: crate::report_more::violations_by_fault(self.safety, self.journal),
-            said_by_kind: crate::report_more::said_by_kind(self.journal),
+            violations_by_fault: crate::report_terms::violations_by_fault(
+                self.safety,
+                self.journal,
+            ),
+            said_by_kind: crate::report_terms::said_by_kind(self.journal),
         }
     }
 
@@ -340,7 +343,7 @@ impl Inputs<'_> {
             let _ = writeln!(md);
         }
 
-        crate::report_more::second_generation(
+        crate::report_terms::section(
             &mut md,
             self.info,
             self.safety,

@@ -1,4 +1,4 @@
-//! One run, start to end: draw the schedule, start the cluster, wait for the first leader,
+//! One run, start to end: draw the schedule, start the system under test, wait for the first leader,
 //! let the nemesis loose, stop everything, then check and report. `check` does the second
 //! half again on a saved run.
 
@@ -10,7 +10,6 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 
 use crate::checker;
-use crate::cluster::Cluster;
 use crate::config::{RunConfig, Topology};
 use crate::dataset::{Dataset, RunInfo};
 use crate::failover;
@@ -18,6 +17,7 @@ use crate::history;
 use crate::nemesis::Nemesis;
 use crate::report::{Inputs, Summary};
 use crate::schedule::{self, FaultKind};
+use crate::system::System;
 use crate::termcheck;
 use crate::time;
 use crate::timeline::Picture;
@@ -80,9 +80,9 @@ pub fn run(config: &RunConfig) -> anyhow::Result<bool> {
     let info = RunInfo::new(config, version(&config.leasehold)?);
 
     let started = time::now();
-    let mut cluster = Cluster::start(config, &work)?;
+    let mut system = System::start(config, &work)?;
     let first_wait = FaultKind::RedisRestartLost.bound(&config.timing) + Duration::from_secs(10);
-    let first = cluster
+    let first = system
         .wait_for_leader(time::now(), first_wait)
         .with_context(|| {
             format!(
@@ -96,7 +96,7 @@ pub fn run(config: &RunConfig) -> anyhow::Result<bool> {
     );
     let total = schedule.len();
     let mut done = 0;
-    let (journal, error) = Nemesis::new(&mut cluster, config.timing).run(&schedule, |f| {
+    let (journal, error) = Nemesis::new(&mut system, config.timing).run(&schedule, |f| {
         done += 1;
         let target = f.target.map(|t| format!(" r{t}")).unwrap_or_default();
         let led = if f.target_led { " (leader)" } else { "" };
@@ -112,7 +112,7 @@ pub fn run(config: &RunConfig) -> anyhow::Result<bool> {
             (f.clear - f.inject) / 1000
         );
     });
-    let collected = cluster.finish(Duration::from_secs(10));
+    let collected = system.finish(Duration::from_secs(10));
     let data = Dataset {
         info,
         started,

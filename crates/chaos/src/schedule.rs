@@ -11,155 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use clap::ValueEnum;
 
-use crate::config::Timing;
-pub use crate::kinds::FaultKind;
-pub use crate::params::{DataLoss, EvictionPolicy, TermEnd, VanishHow, call_timeout};
-
-/// Which replica a fault hits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Target {
-    /// Whoever leads when the fault is injected.
-    Leader,
-    /// Replica number `n` (from 0), leader or not.
-    Replica(usize),
-}
-
-/// One fault and its parameters (durations in milliseconds).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum FaultSpec {
-    /// SIGSTOP a replica's leasehold for `pause_ms`, then SIGCONT.
-    PauseReplica { target: Target, pause_ms: u64 },
-    /// SIGSTOP the leader's child for `pause_ms`, then SIGCONT.
-    PauseChild { pause_ms: u64 },
-    /// SIGKILL a replica and start it again `down_ms` later.
-    KillReplica { target: Target, down_ms: u64 },
-    /// SIGTERM each replica in turn, start it again, wait `gap_ms`, next.
-    RollingRestart { gap_ms: u64 },
-    /// SIGKILL Redis, start it again `down_ms` later, with its data.
-    RedisRestartKept { down_ms: u64 },
-    /// SIGKILL Redis, start it again `down_ms` later from an empty directory.
-    RedisRestartLost { down_ms: u64 },
-    /// Delay a replica's link by `delay_ms` each way for `hold_ms`.
-    LinkDelay {
-        target: Target,
-        delay_ms: u64,
-        hold_ms: u64,
-    },
-    /// Reset a replica's link for `hold_ms`.
-    LinkDrop { target: Target, hold_ms: u64 },
-    /// Blackhole a replica's link for `hold_ms`.
-    LinkBlackhole { target: Target, hold_ms: u64 },
-    /// SIGSTOP Redis for `pause_ms`.
-    RedisPause { pause_ms: u64 },
-    /// Delay every link by `delay_ms` each way for `hold_ms`.
-    SlowRedis { delay_ms: u64, hold_ms: u64 },
-    /// Set `maxmemory` a few MiB above what Redis uses, switch to `policy`, write `flood_keys`
-    /// keys of 1 KiB with TTLs, hold, then delete them and go back to `noeviction`.
-    Eviction {
-        policy: EvictionPolicy,
-        flood_keys: u32,
-        hold_ms: u64,
-    },
-    /// Make the lease vanish `how`, while a follower starts (after a SIGKILL `down_ms` long)
-    /// or wakes (after a SIGSTOP `down_ms` long) at the same moment.
-    Vanish {
-        how: VanishHow,
-        follower: Target,
-        wakes: bool,
-        down_ms: u64,
-    },
-    /// Delay the leader's link (or only one of its connections) by `delay_ms`, longer than
-    /// the call timeout, for `hold_ms`.
-    LateDelivery {
-        delay_ms: u64,
-        hold_ms: u64,
-        one_connection: bool,
-    },
-    /// Tell the leader's command to fork a `setsid` grandchild that writes on; after
-    /// `hold_ms` end the term `end`.
-    Daemonize { hold_ms: u64, end: TermEnd },
-    /// Tell the leader's command to start a worker that ignores SIGTERM; after `hold_ms` end
-    /// the term `end`.
-    IgnoreSigterm { hold_ms: u64, end: TermEnd },
-    /// Hold a replica's leasehold to `quota_pct` % of a core for `hold_ms`.
-    CpuStarve {
-        target: Target,
-        quota_pct: u64,
-        hold_ms: u64,
-    },
-    /// Every leader's command exits at once with code 1 for `hold_ms`.
-    FailingWork { hold_ms: u64 },
-    /// Blackhole a follower's pub/sub connection for `hold_ms`; the leader is SIGTERMed
-    /// (it releases and announces it) `release_after_ms` into the fault.
-    DeadSubscription {
-        follower: Target,
-        hold_ms: u64,
-        release_after_ms: u64,
-    },
-    /// Restart `short` replicas from replica `first` on (the next ones after it, leader or
-    /// not) with half the run's timing, hand the lease to a replica of the run's timing
-    /// (`leasehold step-down --to`), make Redis lose its data `after_ms` into that term
-    /// (`loss`, down `down_ms` for a restart), wait for a leader, give the replicas their
-    /// timing back.
-    MixedDurations {
-        short: usize,
-        first: usize,
-        loss: DataLoss,
-        after_ms: u64,
-        down_ms: u64,
-    },
-    /// `SET` the lease key to a foreign value without expiry; once every replica said so, and
-    /// `hold_ms` more, `DEL` it.
-    ForeignLease { hold_ms: u64 },
-    /// `SET` the handover reservation to a foreign identity without expiry and SIGTERM the
-    /// leader (it releases); once every replica said so, and `hold_ms` more, `DEL` it.
-    ForeignReservation { hold_ms: u64 },
-    /// Ask Sentinel `via` (1 or 2) for a failover, wait until it is done.
-    SentinelFailover { via: usize },
-    /// Blackhole the first Sentinel for `hold_ms`, with a failover through Sentinel 1 at its
-    /// start.
-    MuteSentinel { hold_ms: u64 },
-    /// `CLUSTER FAILOVER TAKEOVER` on the lease slot master's replica.
-    ClusterFailover { settle_ms: u64 },
-    /// Move the lease's slot to another master.
-    SlotMigration { settle_ms: u64 },
-}
-
-impl FaultSpec {
-    /// Its kind.
-    pub fn kind(&self) -> FaultKind {
-        match self {
-            FaultSpec::PauseReplica { .. } => FaultKind::PauseReplica,
-            FaultSpec::PauseChild { .. } => FaultKind::PauseChild,
-            FaultSpec::KillReplica { .. } => FaultKind::KillReplica,
-            FaultSpec::RollingRestart { .. } => FaultKind::RollingRestart,
-            FaultSpec::RedisRestartKept { .. } => FaultKind::RedisRestartKept,
-            FaultSpec::RedisRestartLost { .. } => FaultKind::RedisRestartLost,
-            FaultSpec::LinkDelay { .. } => FaultKind::LinkDelay,
-            FaultSpec::LinkDrop { .. } => FaultKind::LinkDrop,
-            FaultSpec::LinkBlackhole { .. } => FaultKind::LinkBlackhole,
-            FaultSpec::RedisPause { .. } => FaultKind::RedisPause,
-            FaultSpec::SlowRedis { .. } => FaultKind::SlowRedis,
-            FaultSpec::Eviction { .. } => FaultKind::Eviction,
-            FaultSpec::Vanish { .. } => FaultKind::Vanish,
-            FaultSpec::LateDelivery { .. } => FaultKind::LateDelivery,
-            FaultSpec::Daemonize { .. } => FaultKind::Daemonize,
-            FaultSpec::IgnoreSigterm { .. } => FaultKind::IgnoreSigterm,
-            FaultSpec::CpuStarve { .. } => FaultKind::CpuStarve,
-            FaultSpec::FailingWork { .. } => FaultKind::FailingWork,
-            FaultSpec::DeadSubscription { .. } => FaultKind::DeadSubscription,
-            FaultSpec::MixedDurations { .. } => FaultKind::MixedDurations,
-            FaultSpec::ForeignLease { .. } => FaultKind::ForeignLease,
-            FaultSpec::ForeignReservation { .. } => FaultKind::ForeignReservation,
-            FaultSpec::SentinelFailover { .. } => FaultKind::SentinelFailover,
-            FaultSpec::MuteSentinel { .. } => FaultKind::MuteSentinel,
-            FaultSpec::ClusterFailover { .. } => FaultKind::ClusterFailover,
-            FaultSpec::SlotMigration { .. } => FaultKind::SlotMigration,
-        }
-    }
-}
+pub use crate::kinds::{FaultKind, FaultSpec};
+pub use crate::params::{DataLoss, EvictionPolicy, Target, TermEnd, VanishHow};
+use leasehold::elector::Timing;
 
 /// A fault in the schedule, with the quiet time before it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -190,7 +44,7 @@ pub fn generate_from(
 ) -> Vec<Scheduled> {
     let mut rng = StdRng::seed_from_u64(seed);
     let ttl = u64::try_from(timing.lease_duration.as_millis()).unwrap_or(u64::MAX);
-    let call = u64::try_from(call_timeout(timing).as_millis()).unwrap_or(u64::MAX);
+    let call = u64::try_from(timing.call_timeout().as_millis()).unwrap_or(u64::MAX);
     let mut round: Vec<FaultKind> = Vec::new();
     let mut out = Vec::with_capacity(count);
     for index in 0..count {
@@ -415,6 +269,7 @@ mod tests {
             lease_duration: Duration::from_millis(1500),
             renew_deadline: Duration::from_millis(900),
             retry_period: Duration::from_millis(250),
+            ..Timing::default()
         }
     }
 

@@ -1,11 +1,14 @@
-//! CPU starvation of one process: a cgroup v1 CPU quota where `/sys/fs/cgroup/cpu` allows one
-//! (root, the controller mounted), otherwise busy loops pinned with `taskset` to the CPU the
-//! process is pinned to.
+//! CPU starvation of one replica's leasehold, a fault: a cgroup v1 CPU quota where
+//! `/sys/fs/cgroup/cpu` allows one (root, the controller mounted), otherwise busy loops pinned
+//! with `taskset` to the CPU the process is pinned to.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
+use crate::nemesis::{FaultRecord, Impairment, Nemesis, sleep_ms};
+use crate::schedule::Target;
+use crate::time;
 use testbed::Guarded;
 
 /// The cgroup v1 CPU controller's root.
@@ -64,4 +67,42 @@ pub fn uncrowd(pid: i32) {
         ])
         .stdout(std::process::Stdio::null())
         .status();
+}
+
+impl Nemesis<'_> {
+    pub(crate) fn starve(
+        &mut self,
+        record: &mut FaultRecord,
+        target: Target,
+        quota_pct: u64,
+        hold_ms: u64,
+    ) -> anyhow::Result<()> {
+        let Some(i) = self.aim(record, target, "no leader to starve") else {
+            return Ok(());
+        };
+        let pid = self.system.replicas[i]
+            .pid()
+            .context("the replica to starve is not running")?;
+        let group = PathBuf::from(CPU_CGROUP).join(format!("chaos-{}-{i}", std::process::id()));
+        record.inject = time::now();
+        let how = match quota(&group, pid, quota_pct) {
+            Ok(()) => {
+                sleep_ms(hold_ms);
+                release_quota(&group);
+                format!("cgroup v1 cpu quota {quota_pct} % of a core")
+            }
+            Err(e) => {
+                release_quota(&group);
+                let loops = crowd(pid)?;
+                sleep_ms(hold_ms);
+                drop(loops);
+                uncrowd(pid);
+                format!("busy loops pinned beside it on CPU 0 (no cgroup quota: {e:#})")
+            }
+        };
+        record.clear = time::now();
+        record.detail = Some(how);
+        self.span(Some(i), record.inject, record.clear, Impairment::Starved);
+        Ok(())
+    }
 }

@@ -1,4 +1,4 @@
-//! The second generation's checks, beside `checker.rs`'s: terms by the replicas' own logs
+//! The checks beside `checker.rs`'s: terms by the replicas' own logs
 //! (`became leader` … `stepped down`) never overlap while both processes ran; no process of the
 //! leader's work (the command or any descendant: a daemon, a worker that ignores SIGTERM)
 //! writes after its term's deadline unless its leasehold was paused, killed or starved (then
@@ -10,13 +10,13 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use crate::checker::{Check, Safety, Violation};
-use crate::cluster::PgCollected;
 use crate::history::Window;
 use crate::nemesis::{Impairment, Journal, Span};
 #[cfg(test)]
 use crate::pg::PgWrite;
 use crate::replica::{Event, Incarnation};
 use crate::resource::Write;
+use crate::system::PgCollected;
 use crate::time::{self, MS, Micros};
 
 /// A log line is stamped after the event it tells; a `stepped down` line this much later than
@@ -25,9 +25,9 @@ pub const LOG_SLACK: Micros = 50 * MS;
 /// A write sent just before its command was killed arrives this much later at most.
 pub const WRITE_SLACK: Micros = 50 * MS;
 
-/// The second generation's figures.
+/// The figures of these checks (the `more` of summary.json).
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct More {
+pub struct TermFigures {
     /// Terms by the logs.
     pub log_terms: usize,
     /// Of those, cut short at a SIGSTOP or SIGKILL of their process (it could not log).
@@ -65,7 +65,11 @@ struct Stretch {
     end: Micros,
 }
 
-fn stretches(replicas: &[Vec<Incarnation>], journal: &Journal, more: &mut More) -> Vec<Stretch> {
+fn stretches(
+    replicas: &[Vec<Incarnation>],
+    journal: &Journal,
+    more: &mut TermFigures,
+) -> Vec<Stretch> {
     let mut out = Vec::new();
     for (replica, incs) in replicas.iter().enumerate() {
         for inc in incs {
@@ -78,7 +82,7 @@ fn stretches(replicas: &[Vec<Incarnation>], journal: &Journal, more: &mut More) 
                 .or(inc.ended)
                 .unwrap_or(journal.end);
             let mut open: Option<(u64, Micros)> = None;
-            let mut close = |token: u64, start: Micros, end: Micros, more: &mut More| {
+            let mut close = |token: u64, start: Micros, end: Micros, more: &mut TermFigures| {
                 let frozen = journal
                     .pauses
                     .iter()
@@ -131,8 +135,8 @@ pub fn check(
     replicas: &[Vec<Incarnation>],
     pg: Option<&PgCollected>,
     s: &mut Safety,
-) -> More {
-    let mut more = More::default();
+) -> TermFigures {
+    let mut more = TermFigures::default();
     let list = stretches(replicas, journal, &mut more);
     more.log_terms = list.len();
     let mut active: Vec<&Stretch> = Vec::new();
@@ -181,7 +185,7 @@ fn late_writes(
     windows: &[Window],
     writes: &[Write],
     journal: &Journal,
-    more: &mut More,
+    more: &mut TermFigures,
     s: &mut Safety,
 ) {
     let by_term: HashMap<(String, u64), &Window> = windows
@@ -243,7 +247,7 @@ fn late_writes(
     }
 }
 
-fn pg_checks(windows: &[Window], pg: &PgCollected, more: &mut More, s: &mut Safety) {
+fn pg_checks(windows: &[Window], pg: &PgCollected, more: &mut TermFigures, s: &mut Safety) {
     more.pg = true;
     more.pg_committed = pg.writes.len();
     more.pg_refused = pg.refused.len();

@@ -9,6 +9,7 @@ use crate::history::Window;
 use crate::nemesis::{Impairment, Journal};
 use crate::resource::Write;
 use crate::time::{MS, Micros, SEC};
+use testbed::svg::escape;
 
 const WIDTH: f64 = 1400.0;
 const LEFT: f64 = 70.0;
@@ -39,13 +40,6 @@ pub struct Picture<'a> {
     pub title: String,
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 impl Picture<'_> {
     /// The SVG document.
     pub fn render(&self) -> String {
@@ -70,7 +64,7 @@ impl Picture<'_> {
 <rect width="100%" height="100%" fill="#ffffff"/>
 <text x="10" y="18" font-size="14" font-weight="bold">{}</text>
 "##,
-            esc(&self.title)
+            escape(&self.title)
         );
         self.legend(&mut svg, 34.0);
         for k in 0..strips {
@@ -109,7 +103,7 @@ impl Picture<'_> {
                 y,
                 x + 18.0,
                 y + 9.0,
-                esc(label)
+                escape(label)
             );
             x += width;
         }
@@ -156,11 +150,11 @@ impl Picture<'_> {
                 r##"<rect x="{a:.1}" y="{fault_y:.1}" width="{:.1}" height="14" fill="#ffe8a3"><title>#{} {}{}</title></rect><text x="{:.1}" y="{:.1}" font-size="9">{}</text>"##,
                 (b - a).max(1.0),
                 f.index,
-                esc(f.kind().label()),
-                esc(&target),
+                escape(f.kind().label()),
+                escape(&target),
                 a + 1.0,
                 fault_y + 10.0,
-                esc(f.kind().code())
+                escape(f.kind().code())
             );
             let lane_bottom = lane_y(self.replicas) - 2.0;
             let _ = writeln!(
@@ -185,7 +179,7 @@ impl Picture<'_> {
                 r##"<rect x="{:.1}" y="{redis_y:.1}" width="{:.1}" height="12" fill="{fill}"><title>redis {}</title></rect>"##,
                 x(s.from),
                 (x(s.to) - x(s.from)).max(1.0),
-                esc(s.what.label())
+                escape(s.what.label())
             );
         }
         // Terms.
@@ -207,7 +201,7 @@ impl Picture<'_> {
                 w.incarnation,
                 w.token,
                 (w.end - w.start) / MS,
-                esc(&reason)
+                escape(&reason)
             );
         }
         // Process faults.
@@ -228,7 +222,7 @@ impl Picture<'_> {
                 lane_y(r) + 1.0,
                 (x(s.to) - x(s.from)).max(1.0),
                 LANE - 4.0,
-                esc(s.what.label())
+                escape(s.what.label())
             );
         }
         for s in &self.journal.child_pauses {
@@ -260,7 +254,7 @@ impl Picture<'_> {
                 x(s.from),
                 lane_y(r) + 1.0,
                 (x(s.to) - x(s.from)).max(1.0),
-                esc(s.what.label())
+                escape(s.what.label())
             );
         }
         // Refused writes, merged into runs per replica.
@@ -299,7 +293,7 @@ impl Picture<'_> {
                 svg,
                 r##"<path d="M{vx:.1},{:.1} l-5,-9 l10,0 z" fill="#d7191c"><title>{}</title></path>"##,
                 y + lanes_top - 1.0,
-                esc(&v.detail)
+                escape(&v.detail)
             );
         }
         // Axis.

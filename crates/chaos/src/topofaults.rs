@@ -18,7 +18,7 @@ impl Nemesis<'_> {
         record: &mut FaultRecord,
     ) -> anyhow::Result<()> {
         record.target_led = false;
-        match (&planned.fault, &self.cluster.topo) {
+        match (&planned.fault, &self.system.topo) {
             (FaultSpec::SentinelFailover { via }, Topo::Sentinel(set)) => {
                 record.inject = time::now();
                 let (master, attempts) = set.failover(*via)?;
@@ -42,7 +42,7 @@ impl Nemesis<'_> {
                 ));
             }
             (FaultSpec::ClusterFailover { settle_ms }, Topo::Cluster(cluster)) => {
-                let slot = cluster.slot(&self.cluster.lease_key)?;
+                let slot = cluster.slot(&self.system.lease_key)?;
                 record.inject = time::now();
                 let (old, new) = cluster.takeover(slot)?;
                 record.clear = time::now();
@@ -52,7 +52,7 @@ impl Nemesis<'_> {
                 ));
             }
             (FaultSpec::SlotMigration { settle_ms }, Topo::Cluster(cluster)) => {
-                let slot = cluster.slot(&self.cluster.lease_key)?;
+                let slot = cluster.slot(&self.system.lease_key)?;
                 record.inject = time::now();
                 let (from, to) = cluster
                     .migrate(slot)

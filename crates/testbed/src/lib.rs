@@ -15,6 +15,7 @@
 //! - [`proxy`]: a TCP fault proxy (pass, delay, blackhole, drop; per connection too).
 //! - [`pki`]: a throwaway CA with server and client certificates.
 //! - [`http`]: a minimal HTTP/1.x GET for loopback endpoints.
+//! - [`svg`]: escaping the text of a hand-written SVG report.
 //! - [`hosts`]: host names of the test's own (one name for several loopback addresses), seen
 //!   only by the processes the test starts with them.
 //! - [`postgres`], [`prometheus`]: a PostgreSQL cluster and a Prometheus server.
@@ -38,6 +39,7 @@ pub mod prometheus;
 pub mod proxy;
 pub mod redis_server;
 pub mod sentinel;
+pub mod svg;
 pub mod wait;
 
 pub use child::{Guarded, Lines};

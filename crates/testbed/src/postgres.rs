@@ -1,24 +1,33 @@
-//! A real PostgreSQL cluster for tests: `initdb` into a temporary directory, `pg_ctl start` on a
-//! free loopback port (never 5432), trust authentication as `postgres`; stopped and removed on
-//! drop, its log printed when the test that owns it fails. As root the server programs run as
-//! the `postgres` user that Debian's package creates (initdb refuses root).
+//! A real PostgreSQL cluster for tests and harnesses: `initdb` into a temporary directory, then
+//! `postgres` itself as a guarded child on a free loopback port (never 5432), trust
+//! authentication as `postgres`. It is not started through `pg_ctl`, which detaches the server:
+//! a test or harness that died would leave it running. Here it dies with the thread that
+//! started it, and is stopped at once (SIGQUIT) and its directory removed when dropped; its log
+//! is printed when the test that owns it fails. As root the server programs run as the
+//! `postgres` user that Debian's package creates (initdb refuses root).
 
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
-use crate::port::free_port;
+use nix::sys::signal::Signal;
+
+use crate::child::Guarded;
+use crate::port::on_a_free_port;
 
 pub struct PostgresServer {
     port: u16,
     dir: tempfile::TempDir,
     bin: PathBuf,
-    running: bool,
+    process: Option<Guarded>,
 }
 
-/// Where the server's programs (`initdb`, `pg_ctl`, `postgres`) are: `$TESTBED_PG_BINDIR`, else
-/// the newest `/usr/lib/postgresql/<version>/bin` (Debian's layout), else the PATH (an empty
-/// path).
-pub fn bin_dir() -> PathBuf {
+/// Where the server's programs (`initdb`, `postgres`, `pg_isready`) are: `$TESTBED_PG_BINDIR`,
+/// else the newest `/usr/lib/postgresql/<version>/bin` (Debian's layout), else the PATH (an
+/// empty path).
+fn bin_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("TESTBED_PG_BINDIR") {
         return PathBuf::from(dir);
     }
@@ -38,49 +47,69 @@ pub fn bin_dir() -> PathBuf {
 
 /// Whether this process runs as root (the owner of `/proc/self` is its effective user): then
 /// the server's programs must run as the `postgres` user, since initdb refuses root.
-pub fn is_root() -> bool {
+fn is_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 /// A command that runs the server program at `path` as the `postgres` user when this process is
-/// root (through `runuser`), as itself otherwise.
-pub fn as_postgres(path: &Path) -> Command {
+/// root, as itself otherwise. Through `setpriv`, which sets SIGKILL as the parent-death signal
+/// after it changed user (a change of user clears the one [`Guarded`] sets).
+fn as_postgres(path: &Path) -> Command {
     if is_root() {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--"]).arg(path);
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid",
+            "postgres",
+            "--regid",
+            "postgres",
+            "--init-groups",
+        ])
+        .args(["--pdeathsig", "KILL", "--"])
+        .arg(path);
         c
     } else {
         Command::new(path)
     }
 }
 
+fn utf8(path: &Path) -> io::Result<&str> {
+    path.to_str()
+        .ok_or_else(|| io::Error::other(format!("{} is not UTF-8", path.display())))
+}
+
 impl PostgresServer {
     /// A fresh cluster, started and accepting connections.
     pub fn start() -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
+        Self::try_start().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`start`](Self::start), as an error for callers outside a test.
+    pub fn try_start() -> io::Result<Self> {
+        let dir = tempfile::tempdir()?;
         let mut server = Self {
             port: 0,
             dir,
             bin: bin_dir(),
-            running: false,
+            process: None,
         };
         if is_root() {
             let chown = Command::new("chown")
                 .args(["-R", "postgres:postgres"])
                 .arg(server.dir.path())
-                .status()
-                .expect("run chown");
-            assert!(
-                chown.success(),
-                "chown the data directory to postgres (apt-get install postgresql creates the user)"
-            );
+                .status()?;
+            if !chown.success() {
+                return Err(io::Error::other(
+                    "chown the data directory to postgres (apt-get install postgresql creates the user)",
+                ));
+            }
         }
+        let data = server.data();
         let initdb = server.run_as_postgres(
             "initdb",
             &[
                 "-D",
-                server.data().to_str().expect("utf-8 temp path"),
+                utf8(&data)?,
                 "-A",
                 "trust",
                 "-U",
@@ -88,20 +117,19 @@ impl PostgresServer {
                 "--no-sync",
                 "--no-instructions",
             ],
-        );
-        assert!(
-            initdb.status.success(),
-            "initdb failed (apt-get install postgresql):\n{}",
-            String::from_utf8_lossy(&initdb.stderr)
-        );
-        for _ in 0..10 {
-            server.port = free_port();
-            if server.pg_ctl_start() {
-                server.running = true;
-                return server;
-            }
+        )?;
+        if !initdb.status.success() {
+            return Err(io::Error::other(format!(
+                "initdb failed (apt-get install postgresql):\n{}",
+                String::from_utf8_lossy(&initdb.stderr)
+            )));
         }
-        panic!("postgres did not start on any free port:\n{}", server.log());
+        let started = on_a_free_port(|port| {
+            server.port = port;
+            server.spawn()
+        });
+        let why = |e| io::Error::other(format!("postgres {e}:\n{}", server.log()));
+        started.map_err(why).map(|_| server)
     }
 
     fn data(&self) -> PathBuf {
@@ -112,44 +140,72 @@ impl PostgresServer {
         self.dir.path().join("postgres.log")
     }
 
-    /// Runs one of the server's programs, as `postgres` when we are root.
-    fn run_as_postgres(&self, program: &str, args: &[&str]) -> Output {
+    /// Runs one of the server's programs to its end, as `postgres` when we are root.
+    fn run_as_postgres(&self, program: &str, args: &[&str]) -> io::Result<Output> {
         let path = self.bin.join(program);
         as_postgres(&path)
             .args(args)
             .current_dir(self.dir.path())
             .stdin(Stdio::null())
             .output()
-            .unwrap_or_else(|e| panic!("run {}: {e}", path.display()))
+            .map_err(|e| io::Error::new(e.kind(), format!("run {}: {e}", path.display())))
     }
 
-    /// `pg_ctl start -w` on `self.port`; false when it did not come up (the port was taken).
-    fn pg_ctl_start(&self) -> bool {
-        let socket_dir = self.dir.path().to_str().expect("utf-8 temp path");
-        let options = format!(
-            "-p {} -k {socket_dir} -c listen_addresses=127.0.0.1 -c fsync=off",
-            self.port
-        );
-        let out = self.run_as_postgres(
-            "pg_ctl",
-            &[
-                "-D",
-                self.data().to_str().expect("utf-8 temp path"),
-                "-l",
-                self.log_path().to_str().expect("utf-8 temp path"),
-                "-o",
-                &options,
-                "-t",
-                "30",
-                "-w",
-                "start",
-            ],
-        );
-        out.status.success()
+    /// Starts `postgres` on `self.port`. True once `pg_isready` says it accepts connections
+    /// (not merely its port: it refuses them while starting up); false when it exited (the
+    /// port was taken).
+    fn spawn(&mut self) -> io::Result<bool> {
+        let log = std::fs::File::create(self.log_path())?;
+        let mut cmd = as_postgres(&self.bin.join("postgres"));
+        let port = self.port.to_string();
+        cmd.args(["-D", utf8(&self.data())?, "-p", &port])
+            .args(["-k", utf8(self.dir.path())?])
+            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+            .args(["-c", "synchronous_commit=off", "-c", "max_connections=200"])
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        let mut process = Guarded::spawn_unread(cmd, "postgres")?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if process.try_exit()?.is_some() {
+                return Ok(false);
+            }
+            let ready = Command::new(self.bin.join("pg_isready"))
+                .args([
+                    "-q",
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &port,
+                    "-U",
+                    "postgres",
+                    "-t",
+                    "1",
+                ])
+                .stdin(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ready {
+                self.process = Some(process);
+                return Ok(true);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(io::Error::other(format!(
+            "postgres did not accept connections within 30 s:\n{}",
+            self.log()
+        )))
     }
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
     }
 
     /// `postgresql://postgres@127.0.0.1:PORT/postgres`, for psql and the like.
@@ -192,19 +248,10 @@ impl PostgresServer {
 
 impl Drop for PostgresServer {
     fn drop(&mut self) {
-        if self.running {
-            let data = self.data();
-            let _ = self.run_as_postgres(
-                "pg_ctl",
-                &[
-                    "-D",
-                    data.to_str().unwrap_or_default(),
-                    "-m",
-                    "immediate",
-                    "-w",
-                    "stop",
-                ],
-            );
+        if let Some(mut process) = self.process.take() {
+            // SIGQUIT: immediate shutdown, the backends with it; the guard SIGKILLs it after.
+            let _ = process.signal(Signal::SIGQUIT);
+            let _ = process.wait_exit(Duration::from_secs(5));
         }
         if std::thread::panicking() {
             eprintln!(
@@ -213,5 +260,22 @@ impl Drop for PostgresServer {
                 self.log()
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dropped_server_leaves_no_process_behind() {
+        let server = PostgresServer::start();
+        assert_eq!(server.psql("SELECT 1"), "1");
+        let pid = server.process.as_ref().expect("running").pid().as_raw();
+        drop(server);
+        assert!(
+            !crate::process_tree::is_running(pid),
+            "postgres {pid} still runs"
+        );
     }
 }

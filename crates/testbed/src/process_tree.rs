@@ -17,24 +17,45 @@ pub struct Proc {
     pub ppid: i32,
     pub pgid: i32,
     pub sid: i32,
+    /// CPU time in user and kernel mode, in clock ticks (`USER_HZ`, 100 a second on Linux).
+    pub utime: u64,
+    pub stime: u64,
+    /// The same for the children it waited for.
+    pub cutime: u64,
+    pub cstime: u64,
 }
 
 /// `/proc/PID/stat` of `pid`, or `None` when there is no such process.
 pub fn stat(pid: i32) -> Option<Proc> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(
+        pid,
+        &std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?,
+    )
+}
+
+/// `/proc/self/stat`: this process.
+pub fn own_stat() -> Option<Proc> {
+    stat(i32::try_from(std::process::id()).ok()?)
+}
+
+/// The text of `/proc/PID/stat` as a [`Proc`].
+fn parse_stat(pid: i32, text: &str) -> Option<Proc> {
     // The command name may hold spaces and parentheses: the fields start after the last ')'.
     let rest = &text[text.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    let pgid = fields.next()?.parse().ok()?;
-    let sid = fields.next()?.parse().ok()?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let number = |i: usize| fields.get(i)?.parse().ok();
+    let ticks = |i: usize| fields.get(i)?.parse().ok();
     Some(Proc {
         pid,
-        state,
-        ppid,
-        pgid,
-        sid,
+        state: fields.first()?.chars().next()?,
+        ppid: number(1)?,
+        pgid: number(2)?,
+        sid: number(3)?,
+        // Fields 14 to 17 of proc(5); the state is field 3.
+        utime: ticks(11)?,
+        stime: ticks(12)?,
+        cutime: ticks(13)?,
+        cstime: ticks(14)?,
     })
 }
 
@@ -145,5 +166,24 @@ impl Drop for PidFile {
                 let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_name_with_spaces_and_parentheses_is_skipped() {
+        let text = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 7 3 2 1 20 0 1 0 5 0 0";
+        let p = parse_stat(42, text).expect("parses");
+        assert_eq!((p.state, p.ppid, p.pgid, p.sid), ('S', 1, 42, 42));
+        assert_eq!((p.utime, p.stime, p.cutime, p.cstime), (7, 3, 2, 1));
+    }
+
+    #[test]
+    fn this_process_reads_as_running() {
+        let me = own_stat().expect("/proc/self/stat");
+        assert!(is_running(me.pid));
     }
 }

@@ -13,7 +13,7 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 use crate::child::Guarded;
-use crate::port::try_free_addr;
+use crate::port::on_a_free_port;
 
 /// How the server keeps its data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -82,16 +82,16 @@ impl RedisBuilder {
             extra: self.extra,
             starts: 0,
         };
-        for _ in 0..10 {
-            server.port = try_free_addr()?.port();
-            if server.spawn_and_wait()? {
-                return Ok(server);
-            }
+        match on_a_free_port(|port| {
+            server.port = port;
+            server.spawn_and_wait()
+        }) {
+            Ok(_) => Ok(server),
+            Err(e) => Err(io::Error::other(format!(
+                "redis-server {e} (apt-get install redis-server):\n{}",
+                server.log()
+            ))),
         }
-        Err(io::Error::other(format!(
-            "redis-server did not start on any free port (apt-get install redis-server):\n{}",
-            server.log()
-        )))
     }
 }
 

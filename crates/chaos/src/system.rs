@@ -9,13 +9,14 @@ use anyhow::Context;
 use tokio::runtime::Runtime;
 
 use crate::config::{RunConfig, Topology};
-use crate::pg::{PgWrite, PostgresServer};
+use crate::pg::PgWrite;
 use crate::redis_cli;
 use crate::replica::{Incarnation, Replica, ReplicaSettings};
 use crate::resource::{Resource, Write};
 use crate::time::{self, Micros};
 use crate::topology::{RedisCluster, SentinelSet, Topo};
 use testbed::RedisServer;
+use testbed::postgres::PostgresServer;
 use testbed::proxy::{Fault, FaultProxy};
 
 /// What a run leaves for the checker.
@@ -43,7 +44,7 @@ pub struct PgCollected {
 
 /// The system under test. Fields drop in order: replicas first, then Redis, the resource and
 /// the runtime that drives the proxies and the resource.
-pub struct Cluster {
+pub struct System {
     /// The replicas.
     pub replicas: Vec<Replica>,
     /// Redis.
@@ -62,7 +63,7 @@ pub struct Cluster {
     pub topo: Topo,
 }
 
-impl Cluster {
+impl System {
     /// Starts Redis, the resource, the proxies and every replica.
     pub fn start(config: &RunConfig, work: &Path) -> anyhow::Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -74,7 +75,7 @@ impl Cluster {
         let redis = redis_cli::server(&work.join("redis")).try_start()?;
         let resource = Resource::start(runtime.handle(), config.fencing)?;
         let postgres = if config.postgres {
-            let server = PostgresServer::start()?;
+            let server = PostgresServer::try_start().context("cannot start PostgreSQL")?;
             prepare_pg(&runtime, &server)?;
             Some(server)
         } else {
@@ -109,7 +110,7 @@ impl Cluster {
             let proxy = FaultProxy::start_on(runtime.handle(), redis.addr())?;
             replicas.push(Replica::new(index, proxy, settings.clone()));
         }
-        let mut cluster = Self {
+        let mut system = Self {
             replicas,
             redis,
             resource,
@@ -120,10 +121,10 @@ impl Cluster {
             leasehold: config.leasehold.clone(),
             topo,
         };
-        for replica in &mut cluster.replicas {
+        for replica in &mut system.replicas {
             replica.start()?;
         }
-        Ok(cluster)
+        Ok(system)
     }
 
     /// The replica that leads now (validity ahead, running, not paused), with its token. If
@@ -223,7 +224,7 @@ impl Cluster {
 fn kill_helpers(pids: &[u32]) {
     for &pid in pids {
         let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        let marker = format!("{}=", crate::child::ROLE_ENV);
+        let marker = format!("{}=", crate::workload::ROLE_ENV);
         if environ
             .split(|b| *b == 0)
             .any(|kv| kv.starts_with(marker.as_bytes()))

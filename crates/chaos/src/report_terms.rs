@@ -1,4 +1,4 @@
-//! The report's section on the second generation's checks: terms by the replicas' own logs,
+//! The report's section on the checks beside the resource's: terms by the replicas' own logs,
 //! writes after their term (the command's helpers included), churn per fault kind, whether
 //! the replicas said that a key leasehold did not write blocked the lease, and PostgreSQL, the
 //! second fenced resource.
@@ -11,15 +11,15 @@ use crate::dataset::RunInfo;
 use crate::failover::Liveness;
 use crate::nemesis::Journal;
 use crate::schedule::FaultKind;
-use crate::termcheck::{LOG_SLACK, More, WRITE_SLACK};
+use crate::termcheck::{LOG_SLACK, TermFigures, WRITE_SLACK};
 use crate::time;
 
 /// Appends the section to `md`.
-pub fn second_generation(
+pub fn section(
     md: &mut String,
     info: &RunInfo,
     safety: &Safety,
-    m: &More,
+    m: &TermFigures,
     liveness: &Liveness,
     journal: &Journal,
 ) {
