@@ -77,7 +77,7 @@ fn lock(family: &Mutex<Family>) -> MutexGuard<'_, Family> {
 
 /// [`reap`] from a walk already taken. A command spawned after the walk is not in it; one
 /// spawned before is tracked by the time the lock below is ours (it is tracked under it).
-fn reap_in(family: &Mutex<Family>, table: &Table) -> usize {
+pub(crate) fn reap_in(family: &Mutex<Family>, table: &Table) -> usize {
     let mut tracked = tracked();
     // A tracked child that is gone was reaped by tokio (a dropped child, from its orphan queue).
     // Asked of /proc one by one: a missed entry of the scan must not make it reapable.
@@ -139,7 +139,8 @@ pub(crate) fn spawn_reaper(family: Weak<Mutex<Family>>) {
             let pass = tokio::task::spawn_blocking(move || {
                 let mut tree = lock(&family);
                 let busy = !tree.is_empty();
-                if !(child_exited || busy) {
+                // A stop walks and reaps at its end, after it is marked over.
+                if tree.is_stopping() || !(child_exited || busy) {
                     return;
                 }
                 // One walk serves both: noting the tree and finding the zombies.

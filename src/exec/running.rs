@@ -87,6 +87,7 @@ impl Running {
         let grace_end = clock.now().saturating_add(grace);
         // Listening before the first signal goes out, so that no exit goes unheard.
         let mut exits = ChildExits::listen();
+        self.family().set_stopping(true);
         // Walks in a row that found nothing alive.
         let mut clean = 0;
         if leadership.remaining() > KILL_MARGIN {
@@ -117,13 +118,14 @@ impl Running {
         limit: impl std::future::Future<Output = ()>,
     ) -> bool {
         let mut limit = std::pin::pin!(limit);
+        // Its own exit is a SIGCHLD too; without SIGCHLD, look at the rest at once after it.
+        let listening = exits.sigchld.is_some();
         loop {
             let exited = self.status.is_some();
             tokio::select! {
                 biased;
                 _ = &mut limit => return false,
-                // The command itself exited: look at the rest at once.
-                _ = self.wait(), if !exited => {}
+                _ = self.wait(), if !exited && !listening => {}
                 _ = exits.next() => {}
             }
             if self.alive() == 0 {
@@ -137,8 +139,10 @@ impl Running {
     /// looking again at each SIGCHLD, then reaps the orphans.
     async fn kill(&mut self, exits: &mut ChildExits, mut clean: u32) {
         let started = tokio::time::Instant::now();
+        let mut last = None;
         while clean < 2 {
-            let alive = self.family().signal_all(Signal::SIGKILL);
+            let (alive, table) = self.family().signal_all_in(Signal::SIGKILL);
+            last = Some(table);
             if alive.is_empty() {
                 clean += 1;
                 continue;
@@ -156,7 +160,13 @@ impl Running {
                 _ = exits.next() => {}
             }
         }
-        reaper::reap(&self.family);
+        // Over before the reaping: an exit after it is the reaper's again.
+        self.family().set_stopping(false);
+        match last {
+            // The last walk found none alive: the zombies it shows are the ones to reap.
+            Some(table) if clean >= 2 => reaper::reap_in(&self.family, &table),
+            _ => reaper::reap(&self.family),
+        };
     }
 }
 
@@ -194,6 +204,9 @@ impl ChildExits {
 impl Drop for Running {
     fn drop(&mut self) {
         let mut family = self.family();
+        // A stop cut short (an aborted term) leaves the reaping to the reaper again, before
+        // the SIGKILLs below make the exits it will hear.
+        family.set_stopping(false);
         for _ in 0..DROP_ROUNDS {
             if family.signal_all(Signal::SIGKILL).is_empty() {
                 break;

@@ -208,6 +208,8 @@ pub(crate) struct Family {
     /// The exited processes (zombies) the last walk showed: a later walk need not walk twice
     /// for them ([`Table::descendants_after`]).
     exited: HashSet<ProcId>,
+    /// A stop is under way: it walks the tree and reaps at its end, so the reaper need not.
+    stopping: bool,
 }
 
 impl Family {
@@ -223,7 +225,18 @@ impl Family {
             groups: HashSet::new(),
             known: HashSet::new(),
             exited: HashSet::new(),
+            stopping: false,
         }
+    }
+
+    /// Marks a stop as under way, or over: while it is, the reaper leaves the walks and the
+    /// reaping to it.
+    pub fn set_stopping(&mut self, stopping: bool) {
+        self.stopping = stopping;
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping
     }
 
     /// This process's descendants, walked now ([`Table::descendants_after`]), knowing what
@@ -311,12 +324,17 @@ impl Family {
     /// Walks the command's tree, then sends `signal` to what is alive; the live members found.
     /// The process groups known already get it first.
     pub fn signal_all(&mut self, signal: Signal) -> Vec<Proc> {
+        self.signal_all_in(signal).0
+    }
+
+    /// [`signal_all`](Self::signal_all), and the walk it took.
+    pub fn signal_all_in(&mut self, signal: Signal) -> (Vec<Proc>, Table) {
         self.signal(&[], signal);
         let table = self.walk();
         let members = self.members(&table);
         let alive: Vec<Proc> = members.into_iter().filter(Proc::is_alive).collect();
         self.signal(&alive, signal);
-        alive
+        (alive, table)
     }
 }
 
