@@ -140,7 +140,7 @@ pub(crate) fn spawn_reaper(family: Weak<Mutex<Family>>) {
                 let mut tree = lock(&family);
                 let busy = !tree.is_empty();
                 // A stop walks and reaps at its end, after it is marked over.
-                if tree.is_stopping() || !(child_exited || busy) {
+                if tree.skips_for_a_stop() || !(child_exited || busy) {
                     return;
                 }
                 // One walk serves both: noting the tree and finding the zombies.

@@ -141,8 +141,13 @@ impl Running {
         let started = tokio::time::Instant::now();
         let mut last = None;
         while clean < 2 {
-            let (alive, table) = self.family().signal_all_in(Signal::SIGKILL);
-            last = Some(table);
+            let (alive, table, skipped) = {
+                let mut family = self.family();
+                let skipped = family.skipped();
+                let (alive, table) = family.signal_all_in(Signal::SIGKILL);
+                (alive, table, skipped)
+            };
+            last = Some((table, skipped));
             if alive.is_empty() {
                 clean += 1;
                 continue;
@@ -160,13 +165,26 @@ impl Running {
                 _ = exits.next() => {}
             }
         }
-        // Over before the reaping: an exit after it is the reaper's again.
-        self.family().set_stopping(false);
         match last {
-            // The last walk found none alive: the zombies it shows are the ones to reap.
-            Some(table) if clean >= 2 => reaper::reap_in(&self.family, &table),
-            _ => reaper::reap(&self.family),
-        };
+            // The last walk found none alive: the zombies it shows are the ones to reap. Then
+            // the stop is over; should the reaper have skipped a pass since that walk began, a
+            // SIGCHLD of our own has it take that pass, off this path (before the release).
+            Some((table, skipped)) if clean >= 2 => {
+                reaper::reap_in(&self.family, &table);
+                let missed = {
+                    let mut family = self.family();
+                    family.set_stopping(false);
+                    family.skipped() > skipped
+                };
+                if missed {
+                    let _ = nix::sys::signal::raise(Signal::SIGCHLD);
+                }
+            }
+            _ => {
+                self.family().set_stopping(false);
+                reaper::reap(&self.family);
+            }
+        }
     }
 }
 

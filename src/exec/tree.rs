@@ -210,6 +210,8 @@ pub(crate) struct Family {
     exited: HashSet<ProcId>,
     /// A stop is under way: it walks the tree and reaps at its end, so the reaper need not.
     stopping: bool,
+    /// How many of the reaper's passes a stop made it skip.
+    skipped: u64,
 }
 
 impl Family {
@@ -226,17 +228,28 @@ impl Family {
             known: HashSet::new(),
             exited: HashSet::new(),
             stopping: false,
+            skipped: 0,
         }
     }
 
     /// Marks a stop as under way, or over: while it is, the reaper leaves the walks and the
-    /// reaping to it.
+    /// reaping to it (and the stop, once over, has it take a pass it skipped after the stop's
+    /// last walk).
     pub fn set_stopping(&mut self, stopping: bool) {
         self.stopping = stopping;
     }
 
-    pub fn is_stopping(&self) -> bool {
+    /// Whether a stop is under way; if so, counts the reaper's pass as skipped.
+    pub fn skips_for_a_stop(&mut self) -> bool {
+        if self.stopping {
+            self.skipped += 1;
+        }
         self.stopping
+    }
+
+    /// How many of the reaper's passes stops made it skip so far.
+    pub fn skipped(&self) -> u64 {
+        self.skipped
     }
 
     /// This process's descendants, walked now ([`Table::descendants_after`]), knowing what
