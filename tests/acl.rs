@@ -83,17 +83,10 @@ async fn the_minimal_acl_user_can_do_everything_leasehold_needs() {
     }
     // The followers' probes went out (a `PUBLISH` on each one's probe channel inside its acquire
     // script) and none was refused: Redis logs every refused command and channel in its ACL log.
-    let publishes = || -> u64 {
-        let info: String = redis.cmd(&["INFO", "commandstats"]);
-        info.lines()
-            .find_map(|l| l.strip_prefix("cmdstat_publish:calls="))
-            .and_then(|v| v.split(',').next()?.parse().ok())
-            .unwrap_or(0)
-    };
     eventually(
         "probes and release announcements",
         Duration::from_secs(5),
-        || async { (publishes() >= 4).then_some(()) },
+        || async { (redis.calls("publish") >= 4).then_some(()) },
     )
     .await;
     let refused: Vec<redis::Value> = redis.cmd(&["ACL", "LOG"]);

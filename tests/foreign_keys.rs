@@ -15,20 +15,11 @@ use testbed::wait::wait_for;
 
 const BLOCKED: &str = "a key of the lease never expires and was not written by leasehold; nobody can lead until it is deleted (leasehold does not take it over)";
 
-fn calls(redis: &RedisServer, command: &str) -> u64 {
-    let info: String = redis.cmd(&["INFO", "commandstats"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Waits until the replicas have tried `tries` more times (acquire scripts Redis ran).
 fn wait_tries(redis: &RedisServer, tries: u64) {
-    let from = calls(redis, "evalsha");
+    let from = redis.calls("evalsha");
     wait_for("more tries", Duration::from_secs(15), || {
-        (calls(redis, "evalsha") >= from + tries).then_some(())
+        (redis.calls("evalsha") >= from + tries).then_some(())
     });
 }
 
@@ -126,12 +117,12 @@ fn a_reservation_without_expiry_is_said_once_and_does_not_make_followers_spin() 
     }
     // Idle followers try about once per retry period (250 ms, with jitter), not every
     // millisecond: two of them over two seconds stay far below a hundred tries.
-    let from = calls(&redis, "evalsha");
+    let from = redis.calls("evalsha");
     let window = std::time::Instant::now();
     wait_for("two seconds of trying", Duration::from_secs(5), || {
         (window.elapsed() >= Duration::from_secs(2)).then_some(())
     });
-    let tries = calls(&redis, "evalsha") - from;
+    let tries = redis.calls("evalsha") - from;
     assert!(tries < 40, "{tries} tries in 2 s from two idle followers");
     for r in &replicas {
         assert_eq!(r.events(BLOCKED).len(), 1, "{}", r.log_text());

@@ -83,15 +83,6 @@ async fn wait_leader(c: &Contender) -> leasehold::lease::FencingToken {
     }
 }
 
-fn evalsha_calls(redis: &RedisServer) -> u64 {
-    let info: String = redis.cmd(&["INFO", "commandstats"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_release_cannot_delete_the_next_term_of_the_same_process() {
     let redis = RedisServer::start();
@@ -114,7 +105,7 @@ async fn a_late_release_cannot_delete_the_next_term_of_the_same_process() {
     // The link slows beyond the call timeout: the release times out on the client, but its
     // bytes are on their way and will land.
     proxy.set(Fault::Delay(Duration::from_millis(1200)));
-    let calls_before = evalsha_calls(&redis);
+    let calls_before = redis.calls("evalsha");
     let late = a.release(term1.token, call).await;
     assert!(matches!(late, Err(LeaseError::Timeout { .. })), "{late:?}");
     // The link heals; the same process wins its next term before the old release lands.
@@ -126,7 +117,7 @@ async fn a_late_release_cannot_delete_the_next_term_of_the_same_process() {
     eventually(
         "the late release to land",
         Duration::from_secs(5),
-        || async { (evalsha_calls(&redis) >= calls_before + 2).then_some(()) },
+        || async { (redis.calls("evalsha") >= calls_before + 2).then_some(()) },
     )
     .await;
     // Term 2 must be untouched: nobody else can take it, and it still renews.

@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 
 use crate::electors::{Event, Member, led_by_other, next_event, since};
 use testbed::RedisServer;
+use testbed::redis_server::command_calls;
 
 /// Commands the lease scripts call inside Redis (never sent by a leasehold client), `INFO`
 /// apart (see the header).
@@ -205,7 +206,7 @@ impl Group {
                 .iter()
                 .filter_map(|k| info_field(&info, k))
                 .sum(),
-            calls: parse_commandstats(&info),
+            calls: command_calls(&info),
         })
     }
 
@@ -316,17 +317,6 @@ fn split_inside(
     }
     sent.retain(|_, n| *n > 0);
     (sent, inside)
-}
-
-/// `cmdstat_<name>:calls=<n>,…` lines of `INFO commandstats`.
-fn parse_commandstats(info: &str) -> BTreeMap<String, u64> {
-    info.lines()
-        .filter_map(|line| {
-            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = rest.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
-            Some((name.to_owned(), calls.trim().parse().ok()?))
-        })
-        .collect()
 }
 
 fn info_field(info: &str, key: &str) -> Option<f64> {

@@ -247,6 +247,12 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("{args:?}: {e}"))
     }
 
+    /// How many times this server ran `command` (`INFO commandstats`), scripts' calls included.
+    pub fn calls(&self, command: &str) -> u64 {
+        let info: String = self.cmd(&["INFO", "commandstats"]);
+        command_calls(&info).get(command).copied().unwrap_or(0)
+    }
+
     /// The ports (as this server sees its clients' addresses) of the clients among `ports`
     /// that hold a subscription.
     pub fn subscribed_client_ports(&self, ports: &[u16]) -> Vec<u16> {
@@ -398,4 +404,16 @@ impl Drop for RedisServer {
             );
         }
     }
+}
+
+/// The calls of every command in the text of `INFO commandstats`
+/// (`cmdstat_<name>:calls=<n>,…`).
+pub fn command_calls(info: &str) -> std::collections::BTreeMap<String, u64> {
+    info.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
+            Some((name.to_owned(), calls.trim().parse().ok()?))
+        })
+        .collect()
 }
