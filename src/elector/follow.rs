@@ -15,19 +15,6 @@ use super::{Elector, Eviction, LeaderInfo, Role};
 use crate::clock::BootInstant;
 use crate::lease::{Acquired, Grant, Holder, LeaseError};
 
-/// How a follower decides when to try again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FollowerStrategy {
-    /// leasehold's way: wake on a release announcement, at the holder's TTL expiry, or (only
-    /// while the release channel is down) every retry period.
-    #[default]
-    Notified,
-    /// client-go's way, for comparison: try every retry period with jitter (× 1.2), with no
-    /// release channel and no TTL wake-up. Graceful handoff and crash failover then wait for
-    /// the next poll.
-    Polling,
-}
-
 impl Elector {
     /// The follower loop: returns a grant, or `None` at shutdown. `held`: this replica handed
     /// over and holds off (until when, and the value of the term it released), so that before

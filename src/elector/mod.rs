@@ -37,7 +37,7 @@ mod watchers;
 /// change or go without notice.
 #[doc(hidden)]
 pub mod benchmark_only {
-    pub use super::follow::FollowerStrategy;
+    pub use super::decide::FollowerStrategy;
 }
 
 use std::fmt::Display;

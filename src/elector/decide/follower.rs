@@ -5,8 +5,21 @@ use std::time::Duration;
 
 use super::MAX_BACKOFF;
 use crate::clock::BootInstant;
-use crate::elector::{FollowerStrategy, Timing};
+use crate::elector::Timing;
 use crate::lease::Retry;
+
+/// How a follower decides when to try again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FollowerStrategy {
+    /// leasehold's way: wake on a release announcement, at the holder's TTL expiry, or (only
+    /// while the release channel is down) every retry period.
+    #[default]
+    Notified,
+    /// client-go's way, for comparison: try every retry period with jitter (× 1.2), with no
+    /// release channel and no TTL wake-up. Graceful handoff and crash failover then wait for
+    /// the next poll.
+    Polling,
+}
 
 /// What a follower learnt from its last try, reduced to what decides its wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 pub(crate) use channel::Wakeup;
 pub use channel::{Keepalive, keepalive, resubscribe_backoff};
-pub use follower::{Next, Seen, follower_wait, next_try, seen_by};
+pub use follower::{FollowerStrategy, Next, Seen, follower_wait, next_try, seen_by};
 pub use health::{FailureLog, eviction_news, failure_log, newly_unhealthy, tells_unreadable};
 pub(crate) use herd::herd_delay;
 pub(crate) use observed::announces_release;
