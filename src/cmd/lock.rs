@@ -112,7 +112,7 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
 /// The one log line of how a term of the lock ended.
 fn report_term(lease: &LeaseName, reason: Option<StepDownReason>, code: i32) {
     if code == LOST {
-        warn!(%lease, reason = %reason.map(|r| r.to_string()).unwrap_or_default(), code, "lock lost while the command ran; the command was stopped");
+        warn!(%lease, reason = reason.map(StepDownReason::as_label).unwrap_or_default(), code, "lock lost while the command ran; the command was stopped");
     } else {
         info!(%lease, code, "lock released; exiting with the command's exit code");
     }

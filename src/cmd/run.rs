@@ -93,7 +93,7 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
         lease_key = %lease_key,
         redis = %common.redis.redacted_url(),
         http = %bound,
-        readiness = ?settings.readiness,
+        readiness = %settings.readiness,
         lease_duration_ms = common.timing.lease_duration.as_millis() as u64,
         renew_deadline_ms = common.timing.renew_deadline.as_millis() as u64,
         retry_period_ms = common.timing.retry_period.as_millis() as u64,

@@ -268,7 +268,12 @@ impl Supervisor {
         let reason = leadership
             .step_down_reason()
             .unwrap_or(StepDownReason::ValidityDeadlinePassed);
-        info!(pid, token = token.0, reason = %reason, "stopping the command");
+        info!(
+            pid,
+            token = token.0,
+            reason = reason.as_label(),
+            "stopping the command"
+        );
         let status = running.stop(leadership, self.settings.grace_period).await;
         info!(
             pid,
