@@ -297,13 +297,7 @@ fn exec(parts: &ContenderParts<'_>) -> Result<Option<ExecSettings>, CliError> {
             rule: "the command after `--` must not be empty",
         });
     }
-    if !find_program(program) {
-        return Err(CliError::value(
-            "-- CMD",
-            program,
-            "not found (neither an existing path nor a program on $PATH)",
-        ));
-    }
+    find_program(program).map_err(|e| CliError::value("-- CMD", program, e.to_string()))?;
     above_zero(
         "grace-period",
         parts.grace_period,
