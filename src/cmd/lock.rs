@@ -8,7 +8,7 @@
 use tracing::{info, warn};
 
 use super::contender::Contender;
-use super::lease::{Workload, connect, name_lease};
+use super::lease::{Workload, connect, name_lease, publisher_refused};
 use crate::cli::{CliError, LockSettings};
 use crate::elector::StepDownReason;
 use crate::k8s::Publisher;
@@ -66,8 +66,10 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
             kube.clone(),
             common.timing,
         )
-        .without_handover_annotation()
+        .map(Publisher::without_handover_annotation)
+        .map_err(publisher_refused)
     });
+    let publisher = publisher.transpose()?;
     let mut contender = Contender::new(&common, &lease_name, publisher, &shutdown)?;
     contender.elector = contender.elector.stop_when_work_ends().for_one_term(wait);
     let status = contender.elector.status();
