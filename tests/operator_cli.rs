@@ -93,3 +93,19 @@ fn every_lock_flag_rule_is_refused_with_exit_code_2() {
         refused(&full, want);
     }
 }
+
+#[test]
+fn one_shot_commands_name_the_redis_they_could_not_reach() {
+    for command in ["status", "step-down"] {
+        let (code, _stdout, stderr) = run_to_end(
+            &[command, "--lease-name", "web"],
+            &[("LEASEHOLD_REDIS_URL", "redis://:hunter2@127.0.0.1:1")],
+        );
+        assert_eq!(code, 1, "{command} exited {code}; stderr:\n{stderr}");
+        assert!(
+            stderr.contains("redis at redis://:***@127.0.0.1:1: "),
+            "{command}: {stderr}"
+        );
+        assert!(!stderr.contains("hunter2"), "{command}: {stderr}");
+    }
+}
