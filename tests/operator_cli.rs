@@ -109,3 +109,26 @@ fn one_shot_commands_name_the_redis_they_could_not_reach() {
         assert!(!stderr.contains("hunter2"), "{command}: {stderr}");
     }
 }
+
+#[test]
+fn a_server_that_is_not_redis_is_named_as_such() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // An HTTP server's answer to whatever it is sent.
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let _ = stream.read(&mut [0; 1024]);
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let url = format!("redis://127.0.0.1:{port}");
+    let (code, _stdout, stderr) =
+        run_to_end(&["status", "--lease-name", "web", "--redis-url", &url], &[]);
+    assert_eq!(code, 1, "exited {code}; stderr:\n{stderr}");
+    assert!(
+        stderr.contains("this does not answer like Redis"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Unexpected `"), "a parser dump: {stderr}");
+}
