@@ -28,6 +28,17 @@ pub enum ReadinessMode {
     Member,
 }
 
+/// The flag's spelling, `leader` or `member`, as the logs show it.
+impl std::fmt::Display for ReadinessMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use clap::ValueEnum;
+        match self.to_possible_value() {
+            Some(value) => f.write_str(value.get_name()),
+            None => write!(f, "{self:?}"),
+        }
+    }
+}
+
 /// What the handlers read.
 #[derive(Clone)]
 pub struct Endpoints {

@@ -409,7 +409,7 @@ fn a_paused_leader_stops_its_command_first_thing_after_resume() {
         .iter()
         .find(|l| l["message"] == "stepped down")
         .unwrap();
-    assert_eq!(stepped["reason"], "validity deadline passed");
+    assert_eq!(stepped["reason"], "validity_deadline_passed");
     assert!(
         !messages.contains(&"became leader"),
         "a took the lease back: {messages:?}"
@@ -448,7 +448,7 @@ fn a_command_that_exits_ends_the_term_and_leasehold_exits_with_its_code() {
         b.is_ready().then_some(())
     });
     let steps = a.events("stepped down");
-    assert_eq!(steps[0]["reason"], "work failed");
+    assert_eq!(steps[0]["reason"], "work_failed");
     assert_eq!(steps[0]["detail"], "command exited with code 7");
 }
 
@@ -615,7 +615,7 @@ fn flags_beat_the_environment_which_beats_the_config_file() {
         "the environment beats the file"
     );
     assert_eq!(start["retry_period_ms"], 1500, "the file beats the default");
-    assert_eq!(start["readiness"], "Member");
+    assert_eq!(start["readiness"], "member");
 }
 
 #[test]

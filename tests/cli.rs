@@ -191,9 +191,8 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
     }
 }
 
-/// Like [`run_refused`], for values that a binary without the rule would accept and then run
-/// with: such a run is stopped after a bound and reported as accepted.
-fn run_refused_not_run(args: &[&str], want: &str) {
+/// `leasehold run` without Kubernetes, against a Redis that is not there, with `args`.
+fn run_without_redis(args: &[&str]) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.args([
         "run",
@@ -202,8 +201,15 @@ fn run_refused_not_run(args: &[&str], want: &str) {
         "--redis-url",
         "redis://127.0.0.1:1",
     ])
-    .args(["--http-addr", "127.0.0.1:0"])
     .args(args);
+    cmd
+}
+
+/// Like [`run_refused`], for values that a binary without the rule would accept and then run
+/// with: such a run is stopped after a bound and reported as accepted.
+fn run_refused_not_run(args: &[&str], want: &str) {
+    let mut cmd = run_without_redis(&["--http-addr", "127.0.0.1:0"]);
+    cmd.args(args);
     let (code, stderr) = exit_within(cmd, Duration::from_secs(20));
     let Some(code) = code else {
         panic!("{args:?} was accepted: still running after 20s; stderr:\n{stderr}");
@@ -469,4 +475,198 @@ fn help_documents_every_flag_group_and_exits_zero() {
     ] {
         assert!(stdout.contains(flag), "missing {flag}");
     }
+}
+
+#[test]
+fn lease_names_that_kubernetes_cannot_hold_are_refused() {
+    let long_name = format!("shop/{}", "x".repeat(254));
+    let long_namespace = format!("{}/web", "x".repeat(64));
+    let cases: &[(&str, &str)] = &[
+        ("", "--lease-name ``: must not be empty"),
+        (
+            "shop/",
+            "--lease-name `shop/`: the name after the `/` must not be empty",
+        ),
+        (
+            "/web",
+            "--lease-name `/web`: the namespace before the `/` must not be empty",
+        ),
+        (
+            &long_name,
+            "is 254 bytes long; a Kubernetes object name is at most 253",
+        ),
+        (
+            &long_namespace,
+            "is 64 bytes long; a Kubernetes namespace is at most 63",
+        ),
+    ];
+    for (name, want) in cases {
+        run_refused(&["--lease-name", name], want);
+    }
+}
+
+#[test]
+fn a_lease_name_the_lease_mirror_cannot_take_is_refused_while_it_is_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: t\n",
+    )
+    .unwrap();
+    refused(
+        &[
+            "run",
+            "--kubernetes",
+            "on",
+            "--redis-url",
+            "redis://127.0.0.1:1",
+            "--lease-name",
+            "shop/Web_1",
+        ],
+        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
+        "--lease-name `shop/Web_1`: the Lease mirror is named after it, and `Web_1` must be a DNS subdomain",
+    );
+}
+
+#[test]
+fn negative_values_reach_the_rule_of_their_flag() {
+    run_refused(
+        &["--lease-duration", "-5s"],
+        "invalid value '-5s' for '--lease-duration <LEASE_DURATION>': a duration cannot be negative",
+    );
+    run_refused(
+        &["--drift-factor", "-1"],
+        "--drift-factor -1 must be at least 0 and below 0.5",
+    );
+    run_refused(
+        &["--candidate-check-failure-threshold", "-1"],
+        "invalid value '-1' for '--candidate-check-failure-threshold",
+    );
+}
+
+#[test]
+fn a_bad_value_from_the_environment_names_the_variable() {
+    let base = ["run", "--kubernetes", "off", "--lease-name", "web"];
+    for (variable, value, want) in [
+        (
+            "LEASEHOLD_LEASE_DURATION",
+            "soon",
+            "invalid value 'soon' for '--lease-duration",
+        ),
+        (
+            "LEASEHOLD_DRIFT_FACTOR",
+            "much",
+            "invalid value 'much' for '--drift-factor",
+        ),
+        (
+            "LEASEHOLD_NO_EVENTS",
+            "maybe",
+            "invalid value 'maybe' for '--no-events",
+        ),
+    ] {
+        refused(&base, &[(variable, value)], want);
+        refused(
+            &base,
+            &[(variable, value)],
+            &format!("the value comes from ${variable}"),
+        );
+    }
+}
+
+#[test]
+fn switches_in_the_environment_read_as_kubernetes_users_write_them() {
+    let base = ["run", "--kubernetes", "off", "--lease-name", "web"];
+    for on in ["true", "TRUE", "True", "1", "yes", "Yes", "on", "ON"] {
+        refused(
+            &base,
+            &[("LEASEHOLD_RESTART_COMMAND", on)],
+            "--restart-command: needs a command after `--`",
+        );
+    }
+    // Off, the switch lets the run go on to the next rule, the status file's.
+    let mut with_status_file = base.to_vec();
+    with_status_file.extend(["--status-file", "/nonexistent/dir/status"]);
+    for off in ["false", "FALSE", "0", "no", "No", "off", "OFF"] {
+        refused(
+            &with_status_file,
+            &[("LEASEHOLD_RESTART_COMMAND", off)],
+            "--status-file `/nonexistent/dir/status`",
+        );
+    }
+}
+
+#[test]
+fn client_go_leader_election_flags_are_aliases_of_ours() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--leader-elect-lease-duration", "5s"],
+            "--lease-duration 5s must be greater than --renew-deadline 10s",
+        ),
+        (
+            &["--leader-elect-renew-deadline", "20s"],
+            "--lease-duration 15s must be greater than --renew-deadline 20s",
+        ),
+        (
+            &["--leader-elect-retry-period", "1ms"],
+            "--retry-period 1ms is too short",
+        ),
+        (
+            &["--leader-elect-resource-name", ""],
+            "--lease-name ``: must not be empty",
+        ),
+        (
+            &["--leader-elect-resource-namespace", "Shop"],
+            "--namespace `Shop`: must be a DNS label",
+        ),
+    ];
+    for (args, want) in cases {
+        run_refused(args, want);
+    }
+}
+
+#[test]
+fn a_command_that_cannot_be_executed_is_refused_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job");
+    std::fs::write(&job, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&job, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let job = job.to_str().unwrap();
+    let dir_path = dir.path().to_str().unwrap();
+    run_refused(
+        &["--", job],
+        &format!("-- CMD `{job}`: is not executable (no x bit)"),
+    );
+    run_refused(
+        &["--", dir_path],
+        &format!("-- CMD `{dir_path}`: is a directory"),
+    );
+    let base = ["run", "--kubernetes", "off", "--lease-name", "web"];
+    let mut on_path = base.to_vec();
+    on_path.extend(["--", "job"]);
+    refused(
+        &on_path,
+        &[("PATH", dir_path)],
+        &format!("-- CMD `job`: found on $PATH as {job}, which is not executable (no x bit)"),
+    );
+    let mut missing = base.to_vec();
+    missing.extend(["--", "no-such-program-anywhere"]);
+    refused(
+        &missing,
+        &[],
+        "-- CMD `no-such-program-anywhere`: not found",
+    );
+}
+
+#[test]
+fn the_http_address_may_name_a_host() {
+    let cmd = run_without_redis(&["--http-addr", "localhost:0"]);
+    let (code, stderr) = exit_within(cmd, Duration::from_secs(3));
+    assert_eq!(code, None, "refused; stderr:\n{stderr}");
+    assert!(stderr.contains("leasehold starting"), "{stderr}");
+    run_refused(
+        &["--http-addr", "no-such-host.invalid:8080"],
+        "invalid value 'no-such-host.invalid:8080' for '--http-addr <HTTP_ADDR>': cannot resolve",
+    );
 }

@@ -71,9 +71,10 @@ fn the_design_layout_names_only_paths_that_exist() {
 // ---------------------------------------------------------------------------------------------
 // Flags
 
-/// One flag of one subcommand: (short, variable, default). The default is clap's, else the
-/// `[default: …]` its help gives in words, backticks dropped.
-type Flag = (Option<char>, Option<String>, Option<String>);
+/// One flag of one subcommand: (short, variable, default, aliases). The default is clap's, else
+/// the `[default: …]` its help gives in words, backticks dropped; the aliases are the visible
+/// ones (client-go's names), sorted.
+type Flag = (Option<char>, Option<String>, Option<String>, Vec<String>);
 
 /// Every flag that `leasehold <command> --help` shows, by (command, long name). `--help` and
 /// `--version` are clap's own; a flag that takes no value has no default.
@@ -102,15 +103,20 @@ fn code_flags() -> BTreeMap<(String, String), Flag> {
                 .filter(|_| arg.get_action().takes_values())
                 .or(in_words);
             let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+            let mut aliases: Vec<String> = (arg.get_visible_aliases().unwrap_or_default())
+                .into_iter()
+                .map(|a| format!("--{a}"))
+                .collect();
+            aliases.sort();
             let key = (command.get_name().to_owned(), format!("--{long}"));
-            out.insert(key, (arg.get_short(), env, default));
+            out.insert(key, (arg.get_short(), env, default, aliases));
         }
     }
     out
 }
 
-/// The flags table: `| flag (and short) | variable | default | commands | meaning |`, one entry
-/// per command that a row names; the default cell with its backticks dropped.
+/// The flags table: `| flag (and short, and aliases) | variable | default | commands | meaning |`,
+/// one entry per command that a row names; the default cell with its backticks dropped.
 fn doc_flags(doc: &str) -> BTreeMap<(String, String), Flag> {
     let mut out = BTreeMap::new();
     for row in table(doc, "### Flags") {
@@ -123,10 +129,17 @@ fn doc_flags(doc: &str) -> BTreeMap<(String, String), Flag> {
             .iter()
             .find_map(|s| s.strip_prefix('-').filter(|s| !s.starts_with('-')))
             .and_then(|s| s.chars().next());
+        let mut aliases: Vec<String> = names
+            .iter()
+            .skip(1)
+            .filter(|n| n.starts_with("--"))
+            .cloned()
+            .collect();
+        aliases.sort();
         let env = spans(env).first().cloned();
         let default = Some(default.replace('`', "")).filter(|d| !d.is_empty());
         for command in spans(commands) {
-            let entry = (short, env.clone(), default.clone());
+            let entry = (short, env.clone(), default.clone(), aliases.clone());
             assert!(
                 out.insert((command.clone(), long.clone()), entry).is_none(),
                 "`{long}` of `{command}` has two rows in REFERENCE.md"
@@ -138,13 +151,13 @@ fn doc_flags(doc: &str) -> BTreeMap<(String, String), Flag> {
 
 /// Whether a documented flag agrees with the code: the same short and variable, and a default
 /// cell that starts with the code's default (it may go on in words: `0s` (one try)).
-fn agrees((short, env, default): &Flag, doc: &Flag) -> bool {
+fn agrees((short, env, default, aliases): &Flag, doc: &Flag) -> bool {
     let default_agrees = match (default, &doc.2) {
         (None, None) => true,
         (Some(code), Some(doc)) => doc.starts_with(code.as_str()),
         _ => false,
     };
-    *short == doc.0 && *env == doc.1 && default_agrees
+    *short == doc.0 && *env == doc.1 && default_agrees && *aliases == doc.3
 }
 
 #[test]
@@ -160,7 +173,7 @@ fn the_reference_lists_every_flag_of_every_subcommand_as_help_shows_it() {
         .collect();
     assert!(
         differ.is_empty(),
-        "REFERENCE.md's flags table differs from --help (short, variable, default):\n{}",
+        "REFERENCE.md's flags table differs from --help (short, variable, default, aliases):\n{}",
         differ.join("\n")
     );
 }

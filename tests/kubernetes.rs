@@ -192,7 +192,8 @@ async fn member(
         Some(deployment),
         kube_settings(),
         timing,
-    );
+    )
+    .expect("a mirror name");
     let elector = Elector::new(lease(&redis.url(), lease_name, pod, false), timing).unwrap();
     let status = elector.status();
     let shutdown = CancellationToken::new();
@@ -466,7 +467,8 @@ async fn without_a_deployment_only_the_own_pod_is_labelled() {
         None,
         kube_settings(),
         timing,
-    );
+    )
+    .expect("a mirror name");
     let elector = Elector::new(lease(&redis.url(), &lease_name, "solo", false), timing).unwrap();
     let mut status = elector.status();
     let shutdown = CancellationToken::new();

@@ -209,7 +209,7 @@ async fn lock_lost_while_the_command_runs_stops_it_and_exits_76() {
         "the command (pid {pid}) still runs after the lock was lost"
     );
     let stepped = lock.events("stepped down");
-    assert_eq!(stepped.last().expect("a step-down")["reason"], "lease lost");
+    assert_eq!(stepped.last().expect("a step-down")["reason"], "lost");
     assert_eq!(
         lock.events("lock lost while the command ran; the command was stopped")
             .len(),

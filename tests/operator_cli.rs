@@ -93,3 +93,42 @@ fn every_lock_flag_rule_is_refused_with_exit_code_2() {
         refused(&full, want);
     }
 }
+
+#[test]
+fn one_shot_commands_name_the_redis_they_could_not_reach() {
+    for command in ["status", "step-down"] {
+        let (code, _stdout, stderr) = run_to_end(
+            &[command, "--lease-name", "web"],
+            &[("LEASEHOLD_REDIS_URL", "redis://:hunter2@127.0.0.1:1")],
+        );
+        assert_eq!(code, 1, "{command} exited {code}; stderr:\n{stderr}");
+        assert!(
+            stderr.contains("redis at redis://:***@127.0.0.1:1: "),
+            "{command}: {stderr}"
+        );
+        assert!(!stderr.contains("hunter2"), "{command}: {stderr}");
+    }
+}
+
+#[test]
+fn a_server_that_is_not_redis_is_named_as_such() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // An HTTP server's answer to whatever it is sent.
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let _ = stream.read(&mut [0; 1024]);
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let url = format!("redis://127.0.0.1:{port}");
+    let (code, _stdout, stderr) =
+        run_to_end(&["status", "--lease-name", "web", "--redis-url", &url], &[]);
+    assert_eq!(code, 1, "exited {code}; stderr:\n{stderr}");
+    assert!(
+        stderr.contains("this does not answer like Redis"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Unexpected `"), "a parser dump: {stderr}");
+}

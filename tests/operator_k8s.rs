@@ -95,7 +95,8 @@ async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed
         lease_mirror: false,
         events: false,
     };
-    let cluster = Publisher::new(api.client(), NS, "web-a", &name, None, settings, timing);
+    let cluster = Publisher::new(api.client(), NS, "web-a", &name, None, settings, timing)
+        .expect("a publisher");
     let elector = Elector::new(lease(&redis.url(), &name, "web-a", false), timing).unwrap();
     let mut a = elector.status();
     let shutdown = CancellationToken::new();

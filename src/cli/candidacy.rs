@@ -30,29 +30,31 @@ pub struct CandidacyArgs {
     #[arg(long, env = "LEASEHOLD_CANDIDATE_CHECK_COMMAND", value_name = "CMD")]
     pub candidate_check_command: Option<String>,
     /// Time between two checks (Kubernetes' periodSeconds) [default: 10s].
-    #[arg(long, env = "LEASEHOLD_CANDIDATE_CHECK_PERIOD", value_parser = parse_duration)]
+    #[arg(long, env = "LEASEHOLD_CANDIDATE_CHECK_PERIOD", value_parser = parse_duration, allow_hyphen_values = true)]
     pub candidate_check_period: Option<Duration>,
     /// The longest a check may take; longer is a failure (timeoutSeconds) [default: 1s].
-    #[arg(long, env = "LEASEHOLD_CANDIDATE_CHECK_TIMEOUT", value_parser = parse_duration)]
+    #[arg(long, env = "LEASEHOLD_CANDIDATE_CHECK_TIMEOUT", value_parser = parse_duration, allow_hyphen_values = true)]
     pub candidate_check_timeout: Option<Duration>,
     /// Failures in a row that put this replica out of the election; a leader steps down
     /// (failureThreshold) [default: 3].
     #[arg(
         long,
         env = "LEASEHOLD_CANDIDATE_CHECK_FAILURE_THRESHOLD",
-        value_name = "N"
+        value_name = "N",
+        allow_negative_numbers = true
     )]
     pub candidate_check_failure_threshold: Option<u32>,
     /// Successes in a row that bring it back (successThreshold) [default: 1].
     #[arg(
         long,
         env = "LEASEHOLD_CANDIDATE_CHECK_SUCCESS_THRESHOLD",
-        value_name = "N"
+        value_name = "N",
+        allow_negative_numbers = true
     )]
     pub candidate_check_success_threshold: Option<u32>,
     /// Time before the first check (initialDelaySeconds): from start, or with a command from the
     /// start of each term, as the command's start-up grace [default: 0s].
-    #[arg(long, env = "LEASEHOLD_CANDIDATE_CHECK_INITIAL_DELAY", value_parser = parse_duration)]
+    #[arg(long, env = "LEASEHOLD_CANDIDATE_CHECK_INITIAL_DELAY", value_parser = parse_duration, allow_hyphen_values = true)]
     pub candidate_check_initial_delay: Option<Duration>,
 }
 

@@ -8,10 +8,11 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command, CommandFactory, FromArgMatches};
 
-use super::{Cli, CliError};
+use super::{Cli, CliError, on_command_line, parse_switch};
 
 /// Parses `argv` (with the environment and any config file given by `--config` or
 /// `LEASEHOLD_CONFIG`): flags beat the environment, which beats the file, which beats the
@@ -22,10 +23,14 @@ where
     T: Into<OsString> + Clone,
 {
     let argv: Vec<OsString> = argv.into_iter().map(Into::into).collect();
-    let command = Cli::command();
+    let command = command();
+    let refused = |e: clap::Error| name_the_variable(e, &command, &argv);
     // Where the file is comes from the command line or the environment, so they are read
     // first; the file then only supplies defaults for one more parse of the same argv.
-    let matches = command.clone().try_get_matches_from(&argv)?;
+    let matches = command
+        .clone()
+        .try_get_matches_from(&argv)
+        .map_err(refused)?;
     let Some((subcommand, given)) = matches.subcommand() else {
         return Ok(Cli::from_arg_matches(&matches)?);
     };
@@ -38,14 +43,73 @@ where
         .find_subcommand(subcommand)
         .ok_or_else(|| anyhow::anyhow!("clap matched `{subcommand}`, which it does not know"))?;
     let defaults = file_defaults(sub_command, given, path, file)?;
-    let command = command.mut_subcommand(subcommand, |mut sub| {
+    let with_file = command.clone().mut_subcommand(subcommand, |mut sub| {
         for (id, value) in defaults {
             sub = sub.mut_arg(id, |arg| arg.default_value(value));
         }
         sub
     });
-    let matches = command.try_get_matches_from(&argv)?;
+    let matches = with_file.try_get_matches_from(&argv).map_err(refused)?;
     Ok(Cli::from_arg_matches(&matches)?)
+}
+
+/// The clap tree, with every switch reading its variable through [`parse_switch`].
+fn command() -> Command {
+    Cli::command().mut_subcommands(|sub| {
+        sub.mut_args(|arg| {
+            if matches!(arg.get_action(), ArgAction::SetTrue) {
+                arg.value_parser(parse_switch as fn(&str) -> Result<bool, String>)
+            } else {
+                arg
+            }
+        })
+    })
+}
+
+/// Clap's refusal of a value, which names the flag, with the variable the value came from when
+/// it came from one (the flag was not typed, and its variable holds the value refused).
+fn name_the_variable(mut error: clap::Error, command: &Command, argv: &[OsString]) -> clap::Error {
+    if !matches!(
+        error.kind(),
+        ErrorKind::ValueValidation | ErrorKind::InvalidValue
+    ) {
+        return error;
+    }
+    let (Some(ContextValue::String(flag)), Some(ContextValue::String(value))) = (
+        error.get(ContextKind::InvalidArg),
+        error.get(ContextKind::InvalidValue),
+    ) else {
+        return error;
+    };
+    // `--lease-duration <LEASE_DURATION>`: the long flag is the first word.
+    let long = flag
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches('-');
+    let Some(arg) = command
+        .get_subcommands()
+        .flat_map(Command::get_arguments)
+        .find(|a| a.get_long() == Some(long))
+    else {
+        return error;
+    };
+    let Some(variable) = arg.get_env() else {
+        return error;
+    };
+    let from_variable = std::env::var_os(variable).is_some_and(|v| v == value.as_str());
+    let typed = on_command_line(
+        argv,
+        &arg.get_long_and_visible_aliases().unwrap_or_default(),
+    );
+    if from_variable && !typed {
+        let tip = format!("the value comes from ${}", variable.to_string_lossy());
+        error.insert(
+            ContextKind::Suggested,
+            ContextValue::StyledStrs(vec![tip.into()]),
+        );
+    }
+    error
 }
 
 /// The file's values as defaults of `sub`'s arguments (by id), each checked by the argument's

@@ -25,7 +25,7 @@ mod settings;
 mod tests;
 
 use std::ffi::OsString;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -154,10 +154,15 @@ pub struct RedisArgs {
 pub struct ContenderRedisArgs {
     /// After each acquire and renew, wait until this many replicas acknowledged it (WAIT);
     /// a term or renewal counts only then. 0 = do not wait.
-    #[arg(long, env = "LEASEHOLD_REDIS_WAIT_REPLICAS", default_value_t = 0)]
+    #[arg(
+        long,
+        env = "LEASEHOLD_REDIS_WAIT_REPLICAS",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
     pub redis_wait_replicas: u32,
     /// How long WAIT may block; shorter than --retry-period (at most 1h).
-    #[arg(long, env = "LEASEHOLD_REDIS_WAIT_TIMEOUT", default_value = "500ms", value_parser = parse_duration)]
+    #[arg(long, env = "LEASEHOLD_REDIS_WAIT_TIMEOUT", default_value = "500ms", value_parser = parse_duration, allow_hyphen_values = true)]
     pub redis_wait_timeout: Duration,
     /// When Redis may evict the lease (a maxmemory with an evicting policy, read from INFO
     /// memory at start, then every few lease durations): `warn` says so (log event, /leader,
@@ -189,10 +194,18 @@ impl ValueEnum for EvictionMode {
 pub struct LeaseArgs {
     /// The lease: `<namespace>/<name>`, or `<name>` in --namespace. By default the name of the
     /// Deployment that owns this pod, found through the Kubernetes API.
-    #[arg(long, env = "LEASEHOLD_LEASE_NAME")]
+    #[arg(
+        long,
+        visible_alias = "leader-elect-resource-name",
+        env = "LEASEHOLD_LEASE_NAME"
+    )]
     pub lease_name: Option<String>,
     /// Namespace of the lease and of this pod [default: $POD_NAMESPACE, else `default`].
-    #[arg(long, env = "LEASEHOLD_NAMESPACE")]
+    #[arg(
+        long,
+        visible_alias = "leader-elect-resource-namespace",
+        env = "LEASEHOLD_NAMESPACE"
+    )]
     pub namespace: Option<String>,
     /// YAML file with the same keys as the long flags (`lease-duration: 15s`).
     #[arg(long, env = "LEASEHOLD_CONFIG")]
@@ -215,23 +228,29 @@ pub struct ContenderArgs {
     pub timing: TimingArgs,
 }
 
-/// Timing of the election.
+/// Timing of the election. client-go's flags (`--leader-elect-lease-duration`, …) are
+/// aliases: they mean the same.
 #[derive(Debug, Clone, Args)]
 #[command(
     next_help_heading = "Timing (rule: lease duration > renew deadline > retry period × 1.2)"
 )]
 pub struct TimingArgs {
     /// How long one acquire or renew keeps the lease alive (the TTL); at most 1h.
-    #[arg(long, env = "LEASEHOLD_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, visible_alias = "leader-elect-lease-duration", env = "LEASEHOLD_LEASE_DURATION", default_value = "15s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub lease_duration: Duration,
     /// How long the leader retries a failing renewal before it steps down; at most 1h.
-    #[arg(long, env = "LEASEHOLD_RENEW_DEADLINE", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, visible_alias = "leader-elect-renew-deadline", env = "LEASEHOLD_RENEW_DEADLINE", default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub renew_deadline: Duration,
     /// The watchdog's renewal interval, and a follower's fallback retry interval; at most 1h.
-    #[arg(long, env = "LEASEHOLD_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, visible_alias = "leader-elect-retry-period", env = "LEASEHOLD_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub retry_period: Duration,
     /// Share of the lease duration held back for clock drift (plus 2 ms).
-    #[arg(long, env = "LEASEHOLD_DRIFT_FACTOR", default_value_t = 0.01)]
+    #[arg(
+        long,
+        env = "LEASEHOLD_DRIFT_FACTOR",
+        default_value_t = 0.01,
+        allow_negative_numbers = true
+    )]
     pub drift_factor: f64,
     /// Lead right away on a Redis that is new or lost its data, instead of waiting one lease
     /// duration. Only for a Redis whose persistence cannot lose an acknowledged write and that
@@ -244,8 +263,9 @@ pub struct TimingArgs {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Status: HTTP (/healthz /readyz /leader /metrics) and file")]
 pub struct HttpArgs {
-    /// Address of the HTTP endpoints.
-    #[arg(long, env = "LEASEHOLD_HTTP_ADDR", default_value = "0.0.0.0:8080")]
+    /// Address of the HTTP endpoints: `ip:port`, or `host:port` with a host name resolved at start
+    /// (its first address).
+    #[arg(long, env = "LEASEHOLD_HTTP_ADDR", default_value = "0.0.0.0:8080", value_parser = parse_socket_addr)]
     pub http_addr: SocketAddr,
     /// What `/readyz` reports. `member` is the default because with `leader` only one pod of a
     /// Deployment is ever ready, which stalls rolling updates (route to the leader with a
@@ -291,7 +311,7 @@ pub struct KubeArgs {
 pub struct ExecArgs {
     /// Time the command gets between SIGTERM and SIGKILL at step-down; never past the validity
     /// deadline. At most 1h.
-    #[arg(long, env = "LEASEHOLD_GRACE_PERIOD", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "LEASEHOLD_GRACE_PERIOD", default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub grace_period: Duration,
     /// Start the command again when it exits while leading, instead of stepping down and
     /// exiting with its exit code.
@@ -374,7 +394,7 @@ pub struct GuardArgs {
     pub guard_file: Option<PathBuf>,
     /// Exit 0 only when the term stays valid at least this much longer: the time the guarded
     /// action takes (at most 1h).
-    #[arg(long, env = "LEASEHOLD_GUARD_VALID_FOR", default_value = "0s", value_parser = parse_duration)]
+    #[arg(long, env = "LEASEHOLD_GUARD_VALID_FOR", default_value = "0s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub valid_for: Duration,
     /// The fencing token of the caller's term: a file that holds another term is refused
     /// [default: $LEASEHOLD_FENCING_TOKEN, which leasehold run gives its command]. Without
@@ -390,10 +410,42 @@ pub struct GuardArgs {
     pub verbose: bool,
 }
 
-/// Parses `15s`, `500ms`, `2m`, `1h 30m`: every duration flag's parser.
+/// Parses `15s`, `500ms`, `2m`, `1h 30m`: every duration flag's parser. Each of those flags
+/// allows a value that starts with `-`, so that `-5s` reaches this parser and its refusal names
+/// the flag, instead of clap taking it for a flag of its own.
 fn parse_duration(value: &str) -> Result<Duration, String> {
-    humantime::parse_duration(value.trim())
-        .map_err(|e| format!("{e}; expected a duration such as 15s, 500ms or 2m"))
+    const EXPECTED: &str = "expected a duration such as 15s, 500ms or 2m";
+    let value = value.trim();
+    if value.starts_with('-') {
+        return Err(format!("a duration cannot be negative; {EXPECTED}"));
+    }
+    humantime::parse_duration(value).map_err(|e| format!("{e}; {EXPECTED}"))
+}
+
+/// Parses a switch's value, as Kubernetes users write one in a variable: `true`/`false`, `1`/`0`,
+/// `yes`/`no`, `on`/`off`, in any case (clap's own parser takes only `true` and `false`).
+fn parse_switch(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err("a switch takes true or false (or 1/0, yes/no, on/off)".to_owned()),
+    }
+}
+
+/// Parses `ip:port`, or `host:port` resolved now, at start, to the first address the host
+/// resolves to.
+fn parse_socket_addr(value: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = value.parse() {
+        return Ok(addr);
+    }
+    let expected =
+        "expected ip:port or host:port, such as 0.0.0.0:8080, [::]:8080 or localhost:8080";
+    match value.to_socket_addrs() {
+        Ok(mut addrs) => addrs
+            .next()
+            .ok_or_else(|| format!("cannot resolve it: the host has no address; {expected}")),
+        Err(e) => Err(format!("cannot resolve it: {e}; {expected}")),
+    }
 }
 
 /// Whether `--redis-url` was typed on the command line of `argv` (as opposed to coming from the
@@ -403,11 +455,23 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString>,
 {
+    on_command_line(argv, &["redis-url"])
+}
+
+/// Whether one of the long flags `longs` (without their dashes) was typed on the command line of
+/// `argv`, before any `--`.
+fn on_command_line<I, T>(argv: I, longs: &[&str]) -> bool
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString>,
+{
     argv.into_iter()
         .map(Into::into)
         .take_while(|a| a != "--")
         .any(|a| {
             a.to_str()
-                .is_some_and(|s| s == "--redis-url" || s.starts_with("--redis-url="))
+                .and_then(|s| s.strip_prefix("--"))
+                .map(|s| s.split_once('=').map_or(s, |(flag, _)| flag))
+                .is_some_and(|flag| longs.contains(&flag))
         })
 }

@@ -23,7 +23,7 @@ pub struct StepDownArgs {
     pub to: Option<String>,
     /// How long to wait for another replica (or the named one) to lead; exit code 1 after.
     /// The request to the leader lives as long.
-    #[arg(long, env = "LEASEHOLD_STEP_DOWN_WAIT", default_value = "30s", value_parser = parse_duration, help_heading = "Handover")]
+    #[arg(long, env = "LEASEHOLD_STEP_DOWN_WAIT", default_value = "30s", value_parser = parse_duration, allow_hyphen_values = true, help_heading = "Handover")]
     pub wait: Duration,
 }
 
@@ -70,11 +70,11 @@ pub struct LockArgs {
     #[command(flatten)]
     pub kube: KubeArgs,
     /// How long to try for the lock before giving up with exit code 75 [default: one try].
-    #[arg(long, env = "LEASEHOLD_LOCK_WAIT", default_value = "0s", value_parser = parse_duration, help_heading = "Lock")]
+    #[arg(long, env = "LEASEHOLD_LOCK_WAIT", default_value = "0s", value_parser = parse_duration, allow_hyphen_values = true, help_heading = "Lock")]
     pub wait: Duration,
     /// Time the command gets between SIGTERM and SIGKILL when the lock is lost; never past the
     /// validity deadline.
-    #[arg(long, env = "LEASEHOLD_GRACE_PERIOD", default_value = "10s", value_parser = parse_duration, help_heading = "Lock")]
+    #[arg(long, env = "LEASEHOLD_GRACE_PERIOD", default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true, help_heading = "Lock")]
     pub grace_period: Duration,
     /// Where to publish the term's token and validity deadline for the command [default: a file
     /// in $XDG_RUNTIME_DIR, /dev/shm or the temporary directory]. In $LEASEHOLD_GUARD_FILE.

@@ -147,6 +147,15 @@ impl LeaseArgs {
                 } else {
                     format!("{namespace}/{name}")
                 };
+                if name.is_empty() {
+                    return Err(CliError::value(
+                        "lease-name",
+                        name,
+                        "must not be empty: `<namespace>/<name>`, or `<name>` in --namespace",
+                    ));
+                }
+                check_lease_parts(&full)
+                    .map_err(|rule| CliError::value("lease-name", name, rule))?;
                 LeaseName::new(full)
                     .map(LeaseSource::Named)
                     .map_err(|e| CliError::value("lease-name", name, e.to_string()))
@@ -159,6 +168,36 @@ impl LeaseArgs {
                 None => LeaseSource::Unknown,
             }),
         }
+    }
+}
+
+/// The two parts of a lease name `<namespace>/<name>`, each present and no longer than
+/// Kubernetes allows a namespace and an object name (the Deployment the lease is named for).
+fn check_lease_parts(full: &str) -> Result<(), String> {
+    let (namespace, name) = full.split_once('/').unwrap_or(("", full));
+    let too_long = |part: &str, len: usize, what: &str, max: usize| {
+        format!("the {part} is {len} bytes long; a Kubernetes {what} is at most {max}")
+    };
+    if namespace.is_empty() {
+        Err("the namespace before the `/` must not be empty".to_owned())
+    } else if name.is_empty() {
+        Err("the name after the `/` must not be empty".to_owned())
+    } else if namespace.len() > names::MAX_NAMESPACE_LEN {
+        Err(too_long(
+            "namespace before the `/`",
+            namespace.len(),
+            "namespace",
+            names::MAX_NAMESPACE_LEN,
+        ))
+    } else if name.len() > names::MAX_OBJECT_NAME_LEN {
+        Err(too_long(
+            "name after the `/`",
+            name.len(),
+            "object name",
+            names::MAX_OBJECT_NAME_LEN,
+        ))
+    } else {
+        Ok(())
     }
 }
 
@@ -297,13 +336,7 @@ fn exec(parts: &ContenderParts<'_>) -> Result<Option<ExecSettings>, CliError> {
             rule: "the command after `--` must not be empty",
         });
     }
-    if !find_program(program) {
-        return Err(CliError::value(
-            "-- CMD",
-            program,
-            "not found (neither an existing path nor a program on $PATH)",
-        ));
-    }
+    find_program(program).map_err(|e| CliError::value("-- CMD", program, e.to_string()))?;
     above_zero(
         "grace-period",
         parts.grace_period,

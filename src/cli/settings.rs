@@ -93,6 +93,13 @@ impl RedisSettings {
     pub fn redacted_url(&self) -> &str {
         self.target.redacted_url()
     }
+
+    /// A one-shot command's Redis failure, with the URL it tried (password redacted): the
+    /// command ends on it, and the user sees which Redis did not answer.
+    pub fn failed(&self, e: impl Into<anyhow::Error>) -> anyhow::Error {
+        e.into()
+            .context(format!("redis at {}", self.redacted_url()))
+    }
 }
 
 /// The process environment that settings fall back on; a struct so tests can supply their own.

@@ -116,6 +116,17 @@ pub async fn deployment_of(
     }
 }
 
+/// The refusal of a Publisher: a lease name that the Lease mirror cannot take is the input's
+/// fault; nothing else refuses one.
+pub fn publisher_refused(e: K8sError) -> CliError {
+    match e {
+        K8sError::NoMirrorName { ref lease, .. } => {
+            CliError::value("lease-name", lease, e.to_string())
+        }
+        other => CliError::Failed(other.into()),
+    }
+}
+
 /// Connects to the cluster as `mode` says; `--kubernetes on` without a cluster is a refusal.
 pub async fn connect(mode: KubernetesMode) -> Result<Option<kube::Client>, CliError> {
     k8s::connect(mode).await.map_err(|e| match e {

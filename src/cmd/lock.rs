@@ -8,7 +8,7 @@
 use tracing::{info, warn};
 
 use super::contender::Contender;
-use super::lease::{Workload, connect, name_lease};
+use super::lease::{Workload, connect, name_lease, publisher_refused};
 use crate::cli::{CliError, LockSettings};
 use crate::elector::StepDownReason;
 use crate::k8s::Publisher;
@@ -66,8 +66,10 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
             kube.clone(),
             common.timing,
         )
-        .without_handover_annotation()
+        .map(Publisher::without_handover_annotation)
+        .map_err(publisher_refused)
     });
+    let publisher = publisher.transpose()?;
     let mut contender = Contender::new(&common, &lease_name, publisher, &shutdown)?;
     contender.elector = contender.elector.stop_when_work_ends().for_one_term(wait);
     let status = contender.elector.status();
@@ -112,7 +114,7 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
 /// The one log line of how a term of the lock ended.
 fn report_term(lease: &LeaseName, reason: Option<StepDownReason>, code: i32) {
     if code == LOST {
-        warn!(%lease, reason = %reason.map(|r| r.to_string()).unwrap_or_default(), code, "lock lost while the command ran; the command was stopped");
+        warn!(%lease, reason = reason.map(StepDownReason::as_label).unwrap_or_default(), code, "lock lost while the command ran; the command was stopped");
     } else {
         info!(%lease, code, "lock released; exiting with the command's exit code");
     }

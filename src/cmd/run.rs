@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use super::contender::Contender;
-use super::lease::{Workload, connect, deployment_of, name_lease};
+use super::lease::{Workload, connect, deployment_of, name_lease, publisher_refused};
 use crate::cli::{CliError, RunSettings};
 use crate::http::{self, Endpoints};
 use crate::k8s::Publisher;
@@ -40,7 +40,9 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
             common.kube.clone(),
             common.timing,
         )
+        .map_err(publisher_refused)
     });
+    let publisher = publisher.transpose()?;
     let mut contender = Contender::new(common, &lease_name, publisher, &shutdown)?;
     let lease_key = contender.elector.lease().keys().lease.clone();
     let clock = contender.elector.lease().clock().clone();
@@ -93,7 +95,7 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
         lease_key = %lease_key,
         redis = %common.redis.redacted_url(),
         http = %bound,
-        readiness = ?settings.readiness,
+        readiness = %settings.readiness,
         lease_duration_ms = common.timing.lease_duration.as_millis() as u64,
         renew_deadline_ms = common.timing.renew_deadline.as_millis() as u64,
         retry_period_ms = common.timing.retry_period.as_millis() as u64,

@@ -130,7 +130,10 @@ pub async fn status(settings: StatusSettings) -> Result<i32, CliError> {
 async fn show(settings: &StatusSettings, lease_name: LeaseName) -> anyhow::Result<i32> {
     let owner = OwnerId::generate("leasehold-status")?;
     let lease = settings.redis.lease(lease_name.clone(), owner)?;
-    let seen = lease.observe(Duration::from_secs(5)).await?;
+    let seen = lease
+        .observe(Duration::from_secs(5))
+        .await
+        .map_err(|e| settings.redis.failed(e))?;
     let view = StatusView::of(&lease_name, &lease.keys().lease, &seen);
     match settings.output {
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&view)?),

@@ -100,7 +100,10 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
         .redis
         .lease(lease_name.clone(), owner)
         .map_err(anyhow::Error::from)?;
-    let seen = lease.observe(CALL).await.map_err(anyhow::Error::from)?;
+    let seen = lease
+        .observe(CALL)
+        .await
+        .map_err(|e| status.redis.failed(e))?;
     let old = match seen.holder {
         Some(holder) if !holder.vanished => holder,
         Some(_) => {
@@ -124,7 +127,7 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
     if lease
         .request_handover(&old, to.as_deref(), wait, CALL)
         .await
-        .map_err(anyhow::Error::from)?
+        .map_err(|e| status.redis.failed(e))?
         == HandoverRequested::TermEnded
     {
         eprintln!(

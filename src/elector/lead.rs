@@ -260,7 +260,7 @@ impl Elector {
             %identity,
             %lease,
             token = token.0,
-            reason = %reason,
+            reason = reason.as_label(),
             detail = detail.as_deref().unwrap_or(""),
             "stepped down"
         );

@@ -9,12 +9,16 @@
 //! - [`tree`]: which processes are the command's, found in `/proc`, and signalling them.
 //! - [`reaper`]: the child subreaper, and reaping orphans without taking the command's status.
 //! - [`running`]: a started command and the stop sequence.
+//! - [`program`]: finding the command at start as `execvp` will.
 
+mod program;
 mod reaper;
 // Probes (the candidate check) start children too: tracked, so that no reaper takes their exit.
 pub(crate) use reaper::{spawn_tracked, untrack};
 mod running;
 mod tree;
+
+pub use program::find_program;
 
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, Once, PoisonError};
@@ -79,6 +83,19 @@ pub enum ExecError {
     /// The guard refused before the command could start.
     #[error(transparent)]
     NotLeader(#[from] NotLeader),
+    /// At start: no file of the command's name (as a path, or on `$PATH`).
+    #[error("not found (neither an existing path nor a program on $PATH)")]
+    NotFound,
+    /// At start: the command's name names something that cannot be executed.
+    #[error("{}{why}", if *.on_path { format!("found on $PATH as {}, which ", .path.display()) } else { String::new() })]
+    NotExecutable {
+        /// What the name was found as.
+        path: std::path::PathBuf,
+        /// Whether it was found on `$PATH` (else it is the name as given).
+        on_path: bool,
+        /// What stands in the way.
+        why: &'static str,
+    },
 }
 
 /// Runs the command for each term of leadership.
@@ -268,7 +285,12 @@ impl Supervisor {
         let reason = leadership
             .step_down_reason()
             .unwrap_or(StepDownReason::ValidityDeadlinePassed);
-        info!(pid, token = token.0, reason = %reason, "stopping the command");
+        info!(
+            pid,
+            token = token.0,
+            reason = reason.as_label(),
+            "stopping the command"
+        );
         let status = running.stop(leadership, self.settings.grace_period).await;
         info!(
             pid,
@@ -325,15 +347,6 @@ pub fn exit_code(status: ExitStatus) -> i32 {
         .unwrap_or(1)
 }
 
-/// Whether `program` can be started: a path that exists, or a name found on `$PATH`.
-pub fn find_program(program: &str) -> bool {
-    if program.contains('/') {
-        return std::path::Path::new(program).exists();
-    }
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,12 +357,5 @@ mod tests {
         assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)), 3);
         assert_eq!(exit_code(ExitStatus::from_raw(9)), 137, "SIGKILL");
         assert_eq!(exit_code(ExitStatus::from_raw(15)), 143, "SIGTERM");
-    }
-
-    #[test]
-    fn programs_are_found_on_the_path() {
-        assert!(find_program("sh"));
-        assert!(find_program("/bin/sh"));
-        assert!(!find_program("no-such-program-leasehold"));
     }
 }

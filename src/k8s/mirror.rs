@@ -14,12 +14,18 @@ use tracing::{debug, info, warn};
 use super::K8sError;
 use crate::elector::{Leadership, Timing};
 
-/// The mirror's name: the Deployment's, else the last part of the lease name, if it is a valid
-/// object name (a DNS subdomain).
-pub(super) fn lease_name(deployment: Option<&str>, lease: &str) -> Option<String> {
+/// The mirror's name: the Deployment's, else the last part of the lease name; refused when it
+/// is no valid object name (a DNS subdomain).
+pub(super) fn lease_name(deployment: Option<&str>, lease: &str) -> Result<String, K8sError> {
     let name = deployment.unwrap_or_else(|| lease.rsplit('/').next().unwrap_or(lease));
-    let valid = super::names::is_dns_subdomain(name);
-    valid.then(|| name.to_owned())
+    if super::names::is_dns_subdomain(name) {
+        Ok(name.to_owned())
+    } else {
+        Err(K8sError::NoMirrorName {
+            lease: lease.to_owned(),
+            name: name.to_owned(),
+        })
+    }
 }
 
 /// How often the leader refreshes `renewTime`.
@@ -138,12 +144,15 @@ mod tests {
     #[test]
     fn the_mirror_is_named_after_the_deployment() {
         assert_eq!(
-            lease_name(Some("web"), "shop/other").as_deref(),
+            lease_name(Some("web"), "shop/other").ok().as_deref(),
             Some("web")
         );
-        assert_eq!(lease_name(None, "shop/web").as_deref(), Some("web"));
-        assert_eq!(lease_name(None, "shop/Web_1"), None, "not a DNS subdomain");
-        assert_eq!(lease_name(None, "shop/"), None);
+        assert_eq!(lease_name(None, "shop/web").ok().as_deref(), Some("web"));
+        assert!(
+            lease_name(None, "shop/Web_1").is_err(),
+            "not a DNS subdomain"
+        );
+        assert!(lease_name(None, "shop/").is_err());
     }
 
     #[test]

@@ -74,6 +74,18 @@ pub enum K8sError {
         /// The pod.
         pod: String,
     },
+    /// The Lease mirror is on, and neither a Deployment nor the lease name gives it a valid
+    /// object name (the last part of the lease name is used without a Deployment).
+    #[error(
+        "the Lease mirror is named after it, and `{name}` {}; pass --no-lease-mirror to keep no mirror",
+        names::DNS_SUBDOMAIN_RULE
+    )]
+    NoMirrorName {
+        /// The lease name.
+        lease: String,
+        /// The name the mirror would take.
+        name: String,
+    },
     /// The guard refused a leader write.
     #[error(transparent)]
     NotLeader(#[from] NotLeader),
@@ -182,8 +194,8 @@ struct Inner {
 
 impl Publisher {
     /// The parts for pod `identity` in `namespace`. `deployment` is the owning Deployment when
-    /// it is known: without it, the label is only kept on this pod, and events are recorded on
-    /// the pod.
+    /// it is known: without it, the label is only kept on this pod, events are recorded on the
+    /// pod, and the Lease mirror is named after the lease (refused when that is no object name).
     pub fn new(
         client: Client,
         namespace: &str,
@@ -192,14 +204,11 @@ impl Publisher {
         deployment: Option<OwningDeployment>,
         settings: KubeSettings,
         timing: Timing,
-    ) -> Self {
+    ) -> Result<Self, K8sError> {
         let mirror_name = settings
             .lease_mirror
             .then(|| mirror::lease_name(deployment.as_ref().map(|d| d.name.as_str()), lease_name))
-            .flatten();
-        if settings.lease_mirror && mirror_name.is_none() {
-            warn!(lease = %lease_name, "the lease name is no valid Kubernetes object name; the Lease mirror is off");
-        }
+            .transpose()?;
         let recorder = Recorder::new(
             client.clone(),
             Reporter {
@@ -207,7 +216,7 @@ impl Publisher {
                 instance: Some(identity.to_owned()),
             },
         );
-        Self {
+        Ok(Self {
             inner: Arc::new(Inner {
                 client,
                 namespace: namespace.to_owned(),
@@ -220,7 +229,7 @@ impl Publisher {
                 background: TaskTracker::new(),
                 handover_annotation: true,
             }),
-        }
+        })
     }
 
     /// Leaves the step-down annotation alone (a one-shot lock hands nothing over, and its Role

@@ -1,10 +1,16 @@
 //! Kubernetes' name rules (RFC 1123), in one place: namespaces are DNS labels; object names
 //! and label-key prefixes are DNS subdomains; label keys are an optional prefix and a name.
 
+/// The longest namespace (a DNS label), in bytes.
+pub const MAX_NAMESPACE_LEN: usize = 63;
+
+/// The longest object name (a DNS subdomain), in bytes.
+pub const MAX_OBJECT_NAME_LEN: usize = 253;
+
 /// A DNS label: 1 to 63 characters of `a-z`, `0-9` and `-`, a letter or digit at both ends.
 pub fn is_dns_label(value: &str) -> bool {
     !value.is_empty()
-        && value.len() <= 63
+        && value.len() <= MAX_NAMESPACE_LEN
         && value
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
@@ -14,7 +20,7 @@ pub fn is_dns_label(value: &str) -> bool {
 
 /// A DNS subdomain: at most 253 characters of dot-separated DNS labels.
 pub fn is_dns_subdomain(value: &str) -> bool {
-    !value.is_empty() && value.len() <= 253 && value.split('.').all(is_dns_label)
+    !value.is_empty() && value.len() <= MAX_OBJECT_NAME_LEN && value.split('.').all(is_dns_label)
 }
 
 /// A label key: an optional DNS-subdomain prefix and `/`, then a name of 1 to 63 characters of
@@ -42,6 +48,9 @@ pub fn is_label_key(key: &str) -> bool {
 
 /// The label-key rule in words, for refusals.
 pub const LABEL_KEY_RULE: &str = "must be a Kubernetes label key: [prefix/]name, the name 1 to 63 characters of letters, digits, '-', '_' and '.' starting and ending with a letter or digit, the prefix a DNS subdomain";
+
+/// The DNS-subdomain rule in words, for refusals.
+pub const DNS_SUBDOMAIN_RULE: &str = "must be a DNS subdomain: at most 253 characters of dot-separated DNS labels (a-z, 0-9 and '-', starting and ending with a letter or digit)";
 
 /// The DNS-label rule in words, for refusals.
 pub const DNS_LABEL_RULE: &str = "must be a DNS label: 1 to 63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit";

@@ -264,9 +264,13 @@ impl LeaseError {
                 after: Duration::ZERO,
             },
             (ErrorKind::Io, _) => LeaseError::Connection { op, detail },
-            (ErrorKind::Parse | ErrorKind::UnexpectedReturnType, _) => {
-                LeaseError::Protocol { op, detail }
-            }
+            // The parser's own words are a dump of the bytes it did not expect (an HTTP server's
+            // `HTTP/1.1 400` as `Unexpected `84``…): what they mean is said instead.
+            (ErrorKind::Parse, _) => LeaseError::Protocol {
+                op,
+                detail: "this does not answer like Redis (its reply is no RESP): is the URL's host and port a Redis server's?".to_owned(),
+            },
+            (ErrorKind::UnexpectedReturnType, _) => LeaseError::Protocol { op, detail },
             _ => LeaseError::Other { op, detail },
         }
     }
