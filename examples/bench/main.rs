@@ -31,6 +31,7 @@ mod herd;
 mod load;
 mod machine;
 mod pause;
+mod peers;
 mod physical;
 mod plan;
 mod primitives;
@@ -75,6 +76,10 @@ struct Cli {
     /// Seconds the build before this run took, stated in the report.
     #[arg(long)]
     build_seconds: Option<f64>,
+    /// Measure the peers (other lock libraries, installed from PyPI and npm) [default: true,
+    /// false with --quick].
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    peers: Option<bool>,
 }
 
 #[derive(Subcommand)]
@@ -87,6 +92,16 @@ enum Mode {
         renew_ms: u64,
         retry_ms: u64,
     },
+    /// Internal: leasehold's library contender of the peer rounds (see peers/child.rs).
+    PeerLibrary {
+        url: String,
+        name: String,
+        ttl_ms: u64,
+        identity: String,
+        resource: PathBuf,
+    },
+    /// Internal: the exec-mode command of the peer rounds (see peers/child.rs).
+    PeerWriter { identity: String, resource: PathBuf },
     /// Only graceful handoffs, by group size, printed as a table (no report): for comparing
     /// how a release wakes its followers.
     Herd {
@@ -123,11 +138,12 @@ fn default_bin() -> Result<PathBuf> {
 
 async fn run(cli: Cli) -> Result<()> {
     let started = Instant::now();
-    let plan = if cli.quick {
+    let mut plan = if cli.quick {
         Plan::quick()
     } else {
         Plan::full()
     };
+    plan.peers = cli.peers.unwrap_or(plan.peers);
     let bin = match cli.leasehold_bin.clone() {
         Some(b) => b,
         None => default_bin()?,
@@ -318,6 +334,17 @@ async fn run(cli: Cli) -> Result<()> {
     }
     drop(redis);
 
+    if plan.peers {
+        progress(
+            started,
+            "peers: installing them, then handoff, crash and pause rounds, and idle cost",
+        );
+    }
+    results.peers = peers::measure(&plan, &bin).await;
+    if let peers::Outcome::Unavailable(why) | peers::Outcome::Failed(why) = &results.peers {
+        progress(started, &format!("peers not measured: {why}"));
+    }
+
     progress(
         started,
         "footprint replicas and Redis load: starting contenders",
@@ -420,6 +447,21 @@ fn main() -> Result<()> {
             ..Timing::default()
         };
         return runtime.block_on(pause::child(url, lease, timing));
+    }
+    match &cli.mode {
+        Some(Mode::PeerLibrary {
+            url,
+            name,
+            ttl_ms,
+            identity,
+            resource,
+        }) => {
+            return runtime.block_on(peers::library(url, name, ms(*ttl_ms), identity, resource));
+        }
+        Some(Mode::PeerWriter { identity, resource }) => {
+            return runtime.block_on(peers::writer(identity, resource));
+        }
+        _ => {}
     }
     if let Some(Mode::Herd { contenders, rounds }) = &cli.mode {
         return runtime.block_on(herd::run(contenders, *rounds, Plan::full().timing));

@@ -35,6 +35,15 @@ pub struct Plan {
     pub load_window: Duration,
     pub transition_settle: Duration,
     pub scrape_every: Duration,
+    /// Whether the peers (other lock libraries) are measured: they need their packages,
+    /// installed from PyPI and npm.
+    pub peers: bool,
+    /// The TTL of every peer's lock, leasehold's included.
+    pub peer_ttl: Duration,
+    pub peer_handoffs: usize,
+    pub peer_crashes: usize,
+    pub peer_pauses: usize,
+    pub peer_idle_window: Duration,
 }
 
 pub fn ms(n: u64) -> Duration {
@@ -77,6 +86,12 @@ impl Plan {
             load_window: Duration::from_secs(45),
             transition_settle: ms(300),
             scrape_every: Duration::from_secs(10),
+            peers: true,
+            peer_ttl: ms(2000),
+            peer_handoffs: 40,
+            peer_crashes: 8,
+            peer_pauses: 5,
+            peer_idle_window: Duration::from_secs(20),
         }
     }
 
@@ -118,6 +133,13 @@ impl Plan {
             load_window: ms(2000),
             transition_settle: ms(100),
             scrape_every: ms(500),
+            // Off: the quick run must not need the network. Its timings, when asked for.
+            peers: false,
+            peer_ttl: ms(1000),
+            peer_handoffs: 2,
+            peer_crashes: 1,
+            peer_pauses: 1,
+            peer_idle_window: ms(2000),
         }
     }
 }
