@@ -235,3 +235,26 @@ pub async fn first_to_acquire(
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_protocol_line_gives_its_instant_for_its_own_event_only() {
+        let ns = Duration::from_nanos;
+        let cases = [
+            (
+                "acquired 1796194586285406243",
+                "acquired",
+                Some(ns(1796194586285406243)),
+            ),
+            ("acquired 1796194586285406243", "released", None),
+            ("acquired soon", "acquired", None),
+            ("Traceback (most recent call last):", "acquired", None),
+        ];
+        for (line, event, want) in cases {
+            assert_eq!(event_at(line, event), want, "{line}");
+        }
+    }
+}

@@ -50,18 +50,53 @@ pub async fn watch(redis: std::net::SocketAddr, window: Duration) -> Result<Idle
             Ok(line) => line.context("read MONITOR")?,
         };
         let Some(line) = line else { break };
-        // `+1764660000.123456 [0 127.0.0.1:41234] "evalsha" "…" …`
-        let Some((source, rest)) = line.split_once(" [").and_then(|(_, r)| r.split_once("] "))
-        else {
-            continue;
-        };
-        if source.ends_with(" lua") {
-            idle.inside += 1;
-            continue;
+        match command_of(&line) {
+            Some(Source::Script) => idle.inside += 1,
+            Some(Source::Client(cmd)) => *idle.sent.entry(cmd).or_default() += 1,
+            None => {}
         }
-        let cmd = rest.split('"').nth(1).unwrap_or("?").to_ascii_lowercase();
-        *idle.sent.entry(cmd).or_default() += 1;
     }
     idle.window = started.elapsed();
     Ok(idle)
+}
+
+/// Who ran a command `MONITOR` shows.
+#[derive(Debug, PartialEq)]
+enum Source {
+    /// A script, inside Redis.
+    Script,
+    /// A client, which sent the command (lowercase).
+    Client(String),
+}
+
+/// `+1764660000.123456 [0 127.0.0.1:41234] "evalsha" "…" …`, or `[0 lua]` for a script's.
+fn command_of(line: &str) -> Option<Source> {
+    let (source, rest) = line.split_once(" [")?.1.split_once("] ")?;
+    if source.ends_with(" lua") {
+        return Some(Source::Script);
+    }
+    Some(Source::Client(rest.split('"').nth(1)?.to_ascii_lowercase()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn monitor_lines_tell_a_clients_command_from_a_scripts() {
+        let cases = [
+            (
+                r#"+1764660000.123456 [0 127.0.0.1:41234] "EVALSHA" "e5" "1" "k""#,
+                Some(Source::Client("evalsha".into())),
+            ),
+            (
+                r#"+1764660000.123457 [0 lua] "pexpire" "k" "2000""#,
+                Some(Source::Script),
+            ),
+            ("+OK", None),
+        ];
+        for (line, want) in cases {
+            assert_eq!(command_of(line), want, "{line}");
+        }
+    }
 }

@@ -35,6 +35,36 @@ pub struct Pause {
     pub still_writing: bool,
 }
 
+impl Pause {
+    /// From the resource's lines (writer, instant) since the freeze: `old` the paused holder,
+    /// `new` its successor, watched until `until`.
+    fn of(
+        lines: &[(String, Duration)],
+        old: &str,
+        new: &str,
+        resumed: Duration,
+        until: Duration,
+    ) -> Self {
+        let first_new = lines.iter().position(|(who, _)| who == new);
+        let stale = first_new.map_or(0, |f| {
+            lines[f..].iter().filter(|(who, _)| who == old).count()
+        });
+        let last_old = lines
+            .iter()
+            .rev()
+            .find(|(who, _)| who == old)
+            .map(|(_, at)| *at);
+        Self {
+            stale_writes: stale as u64,
+            kept_writing: last_old.map_or(Duration::ZERO, |at| at.saturating_sub(resumed)),
+            still_writing: last_old.is_some_and(|at| until.saturating_sub(at) < STILL_WRITING),
+        }
+    }
+}
+
+/// A resumed holder whose last write is this close to the end of the watch still writes.
+const STILL_WRITING: Duration = Duration::from_millis(50);
+
 /// One kind's lock and contenders.
 pub struct Group {
     pub kind: Kind,
@@ -202,26 +232,65 @@ impl Group {
         let (i, _) = first_to_acquire(&self.waiting, Self::within(env))
             .await
             .with_context(|| format!("{}: pause", self.kind.label()))?;
-        let watched_until = wall_now();
         let lines = self.resource_lines();
         let lines = lines.get(from..).unwrap_or_default();
-        let old = &self.holder.identity;
-        let new = &self.waiting[i].identity;
-        let first_new = lines.iter().position(|(who, _)| who == new);
-        let stale = first_new.map_or(0, |f| {
-            lines[f..].iter().filter(|(who, _)| who == old).count()
-        });
-        let last_old = lines
-            .iter()
-            .rev()
-            .find(|(who, _)| who == old)
-            .map(|(_, at)| *at);
-        let pause = Pause {
-            stale_writes: stale as u64,
-            kept_writing: last_old.map_or(Duration::ZERO, |at| at.saturating_sub(resumed)),
-            still_writing: last_old
-                .is_some_and(|at| watched_until.saturating_sub(at) < Duration::from_millis(50)),
-        };
+        let pause = Pause::of(
+            lines,
+            &self.holder.identity,
+            &self.waiting[i].identity,
+            resumed,
+            wall_now(),
+        );
         Ok((i, pause))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(rows: &[(&str, u64)]) -> Vec<(String, Duration)> {
+        rows.iter()
+            .map(|(who, ms)| (who.to_string(), Duration::from_millis(*ms)))
+            .collect()
+    }
+
+    #[test]
+    fn a_pause_counts_the_old_holders_writes_after_the_successors_first() {
+        let ms = Duration::from_millis;
+        // (lines, resumed, until) → (stale, kept writing, still writing)
+        let cases = [
+            // Stopped cleanly: nothing after the resume.
+            (
+                lines(&[("a", 1), ("a", 2), ("b", 10), ("b", 11)]),
+                9,
+                100,
+                (0, 0, false),
+            ),
+            // One write landed after the successor's first, 2 ms after the resume.
+            (
+                lines(&[("a", 1), ("b", 10), ("a", 11), ("b", 12)]),
+                9,
+                100,
+                (1, 2, false),
+            ),
+            // Never stopped.
+            (
+                lines(&[("a", 1), ("b", 10), ("a", 60), ("a", 99)]),
+                9,
+                100,
+                (2, 90, true),
+            ),
+            // The successor never wrote: nothing is stale yet.
+            (lines(&[("a", 1), ("a", 20)]), 9, 100, (0, 11, false)),
+        ];
+        for (rows, resumed, until, (stale, kept, still)) in cases {
+            let p = Pause::of(&rows, "a", "b", ms(resumed), ms(until));
+            assert_eq!(
+                (p.stale_writes, p.kept_writing, p.still_writing),
+                (stale, ms(kept), still),
+                "{rows:?}"
+            );
+        }
     }
 }
