@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo build --release --bin leasehold --example bench
-//! target/release/examples/bench [--out docs/BENCHMARKS.md] [--quick]
+//! target/release/examples/bench [--out docs/BENCHMARKS.md] [--quick] [--peers[=false]]
 //! ```
 //!
 //! `scripts/bench.sh` does both and times them. Layout:
@@ -19,7 +19,10 @@
 //! - `exec_pause.rs`: SIGSTOPped `leasehold run -- sh` leaders: resume → the command gone
 //! - `load.rs`: Redis commands per contender from `INFO commandstats`, and per transition
 //! - `footprint.rs`: RSS and CPU of idle replicas from /proc, binary size
+//! - `peers/`: redis-py, python-redis-lock, pottery and node-redlock beside leasehold in both
+//!   modes, installed pinned into a scratch folder (the full run only, or `--peers`)
 //! - `electors.rs`, `procs.rs`: in-process electors and child-process guards
+//! - `plan.rs`: how much of everything the full and the quick run measure
 //! - `stats.rs`, `svg.rs`, `report.rs`, `machine.rs`: summaries, the plot, the report
 
 mod electors;
