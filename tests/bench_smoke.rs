@@ -68,6 +68,7 @@ fn the_quick_benchmark_writes_a_report_with_every_section_and_a_plot() {
         "## 4. Redis load",
         "## 5. Footprint",
         "## 6. Primitive cost",
+        "## 7. Peers: the locks users would pick instead",
         "## The physical limit of this machine",
         "## What was not measured, and caveats",
     ] {
@@ -82,6 +83,10 @@ fn the_quick_benchmark_writes_a_report_with_every_section_and_a_plot() {
     assert!(
         report.contains("| `leasehold run -- sh -c 'sleep 1000 & wait'` (exec mode): SIGTERM"),
         "the exec-mode handoff is measured:\n{report}"
+    );
+    assert!(
+        report.contains("Not measured in this run (a quick run"),
+        "the quick run leaves the peers out, and says so:\n{report}"
     );
     assert!(report.contains("](bench/latency.svg)"), "links the plot");
     // Every table row has as many cells as its header.

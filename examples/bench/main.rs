@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo build --release --bin leasehold --example bench
-//! target/release/examples/bench [--out docs/BENCHMARKS.md] [--quick]
+//! target/release/examples/bench [--out docs/BENCHMARKS.md] [--quick] [--peers[=false]]
 //! ```
 //!
 //! `scripts/bench.sh` does both and times them. Layout:
@@ -19,7 +19,10 @@
 //! - `exec_pause.rs`: SIGSTOPped `leasehold run -- sh` leaders: resume → the command gone
 //! - `load.rs`: Redis commands per contender from `INFO commandstats`, and per transition
 //! - `footprint.rs`: RSS and CPU of idle replicas from /proc, binary size
+//! - `peers/`: redis-py, python-redis-lock, pottery and node-redlock beside leasehold in both
+//!   modes, installed pinned into a scratch folder (the full run only, or `--peers`)
 //! - `electors.rs`, `procs.rs`: in-process electors and child-process guards
+//! - `plan.rs`: how much of everything the full and the quick run measure
 //! - `stats.rs`, `svg.rs`, `report.rs`, `machine.rs`: summaries, the plot, the report
 
 mod electors;
@@ -31,7 +34,9 @@ mod herd;
 mod load;
 mod machine;
 mod pause;
+mod peers;
 mod physical;
+mod plan;
 mod primitives;
 mod procs;
 mod report;
@@ -46,6 +51,8 @@ use clap::{Parser, Subcommand};
 use leasehold::elector::Timing;
 use leasehold::elector::benchmark_only::FollowerStrategy;
 
+pub use crate::plan::Plan;
+use crate::plan::ms;
 use crate::primitives::Amount;
 use crate::report::Results;
 use testbed::RedisServer;
@@ -72,6 +79,10 @@ struct Cli {
     /// Seconds the build before this run took, stated in the report.
     #[arg(long)]
     build_seconds: Option<f64>,
+    /// Measure the peers (other lock libraries, installed from PyPI and npm) [default: true,
+    /// false with --quick].
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    peers: Option<bool>,
 }
 
 #[derive(Subcommand)]
@@ -84,6 +95,16 @@ enum Mode {
         renew_ms: u64,
         retry_ms: u64,
     },
+    /// Internal: leasehold's library contender of the peer rounds (see peers/child.rs).
+    PeerLibrary {
+        url: String,
+        name: String,
+        ttl_ms: u64,
+        identity: String,
+        resource: PathBuf,
+    },
+    /// Internal: the exec-mode command of the peer rounds (see peers/child.rs).
+    PeerWriter { identity: String, resource: PathBuf },
     /// Only graceful handoffs, by group size, printed as a table (no report): for comparing
     /// how a release wakes its followers.
     Herd {
@@ -94,124 +115,6 @@ enum Mode {
         #[arg(long, default_value_t = 40)]
         rounds: usize,
     },
-}
-
-/// How much of everything to measure.
-pub struct Plan {
-    pub quick: bool,
-    /// Timing of the handoff, failover and pause benchmarks (both strategies).
-    pub timing: Timing,
-    /// Timing of the load and footprint benchmarks.
-    pub load_timing: Timing,
-    pub echo_rounds: usize,
-    pub ping_rounds: usize,
-    pub bench_clients: [usize; 2],
-    pub bench_requests: [usize; 2],
-    pub prim_cycles_one: usize,
-    pub prim_clients_many: usize,
-    pub prim_time_many: Duration,
-    /// Rounds the primitive comparison is split into, alternating which goes first.
-    pub prim_rounds: usize,
-    pub handoff_rounds: usize,
-    pub handoff_followers: usize,
-    pub polling_groups: usize,
-    pub polling_rounds: usize,
-    pub e2e_rounds: usize,
-    pub crash_waves: usize,
-    pub crash_per_strategy: usize,
-    pub pause_waves: usize,
-    pub pause_per_wave: usize,
-    pub pause_extra: Duration,
-    pub pause_stagger: Duration,
-    pub load_sizes: Vec<usize>,
-    pub load_window: Duration,
-    pub transition_settle: Duration,
-    pub scrape_every: Duration,
-}
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-impl Plan {
-    fn full() -> Self {
-        Self {
-            quick: false,
-            // The defaults (15 s / 10 s / 2 s) scaled down five times, so that every failover
-            // and pause sample costs seconds, not a quarter of a minute.
-            timing: Timing {
-                lease_duration: ms(3000),
-                renew_deadline: ms(2000),
-                retry_period: ms(400),
-                ..Timing::default()
-            },
-            load_timing: Timing::default(),
-            echo_rounds: 20_000,
-            ping_rounds: 5_000,
-            bench_clients: [1, 50],
-            bench_requests: [20_000, 100_000],
-            prim_cycles_one: 2_000,
-            prim_clients_many: 50,
-            prim_time_many: Duration::from_secs(4),
-            prim_rounds: 4,
-            handoff_rounds: 500,
-            handoff_followers: 2,
-            polling_groups: 10,
-            polling_rounds: 20,
-            e2e_rounds: 100,
-            crash_waves: 7,
-            crash_per_strategy: 15,
-            pause_waves: 3,
-            pause_per_wave: 10,
-            pause_extra: ms(500),
-            pause_stagger: ms(50),
-            load_sizes: vec![1, 10, 100, 500],
-            load_window: Duration::from_secs(45),
-            transition_settle: ms(300),
-            scrape_every: Duration::from_secs(10),
-        }
-    }
-
-    fn quick() -> Self {
-        Self {
-            quick: true,
-            timing: Timing {
-                lease_duration: ms(600),
-                renew_deadline: ms(400),
-                retry_period: ms(100),
-                ..Timing::default()
-            },
-            load_timing: Timing {
-                lease_duration: ms(1000),
-                renew_deadline: ms(600),
-                retry_period: ms(200),
-                ..Timing::default()
-            },
-            echo_rounds: 500,
-            ping_rounds: 200,
-            bench_clients: [1, 4],
-            bench_requests: [500, 1_000],
-            prim_cycles_one: 100,
-            prim_clients_many: 4,
-            prim_time_many: ms(300),
-            prim_rounds: 2,
-            handoff_rounds: 10,
-            handoff_followers: 2,
-            polling_groups: 2,
-            polling_rounds: 3,
-            e2e_rounds: 3,
-            crash_waves: 1,
-            crash_per_strategy: 2,
-            pause_waves: 1,
-            pause_per_wave: 2,
-            pause_extra: ms(200),
-            pause_stagger: ms(20),
-            load_sizes: vec![1, 4],
-            load_window: ms(2000),
-            transition_settle: ms(100),
-            scrape_every: ms(500),
-        }
-    }
 }
 
 /// Progress on stderr, with the time since the start.
@@ -238,11 +141,12 @@ fn default_bin() -> Result<PathBuf> {
 
 async fn run(cli: Cli) -> Result<()> {
     let started = Instant::now();
-    let plan = if cli.quick {
+    let mut plan = if cli.quick {
         Plan::quick()
     } else {
         Plan::full()
     };
+    plan.peers = cli.peers.unwrap_or(plan.peers);
     let bin = match cli.leasehold_bin.clone() {
         Some(b) => b,
         None => default_bin()?,
@@ -433,6 +337,17 @@ async fn run(cli: Cli) -> Result<()> {
     }
     drop(redis);
 
+    if plan.peers {
+        progress(
+            started,
+            "peers: installing them, then handoff, crash and pause rounds, and idle cost",
+        );
+    }
+    results.peers = peers::measure(&plan, &bin).await;
+    if let peers::Outcome::Unavailable(why) | peers::Outcome::Failed(why) = &results.peers {
+        progress(started, &format!("peers not measured: {why}"));
+    }
+
     progress(
         started,
         "footprint replicas and Redis load: starting contenders",
@@ -535,6 +450,21 @@ fn main() -> Result<()> {
             ..Timing::default()
         };
         return runtime.block_on(pause::child(url, lease, timing));
+    }
+    match &cli.mode {
+        Some(Mode::PeerLibrary {
+            url,
+            name,
+            ttl_ms,
+            identity,
+            resource,
+        }) => {
+            return runtime.block_on(peers::library(url, name, ms(*ttl_ms), identity, resource));
+        }
+        Some(Mode::PeerWriter { identity, resource }) => {
+            return runtime.block_on(peers::writer(identity, resource));
+        }
+        _ => {}
     }
     if let Some(Mode::Herd { contenders, rounds }) = &cli.mode {
         return runtime.block_on(herd::run(contenders, *rounds, Plan::full().timing));

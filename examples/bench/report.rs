@@ -37,6 +37,8 @@ pub struct Results {
     pub load: Vec<load::Row>,
     pub footprint: Vec<ReplicaFootprint>,
     pub binary: Option<BinarySize>,
+    /// The other lock libraries, beside leasehold in both modes.
+    pub peers: crate::peers::Outcome,
     pub measured_for: Duration,
     pub build_seconds: Option<f64>,
 }
@@ -63,6 +65,7 @@ impl Results {
             load: Vec::new(),
             footprint: Vec::new(),
             binary: None,
+            peers: crate::peers::Outcome::NotRun,
             measured_for: Duration::ZERO,
             build_seconds: None,
         }
@@ -126,7 +129,7 @@ fn timing_words(t: &Timing) -> String {
     )
 }
 
-fn human(d: Duration) -> String {
+pub fn human(d: Duration) -> String {
     if d.subsec_millis() == 0 {
         format!("{} s", d.as_secs())
     } else if d >= Duration::from_secs(1) {
@@ -214,6 +217,7 @@ pub fn markdown(r: &Results, plan: &Plan, svg: &str, svg_written: &str) -> Strin
     load_section(w, r, plan);
     footprint_section(w, r, plan);
     primitives_section(w, r, plan);
+    crate::peers::section(w, &r.peers, plan);
     physical_section(w, r);
     limits_section(w, r, plan);
     s
