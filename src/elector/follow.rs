@@ -8,8 +8,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use super::decide::Wakeup;
-use super::decide::{self, FailureLog, GiveBack, Next, Seen};
+use super::decide::{self, FailureLog, GiveBack, Next, Seen, Wakeup};
 use super::notify::Releases;
 use super::{Elector, Eviction, LeaderInfo, Role};
 use crate::clock::BootInstant;
