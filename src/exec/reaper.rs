@@ -55,6 +55,7 @@ pub(crate) fn spawn_tracked(command: &mut Command) -> std::io::Result<(Child, Pr
         ppid: std::process::id() as i32,
         pgid: pid,
         state: 'R',
+        threads: 1,
     });
     Ok((child, proc))
 }
@@ -116,6 +117,9 @@ pub(crate) fn spawn_reaper(family: Weak<Mutex<Family>>) {
                 None
             }
         };
+        let Some(stopping) = family.upgrade().map(|f| lock(&f).stopping_flag()) else {
+            return;
+        };
         let mut note = tokio::time::interval(NOTE_INTERVAL);
         note.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
@@ -136,11 +140,15 @@ pub(crate) fn spawn_reaper(family: Weak<Mutex<Family>>) {
             let Some(family) = family.upgrade() else {
                 return;
             };
+            // A stop walks and reaps at its end, after it is marked over: no thread is woken
+            // for a pass that would do nothing.
+            if stopping.load(std::sync::atomic::Ordering::Acquire) {
+                continue;
+            }
             let pass = tokio::task::spawn_blocking(move || {
                 let mut tree = lock(&family);
                 let busy = !tree.is_empty();
-                // A stop walks and reaps at its end, after it is marked over.
-                if tree.skips_for_a_stop() || !(child_exited || busy) {
+                if tree.is_stopping() || !(child_exited || busy) {
                     return;
                 }
                 // One walk serves both: noting the tree and finding the zombies.

@@ -23,6 +23,10 @@ use crate::elector::Leadership;
 /// children to this process first). So the waits walk the tree at each SIGCHLD, and otherwise
 /// only at this fallback, for a SIGCHLD that cannot be listened to.
 const FALLBACK_LOOK: Duration = Duration::from_millis(100);
+/// How long the stop waits after SIGTERM to the command's process groups for a first exit
+/// before it walks the tree for the rest: a process that dies at once takes a few hundred
+/// microseconds to; one that left the groups gets its SIGTERM at most this much later.
+const FIRST_LOOK: Duration = Duration::from_millis(1);
 /// How long to wait for SIGKILLed processes to die (a process in uninterruptible sleep can take
 /// longer) before reporting them.
 const KILL_WAIT: Duration = Duration::from_secs(5);
@@ -36,6 +40,8 @@ pub(crate) struct Running {
     pid: i32,
     status: Option<ExitStatus>,
     family: Arc<Mutex<Family>>,
+    /// A stop saw every process of the command dead and reaped: nothing is left to kill.
+    stopped: bool,
 }
 
 impl Running {
@@ -45,6 +51,7 @@ impl Running {
             pid,
             status: None,
             family,
+            stopped: false,
         }
     }
 
@@ -91,6 +98,11 @@ impl Running {
         // Walks in a row that found nothing alive.
         let mut clean = 0;
         if leadership.remaining() > KILL_MARGIN {
+            // The process groups first, which as a rule hold the whole command; the walk for
+            // what left them waits for the first exit (or FIRST_LOOK), so that it does not
+            // race the deaths it just caused, and finds them done instead of still running.
+            self.family().signal(&[], Signal::SIGTERM);
+            exits.next_within(FIRST_LOOK).await;
             let alive = self.family().signal_all(Signal::SIGTERM);
             if alive.is_empty() {
                 clean = 1;
@@ -141,13 +153,10 @@ impl Running {
         let started = tokio::time::Instant::now();
         let mut last = None;
         while clean < 2 {
-            let (alive, table, skipped) = {
-                let mut family = self.family();
-                let skipped = family.skipped();
-                let (alive, table) = family.signal_all_in(Signal::SIGKILL);
-                (alive, table, skipped)
-            };
-            last = Some((table, skipped));
+            // What is heard from here on came after this walk began.
+            exits.forget_heard();
+            let (alive, table) = self.family().signal_all_in(Signal::SIGKILL);
+            last = Some(table);
             if alive.is_empty() {
                 clean += 1;
                 continue;
@@ -167,16 +176,14 @@ impl Running {
         }
         match last {
             // The last walk found none alive: the zombies it shows are the ones to reap. Then
-            // the stop is over; should the reaper have skipped a pass since that walk began, a
-            // SIGCHLD of our own has it take that pass, off this path (before the release).
-            Some((table, skipped)) if clean >= 2 => {
+            // the stop is over; should a child have exited since that walk began (the reaper
+            // left its SIGCHLD to the stop), a SIGCHLD of our own has the reaper take a pass,
+            // off this path (before the release).
+            Some(table) if clean >= 2 => {
                 reaper::reap_in(&self.family, &table);
-                let missed = {
-                    let mut family = self.family();
-                    family.set_stopping(false);
-                    family.skipped() > skipped
-                };
-                if missed {
+                self.family().set_stopping(false);
+                self.stopped = true;
+                if exits.heard_since_forgotten() {
                     let _ = nix::sys::signal::raise(Signal::SIGCHLD);
                 }
             }
@@ -202,8 +209,28 @@ impl ChildExits {
         }
     }
 
-    /// The next SIGCHLD since the last one, or the fallback's end.
-    async fn next(&mut self) {
+    /// Takes what was heard so far as seen.
+    fn forget_heard(&mut self) {
+        if let Some(s) = &mut self.sigchld {
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            while s.poll_recv(&mut cx).is_ready() {}
+        }
+    }
+
+    /// Whether a SIGCHLD came since [`forget_heard`](Self::forget_heard); `true` when it cannot
+    /// be listened to.
+    fn heard_since_forgotten(&mut self) -> bool {
+        match &mut self.sigchld {
+            Some(s) => {
+                let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+                s.poll_recv(&mut cx).is_ready()
+            }
+            None => true,
+        }
+    }
+
+    /// The next SIGCHLD since the last one, or `within`'s end, whichever comes first.
+    async fn next_within(&mut self, within: Duration) {
         let heard = async {
             match &mut self.sigchld {
                 Some(s) => {
@@ -214,13 +241,21 @@ impl ChildExits {
         };
         tokio::select! {
             _ = heard => {}
-            _ = tokio::time::sleep(FALLBACK_LOOK) => {}
+            _ = tokio::time::sleep(within) => {}
         }
+    }
+
+    /// The next SIGCHLD since the last one, or the fallback's end.
+    async fn next(&mut self) {
+        self.next_within(FALLBACK_LOOK).await;
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
+        if self.stopped {
+            return;
+        }
         let mut family = self.family();
         // A stop cut short (an aborted term) leaves the reaping to the reaper again, before
         // the SIGKILLs below make the exits it will hear.

@@ -14,6 +14,9 @@
 //! [`Family::owns_every_orphan`], also every child outside this process's own process group.
 
 use std::collections::{HashMap, HashSet};
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
@@ -33,6 +36,9 @@ pub(crate) struct Proc {
     pub ppid: i32,
     pub pgid: i32,
     pub state: char,
+    /// Threads (field 20): a zombie thread-group leader whose other threads still run has
+    /// more than one, and children under them.
+    pub threads: u32,
 }
 
 impl Proc {
@@ -44,6 +50,12 @@ impl Proc {
     pub fn is_zombie(&self) -> bool {
         self.state == 'Z'
     }
+
+    /// Whether it may have children: not once it has exited with all its threads, for an
+    /// exiting process hands its children to this process before it shows as a zombie.
+    fn may_have_children(&self) -> bool {
+        self.is_alive() || self.threads > 1
+    }
 }
 
 /// Parses the text of `/proc/PID/stat`.
@@ -53,7 +65,7 @@ fn parse_stat(text: &str) -> Option<Proc> {
     let close = text.rfind(')')?;
     let pid = text.get(..open)?.trim().parse().ok()?;
     let fields: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
-    // After the name: state (3), ppid (4), pgrp (5) … starttime (22).
+    // After the name: state (3), ppid (4), pgrp (5) … num_threads (20) … starttime (22).
     Some(Proc {
         id: ProcId {
             pid,
@@ -62,12 +74,33 @@ fn parse_stat(text: &str) -> Option<Proc> {
         ppid: fields.get(1)?.parse().ok()?,
         pgid: fields.get(2)?.parse().ok()?,
         state: fields.first()?.chars().next()?,
+        threads: fields.get(17)?.parse().ok()?,
     })
+}
+
+/// The text of a small `/proc` file in as few system calls as it takes: open, one read (more
+/// only while reads fill the buffer), close, where `read_to_string` adds a stat and grows its
+/// buffer read by read. A read that does not fill the buffer is the end: these files are
+/// produced whole, record by record, into the reader's buffer.
+fn read_proc_file(path: &str) -> Option<String> {
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut buf = vec![0u8; 512];
+    let mut len = 0;
+    loop {
+        let n = file.read(&mut buf[len..]).ok()?;
+        len += n;
+        if n == 0 || len < buf.len() {
+            break;
+        }
+        buf.resize(buf.len() * 2, 0);
+    }
+    buf.truncate(len);
+    String::from_utf8(buf).ok()
 }
 
 /// `pid` as `/proc` shows it now, or `None` once it is gone.
 pub(crate) fn read_proc(pid: i32) -> Option<Proc> {
-    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    parse_stat(&read_proc_file(&format!("/proc/{pid}/stat"))?)
 }
 
 /// The children of every thread of `pid` (`/proc/<pid>/task/<tid>/children`), or `None` when the
@@ -77,7 +110,8 @@ fn children_of_process(pid: i32) -> Option<Vec<i32>> {
     let mut read_any = false;
     let mut children = Vec::new();
     for task in tasks.flatten() {
-        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+        let path = task.path().join("children");
+        if let Some(text) = path.to_str().and_then(read_proc_file) {
             read_any = true;
             children.extend(
                 text.split_whitespace()
@@ -132,7 +166,9 @@ impl Table {
     /// its children before this call began.
     fn descendants_after(exited: &mut HashSet<ProcId>) -> Self {
         let me = std::process::id() as i32;
-        if children_of_process(me).is_none() {
+        // Asked once: whether this kernel has the children files.
+        static CHILDREN_FILES: OnceLock<bool> = OnceLock::new();
+        if !*CHILDREN_FILES.get_or_init(|| children_of_process(me).is_some()) {
             return Self::scan();
         }
         loop {
@@ -166,7 +202,9 @@ impl Table {
                 continue;
             };
             table.insert(proc);
-            stack.extend(children_of_process(pid).into_iter().flatten());
+            if proc.may_have_children() {
+                stack.extend(children_of_process(pid).into_iter().flatten());
+            }
         }
         table
     }
@@ -208,10 +246,9 @@ pub(crate) struct Family {
     /// The exited processes (zombies) the last walk showed: a later walk need not walk twice
     /// for them ([`Table::descendants_after`]).
     exited: HashSet<ProcId>,
-    /// A stop is under way: it walks the tree and reaps at its end, so the reaper need not.
-    stopping: bool,
-    /// How many of the reaper's passes a stop made it skip.
-    skipped: u64,
+    /// A stop is under way: it walks the tree and reaps at its end, so the reaper need not
+    /// (shared with the reaper, which reads it before it hands a pass to a thread).
+    stopping: Arc<AtomicBool>,
 }
 
 impl Family {
@@ -227,29 +264,26 @@ impl Family {
             groups: HashSet::new(),
             known: HashSet::new(),
             exited: HashSet::new(),
-            stopping: false,
-            skipped: 0,
+            stopping: Arc::default(),
         }
     }
 
     /// Marks a stop as under way, or over: while it is, the reaper leaves the walks and the
-    /// reaping to it (and the stop, once over, has it take a pass it skipped after the stop's
-    /// last walk).
-    pub fn set_stopping(&mut self, stopping: bool) {
-        self.stopping = stopping;
+    /// reaping to it (and the stop, once over, has it take a pass for a child that exited
+    /// after the stop's last walk began).
+    pub fn set_stopping(&self, stopping: bool) {
+        self.stopping.store(stopping, Ordering::Release);
     }
 
-    /// Whether a stop is under way; if so, counts the reaper's pass as skipped.
-    pub fn skips_for_a_stop(&mut self) -> bool {
-        if self.stopping {
-            self.skipped += 1;
-        }
-        self.stopping
+    /// Whether a stop is under way.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
     }
 
-    /// How many of the reaper's passes stops made it skip so far.
-    pub fn skipped(&self) -> u64 {
-        self.skipped
+    /// The flag [`set_stopping`](Self::set_stopping) sets, for the reaper to read without the
+    /// family's lock.
+    pub fn stopping_flag(&self) -> Arc<AtomicBool> {
+        self.stopping.clone()
     }
 
     /// This process's descendants, walked now ([`Table::descendants_after`]), knowing what
@@ -360,17 +394,23 @@ mod tests {
         let rows = [
             (
                 "4242 (sleep) S 4000 4242 4000 0 -1 4194560 91 0 0 0 0 0 0 0 20 0 1 0 777 2 3",
-                Some((4242, 'S', 4000, 4242, 777)),
+                Some((4242, 'S', 4000, 4242, 777, 1)),
             ),
             (
                 "17 (a b) (c)) Z 1 17 17 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 99 0 0",
-                Some((17, 'Z', 1, 17, 99)),
+                Some((17, 'Z', 1, 17, 99, 1)),
+            ),
+            // A thread-group leader that exited while another thread runs on.
+            (
+                "18 (worker) Z 1 18 18 0 -1 0 0 0 0 0 0 0 0 0 20 0 2 0 99 0 0",
+                Some((18, 'Z', 1, 18, 99, 2)),
             ),
             ("17 (short) S 1 17", None),
             ("", None),
         ];
         for (line, want) in rows {
-            let got = parse_stat(line).map(|p| (p.id.pid, p.state, p.ppid, p.pgid, p.id.start));
+            let got = parse_stat(line)
+                .map(|p| (p.id.pid, p.state, p.ppid, p.pgid, p.id.start, p.threads));
             assert_eq!(got, want, "{line:?}");
         }
     }
@@ -425,6 +465,7 @@ mod tests {
             ppid,
             pgid,
             state,
+            threads: 1,
         }
     }
 
