@@ -181,29 +181,38 @@ impl Values {
 
 /// `helm template <release> charts/leasehold -n <namespace> -f <values>`.
 pub fn template_as(release: &str, namespace: &str, values: &str) -> Outcome {
+    template_with(release, namespace, values, &[])
+}
+
+/// `helm template` as [`template_as`], with more of helm's arguments (`--api-versions …`).
+pub fn template_with(release: &str, namespace: &str, values: &str, more: &[&str]) -> Outcome {
     let values = Values::new(values);
     let chart = chart();
-    run(
-        &helm(),
-        &[
-            "template",
-            release,
-            chart.to_str().expect("utf-8 path"),
-            "--namespace",
-            namespace,
-            "-f",
-            values.path(),
-        ],
-    )
+    let mut args = vec![
+        "template",
+        release,
+        chart.to_str().expect("utf-8 path"),
+        "--namespace",
+        namespace,
+        "-f",
+        values.path(),
+    ];
+    args.extend_from_slice(more);
+    run(&helm(), &args)
 }
 
 /// Renders with `values` as release `lh` in namespace `shop`; panics with helm's words when helm
 /// refuses.
 pub fn render(values: &str) -> Rendered {
-    let out = template_as("lh", "shop", values);
+    render_with("lh", "shop", values, &[])
+}
+
+/// Renders as [`template_with`]; panics with helm's words when helm refuses.
+pub fn render_with(release: &str, namespace: &str, values: &str, more: &[&str]) -> Rendered {
+    let out = template_with(release, namespace, values, more);
     assert!(
         out.ok(),
-        "helm template refused values\n{values}\nexit {}: {}",
+        "helm template {more:?} refused values\n{values}\nexit {}: {}",
         out.code,
         out.stderr
     );
@@ -428,6 +437,10 @@ pub const VALUE_SETS: &[(&str, &str)] = &[
     (
         "tls, sentinel, wait for replicas",
         "redis:\n  urlKey: \"\"\n  url: rediss+sentinel://s1.data:26379,s2.data:26379,s3.data:26379/main\n  sentinelPasswordKey: sentinel-password\n  waitReplicas: 1\n  waitTimeoutSeconds: 0.25\n  tls:\n    existingSecret: redis-tls\n    caKey: ca.crt\n    clientCertKey: tls.crt\n    clientKeyKey: tls.key\n",
+    ),
+    (
+        "keys Helm users carry from other charts",
+        "commonLabels:\n  team: platform\n  example.com/cost-centre: \"4711\"\ncommonAnnotations:\n  example.com/owner: platform@example.com\nimage:\n  registry: registry.example.com:5000/mirror\nglobal:\n  imageRegistry: mirror.example.com\nrevisionHistoryLimit: 0\npodDisruptionBudget:\n  minAvailable: \"50%\"\nserviceMonitor:\n  enabled: true\n  interval: 15s\n  scrapeTimeout: 5s\n  relabelings:\n    - targetLabel: cluster\n      replacement: eu-1\n  metricRelabelings:\n    - sourceLabels: [__name__]\n      regex: go_.*\n      action: drop\n",
     ),
     (
         "ipv6, own label, parts off",
