@@ -338,6 +338,11 @@ fn a_prometheus_rule_with_every_alert_off_or_an_unknown_alert_is_refused() {
         err.contains("prometheusRule.alerts: every alert is disabled; turn prometheusRule.enabled off instead"),
         "{err}"
     );
+    let err = refused(&rule_values("  alertLabels:\n    severity: page\n", ""));
+    assert!(
+        err.contains("prometheusRule.alertLabels: severity is each alert's own label; set it with prometheusRule.alerts.<alert>.severity"),
+        "{err}"
+    );
     let err = refused(&rule_values(
         "  alerts:\n    LeaseholdNoLeaders:\n      enabled: false\n",
         "",
