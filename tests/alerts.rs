@@ -287,3 +287,80 @@ fn the_prometheus_rule_renders_only_when_enabled_with_its_labels() {
         Some("lh")
     );
 }
+
+#[test]
+fn an_alert_can_be_turned_off_or_given_its_own_severity_and_promtool_still_accepts_the_rules() {
+    let overrides = "  alerts:\n    LeaseholdRenewalSlow:\n      enabled: false\n    LeaseholdLeadershipFlapping:\n      enabled: false\n    LeaseholdNoLeader:\n      severity: page\n    LeaseholdRedisMayEvictLease:\n      severity: info\n";
+    let values = rule_values(overrides, "");
+    let spec = rule_spec(&helm::render(&values));
+    let rendered: BTreeSet<String> = alerts(&spec).into_iter().map(|(n, _)| n).collect();
+    let all: BTreeSet<String> = alerts(&rule_spec(&helm::render(&rule_values("", ""))))
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    let off: BTreeSet<String> = all.difference(&rendered).cloned().collect();
+    assert_eq!(
+        off,
+        ["LeaseholdLeadershipFlapping", "LeaseholdRenewalSlow"]
+            .map(str::to_owned)
+            .into(),
+        "exactly the alerts turned off are gone"
+    );
+    let severity = |alert: &str| {
+        rule(&spec, alert)["labels"]["severity"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(severity("LeaseholdNoLeader"), "page");
+    assert_eq!(severity("LeaseholdRedisMayEvictLease"), "info");
+    assert_eq!(
+        severity("LeaseholdMultipleLeaders"),
+        "critical",
+        "the others keep theirs"
+    );
+    assert_eq!(severity("LeaseholdLeaderPaused"), "warning");
+
+    let dir = rules_dir(&values, None);
+    let (code, out) = run_promtool(dir.path(), &["check", "rules", "rules.yaml"], None);
+    assert_eq!(code, 0, "promtool check rules:\n{out}");
+    assert!(out.contains("SUCCESS: 6 rules found"), "{out}");
+}
+
+#[test]
+fn a_prometheus_rule_with_every_alert_off_or_an_unknown_alert_is_refused() {
+    let every_alert_off: String = alerts(&rule_spec(&helm::render(&rule_values("", ""))))
+        .into_iter()
+        .map(|(name, _)| format!("    {name}:\n      enabled: false\n"))
+        .collect();
+    let err = refused(&rule_values(&format!("  alerts:\n{every_alert_off}"), ""));
+    assert!(
+        err.contains("prometheusRule.alerts: every alert is disabled; turn prometheusRule.enabled off instead"),
+        "{err}"
+    );
+    let err = refused(&rule_values("  alertLabels:\n    severity: page\n", ""));
+    assert!(
+        err.contains("prometheusRule.alertLabels: severity is each alert's own label; set it with prometheusRule.alerts.<alert>.severity"),
+        "{err}"
+    );
+    let err = refused(&rule_values(
+        "  alerts:\n    LeaseholdNoLeaders:\n      enabled: false\n",
+        "",
+    ));
+    assert!(
+        err.contains(
+            "at '/prometheusRule/alerts': additional properties 'LeaseholdNoLeaders' not allowed"
+        ),
+        "{err}"
+    );
+    let err = refused(&rule_values(
+        "  alerts:\n    LeaseholdNoLeader:\n      severity: \"\"\n",
+        "",
+    ));
+    assert!(
+        err.contains(
+            "at '/prometheusRule/alerts/LeaseholdNoLeader/severity': minLength: got 0, want 1"
+        ),
+        "{err}"
+    );
+}

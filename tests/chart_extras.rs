@@ -149,10 +149,60 @@ fn a_digest_pins_each_image_instead_of_its_tag() {
     }
 }
 
+#[test]
+fn each_image_takes_its_registry_and_global_image_registry_takes_every_images_place() {
+    let cases = [
+        (
+            "image:\n  registry: registry.example.com:5000\nhelmTest:\n  enabled: true\n",
+            vec![
+                "registry.example.com:5000/leasehold:0.1.0".to_owned(),
+                "busybox:1.36".to_owned(),
+            ],
+        ),
+        (
+            &*format!(
+                "image:\n  registry: registry.example.com/\n  digest: {DIGEST}\nhelmTest:\n  enabled: true\n  image:\n    registry: docker.io/library\n"
+            ),
+            vec![
+                format!("registry.example.com/leasehold@{DIGEST}"),
+                "docker.io/library/busybox:1.36".to_owned(),
+            ],
+        ),
+        (
+            "global:\n  imageRegistry: mirror.example.com\nimage:\n  registry: registry.example.com\nhelmTest:\n  enabled: true\n",
+            vec![
+                "mirror.example.com/leasehold:0.1.0".to_owned(),
+                "mirror.example.com/busybox:1.36".to_owned(),
+            ],
+        ),
+        (
+            "global:\n  imageRegistry: mirror.example.com\nexec:\n  enabled: true\n  image:\n    registry: registry.example.com\n    repository: team/worker\n    tag: \"3\"\n  command: [/app/worker]\n",
+            vec!["mirror.example.com/team/worker:3".to_owned()],
+        ),
+        (
+            "exec:\n  enabled: true\n  image:\n    registry: registry.example.com\n    repository: team/worker\n  command: [/app/worker]\n",
+            vec!["registry.example.com/team/worker:latest".to_owned()],
+        ),
+    ];
+    for (values, want) in cases {
+        assert_eq!(images(&render(values)), want, "values:\n{values}");
+    }
+    // A parent chart's other globals pass the schema untouched.
+    render("global:\n  storageClass: fast\n  postgresql:\n    auth:\n      database: app\n");
+}
+
 // ---------------------------------------------------------------------------------------------
 // values.schema.json: one test per new rule, each with helm's words
 
 schema_rule! {
+    schema_refuses_a_registry_with_a_scheme:
+        "image:\n  registry: https://registry.example.com\n" => ["at '/image/registry': 'https://registry.example.com' does not match pattern"];
+    schema_refuses_a_global_registry_with_a_scheme:
+        "global:\n  imageRegistry: http://mirror\n" => ["at '/global/imageRegistry': 'http://mirror' does not match pattern"];
+    schema_refuses_a_dashboard_uid_longer_than_grafana_allows:
+        "grafanaDashboard:\n  uid: a123456789b123456789c123456789d123456789e\n" => ["at '/grafanaDashboard/uid':", "does not match pattern"];
+    schema_refuses_a_dashboard_uid_grafana_would_refuse:
+        "grafanaDashboard:\n  uid: my.dashboard\n" => ["at '/grafanaDashboard/uid': 'my.dashboard' does not match pattern"];
     schema_refuses_a_digest_that_is_no_sha256:
         "image:\n  digest: sha256:abc\n" => ["at '/image/digest': 'sha256:abc' does not match pattern"];
     schema_refuses_a_test_image_digest_in_upper_case:
@@ -222,10 +272,15 @@ fn the_dashboard_configmap_carries_the_sidecars_label_and_the_dashboard() {
         assert_eq!(l.get(label).map(String::as_str), Some(value), "{values}");
         assert_eq!(cm.metadata.namespace.as_deref(), Some(namespace));
         let data = cm.data.expect("data");
+        let mut want: serde_json::Value =
+            serde_json::from_str(&dashboard_file()).expect("the dashboard is JSON");
+        want["uid"] = "shop-lh-leasehold".into();
+        want["title"] = "leasehold (shop/lh)".into();
+        let got: serde_json::Value = serde_json::from_str(&data["leasehold.json"])
+            .expect("the ConfigMap's dashboard is JSON");
         assert_eq!(
-            data["leasehold.json"],
-            dashboard_file().trim_end(),
-            "the ConfigMap carries dashboards/leasehold.json as it is"
+            got, want,
+            "the ConfigMap carries dashboards/leasehold.json with the release's uid and title"
         );
     }
     let cm: ConfigMap = render(cases[1].0).one();
@@ -233,6 +288,56 @@ fn the_dashboard_configmap_carries_the_sidecars_label_and_the_dashboard() {
         cm.metadata.annotations.expect("annotations")["grafana_folder"],
         "Platform"
     );
+}
+
+/// The uid and title of the dashboard the chart renders for `release` in `namespace`.
+fn dashboard_identity(release: &str, namespace: &str, values: &str) -> (String, String) {
+    let values = format!("grafanaDashboard:\n  enabled: true\n{values}");
+    let cm: ConfigMap = helm::render_with(release, namespace, &values, &[]).one();
+    let d: serde_json::Value =
+        serde_json::from_str(&cm.data.expect("data")["leasehold.json"]).expect("JSON");
+    (
+        d["uid"].as_str().expect("uid").to_owned(),
+        d["title"].as_str().expect("title").to_owned(),
+    )
+}
+
+#[test]
+fn each_release_gets_its_own_dashboard_uid_within_grafanas_40_characters() {
+    let long_ns = "payments-eu-west-1-production";
+    let cases = [
+        ("lh", "shop", "", "shop-lh-leasehold"),
+        ("leasehold", "leasehold", "", "leasehold-leasehold"),
+        ("lh", "billing", "", "billing-lh-leasehold"),
+        (
+            "lh",
+            "shop",
+            "  uid: ops-leader-election\n",
+            "ops-leader-election",
+        ),
+    ];
+    let mut seen = BTreeSet::new();
+    for (release, namespace, values, want) in cases {
+        let (uid, title) = dashboard_identity(release, namespace, values);
+        assert_eq!(uid, want, "{namespace}/{release} {values}");
+        assert_eq!(title, format!("leasehold ({namespace}/{release})"));
+        seen.insert(uid);
+    }
+    assert_eq!(seen.len(), cases.len(), "no two releases share a uid");
+
+    // Past 40 characters: the first 31, a dash and 8 hex digits of the full name's hash, so
+    // that two long names with the same beginning still differ.
+    let (a, _) = dashboard_identity("orders-scheduler", long_ns, "");
+    let (b, _) = dashboard_identity("orders-reconciler", long_ns, "");
+    for uid in [&a, &b] {
+        assert_eq!(uid.len(), 40, "{uid}");
+        assert!(uid.starts_with("payments-eu-west-1-production-o"), "{uid}");
+        assert!(
+            uid[32..].chars().all(|c| c.is_ascii_hexdigit()),
+            "{uid}: ends in 8 hex digits"
+        );
+    }
+    assert_ne!(a, b);
 }
 
 #[test]

@@ -188,3 +188,46 @@ fn the_disruption_budget_lets_drains_evict_replicas_that_cannot_reach_redis() {
     );
     assert!(render(LEADER_MODE).all::<PodDisruptionBudget>().is_empty());
 }
+
+#[test]
+fn the_disruption_budget_takes_min_available_instead_of_max_unavailable() {
+    let cases = [
+        ("  enabled: true\n", None, Some(IntOrString::Int(1))),
+        ("  maxUnavailable: 2\n", None, Some(IntOrString::Int(2))),
+        (
+            "  maxUnavailable: \"50%\"\n",
+            None,
+            Some(IntOrString::String("50%".into())),
+        ),
+        ("  minAvailable: 2\n", Some(IntOrString::Int(2)), None),
+        ("  minAvailable: 0\n", Some(IntOrString::Int(0)), None),
+        (
+            "  minAvailable: \"60%\"\n",
+            Some(IntOrString::String("60%".into())),
+            None,
+        ),
+    ];
+    for (values, min, max) in cases {
+        let pdb: PodDisruptionBudget = render(&format!("podDisruptionBudget:\n{values}")).one();
+        let spec = pdb.spec.expect("spec");
+        assert_eq!(
+            (spec.min_available, spec.max_unavailable),
+            (min, max),
+            "{values}"
+        );
+    }
+    let err = refused("podDisruptionBudget:\n  minAvailable: 2\n  maxUnavailable: 1\n");
+    assert!(
+        err.contains("podDisruptionBudget: set minAvailable (2) or maxUnavailable (1), not both"),
+        "{err}"
+    );
+}
+
+schema_rule! {
+    schema_refuses_a_min_available_percentage_over_100:
+        "podDisruptionBudget:\n  minAvailable: \"150%\"\n" => ["at '/podDisruptionBudget/minAvailable':"];
+    schema_refuses_a_negative_min_available:
+        "podDisruptionBudget:\n  minAvailable: -1\n" => ["at '/podDisruptionBudget/minAvailable':"];
+    schema_refuses_a_max_unavailable_of_zero:
+        "podDisruptionBudget:\n  maxUnavailable: 0\n" => ["at '/podDisruptionBudget/maxUnavailable':"];
+}

