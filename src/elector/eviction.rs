@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use super::watchers::StatusBoard;
 use super::{Eviction, EvictionRefusal, Observer, Role, Status, Timing, decide};
 use crate::lease::{EvictionPolicy, RedisLease};
 
@@ -39,7 +40,7 @@ pub(crate) fn spawn(
     lease: Arc<RedisLease>,
     timing: Timing,
     mode: EvictionMode,
-    status: watch::Sender<Status>,
+    status: StatusBoard,
     observer: Arc<dyn Observer>,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
@@ -143,16 +144,11 @@ fn reread_after(timing: &Timing, leading: bool, refused: bool) -> Duration {
 }
 
 /// Puts what was read into the status, saying so when it changed.
-fn record(
-    lease: &RedisLease,
-    mode: EvictionMode,
-    status: &watch::Sender<Status>,
-    eviction: Eviction,
-) {
+fn record(lease: &RedisLease, mode: EvictionMode, status: &StatusBoard, eviction: Eviction) {
     let refused = refusal(mode, &eviction, lease.cools_down_on_data_loss());
     let mut changed_to: Option<Eviction> = None;
     let mut newly_unsafe = false;
-    status.send_if_modified(|s| {
+    status.modify_if(|s| {
         let changed = s.redis.eviction != eviction || s.redis.eviction_refusal != refused;
         if decide::eviction_news(&s.redis.eviction, &eviction) {
             changed_to = Some(eviction.clone());

@@ -255,7 +255,7 @@ impl Elector {
 
     /// Records what a lost race showed, logging when the leader changes.
     fn note_follower_view(&self, leader: Option<LeaderInfo>, cooldown: Option<Duration>) {
-        self.status.send_if_modified(|s| {
+        self.status.modify_if(|s| {
             let new_role = Role::Follower {
                 leader: leader.clone(),
                 cooldown,
@@ -277,7 +277,7 @@ impl Elector {
     }
 
     pub(super) fn redis_ok(&self) {
-        self.status.send_if_modified(|s| {
+        self.status.modify_if(|s| {
             let changed = !s.redis.reachable || s.redis.last_error.is_some();
             s.redis.reachable = true;
             s.redis.last_error = None;
@@ -303,7 +303,7 @@ impl Elector {
         let message = err.to_string();
         // A refusal is an answer: Redis is reachable, and readiness says what it refuses.
         let answered = err.is_answer();
-        self.status.send_modify(|s| {
+        self.status.modify(|s| {
             s.redis.reachable = answered;
             s.redis.last_error = Some(message);
         });

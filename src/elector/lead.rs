@@ -70,7 +70,7 @@ impl Elector {
             Leadership::new(&grant, valid_until, &lease_name, &identity, clock.clone());
         self.publish_term(grant.token, valid_until);
 
-        self.status.send_modify(|s| {
+        self.status.modify(|s| {
             s.role = Role::Leader {
                 token: grant.token,
                 acquired_at: SystemTime::now(),
@@ -78,7 +78,6 @@ impl Elector {
             };
             s.transitions += 1;
         });
-        self.watchers.publish();
         info!(
             %identity,
             lease = %lease_name,
@@ -179,7 +178,7 @@ impl Elector {
                     let valid_until = deadlines.valid_until;
                     leadership.extend(valid_until);
                     self.publish_term(grant.token, valid_until);
-                    self.status.send_modify(|s| {
+                    self.status.modify(|s| {
                         if let Role::Leader { valid_until: v, .. } = &mut s.role {
                             *v = valid_until;
                         }
@@ -238,7 +237,7 @@ impl Elector {
         // process is slow to reach the steps below.
         self.zero_guard_file(token);
         leadership.revoke(reason);
-        self.status.send_modify(|s| {
+        self.status.modify(|s| {
             s.role = Role::Follower {
                 leader: None,
                 cooldown: None,
@@ -252,7 +251,6 @@ impl Elector {
             });
         });
         // In the same instant as the revocation: watchers learn of it before the work does.
-        self.watchers.publish();
         leadership.cancel();
         let identity = self.lease.owner().identity();
         let lease = self.lease.name();

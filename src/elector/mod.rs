@@ -10,7 +10,8 @@
 //!
 //! Here: the elector, its options, and the assembly of its tasks in `run`. The follower loop is
 //! in `follow.rs`, one term as leader (the watchdog and step-down) in `lead.rs`, the cycle
-//! between terms in `terms.rs`, the release channel in `notify.rs`, the metrics hooks in
+//! between terms in `terms.rs`, the release channel in `notify.rs`, the status and its one way in
+//! (`StatusBoard`, which tells the watchers) in `watchers.rs`, the metrics hooks in
 //! `observer.rs`; every decision they make is a pure function in `decide/` (table-tested).
 
 /// The pure core: the elector's decisions as functions of time and of what Redis said. Public
@@ -20,7 +21,6 @@
 pub mod decide;
 mod eviction;
 mod follow;
-mod gate;
 mod guard_file;
 mod lead;
 mod leadership;
@@ -57,6 +57,7 @@ pub use status::{
     Status, StepDown, StepDownReason,
 };
 pub use timing::{TIMING_RULE, Timing, TimingBound, TimingError, TimingField};
+use watchers::StatusBoard;
 pub use watchers::Watchers;
 
 use crate::lease::RedisLease;
@@ -67,14 +68,13 @@ use observer::NoObserver;
 pub struct Elector {
     lease: Arc<RedisLease>,
     timing: Timing,
-    status: watch::Sender<Status>,
+    status: StatusBoard,
     observer: Arc<dyn Observer>,
     stop_when_work_ends: bool,
     followers: FollowerStrategy,
     eviction: EvictionMode,
     guard: Option<Arc<crate::guard::GuardFile>>,
     candidacy: Option<watch::Receiver<Candidacy>>,
-    watchers: Watchers,
     /// `Some(wait)`: one term only, and give up contending once `wait` has passed.
     one_term: Option<Duration>,
     /// What has been said once already (`notices.rs`).
@@ -95,12 +95,10 @@ impl Elector {
             redis: RedisHealth::default(),
             candidacy: Candidacy::Unchecked,
         };
-        let status = watch::Sender::new(status);
         Ok(Self {
             lease: Arc::new(lease),
             timing,
-            watchers: Watchers::new(status.subscribe()),
-            status,
+            status: StatusBoard::new(status),
             observer: Arc::new(NoObserver),
             stop_when_work_ends: false,
             followers: FollowerStrategy::Notified,
@@ -121,7 +119,7 @@ impl Elector {
 
     /// The watchers of this elector's status: server-sent events, the status file.
     pub fn watchers(&self) -> Watchers {
-        self.watchers.clone()
+        self.status.watchers().clone()
     }
 
     /// Makes [`run`](Self::run) return after a term whose work returned, failed or panicked
@@ -206,30 +204,19 @@ impl Elector {
             self.observer.clone(),
             stop_notify.clone(),
         );
-        let gate_task = self.candidacy.clone().map(|candidacy| {
-            gate::spawn(
-                candidacy,
-                self.status.clone(),
-                self.observer.clone(),
-                stop_notify.clone(),
-            )
+        let candidacy_task = self.candidacy.clone().map(|candidacy| {
+            self.status
+                .follow_candidacy(candidacy, self.observer.clone(), stop_notify.clone())
         });
-        let pump_task = watchers::spawn_pump(
-            self.status.subscribe(),
-            self.watchers.clone(),
-            stop_notify.clone(),
-        );
         self.contend(&shutdown, &mut releases, &mut work).await;
         stop_notify.cancel();
         let _ = notify_task.await;
         let _ = eviction_task.await;
-        if let Some(task) = gate_task {
+        if let Some(task) = candidacy_task {
             let _ = task.await;
         }
-        let _ = pump_task.await;
-        self.status.send_modify(|s| s.role = Role::Stopped);
-        self.watchers.publish();
-        self.watchers.close();
+        self.status.modify(|s| s.role = Role::Stopped);
+        self.status.watchers().close();
         info!(
             identity = %self.lease.owner().identity(),
             lease = %self.lease.name(),

@@ -22,7 +22,7 @@ impl Elector {
             },
             value,
         });
-        self.status.send_if_modified(|s| {
+        self.status.modify_if(|s| {
             if s.redis.blocked == blocked {
                 return false;
             }

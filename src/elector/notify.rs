@@ -29,8 +29,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use super::Timing;
 use super::decide::{self, Keepalive, Wakeup};
-use super::{Status, Timing};
+use super::watchers::StatusBoard;
 use crate::lease::{Heard, LeaseError, RedisLease, ReleaseSubscription};
 
 /// A wake-up and the instant it is due (a release waits out this follower's herd delay).
@@ -127,8 +128,8 @@ fn wake(wakeups: &mpsc::Sender<Pending>, wakeup: Wakeup, delay: Duration) {
 }
 
 /// Records in the status whether a release would be heard right now.
-fn set_subscribed(status: &watch::Sender<Status>, subscribed: bool) {
-    status.send_if_modified(|s| {
+fn set_subscribed(status: &StatusBoard, subscribed: bool) {
+    status.modify_if(|s| {
         let changed = s.redis.subscribed != subscribed;
         s.redis.subscribed = subscribed;
         changed
@@ -139,7 +140,7 @@ fn set_subscribed(status: &watch::Sender<Status>, subscribed: bool) {
 pub(crate) fn spawn(
     lease: Arc<RedisLease>,
     timing: Timing,
-    status: watch::Sender<Status>,
+    status: StatusBoard,
     stop: CancellationToken,
 ) -> (Releases, tokio::task::JoinHandle<()>) {
     let (wake_tx, wakeups) = mpsc::channel(QUEUED);

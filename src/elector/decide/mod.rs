@@ -1,6 +1,6 @@
 //! The elector's decisions as pure functions of the time and of what Redis said: no I/O, so
 //! every case is a row in a table test (one `#[test]` per decision, each row a sentence). The
-//! I/O files of the elector (`follow.rs`, `lead.rs`, `notify.rs`, `eviction.rs`, `gate.rs`,
+//! I/O files of the elector (`follow.rs`, `lead.rs`, `notify.rs`, `eviction.rs`, `watchers.rs`,
 //! `terms.rs`) call these and act on the answer.
 //!
 //! - `watchdog`: one term as leader: its deadlines from the send instant, the watchdog's step,
