@@ -6,7 +6,8 @@
 //! command is another process and runs on; that is why the token is in its environment, for it
 //! to fence its writes.)
 //!
-//! - [`tree`]: which processes are the command's, found in `/proc`, and signalling them.
+//! - [`procs`]: the processes under this one as `/proc` shows them, read in few system calls.
+//! - [`tree`]: which of them are the command's, and signalling them.
 //! - [`reaper`]: the child subreaper, and reaping orphans without taking the command's status.
 //! - [`running`]: a started command and the stop sequence.
 //! - [`program`]: finding the command at start as `execvp` will.
@@ -15,6 +16,7 @@ mod program;
 mod reaper;
 // Probes (the candidate check) start children too: tracked, so that no reaper takes their exit.
 pub(crate) use reaper::{spawn_tracked, untrack};
+mod procs;
 mod running;
 mod tree;
 
