@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::SharedClock;
 use crate::elector::{Candidacy, Eviction, EvictionRefusal, Role, Status, Watchers};
 pub use crate::leader_view::{CandidacyView, EvictionView, LeaderView, RedisView, StepDownView};
-use crate::metrics::Metrics;
+use crate::metrics::{Exposition, Metrics};
 
 /// What `/readyz` means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -260,16 +260,18 @@ async fn leader(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
     axum::Json(view).into_response()
 }
 
-async fn metrics(State(e): State<Endpoints>) -> Response {
+async fn metrics(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = Exposition::negotiate(accept);
     let status = e.status.borrow().clone();
     let now = e.clock.now();
     let (ready, _) = readiness(&status, e.readiness, status.is_leading_at(now));
-    let body = e.metrics.render(&status, now, ready);
+    let body = e.metrics.render(&status, now, ready, format);
     (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
+        [
+            (header::CONTENT_TYPE, format.content_type()),
+            (header::VARY, "accept"),
+        ],
         body,
     )
         .into_response()
