@@ -35,6 +35,7 @@ impl Elector {
         // Whether the last wake-up was anything but the announcement of our own release.
         let mut woken = false;
         loop {
+            self.heartbeat.beat(Duration::ZERO);
             releases.mark_seen();
             if shutdown.is_cancelled() {
                 return None;
@@ -200,6 +201,7 @@ impl Elector {
                 Next::Sleep(wait) => wait,
                 Next::GiveUp => return None,
             };
+            self.heartbeat.beat(wait);
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return None,
@@ -220,6 +222,8 @@ impl Elector {
         pred: impl FnMut(&super::Status) -> bool,
     ) -> bool {
         let mut status = self.status.subscribe();
+        // Waiting on the status alone is not a wedge, however long it lasts.
+        self.heartbeat.park();
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => false,
@@ -244,6 +248,7 @@ impl Elector {
             if wait.is_zero() {
                 return true;
             }
+            self.heartbeat.beat(wait);
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return false,

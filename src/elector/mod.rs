@@ -22,6 +22,7 @@ mod eviction;
 mod follow;
 mod gate;
 mod guard_file;
+mod heartbeat;
 mod lead;
 mod leadership;
 mod notices;
@@ -50,6 +51,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 pub use eviction::{EvictionMode, refused_as_unsafe};
+pub use heartbeat::Heartbeat;
 pub use leadership::{Leadership, NotLeader};
 pub use observer::{Observer, RenewalOutcome};
 pub use status::{
@@ -79,6 +81,8 @@ pub struct Elector {
     one_term: Option<Duration>,
     /// What has been said once already (`notices.rs`).
     notices: notices::Said,
+    /// The loop's progress, for liveness (`heartbeat.rs`).
+    heartbeat: Heartbeat,
 }
 
 impl Elector {
@@ -109,6 +113,7 @@ impl Elector {
             candidacy: None,
             one_term: None,
             notices: notices::Said::default(),
+            heartbeat: Heartbeat::new(timing.lease_duration),
         })
     }
 
@@ -165,6 +170,11 @@ impl Elector {
     /// A live view of the elector's status.
     pub fn status(&self) -> watch::Receiver<Status> {
         self.status.subscribe()
+    }
+
+    /// The loop's heartbeat: [`Heartbeat::wedged`] says when it stopped making progress.
+    pub fn heartbeat(&self) -> Heartbeat {
+        self.heartbeat.clone()
     }
 
     /// The lease this elector contends for.
@@ -227,6 +237,7 @@ impl Elector {
             let _ = task.await;
         }
         let _ = pump_task.await;
+        self.heartbeat.park();
         self.status.send_modify(|s| s.role = Role::Stopped);
         self.watchers.publish();
         self.watchers.close();
