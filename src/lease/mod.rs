@@ -17,6 +17,7 @@ mod outcome;
 mod pubsub;
 #[doc(hidden)]
 pub mod quorum;
+mod remove;
 mod reply;
 mod roster;
 mod scripts;
@@ -42,6 +43,7 @@ pub use outcome::{
     Acquired, CooldownState, EvictionPolicy, Grant, Holder, Observation, Released, Renewed,
 };
 pub use pubsub::{DATA_LOSS_NOTICE, HANDOVER_NUDGE, Heard, Release, ReleaseSubscription};
+pub use remove::{InForce, Removal};
 use reply::{int, millis, parse_acquire, parse_observe, parse_renew, protocol};
 #[doc(hidden)]
 pub use scripts::source as script_source;

@@ -43,7 +43,7 @@ fn token(v: &Value) -> Option<FencingToken> {
 }
 
 /// Maps a PTTL reply: `-1` no TTL, `-2` no key.
-fn remaining(pttl: i64) -> Option<Duration> {
+pub(super) fn remaining(pttl: i64) -> Option<Duration> {
     u64::try_from(pttl).ok().map(Duration::from_millis)
 }
 

@@ -349,6 +349,35 @@ redis.call('PUBLISH', ARGV[4], 'handover ' .. ARGV[1])
 return 1
 "#;
 
+/// Removal of every key of the lease, for an uninstalled lease. Unless ARGV[1] is `force`, it
+/// refuses while a term may be valid, in the same step as the deletes, so that no acquire can
+/// slip in between a look and the delete: the lease key exists (a live term, or a value that
+/// leasehold did not write), the state record names a term not yet expired (its key vanished
+/// before its time), or a data-loss cooldown runs (a term Redis lost may still be valid).
+///
+/// KEYS: lease, fence, state record, handover request, reservation, longest. Reply: `{1, key…}`
+/// with the keys it deleted, or `{0, "HELD", term_value, pttl_ms}` / `{0, "COOLDOWN", "",
+/// remaining_ms}`.
+const REMOVE: &str = r#"
+if ARGV[1] ~= 'force' then
+  local now = now_us()
+  local holder = redis.call('GET', KEYS[1])
+  if holder then return {0, 'HELD', holder, redis.call('PTTL', KEYS[1])} end
+  local record = read_record(KEYS[3])
+  if record and record.term ~= '-' and record.term_until > now then
+    return {0, 'HELD', record.term, math.ceil((record.term_until - now) / 1000)}
+  end
+  if record and record.cool > now and record.server == server_identity() then
+    return {0, 'COOLDOWN', '', math.ceil((record.cool - now) / 1000)}
+  end
+end
+local removed = {1}
+for _, key in ipairs(KEYS) do
+  if redis.call('DEL', key) == 1 then table.insert(removed, key) end
+end
+return removed
+"#;
+
 /// The body of the script behind primitive `op`, without the shared prelude.
 fn body(op: &str) -> Option<&'static str> {
     match op {
@@ -357,6 +386,7 @@ fn body(op: &str) -> Option<&'static str> {
         "release" => Some(RELEASE),
         "observe" => Some(OBSERVE),
         "handover" => Some(HANDOVER),
+        "remove" => Some(REMOVE),
         _ => None,
     }
 }
@@ -401,6 +431,7 @@ pub(crate) static RENEW_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("rene
 pub(crate) static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("release"));
 pub(crate) static OBSERVE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("observe"));
 pub(crate) static HANDOVER_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("handover"));
+pub(crate) static REMOVE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("remove"));
 
 #[cfg(test)]
 mod tests {
@@ -442,7 +473,9 @@ mod tests {
 
     #[test]
     fn every_script_starts_with_the_record_prelude() {
-        for op in ["acquire", "renew", "release", "observe", "handover"] {
+        for op in [
+            "acquire", "renew", "release", "observe", "handover", "remove",
+        ] {
             let full = source(op).unwrap();
             assert!(full.starts_with(RECORD), "{op}");
             assert!(full.ends_with(body(op).unwrap()), "{op}");
