@@ -85,6 +85,7 @@ impl Elector {
             token = grant.token.0,
             leader = %identity,
             valid_for_ms = clock.now().until(valid_until).as_millis() as u64,
+            previous_term = grant.previous.as_label(),
             "became leader"
         );
         self.observer.acquired(grant.token);

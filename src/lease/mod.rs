@@ -40,7 +40,8 @@ pub use keys::{
 };
 pub use options::{LeaseOptions, Secret, WaitReplicas, minimal_acl_rule};
 pub use outcome::{
-    Acquired, CooldownState, EvictionPolicy, Grant, Holder, Observation, Released, Renewed,
+    Acquired, CooldownState, EvictionPolicy, Grant, Holder, Observation, PreviousTerm, Released,
+    Renewed,
 };
 pub use pubsub::{DATA_LOSS_NOTICE, HANDOVER_NUDGE, Heard, Release, ReleaseSubscription};
 pub use remove::{InForce, Removal};
