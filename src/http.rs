@@ -268,7 +268,8 @@ async fn leader(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
         .filter(|_| crate::sse::wants_events(accept))
     {
         let (lease_key, clock) = (e.lease_key.clone(), e.clock.clone());
-        return crate::sse::events(watchers, move |status| {
+        let last_event_id = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+        return crate::sse::events(watchers, last_event_id, move |status| {
             LeaderView::json(status, &lease_key, clock.now())
         })
         .into_response();

@@ -59,7 +59,7 @@ pub use status::{
     Status, StepDown, StepDownReason,
 };
 pub use timing::{TIMING_RULE, Timing, TimingBound, TimingError, TimingField};
-pub use watchers::Watchers;
+pub use watchers::{HISTORY, Numbered, Watchers};
 
 use crate::lease::RedisLease;
 use benchmark_only::FollowerStrategy;
