@@ -7,8 +7,8 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
+use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
-use kube::{Api, Client};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -59,10 +59,9 @@ fn interval(timing: &Timing) -> Duration {
     timing.retry_period.max(timing.lease_duration / 3)
 }
 
-/// Writes the mirror at once, then refreshes it until `stop`.
+/// Writes the mirror (in the namespace of `leases`) at once, then refreshes it until `stop`.
 pub(super) async fn keep(
-    client: &Client,
-    namespace: &str,
+    leases: Api<Lease>,
     name: &str,
     identity: &str,
     belonging: &Belonging,
@@ -70,7 +69,6 @@ pub(super) async fn keep(
     leadership: &Leadership,
     stop: &CancellationToken,
 ) {
-    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
     let mut failures = 0u32;
     loop {
         let pause = match write(&leases, name, identity, belonging, timing, leadership).await {

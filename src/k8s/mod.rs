@@ -290,8 +290,7 @@ impl Publisher {
                     })
                     .unwrap_or_default();
                 mirror::keep(
-                    &inner.client,
-                    &inner.namespace,
+                    Api::namespaced(inner.client.clone(), &inner.namespace),
                     name,
                     &inner.identity,
                     &belonging,
