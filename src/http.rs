@@ -15,9 +15,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
-use crate::elector::{Candidacy, Eviction, EvictionRefusal, Role, Status, Watchers};
+use crate::elector::{Candidacy, Eviction, EvictionRefusal, Heartbeat, Role, Status, Watchers};
 pub use crate::leader_view::{CandidacyView, EvictionView, LeaderView, RedisView, StepDownView};
-use crate::metrics::Metrics;
+use crate::metrics::{Exposition, Metrics};
 
 /// What `/readyz` means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -48,6 +48,7 @@ pub struct Endpoints {
     lease_key: String,
     clock: SharedClock,
     watchers: Option<Watchers>,
+    heartbeat: Option<Heartbeat>,
 }
 
 impl Endpoints {
@@ -66,7 +67,14 @@ impl Endpoints {
             lease_key,
             clock,
             watchers: None,
+            heartbeat: None,
         }
+    }
+
+    /// Fails `/healthz` while the elector's loop is overdue (wedged).
+    pub fn with_heartbeat(mut self, heartbeat: Heartbeat) -> Self {
+        self.heartbeat = Some(heartbeat);
+        self
     }
 
     /// Serves `/leader` as server-sent events to requests that accept `text/event-stream`.
@@ -109,10 +117,21 @@ pub async fn bind(
 }
 
 async fn healthz(State(e): State<Endpoints>) -> Response {
-    // Liveness says the elector's loop runs; a Redis outage must not get replicas restarted.
-    match e.status.borrow().role {
-        Role::Stopped => (StatusCode::SERVICE_UNAVAILABLE, "stopped\n").into_response(),
-        _ => (StatusCode::OK, "ok\n").into_response(),
+    // Liveness says the elector's loop runs and makes progress; a Redis outage must not get
+    // replicas restarted (every Redis call has a timeout, so the loop goes on through one).
+    if matches!(e.status.borrow().role, Role::Stopped) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "stopped\n").into_response();
+    }
+    match e.heartbeat.as_ref().and_then(Heartbeat::wedged) {
+        Some(late) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "wedged: the elector's loop is {} ms overdue\n",
+                late.as_millis()
+            ),
+        )
+            .into_response(),
+        None => (StatusCode::OK, "ok\n").into_response(),
     }
 }
 
@@ -249,7 +268,8 @@ async fn leader(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
         .filter(|_| crate::sse::wants_events(accept))
     {
         let (lease_key, clock) = (e.lease_key.clone(), e.clock.clone());
-        return crate::sse::events(watchers, move |status| {
+        let last_event_id = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+        return crate::sse::events(watchers, last_event_id, move |status| {
             LeaderView::json(status, &lease_key, clock.now())
         })
         .into_response();
@@ -260,16 +280,18 @@ async fn leader(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
     axum::Json(view).into_response()
 }
 
-async fn metrics(State(e): State<Endpoints>) -> Response {
+async fn metrics(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = Exposition::negotiate(accept);
     let status = e.status.borrow().clone();
     let now = e.clock.now();
     let (ready, _) = readiness(&status, e.readiness, status.is_leading_at(now));
-    let body = e.metrics.render(&status, now, ready);
+    let body = e.metrics.render(&status, now, ready, format);
     (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
+        [
+            (header::CONTENT_TYPE, format.content_type()),
+            (header::VARY, "accept"),
+        ],
         body,
     )
         .into_response()

@@ -18,13 +18,15 @@
 //!   [`Status`](elector::Status). Every decision it makes is a pure function in
 //!   `elector/decide/` (table-tested); the files around it do the I/O: `follow.rs` (the
 //!   follower loop), `lead.rs` (one term: the watchdog and step-down), `terms.rs` (between
-//!   terms), `notify.rs` (the release channel), `observer.rs` (the metrics hooks).
+//!   terms), `notify.rs` (the release channel), `observer.rs` (the metrics hooks),
+//!   `heartbeat.rs` (the loop's progress, which liveness reads).
 //! - [`cli`]: flags, environment and config file, validated into settings; the one error type
 //!   and its exit codes (2 for every refusal).
 //! - [`cmd`]: the subcommands `run` and `status` (and `guard`, which is [`guard::check`]):
 //!   naming the lease (`cmd/lease.rs`), starting the parts; a contender is wired once
 //!   (`cmd/contender.rs`) for `run` and for `lock` (a one-shot lock for Jobs and CronJobs);
-//!   `step-down` asks for a handover on demand. [`shutdown`] turns signals into the root
+//!   `step-down` asks for a handover on demand; `remove-keys` removes an uninstalled lease's
+//!   keys. [`shutdown`] turns signals into the root
 //!   cancellation. `main.rs` only parses, starts the logs and calls `cmd`.
 //! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]
 //!   (logs) behind them. [`leader_view`]: the JSON of `/leader`; [`sse`]: the same as

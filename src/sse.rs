@@ -2,6 +2,13 @@
 //! one at every change of role, leader, token or candidacy. Each watcher reads from its own
 //! bounded buffer ([`Watchers::subscribe`]); a watcher that falls behind is dropped (its stream
 //! ends), so watchers never slow the elector.
+//!
+//! Every event has an id, `<owner id>:<n>`, n counting the changes this process published. A
+//! client that reconnects with `Last-Event-ID` (as a browser's `EventSource` does by itself)
+//! gets at once every change after that one, when it came from this very process and is among
+//! the last [`HISTORY`] changes; otherwise the current status, as a new watcher does. Each
+//! event is the whole status, so the last event a client got is the state it should act on,
+//! and a gap in n tells it that it missed changes.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -10,7 +17,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use futures_util::stream;
 
-use crate::elector::{Status, Watchers};
+use crate::elector::{HISTORY, Status, Watchers};
 
 /// Events a watcher may fall behind by before it is dropped.
 pub const WATCHER_BUFFER: usize = 16;
@@ -22,21 +29,37 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// The name of every event (`event: leader`).
 pub const EVENT_NAME: &str = "leader";
 
-/// A new watcher's event stream; `render` turns a status into the event's JSON.
+/// A watcher's event stream, resumed after `last_event_id` when it names one of this process's
+/// events; `render` turns a status into the event's JSON.
 pub fn events<R>(
     watchers: &Watchers,
+    last_event_id: Option<&str>,
     render: R,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>> + use<R>>
 where
     R: Fn(&Status) -> String + Send + 'static,
 {
-    let rx = watchers.subscribe(WATCHER_BUFFER);
+    let owner = watchers.owner();
+    let after = last_event_id.and_then(|id| event_number(id, &owner));
+    let rx = watchers.resume(WATCHER_BUFFER.max(HISTORY), after);
     let stream = stream::unfold((rx, render), |(mut rx, render)| async move {
-        let status = rx.recv().await?;
-        let event = Event::default().event(EVENT_NAME).data(render(&status));
+        let numbered = rx.recv().await?;
+        let status = &numbered.status;
+        let event = Event::default()
+            .event(EVENT_NAME)
+            .id(format!("{}:{}", status.owner, numbered.number))
+            .data(render(status));
         Some((Ok(event), (rx, render)))
     });
     Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+}
+
+/// The number in an event id `<owner id>:<n>` of `owner`'s; `None` for another's or a
+/// malformed one.
+fn event_number(id: &str, owner: &str) -> Option<u64> {
+    let (of, n) = id.trim().rsplit_once(':')?;
+    (of == owner).then_some(())?;
+    n.parse().ok()
 }
 
 /// Whether a request's `Accept` header asks for an event stream.
@@ -50,6 +73,26 @@ pub fn wants_events(accept: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_event_id_counts_only_for_its_own_process() {
+        let owner = "web-a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e";
+        let cases = [
+            (format!("{owner}:7"), Some(7)),
+            (format!(" {owner}:0 "), Some(0)),
+            (format!("{owner}:x"), None),
+            (format!("{owner}7"), None),
+            (
+                "web-a-1b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e:7".to_owned(),
+                None,
+            ),
+            ("7".to_owned(), None),
+            (String::new(), None),
+        ];
+        for (id, want) in cases {
+            assert_eq!(event_number(&id, owner), want, "{id:?}");
+        }
+    }
 
     #[test]
     fn only_an_accept_header_naming_the_event_stream_asks_for_events() {

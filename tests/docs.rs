@@ -18,7 +18,7 @@ use leasehold::elector::{
     Candidacy, LeaderInfo, Observer, RedisHealth, RenewalOutcome, Role, Status, StepDownReason,
 };
 use leasehold::lease::{FencingToken, LeaseError};
-use leasehold::metrics::Metrics;
+use leasehold::metrics::{Exposition, Metrics};
 
 use support::helm::repo;
 use support::markdown::{spans, table};
@@ -285,7 +285,7 @@ fn exposition() -> String {
         redis: RedisHealth::default(),
         candidacy: Candidacy::Unchecked,
     };
-    metrics.render(&status, BootInstant::now(), true)
+    metrics.render(&status, BootInstant::now(), true, Exposition::OpenMetrics)
 }
 
 /// A metric: its documented name (a counter's with `_total`), type and label names.

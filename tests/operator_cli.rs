@@ -96,7 +96,7 @@ fn every_lock_flag_rule_is_refused_with_exit_code_2() {
 
 #[test]
 fn one_shot_commands_name_the_redis_they_could_not_reach() {
-    for command in ["status", "step-down"] {
+    for command in ["status", "step-down", "remove-keys"] {
         let (code, _stdout, stderr) = run_to_end(
             &[command, "--lease-name", "web"],
             &[("LEASEHOLD_REDIS_URL", "redis://:hunter2@127.0.0.1:1")],

@@ -26,11 +26,12 @@ use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(20);
 
-/// One event or file state: when it arrived, its role and token.
+/// One event or file state: when it arrived, its role and token, and an event's id.
 #[derive(Debug, Clone)]
 struct Seen {
     at: Instant,
     json: serde_json::Value,
+    id: Option<String>,
 }
 
 impl Seen {
@@ -44,21 +45,36 @@ impl Seen {
 struct EventWatcher {
     seen: Arc<Mutex<Vec<Seen>>>,
     ended: Arc<AtomicBool>,
+    stream: TcpStream,
 }
 
 impl EventWatcher {
     fn connect(addr: SocketAddr) -> Self {
+        Self::resume(addr, None)
+    }
+
+    /// A watcher that sends `Last-Event-ID: last_event_id` when given, as a reconnecting
+    /// `EventSource` does.
+    fn resume(addr: SocketAddr, last_event_id: Option<&str>) -> Self {
         let mut stream = TcpStream::connect(addr).expect("connect");
+        let resume = last_event_id
+            .map(|id| format!("Last-Event-ID: {id}\r\n"))
+            .unwrap_or_default();
         // HTTP/1.0: the body is the raw event stream, ended by closing the connection.
         stream
-            .write_all(b"GET /leader HTTP/1.0\r\nAccept: text/event-stream\r\n\r\n")
+            .write_all(
+                format!("GET /leader HTTP/1.0\r\nAccept: text/event-stream\r\n{resume}\r\n")
+                    .as_bytes(),
+            )
             .expect("send the request");
+        let kept = stream.try_clone().expect("a handle on the stream");
         let seen = Arc::new(Mutex::new(Vec::new()));
         let ended = Arc::new(AtomicBool::new(false));
         let (s, e) = (seen.clone(), ended.clone());
         std::thread::spawn(move || {
             let mut lines = BufReader::new(stream).lines();
             let mut head = true;
+            let mut id = None;
             while let Some(Ok(line)) = lines.next() {
                 if head {
                     if line.starts_with("HTTP/") {
@@ -67,17 +83,30 @@ impl EventWatcher {
                     head = !line.is_empty();
                     continue;
                 }
+                if let Some(value) = line.strip_prefix("id: ") {
+                    id = Some(value.to_owned());
+                }
                 if let Some(data) = line.strip_prefix("data: ") {
                     let json = serde_json::from_str(data).expect("an event's data is JSON");
                     s.lock().unwrap().push(Seen {
                         at: Instant::now(),
                         json,
+                        id: id.take(),
                     });
                 }
             }
             e.store(true, Ordering::SeqCst);
         });
-        Self { seen, ended }
+        Self {
+            seen,
+            ended,
+            stream: kept,
+        }
+    }
+
+    /// Hangs up, as a client whose connection broke.
+    fn close(&self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
     }
 
     fn events(&self) -> Vec<Seen> {
@@ -113,6 +142,7 @@ impl FileWatcher {
                     s.lock().unwrap().push(Seen {
                         at: Instant::now(),
                         json,
+                        id: None,
                     });
                     last = text;
                 }
@@ -211,6 +241,64 @@ fn events_and_the_status_file_follow_every_transition_and_the_stream_ends_at_exi
     // Only changes are sent: b's renewals since did not add events.
     let roles: Vec<_> = on_b.events().iter().map(|e| e.role().to_owned()).collect();
     assert!(roles.ends_with(&["leader".to_owned()]), "{roles:?}");
+}
+
+/// An event id: `<owner id>:<n>`.
+fn id_parts(seen: &Seen) -> (String, u64) {
+    let id = seen.id.as_deref().expect("every event has an id");
+    let (owner, n) = id.rsplit_once(':').expect("<owner id>:<n>");
+    (owner.to_owned(), n.parse().expect("a number"))
+}
+
+#[test]
+fn a_watcher_that_comes_back_with_its_last_event_id_gets_every_change_it_missed() {
+    let redis = RedisServer::start();
+    let name = unique_lease("sse-resume");
+    let a = Replica::spawn(&redis.url(), &name, "a", &FAST, &[]);
+    wait_for("a leads", WAIT, || a.is_ready().then_some(()));
+    let b = Replica::spawn(&redis.url(), &name, "b", &FAST, &[]);
+    wait_for("b follows a", WAIT, || {
+        (b.leader()["leader"] == "a").then_some(())
+    });
+    let away = EventWatcher::connect(b.http);
+    let last = wait_for("b's first event", WAIT, || away.events().first().cloned());
+    assert_eq!(last.json["leader"], "a", "{}", last.json);
+    let (owner, had) = id_parts(&last);
+    assert!(owner.starts_with("b-"), "{owner}");
+    away.close();
+
+    // While it is away, a shuts down and b takes over.
+    a.signal(Signal::SIGTERM);
+    wait_for("b leads", WAIT, || b.is_ready().then_some(()));
+    let back = EventWatcher::resume(b.http, last.id.as_deref());
+    let caught_up = wait_for("the missed changes up to b's term", WAIT, || {
+        let events = back.events();
+        events.last().filter(|e| e.json["is_leader"] == true)?;
+        Some(events)
+    });
+    let numbers: Vec<u64> = caught_up.iter().map(|e| id_parts(e).1).collect();
+    let want: Vec<u64> = (had + 1..had + 1 + numbers.len() as u64).collect();
+    assert_eq!(
+        numbers, want,
+        "every change after {had}, in order: {caught_up:?}"
+    );
+    assert!(
+        caught_up.iter().all(|e| id_parts(e).0 == owner),
+        "{caught_up:?}"
+    );
+    let now = caught_up.last().expect("b's term").clone();
+
+    // No id, another process's id, or the last id itself: the current status at once, under
+    // the last change's id.
+    let a_id = format!("a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e:{had}");
+    for resume in [None, Some(a_id.as_str()), now.id.as_deref()] {
+        let watcher = EventWatcher::resume(b.http, resume);
+        let first = wait_for("the current status", WAIT, || {
+            watcher.events().first().cloned()
+        });
+        assert_eq!(first.id, now.id, "{resume:?}");
+        assert_eq!(first.json["is_leader"], true, "{resume:?}: {}", first.json);
+    }
 }
 
 #[test]

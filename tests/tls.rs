@@ -171,6 +171,51 @@ async fn a_server_without_tls_is_an_error_never_plain_text() {
     );
 }
 
+/// What the wrong scheme shows, through the real binary: `rediss://` to the plain port waits
+/// for a handshake that never comes, and `redis://` to the TLS port is reset; both say TLS.
+#[test]
+fn a_url_of_the_wrong_scheme_is_answered_with_a_hint_at_tls() {
+    let r = tls_redis(false);
+    let ca = r.pki.ca.display().to_string();
+    let to_plain = format!("rediss://localhost:{}", r.server.port());
+    let (code, _, stderr) = support::replica::run_to_end(
+        &[
+            "status",
+            "--lease-name",
+            "web",
+            "--redis-url",
+            &to_plain,
+            "--redis-ca-file",
+            &ca,
+        ],
+        &[],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    for words in [
+        &format!("redis at {to_plain}: "),
+        "no answer to the TLS handshake within 5s",
+        "is this a TLS port? (a plain Redis port wants a redis:// URL)",
+    ] {
+        assert!(stderr.contains(words), "want {words:?} in:\n{stderr}");
+    }
+
+    let to_tls = format!("redis://localhost:{}", r.tls_port);
+    let (code, _, stderr) = support::replica::run_to_end(
+        &["status", "--lease-name", "web", "--redis-url", &to_tls],
+        &[],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    for words in [
+        "reset by peer",
+        "if this port speaks TLS, the URL must be rediss://",
+    ] {
+        assert!(stderr.contains(words), "want {words:?} in:\n{stderr}");
+    }
+
+    let keys: Vec<String> = r.server.cmd(&["KEYS", "leasehold:*"]);
+    assert!(keys.is_empty(), "nothing was written: {keys:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_tls_needs_the_client_certificate() {
     let r = tls_redis(true);

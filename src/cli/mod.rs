@@ -34,11 +34,11 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 pub use error::CliError;
 pub use file::parse_from;
-pub use ops::{LockArgs, StepDownArgs};
+pub use ops::{LockArgs, RemoveKeysArgs, StepDownArgs};
 pub use resolve::{MAX_DURATION, invocation};
 pub use settings::{
     ContenderSettings, Environment, Invocation, LeaseSource, LockSettings, RedisSettings,
-    RunSettings, StatusSettings, StepDownSettings,
+    RemoveKeysSettings, RunSettings, StatusSettings, StepDownSettings,
 };
 
 use crate::elector::EvictionMode;
@@ -89,6 +89,9 @@ pub enum Command {
     /// one named by --to) leads: exit 0 with who and the new token, 1 when it did not happen
     /// within --wait, 2 on bad input.
     StepDown(ops::StepDownArgs),
+    /// Remove the lease's keys from Redis, once its Deployment is uninstalled: refused (exit 1)
+    /// while a term may be valid, unless --force; prints each key it removed.
+    RemoveKeys(ops::RemoveKeysArgs),
     /// Run a command once while holding the lease, for Jobs and CronJobs: exit with its code,
     /// 75 when the lock was not acquired within --wait, 76 when it was lost while the command ran.
     Lock(ops::LockArgs),

@@ -1,14 +1,15 @@
-//! The flags of the operator commands `leasehold step-down` (handover on demand) and `leasehold
-//! lock` (a one-shot lock for Jobs and CronJobs), validated into settings like the others: every
-//! refusal names the flag, the value and the rule, and the binary exits with code 2.
+//! The flags of the operator commands `leasehold step-down` (handover on demand), `leasehold
+//! remove-keys` (a lease's keys, after uninstalling) and `leasehold lock` (a one-shot lock for
+//! Jobs and CronJobs), validated into settings like the others: every refusal names the flag,
+//! the value and the rule, and the binary exits with code 2.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Args;
+use clap::{ArgAction, Args};
 
 use super::resolve::{ContenderParts, above_zero, at_most};
-use super::settings::{Environment, LockSettings, StepDownSettings};
+use super::settings::{Environment, LockSettings, RemoveKeysSettings, StepDownSettings};
 use super::{CliError, ContenderArgs, KubeArgs, LogArgs, StatusArgs, parse_duration};
 use crate::lease::OwnerId;
 
@@ -58,6 +59,32 @@ impl StepDownArgs {
             status,
             to: self.to.clone(),
             wait: self.wait,
+        })
+    }
+}
+
+/// `leasehold remove-keys`.
+#[derive(Debug, Clone, Args)]
+pub struct RemoveKeysArgs {
+    #[command(flatten)]
+    pub status: StatusArgs,
+    /// Remove the keys even while a term may be valid (a holder, a term the state record
+    /// names, a data-loss cooldown): only once every replica of the lease is gone, or a
+    /// value that leasehold did not write must go.
+    #[arg(long, env = "LEASEHOLD_REMOVE_KEYS_FORCE", action = ArgAction::SetTrue, help_heading = "Removal")]
+    pub force: bool,
+}
+
+impl RemoveKeysArgs {
+    /// Validates the removal settings.
+    pub fn resolve(
+        &self,
+        env: &Environment,
+        url_from_command_line: bool,
+    ) -> Result<RemoveKeysSettings, CliError> {
+        Ok(RemoveKeysSettings {
+            status: self.status.resolve(env, url_from_command_line)?,
+            force: self.force,
         })
     }
 }

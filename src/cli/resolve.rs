@@ -78,6 +78,10 @@ pub fn invocation(
             args.resolve(env, url_from_command_line)?,
             args.status.log.settings(env),
         ),
+        Command::RemoveKeys(args) => Invocation::RemoveKeys(
+            args.resolve(env, url_from_command_line)?,
+            args.status.log.settings(env),
+        ),
         Command::Lock(args) => Invocation::Lock(
             args.resolve(env, url_from_command_line)?,
             args.log.settings(env),

@@ -31,6 +31,8 @@ pub enum Invocation {
     StepDown(StepDownSettings, LogSettings),
     /// `leasehold lock`.
     Lock(LockSettings, LogSettings),
+    /// `leasehold remove-keys`.
+    RemoveKeys(RemoveKeysSettings, LogSettings),
 }
 
 impl Invocation {
@@ -40,6 +42,7 @@ impl Invocation {
             Invocation::Run(_, log)
             | Invocation::Status(_, log)
             | Invocation::StepDown(_, log)
+            | Invocation::RemoveKeys(_, log)
             | Invocation::Lock(_, log) => Some(log),
             Invocation::Guard(_) => None,
         }
@@ -51,7 +54,8 @@ impl Invocation {
             Invocation::Run(RunSettings { contender, .. }, _)
             | Invocation::Lock(LockSettings { contender, .. }, _) => Some(&contender.redis),
             Invocation::Status(status, _)
-            | Invocation::StepDown(StepDownSettings { status, .. }, _) => Some(&status.redis),
+            | Invocation::StepDown(StepDownSettings { status, .. }, _)
+            | Invocation::RemoveKeys(RemoveKeysSettings { status, .. }, _) => Some(&status.redis),
             Invocation::Guard(_) => None,
         }
     }
@@ -189,6 +193,15 @@ pub struct StatusSettings {
     pub lease: LeaseSource,
     /// Output format.
     pub output: OutputFormat,
+}
+
+/// Validated settings of `leasehold remove-keys`.
+#[derive(Debug, Clone)]
+pub struct RemoveKeysSettings {
+    /// Redis, the lease and the output format, as for `leasehold status`.
+    pub status: StatusSettings,
+    /// Remove even while a term may be valid.
+    pub force: bool,
 }
 
 /// Validated settings of `leasehold step-down`.

@@ -5,6 +5,7 @@
 //! - [`run`]: one replica, until shutdown.
 //! - [`status`]: who holds the lease now.
 //! - [`step_down`]: ask the leader to hand over, and wait for the next one.
+//! - [`remove_keys`]: remove the lease's keys from Redis, after uninstalling.
 //! - [`lock`]: run a command once under the lease, for Jobs and CronJobs.
 //! - [`contender`]: a contender for the lease, wired once for `run` and `lock`.
 //! - [`lease`]: naming the lease, by flag or after the workload that owns the pod.
@@ -12,6 +13,7 @@
 pub mod contender;
 pub mod lease;
 pub mod lock;
+pub mod remove_keys;
 pub mod run;
 pub mod status;
 pub mod step_down;
@@ -34,6 +36,10 @@ pub fn execute(invocation: Invocation) -> Result<ExitCode, CliError> {
         }
         Invocation::StepDown(settings, _) => {
             let code = runtime()?.block_on(step_down::step_down(settings))?;
+            Ok(exit_code(code))
+        }
+        Invocation::RemoveKeys(settings, _) => {
+            let code = runtime()?.block_on(remove_keys::remove_keys(settings))?;
             Ok(exit_code(code))
         }
         Invocation::Lock(settings, _) => until_signalled(|shutdown| lock::lock(settings, shutdown)),

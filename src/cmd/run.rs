@@ -84,7 +84,8 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
         lease_key.clone(),
         clock,
     )
-    .with_watchers(watchers);
+    .with_watchers(watchers)
+    .with_heartbeat(contender.elector.heartbeat());
     let (bound, serve) = http::bind(settings.http_addr, endpoints, http_stop.clone())
         .await
         .with_context(|| format!("cannot listen on --http-addr {}", settings.http_addr))?;

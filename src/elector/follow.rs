@@ -12,7 +12,7 @@ use super::decide::{self, FailureLog, GiveBack, Next, Seen, Wakeup};
 use super::notify::Releases;
 use super::{Elector, Eviction, LeaderInfo, Role};
 use crate::clock::BootInstant;
-use crate::lease::{Acquired, Grant, Holder, LeaseError};
+use crate::lease::{Acquired, Grant, Holder, LeaseError, PreviousTerm};
 
 impl Elector {
     /// The follower loop: returns a grant, or `None` at shutdown. `held`: this replica handed
@@ -28,6 +28,8 @@ impl Elector {
         let timing = self.timing;
         let clock = self.lease.clock().clone();
         let mut failures: u32 = 0;
+        // A data-loss cooldown seen before the win: the term before ended with Redis's data.
+        let mut cooled = false;
         // The holder seen last and until when it keeps its term as far as this follower knows,
         // and whether a release was announced since (client-go's observed-time rule).
         let mut observed: Option<(Holder, BootInstant)> = None;
@@ -35,6 +37,7 @@ impl Elector {
         // Whether the last wake-up was anything but the announcement of our own release.
         let mut woken = false;
         loop {
+            self.heartbeat.beat(Duration::ZERO);
             releases.mark_seen();
             if shutdown.is_cancelled() {
                 return None;
@@ -122,9 +125,12 @@ impl Elector {
                 self.note_durations();
             }
             let seen = match attempt {
-                Ok(Acquired::Leader(grant)) => {
+                Ok(Acquired::Leader(mut grant)) => {
                     self.redis_ok();
                     self.note_blocked(None);
+                    if cooled {
+                        grant.previous = PreviousTerm::DataLoss;
+                    }
                     return Some(grant);
                 }
                 Ok(Acquired::HeldBy(holder)) => {
@@ -146,6 +152,7 @@ impl Elector {
                 }
                 Ok(Acquired::CoolingDown { remaining, started }) => {
                     failures = 0;
+                    cooled = true;
                     self.redis_ok();
                     self.note_blocked(None);
                     if started {
@@ -200,6 +207,7 @@ impl Elector {
                 Next::Sleep(wait) => wait,
                 Next::GiveUp => return None,
             };
+            self.heartbeat.beat(wait);
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return None,
@@ -220,6 +228,8 @@ impl Elector {
         pred: impl FnMut(&super::Status) -> bool,
     ) -> bool {
         let mut status = self.status.subscribe();
+        // Waiting on the status alone is not a wedge, however long it lasts.
+        self.heartbeat.park();
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => false,
@@ -244,6 +254,7 @@ impl Elector {
             if wait.is_zero() {
                 return true;
             }
+            self.heartbeat.beat(wait);
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return false,

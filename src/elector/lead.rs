@@ -84,6 +84,7 @@ impl Elector {
             token = grant.token.0,
             leader = %identity,
             valid_for_ms = clock.now().until(valid_until).as_millis() as u64,
+            previous_term = grant.previous.as_label(),
             "became leader"
         );
         self.observer.acquired(grant.token);
@@ -97,6 +98,7 @@ impl Elector {
         let mut refusal = self.status.subscribe();
         let mut unhealthy = self.status.subscribe();
         let (ending, work_running) = loop {
+            self.heartbeat.beat(clock.now().until(deadlines.next_renew));
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break (Ending::new(StepDownReason::Shutdown), true),
@@ -233,6 +235,9 @@ impl Elector {
             hand_to,
         } = ending;
         let token = leadership.token();
+        // The wait for the work ends at the validity deadline, then one release.
+        let left = self.lease.clock().now().until(leadership.valid_until());
+        self.heartbeat.beat(left + self.timing.call_timeout());
         // Before anything else: the command checks the file by itself, also while this
         // process is slow to reach the steps below.
         self.zero_guard_file(token);

@@ -247,6 +247,7 @@ mod tests {
             token: FencingToken(9),
             sent_at: now,
             ttl: valid_for,
+            previous: crate::lease::PreviousTerm::None,
         };
         Leadership::new(
             &grant,

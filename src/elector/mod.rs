@@ -22,6 +22,7 @@ pub mod decide;
 mod eviction;
 mod follow;
 mod guard_file;
+mod heartbeat;
 mod lead;
 mod leadership;
 mod notices;
@@ -50,6 +51,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 pub use eviction::{EvictionMode, refused_as_unsafe};
+pub use heartbeat::Heartbeat;
 pub use leadership::{Leadership, NotLeader};
 pub use observer::{Observer, RenewalOutcome};
 pub use status::{
@@ -58,7 +60,7 @@ pub use status::{
 };
 pub use timing::{TIMING_RULE, Timing, TimingBound, TimingError, TimingField};
 use watchers::StatusBoard;
-pub use watchers::Watchers;
+pub use watchers::{HISTORY, Numbered, Watchers};
 
 use crate::lease::RedisLease;
 use benchmark_only::FollowerStrategy;
@@ -79,6 +81,8 @@ pub struct Elector {
     one_term: Option<Duration>,
     /// What has been said once already (`notices.rs`).
     notices: notices::Said,
+    /// The loop's progress, for liveness (`heartbeat.rs`).
+    heartbeat: Heartbeat,
 }
 
 impl Elector {
@@ -107,6 +111,7 @@ impl Elector {
             candidacy: None,
             one_term: None,
             notices: notices::Said::default(),
+            heartbeat: Heartbeat::new(timing.lease_duration),
         })
     }
 
@@ -165,6 +170,11 @@ impl Elector {
         self.status.subscribe()
     }
 
+    /// The loop's heartbeat: [`Heartbeat::wedged`] says when it stopped making progress.
+    pub fn heartbeat(&self) -> Heartbeat {
+        self.heartbeat.clone()
+    }
+
     /// The lease this elector contends for.
     pub fn lease(&self) -> &Arc<RedisLease> {
         &self.lease
@@ -215,6 +225,7 @@ impl Elector {
         if let Some(task) = candidacy_task {
             let _ = task.await;
         }
+        self.heartbeat.park();
         self.status.modify(|s| s.role = Role::Stopped);
         self.status.watchers().close();
         info!(

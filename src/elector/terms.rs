@@ -68,6 +68,7 @@ impl Elector {
                     pause_ms = between.paced.as_millis() as u64,
                     "the work failed soon after the term began; pausing before contending again"
                 );
+                self.heartbeat.beat(between.paced);
                 tokio::select! {
                     biased;
                     _ = shutdown.cancelled() => return,

@@ -2,7 +2,13 @@
 //! [`StatusBoard`], which pushes it to the watchers (server-sent events, the status file) in the
 //! same step when its role, leader, token or candidacy changed. Publishing never waits: each
 //! watcher has a bounded buffer, and a watcher whose buffer is full is dropped, not waited for.
+//!
+//! Every change gets the next number of this process's count, so that a watcher that comes back
+//! after it names the last one it had is given the changes it missed, from the last few kept
+//! ([`HISTORY`]); one that names nothing, another process's event, or one too old starts from
+//! the current status, as any new watcher does.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::{mpsc, watch};
@@ -130,10 +136,28 @@ impl StatusBoard {
     }
 }
 
+/// How many of the last changes are kept for watchers that come back.
+pub const HISTORY: usize = 16;
+
+/// A status as an event: its number counts the changes this process published (the first is
+/// 1; 0 is the status before any).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Numbered {
+    /// The number of the change this status is (or, for a new watcher's first event, the last
+    /// change published before it).
+    pub number: u64,
+    /// The status.
+    pub status: Status,
+}
+
 struct Hub {
     /// The key of the last event sent.
     last: Option<Key>,
-    subscribers: Vec<mpsc::Sender<Status>>,
+    /// The number of the last change published.
+    number: u64,
+    /// The last changes, oldest first, at most [`HISTORY`].
+    history: VecDeque<Numbered>,
+    subscribers: Vec<mpsc::Sender<Numbered>>,
     /// The elector has stopped: no more events, and streams end after what they have.
     closed: bool,
 }
@@ -151,6 +175,8 @@ impl Watchers {
             status,
             hub: Arc::new(Mutex::new(Hub {
                 last: None,
+                number: 0,
+                history: VecDeque::with_capacity(HISTORY),
                 subscribers: Vec::new(),
                 closed: false,
             })),
@@ -160,14 +186,57 @@ impl Watchers {
     /// A new watcher with room for `buffer` events (at least one). Its first event is the
     /// current status, at once; the channel closes when the watcher fell `buffer` events behind
     /// (it was dropped) or the elector is gone.
-    pub fn subscribe(&self, buffer: usize) -> mpsc::Receiver<Status> {
-        let (tx, rx) = mpsc::channel(buffer.max(1));
+    pub fn subscribe(&self, buffer: usize) -> mpsc::Receiver<Numbered> {
+        self.resume(buffer, None)
+    }
+
+    /// A watcher that comes back after change `after` (the number of the last event it had):
+    /// its first events are the changes published since, when they are all still kept and fit
+    /// in `buffer`; otherwise (and for `None`, or a number this process never published) the
+    /// current status, at once, numbered with the last change. Then every change, as for
+    /// [`subscribe`](Self::subscribe).
+    pub fn resume(&self, buffer: usize, after: Option<u64>) -> mpsc::Receiver<Numbered> {
+        let buffer = buffer.max(1);
+        let (tx, rx) = mpsc::channel(buffer);
         let mut hub = self.lock();
-        // Under the lock: no event can fall between this first one and the next.
-        if tx.try_send(self.status.borrow().clone()).is_ok() && !hub.closed {
+        // Under the lock: no event can fall between these first ones and the next.
+        let missed: Option<Vec<Numbered>> = after.filter(|n| *n <= hub.number).and_then(|n| {
+            let missed: Vec<Numbered> = hub
+                .history
+                .iter()
+                .filter(|e| e.number > n)
+                .cloned()
+                .collect();
+            let kept = n == hub.number
+                || hub
+                    .history
+                    .front()
+                    .is_some_and(|first| first.number <= n + 1);
+            (kept && missed.len() <= buffer).then_some(missed)
+        });
+        let first = match missed {
+            // Up to date already: the current status once more, under its number.
+            Some(missed) if missed.is_empty() => vec![self.numbered(hub.number)],
+            Some(missed) => missed,
+            None => vec![self.numbered(hub.number)],
+        };
+        let sent = first.into_iter().all(|event| tx.try_send(event).is_ok());
+        if sent && !hub.closed {
             hub.subscribers.push(tx);
         }
         rx
+    }
+
+    fn numbered(&self, number: u64) -> Numbered {
+        Numbered {
+            number,
+            status: self.status.borrow().clone(),
+        }
+    }
+
+    /// The owner id of the elector watched: the numbers count its changes, and no other's.
+    pub fn owner(&self) -> String {
+        self.status.borrow().owner.clone()
     }
 
     /// Whether the elector has stopped: a stream that ended will not be followed by more.
@@ -193,8 +262,18 @@ impl Watchers {
             current.clone()
         };
         hub.last = Some(Key::of(&status));
+        hub.number += 1;
+        let event = Numbered {
+            number: hub.number,
+            status,
+        };
+        if hub.history.len() == HISTORY {
+            hub.history.pop_front();
+        }
+        hub.history.push_back(event.clone());
+        let status = &event.status;
         hub.subscribers
-            .retain(|tx| match tx.try_send(status.clone()) {
+            .retain(|tx| match tx.try_send(event.clone()) {
                 Ok(()) => true,
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     debug!(
@@ -253,14 +332,20 @@ mod tests {
         let tx = StatusBoard::new(status(Role::Starting));
         let watchers = tx.watchers().clone();
         let mut rx = watchers.subscribe(4);
-        assert_eq!(rx.try_recv().map(|s| s.role), Ok(Role::Starting));
+        assert_eq!(rx.try_recv().map(|e| e.status.role), Ok(Role::Starting));
         tx.modify(|s| s.role = leader(7));
-        assert_eq!(rx.try_recv().map(|s| s.token()), Ok(Some(FencingToken(7))));
+        assert_eq!(
+            rx.try_recv().map(|e| e.status.token()),
+            Ok(Some(FencingToken(7)))
+        );
         // A renewal moves only the deadline: no event.
         tx.modify(|s| s.role = leader(7));
         assert!(rx.try_recv().is_err());
         tx.modify(|s| s.candidacy = Candidacy::Healthy);
-        assert_eq!(rx.try_recv().map(|s| s.candidacy), Ok(Candidacy::Healthy));
+        assert_eq!(
+            rx.try_recv().map(|e| e.status.candidacy),
+            Ok(Candidacy::Healthy)
+        );
     }
 
     #[test]
@@ -269,11 +354,11 @@ mod tests {
         let watchers = tx.watchers().clone();
         let mut slow = watchers.subscribe(2);
         let mut quick = watchers.subscribe(2);
-        assert_eq!(quick.try_recv().map(|s| s.role), Ok(Role::Starting));
+        assert_eq!(quick.try_recv().map(|e| e.status.role), Ok(Role::Starting));
         for token in 1..=3 {
             tx.modify(|s| s.role = leader(token));
             assert_eq!(
-                quick.try_recv().map(|s| s.token()),
+                quick.try_recv().map(|e| e.status.token()),
                 Ok(Some(FencingToken(token)))
             );
         }
@@ -295,17 +380,62 @@ mod tests {
         tx.modify(|s| s.role = Role::Stopped);
         watchers.close();
         assert!(watchers.is_closed());
-        assert_eq!(early.try_recv().map(|s| s.role), Ok(Role::Starting));
-        assert_eq!(early.try_recv().map(|s| s.role), Ok(Role::Stopped));
+        assert_eq!(early.try_recv().map(|e| e.status.role), Ok(Role::Starting));
+        assert_eq!(early.try_recv().map(|e| e.status.role), Ok(Role::Stopped));
         assert_eq!(
             early.try_recv(),
             Err(mpsc::error::TryRecvError::Disconnected)
         );
         let mut late = watchers.subscribe(4);
-        assert_eq!(late.try_recv().map(|s| s.role), Ok(Role::Stopped));
+        assert_eq!(late.try_recv().map(|e| e.status.role), Ok(Role::Stopped));
         assert_eq!(
             late.try_recv(),
             Err(mpsc::error::TryRecvError::Disconnected)
+        );
+    }
+
+    #[test]
+    fn a_watcher_that_comes_back_gets_the_changes_it_missed_or_the_current_status() {
+        let tx = StatusBoard::new(status(Role::Starting));
+        let watchers = tx.watchers().clone();
+        for token in 1..=20 {
+            tx.modify(|s| s.role = leader(token));
+        }
+        let numbers = |mut rx: mpsc::Receiver<Numbered>| {
+            let mut seen = Vec::new();
+            while let Ok(e) = rx.try_recv() {
+                seen.push((e.number, e.status.token().map(|t| t.0)));
+            }
+            seen
+        };
+        // Change n is the status with token n.
+        assert_eq!(
+            numbers(watchers.resume(16, Some(17))),
+            [(18, Some(18)), (19, Some(19)), (20, Some(20))]
+        );
+        assert_eq!(
+            numbers(watchers.resume(16, Some(20))),
+            [(20, Some(20))],
+            "up to date: the current status once more"
+        );
+        // Kept: the last 16, 5 to 20; after 4 every one of them is there.
+        assert_eq!(numbers(watchers.resume(16, Some(4))).len(), 16);
+        for gone in [Some(3), Some(0), Some(21), None] {
+            assert_eq!(
+                numbers(watchers.resume(16, gone)),
+                [(20, Some(20))],
+                "{gone:?}: only the current status"
+            );
+        }
+        // Missed more than the buffer holds: the current status.
+        assert_eq!(numbers(watchers.resume(2, Some(10))), [(20, Some(20))]);
+        // A resumed watcher gets the changes after, numbered on.
+        let mut rx = watchers.resume(16, Some(19));
+        tx.modify(|s| s.role = leader(21));
+        assert_eq!(rx.try_recv().map(|e| e.number), Ok(20));
+        assert_eq!(
+            rx.try_recv().map(|e| (e.number, e.status.token())),
+            Ok((21, Some(FencingToken(21))))
         );
     }
 }

@@ -1,6 +1,8 @@
 //! Finds the Deployment that owns this pod (pod → ReplicaSet → Deployment): the lease is named
 //! after it, the leader label is kept on its pods, and events are recorded on it.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -18,6 +20,13 @@ pub struct OwningDeployment {
     pub selector: String,
     /// A reference to it, for events.
     pub reference: ObjectReference,
+    /// Its labels (a chart's: `app.kubernetes.io/instance` and the others), which the Lease
+    /// mirror carries too.
+    pub labels: BTreeMap<String, String>,
+    /// An owner reference to it, which the Lease mirror carries so that deleting the
+    /// Deployment (`helm uninstall`) has the garbage collector delete the mirror; `None` when
+    /// the API gave the Deployment no uid.
+    pub owner: Option<OwnerReference>,
 }
 
 pub(super) fn controller_of<'a>(
@@ -94,9 +103,21 @@ pub async fn owning_deployment(
                 deploy_ref.name
             ),
         })?;
+    // Not the controller (the Deployment controller does not manage Leases), and no
+    // blockOwnerDeletion, which would need `update` on deployments/finalizers.
+    let owner = deployment.uid().map(|uid| OwnerReference {
+        api_version: Deployment::api_version(&()).into_owned(),
+        kind: Deployment::kind(&()).into_owned(),
+        name: deployment.name_any(),
+        uid,
+        controller: None,
+        block_owner_deletion: None,
+    });
     Ok(OwningDeployment {
         name: deployment.name_any(),
         selector,
         reference: deployment.object_ref(&()),
+        labels: deployment.labels().clone(),
+        owner,
     })
 }

@@ -1,13 +1,14 @@
 //! The Lease mirror: a `coordination.k8s.io/v1` Lease named after the Deployment, kept by the
 //! leader, so that `kubectl get lease` shows who leads. It mirrors; the Redis lease decides.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
+use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
-use kube::{Api, Client};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -28,25 +29,49 @@ pub(super) fn lease_name(deployment: Option<&str>, lease: &str) -> Result<String
     }
 }
 
+/// What the mirror carries besides the holder: the owning Deployment's labels and an owner
+/// reference to it, so that `kubectl get lease -l app.kubernetes.io/instance=…` finds it and
+/// deleting the Deployment deletes it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Belonging {
+    pub labels: BTreeMap<String, String>,
+    pub owner: Option<OwnerReference>,
+}
+
+impl Belonging {
+    /// Puts the labels and the owner reference on `meta`, keeping what else it has.
+    fn apply(&self, meta: &mut ObjectMeta) {
+        if !self.labels.is_empty() {
+            let labels = meta.labels.get_or_insert_with(BTreeMap::new);
+            labels.extend(self.labels.clone());
+        }
+        if let Some(owner) = &self.owner {
+            let owners = meta.owner_references.get_or_insert_with(Vec::new);
+            if !owners.iter().any(|o| o.uid == owner.uid) {
+                owners.push(owner.clone());
+            }
+        }
+    }
+}
+
 /// How often the leader refreshes `renewTime`.
 fn interval(timing: &Timing) -> Duration {
     timing.retry_period.max(timing.lease_duration / 3)
 }
 
-/// Writes the mirror at once, then refreshes it until `stop`.
+/// Writes the mirror (in the namespace of `leases`) at once, then refreshes it until `stop`.
 pub(super) async fn keep(
-    client: &Client,
-    namespace: &str,
+    leases: Api<Lease>,
     name: &str,
     identity: &str,
+    belonging: &Belonging,
     timing: &Timing,
     leadership: &Leadership,
     stop: &CancellationToken,
 ) {
-    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
     let mut failures = 0u32;
     loop {
-        let pause = match write(&leases, name, identity, timing, leadership).await {
+        let pause = match write(&leases, name, identity, belonging, timing, leadership).await {
             Ok(()) => {
                 failures = 0;
                 interval(timing)
@@ -77,6 +102,7 @@ async fn write(
     leases: &Api<Lease>,
     name: &str,
     identity: &str,
+    belonging: &Belonging,
     timing: &Timing,
     leadership: &Leadership,
 ) -> Result<(), K8sError> {
@@ -94,11 +120,13 @@ async fn write(
     let token = leadership.check()?;
     match existing {
         None => {
+            let mut metadata = ObjectMeta {
+                name: Some(name.to_owned()),
+                ..ObjectMeta::default()
+            };
+            belonging.apply(&mut metadata);
             let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(name.to_owned()),
-                    ..ObjectMeta::default()
-                },
+                metadata,
                 spec: Some(LeaseSpec {
                     holder_identity: Some(identity.to_owned()),
                     acquire_time: Some(now.clone()),
@@ -115,6 +143,8 @@ async fn write(
             info!(lease = %name, holder = %identity, token = token.0, "created the Lease mirror");
         }
         Some(mut lease) => {
+            // A mirror written before it carried them, or by an earlier release of the chart.
+            belonging.apply(&mut lease.metadata);
             let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
             if spec.holder_identity.as_deref() != Some(identity) {
                 let had_holder = spec.holder_identity.is_some();

@@ -281,11 +281,19 @@ impl Publisher {
         };
         let lease = async {
             if let Some(name) = &inner.mirror_name {
+                let belonging = inner
+                    .deployment
+                    .as_ref()
+                    .map(|d| mirror::Belonging {
+                        labels: d.labels.clone(),
+                        owner: d.owner.clone(),
+                    })
+                    .unwrap_or_default();
                 mirror::keep(
-                    &inner.client,
-                    &inner.namespace,
+                    Api::namespaced(inner.client.clone(), &inner.namespace),
                     name,
                     &inner.identity,
+                    &belonging,
                     &inner.timing,
                     &leadership,
                     &stop,

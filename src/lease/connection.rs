@@ -10,13 +10,14 @@
 //! replies stopped coming (a blackholed link): every later call would queue behind the lost
 //! ones. Here a timeout spoils the connection too, and the next call dials again.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use redis::{Client, Cmd, Pipeline, RedisFuture, Value};
+use redis::{Client, Cmd, ConnectionAddr, Pipeline, RedisFuture, Value};
 
 use super::LeaseError;
 use super::sentinels::Sentinels;
@@ -99,6 +100,11 @@ pub(crate) struct Connection {
     behind: Behind,
     lease_key: String,
     slot: Mutex<Slot>,
+    /// The URL asks for TLS (`rediss://`).
+    tls: bool,
+    /// A call has been answered on this target since start: the link works, and a failure
+    /// needs no hint about TLS.
+    answered: AtomicBool,
 }
 
 /// What the connection reaches: the target, with a Sentinel target's Sentinels ready to ask.
@@ -121,6 +127,17 @@ struct Slot {
 
 impl Connection {
     pub(crate) fn new(target: Target, access: Access, lease_key: String) -> Self {
+        let over_tls = |c: &Client| {
+            matches!(
+                c.get_connection_info().addr(),
+                ConnectionAddr::TcpTls { .. }
+            )
+        };
+        let tls = match &target {
+            Target::Single(client) => over_tls(client),
+            Target::Sentinel(sentinel) => sentinel.tls,
+            Target::Cluster { seeds, .. } => seeds.first().is_some_and(over_tls),
+        };
         let behind = match target {
             Target::Single(client) => Behind::Single(client),
             Target::Sentinel(sentinel) => {
@@ -132,6 +149,25 @@ impl Connection {
             behind,
             lease_key,
             slot: Mutex::new(Slot::default()),
+            tls,
+            answered: AtomicBool::new(false),
+        }
+    }
+
+    /// A call's result, with a hint at TLS on the failures that a URL of the wrong scheme
+    /// shows until a first answer (`connected`: the call had a connection when it failed).
+    pub(crate) fn explain<T>(
+        &self,
+        result: Result<T, LeaseError>,
+        connected: bool,
+    ) -> Result<T, LeaseError> {
+        match result {
+            Ok(value) => {
+                self.answered.store(true, Ordering::Relaxed);
+                Ok(value)
+            }
+            Err(e) if self.answered.load(Ordering::Relaxed) => Err(e),
+            Err(e) => Err(e.hint_at_tls(self.tls, connected)),
         }
     }
 

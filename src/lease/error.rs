@@ -276,6 +276,34 @@ impl LeaseError {
     }
 }
 
+impl LeaseError {
+    /// The error with a hint at TLS where a URL of the wrong scheme is the likely cause, for a
+    /// target that never answered: `rediss://` to a port without TLS waits for a handshake that
+    /// never comes (a timeout before any connection was made, said as what it is), and
+    /// `redis://` to a TLS port has the connection reset.
+    pub(crate) fn hint_at_tls(self, tls: bool, connected: bool) -> Self {
+        match self {
+            LeaseError::Timeout { op, after } if tls && !connected => LeaseError::Connection {
+                op,
+                detail: format!(
+                    "no answer to the TLS handshake within {after:?}: a port without TLS never answers one; is this a TLS port? (a plain Redis port wants a redis:// URL)"
+                ),
+            },
+            LeaseError::Connection { op, detail }
+                if !tls && detail.to_ascii_lowercase().contains("reset by peer") =>
+            {
+                LeaseError::Connection {
+                    op,
+                    detail: format!(
+                        "{detail}; if this port speaks TLS, the URL must be rediss:// (a TLS port resets a plain connection)"
+                    ),
+                }
+            }
+            other => other,
+        }
+    }
+}
+
 /// The words of a wrong-type error: the keys found holding another type, or all of them when
 /// none was found (the look-up failed, or the key changed since).
 fn wrong_type_words(lease: &str, keys: &[String], found: &[(String, String)]) -> String {

@@ -17,6 +17,7 @@ mod outcome;
 mod pubsub;
 #[doc(hidden)]
 pub mod quorum;
+mod remove;
 mod reply;
 mod roster;
 mod scripts;
@@ -39,14 +40,16 @@ pub use keys::{
 };
 pub use options::{LeaseOptions, Secret, WaitReplicas, minimal_acl_rule};
 pub use outcome::{
-    Acquired, CooldownState, EvictionPolicy, Grant, Holder, Observation, Released, Renewed,
+    Acquired, CooldownState, EvictionPolicy, Grant, Holder, Observation, PreviousTerm, Released,
+    Renewed,
 };
 pub use pubsub::{DATA_LOSS_NOTICE, HANDOVER_NUDGE, Heard, Release, ReleaseSubscription};
+pub use remove::{InForce, Removal};
 use reply::{int, millis, parse_acquire, parse_observe, parse_renew, protocol};
 #[doc(hidden)]
 pub use scripts::source as script_source;
 use scripts::{ACQUIRE_SCRIPT, OBSERVE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
-use target::Target;
+pub use sentinels::check_sentinels;
 pub use target::{RedisTarget, TlsFiles};
 
 /// One lease in Redis, seen by one owner.
@@ -408,9 +411,11 @@ impl RedisLease {
         F: Fn(Live) -> Fut,
         Fut: Future<Output = Result<T, LeaseError>> + 'a,
     {
+        let connected = std::sync::atomic::AtomicBool::new(false);
         let attempt = async {
             loop {
                 let (live, dialled) = self.conn.get(op).await?;
+                connected.store(true, std::sync::atomic::Ordering::Relaxed);
                 let mut result = command(live.clone()).await;
                 if let Err(LeaseError::WrongType { keys, found, .. }) = &mut result {
                     *keys = self.keys.written().into_iter().map(str::to_owned).collect();
@@ -429,13 +434,14 @@ impl RedisLease {
                 return result;
             }
         };
-        match tokio::time::timeout(timeout, attempt).await {
+        let result = match tokio::time::timeout(timeout, attempt).await {
             Ok(result) => result,
             Err(_) => {
                 self.conn.discard_current();
                 Err(LeaseError::Timeout { op, after: timeout })
             }
-        }
+        };
+        self.conn.explain(result, connected.into_inner())
     }
 }
 
@@ -446,31 +452,6 @@ enum Term {
     Of(FencingToken),
     /// Any term of our owner id.
     Any,
-}
-
-/// For a `redis+sentinel://` URL: resolves its hosts now (each within a bound, off the
-/// runtime's threads) and refuses, as a bad URL, a host that does not resolve and a count of
-/// Sentinels that is not odd and three or more, unless `options` accept that count. The rule
-/// every lease on the URL keeps while it runs, checked at start. Other URLs: nothing to check.
-pub async fn check_sentinels(target: &RedisTarget) -> Result<(), LeaseError> {
-    let Target::Sentinel(target) = &target.target else {
-        return Ok(());
-    };
-    let bad = |reason: String| LeaseError::BadUrl {
-        url: target.url.clone(),
-        reason,
-    };
-    let members = roster::resolve(&target.sentinels, target.tls)
-        .await
-        .map_err(|e| {
-            bad(format!(
-                "{e}; the Sentinels are counted at start, from the addresses the hosts resolve to"
-            ))
-        })?;
-    match roster::refusal(members.len(), &members) {
-        Some(refusal) if !target.unsafe_count_allowed => Err(bad(refusal)),
-        _ => Ok(()),
-    }
 }
 
 #[cfg(test)]

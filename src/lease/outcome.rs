@@ -14,6 +14,53 @@ pub struct Grant {
     pub sent_at: BootInstant,
     /// The TTL that was set.
     pub ttl: Duration,
+    /// How the term before this one ended, as Redis kept it; for the operator's log.
+    pub previous: PreviousTerm,
+}
+
+/// How the term before a new one ended, as the acquire found it in Redis (and, for a data
+/// loss, as the elector saw it: a data-loss cooldown before the win). Words for the log; it
+/// decides nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreviousTerm {
+    /// No earlier term is known: a fresh lease (or its keys were removed).
+    None,
+    /// The holder released it (a shutdown, its work ended, a handover to any replica).
+    Released,
+    /// A handover named this replica, which took the term reserved for it.
+    HandedOver,
+    /// The holder did not release it and its TTL ran out (a crash, a pause, a lost link, or a
+    /// lease key deleted or evicted before its term ended).
+    Expired,
+    /// Redis lost the lease's data (a restart without it, `FLUSHALL`, a failover, `allkeys-*`
+    /// eviction): the term ended unseen, and the data-loss cooldown (when on) covered it.
+    DataLoss,
+}
+
+impl PreviousTerm {
+    /// The log's word, as the acquire script names it.
+    pub fn as_label(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Released => "released",
+            Self::HandedOver => "handed_over",
+            Self::Expired => "expired",
+            Self::DataLoss => "data_loss",
+        }
+    }
+
+    /// The script's word; `None` for anything else.
+    pub(super) fn from_label(label: &str) -> Option<Self> {
+        [
+            Self::None,
+            Self::Released,
+            Self::HandedOver,
+            Self::Expired,
+            Self::DataLoss,
+        ]
+        .into_iter()
+        .find(|p| p.as_label() == label)
+    }
 }
 
 /// Who holds the lease, as seen by a follower.

@@ -7,7 +7,7 @@ use redis::Value;
 
 use super::LeaseError;
 use super::keys::{FencingToken, split_term};
-use super::outcome::{Acquired, CooldownState, Grant, Holder, Observation, Renewed};
+use super::outcome::{Acquired, CooldownState, Grant, Holder, Observation, PreviousTerm, Renewed};
 use crate::clock::BootInstant;
 
 /// Milliseconds for Redis, at least 1 (a zero PX is an error there).
@@ -43,7 +43,7 @@ fn token(v: &Value) -> Option<FencingToken> {
 }
 
 /// Maps a PTTL reply: `-1` no TTL, `-2` no key.
-fn remaining(pttl: i64) -> Option<Duration> {
+pub(super) fn remaining(pttl: i64) -> Option<Duration> {
     u64::try_from(pttl).ok().map(Duration::from_millis)
 }
 
@@ -60,10 +60,11 @@ pub(super) fn parse_acquire(
     let (longest, items) = items.split_last()?;
     let longest = Duration::from_millis(u64::try_from(int(longest)?).ok()?);
     let acquired = match (text(items.first()?)?.as_str(), &items[1..]) {
-        ("ACQUIRED", [t]) => Some(Acquired::Leader(Grant {
+        ("ACQUIRED", [t, previous]) => Some(Acquired::Leader(Grant {
             token: token(t)?,
             sent_at,
             ttl,
+            previous: PreviousTerm::from_label(&text(previous)?)?,
         })),
         ("HELD", [value, pttl, source]) => {
             Some(Acquired::HeldBy(holder(&text(value)?, int(pttl)?, source)?))
@@ -178,12 +179,26 @@ mod tests {
         let ttl = Duration::from_secs(15);
         let cases = [
             (
-                Value::Array(vec![bulk("ACQUIRED"), Value::Int(7)]),
+                Value::Array(vec![bulk("ACQUIRED"), Value::Int(7), bulk("expired")]),
                 Some(Acquired::Leader(Grant {
                     token: FencingToken(7),
                     sent_at: at,
                     ttl,
+                    previous: PreviousTerm::Expired,
                 })),
+            ),
+            (
+                Value::Array(vec![bulk("ACQUIRED"), Value::Int(7), bulk("handed_over")]),
+                Some(Acquired::Leader(Grant {
+                    token: FencingToken(7),
+                    sent_at: at,
+                    ttl,
+                    previous: PreviousTerm::HandedOver,
+                })),
+            ),
+            (
+                Value::Array(vec![bulk("ACQUIRED"), Value::Int(7), bulk("somehow")]),
+                None,
             ),
             (
                 Value::Array(vec![
@@ -248,7 +263,10 @@ mod tests {
                 }),
             ),
             (Value::Array(vec![bulk("RESERVED"), bulk("web-b")]), None),
-            (Value::Array(vec![bulk("ACQUIRED"), Value::Int(-3)]), None),
+            (
+                Value::Array(vec![bulk("ACQUIRED"), Value::Int(-3), bulk("none")]),
+                None,
+            ),
             (Value::Array(vec![bulk("WHAT")]), None),
             (Value::Array(vec![]), None),
             (Value::Int(1), None),
@@ -268,9 +286,14 @@ mod tests {
             );
         }
         // Without it, or with a negative one, the reply is not the script's.
-        let bare = Value::Array(vec![bulk("ACQUIRED"), Value::Int(7)]);
+        let bare = Value::Array(vec![bulk("ACQUIRED"), Value::Int(7), bulk("none")]);
         assert_eq!(parse_acquire(&bare, at, ttl), None);
-        let negative = Value::Array(vec![bulk("ACQUIRED"), Value::Int(7), Value::Int(-1)]);
+        let negative = Value::Array(vec![
+            bulk("ACQUIRED"),
+            Value::Int(7),
+            bulk("none"),
+            Value::Int(-1),
+        ]);
         assert_eq!(parse_acquire(&negative, at, ttl), None);
     }
 

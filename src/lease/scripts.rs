@@ -102,7 +102,12 @@ end
 /// from the instant of the loss.
 ///
 /// Replies, each ending with the longest lease duration of a live claim in ms (0 for none):
-/// - `{"ACQUIRED", token, longest}`; the lease then holds `<owner id>#<token>`, the term value.
+/// - `{"ACQUIRED", token, previous, longest}`; the lease then holds `<owner id>#<token>`, the
+///   term value. `previous` says how the term before ended, for the log: `handed_over` (a
+///   reservation named us), `data_loss` (the record was missing or another Redis's, without
+///   the cooldown; with it, the elector saw the cooldown first), `expired` (the record still
+///   names a term, or the key still holds an earlier term of ours: nobody released it),
+///   `released` (an earlier term was released: a token was handed out before), else `none`.
 /// - `{"HELD", term_value, pttl_ms, source, longest}` where `source` is `KEY`, or `RECORD` when
 ///   the lease key is gone before its time and the record still names an unexpired term.
 /// - `{"COOLDOWN", remaining_ms, started, longest}` where `started` is 1 when this call found
@@ -120,6 +125,7 @@ local observed = ARGV[4]
 local longest = read_longest(KEYS[5])
 local cover = math.max(ttl_ms, tonumber(ARGV[6]) or 0)
 local live = 0
+local lost = false
 if longest then
   cover = math.max(cover, longest.ms)
   if longest.claim_until > now then live = longest.ms end
@@ -142,6 +148,7 @@ if record == nil or record.server ~= server then
     redis.call('PUBLISH', ARGV[7], 'data-loss ' .. string.format('%d', cover))
     return {'COOLDOWN', cover, 1, live}
   end
+  lost = true
   record = r
 else
   if ARGV[3] == '1' then
@@ -191,6 +198,12 @@ end
 -- we are not leading now, so a new term under a new token is safe, and the new term value
 -- makes every late message of the old term miss.
 local fence = redis.call('GET', KEYS[2])
+local previous = 'none'
+if reserved then previous = 'handed_over'
+elseif lost then previous = 'data_loss'
+elseif current or record.term ~= '-' then previous = 'expired'
+elseif fence then previous = 'released'
+end
 if fence then
   local n = tonumber(fence)
   -- Tokens stay below 2^53, which Lua's numbers hold exactly (and far below INCR's limit).
@@ -211,7 +224,7 @@ record.term_until = now + ttl_ms * 1000
 write_record(KEYS[3], record)
 claim_longest(KEYS[5], ttl_ms, now)
 if reserved then redis.call('DEL', KEYS[4]) end
-return {'ACQUIRED', token, live}
+return {'ACQUIRED', token, previous, live}
 "#;
 
 /// Renew: compare-and-PEXPIRE on the term value, and the record's expiry with it. A lease key
@@ -349,6 +362,35 @@ redis.call('PUBLISH', ARGV[4], 'handover ' .. ARGV[1])
 return 1
 "#;
 
+/// Removal of every key of the lease, for an uninstalled lease. Unless ARGV[1] is `force`, it
+/// refuses while a term may be valid, in the same step as the deletes, so that no acquire can
+/// slip in between a look and the delete: the lease key exists (a live term, or a value that
+/// leasehold did not write), the state record names a term not yet expired (its key vanished
+/// before its time), or a data-loss cooldown runs (a term Redis lost may still be valid).
+///
+/// KEYS: lease, fence, state record, handover request, reservation, longest. Reply: `{1, key…}`
+/// with the keys it deleted, or `{0, "HELD", term_value, pttl_ms}` / `{0, "COOLDOWN", "",
+/// remaining_ms}`.
+const REMOVE: &str = r#"
+if ARGV[1] ~= 'force' then
+  local now = now_us()
+  local holder = redis.call('GET', KEYS[1])
+  if holder then return {0, 'HELD', holder, redis.call('PTTL', KEYS[1])} end
+  local record = read_record(KEYS[3])
+  if record and record.term ~= '-' and record.term_until > now then
+    return {0, 'HELD', record.term, math.ceil((record.term_until - now) / 1000)}
+  end
+  if record and record.cool > now and record.server == server_identity() then
+    return {0, 'COOLDOWN', '', math.ceil((record.cool - now) / 1000)}
+  end
+end
+local removed = {1}
+for _, key in ipairs(KEYS) do
+  if redis.call('DEL', key) == 1 then table.insert(removed, key) end
+end
+return removed
+"#;
+
 /// The body of the script behind primitive `op`, without the shared prelude.
 fn body(op: &str) -> Option<&'static str> {
     match op {
@@ -357,6 +399,7 @@ fn body(op: &str) -> Option<&'static str> {
         "release" => Some(RELEASE),
         "observe" => Some(OBSERVE),
         "handover" => Some(HANDOVER),
+        "remove" => Some(REMOVE),
         _ => None,
     }
 }
@@ -401,6 +444,7 @@ pub(crate) static RENEW_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("rene
 pub(crate) static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("release"));
 pub(crate) static OBSERVE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("observe"));
 pub(crate) static HANDOVER_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("handover"));
+pub(crate) static REMOVE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("remove"));
 
 #[cfg(test)]
 mod tests {
@@ -442,7 +486,9 @@ mod tests {
 
     #[test]
     fn every_script_starts_with_the_record_prelude() {
-        for op in ["acquire", "renew", "release", "observe", "handover"] {
+        for op in [
+            "acquire", "renew", "release", "observe", "handover", "remove",
+        ] {
             let full = source(op).unwrap();
             assert!(full.starts_with(RECORD), "{op}");
             assert!(full.ends_with(body(op).unwrap()), "{op}");

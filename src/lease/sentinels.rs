@@ -45,7 +45,9 @@ use tracing::warn;
 use super::LeaseError;
 use super::quorum::{Addr, Tally, Verdict};
 use super::roster::{self, Member};
-use super::target::{Access, SENTINEL_TIMEOUT, SentinelTarget, connect_node, node_client};
+use super::target::{
+    Access, RedisTarget, SENTINEL_TIMEOUT, SentinelTarget, Target, connect_node, node_client,
+};
 
 /// The Sentinels of one target, and the connections kept to them.
 pub(crate) struct Sentinels {
@@ -317,5 +319,30 @@ impl Sentinels {
     fn roster(&self) -> std::sync::MutexGuard<'_, Roster> {
         // Each field is written whole under the lock: nothing a panic could leave half-changed.
         self.roster.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// For a `redis+sentinel://` URL: resolves its hosts now (each within a bound, off the
+/// runtime's threads) and refuses, as a bad URL, a host that does not resolve and a count of
+/// Sentinels that is not odd and three or more, unless `options` accept that count. The rule
+/// every lease on the URL keeps while it runs, checked at start. Other URLs: nothing to check.
+pub async fn check_sentinels(target: &RedisTarget) -> Result<(), LeaseError> {
+    let Target::Sentinel(target) = &target.target else {
+        return Ok(());
+    };
+    let bad = |reason: String| LeaseError::BadUrl {
+        url: target.url.clone(),
+        reason,
+    };
+    let members = roster::resolve(&target.sentinels, target.tls)
+        .await
+        .map_err(|e| {
+            bad(format!(
+                "{e}; the Sentinels are counted at start, from the addresses the hosts resolve to"
+            ))
+        })?;
+    match roster::refusal(members.len(), &members) {
+        Some(refusal) if !target.unsafe_count_allowed => Err(bad(refusal)),
+        _ => Ok(()),
     }
 }

@@ -1,14 +1,16 @@
 //! Prometheus metrics: fed by the elector's observer hooks, plus gauges read from the status at
 //! scrape time (so `validity remaining` is exact when scraped, not when last renewed). Beside
 //! leasehold's own names it exports client-go's `leader_election_master_status`, so that alerts
-//! written for client-go's leader election work unchanged.
+//! written for client-go's leader election work unchanged. Both expositions come from the one
+//! registry through prometheus-client's encoders: OpenMetrics for a scraper that asks for it,
+//! the Prometheus text format 0.0.4 for everyone else (`curl`, `promtool check metrics`).
 
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{prometheus_text, text};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -66,6 +68,46 @@ struct InfoLabels {
     identity: String,
     lease: String,
     version: &'static str,
+}
+
+/// The two expositions `/metrics` serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposition {
+    /// OpenMetrics 1.0 (`application/openmetrics-text`): a counter's family is named without
+    /// `_total`, and the body ends with `# EOF`.
+    OpenMetrics,
+    /// The Prometheus text format 0.0.4 (`text/plain`): a counter's `HELP` and `TYPE` name it
+    /// with `_total`, as its series.
+    Text,
+}
+
+impl Exposition {
+    /// The exposition an `Accept` header asks for: OpenMetrics when it names
+    /// `application/openmetrics-text` without `q=0` (as Prometheus does when it scrapes), the
+    /// text format otherwise, a missing header included.
+    pub fn negotiate(accept: Option<&str>) -> Self {
+        let asks = accept.is_some_and(|accept| {
+            accept.split(',').any(|range| {
+                let mut parts = range.split(';').map(str::trim);
+                let media = parts.next().unwrap_or_default();
+                let refused = parts.any(|p| {
+                    p.strip_prefix("q=")
+                        .and_then(|q| q.parse::<f32>().ok())
+                        .is_some_and(|q| q <= 0.0)
+                });
+                media.eq_ignore_ascii_case("application/openmetrics-text") && !refused
+            })
+        });
+        if asks { Self::OpenMetrics } else { Self::Text }
+    }
+
+    /// The `Content-Type` of this exposition.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Self::Text => prometheus_text::CONTENT_TYPE,
+        }
+    }
 }
 
 /// Every metric leasehold exports.
@@ -254,9 +296,15 @@ impl Metrics {
         }
     }
 
-    /// The Prometheus text exposition, with the status-derived gauges read at `now`; `ready` is
+    /// The exposition in `format`, with the status-derived gauges read at `now`; `ready` is
     /// the readiness verdict at `now`.
-    pub fn render(&self, status: &Status, now: BootInstant, ready: bool) -> String {
+    pub fn render(
+        &self,
+        status: &Status,
+        now: BootInstant,
+        ready: bool,
+        format: Exposition,
+    ) -> String {
         let _rewriting = self.lock_rewrite();
         let leading = status.is_leading_at(now);
         self.is_leader.set(i64::from(leading));
@@ -292,7 +340,10 @@ impl Metrics {
         }
         let mut out = String::new();
         // Writing into a String cannot fail.
-        let _ = encode(&mut out, &self.registry);
+        let _ = match format {
+            Exposition::OpenMetrics => text::encode(&mut out, &self.registry),
+            Exposition::Text => prometheus_text::encode(&mut out, &self.registry),
+        };
         out
     }
 

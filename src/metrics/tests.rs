@@ -36,6 +36,7 @@ fn the_exposition_names_every_metric() {
         }),
         now,
         true,
+        Exposition::OpenMetrics,
     );
     for line in [
         "leader_election_master_status{name=\"shop/web\"} 1",
@@ -68,6 +69,7 @@ fn a_leader_past_its_deadline_is_not_counted_as_leader() {
         }),
         now,
         false,
+        Exposition::OpenMetrics,
     );
     assert!(text.contains("leasehold_is_leader 0"), "{text}");
     assert!(
@@ -122,7 +124,7 @@ fn a_follower_names_only_the_leader_it_sees_now() {
         (Role::Starting, &[]),
     ];
     for (role, want) in cases {
-        let text = m.render(&status(role.clone()), now, true);
+        let text = m.render(&status(role.clone()), now, true, Exposition::OpenMetrics);
         assert_eq!(leader_lines(&text), want, "{role:?}");
         assert!(
             text.contains("leader_election_master_status{name=\"shop/web\"} 0"),
@@ -136,9 +138,19 @@ fn a_follower_names_only_the_leader_it_sees_now() {
 fn readiness_is_exported_as_given() {
     let m = Metrics::new("web-a", "shop/web");
     let now = BootInstant::now();
-    let text = m.render(&status(following("web-b")), now, false);
+    let text = m.render(
+        &status(following("web-b")),
+        now,
+        false,
+        Exposition::OpenMetrics,
+    );
     assert!(text.contains("leasehold_ready 0"), "{text}");
-    let text = m.render(&status(following("web-b")), now, true);
+    let text = m.render(
+        &status(following("web-b")),
+        now,
+        true,
+        Exposition::OpenMetrics,
+    );
     assert!(text.contains("leasehold_ready 1"), "{text}");
 }
 
@@ -147,11 +159,16 @@ fn the_eviction_gauge_is_absent_until_the_policy_is_read_then_follows_it() {
     let m = Metrics::new("web-a", "shop/web");
     let now = BootInstant::now();
     let lines = |m: &Metrics| -> Vec<String> {
-        m.render(&status(following("web-b")), now, true)
-            .lines()
-            .filter(|l| l.starts_with("leasehold_redis_eviction_possible{"))
-            .map(str::to_owned)
-            .collect()
+        m.render(
+            &status(following("web-b")),
+            now,
+            true,
+            Exposition::OpenMetrics,
+        )
+        .lines()
+        .filter(|l| l.starts_with("leasehold_redis_eviction_possible{"))
+        .map(str::to_owned)
+        .collect()
     };
     assert!(lines(&m).is_empty());
     let cases = [
@@ -168,9 +185,67 @@ fn the_eviction_gauge_is_absent_until_the_policy_is_read_then_follows_it() {
         );
         assert_eq!(lines(&m), [want], "only the policy read last");
     }
-    let text = m.render(&status(following("web-b")), now, true);
+    let text = m.render(
+        &status(following("web-b")),
+        now,
+        true,
+        Exposition::OpenMetrics,
+    );
     assert!(
         text.contains("# TYPE leasehold_redis_eviction_possible gauge"),
         "{text}"
     );
+}
+
+#[test]
+fn the_accept_header_chooses_the_exposition() {
+    use Exposition::*;
+    let cases = [
+        (None, Text),
+        (Some("*/*"), Text),
+        (Some("text/plain"), Text),
+        (Some("text/plain;version=0.0.4;q=0.9,*/*;q=0.1"), Text),
+        (Some("application/openmetrics-text"), OpenMetrics),
+        // What Prometheus 2 sends when it scrapes.
+        (
+            Some(
+                "application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
+                 version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+            ),
+            OpenMetrics,
+        ),
+        (
+            Some("Application/OpenMetrics-Text; version=1.0.0"),
+            OpenMetrics,
+        ),
+        (Some("application/openmetrics-text;q=0,text/plain"), Text),
+    ];
+    for (accept, want) in cases {
+        assert_eq!(Exposition::negotiate(accept), want, "{accept:?}");
+    }
+}
+
+#[test]
+fn each_exposition_names_a_counter_as_its_format_wants() {
+    let m = Metrics::new("web-a", "shop/web");
+    m.acquired(FencingToken(7));
+    let now = BootInstant::now();
+    let status = status(following("web-b"));
+    let text = m.render(&status, now, true, Exposition::Text);
+    for line in [
+        "# HELP leasehold_transitions_total ",
+        "# TYPE leasehold_transitions_total counter",
+        "leasehold_transitions_total{to=\"leader\"} 1",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    assert!(!text.contains("# EOF"), "{text}");
+    let open = m.render(&status, now, true, Exposition::OpenMetrics);
+    for line in [
+        "# TYPE leasehold_transitions counter",
+        "leasehold_transitions_total{to=\"leader\"} 1",
+        "# EOF",
+    ] {
+        assert!(open.contains(line), "missing {line:?} in:\n{open}");
+    }
 }

@@ -76,8 +76,8 @@ impl StatusFile {
                     biased;
                     event = events.recv() => match event {
                         Some(event) => {
-                            writer.write(render(&event)).await;
-                            written = Some(event);
+                            writer.write(render(&event.status)).await;
+                            written = Some(event.status);
                         }
                         // Dropped for falling behind (a slow disk): start again from the current status.
                         None if !watchers.is_closed() => events = watchers.subscribe(FILE_BUFFER),
@@ -97,7 +97,7 @@ impl StatusFile {
                     _ = stop.cancelled() => {
                         let mut last = None;
                         while let Ok(event) = events.try_recv() {
-                            last = Some(event);
+                            last = Some(event.status);
                         }
                         if let Some(event) = last {
                             writer.write(render(&event)).await;

@@ -104,8 +104,10 @@ pub fn same_acquire(real: &Value, mirror: Acquisition) -> bool {
         return false;
     }
     let ms = SLACK_US as i64 / 1000;
+    // A grant also says how the term before ended; that is for the log and decides nothing,
+    // so the model does not mirror it (tests/succession.rs reads it in the real log).
     let arity = match mirror.reply {
-        AcquireReply::Acquired { .. } => 2,
+        AcquireReply::Acquired { .. } => 3,
         AcquireReply::Held { .. } => 4,
         AcquireReply::Cooldown { .. } | AcquireReply::Reserved { .. } => 3,
     };

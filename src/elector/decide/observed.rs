@@ -162,6 +162,7 @@ mod tests {
             token: FencingToken(9),
             sent_at: at(1_000),
             ttl: ms(15_000),
+            previous: crate::lease::PreviousTerm::None,
         }));
         let no_answer = Err(LeaseError::Timeout {
             op: "acquire",
