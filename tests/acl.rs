@@ -144,6 +144,17 @@ async fn a_user_missing_a_command_gets_an_error_naming_it() {
         "{text}"
     );
     assert!(text.contains("`info|server`"), "names the command: {text}");
+    assert!(
+        text.contains("docs/REFERENCE.md, \"ACL user with least privilege\""),
+        "points at the rule: {text}"
+    );
+    let reference =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/REFERENCE.md"))
+            .expect("docs/REFERENCE.md");
+    assert!(
+        reference.contains("**ACL user with least privilege.**"),
+        "the section the error points at is in docs/REFERENCE.md"
+    );
 
     let lease = acl_lease(&redis.url(), &name, "pod-a", "no-publish", "pw");
     // The acquire that finds Redis new announces it on the channel: refused, naming the command

@@ -82,7 +82,9 @@ pub enum LeaseError {
         detail: String,
     },
     /// The ACL user may not run a command leasehold needs.
-    #[error("redis refused `{op}`: the user lacks a permission ({detail})")]
+    #[error(
+        "redis refused `{op}`: the user lacks a permission ({detail}); the rule leasehold needs is in docs/REFERENCE.md, \"ACL user with least privilege\" (`leasehold::lease::minimal_acl_rule`)"
+    )]
     NoPermission {
         /// The primitive.
         op: &'static str,
