@@ -192,7 +192,10 @@ fn every_place_that_names_the_version_names_cargo_tomls() {
     for file in ["README.md", "docs/DEPLOY.md", "Dockerfile"] {
         let text = std::fs::read_to_string(helm::repo().join(file)).expect(file);
         let found = versions_after(&text, &markers);
-        assert!(!found.is_empty(), "{file} names no version: the markers are {markers:?}");
+        assert!(
+            !found.is_empty(),
+            "{file} names no version: the markers are {markers:?}"
+        );
         for (v, line) in found {
             if v != version {
                 wrong.push(format!("{file}: {v} in `{line}`"));
@@ -205,9 +208,16 @@ fn every_place_that_names_the_version_names_cargo_tomls() {
     assert!(rendered.ok(), "{}", rendered.stderr);
     let labels = versions_after(
         &rendered.stdout,
-        &["app.kubernetes.io/version: \"", "helm.sh/chart: leasehold-", "image: \"leasehold:"],
+        &[
+            "app.kubernetes.io/version: \"",
+            "helm.sh/chart: leasehold-",
+            "image: \"leasehold:",
+        ],
     );
-    assert!(labels.len() >= 3, "the rendered chart names its version: {labels:?}");
+    assert!(
+        labels.len() >= 3,
+        "the rendered chart names its version: {labels:?}"
+    );
     for (v, line) in labels {
         if v != version {
             wrong.push(format!("helm template: {v} in `{line}`"));
