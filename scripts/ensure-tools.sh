@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks for leasehold's demo and tests: redis-server, prometheus,
-# postgresql, curl, podman, buildah and runc (Debian's packages) and cargo-nextest. Safe to run again: it only installs
-# what is missing.
+# postgresql, curl, podman, buildah and runc (Debian's packages) and cargo-nextest. Safe to run
+# again: it only installs what is missing.
 set -euo pipefail
 
 as_root() {

@@ -88,6 +88,22 @@ fn expanded(words: &str) -> io::Result<Vec<String>> {
         .collect())
 }
 
+/// Whether cargo sets `key` for the process of a test (or a build script).
+fn is_set_by_cargo_for_a_test(key: &str) -> bool {
+    matches!(
+        key,
+        "CARGO_MANIFEST_DIR"
+            | "CARGO_MANIFEST_PATH"
+            | "CARGO_CRATE_NAME"
+            | "CARGO_PRIMARY_PACKAGE"
+            | "CARGO_TARGET_TMPDIR"
+            | "CARGO_BIN_NAME"
+            | "CARGO_RUSTC_CURRENT_DIR"
+            | "OUT_DIR"
+    ) || key.starts_with("CARGO_PKG_")
+        || key.starts_with("CARGO_BIN_EXE_")
+}
+
 /// The static binary, built here as the build stage builds it.
 #[derive(Debug, Clone)]
 pub struct StaticBinary {
@@ -100,8 +116,9 @@ pub struct StaticBinary {
 }
 
 /// Runs the build stage's last `cargo build` in `repo` with the stage's `ENV` (static glibc,
-/// stripped symbols), with `cargo` first on `PATH` and the build in `target_dir`.
-pub fn static_binary(repo: &Path, cargo: &Path, target_dir: &Path) -> io::Result<StaticBinary> {
+/// stripped symbols), with the build in `target_dir`. The `cargo` is the one on `PATH`, as in
+/// a shell, so that a build made there beforehand is found up to date.
+pub fn static_binary(repo: &Path, target_dir: &Path) -> io::Result<StaticBinary> {
     let dockerfile = read(&repo.join("Dockerfile"))?;
     let parts: Vec<String> = stage_steps(&dockerfile, BUILD_STAGE)
         .into_iter()
@@ -120,20 +137,22 @@ pub fn static_binary(repo: &Path, cargo: &Path, target_dir: &Path) -> io::Result
         .iter()
         .find_map(|p| p.strip_prefix("cp "))
         .ok_or_else(|| io::Error::other("the build stage copies no product out with cp"))?;
-    let cargo_dir = cargo.parent().unwrap_or(Path::new("."));
-    let path = format!(
-        "{}:{}",
-        cargo_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let started = Instant::now();
-    let out = Command::new("sh")
-        .args(["-c", build])
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", build])
         .current_dir(repo)
-        .env("PATH", path)
         .env("CARGO_TARGET_DIR", target_dir)
-        .envs(stage_env(&dockerfile, BUILD_STAGE))
-        .output()?;
+        .envs(stage_env(&dockerfile, BUILD_STAGE));
+    // Without the variables cargo gives a test or a build script: the build scripts' compiles
+    // record some of them (ring's, CARGO_MANIFEST_DIR), and a build from a shell, without them,
+    // would otherwise not be found up to date, nor this one by a shell's.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if is_set_by_cargo_for_a_test(&key) {
+            cmd.env_remove(&*key);
+        }
+    }
+    let out = cmd.output()?;
     if !out.status.success() {
         return Err(io::Error::other(format!(
             "{build}: {}\n{}",
@@ -264,13 +283,14 @@ pub struct Built {
     pub assembled_in: Duration,
 }
 
-/// Builds `repo`'s Dockerfile as image `image`: the static binary ([`static_binary`] with
-/// `cargo` in `target_dir`), the build stage replayed for the files its `RUN`s make, and the
+/// Builds `repo`'s Dockerfile as image `image`: the static binary ([`static_binary`] in
+/// `target_dir`), the build stage replayed (`cargo` standing behind its stand-in) for the files
+/// its `RUN`s make, and the
 /// base image's own files (its CA certificates) from this machine, which must run the same
 /// Debian release as the build stage's base; then the final stage by buildah.
 pub fn build(repo: &Path, cargo: &Path, target_dir: &Path, image: &str) -> io::Result<Built> {
     let dockerfile = read(&repo.join("Dockerfile"))?;
-    let binary = static_binary(repo, cargo, target_dir)?;
+    let binary = static_binary(repo, target_dir)?;
     let (stage_root, _) = replay_build_stage(repo, cargo)?;
     let all = stages(&dockerfile);
     let base = all
