@@ -289,7 +289,7 @@ fn three_containers_elect_hand_over_on_stop_fail_over_after_the_ttl_on_kill_and_
     let (code, log) = exec("d", &["/usr/local/bin/leasehold", "guard", "--verbose"]);
     assert_eq!(code, 0, "{log}");
     assert!(
-        log.contains(&format!("valid: token")) && log.contains(&format!("of lease {lease}")),
+        log.contains("valid: token") && log.contains(&format!("of lease {lease}")),
         "{log}"
     );
     let (code, log) = exec(
