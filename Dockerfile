@@ -1,14 +1,15 @@
 # syntax=docker/dockerfile:1
-# The leasehold image: one static binary on distroless/static (CA certificates, no shell),
-# running as a non-root numeric user, with the binary as the entrypoint so that the kubelet's
-# SIGTERM reaches leasehold itself.
+# The leasehold image: one static binary in an empty image (`FROM scratch`) with only what it
+# reads besides itself, the CA certificates and a passwd entry for its non-root user, both from
+# the build stage; no shell. The binary is the entrypoint so that the kubelet's SIGTERM reaches
+# leasehold itself.
 #
-#   docker build -t leasehold:0.1.0 .
+#   docker build -t leasehold:0.2.0 .
 #
 # The binary is linked statically, so it also runs when copied into another image, which is how
 # the chart's exec mode puts a singleton command under leasehold:
 #
-#   COPY --from=leasehold:0.1.0 /usr/local/bin/leasehold /usr/local/bin/leasehold
+#   COPY --from=leasehold:0.2.0 /usr/local/bin/leasehold /usr/local/bin/leasehold
 
 ARG RUST_VERSION=1.95
 
@@ -39,8 +40,18 @@ RUN touch src/main.rs src/lib.rs \
  && cargo build --release --locked --target "$(uname -m)-unknown-linux-gnu" --bin leasehold \
  && cp "target/$(uname -m)-unknown-linux-gnu/release/leasehold" /leasehold
 
-FROM gcr.io/distroless/static-debian12:nonroot
+# The image's only user and group, for the final stage, which has no shell to make them.
+RUN echo 'nonroot:x:65532:65532:nonroot:/nonexistent:/sbin/nologin' > passwd \
+ && echo 'nonroot:x:65532:' > group
+
+FROM scratch
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+COPY --from=build /src/passwd /etc/passwd
+COPY --from=build /src/group /etc/group
 COPY --from=build /leasehold /usr/local/bin/leasehold
+LABEL org.opencontainers.image.title="leasehold" \
+      org.opencontainers.image.version="0.2.0" \
+      org.opencontainers.image.licenses="Apache-2.0"
 USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/leasehold"]

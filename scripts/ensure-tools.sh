@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks for leasehold's demo and tests: redis-server, prometheus,
-# postgresql and curl (Debian's packages) and cargo-nextest. Safe to run again: it only installs
-# what is missing.
+# postgresql, curl, podman, buildah and runc (Debian's packages) and cargo-nextest. Safe to run
+# again: it only installs what is missing.
 set -euo pipefail
 
 as_root() {
@@ -33,6 +33,15 @@ if ! command -v curl >/dev/null 2>&1; then
   echo "installing curl (Debian package)" >&2
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null
+fi
+
+# The image test (tests/image.rs) builds the Dockerfile's final stage with buildah and runs it as
+# real containers with podman, on runc (crun fails on hybrid cgroups).
+if ! command -v podman >/dev/null 2>&1 || ! command -v buildah >/dev/null 2>&1 \
+  || ! command -v runc >/dev/null 2>&1; then
+  echo "installing podman, buildah and runc (Debian packages)" >&2
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman buildah runc >/dev/null
 fi
 
 if ! cargo nextest --version >/dev/null 2>&1; then

@@ -20,7 +20,8 @@ pub use crate::leader_view::{CandidacyView, EvictionView, LeaderView, RedisView,
 use crate::metrics::{Exposition, Metrics};
 
 /// What `/readyz` means.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum ReadinessMode {
     /// `/readyz` is 200 only on the leader: a Service routes to it alone.
     Leader,
@@ -28,14 +29,14 @@ pub enum ReadinessMode {
     Member,
 }
 
-/// The flag's spelling, `leader` or `member`, as the logs show it.
+/// The flag's spelling, `leader` or `member`, as the logs show it (a unit test holds it to
+/// clap's).
 impl std::fmt::Display for ReadinessMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use clap::ValueEnum;
-        match self.to_possible_value() {
-            Some(value) => f.write_str(value.get_name()),
-            None => write!(f, "{self:?}"),
-        }
+        f.write_str(match self {
+            Self::Leader => "leader",
+            Self::Member => "member",
+        })
     }
 }
 
@@ -304,6 +305,16 @@ mod tests {
     use super::*;
     use crate::elector::{LeaderInfo, RedisHealth, StepDown, StepDownReason};
     use crate::lease::FencingToken;
+
+    #[cfg(feature = "cli")]
+    #[test]
+    fn the_logs_spell_the_readiness_mode_as_its_flag_does() {
+        use clap::ValueEnum;
+        for mode in ReadinessMode::value_variants() {
+            let flag = mode.to_possible_value().expect("a flag value");
+            assert_eq!(mode.to_string(), flag.get_name());
+        }
+    }
 
     fn status(role: Role, reachable: bool) -> Status {
         Status {

@@ -20,14 +20,14 @@
 //!   follower loop), `lead.rs` (one term: the watchdog and step-down), `terms.rs` (between
 //!   terms), `notify.rs` (the release channel), `observer.rs` (the metrics hooks),
 //!   `heartbeat.rs` (the loop's progress, which liveness reads).
-//! - [`cli`]: flags, environment and config file, validated into settings; the one error type
-//!   and its exit codes (2 for every refusal).
-//! - [`cmd`]: the subcommands `run` and `status` (and `guard`, which is [`guard::check`]):
-//!   naming the lease (`cmd/lease.rs`), starting the parts; a contender is wired once
-//!   (`cmd/contender.rs`) for `run` and for `lock` (a one-shot lock for Jobs and CronJobs);
-//!   `step-down` asks for a handover on demand; `remove-keys` removes an uninstalled lease's
-//!   keys. [`shutdown`] turns signals into the root
-//!   cancellation. `main.rs` only parses, starts the logs and calls `cmd`.
+//! - `cli` (the binary's, not API): flags, environment and config file, validated into
+//!   settings; the one error type and its exit codes (2 for every refusal).
+//! - `cmd` (the binary's, not API): the subcommands `run` and `status` (and `guard`, which is
+//!   [`guard::check`]): naming the lease (`cmd/lease.rs`), starting the parts; a contender is
+//!   wired once (`cmd/contender.rs`) for `run` and for `lock` (a one-shot lock for Jobs and
+//!   CronJobs); `step-down` asks for a handover on demand; `remove-keys` removes an
+//!   uninstalled lease's keys. [`shutdown`] turns signals into the root cancellation. [`main`]
+//!   parses, starts the logs and calls `cmd`; `main.rs` calls it.
 //! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]
 //!   (logs) behind them. [`leader_view`]: the JSON of `/leader`; [`sse`]: the same as
 //!   server-sent events; [`status_file`]: the state in a file, with an absolute deadline
@@ -44,6 +44,18 @@
 //!   and `reconcile_while_leading` for reconcilers of your own.
 //! - [`fence`]: fencing the resources the leader writes to (Kubernetes objects; PostgreSQL and
 //!   Redis behind the `fence-postgres` and `fence-redis` features), as docs/FENCING.md shows.
+//!
+//! # Features
+//!
+//! - `cli` (default): the binary; turns on `kubernetes` and `http`, and brings clap, the
+//!   config file's YAML and tracing-subscriber.
+//! - `kubernetes`: [`k8s`] and `fence::k8s` (kube, k8s-openapi).
+//! - `http`: [`http`] and [`sse`] (axum); turns on `metrics`.
+//! - `metrics`: [`metrics`] (prometheus-client).
+//! - `fence-postgres`, `fence-redis`: the fencing helpers of [`fence`].
+//!
+//! Without default features the crate is the lease, the elector and what runs beside it (the
+//! guard, the singleton command's supervisor, the status file): tokio, redis and their kin.
 //!
 //! # Example
 //!
@@ -76,20 +88,53 @@
 //! ```
 
 pub mod candidacy;
-pub mod cli;
 pub mod clock;
-pub mod cmd;
 pub mod elector;
 pub mod exec;
 pub mod fence;
 pub mod guard;
+#[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "kubernetes")]
 pub mod k8s;
 pub mod leader_view;
 pub mod lease;
+#[cfg(feature = "metrics")]
 pub mod metrics;
 pub mod owned_file;
 pub mod shutdown;
+#[cfg(feature = "http")]
 pub mod sse;
 pub mod status_file;
+#[cfg(feature = "cli")]
 pub mod telemetry;
+
+// The binary's command line and commands: not API. `main` below is all the binary calls; the
+// tests reach inside through the test-only `test-cli` feature.
+#[cfg(all(feature = "cli", not(feature = "test-cli")))]
+#[allow(dead_code, unused_imports)]
+mod cli;
+#[cfg(feature = "test-cli")]
+pub mod cli;
+#[cfg(all(feature = "cli", not(feature = "test-cli")))]
+#[allow(dead_code, unused_imports)]
+mod cmd;
+#[cfg(feature = "test-cli")]
+pub mod cmd;
+
+/// The `leasehold` binary: parses the command line of this process (with its environment and
+/// any config file), starts the logs and runs the command; returns the exit code. The binary's
+/// `main` is this call.
+#[cfg(feature = "cli")]
+pub fn main() -> std::process::ExitCode {
+    let invocation = match cli::from_process() {
+        Ok(invocation) => invocation,
+        Err(e) => return e.report(),
+    };
+    if let Some(log) = invocation.log()
+        && let Err(e) = telemetry::start(log)
+    {
+        return cli::CliError::from(e).report();
+    }
+    cmd::execute(invocation).unwrap_or_else(|e| e.report())
+}

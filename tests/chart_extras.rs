@@ -117,11 +117,13 @@ fn images(r: &Rendered) -> Vec<String> {
 
 #[test]
 fn a_digest_pins_each_image_instead_of_its_tag() {
+    // The chart's default tag is its appVersion, which is the crate's version.
+    let default_image = format!("leasehold:{}", env!("CARGO_PKG_VERSION"));
     let cases = [
-        ("", vec!["leasehold:0.1.0".to_owned()]),
+        ("", vec![default_image.clone()]),
         (
-            "image:\n  tag: \"0.2.0\"\n",
-            vec!["leasehold:0.2.0".to_owned()],
+            "image:\n  tag: \"0.3.0-rc.1\"\n",
+            vec!["leasehold:0.3.0-rc.1".to_owned()],
         ),
         (
             &*format!(
@@ -137,11 +139,11 @@ fn a_digest_pins_each_image_instead_of_its_tag() {
         ),
         (
             "helmTest:\n  enabled: true\n",
-            vec!["leasehold:0.1.0".to_owned(), "busybox:1.36".to_owned()],
+            vec![default_image.clone(), "busybox:1.36".to_owned()],
         ),
         (
             &*format!("helmTest:\n  enabled: true\n  image:\n    digest: {DIGEST}\n"),
-            vec!["leasehold:0.1.0".to_owned(), format!("busybox@{DIGEST}")],
+            vec![default_image.clone(), format!("busybox@{DIGEST}")],
         ),
     ];
     for (values, want) in cases {

@@ -142,3 +142,90 @@ fn the_build_context_keeps_what_the_dockerfile_copies_and_nothing_else() {
         "the build context holds exactly what the Dockerfile copies"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// One version: Cargo.toml's
+
+/// The version strings that follow each of `markers` in `text` (up to the first character that
+/// cannot be part of a version), with the line each is on.
+fn versions_after(text: &str, markers: &[&str]) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for line in text.lines() {
+        for marker in markers {
+            for (at, _) in line.match_indices(marker) {
+                let rest = &line[at + marker.len()..];
+                let version: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'))
+                    .collect();
+                if version.starts_with(|c: char| c.is_ascii_digit()) {
+                    found.push((version, line.trim().to_owned()));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_place_that_names_the_version_names_cargo_tomls() {
+    let version = env!("CARGO_PKG_VERSION");
+    let mut wrong = Vec::new();
+    // The chart: its own version and the release it deploys are the crate's (one release).
+    let chart: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(helm::chart().join("Chart.yaml")).expect("Chart.yaml"),
+    )
+    .expect("Chart.yaml parses");
+    for key in ["version", "appVersion"] {
+        if chart[key].as_str() != Some(version) {
+            wrong.push(format!("Chart.yaml {key}: {:?}", chart[key]));
+        }
+    }
+    // The docs and the Dockerfile: image tags, `--set image.tag=`, kustomize's `newTag:`, and
+    // the image's version label.
+    let markers = [
+        "leasehold:",
+        "image.tag=",
+        "newTag: ",
+        "org.opencontainers.image.version=\"",
+    ];
+    for file in ["README.md", "docs/DEPLOY.md", "Dockerfile"] {
+        let text = std::fs::read_to_string(helm::repo().join(file)).expect(file);
+        let found = versions_after(&text, &markers);
+        assert!(
+            !found.is_empty(),
+            "{file} names no version: the markers are {markers:?}"
+        );
+        for (v, line) in found {
+            if v != version {
+                wrong.push(format!("{file}: {v} in `{line}`"));
+            }
+        }
+    }
+    // What the chart renders with default values: the version label on every object, the
+    // helm.sh/chart label, the image.
+    let rendered = helm::template_as(helm::MANIFESTS_RELEASE, helm::MANIFESTS_NAMESPACE, "");
+    assert!(rendered.ok(), "{}", rendered.stderr);
+    let labels = versions_after(
+        &rendered.stdout,
+        &[
+            "app.kubernetes.io/version: \"",
+            "helm.sh/chart: leasehold-",
+            "image: \"leasehold:",
+        ],
+    );
+    assert!(
+        labels.len() >= 3,
+        "the rendered chart names its version: {labels:?}"
+    );
+    for (v, line) in labels {
+        if v != version {
+            wrong.push(format!("helm template: {v} in `{line}`"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "Cargo.toml says {version}; these places say otherwise:\n  {}",
+        wrong.join("\n  ")
+    );
+}

@@ -63,6 +63,37 @@ pub struct BinarySize {
     pub stripped: Option<u64>,
 }
 
+/// The image's size: the Dockerfile's final stage (`FROM scratch`) built by buildah from the
+/// static binary, as tests/image.rs builds and runs it.
+#[derive(Debug, Clone, Copy)]
+pub struct ImageSize {
+    pub bytes: u64,
+    pub binary_bytes: u64,
+}
+
+/// Builds the image in a storage of its own (the static release build takes minutes the first
+/// time) and measures it; why not, when it cannot be built.
+pub fn image_size() -> std::result::Result<ImageSize, String> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo.join("target"), |d| repo.join(d));
+    let built = testbed::image::build(
+        repo,
+        Path::new(env!("CARGO")),
+        &target,
+        "localhost/leasehold-bench:latest",
+    )
+    .map_err(|e| e.to_string())?;
+    let bytes = built.engine.image_size().map_err(|e| e.to_string())?;
+    let binary_bytes = std::fs::metadata(&built.binary.path)
+        .map_err(|e| e.to_string())?
+        .len();
+    Ok(ImageSize {
+        bytes,
+        binary_bytes,
+    })
+}
+
 pub fn binary_size(bin: &Path) -> Result<BinarySize> {
     let bytes = std::fs::metadata(bin)
         .with_context(|| format!("size of {}", bin.display()))?

@@ -353,6 +353,12 @@ async fn run(cli: Cli) -> Result<()> {
         "footprint replicas and Redis load: starting contenders",
     );
     results.binary = Some(footprint::binary_size(&bin)?);
+    results.image = if plan.quick {
+        Err("not measured in a quick run".to_owned())
+    } else {
+        progress(started, "image: the static build and buildah");
+        footprint::image_size()
+    };
     let replicas = footprint::Replicas::start(&bin, plan.load_timing, plan.scrape_every).await?;
     let mut configs = Vec::new();
     for strategy in [FollowerStrategy::Notified, FollowerStrategy::Polling] {

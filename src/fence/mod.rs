@@ -4,11 +4,12 @@
 //! check and the write. docs/FENCING.md has the recipes; the statements and scripts they quote
 //! live here, once.
 //!
-//! - [`k8s`]: Kubernetes objects, a token annotation written with a resourceVersion
-//!   precondition (always built: kube is a dependency anyway).
+//! - `k8s` (feature `kubernetes`, on by default): Kubernetes objects, a token annotation
+//!   written with a resourceVersion precondition.
 //! - `postgres` (feature `fence-postgres`): a token table advanced in the write's transaction.
 //! - `redis` (feature `fence-redis`): a Lua script that compares, writes and advances at once.
 
+#[cfg(feature = "kubernetes")]
 pub mod k8s;
 #[cfg(feature = "fence-postgres")]
 pub mod postgres;
@@ -56,6 +57,7 @@ pub enum FenceError {
     #[error(transparent)]
     NotLeader(#[from] NotLeader),
     /// A Kubernetes API call failed.
+    #[cfg(feature = "kubernetes")]
     #[error("kubernetes API: {0}")]
     Kubernetes(#[source] kube::Error),
     /// A PostgreSQL call failed.

@@ -1,7 +1,8 @@
 //! Which parts of the Kubernetes side run.
 
 /// Whether to use the Kubernetes API.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum KubernetesMode {
     /// On when an in-cluster config or a kubeconfig is found, else off with one log line.
     Auto,

@@ -19,7 +19,9 @@
 //! - [`hosts`]: host names of the test's own (one name for several loopback addresses), seen
 //!   only by the processes the test starts with them.
 //! - [`postgres`], [`prometheus`]: a PostgreSQL cluster and a Prometheus server.
-//! - [`dockerfile`]: a Dockerfile's build stage replayed in a directory, without a container.
+//! - [`dockerfile`]: a Dockerfile's build stage replayed in a directory, without a container,
+//!   and its final stage rewritten to build from files; [`image`]: the repository's image built
+//!   with them by buildah, and podman to run it.
 //! - [`fake_api`]: an in-process fake Kubernetes API server that kube's client runs against.
 //!
 //! Panics are the failure mode of the fixtures that tests use (`start`, `cmd`); the calls that
@@ -31,6 +33,7 @@ pub mod dockerfile;
 pub mod fake_api;
 pub mod hosts;
 pub mod http;
+pub mod image;
 pub mod pki;
 pub mod port;
 pub mod postgres;

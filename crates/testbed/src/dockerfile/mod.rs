@@ -1,17 +1,117 @@
-//! A Dockerfile's build stage replayed without a container: the files its `COPY`s take from the
-//! context (honouring `.dockerignore`) are copied into an empty directory, and its `RUN` steps
-//! run there, so that a test sees a build break when the image would lack a file it needs.
+//! A Dockerfile's stages without a container engine that can pull a base image.
+//!
+//! The build stage is replayed in a directory: the files its `COPY`s take from the context
+//! (honouring `.dockerignore`) are copied into an empty directory, and its `RUN` steps run
+//! there, so that a test sees a build break when the image would lack a file it needs.
 //!
 //! Only what a build stage of this shape needs is understood: `FROM … AS name` (the stage ends
 //! at the next `FROM`), `WORKDIR`, `COPY SRC… DEST` from the context (not `--from`), and `RUN`
 //! as `cmd && cmd …`. Of each `RUN`, the commands that work on the stage's own files run
 //! (`mkdir`, `echo`, `touch`, `rm` on relative paths, and `cargo`, which the caller may stand in
 //! for through `PATH`); the others (copying the product out of the stage) are skipped and
-//! reported. `ENV` is not applied: the caller chooses the environment.
+//! reported. `ENV` is not applied: the caller chooses the environment, and [`stage_env`] reads it.
+//!
+//! The final stage, `FROM scratch` with `COPY --from=` the build stage, is rewritten by
+//! [`final_stage`] into a Containerfile that buildah builds here: each file it copies from the
+//! build stage comes from where the caller says that stage would have it, every other
+//! instruction stays as it is.
+
+mod ignore;
+mod scratch;
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+pub use ignore::Ignore;
+pub use scratch::final_stage;
+
+/// One stage of a Dockerfile: the image it starts `FROM`, its name (`AS name`) and its
+/// instructions after the `FROM`, continuation lines joined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stage {
+    pub image: String,
+    pub name: Option<String>,
+    pub instructions: Vec<String>,
+}
+
+/// The stages of `dockerfile`'s text, in order (what comes before the first `FROM`, such as
+/// `ARG`, is left out).
+pub fn stages(dockerfile: &str) -> Vec<Stage> {
+    let mut stages: Vec<Stage> = Vec::new();
+    for line in logical_lines(dockerfile) {
+        let (word, rest) = split_instruction(&line);
+        if word.eq_ignore_ascii_case("FROM") {
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            let name = (words.len() == 3 && words[1].eq_ignore_ascii_case("as"))
+                .then(|| words[2].to_owned());
+            stages.push(Stage {
+                image: words.first().map(|w| (*w).to_owned()).unwrap_or_default(),
+                name,
+                instructions: Vec::new(),
+            });
+        } else if let Some(stage) = stages.last_mut() {
+            stage.instructions.push(line);
+        }
+    }
+    stages
+}
+
+/// An instruction's keyword and the rest of its line.
+pub(crate) fn split_instruction(line: &str) -> (&str, &str) {
+    let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    (word, rest.trim())
+}
+
+/// The stage named `stage`; panics naming the stages there are when there is none.
+fn named<'a>(stages: &'a [Stage], stage: &str) -> &'a Stage {
+    stages
+        .iter()
+        .find(|s| s.name.as_deref() == Some(stage))
+        .unwrap_or_else(|| {
+            let names: Vec<_> = stages.iter().map(|s| &s.name).collect();
+            panic!("no stage `{stage}` in the Dockerfile: {names:?}")
+        })
+}
+
+/// Words as a shell splits them: on white space outside double quotes, the quotes removed.
+pub(crate) fn words(text: &str) -> Vec<String> {
+    let (mut all, mut word, mut quoted, mut any) = (Vec::new(), String::new(), false, false);
+    for c in text.chars() {
+        match c {
+            '"' => (quoted, any) = (!quoted, true),
+            c if c.is_whitespace() && !quoted => {
+                if any {
+                    all.push(std::mem::take(&mut word));
+                }
+                any = false;
+            }
+            c => (word, any) = (word + &c.to_string(), true),
+        }
+    }
+    if any {
+        all.push(word);
+    }
+    all
+}
+
+/// The variables the `ENV` instructions of stage `stage` set (`ENV K=V …`, values unquoted).
+pub fn stage_env(dockerfile: &str, stage: &str) -> Vec<(String, String)> {
+    let stages = stages(dockerfile);
+    let mut env = Vec::new();
+    for line in &named(&stages, stage).instructions {
+        let (word, rest) = split_instruction(line);
+        if word.eq_ignore_ascii_case("ENV") {
+            for pair in words(rest) {
+                let (key, value) = pair
+                    .split_once('=')
+                    .unwrap_or_else(|| panic!("ENV as KEY=VALUE only: {line}"));
+                env.push((key.to_owned(), value.to_owned()));
+            }
+        }
+    }
+    env
+}
 
 /// One instruction of the build stage, as replayed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,19 +125,16 @@ pub enum Step {
 
 /// The steps of stage `stage` (`FROM … AS stage`) of `dockerfile`'s text.
 pub fn stage_steps(dockerfile: &str, stage: &str) -> Vec<Step> {
+    let stages = stages(dockerfile);
+    let Some(found) = stages.iter().find(|s| s.name.as_deref() == Some(stage)) else {
+        return Vec::new();
+    };
     let mut steps = Vec::new();
-    let mut in_stage = false;
-    for line in logical_lines(dockerfile) {
-        let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((&line, ""));
-        let rest = rest.trim();
+    for line in &found.instructions {
+        let (word, rest) = split_instruction(line);
         match word.to_ascii_uppercase().as_str() {
-            "FROM" => {
-                let words: Vec<&str> = rest.split_whitespace().collect();
-                in_stage =
-                    words.len() == 3 && words[1].eq_ignore_ascii_case("as") && words[2] == stage;
-            }
-            "WORKDIR" if in_stage => steps.push(Step::Workdir(rest.to_owned())),
-            "COPY" if in_stage => {
+            "WORKDIR" => steps.push(Step::Workdir(rest.to_owned())),
+            "COPY" => {
                 let mut words: Vec<String> = rest.split_whitespace().map(str::to_owned).collect();
                 assert!(
                     !words.iter().any(|w| w.starts_with("--")),
@@ -46,7 +143,7 @@ pub fn stage_steps(dockerfile: &str, stage: &str) -> Vec<Step> {
                 let dest = words.pop().expect("COPY names a destination");
                 steps.push(Step::Copy(words, dest));
             }
-            "RUN" if in_stage => steps.push(Step::Run(
+            "RUN" => steps.push(Step::Run(
                 rest.split("&&").map(|c| c.trim().to_owned()).collect(),
             )),
             _ => {}
@@ -81,68 +178,6 @@ fn logical_lines(text: &str) -> Vec<String> {
     lines
 }
 
-/// `.dockerignore` rules: the last pattern that matches a path (or one of its parents)
-/// decides, `!` marking an exception.
-#[derive(Debug, Clone, Default)]
-pub struct Ignore {
-    rules: Vec<(bool, String)>,
-}
-
-impl Ignore {
-    pub fn parse(text: &str) -> Self {
-        let rules = text
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .map(|l| match l.strip_prefix('!') {
-                Some(p) => (false, clean(p)),
-                None => (true, clean(l)),
-            })
-            .collect();
-        Self { rules }
-    }
-
-    /// Whether the build context leaves out `path` (relative, `/`-separated).
-    pub fn excludes(&self, path: &str) -> bool {
-        let parts: Vec<&str> = path.split('/').collect();
-        let mut excluded = false;
-        for (exclude, pattern) in &self.rules {
-            let hit = (1..=parts.len()).any(|n| glob(pattern, &parts[..n].join("/")));
-            if hit {
-                excluded = *exclude;
-            }
-        }
-        excluded
-    }
-}
-
-fn clean(pattern: &str) -> String {
-    pattern
-        .trim()
-        .trim_start_matches("./")
-        .trim_matches('/')
-        .to_owned()
-}
-
-/// Docker's pattern match: `*` and `?` within one path element, `**` across elements.
-fn glob(pattern: &str, path: &str) -> bool {
-    fn go(p: &[u8], s: &[u8]) -> bool {
-        match p {
-            [] => s.is_empty(),
-            [b'*', b'*', rest @ ..] => {
-                let rest = rest.strip_prefix(b"/").unwrap_or(rest);
-                (0..=s.len()).any(|i| go(rest, &s[i..]))
-            }
-            [b'*', rest @ ..] => (0..=s.len())
-                .take_while(|&i| i == 0 || s[i - 1] != b'/')
-                .any(|i| go(rest, &s[i..])),
-            [b'?', rest @ ..] => s.first().is_some_and(|&c| c != b'/') && go(rest, &s[1..]),
-            [c, rest @ ..] => s.first() == Some(c) && go(rest, &s[1..]),
-        }
-    }
-    go(pattern.as_bytes(), path.as_bytes())
-}
-
 /// What a replay did.
 #[derive(Debug, Default)]
 pub struct Replay {
@@ -175,7 +210,7 @@ pub fn replay(
                 let into_dir = sources.len() > 1 || dest.ends_with('/');
                 let dest = workdir.join(dest);
                 for source in sources {
-                    let from = clean(source);
+                    let from = ignore::clean(source);
                     let files = context_files(context, &from, ignore)?;
                     if files.is_empty() {
                         return Err(io::Error::other(format!(
@@ -243,7 +278,7 @@ fn context_files(context: &Path, path: &str, ignore: &Ignore) -> io::Result<Vec<
     let mut pending = vec![PathBuf::from(path)];
     while let Some(relative) = pending.pop() {
         let name = relative.to_string_lossy().replace('\\', "/");
-        if ignore.excludes(&name) && !has_exception_below(ignore, &name) {
+        if ignore.excludes(&name) && !ignore.has_exception_below(&name) {
             continue;
         }
         let full = context.join(&relative);
@@ -257,14 +292,6 @@ fn context_files(context: &Path, path: &str, ignore: &Ignore) -> io::Result<Vec<
     }
     files.sort();
     Ok(files)
-}
-
-/// Whether an exception could re-include something below the excluded directory `dir`.
-fn has_exception_below(ignore: &Ignore, dir: &str) -> bool {
-    ignore
-        .rules
-        .iter()
-        .any(|(exclude, p)| !exclude && p.starts_with(&format!("{dir}/")))
 }
 
 #[cfg(test)]
@@ -310,6 +337,50 @@ mod tests {
                 Step::Run(vec!["mkdir x".into(), "cargo build --release".into()]),
             ]
         );
+    }
+
+    #[test]
+    fn the_env_of_a_stage_is_read_with_quotes_and_continuations() {
+        let dockerfile =
+            "FROM rust:1 AS build\nENV A=\"-C x=+y\" \\\n    B=2\nFROM scratch\nENV C=3\n";
+        assert_eq!(
+            stage_env(dockerfile, "build"),
+            vec![("A".into(), "-C x=+y".into()), ("B".into(), "2".into())]
+        );
+    }
+
+    #[test]
+    fn the_final_stage_copies_from_the_files_standing_in_for_the_build_stage() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("bin"), "binary").expect("write");
+        let dockerfile = "FROM rust:1 AS build\nRUN cargo build\nFROM scratch\n\
+                          COPY --from=build --chmod=0755 /out/bin /usr/bin/app\n\
+                          USER 1:1\nENTRYPOINT [\"/usr/bin/app\"]\n";
+        let context = dir.path().join("context");
+        let asked = std::cell::RefCell::new(Vec::new());
+        let text = final_stage(dockerfile, &context, |stage, src| {
+            asked.borrow_mut().push(format!("{stage}:{src}"));
+            Ok(dir.path().join("bin"))
+        })
+        .expect("assembled");
+        assert_eq!(asked.into_inner(), vec!["build:/out/bin".to_owned()]);
+        assert_eq!(
+            text,
+            "FROM scratch\nCOPY --chmod=0755 from-build/out/bin /usr/bin/app\nUSER 1:1\n\
+             ENTRYPOINT [\"/usr/bin/app\"]\n"
+        );
+        let copied = std::fs::read_to_string(context.join("from-build/out/bin")).expect("copied");
+        assert_eq!(copied, "binary");
+
+        let pulled =
+            "FROM rust:1 AS build\nFROM gcr.io/distroless/static\nCOPY --from=build /a /a\n";
+        let err =
+            final_stage(pulled, &context, |_, _| Ok(dir.path().join("bin"))).expect_err("refused");
+        assert!(err.to_string().contains("only FROM scratch"), "{err}");
+        let shell = "FROM scratch\nRUN echo hi\n";
+        let err =
+            final_stage(shell, &context, |_, _| Ok(dir.path().join("bin"))).expect_err("refused");
+        assert!(err.to_string().contains("no shell"), "{err}");
     }
 
     #[test]
