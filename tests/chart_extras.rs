@@ -157,7 +157,10 @@ fn each_image_takes_its_registry_and_global_image_registry_takes_every_images_pl
         (
             "image:\n  registry: registry.example.com:5000\nhelmTest:\n  enabled: true\n",
             vec![
-                "registry.example.com:5000/leasehold:0.1.0".to_owned(),
+                format!(
+                    "registry.example.com:5000/leasehold:{}",
+                    env!("CARGO_PKG_VERSION")
+                ),
                 "busybox:1.36".to_owned(),
             ],
         ),
@@ -173,7 +176,7 @@ fn each_image_takes_its_registry_and_global_image_registry_takes_every_images_pl
         (
             "global:\n  imageRegistry: mirror.example.com\nimage:\n  registry: registry.example.com\nhelmTest:\n  enabled: true\n",
             vec![
-                "mirror.example.com/leasehold:0.1.0".to_owned(),
+                format!("mirror.example.com/leasehold:{}", env!("CARGO_PKG_VERSION")),
                 "mirror.example.com/busybox:1.36".to_owned(),
             ],
         ),
