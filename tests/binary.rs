@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use support::contenders::unique_lease;
-use support::replica::{FAST, Replica, run_to_end};
+use support::replica::{FAST, RELEASE_ONLY, Replica, run_to_end};
 use testbed::redis_server::RedisServer;
 use testbed::wait::wait_for;
 
@@ -115,15 +115,7 @@ fn sigterm_steps_down_releases_and_exits_zero() {
     let redis = RedisServer::start();
     let lease = unique_lease("sigterm");
     // A long TTL: the follower can only take over this fast if the lease was released.
-    let args = [
-        "--lease-duration",
-        "10s",
-        "--renew-deadline",
-        "6s",
-        "--retry-period",
-        "2s",
-        "--no-data-loss-cooldown",
-    ];
+    let args = RELEASE_ONLY;
     let mut replicas: Vec<Replica> = ["a", "b"]
         .iter()
         .map(|n| Replica::spawn(&redis.url(), &lease, n, &args, &[]))
@@ -422,15 +414,7 @@ fn a_paused_leader_stops_its_command_first_thing_after_resume() {
 fn a_command_that_exits_ends_the_term_and_leasehold_exits_with_its_code() {
     let redis = RedisServer::start();
     let lease = unique_lease("exit-code");
-    let args = [
-        "--lease-duration",
-        "10s",
-        "--renew-deadline",
-        "6s",
-        "--retry-period",
-        "2s",
-        "--no-data-loss-cooldown",
-    ];
+    let args = RELEASE_ONLY;
     let mut a = Replica::spawn(
         &redis.url(),
         &lease,

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use support::contenders::unique_lease;
-use support::replica::Replica;
+use support::replica::{RELEASE_ONLY, Replica};
 use testbed::image::{Built, Engine, build, replay_build_stage};
 use testbed::redis_server::RedisServer;
 use testbed::wait::wait_for;
@@ -127,17 +127,6 @@ fn the_final_stage_is_a_scratch_image_of_the_static_binary_its_certificates_and_
     );
 }
 
-/// The three containers' timing: the TTL is long enough that only a release explains a fast
-/// handover (as in the binary's own SIGTERM test).
-const TIMING: [&str; 7] = [
-    "--lease-duration",
-    "10s",
-    "--renew-deadline",
-    "6s",
-    "--retry-period",
-    "2s",
-    "--no-data-loss-cooldown",
-];
 const TTL: Duration = Duration::from_secs(10);
 const RETRY: Duration = Duration::from_secs(2);
 
@@ -163,7 +152,17 @@ fn three_containers_elect_hand_over_on_stop_fail_over_after_the_ttl_on_kill_and_
         .collect();
     let mut replicas: Vec<Replica> = names
         .iter()
-        .map(|n| Replica::spawn_from(run(engine, n), &redis.url(), &lease, n, &TIMING, &[], &[]))
+        .map(|n| {
+            Replica::spawn_from(
+                run(engine, n),
+                &redis.url(),
+                &lease,
+                n,
+                &RELEASE_ONLY,
+                &[],
+                &[],
+            )
+        })
         .collect();
 
     // One leader, seen from outside the containers on /readyz and /leader.
@@ -279,7 +278,7 @@ fn three_containers_elect_hand_over_on_stop_fail_over_after_the_ttl_on_kill_and_
             &redis.url(),
             &lease,
             n,
-            &TIMING,
+            &RELEASE_ONLY,
             command,
             &[],
         );

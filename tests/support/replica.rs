@@ -24,6 +24,18 @@ pub const FAST: [&str; 6] = [
     "250ms",
 ];
 
+/// Timings under which only a release explains a fast handover: TTL 10 s, renew deadline 6 s,
+/// retry 2 s, and no data-loss cooldown (a fresh Redis elects at once).
+pub const RELEASE_ONLY: [&str; 7] = [
+    "--lease-duration",
+    "10s",
+    "--renew-deadline",
+    "6s",
+    "--retry-period",
+    "2s",
+    "--no-data-loss-cooldown",
+];
+
 pub struct Replica {
     pub name: String,
     pub http: SocketAddr,
