@@ -13,7 +13,8 @@ use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 use tracing::{debug, warn};
 
-use super::tree::{Family, Proc, Table, read_proc};
+use super::procs::{Proc, ProcId, Table, read_proc};
+use super::tree::Family;
 
 /// Children started by a supervisor and not yet reaped by tokio: pid → start time (`None`
 /// when it could not be read). Held while spawning and while reaping, so that a new command
@@ -51,7 +52,7 @@ pub(crate) fn spawn_tracked(command: &mut Command) -> std::io::Result<(Child, Pr
     let proc = read_proc(pid);
     tracked.insert(pid, proc.map(|p| p.id.start));
     let proc = proc.unwrap_or(Proc {
-        id: super::tree::ProcId { pid, start: 0 },
+        id: ProcId { pid, start: 0 },
         ppid: std::process::id() as i32,
         pgid: pid,
         state: 'R',

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
-pub(crate) use super::procs::{Proc, ProcId, Table, read_proc};
+use super::procs::{Proc, ProcId, Table};
 
 /// Which processes are one supervisor's commands'. Remembers what it has seen, so that an
 /// orphan stays the command's after its parent is gone.
