@@ -329,14 +329,20 @@ async fn redis_going_away_makes_the_leader_step_down_and_an_empty_restart_elects
     .await;
     let second_token = contenders[second].token().expect("token");
     assert!(second_token > first_token, "{second_token} > {first_token}");
-    let first_act = log
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|a| a.token == second_token)
-        .map(|a| a.at)
-        .min()
-        .expect("the new leader acted");
+    // The token is seen as soon as the term starts; its work may not have had a turn yet.
+    let first_act = eventually(
+        "the new leader's first action",
+        Duration::from_secs(5),
+        || async {
+            log.lock()
+                .unwrap()
+                .iter()
+                .filter(|a| a.token == second_token)
+                .map(|a| a.at)
+                .min()
+        },
+    )
+    .await;
     let waited = first_act.saturating_duration_since(restarted_at);
     assert!(
         waited >= timing.lease_duration - Duration::from_millis(50),
