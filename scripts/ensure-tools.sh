@@ -22,7 +22,7 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
 fi
 
-# The fencing tests (tests/fence.rs) start real PostgreSQL clusters with initdb and postgres (from
+# The fencing tests (tests/safety/fence.rs) start real PostgreSQL clusters with initdb and postgres (from
 # Debian's postgresql package, which brings psql too) and run the docs' curl recipe.
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v psql >/dev/null 2>&1; then
   echo "installing postgresql (Debian package)" >&2
@@ -35,7 +35,7 @@ if ! command -v curl >/dev/null 2>&1; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null
 fi
 
-# The image test (tests/image.rs) builds the Dockerfile's final stage with buildah and runs it as
+# The image test (tests/ship/image.rs) builds the Dockerfile's final stage with buildah and runs it as
 # real containers with podman, on runc (crun fails on hybrid cgroups).
 if ! command -v podman >/dev/null 2>&1 || ! command -v buildah >/dev/null 2>&1 \
   || ! command -v runc >/dev/null 2>&1; then
@@ -76,7 +76,7 @@ if [ -z "${LEASEHOLD_HELM:-}" ] && [ ! -x "$tools/bin/helm" ]; then
 fi
 
 # The chart's README.md is generated from values.yaml's `## @param` lines by bitnami's
-# readme-generator-for-helm (npm); tests/chart_readme.rs runs it to check that the README is
+# readme-generator-for-helm (npm); tests/chart/readme.rs runs it to check that the README is
 # current, and scripts/render-chart-readme.sh to rewrite it. It needs nothing online once installed.
 readme_generator="@bitnami/readme-generator-for-helm@2.7.2"
 if [ -z "${LEASEHOLD_README_GENERATOR:-}" ] && [ ! -x "$tools/readme-generator/node_modules/.bin/readme-generator" ]; then

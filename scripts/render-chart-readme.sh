@@ -3,7 +3,7 @@
 # `## @param` lines of charts/leasehold/values.yaml, with bitnami's readme-generator-for-helm
 # (scripts/ensure-tools.sh installs it in .tools/readme-generator; LEASEHOLD_README_GENERATOR
 # points elsewhere). It also refuses a key of values.yaml without its `## @param` line.
-# tests/chart_readme.rs runs the generator on a copy and fails when the README differs, so run this
+# tests/chart/readme.rs runs the generator on a copy and fails when the README differs, so run this
 # after every change to values.yaml.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates manifests/ from charts/leasehold with its default values: plain YAML for people
 # without helm (release "leasehold" in namespace "leasehold"), one file per template, and a
-# kustomization.yaml that lists them. tests/chart_manifests.rs renders the chart the same way and
+# kustomization.yaml that lists them. tests/chart/manifests.rs renders the chart the same way and
 # fails when manifests/ differs, so run this after every change to the chart.
 set -euo pipefail
 cd "$(dirname "$0")/.."

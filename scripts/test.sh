@@ -12,11 +12,11 @@ cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 cargo test --workspace --doc --all-features --locked
 # The benchmark smoke test runs the bench example as a program: build it with the same features.
 cargo build --examples --all-features --locked
-# The image tests build the static release binary as the Dockerfile does (minutes from cold)
-# and the package tests the library without default features: alone and first, so that those
-# builds do not load the machine under the timing tests; then everything else.
-cargo nextest run --all-features --locked --profile "${NEXTEST_PROFILE:-default}" \
-  --test image --test package
+# What ships (tests/ship): the image tests build the static release binary as the Dockerfile
+# does (minutes from cold) and the package tests the library without default features: alone
+# and first, so that those builds do not load the machine under the timing tests; then
+# everything else.
+cargo nextest run --all-features --locked --profile "${NEXTEST_PROFILE:-default}" --test ship
 cargo nextest run --workspace --all-targets --all-features --locked \
-  --profile "${NEXTEST_PROFILE:-default}" -E 'not (binary(image) | binary(package))'
+  --profile "${NEXTEST_PROFILE:-default}" -E 'not binary(ship)'
 

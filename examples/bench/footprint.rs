@@ -64,7 +64,7 @@ pub struct BinarySize {
 }
 
 /// The image's size: the Dockerfile's final stage (`FROM scratch`) built by buildah from the
-/// static binary, as tests/image.rs builds and runs it.
+/// static binary, as tests/ship/image.rs builds and runs it.
 #[derive(Debug, Clone, Copy)]
 pub struct ImageSize {
     pub bytes: u64,

@@ -75,7 +75,7 @@ pub async fn start(
             .args(["--log", "info", "--no-data-loss-cooldown"])
             .timing(timing)
             .command(command);
-        let mut replica = Replica::spawn(run, identity, http, |cmd| {
+        let mut replica = Replica::launch(run, identity, http, |cmd| {
             cmd.env_remove("RUST_LOG");
         })?;
         match await_started(&mut replica).await {

@@ -911,7 +911,7 @@ fn footprint_section(w: &mut String, r: &Results, plan: &Plan) {
         Ok(image) => writeln!(
             w,
             "Image (the Dockerfile's final stage, `FROM scratch`, built by buildah from the static \
-             binary, its CA certificates and its user, as tests/image.rs builds and runs it; \
+             binary, its CA certificates and its user, as tests/ship/image.rs builds and runs it; \
              `podman image inspect`): {:.1} MiB, of which the static binary {:.1} MiB.\n",
             image.bytes as f64 / 1048576.0,
             image.binary_bytes as f64 / 1048576.0

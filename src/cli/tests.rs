@@ -1,5 +1,5 @@
 //! Unit tests of flags to settings; every refusal rule is tested through the binary in
-//! tests/cli.rs.
+//! tests/operator/cli.rs.
 
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ fn error(argv: &[&str]) -> String {
     }
 }
 
-// Every refusal rule is tested through the real binary in tests/cli.rs.
+// Every refusal rule is tested through the real binary in tests/operator/cli.rs.
 
 #[test]
 fn defaults_follow_the_design() {

@@ -9,12 +9,14 @@
 //! `=3f` and `=3h` smaller three-replica ones; `LEASEHOLD_MODEL_WITH=horizon=6,max_delayed=2`
 //! changes fields of the chosen one. Those runs search depth-first and report each minute; run
 //! them in a release build (docs/MODEL.md).
+//!
+//! `lua_mirror` holds the model's mirror of the scripts against the real scripts on a real
+//! redis-server, so that the mirror the model checks is the one the scripts behave as.
 
 mod config;
 mod connection;
 mod delivery;
-// Observe and the string forms of terms serve the `lua_mirror` target.
-#[allow(dead_code)]
+mod lua_mirror;
 mod mirror;
 mod progress;
 mod redis;
@@ -24,8 +26,6 @@ mod symmetry;
 mod system;
 mod system_rename;
 mod trace;
-// The texts' parsers serve the `lua_mirror` target.
-#[allow(dead_code)]
 mod values;
 
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! schedule, and a checker that reads only the logs, the resource and the nemesis's journal.
 //! See docs/CHAOS.md.
 //!
-//! Its program is leasehold's `chaos` example (`examples/chaos/main.rs`); `tests/chaos.rs` runs
+//! Its program is leasehold's `chaos` example (`examples/chaos/main.rs`); `tests/safety/short_chaos.rs` runs
 //! the short run as part of the suite. By hand:
 //!
 //! ```text

@@ -1,17 +1,45 @@
 //! A started replica: `leasehold run` as a guarded child process with its HTTP server on a
-//! loopback address, its stdout and stderr collected, and what callers read of it: its
-//! endpoints and its JSON log lines.
+//! loopback address and its stdout and stderr collected; the tests' ways to start one (a replica
+//! of a lease on a Redis, leader readiness and debug logs unless asked otherwise), and what
+//! callers read of it: its endpoints, its metrics, its JSON log lines, its exit.
 
 use std::io;
 use std::net::SocketAddr;
-use std::process::Command;
-use std::time::Duration;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
 use testbed::Guarded;
 use testbed::http::http_get;
 
-use crate::command::RunCommand;
+use crate::command::{RunCommand, leasehold_command};
 use crate::startup::{NotStarted, wait_healthy};
+use crate::target::leasehold_bin;
+
+/// Fast timings for process tests: TTL 1.5 s, renew deadline 900 ms, retry 250 ms, the flags
+/// of [`STEADY`](super::timings::STEADY) (`tests/processes/binary.rs` checks that they stay so).
+pub const FAST: [&str; 6] = [
+    "--lease-duration",
+    "1500ms",
+    "--renew-deadline",
+    "900ms",
+    "--retry-period",
+    "250ms",
+];
+
+/// Timings under which only a release explains a fast handover: TTL 10 s, renew deadline 6 s,
+/// retry 2 s, and no data-loss cooldown (a fresh Redis elects at once).
+pub const RELEASE_ONLY: [&str; 7] = [
+    "--lease-duration",
+    "10s",
+    "--renew-deadline",
+    "6s",
+    "--retry-period",
+    "2s",
+    "--no-data-loss-cooldown",
+];
 
 /// One `leasehold run` process.
 pub struct Replica {
@@ -24,9 +52,9 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// Spawns `run` as `identity` with its HTTP server on `http` (a free port), once
+    /// Starts `run` as `identity` with its HTTP server on `http` (a free port), once
     /// `configure` has had the command (for its environment); does not wait for it.
-    pub fn spawn(
+    pub fn launch(
         run: RunCommand,
         identity: &str,
         http: SocketAddr,
@@ -42,14 +70,132 @@ impl Replica {
         })
     }
 
+    /// `leasehold run` for `lease` on `redis_url` as `name`, with `args` added (timings etc.)
+    /// and `command` after `--` when not empty.
+    pub fn spawn(
+        redis_url: &str,
+        lease: &str,
+        name: &str,
+        args: &[&str],
+        command: &[&str],
+    ) -> Self {
+        Self::spawn_with_env(redis_url, lease, name, args, command, &[])
+    }
+
+    pub fn spawn_with_env(
+        redis_url: &str,
+        lease: &str,
+        name: &str,
+        args: &[&str],
+        command: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        Self::spawn_from(
+            Command::new(leasehold_bin()),
+            redis_url,
+            lease,
+            name,
+            args,
+            command,
+            env,
+        )
+    }
+
+    /// Like [`Replica::spawn_with_env`], from `cmd`: the binary, or a command that runs it (as
+    /// [`testbed::hosts::Hosts::command`] does), to which the arguments are added. Waits until
+    /// it answers `/healthz`.
+    pub fn spawn_from(
+        cmd: Command,
+        redis_url: &str,
+        lease: &str,
+        name: &str,
+        args: &[&str],
+        command: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        let mut replica = Self::start_from(cmd, redis_url, lease, name, args, command, env);
+        if let Err(why) = replica.wait_healthy(Duration::from_secs(10)) {
+            panic!("{name} {why}:\n{}", replica.log_text());
+        }
+        replica
+    }
+
+    /// Starts `leasehold run` as [`spawn_with_env`](Self::spawn_with_env) does, without waiting
+    /// for it to answer: for a replica that must be refused at start.
+    pub fn start(
+        redis_url: &str,
+        lease: &str,
+        name: &str,
+        args: &[&str],
+        command: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        Self::start_from(
+            Command::new(leasehold_bin()),
+            redis_url,
+            lease,
+            name,
+            args,
+            command,
+            env,
+        )
+    }
+
+    /// [`start`](Self::start) from `cmd` (see [`spawn_from`](Self::spawn_from)).
+    pub fn start_from(
+        cmd: Command,
+        redis_url: &str,
+        lease: &str,
+        name: &str,
+        args: &[&str],
+        command: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        let http = testbed::free_addr();
+        let mut run = RunCommand::wrapping(cmd);
+        if !redis_url.is_empty() {
+            run = run.redis_url(redis_url);
+        }
+        if !lease.is_empty() {
+            run = run.lease(lease);
+        }
+        run = run.args(args);
+        // The tests find the leader by its readiness unless they ask for member mode (or test
+        // a config file, whose readiness a flag would override).
+        if !run.names("--config") {
+            run = run.default_arg("--readiness", "leader");
+        }
+        Self::launch(run.command(command), name, http, |cmd| {
+            cmd.env("RUST_LOG", "leasehold=debug")
+                .envs(env.iter().copied());
+        })
+        .expect("spawn leasehold")
+    }
+
     /// Waits up to `within` until it answers `/healthz`, or has exited.
     pub fn wait_healthy(&mut self, within: Duration) -> Result<(), NotStarted> {
         wait_healthy(&mut self.process, self.http, within)
     }
 
-    /// GET `path` on its HTTP server: status code and body, or `None` when it does not answer.
+    /// Its process id.
+    pub fn pid(&self) -> Pid {
+        self.process.pid()
+    }
+
+    /// Sends it `signal`.
+    pub fn signal(&self, signal: Signal) {
+        self.process.signal(signal).expect("signal leasehold");
+    }
+
+    /// GET `path` on the replica's HTTP port: status code and body, or `None` when it does not
+    /// answer.
     pub fn get(&self, path: &str) -> Option<(u16, String)> {
         http_get(self.http, path)
+    }
+
+    /// Whether `/readyz` answers 200.
+    pub fn is_ready(&self) -> bool {
+        self.get("/readyz").is_some_and(|(code, _)| code == 200)
     }
 
     /// `/leader` as JSON, when it answers 200 with JSON.
@@ -58,7 +204,22 @@ impl Replica {
         (code == 200).then(|| serde_json::from_str(&body).ok())?
     }
 
-    /// Its log lines so far that are JSON (with `--log-format json`, all of them).
+    /// The `/leader` JSON; panics when it does not answer.
+    pub fn leader(&self) -> serde_json::Value {
+        let (_, body) = self.get("/leader").expect("/leader answers");
+        serde_json::from_str(&body).expect("/leader is JSON")
+    }
+
+    /// One metric's value from `/metrics` (the first line that starts with `name`).
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        let (_, body) = self.get("/metrics")?;
+        body.lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    }
+
+    /// The log lines (JSON) so far.
     pub fn logs(&self) -> Vec<serde_json::Value> {
         self.process
             .stderr
@@ -77,4 +238,95 @@ impl Replica {
     pub fn log_text(&self) -> String {
         self.process.stderr.text()
     }
+
+    pub fn stdout(&self) -> Vec<String> {
+        self.process.stdout.snapshot()
+    }
+
+    /// Log events whose message is `message`.
+    pub fn events(&self, message: &str) -> Vec<serde_json::Value> {
+        self.logs()
+            .into_iter()
+            .filter(|l| l["message"] == message)
+            .collect()
+    }
+
+    /// For a replica started with [`start`](Self::start) given a file (`flag PATH`) that the live
+    /// leasehold `owner` writes: it must be refused at start, with exit code 2 and a message
+    /// naming the flag, the file and the owner's pid.
+    pub fn assert_refused_for_a_file_of(mut self, flag: &str, path: &Path, owner: Pid) {
+        let code = self.wait_exit(Duration::from_secs(10));
+        let said = self.log_text();
+        assert_eq!(code, 2, "{said}");
+        assert!(
+            said.contains(&format!("{flag} {}", path.display())),
+            "{said}"
+        );
+        assert!(
+            said.contains(&format!("pid {owner}")),
+            "names the owner: {said}"
+        );
+    }
+
+    /// Waits for the process to exit; its exit code.
+    pub fn wait_exit(&mut self, timeout: Duration) -> i32 {
+        match self
+            .process
+            .wait_exit(timeout)
+            .expect("poll leasehold's exit")
+        {
+            Some(code) => code,
+            None => panic!(
+                "{} did not exit within {timeout:?}:\n{}",
+                self.identity,
+                self.log_text()
+            ),
+        }
+    }
+}
+
+/// Runs `cmd` (`leasehold run` with the arguments under test) until it exits, for at most
+/// `bound`: its exit code and stderr, or `None` for the code when it still ran after `bound` (it
+/// accepted the input), and then it is killed. Its environment names the lease (`web`), so that
+/// only the rule under test can stop it.
+pub fn exit_within(mut cmd: Command, bound: Duration) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let stderr_path = dir.path().join("stderr");
+    cmd.env_remove("POD_NAME")
+        .env_remove("POD_NAMESPACE")
+        .env_remove("LEASEHOLD_REDIS_URL")
+        .env("LEASEHOLD_LEASE_NAME", "web")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).expect("stderr file"));
+    let mut child = cmd.spawn().expect("run leasehold");
+    let started = Instant::now();
+    let code = loop {
+        if let Some(status) = child.try_wait().expect("poll leasehold") {
+            break Some(status.code().unwrap_or(-1));
+        }
+        if started.elapsed() > bound {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = std::fs::read_to_string(&stderr_path).expect("read stderr");
+    (code, stderr)
+}
+
+/// Runs the binary with `args` to completion: exit code, stdout, stderr.
+pub fn run_to_end(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let out = leasehold_command(leasehold_bin())
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run leasehold");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

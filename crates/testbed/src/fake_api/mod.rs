@@ -162,6 +162,19 @@ impl FakeApiServer {
         kube::Client::try_from(config).expect("build a kube client for the fake API server")
     }
 
+    /// Writes a kubeconfig for this server into `dir` (plain HTTP, no credentials, `namespace`
+    /// as the context's), for a process that finds its cluster the way kubectl does
+    /// (`KUBECONFIG`); its path.
+    pub fn write_kubeconfig(&self, dir: &std::path::Path, namespace: &str) -> std::path::PathBuf {
+        let path = dir.join("kubeconfig");
+        let server = self.url();
+        let config = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {server}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: {namespace}\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n"
+        );
+        std::fs::write(&path, config).expect("write the kubeconfig");
+        path
+    }
+
     /// Puts an object into the store as if someone else had created it: uid, resourceVersion,
     /// creationTimestamp and generation are set like a create would, and watchers see ADDED.
     /// If the object exists, it is replaced whatever its resourceVersion (watchers see

@@ -1,0 +1,157 @@
+//! The chart's values, refused where they make no sense: the values schema (a test per rule,
+//! each with helm's words) and the rules across values that the templates check, the
+//! termination grace period against leasehold's own shutdown bound among them.
+
+use std::time::Duration;
+
+use harness::chart_settings::{resolve, shutdown_bound};
+use harness::helm::{deployment, each_value_set, pod_spec, refused, render};
+
+#[test]
+fn tls_keys_without_a_tls_secret_are_refused() {
+    let err = refused("redis:\n  tls:\n    caKey: ca.crt\n");
+    assert!(err.contains("redis.tls: caKey, clientCertKey and clientKeyKey name keys of a Secret; set redis.tls.existingSecret"), "{err}");
+}
+
+#[test]
+fn half_of_mutual_tls_is_refused() {
+    let err = refused("redis:\n  tls:\n    existingSecret: t\n    clientCertKey: tls.crt\n");
+    assert!(
+        err.contains("redis.tls: mutual TLS needs both clientCertKey and clientKeyKey, or neither"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_wait_for_replicas_as_long_as_the_retry_period_is_refused() {
+    let err = refused("redis:\n  waitReplicas: 1\n  waitTimeoutSeconds: 2\n");
+    assert!(
+        err.contains("redis.waitTimeoutSeconds 2 must be shorter than timing.retryPeriodSeconds 2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_sentinel_password_for_a_url_without_sentinels_is_refused() {
+    let err =
+        refused("redis:\n  urlKey: \"\"\n  url: redis://redis:6379\n  sentinelPasswordKey: sp\n");
+    assert!(
+        err.contains("redis.sentinelPasswordKey is only for redis+sentinel:// URLs"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_termination_grace_period_exceeds_leaseholds_shutdown_bound() {
+    each_value_set(|name, r| {
+        let (d, c) = deployment(r);
+        let bound = shutdown_bound(&resolve(&c));
+        let given = pod_spec(&d)
+            .termination_grace_period_seconds
+            .expect("terminationGracePeriodSeconds");
+        assert!(
+            Duration::from_secs(u64::try_from(given).expect("positive")) > bound,
+            "{name}: terminationGracePeriodSeconds {given} does not exceed the shutdown bound \
+             {bound:?}"
+        );
+    });
+}
+
+#[test]
+fn a_termination_grace_period_within_the_shutdown_bound_is_refused() {
+    let err = refused("terminationGracePeriodSeconds: 9\n");
+    assert!(
+        err.contains("terminationGracePeriodSeconds 9 must exceed leasehold's own bound on a graceful shutdown, 9 s"),
+        "{err}"
+    );
+    let (d, _) = deployment(&render("terminationGracePeriodSeconds: 10\n"));
+    assert_eq!(pod_spec(&d).termination_grace_period_seconds, Some(10));
+}
+
+// ---------------------------------------------------------------------------------------------
+// values.schema.json: one test per rule, each with helm's words
+
+harness::schema_rule! {
+    schema_refuses_an_unknown_top_level_key:
+        "replicas: 3\n" => ["at '': additional properties 'replicas' not allowed"];
+    schema_refuses_an_unknown_nested_key:
+        "timing:\n  leaseDuration: 15s\n" => ["at '/timing': additional properties 'leaseDuration' not allowed"];
+    schema_refuses_a_replica_count_that_is_not_an_integer:
+        "replicaCount: three\n" => ["at '/replicaCount': got string, want integer"];
+    schema_refuses_zero_replicas:
+        "replicaCount: 0\n" => ["at '/replicaCount': minimum: got 0, want 1"];
+    schema_refuses_an_unknown_readiness_mode:
+        "readiness: always\n" => ["at '/readiness':", "'member'", "'leader'"];
+    schema_refuses_a_duration_written_as_text:
+        "timing:\n  leaseDurationSeconds: 15s\n" => ["at '/timing/leaseDurationSeconds': got string, want number"];
+    schema_refuses_a_duration_below_ten_milliseconds:
+        "timing:\n  retryPeriodSeconds: 0.001\n" => ["at '/timing/retryPeriodSeconds': minimum: got 0.001, want 0.01"];
+    schema_refuses_a_duration_above_an_hour:
+        "timing:\n  leaseDurationSeconds: 7200\n" => ["at '/timing/leaseDurationSeconds': maximum: got 7,200, want 3,600"];
+    schema_refuses_a_grace_period_out_of_range:
+        "exec:\n  gracePeriodSeconds: 0\n" => ["at '/exec/gracePeriodSeconds': minimum: got 0, want 0.01"];
+    schema_refuses_a_secret_name_that_kubernetes_would_refuse:
+        "redis:\n  existingSecret: Redis_Secret\n" => ["at '/redis/existingSecret': 'Redis_Secret' does not match pattern"];
+    schema_refuses_an_empty_secret_name:
+        "redis:\n  existingSecret: \"\"\n" => ["at '/redis/existingSecret': minLength: got 0, want 1"];
+    schema_refuses_a_password_in_the_redis_url_value:
+        "redis:\n  urlKey: \"\"\n  url: redis://:hunter2@redis:6379\n" => ["at '/redis/url': 'redis://:hunter2@redis:6379' does not match pattern"];
+    schema_refuses_a_redis_url_without_a_redis_scheme:
+        "redis:\n  urlKey: \"\"\n  url: http://redis:6379\n" => ["at '/redis/url': 'http://redis:6379' does not match pattern"];
+    schema_refuses_a_negative_number_of_replicas_to_wait_for:
+        "redis:\n  waitReplicas: -1\n" => ["at '/redis/waitReplicas': minimum: got -1, want 0"];
+    schema_refuses_a_tls_secret_name_that_kubernetes_would_refuse:
+        "redis:\n  tls:\n    existingSecret: TLS\n" => ["at '/redis/tls/existingSecret': 'TLS' does not match pattern"];
+    schema_refuses_a_leader_label_that_is_no_label_key:
+        "leaderLabel: \"leader label\"\n" => ["at '/leaderLabel': 'leader label' does not match pattern"];
+    schema_refuses_an_unknown_pull_policy:
+        "image:\n  pullPolicy: Sometimes\n" => ["at '/image/pullPolicy':", "'Always'", "'IfNotPresent'", "'Never'"];
+    schema_refuses_an_http_port_out_of_range:
+        "http:\n  port: 70000\n" => ["at '/http/port': maximum: got 70,000, want 65,535"];
+    schema_refuses_a_service_port_out_of_range:
+        "service:\n  port: 0\n" => ["at '/service/port': minimum: got 0, want 1"];
+    schema_refuses_an_unknown_service_type:
+        "service:\n  type: ExternalName\n" => ["at '/service/type':", "'ClusterIP'"];
+    schema_refuses_a_disruption_budget_that_allows_no_eviction:
+        "podDisruptionBudget:\n  maxUnavailable: 0\n" => ["at '/podDisruptionBudget/maxUnavailable': 'oneOf' failed", "minimum: got 0, want 1"];
+    schema_refuses_an_unknown_strategy_type:
+        "strategy:\n  type: BlueGreen\n" => ["at '/strategy/type':", "'RollingUpdate'", "'Recreate'"];
+    schema_refuses_a_termination_grace_period_that_is_not_a_whole_number:
+        "terminationGracePeriodSeconds: 30s\n" => ["at '/terminationGracePeriodSeconds': got string, want null or integer"];
+    schema_refuses_an_unknown_log_format:
+        "logs:\n  format: xml\n" => ["at '/logs/format':", "'json'"];
+    schema_refuses_exec_mode_without_a_command_or_an_image:
+        "exec:\n  enabled: true\n" => ["at '/exec/command': minItems: got 0, want 1", "at '/exec/image/repository': minLength: got 0, want 1"];
+    schema_refuses_a_relative_leasehold_path:
+        "exec:\n  leaseholdPath: bin/leasehold\n" => ["at '/exec/leaseholdPath': 'bin/leasehold' does not match pattern '^/'"];
+    schema_refuses_an_extra_argument_that_is_no_flag:
+        "extraArgs: [\"--\", worker]\n" => ["at '/extraArgs/0'", "at '/extraArgs/1': 'worker' does not match pattern '^-'"];
+    schema_refuses_a_scrape_interval_prometheus_cannot_read:
+        "serviceMonitor:\n  interval: 30 seconds\n" => ["at '/serviceMonitor/interval': '30 seconds' does not match pattern"];
+}
+
+// Rules across values, checked by the templates.
+
+#[test]
+fn a_lease_duration_not_above_the_renew_deadline_is_refused() {
+    let err = refused("timing:\n  leaseDurationSeconds: 10\n");
+    assert!(
+        err.contains("timing.leaseDurationSeconds 10 must be greater than timing.renewDeadlineSeconds 10 (rule: lease duration > renew deadline > retry period × 1.2)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_renew_deadline_not_above_the_jittered_retry_period_is_refused() {
+    let err = refused("timing:\n  renewDeadlineSeconds: 2.4\n");
+    assert!(
+        err.contains("timing.renewDeadlineSeconds 2.4 must be greater than timing.retryPeriodSeconds × 1.2 = 2.4"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_release_without_a_redis_url_is_refused() {
+    let err = refused("redis:\n  urlKey: \"\"\n");
+    assert!(err.contains("redis: set redis.urlKey"), "{err}");
+}

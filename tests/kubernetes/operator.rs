@@ -1,0 +1,193 @@
+//! The Kubernetes side of the operator commands against the in-process fake API server: the
+//! step-down annotation on the leader's pod (acted on, then removed), and a lock's name found
+//! from its pod's Job and CronJob, with every request within the RBAC list.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use harness::contenders::{Contender, fast_timing, lease, spawn_publishing, unique_lease};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::ResourceExt;
+use leasehold::elector::{Elector, Leadership, Role, StepDownReason};
+use leasehold::k8s::{self, K8sError, OwningJob, Publisher, STEP_DOWN_ANNOTATION, rbac};
+use leasehold::k8s::{KubeSettings, KubernetesMode};
+use testbed::RedisServer;
+use testbed::fake_api::FakeApiServer;
+use testbed::wait::{eventually, until};
+use tokio_util::sync::CancellationToken;
+
+const NS: &str = "shop";
+
+fn pod(name: &str, owners: Vec<OwnerReference>) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NS.into()),
+            owner_references: Some(owners),
+            ..ObjectMeta::default()
+        },
+        ..Pod::default()
+    }
+}
+
+fn controller(kind: &str, api_version: &str, name: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// Every request the fake saw is a call that rbac::API_CALLS lists.
+fn assert_within_rbac(api: &FakeApiServer) {
+    for r in api.requests() {
+        let parts: Vec<&str> = r.path.trim_start_matches('/').split('/').collect();
+        let (group, rest) = match parts.as_slice() {
+            ["api", "v1", rest @ ..] => (String::new(), rest.to_vec()),
+            ["apis", group, _version, rest @ ..] => ((*group).to_owned(), rest.to_vec()),
+            _ => panic!("unexpected path {}", r.path),
+        };
+        let (resource, named) = match rest.as_slice() {
+            ["namespaces", _, resource, _name, ..] => (*resource, true),
+            ["namespaces", _, resource] => (*resource, false),
+            other => panic!("not namespaced: {other:?}"),
+        };
+        let watching = r
+            .query_param("watch")
+            .is_some_and(|w| w == "true" || w == "1");
+        let verb = match (r.method.as_str(), named) {
+            ("GET", true) => "get",
+            ("GET", false) if watching => "watch",
+            ("GET", false) => "list",
+            ("PATCH", _) => "patch",
+            ("POST", _) => "create",
+            ("PUT", _) => "update",
+            (m, _) => panic!("unexpected method {m} {}", r.path),
+        };
+        assert!(
+            rbac::allows(&group, resource, verb),
+            "{} {} is `{verb}` on {group}/{resource}, outside rbac::API_CALLS",
+            r.method,
+            r.path
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed() {
+    let redis = RedisServer::start();
+    let api = FakeApiServer::start().await;
+    for name in ["web-a", "web-b", "web-c"] {
+        api.insert(&pod(name, vec![]));
+    }
+    let timing = fast_timing();
+    let name = unique_lease("annotation");
+    let settings = KubeSettings {
+        mode: KubernetesMode::On,
+        leader_label: None,
+        lease_mirror: false,
+        events: false,
+    };
+    let cluster = Publisher::new(api.client(), NS, "web-a", &name, None, settings, timing)
+        .expect("a publisher");
+    let elector = Elector::new(lease(&redis.url(), &name, "web-a", false), timing).unwrap();
+    let mut a = elector.status();
+    let shutdown = CancellationToken::new();
+    let task = spawn_publishing(elector, &cluster, &shutdown);
+    until("web-a to lead", &mut a, Duration::from_secs(5), |s| {
+        matches!(s.role, Role::Leader { .. })
+    })
+    .await;
+    let idle = |l: Leadership| async move {
+        l.lost().await;
+        Ok::<(), String>(())
+    };
+    let b = Contender::spawn(lease(&redis.url(), &name, "web-b", false), timing, idle);
+    let c = Contender::spawn(lease(&redis.url(), &name, "web-c", false), timing, idle);
+    // Give the leader's watch on its own pod its first list, then annotate.
+    eventually("a watch on web-a's pod", Duration::from_secs(5), || async {
+        api.requests()
+            .iter()
+            .any(|r| r.query_param("fieldSelector").as_deref() == Some("metadata.name=web-a"))
+            .then_some(())
+    })
+    .await;
+    let mut annotated: Pod = api.get(NS, "web-a").expect("web-a");
+    annotated
+        .annotations_mut()
+        .insert(STEP_DOWN_ANNOTATION.into(), "web-c".into());
+    api.insert(&annotated);
+    let stepped = until("web-a to hand over", &mut a, Duration::from_secs(5), |s| {
+        s.last_step_down.is_some()
+    })
+    .await;
+    let step = stepped.last_step_down.expect("a step-down");
+    assert_eq!(step.reason, StepDownReason::Handover);
+    assert_eq!(step.detail.as_deref(), Some("handing over to web-c"));
+    let mut c_status = c.status.clone();
+    until(
+        "web-c to lead",
+        &mut c_status,
+        Duration::from_secs(5),
+        |s| matches!(s.role, Role::Leader { .. }),
+    )
+    .await;
+    assert!(!b.is_leader(), "the reservation was web-c's");
+    let after: Pod = api.get(NS, "web-a").expect("web-a");
+    assert!(
+        !after.annotations().contains_key(STEP_DOWN_ANNOTATION),
+        "the annotation is removed: {:?}",
+        after.annotations()
+    );
+    assert_within_rbac(&api);
+    shutdown.cancel();
+    let _ = task.await;
+    b.shutdown().await;
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_in_a_jobs_pod_is_named_after_its_cronjob_or_its_job() {
+    let api = FakeApiServer::start().await;
+    let job = |name: &str, owners: Vec<OwnerReference>| Job {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NS.into()),
+            owner_references: Some(owners),
+            labels: Some(BTreeMap::new()),
+            ..ObjectMeta::default()
+        },
+        ..Job::default()
+    };
+    api.insert(&job(
+        "nightly-29000000",
+        vec![controller("CronJob", "batch/v1", "nightly")],
+    ));
+    api.insert(&job("migrate", vec![]));
+    api.insert(&pod(
+        "nightly-29000000-x7k2p",
+        vec![controller("Job", "batch/v1", "nightly-29000000")],
+    ));
+    api.insert(&pod(
+        "migrate-q9z",
+        vec![controller("Job", "batch/v1", "migrate")],
+    ));
+    api.insert(&pod("loose", vec![]));
+    let client = api.client();
+    let cron = k8s::owning_job(&client, NS, "nightly-29000000-x7k2p")
+        .await
+        .unwrap();
+    assert_eq!(cron, OwningJob::CronJob("nightly".into()));
+    assert_eq!(cron.lease_name(NS), "shop/cronjob/nightly");
+    let job = k8s::owning_job(&client, NS, "migrate-q9z").await.unwrap();
+    assert_eq!(job.lease_name(NS), "shop/job/migrate");
+    let loose = k8s::owning_job(&client, NS, "loose").await.unwrap_err();
+    assert!(matches!(loose, K8sError::NotAJob { .. }), "{loose}");
+    assert!(loose.to_string().contains("pass --lease-name"), "{loose}");
+    assert_within_rbac(&api);
+}

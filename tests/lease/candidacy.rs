@@ -1,0 +1,348 @@
+//! Health-gated candidacy through the real binary, a real Redis and real check commands and
+//! HTTP endpoints: an unhealthy leader steps aside and rejoins, an unhealthy follower does not
+//! contend, a command's check waits out its start-up grace, and every new flag's bad input is
+//! refused with exit code 2.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use harness::replica::{FAST, Replica, run_to_end};
+use nix::sys::signal::Signal;
+use testbed::RedisServer;
+use testbed::wait::wait_for;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Check flags: every 200 ms, 2 failures in a row put a replica out.
+const CHECK: [&str; 6] = [
+    "--candidate-check-period",
+    "200ms",
+    "--candidate-check-timeout",
+    "200ms",
+    "--candidate-check-failure-threshold",
+    "2",
+];
+
+fn lease(test: &str) -> String {
+    format!("test/{test}-{}", std::process::id())
+}
+
+/// A replica whose check passes while `DIR/NAME-healthy` exists.
+fn checked_replica(redis: &RedisServer, lease: &str, name: &str, dir: &Path) -> Replica {
+    let check = format!("test -f {}/{name}-healthy", dir.display());
+    let mut args = FAST.to_vec();
+    args.extend(CHECK);
+    args.extend(["--readiness", "member", "--candidate-check-command", &check]);
+    Replica::spawn(&redis.url(), lease, name, &args, &[])
+}
+
+fn set_healthy(dir: &Path, name: &str, healthy: bool) {
+    let file = dir.join(format!("{name}-healthy"));
+    if healthy {
+        std::fs::write(&file, b"").expect("write the health file");
+    } else {
+        std::fs::remove_file(&file).expect("remove the health file");
+    }
+}
+
+fn leads(r: &Replica) -> bool {
+    r.get("/leader")
+        .and_then(|(_, body)| serde_json::from_str::<serde_json::Value>(&body).ok())
+        .is_some_and(|v| v["is_leader"] == true)
+}
+
+/// Asserts that `pred` holds on every look for the whole of `window`.
+fn holds_for(what: &str, window: Duration, mut pred: impl FnMut() -> bool) {
+    let end = Instant::now() + window;
+    while Instant::now() < end {
+        assert!(pred(), "{what} stopped holding within {window:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn an_unhealthy_leader_steps_aside_and_rejoins_once_healthy_again() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let name = lease("unhealthy-leader");
+    set_healthy(dir.path(), "a", true);
+    set_healthy(dir.path(), "b", true);
+    let a = checked_replica(&redis, &name, "a", dir.path());
+    wait_for("a leads", WAIT, || leads(&a).then_some(()));
+    let b = checked_replica(&redis, &name, "b", dir.path());
+    wait_for("b is ready", WAIT, || b.is_ready().then_some(()));
+
+    set_healthy(dir.path(), "a", false);
+    wait_for("b takes over from the unhealthy a", WAIT, || {
+        leads(&b).then_some(())
+    });
+    let view = a.leader();
+    assert_eq!(view["is_leader"], false);
+    assert_eq!(view["last_step_down"]["reason"], "unhealthy", "{view}");
+    assert_eq!(view["candidacy"]["state"], "unhealthy", "{view}");
+    let reason = view["candidacy"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("-healthy`: exit code 1"), "{view}");
+    let (code, words) = a.get("/readyz").expect("/readyz answers");
+    assert_eq!(code, 503, "{words}");
+    assert!(words.contains("candidate check unhealthy"), "{words}");
+    assert_eq!(a.metric("leasehold_candidate_unhealthy_total"), Some(1.0));
+    assert_eq!(
+        a.metric("leasehold_step_downs_total{reason=\"unhealthy\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        a.events("the candidate check failed; standing aside from the election")
+            .len(),
+        1
+    );
+
+    // Healthy again: a stands again, and takes over when b in turn falls ill.
+    set_healthy(dir.path(), "a", true);
+    wait_for("a is ready again", WAIT, || a.is_ready().then_some(()));
+    assert_eq!(a.leader()["candidacy"]["state"], "healthy");
+    set_healthy(dir.path(), "b", false);
+    wait_for("a leads again", WAIT, || leads(&a).then_some(()));
+    assert!(!leads(&b));
+}
+
+#[test]
+fn an_unhealthy_follower_does_not_contend_until_its_check_passes() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let name = lease("unhealthy-follower");
+    let a = checked_replica(&redis, &name, "a", dir.path());
+    // Alone and with a free lease, it still does not contend: three lease durations.
+    holds_for(
+        "a stays out of the election",
+        Duration::from_millis(4500),
+        || !leads(&a),
+    );
+    let (code, words) = a.get("/readyz").expect("/readyz answers");
+    assert_eq!(code, 503, "{words}");
+    assert!(words.contains("candidate check"), "{words}");
+    let held: Option<String> = redis.cmd(&["GET", &format!("leasehold:{{{name}}}")]);
+    assert_eq!(held, None, "nobody took the lease");
+
+    set_healthy(dir.path(), "a", true);
+    wait_for("a leads once healthy", WAIT, || leads(&a).then_some(()));
+}
+
+/// An HTTP endpoint on loopback that answers 200 while `healthy`, else 503.
+fn health_endpoint(healthy: Arc<AtomicBool>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 1024];
+            let _ = stream.read(&mut buf);
+            let status = if healthy.load(Ordering::SeqCst) {
+                "200 OK"
+            } else {
+                "503 Service Unavailable"
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn an_http_candidate_check_that_answers_503_makes_the_leader_step_down() {
+    let redis = RedisServer::start();
+    let healthy = Arc::new(AtomicBool::new(true));
+    let port = health_endpoint(healthy.clone());
+    let url = format!("http://127.0.0.1:{port}/healthz");
+    let mut args = FAST.to_vec();
+    args.extend(CHECK);
+    args.extend(["--candidate-check", &url]);
+    let a = Replica::spawn(&redis.url(), &lease("http-check"), "a", &args, &[]);
+    wait_for("a leads", WAIT, || leads(&a).then_some(()));
+    healthy.store(false, Ordering::SeqCst);
+    wait_for("a steps down", WAIT, || (!leads(&a)).then_some(()));
+    let view = a.leader();
+    assert_eq!(view["last_step_down"]["reason"], "unhealthy", "{view}");
+    assert_eq!(
+        view["candidacy"]["reason"],
+        format!("GET http://127.0.0.1:{port}/healthz: status 503"),
+        "{view}"
+    );
+    healthy.store(true, Ordering::SeqCst);
+    wait_for("a leads again", WAIT, || leads(&a).then_some(()));
+}
+
+#[test]
+fn a_commands_check_waits_out_its_start_up_grace_then_ends_the_term_and_sits_out() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    // The command never makes the check pass: each term lasts the grace plus two failures.
+    let check = format!("test -f {}/never", dir.path().display());
+    let mut args = FAST.to_vec();
+    args.extend(CHECK);
+    args.extend([
+        "--candidate-check-command",
+        &check,
+        "--candidate-check-initial-delay",
+        "1500ms",
+    ]);
+    let a = Replica::spawn(&redis.url(), &lease("grace"), "a", &args, &["sleep", "60"]);
+    wait_for("a leads", WAIT, || leads(&a).then_some(()));
+    let began = Instant::now();
+    // A follower running no command stands: it contended, and the check is not judged yet.
+    holds_for(
+        "the term lasts the start-up grace",
+        Duration::from_millis(1000),
+        || leads(&a),
+    );
+    wait_for("a steps down as unhealthy", WAIT, || {
+        (!leads(&a)).then_some(())
+    });
+    let lasted = began.elapsed();
+    assert!(lasted >= Duration::from_millis(1000), "{lasted:?}");
+    assert_eq!(a.leader()["last_step_down"]["reason"], "unhealthy");
+    // It sits out one lease duration, then stands again and leads (it is alone).
+    let stepped_down = Instant::now();
+    wait_for("a leads again after its hold-off", WAIT, || {
+        leads(&a).then_some(())
+    });
+    assert!(
+        stepped_down.elapsed() >= Duration::from_millis(1000),
+        "rejoined after {:?}",
+        stepped_down.elapsed()
+    );
+    a.signal(Signal::SIGTERM);
+}
+
+#[test]
+fn every_candidate_check_and_status_file_flag_refuses_bad_input_with_exit_code_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--candidate-check", "https://127.0.0.1:8443/healthz"],
+            "--candidate-check `https://127.0.0.1:8443/healthz`: must be an http:// URL to a loopback address",
+        ),
+        (
+            &["--candidate-check", "http://10.1.2.3:8080/healthz"],
+            "--candidate-check `http://10.1.2.3:8080/healthz`: must be an http:// URL to a loopback address",
+        ),
+        (
+            &["--candidate-check", "http://127.0.0.1:0/"],
+            "--candidate-check `http://127.0.0.1:0/`: the port must be a number from 1 to 65535",
+        ),
+        (
+            &["--candidate-check-command", " "],
+            "--candidate-check-command ` `: must not be empty",
+        ),
+        (
+            &[
+                "--candidate-check",
+                "http://127.0.0.1:1/",
+                "--candidate-check-command",
+                "true",
+            ],
+            "the argument '--candidate-check <URL>' cannot be used with '--candidate-check-command <CMD>'",
+        ),
+        (
+            &[
+                "--candidate-check-command",
+                "true",
+                "--candidate-check-period",
+                "0s",
+            ],
+            "--candidate-check-period `0s`: must be greater than zero",
+        ),
+        (
+            &[
+                "--candidate-check-command",
+                "true",
+                "--candidate-check-period",
+                "soon",
+            ],
+            "invalid value 'soon' for '--candidate-check-period <CANDIDATE_CHECK_PERIOD>'",
+        ),
+        (
+            &[
+                "--candidate-check-command",
+                "true",
+                "--candidate-check-timeout",
+                "20s",
+            ],
+            "--candidate-check-timeout `20s`: must be greater than zero and no longer than --candidate-check-period (10s)",
+        ),
+        (
+            &[
+                "--candidate-check-command",
+                "true",
+                "--candidate-check-failure-threshold",
+                "0",
+            ],
+            "--candidate-check-failure-threshold `0`: must be at least 1",
+        ),
+        (
+            &[
+                "--candidate-check-command",
+                "true",
+                "--candidate-check-success-threshold",
+                "0",
+            ],
+            "--candidate-check-success-threshold `0`: must be at least 1",
+        ),
+        (
+            &[
+                "--candidate-check-command",
+                "true",
+                "--candidate-check-success-threshold",
+                "many",
+            ],
+            "invalid value 'many' for '--candidate-check-success-threshold <N>'",
+        ),
+        (
+            &[
+                "--candidate-check-command",
+                "true",
+                "--candidate-check-initial-delay",
+                "1x",
+            ],
+            "invalid value '1x' for '--candidate-check-initial-delay <CANDIDATE_CHECK_INITIAL_DELAY>'",
+        ),
+        (
+            &["--candidate-check-period", "5s"],
+            "--candidate-check-period `5s`: only with --candidate-check or --candidate-check-command",
+        ),
+        (
+            &["--candidate-check-initial-delay", "5s"],
+            "--candidate-check-initial-delay `5s`: only with --candidate-check or --candidate-check-command",
+        ),
+        (
+            &["--status-file", "/nonexistent-dir/leader.json"],
+            "--status-file `/nonexistent-dir/leader.json`: must name a file in an existing directory",
+        ),
+        (
+            &["--status-file", "/"],
+            "--status-file `/`: must name a file in an existing directory",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut full = vec![
+            "run",
+            "--kubernetes",
+            "off",
+            "--redis-url",
+            "redis://127.0.0.1:1",
+        ];
+        full.extend_from_slice(args);
+        let (code, _stdout, stderr) = run_to_end(&full, &[("LEASEHOLD_LEASE_NAME", "web")]);
+        assert_eq!(code, 2, "{args:?} exited {code}; stderr:\n{stderr}");
+        assert!(
+            stderr.contains(want),
+            "{args:?}\n got: {stderr}\nwant: {want}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}

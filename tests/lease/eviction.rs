@@ -1,0 +1,227 @@
+//! A Redis that may evict the lease, said out loud: read from `INFO memory` at start and once
+//! per lease duration; `--redis-eviction warn` (the default) says so and takes part,
+//! `--redis-eviction refuse` stays out of the election with the reason in `/readyz` until Redis
+//! no longer evicts; an ACL without `+info|memory` does not stop leasehold.
+
+use std::time::Duration;
+
+use harness::contenders::unique_lease;
+use harness::leasehold_bin;
+use harness::replica::{FAST, Replica, exit_within};
+use leasehold::lease::minimal_acl_rule;
+use testbed::redis_server::RedisServer;
+use testbed::wait::wait_for;
+
+fn evicting_redis() -> RedisServer {
+    RedisServer::builder()
+        .args(["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"])
+        .start()
+}
+
+#[test]
+fn a_redis_that_may_evict_is_reported_and_the_replica_still_leads_by_default() {
+    let redis = evicting_redis();
+    let a = Replica::spawn(&redis.url(), &unique_lease("evict-warn"), "a", &FAST, &[]);
+    let eviction = wait_for(
+        "/leader to show the policy",
+        Duration::from_secs(10),
+        || {
+            let view = a.leader();
+            (!view["redis"]["eviction"].is_null()).then(|| view["redis"]["eviction"].clone())
+        },
+    );
+    assert_eq!(eviction["policy"], "allkeys-lru");
+    assert_eq!(eviction["maxmemory"], 64 * 1024 * 1024);
+    assert_eq!(eviction["may_evict"], true);
+    assert_eq!(eviction["refused"], false);
+    wait_for("a to lead", Duration::from_secs(10), || {
+        (a.leader()["is_leader"] == true).then_some(())
+    });
+    let warned = a.events("redis may evict the lease under memory pressure (maxmemory with an evicting policy); give leases a redis with maxmemory-policy noeviction");
+    assert_eq!(
+        warned.len(),
+        1,
+        "one warning, not one per read: {}",
+        a.log_text()
+    );
+    assert_eq!(warned[0]["policy"], "allkeys-lru");
+    let (_, metrics) = a.get("/metrics").expect("/metrics answers");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "leasehold_redis_eviction_possible{policy=\"allkeys-lru\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn allkeys_eviction_without_the_data_loss_cooldown_is_refused_with_exit_code_2() {
+    // allkeys-* takes the state record too, and then only the cooldown keeps two leaders apart:
+    // `run` and `lock` refuse to go on without it, naming the policy and the flag.
+    let redis = evicting_redis();
+    let lease = unique_lease("evict-unsafe");
+    let http = testbed::free_addr().to_string();
+    let run: &[&str] = &["run", "--http-addr", &http];
+    let lock: &[&str] = &["lock", "--wait", "30s"];
+    for (sub, command) in [(run, &["sleep", "30"]), (lock, &["sleep", "30"])] {
+        let mut cmd = std::process::Command::new(leasehold_bin());
+        cmd.args(sub)
+            .args(["--redis-url", &redis.url(), "--lease-name", &lease])
+            .args([
+                "--kubernetes",
+                "off",
+                "--identity",
+                "a",
+                "--no-data-loss-cooldown",
+            ])
+            .args(FAST)
+            .arg("--")
+            .args(command);
+        let (code, stderr) = exit_within(cmd, Duration::from_secs(10));
+        assert_eq!(code, Some(2), "{}: {stderr}", sub[0]);
+        for words in [
+            "maxmemory-policy allkeys-lru",
+            "--no-data-loss-cooldown",
+            "two replicas could lead",
+        ] {
+            assert!(
+                stderr.contains(words),
+                "{}: no {words:?} in {stderr}",
+                sub[0]
+            );
+        }
+        // Refused before its first try: it never led, and its command never ran.
+        for never in ["became leader", "started the command"] {
+            assert!(!stderr.contains(never), "{}: {never:?} in {stderr}", sub[0]);
+        }
+        let key = format!("leasehold:{{{lease}}}");
+        assert_eq!(redis.cmd::<i64>(&["EXISTS", &key]), 0, "{}", sub[0]);
+    }
+}
+
+#[test]
+fn cooldowns_are_counted_and_readiness_names_their_cause() {
+    // With the cooldown on, allkeys-* is safe but each loss of the record starts a cooldown: the
+    // replicas count them, and readiness says why nobody leads, naming the policy.
+    let redis = evicting_redis();
+    let lease = unique_lease("evict-cooldowns");
+    let replicas: Vec<Replica> = ["a", "b"]
+        .iter()
+        .map(|name| Replica::spawn(&redis.url(), &lease, name, &FAST, &[]))
+        .collect();
+    let started = || -> f64 {
+        replicas
+            .iter()
+            .map(|r| r.metric("leasehold_cooldowns_started_total").unwrap_or(0.0))
+            .sum()
+    };
+    let cooling = |r: &Replica| {
+        r.get("/readyz")
+            .filter(|(code, body)| *code == 503 && body.contains("cooling down"))
+            .map(|(_, body)| body)
+    };
+    // A fresh Redis: the first acquire finds no record and starts a cooldown.
+    let body = wait_for(
+        "readiness to name the cooldown",
+        Duration::from_secs(10),
+        || replicas.iter().find_map(cooling),
+    );
+    assert!(
+        body.contains("`allkeys-lru` eviction under maxmemory"),
+        "{body}"
+    );
+    wait_for("one cooldown counted", Duration::from_secs(10), || {
+        (started() == 1.0).then_some(())
+    });
+    wait_for(
+        "a leader after the cooldown",
+        Duration::from_secs(10),
+        || replicas.iter().any(Replica::is_ready).then_some(()),
+    );
+    // The record lost again (what an allkeys-* eviction does): a second cooldown.
+    redis.cmd::<String>(&["FLUSHALL"]);
+    wait_for("a second cooldown counted", Duration::from_secs(10), || {
+        (started() == 2.0).then_some(())
+    });
+}
+
+#[test]
+fn refuse_keeps_the_replica_out_of_the_election_until_redis_stops_evicting() {
+    let redis = evicting_redis();
+    let mut args = FAST.to_vec();
+    args.extend(["--redis-eviction", "refuse"]);
+    let a = Replica::spawn(&redis.url(), &unique_lease("evict-refuse"), "a", &args, &[]);
+    let body = wait_for("readiness to say why", Duration::from_secs(10), || {
+        a.get("/readyz")
+            .filter(|(code, body)| *code == 503 && body.contains("evict"))
+            .map(|(_, body)| body)
+    });
+    assert_eq!(
+        body.trim_end(),
+        "not the leader: redis may evict the lease (maxmemory 67108864 bytes, maxmemory-policy allkeys-lru); --redis-eviction refuse keeps this replica out of the election"
+    );
+    // Out of the election: nobody has acquired the lease in the meantime.
+    let key = format!("leasehold:{{{}}}", a.leader()["lease"].as_str().unwrap());
+    assert_eq!(redis.cmd::<i64>(&["EXISTS", &key]), 0);
+    assert_eq!(a.leader()["is_leader"], false);
+
+    // Redis stops evicting: the next read (within a lease duration) lets the replica in.
+    redis.cmd::<String>(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    wait_for(
+        "a to lead once redis no longer evicts",
+        Duration::from_secs(10),
+        || (a.leader()["is_leader"] == true).then_some(()),
+    );
+
+    // And back: a leader steps down when Redis starts evicting again.
+    redis.cmd::<String>(&["CONFIG", "SET", "maxmemory-policy", "volatile-lru"]);
+    wait_for("a to step down", Duration::from_secs(10), || {
+        let view = a.leader();
+        (view["last_step_down"]["reason"] == "redis_may_evict").then_some(())
+    });
+    assert_eq!(a.leader()["is_leader"], false);
+    // The step-down shows the instant the guard is revoked; the release follows it.
+    wait_for("the lease to be released", Duration::from_secs(5), || {
+        (redis.cmd::<i64>(&["EXISTS", &key]) == 0).then_some(())
+    });
+}
+
+#[test]
+fn an_acl_without_info_memory_is_said_once_and_leasehold_carries_on() {
+    let redis = RedisServer::start();
+    let rule = minimal_acl_rule("leasehold:", false).replace(" +info|memory", "");
+    let mut cmd = vec!["ACL", "SETUSER", "leasehold", "reset"];
+    cmd.extend(rule.split(' '));
+    cmd.push(">s3cret");
+    assert_eq!(redis.cmd::<String>(&cmd), "OK");
+    let dir = tempfile::tempdir().unwrap();
+    let pw = dir.path().join("pw");
+    std::fs::write(&pw, "s3cret\n").unwrap();
+    let mut args = FAST.to_vec();
+    args.extend([
+        "--redis-username",
+        "leasehold",
+        "--redis-password-file",
+        pw.to_str().unwrap(),
+    ]);
+    let a = Replica::spawn(&redis.url(), &unique_lease("evict-acl"), "a", &args, &[]);
+    wait_for("a to lead", Duration::from_secs(10), || {
+        (a.leader()["is_leader"] == true).then_some(())
+    });
+    let said = "cannot read the eviction policy (INFO memory); carrying on without knowing whether redis may evict the lease";
+    wait_for("the warning", Duration::from_secs(5), || {
+        (!a.events(said).is_empty()).then_some(())
+    });
+    // Reads go on once per lease duration (1.5 s); the warning is not repeated.
+    let leader_seen = a.leader();
+    assert!(leader_seen["redis"]["eviction"].is_null());
+    std::thread::sleep(Duration::from_millis(3500)); // two more reads, not an assertion's wait
+    let warned = a.events(said);
+    assert_eq!(warned.len(), 1, "{}", a.log_text());
+    assert!(
+        warned[0]["error"].as_str().unwrap().contains("permission"),
+        "{:?}",
+        warned[0]
+    );
+    assert_eq!(a.leader()["is_leader"], true);
+}

@@ -1,0 +1,208 @@
+//! Keys of a lease that leasehold did not write: a lease key or a handover reservation without
+//! an expiry (the seed's lock entry that "just sits there, forever"), a key of the wrong type, a
+//! fence at the end of its range, and a holder under this replica's own identity. leasehold
+//! takes none of them over; it says each once, where an operator looks (the log at error level,
+//! `/leader`, `/readyz`, `leasehold status`, a metric), and carries on once it is cleared.
+
+use std::time::Duration;
+
+use harness::contenders::unique_lease;
+use harness::replica::{FAST, Replica, run_to_end};
+use testbed::redis_server::RedisServer;
+use testbed::wait::wait_for;
+
+const BLOCKED: &str = "a key of the lease never expires and was not written by leasehold; nobody can lead until it is deleted (leasehold does not take it over)";
+
+/// Waits until the replicas have tried `tries` more times (acquire scripts Redis ran).
+fn wait_tries(redis: &RedisServer, tries: u64) {
+    let from = redis.calls("evalsha");
+    wait_for("more tries", Duration::from_secs(15), || {
+        (redis.calls("evalsha") >= from + tries).then_some(())
+    });
+}
+
+fn metric_line(replica: &Replica, line: &str) -> bool {
+    replica
+        .get("/metrics")
+        .is_some_and(|(_, body)| body.lines().any(|l| l == line))
+}
+
+fn status_text(redis: &RedisServer, lease: &str) -> String {
+    let (code, out, err) = run_to_end(
+        &["status", "--redis-url", &redis.url(), "--lease-name", lease],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    out
+}
+
+#[test]
+fn a_lease_key_without_expiry_blocks_the_lease_and_is_said_once_where_operators_look() {
+    for value in ["garbage", "pod-x-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#17"] {
+        let redis = RedisServer::start();
+        let lease = unique_lease("no-ttl");
+        let key = format!("leasehold:{{{lease}}}");
+        let _: () = redis.cmd(&["SET", &key, value]);
+        let replicas: Vec<Replica> = ["a", "b"]
+            .iter()
+            .map(|name| Replica::spawn(&redis.url(), &lease, name, &FAST, &[]))
+            .collect();
+        for r in &replicas {
+            let blocked = wait_for("/leader to name the key", Duration::from_secs(15), || {
+                let view = r.leader();
+                (!view["redis"]["blocked"].is_null()).then(|| view["redis"]["blocked"].clone())
+            });
+            assert_eq!(blocked["what"], "lease", "{blocked}");
+            assert_eq!(blocked["key"], key.as_str(), "{blocked}");
+            assert_eq!(blocked["value"], value, "{blocked}");
+            assert_eq!(blocked["clear"], format!("DEL {key}"), "{blocked}");
+            let (code, words) = r.get("/readyz").expect("/readyz answers");
+            assert_eq!(code, 503);
+            assert!(words.contains("never expires"), "{words}");
+            assert!(metric_line(r, "leasehold_lease_blocked{key=\"lease\"} 1"));
+        }
+        // Said once per occurrence, not at every try.
+        wait_tries(&redis, 8);
+        for r in &replicas {
+            let said = r.events(BLOCKED);
+            assert_eq!(said.len(), 1, "{}", r.log_text());
+            assert_eq!(said[0]["level"], "ERROR");
+            assert_eq!(said[0]["clear"], format!("DEL {key}"));
+            assert_eq!(r.leader()["is_leader"], false, "never taken over");
+        }
+        assert_eq!(redis.cmd::<String>(&["GET", &key]), value, "untouched");
+        let text = status_text(&redis, &lease);
+        assert!(
+            text.contains("expires in  never expires: not written by leasehold"),
+            "{text}"
+        );
+        assert!(
+            text.contains("token       -\n") || value.contains('#'),
+            "{text}"
+        );
+
+        // Cleared: someone leads, and the metric says so.
+        let _: i64 = redis.cmd(&["DEL", &key]);
+        let leader = wait_for(
+            "a leader once the key is gone",
+            Duration::from_secs(15),
+            || replicas.iter().find(|r| r.leader()["is_leader"] == true),
+        );
+        assert!(metric_line(
+            leader,
+            "leasehold_lease_blocked{key=\"lease\"} 0"
+        ));
+        assert!(leader.leader()["redis"]["blocked"].is_null());
+    }
+}
+
+#[test]
+fn a_reservation_without_expiry_is_said_once_and_does_not_make_followers_spin() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("reserved-no-ttl");
+    let key = format!("leasehold:{{{lease}}}:reserved");
+    let _: () = redis.cmd(&["SET", &key, "nobody"]);
+    let replicas: Vec<Replica> = ["a", "b"]
+        .iter()
+        .map(|name| Replica::spawn(&redis.url(), &lease, name, &FAST, &[]))
+        .collect();
+    for r in &replicas {
+        wait_for(
+            "/leader to name the reservation",
+            Duration::from_secs(15),
+            || (r.leader()["redis"]["blocked"]["what"] == "reservation").then_some(()),
+        );
+    }
+    // Idle followers try about once per retry period (250 ms, with jitter), not every
+    // millisecond: two of them over two seconds stay far below a hundred tries.
+    let from = redis.calls("evalsha");
+    let window = std::time::Instant::now();
+    wait_for("two seconds of trying", Duration::from_secs(5), || {
+        (window.elapsed() >= Duration::from_secs(2)).then_some(())
+    });
+    let tries = redis.calls("evalsha") - from;
+    assert!(tries < 40, "{tries} tries in 2 s from two idle followers");
+    for r in &replicas {
+        assert_eq!(r.events(BLOCKED).len(), 1, "{}", r.log_text());
+        assert!(metric_line(
+            r,
+            "leasehold_lease_blocked{key=\"reservation\"} 1"
+        ));
+    }
+    let text = status_text(&redis, &lease);
+    assert!(
+        text.contains("reserved    for nobody, never expires"),
+        "{text}"
+    );
+
+    let _: i64 = redis.cmd(&["DEL", &key]);
+    wait_for(
+        "a leader once the reservation is gone",
+        Duration::from_secs(15),
+        || replicas.iter().find(|r| r.leader()["is_leader"] == true),
+    );
+}
+
+#[test]
+fn a_key_of_the_wrong_type_is_named_with_its_type() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("wrong-type");
+    let state = format!("leasehold:{{{lease}}}:state");
+    let _: i64 = redis.cmd(&["HSET", &state, "field", "value"]);
+    let a = Replica::spawn(&redis.url(), &lease, "a", &FAST, &[]);
+    let error = wait_for("the error in /leader", Duration::from_secs(15), || {
+        a.leader()["redis"]["last_error"]
+            .as_str()
+            .map(str::to_owned)
+    });
+    assert!(
+        error.contains(&format!("`{state}` holds a hash")),
+        "{error}"
+    );
+    assert!(!error.contains(":marker"), "{error}");
+    let (_, words) = a.get("/readyz").expect("/readyz answers");
+    assert!(!words.contains("unreachable"), "{words}");
+}
+
+#[test]
+fn a_fence_at_the_end_of_its_range_gets_the_clear_error_of_a_bad_fence() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("fence-max");
+    let fence = format!("leasehold:{{{lease}}}:fence");
+    let _: () = redis.cmd(&["SET", &fence, &i64::MAX.to_string()]);
+    let a = Replica::spawn(&redis.url(), &lease, "a", &FAST, &[]);
+    // The first acquire on a new Redis starts the cooldown; the one after it meets the fence.
+    let error = wait_for("the error in /leader", Duration::from_secs(15), || {
+        a.leader()["redis"]["last_error"]
+            .as_str()
+            .filter(|e| e.contains("fence"))
+            .map(str::to_owned)
+    });
+    assert!(error.contains("not a token"), "{error}");
+    assert!(!error.contains("overflow"), "{error}");
+    // A fault a person must fix: said at error level, and retried with back-off.
+    wait_for("the refusal in the log", Duration::from_secs(5), || {
+        (!a.events("redis refuses leasehold; backing off until it is fixed")
+            .is_empty())
+        .then_some(())
+    });
+}
+
+#[test]
+fn a_holder_under_this_replicas_identity_is_said_once() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("same-identity");
+    let a = Replica::spawn(&redis.url(), &lease, "same", &FAST, &[]);
+    wait_for("a to lead", Duration::from_secs(15), || {
+        (a.leader()["is_leader"] == true).then_some(())
+    });
+    let b = Replica::spawn(&redis.url(), &lease, "same", &FAST, &[]);
+    const SHARED: &str = "another process holds the lease under this replica's identity; give each replica its own --identity (the pod name)";
+    wait_for("b to say so", Duration::from_secs(15), || {
+        (!b.events(SHARED).is_empty()).then_some(())
+    });
+    wait_tries(&redis, 8);
+    assert_eq!(b.events(SHARED).len(), 1, "{}", b.log_text());
+    assert_eq!(b.events(SHARED)[0]["level"], "WARN");
+    assert_eq!(a.leader()["is_leader"], true, "no overlap, no change");
+}

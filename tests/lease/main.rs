@@ -1,0 +1,12 @@
+//! The lease and the elector against real redis-server processes: the primitives and their
+//! scripts, electors in this process and as `leasehold run` replicas, how a term begins and ends
+//! (succession, handover on demand), keys leasehold did not write, a Redis that may evict the
+//! lease, and health-gated candidacy.
+
+mod candidacy;
+mod elector;
+mod eviction;
+mod foreign_keys;
+mod handover;
+mod primitives;
+mod succession;

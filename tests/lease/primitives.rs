@@ -1,0 +1,414 @@
+//! The lease primitives against a real redis-server: atomic acquire with fencing, compare-and-set
+//! renew and release, the release channel, the data-loss cooldown, and typed errors.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use harness::contenders::{lease, unique_lease};
+use leasehold::lease::{
+    Acquired, CooldownState, FencingToken, Heard, LeaseError, RedisLease, Released, Renewed,
+};
+use testbed::redis_server::{Persistence, RedisServer};
+
+const TTL: Duration = Duration::from_millis(1000);
+const CALL: Duration = Duration::from_secs(2);
+
+fn server_time_us(redis: &RedisServer) -> u64 {
+    let t: Vec<u64> = redis.cmd(&["TIME"]);
+    t[0] * 1_000_000 + t[1]
+}
+
+async fn must_lead(lease: &RedisLease) -> FencingToken {
+    match lease.acquire(TTL, CALL).await.unwrap() {
+        Acquired::Leader(grant) => grant.token,
+        other => panic!("expected to lead, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn only_the_owner_can_renew_or_release() {
+    let redis = RedisServer::start();
+    let name = unique_lease("owner");
+    let a = lease(&redis.url(), &name, "pod-a", false);
+    let b = lease(&redis.url(), &name, "pod-b", false);
+
+    let t1 = must_lead(&a).await;
+    match b.acquire(TTL, CALL).await.unwrap() {
+        Acquired::HeldBy(holder) => {
+            assert_eq!(holder.owner, a.owner().as_str());
+            assert_eq!(holder.identity(), "pod-a");
+            assert_eq!(holder.token, Some(t1));
+            let left = holder.remaining.expect("a TTL");
+            assert!(left <= TTL && left > TTL / 2, "{left:?}");
+        }
+        other => panic!("b must lose the race, got {other:?}"),
+    }
+    assert_eq!(b.renew(t1, TTL, CALL).await.unwrap(), Renewed::NotHeld);
+    assert_eq!(b.release(t1, CALL).await.unwrap(), Released::NotHeld);
+    let stored: String = redis.cmd(&["GET", &a.keys().lease]);
+    assert_eq!(
+        stored,
+        a.owner().term(t1),
+        "b's release must not touch a's lease"
+    );
+
+    assert!(matches!(
+        a.renew(t1, TTL, CALL).await.unwrap(),
+        Renewed::Held { .. }
+    ));
+    assert_eq!(a.release(t1, CALL).await.unwrap(), Released::Released);
+    let t2 = must_lead(&b).await;
+    assert!(t2 > t1, "{t2} > {t1}");
+}
+
+#[tokio::test]
+async fn renew_restarts_the_ttl_and_a_sent_at_precedes_the_reply() {
+    let redis = RedisServer::start();
+    let a = lease(&redis.url(), &unique_lease("renew"), "pod-a", false);
+    let t = must_lead(&a).await;
+    redis.cmd::<i64>(&["PEXPIRE", &a.keys().lease, "100"]);
+    let before = a.clock().now();
+    let Renewed::Held { sent_at, .. } = a.renew(t, TTL, CALL).await.unwrap() else {
+        panic!("renew must hold");
+    };
+    assert!(sent_at >= before && sent_at <= a.clock().now());
+    let pttl: i64 = redis.cmd(&["PTTL", &a.keys().lease]);
+    assert!(pttl > 900 && pttl <= 1000, "PTTL {pttl}");
+}
+
+#[tokio::test]
+async fn tokens_are_floored_at_the_server_clock_and_survive_data_loss() {
+    let mut redis = RedisServer::start();
+    let name = unique_lease("floor");
+    let a = lease(&redis.url(), &name, "pod-a", false);
+    let before = server_time_us(&redis);
+    let t1 = must_lead(&a).await;
+    assert!(
+        t1.0 > before,
+        "token {t1} must be above the server time {before}"
+    );
+    assert_eq!(a.release(t1, CALL).await.unwrap(), Released::Released);
+    let t2 = must_lead(&a).await;
+    assert!(t2 > t1, "{t2} > {t1}");
+
+    redis.restart_empty();
+    let fence_exists: i64 = redis.cmd(&["EXISTS", &a.keys().fence]);
+    assert_eq!(fence_exists, 0, "the restart lost the counter");
+    let t3 = must_lead(&a).await;
+    assert!(
+        t3 > t2,
+        "after data loss the token still grows: {t3} > {t2}"
+    );
+}
+
+#[tokio::test]
+async fn a_fresh_redis_cools_down_for_one_lease_duration() {
+    let redis = RedisServer::start();
+    let name = unique_lease("cooldown");
+    let a = lease(&redis.url(), &name, "pod-a", true);
+    let b = lease(&redis.url(), &name, "pod-b", true);
+
+    match a.acquire(TTL, CALL).await.unwrap() {
+        Acquired::CoolingDown { remaining, started } => {
+            assert!(started, "the first acquire finds the state record missing");
+            assert_eq!(remaining, TTL);
+        }
+        other => panic!("a fresh redis must cool down, got {other:?}"),
+    }
+    match b.acquire(TTL, CALL).await.unwrap() {
+        Acquired::CoolingDown { remaining, started } => {
+            assert!(!started);
+            assert!(remaining <= TTL && remaining > Duration::ZERO);
+        }
+        other => panic!("b must see the same cooldown, got {other:?}"),
+    }
+    assert!(matches!(
+        b.observe(CALL).await.unwrap().cooldown,
+        CooldownState::Running(_)
+    ));
+    let token = testbed::wait::eventually("the cooldown to end", TTL * 3, || async {
+        match b.acquire(TTL, CALL).await.unwrap() {
+            Acquired::Leader(grant) => Some(grant.token),
+            Acquired::CoolingDown { .. } => None,
+            Acquired::HeldBy(h) => panic!("nobody may lead during the cooldown, yet {h:?} does"),
+            Acquired::Reserved { identity, .. } => panic!("no handover reserved it for {identity}"),
+        }
+    })
+    .await;
+    assert!(token.0 > 0);
+    assert_eq!(b.observe(CALL).await.unwrap().cooldown, CooldownState::Idle);
+}
+
+#[tokio::test]
+async fn a_restart_that_kept_the_data_still_cools_down() {
+    // AOF with fsync always keeps the state record, but another redis process answers now: an old
+    // leader may believe in a lease this dataset never saw, so the cooldown starts again.
+    let mut redis = RedisServer::builder()
+        .persistence(Persistence::AofAlways)
+        .start();
+    let name = unique_lease("restart-kept");
+    let a = lease(&redis.url(), &name, "pod-a", false);
+    let t = must_lead(&a).await;
+    assert_eq!(a.release(t, CALL).await.unwrap(), Released::Released);
+    let marker_before: String = redis.cmd(&["GET", &a.keys().state]);
+
+    redis.restart();
+    let marker_after: String = redis.cmd(&["GET", &a.keys().state]);
+    assert_eq!(marker_before, marker_after, "the AOF kept the state record");
+    let b = lease(&redis.url(), &name, "pod-b", true);
+    match b.acquire(TTL, CALL).await.unwrap() {
+        Acquired::CoolingDown { started: true, .. } => {}
+        other => panic!("a restarted redis must cool down, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_holder_takes_back_its_own_lease_under_a_new_token() {
+    let redis = RedisServer::start();
+    let a = lease(&redis.url(), &unique_lease("own"), "pod-a", false);
+    let t1 = must_lead(&a).await;
+    let t2 = must_lead(&a).await;
+    assert!(t2 > t1);
+}
+
+#[tokio::test]
+async fn release_is_announced_on_the_channel() {
+    let redis = RedisServer::start();
+    let name = unique_lease("channel");
+    let a = lease(&redis.url(), &name, "pod-a", false);
+    let b = lease(&redis.url(), &name, "pod-b", false);
+    let mut releases = b.subscribe_releases(CALL).await.unwrap();
+    let t = must_lead(&a).await;
+    assert_eq!(a.release(t, CALL).await.unwrap(), Released::Released);
+    let heard = tokio::time::timeout(Duration::from_secs(2), releases.next())
+        .await
+        .expect("a release message within 2 s")
+        .expect("stream open");
+    let Heard::Release(release) = heard else {
+        panic!("a release, not {heard:?}");
+    };
+    assert_eq!(
+        release.term,
+        a.owner().term(t),
+        "the released term is announced: {release:?}"
+    );
+    // A release that was not ours announces nothing.
+    assert_eq!(a.release(t, CALL).await.unwrap(), Released::NotHeld);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), releases.next())
+            .await
+            .is_err(),
+        "no message for a release that changed nothing"
+    );
+}
+
+#[tokio::test]
+async fn a_try_with_a_probe_is_heard_on_its_own_subscription_and_nobody_elses() {
+    let redis = RedisServer::start();
+    let name = unique_lease("probe");
+    let a = lease(&redis.url(), &name, "pod-a", false);
+    let b = lease(&redis.url(), &name, "pod-b", false);
+    let mut mine = b.subscribe_releases(CALL).await.unwrap();
+    let mut theirs = a.subscribe_releases(CALL).await.unwrap();
+    assert!(
+        mine.probes() && theirs.probes(),
+        "the probe channels are subscribed"
+    );
+    must_lead(&a).await;
+    // b's try loses, and its probe comes back to b alone, whatever the reply.
+    let lost = b
+        .acquire_observing(TTL, CALL, None, Some(41))
+        .await
+        .unwrap();
+    assert!(matches!(lost, Acquired::HeldBy(_)), "{lost:?}");
+    let heard = tokio::time::timeout(Duration::from_secs(2), mine.next())
+        .await
+        .expect("the probe within 2 s");
+    assert_eq!(heard, Some(Heard::Probe(41)));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), theirs.next())
+            .await
+            .is_err(),
+        "another owner's subscription hears nothing of it"
+    );
+    // A try without a probe publishes nothing.
+    b.acquire_observing(TTL, CALL, None, None).await.unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), mine.next())
+            .await
+            .is_err(),
+        "no probe, nothing heard"
+    );
+}
+
+#[tokio::test]
+async fn a_subscription_answers_ping_and_a_paused_redis_does_not() {
+    let redis = RedisServer::start();
+    let a = lease(&redis.url(), &unique_lease("ping"), "pod-a", false);
+    let releases = a.subscribe_releases(CALL).await.unwrap();
+    releases.ping(CALL).await.unwrap();
+    redis.pause();
+    let err = releases.ping(Duration::from_millis(200)).await.unwrap_err();
+    redis.resume();
+    assert!(
+        matches!(err, LeaseError::Timeout { op: "ping", .. }),
+        "{err:?}"
+    );
+}
+
+fn cached_scripts(redis: &RedisServer) -> String {
+    let info: String = redis.cmd(&["INFO", "memory"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("number_of_cached_scripts:"))
+        .expect("number_of_cached_scripts in INFO memory")
+        .trim()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn scripts_are_reloaded_after_script_flush() {
+    let redis = RedisServer::start();
+    let a = lease(&redis.url(), &unique_lease("flush"), "pod-a", false);
+    let t = must_lead(&a).await;
+    redis.cmd::<String>(&["SCRIPT", "FLUSH"]);
+    assert_eq!(cached_scripts(&redis), "0");
+    assert!(matches!(
+        a.renew(t, TTL, CALL).await.unwrap(),
+        Renewed::Held { .. }
+    ));
+    assert_eq!(
+        cached_scripts(&redis),
+        "1",
+        "renew got NOSCRIPT and loaded itself again"
+    );
+    assert!(matches!(
+        a.renew(t, TTL, CALL).await.unwrap(),
+        Renewed::Held { .. }
+    ));
+}
+
+#[tokio::test]
+async fn a_key_of_the_wrong_type_is_a_clear_error() {
+    let redis = RedisServer::start();
+    let a = lease(&redis.url(), &unique_lease("wrongtype"), "pod-a", false);
+    redis.cmd::<i64>(&["HSET", &a.keys().lease, "field", "value"]);
+    let err = a.acquire(TTL, CALL).await.unwrap_err();
+    assert!(matches!(err, LeaseError::WrongType { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("`{}` holds a hash, not a string", a.keys().lease)),
+        "{text}"
+    );
+    assert!(
+        text.contains(&a.keys().lease),
+        "the message names the key: {text}"
+    );
+    assert!(matches!(
+        a.renew(FencingToken(1), TTL, CALL).await.unwrap_err(),
+        LeaseError::WrongType { .. }
+    ));
+}
+
+#[tokio::test]
+async fn a_corrupt_fence_is_refused_and_leaves_no_lease_behind() {
+    let redis = RedisServer::start();
+    let a = lease(&redis.url(), &unique_lease("corrupt"), "pod-a", false);
+    redis.cmd::<String>(&["SET", &a.keys().fence, "banana"]);
+    let err = a.acquire(TTL, CALL).await.unwrap_err();
+    assert!(matches!(err, LeaseError::Corrupt { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("holds banana, not a token"),
+        "{err}"
+    );
+    let exists: i64 = redis.cmd(&["EXISTS", &a.keys().lease]);
+    assert_eq!(exists, 0);
+}
+
+#[tokio::test]
+async fn a_replica_answers_readonly() {
+    let master = RedisServer::start();
+    let port = master.port().to_string();
+    let replica = RedisServer::builder()
+        .args(["--replicaof", "127.0.0.1", &port])
+        .start();
+    let a = lease(&replica.url(), &unique_lease("readonly"), "pod-a", false);
+    let err = a.acquire(TTL, CALL).await.unwrap_err();
+    assert!(matches!(err, LeaseError::ReadOnly { .. }), "{err:?}");
+    assert!(err.to_string().contains("connected to a replica"), "{err}");
+}
+
+#[tokio::test]
+async fn a_loading_redis_is_a_typed_error_then_works() {
+    let mut redis = RedisServer::builder()
+        .persistence(Persistence::AofAlways)
+        .start();
+    let a = lease(&redis.url(), &unique_lease("loading"), "pod-a", false);
+    // 20 000 keys, loaded at 100 µs each after the restart: about two seconds of LOADING.
+    let mut conn = redis.connection();
+    for chunk in 0..20 {
+        let mut pipe = redis::pipe();
+        for i in 0..1000 {
+            pipe.cmd("SET")
+                .arg(format!("filler:{chunk}:{i}"))
+                .arg("x")
+                .ignore();
+        }
+        let _: () = pipe.query(&mut conn).unwrap();
+    }
+    redis.set_extra_args(&["--key-load-delay", "100"]);
+    redis.restart_without_waiting();
+    let err = a.acquire(TTL, CALL).await.unwrap_err();
+    assert!(matches!(err, LeaseError::Loading { .. }), "{err:?}");
+    let outcome = testbed::wait::eventually(
+        "redis to finish loading",
+        Duration::from_secs(20),
+        || async { a.acquire(TTL, CALL).await.ok() },
+    )
+    .await;
+    assert!(matches!(outcome, Acquired::Leader(_)), "{outcome:?}");
+}
+
+#[tokio::test]
+async fn a_paused_redis_times_out_and_the_connection_recovers() {
+    let redis = RedisServer::start();
+    let a = lease(&redis.url(), &unique_lease("pause"), "pod-a", false);
+    let t = must_lead(&a).await;
+    redis.pause();
+    let started = std::time::Instant::now();
+    let err = a
+        .renew(t, TTL, Duration::from_millis(200))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LeaseError::Timeout { .. }), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "bounded by the timeout"
+    );
+    redis.resume();
+    // The timed-out connection was thrown away; the next call dials a new one.
+    let renewed = a.renew(t, TTL, CALL).await.unwrap();
+    assert!(matches!(renewed, Renewed::Held { .. }), "{renewed:?}");
+}
+
+#[tokio::test]
+async fn a_dead_redis_is_a_connection_error_and_observe_reports_the_holder() {
+    let mut redis = RedisServer::start();
+    let name = unique_lease("observe");
+    let a = lease(&redis.url(), &name, "pod-a", false);
+    let t = must_lead(&a).await;
+    let seen = a.observe(CALL).await.unwrap();
+    let holder = seen.holder.expect("a holder");
+    assert_eq!(holder.identity(), "pod-a");
+    assert_eq!(seen.token, Some(t));
+    assert_eq!(seen.cooldown, CooldownState::Idle);
+
+    redis.kill();
+    let err = a.observe(CALL).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LeaseError::Connection { .. } | LeaseError::Timeout { .. }
+        ),
+        "{err:?}"
+    );
+}

@@ -1,0 +1,100 @@
+//! A new leader's "became leader" line says how the term before it ended, read from the real
+//! log of real replicas on a real redis-server: a Redis that is new (or lost its data), a
+//! release at shutdown, a holder killed (its term expired), a handover that names the
+//! successor, and Redis losing its data under a running term.
+
+use std::time::Duration;
+
+use harness::contenders::unique_lease;
+use harness::replica::{FAST, Replica, run_to_end};
+use nix::sys::signal::Signal;
+use testbed::redis_server::RedisServer;
+use testbed::wait::wait_for;
+
+const WAIT: Duration = Duration::from_secs(15);
+
+/// The `previous_term` of the last "became leader" line of whichever replica leads now, once a
+/// replica other than those in `not` leads; its index and the field.
+fn next_leader(replicas: &[Replica], not: &[usize]) -> (usize, String) {
+    wait_for("a new leader", WAIT, || {
+        (0..replicas.len())
+            .filter(|i| !not.contains(i))
+            .find(|&i| replicas[i].is_ready())
+            .map(|i| {
+                let line = replicas[i]
+                    .events("became leader")
+                    .pop()
+                    .expect("a `became leader` line");
+                (
+                    i,
+                    line["previous_term"]
+                        .as_str()
+                        .unwrap_or("(none)")
+                        .to_owned(),
+                )
+            })
+    })
+}
+
+#[test]
+fn a_new_leader_says_how_the_previous_term_ended() {
+    let mut redis = RedisServer::start();
+    let lease = unique_lease("succession");
+    let spawn = |name: &str| Replica::spawn(&redis.url(), &lease, name, &FAST, &[]);
+    let mut replicas = vec![spawn("a")];
+
+    // A new Redis: the first leader waited out the data-loss cooldown.
+    let (first, previous) = next_leader(&replicas, &[]);
+    assert_eq!(previous, "data_loss", "{}", replicas[first].log_text());
+    replicas.extend([spawn("b"), spawn("c"), spawn("d")]);
+
+    // A shutdown releases.
+    replicas[first].signal(Signal::SIGTERM);
+    let (second, previous) = next_leader(&replicas, &[first]);
+    assert_eq!(previous, "released", "{}", replicas[second].log_text());
+
+    // A killed holder's term runs out.
+    replicas[second].signal(Signal::SIGKILL);
+    let (third, previous) = next_leader(&replicas, &[first, second]);
+    assert_eq!(previous, "expired", "{}", replicas[third].log_text());
+
+    // A handover that names the successor.
+    let to = (0..replicas.len())
+        .find(|i| ![first, second, third].contains(i))
+        .expect("one replica left");
+    let (code, stdout, stderr) = run_to_end(
+        &[
+            "step-down",
+            "--redis-url",
+            &redis.url(),
+            "--lease-name",
+            &lease,
+            "--to",
+            &replicas[to].identity,
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let (fourth, previous) = next_leader(&replicas, &[first, second, third]);
+    assert_eq!(fourth, to);
+    assert_eq!(previous, "handed_over", "{}", replicas[fourth].log_text());
+
+    // Redis loses its data under the running term: the leader's renewal finds the lease gone,
+    // and whoever leads after the cooldown says why.
+    let before = replicas[fourth].events("became leader").len();
+    redis.restart_empty();
+    let previous = wait_for("a leader after the data loss", WAIT, || {
+        [third, fourth].into_iter().find_map(|i| {
+            let lines = replicas[i].events("became leader");
+            let new = if i == fourth {
+                &lines[before..]
+            } else {
+                &lines[1..]
+            };
+            new.last()
+                .filter(|_| replicas[i].is_ready())
+                .map(|l| l["previous_term"].as_str().unwrap_or("(none)").to_owned())
+        })
+    });
+    assert_eq!(previous, "data_loss");
+}

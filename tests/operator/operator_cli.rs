@@ -1,0 +1,132 @@
+//! Bad input to the operator commands (`leasehold step-down`, `leasehold lock`) through the real
+//! binary: one message that names the flag, the value and the rule, and exit code 2, before
+//! anything connects.
+
+use harness::replica::run_to_end;
+
+fn refused(args: &[&str], want: &[&str]) {
+    let (code, _stdout, stderr) = run_to_end(args, &[("LEASEHOLD_LEASE_NAME", "web")]);
+    assert_eq!(code, 2, "{args:?} exited {code}; stderr:\n{stderr}");
+    for words in want {
+        assert!(
+            stderr.contains(words),
+            "{args:?}\n got: {stderr}\nwant: {words}"
+        );
+    }
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn every_step_down_flag_rule_is_refused_with_exit_code_2() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["--to", "web b"],
+            &["--to `web b`", "must be a replica's identity", "whitespace"],
+        ),
+        (
+            &["--to", "web{b}"],
+            &["--to `web{b}`", "must be a replica's identity", "braces"],
+        ),
+        (&["--to", ""], &["--to ``", "must not be empty"]),
+        (
+            &["--wait", "soon"],
+            &[
+                "invalid value 'soon' for '--wait <WAIT>'",
+                "expected a duration",
+            ],
+        ),
+        (
+            &["--wait", "0s"],
+            &["--wait 0ns", "must be greater than zero"],
+        ),
+        (&["--wait", "2h"], &["--wait 7200s", "must be at most 1h"]),
+        (
+            &["--output", "yaml"],
+            &["invalid value 'yaml' for '--output <OUTPUT>'", "text, json"],
+        ),
+    ];
+    for (args, want) in cases {
+        let mut full = vec!["step-down"];
+        full.extend_from_slice(args);
+        refused(&full, want);
+    }
+}
+
+#[test]
+fn every_lock_flag_rule_is_refused_with_exit_code_2() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (&[], &["-- CMD", "needs the command to run after `--`"]),
+        (&["--wait", "5s"], &["-- CMD", "needs the command"]),
+        (
+            &["--wait", "2h", "--", "true"],
+            &["--wait 7200s", "must be at most 1h"],
+        ),
+        (
+            &["--wait", "later", "--", "true"],
+            &[
+                "invalid value 'later' for '--wait <WAIT>'",
+                "expected a duration",
+            ],
+        ),
+        (
+            &["--grace-period", "0s", "--", "true"],
+            &["--grace-period 0ns", "must be greater than zero"],
+        ),
+        (
+            &["--", "/no/such/program"],
+            &["-- CMD `/no/such/program`", "not found"],
+        ),
+        (
+            &["--lease-duration", "5s", "--", "true"],
+            &["--lease-duration 5s must be greater than --renew-deadline 10s"],
+        ),
+        (
+            &["--restart-command", "--", "true"],
+            &["unexpected argument '--restart-command'"],
+        ),
+    ];
+    for (args, want) in cases {
+        let mut full = vec!["lock", "--kubernetes", "off"];
+        full.extend_from_slice(args);
+        refused(&full, want);
+    }
+}
+
+#[test]
+fn one_shot_commands_name_the_redis_they_could_not_reach() {
+    for command in ["status", "step-down", "remove-keys"] {
+        let (code, _stdout, stderr) = run_to_end(
+            &[command, "--lease-name", "web"],
+            &[("LEASEHOLD_REDIS_URL", "redis://:hunter2@127.0.0.1:1")],
+        );
+        assert_eq!(code, 1, "{command} exited {code}; stderr:\n{stderr}");
+        assert!(
+            stderr.contains("redis at redis://:***@127.0.0.1:1: "),
+            "{command}: {stderr}"
+        );
+        assert!(!stderr.contains("hunter2"), "{command}: {stderr}");
+    }
+}
+
+#[test]
+fn a_server_that_is_not_redis_is_named_as_such() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // An HTTP server's answer to whatever it is sent.
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let _ = stream.read(&mut [0; 1024]);
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let url = format!("redis://127.0.0.1:{port}");
+    let (code, _stdout, stderr) =
+        run_to_end(&["status", "--lease-name", "web", "--redis-url", &url], &[]);
+    assert_eq!(code, 1, "exited {code}; stderr:\n{stderr}");
+    assert!(
+        stderr.contains("this does not answer like Redis"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Unexpected `"), "a parser dump: {stderr}");
+}

@@ -1,0 +1,485 @@
+//! The singleton command's supervisor stops every process of the command, by the validity
+//! deadline: workers of its process group that ignore SIGTERM, daemons that left the group with
+//! `setsid`, after step-down, after the command exited on its own, between restarts and when
+//! leasehold exits; it reaps what is re-parented to it, also as a container's PID 1, and keeps
+//! the command's exit code. A simulated suspend (a jump of the boot clock) kills the command
+//! at once rather than when a tokio timer fires.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use harness::contenders::{lease_with, unique_lease};
+use harness::leasehold_bin;
+use harness::replica::{FAST, Replica};
+use harness::timings::THIRTY_SECOND_TERM;
+use leasehold::clock::ShiftedClock;
+use leasehold::elector::{Elector, Leadership, Timing};
+use leasehold::exec::ExecSettings;
+use leasehold::exec::Supervisor;
+use leasehold::lease::LeaseOptions;
+use nix::sys::signal::Signal;
+use testbed::process_tree::{
+    PidFile, children_of, is_gone, is_running, stat, wait_pids, zombie_children_of,
+};
+use testbed::redis_server::RedisServer;
+use testbed::wait::first_instant;
+use testbed::wait::wait_for;
+use tokio_util::sync::CancellationToken;
+
+/// The TTL of `FAST`: after Redis stops answering, the validity deadline is at most this far.
+const TTL: Duration = Duration::from_millis(1500);
+/// Scheduling slack on a loaded machine, on top of a deadline.
+const SLACK: Duration = Duration::from_millis(500);
+
+/// A worker of the command's group that ignores SIGTERM, beside a shell that waits for it.
+const GROUP_WORKER: &str =
+    r#"echo $$ >> "$PIDS"; (trap "" TERM; exec sleep 300) & echo $! >> "$PIDS"; wait"#;
+
+/// A grandchild that leaves the group and the session (`setsid`) and ignores SIGTERM.
+const DAEMON: &str = r#"echo $$ >> "$PIDS"; setsid sh -c 'echo $$ >> "$PIDS"; trap "" TERM; while :; do sleep 0.05; done' & wait"#;
+
+/// The same daemon after a double fork: its parent exits at once, so it is an orphan from
+/// the start, while the command runs on.
+const DOUBLE_FORK: &str = r#"echo $$ >> "$PIDS"; (setsid sh -c 'echo $$ >> "$PIDS"; trap "" TERM; while :; do sleep 0.05; done' &); while :; do sleep 0.05; done"#;
+
+/// `FAST` timings, no cooldown, and a grace period longer than the TTL: what bounds the
+/// SIGKILL after a step-down is the validity deadline.
+fn args() -> Vec<&'static str> {
+    with_grace("5s")
+}
+
+/// `FAST` timings, no cooldown, and `grace` between SIGTERM and SIGKILL. (While the term
+/// lasts, as after the command exited on its own, the grace period is what bounds it.)
+fn with_grace(grace: &'static str) -> Vec<&'static str> {
+    let mut args = FAST.to_vec();
+    args.extend(["--no-data-loss-cooldown", "--grace-period", grace]);
+    args
+}
+
+fn spawn(redis: &RedisServer, test: &str, args: &[&str], script: &str, pids: &PidFile) -> Replica {
+    let (key, value) = pids.env();
+    let replica = Replica::spawn_with_env(
+        &redis.url(),
+        &unique_lease(test),
+        "a",
+        args,
+        &["sh", "-c", script],
+        &[(key, value.as_str())],
+    );
+    wait_for("a to lead", Duration::from_secs(10), || {
+        replica.is_ready().then_some(())
+    });
+    replica
+}
+
+/// Freezes Redis so that renewals fail: the replica steps down while it keeps running. The
+/// validity deadline is at most one TTL after this instant.
+fn step_down_by_freezing(redis: &RedisServer, replica: &Replica) -> Instant {
+    redis.pause();
+    let frozen = Instant::now();
+    wait_for("the step-down", Duration::from_secs(5), || {
+        (!replica.events("stepped down").is_empty()).then_some(())
+    });
+    frozen
+}
+
+/// Asserts that `pid` is gone (reaped) no later than `deadline` + slack; the time it took
+/// from `from`.
+fn assert_gone_by(pid: i32, from: Instant, deadline: Duration, what: &str) -> Duration {
+    let gone = first_instant(deadline + SLACK + Duration::from_secs(2), || is_gone(pid));
+    let took = gone.map(|g| g.saturating_duration_since(from));
+    eprintln!("{what} (pid {pid}) gone after {took:?} (deadline {deadline:?})");
+    let took = took.unwrap_or_else(|| {
+        panic!(
+            "{what} (pid {pid}, {:?}) still there {:?} after the deadline",
+            stat(pid),
+            SLACK + Duration::from_secs(2)
+        )
+    });
+    assert!(
+        took <= deadline + SLACK,
+        "{what} (pid {pid}) gone only after {took:?}, past the deadline {deadline:?}"
+    );
+    took
+}
+
+/// The supervisor said the command stopped, by itself: the elector did not have to abort it at
+/// the validity deadline.
+fn assert_the_supervisor_stopped_it(replica: &Replica) {
+    wait_for("the command stopped", Duration::from_secs(10), || {
+        (!replica.events("the command stopped").is_empty()).then_some(())
+    });
+    let aborted = replica.events("leader work did not stop by the validity deadline; aborting it");
+    assert!(aborted.is_empty(), "{}", replica.log_text());
+}
+
+fn assert_no_zombies_under(replica: &Replica) {
+    let pid = replica.pid().as_raw();
+    let clean = first_instant(Duration::from_secs(2), || {
+        zombie_children_of(pid).is_empty()
+    });
+    assert!(
+        clean.is_some(),
+        "zombies left under leasehold: {:?}",
+        zombie_children_of(pid)
+    );
+}
+
+#[test]
+fn a_group_worker_that_ignores_sigterm_is_gone_by_the_deadline_after_step_down() {
+    let redis = RedisServer::start();
+    let pids = PidFile::new();
+    let replica = spawn(&redis, "group-step-down", &args(), GROUP_WORKER, &pids);
+    let worker = wait_pids(&pids.path, 2, Duration::from_secs(5))[1];
+    assert!(is_running(worker));
+
+    let frozen = step_down_by_freezing(&redis, &replica);
+    assert_gone_by(worker, frozen, TTL, "the group worker");
+    assert_the_supervisor_stopped_it(&replica);
+    assert_no_zombies_under(&replica);
+    redis.resume();
+}
+
+#[test]
+fn a_group_worker_is_gone_when_the_command_exits_on_its_own_and_its_code_is_kept() {
+    let redis = RedisServer::start();
+    let pids = PidFile::new();
+    let script = r#"(trap "" TERM; exec sleep 300) & echo $! >> "$PIDS"; sleep 0.5; exit 7"#;
+    let mut replica = spawn(&redis, "group-exit", &with_grace("1s"), script, &pids);
+    let worker = wait_pids(&pids.path, 1, Duration::from_secs(5))[0];
+    assert_eq!(replica.wait_exit(Duration::from_secs(10)), 7);
+    assert!(
+        !is_running(worker),
+        "the group worker outlived leasehold: {:?}",
+        stat(worker)
+    );
+    let released = replica.events("released the lease");
+    assert_eq!(released.len(), 1, "{}", replica.log_text());
+}
+
+#[test]
+fn restarts_with_restart_command_leave_no_group_worker_of_an_earlier_run_behind() {
+    let redis = RedisServer::start();
+    let pids = PidFile::new();
+    let script = r#"(trap "" TERM; exec sleep 300) & echo $! >> "$PIDS"; sleep 0.2; exit 3"#;
+    let mut args = with_grace("1s");
+    args.push("--restart-command");
+    let replica = spawn(&redis, "group-restart", &args, script, &pids);
+    let workers = wait_pids(&pids.path, 3, Duration::from_secs(15));
+    // Each run started after the previous one's processes were all gone.
+    for &worker in &workers[..workers.len() - 1] {
+        assert!(
+            is_gone(worker),
+            "the worker {worker} of an earlier run still there: {:?}",
+            stat(worker)
+        );
+    }
+    assert!(replica.is_ready(), "still leading");
+}
+
+#[test]
+fn a_daemon_that_called_setsid_is_gone_by_the_deadline_after_step_down_and_reaped() {
+    let redis = RedisServer::start();
+    let pids = PidFile::new();
+    let replica = spawn(&redis, "daemon-step-down", &args(), DAEMON, &pids);
+    let daemon = wait_pids(&pids.path, 2, Duration::from_secs(5))[1];
+    let p = stat(daemon).expect("the daemon runs");
+    assert_eq!(
+        (p.pgid, p.sid),
+        (daemon, daemon),
+        "the daemon leads its own group and session"
+    );
+
+    let frozen = step_down_by_freezing(&redis, &replica);
+    assert_gone_by(daemon, frozen, TTL, "the daemon");
+    assert_the_supervisor_stopped_it(&replica);
+    assert_no_zombies_under(&replica);
+    redis.resume();
+}
+
+#[test]
+fn a_double_forked_daemon_is_adopted_by_leasehold_and_gone_when_leasehold_is_terminated() {
+    let redis = RedisServer::start();
+    let pids = PidFile::new();
+    let mut replica = spawn(&redis, "daemon-sigterm", &args(), DOUBLE_FORK, &pids);
+    let daemon = wait_pids(&pids.path, 2, Duration::from_secs(5))[1];
+    let leasehold = replica.pid().as_raw();
+    // Its parent exited at once: as a child subreaper, leasehold is its parent now.
+    let adopted = first_instant(Duration::from_secs(2), || {
+        stat(daemon).is_some_and(|p| p.ppid == leasehold)
+    });
+    assert!(
+        adopted.is_some(),
+        "the orphan went to {:?}, not to leasehold {leasehold}",
+        stat(daemon)
+    );
+
+    replica.signal(Signal::SIGTERM);
+    let terminated = Instant::now();
+    assert_eq!(replica.wait_exit(Duration::from_secs(10)), 0);
+    eprintln!("SIGTERM → leasehold exited: {:?}", terminated.elapsed());
+    assert!(
+        !is_running(daemon),
+        "the daemon outlived leasehold: {:?}",
+        stat(daemon)
+    );
+}
+
+#[test]
+fn a_command_with_a_daemon_still_hands_its_exit_code_to_leasehold() {
+    let redis = RedisServer::start();
+    let pids = PidFile::new();
+    let script = r#"setsid sh -c 'echo $$ >> "$PIDS"; trap "" TERM; while :; do sleep 0.05; done' & sleep 0.5; exit 7"#;
+    let mut replica = spawn(&redis, "daemon-exit", &with_grace("1s"), script, &pids);
+    let daemon = wait_pids(&pids.path, 1, Duration::from_secs(5))[0];
+    assert_eq!(replica.wait_exit(Duration::from_secs(10)), 7);
+    assert!(
+        !is_running(daemon),
+        "the daemon outlived leasehold: {:?}",
+        stat(daemon)
+    );
+    let steps = replica.events("stepped down");
+    assert_eq!(steps[0]["detail"], "command exited with code 7");
+}
+
+/// `leasehold run` as PID 1 of a new PID namespace, as in a container.
+#[test]
+fn leasehold_as_pid_one_reaps_every_orphan_and_keeps_the_exit_code() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("pid-one");
+    // Orphans with and without the command's environment, re-parented to PID 1 and exiting.
+    let script =
+        r#"for i in 1 2 3 4 5; do (sleep 0.05 &); (env -i sleep 0.05 &); done; sleep 1; exit 7"#;
+    let mut unshare = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", leasehold_bin(), "run"])
+        .args(["--redis-url", &redis.url(), "--lease-name", &lease])
+        .args(["--kubernetes", "off", "--identity", "pid1"])
+        .args(["--http-addr", "127.0.0.1:0"])
+        .args(args())
+        .args(["--", "sh", "-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("unshare");
+    let unshare_pid = unshare.id() as i32;
+    let leasehold = wait_for("leasehold as PID 1", Duration::from_secs(5), || {
+        children_of(unshare_pid).first().map(|p| p.pid)
+    });
+    let mut seen_zombies = Vec::new();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = unshare.try_wait().expect("try_wait") {
+            break status;
+        }
+        // A zombie may be seen for an instant before it is reaped; one that stays is a leak.
+        let zombies = zombie_children_of(leasehold);
+        if !zombies.is_empty() {
+            std::thread::sleep(Duration::from_millis(200));
+            let still: Vec<i32> = zombie_children_of(leasehold)
+                .into_iter()
+                .filter(|z| zombies.contains(z))
+                .collect();
+            seen_zombies.extend(still);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "leasehold as PID 1 did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut stderr = String::new();
+    if let Some(mut e) = unshare.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut stderr);
+    }
+    seen_zombies.sort_unstable();
+    seen_zombies.dedup();
+    assert!(
+        seen_zombies.is_empty(),
+        "zombies stayed under leasehold as PID 1: {seen_zombies:?}\n{stderr}"
+    );
+    assert_eq!(status.code(), Some(7), "{stderr}");
+}
+
+// ---- a simulated suspend, in-process with a shifted boot clock ----
+
+/// Long enough that no tokio timer of the elector or the supervisor fires during the test.
+fn slow_timing() -> Timing {
+    THIRTY_SECOND_TERM
+}
+
+/// A command that notes SIGTERM and runs on.
+const STUBBORN: &str =
+    r#"echo $$ >> "$PIDS"; trap 'echo term >> "$PIDS.term"' TERM; while :; do sleep 0.05; done"#;
+
+struct InProcess {
+    _redis: RedisServer,
+    clock: ShiftedClock,
+    shutdown: CancellationToken,
+    elector: tokio::task::JoinHandle<()>,
+    /// Aborts the supervisor's task of the current term (its future is dropped).
+    terms: tokio::sync::mpsc::UnboundedReceiver<tokio::task::AbortHandle>,
+    pids: PidFile,
+    command: i32,
+}
+
+/// An in-process elector on a shifted clock whose work runs `script` through a supervisor, on
+/// a task of its own.
+async fn in_process_leader(test: &str, script: &str) -> InProcess {
+    let redis = RedisServer::start();
+    let clock = ShiftedClock::new();
+    let lease = lease_with(
+        &redis.url(),
+        &unique_lease(test),
+        "a",
+        LeaseOptions {
+            cooldown_on_data_loss: false,
+            clock: std::sync::Arc::new(clock.clone()),
+            ..LeaseOptions::default()
+        },
+    );
+    let pids = PidFile::new();
+    let (key, path) = pids.env();
+    let supervisor = Supervisor::new(
+        ExecSettings {
+            command: vec![
+                "env".into(),
+                format!("{key}={path}"),
+                "sh".into(),
+                "-c".into(),
+                script.into(),
+            ],
+            grace_period: Duration::from_secs(60),
+            restart: false,
+        },
+        "a",
+        test,
+    );
+    // As in `leasehold run` without `--restart-command`: a term whose work ended is the last.
+    let elector = Elector::new(lease, slow_timing())
+        .unwrap()
+        .stop_when_work_ends();
+    let shutdown = CancellationToken::new();
+    let (terms_tx, terms) = tokio::sync::mpsc::unbounded_channel();
+    let work = move |leadership: Leadership| {
+        let supervisor = supervisor.clone();
+        let term = tokio::spawn(async move { supervisor.lead(leadership).await });
+        let _ = terms_tx.send(term.abort_handle());
+        async move {
+            match term.await {
+                Ok(result) => result.map_err(|e| e.to_string()),
+                Err(join) => Err(join.to_string()),
+            }
+        }
+    };
+    let elector = tokio::spawn(elector.run(shutdown.clone(), work));
+    let path = pids.path.clone();
+    let command = tokio::task::spawn_blocking(move || wait_pids(&path, 1, Duration::from_secs(10)))
+        .await
+        .unwrap()[0];
+    InProcess {
+        _redis: redis,
+        clock,
+        shutdown,
+        elector,
+        terms,
+        pids,
+        command,
+    }
+}
+
+async fn stubborn_leader(test: &str) -> InProcess {
+    in_process_leader(test, STUBBORN).await
+}
+
+async fn gone_within(pid: i32, bound: Duration) -> Option<Duration> {
+    tokio::task::spawn_blocking(move || {
+        let from = Instant::now();
+        first_instant(bound, || is_gone(pid)).map(|t| t.saturating_duration_since(from))
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspend_during_the_grace_period_kills_the_command_at_once() {
+    let t = stubborn_leader("suspend-grace").await;
+    t.shutdown.cancel();
+    let term = t.pids.sibling("pids.term");
+    let noted = tokio::task::spawn_blocking(move || {
+        first_instant(Duration::from_secs(5), || term.exists())
+    })
+    .await
+    .unwrap();
+    assert!(noted.is_some(), "the command got SIGTERM");
+    assert!(is_running(t.command), "it runs on through its grace period");
+
+    // A suspend past the validity deadline: 30 s of TTL still to go on the tokio timers.
+    t.clock.advance(Duration::from_secs(3600));
+    let took = gone_within(t.command, Duration::from_secs(3)).await;
+    eprintln!("jump past the deadline → command gone: {took:?}");
+    assert!(
+        took.is_some(),
+        "the command ran on after the deadline passed on the boot clock: {:?}",
+        stat(t.command)
+    );
+    tokio::time::timeout(Duration::from_secs(10), t.elector)
+        .await
+        .expect("the elector stops")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspend_while_leading_kills_the_command_by_the_deadline() {
+    let t = stubborn_leader("suspend-lead").await;
+    // The watchdog sleeps on a tokio timer for a retry period (10 s); the command must not
+    // wait for it.
+    t.clock.advance(Duration::from_secs(3600));
+    let took = gone_within(t.command, Duration::from_secs(3)).await;
+    eprintln!("jump past the deadline while leading → command gone: {took:?}");
+    assert!(
+        took.is_some(),
+        "the command ran on after the deadline passed on the boot clock: {:?}",
+        stat(t.command)
+    );
+    t.shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(15), t.elector)
+        .await
+        .expect("the elector stops")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aborted_term_kills_the_group_worker_and_the_daemon_too() {
+    let script = r#"echo $$ >> "$PIDS"; (trap "" TERM; exec sleep 300) & echo $! >> "$PIDS"; setsid sh -c 'echo $$ >> "$PIDS"; trap "" TERM; while :; do sleep 0.05; done' & wait"#;
+    let mut t = in_process_leader("abort", script).await;
+    let path = t.pids.path.clone();
+    let pids = tokio::task::spawn_blocking(move || wait_pids(&path, 3, Duration::from_secs(5)))
+        .await
+        .unwrap();
+    // The term's future is dropped without a step-down: what stops the command is the drop.
+    t.terms.recv().await.expect("a term").abort();
+    for pid in pids {
+        // Killed is what counts here: with the term's supervisor dropped, a re-parented orphan
+        // may stay a zombie until the next reap (a zombie runs nothing).
+        let took = tokio::task::spawn_blocking(move || {
+            let from = Instant::now();
+            first_instant(Duration::from_secs(3), || {
+                is_gone(pid) || stat(pid).is_some_and(|p| p.state == 'Z')
+            })
+            .map(|t| t.saturating_duration_since(from))
+        })
+        .await
+        .unwrap();
+        assert!(
+            took.is_some(),
+            "{pid} outlived the aborted term: {:?}",
+            stat(pid)
+        );
+    }
+    tokio::time::timeout(Duration::from_secs(10), t.elector)
+        .await
+        .expect("the elector stops after the failed term")
+        .unwrap();
+}

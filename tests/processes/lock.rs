@@ -1,0 +1,217 @@
+//! `leasehold lock -- CMD`, the one-shot lock, as a real process against a real redis-server:
+//! winning and exiting with the command's code, not acquired in time (exit 75 and the holder
+//! named), waiting for a release, and lost while the command runs (exit 76, command stopped).
+
+use std::process::{Child, Command, Stdio};
+
+use std::time::{Duration, Instant};
+
+use harness::contenders::{lease, unique_lease};
+use harness::leasehold_bin;
+use harness::replica::FAST;
+use leasehold::cmd::lock::{LOST, NOT_ACQUIRED};
+use leasehold::lease::{Acquired, Grant, RedisLease};
+use nix::sys::signal::kill;
+use nix::unistd::Pid;
+use testbed::Lines;
+use testbed::RedisServer;
+use testbed::wait::wait_for;
+
+const TTL: Duration = Duration::from_millis(1500);
+const CALL: Duration = Duration::from_secs(2);
+
+/// A running `leasehold lock` with its output collected.
+struct Lock {
+    child: Child,
+    stdout: Lines,
+    stderr: Lines,
+}
+
+impl Lock {
+    fn spawn(url: &str, lease: &str, extra: &[&str], command: &[&str]) -> Self {
+        let mut child = Command::new(leasehold_bin())
+            .args(["lock", "--redis-url", url, "--lease-name", lease])
+            .args(["--kubernetes", "off", "--no-data-loss-cooldown"])
+            .args(["--identity", "cron-run", "--log-format", "json"])
+            .args(FAST)
+            .args(extra)
+            .arg("--")
+            .args(command)
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn leasehold lock");
+        let stdout = Lines::collect(child.stdout.take().expect("stdout"));
+        let stderr = Lines::collect(child.stderr.take().expect("stderr"));
+        Self {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    fn wait(&mut self, timeout: Duration) -> i32 {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status.code().unwrap_or(-1);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "leasehold lock did not exit within {timeout:?}:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn stdout(&self) -> Vec<String> {
+        self.stdout.snapshot()
+    }
+
+    fn logs(&self) -> String {
+        self.stderr.text()
+    }
+
+    fn events(&self, message: &str) -> Vec<serde_json::Value> {
+        self.stderr
+            .snapshot()
+            .iter()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|l| l["message"] == message)
+            .collect()
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("---- leasehold lock log ----\n{}", self.logs());
+        }
+    }
+}
+
+async fn hold(lease: &RedisLease) -> Grant {
+    match lease.acquire(TTL, CALL).await.unwrap() {
+        Acquired::Leader(grant) => grant,
+        other => panic!("the test's holder did not lead: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_runs_the_command_once_with_its_token_and_exits_with_its_code() {
+    let redis = RedisServer::start();
+    let name = unique_lease("lock-wins");
+    let mut lock = Lock::spawn(
+        &redis.url(),
+        &name,
+        &[],
+        &["sh", "-c", "echo token=$LEASEHOLD_FENCING_TOKEN; exit 7"],
+    );
+    assert_eq!(lock.wait(Duration::from_secs(10)), 7, "{}", lock.logs());
+    let printed = lock.stdout();
+    let token: u64 = printed
+        .iter()
+        .find_map(|l| l.strip_prefix("token="))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no token printed: {printed:?}"));
+    // Released at the end: the lease is free, and its last token was the command's.
+    let seen = lease(&redis.url(), &name, "observer", false)
+        .observe(CALL)
+        .await
+        .unwrap();
+    assert!(seen.holder.is_none(), "{seen:?}");
+    assert_eq!(seen.token.map(|t| t.0), Some(token));
+    assert_eq!(
+        printed.iter().filter(|l| l.starts_with("token=")).count(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_held_by_another_exits_75_naming_the_holder_without_running_the_command() {
+    let redis = RedisServer::start();
+    let name = unique_lease("lock-held");
+    let other = lease(&redis.url(), &name, "cron-other", false);
+    let grant = hold(&other).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let script = format!("touch {}", ran.display());
+    let started = Instant::now();
+    let mut lock = Lock::spawn(
+        &redis.url(),
+        &name,
+        &["--wait", "300ms"],
+        &["sh", "-c", &script],
+    );
+    assert_eq!(
+        lock.wait(Duration::from_secs(10)),
+        NOT_ACQUIRED,
+        "{}",
+        lock.logs()
+    );
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(!ran.exists(), "the command ran without the lock");
+    let said = lock.events("lock not acquired within --wait");
+    assert_eq!(said.len(), 1, "{}", lock.logs());
+    assert_eq!(said[0]["holder"], "cron-other");
+    assert_eq!(said[0]["token"], grant.token.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_with_a_wait_takes_the_lease_once_the_holder_releases_it() {
+    let redis = RedisServer::start();
+    let name = unique_lease("lock-waits");
+    let other = lease(&redis.url(), &name, "cron-other", false);
+    let grant = hold(&other).await;
+    let mut lock = Lock::spawn(
+        &redis.url(),
+        &name,
+        &["--wait", "10s"],
+        &["sh", "-c", "echo ran"],
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    other.release(grant.token, CALL).await.unwrap();
+    assert_eq!(lock.wait(Duration::from_secs(10)), 0, "{}", lock.logs());
+    assert_eq!(lock.stdout(), vec!["ran".to_owned()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_lost_while_the_command_runs_stops_it_and_exits_76() {
+    let redis = RedisServer::start();
+    let name = unique_lease("lock-lost");
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let script = format!("echo $$ > {}; exec sleep 60", pid_file.display());
+    let mut lock = Lock::spawn(&redis.url(), &name, &[], &["sh", "-c", &script]);
+    let pid: i32 = wait_for("the command's pid", Duration::from_secs(10), || {
+        std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    });
+    // Somebody else's value in the lease: the next renewal finds it not ours.
+    let key = lease(&redis.url(), &name, "observer", false)
+        .keys()
+        .lease
+        .clone();
+    redis.cmd::<()>(&["SET", &key, "intruder-1#1", "PX", "60000"]);
+    let started = Instant::now();
+    assert_eq!(lock.wait(Duration::from_secs(10)), LOST, "{}", lock.logs());
+    eprintln!("lost → leasehold lock exited after {:?}", started.elapsed());
+    assert!(
+        kill(Pid::from_raw(pid), None).is_err(),
+        "the command (pid {pid}) still runs after the lock was lost"
+    );
+    let stepped = lock.events("stepped down");
+    assert_eq!(stepped.last().expect("a step-down")["reason"], "lost");
+    assert_eq!(
+        lock.events("lock lost while the command ran; the command was stopped")
+            .len(),
+        1
+    );
+}

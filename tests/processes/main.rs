@@ -1,0 +1,11 @@
+//! leasehold as real processes and what it runs: the binary end to end, leaders SIGKILLed and
+//! SIGSTOPped, the singleton command's supervisor, the one-shot `lock`, the guard file and
+//! `leasehold guard`, and the status file against a writer that died or froze.
+
+mod binary;
+mod exec;
+mod guard;
+mod guard_check;
+mod killed_and_paused;
+mod lock;
+mod status_file;

@@ -1,0 +1,9 @@
+//! Two leaders, looked for on purpose: the leader's link to Redis blackholed, slowed and reset
+//! through a real fault proxy, the faults the lease's own model did not try, the chaos harness's
+//! short run with its negative control, and fencing against real PostgreSQL, Redis, HTTP and
+//! Kubernetes resources.
+
+mod beyond_the_model;
+mod faults;
+mod fence;
+mod short_chaos;

@@ -1,0 +1,445 @@
+//! A Redis with exactly the ACL user docs/REFERENCE.md gives: everything leasehold does works; a user
+//! missing a command gets an error that names the missing permission; a wrong password is a
+//! clear error with back-off, not a retry storm.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use harness::contenders::{
+    ActionLog, Contender, acting_work, assert_no_overlap, fast_timing, handoff_gaps, summary,
+    unique_lease,
+};
+use harness::timings::QUICK_RETRY;
+use leasehold::elector::{Elector, Role};
+use leasehold::lease::{
+    Acquired, LeaseError, LeaseOptions, RedisLease, Released, Secret, minimal_acl_rule,
+};
+use testbed::redis_server::RedisServer;
+use testbed::wait::{eventually, holds_for, until};
+
+const CALL: Duration = Duration::from_secs(2);
+const TTL: Duration = Duration::from_secs(1);
+
+/// Creates user `name` with `rule` and password `pw` on `redis` (through the admin connection).
+fn set_user(redis: &RedisServer, name: &str, rule: &str, pw: &str) {
+    let mut args = vec!["ACL", "SETUSER", name, "reset"];
+    args.extend(rule.split(' '));
+    let password = format!(">{pw}");
+    args.push(&password);
+    let ok: String = redis.cmd(&args);
+    assert_eq!(ok, "OK");
+}
+
+fn acl_lease(url: &str, name: &str, identity: &str, user: &str, pw: &str) -> RedisLease {
+    let options = LeaseOptions {
+        username: Some(user.to_owned()),
+        password: Some(Secret::new(pw)),
+        ..LeaseOptions::default()
+    };
+    harness::contenders::lease_with(url, name, identity, options)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_minimal_acl_user_can_do_everything_leasehold_needs() {
+    let redis = RedisServer::start();
+    set_user(
+        &redis,
+        "leasehold",
+        &minimal_acl_rule("leasehold:", true),
+        "s3cret",
+    );
+    let name = unique_lease("acl");
+    let log: ActionLog = Arc::default();
+    let timing = fast_timing();
+    // Cooldown on: the marker, INFO for the run id, TIME; handoffs: release, PUBLISH, SUBSCRIBE.
+    let contenders: Vec<Contender> = ["pod-a", "pod-b"]
+        .iter()
+        .map(|who| {
+            let lease = acl_lease(&redis.url(), &name, who, "leasehold", "s3cret");
+            Contender::spawn(
+                lease,
+                timing,
+                acting_work(
+                    log.clone(),
+                    Duration::from_millis(5),
+                    Some(Duration::from_millis(300)),
+                ),
+            )
+        })
+        .collect();
+    eventually("three handoffs", Duration::from_secs(10), || async {
+        (handoff_gaps(&log.lock().unwrap()).len() >= 3).then_some(())
+    })
+    .await;
+    for c in &contenders {
+        let s = c.status.borrow().clone();
+        assert!(
+            s.redis.subscribed,
+            "SUBSCRIBE on the release channel is allowed"
+        );
+        assert_eq!(s.redis.last_error, None);
+    }
+    // The followers' probes went out (a `PUBLISH` on each one's probe channel inside its acquire
+    // script) and none was refused: Redis logs every refused command and channel in its ACL log.
+    eventually(
+        "probes and release announcements",
+        Duration::from_secs(5),
+        || async { (redis.calls("publish") >= 4).then_some(()) },
+    )
+    .await;
+    let refused: Vec<redis::Value> = redis.cmd(&["ACL", "LOG"]);
+    assert!(refused.is_empty(), "the ACL refused: {refused:?}");
+    for c in contenders {
+        c.shutdown().await;
+    }
+    let log = log.lock().unwrap().clone();
+    assert_no_overlap(&log);
+    let gaps = handoff_gaps(&log);
+    eprintln!("handoff as the minimal ACL user: {}", summary(&gaps));
+    assert!(
+        gaps.iter().all(|g| *g < Duration::from_millis(500)),
+        "released and announced: {gaps:?}"
+    );
+    // The script cache was flushed? Then SCRIPT LOAD must be allowed too.
+    redis.cmd::<String>(&["SCRIPT", "FLUSH"]);
+    let lease = acl_lease(&redis.url(), &name, "pod-c", "leasehold", "s3cret");
+    let outcome = lease.acquire(TTL, CALL).await.unwrap();
+    let Acquired::Leader(grant) = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(
+        lease.release(grant.token, CALL).await.unwrap(),
+        Released::Released
+    );
+    lease.observe(CALL).await.unwrap();
+    // And nothing more than needed: another key is out of reach.
+    let mut conn = redis::Client::open(format!(
+        "redis://leasehold:s3cret@127.0.0.1:{}",
+        redis.port()
+    ))
+    .unwrap()
+    .get_connection()
+    .unwrap();
+    let refused: redis::RedisResult<Option<String>> =
+        redis::cmd("GET").arg("someone-elses-key").query(&mut conn);
+    assert_eq!(refused.unwrap_err().code(), Some("NOPERM"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_missing_a_command_gets_an_error_naming_it() {
+    let redis = RedisServer::start();
+    let full = minimal_acl_rule("leasehold:", false);
+    set_user(&redis, "no-info", &full.replace(" +info|server", ""), "pw");
+    set_user(&redis, "no-publish", &full.replace(" +publish", ""), "pw");
+    let name = unique_lease("noperm");
+
+    let lease = acl_lease(&redis.url(), &name, "pod-a", "no-info", "pw");
+    let err = lease.acquire(TTL, CALL).await.unwrap_err();
+    assert!(matches!(err, LeaseError::NoPermission { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("redis refused `acquire`: the user lacks a permission"),
+        "{text}"
+    );
+    assert!(text.contains("`info|server`"), "names the command: {text}");
+    assert!(
+        text.contains("docs/REFERENCE.md, \"ACL user with least privilege\""),
+        "points at the rule: {text}"
+    );
+    let reference =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/REFERENCE.md"))
+            .expect("docs/REFERENCE.md");
+    assert!(
+        reference.contains("**ACL user with least privilege.**"),
+        "the section the error points at is in docs/REFERENCE.md"
+    );
+
+    let lease = acl_lease(&redis.url(), &name, "pod-a", "no-publish", "pw");
+    // The acquire that finds Redis new announces it on the channel: refused, naming the command
+    // (the cooldown it started still runs; only the announcement was refused).
+    let err = lease.acquire(TTL, CALL).await.unwrap_err();
+    assert!(matches!(err, LeaseError::NoPermission { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("the script's `publish` is not allowed"),
+        "names the command: {err}"
+    );
+    let granted = eventually(
+        "a grant after the cooldown",
+        Duration::from_secs(5),
+        || async {
+            match lease.acquire(TTL, CALL).await.unwrap() {
+                Acquired::Leader(g) => Some(g),
+                _ => None,
+            }
+        },
+    )
+    .await;
+    assert!(granted.token.0 > 0);
+    let err = lease.release(granted.token, CALL).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, LeaseError::NoPermission { .. }), "{err:?}");
+    assert!(
+        text.contains("the script's `publish` is not allowed"),
+        "names the command: {text}"
+    );
+}
+
+/// The `object` of every entry in the ACL log whose `reason` is `reason`.
+fn refused(redis: &RedisServer, reason: &str) -> Vec<String> {
+    let log: Vec<Vec<redis::Value>> = redis.cmd(&["ACL", "LOG"]);
+    let text = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        redis::Value::SimpleString(s) => s.clone(),
+        _ => String::new(),
+    };
+    log.iter()
+        .filter_map(|entry| {
+            let field = |name: &str| {
+                let at = entry.iter().position(|v| text(v) == name)?;
+                entry.get(at + 1).map(text)
+            };
+            (field("reason")? == reason).then(|| field("object"))?
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_for_the_release_channel_alone_and_without_ping_keeps_the_release_channel() {
+    // A user set up with an older rule: only the release channel (so the probe channel is
+    // refused) and no `+ping`. The subscription then proves itself with a PING, and a refused
+    // PING is still an answer from Redis: the subscription counts as alive and is kept.
+    let redis = RedisServer::start();
+    let name = unique_lease("no-ping");
+    let rule = minimal_acl_rule("leasehold:", false)
+        .replace(" +ping", "")
+        .replace("&leasehold:*", &format!("&leasehold:{{{name}}}:released"));
+    set_user(&redis, "leasehold", &rule, "pw");
+    let c = Contender::spawn(
+        acl_lease(&redis.url(), &name, "pod-a", "leasehold", "pw"),
+        fast_timing(),
+        acting_work(ActionLog::default(), Duration::from_millis(5), None),
+    );
+    let mut status = c.status.clone();
+    until("subscribed", &mut status, Duration::from_secs(5), |s| {
+        s.redis.subscribed
+    })
+    .await;
+    eventually(
+        "a refused probe channel and a refused PING",
+        Duration::from_secs(5),
+        || async {
+            let channels = refused(&redis, "channel");
+            let commands = refused(&redis, "command");
+            (channels.iter().any(|c| c.contains(":probe:")) && commands.iter().any(|c| c == "ping"))
+                .then_some(())
+        },
+    )
+    .await;
+    // Keepalives every 100 ms of quiet: a second would be ten chances to resubscribe.
+    holds_for(
+        "the subscription",
+        &mut status,
+        Duration::from_secs(1),
+        |s| s.redis.subscribed,
+    )
+    .await;
+    assert!(status.borrow().role != Role::Starting, "and it takes part");
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_password_is_a_clear_error_with_back_off() {
+    let redis = RedisServer::start();
+    set_user(
+        &redis,
+        "leasehold",
+        &minimal_acl_rule("leasehold:", false),
+        "right",
+    );
+    let lease = acl_lease(
+        &redis.url(),
+        &unique_lease("wrongpass"),
+        "pod-a",
+        "leasehold",
+        "wrong",
+    );
+    let err = lease.acquire(TTL, CALL).await.unwrap_err();
+    assert!(matches!(err, LeaseError::Authentication { .. }), "{err:?}");
+    assert!(err.to_string().contains("authentication failed"), "{err}");
+
+    let connections = |r: &RedisServer| -> u64 {
+        let info: String = r.cmd(&["INFO", "stats"]);
+        info.lines()
+            .find_map(|l| l.strip_prefix("total_connections_received:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap()
+    };
+    let timing = QUICK_RETRY;
+    let before = connections(&redis);
+    let elector = Elector::new(
+        acl_lease(
+            &redis.url(),
+            &unique_lease("wrongpass"),
+            "pod-a",
+            "leasehold",
+            "wrong",
+        ),
+        timing,
+    )
+    .unwrap();
+    let mut status = elector.status();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(elector.run(
+        shutdown.clone(),
+        acting_work(ActionLog::default(), Duration::from_millis(5), None),
+    ));
+    let s = until(
+        "the error in the status",
+        &mut status,
+        Duration::from_secs(2),
+        |s| s.redis.last_error.is_some(),
+    )
+    .await;
+    assert!(
+        s.redis
+            .last_error
+            .unwrap()
+            .contains("authentication failed")
+    );
+    // Three seconds of a retry period of 100 ms would be 30 dials per connection kind in a
+    // retry storm; back-off doubles the pause from the retry period up to 30 s.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let dials = connections(&redis) - before;
+    eprintln!("dials with a wrong password in 3 s: {dials}");
+    assert!(dials <= 14, "{dials} dials in 3 s: a retry storm");
+    assert!(!matches!(status.borrow().role, Role::Leader { .. }));
+    shutdown.cancel();
+    task.await.unwrap();
+}
+
+#[test]
+fn the_reference_gives_the_rule_the_tests_use() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/REFERENCE.md")).unwrap();
+    let rule = minimal_acl_rule("leasehold:", false);
+    assert!(
+        readme.contains(&rule),
+        "docs/REFERENCE.md must give the ACL rule:\n{rule}"
+    );
+}
+
+#[test]
+fn a_wrong_password_shows_in_readiness_and_the_log() {
+    use harness::replica::{FAST, Replica};
+    use testbed::wait::wait_for;
+    let redis = RedisServer::start();
+    set_user(
+        &redis,
+        "leasehold",
+        &minimal_acl_rule("leasehold:", false),
+        "right",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let pw = dir.path().join("pw");
+    std::fs::write(&pw, "wrong\n").unwrap();
+    let pw = pw.to_str().unwrap().to_owned();
+    let mut args = FAST.to_vec();
+    args.extend([
+        "--readiness",
+        "member",
+        "--redis-username",
+        "leasehold",
+        "--redis-password-file",
+        &pw,
+    ]);
+    let a = Replica::spawn(
+        &redis.url(),
+        &unique_lease("wrongpass-binary"),
+        "a",
+        &args,
+        &[],
+    );
+    let body = wait_for(
+        "readiness to give the reason",
+        Duration::from_secs(5),
+        || {
+            // Before its first call has failed, the replica is only "starting".
+            a.get("/readyz")
+                .filter(|(code, body)| *code == 503 && !body.starts_with("not ready: starting"))
+                .map(|(_, body)| body)
+        },
+    );
+    assert!(
+        body.starts_with("not ready: redis authentication failed"),
+        "{body}"
+    );
+    // The log line may reach the collector a moment after readiness changed.
+    wait_for("the refusal in the log", Duration::from_secs(5), || {
+        let refused = a.events("redis refuses leasehold; backing off until it is fixed");
+        (!refused.is_empty()).then_some(())
+    });
+    assert!(
+        !a.log_text().contains("wrong\""),
+        "the password is not logged"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_minimal_acl_user_can_ask_for_a_handover_and_hand_over() {
+    let redis = RedisServer::start();
+    set_user(
+        &redis,
+        "leasehold",
+        &minimal_acl_rule("leasehold:", false),
+        "s3cret",
+    );
+    let name = unique_lease("acl-handover");
+    let timing = fast_timing();
+    let acl = |who: &str| acl_lease(&redis.url(), &name, who, "leasehold", "s3cret");
+    let idle = |l: leasehold::elector::Leadership| async move {
+        l.lost().await;
+        Ok::<(), String>(())
+    };
+    let a = Contender::spawn(acl("pod-a"), timing, idle);
+    let mut a_status = a.status.clone();
+    until(
+        "pod-a to lead",
+        &mut a_status,
+        Duration::from_secs(10),
+        |s| matches!(s.role, Role::Leader { .. }),
+    )
+    .await;
+    let b = Contender::spawn(acl("pod-b"), timing, idle);
+    let c = Contender::spawn(acl("pod-c"), timing, idle);
+    // The request (its key and the nudge on the channel), the renewal that reads it, the release
+    // that reserves the next term, and the acquire that honours the reservation.
+    let operator = acl("operator");
+    let holder = operator
+        .observe(CALL)
+        .await
+        .unwrap()
+        .holder
+        .expect("a holder");
+    assert_eq!(
+        operator
+            .request_handover(&holder, Some("pod-c"), Duration::from_secs(10), CALL)
+            .await
+            .unwrap(),
+        leasehold::lease::HandoverRequested::Requested
+    );
+    let mut c_status = c.status.clone();
+    until(
+        "pod-c to lead",
+        &mut c_status,
+        Duration::from_secs(5),
+        |s| matches!(s.role, Role::Leader { .. }),
+    )
+    .await;
+    assert!(!b.is_leader());
+    let log: Vec<redis::Value> = redis.cmd(&["ACL", "LOG"]);
+    assert!(log.is_empty(), "the ACL refused something: {log:?}");
+    for contender in [a, b, c] {
+        contender.shutdown().await;
+    }
+}

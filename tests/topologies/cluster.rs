@@ -1,0 +1,228 @@
+//! A Redis RedisCluster of real processes (three masters, three replicas): elect and hand over
+//! through redis+cluster://, fail the master that owns the lease's slot, and move that slot to
+//! another master while a leader holds it. Leadership recovers safely each time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use harness::contenders::{
+    ActionLog, Contender, acting_contenders, assert_no_overlap, handoff_gaps, summary, unique_lease,
+};
+use leasehold::elector::Timing;
+use leasehold::lease::{Acquired, split_term};
+use testbed::cluster::RedisCluster;
+use testbed::wait::eventually;
+
+fn timing() -> Timing {
+    harness::contenders::steady_timing()
+}
+
+/// The slot of a lease's keys (all share the hash tag), as the cluster computes it.
+fn slot_of(cluster: &RedisCluster, name: &str) -> u16 {
+    let slot: i64 = cluster.nodes[0].cmd(&["CLUSTER", "KEYSLOT", &format!("leasehold:{{{name}}}")]);
+    u16::try_from(slot).unwrap()
+}
+
+fn spawn(
+    cluster: &RedisCluster,
+    name: &str,
+    log: &ActionLog,
+    hold: Option<Duration>,
+) -> Vec<Contender> {
+    acting_contenders(&cluster.url(), name, 3, timing(), true, log, hold)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contenders_elect_and_hand_over_on_a_cluster() {
+    let cluster = RedisCluster::start();
+    let name = unique_lease("cluster");
+    let log: ActionLog = Arc::default();
+    let contenders = spawn(&cluster, &name, &log, Some(Duration::from_millis(200)));
+    eventually("five handoffs", Duration::from_secs(15), || async {
+        (handoff_gaps(&log.lock().unwrap()).len() >= 5).then_some(())
+    })
+    .await;
+    for c in contenders {
+        c.shutdown().await;
+    }
+    let log = log.lock().unwrap().clone();
+    let tokens = assert_no_overlap(&log);
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]));
+    let gaps = handoff_gaps(&log);
+    eprintln!("cluster handoff: {}", summary(&gaps));
+    assert!(
+        gaps.iter().all(|g| *g < Duration::from_millis(500)),
+        "release is announced across the cluster: {gaps:?}"
+    );
+    // All three keys live in one slot, on its master.
+    let owner = cluster.master_of(slot_of(&cluster, &name)).unwrap();
+    let keys: Vec<String> = cluster.nodes[owner].cmd(&[
+        "CLUSTER",
+        "GETKEYSINSLOT",
+        &slot_of(&cluster, &name).to_string(),
+        "10",
+    ]);
+    assert!(
+        keys.iter().any(|k| k.ends_with(":fence")) && keys.iter().any(|k| k.ends_with(":state")),
+        "{keys:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_master_is_replaced_and_leadership_recovers_safely() {
+    let mut cluster = RedisCluster::start();
+    let name = unique_lease("cluster-failover");
+    let log: ActionLog = Arc::default();
+    let contenders = spawn(&cluster, &name, &log, None);
+    let first = eventually("a leader", Duration::from_secs(10), || async {
+        contenders.iter().position(Contender::is_leader)
+    })
+    .await;
+    let first_token = contenders[first].token().unwrap();
+    let slot = slot_of(&cluster, &name);
+    let owner = cluster.master_of(slot).unwrap();
+    cluster.nodes[owner].kill();
+    // The replica takes over the slot after the node timeout.
+    let second = eventually(
+        "a leader after the failover",
+        Duration::from_secs(30),
+        || async {
+            contenders
+                .iter()
+                .position(|c| c.is_leader() && c.token().is_some_and(|t| t > first_token))
+        },
+    )
+    .await;
+    let new_owner = cluster.master_of(slot).unwrap();
+    assert_ne!(new_owner, owner, "a replica was promoted");
+    let holder: String = cluster.nodes[new_owner].cmd(&["GET", &format!("leasehold:{{{name}}}")]);
+    assert_eq!(split_term(&holder).0, contenders[second].owner);
+    for c in contenders {
+        c.shutdown().await;
+    }
+    assert_no_overlap(&log.lock().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moving_the_lease_slot_to_another_master_keeps_leadership_safe() {
+    let cluster = RedisCluster::start();
+    let name = unique_lease("cluster-move");
+    let log: ActionLog = Arc::default();
+    let contenders = spawn(&cluster, &name, &log, None);
+    let first = eventually("a leader", Duration::from_secs(10), || async {
+        contenders.iter().position(Contender::is_leader)
+    })
+    .await;
+    let first_token = contenders[first].token().unwrap();
+    let slot = slot_of(&cluster, &name);
+    let src = cluster.master_of(slot).unwrap();
+    // Another master: one that serves some slot and is not the source.
+    let dst = (0..cluster.nodes.len())
+        .find(|&i| {
+            i != src
+                && (0..16384u16)
+                    .step_by(512)
+                    .any(|s| cluster.master_of(s) == Some(i))
+        })
+        .unwrap();
+    let (src_id, dst_id) = (cluster.node_id(src), cluster.node_id(dst));
+    let slot_s = slot.to_string();
+    // The documented live migration: IMPORTING, MIGRATING, MIGRATE the keys, then NODE.
+    let _: String = cluster.nodes[dst].cmd(&["CLUSTER", "SETSLOT", &slot_s, "IMPORTING", &src_id]);
+    let _: String = cluster.nodes[src].cmd(&["CLUSTER", "SETSLOT", &slot_s, "MIGRATING", &dst_id]);
+    let keys: Vec<String> = cluster.nodes[src].cmd(&["CLUSTER", "GETKEYSINSLOT", &slot_s, "100"]);
+    let dst_port = cluster.nodes[dst].port().to_string();
+    let mut migrate = vec!["MIGRATE", "127.0.0.1", &dst_port, "", "0", "5000", "KEYS"];
+    migrate.extend(keys.iter().map(String::as_str));
+    let _: String = cluster.nodes[src].cmd(&migrate);
+    // SETSLOT goes to the masters; the replicas learn it from them.
+    for node in cluster.nodes.iter() {
+        let role: Vec<redis::Value> = node.cmd(&["ROLE"]);
+        if matches!(role.first(), Some(redis::Value::BulkString(r)) if r.as_slice() == b"master") {
+            let _: redis::Value = node.cmd(&["CLUSTER", "SETSLOT", &slot_s, "NODE", &dst_id]);
+        }
+    }
+    eventually(
+        "the slot to be served by the new master",
+        Duration::from_secs(10),
+        || async { (cluster.master_of(slot) == Some(dst)).then_some(()) },
+    )
+    .await;
+    // The lease moved with its TTL; a leader exists again (the same one renewing through MOVED,
+    // or a new one after a cooldown: another Redis process now answers for the slot).
+    let after = eventually(
+        "a leader after the move",
+        Duration::from_secs(15),
+        || async { contenders.iter().position(Contender::is_leader) },
+    )
+    .await;
+    let holder: String = cluster.nodes[dst].cmd(&["GET", &format!("leasehold:{{{name}}}")]);
+    assert_eq!(
+        split_term(&holder).0,
+        contenders[after].owner,
+        "the lease lives on the new master"
+    );
+    assert!(contenders[after].token().unwrap() >= first_token);
+    for c in contenders {
+        c.shutdown().await;
+    }
+    assert_no_overlap(&log.lock().unwrap());
+}
+
+/// The node that replicates master `master`.
+fn replica_of(cluster: &RedisCluster, master: usize) -> usize {
+    let port = i64::from(cluster.nodes[master].port());
+    (0..cluster.nodes.len())
+        .find(|&i| {
+            let role: Vec<redis::Value> = cluster.nodes[i].cmd(&["ROLE"]);
+            matches!(role.as_slice(),
+                [redis::Value::BulkString(r), _, redis::Value::Int(p), ..] if r.as_slice() == b"slave" && *p == port)
+        })
+        .expect("every master has a replica")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_failover_starts_the_cooldown_even_on_a_connection_kept_from_before() {
+    let cluster = RedisCluster::start();
+    let name = unique_lease("cluster-takeover");
+    let ttl = Duration::from_millis(1000);
+    let call = Duration::from_secs(2);
+    let lease = harness::contenders::lease(&cluster.url(), &name, "pod-a", true);
+    // A fresh lease cools down first; then the same connection wins it.
+    let grant = eventually(
+        "the lease after the first cooldown",
+        Duration::from_secs(10),
+        || async {
+            match lease.acquire(ttl, call).await {
+                Ok(Acquired::Leader(grant)) => Some(grant),
+                _ => None,
+            }
+        },
+    )
+    .await;
+    let slot = slot_of(&cluster, &name);
+    let master = cluster.master_of(slot).unwrap();
+    let replica = replica_of(&cluster, master);
+    // The replica takes the slot over without the master's agreement, as an operator would
+    // after losing the master's writes; the client keeps its connection and follows MOVED.
+    let _: String = cluster.nodes[replica].cmd(&["CLUSTER", "FAILOVER", "TAKEOVER"]);
+    eventually(
+        "the replica to serve the slot",
+        Duration::from_secs(10),
+        || async { (cluster.master_of(slot) == Some(replica)).then_some(()) },
+    )
+    .await;
+    // Another Redis process answers for the slot now: it may have missed the lease, so the
+    // next acquire must cool down, whatever the connection saw before.
+    let after = eventually(
+        "the promoted master to answer",
+        Duration::from_secs(10),
+        || async { lease.acquire(ttl, call).await.ok() },
+    )
+    .await;
+    assert!(
+        matches!(after, Acquired::CoolingDown { started: true, .. }),
+        "no cooldown after the failover (token {} before): {after:?}",
+        grant.token
+    );
+}
