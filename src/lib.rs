@@ -17,7 +17,7 @@
 //!   step-down, the [`Leadership`](elector::Leadership) handle and its guard, the observable
 //!   [`Status`](elector::Status). Every decision it makes is a pure function in
 //!   `elector/decide/` (table-tested); the files around it do the I/O: `follow.rs` (the
-//!   follower loop), `lead.rs` (one term: the watchdog and step-down), `terms.rs` (between
+//!   follower loop), `lead.rs` (one term: the watchdog and step-down), `cycle.rs` (between
 //!   terms), `notify.rs` (the release channel), `observer.rs` (the metrics hooks),
 //!   `heartbeat.rs` (the loop's progress, which liveness reads).
 //! - `cli` (the binary's, not API): flags, environment and config file, validated into

@@ -21,8 +21,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use super::watchers::StatusBoard;
-use super::{Eviction, EvictionRefusal, Observer, Role, Status, Timing, decide};
-use crate::lease::{EvictionPolicy, RedisLease};
+use super::{Eviction, EvictionRefusal, Observer, Role, Status, Timing};
+use crate::lease::{EvictionPolicy, LeaseError, RedisLease};
 
 /// What to do when Redis may evict the lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -81,7 +81,7 @@ pub(crate) fn spawn(
                     Eviction::Read(policy)
                 }
                 Err(err) => {
-                    if decide::tells_unreadable(said_unreadable, &err) {
+                    if tells_unreadable(said_unreadable, &err) {
                         warn!(
                             identity = %lease.owner().identity(),
                             lease = %lease.name(),
@@ -150,7 +150,7 @@ fn record(lease: &RedisLease, mode: EvictionMode, status: &StatusBoard, eviction
     let mut newly_unsafe = false;
     status.modify_if(|s| {
         let changed = s.redis.eviction != eviction || s.redis.eviction_refusal != refused;
-        if decide::eviction_news(&s.redis.eviction, &eviction) {
+        if eviction_news(&s.redis.eviction, &eviction) {
             changed_to = Some(eviction.clone());
         }
         newly_unsafe = refused == Some(EvictionRefusal::Unsafe)
@@ -223,6 +223,24 @@ fn refusal(mode: EvictionMode, eviction: &Eviction, cooldown: bool) -> Option<Ev
         _ if mode == EvictionMode::Refuse && eviction.may_evict() => Some(EvictionRefusal::Asked),
         _ => None,
     }
+}
+
+/// Whether a read of the eviction policy is worth saying in the log: the first successful read,
+/// and every change between "may evict" and "does not".
+fn eviction_news(before: &Eviction, now: &Eviction) -> bool {
+    before.may_evict() != now.may_evict()
+        || matches!((before, now), (Eviction::NotRead, Eviction::Read(_)))
+}
+
+/// Whether a failure to read the eviction policy is said (once, until a read succeeds): not
+/// when it was said already, and not for a timeout or a broken link, which the elector's own
+/// calls report.
+fn tells_unreadable(already_told: bool, err: &LeaseError) -> bool {
+    !already_told
+        && !matches!(
+            err,
+            LeaseError::Timeout { .. } | LeaseError::Connection { .. }
+        )
 }
 
 #[cfg(test)]
@@ -352,6 +370,99 @@ mod tests {
         ];
         for (mode, eviction, cooldown, want, why) in cases {
             assert_eq!(refusal(mode, &eviction, cooldown), want, "{why}");
+        }
+    }
+
+    #[test]
+    fn an_eviction_policy_is_said_when_first_read_and_when_it_turns() {
+        let evicting = read(1 << 30, "allkeys-lru");
+        let safe = read(0, "noeviction");
+        let unreadable = Eviction::Unreadable {
+            reason: "NOPERM".into(),
+        };
+        // (before, now) -> news
+        let cases = [
+            (
+                Eviction::NotRead,
+                safe.clone(),
+                true,
+                "the first read is said",
+            ),
+            (
+                Eviction::NotRead,
+                evicting.clone(),
+                true,
+                "an evicting first read too",
+            ),
+            (safe.clone(), safe.clone(), false, "the same again is not"),
+            (
+                evicting.clone(),
+                evicting.clone(),
+                false,
+                "nor an evicting one again",
+            ),
+            (
+                safe.clone(),
+                evicting.clone(),
+                true,
+                "turning to evict is said",
+            ),
+            (evicting.clone(), safe.clone(), true, "and turning back"),
+            (
+                evicting.clone(),
+                read(1 << 20, "volatile-lru"),
+                false,
+                "another evicting policy is no news",
+            ),
+            (
+                Eviction::NotRead,
+                unreadable.clone(),
+                false,
+                "unreadable is said apart",
+            ),
+            (
+                unreadable.clone(),
+                safe.clone(),
+                false,
+                "a read after an unreadable one that does not evict",
+            ),
+            (
+                unreadable,
+                evicting,
+                true,
+                "one after an unreadable one that evicts",
+            ),
+        ];
+        for (before, now, want, why) in cases {
+            assert_eq!(eviction_news(&before, &now), want, "{why}");
+        }
+    }
+
+    #[test]
+    fn an_unreadable_eviction_policy_is_said_once_and_not_for_outages() {
+        let timeout = LeaseError::Timeout {
+            op: "info",
+            after: Duration::from_millis(1_000),
+        };
+        let reset = LeaseError::Connection {
+            op: "info",
+            detail: "reset".into(),
+        };
+        let loading = LeaseError::Loading { op: "info" };
+        // (told already, error) -> tell
+        let cases = [
+            (false, &loading, true, "a refusal or an odd answer is said"),
+            (true, &loading, false, "once"),
+            (
+                false,
+                &timeout,
+                false,
+                "a timeout is the elector's own calls' to report",
+            ),
+            (false, &reset, false, "a broken link too"),
+        ];
+        for (told, err, want, why) in cases {
+            assert_eq!(tells_unreadable(told, err), want, "{why}");
         }
     }
 }

@@ -8,11 +8,11 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use super::decide::{self, FailureLog, GiveBack, Next, Seen, Wakeup};
+use super::decide::{self, GiveBack, Next, Seen, Wakeup};
 use super::notify::Releases;
 use super::{Elector, Eviction, LeaderInfo, Role};
 use crate::clock::BootInstant;
-use crate::lease::{Acquired, Grant, Holder, LeaseError, PreviousTerm};
+use crate::lease::{Acquired, Grant, Holder, LeaseError, PreviousTerm, Retry};
 
 impl Elector {
     /// The follower loop: returns a grant, or `None` at shutdown. `held`: this replica handed
@@ -300,7 +300,7 @@ impl Elector {
         self.observer.redis_error(op, err);
         let identity = self.lease.owner().identity();
         let lease = self.lease.name();
-        match decide::failure_log(err.retry(), failures) {
+        match failure_log(err.retry(), failures) {
             FailureLog::Refused => {
                 error!(%identity, %lease, error = %err, failures, "redis refuses leasehold; backing off until it is fixed")
             }
@@ -325,4 +325,63 @@ impl Elector {
 /// announcement of the release it made itself, which would only hand the lease back to it.
 fn wakes_held_off(wakeup: &Wakeup, own_term: &str) -> bool {
     !matches!(wakeup, Wakeup::Released(term) if term == own_term)
+}
+
+/// How a failed Redis call is logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FailureLog {
+    /// An error: Redis refuses leasehold (a configuration fault) and the elector backs off.
+    Refused,
+    /// A warning: the first failure of a run, and every tenth.
+    Warn,
+    /// Debug: the failures in between, which would flood the log during an outage.
+    Quiet,
+}
+
+/// How loud the `failures`-th failure in a row is, given whether it is worth retrying soon.
+fn failure_log(retry: Retry, failures: u32) -> FailureLog {
+    match retry {
+        Retry::BackOff => FailureLog::Refused,
+        Retry::Soon if failures == 1 || failures.is_multiple_of(10) => FailureLog::Warn,
+        Retry::Soon => FailureLog::Quiet,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redis_failures_are_loud_once_and_then_every_tenth() {
+        use FailureLog::*;
+        // (retry, failures in a row) -> log
+        let cases = [
+            (
+                Retry::Soon,
+                1,
+                Warn,
+                "the first failure of an outage is said",
+            ),
+            (Retry::Soon, 2, Quiet, "the next ones are not"),
+            (Retry::Soon, 9, Quiet, "up to the ninth"),
+            (Retry::Soon, 10, Warn, "the tenth is said again"),
+            (Retry::Soon, 20, Warn, "and every tenth after"),
+            (Retry::Soon, 21, Quiet, "but not those in between"),
+            (
+                Retry::BackOff,
+                1,
+                Refused,
+                "a refusal is an error from the first",
+            ),
+            (
+                Retry::BackOff,
+                7,
+                Refused,
+                "and every time: it needs fixing",
+            ),
+        ];
+        for (retry, failures, want, why) in cases {
+            assert_eq!(failure_log(retry, failures), want, "{why}");
+        }
+    }
 }

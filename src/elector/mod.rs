@@ -10,10 +10,11 @@
 //!
 //! Here: the elector, its options, and the assembly of its tasks in `run`. The follower loop is
 //! in `follow.rs`, one term as leader (the watchdog and step-down) in `lead.rs`, the cycle
-//! between terms in `terms.rs`, the release channel in `notify.rs`, the status and its one way in
+//! between terms in `cycle.rs`, the release channel in `notify.rs`, the status and its one way in
 //! (`StatusBoard`, which tells the watchers) in `watchers.rs`, the metrics hooks in
 //! `observer.rs`; every decision they make is a pure function in `decide/` (table-tested).
 
+mod cycle;
 /// The pure core: the elector's decisions as functions of time and of what Redis said. Public
 /// (and hidden from the docs) only so that the model checker in `tests/model` calls the very
 /// functions the elector calls; not a stable API.
@@ -29,7 +30,6 @@ mod notices;
 mod notify;
 mod observer;
 mod status;
-mod terms;
 mod timing;
 mod watchers;
 

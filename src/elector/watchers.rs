@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use super::{Candidacy, Observer, Role, Status, decide};
+use super::{Candidacy, Observer, Role, Status};
 use crate::lease::FencingToken;
 
 /// What a watcher is told about: a change in any of these is an event.
@@ -119,7 +119,7 @@ impl StatusBoard {
                     if s.candidacy == now {
                         return false;
                     }
-                    became_unhealthy = decide::newly_unhealthy(&s.candidacy, &now);
+                    became_unhealthy = newly_unhealthy(&s.candidacy, &now);
                     s.candidacy = now.clone();
                     true
                 });
@@ -301,6 +301,11 @@ impl Watchers {
     }
 }
 
+/// Whether the candidate check has just put this replica out (the metric counts these).
+fn newly_unhealthy(before: &Candidacy, now: &Candidacy) -> bool {
+    matches!(now, Candidacy::Unhealthy { .. }) && !matches!(before, Candidacy::Unhealthy { .. })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,5 +442,55 @@ mod tests {
             rx.try_recv().map(|e| (e.number, e.status.token())),
             Ok((21, Some(FencingToken(21))))
         );
+    }
+
+    #[test]
+    fn the_candidate_check_counts_each_fall_into_unhealthy_once() {
+        let unhealthy = |r: &str| Candidacy::Unhealthy { reason: r.into() };
+        let pending = Candidacy::Pending {
+            reason: "initial delay".into(),
+        };
+        // (before, now) -> newly unhealthy
+        let cases = [
+            (
+                Candidacy::Healthy,
+                unhealthy("probe failed"),
+                true,
+                "healthy to unhealthy",
+            ),
+            (
+                pending.clone(),
+                unhealthy("probe failed"),
+                true,
+                "pending to unhealthy",
+            ),
+            (
+                Candidacy::Unchecked,
+                unhealthy("x"),
+                true,
+                "unchecked to unhealthy",
+            ),
+            (
+                unhealthy("a"),
+                unhealthy("b"),
+                false,
+                "new words, the same fall",
+            ),
+            (
+                unhealthy("a"),
+                Candidacy::Healthy,
+                false,
+                "recovering is not a fall",
+            ),
+            (
+                Candidacy::Healthy,
+                pending,
+                false,
+                "pending is not unhealthy",
+            ),
+        ];
+        for (before, now, want, why) in cases {
+            assert_eq!(newly_unhealthy(&before, &now), want, "{why}");
+        }
     }
 }

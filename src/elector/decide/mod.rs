@@ -1,42 +1,43 @@
 //! The elector's decisions as pure functions of the time and of what Redis said: no I/O, so
 //! every case is a row in a table test (one `#[test]` per decision, each row a sentence). The
 //! I/O files of the elector (`follow.rs`, `lead.rs`, `notify.rs`, `eviction.rs`, `watchers.rs`,
-//! `terms.rs`) call these and act on the answer.
+//! `cycle.rs`) call these and act on the answer.
 //!
 //! - `watchdog`: one term as leader: its deadlines from the send instant, the watchdog's step,
 //!   a late reply, the retry after a failed renewal, the guard's comparison, the label of a
 //!   term whose work ended late, how long stopping work may take.
 //! - `follower`: the follower's waits (also under the polling baseline and a one-shot lock);
-//!   `observed`: the observed-time rule, which release lets go of a holder, what to give back
+//!   `sighting`: the observed-time rule, which release lets go of a holder, what to give back
 //!   after an acquire that raced shutdown, when the leader seen has changed.
-//! - `term`: between terms: whether to contend again, short terms and their pacing, the
+//! - `between`: between terms: whether to contend again, short terms and their pacing, the
 //!   hold-off after a handover and the successor's reservation.
 //! - `channel`: the release channel's keepalive and resubscribe back-off; `herd`: the spread
 //!   of a release's wake-ups.
-//! - `health`: how Redis failures are logged, the eviction policy's consequences, the
-//!   candidate check turning unhealthy.
+//!
+//! A one-line predicate with one caller stays beside its caller with its rows: how loud a
+//! failed Redis call is (`follow.rs`), whether an eviction policy read is news and whether an
+//! unreadable one is said (`eviction.rs`), when the candidate check put this replica out
+//! (`watchers.rs`).
 
+mod between;
 mod channel;
 mod follower;
-mod health;
 mod herd;
-mod observed;
-mod term;
+mod sighting;
 mod watchdog;
 
 use std::time::Duration;
 
-pub(crate) use channel::Wakeup;
-pub use channel::{Keepalive, keepalive, resubscribe_backoff};
-pub use follower::{FollowerStrategy, Next, Seen, follower_wait, next_try, seen_by};
-pub use health::{FailureLog, eviction_news, failure_log, newly_unhealthy, tells_unreadable};
-pub(crate) use herd::herd_delay;
-pub(crate) use observed::announces_release;
-pub use observed::{GiveBack, give_back, leader_changed, observation_stands};
-pub use term::{
+pub use between::{
     BetweenTerms, HoldOff, between_terms, contends_again, held_off_wait, hold_off_after,
     is_short_term, pause_after_term, reservation, yield_to_others,
 };
+pub(crate) use channel::Wakeup;
+pub use channel::{Keepalive, keepalive, resubscribe_backoff};
+pub use follower::{FollowerStrategy, Next, Seen, follower_wait, next_try, seen_by};
+pub(crate) use herd::herd_delay;
+pub(crate) use sighting::announces_release;
+pub use sighting::{GiveBack, give_back, leader_changed, observation_stands};
 pub use watchdog::{
     Deadlines, LAST_TURN, WatchdogStep, WorkStop, after_renewal, label_work_end,
     retry_after_failure, watchdog_step, within_validity, work_stop,
