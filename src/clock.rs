@@ -92,7 +92,7 @@ fn monotonic_fallback() -> Duration {
 /// A future that a [`Clock`] resolves at an instant.
 pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
-/// Where the elector and the guard read the time from. The default is [`BootClock`]; tests
+/// Where the elector and `Leadership::check` read the time from. The default is [`BootClock`]; tests
 /// inject a `ShiftedClock` (test-only) to simulate a suspend without suspending the machine.
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// The current instant on this clock.

@@ -2,9 +2,9 @@
 //!
 //! The holder of the lease is the leader: it runs the leader's work and renews the lease with a
 //! watchdog. The moment it can no longer prove that it still holds the lease, it steps down:
-//! its work is cancelled, its guard refuses, and it says why. The safety argument (one atomic
+//! its work is cancelled, its `check()` refuses, and it says why. The safety argument (one atomic
 //! acquire, compare-and-set renew and release, a validity deadline on the boot-time clock, a
-//! synchronous guard, fencing tokens that never go backwards, a cooldown after Redis lost its
+//! synchronous check before each side effect, fencing tokens that never go backwards, a cooldown after Redis lost its
 //! data) is in docs/DESIGN.md; the code follows it point by point.
 //!
 //! # Layout
@@ -14,7 +14,7 @@
 //!   the release channel; the targets (one Redis, Sentinel, Cluster) and their TLS and ACL.
 //!   No loops, no policy.
 //! - [`elector`]: the state machine around them: follower waits, the leader's watchdog,
-//!   step-down, the [`Leadership`](elector::Leadership) handle and its guard, the observable
+//!   step-down, the [`Leadership`](elector::Leadership) handle and its `check()`, the observable
 //!   [`Status`](elector::Status). Every decision it makes is a pure function in
 //!   `elector/decide/` (table-tested); the files around it do the I/O: `follow.rs` (the
 //!   follower loop), `lead.rs` (one term: the watchdog and step-down), `cycle.rs` (between

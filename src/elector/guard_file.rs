@@ -16,7 +16,7 @@ impl Elector {
     /// every renewal; zeroed at step-down before anything else. The deadlines are the elector's
     /// clock's (the boot clock unless a test shifted it).
     pub fn with_guard_file(mut self, guard: Arc<GuardFile>) -> Self {
-        self.guard = Some(guard);
+        self.guard_file = Some(guard);
         self
     }
 
@@ -24,7 +24,7 @@ impl Elector {
     /// (zeroed, or an earlier deadline of this term): the command's checks refuse sooner, never
     /// later.
     pub(super) fn publish_term(&self, token: FencingToken, valid_until: BootInstant) {
-        if let Some(guard) = &self.guard
+        if let Some(guard) = &self.guard_file
             && let Err(err) = guard.publish(token, valid_until)
         {
             warn!(
@@ -40,7 +40,9 @@ impl Elector {
 
     /// The term ended: zero the record, or else remove the file (which needs no space).
     pub(super) fn zero_guard_file(&self, token: FencingToken) {
-        let Some(guard) = &self.guard else { return };
+        let Some(guard) = &self.guard_file else {
+            return;
+        };
         let Err(err) = guard.revoke() else { return };
         let removed = std::fs::remove_file(guard.path());
         warn!(

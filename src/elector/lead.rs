@@ -1,5 +1,5 @@
 //! The leader's side: one term. Start the work, renew through the watchdog on the boot clock
-//! until something ends the term, then step down in order: revoke (the guard refuses, readiness
+//! until something ends the term, then step down in order: revoke (`check()` refuses, readiness
 //! flips), cancel the work, record the reason, wait for the work (never past the validity
 //! deadline), release.
 
@@ -220,7 +220,7 @@ impl Elector {
             .await
     }
 
-    /// Step-down, in order: zero the guard file, revoke (guard refuses, readiness flips), cancel
+    /// Step-down, in order: zero the guard file, revoke (`check()` refuses, readiness flips), cancel
     /// the work, record the reason, wait for the work to stop (never past the validity
     /// deadline), release.
     async fn step_down(

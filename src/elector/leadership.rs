@@ -1,4 +1,4 @@
-//! The handle that leader work holds: the fencing token, a synchronous guard, and a future
+//! The handle that leader work holds: the fencing token, a synchronous check (`check()`), and a future
 //! that resolves at step-down. Only a `Leadership` can do leader things.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,7 +30,7 @@ struct Inner {
     /// The validity deadline in nanoseconds of the boot clock. It stays readable after the
     /// term ended: until then, the lease cannot pass to anyone else.
     valid_until: AtomicU64,
-    /// Set once, at step-down; from then on the guard refuses.
+    /// Set once, at step-down; from then on `check()` refuses.
     revoked: OnceLock<StepDownReason>,
     cancel: CancellationToken,
     clock: SharedClock,
@@ -118,7 +118,7 @@ impl Leadership {
         self.inner.acquired_at
     }
 
-    /// The guard: `Ok(token)` while this term is valid, refused once the elector stepped down
+    /// The check before each side effect: `Ok(token)` while this term is valid, refused once the elector stepped down
     /// or the validity deadline passed, even when the watchdog has not woken up yet (after a
     /// pause, the work may run before the watchdog does). Synchronous and cheap: call it right
     /// before each side effect.
@@ -224,7 +224,7 @@ impl Leadership {
             .fetch_max(nanos(until), Ordering::SeqCst);
     }
 
-    /// Ends the term: the guard refuses from this instant on. Cancellation of the work is a
+    /// Ends the term: `check()` refuses from this instant on. Cancellation of the work is a
     /// separate step ([`cancel`](Self::cancel)) so that the step-down order stays explicit.
     pub(crate) fn revoke(&self, reason: StepDownReason) {
         let _ = self.inner.revoked.set(reason);

@@ -4,7 +4,7 @@
 //! is announced, or (without the release channel) the retry period passes. A leader runs its
 //! work and a watchdog that renews every retry period, and steps down at once when the lease is
 //! not ours any more, the renew deadline or the validity deadline passed, the work ended, or
-//! the process shuts down. Step-down is one sequence: mark not-leader (the guard refuses,
+//! the process shuts down. Step-down is one sequence: mark not-leader (`check()` refuses,
 //! readiness flips), cancel the work, record the reason, wait for the work to stop (never past
 //! the validity deadline), then release the lease if it may still be ours.
 //!
@@ -75,7 +75,7 @@ pub struct Elector {
     stop_when_work_ends: bool,
     followers: FollowerStrategy,
     eviction: EvictionMode,
-    guard: Option<Arc<crate::guard::GuardFile>>,
+    guard_file: Option<Arc<crate::guard::GuardFile>>,
     candidacy: Option<watch::Receiver<Candidacy>>,
     /// `Some(wait)`: one term only, and give up contending once `wait` has passed.
     one_term: Option<Duration>,
@@ -107,7 +107,7 @@ impl Elector {
             stop_when_work_ends: false,
             followers: FollowerStrategy::Notified,
             eviction: EvictionMode::Warn,
-            guard: None,
+            guard_file: None,
             candidacy: None,
             one_term: None,
             notices: notices::Said::default(),

@@ -82,7 +82,7 @@ pub enum ExecError {
         /// Its exit code (128 + signal number when a signal ended it).
         code: i32,
     },
-    /// The guard refused before the command could start.
+    /// `Leadership::check` refused before the command could start.
     #[error(transparent)]
     NotLeader(#[from] NotLeader),
     /// At start: no file of the command's name (as a path, or on `$PATH`).

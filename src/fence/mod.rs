@@ -53,7 +53,7 @@ pub enum FenceError {
         /// The object.
         resource: String,
     },
-    /// The guard refused before the write was sent.
+    /// `Leadership::check` refused before the write was sent.
     #[error(transparent)]
     NotLeader(#[from] NotLeader),
     /// A Kubernetes API call failed.

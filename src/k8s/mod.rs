@@ -86,7 +86,7 @@ pub enum K8sError {
         /// The name the mirror would take.
         name: String,
     },
-    /// The guard refused a leader write.
+    /// `Leadership::check` refused a leader write.
     #[error(transparent)]
     NotLeader(#[from] NotLeader),
 }

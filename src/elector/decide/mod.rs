@@ -4,7 +4,7 @@
 //! `cycle.rs`) call these and act on the answer.
 //!
 //! - `watchdog`: one term as leader: its deadlines from the send instant, the watchdog's step,
-//!   a late reply, the retry after a failed renewal, the guard's comparison, the label of a
+//!   a late reply, the retry after a failed renewal, `check()`'s comparison, the label of a
 //!   term whose work ended late, how long stopping work may take.
 //! - `follower`: the follower's waits (also under the polling baseline and a one-shot lock);
 //!   `sighting`: the observed-time rule, which release lets go of a holder, what to give back

@@ -1,5 +1,5 @@
 //! One term as leader: its deadlines, what the watchdog does when it wakes, a renewal's reply
-//! that came back late, the retry after a failed renewal, the guard's comparison, and the end
+//! that came back late, the retry after a failed renewal, `check()`'s comparison, and the end
 //! of a term whose work stopped late.
 
 use std::time::Duration;
@@ -106,7 +106,7 @@ pub fn retry_after_failure(
         .min(renew_by)
 }
 
-/// The guard's comparison: whether a term whose validity deadline is `valid_until` may still act
+/// `Leadership::check`'s comparison: whether a term whose validity deadline is `valid_until` may still act
 /// at `now` (strictly before the deadline). [`Leadership::check`](crate::elector::Leadership::check)
 /// refuses exactly when this is false, or when the term was revoked.
 pub fn within_validity(now: BootInstant, valid_until: BootInstant) -> bool {
@@ -114,7 +114,7 @@ pub fn within_validity(now: BootInstant, valid_until: BootInstant) -> bool {
 }
 
 /// How a term whose work ended on its own (`reason`, with the work's words `detail`) at `now`
-/// is labelled: work that gave up because its guard refused after a pause ended *because* the
+/// is labelled: work that gave up because its `check()` refused after a pause ended *because* the
 /// validity deadline passed, so that is the reason, and the work's words (or, without any, its
 /// own reason) are kept as the detail.
 pub fn label_work_end(
@@ -134,7 +134,7 @@ pub fn label_work_end(
 /// How long work whose validity deadline passed before its step-down (a pause) may take to
 /// stop on its own before it is aborted: enough for a task to be scheduled and finish acting on
 /// its cancellation. The supervisor sends SIGKILL the moment it runs; this is its time to see
-/// every process gone, reap them and say so. Its guard refuses throughout.
+/// every process gone, reap them and say so. Its `check()` refuses throughout.
 pub const LAST_TURN: Duration = Duration::from_millis(100);
 
 /// How long a cancelled term's work may take to stop before it is aborted.
@@ -366,7 +366,7 @@ mod tests {
     }
 
     #[test]
-    fn the_guard_refuses_from_the_deadline_on() {
+    fn check_refuses_from_the_deadline_on() {
         // (now, valid until) -> may act
         let cases = [
             (2_999, 3_000, true, "a millisecond before the deadline"),
@@ -406,7 +406,7 @@ mod tests {
                     ValidityDeadlinePassed,
                     words("not leader: the validity deadline passed"),
                 ),
-                "work that gave up on its refused guard ended because of the deadline",
+                "work that gave up on its refused check ended because of the deadline",
             ),
             (
                 WorkEnded,
