@@ -203,11 +203,11 @@ mod boot_timer {
     }
 }
 
-/// Only for tests (the crate's own, and with the `test-clock` feature, which the integration
+/// Only for tests (the crate's own, and with the `test-internals` feature, which the integration
 /// tests turn on through the dev-dependency on this crate): not API.
-#[cfg(any(test, feature = "test-clock"))]
+#[cfg(any(test, feature = "test-internals"))]
 mod shifted;
-#[cfg(any(test, feature = "test-clock"))]
+#[cfg(any(test, feature = "test-internals"))]
 #[doc(hidden)]
 pub use shifted::ShiftedClock;
 

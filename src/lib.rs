@@ -110,16 +110,16 @@ pub mod status_file;
 pub mod telemetry;
 
 // The binary's command line and commands: not API. `main` below is all the binary calls; the
-// tests reach inside through the test-only `test-cli` feature.
-#[cfg(all(feature = "cli", not(feature = "test-cli")))]
+// tests reach inside through the test-only `test-internals` feature.
+#[cfg(all(feature = "cli", not(feature = "test-internals")))]
 #[allow(dead_code, unused_imports)]
 mod cli;
-#[cfg(feature = "test-cli")]
+#[cfg(feature = "test-internals")]
 pub mod cli;
-#[cfg(all(feature = "cli", not(feature = "test-cli")))]
+#[cfg(all(feature = "cli", not(feature = "test-internals")))]
 #[allow(dead_code, unused_imports)]
 mod cmd;
-#[cfg(feature = "test-cli")]
+#[cfg(feature = "test-internals")]
 pub mod cmd;
 
 /// The `leasehold` binary: parses the command line of this process (with its environment and

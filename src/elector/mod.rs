@@ -16,10 +16,13 @@
 
 mod cycle;
 /// The pure core: the elector's decisions as functions of time and of what Redis said. Public
-/// (and hidden from the docs) only so that the model checker in `tests/model` calls the very
-/// functions the elector calls; not a stable API.
+/// only with the test-only `test-internals` feature, so that the model checker in `tests/model`
+/// calls the very functions the elector calls; not API.
+#[cfg(feature = "test-internals")]
 #[doc(hidden)]
 pub mod decide;
+#[cfg(not(feature = "test-internals"))]
+mod decide;
 mod eviction;
 mod follow;
 mod guard_file;
@@ -33,9 +36,10 @@ mod status;
 mod timing;
 mod watchers;
 
-/// Not API: the polling follower, client-go's way, kept only as the baseline that the benchmark
-/// harness (and the tests that compare against it) measure leasehold's follower against. It may
-/// change or go without notice.
+/// Not API (only with `test-internals`): the polling follower, client-go's way, kept only as the
+/// baseline that the benchmark harness (and the tests that compare against it) measure
+/// leasehold's follower against. It may change or go without notice.
+#[cfg(feature = "test-internals")]
 #[doc(hidden)]
 pub mod benchmark_only {
     pub use super::decide::FollowerStrategy;
@@ -63,7 +67,7 @@ use watchers::StatusBoard;
 pub use watchers::{HISTORY, Numbered, Watchers};
 
 use crate::lease::RedisLease;
-use benchmark_only::FollowerStrategy;
+use decide::FollowerStrategy;
 use observer::NoObserver;
 
 /// The leader elector for one lease.
@@ -146,6 +150,7 @@ impl Elector {
 
     /// Not API: chooses how followers wait (the default is `FollowerStrategy::Notified`); the
     /// polling baseline exists only for the benchmark harness.
+    #[cfg(feature = "test-internals")]
     #[doc(hidden)]
     pub fn with_follower_strategy(mut self, strategy: FollowerStrategy) -> Self {
         self.followers = strategy;

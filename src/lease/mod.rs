@@ -15,8 +15,12 @@ mod keys;
 mod options;
 mod outcome;
 mod pubsub;
+// Public only to the model (`test-internals`), which counts the Sentinels' answers with it.
+#[cfg(feature = "test-internals")]
 #[doc(hidden)]
 pub mod quorum;
+#[cfg(not(feature = "test-internals"))]
+mod quorum;
 mod remove;
 mod reply;
 mod roster;
@@ -46,6 +50,8 @@ pub use outcome::{
 pub use pubsub::{DATA_LOSS_NOTICE, HANDOVER_NUDGE, Heard, Release, ReleaseSubscription};
 pub use remove::{InForce, Removal};
 use reply::{int, millis, parse_acquire, parse_observe, parse_renew, protocol};
+// The scripts' text, for the model's mirror of them (`test-internals`).
+#[cfg(feature = "test-internals")]
 #[doc(hidden)]
 pub use scripts::source as script_source;
 use scripts::{ACQUIRE_SCRIPT, OBSERVE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};

@@ -17,7 +17,8 @@ pub enum FollowerStrategy {
     Notified,
     /// client-go's way, for comparison: try every retry period with jitter (× 1.2), with no
     /// release channel and no TTL wake-up. Graceful handoff and crash failover then wait for
-    /// the next poll.
+    /// the next poll. Chosen only by the benchmarks and the tests (`test-internals`).
+    #[cfg_attr(not(feature = "test-internals"), allow(dead_code))]
     Polling,
 }
 

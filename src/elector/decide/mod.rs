@@ -28,19 +28,21 @@ mod watchdog;
 
 use std::time::Duration;
 
-pub use between::{
-    BetweenTerms, HoldOff, between_terms, contends_again, held_off_wait, hold_off_after,
-    is_short_term, pause_after_term, reservation, yield_to_others,
-};
+pub use between::{HoldOff, between_terms, contends_again, held_off_wait, reservation};
+// What only the model reads apart: the parts `between_terms` is made of.
+#[cfg(feature = "test-internals")]
+pub use between::{BetweenTerms, hold_off_after, is_short_term, pause_after_term, yield_to_others};
 pub(crate) use channel::Wakeup;
 pub use channel::{Keepalive, keepalive, resubscribe_backoff};
 pub use follower::{FollowerStrategy, Next, Seen, follower_wait, next_try, seen_by};
 pub(crate) use herd::herd_delay;
 pub(crate) use sighting::announces_release;
 pub use sighting::{GiveBack, give_back, leader_changed, observation_stands};
+#[cfg(feature = "test-internals")]
+pub use watchdog::LAST_TURN;
 pub use watchdog::{
-    Deadlines, LAST_TURN, WatchdogStep, WorkStop, after_renewal, label_work_end,
-    retry_after_failure, watchdog_step, within_validity, work_stop,
+    Deadlines, WatchdogStep, WorkStop, after_renewal, label_work_end, retry_after_failure,
+    watchdog_step, within_validity, work_stop,
 };
 
 /// The longest a misconfigured Redis (wrong password, missing permission) is left alone, and
