@@ -82,6 +82,7 @@ impl Replica {
         Self::spawn_with_env(redis_url, lease, name, args, command, &[])
     }
 
+    /// [`spawn`](Self::spawn) with `env` added to its environment.
     pub fn spawn_with_env(
         redis_url: &str,
         lease: &str,
@@ -90,15 +91,7 @@ impl Replica {
         command: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        Self::spawn_from(
-            Command::new(leasehold_bin()),
-            redis_url,
-            lease,
-            name,
-            args,
-            command,
-            env,
-        )
+        Self::start(redis_url, lease, name, args, command, env).healthy()
     }
 
     /// Like [`Replica::spawn_with_env`], from `cmd`: the binary, or a command that runs it (as
@@ -113,11 +106,15 @@ impl Replica {
         command: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        let mut replica = Self::start_from(cmd, redis_url, lease, name, args, command, env);
-        if let Err(why) = replica.wait_healthy(Duration::from_secs(10)) {
-            panic!("{name} {why}:\n{}", replica.log_text());
+        Self::start_from(cmd, redis_url, lease, name, args, command, env).healthy()
+    }
+
+    /// Itself once it answers `/healthz`; panics with its log when it does not within 10 s.
+    fn healthy(mut self) -> Self {
+        if let Err(why) = self.wait_healthy(Duration::from_secs(10)) {
+            panic!("{} {why}:\n{}", self.identity, self.log_text());
         }
-        replica
+        self
     }
 
     /// Starts `leasehold run` as [`spawn_with_env`](Self::spawn_with_env) does, without waiting
