@@ -91,9 +91,8 @@ pub struct RunArgs {
     /// the schedule the seed draws for --faults (or --long); required by `replay`.
     #[arg(long, value_delimiter = ',')]
     pub kinds: Vec<String>,
-    /// PostgreSQL as a second fenced resource (needs the fence-postgres feature and Debian's
-    /// postgresql package).
-    #[arg(long, value_enum, default_value_t = if cfg!(feature = "fence-postgres") { Switch::On } else { Switch::Off })]
+    /// PostgreSQL as a second fenced resource (needs Debian's postgresql package).
+    #[arg(long, value_enum, default_value_t = Switch::On)]
     pub postgres: Switch,
     /// The Redis deployment; sentinel and cluster draw the process faults and their own.
     #[arg(long, value_enum, default_value_t = Topology::Single)]
@@ -190,11 +189,6 @@ pub struct RunConfig {
 impl RunArgs {
     /// Resolves paths and presets.
     pub fn resolve(self) -> anyhow::Result<RunConfig> {
-        if self.postgres == Switch::On && !cfg!(feature = "fence-postgres") {
-            bail!(
-                "--postgres on: this program was built without the fence-postgres feature (cargo build --example chaos --features fence-postgres)"
-            );
-        }
         if self.replicas < 2 {
             bail!(
                 "--replicas {}: at least 2 are needed for a failover",

@@ -77,7 +77,6 @@ pub mod mixed;
 pub mod nemesis;
 pub mod params;
 pub mod pg;
-#[cfg(feature = "fence-postgres")]
 pub mod pgwrite;
 pub mod redis_cli;
 pub mod replica;

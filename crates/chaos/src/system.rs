@@ -235,17 +235,10 @@ fn kill_helpers(pids: &[u32]) {
     }
 }
 
-#[cfg(feature = "fence-postgres")]
 fn prepare_pg(runtime: &Runtime, server: &PostgresServer) -> anyhow::Result<()> {
     runtime.block_on(crate::pgwrite::prepare(server.addr()))
 }
 
-#[cfg(not(feature = "fence-postgres"))]
-fn prepare_pg(_: &Runtime, _: &PostgresServer) -> anyhow::Result<()> {
-    anyhow::bail!("PostgreSQL needs the fence-postgres feature")
-}
-
-#[cfg(feature = "fence-postgres")]
 fn read_pg(runtime: &Runtime, server: &PostgresServer) -> PgCollected {
     match runtime.block_on(crate::pgwrite::read_back(server.addr())) {
         Ok((writes, refused)) => PgCollected {
@@ -257,13 +250,5 @@ fn read_pg(runtime: &Runtime, server: &PostgresServer) -> PgCollected {
             error: Some(format!("{e:#}")),
             ..PgCollected::default()
         },
-    }
-}
-
-#[cfg(not(feature = "fence-postgres"))]
-fn read_pg(_: &Runtime, _: &PostgresServer) -> PgCollected {
-    PgCollected {
-        error: Some("PostgreSQL needs the fence-postgres feature".into()),
-        ..PgCollected::default()
     }
 }

@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use crate::config::{PG_ENV, PG_FENCING_ENV, RESOURCE_ENV, WRITE_INTERVAL_ENV};
-#[cfg(feature = "fence-postgres")]
 use crate::pgwrite::PgWriter;
 
 /// The variables leasehold gives its command.
@@ -71,10 +70,8 @@ pub struct Settings {
     /// Time between two writes.
     pub interval: Duration,
     /// PostgreSQL's address, when the harness runs one.
-    #[cfg_attr(not(feature = "fence-postgres"), allow(dead_code))]
     pub postgres: Option<SocketAddr>,
     /// Whether the PostgreSQL write advances the token row first (off: the negative control).
-    #[cfg_attr(not(feature = "fence-postgres"), allow(dead_code))]
     pub pg_fencing: bool,
 }
 
@@ -97,9 +94,6 @@ impl Settings {
             ),
             _ => None,
         };
-        if postgres.is_some() && !cfg!(feature = "fence-postgres") {
-            anyhow::bail!("{PG_ENV} is set, but this program was built without fence-postgres");
-        }
         let pg_fencing = std::env::var(PG_FENCING_ENV).as_deref() != Ok("off");
         Ok(Self {
             resource,
@@ -137,7 +131,6 @@ pub fn run(settings: &Settings) -> anyhow::Result<()> {
     }
     let pid = std::process::id();
     let born = Instant::now();
-    #[cfg(feature = "fence-postgres")]
     let mut pg = settings
         .postgres
         .map(|addr| PgWriter::new(addr, settings.pg_fencing));
@@ -167,7 +160,6 @@ pub fn run(settings: &Settings) -> anyhow::Result<()> {
                 link = None;
             }
         }
-        #[cfg(feature = "fence-postgres")]
         if let Some(pg) = pg.as_mut() {
             pg.write(token, &identity, pid, seq, role.letter());
         }
