@@ -28,7 +28,8 @@ impl Elector {
         let timing = self.timing;
         let clock = self.lease.clock().clone();
         let mut failures: u32 = 0;
-        // A data-loss cooldown seen before the win: the term before ended with Redis's data.
+        // A data-loss cooldown seen before the win, and no holder since: the term before ended
+        // with Redis's data.
         let mut cooled = false;
         // The holder seen last and until when it keeps its term as far as this follower knows,
         // and whether a release was announced since (client-go's observed-time rule).
@@ -135,6 +136,8 @@ impl Elector {
                 }
                 Ok(Acquired::HeldBy(holder)) => {
                     failures = 0;
+                    // A term after the loss: the one before a later win is this holder's.
+                    cooled = false;
                     self.redis_ok();
                     self.note_holder(&holder);
                     if let Some(left) = holder.remaining {

@@ -1,7 +1,8 @@
 //! A new leader's "became leader" line says how the term before it ended, read from the real
 //! log of real replicas on a real redis-server: a Redis that is new (or lost its data), a
 //! release at shutdown, a holder killed (its term expired), a handover that names the
-//! successor, and Redis losing its data under a running term.
+//! successor, and Redis losing its data under a running term; and replicas that all waited out
+//! a new Redis's cooldown, whose later terms did not end with the data.
 
 use std::time::Duration;
 
@@ -97,4 +98,31 @@ fn a_new_leader_says_how_the_previous_term_ended() {
         })
     });
     assert_eq!(previous, "data_loss");
+}
+
+#[test]
+fn followers_that_waited_out_the_first_cooldown_say_how_later_terms_ended() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("succession-cooled");
+    // All three start on a new Redis, so every one of them sees the data-loss cooldown before
+    // the first term; the terms after it did not end with the data.
+    let replicas: Vec<_> = ["a", "b", "c"]
+        .into_iter()
+        .map(|name| Replica::spawn(&redis.url(), &lease, name, &FAST, &[]))
+        .collect();
+    let (first, previous) = next_leader(&replicas, &[]);
+    assert_eq!(previous, "data_loss", "{}", replicas[first].log_text());
+    for r in &replicas {
+        wait_for("every replica to follow the first leader", WAIT, || {
+            (r.leader()["leader"] == replicas[first].identity.as_str()).then_some(())
+        });
+    }
+
+    replicas[first].signal(Signal::SIGTERM);
+    let (second, previous) = next_leader(&replicas, &[first]);
+    assert_eq!(previous, "released", "{}", replicas[second].log_text());
+
+    replicas[second].signal(Signal::SIGKILL);
+    let (third, previous) = next_leader(&replicas, &[first, second]);
+    assert_eq!(previous, "expired", "{}", replicas[third].log_text());
 }
