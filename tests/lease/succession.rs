@@ -37,6 +37,19 @@ fn next_leader(replicas: &[Replica], not: &[usize]) -> (usize, String) {
     })
 }
 
+/// The leader `first` shuts down (the next leader says `released`), then that one is killed
+/// (the one after it says `expired`); the indices of the two new leaders.
+fn released_then_expired(replicas: &[Replica], first: usize) -> (usize, usize) {
+    replicas[first].signal(Signal::SIGTERM);
+    let (second, previous) = next_leader(replicas, &[first]);
+    assert_eq!(previous, "released", "{}", replicas[second].log_text());
+
+    replicas[second].signal(Signal::SIGKILL);
+    let (third, previous) = next_leader(replicas, &[first, second]);
+    assert_eq!(previous, "expired", "{}", replicas[third].log_text());
+    (second, third)
+}
+
 #[test]
 fn a_new_leader_says_how_the_previous_term_ended() {
     let mut redis = RedisServer::start();
@@ -49,15 +62,7 @@ fn a_new_leader_says_how_the_previous_term_ended() {
     assert_eq!(previous, "data_loss", "{}", replicas[first].log_text());
     replicas.extend([spawn("b"), spawn("c"), spawn("d")]);
 
-    // A shutdown releases.
-    replicas[first].signal(Signal::SIGTERM);
-    let (second, previous) = next_leader(&replicas, &[first]);
-    assert_eq!(previous, "released", "{}", replicas[second].log_text());
-
-    // A killed holder's term runs out.
-    replicas[second].signal(Signal::SIGKILL);
-    let (third, previous) = next_leader(&replicas, &[first, second]);
-    assert_eq!(previous, "expired", "{}", replicas[third].log_text());
+    let (second, third) = released_then_expired(&replicas, first);
 
     // A handover that names the successor.
     let to = (0..replicas.len())
@@ -118,11 +123,5 @@ fn followers_that_waited_out_the_first_cooldown_say_how_later_terms_ended() {
         });
     }
 
-    replicas[first].signal(Signal::SIGTERM);
-    let (second, previous) = next_leader(&replicas, &[first]);
-    assert_eq!(previous, "released", "{}", replicas[second].log_text());
-
-    replicas[second].signal(Signal::SIGKILL);
-    let (third, previous) = next_leader(&replicas, &[first, second]);
-    assert_eq!(previous, "expired", "{}", replicas[third].log_text());
+    released_then_expired(&replicas, first);
 }
