@@ -4,13 +4,14 @@
 //! the readme and the sources, not the test kit.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
 /// Runs `cargo ARGS` in the repository; panics with its output when it fails.
 fn cargo(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO"))
+    let out = testbed::cargo::command(Path::new(env!("CARGO")))
         .args(args)
         .current_dir(harness::repo())
         .output()

@@ -2,7 +2,6 @@
 //! (the `leasehold` binary and the examples), found beside the test's own executable.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 /// The repository: the workspace's root, two levels above this crate.
@@ -48,7 +47,7 @@ pub fn leasehold_bin() -> &'static str {
 pub fn example(name: &str) -> PathBuf {
     let path = profile_dir().join("examples").join(name);
     if !path.exists() {
-        let status = Command::new(env!("CARGO"))
+        let status = testbed::cargo::command(Path::new(env!("CARGO")))
             .args(["build", "--example", name])
             .current_dir(repo())
             .status()

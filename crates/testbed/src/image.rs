@@ -64,8 +64,8 @@ pub fn replay_build_stage(repo: &Path, cargo: &Path) -> io::Result<(tempfile::Te
         let mut cmd = Command::new("sh");
         cmd.args(["-c", part])
             .env("PATH", &path)
-            .env("REAL_CARGO", cargo)
-            .env_remove("CARGO_MANIFEST_DIR");
+            .env("REAL_CARGO", cargo);
+        crate::cargo::without_package_variables(&mut cmd);
         cmd
     })?;
     Ok((root, done))
@@ -86,22 +86,6 @@ fn expanded(words: &str) -> io::Result<Vec<String>> {
         .lines()
         .map(str::to_owned)
         .collect())
-}
-
-/// Whether cargo sets `key` for the process of a test (or a build script).
-fn is_set_by_cargo_for_a_test(key: &str) -> bool {
-    matches!(
-        key,
-        "CARGO_MANIFEST_DIR"
-            | "CARGO_MANIFEST_PATH"
-            | "CARGO_CRATE_NAME"
-            | "CARGO_PRIMARY_PACKAGE"
-            | "CARGO_TARGET_TMPDIR"
-            | "CARGO_BIN_NAME"
-            | "CARGO_RUSTC_CURRENT_DIR"
-            | "OUT_DIR"
-    ) || key.starts_with("CARGO_PKG_")
-        || key.starts_with("CARGO_BIN_EXE_")
 }
 
 /// The static binary, built here as the build stage builds it.
@@ -143,15 +127,7 @@ pub fn static_binary(repo: &Path, target_dir: &Path) -> io::Result<StaticBinary>
         .current_dir(repo)
         .env("CARGO_TARGET_DIR", target_dir)
         .envs(stage_env(&dockerfile, BUILD_STAGE));
-    // Without the variables cargo gives a test or a build script: the build scripts' compiles
-    // record some of them (ring's, CARGO_MANIFEST_DIR), and a build from a shell, without them,
-    // would otherwise not be found up to date, nor this one by a shell's.
-    for (key, _) in std::env::vars_os() {
-        let key = key.to_string_lossy();
-        if is_set_by_cargo_for_a_test(&key) {
-            cmd.env_remove(&*key);
-        }
-    }
+    crate::cargo::without_package_variables(&mut cmd);
     let out = cmd.output()?;
     if !out.status.success() {
         return Err(io::Error::other(format!(

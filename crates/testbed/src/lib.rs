@@ -5,6 +5,7 @@
 //! # Layout
 //!
 //! - [`port`]: the one way to find a free loopback port.
+//! - [`cargo`]: cargo run from inside a test, without the variables of the package under test.
 //! - [`wait`]: waiting for a condition with a bound, never a bare sleep.
 //! - [`child`]: a guarded child process (parent-death signal, kill and reap on drop) and the
 //!   [`Lines`](child::Lines) collector of its output.
@@ -27,6 +28,7 @@
 //! Panics are the failure mode of the fixtures that tests use (`start`, `cmd`); the calls that
 //! a harness outside a test needs return errors instead (`try_start`, [`child::Guarded::spawn`]).
 
+pub mod cargo;
 pub mod child;
 pub mod cluster;
 pub mod dockerfile;
