@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use harness::contenders::{fast_timing, lease, spawn_publishing, unique_lease};
+use harness::contenders::{fast_timing, lease, spawn_publishing, unique_lease, until_leading};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, ReplicaSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
@@ -15,13 +15,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use kube::ResourceExt;
 use leasehold::cli::LeaseSource;
 use leasehold::cmd::lease::{Workload, name_lease};
-use leasehold::elector::{Elector, Role, Timing};
+use leasehold::elector::{Elector, Timing};
 use leasehold::k8s::{self, K8sError, Publisher, rbac};
 use leasehold::k8s::{KubeSettings, KubernetesMode};
 use leasehold::lease::LeaseName;
 use testbed::fake_api::{FakeApiServer, Recorded};
 use testbed::redis_server::RedisServer;
-use testbed::wait::{eventually, until};
+use testbed::wait::eventually;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -218,13 +218,7 @@ async fn member(
 
 impl Member {
     async fn wait_leading(&mut self) {
-        until(
-            "leadership",
-            &mut self.status,
-            Duration::from_secs(5),
-            |s| matches!(s.role, Role::Leader { .. }),
-        )
-        .await;
+        until_leading("leadership", &mut self.status, Duration::from_secs(5)).await;
     }
 
     async fn stop(self) {
@@ -553,10 +547,7 @@ async fn without_a_deployment_only_the_own_pod_is_labelled() {
     let mut status = elector.status();
     let shutdown = CancellationToken::new();
     let task = spawn_publishing(elector, &cluster, &shutdown);
-    until("leading", &mut status, Duration::from_secs(5), |s| {
-        matches!(s.role, Role::Leader { .. })
-    })
-    .await;
+    until_leading("leading", &mut status, Duration::from_secs(5)).await;
     // Give the reconcile loop its chance: the watcher lists, then the own pod is reconciled.
     eventually(
         "a watch on the own pod only",

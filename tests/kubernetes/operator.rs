@@ -5,12 +5,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use harness::contenders::{Contender, fast_timing, lease, spawn_publishing, unique_lease};
+use harness::contenders::{
+    Contender, fast_timing, lease, spawn_publishing, unique_lease, until_leading,
+};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
-use leasehold::elector::{Elector, Leadership, Role, StepDownReason};
+use leasehold::elector::{Elector, Leadership, StepDownReason};
 use leasehold::k8s::{self, K8sError, OwningJob, Publisher, STEP_DOWN_ANNOTATION, rbac};
 use leasehold::k8s::{KubeSettings, KubernetesMode};
 use testbed::RedisServer;
@@ -99,10 +101,7 @@ async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed
     let mut a = elector.status();
     let shutdown = CancellationToken::new();
     let task = spawn_publishing(elector, &cluster, &shutdown);
-    until("web-a to lead", &mut a, Duration::from_secs(5), |s| {
-        matches!(s.role, Role::Leader { .. })
-    })
-    .await;
+    until_leading("web-a to lead", &mut a, Duration::from_secs(5)).await;
     let idle = |l: Leadership| async move {
         l.lost().await;
         Ok::<(), String>(())
@@ -130,13 +129,7 @@ async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed
     assert_eq!(step.reason, StepDownReason::Handover);
     assert_eq!(step.detail.as_deref(), Some("handing over to web-c"));
     let mut c_status = c.status.clone();
-    until(
-        "web-c to lead",
-        &mut c_status,
-        Duration::from_secs(5),
-        |s| matches!(s.role, Role::Leader { .. }),
-    )
-    .await;
+    until_leading("web-c to lead", &mut c_status, Duration::from_secs(5)).await;
     assert!(!b.is_leader(), "the reservation was web-c's");
     let after: Pod = api.get(NS, "web-a").expect("web-a");
     assert!(

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use harness::contenders::{
     ActionLog, Contender, Did, acting_contenders, acting_work, assert_no_overlap, fast_timing,
-    handoff_gaps, lease, record_statuses, summary, unique_lease,
+    handoff_gaps, lease, record_statuses, summary, unique_lease, until_leading, until_led_by,
 };
 use harness::timings::{TEN_SECOND_TERM, TEN_SECOND_TERM_QUICK_RETRY};
 use leasehold::clock::BootInstant;
@@ -128,20 +128,17 @@ async fn shutdown_releases_the_lease_and_a_follower_takes_over_at_once() {
         acting_work(log.clone(), Duration::from_millis(5), None),
     );
     let mut a_status = a.status.clone();
-    until("a to lead", &mut a_status, Duration::from_secs(5), |s| {
-        matches!(s.role, Role::Leader { .. })
-    })
-    .await;
+    until_leading("a to lead", &mut a_status, Duration::from_secs(5)).await;
     let mut b = Contender::spawn(
         lease(&redis.url(), &name, "pod-b", false),
         timing,
         acting_work(log.clone(), Duration::from_millis(5), None),
     );
-    until(
+    until_led_by(
         "b to follow a",
         &mut b.status,
         Duration::from_secs(5),
-        |s| s.leader_identity() == Some("pod-a"),
+        "pod-a",
     )
     .await;
 
@@ -153,10 +150,7 @@ async fn shutdown_releases_the_lease_and_a_follower_takes_over_at_once() {
         a_final.last_step_down.as_ref().map(|s| s.reason),
         Some(StepDownReason::Shutdown)
     );
-    until("b to lead", &mut b.status, Duration::from_secs(3), |s| {
-        matches!(s.role, Role::Leader { .. })
-    })
-    .await;
+    until_leading("b to lead", &mut b.status, Duration::from_secs(3)).await;
     let took = BootInstant::now().saturating_duration_since(stopped_at);
     eprintln!("shutdown → follower leads: {took:?}");
     assert!(
@@ -363,10 +357,7 @@ async fn a_stolen_lease_makes_the_leader_step_down_with_reason_lost() {
         acting_work(log.clone(), Duration::from_millis(5), None),
     );
     let mut status = c.status.clone();
-    until("a to lead", &mut status, Duration::from_secs(5), |s| {
-        matches!(s.role, Role::Leader { .. })
-    })
-    .await;
+    until_leading("a to lead", &mut status, Duration::from_secs(5)).await;
     let key = c.status.borrow().lease.clone();
     // Someone overwrites the lease (an operator, or a Redis that lost and re-gained the key).
     redis.cmd::<String>(&[
@@ -384,11 +375,11 @@ async fn a_stolen_lease_makes_the_leader_step_down_with_reason_lost() {
         after.last_step_down.map(|s| s.reason),
         Some(StepDownReason::Lost)
     );
-    until(
+    until_led_by(
         "a to see the intruder",
         &mut status,
         Duration::from_secs(2),
-        |s| s.leader_identity() == Some("intruder"),
+        "intruder",
     )
     .await;
     c.shutdown().await;
@@ -460,16 +451,12 @@ async fn the_polling_baseline_waits_for_its_next_poll_instead_of_the_release() {
         (status, shutdown, task)
     };
     let (mut a_status, a_stop, a_task) = spawn("pod-a", Some(Duration::from_millis(1500)));
-    until("a to lead", &mut a_status, Duration::from_secs(5), |s| {
-        matches!(s.role, Role::Leader { .. })
-    })
-    .await;
+    until_leading("a to lead", &mut a_status, Duration::from_secs(5)).await;
     let (mut b_status, b_stop, b_task) = spawn("pod-b", None);
-    until(
+    until_leading(
         "b to lead after a's work ended",
         &mut b_status,
         Duration::from_secs(6),
-        |s| matches!(s.role, Role::Leader { .. }),
     )
     .await;
     assert!(
@@ -496,10 +483,7 @@ async fn an_idle_follower_sends_only_its_tries_and_the_leader_only_its_renewals(
     let work = || acting_work(ActionLog::default(), Duration::from_millis(5), None);
     let leader = Contender::spawn(lease(&redis.url(), &name, "a", false), timing, work());
     let mut status = leader.status.clone();
-    until("a to lead", &mut status, Duration::from_secs(5), |s| {
-        matches!(s.role, Role::Leader { .. })
-    })
-    .await;
+    until_leading("a to lead", &mut status, Duration::from_secs(5)).await;
     let mut follower = Contender::spawn(lease(&redis.url(), &name, "b", false), timing, work());
     until(
         "b to follow a, subscribed",

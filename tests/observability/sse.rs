@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use harness::contenders::{lease, steady_timing, summary, unique_lease};
+use harness::contenders::{lease, steady_timing, summary, unique_lease, until_leading};
 use harness::replica::{FAST, Replica};
-use leasehold::elector::{Elector, Leadership, Role};
+use leasehold::elector::{Elector, Leadership};
 use leasehold::http::ReadinessMode;
 use leasehold::http::{self, Endpoints};
 use leasehold::lease::LeaseName;
@@ -406,12 +406,10 @@ async fn a_step_down_reaches_a_watcher_and_the_status_file_within_milliseconds()
     let (mut to_event, mut to_file) = (Vec::new(), Vec::new());
     let mut follower_seen_in_file = 0;
     for _ in 0..SAMPLES {
-        let token = testbed::wait::until("a term", &mut status, WAIT, |s| {
-            matches!(s.role, Role::Leader { .. })
-        })
-        .await
-        .token()
-        .map(|t| t.0);
+        let token = until_leading("a term", &mut status, WAIT)
+            .await
+            .token()
+            .map(|t| t.0);
         // Both watchers have seen the term before it ends.
         let is_term = |e: &Seen| e.role() == "leader" && e.json["token"].as_u64() == token;
         let since = Instant::now() - WAIT;

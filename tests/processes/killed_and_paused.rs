@@ -5,12 +5,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use harness::contenders::{ActionLog, ChildContender, Contender, acting_work, lease, unique_lease};
+use harness::contenders::{
+    ActionLog, ChildContender, Contender, acting_work, lease, unique_lease, until_leading,
+    until_led_by,
+};
 use leasehold::clock::BootInstant;
 use leasehold::elector::{Role, Timing};
 use nix::sys::signal::Signal;
 use testbed::redis_server::RedisServer;
-use testbed::wait::{holds_for, until};
+use testbed::wait::holds_for;
 
 fn timing() -> Timing {
     harness::contenders::steady_timing()
@@ -32,11 +35,11 @@ async fn child_leader_and_follower(
         timing(),
         acting_work(log.clone(), Duration::from_millis(5), None),
     );
-    until(
+    until_led_by(
         "the follower to see the child lead",
         &mut follower.status,
         Duration::from_secs(5),
-        |s| s.leader_identity() == Some("child"),
+        "child",
     )
     .await;
     (redis, name, child, follower, log)
@@ -51,11 +54,10 @@ async fn a_killed_leader_is_replaced_within_about_the_ttl() {
     // The lease's remaining TTL when the leader died bounds when the follower may lead.
     let pttl: i64 = redis.cmd(&["PTTL", &key]);
     let expires_at = killed_at.saturating_add(Duration::from_millis(pttl.max(0) as u64));
-    until(
+    until_leading(
         "the follower to lead",
         &mut follower.status,
         timing().lease_duration * 2,
-        |s| matches!(s.role, Role::Leader { .. }),
     )
     .await;
     let led_at = BootInstant::now();
@@ -86,11 +88,10 @@ async fn a_paused_leader_refuses_after_resume_steps_down_and_never_takes_the_lea
 
     child.signal(Signal::SIGSTOP);
     let stopped_at = BootInstant::now();
-    until(
+    until_leading(
         "the follower to take over",
         &mut follower.status,
         timing().lease_duration * 2,
-        |s| matches!(s.role, Role::Leader { .. }),
     )
     .await;
     let paused_for = BootInstant::now().saturating_duration_since(stopped_at);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use harness::contenders::{
     ActionLog, ChildContender, Contender, Did, acting_work, assert_no_overlap, fast_timing, lease,
-    lease_with, unique_lease,
+    lease_with, unique_lease, until_leading, until_led_by,
 };
 use harness::timings::{FIFTEEN_SECOND_TERM, TEN_SECOND_TERM_SLOW_RETRY, THREE_SECOND_TERM};
 use leasehold::clock::{BootInstant, ShiftedClock};
@@ -71,10 +71,7 @@ async fn never_two_leaders(contenders: &[&Contender], window: Duration) {
 
 async fn wait_leader(c: &Contender) -> leasehold::lease::FencingToken {
     let mut status = c.status.clone();
-    let s = until("a leader", &mut status, Duration::from_secs(10), |s| {
-        matches!(s.role, Role::Leader { .. })
-    })
-    .await;
+    let s = until_leading("a leader", &mut status, Duration::from_secs(10)).await;
     match s.role {
         Role::Leader { token, .. } => token,
         _ => unreachable!(),
@@ -169,9 +166,12 @@ async fn a_flushed_lease_is_not_taken_by_a_follower_before_the_ttl_it_observed()
         acting(&log),
     );
     let mut seen = b.status.clone();
-    until("b to see a lead", &mut seen, Duration::from_secs(10), |s| {
-        s.leader_identity() == Some("pod-a")
-    })
+    until_led_by(
+        "b to see a lead",
+        &mut seen,
+        Duration::from_secs(10),
+        "pod-a",
+    )
     .await;
     redis.cmd::<String>(&["FLUSHDB"]);
     never_two_leaders(&[&a, &b], Duration::from_millis(3500)).await;
@@ -402,11 +402,11 @@ async fn a_follower_that_saw_a_longer_term_keeps_the_cooldown_as_long_as_that_te
     // A follower configured shorter sees the long term before the data loss.
     let follower = acting_replica(&redis, &name, "pod-follower", SHORT, &log);
     let mut seen = follower.status.clone();
-    until(
+    until_led_by(
         "the follower to see the leader",
         &mut seen,
         Duration::from_secs(10),
-        |s| s.leader_identity() == Some("pod-long"),
+        "pod-long",
     )
     .await;
     // The leader freezes and Redis loses everything; a replica that

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use harness::contenders::{
     ActionLog, Contender, Did, acting_work, assert_no_overlap, fast_timing, lease, record_statuses,
-    unique_lease,
+    unique_lease, until_leading, until_led_by,
 };
 use harness::timings::{SIX_SECOND_TERM, TEN_SECOND_TERM_SLOW_RETRY};
 use leasehold::clock::BootInstant;
@@ -40,11 +40,10 @@ async fn leader_behind_proxy(test: &str) -> Setup {
         acting_work(log.clone(), Duration::from_millis(2), None),
     );
     let mut status = leader.status.clone();
-    until(
+    until_leading(
         "the proxied contender to lead",
         &mut status,
         Duration::from_secs(5),
-        |s| matches!(s.role, Role::Leader { .. }),
     )
     .await;
     let mut follower = Contender::spawn(
@@ -52,11 +51,11 @@ async fn leader_behind_proxy(test: &str) -> Setup {
         timing,
         acting_work(log.clone(), Duration::from_millis(2), None),
     );
-    until(
+    until_led_by(
         "the follower to see the leader",
         &mut follower.status,
         Duration::from_secs(5),
-        |s| s.leader_identity() == Some("proxied"),
+        "proxied",
     )
     .await;
     Setup {
@@ -100,11 +99,10 @@ async fn assert_safe_failover(mut setup: Setup, reason: StepDownReason) {
         stepped_at <= last_valid_until.saturating_add(Duration::from_millis(20)),
         "stepped down late"
     );
-    until(
+    until_leading(
         "the follower to lead",
         &mut setup.follower.status,
         Duration::from_secs(3),
-        |s| matches!(s.role, Role::Leader { .. }),
     )
     .await;
     // Its work runs on a task of its own: let it act once before everyone shuts down.
@@ -182,11 +180,10 @@ async fn a_link_too_slow_to_renew_over_does_not_win_the_lease_again_and_again() 
     .await;
     // A working link: it leads.
     proxy.set(Fault::Pass);
-    until(
+    until_leading(
         "it to lead once the link is fast",
         &mut alone.status,
         Duration::from_secs(5),
-        |s| matches!(s.role, Role::Leader { .. }),
     )
     .await;
     alone.shutdown().await;
@@ -331,13 +328,7 @@ async fn follower_with_a_proxied_channel(test: &str) -> Silenced {
         acting_work(log.clone(), Duration::from_millis(5), None),
     );
     let mut status = leader.status.clone();
-    until(
-        "the holder to lead",
-        &mut status,
-        Duration::from_secs(5),
-        |s| matches!(s.role, Role::Leader { .. }),
-    )
-    .await;
+    until_leading("the holder to lead", &mut status, Duration::from_secs(5)).await;
     let mut follower = Contender::spawn(
         lease(&proxy.url(), &name, "behind", false),
         timing,
@@ -398,11 +389,10 @@ impl Silenced {
             leader.shutdown().await;
         }
         let mut status = self.follower.status.clone();
-        until(
+        until_leading(
             "the follower to take over the released lease",
             &mut status,
             within,
-            |s| matches!(s.role, Role::Leader { .. }),
         )
         .await;
         BootInstant::now().saturating_duration_since(released)

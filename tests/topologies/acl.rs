@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use harness::contenders::{
     ActionLog, Contender, acting_work, assert_no_overlap, fast_timing, handoff_gaps, summary,
-    unique_lease,
+    unique_lease, until_leading,
 };
 use harness::timings::QUICK_RETRY;
 use leasehold::elector::{Elector, Role};
@@ -403,13 +403,7 @@ async fn the_minimal_acl_user_can_ask_for_a_handover_and_hand_over() {
     };
     let a = Contender::spawn(acl("pod-a"), timing, idle);
     let mut a_status = a.status.clone();
-    until(
-        "pod-a to lead",
-        &mut a_status,
-        Duration::from_secs(10),
-        |s| matches!(s.role, Role::Leader { .. }),
-    )
-    .await;
+    until_leading("pod-a to lead", &mut a_status, Duration::from_secs(10)).await;
     let b = Contender::spawn(acl("pod-b"), timing, idle);
     let c = Contender::spawn(acl("pod-c"), timing, idle);
     // The request (its key and the nudge on the channel), the renewal that reads it, the release
@@ -429,13 +423,7 @@ async fn the_minimal_acl_user_can_ask_for_a_handover_and_hand_over() {
         leasehold::lease::HandoverRequested::Requested
     );
     let mut c_status = c.status.clone();
-    until(
-        "pod-c to lead",
-        &mut c_status,
-        Duration::from_secs(5),
-        |s| matches!(s.role, Role::Leader { .. }),
-    )
-    .await;
+    until_leading("pod-c to lead", &mut c_status, Duration::from_secs(5)).await;
     assert!(!b.is_leader());
     let log: Vec<redis::Value> = redis.cmd(&["ACL", "LOG"]);
     assert!(log.is_empty(), "the ACL refused something: {log:?}");

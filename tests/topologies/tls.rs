@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use harness::contenders::{acting_work, fast_timing, unique_lease};
+use harness::contenders::{acting_work, fast_timing, unique_lease, until_leading};
 use leasehold::elector::{Elector, Role};
 use leasehold::lease::{
     Acquired, LeaseError, LeaseName, LeaseOptions, OwnerId, RedisLease, Renewed, Secret, TlsFiles,
@@ -83,13 +83,7 @@ async fn an_elector_leads_and_renews_over_tls() {
         shutdown.clone(),
         acting_work(log.clone(), Duration::from_millis(5), None),
     ));
-    let first = until(
-        "leadership over TLS",
-        &mut status,
-        Duration::from_secs(5),
-        |s| matches!(s.role, Role::Leader { .. }),
-    )
-    .await;
+    let first = until_leading("leadership over TLS", &mut status, Duration::from_secs(5)).await;
     let Role::Leader { valid_until, .. } = first.role else {
         unreachable!()
     };

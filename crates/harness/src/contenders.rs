@@ -182,6 +182,33 @@ impl Contender {
     }
 }
 
+/// Waits until the watched status says this replica leads, or panics after `timeout` naming
+/// `what`.
+pub async fn until_leading(
+    what: &str,
+    status: &mut watch::Receiver<Status>,
+    timeout: Duration,
+) -> Status {
+    testbed::wait::until(what, status, timeout, |s| {
+        matches!(s.role, Role::Leader { .. })
+    })
+    .await
+}
+
+/// Waits until the watched status names `leader` as the leader (itself when it leads), or
+/// panics after `timeout` naming `what`.
+pub async fn until_led_by(
+    what: &str,
+    status: &mut watch::Receiver<Status>,
+    timeout: Duration,
+    leader: &str,
+) -> Status {
+    testbed::wait::until(what, status, timeout, |s| {
+        s.leader_identity() == Some(leader)
+    })
+    .await
+}
+
 /// Work that acts every `every` through the guard, logging each action, until its term ends
 /// or `hold` has passed (then it returns, which hands the lease over).
 pub fn acting_work(

@@ -14,13 +14,13 @@ use leasehold::fence::k8s::{ANNOTATION, replace};
 use leasehold::lease::FencingToken;
 use tokio_util::sync::CancellationToken;
 
-use harness::contenders::{fast_timing, lease};
+use harness::contenders::{fast_timing, lease, until_leading};
 use harness::replica::run_to_end;
 use nix::sys::signal::Signal;
 use testbed::Guarded;
 use testbed::fake_api::FakeApiServer;
 use testbed::redis_server::RedisServer;
-use testbed::wait::{eventually, until};
+use testbed::wait::eventually;
 
 fn config_map(name: &str, stamped: bool) -> ConfigMap {
     let labels =
@@ -125,10 +125,7 @@ async fn first_term_released(url: &str) -> FencingToken {
         leadership.lost().await;
         Ok::<(), FenceError>(())
     }));
-    let leader = until("the first term", &mut status, Duration::from_secs(5), |s| {
-        matches!(s.role, Role::Leader { .. })
-    })
-    .await;
+    let leader = until_leading("the first term", &mut status, Duration::from_secs(5)).await;
     let Role::Leader { token, .. } = leader.role else {
         unreachable!("waited for a leader")
     };
