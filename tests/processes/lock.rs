@@ -2,8 +2,7 @@
 //! winning and exiting with the command's code, not acquired in time (exit 75 and the holder
 //! named), waiting for a release, and lost while the command runs (exit 76, command stopped).
 
-use std::process::{Child, Command, Stdio};
-
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use harness::contenders::{lease, unique_lease};
@@ -13,7 +12,7 @@ use leasehold::cmd::lock::{LOST, NOT_ACQUIRED};
 use leasehold::lease::{Acquired, Grant, RedisLease};
 use nix::sys::signal::kill;
 use nix::unistd::Pid;
-use testbed::Lines;
+use testbed::Guarded;
 use testbed::RedisServer;
 use testbed::wait::wait_for;
 
@@ -22,15 +21,13 @@ const CALL: Duration = Duration::from_secs(2);
 
 /// A running `leasehold lock` with its output collected.
 struct Lock {
-    child: Child,
-    stdout: Lines,
-    stderr: Lines,
+    process: Guarded,
 }
 
 impl Lock {
     fn spawn(url: &str, lease: &str, extra: &[&str], command: &[&str]) -> Self {
-        let mut child = Command::new(leasehold_bin())
-            .args(["lock", "--redis-url", url, "--lease-name", lease])
+        let mut cmd = Command::new(leasehold_bin());
+        cmd.args(["lock", "--redis-url", url, "--lease-name", lease])
             .args(["--kubernetes", "off", "--no-data-loss-cooldown"])
             .args(["--identity", "cron-run", "--log-format", "json"])
             .args(FAST)
@@ -38,61 +35,38 @@ impl Lock {
             .arg("--")
             .args(command)
             .env_remove("POD_NAME")
-            .env_remove("POD_NAMESPACE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn leasehold lock");
-        let stdout = Lines::collect(child.stdout.take().expect("stdout"));
-        let stderr = Lines::collect(child.stderr.take().expect("stderr"));
+            .env_remove("POD_NAMESPACE");
         Self {
-            child,
-            stdout,
-            stderr,
+            process: Guarded::spawn(cmd, "leasehold lock").expect("spawn leasehold lock"),
         }
     }
 
     fn wait(&mut self, timeout: Duration) -> i32 {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status.code().unwrap_or(-1);
-            }
-            assert!(
-                Instant::now() < deadline,
+        match self.process.wait_exit(timeout).expect("poll the exit") {
+            Some(code) => code,
+            None => panic!(
                 "leasehold lock did not exit within {timeout:?}:\n{}",
                 self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(10));
+            ),
         }
     }
 
     fn stdout(&self) -> Vec<String> {
-        self.stdout.snapshot()
+        self.process.stdout.snapshot()
     }
 
     fn logs(&self) -> String {
-        self.stderr.text()
+        self.process.stderr.text()
     }
 
     fn events(&self, message: &str) -> Vec<serde_json::Value> {
-        self.stderr
+        self.process
+            .stderr
             .snapshot()
             .iter()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .filter(|l| l["message"] == message)
             .collect()
-    }
-}
-
-impl Drop for Lock {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("---- leasehold lock log ----\n{}", self.logs());
-        }
     }
 }
 

@@ -9,31 +9,60 @@
 use std::io::{self, BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStderr, Command, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+/// How long a process that exited is given for the rest of its output to be read: its pipes
+/// end at once unless a process it left behind holds them open.
+const READ_REST: Duration = Duration::from_millis(500);
+
 /// The lines of an output stream, collected on a thread as they arrive.
 #[derive(Debug, Clone, Default)]
-pub struct Lines(Arc<Mutex<Vec<String>>>);
+pub struct Lines {
+    lines: Arc<Mutex<Vec<String>>>,
+    /// Whether the reader reached the end of the stream; `None` when nothing reads one.
+    end: Option<Arc<(Mutex<bool>, Condvar)>>,
+}
 
 impl Lines {
     /// Reads `stream` to its end on a new thread.
     pub fn collect(stream: impl Read + Send + 'static) -> Self {
-        let lines = Self::default();
+        let end = Arc::new((Mutex::new(false), Condvar::new()));
+        let lines = Self {
+            lines: Arc::default(),
+            end: Some(end.clone()),
+        };
         let sink = lines.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stream).lines().map_while(Result::ok) {
                 sink.lock().push(line);
             }
+            let (ended, cv) = &*end;
+            *ended.lock().unwrap_or_else(PoisonError::into_inner) = true;
+            cv.notify_all();
         });
         lines
     }
 
+    /// Waits up to `within` for the reader to reach the end of the stream (every line the
+    /// writers wrote is in); whether it did. `true` at once when nothing reads a stream.
+    pub fn wait_end(&self, within: Duration) -> bool {
+        let Some(end) = &self.end else {
+            return true;
+        };
+        let (ended, cv) = &**end;
+        let guard = ended.lock().unwrap_or_else(PoisonError::into_inner);
+        let (guard, _) = cv
+            .wait_timeout_while(guard, within, |ended| !*ended)
+            .unwrap_or_else(PoisonError::into_inner);
+        *guard
+    }
+
     fn lock(&self) -> MutexGuard<'_, Vec<String>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.lines.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Every line so far.
@@ -162,12 +191,19 @@ impl Guarded {
         kill(self.pid(), signal)
     }
 
-    /// The exit code once the process has exited (`-1` for a signal), without waiting.
+    /// The exit code once the process has exited (`-1` for a signal), without waiting for the
+    /// exit. The first time it sees the exit, it lets the readers take in the rest of the
+    /// output (for at most [`READ_REST`]), so that what the process wrote before it exited is
+    /// in [`stdout`](Self::stdout) and [`stderr`](Self::stderr) when this returns.
     pub fn try_exit(&mut self) -> io::Result<Option<i32>> {
         if self.exited.is_none()
             && let Some(status) = self.child.try_wait()?
         {
             self.exited = Some(status.code().unwrap_or(-1));
+            let until = Instant::now() + READ_REST;
+            for lines in [&self.stdout, &self.stderr] {
+                lines.wait_end(until.saturating_duration_since(Instant::now()));
+            }
         }
         Ok(self.exited)
     }
@@ -214,5 +250,51 @@ impl Drop for Guarded {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Guarded {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", script]);
+        Guarded::spawn(cmd, "sh").expect("spawn sh")
+    }
+
+    #[test]
+    fn once_the_exit_is_seen_every_line_written_before_it_is_in() {
+        // A pipe's worth of lines on each stream at the very end: the readers are behind when
+        // the exit is seen, which a spinning caller sees at once.
+        let mut child = sh("seq 10000; seq 10000 >&2");
+        let code = loop {
+            if let Some(code) = child.try_exit().unwrap() {
+                break code;
+            }
+        };
+        assert_eq!(code, 0);
+        assert_eq!((child.stdout.len(), child.stderr.len()), (10000, 10000));
+    }
+
+    #[test]
+    fn a_process_left_holding_the_output_delays_the_exit_by_at_most_the_bound() {
+        let mut child = sh("echo before; sleep 5 & exit 3");
+        let started = Instant::now();
+        assert_eq!(child.wait_exit(Duration::from_secs(10)).unwrap(), Some(3));
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(
+            !child.stdout.wait_end(Duration::ZERO),
+            "the sleep still holds stdout"
+        );
+        assert_eq!(child.stdout.snapshot(), ["before"]);
+        assert!(
+            Lines::default().wait_end(Duration::ZERO),
+            "nothing reads it"
+        );
     }
 }
