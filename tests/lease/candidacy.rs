@@ -95,8 +95,12 @@ fn an_unhealthy_leader_steps_aside_and_rejoins_once_healthy_again() {
         Some(1.0)
     );
     assert_eq!(
-        a.events("the candidate check failed; standing aside from the election")
-            .len(),
+        a.wait_events(
+            "the candidate check failed; standing aside from the election",
+            1,
+            WAIT
+        )
+        .len(),
         1
     );
 

@@ -37,7 +37,7 @@ fn a_redis_that_may_evict_is_reported_and_the_replica_still_leads_by_default() {
     wait_for("a to lead", Duration::from_secs(10), || {
         (a.leader()["is_leader"] == true).then_some(())
     });
-    let warned = a.events("redis may evict the lease under memory pressure (maxmemory with an evicting policy); give leases a redis with maxmemory-policy noeviction");
+    let warned = a.wait_events("redis may evict the lease under memory pressure (maxmemory with an evicting policy); give leases a redis with maxmemory-policy noeviction", 1, Duration::from_secs(5));
     assert_eq!(
         warned.len(),
         1,
@@ -209,9 +209,7 @@ fn an_acl_without_info_memory_is_said_once_and_leasehold_carries_on() {
         (a.leader()["is_leader"] == true).then_some(())
     });
     let said = "cannot read the eviction policy (INFO memory); carrying on without knowing whether redis may evict the lease";
-    wait_for("the warning", Duration::from_secs(5), || {
-        (!a.events(said).is_empty()).then_some(())
-    });
+    a.wait_events(said, 1, Duration::from_secs(5));
     // Reads go on once per lease duration (1.5 s); the warning is not repeated.
     let leader_seen = a.leader();
     assert!(leader_seen["redis"]["eviction"].is_null());

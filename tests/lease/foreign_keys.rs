@@ -181,11 +181,11 @@ fn a_fence_at_the_end_of_its_range_gets_the_clear_error_of_a_bad_fence() {
     assert!(error.contains("not a token"), "{error}");
     assert!(!error.contains("overflow"), "{error}");
     // A fault a person must fix: said at error level, and retried with back-off.
-    wait_for("the refusal in the log", Duration::from_secs(5), || {
-        (!a.events("redis refuses leasehold; backing off until it is fixed")
-            .is_empty())
-        .then_some(())
-    });
+    a.wait_events(
+        "redis refuses leasehold; backing off until it is fixed",
+        1,
+        Duration::from_secs(5),
+    );
 }
 
 #[test]
@@ -198,9 +198,7 @@ fn a_holder_under_this_replicas_identity_is_said_once() {
     });
     let b = Replica::spawn(&redis.url(), &lease, "same", &FAST, &[]);
     const SHARED: &str = "another process holds the lease under this replica's identity; give each replica its own --identity (the pod name)";
-    wait_for("b to say so", Duration::from_secs(15), || {
-        (!b.events(SHARED).is_empty()).then_some(())
-    });
+    b.wait_events(SHARED, 1, Duration::from_secs(15));
     wait_tries(&redis, 8);
     assert_eq!(b.events(SHARED).len(), 1, "{}", b.log_text());
     assert_eq!(b.events(SHARED)[0]["level"], "WARN");

@@ -17,6 +17,8 @@ const TTL: Duration = Duration::from_millis(1500);
 const CALL: Duration = Duration::from_secs(2);
 /// The retry period of [`FAST`].
 const RETRY: Duration = Duration::from_millis(250);
+/// The bound on a wait for a log line that the test knows was written.
+const WAIT: Duration = Duration::from_secs(5);
 
 fn args() -> Vec<&'static str> {
     let mut args = FAST.to_vec();
@@ -85,11 +87,11 @@ fn step_down_hands_over_to_another_replica_and_the_old_leader_goes_last() {
     let new_token = json["token"].as_u64().expect("new token");
     assert!(new_token > old_token, "{new_token} after {old_token}");
     eprintln!("handover to any replica took {} ms", json["waited_ms"]);
-    let stepped = replicas[old].events("stepped down");
+    let stepped = replicas[old].wait_events("stepped down", 1, WAIT);
     assert_eq!(stepped.last().expect("a step-down")["reason"], "handover");
     assert_eq!(
         replicas[old]
-            .events("handed over; holding off before contending again")
+            .wait_events("handed over; holding off before contending again", 1, WAIT)
             .len(),
         1
     );
@@ -177,6 +179,8 @@ fn step_down_to_a_named_replica_gives_it_the_next_term() {
     // the named one winning by chance every round would take luck four times (1 in 81). From
     // the second round on, the named replica may be one that handed over in a round before.
     let mut old = leader_of(&replicas);
+    // Each replica's step-downs so far: the line of this round's is the next one.
+    let mut steps = [0; 4];
     for round in 0..4 {
         let followers: Vec<usize> = (0..names.len()).filter(|&i| i != old).collect();
         let to = followers[round % followers.len()];
@@ -185,7 +189,8 @@ fn step_down_to_a_named_replica_gives_it_the_next_term() {
         assert_eq!(code, 0, "round {round}: {stderr}\n{json}");
         assert_eq!(json["leader"], names[to], "round {round}: {json}");
         assert_eq!(leader_of(&replicas), to, "round {round}");
-        let reserved = replicas[old].events("stepped down");
+        steps[old] += 1;
+        let reserved = replicas[old].wait_events("stepped down", steps[old], WAIT);
         assert_eq!(
             reserved.last().expect("a step-down")["detail"],
             format!("handing over to {}", names[to])
@@ -255,7 +260,7 @@ fn a_handover_reaches_a_leader_whose_subscription_is_blackholed_within_about_a_r
     assert!(took < RETRY + Duration::from_millis(1500), "{took:?}");
     assert_eq!(
         replicas[0]
-            .events("stepped down")
+            .wait_events("stepped down", 1, WAIT)
             .last()
             .expect("a step-down")["reason"],
         "handover"

@@ -21,18 +21,16 @@ fn next_leader(replicas: &[Replica], not: &[usize]) -> (usize, String) {
         (0..replicas.len())
             .filter(|i| !not.contains(i))
             .find(|&i| replicas[i].is_ready())
-            .map(|i| {
-                let line = replicas[i]
-                    .events("became leader")
-                    .pop()
-                    .expect("a `became leader` line");
-                (
+            // Readiness can flip before the log line is written and read: wait for both.
+            .and_then(|i| {
+                let line = replicas[i].events("became leader").pop()?;
+                Some((
                     i,
                     line["previous_term"]
                         .as_str()
                         .unwrap_or("(none)")
                         .to_owned(),
-                )
+                ))
             })
     })
 }

@@ -109,7 +109,7 @@ fn three_replicas_fail_over_as_probes_and_metrics_show() {
         Duration::from_secs(5),
         || (other.leader()["leader"] == new.identity.as_str()).then_some(()),
     );
-    let became = new.events("became leader");
+    let became = new.wait_events("became leader", 1, Duration::from_secs(5));
     assert_eq!(became.len(), 1);
     assert_eq!(became[0]["identity"], new.identity.as_str());
     assert_eq!(became[0]["token"].as_u64(), Some(new_token));
@@ -285,11 +285,7 @@ fn a_second_sigterm_exits_at_once_and_takes_the_command_with_it() {
     let child: i32 = start.split(' ').nth(1).unwrap().parse().unwrap();
 
     a.signal(Signal::SIGTERM);
-    wait_for(
-        "the drain to stop the command",
-        Duration::from_secs(5),
-        || (!a.events("stopping the command").is_empty()).then_some(()),
-    );
+    a.wait_events("stopping the command", 1, Duration::from_secs(5));
     assert!(process_alive(child), "the command ignores SIGTERM");
 
     a.signal(Signal::SIGTERM);
@@ -615,9 +611,7 @@ fn flags_beat_the_environment_which_beats_the_config_file() {
             ("LEASEHOLD_LEASE_DURATION", "7s"),
         ],
     );
-    let start = wait_for("the start line", Duration::from_secs(5), || {
-        a.events("leasehold starting").into_iter().next()
-    });
+    let start = &a.wait_events("leasehold starting", 1, Duration::from_secs(5))[0];
     assert_eq!(
         start["lease_duration_ms"], 8000,
         "the flag beats env and file"
@@ -665,11 +659,7 @@ fn the_log_never_shows_the_redis_password() {
     wait_for("b to follow a", Duration::from_secs(5), || {
         (b.leader()["leader"] == "a").then_some(())
     });
-    // The log collector may lag behind what the replica already answers over HTTP.
-    let start = wait_for("b's start line", Duration::from_secs(5), || {
-        let start = b.events("leasehold starting");
-        (!start.is_empty()).then_some(start)
-    });
+    let start = b.wait_events("leasehold starting", 1, Duration::from_secs(5));
     assert_eq!(
         start[0]["redis"],
         format!("redis://:***@127.0.0.1:{}", redis.port())
@@ -706,7 +696,7 @@ fn without_a_cluster_the_kubernetes_parts_are_off_with_one_log_line() {
         Duration::from_secs(10),
         || a.is_ready().then_some(()),
     );
-    let off = a.events("no kubernetes cluster found (no in-cluster config, no kubeconfig); the leader label, Lease mirror, events and Deployment discovery are off");
+    let off = a.wait_events("no kubernetes cluster found (no in-cluster config, no kubeconfig); the leader label, Lease mirror, events and Deployment discovery are off", 1, Duration::from_secs(5));
     assert_eq!(off.len(), 1, "{}", a.log_text());
     let start = a.events("leasehold starting");
     assert_eq!(start[0]["kubernetes"], false);

@@ -77,9 +77,7 @@ fn spawn(redis: &RedisServer, test: &str, args: &[&str], script: &str, pids: &Pi
 fn step_down_by_freezing(redis: &RedisServer, replica: &Replica) -> Instant {
     redis.pause();
     let frozen = Instant::now();
-    wait_for("the step-down", Duration::from_secs(5), || {
-        (!replica.events("stepped down").is_empty()).then_some(())
-    });
+    replica.wait_events("stepped down", 1, Duration::from_secs(5));
     frozen
 }
 
@@ -106,9 +104,7 @@ fn assert_gone_by(pid: i32, from: Instant, deadline: Duration, what: &str) -> Du
 /// The supervisor said the command stopped, by itself: the elector did not have to abort it at
 /// the validity deadline.
 fn assert_the_supervisor_stopped_it(replica: &Replica) {
-    wait_for("the command stopped", Duration::from_secs(10), || {
-        (!replica.events("the command stopped").is_empty()).then_some(())
-    });
+    replica.wait_events("the command stopped", 1, Duration::from_secs(10));
     let aborted = replica.events("leader work did not stop by the validity deadline; aborting it");
     assert!(aborted.is_empty(), "{}", replica.log_text());
 }

@@ -374,11 +374,11 @@ fn a_wrong_password_shows_in_readiness_and_the_log() {
         body.starts_with("not ready: redis authentication failed"),
         "{body}"
     );
-    // The log line may reach the collector a moment after readiness changed.
-    wait_for("the refusal in the log", Duration::from_secs(5), || {
-        let refused = a.events("redis refuses leasehold; backing off until it is fixed");
-        (!refused.is_empty()).then_some(())
-    });
+    a.wait_events(
+        "redis refuses leasehold; backing off until it is fixed",
+        1,
+        Duration::from_secs(5),
+    );
     assert!(
         !a.log_text().contains("wrong\""),
         "the password is not logged"

@@ -107,9 +107,7 @@ fn one_sentinel_accepted_by_the_flag_leads_and_says_once_what_it_gave_up() {
         solo.is_ready().then_some(())
     });
     // Renewals go on through the one Sentinel; the warning is not repeated with them.
-    wait_for("a few renewals", Duration::from_secs(10), || {
-        (solo.events("renewed").len() >= 4).then_some(())
-    });
+    solo.wait_events("renewed", 4, Duration::from_secs(10));
     let warned = solo.events("an unsafe number of Sentinels is accepted");
     assert_eq!(warned.len(), 1, "said once:\n{}", solo.log_text());
     assert_eq!(warned[0]["level"], "WARN", "{}", warned[0]);

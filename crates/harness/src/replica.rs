@@ -248,6 +248,32 @@ impl Replica {
             .collect()
     }
 
+    /// Log events whose message is `message`, once there are at least `count` of them: a line
+    /// reaches the collector a moment after it was written, maybe after what the test saw over
+    /// HTTP or in another process. Panics after `within`, showing the log.
+    pub fn wait_events(
+        &self,
+        message: &str,
+        count: usize,
+        within: Duration,
+    ) -> Vec<serde_json::Value> {
+        let deadline = Instant::now() + within;
+        loop {
+            let events = self.events(message);
+            if events.len() >= count {
+                return events;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: {} of {count} `{message}` lines after {within:?}:\n{}",
+                self.identity,
+                events.len(),
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// For a replica started with [`start`](Self::start) given a file (`flag PATH`) that the live
     /// leasehold `owner` writes: it must be refused at start, with exit code 2 and a message
     /// naming the flag, the file and the owner's pid.
