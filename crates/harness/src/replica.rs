@@ -13,6 +13,7 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use testbed::Guarded;
 use testbed::http::http_get;
+use testbed::wait::wait_for;
 
 use crate::command::{RunCommand, leasehold_command};
 use crate::startup::{NotStarted, wait_healthy};
@@ -250,28 +251,18 @@ impl Replica {
 
     /// Log events whose message is `message`, once there are at least `count` of them: a line
     /// reaches the collector a moment after it was written, maybe after what the test saw over
-    /// HTTP or in another process. Panics after `within`, showing the log.
+    /// HTTP or in another process. Panics after `within` (the log is printed with the panic).
     pub fn wait_events(
         &self,
         message: &str,
         count: usize,
         within: Duration,
     ) -> Vec<serde_json::Value> {
-        let deadline = Instant::now() + within;
-        loop {
+        let what = format!("{} to log {count} `{message}`", self.identity);
+        wait_for(&what, within, || {
             let events = self.events(message);
-            if events.len() >= count {
-                return events;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{}: {} of {count} `{message}` lines after {within:?}:\n{}",
-                self.identity,
-                events.len(),
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+            (events.len() >= count).then_some(events)
+        })
     }
 
     /// For a replica started with [`start`](Self::start) given a file (`flag PATH`) that the live
