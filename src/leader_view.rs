@@ -37,6 +37,18 @@ pub struct LeaderView {
     pub redis: RedisView,
     /// What the candidate check says.
     pub candidacy: CandidacyView,
+    /// Why this replica sits out of the election on its own account, if it does.
+    pub sitting_out: Option<SitOutView>,
+}
+
+/// A replica sitting out, in `/leader`.
+#[derive(Debug, Serialize)]
+pub struct SitOutView {
+    /// `slow_link` (its round trips to Redis do not fit a lease) or `renew_refused` (Redis
+    /// refused its renewal; it backs off).
+    pub reason: &'static str,
+    /// What was seen, in words.
+    pub detail: String,
 }
 
 /// The candidate check in `/leader`.
@@ -179,6 +191,10 @@ impl LeaderView {
                 stands: status.candidacy.stands(),
                 reason: status.candidacy.reason().map(str::to_owned),
             },
+            sitting_out: status.sitting_out.as_ref().map(|out| SitOutView {
+                reason: out.reason.as_label(),
+                detail: out.detail.clone(),
+            }),
         }
     }
 }

@@ -35,6 +35,7 @@ pub fn exit_code(led: bool, reason: Option<StepDownReason>, command: Option<i32>
             Some(
                 Lost
                 | RenewDeadlinePassed
+                | RenewRefused
                 | ValidityDeadlinePassed
                 | RedisMayEvict
                 | Handover

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use super::notify::Releases;
-use super::{Elector, Leadership, decide};
+use super::{Elector, Leadership, SitOut, SitOutReason, StepDownReason, decide};
 
 impl Elector {
     /// Terms one after another until shutdown, or until the elector is done (see
@@ -31,48 +31,78 @@ impl Elector {
         // After a handover: the hold-off, and the value of the term this replica handed over
         // (the announcement of its own release wakes nobody to take it back).
         let mut held: Option<(decide::HoldOff, String)> = None;
+        let mut last_led = None;
         loop {
             let holding = held.as_ref().map(|(hold, own)| (*hold, own.as_str()));
-            let Some(grant) = self.follow(shutdown, releases, give_up_at, holding).await else {
+            let Some(grant) = self
+                .follow(shutdown, releases, give_up_at, holding, last_led)
+                .await
+            else {
                 return;
             };
-            let ending = self.lead(grant, work, shutdown, &mut nudges).await;
+            last_led = Some(grant.token);
+            let (ending, released) = self.lead(grant, work, shutdown, &mut nudges).await;
             if !decide::contends_again(ending, self.stop_when_work_ends, self.one_term.is_some()) {
                 return;
             }
             let lasted = clock.now().saturating_duration_since(grant.sent_at);
-            let between = decide::between_terms(short_terms, ending, lasted, &self.timing);
+            let between =
+                decide::between_terms(short_terms, ending, lasted, released, &self.timing);
             short_terms = between.short_terms;
             held = None;
             if !between.hold_off.is_zero() {
-                info!(
-                    identity = %self.lease.owner().identity(),
-                    lease = %self.lease.name(),
-                    token = grant.token.0,
-                    hold_off_ms = between.hold_off.as_millis() as u64,
-                    "handed over; holding off before contending again"
-                );
+                let identity = self.lease.owner().identity();
+                let lease = self.lease.name();
+                let hold_off_ms = between.hold_off.as_millis() as u64;
+                if ending == StepDownReason::Handover {
+                    info!(%identity, %lease, token = grant.token.0, hold_off_ms, "handed over; holding off before contending again");
+                } else {
+                    info!(%identity, %lease, token = grant.token.0, hold_off_ms, "could not renew; letting the others try first");
+                }
                 let since = clock.now();
                 let hold = decide::HoldOff {
                     since,
                     until: since.saturating_add(between.hold_off),
+                    offered: released,
                 };
                 held = Some((hold, self.lease.owner().term(grant.token)));
             }
             if !between.paced.is_zero() {
-                info!(
-                    identity = %self.lease.owner().identity(),
-                    lease = %self.lease.name(),
-                    token = grant.token.0,
-                    short_terms,
-                    pause_ms = between.paced.as_millis() as u64,
-                    "the work failed soon after the term began; pausing before contending again"
-                );
+                let refused = ending == StepDownReason::RenewRefused;
+                if refused {
+                    // Said (warning), shown (readiness, `/leader`, metric) for the whole pause.
+                    let detail = self
+                        .status
+                        .borrow()
+                        .last_step_down
+                        .as_ref()
+                        .and_then(|s| s.detail.clone());
+                    self.sit_out(Some(SitOut {
+                        reason: SitOutReason::RenewRefused,
+                        detail: format!(
+                            "{}; contending again in {} ms",
+                            detail.as_deref().unwrap_or("redis refused the renewal"),
+                            between.paced.as_millis()
+                        ),
+                    }));
+                } else {
+                    info!(
+                        identity = %self.lease.owner().identity(),
+                        lease = %self.lease.name(),
+                        token = grant.token.0,
+                        short_terms,
+                        pause_ms = between.paced.as_millis() as u64,
+                        "the work failed soon after the term began; pausing before contending again"
+                    );
+                }
                 self.heartbeat.beat(between.paced);
                 tokio::select! {
                     biased;
                     _ = shutdown.cancelled() => return,
                     _ = clock.sleep_until(clock.now().saturating_add(between.paced)) => {}
+                }
+                if refused {
+                    self.sit_out(None);
                 }
             }
         }

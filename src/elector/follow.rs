@@ -12,18 +12,21 @@ use super::decide::{self, GiveBack, Next, Seen, Wakeup};
 use super::notify::Releases;
 use super::{Elector, Eviction, LeaderInfo, Role};
 use crate::clock::BootInstant;
-use crate::lease::{Acquired, Grant, Holder, LeaseError, PreviousTerm, Retry};
+use crate::lease::{Acquired, FencingToken, Grant, Holder, LeaseError, PreviousTerm, Retry};
 
 impl Elector {
-    /// The follower loop: returns a grant, or `None` at shutdown. `held`: this replica handed
-    /// over and holds off (until when, and the value of the term it released), so that before
-    /// each try it lets the others go first ([`decide::held_off_wait`]).
+    /// The follower loop: returns a grant, or `None` at shutdown. `held`: this replica holds off
+    /// after a handover or a term it could not renew (until when, and the value of the term it
+    /// ended), so that before each try it lets the others go first ([`decide::held_off_wait`]).
+    /// `last_led`: the token of the last term it led, which tells a term of its own that an
+    /// unanswered acquire won ([`Elector::resolve_unknown_acquire`]).
     pub(super) async fn follow(
         &self,
         shutdown: &CancellationToken,
         releases: &mut Releases,
         give_up_at: Option<BootInstant>,
         held: Option<(decide::HoldOff, &str)>,
+        last_led: Option<FencingToken>,
     ) -> Option<Grant> {
         let timing = self.timing;
         let clock = self.lease.clock().clone();
@@ -197,6 +200,17 @@ impl Elector {
                 Err(err) => {
                     failures = failures.saturating_add(1);
                     self.redis_failed("acquire", &err, failures);
+                    if decide::outcome_unknown(&err) {
+                        // Before anything else, and never by acquiring again: a try that
+                        // cannot be answered would only take the lease once more, unknowingly.
+                        if !self
+                            .resolve_unknown_acquire(shutdown, last_led, give_up_at)
+                            .await
+                        {
+                            return None;
+                        }
+                        continue;
+                    }
                     Seen::Failed {
                         retry: err.retry(),
                         failures,

@@ -48,13 +48,14 @@ impl Ending {
 
 impl Elector {
     /// One term as leader: start the work, renew until something ends the term, step down.
+    /// Returns why the term ended, and whether its release was announced (the others woken).
     pub(super) async fn lead<W, Fut, E>(
         &self,
         grant: Grant,
         work: &mut W,
         shutdown: &CancellationToken,
         nudges: &mut watch::Receiver<u64>,
-    ) -> StepDownReason
+    ) -> (StepDownReason, bool)
     where
         W: FnMut(Leadership) -> Fut,
         Fut: Future<Output = Result<(), E>> + Send + 'static,
@@ -206,6 +207,20 @@ impl Elector {
                     self.observer.renewal(RenewalOutcome::Failed, latency);
                     failures = failures.saturating_add(1);
                     self.redis_failed("renew", &err, failures);
+                    if err.is_lasting_refusal() {
+                        // Retrying until the renew deadline would end the same way, and the
+                        // next acquire (which Redis may allow) would start it all again.
+                        let detail = Some(err.to_string());
+                        let reason = StepDownReason::RenewRefused;
+                        break (
+                            Ending {
+                                reason,
+                                detail,
+                                hand_to: None,
+                            },
+                            true,
+                        );
+                    }
                     deadlines.next_renew = decide::retry_after_failure(
                         attempt_started,
                         clock.now(),
@@ -222,13 +237,13 @@ impl Elector {
 
     /// Step-down, in order: zero the guard file, revoke (`check()` refuses, readiness flips), cancel
     /// the work, record the reason, wait for the work to stop (never past the validity
-    /// deadline), release.
+    /// deadline), release. Returns the reason, and whether the release was announced.
     async fn step_down(
         &self,
         leadership: &Leadership,
         ending: Ending,
         work_task: Option<JoinHandle<Result<(), String>>>,
-    ) -> StepDownReason {
+    ) -> (StepDownReason, bool) {
         let Ending {
             reason,
             mut detail,
@@ -297,6 +312,7 @@ impl Elector {
             }
         }
 
+        let mut released = false;
         if reason.may_still_hold() {
             let reserve = hand_to.map(|identity| Reservation {
                 identity,
@@ -308,6 +324,7 @@ impl Elector {
                 .await
             {
                 Ok(Released::Released) => {
+                    released = true;
                     info!(%identity, %lease, token = token.0, "released the lease")
                 }
                 Ok(Released::NotHeld) => {
@@ -318,7 +335,7 @@ impl Elector {
                 }
             }
         }
-        reason
+        (reason, released)
     }
 }
 

@@ -32,6 +32,7 @@ mod leadership;
 mod notices;
 mod notify;
 mod observer;
+mod sit_out;
 mod status;
 mod timing;
 mod watchers;
@@ -60,7 +61,7 @@ pub use leadership::{Leadership, NotLeader};
 pub use observer::{Observer, RenewalOutcome};
 pub use status::{
     Blocked, BlockingKey, Candidacy, Eviction, EvictionRefusal, LeaderInfo, RedisHealth, Role,
-    Status, StepDown, StepDownReason,
+    SitOut, SitOutReason, Status, StepDown, StepDownReason,
 };
 pub use timing::{TIMING_RULE, Timing, TimingBound, TimingError, TimingField};
 use watchers::StatusBoard;
@@ -102,6 +103,7 @@ impl Elector {
             last_step_down: None,
             redis: RedisHealth::default(),
             candidacy: Candidacy::Unchecked,
+            sitting_out: None,
         };
         Ok(Self {
             lease: Arc::new(lease),

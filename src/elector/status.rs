@@ -13,6 +13,10 @@ pub enum StepDownReason {
     Lost,
     /// No renewal succeeded within the renew deadline.
     RenewDeadlinePassed,
+    /// Redis refused a renewal for a reason that does not pass by itself (a missing
+    /// permission, a replica's READONLY, a wrong key type, out of memory): the term ends at
+    /// once, and the replica sits out, backing off, so that a healthy one leads.
+    RenewRefused,
     /// The validity deadline passed before a renewal could prove the lease still ours: the
     /// process was paused, or Redis did not answer in time.
     ValidityDeadlinePassed,
@@ -37,9 +41,10 @@ pub enum StepDownReason {
 
 impl StepDownReason {
     /// Every reason, for metrics that want all label values present from the start.
-    pub const ALL: [StepDownReason; 10] = [
+    pub const ALL: [StepDownReason; 11] = [
         StepDownReason::Lost,
         StepDownReason::RenewDeadlinePassed,
+        StepDownReason::RenewRefused,
         StepDownReason::ValidityDeadlinePassed,
         StepDownReason::WorkEnded,
         StepDownReason::WorkFailed,
@@ -55,6 +60,7 @@ impl StepDownReason {
         match self {
             StepDownReason::Lost => "lost",
             StepDownReason::RenewDeadlinePassed => "renew_deadline_passed",
+            StepDownReason::RenewRefused => "renew_refused",
             StepDownReason::ValidityDeadlinePassed => "validity_deadline_passed",
             StepDownReason::WorkEnded => "work_ended",
             StepDownReason::WorkFailed => "work_failed",
@@ -77,6 +83,7 @@ impl fmt::Display for StepDownReason {
         f.write_str(match self {
             StepDownReason::Lost => "lease lost",
             StepDownReason::RenewDeadlinePassed => "renew deadline passed",
+            StepDownReason::RenewRefused => "redis refused the renewal",
             StepDownReason::ValidityDeadlinePassed => "validity deadline passed",
             StepDownReason::WorkEnded => "work ended",
             StepDownReason::WorkFailed => "work failed",
@@ -243,6 +250,43 @@ pub struct Status {
     pub redis: RedisHealth,
     /// What the candidate check says (always [`Candidacy::Unchecked`] without one).
     pub candidacy: Candidacy,
+    /// Why this replica sits out of the election on its own account, if it does: its link to
+    /// Redis is too slow to keep a lease, or Redis refused its renewal (docs/DESIGN.md, point 18).
+    pub sitting_out: Option<SitOut>,
+}
+
+/// A replica that keeps itself out of the election for a while, because it could not use a
+/// lease it won: it says why, and comes back by itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SitOut {
+    /// Why.
+    pub reason: SitOutReason,
+    /// What was seen, in words (the round trip and its bound, Redis's refusal).
+    pub detail: String,
+}
+
+/// Why a replica sits out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SitOutReason {
+    /// Its round trips to Redis take longer than an acquire may: a lease it won could not be
+    /// kept (or even learnt of). It comes back once a round trip fits again.
+    SlowLink,
+    /// Redis refused its renewal for a reason that does not pass by itself: it waits out its
+    /// back-off (doubling from the retry period to 30 s) before it contends again.
+    RenewRefused,
+}
+
+impl SitOutReason {
+    /// Both, for metrics that want every label value present from the start.
+    pub const ALL: [SitOutReason; 2] = [SitOutReason::SlowLink, SitOutReason::RenewRefused];
+
+    /// A stable label (JSON, metrics): `slow_link` or `renew_refused`.
+    pub fn as_label(self) -> &'static str {
+        match self {
+            SitOutReason::SlowLink => "slow_link",
+            SitOutReason::RenewRefused => "renew_refused",
+        }
+    }
 }
 
 /// Whether this replica may stand for election, as its candidate check says.

@@ -207,10 +207,11 @@ impl Timing {
         self.retry_period.max(self.renew_deadline / 3)
     }
 
-    /// The bound of one acquire: no longer than a renewal attempt gets. Over a link too slow
-    /// to renew in time, winning the lease would only start a term that ends at the renew
-    /// deadline, again and again; refusing to acquire leaves the lease to a replica that can
-    /// keep it.
+    /// The bound of one acquire: no longer than a renewal attempt gets, since over a link too
+    /// slow to renew in time a term would only end at the renew deadline. An acquire that runs
+    /// out of it may still have won: its outcome is resolved before the next try, and a replica
+    /// whose round trips do not fit sits out (`Elector::resolve_unknown_acquire`), so that the
+    /// lease goes to a replica that can keep it.
     pub fn acquire_timeout(&self) -> Duration {
         self.call_timeout().min(self.renew_attempt_timeout())
     }

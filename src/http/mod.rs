@@ -227,6 +227,7 @@ mod tests {
                 ..RedisHealth::default()
             },
             candidacy: crate::elector::Candidacy::Unchecked,
+            sitting_out: None,
         }
     }
 

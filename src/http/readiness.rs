@@ -45,6 +45,13 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
     if !status.candidacy.stands() {
         return out(candidacy_words(&status.candidacy));
     }
+    if let Some(sitting) = &status.sitting_out {
+        return out(format!(
+            "sitting out of the election ({}): {}",
+            sitting.reason.as_label(),
+            sitting.detail
+        ));
+    }
     match status.redis.eviction_refusal {
         Some(EvictionRefusal::Asked) => {
             return out(format!(

@@ -169,6 +169,23 @@ impl LeaseError {
         }
     }
 
+    /// Whether Redis refused the call for a reason that does not pass by itself: a missing
+    /// permission, a replica's READONLY, a key of another type or value, out of memory, a
+    /// password that no longer works. A leader whose renewal is refused so cannot keep its
+    /// term, and retrying until the renew deadline would only win it again afterwards: it ends
+    /// the term at once (`renew_refused`) and sits out, backing off.
+    pub fn is_lasting_refusal(&self) -> bool {
+        matches!(
+            self,
+            LeaseError::NoPermission { .. }
+                | LeaseError::ReadOnly { .. }
+                | LeaseError::WrongType { .. }
+                | LeaseError::Corrupt { .. }
+                | LeaseError::OutOfMemory { .. }
+                | LeaseError::Authentication { .. }
+        )
+    }
+
     /// Whether Redis answered (with a refusal) rather than not at all: readiness then says
     /// what Redis refuses instead of calling it unreachable.
     pub fn is_answer(&self) -> bool {
@@ -425,5 +442,63 @@ mod tests {
         assert_eq!(back_off.retry(), Retry::BackOff);
         assert!(soon.spoils_connection());
         assert!(!back_off.spoils_connection());
+    }
+
+    #[test]
+    fn a_refusal_that_does_not_pass_by_itself_is_told_from_a_passing_fault() {
+        let op = "renew";
+        // (error, lasting refusal, why)
+        let cases = [
+            (
+                LeaseError::NoPermission {
+                    op,
+                    detail: "pexpire".into(),
+                },
+                true,
+                "a missing permission stays missing",
+            ),
+            (
+                LeaseError::ReadOnly { op },
+                true,
+                "a replica stays a replica",
+            ),
+            (
+                LeaseError::OutOfMemory {
+                    op,
+                    detail: "OOM".into(),
+                },
+                true,
+                "a full Redis with nothing to evict",
+            ),
+            (
+                LeaseError::Timeout {
+                    op,
+                    after: Duration::from_millis(400),
+                },
+                false,
+                "a late reply may be on time next",
+            ),
+            (
+                LeaseError::Connection {
+                    op,
+                    detail: "reset".into(),
+                },
+                false,
+                "a broken link is dialled again",
+            ),
+            (LeaseError::Loading { op }, false, "a restart ends"),
+            (
+                LeaseError::TooFewReplicas {
+                    op,
+                    acked: 0,
+                    wanted: 1,
+                },
+                false,
+                "a replica catches up",
+            ),
+        ];
+        for (err, want, why) in cases {
+            assert_eq!(err.is_lasting_refusal(), want, "{why}");
+        }
     }
 }

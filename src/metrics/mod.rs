@@ -18,7 +18,9 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::clock::BootInstant;
-use crate::elector::{BlockingKey, Observer, RenewalOutcome, Role, Status, StepDownReason};
+use crate::elector::{
+    BlockingKey, Observer, RenewalOutcome, Role, SitOutReason, Status, StepDownReason,
+};
 use crate::lease::{FencingToken, LeaseError};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -128,6 +130,7 @@ pub struct Metrics {
     eviction_possible: Family<PolicyLabel, Gauge>,
     candidate_unhealthy: Counter,
     lease_blocked: Family<KeyLabel, Gauge>,
+    sitting_out: Family<ReasonLabel, Gauge>,
     cooldowns_started: Counter,
     /// Held while a family that holds one series at a time is rewritten (clear, then set) and
     /// while the exposition is encoded, so that a scrape never sees it empty in between: a
@@ -266,6 +269,19 @@ impl Metrics {
              lease key, or the handover reservation: the label) keeps everyone from leading",
             lease_blocked.clone(),
         );
+        let sitting_out = Family::<ReasonLabel, Gauge>::default();
+        for reason in SitOutReason::ALL {
+            let _ = sitting_out.get_or_create(&ReasonLabel {
+                reason: reason.as_label(),
+            });
+        }
+        registry.register(
+            "sitting_out",
+            "1 while this replica keeps itself out of the election (the label says why: \
+             slow_link, its round trips to Redis do not fit a lease; renew_refused, Redis refused \
+             its renewal and it backs off), else 0",
+            sitting_out.clone(),
+        );
         let cooldowns_started = Counter::default();
         registry.register(
             "cooldowns_started",
@@ -291,6 +307,7 @@ impl Metrics {
             eviction_possible,
             candidate_unhealthy,
             lease_blocked,
+            sitting_out,
             cooldowns_started,
             rewrite: Mutex::new(()),
         }
@@ -329,6 +346,17 @@ impl Metrics {
                     key: key.as_label(),
                 })
                 .set(i64::from(blocked));
+        }
+        for reason in SitOutReason::ALL {
+            let sitting = status
+                .sitting_out
+                .as_ref()
+                .is_some_and(|s| s.reason == reason);
+            self.sitting_out
+                .get_or_create(&ReasonLabel {
+                    reason: reason.as_label(),
+                })
+                .set(i64::from(sitting));
         }
         self.leader.clear();
         if let Some(leader) = seen_leader(status, leading) {

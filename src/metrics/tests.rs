@@ -18,6 +18,7 @@ fn status(role: Role) -> Status {
             ..RedisHealth::default()
         },
         candidacy: crate::elector::Candidacy::Unchecked,
+        sitting_out: None,
     }
 }
 

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::clock::BootInstant;
 use crate::elector::{Role, Status};
-use crate::leader_view::{CandidacyView, LeaderView, RedisView, StepDownView};
+use crate::leader_view::{CandidacyView, LeaderView, RedisView, SitOutView, StepDownView};
 
 /// The document's format, its first field. Version 1 was `/leader`'s JSON.
 pub const FORMAT: &str = "leasehold-status 2";
@@ -67,6 +67,8 @@ pub struct StatusDocument {
     pub redis: RedisView,
     /// What the candidate check says.
     pub candidacy: CandidacyView,
+    /// Why the writer sits out of the election on its own account, if it does.
+    pub sitting_out: Option<SitOutView>,
 }
 
 fn unix_ms(t: SystemTime) -> u64 {
@@ -123,6 +125,7 @@ impl StatusDocument {
             last_step_down: view.last_step_down,
             redis: view.redis,
             candidacy: view.candidacy,
+            sitting_out: view.sitting_out,
         }
     }
 
@@ -156,6 +159,7 @@ mod tests {
             last_step_down: None,
             redis: RedisHealth::default(),
             candidacy: Default::default(),
+            sitting_out: None,
         }
     }
 

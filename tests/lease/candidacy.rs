@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use harness::replica::{FAST, Replica, run_to_end};
 use nix::sys::signal::Signal;
 use testbed::RedisServer;
-use testbed::wait::wait_for;
+use testbed::wait::{holds_on_every_look, wait_for};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -53,15 +53,6 @@ fn leads(r: &Replica) -> bool {
     r.get("/leader")
         .and_then(|(_, body)| serde_json::from_str::<serde_json::Value>(&body).ok())
         .is_some_and(|v| v["is_leader"] == true)
-}
-
-/// Asserts that `pred` holds on every look for the whole of `window`.
-fn holds_for(what: &str, window: Duration, mut pred: impl FnMut() -> bool) {
-    let end = Instant::now() + window;
-    while Instant::now() < end {
-        assert!(pred(), "{what} stopped holding within {window:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]
@@ -120,7 +111,7 @@ fn an_unhealthy_follower_does_not_contend_until_its_check_passes() {
     let name = lease("unhealthy-follower");
     let a = checked_replica(&redis, &name, "a", dir.path());
     // Alone and with a free lease, it still does not contend: three lease durations.
-    holds_for(
+    holds_on_every_look(
         "a stays out of the election",
         Duration::from_millis(4500),
         || !leads(&a),
@@ -200,7 +191,7 @@ fn a_commands_check_waits_out_its_start_up_grace_then_ends_the_term_and_sits_out
     wait_for("a leads", WAIT, || leads(&a).then_some(()));
     let began = Instant::now();
     // A follower running no command stands: it contended, and the check is not judged yet.
-    holds_for(
+    holds_on_every_look(
         "the term lasts the start-up grace",
         Duration::from_millis(1000),
         || leads(&a),

@@ -350,8 +350,9 @@ impl Replica {
         } else {
             0
         };
-        let pause =
-            decide::pause_after_term(self.short_terms, &t).max(decide::hold_off_after(reason, &t));
+        let pause = decide::pause_after_term(self.short_terms, &t)
+            // The model's step-down pauses in full; whether the release lands is the network's.
+            .max(decide::hold_off_after(reason, true, &t));
         self.observed = None;
         self.announced = false;
         self.role = if self.terms >= max_terms {

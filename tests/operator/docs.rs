@@ -282,6 +282,7 @@ fn exposition() -> String {
         last_step_down: None,
         redis: RedisHealth::default(),
         candidacy: Candidacy::Unchecked,
+        sitting_out: None,
     };
     metrics.render(&status, BootInstant::now(), true, Exposition::OpenMetrics)
 }

@@ -25,6 +25,13 @@ pub enum Fault {
     Pass,
     /// Forward every chunk this long after it was read, in both directions.
     Delay(Duration),
+    /// Forward requests at once and every reply chunk this long after it was read: a link
+    /// whose return leg is slow (each round trip costs this, and a new connection's first
+    /// command twice as much, after its handshake's reply).
+    DelayReplies(Duration),
+    /// Forward requests, and reset the connection instead of delivering a reply: every command
+    /// reaches the server and runs, and its caller never hears the answer.
+    ResetReplies,
     /// Hold every byte in both directions until the fault changes; connections stay open.
     Blackhole,
     /// Reset every connection, and every new one, until the fault changes.
@@ -220,8 +227,20 @@ async fn connection(
         .insert(port);
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
-    let up = pump(client_read, server_write, faults.clone(), port);
-    let down = pump(server_read, client_write, faults.clone(), port);
+    let up = pump(
+        client_read,
+        server_write,
+        faults.clone(),
+        port,
+        Leg::Requests,
+    );
+    let down = pump(
+        server_read,
+        client_write,
+        faults.clone(),
+        port,
+        Leg::Replies,
+    );
     tokio::select! {
         _ = up => {}
         _ = down => {}
@@ -233,13 +252,34 @@ async fn connection(
         .remove(&port);
 }
 
+/// Which way a pump moves bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leg {
+    /// Client to server.
+    Requests,
+    /// Server to client.
+    Replies,
+}
+
+impl Fault {
+    /// How long a chunk read on `leg` waits before it is written.
+    fn delay(self, leg: Leg) -> Duration {
+        match (self, leg) {
+            (Fault::Delay(d), _) | (Fault::DelayReplies(d), Leg::Replies) => d,
+            _ => Duration::ZERO,
+        }
+    }
+}
+
 /// Moves bytes one way: each chunk is stamped with its delivery time when read, and written
-/// then, in order, but not while the link is blackholed.
+/// then, in order, but not while the link is blackholed. A reply read while replies are reset
+/// ends the pump, and with it the connection (reset).
 async fn pump(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     faults: watch::Receiver<Faults>,
     port: u16,
+    leg: Leg,
 ) {
     let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
     let read_faults = faults.clone();
@@ -250,10 +290,11 @@ async fn pump(
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
-            let delay = match read_faults.borrow().of(port) {
-                Fault::Delay(d) => d,
-                _ => Duration::ZERO,
-            };
+            let fault = read_faults.borrow().of(port);
+            if fault == Fault::ResetReplies && leg == Leg::Replies {
+                return;
+            }
+            let delay = fault.delay(leg);
             if tx
                 .send((Instant::now() + delay, buf[..n].to_vec()))
                 .is_err()

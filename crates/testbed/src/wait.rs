@@ -68,6 +68,16 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Opt
     }
 }
 
+/// Asserts on this thread that `pred` holds on every look (every 20 ms) for the whole of
+/// `window`, naming `what` when it stops.
+pub fn holds_on_every_look(what: &str, window: Duration, mut pred: impl FnMut() -> bool) {
+    let end = Instant::now() + window;
+    while Instant::now() < end {
+        assert!(pred(), "{what} stopped holding within {window:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Polls every 2 ms until `pred` holds; the instant it first held, or `None` after `timeout`.
 pub fn first_instant(timeout: Duration, mut pred: impl FnMut() -> bool) -> Option<Instant> {
     let deadline = Instant::now() + timeout;

@@ -22,15 +22,17 @@ pub fn contends_again(ending: StepDownReason, stop_when_work_ends: bool, one_ter
     !(ending == StepDownReason::Shutdown || (work_ended && stop_when_work_ends) || one_term)
 }
 
-/// Whether a term was cut short by its work: work that fails or panics within one lease duration
-/// of winning (a command that cannot start, a reconciler that errors at once), again and again,
-/// would otherwise make the replicas cycle acquire → release as fast as Redis answers. Work that
-/// returns on its own hands over on purpose (a rotation, a library user's choice) and is not
-/// paced.
+/// Whether a term was cut short by a fault that the next term would meet again: work that fails
+/// or panics within one lease duration of winning (a command that cannot start, a reconciler
+/// that errors at once), or a renewal that Redis refused for a reason that does not pass by
+/// itself (a missing permission: the next acquire passes, the next renewal is refused). Again
+/// and again, either would make the replicas cycle acquire → release as fast as Redis answers.
+/// Work that returns on its own hands over on purpose (a rotation, a library user's choice) and
+/// is not paced.
 pub fn is_short_term(reason: StepDownReason, lasted: Duration, timing: &Timing) -> bool {
     matches!(
         reason,
-        StepDownReason::WorkFailed | StepDownReason::WorkPanicked
+        StepDownReason::WorkFailed | StepDownReason::WorkPanicked | StepDownReason::RenewRefused
     ) && lasted < timing.lease_duration
 }
 
@@ -47,13 +49,27 @@ pub fn pause_after_term(short_terms_in_a_row: u32, timing: &Timing) -> Duration 
         .min(MAX_BACKOFF.max(timing.retry_period))
 }
 
-/// How long a replica holds off after a term ended for `reason`: one lease duration after a
+/// How long a replica holds off after a term ended for `reason`, `released` saying whether its
+/// release was announced (the others woken to take the lease). One lease duration after a
 /// handover, so that the replica that asked to be relieved is not the next leader again (a
-/// handover must move leadership, or it did nothing); none otherwise. Holding off is a place at
-/// the back of the queue, not a ban: see [`held_off_wait`].
-pub fn hold_off_after(reason: StepDownReason, timing: &Timing) -> Duration {
+/// handover must move leadership, or it did nothing). After a term it could not renew (the
+/// renew or the validity deadline passed): a replica whose renewals failed is the least likely
+/// to keep the next term, so it lets the healthy followers go first: one retry period when its
+/// release woke them, else until the term it could not renew has surely run out (renewals may
+/// have landed unanswered) and a yield more, since the others wake at that expiry. None
+/// otherwise. Holding off is a place at the back of the queue, not a ban: see
+/// [`held_off_wait`].
+pub fn hold_off_after(reason: StepDownReason, released: bool, timing: &Timing) -> Duration {
     match reason {
         StepDownReason::Handover => timing.lease_duration,
+        StepDownReason::RenewDeadlinePassed | StepDownReason::ValidityDeadlinePassed
+            if released =>
+        {
+            timing.retry_period
+        }
+        StepDownReason::RenewDeadlinePassed | StepDownReason::ValidityDeadlinePassed => {
+            timing.lease_duration + yield_to_others(timing)
+        }
         _ => Duration::ZERO,
     }
 }
@@ -65,11 +81,13 @@ pub fn reservation(timing: &Timing) -> Duration {
     timing.retry_period.saturating_mul(2)
 }
 
-/// A replica that handed over: since when (the end of its term) and until when it holds off.
+/// A replica holding off: since when (the end of its term), until when, and whether the lease
+/// was offered to the others when it began (its release announced).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HoldOff {
     pub since: BootInstant,
     pub until: BootInstant,
+    pub offered: bool,
 }
 
 /// How long a replica holding off lets the others go first after a wake-up: longer than a woken
@@ -88,10 +106,12 @@ pub fn yield_to_others(timing: &Timing) -> Duration {
 ///   release, a handover to this replica, a data-loss notice): the replica yields
 ///   [`yield_to_others`], so that every follower not holding off tries first, and then takes
 ///   what nobody took: a term handed to it, or a lease nobody else contends for.
-/// - Otherwise (it has just handed over and heard nothing else) it waits until every follower
+/// - Otherwise, when its release offered the lease to the others, it waits until every follower
 ///   has had a try, also one whose release channel is down and tries only on its retry period
 ///   (at most 2.2 retry periods), and a yield more: only then does it take back a lease that
 ///   nobody else wanted, instead of leaving it leaderless for the rest of its hold-off.
+/// - When its release was not announced, nobody was offered anything: it waits out the whole
+///   hold-off (the others try when the term it left runs out).
 ///
 /// Never past the hold-off's end.
 pub fn held_off_wait(now: BootInstant, hold: HoldOff, woken: bool, timing: &Timing) -> Duration {
@@ -102,6 +122,8 @@ pub fn held_off_wait(now: BootInstant, hold: HoldOff, woken: bool, timing: &Timi
     let yielded = yield_to_others(timing);
     let wait = if woken {
         yielded
+    } else if !hold.offered {
+        left
     } else {
         let everyone_tried = hold
             .since
@@ -118,17 +140,19 @@ pub struct BetweenTerms {
     pub short_terms: u32,
     /// The pause the short terms ask for ([`pause_after_term`]).
     pub paced: Duration,
-    /// The hold-off after a handover ([`hold_off_after`]): not slept out, but followed with
-    /// [`held_off_wait`] before each try.
+    /// The hold-off after a handover or a term that could not renew ([`hold_off_after`]): not
+    /// slept out, but followed with [`held_off_wait`] before each try.
     pub hold_off: Duration,
 }
 
 /// After a term that ended for `reason` having `lasted` so long from its acquire's send
-/// instant, with `short_terms` short terms in a row before it: the new streak and the pauses.
+/// instant, `released` or not, with `short_terms` short terms in a row before it: the new streak
+/// and the pauses.
 pub fn between_terms(
     short_terms: u32,
     reason: StepDownReason,
     lasted: Duration,
+    released: bool,
     timing: &Timing,
 ) -> BetweenTerms {
     let short_terms = if is_short_term(reason, lasted, timing) {
@@ -139,7 +163,7 @@ pub fn between_terms(
     BetweenTerms {
         short_terms,
         paced: pause_after_term(short_terms, timing),
-        hold_off: hold_off_after(reason, timing),
+        hold_off: hold_off_after(reason, released, timing),
     }
 }
 
@@ -224,7 +248,7 @@ mod tests {
     }
 
     #[test]
-    fn short_terms_are_those_the_work_cut_short() {
+    fn short_terms_are_those_a_fault_cut_short() {
         let t = Timing::default(); // 15 s / 10 s / 2 s
         // (reason, lasted) -> short?
         let cases = [
@@ -259,9 +283,15 @@ mod tests {
                 RenewDeadlinePassed,
                 ms(10_000),
                 false,
-                "a missed renewal neither",
+                "a missed renewal neither (the hold-off puts it last instead)",
             ),
             (ValidityDeadlinePassed, ms(1), false, "nor a pause"),
+            (
+                RenewRefused,
+                ms(2_001),
+                true,
+                "a refused renewal: the next term would be refused too",
+            ),
             (Shutdown, ms(1), false, "nor shutdown"),
         ];
         for (reason, lasted, want, why) in cases {
@@ -297,27 +327,66 @@ mod tests {
     fn handover_table() {
         let t = Timing::default(); // 15 s / 10 s / 2 s
         let fast = timing(1_500, 900, 250);
-        // (reason, timing) -> (hold-off, reservation)
+        // (reason, timing, released) -> (hold-off, reservation)
         let cases = [
             (
                 Handover,
                 t,
+                true,
                 (15_000, 4_000),
                 "a handover holds off one lease duration",
             ),
             (
                 Handover,
                 fast,
+                true,
                 (1_500, 500),
                 "and reserves two retry periods",
             ),
-            (Shutdown, t, (0, 4_000), "shutdown holds nobody off"),
-            (Lost, t, (0, 4_000), "nor a lost lease"),
-            (WorkEnded, t, (0, 4_000), "nor work that returned"),
-            (ValidityDeadlinePassed, t, (0, 4_000), "nor a pause"),
+            (Shutdown, t, true, (0, 4_000), "shutdown holds nobody off"),
+            (Lost, t, false, (0, 4_000), "nor a lost lease"),
+            (WorkEnded, t, true, (0, 4_000), "nor work that returned"),
+            (
+                RenewDeadlinePassed,
+                t,
+                true,
+                (2_000, 4_000),
+                "a term it could not renew, released: one retry period at the back",
+            ),
+            (
+                ValidityDeadlinePassed,
+                fast,
+                true,
+                (250, 500),
+                "a pause, or renewals too late to count, too",
+            ),
+            (
+                RenewDeadlinePassed,
+                t,
+                false,
+                (15_500, 4_000),
+                "not released: until the term surely ran out, and a yield",
+            ),
+            (
+                ValidityDeadlinePassed,
+                fast,
+                false,
+                (1_600, 500),
+                "the same with fast timing",
+            ),
+            (
+                RenewRefused,
+                t,
+                true,
+                (0, 4_000),
+                "a refused renewal is paced instead",
+            ),
         ];
-        for (reason, timing, (hold_off, reserve), why) in cases {
-            let got = (hold_off_after(reason, &timing), reservation(&timing));
+        for (reason, timing, released, (hold_off, reserve), why) in cases {
+            let got = (
+                hold_off_after(reason, released, &timing),
+                reservation(&timing),
+            );
             assert_eq!(got, (ms(hold_off), ms(reserve)), "{why}");
         }
     }
@@ -330,6 +399,7 @@ mod tests {
         let hold = |since: u64, t: &Timing| HoldOff {
             since: at(since),
             until: at(since).saturating_add(t.lease_duration),
+            offered: true,
         };
         // (timing, hold-off from, now, woken) -> wait
         let cases = [
@@ -390,12 +460,20 @@ mod tests {
             let got = held_off_wait(at(now), hold(since, &timing), woken, &timing);
             assert_eq!(got, ms(want), "{why}");
         }
+        // A release that was not announced offered nothing: the whole hold-off, unless woken.
+        let unoffered = HoldOff {
+            offered: false,
+            ..hold(1_000, &t)
+        };
+        assert_eq!(held_off_wait(at(1_000), unoffered, false, &t), ms(15_000));
+        assert_eq!(held_off_wait(at(9_000), unoffered, false, &t), ms(7_000));
+        assert_eq!(held_off_wait(at(9_000), unoffered, true, &t), ms(500));
     }
 
     #[test]
     fn between_terms_the_streak_and_the_pause_follow_the_term() {
         let t = Timing::default();
-        // (short terms before, reason, lasted) -> (streak, pause)
+        // (short terms before, reason, lasted) -> (streak, pause), released
         let cases = [
             (
                 0,
@@ -419,6 +497,20 @@ mod tests {
                 "a long term resets the streak",
             ),
             (3, Lost, 10, (0, 0), "so does a term the work did not end"),
+            (
+                1,
+                RenewRefused,
+                2_000,
+                (2, 4_000),
+                "refused renewals in a row back off like failing work",
+            ),
+            (
+                0,
+                RenewDeadlinePassed,
+                1_000,
+                (0, 2_000),
+                "a missed renewal holds off one retry period",
+            ),
             (0, Handover, 10, (0, 15_000), "a handover holds off"),
             (
                 u32::MAX,
@@ -429,7 +521,7 @@ mod tests {
             ),
         ];
         for (before, reason, lasted, (streak, pause), why) in cases {
-            let got = between_terms(before, reason, ms(lasted), &t);
+            let got = between_terms(before, reason, ms(lasted), true, &t);
             let paused = got.paced.max(got.hold_off);
             assert_eq!((got.short_terms, paused), (streak, ms(pause)), "{why}");
         }

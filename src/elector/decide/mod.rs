@@ -10,7 +10,9 @@
 //!   `sighting`: the observed-time rule, which release lets go of a holder, what to give back
 //!   after an acquire that raced shutdown, when the leader seen has changed.
 //! - `between`: between terms: whether to contend again, short terms and their pacing, the
-//!   hold-off after a handover and the successor's reservation.
+//!   hold-off after a handover or a term that could not renew, and the successor's reservation.
+//! - `gray`: a partly sick replica: an acquire whose outcome is unknown, a link too slow for a
+//!   lease, the term of its own that an unanswered acquire won.
 //! - `channel`: the release channel's keepalive and resubscribe back-off; `herd`: the spread
 //!   of a release's wake-ups.
 //!
@@ -22,6 +24,7 @@
 mod between;
 mod channel;
 mod follower;
+mod gray;
 mod herd;
 mod sighting;
 mod watchdog;
@@ -35,6 +38,7 @@ pub use between::{BetweenTerms, hold_off_after, is_short_term, pause_after_term,
 pub(crate) use channel::Wakeup;
 pub use channel::{Keepalive, keepalive, resubscribe_backoff};
 pub use follower::{FollowerStrategy, Next, Seen, follower_wait, next_try, seen_by};
+pub use gray::{link_fits, outcome_unknown, unknown_term_of_ours};
 pub(crate) use herd::herd_delay;
 pub(crate) use sighting::announces_release;
 pub use sighting::{GiveBack, give_back, leader_changed, observation_stands};

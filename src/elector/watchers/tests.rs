@@ -11,6 +11,7 @@ fn status(role: Role) -> Status {
         last_step_down: None,
         redis: RedisHealth::default(),
         candidacy: Candidacy::Unchecked,
+        sitting_out: None,
     }
 }
 

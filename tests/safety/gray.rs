@@ -1,0 +1,170 @@
+//! Gray failures (docs/DESIGN.md point 18): one partly sick replica must never cost the group its
+//! leader. Real `leasehold run` processes and a real redis-server; the sick replica's link goes
+//! through the TCP fault proxy (replies late, replies reset) or its ACL user lacks one
+//! permission. Each test starts from the defect as it was seen: a slow replica that took the
+//! lease again and again without ever learning it led, a leader refused its renewals that won
+//! again at every renew deadline, a leader that could not renew that took the next term back
+//! ahead of a healthy follower.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use harness::contenders::unique_lease;
+use harness::replica::Replica;
+use leasehold::lease::minimal_acl_rule;
+use nix::sys::signal::Signal;
+use testbed::proxy::{Fault, FaultProxy};
+use testbed::redis_server::RedisServer;
+use testbed::wait::{holds_on_every_look, wait_for};
+
+/// The timing of the reports: TTL 2 s, renew deadline 1.4 s, retry 400 ms, so that an acquire
+/// is bounded by 467 ms; no data-loss cooldown, so that a fresh Redis elects at once.
+const GRAY: [&str; 7] = [
+    "--lease-duration",
+    "2s",
+    "--renew-deadline",
+    "1400ms",
+    "--retry-period",
+    "400ms",
+    "--no-data-loss-cooldown",
+];
+
+/// The lease duration of [`GRAY`].
+const LEASE: Duration = Duration::from_secs(2);
+
+/// Room for a loaded machine to start a process and for a log line to arrive, on top of a bound
+/// that the design gives.
+const SLACK: Duration = Duration::from_secs(1);
+
+fn proxy_to(redis: &RedisServer) -> FaultProxy {
+    FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], redis.port())))
+}
+
+#[test]
+fn a_replica_whose_replies_come_late_leaves_the_lease_to_a_healthy_one() {
+    let redis = RedisServer::start();
+    let proxy = proxy_to(&redis);
+    let lease = unique_lease("gray-slow");
+    let mut first = Replica::spawn(&redis.url(), &lease, "first", &GRAY, &[]);
+    wait_for("the first replica to lead", 5 * LEASE, || {
+        first.is_ready().then_some(())
+    });
+    // Replies take 600 ms, past the acquire bound of 467 ms; each request runs at once.
+    proxy.set(Fault::DelayReplies(Duration::from_millis(600)));
+    let slow = Replica::spawn(&proxy.url(), &lease, "slow", &GRAY, &[]);
+    slow.wait_events("redis call failed", 1, 5 * LEASE);
+    // A rolling update: the healthy leader leaves, and its replacement starts 2 s later.
+    first.signal(Signal::SIGTERM);
+    assert_eq!(first.wait_exit(5 * LEASE), 0, "{}", first.log_text());
+    let freed = Instant::now();
+    std::thread::sleep(LEASE);
+    let second = Replica::spawn(&redis.url(), &lease, "second", &GRAY, &[]);
+    // The goal of point 18: a healthy replica leads within two lease durations of the lease
+    // becoming free, and keeps leading; the slow one takes nothing from it.
+    let bound = (freed + 2 * LEASE + SLACK).saturating_duration_since(Instant::now());
+    wait_for(
+        "a healthy replica to lead within two lease durations of the release",
+        bound,
+        || second.is_ready().then_some(()),
+    );
+    holds_on_every_look("the healthy replica's leadership", 2 * LEASE, || {
+        second.is_ready()
+    });
+    // The slow replica says why it stays out: `/leader`, readiness, a warning, the metric.
+    let view = slow.leader();
+    assert_eq!(view["sitting_out"]["reason"], "slow_link", "{view}");
+    let (code, words) = slow.get("/readyz").expect("/readyz answers");
+    assert_eq!(code, 503);
+    assert!(words.contains("sitting out of the election"), "{words}");
+    let said = slow.wait_events("sitting out of the election", 1, SLACK);
+    assert_eq!(said[0]["level"], "WARN", "{said:?}");
+    assert_eq!(
+        slow.metric("leasehold_sitting_out{reason=\"slow_link\"}"),
+        Some(1.0)
+    );
+    assert!(
+        slow.events("became leader").is_empty(),
+        "the slow replica never learns that it leads, so it must not lead"
+    );
+}
+
+#[test]
+fn a_leader_whose_renewals_are_refused_steps_down_sits_out_and_leaves_the_lease_to_a_healthy_one() {
+    let redis = RedisServer::start();
+    // docs/REFERENCE.md's rule without `+pexpire`: acquires pass, every renewal is refused.
+    let rule = minimal_acl_rule("leasehold:", false).replace(" +pexpire", "");
+    let mut args = vec!["ACL", "SETUSER", "renewless", "reset"];
+    args.extend(rule.split(' '));
+    args.push(">pw");
+    let ok: String = redis.cmd(&args);
+    assert_eq!(ok, "OK");
+    let lease = unique_lease("gray-refused");
+    let refused_url = format!("redis://renewless:pw@{}", redis.addr());
+    // A password goes in the environment, not on the command line.
+    let env = [("LEASEHOLD_REDIS_URL", refused_url.as_str())];
+    let refused = Replica::spawn_with_env("", &lease, "refused", &GRAY, &[], &env);
+    wait_for("the replica without +pexpire to win", 5 * LEASE, || {
+        (!refused.events("became leader").is_empty()).then_some(())
+    });
+    let healthy = Replica::spawn(&redis.url(), &lease, "healthy", &GRAY, &[]);
+    // Its first refused renewal ends the term at once, with a reason of its own.
+    let stepped = refused.wait_events("stepped down", 1, 5 * LEASE);
+    assert_eq!(stepped[0]["reason"], "renew_refused", "{stepped:?}");
+    let stepped_at = Instant::now();
+    let bound = (stepped_at + 2 * LEASE + SLACK).saturating_duration_since(Instant::now());
+    wait_for("the healthy replica to lead", bound, || {
+        healthy.is_ready().then_some(())
+    });
+    holds_on_every_look("the healthy replica's leadership", 3 * LEASE, || {
+        healthy.is_ready()
+    });
+    assert_eq!(
+        refused.events("became leader").len(),
+        1,
+        "the refused replica took the lease back:\n{}",
+        refused.log_text()
+    );
+    // It said what to fix, at error level, and that it sits out.
+    let refusals: Vec<_> = refused
+        .logs()
+        .into_iter()
+        .filter(|l| l["level"] == "ERROR" && l["error"].as_str().unwrap_or("").contains("pexpire"))
+        .collect();
+    assert!(!refusals.is_empty(), "{}", refused.log_text());
+    let sat = refused.wait_events("sitting out of the election", 1, SLACK);
+    assert_eq!(sat[0]["reason"], "renew_refused", "{sat:?}");
+}
+
+#[test]
+fn a_leader_that_could_not_renew_lets_a_healthy_follower_take_the_next_term() {
+    let redis = RedisServer::start();
+    let proxy = proxy_to(&redis);
+    // The follower's link is healthy but not instant (20 ms each way, far inside every bound):
+    // a replica that tries again the moment its term ended would win every such race.
+    let follower_link = proxy_to(&redis);
+    follower_link.set(Fault::Delay(Duration::from_millis(20)));
+    let lease = unique_lease("gray-reset");
+    let proxied = Replica::spawn(&proxy.url(), &lease, "proxied", &GRAY, &[]);
+    wait_for("the proxied replica to lead", 5 * LEASE, || {
+        proxied.is_ready().then_some(())
+    });
+    let follower = Replica::spawn(&follower_link.url(), &lease, "follower", &GRAY, &[]);
+    follower.wait_events("following leader", 1, 5 * LEASE);
+    // Every renewal reaches Redis and runs; its reply is reset on the way back.
+    proxy.set(Fault::ResetReplies);
+    let stepped = proxied.wait_events("stepped down", 1, 5 * LEASE);
+    proxy.set(Fault::Pass);
+    assert_eq!(stepped[0]["reason"], "renew_deadline_passed", "{stepped:?}");
+    wait_for("the healthy follower to lead", 2 * LEASE + SLACK, || {
+        follower.is_ready().then_some(())
+    });
+    holds_on_every_look("the healthy follower's leadership", LEASE, || {
+        follower.is_ready()
+    });
+    assert_eq!(
+        proxied.events("became leader").len(),
+        1,
+        "the replica that could not renew took the next term back:\n{}",
+        proxied.log_text()
+    );
+}
