@@ -204,11 +204,13 @@ impl Elector {
                         // Before anything else, and never by acquiring again: a try that
                         // cannot be answered would only take the lease once more, unknowingly.
                         if !self
-                            .resolve_unknown_acquire(shutdown, last_led, give_up_at)
+                            .resolve_unknown_acquire(shutdown, last_led, give_up_at, failures)
                             .await
                         {
                             return None;
                         }
+                        // Redis answered in time: the outage, if any, is over.
+                        failures = 0;
                         continue;
                     }
                     Seen::Failed {

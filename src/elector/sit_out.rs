@@ -19,16 +19,18 @@ impl Elector {
     /// this replica never led ([`decide::unknown_term_of_ours`]), and sitting out meanwhile.
     /// Reads are probes, one per retry period (with jitter): a lease that this replica may hold
     /// without knowing is never extended, so it runs out within one TTL at most and a healthy
-    /// replica takes it. `false` at shutdown, or when a one-shot lock's wait is over.
+    /// replica takes it. `failures`: failed calls in a row so far (the acquire's), which the
+    /// reads go on counting, so that an outage is said once. `false` at shutdown, or when a
+    /// one-shot lock's wait is over.
     pub(super) async fn resolve_unknown_acquire(
         &self,
         shutdown: &CancellationToken,
         last_led: Option<FencingToken>,
         give_up_at: Option<BootInstant>,
+        mut failures: u32,
     ) -> bool {
         let timing = self.timing;
         let clock = self.lease.clock().clone();
-        let mut failures: u32 = 0;
         loop {
             self.heartbeat.beat(timing.call_timeout());
             let started = clock.now();
