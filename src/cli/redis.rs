@@ -71,6 +71,7 @@ impl RedisArgs {
             key_prefix: self.key_prefix.clone(),
             username,
             password,
+            password_file: self.redis_password_file.clone(),
             tls,
             sentinel_password,
             allow_unsafe_sentinel_count: self.allow_unsafe_sentinel_count,
