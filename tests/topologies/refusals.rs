@@ -1,6 +1,6 @@
 //! A Redis that answers but cannot hold the lease, on each engine leasehold runs against: a
 //! replica (Redis 6.2 words a READONLY inside a script as a script error, 7.0 and Valkey as
-//! READONLY) and a Redis with scripting renamed away. Readiness and `leasehold status` say what
+//! READONLY) and a Redis with scripting renamed away (each words the unknown command its way). Readiness and `leasehold status` say what
 //! Redis refuses, never "unreachable".
 
 use std::time::Duration;
@@ -51,36 +51,47 @@ const NO_SCRIPTING: [&str; 3] = [
 ];
 
 #[test]
-fn a_redis_without_scripting_says_what_leasehold_needs() {
-    let redis = RedisServer::builder()
-        .args(["--rename-command", "EVALSHA", ""])
-        .args(["--rename-command", "EVAL", ""])
-        .start();
-    let a = Replica::spawn(
-        &redis.url(),
-        &unique_lease("no-scripting"),
-        "a",
-        &member(),
-        &[],
-    );
-    let body = a.wait_not_ready_reason(Duration::from_secs(5));
-    assert!(!body.contains("unreachable"), "{body}");
-    for words in NO_SCRIPTING {
-        assert!(body.contains(words), "want {words:?} in: {body}");
-    }
-    let refused = a.wait_events(
-        "redis refuses leasehold; backing off until it is fixed",
-        1,
-        Duration::from_secs(5),
-    );
-    assert_eq!(refused[0]["level"], "ERROR", "{:?}", refused[0]);
+fn a_redis_without_scripting_says_what_leasehold_needs_on_every_engine() {
+    for engine in Engine::ALL {
+        let redis = RedisServer::builder()
+            .engine(engine)
+            .args(["--rename-command", "EVALSHA", ""])
+            .args(["--rename-command", "EVAL", ""])
+            .start();
+        let a = Replica::spawn(
+            &redis.url(),
+            &unique_lease("no-scripting"),
+            "a",
+            &member(),
+            &[],
+        );
+        let body = a.wait_not_ready_reason(Duration::from_secs(5));
+        assert!(!body.contains("unreachable"), "{}: {body}", engine.name());
+        for words in NO_SCRIPTING {
+            assert!(
+                body.contains(words),
+                "{}: want {words:?} in: {body}",
+                engine.name()
+            );
+        }
+        let refused = a.wait_events(
+            "redis refuses leasehold; backing off until it is fixed",
+            1,
+            Duration::from_secs(5),
+        );
+        assert_eq!(refused[0]["level"], "ERROR", "{:?}", refused[0]);
 
-    let (code, _, stderr) = run_to_end(
-        &["status", "--lease-name", "web", "--redis-url", &redis.url()],
-        &[],
-    );
-    assert_eq!(code, 1, "{stderr}");
-    for words in NO_SCRIPTING {
-        assert!(stderr.contains(words), "want {words:?} in: {stderr}");
+        let (code, _, stderr) = run_to_end(
+            &["status", "--lease-name", "web", "--redis-url", &redis.url()],
+            &[],
+        );
+        assert_eq!(code, 1, "{}: {stderr}", engine.name());
+        for words in NO_SCRIPTING {
+            assert!(
+                stderr.contains(words),
+                "{}: want {words:?} in: {stderr}",
+                engine.name()
+            );
+        }
     }
 }
