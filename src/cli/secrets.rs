@@ -1,42 +1,29 @@
-//! Files that flags name and that hold secrets or certificates: read once, refused when
-//! unreadable, empty or of the wrong kind, and never shown.
+//! Files that flags name and that hold secrets or certificates: read once at start, refused when
+//! unreadable, empty or of the wrong kind, and never shown. The rule for a secret's file is the
+//! lease's ([`Secret::from_file`]), which reads the Redis password file again on a refusal.
 
 use std::path::Path;
 
 use super::CliError;
-use crate::lease::Secret;
+use crate::lease::{Secret, SecretFileError, read_nonempty};
 
-/// Reads a file a flag names; refuses an unreadable or empty one.
-pub(super) fn read_file(flag: &'static str, path: &Path) -> Result<Vec<u8>, CliError> {
-    let bytes = std::fs::read(path).map_err(|e| CliError::File {
+/// The refusal of the file `path` that `flag` names.
+fn refused<'a>(flag: &'static str, path: &'a Path) -> impl Fn(SecretFileError) -> CliError + 'a {
+    move |e| CliError::File {
         flag,
         path: path.to_owned(),
-        rule: format!("cannot read it: {e}"),
-    })?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(CliError::File {
-            flag,
-            path: path.to_owned(),
-            rule: "the file is empty".into(),
-        });
+        rule: e.to_string(),
     }
-    Ok(bytes)
 }
 
 /// A secret from a file, trailing newlines removed.
 pub(super) fn read_secret(flag: &'static str, path: &Path) -> Result<Secret, CliError> {
-    let bytes = read_file(flag, path)?;
-    let text = String::from_utf8(bytes).map_err(|_| CliError::File {
-        flag,
-        path: path.to_owned(),
-        rule: "is not UTF-8 text".into(),
-    })?;
-    Ok(Secret::new(text.trim_end_matches(['\n', '\r'])))
+    Secret::from_file(path).map_err(refused(flag, path))
 }
 
 /// A PEM file: must hold at least one `-----BEGIN` block.
 pub(super) fn read_pem(flag: &'static str, path: &Path) -> Result<Vec<u8>, CliError> {
-    let bytes = read_file(flag, path)?;
+    let bytes = read_nonempty(path).map_err(refused(flag, path))?;
     if !bytes.windows(10).any(|w| w == b"-----BEGIN") {
         return Err(CliError::File {
             flag,

@@ -46,7 +46,7 @@ pub fn execute(invocation: Invocation) -> Result<ExitCode, CliError> {
     }
 }
 
-/// Runs `command` on the runtime with SIGTERM and SIGINT as its shutdown.
+/// Runs `command` on the runtime with SIGTERM, SIGINT and SIGHUP as its shutdown.
 fn until_signalled<F, Fut>(command: F) -> Result<ExitCode, CliError>
 where
     F: FnOnce(Shutdown) -> Fut,

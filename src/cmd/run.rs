@@ -1,7 +1,7 @@
 //! `leasehold run`: one common. Names the lease, starts the HTTP endpoints, contends, and
-//! while leading runs the Kubernetes parts and the singleton command; on SIGTERM or SIGINT it
-//! steps down, releases the lease and exits 0 within a bounded grace period (or with the
-//! command's exit code when the command ended on its own).
+//! while leading runs the Kubernetes parts and the singleton command; on SIGTERM, SIGINT or
+//! SIGHUP it steps down, releases the lease and exits 0 within a bounded grace period (or with
+//! the command's exit code when the command ended on its own).
 
 use std::sync::Arc;
 

@@ -9,6 +9,10 @@
 //! redis-rs's `ConnectionManager` reconnects after I/O errors, but keeps a connection whose
 //! replies stopped coming (a blackholed link): every later call would queue behind the lost
 //! ones. Here a timeout spoils the connection too, and the next call dials again.
+//!
+//! A dial that Redis refuses for its password reads the password file again (see
+//! [`password_file`](super::password_file)); when the file holds a new password, the target is
+//! built anew with it and dialled at once.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,9 +23,10 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Client, Cmd, ConnectionAddr, Pipeline, RedisFuture, Value};
 
-use super::LeaseError;
+use super::password_file::PasswordFile;
 use super::sentinels::Sentinels;
-use super::target::{Access, Target, cluster_slot, connect_node};
+use super::target::{Access, RedisTarget, Target, cluster_slot, connect_node};
+use super::{LeaseError, Secret};
 
 /// A connection to one node, or to a cluster.
 #[derive(Clone)]
@@ -97,7 +102,12 @@ pub(crate) enum Dialled {
 
 /// The connection slot.
 pub(crate) struct Connection {
-    behind: Behind,
+    /// Replaced when a rotated password is read (see [`Connection::after_refusal`]).
+    behind: Mutex<Arc<Behind>>,
+    /// The target as parsed, to build `behind` again with a new password.
+    target: RedisTarget,
+    /// The password's file, when it came from one.
+    password_file: Option<PasswordFile>,
     lease_key: String,
     slot: Mutex<Slot>,
     /// The URL asks for TLS (`rediss://`).
@@ -125,8 +135,21 @@ struct Slot {
     generation: u64,
 }
 
+impl Behind {
+    fn new(target: Target, access: Access) -> Self {
+        match target {
+            Target::Single(client) => Behind::Single(client),
+            Target::Sentinel(sentinel) => {
+                Behind::Sentinel(Arc::new(Sentinels::new(sentinel, access)))
+            }
+            Target::Cluster { client, seeds } => Behind::Cluster { client, seeds },
+        }
+    }
+}
+
 impl Connection {
-    pub(crate) fn new(target: Target, access: Access, lease_key: String) -> Self {
+    pub(crate) fn new(parsed: &RedisTarget, lease_key: String) -> Self {
+        let target = parsed.target.clone();
         let over_tls = |c: &Client| {
             matches!(
                 c.get_connection_info().addr(),
@@ -138,15 +161,15 @@ impl Connection {
             Target::Sentinel(sentinel) => sentinel.tls,
             Target::Cluster { seeds, .. } => seeds.first().is_some_and(over_tls),
         };
-        let behind = match target {
-            Target::Single(client) => Behind::Single(client),
-            Target::Sentinel(sentinel) => {
-                Behind::Sentinel(Arc::new(Sentinels::new(sentinel, access)))
-            }
-            Target::Cluster { client, seeds } => Behind::Cluster { client, seeds },
-        };
+        let password_file = parsed
+            .access
+            .password_file
+            .clone()
+            .map(|path| PasswordFile::new(path, parsed.access.password.clone()));
         Self {
-            behind,
+            behind: Mutex::new(Arc::new(Behind::new(target, parsed.access.clone()))),
+            target: parsed.clone(),
+            password_file,
             lease_key,
             slot: Mutex::new(Slot::default()),
             tls,
@@ -177,7 +200,19 @@ impl Connection {
         if let Some(live) = self.lock().live.clone() {
             return Ok((live, Dialled::Earlier));
         }
-        let (conn, node) = self.dial(op).await?;
+        let behind = self.behind();
+        let (conn, node) = match self.dial(&behind, op).await {
+            Err(refused @ LeaseError::Authentication { .. }) => {
+                // A rotated password: dial at once with the one the file holds now.
+                self.after_refusal(&refused);
+                let now = self.behind();
+                if Arc::ptr_eq(&now, &behind) {
+                    return Err(refused);
+                }
+                self.dial(&now, op).await?
+            }
+            dialled => dialled?,
+        };
         let mut slot = self.lock();
         slot.generation += 1;
         let live = Live {
@@ -189,9 +224,13 @@ impl Connection {
         Ok((live, Dialled::Now))
     }
 
-    async fn dial(&self, op: &'static str) -> Result<(Conn, Option<(String, u16)>), LeaseError> {
+    async fn dial(
+        &self,
+        behind: &Behind,
+        op: &'static str,
+    ) -> Result<(Conn, Option<(String, u16)>), LeaseError> {
         let err = |e: redis::RedisError| LeaseError::from_redis(op, &self.lease_key, &e);
-        match &self.behind {
+        match behind {
             Behind::Single(client) => {
                 Ok((Conn::Node(connect_node(client).await.map_err(err)?), None))
             }
@@ -215,7 +254,8 @@ impl Connection {
         op: &'static str,
         live: &Live,
     ) -> Result<(), LeaseError> {
-        let (Behind::Sentinel(sentinels), Some(node)) = (&self.behind, &live.node) else {
+        let behind = self.behind();
+        let (Behind::Sentinel(sentinels), Some(node)) = (&*behind, &live.node) else {
             return Ok(());
         };
         let named = sentinels.majority_named(op).await?;
@@ -243,7 +283,7 @@ impl Connection {
         op: &'static str,
         attempt: usize,
     ) -> Result<Client, LeaseError> {
-        match &self.behind {
+        match &*self.behind() {
             Behind::Single(client) => Ok(client.clone()),
             Behind::Sentinel(sentinels) => Ok(sentinels.find_master(op).await?.client),
             Behind::Cluster { seeds, .. } => Ok(seeds[attempt % seeds.len()].clone()),
@@ -266,6 +306,35 @@ impl Connection {
     /// a connection to blame).
     pub(crate) fn discard_current(&self) {
         self.lock().live = None;
+    }
+
+    /// After an error: when Redis refused the password and it came from a file, reads the file
+    /// again, and when it holds a new password, builds the target anew with it, so that the
+    /// next dial (the command's or the subscription's) uses it.
+    pub(crate) fn after_refusal(&self, err: &LeaseError) {
+        if !matches!(err, LeaseError::Authentication { .. }) {
+            return;
+        }
+        let Some(password) = self.password_file.as_ref().and_then(PasswordFile::reread) else {
+            return;
+        };
+        self.use_password(password);
+    }
+
+    fn use_password(&self, password: Secret) {
+        // The URL parsed with the first password; only the password differs now.
+        if let Ok(target) = self.target.with_password(password) {
+            *self.behind.lock().unwrap_or_else(PoisonError::into_inner) =
+                Arc::new(Behind::new(target.target, target.access));
+        }
+    }
+
+    /// What the connection reaches now.
+    fn behind(&self) -> Arc<Behind> {
+        self.behind
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {

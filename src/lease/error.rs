@@ -91,6 +91,17 @@ pub enum LeaseError {
         /// Redis's message, which names the command or key.
         detail: String,
     },
+    /// Redis has no scripting leasehold can use: `EVAL`/`EVALSHA` renamed away
+    /// (`rename-command`), or a command the scripts call missing inside them.
+    #[error(
+        "redis has no scripting leasehold can use (during `{op}`: {detail}); leasehold needs EVAL/EVALSHA (and SCRIPT LOAD), and inside its scripts TIME and INFO server|replication|memory: a Redis that renames them away (rename-command) cannot hold the lease"
+    )]
+    NoScripting {
+        /// The primitive.
+        op: &'static str,
+        /// Redis's message, with the script's command named where it can be.
+        detail: String,
+    },
     /// Wrong username or password, or authentication required.
     #[error("redis authentication failed during `{op}`: {detail}")]
     Authentication {
@@ -163,6 +174,7 @@ impl LeaseError {
             | LeaseError::WrongType { .. }
             | LeaseError::Corrupt { .. }
             | LeaseError::NoPermission { .. }
+            | LeaseError::NoScripting { .. }
             | LeaseError::Authentication { .. }
             | LeaseError::Tls { .. }
             | LeaseError::Protocol { .. } => Retry::BackOff,
@@ -178,6 +190,7 @@ impl LeaseError {
         matches!(
             self,
             LeaseError::NoPermission { .. }
+                | LeaseError::NoScripting { .. }
                 | LeaseError::ReadOnly { .. }
                 | LeaseError::WrongType { .. }
                 | LeaseError::Corrupt { .. }
@@ -196,6 +209,7 @@ impl LeaseError {
                 | LeaseError::WrongType { .. }
                 | LeaseError::Corrupt { .. }
                 | LeaseError::NoPermission { .. }
+                | LeaseError::NoScripting { .. }
                 | LeaseError::Authentication { .. }
                 | LeaseError::TooFewReplicas { .. }
                 | LeaseError::OutOfMemory { .. }
@@ -226,6 +240,7 @@ impl LeaseError {
             LeaseError::WrongType { .. } => "wrong_type",
             LeaseError::Corrupt { .. } => "corrupt",
             LeaseError::NoPermission { .. } => "no_permission",
+            LeaseError::NoScripting { .. } => "no_scripting",
             LeaseError::Authentication { .. } => "authentication",
             LeaseError::Protocol { .. } => "protocol",
             LeaseError::Tls { .. } => "tls",
@@ -258,6 +273,19 @@ impl LeaseError {
             }
             (ErrorKind::Server(ServerErrorKind::ReadOnly), _) | (_, "READONLY") => {
                 LeaseError::ReadOnly { op }
+            }
+            // Redis 6.2 words a READONLY inside a script as the script's error (`ERR Error
+            // running script … -READONLY You can't write against a read only replica.`).
+            _ if detail.contains(READONLY_IN_SCRIPT) => LeaseError::ReadOnly { op },
+            // `EVALSHA`, `EVAL` or `SCRIPT` renamed away, or a command the script calls.
+            _ if missing_scripting(&detail) => {
+                let command = super::scripts::command_at(op, &detail)
+                    .map(|c| format!("the script's `{c}` is unknown; "))
+                    .unwrap_or_default();
+                LeaseError::NoScripting {
+                    op,
+                    detail: format!("{command}{detail}"),
+                }
             }
             (ErrorKind::Server(ServerErrorKind::NoPerm), _) | (_, "NOPERM") => {
                 LeaseError::NoPermission { op, detail }
@@ -339,6 +367,29 @@ fn wrong_type_words(lease: &str, keys: &[String], found: &[(String, String)]) ->
     format!("{}, not a string", found.join(" and "))
 }
 
+/// What a replica answers to a write, also inside a script.
+const READONLY_IN_SCRIPT: &str = "READONLY You can't write against a read only replica";
+
+/// Whether Redis's message says a command leasehold's scripting needs is unknown to it:
+/// `EVALSHA`, `EVAL` or `SCRIPT` itself (`unknown command `evalsha``, quoted with backticks
+/// or quotes by the version), or one that a script calls (`Unknown Redis command called from
+/// script` on 7.0, `… from Lua script` on 6.2).
+fn missing_scripting(detail: &str) -> bool {
+    let d = detail.to_ascii_lowercase();
+    if d.contains("unknown redis command called from") {
+        return true;
+    }
+    let Some(rest) = d.split("unknown command ").nth(1) else {
+        return false;
+    };
+    let command = rest
+        .trim_start_matches(['`', '\'', '"'])
+        .split(['`', '\'', '"', ',', ' '])
+        .next()
+        .unwrap_or_default();
+    matches!(command, "evalsha" | "eval" | "script")
+}
+
 /// Whether a client error comes from the TLS layer (rustls words its errors this way).
 fn looks_like_tls(detail: &str) -> bool {
     let d = detail.to_ascii_lowercase();
@@ -401,104 +452,6 @@ fn redact_userinfo(url: &str) -> String {
     )
 }
 
+// The tables beside the file keep it under 500 lines.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redact_url_hides_every_password_shape() {
-        let cases = [
-            ("redis://127.0.0.1:6380/0", "redis://127.0.0.1:6380/0"),
-            ("redis://:s3cret@host:6379", "redis://:***@host:6379"),
-            (
-                "redis://app:s3cret@host:6379/2",
-                "redis://app:***@host:6379/2",
-            ),
-            ("rediss://app:p@ss:w@rd@host", "rediss://app:***@host"),
-            ("redis://s3cret@host", "redis://***@host"),
-            (
-                "redis://host/0?password=x&protocol=resp3",
-                "redis://host/0?password=***&protocol=resp3",
-            ),
-            ("not a url", "not a url"),
-        ];
-        for (url, want) in cases {
-            assert_eq!(redact_url(url), want, "{url}");
-        }
-    }
-
-    #[test]
-    fn configuration_faults_back_off_and_network_faults_retry_soon() {
-        let op = "renew";
-        let soon = LeaseError::Connection {
-            op,
-            detail: "reset".into(),
-        };
-        let back_off = LeaseError::NoPermission {
-            op,
-            detail: "no EVALSHA".into(),
-        };
-        assert_eq!(soon.retry(), Retry::Soon);
-        assert_eq!(back_off.retry(), Retry::BackOff);
-        assert!(soon.spoils_connection());
-        assert!(!back_off.spoils_connection());
-    }
-
-    #[test]
-    fn a_refusal_that_does_not_pass_by_itself_is_told_from_a_passing_fault() {
-        let op = "renew";
-        // (error, lasting refusal, why)
-        let cases = [
-            (
-                LeaseError::NoPermission {
-                    op,
-                    detail: "pexpire".into(),
-                },
-                true,
-                "a missing permission stays missing",
-            ),
-            (
-                LeaseError::ReadOnly { op },
-                true,
-                "a replica stays a replica",
-            ),
-            (
-                LeaseError::OutOfMemory {
-                    op,
-                    detail: "OOM".into(),
-                },
-                true,
-                "a full Redis with nothing to evict",
-            ),
-            (
-                LeaseError::Timeout {
-                    op,
-                    after: Duration::from_millis(400),
-                },
-                false,
-                "a late reply may be on time next",
-            ),
-            (
-                LeaseError::Connection {
-                    op,
-                    detail: "reset".into(),
-                },
-                false,
-                "a broken link is dialled again",
-            ),
-            (LeaseError::Loading { op }, false, "a restart ends"),
-            (
-                LeaseError::TooFewReplicas {
-                    op,
-                    acked: 0,
-                    wanted: 1,
-                },
-                false,
-                "a replica catches up",
-            ),
-        ];
-        for (err, want, why) in cases {
-            assert_eq!(err.is_lasting_refusal(), want, "{why}");
-        }
-    }
-}
+mod tests;

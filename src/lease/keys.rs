@@ -158,10 +158,19 @@ impl LeaseKeys {
         format!("{}:probe:{owner}", self.lease)
     }
 
+    /// Longest accepted key prefix.
+    pub const MAX_PREFIX_LEN: usize = 128;
+
+    /// Checks that `prefix` can start the keys of a lease (not too long, no braces, whitespace
+    /// or control characters; empty is allowed).
+    pub fn check_prefix(prefix: &str) -> Result<(), NameError> {
+        check("key prefix", prefix, Self::MAX_PREFIX_LEN, true)
+    }
+
     /// Builds the keys of `name` under `prefix` (use [`DEFAULT_KEY_PREFIX`] unless you share a
     /// Redis between installations that must not see each other).
     pub fn new(prefix: &str, name: &LeaseName) -> Result<Self, NameError> {
-        check("key prefix", prefix, 128, true)?;
+        Self::check_prefix(prefix)?;
         let lease = format!("{prefix}{{{name}}}");
         Ok(Self {
             fence: format!("{lease}:fence"),

@@ -14,6 +14,7 @@ mod inspect;
 mod keys;
 mod options;
 mod outcome;
+mod password_file;
 mod pubsub;
 // Public only to the model (`test-internals`), which counts the Sentinels' answers with it.
 #[cfg(feature = "test-internals")]
@@ -25,6 +26,7 @@ mod remove;
 mod reply;
 mod roster;
 mod scripts;
+mod secret_file;
 mod sentinels;
 mod target;
 
@@ -50,6 +52,10 @@ pub use outcome::{
 pub use pubsub::{DATA_LOSS_NOTICE, HANDOVER_NUDGE, Heard, Release, ReleaseSubscription};
 pub use remove::{InForce, Removal};
 use reply::{int, millis, parse_acquire, parse_observe, parse_renew, protocol};
+pub use secret_file::SecretFileError;
+// The rule for a file that must not be empty, for the command line's certificate files.
+#[cfg(feature = "cli")]
+pub(crate) use secret_file::read_nonempty;
 // The scripts' text, for the model's mirror of them (`test-internals`).
 #[cfg(feature = "test-internals")]
 #[doc(hidden)]
@@ -116,11 +122,7 @@ impl RedisLease {
             reason: e.to_string(),
         })?;
         Ok(Self {
-            conn: Connection::new(
-                target.target.clone(),
-                target.access.clone(),
-                keys.lease.clone(),
-            ),
+            conn: Connection::new(target, keys.lease.clone()),
             keys,
             name,
             owner,

@@ -1,6 +1,7 @@
 //! What a lease is given: the ACL rule its Redis user needs, secrets, and the optional settings.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,6 +67,9 @@ pub struct LeaseOptions {
     pub username: Option<String>,
     /// Password (overrides one in the URL). Read it from a file; never pass it on a command line.
     pub password: Option<Secret>,
+    /// The file `password` was read from (a mounted Secret): read again when Redis refuses the
+    /// password, and dialled with when it holds a new one, so that a rotation needs no restart.
+    pub password_file: Option<PathBuf>,
     /// TLS material for `rediss://` targets (CA bundle, client certificate and key).
     pub tls: Option<TlsFiles>,
     /// Password of the Sentinels, for `redis+sentinel://` targets whose Sentinels require one.
@@ -99,6 +103,7 @@ impl Default for LeaseOptions {
             cooldown_on_data_loss: true,
             username: None,
             password: None,
+            password_file: None,
             tls: None,
             sentinel_password: None,
             allow_unsafe_sentinel_count: false,

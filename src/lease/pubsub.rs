@@ -159,7 +159,8 @@ impl RedisLease {
                 .await?
                 .get_async_pubsub()
                 .await
-                .map_err(self.fail(OP))?;
+                .map_err(self.fail(OP))
+                .inspect_err(|e| self.conn.after_refusal(e))?;
             pubsub
                 .subscribe(&self.keys.channel)
                 .await

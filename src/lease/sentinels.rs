@@ -242,6 +242,7 @@ impl Sentinels {
         let sentinel_access = Access {
             username: None,
             password: self.access.sentinel_password.clone(),
+            password_file: None,
             tls: self.access.tls.clone(),
             sentinel_password: None,
         };

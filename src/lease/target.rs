@@ -3,6 +3,7 @@
 //! credentials. Parsed once, before anything connects.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -55,6 +56,8 @@ impl TlsFiles {
 pub(crate) struct Access {
     pub(crate) username: Option<String>,
     pub(crate) password: Option<Secret>,
+    /// The file the password came from, read again when Redis refuses it.
+    pub(crate) password_file: Option<PathBuf>,
     pub(crate) tls: Option<TlsFiles>,
     /// Password of the Sentinels themselves, when they require one.
     pub(crate) sentinel_password: Option<Secret>,
@@ -98,6 +101,8 @@ pub struct RedisTarget {
     pub(crate) access: Access,
     /// The URL, its password redacted, for messages and logs.
     url: String,
+    /// The URL as given, to build the target again with a new password.
+    given_url: Secret,
 }
 
 impl RedisTarget {
@@ -108,6 +113,7 @@ impl RedisTarget {
         let access = Access {
             username: options.username.clone(),
             password: options.password.clone(),
+            password_file: options.password_file.clone(),
             tls: options.tls.clone(),
             sentinel_password: options.sentinel_password.clone(),
         };
@@ -119,6 +125,26 @@ impl RedisTarget {
             target,
             access,
             url: redact_url(redis_url),
+            given_url: Secret::new(redis_url),
+        })
+    }
+
+    /// The same target with `password` instead of the one it was parsed with (a rotated
+    /// password read from its file).
+    pub(crate) fn with_password(&self, password: Secret) -> Result<Self, LeaseError> {
+        let access = Access {
+            password: Some(password),
+            ..self.access.clone()
+        };
+        let mut target = Target::parse(self.given_url.expose(), &access)?;
+        if let (Target::Sentinel(new), Target::Sentinel(old)) = (&mut target, &self.target) {
+            new.unsafe_count_allowed = old.unsafe_count_allowed;
+        }
+        Ok(Self {
+            target,
+            access,
+            url: self.url.clone(),
+            given_url: self.given_url.clone(),
         })
     }
 

@@ -86,6 +86,14 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
             "--lease-name `a{b}`: lease name `default/a{b}` contains '{'",
         ),
         (
+            &["--key-prefix", "lh{}:"],
+            "--key-prefix `lh{}:`: key prefix `lh{}:` contains '{'; braces are not allowed",
+        ),
+        (
+            &["--key-prefix", "lh :"],
+            "--key-prefix `lh :`: key prefix `lh :` contains ' '",
+        ),
+        (
             &["--namespace", "Bad_NS"],
             "--namespace `Bad_NS`: must be a DNS label",
         ),
@@ -445,6 +453,11 @@ fn status_refuses_bad_input_too() {
         &["status", "--output", "yaml", "--lease-name", "web"],
         &[],
         "invalid value 'yaml' for '--output <OUTPUT>'",
+    );
+    refused(
+        &["status", "--key-prefix", "a}", "--lease-name", "web"],
+        &[],
+        "--key-prefix `a}`: key prefix `a}` contains '}'",
     );
     refused(&["status"], &[], "no lease name");
 }

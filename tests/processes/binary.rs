@@ -117,8 +117,22 @@ fn three_replicas_fail_over_as_probes_and_metrics_show() {
 
 #[test]
 fn sigterm_steps_down_releases_and_exits_zero() {
+    signal_steps_down_releases_and_exits_zero(Signal::SIGTERM);
+}
+
+/// A hang-up (a closed terminal, a supervisor hanging up) is a shutdown like SIGTERM: without a
+/// handler its default action killed leasehold without a release, and the successor waited out
+/// the TTL.
+#[test]
+fn sighup_steps_down_releases_and_exits_zero_like_sigterm() {
+    signal_steps_down_releases_and_exits_zero(Signal::SIGHUP);
+}
+
+/// `signal` to the leader: it steps down, releases, exits 0, and the follower leads long
+/// before the TTL (10 s) could have run out.
+fn signal_steps_down_releases_and_exits_zero(signal: Signal) {
     let redis = RedisServer::start();
-    let lease = unique_lease("sigterm");
+    let lease = unique_lease(&signal.as_str().to_ascii_lowercase());
     // A long TTL: the follower can only take over this fast if the lease was released.
     let args = RELEASE_ONLY;
     let mut replicas: Vec<Replica> = ["a", "b"]
@@ -132,15 +146,18 @@ fn sigterm_steps_down_releases_and_exits_zero() {
     wait_for("the follower to see it", Duration::from_secs(5), || {
         (replicas[other].leader()["leader"] == replicas[first].identity.as_str()).then_some(())
     });
-    replicas[first].signal(Signal::SIGTERM);
+    replicas[first].signal(signal);
     let sent = Instant::now();
     assert_eq!(replicas[first].wait_exit(Duration::from_secs(5)), 0);
     wait_for("the follower to lead", Duration::from_secs(3), || {
         replicas[other].is_ready().then_some(())
     });
     let took = sent.elapsed();
-    eprintln!("SIGTERM → follower ready: {took:?} (TTL 10 s)");
+    eprintln!("{signal} → follower ready: {took:?} (TTL 10 s)");
     assert!(took < Duration::from_secs(3), "{took:?}");
+    let shutting = replicas[first].events("shutting down: stepping down and releasing the lease");
+    assert_eq!(shutting.len(), 1);
+    assert_eq!(shutting[0]["signal"], signal.as_str());
     let steps = replicas[first].events("stepped down");
     assert_eq!(steps.len(), 1);
     assert_eq!(steps[0]["reason"], "shutdown");

@@ -332,7 +332,6 @@ fn the_reference_gives_the_rule_the_tests_use() {
 #[test]
 fn a_wrong_password_shows_in_readiness_and_the_log() {
     use harness::replica::{FAST, Replica};
-    use testbed::wait::wait_for;
     let redis = RedisServer::start();
     set_user(
         &redis,
@@ -360,16 +359,7 @@ fn a_wrong_password_shows_in_readiness_and_the_log() {
         &args,
         &[],
     );
-    let body = wait_for(
-        "readiness to give the reason",
-        Duration::from_secs(5),
-        || {
-            // Before its first call has failed, the replica is only "starting".
-            a.get("/readyz")
-                .filter(|(code, body)| *code == 503 && !body.starts_with("not ready: starting"))
-                .map(|(_, body)| body)
-        },
-    );
+    let body = a.wait_not_ready_reason(Duration::from_secs(5));
     assert!(
         body.starts_with("not ready: redis authentication failed"),
         "{body}"

@@ -1,9 +1,12 @@
 //! leasehold against the Redis deployments people run: Sentinel (and how many Sentinels a URL
-//! stands for), Cluster, TLS and mutual TLS, and an ACL user with least privilege, each as real
-//! redis-server processes.
+//! stands for), Cluster, TLS and mutual TLS, an ACL user with least privilege, a password
+//! rotated while leasehold runs, and a Redis that answers but cannot hold the lease (a replica,
+//! scripting renamed away, on Redis 7.0, 6.2 and Valkey), each as real redis-server processes.
 
 mod acl;
 mod cluster;
+mod password_rotation;
+mod refusals;
 mod sentinel;
 mod sentinel_count;
 mod tls;

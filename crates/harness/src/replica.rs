@@ -196,6 +196,18 @@ impl Replica {
         self.get("/readyz").is_some_and(|(code, _)| code == 200)
     }
 
+    /// The `/readyz` body once it says why the replica is not ready (a 503 past `starting`),
+    /// for a replica that cannot take part (`--readiness member` says it in either role).
+    /// Panics after `within`.
+    pub fn wait_not_ready_reason(&self, within: Duration) -> String {
+        wait_for("readiness to give the reason", within, || {
+            // Before its first call has failed, the replica is only "starting".
+            self.get("/readyz")
+                .filter(|(code, body)| *code == 503 && !body.starts_with("not ready: starting"))
+                .map(|(_, body)| body)
+        })
+    }
+
     /// `/leader` as JSON, when it answers 200 with JSON.
     pub fn leader_view(&self) -> Option<serde_json::Value> {
         let (code, body) = self.get("/leader")?;

@@ -12,7 +12,8 @@
 //! - [`process_tree`]: watching processes from the outside through `/proc`, and a pid file
 //!   whose processes die with it.
 //! - [`redis_server`]: one `redis-server`, built with [`RedisServer::builder`]; [`sentinel`]
-//!   and [`cluster`] build on it.
+//!   and [`cluster`] build on it. [`engine`]: which server binary it runs (Redis 7.0, 6.2,
+//!   Valkey 9.1).
 //! - [`proxy`]: a TCP fault proxy (pass, delay, blackhole, drop; per connection too).
 //! - [`pki`]: a throwaway CA with server and client certificates.
 //! - [`http`]: a minimal HTTP/1.x GET for loopback endpoints.
@@ -32,6 +33,7 @@ pub mod cargo;
 pub mod child;
 pub mod cluster;
 pub mod dockerfile;
+pub mod engine;
 pub mod fake_api;
 pub mod hosts;
 pub mod http;

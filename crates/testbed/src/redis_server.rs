@@ -1,7 +1,7 @@
 //! A real `redis-server` on a free port, in its own temporary directory (or one given), killed on
 //! drop; its log is printed when the test that owns it panics. [`RedisServer::builder`] chooses
-//! persistence, extra arguments and the directory; a server restarts on its own port, keeping
-//! what its persistence kept.
+//! the engine (Debian's Redis 7.0 unless told), persistence, extra arguments and the directory;
+//! a server restarts on its own port, keeping what its persistence kept.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -13,6 +13,7 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 use crate::child::Guarded;
+pub use crate::engine::Engine;
 use crate::port::on_a_free_port;
 
 /// How the server keeps its data.
@@ -28,12 +29,19 @@ pub enum Persistence {
 /// How to start a [`RedisServer`].
 #[derive(Debug, Clone, Default)]
 pub struct RedisBuilder {
+    engine: Engine,
     persistence: Persistence,
     extra: Vec<String>,
     dir: Option<PathBuf>,
 }
 
 impl RedisBuilder {
+    /// The server binary to run (default: `redis-server` on `PATH`).
+    pub fn engine(mut self, engine: Engine) -> Self {
+        self.engine = engine;
+        self
+    }
+
     pub fn persistence(mut self, persistence: Persistence) -> Self {
         self.persistence = persistence;
         self
@@ -75,6 +83,7 @@ impl RedisBuilder {
             None => Dir::Temporary(tempfile::tempdir()?),
         };
         let mut server = RedisServer {
+            engine: self.engine,
             port: 0,
             dir,
             child: None,
@@ -88,7 +97,9 @@ impl RedisBuilder {
         }) {
             Ok(_) => Ok(server),
             Err(e) => Err(io::Error::other(format!(
-                "redis-server {e} (apt-get install redis-server):\n{}",
+                "{} {e} ({}):\n{}",
+                server.engine.name(),
+                server.engine.install_hint(),
                 server.log()
             ))),
         }
@@ -114,6 +125,7 @@ impl Dir {
 }
 
 pub struct RedisServer {
+    engine: Engine,
     port: u16,
     dir: Dir,
     child: Option<Guarded>,
@@ -134,6 +146,11 @@ impl RedisServer {
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The server binary it runs.
+    pub fn engine(&self) -> Engine {
+        self.engine
     }
 
     pub fn url(&self) -> String {
@@ -185,7 +202,7 @@ impl RedisServer {
     }
 
     fn spawn_only(&mut self) -> io::Result<()> {
-        let mut cmd = Command::new("redis-server");
+        let mut cmd = Command::new(self.engine.binary());
         cmd.arg("--port")
             .arg(self.port.to_string())
             .arg("--bind")
@@ -200,7 +217,7 @@ impl RedisServer {
             Persistence::AofAlways => cmd.args(["--appendonly", "yes", "--appendfsync", "always"]),
         };
         cmd.args(&self.extra);
-        let name = format!("redis-server on port {}", self.port);
+        let name = format!("{} on port {}", self.engine.name(), self.port);
         self.child = Some(Guarded::spawn(cmd, &name)?);
         self.starts += 1;
         Ok(())

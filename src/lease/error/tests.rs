@@ -1,0 +1,167 @@
+//! The error classification's tables: redaction, retry, and the replies of every version.
+
+use super::*;
+
+#[test]
+fn redact_url_hides_every_password_shape() {
+    let cases = [
+        ("redis://127.0.0.1:6380/0", "redis://127.0.0.1:6380/0"),
+        ("redis://:s3cret@host:6379", "redis://:***@host:6379"),
+        (
+            "redis://app:s3cret@host:6379/2",
+            "redis://app:***@host:6379/2",
+        ),
+        ("rediss://app:p@ss:w@rd@host", "rediss://app:***@host"),
+        ("redis://s3cret@host", "redis://***@host"),
+        (
+            "redis://host/0?password=x&protocol=resp3",
+            "redis://host/0?password=***&protocol=resp3",
+        ),
+        ("not a url", "not a url"),
+    ];
+    for (url, want) in cases {
+        assert_eq!(redact_url(url), want, "{url}");
+    }
+}
+
+#[test]
+fn configuration_faults_back_off_and_network_faults_retry_soon() {
+    let op = "renew";
+    let soon = LeaseError::Connection {
+        op,
+        detail: "reset".into(),
+    };
+    let back_off = LeaseError::NoPermission {
+        op,
+        detail: "no EVALSHA".into(),
+    };
+    assert_eq!(soon.retry(), Retry::Soon);
+    assert_eq!(back_off.retry(), Retry::BackOff);
+    assert!(soon.spoils_connection());
+    assert!(!back_off.spoils_connection());
+}
+
+#[test]
+fn scripting_that_redis_lacks_is_told_from_other_unknown_commands() {
+    let cases = [
+        (
+            "ERR unknown command `evalsha`, with args beginning with: `abc`, `0`, ",
+            true,
+        ),
+        (
+            "ERR unknown command 'EVAL', with args beginning with: 'return 1', ",
+            true,
+        ),
+        (
+            "ERR unknown command `script`, with args beginning with: `load`, ",
+            true,
+        ),
+        (
+            "ERR unknown command `wait`, with args beginning with: `1`, ",
+            false,
+        ),
+        (
+            "ERR unknown command `evalshax`, with args beginning with: ",
+            false,
+        ),
+        (
+            "ERR Error running script (call to f_1): @user_script:3: @user_script: 3: Unknown Redis command called from Lua script",
+            true,
+        ),
+        (
+            "Unknown Redis command called from script script: 1a2b, on @user_script:9.",
+            true,
+        ),
+        ("ERR syntax error", false),
+    ];
+    for (detail, want) in cases {
+        assert_eq!(missing_scripting(detail), want, "{detail}");
+    }
+}
+
+#[test]
+fn a_readonly_inside_a_script_is_a_replica_on_every_version() {
+    let cases = [
+        // Redis 6.2: the script's error wraps it.
+        (
+            "ERR",
+            "Error running script (call to f_75): @user_script:1: @user_script: 1: -READONLY You can't write against a read only replica.",
+        ),
+        // Redis 7.0 and Valkey: the code itself.
+        (
+            "READONLY",
+            "You can't write against a read only replica. script: 7569, on @user_script:1.",
+        ),
+    ];
+    for (code, message) in cases {
+        let reply = format!("-{code} {message}\r\n");
+        let Ok(redis::Value::ServerError(server)) = redis::parse_redis_value(reply.as_bytes())
+        else {
+            panic!("{reply} is an error reply");
+        };
+        let ours = LeaseError::from_redis("acquire", "leasehold:{a}", &server.into());
+        assert!(
+            matches!(ours, LeaseError::ReadOnly { .. }),
+            "{code}: {ours:?}"
+        );
+        assert!(ours.is_answer());
+    }
+}
+
+#[test]
+fn a_refusal_that_does_not_pass_by_itself_is_told_from_a_passing_fault() {
+    let op = "renew";
+    // (error, lasting refusal, why)
+    let cases = [
+        (
+            LeaseError::NoPermission {
+                op,
+                detail: "pexpire".into(),
+            },
+            true,
+            "a missing permission stays missing",
+        ),
+        (
+            LeaseError::ReadOnly { op },
+            true,
+            "a replica stays a replica",
+        ),
+        (
+            LeaseError::OutOfMemory {
+                op,
+                detail: "OOM".into(),
+            },
+            true,
+            "a full Redis with nothing to evict",
+        ),
+        (
+            LeaseError::Timeout {
+                op,
+                after: Duration::from_millis(400),
+            },
+            false,
+            "a late reply may be on time next",
+        ),
+        (
+            LeaseError::Connection {
+                op,
+                detail: "reset".into(),
+            },
+            false,
+            "a broken link is dialled again",
+        ),
+        (LeaseError::Loading { op }, false, "a restart ends"),
+        (
+            LeaseError::TooFewReplicas {
+                op,
+                acked: 0,
+                wanted: 1,
+            },
+            false,
+            "a replica catches up",
+        ),
+    ];
+    for (err, want, why) in cases {
+        assert_eq!(err.is_lasting_refusal(), want, "{why}");
+    }
+}
