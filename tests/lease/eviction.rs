@@ -190,10 +190,7 @@ fn refuse_keeps_the_replica_out_of_the_election_until_redis_stops_evicting() {
 fn an_acl_without_info_memory_is_said_once_and_leasehold_carries_on() {
     let redis = RedisServer::start();
     let rule = minimal_acl_rule("leasehold:", false).replace(" +info|memory", "");
-    let mut cmd = vec!["ACL", "SETUSER", "leasehold", "reset"];
-    cmd.extend(rule.split(' '));
-    cmd.push(">s3cret");
-    assert_eq!(redis.cmd::<String>(&cmd), "OK");
+    redis.set_acl_user("leasehold", &rule, "s3cret");
     let dir = tempfile::tempdir().unwrap();
     let pw = dir.path().join("pw");
     std::fs::write(&pw, "s3cret\n").unwrap();

@@ -93,11 +93,7 @@ fn a_leader_whose_renewals_are_refused_steps_down_sits_out_and_leaves_the_lease_
     let redis = RedisServer::start();
     // docs/REFERENCE.md's rule without `+pexpire`: acquires pass, every renewal is refused.
     let rule = minimal_acl_rule("leasehold:", false).replace(" +pexpire", "");
-    let mut args = vec!["ACL", "SETUSER", "renewless", "reset"];
-    args.extend(rule.split(' '));
-    args.push(">pw");
-    let ok: String = redis.cmd(&args);
-    assert_eq!(ok, "OK");
+    redis.set_acl_user("renewless", &rule, "pw");
     let lease = unique_lease("gray-refused");
     let refused_url = format!("redis://renewless:pw@{}", redis.addr());
     // A password goes in the environment, not on the command line.

@@ -20,16 +20,6 @@ use testbed::wait::{eventually, holds_for, until};
 const CALL: Duration = Duration::from_secs(2);
 const TTL: Duration = Duration::from_secs(1);
 
-/// Creates user `name` with `rule` and password `pw` on `redis` (through the admin connection).
-fn set_user(redis: &RedisServer, name: &str, rule: &str, pw: &str) {
-    let mut args = vec!["ACL", "SETUSER", name, "reset"];
-    args.extend(rule.split(' '));
-    let password = format!(">{pw}");
-    args.push(&password);
-    let ok: String = redis.cmd(&args);
-    assert_eq!(ok, "OK");
-}
-
 fn acl_lease(url: &str, name: &str, identity: &str, user: &str, pw: &str) -> RedisLease {
     let options = LeaseOptions {
         username: Some(user.to_owned()),
@@ -42,12 +32,7 @@ fn acl_lease(url: &str, name: &str, identity: &str, user: &str, pw: &str) -> Red
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_minimal_acl_user_can_do_everything_leasehold_needs() {
     let redis = RedisServer::start();
-    set_user(
-        &redis,
-        "leasehold",
-        &minimal_acl_rule("leasehold:", true),
-        "s3cret",
-    );
+    redis.set_acl_user("leasehold", &minimal_acl_rule("leasehold:", true), "s3cret");
     let name = unique_lease("acl");
     let log: ActionLog = Arc::default();
     let timing = fast_timing();
@@ -129,8 +114,8 @@ async fn the_minimal_acl_user_can_do_everything_leasehold_needs() {
 async fn a_user_missing_a_command_gets_an_error_naming_it() {
     let redis = RedisServer::start();
     let full = minimal_acl_rule("leasehold:", false);
-    set_user(&redis, "no-info", &full.replace(" +info|server", ""), "pw");
-    set_user(&redis, "no-publish", &full.replace(" +publish", ""), "pw");
+    redis.set_acl_user("no-info", &full.replace(" +info|server", ""), "pw");
+    redis.set_acl_user("no-publish", &full.replace(" +publish", ""), "pw");
     let name = unique_lease("noperm");
 
     let lease = acl_lease(&redis.url(), &name, "pod-a", "no-info", "pw");
@@ -214,7 +199,7 @@ async fn a_rule_for_the_release_channel_alone_and_without_ping_keeps_the_release
     let rule = minimal_acl_rule("leasehold:", false)
         .replace(" +ping", "")
         .replace("&leasehold:*", &format!("&leasehold:{{{name}}}:released"));
-    set_user(&redis, "leasehold", &rule, "pw");
+    redis.set_acl_user("leasehold", &rule, "pw");
     let c = Contender::spawn(
         acl_lease(&redis.url(), &name, "pod-a", "leasehold", "pw"),
         fast_timing(),
@@ -251,12 +236,7 @@ async fn a_rule_for_the_release_channel_alone_and_without_ping_keeps_the_release
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_password_is_a_clear_error_with_back_off() {
     let redis = RedisServer::start();
-    set_user(
-        &redis,
-        "leasehold",
-        &minimal_acl_rule("leasehold:", false),
-        "right",
-    );
+    redis.set_acl_user("leasehold", &minimal_acl_rule("leasehold:", false), "right");
     let lease = acl_lease(
         &redis.url(),
         &unique_lease("wrongpass"),
@@ -333,12 +313,7 @@ fn the_reference_gives_the_rule_the_tests_use() {
 fn a_wrong_password_shows_in_readiness_and_the_log() {
     use harness::replica::{FAST, Replica};
     let redis = RedisServer::start();
-    set_user(
-        &redis,
-        "leasehold",
-        &minimal_acl_rule("leasehold:", false),
-        "right",
-    );
+    redis.set_acl_user("leasehold", &minimal_acl_rule("leasehold:", false), "right");
     let dir = tempfile::tempdir().unwrap();
     let pw = dir.path().join("pw");
     std::fs::write(&pw, "wrong\n").unwrap();
@@ -378,8 +353,7 @@ fn a_wrong_password_shows_in_readiness_and_the_log() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_minimal_acl_user_can_ask_for_a_handover_and_hand_over() {
     let redis = RedisServer::start();
-    set_user(
-        &redis,
+    redis.set_acl_user(
         "leasehold",
         &minimal_acl_rule("leasehold:", false),
         "s3cret",

@@ -254,6 +254,17 @@ impl RedisServer {
             .expect("connect to the test redis")
     }
 
+    /// Creates ACL user `name` with `rule` (space-separated ACL words) and password `pw`,
+    /// through the admin connection; panics when Redis refuses it.
+    pub fn set_acl_user(&self, name: &str, rule: &str, pw: &str) {
+        let mut args = vec!["ACL", "SETUSER", name, "reset"];
+        args.extend(rule.split(' '));
+        let password = format!(">{pw}");
+        args.push(&password);
+        let ok: String = self.cmd(&args);
+        assert_eq!(ok, "OK", "ACL SETUSER {name}");
+    }
+
     /// Runs one command and returns its reply; panics on an error reply.
     pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
         let mut c = redis::cmd(args[0]);
