@@ -1,7 +1,8 @@
 //! `/healthz`, `/readyz`, `/leader` and `/metrics`. Handlers read the elector's status at the
 //! moment of the request (never a cached verdict, never Redis), so readiness flips in the same
 //! instant as the step-down, and after a pause it is false as soon as the deadline has passed.
-//! What clients may hold (connections, event streams) is bounded: see [`serve`] and [`Limits`].
+//! What clients may hold (connections, event streams) is bounded: see `http/serve.rs` and
+//! [`Limits`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
