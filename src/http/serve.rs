@@ -134,7 +134,7 @@ pub(super) async fn serve(
                 router: routers.full.clone(),
                 header_read_timeout: limits.header_read_timeout,
                 keep_alive: true,
-                held: Held::General(permit),
+                held: Held::General { _permit: permit },
             }
         } else {
             let (place, shed) = reserve.admit();
@@ -166,7 +166,10 @@ struct Lane {
 /// A connection's place: a general permit, or a place in the reserve that a newer connection
 /// may shed.
 enum Held {
-    General(#[allow(dead_code, reason = "held, not read: released on drop")] OwnedSemaphorePermit),
+    /// Released when dropped.
+    General {
+        _permit: OwnedSemaphorePermit,
+    },
     Reserve(ReservePlace),
 }
 
@@ -174,7 +177,7 @@ impl Held {
     /// Resolves when a newer connection sheds this one; never for a general permit.
     async fn shed(&self) {
         match self {
-            Held::General(_) => std::future::pending().await,
+            Held::General { .. } => std::future::pending().await,
             Held::Reserve(place) => place.shed.cancelled().await,
         }
     }
