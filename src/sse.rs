@@ -1,7 +1,8 @@
 //! `GET /leader` as server-sent events: one event with the same JSON as `/leader` at once, then
 //! one at every change of role, leader, token or candidacy. Each watcher reads from its own
 //! bounded buffer ([`Watchers::subscribe`]); a watcher that falls behind is dropped (its stream
-//! ends), so watchers never slow the elector.
+//! ends), so watchers never slow the elector. How many watchers are served at once is bounded
+//! by the caller: each stream holds the slot it is given until it ends.
 //!
 //! Every event has an id, `<owner id>:<n>`, n counting the changes this process published. A
 //! client that reconnects with `Last-Event-ID` (as a browser's `EventSource` does by itself)
@@ -30,26 +31,29 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 pub const EVENT_NAME: &str = "leader";
 
 /// A watcher's event stream, resumed after `last_event_id` when it names one of this process's
-/// events; `render` turns a status into the event's JSON.
-pub fn events<R>(
+/// events; `render` turns a status into the event's JSON. `slot` (the caller's permit for one
+/// stream) is held until the stream ends or its client goes.
+pub fn events<R, S>(
     watchers: &Watchers,
     last_event_id: Option<&str>,
+    slot: S,
     render: R,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>> + use<R>>
+) -> Sse<impl Stream<Item = Result<Event, Infallible>> + use<R, S>>
 where
     R: Fn(&Status) -> String + Send + 'static,
+    S: Send + 'static,
 {
     let owner = watchers.owner();
     let after = last_event_id.and_then(|id| event_number(id, &owner));
     let rx = watchers.resume(WATCHER_BUFFER.max(HISTORY), after);
-    let stream = stream::unfold((rx, render), |(mut rx, render)| async move {
+    let stream = stream::unfold((rx, render, slot), |(mut rx, render, slot)| async move {
         let numbered = rx.recv().await?;
         let status = &numbered.status;
         let event = Event::default()
             .event(EVENT_NAME)
             .id(format!("{}:{}", status.owner, numbered.number))
             .data(render(status));
-        Some((Ok(event), (rx, render)))
+        Some((Ok(event), (rx, render, slot)))
     });
     Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
 }

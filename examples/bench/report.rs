@@ -222,6 +222,14 @@ pub fn markdown(r: &Results, plan: &Plan, svg: &str, svg_written: &str) -> Strin
     primitives_section(w, r, plan);
     crate::peers::section(w, &r.peers, plan);
     physical_section(w, r);
+    // Measured by hand (scripts/http-flood.py): kept in a file of its own so that a new run of
+    // the harness keeps it.
+    let _ = writeln!(
+        w,
+        "{}",
+        include_str!("../../docs/bench/http-flood.md").trim_end()
+    );
+    let _ = writeln!(w);
     limits_section(w, r, plan);
     s
 }

@@ -8,6 +8,7 @@
 //! - [`resolve`]: from flags to settings, with the rules and the upper bounds.
 //! - [`redis`]: the Redis flags into a parsed target and the lease's options.
 //! - [`candidacy`]: the candidate check's flags.
+//! - [`http`]: the flags of the HTTP endpoints and the status file, with their limits.
 //! - [`ops`]: the flags of `step-down` and `lock`.
 //! - [`secrets`]: reading secret and PEM files that flags name.
 //! - [`settings`]: what the commands run with.
@@ -16,6 +17,7 @@
 mod candidacy;
 mod error;
 mod file;
+mod http;
 mod ops;
 mod redis;
 mod resolve;
@@ -34,6 +36,7 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 pub use error::CliError;
 pub use file::parse_from;
+pub use http::HttpArgs;
 pub use ops::{LockArgs, RemoveKeysArgs, StepDownArgs};
 pub use resolve::{MAX_DURATION, invocation};
 pub use settings::{
@@ -42,7 +45,6 @@ pub use settings::{
 };
 
 use crate::elector::EvictionMode;
-use crate::http::ReadinessMode;
 use crate::k8s::KubernetesMode;
 use crate::lease::DEFAULT_KEY_PREFIX;
 use crate::telemetry::LogFormat;
@@ -260,27 +262,6 @@ pub struct TimingArgs {
     /// never fails over.
     #[arg(long, env = "LEASEHOLD_NO_DATA_LOSS_COOLDOWN", action = ArgAction::SetTrue)]
     pub no_data_loss_cooldown: bool,
-}
-
-/// Where the election's state is shown: the HTTP endpoints and the status file.
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Status: HTTP (/healthz /readyz /leader /metrics) and file")]
-pub struct HttpArgs {
-    /// Address of the HTTP endpoints: `ip:port`, or `host:port` with a host name resolved at start
-    /// (its first address).
-    #[arg(long, env = "LEASEHOLD_HTTP_ADDR", default_value = "0.0.0.0:8080", value_parser = parse_socket_addr)]
-    pub http_addr: SocketAddr,
-    /// What `/readyz` reports. `member` is the default because with `leader` only one pod of a
-    /// Deployment is ever ready, which stalls rolling updates (route to the leader with a
-    /// Service that selects the leader label instead).
-    #[arg(long, env = "LEASEHOLD_READINESS", value_enum, default_value_t = ReadinessMode::Member)]
-    pub readiness: ReadinessMode,
-    /// Keep the election's state in this file (format `leasehold-status 2`: until when this
-    /// replica leads, on the boot clock, with the reader's rule), rewritten atomically (a
-    /// temporary file renamed over it) at every change and every renewal; for apps that share a
-    /// volume with leasehold.
-    #[arg(long, env = "LEASEHOLD_STATUS_FILE", value_name = "PATH")]
-    pub status_file: Option<PathBuf>,
 }
 
 /// The Kubernetes side.

@@ -1,15 +1,15 @@
 //! From flags to settings: every rule a value must keep, checked before anything connects,
 //! including the upper bounds of durations (see [`MAX_DURATION`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::settings::{
     ContenderSettings, Environment, Invocation, LeaseSource, RunSettings, StatusSettings,
 };
 use super::{
-    Cli, CliError, Command, ContenderArgs, GuardArgs, HttpArgs, KubeArgs, LeaseArgs, LogArgs,
-    RunArgs, StatusArgs,
+    Cli, CliError, Command, ContenderArgs, GuardArgs, KubeArgs, LeaseArgs, LogArgs, RunArgs,
+    StatusArgs,
 };
 use crate::elector::Timing;
 use crate::exec::{ExecSettings, find_program};
@@ -353,31 +353,6 @@ fn exec(parts: &ContenderParts<'_>) -> Result<Option<ExecSettings>, CliError> {
     }))
 }
 
-impl HttpArgs {
-    /// The status file, refused when its directory does not exist.
-    fn status_file(&self) -> Result<Option<PathBuf>, CliError> {
-        let Some(path) = &self.status_file else {
-            return Ok(None);
-        };
-        let name = path.file_name().filter(|n| !n.is_empty());
-        let dir = path.parent().map(|p| {
-            if p.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                p
-            }
-        });
-        match (name, dir) {
-            (Some(_), Some(dir)) if dir.is_dir() => Ok(Some(path.clone())),
-            _ => Err(CliError::value(
-                "status-file",
-                path.display(),
-                "must name a file in an existing directory",
-            )),
-        }
-    }
-}
-
 impl RunArgs {
     /// Validates the run settings. `url_from_command_line` says whether --redis-url was typed
     /// on the command line (where a password would show in `ps`).
@@ -401,6 +376,7 @@ impl RunArgs {
             status_file: self.http.status_file()?,
             http_addr: self.http.http_addr,
             readiness: self.http.readiness,
+            http_limits: self.http.limits()?,
             contender,
         })
     }

@@ -9,7 +9,7 @@ use crate::candidacy::CandidateCheck;
 use crate::elector::{EvictionMode, Timing};
 use crate::exec::ExecSettings;
 use crate::guard::check::GuardCheck;
-use crate::http::ReadinessMode;
+use crate::http::{Limits, ReadinessMode};
 use crate::k8s::KubeSettings;
 use crate::lease::{LeaseError, LeaseName, LeaseOptions, OwnerId, RedisLease, RedisTarget};
 use crate::telemetry::LogSettings;
@@ -169,6 +169,8 @@ pub struct RunSettings {
     pub http_addr: SocketAddr,
     /// Readiness mode.
     pub readiness: ReadinessMode,
+    /// What HTTP clients may hold.
+    pub http_limits: Limits,
     /// The candidate check, if any.
     pub candidacy: Option<CandidateCheck>,
     /// The status file given by `--status-file`.

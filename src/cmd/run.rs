@@ -85,7 +85,8 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
         clock,
     )
     .with_watchers(watchers)
-    .with_heartbeat(contender.elector.heartbeat());
+    .with_heartbeat(contender.elector.heartbeat())
+    .with_limits(settings.http_limits);
     let (bound, serve) = http::bind(settings.http_addr, endpoints, http_stop.clone())
         .await
         .with_context(|| format!("cannot listen on --http-addr {}", settings.http_addr))?;

@@ -1,6 +1,8 @@
 //! `/healthz`, `/readyz`, `/leader` and `/metrics`. Handlers read the elector's status at the
 //! moment of the request (never a cached verdict, never Redis), so readiness flips in the same
 //! instant as the step-down, and after a pause it is false as soon as the deadline has passed.
+//! What clients may hold (connections, event streams) is bounded: see `http/serve.rs` and
+//! [`Limits`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,7 +13,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
@@ -20,7 +22,12 @@ pub use crate::leader_view::{CandidacyView, EvictionView, LeaderView, RedisView,
 use crate::metrics::{Exposition, Metrics};
 
 mod readiness;
+mod serve;
 pub use readiness::readiness;
+pub use serve::{
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_EVENT_STREAMS, HEADER_READ_TIMEOUT, Limits, PROBE_RESERVE,
+    RETRY_AFTER_SECONDS,
+};
 
 /// What `/readyz` means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +60,9 @@ pub struct Endpoints {
     clock: SharedClock,
     watchers: Option<Watchers>,
     heartbeat: Option<Heartbeat>,
+    limits: Limits,
+    /// A permit per event-stream client, held as long as its stream lives.
+    event_streams: Arc<Semaphore>,
 }
 
 impl Endpoints {
@@ -72,7 +82,16 @@ impl Endpoints {
             clock,
             watchers: None,
             heartbeat: None,
+            limits: Limits::default(),
+            event_streams: Arc::new(Semaphore::new(Limits::default().max_event_streams)),
         }
+    }
+
+    /// Serves within `limits` instead of the defaults.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.event_streams = Arc::new(Semaphore::new(limits.max_event_streams));
+        self.limits = limits;
+        self
     }
 
     /// Fails `/healthz` while the elector's loop is overdue (wedged).
@@ -96,10 +115,19 @@ impl Endpoints {
             .route("/metrics", get(metrics))
             .with_state(self)
     }
+
+    /// The router of the connections beyond the cap: the probes, and `503` for the rest.
+    fn probe_router(self) -> Router {
+        Router::new()
+            .route("/healthz", get(healthz))
+            .route("/readyz", get(readyz))
+            .fallback(refused_connection)
+            .with_state(self)
+    }
 }
 
 /// Binds `addr` (so that a taken port fails at start-up) and returns the bound address and a
-/// future serving until `shutdown` is cancelled.
+/// future serving, within the endpoints' [`Limits`], until `shutdown` is cancelled.
 pub async fn bind(
     addr: SocketAddr,
     endpoints: Endpoints,
@@ -107,17 +135,34 @@ pub async fn bind(
 ) -> std::io::Result<(SocketAddr, impl Future<Output = std::io::Result<()>>)> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    // No Nagle: an event written behind an earlier one must not wait for the watcher's
-    // delayed ACK (up to 40 ms).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let serve = async move {
-        axum::serve(listener, endpoints.router())
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await
+    let (limits, metrics) = (endpoints.limits, endpoints.metrics.clone());
+    let routers = serve::Routers {
+        probes: endpoints.clone().probe_router(),
+        full: endpoints.router(),
     };
-    Ok((bound, serve))
+    Ok((
+        bound,
+        serve::serve(listener, routers, limits, metrics, shutdown),
+    ))
+}
+
+/// `503` with `Retry-After`, saying what is busy; the connection closes after it.
+fn busy(words: &'static str) -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [
+            (header::RETRY_AFTER, RETRY_AFTER_SECONDS),
+            (header::CONNECTION, "close"),
+        ],
+        words,
+    )
+        .into_response()
+}
+
+/// Anything but a probe on a connection beyond the cap.
+async fn refused_connection(State(e): State<Endpoints>) -> Response {
+    e.metrics.http_connection_refused();
+    busy("busy: every connection is taken; only /healthz and /readyz are answered\n")
 }
 
 async fn healthz(State(e): State<Endpoints>) -> Response {
@@ -158,9 +203,13 @@ async fn leader(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
         .as_ref()
         .filter(|_| crate::sse::wants_events(accept))
     {
+        let Ok(slot) = e.event_streams.clone().try_acquire_owned() else {
+            e.metrics.http_event_stream_refused();
+            return busy("busy: every event stream is taken\n");
+        };
         let (lease_key, clock) = (e.lease_key.clone(), e.clock.clone());
         let last_event_id = headers.get("last-event-id").and_then(|v| v.to_str().ok());
-        return crate::sse::events(watchers, last_event_id, move |status| {
+        return crate::sse::events(watchers, last_event_id, slot, move |status| {
             LeaderView::json(status, &lease_key, clock.now())
         })
         .into_response();

@@ -132,6 +132,8 @@ pub struct Metrics {
     lease_blocked: Family<KeyLabel, Gauge>,
     sitting_out: Family<ReasonLabel, Gauge>,
     cooldowns_started: Counter,
+    http_connections_refused: Counter,
+    http_event_streams_refused: Counter,
     /// Held while a family that holds one series at a time is rewritten (clear, then set) and
     /// while the exposition is encoded, so that a scrape never sees it empty in between: a
     /// series missing from one scrape is stale to Prometheus and resets an alert's `for`.
@@ -290,6 +292,20 @@ impl Metrics {
              allkeys-* eviction)",
             cooldowns_started.clone(),
         );
+        let http_connections_refused = Counter::default();
+        registry.register(
+            "http_connections_refused",
+            "HTTP connections beyond --http-max-connections turned away: closed by a newer one \
+             while waiting on a probe's place, or answered 503 there for anything but a probe",
+            http_connections_refused.clone(),
+        );
+        let http_event_streams_refused = Counter::default();
+        registry.register(
+            "http_event_streams_refused",
+            "Requests for /leader's event stream answered 503 because --http-max-event-streams \
+             clients held one",
+            http_event_streams_refused.clone(),
+        );
         Self {
             registry: root,
             is_leader,
@@ -309,6 +325,8 @@ impl Metrics {
             lease_blocked,
             sitting_out,
             cooldowns_started,
+            http_connections_refused,
+            http_event_streams_refused,
             rewrite: Mutex::new(()),
         }
     }
@@ -373,6 +391,16 @@ impl Metrics {
             Exposition::Text => prometheus_text::encode(&mut out, &self.registry),
         };
         out
+    }
+
+    /// A connection beyond `--http-max-connections` was turned away.
+    pub fn http_connection_refused(&self) {
+        self.http_connections_refused.inc();
+    }
+
+    /// A request for the event stream was refused: every stream was taken.
+    pub fn http_event_stream_refused(&self) {
+        self.http_event_streams_refused.inc();
     }
 
     fn lock_rewrite(&self) -> std::sync::MutexGuard<'_, ()> {

@@ -1,8 +1,9 @@
 //! Leadership as readers outside leasehold see it: `/metrics` in both exposition formats, a real
 //! Prometheus scraping real replicas with the chart's rules, `/healthz` against a wedged elector,
-//! and `/leader` as server-sent events.
+//! `/leader` as server-sent events, and the HTTP port under a flood of connections.
 
 mod exposition;
+mod flood;
 mod liveness;
 mod prometheus;
 mod sse;

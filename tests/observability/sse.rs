@@ -26,7 +26,7 @@ const WAIT: Duration = Duration::from_secs(20);
 
 /// One event or file state: when it arrived, its role and token, and an event's id.
 #[derive(Debug, Clone)]
-struct Seen {
+pub(crate) struct Seen {
     at: Instant,
     json: serde_json::Value,
     id: Option<String>,
@@ -40,14 +40,14 @@ impl Seen {
 
 /// A watcher of `GET /leader` with `Accept: text/event-stream`, on its own thread, keeping
 /// every event with the instant it arrived; `ended` is set when the server ended the stream.
-struct EventWatcher {
+pub(crate) struct EventWatcher {
     seen: Arc<Mutex<Vec<Seen>>>,
     ended: Arc<AtomicBool>,
     stream: TcpStream,
 }
 
 impl EventWatcher {
-    fn connect(addr: SocketAddr) -> Self {
+    pub(crate) fn connect(addr: SocketAddr) -> Self {
         Self::resume(addr, None)
     }
 
@@ -103,11 +103,11 @@ impl EventWatcher {
     }
 
     /// Hangs up, as a client whose connection broke.
-    fn close(&self) {
+    pub(crate) fn close(&self) {
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
     }
 
-    fn events(&self) -> Vec<Seen> {
+    pub(crate) fn events(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 

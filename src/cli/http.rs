@@ -1,0 +1,131 @@
+//! The flags of the HTTP endpoints and the status file (`leasehold run`), and their validation:
+//! the address, the readiness mode, the status file's directory, and the limits on what clients
+//! may hold (connections, event streams).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use super::{CliError, parse_socket_addr};
+use crate::http::{DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_EVENT_STREAMS, Limits, ReadinessMode};
+
+/// The most connections `--http-max-connections` allows.
+pub const MAX_CONNECTIONS_BOUND: usize = 4096;
+
+const CONNECTIONS_RULE: &str = "must be from 1 to 4096: each connection holds a file and up to 32 KiB of buffers, and the chart's memory limit is 128 MiB";
+const EVENT_STREAMS_RULE: &str = "must be lower than --http-max-connections, so that event streams never take every connection from /leader and /metrics";
+
+/// Where the election's state is shown: the HTTP endpoints and the status file.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Status: HTTP (/healthz /readyz /leader /metrics) and file")]
+pub struct HttpArgs {
+    /// Address of the HTTP endpoints: `ip:port`, or `host:port` with a host name resolved at start
+    /// (its first address).
+    #[arg(long, env = "LEASEHOLD_HTTP_ADDR", default_value = "0.0.0.0:8080", value_parser = parse_socket_addr)]
+    pub http_addr: SocketAddr,
+    /// What `/readyz` reports. `member` is the default because with `leader` only one pod of a
+    /// Deployment is ever ready, which stalls rolling updates (route to the leader with a
+    /// Service that selects the leader label instead).
+    #[arg(long, env = "LEASEHOLD_READINESS", value_enum, default_value_t = ReadinessMode::Member)]
+    pub readiness: ReadinessMode,
+    /// Connections the HTTP endpoints serve at once (at most 4096). Beyond it a few more are
+    /// kept for `/healthz` and `/readyz` alone, and the rest are closed at once.
+    #[arg(long, env = "LEASEHOLD_HTTP_MAX_CONNECTIONS", value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS, allow_negative_numbers = true)]
+    pub http_max_connections: usize,
+    /// Clients of `/leader`'s event stream served at once, lower than --http-max-connections;
+    /// beyond it `503` with `Retry-After`.
+    #[arg(long, env = "LEASEHOLD_HTTP_MAX_EVENT_STREAMS", value_name = "N", default_value_t = DEFAULT_MAX_EVENT_STREAMS, allow_negative_numbers = true)]
+    pub http_max_event_streams: usize,
+    /// Keep the election's state in this file (format `leasehold-status 2`: until when this
+    /// replica leads, on the boot clock, with the reader's rule), rewritten atomically (a
+    /// temporary file renamed over it) at every change and every renewal; for apps that share a
+    /// volume with leasehold.
+    #[arg(long, env = "LEASEHOLD_STATUS_FILE", value_name = "PATH")]
+    pub status_file: Option<PathBuf>,
+}
+
+impl HttpArgs {
+    /// The status file, refused when its directory does not exist.
+    pub(super) fn status_file(&self) -> Result<Option<PathBuf>, CliError> {
+        let Some(path) = &self.status_file else {
+            return Ok(None);
+        };
+        let name = path.file_name().filter(|n| !n.is_empty());
+        let dir = path.parent().map(|p| {
+            if p.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                p
+            }
+        });
+        match (name, dir) {
+            (Some(_), Some(dir)) if dir.is_dir() => Ok(Some(path.clone())),
+            _ => Err(CliError::value(
+                "status-file",
+                path.display(),
+                "must name a file in an existing directory",
+            )),
+        }
+    }
+
+    /// The limits on what clients may hold, refused when out of their bounds.
+    pub(super) fn limits(&self) -> Result<Limits, CliError> {
+        limits(self.http_max_connections, self.http_max_event_streams)
+    }
+}
+
+fn limits(connections: usize, event_streams: usize) -> Result<Limits, CliError> {
+    if !(1..=MAX_CONNECTIONS_BOUND).contains(&connections) {
+        return Err(CliError::value(
+            "http-max-connections",
+            connections,
+            CONNECTIONS_RULE,
+        ));
+    }
+    if event_streams >= connections {
+        return Err(CliError::value(
+            "http-max-event-streams",
+            event_streams,
+            EVENT_STREAMS_RULE,
+        ));
+    }
+    Ok(Limits {
+        max_connections: connections,
+        max_event_streams: event_streams,
+        ..Limits::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_limits_out_of_their_bounds_are_refused_naming_the_flag() {
+        let cases = [
+            (256, 64, None),
+            (1, 0, None),
+            (4096, 4095, None),
+            (0, 0, Some("--http-max-connections `0`")),
+            (4097, 64, Some("--http-max-connections `4097`")),
+            (64, 64, Some("--http-max-event-streams `64`")),
+            (64, 65, Some("--http-max-event-streams `65`")),
+        ];
+        for (connections, streams, refused) in cases {
+            let got = limits(connections, streams);
+            match (refused, got) {
+                (None, Ok(l)) => assert_eq!(
+                    (l.max_connections, l.max_event_streams),
+                    (connections, streams)
+                ),
+                (Some(want), Err(e)) => {
+                    let text = e.to_string();
+                    assert!(text.contains(want), "{text} should name {want}");
+                    assert_eq!(e.exit_code(), 2, "{text}");
+                }
+                (want, got) => panic!("{connections} {streams}: want {want:?}, got {got:?}"),
+            }
+        }
+    }
+}

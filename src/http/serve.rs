@@ -1,0 +1,254 @@
+//! Serving the endpoints with a bound on what clients may hold: how many connections at once,
+//! how long a request's head may take, how long a kept-alive connection may idle, and a reserve
+//! of connections on which `/healthz` and `/readyz` stay answered while the rest are taken.
+//!
+//! Why an accept loop of our own instead of `axum::serve`: axum 0.8's `serve` has no knob for
+//! any of these, and a limit on concurrent *requests* (tower's `ConcurrencyLimit`) does not see
+//! a connection whose head never finishes, which was half of the flood that took a leader from
+//! 11 MiB to 149 MiB and from 16 open files to 6,016. So each accepted connection first takes a
+//! permit of a tokio [`Semaphore`] (held by its task until it closes), and is then served by
+//! hyper's own HTTP/1 connection with `header_read_timeout`: hyper starts that timer whenever it
+//! waits for a request's head, the first one and each one after on a kept-alive connection, so
+//! the one timeout closes both the head that never finishes and the connection left idle.
+//!
+//! Why a reserve instead of a listener of its own for the probes: a second port would need its
+//! own flag, chart port and probe wiring, and would be flooded as easily as the first from
+//! anywhere the first can be reached. A connection accepted while the general permits are all
+//! taken gets one of [`PROBE_RESERVE`] places more, a shorter head timeout, no keep-alive, and a
+//! router that serves only `/healthz` and `/readyz` (everything else `503` with `Retry-After`).
+//! When every place is taken, the newest connection sheds the oldest: the kubelet sends its
+//! probe at once and does not keep the connection, so it is answered within a millisecond or two
+//! of being accepted, and a flood would have to open [`PROBE_RESERVE`] connections within that
+//! time to shed it. No connection waits in the kernel's backlog behind thousands of others.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::warn;
+
+use crate::metrics::Metrics;
+
+/// Connections served at once by default: a few dozen dashboards and sidecars, a scraper or two,
+/// the kubelet, with room to spare; each holds a file and at most [`MAX_BUF`] twice.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+
+/// Event-stream clients served at once by default: a few dozen dashboards and sidecars.
+pub const DEFAULT_MAX_EVENT_STREAMS: usize = 64;
+
+/// Connections accepted beyond the cap that are served `/healthz` and `/readyz` alone.
+pub const PROBE_RESERVE: usize = 16;
+
+/// How long a request's head may take, and a kept-alive connection may idle: the kubelet,
+/// Prometheus and `curl` send a head at once, so nothing that means well needs more.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The same on the reserve, whose only clients are probes.
+const PROBE_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The largest head (and write buffer) one connection may hold: the endpoints take no body and
+/// their requests are a few hundred bytes (hyper's default is about 400 KiB).
+const MAX_BUF: usize = 16 * 1024;
+
+/// Seconds a refused client is told to wait (`Retry-After`).
+pub const RETRY_AFTER_SECONDS: &str = "10";
+
+/// How long shutdown waits for connections to finish after it asked them to.
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// After a failed accept (out of files, most often), the pause before the next one, so that the
+/// loop does not spin while nothing can be accepted.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// What clients may hold: set by `--http-max-connections` and `--http-max-event-streams`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once (beyond it, the probe reserve, then none).
+    pub max_connections: usize,
+    /// Event-stream clients served at once (beyond it, `503` with `Retry-After`).
+    pub max_event_streams: usize,
+    /// How long a request's head may take, and a kept-alive connection may idle.
+    pub header_read_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_event_streams: DEFAULT_MAX_EVENT_STREAMS,
+            header_read_timeout: HEADER_READ_TIMEOUT,
+        }
+    }
+}
+
+/// The two routers a connection may be served by.
+pub(super) struct Routers {
+    /// Every endpoint.
+    pub(super) full: Router,
+    /// `/healthz` and `/readyz` alone, for the reserve.
+    pub(super) probes: Router,
+}
+
+/// Accepts and serves connections on `listener` within `limits` until `shutdown` is cancelled,
+/// then asks every connection to finish and waits for them a bounded while.
+pub(super) async fn serve(
+    listener: TcpListener,
+    routers: Routers,
+    limits: Limits,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let general = Arc::new(Semaphore::new(limits.max_connections));
+    let reserve = Arc::new(Reserve::default());
+    let connections = TaskTracker::new();
+    loop {
+        let tcp = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(error) => {
+                    warn!(error = %error, "http accept failed");
+                    tokio::select! {
+                        biased;
+                        () = shutdown.cancelled() => break,
+                        () = tokio::time::sleep(ACCEPT_BACKOFF) => continue,
+                    }
+                }
+            },
+        };
+        // No Nagle: an event written behind an earlier one must not wait for the watcher's
+        // delayed ACK (up to 40 ms).
+        let _ = tcp.set_nodelay(true);
+        let lane = if let Ok(permit) = general.clone().try_acquire_owned() {
+            Lane {
+                router: routers.full.clone(),
+                header_read_timeout: limits.header_read_timeout,
+                keep_alive: true,
+                held: Held::General { _permit: permit },
+            }
+        } else {
+            let (place, shed) = reserve.admit();
+            if shed {
+                metrics.http_connection_refused();
+            }
+            Lane {
+                router: routers.probes.clone(),
+                header_read_timeout: PROBE_HEADER_READ_TIMEOUT.min(limits.header_read_timeout),
+                keep_alive: false,
+                held: Held::Reserve(place),
+            }
+        };
+        connections.spawn(connection(tcp, lane, shutdown.clone()));
+    }
+    connections.close();
+    let _ = tokio::time::timeout(DRAIN, connections.wait()).await;
+    Ok(())
+}
+
+/// How one connection is served, and the place it holds until it closes.
+struct Lane {
+    router: Router,
+    header_read_timeout: Duration,
+    keep_alive: bool,
+    held: Held,
+}
+
+/// A connection's place: a general permit, or a place in the reserve that a newer connection
+/// may shed.
+enum Held {
+    /// Released when dropped.
+    General {
+        _permit: OwnedSemaphorePermit,
+    },
+    Reserve(ReservePlace),
+}
+
+impl Held {
+    /// Resolves when a newer connection sheds this one; never for a general permit.
+    async fn shed(&self) {
+        match self {
+            Held::General { .. } => std::future::pending().await,
+            Held::Reserve(place) => place.shed.cancelled().await,
+        }
+    }
+}
+
+/// The reserve's places, oldest first.
+#[derive(Default)]
+struct Reserve {
+    held: Mutex<VecDeque<(u64, CancellationToken)>>,
+    next: AtomicU64,
+}
+
+impl Reserve {
+    /// A place for a new connection; when every place is taken, the oldest is shed (its
+    /// connection closes) and `true` says so.
+    fn admit(self: &Arc<Self>) -> (ReservePlace, bool) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let shed = CancellationToken::new();
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let shed_oldest = held.len() >= PROBE_RESERVE;
+        if shed_oldest && let Some((_, oldest)) = held.pop_front() {
+            oldest.cancel();
+        }
+        held.push_back((id, shed.clone()));
+        let place = ReservePlace {
+            reserve: self.clone(),
+            id,
+            shed,
+        };
+        (place, shed_oldest)
+    }
+}
+
+/// A place in the reserve, given back when its connection closes.
+struct ReservePlace {
+    reserve: Arc<Reserve>,
+    id: u64,
+    shed: CancellationToken,
+}
+
+impl Drop for ReservePlace {
+    fn drop(&mut self) {
+        let mut held = self
+            .reserve
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        held.retain(|(id, _)| *id != self.id);
+    }
+}
+
+/// Serves one connection until it closes (an error only closes it), or finishes it gracefully
+/// (its request in flight answered) once `shutdown` is cancelled.
+async fn connection(tcp: TcpStream, lane: Lane, shutdown: CancellationToken) {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(lane.header_read_timeout)
+        .keep_alive(lane.keep_alive)
+        .max_buf_size(MAX_BUF);
+    let service = TowerToHyperService::new(lane.router);
+    let conn = builder.serve_connection(TokioIo::new(tcp), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        biased;
+        () = shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+        // Dropping the connection closes it.
+        () = lane.held.shed() => {}
+        _ = conn.as_mut() => {}
+    }
+}

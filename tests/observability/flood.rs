@@ -1,0 +1,273 @@
+//! The HTTP port under a flood, against a real `leasehold run` on a real redis-server: a
+//! request whose head never finishes is closed within seconds, connections beyond the cap are
+//! refused while `/healthz` and `/readyz` still answer at once, event streams beyond theirs get
+//! `503` with `Retry-After` and are counted, open files stay bounded, and the leader keeps its
+//! lease through it all. The counts are small (a few hundred connections) to keep CI fast; the
+//! 10,000-connection figures are in docs/BENCHMARKS.md.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use harness::contenders::unique_lease;
+use harness::replica::{FAST, Replica};
+use leasehold::http::PROBE_RESERVE;
+use nix::unistd::Pid;
+use testbed::http::{get_with, http_get};
+use testbed::redis_server::RedisServer;
+use testbed::wait::wait_for;
+
+use crate::sse::EventWatcher;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// The server's header read timeout is 5 s; the margin covers a loaded CI machine.
+const CLOSED_WITHIN: Duration = Duration::from_secs(10);
+
+/// A connection that sent `head` and nothing more.
+fn stalled(addr: SocketAddr, head: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .write_all(head.as_bytes())
+        .expect("send part of a head");
+    stream
+}
+
+/// How long until the server closes `stream` (EOF or reset), reading whatever it sends; `None`
+/// when it is still open after `bound`.
+fn closed_after(stream: &mut TcpStream, bound: Duration) -> Option<Duration> {
+    let start = Instant::now();
+    stream
+        .set_read_timeout(Some(bound))
+        .expect("a read timeout");
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return Some(start.elapsed()),
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return None,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return None,
+            Err(_) => return Some(start.elapsed()),
+        }
+    }
+}
+
+fn a_leader(redis: &RedisServer, test: &str, args: &[&str]) -> Replica {
+    let mut all = FAST.to_vec();
+    all.push("--no-data-loss-cooldown");
+    all.extend_from_slice(args);
+    let replica = Replica::spawn(&redis.url(), &unique_lease(test), "web-a", &all, &[]);
+    wait_for("the leader", Duration::from_secs(10), || {
+        replica.is_ready().then_some(())
+    });
+    replica
+}
+
+#[test]
+fn a_request_whose_head_never_finishes_is_closed_within_seconds() {
+    let redis = RedisServer::start();
+    let replica = a_leader(&redis, "slow-head", &[]);
+    let mut unfinished = stalled(replica.http, "GET /healthz HTTP/1.1\r\nHost: x\r\n");
+    let mut silent = stalled(replica.http, "");
+    for (what, stream) in [("half a head", &mut unfinished), ("nothing", &mut silent)] {
+        let closed = closed_after(stream, CLOSED_WITHIN);
+        assert!(
+            closed.is_some(),
+            "a connection that sent {what} is still open after {CLOSED_WITHIN:?}"
+        );
+    }
+}
+
+#[test]
+fn an_idle_keep_alive_connection_is_closed_within_seconds() {
+    let redis = RedisServer::start();
+    let replica = a_leader(&redis, "idle-keep-alive", &[]);
+    let mut stream = stalled(replica.http, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    // The answer comes, then the connection idles, kept alive, until the server closes it.
+    let closed = closed_after(&mut stream, CLOSED_WITHIN);
+    assert!(
+        closed.is_some(),
+        "an idle keep-alive connection is still open after {CLOSED_WITHIN:?}"
+    );
+}
+
+/// The files `pid` holds open.
+fn open_files(pid: Pid) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(Iterator::count)
+        .unwrap_or(usize::MAX)
+}
+
+/// A thread that opens a connection every 5 ms, sends half a head and never finishes it (the
+/// slow-header half of the flood), keeping the newest 300 open on its side, until dropped.
+struct Flood {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Flood {
+    fn start(addr: SocketAddr) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let halt = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut open = VecDeque::new();
+            while !halt.load(Ordering::SeqCst) {
+                if let Ok(mut stream) = TcpStream::connect(addr) {
+                    let _ = stream.write_all(b"GET /leader HTTP/1.1\r\nHost: x\r\n");
+                    open.push_back(stream);
+                }
+                if open.len() > 300 {
+                    open.pop_front();
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Flood {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The status code of `GET /leader` asking for the event stream, read from its status line; the
+/// stream is returned open (a `200` holds its slot until it is dropped).
+fn event_stream(addr: SocketAddr) -> (u16, TcpStream) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("a read timeout");
+    stream
+        .write_all(b"GET /leader HTTP/1.0\r\nAccept: text/event-stream\r\n\r\n")
+        .expect("send the request");
+    let mut line = String::new();
+    let _ = BufReader::new(&stream).read_line(&mut line);
+    let code = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, stream)
+}
+
+#[test]
+fn probes_answer_at_once_while_every_connection_is_taken_and_open_files_stay_bounded() {
+    const CAP: usize = 24;
+    const STREAMS: usize = 8;
+    let redis = RedisServer::start();
+    let replica = a_leader(
+        &redis,
+        "flood",
+        &[
+            "--http-max-connections",
+            "24",
+            "--http-max-event-streams",
+            "8",
+        ],
+    );
+    let token = replica.leader()["token"].clone();
+    let files_before = open_files(replica.pid());
+    let watchers: Vec<EventWatcher> = (0..STREAMS)
+        .map(|_| EventWatcher::connect(replica.http))
+        .collect();
+    wait_for("every stream's first event", WAIT, || {
+        watchers
+            .iter()
+            .all(|w| !w.events().is_empty())
+            .then_some(())
+    });
+
+    let flood = Flood::start(replica.http);
+    let refused = "leasehold_http_connections_refused_total";
+    let refused_before_probes = wait_for("connections beyond the cap refused", WAIT, || {
+        replica.metric(refused).filter(|n| *n >= 50.0)
+    });
+    // Ten probes of each kind over a second of flood, with the files held counted between them.
+    let (mut took, mut files_during) = (Vec::new(), 0);
+    for path in ["/healthz", "/readyz"].repeat(10) {
+        let start = Instant::now();
+        let answer = http_get(replica.http, path);
+        took.push(start.elapsed());
+        assert_eq!(
+            answer.map(|(code, _)| code),
+            Some(200),
+            "{path} during the flood"
+        );
+        files_during = files_during.max(open_files(replica.pid()));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(flood);
+    // Read once the flood is gone: during it `/metrics` and `/leader` may be refused too.
+    let refused_after_probes = wait_for("the count of refused connections", WAIT, || {
+        replica.metric(refused)
+    });
+    took.sort();
+    assert!(
+        took[took.len() / 2] < Duration::from_millis(100),
+        "probes took {took:?} during the flood"
+    );
+    assert!(
+        refused_after_probes >= refused_before_probes + 50.0,
+        "the cap was not reached while the probes ran ({refused_before_probes} refused before, \
+         {refused_after_probes} after)"
+    );
+    // The streams and the general connections, the reserve, and a few in passing.
+    let bound = files_before + CAP + PROBE_RESERVE + 4;
+    assert!(
+        files_during <= bound,
+        "{files_during} open files during the flood, more than {bound} ({files_before} before)"
+    );
+    // The same token: the term that began before the flood never ended.
+    let leader = wait_for("/leader", WAIT, || replica.leader_view());
+    assert_eq!(
+        (leader["is_leader"].as_bool(), &leader["token"]),
+        (Some(true), &token),
+        "the leader kept its lease through the flood"
+    );
+
+    for watcher in &watchers {
+        watcher.close();
+    }
+    wait_for("the open files back to before the flood", WAIT, || {
+        (open_files(replica.pid()) <= files_before + 2).then_some(())
+    });
+}
+
+#[test]
+fn event_streams_beyond_their_cap_are_refused_with_retry_after_and_counted() {
+    let redis = RedisServer::start();
+    let replica = a_leader(&redis, "stream-cap", &["--http-max-event-streams", "2"]);
+    let first = event_stream(replica.http);
+    let second = event_stream(replica.http);
+    assert_eq!((first.0, second.0), (200, 200));
+
+    let refused = get_with(replica.http, "/leader", &[("Accept", "text/event-stream")])
+        .expect("an answer to the third stream");
+    assert_eq!(refused.code, 503, "{refused:?}");
+    assert_eq!(refused.header("retry-after"), Some("10"), "{refused:?}");
+    assert_eq!(
+        replica.metric("leasehold_http_event_streams_refused_total"),
+        Some(1.0)
+    );
+    // `/leader` without the stream is still answered.
+    assert_eq!(replica.get("/leader").map(|(code, _)| code), Some(200));
+
+    // A client that goes frees its slot.
+    drop(first);
+    let (code, _third) = wait_for("a slot freed by a client that went", WAIT, || {
+        let (code, stream) = event_stream(replica.http);
+        (code == 200).then_some((code, stream))
+    });
+    assert_eq!(code, 200);
+}
