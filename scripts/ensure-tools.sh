@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs what a fresh machine lacks for leasehold's demo and tests: redis-server, prometheus,
-# postgresql, curl, podman, buildah and runc (Debian's packages), cargo-nextest, and the tools and
-# other Redis engines (Redis 6.2, Valkey 9.1) under the git-ignored .tools. Safe to run again: it
-# only installs what is missing.
+# Installs what a fresh machine lacks for leasehold's tests (scripts/test.sh; the demo needs only
+# cargo and a redis-server, and installs the latter itself): redis-server, prometheus, postgresql,
+# curl, podman, buildah and runc (Debian's packages), cargo-nextest, and the tools and other Redis
+# engines (Redis 6.2, Valkey 9.1) under the git-ignored .tools. Safe to run again: it only
+# installs what is missing.
 set -euo pipefail
 
 as_root() {

@@ -1,9 +1,10 @@
 //! What an operator types and reads: bad input to every command answered with the flag, the
-//! value and the rule, `leasehold remove-keys`, docs/REFERENCE.md's tables against the code, and
-//! the benchmark harness's quick run.
+//! value and the rule, `leasehold remove-keys`, docs/REFERENCE.md's tables against the code, the
+//! benchmark harness's quick run, and the demo on a machine with nothing but a redis-server.
 
 mod bench_smoke;
 mod cli;
+mod demo;
 mod docs;
 mod operator_cli;
 mod uninstall;
