@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the Parameters section of charts/leasehold/README.md from the `## @section` and
-# `## @param` lines of charts/leasehold/values.yaml, with bitnami's readme-generator-for-helm
+# `## @param` lines of charts/leasehold/values.yaml (and its install command's image tag from
+# Chart.yaml's appVersion), with bitnami's readme-generator-for-helm
 # (scripts/ensure-tools.sh installs it in .tools/readme-generator; LEASEHOLD_README_GENERATOR
 # points elsewhere). It also refuses a key of values.yaml without its `## @param` line.
 # tests/chart/readme.rs runs the generator on a copy and fails when the README differs, so run this
@@ -23,4 +24,7 @@ if ! out="$("$generator" --values charts/leasehold/values.yaml --readme charts/l
   echo "$out" >&2
   exit 1
 fi
-echo "charts/leasehold/README.md: Parameters regenerated from values.yaml" >&2
+# The install command's image tag is the chart's appVersion (tests/chart/manifests.rs checks it).
+app_version=$(sed -n -E 's/^appVersion: *"?([^"]+)"?$/\1/p' charts/leasehold/Chart.yaml)
+sed -i -E "s/(image\.tag=)[0-9]+\.[0-9]+\.[0-9]+/\1$app_version/g" charts/leasehold/README.md
+echo "charts/leasehold/README.md: Parameters regenerated from values.yaml, image.tag=$app_version" >&2

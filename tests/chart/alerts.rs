@@ -264,12 +264,24 @@ fn series_read_by(expr: &str) -> Vec<(String, String)> {
 }
 
 #[test]
-fn a_prometheus_rule_without_a_runbook_url_is_refused() {
-    let err = refused("prometheusRule:\n  enabled: true\n");
-    assert!(
-        err.contains("at '/prometheusRule/runbookBaseUrl': minLength: got 0, want 1"),
-        "{err}"
-    );
+fn prometheus_rule_enabled_alone_renders_every_alert_without_a_runbook_url() {
+    let values = "prometheusRule:\n  enabled: true\n";
+    let lint = helm::lint_strict(values);
+    assert!(lint.ok(), "{}{}", lint.stdout, lint.stderr);
+    let spec = rule_spec(&helm::render(values));
+    let rendered = alerts(&spec);
+    assert_eq!(rendered.len(), 8, "every alert renders: {rendered:?}");
+    for (name, rule) in rendered {
+        let annotations = &rule["annotations"];
+        assert!(
+            annotations.get("runbook_url").is_none(),
+            "{name}: no runbook link without prometheusRule.runbookBaseUrl: {annotations:?}"
+        );
+        assert!(annotations["summary"].as_str().is_some(), "{name}");
+    }
+    let dir = rules_dir(values, None);
+    let (code, out) = run_promtool(dir.path(), &["check", "rules", "rules.yaml"], None);
+    assert_eq!(code, 0, "promtool check rules:\n{out}");
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! manifests, the Dockerfile and the example manifests in docs/examples.
 
 mod alerts;
+mod bitnami_keys;
 mod conventions;
 mod examples;
 mod extras;

@@ -188,7 +188,12 @@ fn every_place_that_names_the_version_names_cargo_tomls() {
         "newTag: ",
         "org.opencontainers.image.version=\"",
     ];
-    for file in ["README.md", "docs/DEPLOY.md", "Dockerfile"] {
+    for file in [
+        "README.md",
+        "docs/DEPLOY.md",
+        "Dockerfile",
+        "charts/leasehold/README.md",
+    ] {
         let text = std::fs::read_to_string(harness::repo().join(file)).expect(file);
         let found = versions_after(&text, &markers);
         assert!(

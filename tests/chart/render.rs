@@ -400,10 +400,28 @@ fn the_password_secret_is_mounted_where_the_flag_points() {
         "others may not read the password: {mode:o}"
     );
 
+    assert_eq!(
+        secret.optional,
+        Some(true),
+        "a Secret without the password key must not hold the pod in FailedMount"
+    );
+
     // No password key: no flag, no volume.
     let (d, c) = deployment(&render("redis:\n  passwordKey: \"\"\n"));
     assert!(flag(&args(&c), "redis-password-file").is_none());
     assert!(pod_spec(&d).volumes.unwrap_or_default().is_empty());
+
+    // A Redis without a password, its URL in the values: no Secret at all.
+    let values =
+        "redis:\n  urlKey: \"\"\n  url: redis://redis.data.svc:6379/0\n  passwordKey: \"\"\n";
+    let lint = helm::lint_strict(values);
+    assert!(lint.ok(), "{}{}", lint.stdout, lint.stderr);
+    let (d, _) = deployment(&render(values));
+    let spec = serde_yaml::to_string(&pod_spec(&d)).expect("the pod spec as YAML");
+    assert!(
+        !spec.contains("secret") && !spec.contains("leasehold-redis"),
+        "a passwordless Redis needs no Secret:\n{spec}"
+    );
 }
 
 #[test]
