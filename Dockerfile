@@ -4,7 +4,7 @@
 # the build stage; no shell. The binary is the entrypoint so that the kubelet's SIGTERM reaches
 # leasehold itself.
 #
-#   docker build -t leasehold:0.2.0 .
+#   docker build --build-arg LEASEHOLD_BUILD_COMMIT="$(git rev-parse --short=7 HEAD)" -t leasehold:0.2.0 .
 #
 # The binary is linked statically, so it also runs when copied into another image, which is how
 # the chart's exec mode puts a singleton command under leasehold:
@@ -34,7 +34,11 @@ RUN mkdir -p src crates/testbed/src crates/harness/src crates/chaos/src \
  && rm -rf src
 
 # Then leasehold itself. COPY keeps the files' old mtimes; touch them so cargo rebuilds the crate
-# instead of reusing the stub's.
+# instead of reusing the stub's. The context holds no .git, so build.rs learns the commit that
+# `leasehold --version` names from this argument, and says it is unknown without it:
+#   docker build --build-arg LEASEHOLD_BUILD_COMMIT="$(git rev-parse --short=7 HEAD)" …
+ARG LEASEHOLD_BUILD_COMMIT=""
+COPY build.rs ./
 COPY src ./src
 RUN touch src/main.rs src/lib.rs \
  && cargo build --release --locked --target "$(uname -m)-unknown-linux-gnu" --bin leasehold \

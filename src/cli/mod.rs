@@ -61,9 +61,18 @@ pub fn from_process() -> Result<Invocation, CliError> {
     )
 }
 
+/// What `--version` says: the crate's version and the commit it was built from (build.rs), as
+/// `0.2.0 (4ce6637)`.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("LEASEHOLD_COMMIT"),
+    ")"
+);
+
 /// leasehold: leader election for the replicas of a Kubernetes Deployment, on a Redis lease.
 #[derive(Debug, Parser)]
-#[command(name = "leasehold", version, propagate_version = true)]
+#[command(name = "leasehold", version = VERSION, propagate_version = true)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
