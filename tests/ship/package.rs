@@ -222,6 +222,7 @@ fn the_package_holds_the_license_the_readme_and_the_sources_and_not_the_test_kit
         "src/lib.rs",
         "src/main.rs",
         "build.rs",
+        "CHANGELOG.md",
         "src/fence/redis.lua",
         "docs/DESIGN.md",
     ] {

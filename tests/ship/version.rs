@@ -112,3 +112,31 @@ fn the_build_script_takes_the_commit_from_git_the_environment_or_the_packaged_cr
     let (value, _) = run(&script, &unpacked, Some("abcdef0123"));
     assert_eq!(value, "abcdef0");
 }
+
+#[test]
+fn the_changelog_has_the_current_release_and_an_upgrade_note_for_each() {
+    let text = std::fs::read_to_string(harness::repo().join("CHANGELOG.md")).expect("CHANGELOG.md");
+    let releases: Vec<&str> = text.split("\n## ").skip(1).collect();
+    let titles: Vec<&str> = releases
+        .iter()
+        .map(|r| r.lines().next().unwrap_or_default())
+        .collect();
+    assert_eq!(titles.first(), Some(&"Unreleased"), "{titles:?}");
+    assert!(
+        titles
+            .iter()
+            .any(|t| t.starts_with(&format!("{} - ", env!("CARGO_PKG_VERSION")))),
+        "Cargo.toml's version has its section (`## X.Y.Z - date`): {titles:?}"
+    );
+    assert!(
+        titles.last().is_some_and(|t| t.starts_with("0.1.0 - ")),
+        "from 0.1.0 on: {titles:?}"
+    );
+    for release in &releases {
+        assert!(
+            release.contains("\n### Upgrading\n"),
+            "no Upgrading note in `## {}`",
+            release.lines().next().unwrap_or_default()
+        );
+    }
+}
