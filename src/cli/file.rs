@@ -53,9 +53,10 @@ where
     Ok(Cli::from_arg_matches(&matches)?)
 }
 
-/// The clap tree, with every switch reading its variable through [`parse_switch`].
-fn command() -> Command {
-    Cli::command().mut_subcommands(|sub| {
+/// The clap tree, with every switch reading its variable through [`parse_switch`], and `-h`
+/// shorter than `--help` ([`concise`](super::help::concise)).
+pub fn command() -> Command {
+    super::help::concise(Cli::command()).mut_subcommands(|sub| {
         sub.mut_args(|arg| {
             if matches!(arg.get_action(), ArgAction::SetTrue) {
                 arg.value_parser(parse_switch as fn(&str) -> Result<bool, String>)

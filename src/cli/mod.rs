@@ -10,6 +10,7 @@
 //! - [`candidacy`]: the candidate check's flags.
 //! - [`http`]: the flags of the HTTP endpoints and the status file, with their limits.
 //! - [`ops`]: the flags of `step-down` and `lock`.
+//! - [`help`]: `-h` short and `--help` long, and `leasehold completions`.
 //! - [`secrets`]: reading secret and PEM files that flags name.
 //! - [`settings`]: what the commands run with.
 //! - [`error`]: the one error type, and the exit code each refusal means.
@@ -17,6 +18,7 @@
 mod candidacy;
 mod error;
 mod file;
+mod help;
 mod http;
 mod ops;
 mod redis;
@@ -35,7 +37,8 @@ use clap::builder::PossibleValue;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 pub use error::CliError;
-pub use file::parse_from;
+pub use file::{command, parse_from};
+pub use help::{CompletionsArgs, completions};
 pub use http::HttpArgs;
 pub use ops::{LockArgs, RemoveKeysArgs, StepDownArgs};
 pub use resolve::{MAX_DURATION, invocation};
@@ -106,6 +109,9 @@ pub enum Command {
     /// Run a command once while holding the lease, for Jobs and CronJobs: exit with its code,
     /// 75 when the lock was not acquired within --wait, 76 when it was lost while the command ran.
     Lock(ops::LockArgs),
+    /// Print a completion script for bash, zsh or fish: `leasehold completions bash >
+    /// /etc/bash_completion.d/leasehold`, or `source <(leasehold completions bash)`.
+    Completions(CompletionsArgs),
 }
 
 /// Where Redis is and how to talk to it.

@@ -86,6 +86,7 @@ pub fn invocation(
             args.resolve(env, url_from_command_line)?,
             args.log.settings(env),
         ),
+        Command::Completions(args) => Invocation::Completions(args.shell),
     };
     if let Some(redis) = invocation.redis() {
         redis.sentinels_at_start()?;

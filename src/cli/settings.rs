@@ -33,6 +33,8 @@ pub enum Invocation {
     Lock(LockSettings, LogSettings),
     /// `leasehold remove-keys`.
     RemoveKeys(RemoveKeysSettings, LogSettings),
+    /// `leasehold completions`: no runtime, no logs, no connection.
+    Completions(clap_complete::Shell),
 }
 
 impl Invocation {
@@ -44,7 +46,7 @@ impl Invocation {
             | Invocation::StepDown(_, log)
             | Invocation::RemoveKeys(_, log)
             | Invocation::Lock(_, log) => Some(log),
-            Invocation::Guard(_) => None,
+            Invocation::Guard(_) | Invocation::Completions(_) => None,
         }
     }
 
@@ -56,7 +58,7 @@ impl Invocation {
             Invocation::Status(status, _)
             | Invocation::StepDown(StepDownSettings { status, .. }, _)
             | Invocation::RemoveKeys(RemoveKeysSettings { status, .. }, _) => Some(&status.redis),
-            Invocation::Guard(_) => None,
+            Invocation::Guard(_) | Invocation::Completions(_) => None,
         }
     }
 }

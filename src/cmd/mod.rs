@@ -7,6 +7,7 @@
 //! - [`step_down`]: ask the leader to hand over, and wait for the next one.
 //! - [`remove_keys`]: remove the lease's keys from Redis, after uninstalling.
 //! - [`lock`]: run a command once under the lease, for Jobs and CronJobs.
+//! - `completions`: the shell completion script, written by [`cli::completions`](crate::cli::completions).
 //! - [`contender`]: a contender for the lease, wired once for `run` and `lock`.
 //! - [`lease`]: naming the lease, by flag or after the workload that owns the pod.
 
@@ -19,6 +20,7 @@ pub mod status;
 pub mod step_down;
 
 use std::future::Future;
+use std::io::Write;
 use std::process::ExitCode;
 
 use crate::cli::{CliError, Invocation};
@@ -43,6 +45,12 @@ pub fn execute(invocation: Invocation) -> Result<ExitCode, CliError> {
             Ok(exit_code(code))
         }
         Invocation::Lock(settings, _) => until_signalled(|shutdown| lock::lock(settings, shutdown)),
+        Invocation::Completions(shell) => {
+            std::io::stdout()
+                .write_all(&crate::cli::completions(shell))
+                .map_err(|e| anyhow::Error::new(e).context("cannot write the completion script"))?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod bench_smoke;
 mod cli;
+mod completions;
 mod demo;
 mod docs;
 mod operator_cli;
