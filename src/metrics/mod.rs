@@ -4,6 +4,9 @@
 //! written for client-go's leader election work unchanged. Both expositions come from the one
 //! registry through prometheus-client's encoders: OpenMetrics for a scraper that asks for it,
 //! the Prometheus text format 0.0.4 for everyone else (`curl`, `promtool check metrics`).
+//! The standard `process_*` metrics come from [`process`], read from `/proc` at each scrape.
+
+mod process;
 
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
@@ -306,6 +309,7 @@ impl Metrics {
              clients held one",
             http_event_streams_refused.clone(),
         );
+        root.register_collector(Box::new(process::Process));
         Self {
             registry: root,
             is_leader,

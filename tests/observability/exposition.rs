@@ -1,7 +1,8 @@
 //! `/metrics` as its two kinds of reader read it, from a real leader on a real redis-server:
 //! the Prometheus text format 0.0.4 for a request that does not ask for OpenMetrics (`curl`,
 //! `promtool check metrics`), and OpenMetrics for one that does (Prometheus's scrape), each
-//! checked by the real promtool's parser for that format.
+//! checked by the real promtool's parser for that format; and the `process_*` metrics against
+//! the kernel's own figures for the replica's process.
 
 use std::time::Duration;
 
@@ -120,5 +121,65 @@ fn openmetrics_is_served_to_prometheus_and_promtool_parses_it_as_openmetrics() {
     assert_eq!(
         code, 0,
         "promtool's OpenMetrics parser:\n{out}\non:\n{stamped}"
+    );
+}
+
+/// A value of `/proc/<pid>/<file>`'s row that starts with `row` (its first number).
+fn proc_row(pid: i32, file: &str, row: &str) -> f64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).expect("read /proc");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(row))
+        .unwrap_or_else(|| panic!("no {row} in /proc/{pid}/{file}"));
+    line[row.len()..]
+        .split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no number in {line:?}"))
+}
+
+#[test]
+fn the_process_metrics_describe_the_replicas_own_process() {
+    let redis = RedisServer::start();
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_secs_f64();
+    let leader = a_leader(&redis);
+    let pid = leader.pid().as_raw();
+    let metric = |name: &str| {
+        leader
+            .metric(name)
+            .unwrap_or_else(|| panic!("no {name} on /metrics"))
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_secs_f64();
+    // /proc/stat's boot time has whole seconds, the start ticks hundredths.
+    let started = metric("process_start_time_seconds");
+    assert!(
+        before - 2.0 <= started && started <= now + 1.0,
+        "started at {started}, the test spawned it between {before} and {now}"
+    );
+    let cpu = metric("process_cpu_seconds_total");
+    assert!(cpu > 0.0 && cpu < (now - before) * 4.0, "cpu {cpu} s");
+    // The kernel's own figures for the same process, read beside the scrape.
+    let rss = metric("process_resident_memory_bytes");
+    let vm_rss = proc_row(pid, "status", "VmRSS:") * 1024.0;
+    assert!(
+        (rss - vm_rss).abs() < vm_rss / 2.0,
+        "resident {rss} bytes, VmRSS {vm_rss}"
+    );
+    assert!(metric("process_virtual_memory_bytes") > rss);
+    let limit = proc_row(pid, "limits", "Max open files");
+    assert_eq!(metric("process_max_fds"), limit);
+    let open = metric("process_open_fds");
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("read its fds")
+        .count() as f64;
+    assert!(
+        open >= 3.0 && (open - fds).abs() <= 4.0,
+        "{open} open fds, /proc lists {fds}"
     );
 }
