@@ -8,4 +8,5 @@ mod completions;
 mod demo;
 mod docs;
 mod operator_cli;
+mod readme;
 mod uninstall;

@@ -244,23 +244,39 @@ fn the_package_holds_the_license_the_readme_and_the_sources_and_not_the_test_kit
         license.contains("Apache License") && license.contains("Version 2.0, January 2004"),
         "LICENSE is the text of the declared license, {declared}"
     );
-    for key in ["repository", "documentation", "readme", "description"] {
+    for key in ["documentation", "readme", "description"] {
         assert!(!cargo_toml_value(key).is_empty(), "Cargo.toml sets {key}");
+    }
+    // No link that is not the project's: there is no public repository yet (set the real one
+    // when there is, here and in Cargo.toml), and the chart names none either.
+    assert_eq!(
+        package_value("repository"),
+        Value::Null,
+        "Cargo.toml names a repository"
+    );
+    let chart = std::fs::read_to_string(harness::repo().join("charts/leasehold/Chart.yaml"))
+        .expect("Chart.yaml");
+    for key in ["home:", "sources:"] {
+        assert!(!chart.contains(key), "Chart.yaml names a link ({key})");
     }
 }
 
-/// A `key = "value"` of Cargo.toml's `[package]`, as cargo reads it.
-fn cargo_toml_value(key: &str) -> String {
+/// A key of Cargo.toml's `[package]`, as `cargo metadata` reads it (null when unset).
+fn package_value(key: &str) -> Value {
     let meta = metadata(&[]);
-    let package = meta["packages"]
+    meta["packages"]
         .as_array()
         .expect("packages")
         .iter()
         .find(|p| p["name"] == "leasehold")
-        .expect("the leasehold package")
-        .clone();
-    match &package[key] {
-        Value::String(s) => s.clone(),
+        .expect("the leasehold package")[key]
+        .clone()
+}
+
+/// A `key = "value"` of Cargo.toml's `[package]`.
+fn cargo_toml_value(key: &str) -> String {
+    match package_value(key) {
+        Value::String(s) => s,
         other => panic!("Cargo.toml's {key}: {other}"),
     }
 }
