@@ -7,7 +7,7 @@
 //! - [`step_down`]: ask the leader to hand over, and wait for the next one.
 //! - [`remove_keys`]: remove the lease's keys from Redis, after uninstalling.
 //! - [`lock`]: run a command once under the lease, for Jobs and CronJobs.
-//! - `completions`: the shell completion script, written by [`cli::completions`](crate::cli::completions).
+//! - `completions`: the shell's completion script, from `cli::completions`.
 //! - [`contender`]: a contender for the lease, wired once for `run` and `lock`.
 //! - [`lease`]: naming the lease, by flag or after the workload that owns the pod.
 

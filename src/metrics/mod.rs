@@ -4,7 +4,7 @@
 //! written for client-go's leader election work unchanged. Both expositions come from the one
 //! registry through prometheus-client's encoders: OpenMetrics for a scraper that asks for it,
 //! the Prometheus text format 0.0.4 for everyone else (`curl`, `promtool check metrics`).
-//! The standard `process_*` metrics come from [`process`], read from `/proc` at each scrape.
+//! The standard `process_*` metrics come from process.rs, read from `/proc` at each scrape.
 
 mod process;
 
