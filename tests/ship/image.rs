@@ -117,8 +117,9 @@ fn the_final_stage_is_a_scratch_image_of_the_static_binary_its_certificates_and_
         "podman run --version: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The build stage replayed here has no .git and no LEASEHOLD_BUILD_COMMIT: build.rs says
-    // the commit is unknown (tests/ship/version.rs checks what it says when it knows).
+    // The static binary is built in the checkout here, so it names git's commit; a `docker
+    // build` has no .git and names the build argument's, or says it is unknown. Either way
+    // `leasehold 0.2.0 (…)`; tests/ship/version.rs checks each source of the commit.
     let version = String::from_utf8_lossy(&out.stdout);
     assert!(
         version
