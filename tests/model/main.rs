@@ -19,6 +19,7 @@ mod delivery;
 mod lua_mirror;
 mod mirror;
 mod progress;
+mod properties;
 mod redis;
 mod replica;
 mod sentinels;
