@@ -8,6 +8,7 @@ use leasehold::clock::BootInstant;
 use leasehold::elector::Timing;
 
 use crate::mirror::Semantics;
+use crate::replica::Health;
 use crate::sentinels::SentinelWord;
 
 /// One model tick is one second of every clock.
@@ -103,6 +104,14 @@ pub struct Config {
     pub sentinel_failovers: u8,
     /// How the replicas take the Sentinels' word (the current majority, or a pre-fix word).
     pub sentinel_word: SentinelWord,
+    /// Replicas, the first ones, whose replies arrive later than their attempt's bound for
+    /// ever ([`Health::Late`]).
+    pub late: u8,
+    /// Replicas, the next ones, whose renewals Redis refuses for ever ([`Health::Refused`]).
+    pub refused: u8,
+    /// The elector before the fix: after an acquire whose outcome is unknown, it acquires
+    /// again after the retry period (and the script replaces its own running term).
+    pub acquire_again_when_unknown: bool,
 }
 
 impl Config {
@@ -127,6 +136,9 @@ impl Config {
             sem: Semantics::default(),
             sentinel_failovers: 0,
             sentinel_word: SentinelWord::Majority,
+            late: 0,
+            refused: 0,
+            acquire_again_when_unknown: false,
         }
     }
 
@@ -252,6 +264,40 @@ impl Config {
 }
 
 impl Config {
+    /// Gray failures (docs/DESIGN.md point 18): three replicas on the short timing, r0's
+    /// replies later than its bound for ever, r1's renewals refused for ever, r2 healthy; fair
+    /// and prompt as the liveness run, no other fault, no limit on terms. The short timing's
+    /// acquire bound and retry (1 s + 1 s) fit inside its lease (3 s), as the issue's timings
+    /// do, so an acquire tried again after its bound lands inside its own term.
+    pub fn gray() -> Config {
+        Config {
+            replicas: 3,
+            shorter: 3,
+            late: 1,
+            refused: 1,
+            max_terms: u8::MAX,
+            horizon: 10,
+            evictions: 0,
+            restarts_losing_data: 0,
+            max_lag: 0,
+            max_delayed: 0,
+            eager: true,
+            faults_until: 0,
+            ..Config::ci()
+        }
+    }
+
+    /// How replica `id`'s link fares.
+    pub fn health(&self, id: u8) -> Health {
+        if id < self.late {
+            Health::Late
+        } else if id < self.late.saturating_add(self.refused) {
+            Health::Refused
+        } else {
+            Health::Healthy
+        }
+    }
+
     /// Whether the replicas run different timings.
     pub fn timings_differ(&self) -> bool {
         self.shorter > 0 && self.shorter < self.replicas
@@ -305,6 +351,12 @@ impl Config {
                     self.work_failures = value.parse().map_err(|_| bad("true or false"))?
                 }
                 "sentinel_failovers" => self.sentinel_failovers = count()?,
+                "late" => self.late = count()?,
+                "refused" => self.refused = count()?,
+                "acquire_again_when_unknown" => {
+                    self.acquire_again_when_unknown =
+                        value.parse().map_err(|_| bad("true or false"))?
+                }
                 "sentinel_word" => {
                     self.sentinel_word = SentinelWord::parse(value)
                         .ok_or_else(|| bad("majority, first-listed or unconfirmed"))?
@@ -314,7 +366,8 @@ impl Config {
                         "LEASEHOLD_MODEL_WITH: no field {field:?}; the fields are replicas, \
                          shorter, loss_after_following, max_terms, horizon, evictions, restarts_keeping_data, \
                          restarts_losing_data, failovers, max_lag, max_delayed, handovers, \
-                         work_failures, sentinel_failovers, sentinel_word"
+                         work_failures, sentinel_failovers, sentinel_word, late, refused, \
+                         acquire_again_when_unknown"
                     ));
                 }
             }

@@ -4,9 +4,44 @@
 
 use stateright::Property;
 
-use crate::replica::{Replica, Role};
+use crate::config::Config;
+use crate::config::instant;
+use crate::mirror::Term;
+use crate::replica::{Health, Replica, Role};
 use crate::sentinels::PROMOTED;
 use crate::system::{State, System};
+
+/// Liveness with a sick replica beside the healthy ones (docs/DESIGN.md point 18).
+pub const HEALTHY_LEADS: &str =
+    "a healthy replica leads within two lease durations and keeps leading";
+/// The late replica's unanswered acquire took the lease (its outcome was truly unknown).
+pub const UNKNOWN_WON: &str = "an unanswered acquire wins a term";
+/// The refused replica led, and a refusal ended its term.
+pub const REFUSED_ENDED: &str = "a refused renewal ends a term";
+
+impl State {
+    /// Whether the run is over (the horizon reached, nothing in flight, nobody due) with a
+    /// healthy replica's guard passing in a term it won within two lease durations. True only
+    /// in a run's last state: stateright reads an `eventually` property at a path's end and
+    /// does not tell a state reached again by another path apart, so a property that a run
+    /// could meet early and lose later would hide that run.
+    fn healthy_leads_to_the_end(&self, config: &Config) -> bool {
+        let over = self.time >= config.horizon
+            && self.net.is_empty()
+            && self
+                .replicas
+                .iter()
+                .all(|r| !r.due(r.now(self.time), config.max_terms));
+        over && self.replicas.iter().any(|r| match r.role {
+            Role::Leader(lead) => {
+                r.health == Health::Healthy
+                    && r.check_passes(self.time)
+                    && lead.acquired_at <= instant(0).saturating_add(r.timing().lease_duration * 2)
+            }
+            _ => false,
+        })
+    }
+}
 
 impl System {
     pub fn checked_properties(&self) -> Vec<Property<Self>> {
@@ -77,7 +112,29 @@ impl System {
                 },
             ));
         }
-        if self.config.eager {
+        let gray = self.config.late > 0 || self.config.refused > 0;
+        if self.config.eager && gray {
+            properties.push(Property::<Self>::eventually(
+                HEALTHY_LEADS,
+                |m, s: &State| s.healthy_leads_to_the_end(&m.config),
+            ));
+        }
+        if self.config.late > 0 {
+            properties.push(Property::<Self>::sometimes(UNKNOWN_WON, |m, s: &State| {
+                let late = |term: Term| s.replicas[usize::from(term.owner)].health == Health::Late;
+                m.first(8, s.redis.live_term(s.time).is_some_and(late))
+            }));
+        }
+        if self.config.refused > 0 {
+            properties.push(Property::<Self>::sometimes(
+                REFUSED_ENDED,
+                |m, s: &State| {
+                    let ended = |r: &Replica| r.health == Health::Refused && r.short_terms > 0;
+                    m.first(9, s.replicas.iter().any(ended))
+                },
+            ));
+        }
+        if self.config.eager && !gray {
             properties.push(Property::<Self>::eventually(
                 "a replica leads once faults stop",
                 |m, s: &State| s.time >= m.config.faults_until && !s.passing().is_empty(),

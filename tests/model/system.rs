@@ -7,9 +7,9 @@ use stateright::{Model, Property};
 
 use crate::config::Config;
 use crate::connection::initial_links;
-use crate::mirror::{AcquireReply, Name, RenewReply, Successor};
+use crate::mirror::{AcquireReply, Name, Successor, Term};
 use crate::redis::{Fault, Redis};
-use crate::replica::{Ending, Replica, Request, Role};
+use crate::replica::{Ending, Renewal, Replica, Request, Role};
 use crate::sentinels::Sentinels;
 use crate::symmetry;
 use leasehold::clock::BootInstant;
@@ -40,7 +40,15 @@ pub enum Msg {
         to: u8,
         sent_at: BootInstant,
         confirmed: bool,
-        reply: RenewReply,
+        reply: Renewal,
+    },
+    /// An observe's reply: of what the script answers, the replica uses only the term the
+    /// lease or the record holds.
+    Observed {
+        to: u8,
+        sent_at: BootInstant,
+        confirmed: bool,
+        holder: Option<Term>,
     },
 }
 
@@ -54,6 +62,9 @@ pub enum Action {
     AcquireTimedOut(u8),
     Watchdog(u8),
     RenewTimedOut(u8),
+    /// Replica `n`, sitting out, reads the lease.
+    Probe(u8),
+    ObserveTimedOut(u8),
     WorkFails(u8),
     Deliver(Msg),
     Fault(Fault),
@@ -102,7 +113,7 @@ pub struct System {
     /// stateright 0.31 records a discovery again for every later state that shows it, so the
     /// path it keeps would be one of the last found, not the first; each property reports
     /// only its first state, which breadth-first on one thread is a shortest path.
-    shown: [AtomicBool; 8],
+    shown: [AtomicBool; 10],
 }
 
 impl System {
@@ -208,7 +219,7 @@ impl System {
             }
             Action::AcquireTimedOut(n) => {
                 let now = s.replicas[n as usize].now(s.time);
-                s.replicas[n as usize].acquired(now, None);
+                s.replicas[n as usize].acquired(now, None, c.acquire_again_when_unknown);
                 s.discard_connection(c, n);
             }
             Action::Watchdog(n) => {
@@ -223,6 +234,18 @@ impl System {
                 s.discard_connection(c, n);
                 if let Err(reason) = s.replicas[n as usize].renewed(now, None) {
                     s.step_down(c, n as usize, reason);
+                }
+            }
+            Action::Probe(n) => {
+                let now = s.replicas[n as usize].now(s.time);
+                let request = s.replicas[n as usize].probe(now);
+                s.request(c, n, now, request);
+            }
+            Action::ObserveTimedOut(n) => {
+                let now = s.replicas[n as usize].now(s.time);
+                s.discard_connection(c, n);
+                if let Some(release) = s.replicas[n as usize].observed(now, None) {
+                    s.request(c, n, now, release);
                 }
             }
             Action::WorkFails(n) => s.step_down(c, n as usize, StepDownReason::WorkFailed),
@@ -292,6 +315,7 @@ impl Model for System {
                     .zip(links)
                     .map(|(id, link)| Replica {
                         link,
+                        health: self.config.health(id),
                         ..Replica::new(id, self.config.timings(id))
                     })
                     .collect(),
@@ -333,6 +357,8 @@ impl Model for System {
                     actions.push(Action::TryAcquire(r.id))
                 }
                 Role::Acquiring { .. } if due => actions.push(Action::AcquireTimedOut(r.id)),
+                Role::SittingOut { .. } if due => actions.push(Action::Probe(r.id)),
+                Role::Observing { .. } if due => actions.push(Action::ObserveTimedOut(r.id)),
                 Role::Leader(lead) => {
                     if due && lead.renewing.is_some() {
                         actions.push(Action::RenewTimedOut(r.id));
