@@ -196,6 +196,9 @@ fn missing(property: &str) -> String {
         "a replica leads on the promoted node" => {
             "no run led on the promoted node; the failover changes nothing"
         }
+        "an observe finds a term its replica never led" => {
+            "no acquire's outcome was unknown and then resolved; the give-back cannot be reached"
+        }
         "Redis loses its data while a longer term than another replica's is valid" => {
             "no run lost the data during a longer term; the mixed lease durations change nothing"
         }

@@ -9,13 +9,15 @@ use crate::config::instant;
 use crate::mirror::Term;
 use crate::replica::{Health, Replica, Role};
 use crate::sentinels::PROMOTED;
-use crate::system::{State, System};
+use crate::system::{Msg, State, System};
 
 /// Liveness with a sick replica beside the healthy ones (docs/DESIGN.md point 18).
 pub const HEALTHY_LEADS: &str =
     "a healthy replica leads within two lease durations and keeps leading";
 /// The late replica's unanswered acquire took the lease (its outcome was truly unknown).
 pub const UNKNOWN_WON: &str = "an unanswered acquire wins a term";
+/// An observe answers a replica sitting out with a term of its own that it never led.
+pub const UNKNOWN_FOUND: &str = "an observe finds a term its replica never led";
 /// The refused replica led, and a refusal ended its term.
 pub const REFUSED_ENDED: &str = "a refused renewal ends a term";
 
@@ -131,6 +133,28 @@ impl System {
                 |m, s: &State| {
                     let ended = |r: &Replica| r.health == Health::Refused && r.short_terms > 0;
                     m.first(9, s.replicas.iter().any(ended))
+                },
+            ));
+        }
+        if !self.config.eager && self.config.max_delayed > 0 {
+            // An acquire's reply delayed past its bound: the observe that resolves it answers
+            // with the term that acquire won, which its replica is about to give back.
+            properties.push(Property::<Self>::sometimes(
+                UNKNOWN_FOUND,
+                |m, s: &State| {
+                    let unknown = |msg: &Msg| match *msg {
+                        Msg::Observed {
+                            to,
+                            confirmed: true,
+                            holder: Some(term),
+                            ..
+                        } => {
+                            let last_led = s.replicas[usize::from(to)].last_led;
+                            term.owner == to && last_led.is_none_or(|led| term.token > led)
+                        }
+                        _ => false,
+                    };
+                    m.first(10, s.net.iter().any(unknown))
                 },
             ));
         }

@@ -113,7 +113,7 @@ pub struct System {
     /// stateright 0.31 records a discovery again for every later state that shows it, so the
     /// path it keeps would be one of the last found, not the first; each property reports
     /// only its first state, which breadth-first on one thread is a shortest path.
-    shown: [AtomicBool; 10],
+    shown: [AtomicBool; 11],
 }
 
 impl System {
