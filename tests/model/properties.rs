@@ -4,8 +4,7 @@
 
 use stateright::Property;
 
-use crate::config::Config;
-use crate::config::instant;
+use crate::config::{Config, instant};
 use crate::mirror::Term;
 use crate::replica::{Health, Replica, Role};
 use crate::sentinels::PROMOTED;
