@@ -115,14 +115,18 @@ pub struct Config {
 }
 
 impl Config {
-    /// The configuration `cargo test` checks: 2 replicas, 2 terms each, one of each fault.
+    /// The configuration `cargo test` checks: 2 replicas, 2 terms each, one of each fault. Its
+    /// horizon is 5 s: since a replica resolves an unanswered acquire at once (gray failures), a
+    /// horizon of 6 s holds 10.8 million unique states and takes eight minutes of CI's fifteen;
+    /// 5 s holds 3.0 million and still reaches every run the faults promise (a term after the
+    /// data loss's cooldown, the give-back). `LEASEHOLD_MODEL_WITH=horizon=6` checks 6 s.
     pub fn ci() -> Config {
         Config {
             replicas: 2,
             shorter: 0,
             loss_after_following: false,
             max_terms: 2,
-            horizon: 6,
+            horizon: 5,
             evictions: 1,
             restarts_keeping_data: 0,
             restarts_losing_data: 1,
@@ -176,6 +180,8 @@ impl Config {
     pub fn three_replicas() -> Config {
         Config {
             replicas: 3,
+            // The 6 s it was measured with (docs/MODEL.md), not CI's shorter horizon.
+            horizon: 6,
             ..Config::ci()
         }
     }
