@@ -5,7 +5,7 @@
 use crate::config::Config;
 use crate::mirror::AcquireReply;
 use crate::redis::{Applied, touched_another_term};
-use crate::replica::{Request, Role};
+use crate::replica::{Health, Renewal, Request, Role};
 use crate::system::{Msg, State};
 
 impl State {
@@ -35,6 +35,17 @@ impl State {
             } => {
                 let time = self.time;
                 let timings = self.replicas[usize::from(from)].timings;
+                let health = self.replicas[usize::from(from)].health;
+                if health == Health::Refused && matches!(request, Request::Renew { .. }) {
+                    // Refused before the script runs: nothing is written.
+                    self.send(Msg::Renewed {
+                        to: from,
+                        sent_at,
+                        confirmed,
+                        reply: Renewal::Refused,
+                    });
+                    return;
+                }
                 let Some(redis) = self.node_mut(node) else {
                     return;
                 };
@@ -45,6 +56,10 @@ impl State {
                 let applied = redis.apply(config, time, from, timings, request);
                 let after = redis.data;
                 let to = from;
+                // A late replica's replies arrive after its attempt gave up on them: they leave
+                // the network at once (nobody awaits them), so they are not sent. What the
+                // script did stands, announcements and notices included.
+                let late = health == Health::Late;
                 match applied {
                     Applied::Acquire(acquisition) => {
                         let reply = acquisition.reply;
@@ -67,13 +82,15 @@ impl State {
                         let longest_ms = Some(acquisition.longest_ms)
                             .filter(|ms| *ms > timings.ttl_ms())
                             .unwrap_or(0);
-                        self.send(Msg::Acquired {
-                            to,
-                            sent_at,
-                            confirmed,
-                            reply,
-                            longest_ms,
-                        });
+                        if !late {
+                            self.send(Msg::Acquired {
+                                to,
+                                sent_at,
+                                confirmed,
+                                reply,
+                                longest_ms,
+                            });
+                        }
                         // The notice reaches every replica connected to that node as the
                         // script runs, the finder too (it is subscribed like the others).
                         if acquisition.data_loss.is_some() {
@@ -89,12 +106,14 @@ impl State {
                         if let Request::Renew { term } = request {
                             self.stale_write |= touched_another_term(&before, &after, term);
                         }
-                        self.send(Msg::Renewed {
-                            to,
-                            sent_at,
-                            confirmed,
-                            reply,
-                        });
+                        if !late {
+                            self.send(Msg::Renewed {
+                                to,
+                                sent_at,
+                                confirmed,
+                                reply: Renewal::Ran(reply),
+                            });
+                        }
                     }
                     Applied::Release(released) => {
                         if let Request::Release { term, .. } = request {
@@ -113,6 +132,16 @@ impl State {
                                 let now = replica.now(self.time);
                                 replica.release_announced(now, term);
                             }
+                        }
+                    }
+                    Applied::Observe(holder) => {
+                        if !late {
+                            self.send(Msg::Observed {
+                                to,
+                                sent_at,
+                                confirmed,
+                                holder,
+                            });
                         }
                     }
                 }
@@ -156,7 +185,7 @@ impl State {
                 }
                 let replica = &mut self.replicas[to as usize];
                 let now = replica.now(self.time);
-                replica.acquired(now, Some(reply));
+                replica.acquired(now, Some(reply), config.acquire_again_when_unknown);
                 if matches!(replica.role, Role::Leader(_))
                     && self.handed_over_by.is_some_and(|by| by != to)
                 {
@@ -185,6 +214,24 @@ impl State {
                     self.step_down(config, n, reason);
                 }
             }
+            Msg::Observed {
+                to,
+                sent_at,
+                confirmed,
+                holder,
+            } => {
+                if !self.awaited(&msg) {
+                    return;
+                }
+                if !confirmed {
+                    self.resend(config, to, sent_at, Request::Observe);
+                    return;
+                }
+                let now = self.replicas[usize::from(to)].now(self.time);
+                if let Some(release) = self.replicas[usize::from(to)].observed(now, Some(holder)) {
+                    self.request(config, to, now, release);
+                }
+            }
         }
     }
 
@@ -206,6 +253,12 @@ impl State {
                 let now = replica.now(self.time);
                 matches!(replica.role, Role::Leader(lead)
                     if lead.renewing.is_some_and(|(s, timeout)| s == sent_at && now < s.saturating_add(timeout)))
+            }
+            Msg::Observed { to, sent_at, .. } => {
+                let replica = &self.replicas[usize::from(to)];
+                let timeout = replica.timing().call_timeout();
+                matches!(replica.role, Role::Observing { sent_at: s } if s == sent_at)
+                    && replica.now(self.time) < sent_at.saturating_add(timeout)
             }
         }
     }

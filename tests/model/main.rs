@@ -19,6 +19,7 @@ mod delivery;
 mod lua_mirror;
 mod mirror;
 mod progress;
+mod properties;
 mod redis;
 mod replica;
 mod sentinels;
@@ -35,8 +36,10 @@ use stateright::{Checker, Expectation, HasDiscoveries, Model};
 use config::Config;
 use mirror::Semantics;
 use progress::Progress;
+use properties::{HEALTHY_LEADS, REFUSED_ENDED, UNKNOWN_WON};
+use replica::Health;
 use sentinels::SentinelWord;
-use system::System;
+use system::{State, System};
 
 const ONE_GUARD: &str = "at most one replica's guard passes";
 const SAFETY: [&str; 3] = [
@@ -192,6 +195,9 @@ fn missing(property: &str) -> String {
         }
         "a replica leads on the promoted node" => {
             "no run led on the promoted node; the failover changes nothing"
+        }
+        "an observe finds a term its replica never led" => {
+            "no acquire's outcome was unknown and then resolved; the give-back cannot be reached"
         }
         "Redis loses its data while a longer term than another replica's is valid" => {
             "no run lost the data during a longer term; the mixed lease durations change nothing"
@@ -384,5 +390,65 @@ fn a_replica_that_never_saw_a_longer_term_cannot_cool_down_for_it() {
     assert!(
         trace.contains("Restart { keep_data: false }"),
         "the trace shows the data loss:\n{trace}"
+    );
+}
+
+/// Gray failures (docs/DESIGN.md point 18): beside a replica whose replies come later than its
+/// attempt's bound for ever and one whose renewals are refused for ever, a healthy replica
+/// leads within two lease durations and keeps leading to the horizon, on every fair run.
+#[test]
+fn a_healthy_replica_leads_and_keeps_leading_beside_a_late_and_a_refused_one() {
+    let label = "gray configuration";
+    let checker = explore(label, Config::gray(), HasDiscoveries::All);
+    if let Some(trace) = trace::counterexample(&*checker, HEALTHY_LEADS) {
+        panic!("{label}: no healthy replica kept the lease:\n{trace}");
+    }
+    if let Some(trace) = trace::counterexample(&*checker, ONE_GUARD) {
+        panic!("{label}: two guards passed:\n{trace}");
+    }
+    // Not vacuous: the sick replicas did take the lease.
+    for property in [UNKNOWN_WON, REFUSED_ENDED] {
+        let Some(trace) = trace::counterexample(&*checker, property) else {
+            panic!("{label}: {}", missing(property));
+        };
+        println!("{label}: {property}:\n{trace}");
+    }
+}
+
+/// The elector before the fix: after an unanswered acquire the late replica acquires again
+/// after the retry period, and the script replaces its own running term with a new one under a
+/// fresh TTL, so the lease never runs out and no healthy replica leads.
+#[test]
+fn acquiring_again_after_an_unanswered_acquire_locks_the_healthy_replicas_out() {
+    let label = "pre-fix acquire again after an unanswered acquire";
+    let config = Config {
+        acquire_again_when_unknown: true,
+        ..Config::gray()
+    };
+    let checker = explore(
+        label,
+        config,
+        HasDiscoveries::AnyOf([HEALTHY_LEADS].into_iter().collect()),
+    );
+    let path = checker
+        .discovery(HEALTHY_LEADS)
+        .unwrap_or_else(|| panic!("{label}: no lock-out found; the model cannot see the defect"));
+    let trace = trace::counterexample(&*checker, HEALTHY_LEADS).unwrap_or_default();
+    println!("{label}: shortest counterexample\n{trace}");
+    // The late replica's term, live, replaced by another of its own in one step.
+    let late_term = |s: &State| {
+        let term = s.redis.live_term(s.time)?;
+        (s.replicas[usize::from(term.owner)].health == Health::Late).then_some(term)
+    };
+    let states = path.into_states();
+    let replaced = states.windows(2).any(|w| {
+        w[0].time == w[1].time
+            && late_term(&w[0])
+                .zip(late_term(&w[1]))
+                .is_some_and(|(a, b)| a.token != b.token)
+    });
+    assert!(
+        replaced,
+        "the trace shows the script replacing the late replica's running term:\n{trace}"
     );
 }

@@ -50,6 +50,8 @@ pub enum Applied {
     Renew(RenewReply),
     /// The term a release announced on the channel.
     Release(Option<Term>),
+    /// The term the lease key or the record holds, as `observe` answers.
+    Observe(Option<Term>),
 }
 
 impl Redis {
@@ -131,6 +133,7 @@ impl Redis {
                 let reserve = reserve.map(|name| (name, ms));
                 Applied::Release(self.data.release(sem, now, term, false, reserve))
             }
+            Request::Observe => Applied::Observe(self.data.observe(now, server).holder),
         };
         if !config.timings_differ() {
             // Every replica runs one lease duration T: every claim is T and every cover T

@@ -7,13 +7,35 @@ use std::time::Duration;
 use leasehold::clock::BootInstant;
 use leasehold::elector::StepDownReason;
 use leasehold::elector::decide::{self, Seen, WatchdogStep};
-use leasehold::lease::Retry;
+use leasehold::lease::{FencingToken, Holder, Retry};
 
 use leasehold::elector::Timing;
 
 use crate::config::{Timings, instant};
 use crate::connection::Link;
 use crate::mirror::{AcquireReply, Name, RenewReply, Successor, Term};
+
+/// How a replica's link to Redis fares (docs/DESIGN.md point 18, "Gray failures"); it goes
+/// with the replica under a renaming.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Health {
+    #[default]
+    Healthy,
+    /// Every reply arrives later than the attempt it answers is bound to: its requests run in
+    /// Redis, and nothing it hears back counts.
+    Late,
+    /// Redis refuses its renewals, for a reason that does not pass by itself (a missing
+    /// permission, a replica's READONLY); its acquires and releases run.
+    Refused,
+}
+
+/// What a renewal's reply says: the script's answer, or Redis's refusal to run it
+/// (`LeaseError::is_lasting_refusal`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Renewal {
+    Ran(RenewReply),
+    Refused,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Lead {
@@ -47,6 +69,16 @@ pub enum Role {
         woken: bool,
     },
     Leader(Lead),
+    /// After an acquire whose outcome is unknown (`decide::outcome_unknown`): out of the
+    /// election, reading the lease (`observe`) at `next_probe` until an answer comes in time
+    /// (`Elector::resolve_unknown_acquire`).
+    SittingOut {
+        next_probe: BootInstant,
+    },
+    /// An `observe` of a replica sitting out in flight, sent at that instant.
+    Observing {
+        sent_at: BootInstant,
+    },
     /// Its terms are used up: out of the election.
     Done,
 }
@@ -70,6 +102,10 @@ pub struct Replica {
     pub observed: Option<(Term, BootInstant)>,
     pub announced: bool,
     pub short_terms: u32,
+    /// The token of the last term it led: a term of its own above it is one an unanswered
+    /// acquire won (`decide::unknown_term_of_ours`).
+    pub last_led: Option<u64>,
+    pub health: Health,
     /// Its connection: the node it reaches (`connection.rs`).
     pub link: Link,
 }
@@ -85,6 +121,8 @@ pub enum Request {
     Renew {
         term: Term,
     },
+    /// The read-only `observe` of a replica sitting out.
+    Observe,
     /// A release, reserving the next term for `reserve` after a handover to it.
     Release {
         term: Term,
@@ -123,6 +161,8 @@ impl Replica {
             observed: None,
             announced: false,
             short_terms: 0,
+            last_led: None,
+            health: Health::Healthy,
             link: Link::default(),
         }
     }
@@ -177,8 +217,10 @@ impl Replica {
         };
     }
 
-    /// The acquire's reply, or its timeout (`None`).
-    pub fn acquired(&mut self, now: BootInstant, reply: Option<AcquireReply>) {
+    /// The acquire's reply, or its timeout (`None`): the outcome is unknown, and the replica
+    /// sits out until it is resolved, or, before the fix (`acquire_again`), tries again
+    /// after the retry period.
+    pub fn acquired(&mut self, now: BootInstant, reply: Option<AcquireReply>, acquire_again: bool) {
         let Role::Acquiring { sent_at, woken } = self.role else {
             return;
         };
@@ -186,6 +228,7 @@ impl Replica {
         let seen = match reply {
             Some(AcquireReply::Acquired { token }) => {
                 self.terms += 1;
+                self.last_led = Some(token);
                 let deadlines = decide::Deadlines::from_sent(sent_at, &t);
                 self.role = Role::Leader(Lead {
                     term: Term {
@@ -216,15 +259,73 @@ impl Replica {
             Some(AcquireReply::Reserved { pttl_ms, .. }) => {
                 Seen::Held(u64::try_from(pttl_ms).ok().map(Duration::from_millis))
             }
-            None => Seen::Failed {
+            None if acquire_again => Seen::Failed {
                 retry: Retry::Soon,
                 failures: 1,
             },
+            // Before anything else, and never by acquiring again: the first read at once.
+            None => {
+                self.role = Role::SittingOut { next_probe: now };
+                return;
+            }
         };
         self.follow_after(now, seen);
         if woken {
             self.role = Role::Follower { next_try: now };
         }
+    }
+
+    /// A replica sitting out reads the lease.
+    pub fn probe(&mut self, now: BootInstant) -> Request {
+        self.role = Role::Observing { sent_at: now };
+        Request::Observe
+    }
+
+    /// The observe's reply (the term the lease or the record holds), or its timeout (`None`):
+    /// a term of its own that it never led is given back by its own term value (the release to
+    /// send); an answer in time ([`decide::link_fits`]) ends the sitting out, and the replica
+    /// tries at once, else it reads again after the retry period.
+    pub fn observed(&mut self, now: BootInstant, reply: Option<Option<Term>>) -> Option<Request> {
+        let Role::Observing { sent_at } = self.role else {
+            return None;
+        };
+        let t = self.timing();
+        let mut release = None;
+        if let Some(holder) = reply {
+            let owner = |id: u8| format!("r{id}");
+            let holder = holder.map(|term| Holder {
+                owner: owner(term.owner),
+                remaining: None,
+                token: Some(FencingToken(term.token)),
+                vanished: false,
+            });
+            let last_led = self.last_led.map(FencingToken);
+            if let Some(token) =
+                decide::unknown_term_of_ours(holder.as_ref(), &owner(self.id), last_led)
+            {
+                release = Some(Request::Release {
+                    term: Term {
+                        owner: self.id,
+                        token: token.0,
+                    },
+                    reserve: None,
+                });
+            }
+            if decide::link_fits(now.saturating_duration_since(sent_at), &t) {
+                self.role = Role::Follower { next_try: now };
+                return release;
+            }
+        }
+        let probe = Seen::Failed {
+            retry: Retry::Soon,
+            failures: 1,
+        };
+        // Not subscribed while it sits out, and jitter at its low end.
+        let wait = decide::follower_wait(probe, false, &t, 0.0);
+        self.role = Role::SittingOut {
+            next_probe: now.saturating_add(wait),
+        };
+        release
     }
 
     /// A release of `term` announced on the channel: a waiting follower wakes at once.
@@ -251,7 +352,9 @@ impl Replica {
                     woken: true,
                 }
             }
-            Role::Paused { .. } | Role::Done => {}
+            // Sitting out, it reads until answered and hears no wake-up.
+            Role::Paused { .. } | Role::SittingOut { .. } | Role::Observing { .. } | Role::Done => {
+            }
         }
     }
 
@@ -287,7 +390,7 @@ impl Replica {
     }
 
     /// The renewal's reply, or its timeout (`None`). `Err` carries a step-down.
-    pub fn renewed(&mut self, now: BootInstant, reply: Option<RenewReply>) -> Result<(), Ending> {
+    pub fn renewed(&mut self, now: BootInstant, reply: Option<Renewal>) -> Result<(), Ending> {
         let Role::Leader(lead) = &mut self.role else {
             return Ok(());
         };
@@ -296,7 +399,8 @@ impl Replica {
         };
         let t = self.timings.timing();
         match reply {
-            Some(RenewReply::Held { handover, .. }) => {
+            Some(Renewal::Refused) => Err(StepDownReason::RenewRefused.into()),
+            Some(Renewal::Ran(RenewReply::Held { handover, .. })) => {
                 // The elector's own rule: deadlines from the send instant, and a reply after
                 // the validity it would extend ends the term.
                 let deadlines = decide::after_renewal(now, sent_at, &t)?;
@@ -318,7 +422,7 @@ impl Replica {
                     }),
                 }
             }
-            Some(RenewReply::NotOurs) => Err(StepDownReason::Lost.into()),
+            Some(Renewal::Ran(RenewReply::NotOurs)) => Err(StepDownReason::Lost.into()),
             None => {
                 lead.next_renew =
                     decide::retry_after_failure(sent_at, now, &t, lead.valid_until, lead.renew_by);
@@ -381,6 +485,8 @@ impl Replica {
                 Some((sent, timeout)) => now >= sent.saturating_add(timeout),
                 None => now >= lead.next_renew,
             },
+            Role::SittingOut { next_probe } => now >= next_probe,
+            Role::Observing { sent_at } => now >= sent_at.saturating_add(t.call_timeout()),
             Role::Done => false,
         }
     }

@@ -12,7 +12,7 @@
 
 use crate::mirror::{AcquireReply, Data, Handover, Name, Record, RenewReply, Successor, Term};
 use crate::redis::Redis;
-use crate::replica::{Lead, Replica, Request, Role};
+use crate::replica::{Lead, Renewal, Replica, Request, Role};
 
 /// A renaming of the replicas: replica `i` becomes replica `to[i]`.
 pub struct Renaming<'a> {
@@ -127,6 +127,7 @@ impl Rename for Request {
                 term: term.rename(r),
                 reserve: reserve.rename(r),
             },
+            Request::Observe => Request::Observe,
         }
     }
 }
@@ -160,6 +161,15 @@ impl Rename for RenewReply {
                 handover: handover.rename(r),
             },
             RenewReply::NotOurs => RenewReply::NotOurs,
+        }
+    }
+}
+
+impl Rename for Renewal {
+    fn rename(&self, r: &Renaming) -> Self {
+        match self {
+            Renewal::Ran(reply) => Renewal::Ran(reply.rename(r)),
+            Renewal::Refused => Renewal::Refused,
         }
     }
 }

@@ -7,10 +7,10 @@ use stateright::{Model, Property};
 
 use crate::config::Config;
 use crate::connection::initial_links;
-use crate::mirror::{AcquireReply, Name, RenewReply, Successor};
+use crate::mirror::{AcquireReply, Name, Successor, Term};
 use crate::redis::{Fault, Redis};
-use crate::replica::{Ending, Replica, Request, Role};
-use crate::sentinels::{PROMOTED, Sentinels};
+use crate::replica::{Ending, Renewal, Replica, Request, Role};
+use crate::sentinels::Sentinels;
 use crate::symmetry;
 use leasehold::clock::BootInstant;
 use leasehold::elector::StepDownReason;
@@ -40,7 +40,15 @@ pub enum Msg {
         to: u8,
         sent_at: BootInstant,
         confirmed: bool,
-        reply: RenewReply,
+        reply: Renewal,
+    },
+    /// An observe's reply: of what the script answers, the replica uses only the term the
+    /// lease or the record holds.
+    Observed {
+        to: u8,
+        sent_at: BootInstant,
+        confirmed: bool,
+        holder: Option<Term>,
     },
 }
 
@@ -54,6 +62,9 @@ pub enum Action {
     AcquireTimedOut(u8),
     Watchdog(u8),
     RenewTimedOut(u8),
+    /// Replica `n`, sitting out, reads the lease.
+    Probe(u8),
+    ObserveTimedOut(u8),
     WorkFails(u8),
     Deliver(Msg),
     Fault(Fault),
@@ -102,7 +113,7 @@ pub struct System {
     /// stateright 0.31 records a discovery again for every later state that shows it, so the
     /// path it keeps would be one of the last found, not the first; each property reports
     /// only its first state, which breadth-first on one thread is a shortest path.
-    shown: [AtomicBool; 8],
+    shown: [AtomicBool; 11],
 }
 
 impl System {
@@ -114,7 +125,7 @@ impl System {
     }
 
     /// Whether `state_shows` makes this the first state to show property `i`.
-    fn first(&self, i: usize, state_shows: bool) -> bool {
+    pub fn first(&self, i: usize, state_shows: bool) -> bool {
         state_shows && !self.shown[i].swap(true, Ordering::Relaxed)
     }
 }
@@ -160,7 +171,7 @@ impl State {
     }
 
     /// Whether `replica` leads in the term that `node`'s live lease key holds.
-    fn leads_on(&self, node: &Redis, replica: &Replica) -> bool {
+    pub fn leads_on(&self, node: &Redis, replica: &Replica) -> bool {
         matches!(replica.role, Role::Leader(lead) if node.live_term(self.time) == Some(lead.term))
     }
 
@@ -208,7 +219,7 @@ impl System {
             }
             Action::AcquireTimedOut(n) => {
                 let now = s.replicas[n as usize].now(s.time);
-                s.replicas[n as usize].acquired(now, None);
+                s.replicas[n as usize].acquired(now, None, c.acquire_again_when_unknown);
                 s.discard_connection(c, n);
             }
             Action::Watchdog(n) => {
@@ -223,6 +234,18 @@ impl System {
                 s.discard_connection(c, n);
                 if let Err(reason) = s.replicas[n as usize].renewed(now, None) {
                     s.step_down(c, n as usize, reason);
+                }
+            }
+            Action::Probe(n) => {
+                let now = s.replicas[n as usize].now(s.time);
+                let request = s.replicas[n as usize].probe(now);
+                s.request(c, n, now, request);
+            }
+            Action::ObserveTimedOut(n) => {
+                let now = s.replicas[n as usize].now(s.time);
+                s.discard_connection(c, n);
+                if let Some(release) = s.replicas[n as usize].observed(now, None) {
+                    s.request(c, n, now, release);
                 }
             }
             Action::WorkFails(n) => s.step_down(c, n as usize, StepDownReason::WorkFailed),
@@ -292,6 +315,7 @@ impl Model for System {
                     .zip(links)
                     .map(|(id, link)| Replica {
                         link,
+                        health: self.config.health(id),
                         ..Replica::new(id, self.config.timings(id))
                     })
                     .collect(),
@@ -333,6 +357,8 @@ impl Model for System {
                     actions.push(Action::TryAcquire(r.id))
                 }
                 Role::Acquiring { .. } if due => actions.push(Action::AcquireTimedOut(r.id)),
+                Role::SittingOut { .. } if due => actions.push(Action::Probe(r.id)),
+                Role::Observing { .. } if due => actions.push(Action::ObserveTimedOut(r.id)),
                 Role::Leader(lead) => {
                     if due && lead.renewing.is_some() {
                         actions.push(Action::RenewTimedOut(r.id));
@@ -387,79 +413,6 @@ impl Model for System {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        let mut properties = vec![
-            Property::<Self>::always("at most one replica's guard passes", |m, s: &State| {
-                !m.first(0, s.passing().len() > 1)
-            }),
-            Property::<Self>::always("tokens of successive terms increase", |m, s: &State| {
-                !m.first(1, s.token_regressed)
-            }),
-            Property::<Self>::always(
-                "no message of one term changes another term",
-                |m, s: &State| !m.first(2, s.stale_write),
-            ),
-        ];
-        if self.config.max_terms >= 2 {
-            properties.push(Property::<Self>::sometimes(
-                "a replica leads a second term",
-                |m, s: &State| {
-                    m.first(
-                        3,
-                        s.replicas
-                            .iter()
-                            .any(|r| r.terms >= 2 && matches!(r.role, Role::Leader(_))),
-                    )
-                },
-            ));
-        }
-        if self.config.restarts_losing_data > 0 {
-            // The horizon reaches past the cooldown a new dataset starts with.
-            properties.push(Property::<Self>::sometimes(
-                "a replica leads after Redis lost its data",
-                |m, s: &State| {
-                    let on_new_data = s.redis.restarts_losing_data > 0
-                        && s.replicas.iter().any(|r| s.leads_on(&s.redis, r));
-                    m.first(5, on_new_data)
-                },
-            ));
-        }
-        if self.config.restarts_losing_data > 0 && self.config.timings_differ() {
-            // The case the cooldown must cover beyond the finder's own lease duration.
-            properties.push(Property::<Self>::sometimes(
-                "Redis loses its data while a longer term than another replica's is valid",
-                |m, s: &State| m.first(7, s.lost_under_longer),
-            ));
-        }
-        if self.config.handovers > 0 {
-            properties.push(Property::<Self>::sometimes(
-                "a handover completes",
-                |m, s: &State| m.first(4, s.handover_completed),
-            ));
-        }
-        if self.config.sentinel_failovers > 0 {
-            properties.push(Property::<Self>::sometimes(
-                "a replica leads on the promoted node",
-                // Its term is the one the promoted node's lease key holds, and its last call
-                // was answered there.
-                |m, s: &State| {
-                    let there = |r: &Replica| match (r.role, &s.promoted) {
-                        (Role::Leader(lead), Some(node)) => {
-                            r.link.node == PROMOTED
-                                && lead.renewing.is_none()
-                                && s.leads_on(node, r)
-                        }
-                        _ => false,
-                    };
-                    m.first(6, s.replicas.iter().any(there))
-                },
-            ));
-        }
-        if self.config.eager {
-            properties.push(Property::<Self>::eventually(
-                "a replica leads once faults stop",
-                |m, s: &State| s.time >= m.config.faults_until && !s.passing().is_empty(),
-            ));
-        }
-        properties
+        self.checked_properties()
     }
 }

@@ -44,6 +44,17 @@ impl Rename for Msg {
                 confirmed,
                 reply: reply.rename(r),
             },
+            Msg::Observed {
+                to,
+                sent_at,
+                confirmed,
+                holder,
+            } => Msg::Observed {
+                to: r.id(to),
+                sent_at,
+                confirmed,
+                holder: holder.rename(r),
+            },
         }
     }
 }
@@ -56,6 +67,8 @@ impl Rename for Action {
             Action::AcquireTimedOut(n) => Action::AcquireTimedOut(r.id(n)),
             Action::Watchdog(n) => Action::Watchdog(r.id(n)),
             Action::RenewTimedOut(n) => Action::RenewTimedOut(r.id(n)),
+            Action::Probe(n) => Action::Probe(r.id(n)),
+            Action::ObserveTimedOut(n) => Action::ObserveTimedOut(r.id(n)),
             Action::WorkFails(n) => Action::WorkFails(r.id(n)),
             Action::Deliver(m) => Action::Deliver(m.rename(r)),
             Action::RequestHandover(to) => Action::RequestHandover(to.rename(r)),

@@ -6,7 +6,7 @@ use stateright::Checker;
 
 use crate::mirror::Term;
 use crate::redis::Redis;
-use crate::replica::{Request, Role};
+use crate::replica::{Health, Renewal, Request, Role};
 use crate::symmetry::{self, Rename, Renaming};
 use crate::system::{Action, Msg, State, System};
 
@@ -64,6 +64,7 @@ fn message(m: &Msg, nodes: bool) -> String {
                     )
                 }
                 Request::Renew { term: t } => format!("r{from}'s renewal of {}", term(*t)),
+                Request::Observe => format!("r{from}'s observe"),
                 Request::Release {
                     term: t,
                     reserve: None,
@@ -102,7 +103,25 @@ fn message(m: &Msg, nodes: bool) -> String {
             reply,
             confirmed,
             ..
-        } => answered(format!("renew reply {reply:?} to r{to}"), *confirmed),
+        } => answered(
+            match reply {
+                Renewal::Ran(reply) => format!("renew reply {reply:?} to r{to}"),
+                Renewal::Refused => format!("r{to}'s renewal refused"),
+            },
+            *confirmed,
+        ),
+        Msg::Observed {
+            to,
+            holder,
+            confirmed,
+            ..
+        } => answered(
+            format!(
+                "observe reply to r{to}: held by {}",
+                holder.map_or("nobody".into(), term)
+            ),
+            *confirmed,
+        ),
     }
 }
 
@@ -114,6 +133,8 @@ fn action(a: &Action, nodes: bool) -> String {
         Action::AcquireTimedOut(n) => format!("r{n} gives up waiting for its acquire"),
         Action::Watchdog(n) => format!("r{n}'s watchdog wakes"),
         Action::RenewTimedOut(n) => format!("r{n} gives up waiting for its renewal"),
+        Action::Probe(n) => format!("r{n}, sitting out, sends an observe"),
+        Action::ObserveTimedOut(n) => format!("r{n} gives up waiting for its observe"),
         Action::WorkFails(n) => format!("r{n}'s work fails"),
         Action::Deliver(m) => format!("delivered: {}", message(m, nodes)),
         Action::Fault(f) => format!("Redis fault: {f:?}"),
@@ -187,6 +208,10 @@ fn state(s: &State, nodes: bool, mixed: bool) -> String {
             Role::Follower { next_try } => format!("follower (tries at {})", secs(next_try)),
             Role::Paused { until } => format!("pausing until {}", secs(until)),
             Role::Acquiring { .. } => "acquiring".into(),
+            Role::SittingOut { next_probe } => {
+                format!("sitting out (reads at {})", secs(next_probe))
+            }
+            Role::Observing { .. } => "sitting out, observing".into(),
             Role::Leader(l) => format!(
                 "LEADER {} valid until {}{}",
                 term(l.term),
@@ -200,6 +225,9 @@ fn state(s: &State, nodes: bool, mixed: bool) -> String {
             Role::Done => "done".into(),
         };
         let _ = write!(out, " | r{} clock {}: {role}", r.id, secs(r.now(s.time)));
+        if r.health != Health::Healthy {
+            let _ = write!(out, " ({:?})", r.health);
+        }
         if mixed {
             let _ = write!(
                 out,
