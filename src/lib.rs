@@ -18,7 +18,7 @@
 //!   [`Status`](elector::Status). Every decision it makes is a pure function in
 //!   `elector/decide/` (table-tested); the files around it do the I/O: `follow.rs` (the
 //!   follower loop), `lead.rs` (one term: the watchdog and step-down), `cycle.rs` (between
-//!   terms), `notify.rs` (the release channel), `observer.rs` (the metrics hooks),
+//!   terms), `notify.rs` (the release channel), `hooks.rs` (the term hooks: guard file, metrics),
 //!   `heartbeat.rs` (the loop's progress, which liveness reads).
 //! - `cli` (the binary's, not API): flags, environment and config file, validated into
 //!   settings; the one error type and its exit codes (2 for every refusal).

@@ -14,7 +14,7 @@ use tracing::error;
 use crate::cli::{CliError, ContenderSettings};
 use crate::elector::{Elector, Leadership, refused_as_unsafe};
 use crate::exec::{ExecError, Supervisor};
-use crate::guard::GuardFile;
+use crate::guard::{GuardFile, GuardHooks};
 use crate::k8s::Publisher;
 use crate::lease::{LeaseName, OwnerId};
 use crate::shutdown::Shutdown;
@@ -37,7 +37,7 @@ pub fn shutdown_bound(settings: &ContenderSettings) -> Duration {
 
 /// A contender, wired and not started.
 pub(super) struct Contender {
-    /// Its elector, which the command may still add to (observers, candidacy, one term).
+    /// Its elector, which the command may still add to (hooks, candidacy, one term).
     pub(super) elector: Elector,
     /// The guard file of its terms, if any.
     pub(super) guard: Option<Arc<GuardFile>>,
@@ -85,7 +85,7 @@ impl Contender {
         let mut elector =
             Elector::new(lease, settings.timing)?.with_eviction_mode(settings.eviction);
         if let Some(guard) = &guard {
-            elector = elector.with_guard_file(guard.clone());
+            elector = elector.with_hooks(GuardHooks::new(guard.clone(), &settings.identity));
         }
         let supervisor = settings.exec.clone().map(|exec| {
             let supervisor =

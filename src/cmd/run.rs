@@ -55,7 +55,7 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
                 .map_err(|e| CliError::Refused(format!("--status-file {}: {e}", path.display())))
         })
         .transpose()?;
-    contender.elector = contender.elector.with_observer(metrics.clone());
+    contender.elector = contender.elector.with_hooks(metrics.clone());
     if let Some(check) = settings.candidacy.clone() {
         let verdicts = crate::candidacy::spawn(
             check,

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use super::watchers::StatusBoard;
-use super::{Eviction, EvictionRefusal, Observer, Role, Status, Timing};
+use super::{Eviction, EvictionRefusal, Role, Status, TermHooks, Timing};
 use crate::lease::{EvictionPolicy, LeaseError, RedisLease};
 
 /// What to do when Redis may evict the lease.
@@ -41,7 +41,7 @@ pub(crate) fn spawn(
     timing: Timing,
     mode: EvictionMode,
     status: StatusBoard,
-    observer: Arc<dyn Observer>,
+    hooks: Arc<dyn TermHooks>,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -76,7 +76,7 @@ pub(crate) fn spawn(
             first = false;
             let eviction = match read {
                 Ok(policy) => {
-                    observer.eviction_policy(&policy.policy, policy.may_evict());
+                    hooks.eviction_policy(&policy.policy, policy.may_evict());
                     said_unreadable = false;
                     Eviction::Read(policy)
                 }

@@ -10,7 +10,7 @@ use tracing::{debug, error, info, warn};
 
 use super::decide::{self, GiveBack, Next, Seen, Wakeup};
 use super::notify::Releases;
-use super::{Elector, Eviction, LeaderInfo, Role};
+use super::{Elector, Eviction, LeaderInfo, Role, TermHooks};
 use crate::clock::BootInstant;
 use crate::lease::{Acquired, FencingToken, Grant, Holder, LeaseError, PreviousTerm, Retry};
 
@@ -162,7 +162,7 @@ impl Elector {
                     self.redis_ok();
                     self.note_blocked(None);
                     if started {
-                        self.observer.cooldown_started();
+                        self.hooks.cooldown_started();
                         warn!(
                             identity = %self.lease.owner().identity(),
                             lease = %self.lease.name(),
@@ -316,7 +316,7 @@ impl Elector {
     }
 
     pub(super) fn redis_failed(&self, op: &'static str, err: &LeaseError, failures: u32) {
-        self.observer.redis_error(op, err);
+        self.hooks.redis_error(op, err);
         let identity = self.lease.owner().identity();
         let lease = self.lease.name();
         match failure_log(err.retry(), failures) {

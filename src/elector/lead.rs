@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::decide::{self, Deadlines, WatchdogStep, WorkStop};
-use super::{Elector, Leadership, RenewalOutcome, Role, StepDown, StepDownReason};
+use super::{Elector, Leadership, RenewalOutcome, Role, StepDown, StepDownReason, TermHooks};
 use crate::lease::{Grant, Released, Renewed, Reservation};
 
 /// How a term ended, with any words about it.
@@ -69,7 +69,7 @@ impl Elector {
         let valid_until = deadlines.valid_until;
         let leadership =
             Leadership::new(&grant, valid_until, &lease_name, &identity, clock.clone());
-        self.publish_term(grant.token, valid_until);
+        self.hooks.began(grant.token, valid_until);
 
         self.status.modify(|s| {
             s.role = Role::Leader {
@@ -88,7 +88,6 @@ impl Elector {
             previous_term = grant.previous.as_label(),
             "became leader"
         );
-        self.observer.acquired(grant.token);
 
         let term = work(leadership.clone());
         let mut work_task = tokio::spawn(async move { term.await.map_err(|err| err.to_string()) });
@@ -162,7 +161,7 @@ impl Elector {
                         sent_at, repaired, ..
                     },
                 ) => {
-                    self.observer.renewal(RenewalOutcome::Renewed, latency);
+                    self.hooks.renewal(RenewalOutcome::Renewed, latency);
                     failures = 0;
                     self.redis_ok();
                     if repaired {
@@ -180,7 +179,7 @@ impl Elector {
                     };
                     let valid_until = deadlines.valid_until;
                     leadership.extend(valid_until);
-                    self.publish_term(grant.token, valid_until);
+                    self.hooks.extended(grant.token, valid_until);
                     self.status.modify(|s| {
                         if let Role::Leader { valid_until: v, .. } = &mut s.role {
                             *v = valid_until;
@@ -199,12 +198,12 @@ impl Elector {
                     }
                 }
                 Ok(Renewed::NotHeld) => {
-                    self.observer.renewal(RenewalOutcome::Lost, latency);
+                    self.hooks.renewal(RenewalOutcome::Lost, latency);
                     self.redis_ok();
                     break (Ending::new(StepDownReason::Lost), true);
                 }
                 Err(err) => {
-                    self.observer.renewal(RenewalOutcome::Failed, latency);
+                    self.hooks.renewal(RenewalOutcome::Failed, latency);
                     failures = failures.saturating_add(1);
                     self.redis_failed("renew", &err, failures);
                     if err.is_lasting_refusal() {
@@ -235,7 +234,7 @@ impl Elector {
             .await
     }
 
-    /// Step-down, in order: zero the guard file, revoke (`check()` refuses, readiness flips), cancel
+    /// Step-down, in order: tell the hooks the term is ending (the guard file is zeroed), revoke (`check()` refuses, readiness flips), cancel
     /// the work, record the reason, wait for the work to stop (never past the validity
     /// deadline), release. Returns the reason, and whether the release was announced.
     async fn step_down(
@@ -253,9 +252,9 @@ impl Elector {
         // The wait for the work ends at the validity deadline, then one release.
         let left = self.lease.clock().now().until(leadership.valid_until());
         self.heartbeat.beat(left + self.timing.call_timeout());
-        // Before anything else: the command checks the file by itself, also while this
-        // process is slow to reach the steps below.
-        self.zero_guard_file(token);
+        // Before anything else: the guard file is zeroed here (the command checks it by itself,
+        // also while this process is slow to reach the steps below).
+        self.hooks.ending(token, reason);
         leadership.revoke(reason);
         self.status.modify(|s| {
             s.role = Role::Follower {
@@ -282,7 +281,6 @@ impl Elector {
             detail = detail.as_deref().unwrap_or(""),
             "stepped down"
         );
-        self.observer.stepped_down(reason);
 
         if let Some(mut task) = work_task {
             let now = self.lease.clock().now();
@@ -335,6 +333,7 @@ impl Elector {
                 }
             }
         }
+        self.hooks.ended(token, reason, released);
         (reason, released)
     }
 }

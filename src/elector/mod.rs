@@ -11,8 +11,8 @@
 //! Here: the elector, its options, and the assembly of its tasks in `run`. The follower loop is
 //! in `follow.rs`, one term as leader (the watchdog and step-down) in `lead.rs`, the cycle
 //! between terms in `cycle.rs`, the release channel in `notify.rs`, the status and its one way in
-//! (`StatusBoard`, which tells the watchers) in `watchers.rs`, the metrics hooks in
-//! `observer.rs`; every decision they make is a pure function in `decide/` (table-tested).
+//! (`StatusBoard`, which tells the watchers) in `watchers.rs`, the term hooks (what the
+//! parts outside hear, in order: the guard file, metrics) in `hooks.rs`; every decision they make is a pure function in `decide/` (table-tested).
 
 mod cycle;
 /// The pure core: the elector's decisions as functions of time and of what Redis said. Public
@@ -25,13 +25,12 @@ pub mod decide;
 mod decide;
 mod eviction;
 mod follow;
-mod guard_file;
 mod heartbeat;
+mod hooks;
 mod lead;
 mod leadership;
 mod notices;
 mod notify;
-mod observer;
 mod sit_out;
 mod status;
 mod timing;
@@ -57,8 +56,8 @@ use tracing::info;
 
 pub use eviction::{EvictionMode, refused_as_unsafe};
 pub use heartbeat::Heartbeat;
+pub use hooks::{RenewalOutcome, TermHooks};
 pub use leadership::{Leadership, NotLeader};
-pub use observer::{Observer, RenewalOutcome};
 pub use status::{
     Blocked, BlockingKey, Candidacy, Eviction, EvictionRefusal, LeaderInfo, RedisHealth, Role,
     SitOut, SitOutReason, Status, StepDown, StepDownReason,
@@ -69,18 +68,18 @@ pub use watchers::{HISTORY, Numbered, Watchers};
 
 use crate::lease::RedisLease;
 use decide::FollowerStrategy;
-use observer::NoObserver;
+use hooks::Hooks;
 
 /// The leader elector for one lease.
 pub struct Elector {
     lease: Arc<RedisLease>,
     timing: Timing,
     status: StatusBoard,
-    observer: Arc<dyn Observer>,
+    /// Who hears of each term and what the loop saw (`hooks.rs`), in order.
+    hooks: Hooks,
     stop_when_work_ends: bool,
     followers: FollowerStrategy,
     eviction: EvictionMode,
-    guard_file: Option<Arc<crate::guard::GuardFile>>,
     candidacy: Option<watch::Receiver<Candidacy>>,
     /// `Some(wait)`: one term only, and give up contending once `wait` has passed.
     one_term: Option<Duration>,
@@ -109,11 +108,10 @@ impl Elector {
             lease: Arc::new(lease),
             timing,
             status: StatusBoard::new(status),
-            observer: Arc::new(NoObserver),
+            hooks: Hooks::default(),
             stop_when_work_ends: false,
             followers: FollowerStrategy::Notified,
             eviction: EvictionMode::Warn,
-            guard_file: None,
             candidacy: None,
             one_term: None,
             notices: notices::Said::default(),
@@ -166,9 +164,10 @@ impl Elector {
         self
     }
 
-    /// Sends every renewal, transition and Redis error to `observer` (metrics).
-    pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Self {
-        self.observer = observer;
+    /// Tells `hooks` of each term and of what the loop sees (metrics, the guard file), after
+    /// the hooks added before.
+    pub fn with_hooks(mut self, hooks: Arc<dyn TermHooks>) -> Self {
+        self.hooks.add(hooks);
         self
     }
 
@@ -218,12 +217,15 @@ impl Elector {
             self.timing,
             self.eviction,
             self.status.clone(),
-            self.observer.clone(),
+            Arc::new(self.hooks.clone()),
             stop_notify.clone(),
         );
         let candidacy_task = self.candidacy.clone().map(|candidacy| {
-            self.status
-                .follow_candidacy(candidacy, self.observer.clone(), stop_notify.clone())
+            self.status.follow_candidacy(
+                candidacy,
+                Arc::new(self.hooks.clone()),
+                stop_notify.clone(),
+            )
         });
         self.contend(&shutdown, &mut releases, &mut work).await;
         stop_notify.cancel();

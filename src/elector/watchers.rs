@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use super::{Candidacy, Observer, Role, Status};
+use super::{Candidacy, Role, Status, TermHooks};
 use crate::lease::FencingToken;
 
 /// What a watcher is told about: a change in any of these is an event.
@@ -107,7 +107,7 @@ impl StatusBoard {
     pub fn follow_candidacy(
         &self,
         mut candidacy: watch::Receiver<Candidacy>,
-        observer: Arc<dyn Observer>,
+        hooks: Arc<dyn TermHooks>,
         stop: CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
         let board = self.clone();
@@ -124,7 +124,7 @@ impl StatusBoard {
                     true
                 });
                 if became_unhealthy {
-                    observer.candidate_unhealthy();
+                    hooks.candidate_unhealthy();
                 }
                 tokio::select! {
                     biased;

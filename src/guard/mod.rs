@@ -33,11 +33,13 @@
 //!
 //! - [`record`]: the line, its parser, and the verdict at an instant.
 //! - [`caller`]: the lease and term of the reader, from the command's environment.
-//! - [`writer`]: [`GuardFile`], which the elector writes (`Elector::with_guard_file`).
+//! - [`writer`]: [`GuardFile`], the file and its writes.
+//! - [`hook`]: [`GuardHooks`], which keep it in step with the elector's terms (its term hooks).
 //! - [`check`]: `leasehold guard`, the check for shell commands.
 
 pub mod caller;
 pub mod check;
+pub mod hook;
 pub mod record;
 pub mod writer;
 
@@ -47,6 +49,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use caller::{CallerError, CallerTerm};
+pub use hook::GuardHooks;
 pub use record::{GuardRecord, Refusal};
 pub use writer::GuardFile;
 

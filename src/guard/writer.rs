@@ -96,6 +96,11 @@ impl GuardFile {
         &self.path
     }
 
+    /// The lease whose terms it publishes.
+    pub fn lease(&self) -> &LeaseName {
+        &self.lease
+    }
+
     /// Publishes term `token`, valid until `valid_until` on the boot clock.
     pub fn publish(&self, token: FencingToken, valid_until: BootInstant) -> std::io::Result<()> {
         self.write(&GuardRecord::Term {

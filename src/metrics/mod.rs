@@ -1,4 +1,4 @@
-//! Prometheus metrics: fed by the elector's observer hooks, plus gauges read from the status at
+//! Prometheus metrics: fed by the elector's term hooks, plus gauges read from the status at
 //! scrape time (so `validity remaining` is exact when scraped, not when last renewed). Beside
 //! leasehold's own names it exports client-go's `leader_election_master_status`, so that alerts
 //! written for client-go's leader election work unchanged. Both expositions come from the one
@@ -22,7 +22,7 @@ use prometheus_client::registry::Registry;
 
 use crate::clock::BootInstant;
 use crate::elector::{
-    BlockingKey, Observer, RenewalOutcome, Role, SitOutReason, Status, StepDownReason,
+    BlockingKey, RenewalOutcome, Role, SitOutReason, Status, StepDownReason, TermHooks,
 };
 use crate::lease::{FencingToken, LeaseError};
 
@@ -424,7 +424,7 @@ fn seen_leader(status: &Status, leading: bool) -> Option<&str> {
     }
 }
 
-impl Observer for Metrics {
+impl TermHooks for Metrics {
     fn renewal(&self, outcome: RenewalOutcome, latency: Duration) {
         self.renewals
             .get_or_create(&ResultLabel {
@@ -434,13 +434,13 @@ impl Observer for Metrics {
         self.renewal_seconds.observe(latency.as_secs_f64());
     }
 
-    fn acquired(&self, _token: FencingToken) {
+    fn began(&self, _token: FencingToken, _valid_until: BootInstant) {
         self.transitions
             .get_or_create(&ToLabel { to: "leader" })
             .inc();
     }
 
-    fn stepped_down(&self, reason: StepDownReason) {
+    fn ending(&self, _token: FencingToken, reason: StepDownReason) {
         self.transitions
             .get_or_create(&ToLabel { to: "follower" })
             .inc();

@@ -26,8 +26,8 @@ fn status(role: Role) -> Status {
 fn the_exposition_names_every_metric() {
     let m = Metrics::new("web-a", "shop/web");
     m.renewal(RenewalOutcome::Renewed, Duration::from_micros(300));
-    m.acquired(FencingToken(7));
-    m.stepped_down(StepDownReason::ValidityDeadlinePassed);
+    m.began(FencingToken(7), BootInstant::default());
+    m.ending(FencingToken(7), StepDownReason::ValidityDeadlinePassed);
     let now = BootInstant::now();
     let text = m.render(
         &status(Role::Leader {
@@ -229,7 +229,7 @@ fn the_accept_header_chooses_the_exposition() {
 #[test]
 fn each_exposition_names_a_counter_as_its_format_wants() {
     let m = Metrics::new("web-a", "shop/web");
-    m.acquired(FencingToken(7));
+    m.began(FencingToken(7), BootInstant::default());
     let now = BootInstant::now();
     let status = status(following("web-b"));
     let text = m.render(&status, now, true, Exposition::Text);

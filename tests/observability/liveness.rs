@@ -1,5 +1,5 @@
 //! `/healthz` sees a wedged elector: real electors on a real redis-server, their endpoints
-//! served over HTTP, one loop wedged for real by an observer hook that blocks (the hooks run on
+//! served over HTTP, one loop wedged for real by a term hook that blocks (the hooks run on
 //! the elector's task and must not block; this one does, as a deadlocked user hook would), and
 //! the idle leader and follower that must stay live meanwhile. Each wait is bounded.
 
@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use harness::contenders::{Contender, lease, steady_timing, unique_lease};
-use leasehold::elector::{Elector, Observer, RenewalOutcome, Timing};
+use leasehold::elector::{Elector, RenewalOutcome, TermHooks, Timing};
 use leasehold::http::{self, Endpoints, ReadinessMode};
 use leasehold::metrics::Metrics;
 use testbed::RedisServer;
@@ -17,14 +17,14 @@ use testbed::http::http_get;
 use testbed::wait::wait_for;
 use tokio_util::sync::CancellationToken;
 
-/// An observer whose renewal hook blocks its caller, the elector's task, once asked to, until
+/// Term hooks whose renewal hook blocks its caller, the elector's task, once asked to, until
 /// the test lets it go (drops the sender).
 struct Wedging {
     armed: AtomicBool,
     gate: Mutex<mpsc::Receiver<()>>,
 }
 
-impl Observer for Wedging {
+impl TermHooks for Wedging {
     fn renewal(&self, _outcome: RenewalOutcome, _latency: Duration) {
         if self.armed.load(Ordering::SeqCst) {
             let _ = self.gate.lock().expect("the gate").recv();
@@ -118,7 +118,7 @@ async fn a_leader_whose_loop_is_wedged_fails_liveness_within_its_bound_and_recov
     });
     let elector = Elector::new(lease(&redis.url(), &name, "a", false), timing)
         .unwrap()
-        .with_observer(wedging.clone());
+        .with_hooks(wedging.clone());
     let (addr, _stop) = serve(&elector, "a");
     let a = Contender::spawn_elector(elector, |_| std::future::pending::<Result<(), String>>());
     wait_for("a leads", Duration::from_secs(10), || {

@@ -13,7 +13,7 @@ use clap::CommandFactory;
 use leasehold::cli::Cli;
 use leasehold::clock::BootInstant;
 use leasehold::elector::{
-    Candidacy, LeaderInfo, Observer, RedisHealth, RenewalOutcome, Role, Status, StepDownReason,
+    Candidacy, LeaderInfo, RedisHealth, RenewalOutcome, Role, Status, StepDownReason, TermHooks,
 };
 use leasehold::lease::{FencingToken, LeaseError};
 use leasehold::metrics::{Exposition, Metrics};

@@ -12,7 +12,7 @@ use harness::contenders::{fast_timing, lease, unique_lease};
 use harness::replica::run_to_end;
 use leasehold::clock::BootInstant;
 use leasehold::elector::{Elector, Leadership, Role};
-use leasehold::guard::{GuardError, GuardFile, GuardRecord, read_guard_file};
+use leasehold::guard::{GuardError, GuardFile, GuardHooks, GuardRecord, read_guard_file};
 use leasehold::lease::{FencingToken, LeaseName};
 use testbed::redis_server::RedisServer;
 
@@ -343,7 +343,7 @@ async fn one_term(
     let timing = fast_timing();
     let elector = Elector::new(lease(&redis.url(), lease_name, "a", false), timing)
         .unwrap()
-        .with_guard_file(guard.clone());
+        .with_hooks(GuardHooks::new(guard.clone(), "a"));
     let mut status = elector.status();
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let spinning = Arc::new(tokio::sync::Notify::new());

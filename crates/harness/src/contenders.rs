@@ -142,7 +142,7 @@ impl Contender {
         Self::spawn_elector(Elector::new(lease, timing).unwrap(), work)
     }
 
-    /// Runs an elector set up by the test (a follower strategy, an observer).
+    /// Runs an elector set up by the test (a follower strategy, term hooks).
     pub fn spawn_elector<W, Fut>(elector: Elector, work: W) -> Self
     where
         W: FnMut(Leadership) -> Fut + Send + 'static,

@@ -1,0 +1,109 @@
+//! The term hooks: what the elector tells the parts outside its loop, in order, as it happens.
+//! A term's four moments (`began`, `extended`, `ending`, `ended`) and what it saw on the way
+//! (renewals, Redis errors, the eviction policy, the candidate check, a data-loss cooldown).
+//! The guard file and the metrics subscribe; none of them is a part of the loop.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::StepDownReason;
+use crate::clock::BootInstant;
+use crate::lease::{FencingToken, LeaseError};
+
+/// The outcome of one renewal, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RenewalOutcome {
+    /// The lease was ours and was extended.
+    Renewed,
+    /// The lease was not ours any more.
+    Lost,
+    /// No answer, or an error.
+    Failed,
+}
+
+impl RenewalOutcome {
+    /// A stable label.
+    pub fn as_label(self) -> &'static str {
+        match self {
+            RenewalOutcome::Renewed => "renewed",
+            RenewalOutcome::Lost => "lost",
+            RenewalOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// Hooks called on the elector's task, synchronously and in the order of the elector's steps:
+/// a hook that returns has done its part before the next step (the work starts after
+/// `began`; the term is revoked after `ending`). They must not block for long: the watchdog
+/// waits. Every method has an empty default.
+pub trait TermHooks: Send + Sync + 'static {
+    /// A term began and is valid until `valid_until`; called before the work starts.
+    fn began(&self, _token: FencingToken, _valid_until: BootInstant) {}
+    /// A renewal moved the term's validity deadline to `valid_until`.
+    fn extended(&self, _token: FencingToken, _valid_until: BootInstant) {}
+    /// The term ends for `reason`: the first step of the step-down, before it is revoked, the
+    /// work cancelled and the lease released.
+    fn ending(&self, _token: FencingToken, _reason: StepDownReason) {}
+    /// The step-down is over: the work stopped and the lease was released if it may still
+    /// have been ours (`released`: and its release was announced).
+    fn ended(&self, _token: FencingToken, _reason: StepDownReason, _released: bool) {}
+    /// A renewal finished after `latency`.
+    fn renewal(&self, _outcome: RenewalOutcome, _latency: Duration) {}
+    /// A Redis call failed.
+    fn redis_error(&self, _op: &'static str, _error: &LeaseError) {}
+    /// Redis's eviction policy was read: `policy` is `maxmemory-policy` as Redis names it, and
+    /// `may_evict` says whether it can evict the lease (a `maxmemory` is set and the policy is
+    /// not `noeviction`).
+    fn eviction_policy(&self, _policy: &str, _may_evict: bool) {}
+    /// The candidate check has just put this replica out of the election.
+    fn candidate_unhealthy(&self) {}
+    /// This replica's acquire found that Redis lost its data (or is new) and started the
+    /// data-loss cooldown.
+    fn cooldown_started(&self) {}
+}
+
+/// The hooks an elector calls, in the order they were added.
+#[derive(Clone, Default)]
+pub(super) struct Hooks(Vec<Arc<dyn TermHooks>>);
+
+impl Hooks {
+    pub(super) fn add(&mut self, hooks: Arc<dyn TermHooks>) {
+        self.0.push(hooks);
+    }
+
+    fn each(&self, f: impl Fn(&dyn TermHooks)) {
+        for hooks in &self.0 {
+            f(hooks.as_ref());
+        }
+    }
+}
+
+impl TermHooks for Hooks {
+    fn began(&self, token: FencingToken, valid_until: BootInstant) {
+        self.each(|h| h.began(token, valid_until));
+    }
+    fn extended(&self, token: FencingToken, valid_until: BootInstant) {
+        self.each(|h| h.extended(token, valid_until));
+    }
+    fn ending(&self, token: FencingToken, reason: StepDownReason) {
+        self.each(|h| h.ending(token, reason));
+    }
+    fn ended(&self, token: FencingToken, reason: StepDownReason, released: bool) {
+        self.each(|h| h.ended(token, reason, released));
+    }
+    fn renewal(&self, outcome: RenewalOutcome, latency: Duration) {
+        self.each(|h| h.renewal(outcome, latency));
+    }
+    fn redis_error(&self, op: &'static str, error: &LeaseError) {
+        self.each(|h| h.redis_error(op, error));
+    }
+    fn eviction_policy(&self, policy: &str, may_evict: bool) {
+        self.each(|h| h.eviction_policy(policy, may_evict));
+    }
+    fn candidate_unhealthy(&self) {
+        self.each(|h| h.candidate_unhealthy());
+    }
+    fn cooldown_started(&self) {
+        self.each(|h| h.cooldown_started());
+    }
+}

@@ -1,0 +1,68 @@
+//! The guard file as a subscriber of the elector's term hooks: published when a term begins
+//! and at each renewal, zeroed first thing when it ends.
+
+use std::sync::Arc;
+
+use tracing::warn;
+
+use super::GuardFile;
+use crate::clock::BootInstant;
+use crate::elector::{StepDownReason, TermHooks};
+use crate::lease::FencingToken;
+
+/// The hooks that keep `guard` in step with this replica's terms (`identity` names it in the
+/// logs).
+pub struct GuardHooks {
+    guard: Arc<GuardFile>,
+    identity: String,
+}
+
+impl GuardHooks {
+    /// Hooks writing `guard` for the replica `identity`.
+    pub fn new(guard: Arc<GuardFile>, identity: impl Into<String>) -> Arc<Self> {
+        Arc::new(Self {
+            guard,
+            identity: identity.into(),
+        })
+    }
+
+    fn publish(&self, token: FencingToken, valid_until: BootInstant) {
+        let Err(err) = self.guard.publish(token, valid_until) else {
+            return;
+        };
+        warn!(
+            identity = %self.identity,
+            lease = %self.guard.lease(),
+            token = token.0,
+            path = %self.guard.path().display(),
+            error = %err,
+            "could not publish the term in the guard file; the command's checks refuse until the next renewal publishes it"
+        );
+    }
+}
+
+impl TermHooks for GuardHooks {
+    fn began(&self, token: FencingToken, valid_until: BootInstant) {
+        self.publish(token, valid_until);
+    }
+
+    fn extended(&self, token: FencingToken, valid_until: BootInstant) {
+        self.publish(token, valid_until);
+    }
+
+    fn ending(&self, token: FencingToken, _reason: StepDownReason) {
+        let Err(err) = self.guard.revoke() else {
+            return;
+        };
+        let removed = std::fs::remove_file(self.guard.path());
+        warn!(
+            identity = %self.identity,
+            lease = %self.guard.lease(),
+            token = token.0,
+            path = %self.guard.path().display(),
+            error = %err,
+            removed = removed.is_ok(),
+            "could not zero the guard file; removed it instead (unless removed = false: then it holds the term until its deadline)"
+        );
+    }
+}
