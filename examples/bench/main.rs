@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo build --release --bin leasehold --example bench
-//! target/release/examples/bench [--out docs/BENCHMARKS.md] [--quick] [--peers[=false]]
+//! target/release/examples/bench [--out docs/BENCHMARKS.md] [--quick] [--peers[=false]] [--image[=false]]
 //! ```
 //!
 //! `scripts/bench.sh` does both and times them. Layout:
@@ -83,6 +83,11 @@ struct Cli {
     /// false with --quick].
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     peers: Option<bool>,
+    /// Build the static image and measure its size (minutes from cold) [default: true, false
+    /// with --quick]. `--image false` for a run that compares the hot paths before and after
+    /// a change.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    image: Option<bool>,
 }
 
 #[derive(Subcommand)]
@@ -147,6 +152,7 @@ async fn run(cli: Cli) -> Result<()> {
         Plan::full()
     };
     plan.peers = cli.peers.unwrap_or(plan.peers);
+    let image = cli.image.unwrap_or(!plan.quick);
     let bin = match cli.leasehold_bin.clone() {
         Some(b) => b,
         None => default_bin()?,
@@ -355,6 +361,8 @@ async fn run(cli: Cli) -> Result<()> {
     results.binary = Some(footprint::binary_size(&bin)?);
     results.image = if plan.quick {
         Err("not measured in a quick run".to_owned())
+    } else if !image {
+        Err("not measured in this run (`--image false`)".to_owned())
     } else {
         progress(started, "image: the static build and buildah");
         footprint::image_size()

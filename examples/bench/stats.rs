@@ -120,3 +120,14 @@ pub fn ratio(a: f64, b: f64) -> String {
 pub fn ratio_d(a: Duration, b: Duration) -> String {
     ratio(a.as_secs_f64(), b.as_secs_f64())
 }
+
+/// A duration as a person writes it: `2 s`, `1.5 s`, `400 ms`.
+pub fn human(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else if d >= Duration::from_secs(1) {
+        format!("{} s", d.as_secs_f64())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}

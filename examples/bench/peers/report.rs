@@ -25,7 +25,7 @@ fn row(w: &mut String, run: &Run, observe: Duration) {
     let kept = match Summary::of(&kept) {
         Some(_) if still > 0 => format!(
             "still writing {} after the resume in {still} of {}",
-            crate::report::human(observe),
+            crate::stats::human(observe),
             run.pauses.len()
         ),
         Some(s) => format!("{} / {}", ms(s.p50), ms(s.max)),
@@ -97,8 +97,8 @@ pub fn section(w: &mut String, outcome: &Outcome, plan: &Plan) {
          watched for {:.0} s by `MONITOR` (which tells a client's commands from those a script runs \
          inside Redis). The harness installs the packages itself, pinned, into a scratch folder: {} \
          ({}) and {} ({}).\n",
-        crate::report::human(p.ttl),
-        crate::report::human(p.ttl),
+        crate::stats::human(p.ttl),
+        crate::stats::human(p.ttl),
         n(|r| r.handoffs.len()),
         n(|r| r.failovers.len()),
         n(|r| r.pauses.len()),
