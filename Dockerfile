@@ -22,25 +22,28 @@ ENV RUSTFLAGS="-C target-feature=+crt-static" \
 # The dependencies first, in their own layer: rebuilt only when a manifest or Cargo.lock change.
 # The workspace's other members (the test kit, the replica layer on it, the chaos harness) are
 # only dev-dependencies: cargo needs their manifests to load the workspace, never their sources
-# (an empty lib.rs stands in for each).
+# (an empty lib.rs stands in for each). The core's empty lib.rs stands in for it the same way,
+# so that its dependencies are built in this layer too.
 COPY Cargo.toml Cargo.lock ./
+COPY crates/core/Cargo.toml ./crates/core/
 COPY crates/testbed/Cargo.toml ./crates/testbed/
 COPY crates/harness/Cargo.toml ./crates/harness/
 COPY crates/chaos/Cargo.toml ./crates/chaos/
-RUN mkdir -p src crates/testbed/src crates/harness/src crates/chaos/src \
+RUN mkdir -p src crates/core/src crates/testbed/src crates/harness/src crates/chaos/src \
  && echo 'fn main() {}' > src/main.rs \
- && touch src/lib.rs crates/testbed/src/lib.rs crates/harness/src/lib.rs crates/chaos/src/lib.rs \
+ && touch src/lib.rs crates/core/src/lib.rs crates/testbed/src/lib.rs crates/harness/src/lib.rs crates/chaos/src/lib.rs \
  && cargo build --release --locked --target "$(uname -m)-unknown-linux-gnu" --bin leasehold \
- && rm -rf src
+ && rm -rf src crates/core/src
 
-# Then leasehold itself. COPY keeps the files' old mtimes; touch them so cargo rebuilds the crate
+# Then leasehold itself and its core. COPY keeps the files' old mtimes; touch them so cargo rebuilds the crate
 # instead of reusing the stub's. The context holds no .git, so build.rs learns the commit that
 # `leasehold --version` names from this argument, and says it is unknown without it:
 #   docker build --build-arg LEASEHOLD_BUILD_COMMIT="$(git rev-parse --short=7 HEAD)" …
 ARG LEASEHOLD_BUILD_COMMIT=""
 COPY build.rs ./
 COPY src ./src
-RUN touch src/main.rs src/lib.rs \
+COPY crates/core/src ./crates/core/src
+RUN touch src/main.rs src/lib.rs crates/core/src/lib.rs \
  && cargo build --release --locked --target "$(uname -m)-unknown-linux-gnu" --bin leasehold \
  && cp "target/$(uname -m)-unknown-linux-gnu/release/leasehold" /leasehold
 

@@ -9,17 +9,12 @@
 //!
 //! # Layout
 //!
-//! - [`clock`]: the boot-time clock every safety decision reads (it counts through suspend).
-//! - [`lease`]: the Redis primitives and their Lua scripts: acquire, renew, release, observe,
-//!   the release channel; the targets (one Redis, Sentinel, Cluster) and their TLS and ACL,
-//!   with a password file read again when Redis refuses the password. No loops, no policy.
-//! - [`elector`]: the state machine around them: follower waits, the leader's watchdog,
-//!   step-down, the [`Leadership`](elector::Leadership) handle and its `check()`, the observable
-//!   [`Status`](elector::Status). Every decision it makes is a pure function in
-//!   `elector/decide/` (table-tested); the files around it do the I/O: `follow.rs` (the
-//!   follower loop), `lead.rs` (one term: the watchdog and step-down), `cycle.rs` (between
-//!   terms), `notify.rs` (the release channel), `hooks.rs` (the term hooks: guard file, metrics),
-//!   `heartbeat.rs` (the loop's progress, which liveness reads).
+//! The lease and the election loop are the `leasehold-core` crate, re-exported here as
+//! [`clock`], [`lease`] and [`elector`]: the boot-time clock, the Redis primitives with their
+//! scripts, targets and Sentinel majority, and the elector with its pure decisions. This crate
+//! is the product around it, and reaches the loop only through its two seams (the term hooks
+//! out, the standing in; see the core's own map):
+//!
 //! - `cli` (the binary's, not API): flags, environment and config file, validated into
 //!   settings; the one error type and its exit codes (2 for every refusal).
 //! - `cmd` (the binary's, not API): the subcommands `run` and `status` (and `guard`, which is
@@ -87,9 +82,9 @@
 //! # }
 //! ```
 
+pub use leasehold_core::{clock, elector, lease};
+
 pub mod candidacy;
-pub mod clock;
-pub mod elector;
 pub mod exec;
 pub mod fence;
 pub mod guard;
@@ -98,7 +93,6 @@ pub mod http;
 #[cfg(feature = "kubernetes")]
 pub mod k8s;
 pub mod leader_view;
-pub mod lease;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 pub mod owned_file;

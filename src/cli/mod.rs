@@ -33,7 +33,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::builder::PossibleValue;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 pub use error::CliError;
@@ -188,24 +188,20 @@ pub struct ContenderRedisArgs {
     /// memory at start, then every few lease durations): `warn` says so (log event, /leader,
     /// metric) and takes part; `refuse` also stays out of the election until Redis no longer
     /// evicts, with the reason in /readyz.
-    #[arg(long, env = "LEASEHOLD_REDIS_EVICTION", value_enum, default_value_t = EvictionMode::Warn)]
+    #[arg(long, env = "LEASEHOLD_REDIS_EVICTION", value_parser = eviction_modes(), default_value = "warn")]
     pub redis_eviction: EvictionMode,
 }
 
 /// The elector's own type, spelled on the command line as `warn` and `refuse`.
-impl ValueEnum for EvictionMode {
-    fn value_variants<'a>() -> &'a [Self] {
-        &[EvictionMode::Warn, EvictionMode::Refuse]
-    }
-
-    fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(match self {
-            EvictionMode::Warn => PossibleValue::new("warn").help("Say so, and take part"),
-            EvictionMode::Refuse => {
-                PossibleValue::new("refuse").help("Say so, and stay out of the election")
-            }
-        })
-    }
+fn eviction_modes() -> impl TypedValueParser<Value = EvictionMode> {
+    PossibleValuesParser::new([
+        PossibleValue::new("warn").help("Say so, and take part"),
+        PossibleValue::new("refuse").help("Say so, and stay out of the election"),
+    ])
+    .map(|mode| match mode.as_str() {
+        "refuse" => EvictionMode::Refuse,
+        _ => EvictionMode::Warn,
+    })
 }
 
 /// Which lease.

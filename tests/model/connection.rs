@@ -1,6 +1,6 @@
 //! A replica's connection in the model: the node its requests go to, when it dials again, and
 //! the Redis nodes behind it (the first master, and the node a Sentinel failover promotes while
-//! the first keeps running and writable). It mirrors `src/lease/connection.rs`: a dial goes to
+//! the first keeps running and writable). It mirrors `crates/core/src/lease/connection.rs`: a dial goes to
 //! the node the Sentinels' rule names (`sentinels.rs`); a call that timed out throws its
 //! connection away, so the next request dials; a command whose node is not confirmed throws its
 //! connection away too, and the same call dials again and sends the command anew (keeping the

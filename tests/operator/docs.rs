@@ -179,6 +179,13 @@ fn the_reference_lists_every_flag_of_every_subcommand_as_help_shows_it() {
 // ---------------------------------------------------------------------------------------------
 // Environment variables
 
+/// The Rust sources of the product (`src/`) and of its core (`crates/core/src/`).
+fn code_sources() -> Vec<(String, String)> {
+    let mut out = sources(&repo().join("src"));
+    out.extend(sources(&repo().join("crates/core/src")));
+    out
+}
+
 /// Every `.rs` file under `dir` with its text.
 fn sources(dir: &Path) -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -226,7 +233,7 @@ fn literal(text: &str) -> Option<(String, usize)> {
 /// closure `var("…")`, and the `*_ENV` constants (what the command is given and `guard` reads).
 fn code_variables() -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    for (_, text) in sources(&repo().join("src")) {
+    for (_, text) in code_sources() {
         for call in ["var(\"", "var_os(\""] {
             for (at, _) in text.match_indices(call) {
                 out.extend(literal(&text[at + call.len()..]).map(|(s, _)| s));
@@ -370,7 +377,7 @@ fn the_reference_lists_every_step_down_reason() {
 /// string literal outside its fields' values; a format string counts up to its first `{`.
 fn code_events() -> Vec<(String, String, String)> {
     let mut out = Vec::new();
-    for (file, text) in sources(&repo().join("src")) {
+    for (file, text) in code_sources() {
         for level in ["debug", "info", "warn", "error"] {
             let call = format!("{level}!(");
             for (at, _) in text.match_indices(&call) {

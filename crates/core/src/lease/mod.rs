@@ -53,9 +53,9 @@ pub use pubsub::{DATA_LOSS_NOTICE, HANDOVER_NUDGE, Heard, Release, ReleaseSubscr
 pub use remove::{InForce, Removal};
 use reply::{int, millis, parse_acquire, parse_observe, parse_renew, protocol};
 pub use secret_file::SecretFileError;
-// The rule for a file that must not be empty, for the command line's certificate files.
-#[cfg(feature = "cli")]
-pub(crate) use secret_file::read_nonempty;
+/// The rule for a file that must not be empty, which the command line's certificate files
+/// follow too.
+pub use secret_file::read_nonempty;
 // The scripts' text, for the model's mirror of them (`test-internals`).
 #[cfg(feature = "test-internals")]
 #[doc(hidden)]

@@ -20,7 +20,7 @@ pub enum SecretFileError {
 }
 
 /// The bytes of a file that must not be empty (whitespace alone counts as empty).
-pub(crate) fn read_nonempty(path: &Path) -> Result<Vec<u8>, SecretFileError> {
+pub fn read_nonempty(path: &Path) -> Result<Vec<u8>, SecretFileError> {
     let bytes = std::fs::read(path)?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(SecretFileError::Empty);
