@@ -1,13 +1,15 @@
 //! A Redis that answers but cannot hold the lease, on each engine leasehold runs against: a
 //! replica (Redis 6.2 words a READONLY inside a script as a script error, 7.0 and Valkey as
-//! READONLY) and a Redis with scripting renamed away (each words the unknown command its way). Readiness and `leasehold status` say what
-//! Redis refuses, never "unreachable".
+//! READONLY) and a Redis with scripting renamed away (each words the unknown command its way).
+//! Readiness and `leasehold status` say what Redis refuses, never "unreachable"; the log says
+//! it once, at error level.
 
 use std::time::Duration;
 
 use harness::contenders::unique_lease;
 use harness::replica::{FAST, Replica, run_to_end};
 use testbed::redis_server::{Engine, RedisServer};
+use testbed::wait::wait_for;
 
 /// `FAST` timings, and readiness that says why in either role.
 fn member() -> Vec<&'static str> {
@@ -80,6 +82,19 @@ fn a_redis_without_scripting_says_what_leasehold_needs_on_every_engine() {
             Duration::from_secs(5),
         );
         assert_eq!(refused[0]["level"], "ERROR", "{:?}", refused[0]);
+        // Said once: two more refused tries later, still one error.
+        wait_for("two more refused tries", Duration::from_secs(10), || {
+            let (_, metrics) = a.get("/metrics")?;
+            let tries: f64 = metrics
+                .lines()
+                .filter(|l| l.starts_with("leasehold_redis_errors_total{"))
+                .filter(|l| l.contains("kind=\"no_scripting\""))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum();
+            (tries >= 3.0).then_some(())
+        });
+        let said = a.events("redis refuses leasehold; backing off until it is fixed");
+        assert_eq!(said.len(), 1, "{}: said once: {said:?}", engine.name());
 
         let (code, _, stderr) = run_to_end(
             &["status", "--lease-name", "web", "--redis-url", &redis.url()],

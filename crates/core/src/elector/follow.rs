@@ -350,6 +350,8 @@ fn wakes_held_off(wakeup: &Wakeup, own_term: &str) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FailureLog {
     /// An error: Redis refuses leasehold (a configuration fault) and the elector backs off.
+    /// Said once, at the first refusal of a run; readiness and `leasehold status` keep saying
+    /// it while it lasts.
     Refused,
     /// A warning: the first failure of a run, and every tenth.
     Warn,
@@ -360,7 +362,8 @@ enum FailureLog {
 /// How loud the `failures`-th failure in a row is, given whether it is worth retrying soon.
 fn failure_log(retry: Retry, failures: u32) -> FailureLog {
     match retry {
-        Retry::BackOff => FailureLog::Refused,
+        Retry::BackOff if failures == 1 => FailureLog::Refused,
+        Retry::BackOff => FailureLog::Quiet,
         Retry::Soon if failures == 1 || failures.is_multiple_of(10) => FailureLog::Warn,
         Retry::Soon => FailureLog::Quiet,
     }
@@ -371,7 +374,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn redis_failures_are_loud_once_and_then_every_tenth() {
+    fn redis_failures_are_loud_once_and_then_every_tenth_and_a_refusal_once() {
         use FailureLog::*;
         // (retry, failures in a row) -> log
         let cases = [
@@ -395,8 +398,8 @@ mod tests {
             (
                 Retry::BackOff,
                 7,
-                Refused,
-                "and every time: it needs fixing",
+                Quiet,
+                "and once: readiness and `leasehold status` keep saying it",
             ),
         ];
         for (retry, failures, want, why) in cases {
