@@ -37,9 +37,8 @@ pub fn exit_code(led: bool, reason: Option<StepDownReason>, command: Option<i32>
                 | RenewDeadlinePassed
                 | RenewRefused
                 | ValidityDeadlinePassed
-                | RedisMayEvict
-                | Handover
-                | Unhealthy,
+                | Gate(_)
+                | Handover,
             ),
         ) => LOST,
     }

@@ -18,8 +18,11 @@
 //! - out: [`elector::TermHooks`], told in order of each term's moments (`began`, `extended`,
 //!   `ending` first in the step-down, `ended`) and of what the loop sees; the guard file and
 //!   the metrics are hooks;
-//! - in: what keeps a replica out of the election (the eviction policy, the candidate check),
-//!   read by the loop as a standing.
+//! - in: [`elector::Standing`], what gates say (stand, or stay out with a reason), read in one
+//!   place by the follower before each try and watched by the leader for the whole term; a
+//!   term a gate ends steps down with the gate's own reason. Any number of gates come in with
+//!   `Elector::with_gate`; the elector's own two (the eviction policy, the candidate check) are
+//!   gates like them.
 //!
 //! # Layout
 //!
@@ -33,13 +36,15 @@
 //!   (table-tested, and called by the model checker); the files around it do the I/O:
 //!   `follow.rs` (the follower loop), `sit_out.rs` (an acquire nobody answered), `lead.rs` (one
 //!   term: the watchdog and step-down), `cycle.rs` (between terms), `notify.rs` (the release
-//!   channel), `hooks.rs` (the term hooks), `heartbeat.rs` (the loop's progress).
+//!   channel), `hooks.rs` (the term hooks, out), `standing.rs` (the gates, in), `heartbeat.rs`
+//!   (the loop's progress).
 //!
 //! # The public API
 //!
 //! [`lease::RedisLease`] with its names ([`lease::LeaseName`], [`lease::OwnerId`]), options and
 //! outcomes; [`elector::Elector`] with [`elector::Timing`], [`elector::Leadership`],
-//! [`elector::Status`] and [`elector::TermHooks`]; [`clock::BootInstant`] and its clock.
+//! [`elector::Status`], [`elector::TermHooks`] and [`elector::Standing`];
+//! [`clock::BootInstant`] and its clock.
 //!
 //! # Example
 //!

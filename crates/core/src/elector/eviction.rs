@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use super::watchers::StatusBoard;
-use super::{Eviction, EvictionRefusal, Role, Status, TermHooks, Timing};
+use super::{EVICTION, Eviction, EvictionRefusal, Role, Standing, Status, TermHooks, Timing};
 use crate::lease::{EvictionPolicy, LeaseError, RedisLease};
 
 /// What to do when Redis may evict the lease.
@@ -41,6 +41,7 @@ pub(crate) fn spawn(
     timing: Timing,
     mode: EvictionMode,
     status: StatusBoard,
+    gate: watch::Sender<Standing>,
     hooks: Arc<dyn TermHooks>,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
@@ -95,7 +96,7 @@ pub(crate) fn spawn(
                     }
                 }
             };
-            record(&lease, mode, &status, eviction);
+            record(&lease, mode, &status, &gate, eviction);
             let read_at = Instant::now();
             let led_at_read = leads(&seen.borrow_and_update());
             // Until the next read is due: the wait depends on the role, which may change.
@@ -143,9 +144,37 @@ fn reread_after(timing: &Timing, leading: bool, refused: bool) -> Duration {
     timing.lease_duration.saturating_mul(every)
 }
 
-/// Puts what was read into the status, saying so when it changed.
-fn record(lease: &RedisLease, mode: EvictionMode, status: &StatusBoard, eviction: Eviction) {
+/// What the eviction gate says before the policy is read: without the data-loss cooldown an
+/// `allkeys-*` Redis is refused (docs/DESIGN.md, "Eviction"), so not one try before Redis has
+/// said which policy it has.
+pub(super) fn before_read(lease: &RedisLease) -> Standing {
+    if lease.cools_down_on_data_loss() {
+        Standing::Stands
+    } else {
+        Standing::Out {
+            gate: EVICTION,
+            detail: Some("the eviction policy is not read yet".to_owned()),
+        }
+    }
+}
+
+/// Puts what was read into the status and the gate (the gate first: the loop reads it),
+/// saying so when it changed.
+fn record(
+    lease: &RedisLease,
+    mode: EvictionMode,
+    status: &StatusBoard,
+    gate: &watch::Sender<Standing>,
+    eviction: Eviction,
+) {
     let refused = refusal(mode, &eviction, lease.cools_down_on_data_loss());
+    gate.send_replace(match refused {
+        Some(_) => Standing::Out {
+            gate: EVICTION,
+            detail: None,
+        },
+        None => Standing::Stands,
+    });
     let mut changed_to: Option<Eviction> = None;
     let mut newly_unsafe = false;
     status.modify_if(|s| {

@@ -10,7 +10,7 @@ use tracing::{debug, error, info, warn};
 
 use super::decide::{self, GiveBack, Next, Seen, Wakeup};
 use super::notify::Releases;
-use super::{Elector, Eviction, LeaderInfo, Role, TermHooks};
+use super::{Elector, LeaderInfo, Role, Standing, TermHooks};
 use crate::clock::BootInstant;
 use crate::lease::{Acquired, FencingToken, Grant, Holder, LeaseError, PreviousTerm, Retry};
 
@@ -40,42 +40,21 @@ impl Elector {
         let mut announced = false;
         // Whether the last wake-up was anything but the announcement of our own release.
         let mut woken = false;
+        let mut gates = self.gates.clone();
         loop {
             self.heartbeat.beat(Duration::ZERO);
             releases.mark_seen();
             if shutdown.is_cancelled() {
                 return None;
             }
-            if !self.lease.cools_down_on_data_loss()
-                && self.status.borrow().redis.eviction == Eviction::NotRead
-            {
-                // Without the data-loss cooldown an `allkeys-*` Redis is refused (docs/DESIGN.md,
-                // "Eviction"): not one try before Redis has said which policy it has.
-                if !self
-                    .wait_for_status(shutdown, |s| s.redis.eviction != Eviction::NotRead)
-                    .await
-                {
-                    return None;
-                }
-                continue;
-            }
-            if self.status.borrow().redis.eviction_refusal.is_some() {
-                // Out of the election until Redis no longer evicts (or the cooldown is on).
-                if !self
-                    .wait_for_status(shutdown, |s| s.redis.eviction_refusal.is_none())
-                    .await
-                {
-                    return None;
-                }
-                continue;
-            }
-            if !self.status.borrow().candidacy.stands() {
-                // The candidate check keeps this replica out until it passes again.
-                if !self
-                    .wait_for_status(shutdown, |s| s.candidacy.stands())
-                    .await
-                {
-                    return None;
+            if !gates.standing().stands() {
+                // A gate keeps this replica out (the eviction policy, the candidate check, a
+                // gate of the elector's user) until it lets it stand.
+                self.heartbeat.park();
+                tokio::select! {
+                    biased;
+                    _ = shutdown.cancelled() => return None,
+                    _ = gates.wait_until(Standing::stands) => {}
                 }
                 continue;
             }
@@ -237,22 +216,6 @@ impl Elector {
                 }
                 _ = tokio::time::sleep(wait) => {}
             }
-        }
-    }
-
-    /// Waits until the status satisfies `pred`; `false` at shutdown.
-    async fn wait_for_status(
-        &self,
-        shutdown: &CancellationToken,
-        pred: impl FnMut(&super::Status) -> bool,
-    ) -> bool {
-        let mut status = self.status.subscribe();
-        // Waiting on the status alone is not a wedge, however long it lasts.
-        self.heartbeat.park();
-        tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => false,
-            _ = status.wait_for(pred) => true,
         }
     }
 

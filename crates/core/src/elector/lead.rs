@@ -94,20 +94,15 @@ impl Elector {
         let mut failures: u32 = 0;
         // Nudges heard while following were for an earlier term.
         nudges.borrow_and_update();
+        let mut gates = self.gates.clone();
         // The ending, and whether the work still runs.
-        let mut refusal = self.status.subscribe();
-        let mut unhealthy = self.status.subscribe();
         let (ending, work_running) = loop {
             self.heartbeat.beat(clock.now().until(deadlines.next_renew));
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break (Ending::new(StepDownReason::Shutdown), true),
-                _ = refusal.wait_for(|s| s.redis.eviction_refusal.is_some()) => {
-                    break (Ending::new(StepDownReason::RedisMayEvict), true);
-                }
-                _ = unhealthy.wait_for(|s| !s.candidacy.stands()) => {
-                    let detail = self.status.borrow().candidacy.reason().map(str::to_owned);
-                    break (Ending { reason: StepDownReason::Unhealthy, detail, hand_to: None }, true);
+                (gate, detail) = gates.until_out() => {
+                    break (Ending { reason: StepDownReason::Gate(gate), detail, hand_to: None }, true);
                 }
                 to = leadership.handover_asked() => break (Ending::handover(to), true),
                 // A handover request was nudged on the channel, or a data loss told: renew now.

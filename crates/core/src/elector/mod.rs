@@ -9,10 +9,15 @@
 //! the validity deadline), then release the lease if it may still be ours.
 //!
 //! Here: the elector, its options, and the assembly of its tasks in `run`. The follower loop is
-//! in `follow.rs`, one term as leader (the watchdog and step-down) in `lead.rs`, the cycle
-//! between terms in `cycle.rs`, the release channel in `notify.rs`, the status and its one way in
-//! (`StatusBoard`, which tells the watchers) in `watchers.rs`, the term hooks (what the
-//! parts outside hear, in order: the guard file, metrics) in `hooks.rs`; every decision they make is a pure function in `decide/` (table-tested).
+//! in `follow.rs` (an acquire nobody answered in `sit_out.rs`), one term as leader (the
+//! watchdog and step-down) in `lead.rs`, the cycle between terms in `cycle.rs`, the release
+//! channel in `notify.rs`, the status and its one way in (`StatusBoard`, which tells the
+//! watchers) in `watchers.rs`. The two seams: the term hooks (what the parts outside hear, in
+//! order: the guard file, metrics) in `hooks.rs`, out; the gates (what keeps this replica out:
+//! the eviction policy in `eviction.rs`, the candidate check, a user's own) in `standing.rs`,
+//! in. The decisions the model checks (deadlines, waits, between terms, a partly sick
+//! replica) are pure functions in `decide/` (table-tested); a one-line predicate with one
+//! caller stays beside it.
 
 mod cycle;
 /// The pure core: the elector's decisions as functions of time and of what Redis said. Public
@@ -32,6 +37,7 @@ mod leadership;
 mod notices;
 mod notify;
 mod sit_out;
+mod standing;
 mod status;
 mod timing;
 mod watchers;
@@ -58,6 +64,7 @@ pub use eviction::{EvictionMode, refused_as_unsafe};
 pub use heartbeat::Heartbeat;
 pub use hooks::{RenewalOutcome, TermHooks};
 pub use leadership::{Leadership, NotLeader};
+pub use standing::{CANDIDACY, EVICTION, Gate, Standing};
 pub use status::{
     Blocked, BlockingKey, Candidacy, Eviction, EvictionRefusal, LeaderInfo, RedisHealth, Role,
     SitOut, SitOutReason, Status, StepDown, StepDownReason,
@@ -69,6 +76,7 @@ pub use watchers::{HISTORY, Numbered, Watchers};
 use crate::lease::RedisLease;
 use decide::FollowerStrategy;
 use hooks::Hooks;
+use standing::Gates;
 
 /// The leader elector for one lease.
 pub struct Elector {
@@ -77,6 +85,9 @@ pub struct Elector {
     status: StatusBoard,
     /// Who hears of each term and what the loop saw (`hooks.rs`), in order.
     hooks: Hooks,
+    /// What keeps this replica out of the election (`standing.rs`): the gates added with
+    /// `with_gate`, and in `run` the elector's own before them.
+    gates: Gates,
     stop_when_work_ends: bool,
     followers: FollowerStrategy,
     eviction: EvictionMode,
@@ -109,6 +120,7 @@ impl Elector {
             timing,
             status: StatusBoard::new(status),
             hooks: Hooks::default(),
+            gates: Gates::default(),
             stop_when_work_ends: false,
             followers: FollowerStrategy::Notified,
             eviction: EvictionMode::Warn,
@@ -123,6 +135,15 @@ impl Elector {
     /// follower does not contend and a leader steps down with reason `unhealthy`.
     pub fn with_candidacy(mut self, candidacy: watch::Receiver<Candidacy>) -> Self {
         self.candidacy = Some(candidacy);
+        self
+    }
+
+    /// Keeps this replica out of the election while `gate` says [`Standing::Out`]: a follower
+    /// does not contend, and a leader steps down with the gate's reason
+    /// ([`StepDownReason::Gate`]). The elector's own gates (the eviction policy, the candidate
+    /// check) come first.
+    pub fn with_gate(mut self, gate: watch::Receiver<Standing>) -> Self {
+        self.gates.add(gate);
         self
     }
 
@@ -196,7 +217,7 @@ impl Elector {
     /// when it returns, fails or panics, the replica steps down and releases the lease, then
     /// contends again. On shutdown a leader steps down with reason `shutdown` and releases the
     /// lease, so that a follower takes over at once.
-    pub async fn run<W, Fut, E>(self, shutdown: CancellationToken, mut work: W)
+    pub async fn run<W, Fut, E>(mut self, shutdown: CancellationToken, mut work: W)
     where
         W: FnMut(Leadership) -> Fut,
         Fut: Future<Output = Result<(), E>> + Send + 'static,
@@ -212,21 +233,30 @@ impl Elector {
             ),
             FollowerStrategy::Polling => notify::none(stop_notify.clone()),
         };
+        let mut gates = Gates::default();
+        let (eviction_gate, standing) = watch::channel(eviction::before_read(&self.lease));
+        gates.add(standing);
         let eviction_task = eviction::spawn(
             self.lease.clone(),
             self.timing,
             self.eviction,
             self.status.clone(),
+            eviction_gate,
             Arc::new(self.hooks.clone()),
             stop_notify.clone(),
         );
         let candidacy_task = self.candidacy.clone().map(|candidacy| {
+            let (gate, standing) = watch::channel(Standing::Stands);
+            gates.add(standing);
             self.status.follow_candidacy(
                 candidacy,
+                gate,
                 Arc::new(self.hooks.clone()),
                 stop_notify.clone(),
             )
         });
+        gates.extend(std::mem::take(&mut self.gates));
+        self.gates = gates;
         self.contend(&shutdown, &mut releases, &mut work).await;
         stop_notify.cancel();
         let _ = notify_task.await;

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
+use super::standing::{CANDIDACY, EVICTION, Gate};
 use crate::clock::BootInstant;
 use crate::lease::{EvictionPolicy, FencingToken};
 
@@ -28,19 +29,19 @@ pub enum StepDownReason {
     WorkPanicked,
     /// The process is shutting down.
     Shutdown,
-    /// Redis may evict the lease and `--redis-eviction refuse` keeps this replica out of the
-    /// election.
-    RedisMayEvict,
-    /// The candidate check (`--candidate-check`) failed its failure threshold: this replica
-    /// stands aside until the check passes again.
-    Unhealthy,
+    /// A gate keeps this replica out of the election: [`EVICTION`](super::EVICTION) (Redis may
+    /// evict the lease and `--redis-eviction refuse` keeps it out), [`CANDIDACY`](super::CANDIDACY)
+    /// (the candidate check failed its failure threshold), or one of the elector's user; the
+    /// gate's label is the reason's.
+    Gate(Gate),
     /// A handover was asked for (`leasehold step-down`, the step-down annotation, or
     /// [`Leadership::hand_over`](super::Leadership::hand_over)).
     Handover,
 }
 
 impl StepDownReason {
-    /// Every reason, for metrics that want all label values present from the start.
+    /// Every reason the elector gives by itself and through its own gates, for metrics that
+    /// want all label values present from the start.
     pub const ALL: [StepDownReason; 11] = [
         StepDownReason::Lost,
         StepDownReason::RenewDeadlinePassed,
@@ -50,8 +51,8 @@ impl StepDownReason {
         StepDownReason::WorkFailed,
         StepDownReason::WorkPanicked,
         StepDownReason::Shutdown,
-        StepDownReason::RedisMayEvict,
-        StepDownReason::Unhealthy,
+        StepDownReason::Gate(EVICTION),
+        StepDownReason::Gate(CANDIDACY),
         StepDownReason::Handover,
     ];
 
@@ -66,8 +67,7 @@ impl StepDownReason {
             StepDownReason::WorkFailed => "work_failed",
             StepDownReason::WorkPanicked => "work_panicked",
             StepDownReason::Shutdown => "shutdown",
-            StepDownReason::RedisMayEvict => "redis_may_evict",
-            StepDownReason::Unhealthy => "unhealthy",
+            StepDownReason::Gate(gate) => gate.label,
             StepDownReason::Handover => "handover",
         }
     }
@@ -89,8 +89,7 @@ impl fmt::Display for StepDownReason {
             StepDownReason::WorkFailed => "work failed",
             StepDownReason::WorkPanicked => "work panicked",
             StepDownReason::Shutdown => "shutdown",
-            StepDownReason::RedisMayEvict => "redis may evict the lease",
-            StepDownReason::Unhealthy => "the candidate check failed",
+            StepDownReason::Gate(gate) => gate.says,
             StepDownReason::Handover => "handover",
         })
     }

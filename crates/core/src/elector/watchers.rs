@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use super::{Candidacy, Role, Status, TermHooks};
+use super::{CANDIDACY, Candidacy, Role, Standing, Status, TermHooks};
 use crate::lease::FencingToken;
 
 /// What a watcher is told about: a change in any of these is an event.
@@ -100,13 +100,14 @@ impl StatusBoard {
         &self.watchers
     }
 
-    /// Keeps the status's candidacy in step with the candidate check's, counting each time the
-    /// check turns this replica unhealthy, until `stop` is cancelled or the check is gone. The
-    /// follower loop (no contending while the check keeps this replica out) and the leader's
-    /// term (step down with reason `unhealthy`) read it there.
+    /// Keeps the status's candidacy and the candidacy `gate` in step with the candidate check's,
+    /// counting each time the check turns this replica unhealthy, until `stop` is cancelled or
+    /// the check is gone. The loop reads the gate: no contending while the check keeps this
+    /// replica out, and a leader steps down with reason `unhealthy`.
     pub fn follow_candidacy(
         &self,
         mut candidacy: watch::Receiver<Candidacy>,
+        gate: watch::Sender<Standing>,
         hooks: Arc<dyn TermHooks>,
         stop: CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
@@ -114,6 +115,15 @@ impl StatusBoard {
         tokio::spawn(async move {
             loop {
                 let now = candidacy.borrow_and_update().clone();
+                // The gate first: the loop reads it.
+                gate.send_replace(if now.stands() {
+                    Standing::Stands
+                } else {
+                    Standing::Out {
+                        gate: CANDIDACY,
+                        detail: now.reason().map(str::to_owned),
+                    }
+                });
                 let mut became_unhealthy = false;
                 board.modify_if(|s| {
                     if s.candidacy == now {

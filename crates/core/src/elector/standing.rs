@@ -1,0 +1,100 @@
+//! The one way in: whether this replica stands for the lease. Gates (the eviction policy, the
+//! candidate check, any a user of the elector adds with
+//! [`Elector::with_gate`](super::Elector::with_gate)) each say stand or stay out; the follower
+//! reads what they say together before each try, and the leader watches it for the whole term
+//! and steps down with the reason of the gate that said no.
+
+use tokio::sync::watch;
+
+/// What keeps a replica out of the election, named for the step-down of a term it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Gate {
+    /// The step-down reason's stable snake_case label (metrics, JSON).
+    pub label: &'static str,
+    /// The same in words (logs, `leasehold status`).
+    pub says: &'static str,
+}
+
+/// The eviction policy: Redis may evict the lease and `--redis-eviction refuse` keeps this
+/// replica out (or it evicts the state record while the data-loss cooldown is off).
+pub const EVICTION: Gate = Gate {
+    label: "redis_may_evict",
+    says: "redis may evict the lease",
+};
+
+/// The candidate check (`--candidate-check`) failed its failure threshold.
+pub const CANDIDACY: Gate = Gate {
+    label: "unhealthy",
+    says: "the candidate check failed",
+};
+
+/// What one gate says.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Standing {
+    /// This replica may contend, and lead.
+    #[default]
+    Stands,
+    /// Out of the election while `gate` says so; `detail` says why, when the gate knows.
+    Out { gate: Gate, detail: Option<String> },
+}
+
+impl Standing {
+    /// Whether this replica may contend.
+    pub fn stands(&self) -> bool {
+        matches!(self, Standing::Stands)
+    }
+}
+
+/// Every gate of one elector, in the order they were added.
+#[derive(Clone, Default)]
+pub(super) struct Gates(Vec<watch::Receiver<Standing>>);
+
+impl Gates {
+    pub(super) fn add(&mut self, gate: watch::Receiver<Standing>) {
+        self.0.push(gate);
+    }
+
+    /// Adds `later`'s gates after these.
+    pub(super) fn extend(&mut self, later: Gates) {
+        self.0.extend(later.0);
+    }
+
+    /// What the gates say now: the first that keeps this replica out, else it stands.
+    pub(super) fn standing(&mut self) -> Standing {
+        self.0
+            .iter_mut()
+            .map(|gate| gate.borrow_and_update().clone())
+            .find(|s| !s.stands())
+            .unwrap_or_default()
+    }
+
+    /// Waits until a gate keeps this replica out; the gate, and why.
+    pub(super) async fn until_out(&mut self) -> (Gate, Option<String>) {
+        loop {
+            if let Standing::Out { gate, detail } = self.wait_until(|s| !s.stands()).await {
+                return (gate, detail);
+            }
+        }
+    }
+
+    /// Waits until what the gates say satisfies `pred`, and returns it. A gate whose sender is
+    /// gone keeps saying what it said last.
+    pub(super) async fn wait_until(&mut self, pred: impl Fn(&Standing) -> bool) -> Standing {
+        loop {
+            let now = self.standing();
+            if pred(&now) {
+                return now;
+            }
+            let open: Vec<_> = self
+                .0
+                .iter_mut()
+                .filter(|gate| gate.has_changed().is_ok())
+                .map(|gate| Box::pin(gate.changed()))
+                .collect();
+            if open.is_empty() {
+                return std::future::pending().await;
+            }
+            let _ = futures_util::future::select_all(open).await;
+        }
+    }
+}
