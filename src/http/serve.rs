@@ -20,6 +20,14 @@
 //! probe at once and does not keep the connection, so it is answered within a millisecond or two
 //! of being accepted, and a flood would have to open [`PROBE_RESERVE`] connections within that
 //! time to shed it. No connection waits in the kernel's backlog behind thousands of others.
+//!
+//! Why a write timeout and a bounded send buffer: a client that stops reading (an event-stream
+//! watcher that hangs without closing) leaves its socket full, and hyper then waits for room
+//! without a bound and polls the stream no more, so the watcher's own bounded buffer never
+//! comes into play: the connection and its event-stream slot were held for ever, behind a send
+//! buffer the kernel grows to megabytes. Each socket's send buffer is fixed at [`SEND_BUFFER`],
+//! and a write that finds no room for [`WRITE_TIMEOUT`] closes the connection (tokio-io-timeout's
+//! stream around the socket; hyper has no write timeout of its own).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +40,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_io_timeout::TimeoutStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::warn;
@@ -58,6 +67,15 @@ const PROBE_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(1);
 /// The largest head (and write buffer) one connection may hold: the endpoints take no body and
 /// their requests are a few hundred bytes (hyper's default is about 400 KiB).
 const MAX_BUF: usize = 16 * 1024;
+
+/// The kernel's send buffer of each connection (Linux doubles it for its bookkeeping): what a
+/// client may leave unread before the next write waits, instead of up to 4 MiB grown by the
+/// kernel's autotuning. Larger answers (`/metrics`) go out in a few more round trips.
+pub const SEND_BUFFER: usize = 16 * 1024;
+
+/// How long a write may wait for room in the send buffer before the connection is closed: the
+/// client stopped reading. A client that reads, however slowly, makes room within it.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Seconds a refused client is told to wait (`Retry-After`).
 pub const RETRY_AFTER_SECONDS: &str = "10";
@@ -129,6 +147,7 @@ pub(super) async fn serve(
         // No Nagle: an event written behind an earlier one must not wait for the watcher's
         // delayed ACK (up to 40 ms).
         let _ = tcp.set_nodelay(true);
+        let _ = socket2::SockRef::from(&tcp).set_send_buffer_size(SEND_BUFFER);
         let lane = if let Ok(permit) = general.clone().try_acquire_owned() {
             Lane {
                 router: routers.full.clone(),
@@ -229,8 +248,9 @@ impl Drop for ReservePlace {
     }
 }
 
-/// Serves one connection until it closes (an error only closes it), or finishes it gracefully
-/// (its request in flight answered) once `shutdown` is cancelled.
+/// Serves one connection until it closes (an error only closes it: a write that timed out among
+/// them), or finishes it gracefully (its request in flight answered) once `shutdown` is
+/// cancelled.
 async fn connection(tcp: TcpStream, lane: Lane, shutdown: CancellationToken) {
     let mut builder = http1::Builder::new();
     builder
@@ -239,7 +259,9 @@ async fn connection(tcp: TcpStream, lane: Lane, shutdown: CancellationToken) {
         .keep_alive(lane.keep_alive)
         .max_buf_size(MAX_BUF);
     let service = TowerToHyperService::new(lane.router);
-    let conn = builder.serve_connection(TokioIo::new(tcp), service);
+    let mut io = TimeoutStream::new(tcp);
+    io.set_write_timeout(Some(WRITE_TIMEOUT));
+    let conn = builder.serve_connection(TokioIo::new(Box::pin(io)), service);
     tokio::pin!(conn);
     tokio::select! {
         biased;

@@ -1,7 +1,8 @@
 //! A Redis that may evict the lease, said out loud: read from `INFO memory` at start and once
 //! per lease duration; `--redis-eviction warn` (the default) says so and takes part,
 //! `--redis-eviction refuse` stays out of the election with the reason in `/readyz` until Redis
-//! no longer evicts; an ACL without `+info|memory` does not stop leasehold.
+//! no longer evicts; an ACL without `+info|memory` does not stop leasehold. The policy is read
+//! on each engine.
 
 use std::time::Duration;
 
@@ -9,18 +10,20 @@ use harness::contenders::unique_lease;
 use harness::leasehold_bin;
 use harness::replica::{FAST, Replica, exit_within};
 use leasehold::lease::minimal_acl_rule;
-use testbed::redis_server::RedisServer;
+use testbed::on_engines;
+use testbed::redis_server::{Engine, RedisServer};
 use testbed::wait::wait_for;
 
-fn evicting_redis() -> RedisServer {
+fn evicting_redis(engine: Engine) -> RedisServer {
     RedisServer::builder()
+        .engine(engine)
         .args(["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"])
         .start()
 }
 
-#[test]
-fn a_redis_that_may_evict_is_reported_and_the_replica_still_leads_by_default() {
-    let redis = evicting_redis();
+on_engines!(#[test] fn a_redis_that_may_evict_is_reported_and_the_replica_still_leads_by_default);
+fn a_redis_that_may_evict_is_reported_and_the_replica_still_leads_by_default(engine: Engine) {
+    let redis = evicting_redis(engine);
     let a = Replica::spawn(&redis.url(), &unique_lease("evict-warn"), "a", &FAST, &[]);
     let eviction = wait_for(
         "/leader to show the policy",
@@ -54,11 +57,11 @@ fn a_redis_that_may_evict_is_reported_and_the_replica_still_leads_by_default() {
     );
 }
 
-#[test]
-fn allkeys_eviction_without_the_data_loss_cooldown_is_refused_with_exit_code_2() {
+on_engines!(#[test] fn allkeys_eviction_without_the_data_loss_cooldown_is_refused_with_exit_code_2);
+fn allkeys_eviction_without_the_data_loss_cooldown_is_refused_with_exit_code_2(engine: Engine) {
     // allkeys-* takes the state record too, and then only the cooldown keeps two leaders apart:
     // `run` and `lock` refuse to go on without it, naming the policy and the flag.
-    let redis = evicting_redis();
+    let redis = evicting_redis(engine);
     let lease = unique_lease("evict-unsafe");
     let http = testbed::free_addr().to_string();
     let run: &[&str] = &["run", "--http-addr", &http];
@@ -103,7 +106,7 @@ fn allkeys_eviction_without_the_data_loss_cooldown_is_refused_with_exit_code_2()
 fn cooldowns_are_counted_and_readiness_names_their_cause() {
     // With the cooldown on, allkeys-* is safe but each loss of the record starts a cooldown: the
     // replicas count them, and readiness says why nobody leads, naming the policy.
-    let redis = evicting_redis();
+    let redis = evicting_redis(Engine::default());
     let lease = unique_lease("evict-cooldowns");
     let replicas: Vec<Replica> = ["a", "b"]
         .iter()
@@ -147,7 +150,7 @@ fn cooldowns_are_counted_and_readiness_names_their_cause() {
 
 #[test]
 fn refuse_keeps_the_replica_out_of_the_election_until_redis_stops_evicting() {
-    let redis = evicting_redis();
+    let redis = evicting_redis(Engine::default());
     let mut args = FAST.to_vec();
     args.extend(["--redis-eviction", "refuse"]);
     let a = Replica::spawn(&redis.url(), &unique_lease("evict-refuse"), "a", &args, &[]);

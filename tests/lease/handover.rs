@@ -1,6 +1,7 @@
 //! Handover on demand: `leasehold step-down` against real `leasehold run` replicas and a real
 //! redis-server (to any replica, to a named one, with the leader's subscription blackholed), and
 //! the Redis side of it (a request bound to its term, the reservation) against the primitives.
+//! A handover to any replica runs on each engine.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -9,8 +10,9 @@ use harness::contenders::{lease, unique_lease};
 use harness::replica::{FAST, Replica, run_to_end};
 use leasehold::lease::{Acquired, HandoverRequested, Holder, Renewed, Reservation};
 use nix::sys::signal::Signal;
-use testbed::RedisServer;
+use testbed::on_engines;
 use testbed::proxy::{Fault, FaultProxy};
+use testbed::redis_server::{Engine, RedisServer};
 use testbed::wait::wait_for;
 
 const TTL: Duration = Duration::from_millis(1500);
@@ -70,9 +72,9 @@ fn token_of(replica: &Replica) -> u64 {
         .expect("a leader's token")
 }
 
-#[test]
-fn step_down_hands_over_to_another_replica_and_the_old_leader_goes_last() {
-    let redis = RedisServer::start();
+on_engines!(#[test] fn step_down_hands_over_to_another_replica_and_the_old_leader_goes_last);
+fn step_down_hands_over_to_another_replica_and_the_old_leader_goes_last(engine: Engine) {
+    let redis = RedisServer::start_on(engine);
     let lease = unique_lease("handover-any");
     let mut replicas = spawn(&redis.url(), &lease, &["web-a", "web-b", "web-c"]);
     let old = leader_of(&replicas);

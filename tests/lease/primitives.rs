@@ -1,5 +1,7 @@
 //! The lease primitives against a real redis-server: atomic acquire with fencing, compare-and-set
-//! renew and release, the release channel, the data-loss cooldown, and typed errors.
+//! renew and release, the release channel, the data-loss cooldown, and typed errors. What reads
+//! the server (acquire, renew and release, tokens from `TIME`, the run id that tells a restart,
+//! the channel) runs on each engine.
 
 use std::time::Duration;
 
@@ -8,7 +10,8 @@ use harness::contenders::{lease, unique_lease};
 use leasehold::lease::{
     Acquired, CooldownState, FencingToken, Heard, LeaseError, RedisLease, Released, Renewed,
 };
-use testbed::redis_server::{Persistence, RedisServer};
+use testbed::on_engines;
+use testbed::redis_server::{Engine, Persistence, RedisServer};
 
 const TTL: Duration = Duration::from_millis(1000);
 const CALL: Duration = Duration::from_secs(2);
@@ -25,9 +28,9 @@ async fn must_lead(lease: &RedisLease) -> FencingToken {
     }
 }
 
-#[tokio::test]
-async fn only_the_owner_can_renew_or_release() {
-    let redis = RedisServer::start();
+on_engines!(#[tokio::test] async fn only_the_owner_can_renew_or_release);
+async fn only_the_owner_can_renew_or_release(engine: Engine) {
+    let redis = RedisServer::start_on(engine);
     let name = unique_lease("owner");
     let a = lease(&redis.url(), &name, "pod-a", false);
     let b = lease(&redis.url(), &name, "pod-b", false);
@@ -61,9 +64,9 @@ async fn only_the_owner_can_renew_or_release() {
     assert!(t2 > t1, "{t2} > {t1}");
 }
 
-#[tokio::test]
-async fn renew_restarts_the_ttl_and_a_sent_at_precedes_the_reply() {
-    let redis = RedisServer::start();
+on_engines!(#[tokio::test] async fn renew_restarts_the_ttl_and_a_sent_at_precedes_the_reply);
+async fn renew_restarts_the_ttl_and_a_sent_at_precedes_the_reply(engine: Engine) {
+    let redis = RedisServer::start_on(engine);
     let a = lease(&redis.url(), &unique_lease("renew"), "pod-a", false);
     let t = must_lead(&a).await;
     redis.cmd::<i64>(&["PEXPIRE", &a.keys().lease, "100"]);
@@ -76,9 +79,9 @@ async fn renew_restarts_the_ttl_and_a_sent_at_precedes_the_reply() {
     assert!(pttl > 900 && pttl <= 1000, "PTTL {pttl}");
 }
 
-#[tokio::test]
-async fn tokens_are_floored_at_the_server_clock_and_survive_data_loss() {
-    let mut redis = RedisServer::start();
+on_engines!(#[tokio::test] async fn tokens_are_floored_at_the_server_clock_and_survive_data_loss);
+async fn tokens_are_floored_at_the_server_clock_and_survive_data_loss(engine: Engine) {
+    let mut redis = RedisServer::start_on(engine);
     let name = unique_lease("floor");
     let a = lease(&redis.url(), &name, "pod-a", false);
     let before = server_time_us(&redis);
@@ -101,9 +104,9 @@ async fn tokens_are_floored_at_the_server_clock_and_survive_data_loss() {
     );
 }
 
-#[tokio::test]
-async fn a_fresh_redis_cools_down_for_one_lease_duration() {
-    let redis = RedisServer::start();
+on_engines!(#[tokio::test] async fn a_fresh_redis_cools_down_for_one_lease_duration);
+async fn a_fresh_redis_cools_down_for_one_lease_duration(engine: Engine) {
+    let redis = RedisServer::start_on(engine);
     let name = unique_lease("cooldown");
     let a = lease(&redis.url(), &name, "pod-a", true);
     let b = lease(&redis.url(), &name, "pod-b", true);
@@ -139,11 +142,12 @@ async fn a_fresh_redis_cools_down_for_one_lease_duration() {
     assert_eq!(b.observe(CALL).await.unwrap().cooldown, CooldownState::Idle);
 }
 
-#[tokio::test]
-async fn a_restart_that_kept_the_data_still_cools_down() {
+on_engines!(#[tokio::test] async fn a_restart_that_kept_the_data_still_cools_down);
+async fn a_restart_that_kept_the_data_still_cools_down(engine: Engine) {
     // AOF with fsync always keeps the state record, but another redis process answers now: an old
     // leader may believe in a lease this dataset never saw, so the cooldown starts again.
     let mut redis = RedisServer::builder()
+        .engine(engine)
         .persistence(Persistence::AofAlways)
         .start();
     let name = unique_lease("restart-kept");
@@ -171,9 +175,9 @@ async fn the_holder_takes_back_its_own_lease_under_a_new_token() {
     assert!(t2 > t1);
 }
 
-#[tokio::test]
-async fn release_is_announced_on_the_channel() {
-    let redis = RedisServer::start();
+on_engines!(#[tokio::test] async fn release_is_announced_on_the_channel);
+async fn release_is_announced_on_the_channel(engine: Engine) {
+    let redis = RedisServer::start_on(engine);
     let name = unique_lease("channel");
     let a = lease(&redis.url(), &name, "pod-a", false);
     let b = lease(&redis.url(), &name, "pod-b", false);
@@ -202,9 +206,9 @@ async fn release_is_announced_on_the_channel() {
     );
 }
 
-#[tokio::test]
-async fn a_try_with_a_probe_is_heard_on_its_own_subscription_and_nobody_elses() {
-    let redis = RedisServer::start();
+on_engines!(#[tokio::test] async fn a_try_with_a_probe_is_heard_on_its_own_subscription_and_nobody_elses);
+async fn a_try_with_a_probe_is_heard_on_its_own_subscription_and_nobody_elses(engine: Engine) {
+    let redis = RedisServer::start_on(engine);
     let name = unique_lease("probe");
     let a = lease(&redis.url(), &name, "pod-a", false);
     let b = lease(&redis.url(), &name, "pod-b", false);
@@ -265,9 +269,9 @@ fn cached_scripts(redis: &RedisServer) -> String {
         .to_owned()
 }
 
-#[tokio::test]
-async fn scripts_are_reloaded_after_script_flush() {
-    let redis = RedisServer::start();
+on_engines!(#[tokio::test] async fn scripts_are_reloaded_after_script_flush);
+async fn scripts_are_reloaded_after_script_flush(engine: Engine) {
+    let redis = RedisServer::start_on(engine);
     let a = lease(&redis.url(), &unique_lease("flush"), "pod-a", false);
     let t = must_lead(&a).await;
     redis.cmd::<String>(&["SCRIPT", "FLUSH"]);

@@ -144,7 +144,11 @@ impl Drop for Flood {
 /// The status code of `GET /leader` asking for the event stream, read from its status line; the
 /// stream is returned open (a `200` holds its slot until it is dropped).
 fn event_stream(addr: SocketAddr) -> (u16, TcpStream) {
-    let mut stream = TcpStream::connect(addr).expect("connect");
+    event_stream_on(TcpStream::connect(addr).expect("connect"))
+}
+
+/// [`event_stream`] on a connection of the caller's.
+fn event_stream_on(mut stream: TcpStream) -> (u16, TcpStream) {
     stream
         .set_read_timeout(Some(Duration::from_secs(2)))
         .expect("a read timeout");
@@ -270,4 +274,68 @@ fn event_streams_beyond_their_cap_are_refused_with_retry_after_and_counted() {
         (code == 200).then_some((code, stream))
     });
     assert_eq!(code, 200);
+}
+
+/// The longest a client that stopped reading may hold its slot once events come: its buffers
+/// fill within a few seconds of the events below, then the server's write timeout (5 s) runs.
+const STOPPED_READER_DROPPED_WITHIN: Duration = Duration::from_secs(20);
+
+#[test]
+fn an_event_stream_client_that_stops_reading_gives_its_slot_back_once_its_buffer_fills() {
+    // A candidate check that fails and passes in turn: each turn changes the replica's
+    // candidacy and role, an event of about 800 bytes for every watcher, some twenty a second.
+    let dir = tempfile::tempdir().expect("a directory");
+    let flip = dir.path().join("healthy");
+    let check = format!(
+        "if [ -e {f} ]; then rm {f}; else touch {f}; exit 1; fi",
+        f = flip.display()
+    );
+    let redis = RedisServer::start();
+    let mut args = FAST.to_vec();
+    args.extend([
+        "--no-data-loss-cooldown",
+        "--readiness",
+        "member",
+        "--http-max-event-streams",
+        "1",
+        "--candidate-check-command",
+        &check,
+        "--candidate-check-period",
+        "50ms",
+        "--candidate-check-timeout",
+        "50ms",
+        "--candidate-check-failure-threshold",
+        "1",
+    ]);
+    let lease = unique_lease("stops-reading");
+    let replica = Replica::spawn(&redis.url(), &lease, "web-a", &args, &[]);
+    wait_for("/leader", WAIT, || replica.leader_view());
+    // The only slot, taken by a client that reads the status line and nothing more, with a
+    // receive buffer of a few KiB (the kernel's default is 128 KiB) so that it fills sooner.
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("a socket");
+    socket
+        .set_recv_buffer_size(4096)
+        .expect("a small receive buffer");
+    socket.connect(&replica.http.into()).expect("connect");
+    let (code, mut stopped) = event_stream_on(socket.into());
+    assert_eq!(code, 200);
+    let began = Instant::now();
+    let _next = wait_for(
+        "the slot of the client that stopped reading",
+        STOPPED_READER_DROPPED_WITHIN,
+        || {
+            let (code, stream) = event_stream(replica.http);
+            (code == 200).then_some(stream)
+        },
+    );
+    eprintln!(
+        "a client that stopped reading gave its slot back after {:?}",
+        began.elapsed()
+    );
+    // The server closed it: what it had sent, then the end.
+    assert!(
+        closed_after(&mut stopped, CLOSED_WITHIN).is_some(),
+        "the connection of the client that stopped reading is still open"
+    );
 }

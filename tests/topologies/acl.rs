@@ -1,6 +1,7 @@
 //! A Redis with exactly the ACL user docs/REFERENCE.md gives: everything leasehold does works; a user
 //! missing a command gets an error that names the missing permission; a wrong password is a
-//! clear error with back-off, not a retry storm.
+//! clear error with back-off, not a retry storm. The rule and the errors that name a missing
+//! permission are checked on each engine.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +15,8 @@ use leasehold::elector::{Elector, Role};
 use leasehold::lease::{
     Acquired, LeaseError, LeaseOptions, RedisLease, Released, Secret, minimal_acl_rule,
 };
-use testbed::redis_server::RedisServer;
+use testbed::on_engines;
+use testbed::redis_server::{Engine, RedisServer};
 use testbed::wait::{eventually, holds_for, until};
 
 const CALL: Duration = Duration::from_secs(2);
@@ -29,9 +31,9 @@ fn acl_lease(url: &str, name: &str, identity: &str, user: &str, pw: &str) -> Red
     harness::contenders::lease_with(url, name, identity, options)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_minimal_acl_user_can_do_everything_leasehold_needs() {
-    let redis = RedisServer::start();
+on_engines!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn the_minimal_acl_user_can_do_everything_leasehold_needs);
+async fn the_minimal_acl_user_can_do_everything_leasehold_needs(engine: Engine) {
+    let redis = RedisServer::start_on(engine);
     redis.set_acl_user("leasehold", &minimal_acl_rule("leasehold:", true), "s3cret");
     let name = unique_lease("acl");
     let log: ActionLog = Arc::default();
@@ -110,9 +112,9 @@ async fn the_minimal_acl_user_can_do_everything_leasehold_needs() {
     assert_eq!(refused.unwrap_err().code(), Some("NOPERM"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_user_missing_a_command_gets_an_error_naming_it() {
-    let redis = RedisServer::start();
+on_engines!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn a_user_missing_a_command_gets_an_error_naming_it);
+async fn a_user_missing_a_command_gets_an_error_naming_it(engine: Engine) {
+    let redis = RedisServer::start_on(engine);
     let full = minimal_acl_rule("leasehold:", false);
     redis.set_acl_user("no-info", &full.replace(" +info|server", ""), "pw");
     redis.set_acl_user("no-publish", &full.replace(" +publish", ""), "pw");

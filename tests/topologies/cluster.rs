@@ -1,6 +1,7 @@
 //! A Redis RedisCluster of real processes (three masters, three replicas): elect and hand over
 //! through redis+cluster://, fail the master that owns the lease's slot, and move that slot to
-//! another master while a leader holds it. Leadership recovers safely each time.
+//! another master while a leader holds it. Leadership recovers safely each time. A failover's
+//! cooldown (another process answers for the slot) is checked on each engine.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +12,8 @@ use harness::contenders::{
 use leasehold::elector::Timing;
 use leasehold::lease::{Acquired, split_term};
 use testbed::cluster::RedisCluster;
+use testbed::on_engines;
+use testbed::redis_server::Engine;
 use testbed::wait::eventually;
 
 fn timing() -> Timing {
@@ -181,9 +184,11 @@ fn replica_of(cluster: &RedisCluster, master: usize) -> usize {
         .expect("every master has a replica")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_manual_failover_starts_the_cooldown_even_on_a_connection_kept_from_before() {
-    let cluster = RedisCluster::start();
+on_engines!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn a_manual_failover_starts_the_cooldown_even_on_a_connection_kept_from_before);
+async fn a_manual_failover_starts_the_cooldown_even_on_a_connection_kept_from_before(
+    engine: Engine,
+) {
+    let cluster = RedisCluster::start_on(engine);
     let name = unique_lease("cluster-takeover");
     let ttl = Duration::from_millis(1000);
     let call = Duration::from_secs(2);

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use harness::contenders::unique_lease;
 use harness::replica::{FAST, Replica, run_to_end};
+use testbed::on_engines;
 use testbed::redis_server::{Engine, RedisServer};
 use testbed::wait::wait_for;
 
@@ -18,30 +19,28 @@ fn member() -> Vec<&'static str> {
     args
 }
 
-#[test]
-fn a_replica_is_named_a_replica_on_every_engine() {
-    for engine in Engine::ALL {
-        let master = RedisServer::builder().engine(engine).start();
-        let port = master.port().to_string();
-        let replica = RedisServer::builder()
-            .engine(engine)
-            .args(["--replicaof", "127.0.0.1", &port])
-            .start();
-        let a = Replica::spawn(
-            &replica.url(),
-            &unique_lease("on-a-replica"),
-            "a",
-            &member(),
-            &[],
-        );
-        let body = a.wait_not_ready_reason(Duration::from_secs(5));
-        assert!(
-            body.starts_with("not ready: redis answered READONLY")
-                && body.contains("connected to a replica, not the master"),
-            "{}: {body}",
-            engine.name()
-        );
-    }
+on_engines!(#[test] fn a_replica_is_named_a_replica);
+fn a_replica_is_named_a_replica(engine: Engine) {
+    let master = RedisServer::builder().engine(engine).start();
+    let port = master.port().to_string();
+    let replica = RedisServer::builder()
+        .engine(engine)
+        .args(["--replicaof", "127.0.0.1", &port])
+        .start();
+    let a = Replica::spawn(
+        &replica.url(),
+        &unique_lease("on-a-replica"),
+        "a",
+        &member(),
+        &[],
+    );
+    let body = a.wait_not_ready_reason(Duration::from_secs(5));
+    assert!(
+        body.starts_with("not ready: redis answered READONLY")
+            && body.contains("connected to a replica, not the master"),
+        "{}: {body}",
+        engine.name()
+    );
 }
 
 /// The words every refusal of a Redis without scripting holds: what is missing and what
@@ -52,61 +51,59 @@ const NO_SCRIPTING: [&str; 3] = [
     "TIME and INFO server|replication|memory",
 ];
 
-#[test]
-fn a_redis_without_scripting_says_what_leasehold_needs_on_every_engine() {
-    for engine in Engine::ALL {
-        let redis = RedisServer::builder()
-            .engine(engine)
-            .args(["--rename-command", "EVALSHA", ""])
-            .args(["--rename-command", "EVAL", ""])
-            .start();
-        let a = Replica::spawn(
-            &redis.url(),
-            &unique_lease("no-scripting"),
-            "a",
-            &member(),
-            &[],
+on_engines!(#[test] fn a_redis_without_scripting_says_what_leasehold_needs);
+fn a_redis_without_scripting_says_what_leasehold_needs(engine: Engine) {
+    let redis = RedisServer::builder()
+        .engine(engine)
+        .args(["--rename-command", "EVALSHA", ""])
+        .args(["--rename-command", "EVAL", ""])
+        .start();
+    let a = Replica::spawn(
+        &redis.url(),
+        &unique_lease("no-scripting"),
+        "a",
+        &member(),
+        &[],
+    );
+    let body = a.wait_not_ready_reason(Duration::from_secs(5));
+    assert!(!body.contains("unreachable"), "{}: {body}", engine.name());
+    for words in NO_SCRIPTING {
+        assert!(
+            body.contains(words),
+            "{}: want {words:?} in: {body}",
+            engine.name()
         );
-        let body = a.wait_not_ready_reason(Duration::from_secs(5));
-        assert!(!body.contains("unreachable"), "{}: {body}", engine.name());
-        for words in NO_SCRIPTING {
-            assert!(
-                body.contains(words),
-                "{}: want {words:?} in: {body}",
-                engine.name()
-            );
-        }
-        let refused = a.wait_events(
-            "redis refuses leasehold; backing off until it is fixed",
-            1,
-            Duration::from_secs(5),
-        );
-        assert_eq!(refused[0]["level"], "ERROR", "{:?}", refused[0]);
-        // Said once: two more refused tries later, still one error.
-        wait_for("two more refused tries", Duration::from_secs(10), || {
-            let (_, metrics) = a.get("/metrics")?;
-            let tries: f64 = metrics
-                .lines()
-                .filter(|l| l.starts_with("leasehold_redis_errors_total{"))
-                .filter(|l| l.contains("kind=\"no_scripting\""))
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .sum();
-            (tries >= 3.0).then_some(())
-        });
-        let said = a.events("redis refuses leasehold; backing off until it is fixed");
-        assert_eq!(said.len(), 1, "{}: said once: {said:?}", engine.name());
+    }
+    let refused = a.wait_events(
+        "redis refuses leasehold; backing off until it is fixed",
+        1,
+        Duration::from_secs(5),
+    );
+    assert_eq!(refused[0]["level"], "ERROR", "{:?}", refused[0]);
+    // Said once: two more refused tries later, still one error.
+    wait_for("two more refused tries", Duration::from_secs(10), || {
+        let (_, metrics) = a.get("/metrics")?;
+        let tries: f64 = metrics
+            .lines()
+            .filter(|l| l.starts_with("leasehold_redis_errors_total{"))
+            .filter(|l| l.contains("kind=\"no_scripting\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        (tries >= 3.0).then_some(())
+    });
+    let said = a.events("redis refuses leasehold; backing off until it is fixed");
+    assert_eq!(said.len(), 1, "{}: said once: {said:?}", engine.name());
 
-        let (code, _, stderr) = run_to_end(
-            &["status", "--lease-name", "web", "--redis-url", &redis.url()],
-            &[],
+    let (code, _, stderr) = run_to_end(
+        &["status", "--lease-name", "web", "--redis-url", &redis.url()],
+        &[],
+    );
+    assert_eq!(code, 1, "{}: {stderr}", engine.name());
+    for words in NO_SCRIPTING {
+        assert!(
+            stderr.contains(words),
+            "{}: want {words:?} in: {stderr}",
+            engine.name()
         );
-        assert_eq!(code, 1, "{}: {stderr}", engine.name());
-        for words in NO_SCRIPTING {
-            assert!(
-                stderr.contains(words),
-                "{}: want {words:?} in: {stderr}",
-                engine.name()
-            );
-        }
     }
 }

@@ -1,7 +1,7 @@
 //! Sentinel: one master, one replica and three Sentinels as real processes. Kill the master
 //! while a leader holds the lease: the old leader steps down by its validity deadline, a
 //! leader emerges on the promoted replica (after the cooldown: another Redis process answers),
-//! tokens keep increasing, and no validity windows overlap. A frozen Sentinel first in the URL
+//! tokens keep increasing, and no validity windows overlap; on each engine. A frozen Sentinel first in the URL
 //! does not keep the replicas from electing a leader. A master that Sentinel replaced but that
 //! stays writable does not keep a leader beside the one on the new master, even when the
 //! Sentinel its leader asks first never heard of the failover.
@@ -15,6 +15,8 @@ use harness::contenders::{
 use leasehold::clock::BootInstant;
 use leasehold::elector::{Role, StepDownReason, Timing};
 use leasehold::lease::FencingToken;
+use testbed::on_engines;
+use testbed::redis_server::Engine;
 use testbed::sentinel::SentinelSet;
 use testbed::wait::{eventually, until};
 
@@ -22,9 +24,9 @@ fn timing() -> Timing {
     harness::contenders::steady_timing()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_master_failover_moves_leadership_safely_to_the_new_master() {
-    let mut set = SentinelSet::start();
+on_engines!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn a_master_failover_moves_leadership_safely_to_the_new_master);
+async fn a_master_failover_moves_leadership_safely_to_the_new_master(engine: Engine) {
+    let mut set = SentinelSet::start_on(engine);
     let old_master = set.master.port();
     let name = unique_lease("sentinel");
     let log: ActionLog = Arc::default();

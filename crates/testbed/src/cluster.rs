@@ -5,6 +5,7 @@ use std::io;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::engine::Engine;
 use crate::port::try_free_addr;
 use crate::redis_server::{RedisBuilder, RedisServer};
 
@@ -14,8 +15,13 @@ pub struct RedisCluster {
 
 impl RedisCluster {
     pub fn start() -> Self {
-        let cluster =
-            Self::try_create(|_| RedisServer::builder()).unwrap_or_else(|e| panic!("{e}"));
+        Self::start_on(Engine::default())
+    }
+
+    /// Six nodes of `engine`, created by the `redis-cli` on `PATH` (it speaks to each engine).
+    pub fn start_on(engine: Engine) -> Self {
+        let cluster = Self::try_create(|_| RedisServer::builder().engine(engine))
+            .unwrap_or_else(|e| panic!("{e}"));
         cluster.wait_ok(Duration::from_secs(30));
         cluster
     }
@@ -26,8 +32,16 @@ impl RedisCluster {
     pub fn try_create(mut node: impl FnMut(usize) -> RedisBuilder) -> io::Result<Self> {
         let nodes = (0..6)
             .map(|i| {
-                let bus = try_free_addr()?.port().to_string();
-                node(i)
+                let node = node(i);
+                let bus = if node.chosen_engine().has_cluster_port() {
+                    vec![
+                        "--cluster-port".to_owned(),
+                        try_free_addr()?.port().to_string(),
+                    ]
+                } else {
+                    Vec::new()
+                };
+                node.args(bus)
                     .args([
                         "--cluster-enabled",
                         "yes",
@@ -35,8 +49,6 @@ impl RedisCluster {
                         "nodes.conf",
                         "--cluster-node-timeout",
                         "1000",
-                        "--cluster-port",
-                        &bus,
                         "--cluster-announce-ip",
                         "127.0.0.1",
                         // A replica may stand for election however long ago it last heard its

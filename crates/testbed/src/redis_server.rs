@@ -59,6 +59,11 @@ impl RedisBuilder {
         self
     }
 
+    /// The engine it will run.
+    pub(crate) fn chosen_engine(&self) -> Engine {
+        self.engine
+    }
+
     /// Keeps the data and the log in `dir` (created if missing, left in place on drop) instead
     /// of a temporary directory.
     pub fn dir(mut self, dir: impl Into<PathBuf>) -> Self {
@@ -142,6 +147,11 @@ impl RedisServer {
     /// A server without persistence or extra arguments.
     pub fn start() -> Self {
         Self::builder().start()
+    }
+
+    /// A server of `engine` without persistence or extra arguments.
+    pub fn start_on(engine: Engine) -> Self {
+        Self::builder().engine(engine).start()
     }
 
     pub fn port(&self) -> u16 {

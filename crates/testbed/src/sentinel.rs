@@ -1,5 +1,5 @@
 //! A Sentinel deployment of real processes: a master, a replica and three Sentinels on free
-//! ports, each in its own directory, all killed on drop.
+//! ports, each in its own directory, all killed on drop; all of one [`Engine`].
 //!
 //! The Sentinels may instead listen on addresses of the test's choice, all on one port
 //! ([`SentinelSet::start_on_addresses`]): the Sentinels behind one name that resolves to all of
@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use crate::child::Guarded;
+use crate::engine::Engine;
 use crate::port::free_port;
 use crate::redis_server::RedisServer;
 
@@ -50,24 +51,29 @@ impl SentinelSet {
         Self::start_with_master_args(&[])
     }
 
+    /// A set whose nodes and Sentinels all run `engine`.
+    pub fn start_on(engine: Engine) -> Self {
+        Self::start_set(engine, &[], false, Placement::OwnPorts)
+    }
+
     /// A set whose master is started with `extra` arguments (e.g. commands renamed away).
     pub fn start_with_master_args(extra: &[&str]) -> Self {
-        Self::start_set(extra, false, Placement::OwnPorts)
+        Self::start_set(Engine::default(), extra, false, Placement::OwnPorts)
     }
 
     /// A set whose Sentinels listen one on each of `addresses` (loopback addresses such as
     /// 127.0.0.2), all on one port ([`SentinelSet::port`]).
     pub fn start_on_addresses(addresses: &[&str]) -> Self {
-        Self::start_set(&[], false, Placement::OnePort(addresses))
+        Self::start_set(Engine::default(), &[], false, Placement::OnePort(addresses))
     }
 
     /// A set whose last Sentinel is deaf (see the module's docs); its master is started with
     /// `extra` arguments.
     pub fn start_with_a_deaf_sentinel(extra: &[&str]) -> Self {
-        Self::start_set(extra, true, Placement::OwnPorts)
+        Self::start_set(Engine::default(), extra, true, Placement::OwnPorts)
     }
 
-    fn start_set(extra: &[&str], deaf: bool, placement: Placement) -> Self {
+    fn start_set(engine: Engine, extra: &[&str], deaf: bool, placement: Placement) -> Self {
         let password = format!(">{DEAF_PASSWORD}");
         let deaf_user = [
             "--user",
@@ -82,11 +88,13 @@ impl SentinelSet {
         ];
         let users: &[&str] = if deaf { &deaf_user } else { &[] };
         let master = RedisServer::builder()
+            .engine(engine)
             .args(extra.iter().copied())
             .args(users.iter().copied())
             .start();
         let master_port = master.port().to_string();
         let replica = RedisServer::builder()
+            .engine(engine)
             .args(["--replicaof", "127.0.0.1", &master_port])
             .args(["--replica-announce-ip", "127.0.0.1"])
             .args(users.iter().copied())
@@ -123,7 +131,7 @@ impl SentinelSet {
                     ),
                 )
                 .expect("write sentinel.conf");
-                let mut cmd = Command::new("redis-server");
+                let mut cmd = Command::new(engine.binary());
                 cmd.arg(&conf).arg("--sentinel");
                 let child = Guarded::spawn(cmd, &format!("sentinel on {host}:{port}"))
                     .unwrap_or_else(|e| panic!("{e}"));

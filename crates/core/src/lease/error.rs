@@ -290,8 +290,11 @@ impl LeaseError {
             (ErrorKind::Server(ServerErrorKind::NoPerm), _) | (_, "NOPERM") => {
                 LeaseError::NoPermission { op, detail }
             }
-            // A command refused inside a script comes back as a plain error: name it.
-            _ if detail.contains("can't run this command") || detail.contains("No permissions") => {
+            // A command refused inside a script comes back as a plain error: name it. Redis
+            // says "can't run this command" or "No permissions", Valkey "no permissions".
+            _ if detail.contains("can't run this command")
+                || detail.to_ascii_lowercase().contains("no permissions") =>
+            {
                 let command = super::scripts::command_at(op, &detail)
                     .map(|c| format!("the script's `{c}` is not allowed; "))
                     .unwrap_or_default();

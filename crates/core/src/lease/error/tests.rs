@@ -165,3 +165,26 @@ fn a_refusal_that_does_not_pass_by_itself_is_told_from_a_passing_fault() {
         assert_eq!(err.is_lasting_refusal(), want, "{why}");
     }
 }
+
+#[test]
+fn a_permission_refused_inside_a_script_is_named_on_every_engine() {
+    let cases = [
+        // Redis 7.0.
+        "The user executing the script can't run this command or subcommand script: 7569, on @user_script:7.",
+        // Valkey 9.1.
+        "ACL failure in script: User no-info has no permissions to run the 'info' command script: on @user_script:7.",
+    ];
+    for message in cases {
+        let reply = format!("-ERR {message}\r\n");
+        let Ok(redis::Value::ServerError(server)) = redis::parse_redis_value(reply.as_bytes())
+        else {
+            panic!("{reply} is an error reply");
+        };
+        let ours = LeaseError::from_redis("acquire", "leasehold:{a}", &server.into());
+        assert!(
+            matches!(ours, LeaseError::NoPermission { .. }),
+            "{message}: {ours:?}"
+        );
+        assert!(ours.is_lasting_refusal(), "{message}");
+    }
+}
