@@ -103,17 +103,14 @@ pub mod status_file;
 #[cfg(feature = "cli")]
 pub mod telemetry;
 
-// The binary's command line and commands: not API. `main` below is all the binary calls; the
-// tests reach inside through the test-only `test-internals` feature.
-#[cfg(all(feature = "cli", not(feature = "test-internals")))]
-#[allow(dead_code, unused_imports)]
-mod cli;
-#[cfg(feature = "test-internals")]
+// The binary's command line and commands: public so that the tests call their parts (parse a
+// command line, run a command in-process), hidden from the docs and not API: they change with
+// the binary. `main` below is all the binary calls.
+#[cfg(feature = "cli")]
+#[doc(hidden)]
 pub mod cli;
-#[cfg(all(feature = "cli", not(feature = "test-internals")))]
-#[allow(dead_code, unused_imports)]
-mod cmd;
-#[cfg(feature = "test-internals")]
+#[cfg(feature = "cli")]
+#[doc(hidden)]
 pub mod cmd;
 
 /// The `leasehold` binary: parses the command line of this process (with its environment and
