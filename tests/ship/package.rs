@@ -166,6 +166,11 @@ const BINARY_ONLY: [&str; 9] = [
 /// dev-dependencies) with `features`, as cargo resolves them for a build (`cargo tree`; cargo
 /// metadata's graph always unifies in the dev-dependencies' features).
 fn tree(features: &[&str]) -> BTreeSet<String> {
+    tree_of("leasehold", features)
+}
+
+/// [`tree`] of the workspace's `package`.
+fn tree_of(package: &str, features: &[&str]) -> BTreeSet<String> {
     let mut args = vec![
         "tree",
         "--locked",
@@ -176,7 +181,7 @@ fn tree(features: &[&str]) -> BTreeSet<String> {
         "--format",
         "{p}",
         "--package",
-        "leasehold",
+        package,
     ];
     args.extend(features);
     cargo(&args)
@@ -208,6 +213,23 @@ fn the_library_without_default_features_builds_without_the_binarys_dependencies(
     }
     // And it builds: the `cfg`s leave no reference to a part that is not there.
     cargo(&["build", "--locked", "--no-default-features", "--lib"]);
+}
+
+#[test]
+fn the_core_depends_on_no_kubernetes_http_command_line_or_metrics_crate() {
+    let core = tree_of("leasehold-core", &["--all-features"]);
+    for name in BINARY_ONLY
+        .iter()
+        .chain(&["leasehold", "hyper-util", "tokio-postgres"])
+    {
+        assert!(
+            !core.contains(*name),
+            "the core depends on {name}: {core:?}"
+        );
+    }
+    for name in ["tokio", "redis", "rustls", "ring"] {
+        assert!(core.contains(name), "the core has {name}: {core:?}");
+    }
 }
 
 #[test]

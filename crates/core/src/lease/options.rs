@@ -53,7 +53,7 @@ impl fmt::Display for Secret {
     }
 }
 
-/// Optional settings of a [`RedisLease`].
+/// Optional settings of a [`RedisLease`](super::RedisLease).
 #[derive(Debug, Clone)]
 pub struct LeaseOptions {
     /// Prefix of every key (default [`DEFAULT_KEY_PREFIX`]).
