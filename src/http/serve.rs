@@ -43,7 +43,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_io_timeout::TimeoutStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::warn;
+use tracing::{debug, info, warn};
 
 use crate::metrics::Metrics;
 
@@ -128,14 +128,28 @@ pub(super) async fn serve(
     let general = Arc::new(Semaphore::new(limits.max_connections));
     let reserve = Arc::new(Reserve::default());
     let connections = TaskTracker::new();
+    // Failed accepts since the last that worked.
+    let mut failed_accepts: u64 = 0;
     loop {
         let tcp = tokio::select! {
             biased;
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
+                Ok((tcp, _)) => {
+                    if failed_accepts > 0 {
+                        info!(failures = failed_accepts, "http accepts work again");
+                        failed_accepts = 0;
+                    }
+                    tcp
+                }
                 Err(error) => {
-                    warn!(error = %error, "http accept failed");
+                    // Said once per run of failures: out of files, each retry fails alike.
+                    failed_accepts += 1;
+                    if failed_accepts == 1 {
+                        warn!(error = %error, "http accept failed");
+                    } else {
+                        debug!(error = %error, failures = failed_accepts, "http accept failed again");
+                    }
                     tokio::select! {
                         biased;
                         () = shutdown.cancelled() => break,

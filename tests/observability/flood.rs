@@ -339,3 +339,38 @@ fn an_event_stream_client_that_stops_reading_gives_its_slot_back_once_its_buffer
         "the connection of the client that stopped reading is still open"
     );
 }
+
+/// Out of files, every accept fails at once and is tried again 50 ms later: said once, not
+/// twenty times a second for as long as it lasts, and said again when accepts work again.
+#[test]
+fn running_out_of_files_is_said_once_and_its_end_is_said() {
+    let redis = RedisServer::start();
+    let leader = a_leader(&redis, "flood-nofile", &["--http-max-connections", "1000"]);
+    let pid = leader.pid();
+    // A few files more than it holds now: the connections below take them and the rest of the
+    // accepts fail.
+    let limit = open_files(pid) + 4;
+    let set = std::process::Command::new("prlimit")
+        .arg(format!("--pid={pid}"))
+        .arg(format!("--nofile={limit}:{limit}"))
+        .status()
+        .expect("prlimit runs");
+    assert!(set.success(), "prlimit --nofile={limit}");
+    let held: Vec<TcpStream> = (0..12)
+        .filter_map(|_| TcpStream::connect(leader.http).ok())
+        .collect();
+    let failed = leader.wait_events("http accept failed", 1, WAIT);
+    // Twenty tries a second while the files are gone: a second of them.
+    let tries = Instant::now();
+    wait_for("a second of failing accepts", WAIT, || {
+        (tries.elapsed() >= Duration::from_secs(1)).then_some(())
+    });
+    assert_eq!(
+        leader.events("http accept failed").len(),
+        1,
+        "said once: {failed:?}"
+    );
+    drop(held);
+    leader.wait_events("http accepts work again", 1, WAIT);
+    assert!(leader.is_ready(), "the leader kept its lease");
+}
