@@ -40,6 +40,7 @@
 //! work_faults.rs  the leader's work: a daemon or a SIGTERM-proof worker left behind,
 //!               work that fails at once; ending a term
 //! starve.rs     CPU starvation of one replica: a cgroup quota, or pinned busy loops
+//! gray.rs       gray faults: one replica partly sick for several lease durations
 //! mixed.rs      mixed lease durations across a data loss
 //! foreign.rs    a lease key or reservation without TTL that leasehold did not write
 //! topology.rs   the Sentinel set and the Redis Cluster of the topology runs
@@ -54,6 +55,8 @@
 //! report.rs     report.md and summary.json
 //! report_terms.rs  report.md's section on the terms by the logs, late writes, churn, the
 //!               keys leasehold did not write, and PostgreSQL
+//! report_gray.rs  report.md's section on leaderless time and churn, with the gray faults'
+//!               bounds
 //! timeline.rs   timeline.svg
 //! time.rs       wall-clock microseconds, log timestamps
 //! dataset.rs    what a run collected, saved for `chaos check`
@@ -67,6 +70,7 @@ pub mod delivery;
 pub mod events;
 pub mod failover;
 pub mod foreign;
+pub mod gray;
 pub mod history;
 pub mod intervals;
 pub mod journal;
@@ -81,6 +85,7 @@ pub mod pgwrite;
 pub mod redis_cli;
 pub mod replica;
 pub mod report;
+pub mod report_gray;
 pub mod report_terms;
 pub mod resource;
 pub mod run;
