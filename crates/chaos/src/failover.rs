@@ -313,7 +313,113 @@ fn micros(d: std::time::Duration) -> Micros {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::history::WindowEnd;
+    use crate::nemesis::FaultRecord;
+    use crate::schedule::{FaultSpec, Target};
+    use crate::time::MS;
+
+    fn term(replica: usize, token: u64, from_ms: Micros, to_ms: Micros) -> Window {
+        Window {
+            replica,
+            incarnation: 0,
+            token,
+            start: from_ms * MS,
+            end: to_ms * MS,
+            deadline: to_ms * MS,
+            ended: WindowEnd::Deadline,
+            stepped_down: None,
+            reason: None,
+        }
+    }
+
+    /// A gray fault (replies reset) from 1 s to 6 s, with r0 leading before it.
+    fn gray_fault() -> Journal {
+        Journal {
+            faults: vec![FaultRecord {
+                index: 0,
+                spec: FaultSpec::GrayResetReplies {
+                    target: Target::Leader,
+                    hold_ms: 5_000,
+                    leave_after_ms: 1_500,
+                },
+                target: Some(0),
+                target_led: true,
+                leader_before: Some((0, 1)),
+                inject: 1_000 * MS,
+                clear: 6_000 * MS,
+                skipped: None,
+                detail: None,
+                said: None,
+            }],
+            end: 20_000 * MS,
+            ..Journal::default()
+        }
+    }
+
+    #[test]
+    fn a_gray_faults_leaderless_time_is_its_longest_stretch_and_its_churn_is_checked_per_fault() {
+        let timing = Timing {
+            lease_duration: Duration::from_millis(1500),
+            renew_deadline: Duration::from_millis(900),
+            retry_period: Duration::from_millis(250),
+            ..Timing::default()
+        };
+        // (terms, longest stretch without a leader in ms, terms begun, over the leaderless
+        // bound, over the churn bound)
+        let cases: [(Vec<Window>, Micros, usize, usize, usize); 3] = [
+            // The sick leader's term ends at 2 s; a healthy one leads from 2.5 s, leaves at
+            // 4 s, the next leads from 4.1 s: two stretches, the longest 500 ms.
+            (
+                vec![
+                    term(0, 1, 0, 2_000),
+                    term(1, 2, 2_500, 4_000),
+                    term(2, 3, 4_100, 20_000),
+                ],
+                500,
+                2,
+                0,
+                0,
+            ),
+            // Nobody leads from 2 s to 7 s: past three lease durations (4.5 s).
+            (
+                vec![term(0, 1, 0, 2_000), term(1, 2, 7_000, 20_000)],
+                5_000,
+                1,
+                1,
+                0,
+            ),
+            // Four terms in the fault: one more than a gray fault may begin.
+            (
+                vec![
+                    term(0, 1, 0, 1_500),
+                    term(3, 2, 1_600, 2_000),
+                    term(3, 3, 2_100, 2_500),
+                    term(3, 4, 2_600, 3_000),
+                    term(1, 5, 3_100, 20_000),
+                ],
+                100,
+                4,
+                0,
+                1,
+            ),
+        ];
+        for (windows, longest_ms, begun, leaderless_over, churn_over) in cases {
+            let live = analyse(&windows, &gray_fault(), &timing);
+            let o = &live.outcomes[0];
+            assert_eq!(o.leaderless, longest_ms * MS, "{windows:?}");
+            assert_eq!(o.terms_begun, begun, "{windows:?}");
+            let k = &live.kinds[&FaultKind::GrayResetReplies];
+            assert_eq!(k.leaderless_bound, Some(4_500 * MS));
+            assert_eq!(k.leaderless_over, leaderless_over, "{windows:?}");
+            assert_eq!(k.churn_over, churn_over, "{windows:?}");
+            let minutes = o.span as f64 / 60e6;
+            assert_eq!(k.churn_bound_per_min, Some(3.0 / minutes));
+            assert!((k.churn_per_min - begun as f64 / minutes).abs() < 1e-9);
+        }
+    }
 
     #[test]
     fn percentiles_use_the_nearest_rank() {
