@@ -53,7 +53,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 33, conflicts_with = "long")]
     pub faults: usize,
     /// The long run: 56 rounds of the kinds (1,512 faults on one redis-server, gray ones
-    /// included; about an hour and a half).
+    /// included; about 80 minutes).
     #[arg(long)]
     pub long: bool,
     /// Number of leasehold replicas.
