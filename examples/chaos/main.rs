@@ -4,9 +4,10 @@
 //!
 //! ```text
 //! cargo build --bin leasehold --example chaos
-//! target/debug/examples/chaos run --seed 7                          # short run, ~75 s
-//! target/debug/examples/chaos run --seed 7 --resource-fencing off   # negative control
-//! target/debug/examples/chaos run --seed 1 --long --out docs/chaos  # 1,100 faults
+//! target/debug/examples/chaos run --seed 7 --faults 27               # short run, ~85 s
+//! target/debug/examples/chaos run --seed 7 --resource-fencing off    # negative control
+//! target/debug/examples/chaos run --seed 5 --faults 10 --gray only   # the gray faults alone
+//! target/debug/examples/chaos run --seed 1 --long --out docs/chaos   # 1,512 faults
 //! ```
 
 use std::process::ExitCode;

@@ -53,6 +53,9 @@ fn config(name: &str, fencing: bool) -> RunConfig {
         kinds: Vec::new(),
         postgres: true,
         topology: config::Topology::Single,
+        // The gray faults last several lease durations each: the long run and `--gray only`
+        // draw them, the suite's one round does not.
+        gray: config::Gray::Off,
         leasehold_args: Vec::new(),
         command_line: format!(
             "cargo test --test safety short_chaos (seed {SEED}, {FAULTS} faults, fencing {})",

@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::kinds::FaultKind;
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use leasehold::elector::Timing;
@@ -51,7 +52,8 @@ pub struct RunArgs {
     /// Number of faults to inject (in rounds that hold every kind once).
     #[arg(long, default_value_t = 33, conflicts_with = "long")]
     pub faults: usize,
-    /// The long run: 1,100 faults (about an hour).
+    /// The long run: 56 rounds of the kinds (1,512 faults on one redis-server, gray ones
+    /// included; about 80 minutes).
     #[arg(long)]
     pub long: bool,
     /// Number of leasehold replicas.
@@ -97,6 +99,11 @@ pub struct RunArgs {
     /// The Redis deployment; sentinel and cluster draw the process faults and their own.
     #[arg(long, value_enum, default_value_t = Topology::Single)]
     pub topology: Topology,
+    /// The gray faults (one replica partly sick for several lease durations) on a single
+    /// server: drawn with the whole faults (`on`), left out (`off`, the short run in the
+    /// suite), or alone (`only`).
+    #[arg(long, value_enum, default_value_t = Gray::On)]
+    pub gray: Gray,
     /// One more option for every `leasehold run` (repeatable), e.g.
     /// `--leasehold-arg=--redis-wait-replicas=1`.
     #[arg(long, allow_hyphen_values = true)]
@@ -112,6 +119,17 @@ pub enum Topology {
     Sentinel,
     /// A Redis Cluster of three masters and three replicas.
     Cluster,
+}
+
+/// Whether a single-server run draws the gray faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Gray {
+    /// With the whole faults.
+    On,
+    /// Not at all.
+    Off,
+    /// Only the gray faults.
+    Only,
 }
 
 /// On or off.
@@ -180,6 +198,8 @@ pub struct RunConfig {
     pub postgres: bool,
     /// The Redis deployment.
     pub topology: Topology,
+    /// Whether a single-server run draws the gray faults.
+    pub gray: Gray,
     /// More options for every `leasehold run`.
     pub leasehold_args: Vec<String>,
     /// The command line, for the report.
@@ -217,7 +237,11 @@ impl RunArgs {
         // relative path would name a file below that directory.
         let out = std::path::absolute(&out)
             .with_context(|| format!("cannot make {} an absolute path", out.display()))?;
-        let faults = if self.long { 1_100 } else { self.faults };
+        let faults = if self.long {
+            LONG_ROUNDS * kinds(self.topology, self.gray).len()
+        } else {
+            self.faults
+        };
         let args: Vec<String> = std::env::args().skip(1).collect();
         Ok(RunConfig {
             seed: self.seed,
@@ -239,8 +263,23 @@ impl RunArgs {
             kinds: self.kinds,
             postgres: self.postgres == Switch::On,
             topology: self.topology,
+            gray: self.gray,
             leasehold_args: self.leasehold_arg,
             command_line: format!("cargo run --example chaos -- {}", args.join(" ")),
         })
+    }
+}
+
+/// The rounds of the long run: 56 rounds of the single server's 27 kinds make 1,512 faults.
+pub const LONG_ROUNDS: usize = 56;
+
+/// The kinds a run on `topology` draws.
+pub fn kinds(topology: Topology, gray: Gray) -> &'static [FaultKind] {
+    match (topology, gray) {
+        (Topology::Single, Gray::On) => &FaultKind::SINGLE_GRAY,
+        (Topology::Single, Gray::Off) => &FaultKind::SINGLE,
+        (Topology::Single, Gray::Only) => &FaultKind::GRAY,
+        (Topology::Sentinel, _) => &FaultKind::SENTINEL,
+        (Topology::Cluster, _) => &FaultKind::CLUSTER,
     }
 }

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::history::Window;
 use crate::intervals::IntervalSet;
+use crate::kinds::GRAY_TERMS;
 use crate::nemesis::{Impairment, Journal};
 use crate::schedule::FaultKind;
 use crate::time::Micros;
@@ -35,6 +36,13 @@ pub struct Outcome {
     pub leader_changed: bool,
     /// Terms begun from the injection to the recovery (churn).
     pub terms_begun: usize,
+    /// The longest stretch without a working leader from the injection to the recovery: from
+    /// the moment the lease became unusable (the last working leader's term ended) or free, to
+    /// the next working leader.
+    pub leaderless: Micros,
+    /// From the injection to the recovery (or the end of the record): the time churn is
+    /// counted over.
+    pub span: Micros,
 }
 
 impl Outcome {
@@ -111,6 +119,25 @@ pub struct KindStats {
     pub over_bound: usize,
     /// Terms begun from the injections to the recoveries (churn).
     pub terms_begun: usize,
+    /// The longest stretch without a working leader, per fault.
+    pub leaderless: Option<Spread>,
+    /// The bound on it (gray faults: [`FaultKind::leaderless_bound`]).
+    pub leaderless_bound: Option<Micros>,
+    /// Faults whose longest leaderless stretch went beyond its bound.
+    pub leaderless_over: usize,
+    /// Terms begun per minute, from the injections to the recoveries.
+    pub churn_per_min: f64,
+    /// The bound on it (gray faults: [`GRAY_TERMS`] per fault over the same time).
+    pub churn_bound_per_min: Option<f64>,
+    /// Faults that began more terms than [`GRAY_TERMS`].
+    pub churn_over: usize,
+}
+
+impl KindStats {
+    /// Gray faults beyond either of their bounds (leaderless time, churn).
+    pub fn gray_over(&self) -> usize {
+        self.leaderless_over + self.churn_over
+    }
 }
 
 /// Liveness results.
@@ -181,6 +208,12 @@ pub fn analyse(windows: &[Window], journal: &Journal, timing: &Timing) -> Livene
                 bound: micros(kind.bound(timing)),
                 over_bound: 0,
                 terms_begun: 0,
+                leaderless: None,
+                leaderless_bound: kind.leaderless_bound(timing).map(micros),
+                leaderless_over: 0,
+                churn_per_min: 0.0,
+                churn_bound_per_min: None,
+                churn_over: 0,
             },
         );
     }
@@ -206,7 +239,15 @@ pub fn analyse(windows: &[Window], journal: &Journal, timing: &Timing) -> Livene
         };
         let back = working.next_covered(reference);
         let until = back.unwrap_or(journal.end);
-        let outage = (until - f.inject) - working.clip(f.inject, until).measure();
+        let led = working.clip(f.inject, until);
+        let outage = (until - f.inject) - led.measure();
+        let leaderless = IntervalSet::from_spans([(f.inject, until)])
+            .minus(&led)
+            .spans()
+            .iter()
+            .map(|(a, b)| b - a)
+            .max()
+            .unwrap_or(0);
         let before = f.leader_before.map(|(_, t)| t);
         let outcome = Outcome {
             index: f.index,
@@ -219,7 +260,15 @@ pub fn analyse(windows: &[Window], journal: &Journal, timing: &Timing) -> Livene
                 .iter()
                 .filter(|w| w.start >= f.inject && w.start <= until)
                 .count(),
+            leaderless,
+            span: until - f.inject,
         };
+        if stats.leaderless_bound.is_some_and(|b| leaderless > b) {
+            stats.leaderless_over += 1;
+        }
+        if kind.is_gray() && outcome.terms_begun > GRAY_TERMS {
+            stats.churn_over += 1;
+        }
         stats.terms_begun += outcome.terms_begun;
         if outcome.leader_changed {
             stats.leader_changes += 1;
@@ -236,6 +285,15 @@ pub fn analyse(windows: &[Window], journal: &Journal, timing: &Timing) -> Livene
         let mine = || outcomes.iter().filter(|o| o.kind == *kind);
         stats.outage = Spread::of(mine().filter(|o| o.disrupted()).map(|o| o.outage).collect());
         stats.recovery = Spread::of(mine().filter_map(|o| o.recovery).collect());
+        stats.leaderless = Spread::of(mine().map(|o| o.leaderless).collect());
+        let minutes = mine().map(|o| o.span).sum::<Micros>() as f64 / 60e6;
+        let measured = mine().count();
+        if minutes > 0.0 {
+            stats.churn_per_min = mine().map(|o| o.terms_begun).sum::<usize>() as f64 / minutes;
+            if kind.is_gray() {
+                stats.churn_bound_per_min = Some((GRAY_TERMS * measured) as f64 / minutes);
+            }
+        }
     }
     let from = windows.iter().map(|w| w.start).min().unwrap_or(journal.end);
     let to = journal.end.max(from + 1);
@@ -255,7 +313,113 @@ fn micros(d: std::time::Duration) -> Micros {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::history::WindowEnd;
+    use crate::nemesis::FaultRecord;
+    use crate::schedule::{FaultSpec, Target};
+    use crate::time::MS;
+
+    fn term(replica: usize, token: u64, from_ms: Micros, to_ms: Micros) -> Window {
+        Window {
+            replica,
+            incarnation: 0,
+            token,
+            start: from_ms * MS,
+            end: to_ms * MS,
+            deadline: to_ms * MS,
+            ended: WindowEnd::Deadline,
+            stepped_down: None,
+            reason: None,
+        }
+    }
+
+    /// A gray fault (replies reset) from 1 s to 6 s, with r0 leading before it.
+    fn gray_fault() -> Journal {
+        Journal {
+            faults: vec![FaultRecord {
+                index: 0,
+                spec: FaultSpec::GrayResetReplies {
+                    target: Target::Leader,
+                    hold_ms: 5_000,
+                    leave_after_ms: 1_500,
+                },
+                target: Some(0),
+                target_led: true,
+                leader_before: Some((0, 1)),
+                inject: 1_000 * MS,
+                clear: 6_000 * MS,
+                skipped: None,
+                detail: None,
+                said: None,
+            }],
+            end: 20_000 * MS,
+            ..Journal::default()
+        }
+    }
+
+    #[test]
+    fn a_gray_faults_leaderless_time_is_its_longest_stretch_and_its_churn_is_checked_per_fault() {
+        let timing = Timing {
+            lease_duration: Duration::from_millis(1500),
+            renew_deadline: Duration::from_millis(900),
+            retry_period: Duration::from_millis(250),
+            ..Timing::default()
+        };
+        // (terms, longest stretch without a leader in ms, terms begun, over the leaderless
+        // bound, over the churn bound)
+        let cases: [(Vec<Window>, Micros, usize, usize, usize); 3] = [
+            // The sick leader's term ends at 2 s; a healthy one leads from 2.5 s, leaves at
+            // 4 s, the next leads from 4.1 s: two stretches, the longest 500 ms.
+            (
+                vec![
+                    term(0, 1, 0, 2_000),
+                    term(1, 2, 2_500, 4_000),
+                    term(2, 3, 4_100, 20_000),
+                ],
+                500,
+                2,
+                0,
+                0,
+            ),
+            // Nobody leads from 2 s to 7 s: past three lease durations (4.5 s).
+            (
+                vec![term(0, 1, 0, 2_000), term(1, 2, 7_000, 20_000)],
+                5_000,
+                1,
+                1,
+                0,
+            ),
+            // Four terms in the fault: one more than a gray fault may begin.
+            (
+                vec![
+                    term(0, 1, 0, 1_500),
+                    term(3, 2, 1_600, 2_000),
+                    term(3, 3, 2_100, 2_500),
+                    term(3, 4, 2_600, 3_000),
+                    term(1, 5, 3_100, 20_000),
+                ],
+                100,
+                4,
+                0,
+                1,
+            ),
+        ];
+        for (windows, longest_ms, begun, leaderless_over, churn_over) in cases {
+            let live = analyse(&windows, &gray_fault(), &timing);
+            let o = &live.outcomes[0];
+            assert_eq!(o.leaderless, longest_ms * MS, "{windows:?}");
+            assert_eq!(o.terms_begun, begun, "{windows:?}");
+            let k = &live.kinds[&FaultKind::GrayResetReplies];
+            assert_eq!(k.leaderless_bound, Some(4_500 * MS));
+            assert_eq!(k.leaderless_over, leaderless_over, "{windows:?}");
+            assert_eq!(k.churn_over, churn_over, "{windows:?}");
+            let minutes = o.span as f64 / 60e6;
+            assert_eq!(k.churn_bound_per_min, Some(3.0 / minutes));
+            assert!((k.churn_per_min - begun as f64 / minutes).abs() < 1e-9);
+        }
+    }
 
     #[test]
     fn percentiles_use_the_nearest_rank() {

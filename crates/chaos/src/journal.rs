@@ -84,6 +84,14 @@ pub enum Impairment {
     Failover,
     /// A key of the lease without expiry that leasehold did not write, until deleted.
     ForeignKey,
+    /// Gray: one link's requests delayed.
+    SlowRequests,
+    /// Gray: one link's replies delayed.
+    SlowReplies,
+    /// Gray: one link's replies reset (the commands run).
+    ResetReplies,
+    /// Gray: one replica connected as an ACL user without `+pexpire`.
+    NoPermission,
 }
 
 impl Impairment {
@@ -109,6 +117,10 @@ impl Impairment {
             Impairment::DeadSubscription => "subscription blackholed",
             Impairment::Failover => "failover or slot migration",
             Impairment::ForeignKey => "a key of the lease without TTL, not leasehold's",
+            Impairment::SlowRequests => "requests delayed (gray)",
+            Impairment::SlowReplies => "replies delayed (gray)",
+            Impairment::ResetReplies => "replies reset (gray)",
+            Impairment::NoPermission => "ACL user without +pexpire (gray)",
         }
     }
 }

@@ -6,7 +6,9 @@ use std::time::Duration;
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
-use crate::params::{DataLoss, EvictionPolicy, Target, TermEnd, VanishHow, late_delay_max};
+use crate::params::{
+    DataLoss, EvictionPolicy, Target, TermEnd, VanishHow, gray_delay_max, late_delay_max,
+};
 use leasehold::elector::Timing;
 
 /// Declares the faults once, as a list of kinds with their parameters: [`FaultSpec`] (a fault
@@ -99,6 +101,21 @@ faults! {
     /// `SET` the handover reservation to a foreign identity without expiry and SIGTERM the
     /// leader (it releases); once every replica said so, and `hold_ms` more, `DEL` it.
     ForeignReservation { hold_ms: u64 },
+    /// Gray: delay every request of a replica's link by `delay_ms` (replies pass at once) for
+    /// `hold_ms`; `leave_after_ms` into it, a healthy leader leaves (SIGTERM, started again).
+    GraySlowRequests { target: Target, delay_ms: u64, hold_ms: u64, leave_after_ms: u64 },
+    /// Gray: delay every reply on a replica's link by `delay_ms` (requests pass at once) for
+    /// `hold_ms`; a healthy leader leaves `leave_after_ms` into it.
+    GraySlowReplies { target: Target, delay_ms: u64, hold_ms: u64, leave_after_ms: u64 },
+    /// Gray: reset a replica's link instead of delivering a reply (every command runs) for
+    /// `hold_ms`; a healthy leader leaves `leave_after_ms` into it.
+    GrayResetReplies { target: Target, hold_ms: u64, leave_after_ms: u64 },
+    /// Gray: restart a replica as an ACL user without `+pexpire` (its renewals are refused
+    /// with NOPERM) for `hold_ms`; a healthy leader leaves `leave_after_ms` into it.
+    GrayNoPermission { target: Target, hold_ms: u64, leave_after_ms: u64 },
+    /// Gray: hold a replica's leasehold to `quota_pct` % of a core for `hold_ms`; a healthy
+    /// leader leaves `leave_after_ms` into it.
+    GrayStarved { target: Target, quota_pct: u64, hold_ms: u64, leave_after_ms: u64 },
     /// Ask Sentinel `via` (1 or 2) for a failover, wait until it is done.
     SentinelFailover { via: usize },
     /// Blackhole the first Sentinel for `hold_ms`, with a failover through Sentinel 1 at its
@@ -126,7 +143,7 @@ const fn concat<const A: usize, const B: usize, const N: usize>(
 }
 
 impl FaultKind {
-    /// The kinds a run on one redis-server draws.
+    /// The whole faults a run on one redis-server draws (and the short run in the suite).
     pub const SINGLE: [FaultKind; 22] = [
         FaultKind::PauseReplica,
         FaultKind::PauseChild,
@@ -151,6 +168,19 @@ impl FaultKind {
         FaultKind::ForeignLease,
         FaultKind::ForeignReservation,
     ];
+
+    /// The gray faults: one replica partly sick for several lease durations (docs/DESIGN.md
+    /// point 18), on a single server, where each replica has a link of its own.
+    pub const GRAY: [FaultKind; 5] = [
+        FaultKind::GraySlowRequests,
+        FaultKind::GraySlowReplies,
+        FaultKind::GrayResetReplies,
+        FaultKind::GrayNoPermission,
+        FaultKind::GrayStarved,
+    ];
+
+    /// The kinds a run on one redis-server draws: the whole faults, then the gray ones.
+    pub const SINGLE_GRAY: [FaultKind; 27] = concat(Self::SINGLE, Self::GRAY);
 
     /// The faults of leasehold's processes and their commands, which need no Redis of a
     /// particular shape: every topology draws them.
@@ -178,8 +208,8 @@ impl FaultKind {
     pub const CLUSTER: [FaultKind; 10] = concat(Self::PROCESS, Self::CLUSTER_OWN);
 
     /// Every kind: the single server's, then the Sentinel's and the cluster's own.
-    pub const ALL: [FaultKind; 26] = concat(
-        Self::SINGLE,
+    pub const ALL: [FaultKind; 31] = concat(
+        Self::SINGLE_GRAY,
         concat::<2, 2, 4>(Self::SENTINEL_OWN, Self::CLUSTER_OWN),
     );
 
@@ -208,6 +238,11 @@ impl FaultKind {
             FaultKind::MixedDurations => "mixed lease durations across a data loss",
             FaultKind::ForeignLease => "lease key without TTL (not leasehold's)",
             FaultKind::ForeignReservation => "reservation without TTL (not leasehold's)",
+            FaultKind::GraySlowRequests => "gray: one replica's requests slow",
+            FaultKind::GraySlowReplies => "gray: one replica's replies slow",
+            FaultKind::GrayResetReplies => "gray: one replica's replies reset",
+            FaultKind::GrayNoPermission => "gray: one replica without +pexpire (ACL)",
+            FaultKind::GrayStarved => "gray: one replica starved of CPU",
             FaultKind::SentinelFailover => "sentinel failover under load",
             FaultKind::MuteSentinel => "mute sentinel (accepts, never answers) during a failover",
             FaultKind::ClusterFailover => "cluster failover TAKEOVER of the lease slot",
@@ -240,6 +275,11 @@ impl FaultKind {
             FaultKind::MixedDurations => "MIXED",
             FaultKind::ForeignLease => "NOTTL",
             FaultKind::ForeignReservation => "NOTTLr",
+            FaultKind::GraySlowRequests => "gREQ",
+            FaultKind::GraySlowReplies => "gREP",
+            FaultKind::GrayResetReplies => "gRST",
+            FaultKind::GrayNoPermission => "gACL",
+            FaultKind::GrayStarved => "gCPU",
             FaultKind::SentinelFailover => "SFO",
             FaultKind::MuteSentinel => "Smute",
             FaultKind::ClusterFailover => "CFO",
@@ -280,7 +320,36 @@ impl FaultKind {
             _ => base,
         }
     }
+
+    /// Whether it is a gray fault ([`FaultKind::GRAY`]).
+    pub fn is_gray(self) -> bool {
+        Self::GRAY.contains(&self)
+    }
+
+    /// For a gray fault, the longest a stretch without a working leader may last during it
+    /// (from the moment the last working leader's term ended to the next working leader): one
+    /// lease duration for a lease that became unusable to run out in Redis (its holder's last
+    /// renewal may have extended it just before; on a slow request leg that renewal lands up to
+    /// the fault's delay later), then the two lease durations within which a healthy replica
+    /// leads once the lease is free (docs/DESIGN.md point 18). `None` for the whole faults,
+    /// whose recovery [`bound`](Self::bound) says the same.
+    pub fn leaderless_bound(self, timing: &Timing) -> Option<Duration> {
+        let free_and_led = 3 * timing.lease_duration;
+        match self {
+            FaultKind::GraySlowRequests | FaultKind::GraySlowReplies => {
+                Some(free_and_led + gray_delay_max(timing))
+            }
+            kind if kind.is_gray() => Some(free_and_led),
+            _ => None,
+        }
+    }
 }
+
+/// The terms a gray fault may begin, from its injection to the recovery after it: the sick
+/// leader's successor, the successor of the healthy leader that leaves during the fault, and one
+/// term of the sick replica itself (a replica refused its renewals, or starved, may win once
+/// before it backs off). Every further term is churn the fault caused.
+pub const GRAY_TERMS: usize = 3;
 
 #[cfg(test)]
 mod tests {

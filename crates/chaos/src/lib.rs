@@ -8,9 +8,10 @@
 //!
 //! ```text
 //! cargo build --bin leasehold --example chaos
-//! target/debug/examples/chaos run --seed 7                          # short run, ~75 s
-//! target/debug/examples/chaos run --seed 7 --resource-fencing off   # negative control
-//! target/debug/examples/chaos run --seed 1 --long --out docs/chaos  # 1,100 faults
+//! target/debug/examples/chaos run --seed 7 --faults 27               # short run, ~85 s
+//! target/debug/examples/chaos run --seed 7 --resource-fencing off    # negative control
+//! target/debug/examples/chaos run --seed 5 --faults 10 --gray only   # the gray faults alone
+//! target/debug/examples/chaos run --seed 1 --long --out docs/chaos   # 1,512 faults
 //! ```
 //!
 //! Redis, the fault proxy between each replica and Redis, PostgreSQL and the guarded child
@@ -40,6 +41,7 @@
 //! work_faults.rs  the leader's work: a daemon or a SIGTERM-proof worker left behind,
 //!               work that fails at once; ending a term
 //! starve.rs     CPU starvation of one replica: a cgroup quota, or pinned busy loops
+//! gray.rs       gray faults: one replica partly sick for several lease durations
 //! mixed.rs      mixed lease durations across a data loss
 //! foreign.rs    a lease key or reservation without TTL that leasehold did not write
 //! topology.rs   the Sentinel set and the Redis Cluster of the topology runs
@@ -54,6 +56,8 @@
 //! report.rs     report.md and summary.json
 //! report_terms.rs  report.md's section on the terms by the logs, late writes, churn, the
 //!               keys leasehold did not write, and PostgreSQL
+//! report_gray.rs  report.md's section on leaderless time and churn, with the gray faults'
+//!               bounds
 //! timeline.rs   timeline.svg
 //! time.rs       wall-clock microseconds, log timestamps
 //! dataset.rs    what a run collected, saved for `chaos check`
@@ -67,6 +71,7 @@ pub mod delivery;
 pub mod events;
 pub mod failover;
 pub mod foreign;
+pub mod gray;
 pub mod history;
 pub mod intervals;
 pub mod journal;
@@ -81,6 +86,7 @@ pub mod pgwrite;
 pub mod redis_cli;
 pub mod replica;
 pub mod report;
+pub mod report_gray;
 pub mod report_terms;
 pub mod resource;
 pub mod run;

@@ -322,6 +322,11 @@ impl<'a> Nemesis<'a> {
             FaultSpec::ForeignReservation { hold_ms } => {
                 self.foreign_key(&mut record, ForeignKey::Reservation, hold_ms)?;
             }
+            FaultSpec::GraySlowRequests { .. }
+            | FaultSpec::GraySlowReplies { .. }
+            | FaultSpec::GrayResetReplies { .. }
+            | FaultSpec::GrayNoPermission { .. }
+            | FaultSpec::GrayStarved { .. } => self.inject_gray(&planned.fault, &mut record)?,
             FaultSpec::SentinelFailover { .. }
             | FaultSpec::MuteSentinel { .. }
             | FaultSpec::ClusterFailover { .. }
@@ -367,7 +372,10 @@ impl<'a> Nemesis<'a> {
         };
         match what {
             Impairment::Starved => self.journal.starved.push(span),
-            Impairment::LateLink => self.journal.links.push(span),
+            Impairment::LateLink
+            | Impairment::SlowRequests
+            | Impairment::SlowReplies
+            | Impairment::ResetReplies => self.journal.links.push(span),
             _ => self.journal.other.push(span),
         }
     }
@@ -452,7 +460,12 @@ fn targets_leader(fault: &FaultSpec) -> bool {
         | FaultSpec::IgnoreSigterm { .. }
         | FaultSpec::ForeignLease { .. }
         | FaultSpec::ForeignReservation { .. } => true,
-        FaultSpec::CpuStarve { target, .. } => *target == Target::Leader,
+        FaultSpec::CpuStarve { target, .. }
+        | FaultSpec::GraySlowRequests { target, .. }
+        | FaultSpec::GraySlowReplies { target, .. }
+        | FaultSpec::GrayResetReplies { target, .. }
+        | FaultSpec::GrayNoPermission { target, .. }
+        | FaultSpec::GrayStarved { target, .. } => *target == Target::Leader,
         FaultSpec::PauseReplica { target, .. }
         | FaultSpec::KillReplica { target, .. }
         | FaultSpec::LinkDelay { target, .. }

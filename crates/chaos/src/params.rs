@@ -95,6 +95,18 @@ pub enum TermEnd {
     LinkDrop,
 }
 
+/// The delays a gray slow link draws: around the acquire bound, from half of it (a round trip
+/// that just fits, a new connection's that does not) to twice it.
+pub fn gray_delays(timing: &Timing) -> std::ops::RangeInclusive<u64> {
+    let acquire = u64::try_from(timing.acquire_timeout().as_millis()).unwrap_or(u64::MAX);
+    acquire / 2..=2 * acquire
+}
+
+/// The longest delay a gray slow link draws.
+pub fn gray_delay_max(timing: &Timing) -> Duration {
+    Duration::from_millis(*gray_delays(timing).end())
+}
+
 /// The longest delay a late-delivery fault draws.
 pub fn late_delay_max(timing: &Timing) -> Duration {
     timing.call_timeout() + Duration::from_millis(1_500)

@@ -97,6 +97,9 @@ pub struct Replica {
     running: Option<Running>,
     done: Vec<Incarnation>,
     settings: ReplicaSettings,
+    /// The ACL user and password its processes connect as from now on (`None`: the default
+    /// user).
+    user: Option<(String, String)>,
 }
 
 /// Whether the process is known to have exited (a failing `waitpid` counts as not yet).
@@ -114,7 +117,14 @@ impl Replica {
             running: None,
             done: Vec::new(),
             settings,
+            user: None,
         }
+    }
+
+    /// Makes the processes started from now on connect as an ACL user (`None`: the default
+    /// user); the running one keeps its connection.
+    pub fn set_user(&mut self, user: Option<(String, String)>) {
+        self.user = user;
     }
 
     /// The number the next or current process has.
@@ -155,8 +165,12 @@ impl Replica {
         let http = try_free_addr().context("no free loopback port")?;
         let number = self.done.len();
         let s = &self.settings;
-        let mut cmd = RunCommand::new(&s.leasehold)
-            .redis_url(&s.redis_url.clone().unwrap_or_else(|| self.proxy.url()))
+        let url = s.redis_url.clone().unwrap_or_else(|| self.proxy.url());
+        let mut run = RunCommand::new(&s.leasehold);
+        if self.user.is_none() {
+            run = run.redis_url(&url);
+        }
+        let mut cmd = run
             .lease(&s.lease)
             .identity(&self.identity)
             .http_addr(http)
@@ -169,6 +183,14 @@ impl Replica {
             Some(addr) => cmd.env(PG_ENV, addr.to_string()),
             None => cmd.env_remove(PG_ENV),
         };
+        // A password goes in the environment, not on the command line.
+        if let Some((user, password)) = &self.user {
+            let at = url.strip_prefix("redis://").unwrap_or(&url);
+            cmd.env(
+                "LEASEHOLD_REDIS_URL",
+                format!("redis://{user}:{password}@{at}"),
+            );
+        }
         cmd.env("RUST_LOG", "leasehold=debug")
             .env(RESOURCE_ENV, s.resource.to_string())
             .env(

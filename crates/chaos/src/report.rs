@@ -36,6 +36,8 @@ pub struct Summary {
     pub counterfactual_stale: usize,
     /// Recoveries beyond the bound.
     pub over_bound: usize,
+    /// Gray faults beyond their bound on leaderless time or on churn.
+    pub gray_over_bound: usize,
     /// Share of time a lease was held.
     pub availability_held: f64,
     /// Share of time a working leader existed.
@@ -139,6 +141,7 @@ impl Inputs<'_> {
             violations_by_check,
             counterfactual_stale: self.safety.counterfactual_stale,
             over_bound: self.liveness.kinds.values().map(|k| k.over_bound).sum(),
+            gray_over_bound: self.liveness.kinds.values().map(|k| k.gray_over()).sum(),
             availability_held: self.liveness.availability_held,
             availability_working: self.liveness.availability_working,
             terms: self.windows.len(),
@@ -419,7 +422,9 @@ impl Inputs<'_> {
                 );
             }
         }
-        let _ = writeln!(md, "\n## Availability\n");
+        let _ = writeln!(md);
+        crate::report_gray::section(&mut md, self.liveness, self.journal);
+        let _ = writeln!(md, "## Availability\n");
         let _ = writeln!(
             md,
             "From the first election to the end of the schedule ({} s): a replica held a valid lease {:.2} % of the time; a working leader existed {:.2} % of the time.\n",

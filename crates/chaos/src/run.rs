@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 
 use crate::checker;
-use crate::config::{RunConfig, Topology};
+use crate::config::{self, Gray, RunConfig, Topology};
 use crate::dataset::{Dataset, RunInfo};
 use crate::failover;
 use crate::history;
@@ -27,11 +27,10 @@ use crate::timeline::Picture;
 /// run ends: the main thread, or one the caller joins.
 pub fn run(config: &RunConfig) -> anyhow::Result<bool> {
     let kinds = schedule::parse_kinds(&config.kinds)?;
-    let set: &[FaultKind] = match config.topology {
-        Topology::Single => &FaultKind::SINGLE,
-        Topology::Sentinel => &FaultKind::SENTINEL,
-        Topology::Cluster => &FaultKind::CLUSTER,
-    };
+    if config.topology != Topology::Single && config.gray == Gray::Only {
+        bail!("--gray only: the gray faults need a single server (a link of its own per replica)");
+    }
+    let set = config::kinds(config.topology, config.gray);
     if let Some(k) = kinds.iter().find(|k| !set.contains(k)) {
         bail!(
             "--kinds {}: a {:?} run does not draw that kind",

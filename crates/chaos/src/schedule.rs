@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use clap::ValueEnum;
 
 pub use crate::kinds::{FaultKind, FaultSpec};
+use crate::params::gray_delays;
 pub use crate::params::{DataLoss, EvictionPolicy, Target, TermEnd, VanishHow};
 use leasehold::elector::Timing;
 
@@ -31,7 +32,7 @@ pub struct Scheduled {
 /// run.
 #[cfg(test)]
 pub fn generate(seed: u64, count: usize, replicas: usize, timing: &Timing) -> Vec<Scheduled> {
-    generate_from(seed, count, replicas, timing, &FaultKind::SINGLE)
+    generate_from(seed, count, replicas, timing, &FaultKind::SINGLE_GRAY)
 }
 
 /// The same, drawing from `kinds` (a topology's set).
@@ -45,6 +46,11 @@ pub fn generate_from(
     let mut rng = StdRng::seed_from_u64(seed);
     let ttl = u64::try_from(timing.lease_duration.as_millis()).unwrap_or(u64::MAX);
     let call = u64::try_from(timing.call_timeout().as_millis()).unwrap_or(u64::MAX);
+    let times = Times {
+        ttl,
+        call,
+        delays: gray_delays(timing),
+    };
     let mut round: Vec<FaultKind> = Vec::new();
     let mut out = Vec::with_capacity(count);
     for index in 0..count {
@@ -54,7 +60,7 @@ pub fn generate_from(
         }
         let kind = round.pop().unwrap_or(FaultKind::PauseReplica);
         let quiet_ms = rng.random_range(200..=1_000);
-        let fault = draw(&mut rng, kind, replicas, ttl, call);
+        let fault = draw(&mut rng, kind, replicas, &times);
         out.push(Scheduled {
             index,
             quiet_ms,
@@ -154,9 +160,34 @@ const ONE_TIME: [OneTime; 10] = [
     }),
 ];
 
-fn draw(rng: &mut StdRng, kind: FaultKind, replicas: usize, ttl: u64, call: u64) -> FaultSpec {
+/// The times the draws scale with, in milliseconds.
+struct Times {
+    /// The lease duration.
+    ttl: u64,
+    /// leasehold's call timeout.
+    call: u64,
+    /// The delays of a gray slow link: around the acquire bound.
+    delays: RangeInclusive<u64>,
+}
+
+/// A gray fault's common draws: the sick replica (the leader one time in two), how long it
+/// stays sick (three to four lease durations), and when, into that, a healthy leader leaves
+/// (after one to two).
+fn gray(rng: &mut StdRng, replicas: usize, ttl: u64) -> (Target, u64, u64) {
+    (
+        target(rng, replicas, 0.5),
+        rng.random_range(3 * ttl..=4 * ttl),
+        rng.random_range(ttl..=2 * ttl),
+    )
+}
+
+fn draw(rng: &mut StdRng, kind: FaultKind, replicas: usize, times: &Times) -> FaultSpec {
+    let Times { ttl, call, .. } = *times;
     if let Some((_, range, fault)) = ONE_TIME.iter().find(|(k, _, _)| *k == kind) {
         return fault(rng.random_range(range.clone()));
+    }
+    if kind.is_gray() {
+        return draw_gray(rng, kind, replicas, times);
     }
     match kind {
         FaultKind::PauseReplica => FaultSpec::PauseReplica {
@@ -255,6 +286,41 @@ fn draw(rng: &mut StdRng, kind: FaultKind, replicas: usize, ttl: u64, call: u64)
         | FaultKind::MuteSentinel
         | FaultKind::ClusterFailover
         | FaultKind::SlotMigration => unreachable!("{kind:?} is drawn from ONE_TIME"),
+        _ => unreachable!("{kind:?} is gray"),
+    }
+}
+
+fn draw_gray(rng: &mut StdRng, kind: FaultKind, replicas: usize, times: &Times) -> FaultSpec {
+    let (target, hold_ms, leave_after_ms) = gray(rng, replicas, times.ttl);
+    match kind {
+        FaultKind::GraySlowRequests => FaultSpec::GraySlowRequests {
+            target,
+            delay_ms: rng.random_range(times.delays.clone()),
+            hold_ms,
+            leave_after_ms,
+        },
+        FaultKind::GraySlowReplies => FaultSpec::GraySlowReplies {
+            target,
+            delay_ms: rng.random_range(times.delays.clone()),
+            hold_ms,
+            leave_after_ms,
+        },
+        FaultKind::GrayResetReplies => FaultSpec::GrayResetReplies {
+            target,
+            hold_ms,
+            leave_after_ms,
+        },
+        FaultKind::GrayNoPermission => FaultSpec::GrayNoPermission {
+            target,
+            hold_ms,
+            leave_after_ms,
+        },
+        _ => FaultSpec::GrayStarved {
+            target,
+            quota_pct: rng.random_range(2..=10),
+            hold_ms,
+            leave_after_ms,
+        },
     }
 }
 
@@ -281,14 +347,14 @@ mod tests {
 
     #[test]
     fn a_restricted_schedule_keeps_the_full_schedules_faults_of_those_kinds() {
-        let full = generate(3, 4 * FaultKind::SINGLE.len(), 5, &timing());
+        let full = generate(3, 4 * FaultKind::SINGLE_GRAY.len(), 5, &timing());
         let kinds = [FaultKind::Eviction, FaultKind::Vanish];
         let some = restricted(
             3,
-            4 * FaultKind::SINGLE.len(),
+            4 * FaultKind::SINGLE_GRAY.len(),
             5,
             &timing(),
-            &FaultKind::SINGLE,
+            &FaultKind::SINGLE_GRAY,
             &kinds,
         );
         assert_eq!(some.len(), 8);
@@ -301,15 +367,20 @@ mod tests {
     #[test]
     fn every_kind_can_be_drawn_and_is_the_kind_asked_for() {
         let mut rng = StdRng::seed_from_u64(5);
+        let times = Times {
+            ttl: 1_500,
+            call: 900,
+            delays: 150..=600,
+        };
         for kind in FaultKind::ALL {
-            assert_eq!(draw(&mut rng, kind, 5, 1_500, 900).kind(), kind);
+            assert_eq!(draw(&mut rng, kind, 5, &times).kind(), kind);
         }
     }
 
     #[test]
     fn every_kind_gets_its_share() {
-        let schedule = generate(1, 2 * FaultKind::SINGLE.len(), 5, &timing());
-        for kind in FaultKind::SINGLE {
+        let schedule = generate(1, 2 * FaultKind::SINGLE_GRAY.len(), 5, &timing());
+        for kind in FaultKind::SINGLE_GRAY {
             let n = schedule.iter().filter(|s| s.fault.kind() == kind).count();
             assert_eq!(n, 2, "{kind:?}");
         }

@@ -69,6 +69,46 @@ pub fn uncrowd(pid: i32) {
         .status();
 }
 
+/// A process held short of CPU, until [`Starving::end`].
+pub enum Starving {
+    /// In a CPU cgroup of its own with a quota.
+    Quota(PathBuf),
+    /// Pinned to CPU 0 beside busy loops.
+    Crowded(i32, Vec<Guarded>),
+}
+
+impl Starving {
+    /// Starves replica `i`'s leasehold (process `pid`) to `pct` % of a core: a cgroup quota, or
+    /// busy loops where no cgroup can be made. Also says how, in words.
+    pub fn begin(i: usize, pid: i32, pct: u64) -> anyhow::Result<(Self, String)> {
+        let group = PathBuf::from(CPU_CGROUP).join(format!("chaos-{}-{i}", std::process::id()));
+        match quota(&group, pid, pct) {
+            Ok(()) => Ok((
+                Starving::Quota(group),
+                format!("cgroup v1 cpu quota {pct} % of a core"),
+            )),
+            Err(e) => {
+                release_quota(&group);
+                Ok((
+                    Starving::Crowded(pid, crowd(pid)?),
+                    format!("busy loops pinned beside it on CPU 0 (no cgroup quota: {e:#})"),
+                ))
+            }
+        }
+    }
+
+    /// Gives the process its CPU back.
+    pub fn end(self) {
+        match self {
+            Starving::Quota(group) => release_quota(&group),
+            Starving::Crowded(pid, loops) => {
+                drop(loops);
+                uncrowd(pid);
+            }
+        }
+    }
+}
+
 impl Nemesis<'_> {
     pub(crate) fn starve(
         &mut self,
@@ -83,23 +123,10 @@ impl Nemesis<'_> {
         let pid = self.system.replicas[i]
             .pid()
             .context("the replica to starve is not running")?;
-        let group = PathBuf::from(CPU_CGROUP).join(format!("chaos-{}-{i}", std::process::id()));
         record.inject = time::now();
-        let how = match quota(&group, pid, quota_pct) {
-            Ok(()) => {
-                sleep_ms(hold_ms);
-                release_quota(&group);
-                format!("cgroup v1 cpu quota {quota_pct} % of a core")
-            }
-            Err(e) => {
-                release_quota(&group);
-                let loops = crowd(pid)?;
-                sleep_ms(hold_ms);
-                drop(loops);
-                uncrowd(pid);
-                format!("busy loops pinned beside it on CPU 0 (no cgroup quota: {e:#})")
-            }
-        };
+        let (starving, how) = Starving::begin(i, pid, quota_pct)?;
+        sleep_ms(hold_ms);
+        starving.end();
         record.clear = time::now();
         record.detail = Some(how);
         self.span(Some(i), record.inject, record.clear, Impairment::Starved);

@@ -25,6 +25,10 @@ pub enum Fault {
     Pass,
     /// Forward every chunk this long after it was read, in both directions.
     Delay(Duration),
+    /// Forward every request chunk this long after it was read and replies at once: a link
+    /// whose outward leg is slow (each command runs this late on the server, and its reply
+    /// comes back at once).
+    DelayRequests(Duration),
     /// Forward requests at once and every reply chunk this long after it was read: a link
     /// whose return leg is slow (each round trip costs this, and a new connection's first
     /// command twice as much, after its handshake's reply).
@@ -265,7 +269,9 @@ impl Fault {
     /// How long a chunk read on `leg` waits before it is written.
     fn delay(self, leg: Leg) -> Duration {
         match (self, leg) {
-            (Fault::Delay(d), _) | (Fault::DelayReplies(d), Leg::Replies) => d,
+            (Fault::Delay(d), _)
+            | (Fault::DelayRequests(d), Leg::Requests)
+            | (Fault::DelayReplies(d), Leg::Replies) => d,
             _ => Duration::ZERO,
         }
     }
