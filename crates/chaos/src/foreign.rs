@@ -14,7 +14,7 @@ use crate::time::{self, Micros};
 use testbed::wait::first_instant;
 
 /// What leasehold logs at error level, once per occurrence, when a key of the lease never
-/// expires and is not its own (`note_blocked` in src/elector/notices.rs).
+/// expires and is not its own (`note_blocked` in crates/core/src/elector/notices.rs).
 pub const BLOCKED: &str = "a key of the lease never expires and was not written by leasehold; nobody can lead until it is deleted (leasehold does not take it over)";
 
 /// The foreign value: no owner id, no term, and no replica's identity.
