@@ -55,7 +55,7 @@
 //! # Example
 //!
 //! ```no_run
-//! use leasehold::elector::{Elector, Leadership, Timing};
+//! use leasehold::elector::{Elector, Leadership, Role, Timing};
 //! use leasehold::lease::{LeaseName, LeaseOptions, OwnerId, RedisLease};
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -64,6 +64,16 @@
 //! let owner = OwnerId::generate("billing-7d4f-x2x9")?;
 //! let lease = RedisLease::new("redis://redis:6379", name, owner, LeaseOptions::default())?;
 //! let elector = Elector::new(lease, Timing::default())?;
+//! // A fresh or emptied Redis: nobody leads for one lease duration (a term it lost may still
+//! // be valid). Say so while it lasts.
+//! let mut status = elector.status();
+//! tokio::spawn(async move {
+//!     while status.changed().await.is_ok() {
+//!         if let Role::Follower { cooldown: Some(left), .. } = &status.borrow().role {
+//!             println!("redis is new or lost its data: nobody leads for {left:?} more");
+//!         }
+//!     }
+//! });
 //! let shutdown = CancellationToken::new();
 //! elector
 //!     .run(shutdown, |leadership: Leadership| async move {
