@@ -233,9 +233,20 @@ impl Elector {
             ),
             FollowerStrategy::Polling => notify::none(stop_notify.clone()),
         };
-        let mut gates = Gates::default();
+        // The elector's own gates before those of its user: the candidate check, then the
+        // eviction policy in front of it.
+        let candidacy_task = self.candidacy.clone().map(|candidacy| {
+            let (gate, standing) = watch::channel(Standing::Stands);
+            self.gates.add_first(standing);
+            self.status.follow_candidacy(
+                candidacy,
+                gate,
+                Arc::new(self.hooks.clone()),
+                stop_notify.clone(),
+            )
+        });
         let (eviction_gate, standing) = watch::channel(eviction::before_read(&self.lease));
-        gates.add(standing);
+        self.gates.add_first(standing);
         let eviction_task = eviction::spawn(
             self.lease.clone(),
             self.timing,
@@ -245,18 +256,6 @@ impl Elector {
             Arc::new(self.hooks.clone()),
             stop_notify.clone(),
         );
-        let candidacy_task = self.candidacy.clone().map(|candidacy| {
-            let (gate, standing) = watch::channel(Standing::Stands);
-            gates.add(standing);
-            self.status.follow_candidacy(
-                candidacy,
-                gate,
-                Arc::new(self.hooks.clone()),
-                stop_notify.clone(),
-            )
-        });
-        gates.extend(std::mem::take(&mut self.gates));
-        self.gates = gates;
         self.contend(&shutdown, &mut releases, &mut work).await;
         stop_notify.cancel();
         let _ = notify_task.await;

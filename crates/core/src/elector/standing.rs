@@ -54,9 +54,9 @@ impl Gates {
         self.0.push(gate);
     }
 
-    /// Adds `later`'s gates after these.
-    pub(super) fn extend(&mut self, later: Gates) {
-        self.0.extend(later.0);
+    /// Adds `gate` before the others: the elector's own gates come first.
+    pub(super) fn add_first(&mut self, gate: watch::Receiver<Standing>) {
+        self.0.insert(0, gate);
     }
 
     /// What the gates say now: the first that keeps this replica out, else it stands.
