@@ -54,43 +54,9 @@
 //!
 //! # Example
 //!
-//! ```no_run
-//! use leasehold::elector::{Elector, Leadership, Role, Timing};
-//! use leasehold::lease::{LeaseName, LeaseOptions, OwnerId, RedisLease};
-//! use tokio_util::sync::CancellationToken;
-//!
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let name = LeaseName::for_deployment("default", "billing")?;
-//! let owner = OwnerId::generate("billing-7d4f-x2x9")?;
-//! let lease = RedisLease::new("redis://redis:6379", name, owner, LeaseOptions::default())?;
-//! let elector = Elector::new(lease, Timing::default())?;
-//! // A fresh or emptied Redis: nobody leads for one lease duration (a term it lost may still
-//! // be valid). Say so while it lasts.
-//! let mut status = elector.status();
-//! tokio::spawn(async move {
-//!     while status.changed().await.is_ok() {
-//!         if let Role::Follower { cooldown: Some(left), .. } = &status.borrow().role {
-//!             println!("redis is new or lost its data: nobody leads for {left:?} more");
-//!         }
-//!     }
-//! });
-//! let shutdown = CancellationToken::new();
-//! elector
-//!     .run(shutdown, |leadership: Leadership| async move {
-//!         loop {
-//!             // Refused after a pause that outlasted the lease, even before the watchdog runs.
-//!             let token = leadership.check()?;
-//!             println!("acting with fencing token {token}");
-//!             tokio::select! {
-//!                 _ = leadership.lost() => return Ok::<_, leasehold::elector::NotLeader>(()),
-//!                 _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
-//!             }
-//!         }
-//!     })
-//!     .await;
-//! # Ok(())
-//! # }
-//! ```
+//! The core's example (`leasehold_core`, its crate docs) reads the same through these
+//! re-exports: `leasehold::elector::Elector`, `leasehold::lease::RedisLease`; and
+//! `examples/contender.rs` is a whole program.
 
 pub use leasehold_core::{clock, elector, lease};
 
