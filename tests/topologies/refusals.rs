@@ -82,13 +82,8 @@ fn a_redis_without_scripting_says_what_leasehold_needs(engine: Engine) {
     assert_eq!(refused[0]["level"], "ERROR", "{:?}", refused[0]);
     // Said once: two more refused tries later, still one error.
     wait_for("two more refused tries", Duration::from_secs(10), || {
-        let (_, metrics) = a.get("/metrics")?;
-        let tries: f64 = metrics
-            .lines()
-            .filter(|l| l.starts_with("leasehold_redis_errors_total{"))
-            .filter(|l| l.contains("kind=\"no_scripting\""))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum();
+        let tries =
+            a.metric("leasehold_redis_errors_total{op=\"acquire\",kind=\"no_scripting\"}")?;
         (tries >= 3.0).then_some(())
     });
     let said = a.events("redis refuses leasehold; backing off until it is fixed");
