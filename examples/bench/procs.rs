@@ -154,7 +154,7 @@ fn event_at(line: &str, message: &str, field: Option<(&str, &str)>) -> Option<Sy
     {
         return None;
     }
-    humantime::parse_rfc3339(v["timestamp"].as_str()?).ok()
+    Replica::logged_at(&v)
 }
 
 /// The harness itself as a child process with `args` (the paused-leader mode).

@@ -206,6 +206,35 @@ async fn release_is_announced_on_the_channel(engine: Engine) {
     );
 }
 
+on_engines!(#[tokio::test] async fn a_renewal_counts_the_replicas_listening_on_the_release_channel);
+async fn a_renewal_counts_the_replicas_listening_on_the_release_channel(engine: Engine) {
+    let redis = RedisServer::start_on(engine);
+    let name = unique_lease("listeners");
+    let a = lease(&redis.url(), &name, "pod-a", false);
+    let b = lease(&redis.url(), &name, "pod-b", false);
+    let t = must_lead(&a).await;
+    let listeners = |renewed: Renewed| match renewed {
+        Renewed::Held { listeners, .. } => listeners,
+        other => panic!("renew must hold: {other:?}"),
+    };
+    assert_eq!(listeners(a.renew(t, TTL, CALL).await.unwrap()), Some(0));
+    let _own = a.subscribe_releases(CALL).await.unwrap();
+    assert_eq!(listeners(a.renew(t, TTL, CALL).await.unwrap()), Some(1));
+    let follower = b.subscribe_releases(CALL).await.unwrap();
+    assert_eq!(listeners(a.renew(t, TTL, CALL).await.unwrap()), Some(2));
+    drop(follower);
+    let a = &a;
+    let closed = move || async move {
+        (listeners(a.renew(t, TTL, CALL).await.unwrap()) == Some(1)).then_some(())
+    };
+    testbed::wait::eventually(
+        "the follower's subscription to close",
+        Duration::from_secs(5),
+        closed,
+    )
+    .await;
+}
+
 on_engines!(#[tokio::test] async fn a_try_with_a_probe_is_heard_on_its_own_subscription_and_nobody_elses);
 async fn a_try_with_a_probe_is_heard_on_its_own_subscription_and_nobody_elses(engine: Engine) {
     let redis = RedisServer::start_on(engine);

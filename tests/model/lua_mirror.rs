@@ -160,6 +160,7 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 11]), String> {
                     .key(LONGEST)
                     .arg(term.value())
                     .arg(ttl)
+                    .arg(CHANNEL)
                     .invoke(&mut conn)
                     .expect("renew runs");
                 let want = mirror.renew(sem, at, 0, term, ttl);

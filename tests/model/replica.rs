@@ -456,7 +456,15 @@ impl Replica {
         };
         let pause = decide::pause_after_term(self.short_terms, &t)
             // The model's step-down pauses in full; whether the release lands is the network's.
-            .max(decide::hold_off_after(reason, true, &t));
+            // The model has no release channel to count listeners on: never alone.
+            .max(decide::hold_off_after(
+                &decide::TermEnd {
+                    reason,
+                    released: true,
+                    alone: false,
+                },
+                &t,
+            ));
         self.observed = None;
         self.announced = false;
         self.role = if self.terms >= max_terms {

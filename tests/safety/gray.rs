@@ -32,6 +32,9 @@ const GRAY: [&str; 7] = [
 /// The lease duration of [`GRAY`].
 const LEASE: Duration = Duration::from_secs(2);
 
+/// The retry period of [`GRAY`].
+const GRAY_RETRY: Duration = Duration::from_millis(400);
+
 /// Room for a loaded machine to start a process and for a log line to arrive, on top of a bound
 /// that the design gives.
 const SLACK: Duration = Duration::from_secs(1);
@@ -162,5 +165,49 @@ fn a_leader_that_could_not_renew_lets_a_healthy_follower_take_the_next_term() {
         1,
         "the replica that could not renew took the next term back:\n{}",
         proxied.log_text()
+    );
+}
+
+#[test]
+fn a_lone_leader_that_could_not_renew_takes_the_next_term_at_once() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("gray-alone");
+    let alone = Replica::spawn(&redis.url(), &lease, "alone", &GRAY, &[]);
+    wait_for("the lone replica to lead", 5 * LEASE, || {
+        alone.is_ready().then_some(())
+    });
+    // Its renewals count nobody else on the release channel: no follower to go first.
+    alone.wait_events("renewed", 2, 5 * LEASE);
+    // Frozen past its term (a long pause, a starved host): the lease expires in Redis, and the
+    // release after the step-down finds nothing to release, so it wakes nobody.
+    alone.signal(Signal::SIGSTOP);
+    std::thread::sleep(LEASE + GRAY_RETRY);
+    alone.signal(Signal::SIGCONT);
+    let stepped = alone.wait_events("stepped down", 1, 5 * LEASE);
+    assert_eq!(
+        stepped[0]["reason"], "validity_deadline_passed",
+        "{stepped:?}"
+    );
+    // Holding off for others (a retry period after its release, which found the term in the
+    // state record, a lease duration and a yield when the release goes unanswered) would leave
+    // the singleton without a leader for nobody's benefit: it tries again at once.
+    let again = wait_for("the lone replica to lead again", 5 * LEASE, || {
+        let won = alone.events("became leader");
+        (won.len() == 2).then(|| won[1].clone())
+    });
+    let log = alone.log_text();
+    assert!(
+        alone
+            .events("could not renew; letting the others try first")
+            .is_empty(),
+        "{log}"
+    );
+    let gap = Replica::logged_at(&again)
+        .zip(Replica::logged_at(&stepped[0]))
+        .and_then(|(won, stepped)| won.duration_since(stepped).ok())
+        .expect("both events have a timestamp, in order");
+    assert!(
+        gap < GRAY_RETRY,
+        "led again {gap:?} after stepping down: {log}"
     );
 }

@@ -7,7 +7,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
@@ -259,6 +259,11 @@ impl Replica {
             .into_iter()
             .filter(|l| l["message"] == message)
             .collect()
+    }
+
+    /// When a log event was written, by the replica's own clock (its `timestamp`).
+    pub fn logged_at(event: &serde_json::Value) -> Option<SystemTime> {
+        humantime::parse_rfc3339(event["timestamp"].as_str()?).ok()
     }
 
     /// Log events whose message is `message`, once there are at least `count` of them: a line

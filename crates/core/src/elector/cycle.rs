@@ -41,13 +41,13 @@ impl Elector {
                 return;
             };
             last_led = Some(grant.token);
-            let (ending, released) = self.lead(grant, work, shutdown, &mut nudges).await;
+            let ended = self.lead(grant, work, shutdown, &mut nudges).await;
+            let (ending, released) = (ended.reason, ended.released);
             if !decide::contends_again(ending, self.stop_when_work_ends, self.one_term.is_some()) {
                 return;
             }
             let lasted = clock.now().saturating_duration_since(grant.sent_at);
-            let between =
-                decide::between_terms(short_terms, ending, lasted, released, &self.timing);
+            let between = decide::between_terms(short_terms, &ended, lasted, &self.timing);
             short_terms = between.short_terms;
             held = None;
             if !between.hold_off.is_zero() {

@@ -12,7 +12,7 @@ use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::decide::{self, Deadlines, WatchdogStep, WorkStop};
+use super::decide::{self, Deadlines, TermEnd, WatchdogStep, WorkStop};
 use super::{Elector, Leadership, RenewalOutcome, Role, StepDown, StepDownReason, TermHooks};
 use crate::lease::{Grant, Released, Renewed, Reservation};
 
@@ -48,14 +48,13 @@ impl Ending {
 
 impl Elector {
     /// One term as leader: start the work, renew until something ends the term, step down.
-    /// Returns why the term ended, and whether its release was announced (the others woken).
     pub(super) async fn lead<W, Fut, E>(
         &self,
         grant: Grant,
         work: &mut W,
         shutdown: &CancellationToken,
         nudges: &mut watch::Receiver<u64>,
-    ) -> (StepDownReason, bool)
+    ) -> TermEnd
     where
         W: FnMut(Leadership) -> Fut,
         Fut: Future<Output = Result<(), E>> + Send + 'static,
@@ -92,6 +91,7 @@ impl Elector {
         let term = work(leadership.clone());
         let mut work_task = tokio::spawn(async move { term.await.map_err(|err| err.to_string()) });
         let mut failures: u32 = 0;
+        let mut alone = false;
         // Nudges heard while following were for an earlier term.
         nudges.borrow_and_update();
         let mut gates = self.gates.clone();
@@ -151,13 +151,22 @@ impl Elector {
             };
             match renewed {
                 Ok(
-                    Renewed::Held { sent_at, repaired }
+                    Renewed::Held {
+                        sent_at,
+                        repaired,
+                        listeners,
+                    }
                     | Renewed::HandoverRequested {
-                        sent_at, repaired, ..
+                        sent_at,
+                        repaired,
+                        listeners,
+                        ..
                     },
                 ) => {
                     self.hooks.renewal(RenewalOutcome::Renewed, latency);
                     failures = 0;
+                    let subscribed = self.status.borrow().redis.subscribed;
+                    alone = decide::nobody_else_listens(listeners, subscribed);
                     self.redis_ok();
                     if repaired {
                         warn!(
@@ -225,8 +234,14 @@ impl Elector {
                 }
             }
         };
-        self.step_down(&leadership, ending, work_running.then_some(work_task))
-            .await
+        let (reason, released) = self
+            .step_down(&leadership, ending, work_running.then_some(work_task))
+            .await;
+        TermEnd {
+            reason,
+            released,
+            alone,
+        }
     }
 
     /// Step-down, in order: tell the hooks the term is ending (the guard file is zeroed), revoke (`check()` refuses, readiness flips), cancel

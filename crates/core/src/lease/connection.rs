@@ -177,6 +177,11 @@ impl Connection {
         }
     }
 
+    /// Whether the target is a Redis Cluster, where a script sees one node's pub/sub alone.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.target.target, Target::Cluster { .. })
+    }
+
     /// A call's result, with a hint at TLS on the failures that a URL of the wrong scheme
     /// shows until a first answer (`connected`: the call had a connection when it failed).
     pub(crate) fn explain<T>(

@@ -334,6 +334,7 @@ impl RedisLease {
                             .key(&self.keys.longest)
                             .arg(term)
                             .arg(millis(ttl))
+                            .arg(&self.keys.channel)
                             .invoke_async::<Value>(&mut conn)
                             .await
                     };
@@ -342,14 +343,17 @@ impl RedisLease {
                         tokio::join!(script, self.conn.confirm_master(OP, &live));
                     let reply = reply.map_err(self.fail(OP))?;
                     confirmed?;
-                    if !matches!(parse_renew(&reply, sent_at), Some(Renewed::NotHeld) | None) {
+                    if !matches!(
+                        parse_renew(&reply, sent_at, true),
+                        Some(Renewed::NotHeld) | None
+                    ) {
                         self.await_replicas(OP, &mut live.conn).await?;
                     }
                     Ok(reply)
                 }
             })
             .await?;
-        parse_renew(&reply, sent_at).ok_or_else(|| protocol(OP, &reply))
+        parse_renew(&reply, sent_at, !self.conn.is_cluster()).ok_or_else(|| protocol(OP, &reply))
     }
 
     /// Ends the term with `token` if the lease is still in it, and tells the followers on the

@@ -128,6 +128,10 @@ pub enum Renewed {
         /// The lease key had vanished before its time (evicted, deleted) while the state
         /// record still named our term; the renewal put it back.
         repaired: bool,
+        /// How many connections listened on the release channel as the renewal ran, the
+        /// leader's own among them while it is subscribed; `None` where Redis cannot count them
+        /// all (a Cluster counts the subscribers of one node).
+        listeners: Option<u32>,
     },
     /// Still ours and extended like [`Held`](Renewed::Held), and a handover of this very term
     /// was requested: the leader should step down and hand over.
@@ -136,6 +140,8 @@ pub enum Renewed {
         sent_at: BootInstant,
         /// As for [`Held`](Renewed::Held).
         repaired: bool,
+        /// As for [`Held`](Renewed::Held).
+        listeners: Option<u32>,
         /// The identity to hand to, or `None` for anyone.
         to: Option<String>,
     },

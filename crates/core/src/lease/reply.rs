@@ -82,34 +82,39 @@ pub(super) fn parse_acquire(
     Some((acquired, longest))
 }
 
-/// Maps a renew reply (see the renew script): 1 or 2 held (2 after putting the key back), 0 not
-/// ours, `{1 or 2, to}` held with a handover of this term requested (`-`: to anyone).
-pub(super) fn parse_renew(reply: &Value, sent_at: BootInstant) -> Option<Renewed> {
-    let held = |code: i64| match code {
-        1 => Some(false),
-        2 => Some(true),
-        _ => None,
+/// Maps a renew reply (see the renew script): 0 not ours; `{code, listeners}` held, code 1, or 2
+/// after putting the key back; `{code, listeners, to}` held with a handover of this term
+/// requested (`-`: to anyone). `counted`: whether the listeners Redis counts are all there are
+/// (not in a Cluster, where it counts one node's).
+pub(super) fn parse_renew(reply: &Value, sent_at: BootInstant, counted: bool) -> Option<Renewed> {
+    let Value::Array(items) = reply else {
+        return (int(reply)? == 0).then_some(Renewed::NotHeld);
     };
-    match reply {
-        Value::Array(items) => {
-            let [code, to] = items.as_slice() else {
-                return None;
-            };
-            let to = text(to)?;
-            Some(Renewed::HandoverRequested {
-                sent_at,
-                repaired: held(int(code)?)?,
-                to: (to != "-").then_some(to),
-            })
-        }
-        other => match int(other)? {
-            0 => Some(Renewed::NotHeld),
-            code => Some(Renewed::Held {
-                sent_at,
-                repaired: held(code)?,
-            }),
+    let (code, listeners, to) = match items.as_slice() {
+        [code, listeners] => (code, listeners, None),
+        [code, listeners, to] => (code, listeners, Some(text(to)?)),
+        _ => return None,
+    };
+    let repaired = match int(code)? {
+        1 => false,
+        2 => true,
+        _ => return None,
+    };
+    let listeners = u32::try_from(int(listeners)?).ok()?;
+    let listeners = counted.then_some(listeners);
+    Some(match to {
+        None => Renewed::Held {
+            sent_at,
+            repaired,
+            listeners,
         },
-    }
+        Some(to) => Renewed::HandoverRequested {
+            sent_at,
+            repaired,
+            listeners,
+            to: (to != "-").then_some(to),
+        },
+    })
 }
 
 /// The holder named by a lease value (from the key or the state record, as `source` says).
@@ -300,46 +305,59 @@ mod tests {
     #[test]
     fn renew_replies_map_to_outcomes() {
         let at = BootInstant::default();
+        let held = |repaired, listeners| {
+            Some(Renewed::Held {
+                sent_at: at,
+                repaired,
+                listeners,
+            })
+        };
         let handover = |repaired, to: Option<&str>| {
             Some(Renewed::HandoverRequested {
                 sent_at: at,
                 repaired,
+                listeners: Some(3),
                 to: to.map(str::to_owned),
             })
         };
+        let reply = |items: Vec<Value>| Value::Array(items);
         let cases = [
             (
-                Value::Int(1),
-                Some(Renewed::Held {
-                    sent_at: at,
-                    repaired: false,
-                }),
+                reply(vec![Value::Int(1), Value::Int(0)]),
+                held(false, Some(0)),
             ),
             (
-                Value::Int(2),
-                Some(Renewed::Held {
-                    sent_at: at,
-                    repaired: true,
-                }),
+                reply(vec![Value::Int(2), Value::Int(4)]),
+                held(true, Some(4)),
             ),
             (Value::Int(0), Some(Renewed::NotHeld)),
-            (Value::Int(3), None),
             (
-                Value::Array(vec![Value::Int(1), bulk("web-b")]),
+                reply(vec![Value::Int(1), Value::Int(3), bulk("web-b")]),
                 handover(false, Some("web-b")),
             ),
             (
-                Value::Array(vec![Value::Int(2), bulk("-")]),
+                reply(vec![Value::Int(2), Value::Int(3), bulk("-")]),
                 handover(true, None),
             ),
+            // Not the script's: another code, a bare code, a count missing or negative.
+            (reply(vec![Value::Int(3), Value::Int(0)]), None),
+            (Value::Int(1), None),
+            (reply(vec![Value::Int(1)]), None),
+            (reply(vec![Value::Int(1), Value::Int(-1)]), None),
+            (reply(vec![Value::Int(1), bulk("web-b")]), None),
             // A request is only ever answered with a held lease.
-            (Value::Array(vec![Value::Int(0), bulk("-")]), None),
-            (Value::Array(vec![Value::Int(1)]), None),
+            (reply(vec![Value::Int(0), Value::Int(0), bulk("-")]), None),
             (Value::Nil, None),
         ];
         for (reply, want) in cases {
-            assert_eq!(parse_renew(&reply, at), want, "{reply:?}");
+            assert_eq!(parse_renew(&reply, at, true), want, "{reply:?}");
         }
+        // Where Redis counts one node's listeners, the count is not an answer.
+        let counted_elsewhere = reply(vec![Value::Int(1), Value::Int(1)]);
+        assert_eq!(
+            parse_renew(&counted_elsewhere, at, false),
+            held(false, None)
+        );
     }
 
     #[test]

@@ -238,17 +238,23 @@ return {'ACQUIRED', token, previous, live}
 ///
 /// The renewal claims the term's lease duration in `:longest` (see above).
 ///
-/// KEYS: lease, state record, handover request, longest. ARGV: term value, ttl in ms.
-/// Reply: 1 held, 2 held after putting the vanished key back, 0 not ours; `{1 or 2, to}` when
-/// held and a handover of this term was requested (`to` an identity, or `-` for anyone).
+/// A held term's reply also counts the connections listening on the release channel (the
+/// leader's own among them while it is subscribed), so that a leader that cannot renew knows
+/// whether anyone else waits to take over, without a command of its own.
+///
+/// KEYS: lease, state record, handover request, longest. ARGV: term value, ttl in ms, channel.
+/// Reply: `{code, listeners}` when held, code 1, or 2 after putting the vanished key back;
+/// `{code, listeners, to}` when held and a handover of this term was requested (`to` an
+/// identity, or `-` for anyone); 0 not ours.
 const RENEW: &str = r#"
 local function answer(code)
+  local listeners = redis.call('PUBSUB', 'NUMSUB', ARGV[3])[2]
   local request = redis.call('GET', KEYS[3])
   if request then
     local term, to = string.match(request, '^(%S+) (%S+)$')
-    if term == ARGV[1] then return {code, to} end
+    if term == ARGV[1] then return {code, listeners, to} end
   end
-  return code
+  return {code, listeners}
 end
 local current = redis.call('GET', KEYS[1])
 local record = read_record(KEYS[2])

@@ -49,21 +49,45 @@ pub fn pause_after_term(short_terms_in_a_row: u32, timing: &Timing) -> Duration 
         .min(MAX_BACKOFF.max(timing.retry_period))
 }
 
-/// How long a replica holds off after a term ended for `reason`, `released` saying whether its
-/// release was announced (the others woken to take the lease). One lease duration after a
-/// handover, so that the replica that asked to be relieved is not the next leader again (a
-/// handover must move leadership, or it did nothing). After a term it could not renew (the
-/// renew or the validity deadline passed): a replica whose renewals failed is the least likely
-/// to keep the next term, so it lets the healthy followers go first: one retry period when its
-/// release woke them, else until the term it could not renew has surely run out (renewals may
-/// have landed unanswered) and a yield more, since the others wake at that expiry. None
-/// otherwise. Holding off is a place at the back of the queue, not a ban: see
+/// What the time after a term needs to know of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TermEnd {
+    pub reason: StepDownReason,
+    /// Whether its release was announced (the others woken to take the lease).
+    pub released: bool,
+    /// Whether its last renewal counted nobody else on the release channel
+    /// ([`nobody_else_listens`]).
+    pub alone: bool,
+}
+
+/// Whether a leader's renewal, which counted `listeners` on the release channel (`None`: not
+/// countable), found no other replica there: none at all, or only the leader's own
+/// subscription. A follower whose subscription is down is not counted; it can only be passed
+/// over for a retry period or so, and only while its channel is down too.
+pub fn nobody_else_listens(listeners: Option<u32>, subscribed: bool) -> bool {
+    listeners.is_some_and(|n| n <= u32::from(subscribed))
+}
+
+/// How long a replica holds off after a term `ended`. One lease duration after a handover, so
+/// that the replica that asked to be relieved is not the next leader again (a handover must move
+/// leadership, or it did nothing). After a term it could not renew (the renew or the validity
+/// deadline passed): a replica whose renewals failed is the least likely to keep the next term,
+/// so it lets the healthy followers go first: one retry period when its release woke them, else
+/// until the term it could not renew has surely run out (renewals may have landed unanswered)
+/// and a yield more, since the others wake at that expiry; but not at all when its last renewal
+/// found nobody else to go first (a Deployment of one replica would wait for nobody's benefit).
+/// None otherwise. Holding off is a place at the back of the queue, not a ban: see
 /// [`held_off_wait`].
-pub fn hold_off_after(reason: StepDownReason, released: bool, timing: &Timing) -> Duration {
-    match reason {
+pub fn hold_off_after(ended: &TermEnd, timing: &Timing) -> Duration {
+    match ended.reason {
         StepDownReason::Handover => timing.lease_duration,
         StepDownReason::RenewDeadlinePassed | StepDownReason::ValidityDeadlinePassed
-            if released =>
+            if ended.alone =>
+        {
+            Duration::ZERO
+        }
+        StepDownReason::RenewDeadlinePassed | StepDownReason::ValidityDeadlinePassed
+            if ended.released =>
         {
             timing.retry_period
         }
@@ -145,17 +169,15 @@ pub struct BetweenTerms {
     pub hold_off: Duration,
 }
 
-/// After a term that ended for `reason` having `lasted` so long from its acquire's send
-/// instant, `released` or not, with `short_terms` short terms in a row before it: the new streak
-/// and the pauses.
+/// After a term that `ended` having `lasted` so long from its acquire's send instant, with
+/// `short_terms` short terms in a row before it: the new streak and the pauses.
 pub fn between_terms(
     short_terms: u32,
-    reason: StepDownReason,
+    ended: &TermEnd,
     lasted: Duration,
-    released: bool,
     timing: &Timing,
 ) -> BetweenTerms {
-    let short_terms = if is_short_term(reason, lasted, timing) {
+    let short_terms = if is_short_term(ended.reason, lasted, timing) {
         short_terms.saturating_add(1)
     } else {
         0
@@ -163,7 +185,7 @@ pub fn between_terms(
     BetweenTerms {
         short_terms,
         paced: pause_after_term(short_terms, timing),
-        hold_off: hold_off_after(reason, released, timing),
+        hold_off: hold_off_after(ended, timing),
     }
 }
 

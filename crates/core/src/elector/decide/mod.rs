@@ -31,7 +31,10 @@ mod watchdog;
 
 use std::time::Duration;
 
-pub use between::{HoldOff, between_terms, contends_again, held_off_wait, reservation};
+pub use between::{
+    HoldOff, TermEnd, between_terms, contends_again, held_off_wait, nobody_else_listens,
+    reservation,
+};
 // What only the model reads apart: the parts `between_terms` is made of.
 #[cfg(feature = "test-internals")]
 pub use between::{BetweenTerms, hold_off_after, is_short_term, pause_after_term, yield_to_others};

@@ -158,12 +158,13 @@ fn short_terms_in_a_row_pause_longer_and_longer() {
 fn handover_table() {
     let t = Timing::default(); // 15 s / 10 s / 2 s
     let fast = timing(1_500, 900, 250);
-    // (reason, timing, released) -> (hold-off, reservation)
+    // (reason, timing, released, alone) -> (hold-off, reservation)
     let cases = [
         (
             Handover,
             t,
             true,
+            false,
             (15_000, 4_000),
             "a handover holds off one lease duration",
         ),
@@ -171,16 +172,32 @@ fn handover_table() {
             Handover,
             fast,
             true,
+            false,
             (1_500, 500),
             "and reserves two retry periods",
         ),
-        (Shutdown, t, true, (0, 4_000), "shutdown holds nobody off"),
-        (Lost, t, false, (0, 4_000), "nor a lost lease"),
-        (WorkEnded, t, true, (0, 4_000), "nor work that returned"),
+        (
+            Shutdown,
+            t,
+            true,
+            false,
+            (0, 4_000),
+            "shutdown holds nobody off",
+        ),
+        (Lost, t, false, false, (0, 4_000), "nor a lost lease"),
+        (
+            WorkEnded,
+            t,
+            true,
+            false,
+            (0, 4_000),
+            "nor work that returned",
+        ),
         (
             RenewDeadlinePassed,
             t,
             true,
+            false,
             (2_000, 4_000),
             "a term it could not renew, released: one retry period at the back",
         ),
@@ -188,12 +205,14 @@ fn handover_table() {
             ValidityDeadlinePassed,
             fast,
             true,
+            false,
             (250, 500),
             "a pause, or renewals too late to count, too",
         ),
         (
             RenewDeadlinePassed,
             t,
+            false,
             false,
             (15_500, 4_000),
             "not released: until the term surely ran out, and a yield",
@@ -202,23 +221,72 @@ fn handover_table() {
             ValidityDeadlinePassed,
             fast,
             false,
+            false,
             (1_600, 500),
             "the same with fast timing",
+        ),
+        (
+            RenewDeadlinePassed,
+            t,
+            false,
+            true,
+            (0, 4_000),
+            "nobody else listened at its last renewal: nobody to go first",
+        ),
+        (
+            ValidityDeadlinePassed,
+            fast,
+            true,
+            true,
+            (0, 500),
+            "the same, released or not",
+        ),
+        (
+            Handover,
+            t,
+            true,
+            true,
+            (15_000, 4_000),
+            "a handover holds off alone too: it must move leadership or fail",
         ),
         (
             RenewRefused,
             t,
             true,
+            false,
             (0, 4_000),
             "a refused renewal is paced instead",
         ),
     ];
-    for (reason, timing, released, (hold_off, reserve), why) in cases {
-        let got = (
-            hold_off_after(reason, released, &timing),
-            reservation(&timing),
-        );
+    for (reason, timing, released, alone, (hold_off, reserve), why) in cases {
+        let ended = TermEnd {
+            reason,
+            released,
+            alone,
+        };
+        let got = (hold_off_after(&ended, &timing), reservation(&timing));
         assert_eq!(got, (ms(hold_off), ms(reserve)), "{why}");
+    }
+}
+
+#[test]
+fn nobody_else_listens_when_the_count_is_the_leaders_own_at_most() {
+    // (listeners, the leader subscribed) -> alone
+    let cases = [
+        (Some(0), false, true),
+        (Some(0), true, true),
+        (Some(1), true, true),
+        (Some(1), false, false),
+        (Some(2), true, false),
+        (None, true, false),
+        (None, false, false),
+    ];
+    for (listeners, subscribed, want) in cases {
+        assert_eq!(
+            nobody_else_listens(listeners, subscribed),
+            want,
+            "{listeners:?} listeners, subscribed {subscribed}"
+        );
     }
 }
 
@@ -352,7 +420,12 @@ fn between_terms_the_streak_and_the_pause_follow_the_term() {
         ),
     ];
     for (before, reason, lasted, (streak, pause), why) in cases {
-        let got = between_terms(before, reason, ms(lasted), true, &t);
+        let ended = TermEnd {
+            reason,
+            released: true,
+            alone: false,
+        };
+        let got = between_terms(before, &ended, ms(lasted), &t);
         let paused = got.paced.max(got.hold_off);
         assert_eq!((got.short_terms, paused), (streak, ms(pause)), "{why}");
     }
