@@ -36,6 +36,13 @@ if ! command -v curl >/dev/null 2>&1; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null
 fi
+# The clock tests run a Redis whose clock runs fast under libfaketime (testbed's
+# RedisBuilder::clock_rate).
+if [ ! -f /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ]; then
+  echo "installing faketime (Debian package)" >&2
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null
+fi
 
 # The image test (tests/ship/image.rs) builds the Dockerfile's final stage with buildah and runs it as
 # real containers with podman, on runc (crun fails on hybrid cgroups).

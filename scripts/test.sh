@@ -4,19 +4,43 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/ensure-tools.sh
+# Background steps end with the script, whichever way it ends.
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
+logs=$(mktemp -d)
+
+# What a fresh machine lacks (the servers, the container tools, the chart's linters) installs
+# beside the first steps, which need only cargo: the downloads wait on the network, the builds
+# on the CPU. The tests wait for it.
+scripts/ensure-tools.sh >"$logs/tools" 2>&1 &
+tools=$!
+pids+=("$tools")
 
 cargo fmt --all -- --check
 # --workspace: the test kit (crates/testbed) has tests of its own.
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
-cargo test --workspace --doc --all-features --locked
-# The benchmark smoke test runs the bench example as a program: build it with the same features.
+# The benchmark smoke test runs the bench example as a program: build it with the same
+# features.
 cargo build --examples --all-features --locked
+
 # What ships (tests/ship): the image tests build the static release binary as the Dockerfile
-# does (minutes from cold) and the package tests the library without default features: alone
-# and first, so that those builds do not load the machine under the timing tests; then
-# everything else.
-cargo nextest run --all-features --locked --profile "${NEXTEST_PROFILE:-default}" --test ship
+# does, minutes from cold. That build starts now, at the lowest priority, beside the steps
+# below and the tests, which mostly wait on timers and real processes; the image tests, last,
+# find it built.
+cargo build -p testbed --bin static-binary --locked
+nice -n 19 "${CARGO_TARGET_DIR:-target}/debug/static-binary" >"$logs/static" 2>&1 &
+static=$!
+pids+=("$static")
+
+cargo test --workspace --doc --all-features --locked
+if ! wait "$tools"; then
+  cat "$logs/tools" >&2
+  exit 1
+fi
+cat "$logs/tools" >&2
 cargo nextest run --workspace --all-targets --all-features --locked \
   --profile "${NEXTEST_PROFILE:-default}" -E 'not binary(ship)'
-
+# A failed build is the image tests' to report: they run it again and show its errors.
+wait "$static" || true
+cat "$logs/static" >&2
+cargo nextest run --all-features --locked --profile "${NEXTEST_PROFILE:-default}" --test ship

@@ -196,7 +196,7 @@ async fn leasehold(url: &str, clients: usize, amount: Amount) -> Result<Raw> {
                 };
                 let t1 = Instant::now();
                 match lease.renew(token, TTL, TIMEOUT).await.context("renew")? {
-                    Renewed::Held { .. } => {}
+                    Renewed::Held(_) => {}
                     other => bail!("renew of a held lease: {other:?}"),
                 }
                 let t2 = Instant::now();

@@ -4,8 +4,10 @@
 //! written for client-go's leader election work unchanged. Both expositions come from the one
 //! registry through prometheus-client's encoders: OpenMetrics for a scraper that asks for it,
 //! the Prometheus text format 0.0.4 for everyone else (`curl`, `promtool check metrics`).
-//! The standard `process_*` metrics come from process.rs, read from `/proc` at each scrape.
+//! The standard `process_*` metrics come from process.rs, read from `/proc` at each scrape;
+//! what the term hooks record is in hooks.rs.
 
+mod hooks;
 mod process;
 
 use std::sync::Mutex;
@@ -21,10 +23,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::clock::BootInstant;
-use crate::elector::{
-    BlockingKey, RenewalOutcome, Role, SitOutReason, Status, StepDownReason, TermHooks,
-};
-use crate::lease::{FencingToken, LeaseError};
+use crate::elector::{BlockingKey, RenewalOutcome, Role, SitOutReason, Status, StepDownReason};
+use crate::lease::FencingToken;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {
@@ -137,6 +137,8 @@ pub struct Metrics {
     cooldowns_started: Counter,
     http_connections_refused: Counter,
     http_event_streams_refused: Counter,
+    redis_clock_rate: Gauge<f64, AtomicU64>,
+    redis_clock_rate_width: Gauge<f64, AtomicU64>,
     /// Held while a family that holds one series at a time is rewritten (clear, then set) and
     /// while the exposition is encoded, so that a scrape never sees it empty in between: a
     /// series missing from one scrape is stale to Prometheus and resets an alert's `for`.
@@ -309,6 +311,20 @@ impl Metrics {
              clients held one",
             http_event_streams_refused.clone(),
         );
+        let redis_clock_rate = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "redis_clock_rate",
+            "Redis's clock against this replica's boot clock (Redis seconds per local second), \
+             the middle of the bound the leader's renewals give; 0 until two renewals of a term \
+             bounded it",
+            redis_clock_rate.clone(),
+        );
+        let redis_clock_rate_width = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "redis_clock_rate_width",
+            "How wide that bound is (its high end less its low end)",
+            redis_clock_rate_width.clone(),
+        );
         root.register_collector(Box::new(process::Process));
         Self {
             registry: root,
@@ -331,6 +347,8 @@ impl Metrics {
             cooldowns_started,
             http_connections_refused,
             http_event_streams_refused,
+            redis_clock_rate,
+            redis_clock_rate_width,
             rewrite: Mutex::new(()),
         }
     }
@@ -421,61 +439,6 @@ fn seen_leader(status: &Status, leading: bool) -> Option<&str> {
     match &status.role {
         Role::Leader { .. } if !leading => None,
         _ => status.leader_identity(),
-    }
-}
-
-impl TermHooks for Metrics {
-    fn renewal(&self, outcome: RenewalOutcome, latency: Duration) {
-        self.renewals
-            .get_or_create(&ResultLabel {
-                result: outcome.as_label(),
-            })
-            .inc();
-        self.renewal_seconds.observe(latency.as_secs_f64());
-    }
-
-    fn began(&self, _token: FencingToken, _valid_until: BootInstant) {
-        self.transitions
-            .get_or_create(&ToLabel { to: "leader" })
-            .inc();
-    }
-
-    fn ending(&self, _token: FencingToken, reason: StepDownReason) {
-        self.transitions
-            .get_or_create(&ToLabel { to: "follower" })
-            .inc();
-        self.step_downs
-            .get_or_create(&ReasonLabel {
-                reason: reason.as_label(),
-            })
-            .inc();
-    }
-
-    fn redis_error(&self, op: &'static str, error: &LeaseError) {
-        self.redis_errors
-            .get_or_create(&ErrorLabels {
-                op,
-                kind: error.kind(),
-            })
-            .inc();
-    }
-
-    fn eviction_policy(&self, policy: &str, may_evict: bool) {
-        let _rewriting = self.lock_rewrite();
-        self.eviction_possible.clear();
-        self.eviction_possible
-            .get_or_create(&PolicyLabel {
-                policy: policy.to_owned(),
-            })
-            .set(i64::from(may_evict));
-    }
-
-    fn candidate_unhealthy(&self) {
-        self.candidate_unhealthy.inc();
-    }
-
-    fn cooldown_started(&self) {
-        self.cooldowns_started.inc();
     }
 }
 

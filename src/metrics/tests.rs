@@ -1,7 +1,7 @@
 //! The exposition and the gauges read at scrape time.
 
 use super::*;
-use crate::elector::{LeaderInfo, RedisHealth};
+use crate::elector::{LeaderInfo, RateBound, RedisHealth, TermHooks};
 
 fn status(role: Role) -> Status {
     Status {
@@ -28,6 +28,10 @@ fn the_exposition_names_every_metric() {
     m.renewal(RenewalOutcome::Renewed, Duration::from_micros(300));
     m.began(FencingToken(7), BootInstant::default());
     m.ending(FencingToken(7), StepDownReason::ValidityDeadlinePassed);
+    m.clock_rate(RateBound {
+        low: 1.0625,
+        high: 1.09375,
+    });
     let now = BootInstant::now();
     let text = m.render(
         &status(Role::Leader {
@@ -52,6 +56,8 @@ fn the_exposition_names_every_metric() {
         "leasehold_validity_remaining_seconds 10.0",
         "leasehold_fencing_token 7.0",
         "leasehold_redis_up 1",
+        "leasehold_redis_clock_rate 1.078125",
+        "leasehold_redis_clock_rate_width 0.03125",
         "leasehold_info{identity=\"web-a\",lease=\"shop/web\",version=",
     ] {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");

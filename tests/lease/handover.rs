@@ -307,7 +307,7 @@ async fn a_request_for_an_earlier_term_does_not_end_a_later_one() {
     // Term 2's renewals are plain renewals: the request names term 1.
     for _ in 0..3 {
         let renewed = a.renew(second.token, TTL, CALL).await.unwrap();
-        assert!(matches!(renewed, Renewed::Held { .. }), "{renewed:?}");
+        assert!(matches!(renewed, Renewed::Held(_)), "{renewed:?}");
     }
     // A request for term 1 made now stores nothing.
     assert_eq!(

@@ -8,7 +8,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use harness::contenders::{lease, unique_lease};
 use leasehold::lease::{
-    Acquired, CooldownState, FencingToken, Heard, LeaseError, RedisLease, Released, Renewed,
+    Acquired, CooldownState, FencingToken, Heard, LeaseError, RedisLease, Released, Renewal,
+    Renewed,
 };
 use testbed::on_engines;
 use testbed::redis_server::{Engine, Persistence, RedisServer};
@@ -57,7 +58,7 @@ async fn only_the_owner_can_renew_or_release(engine: Engine) {
 
     assert!(matches!(
         a.renew(t1, TTL, CALL).await.unwrap(),
-        Renewed::Held { .. }
+        Renewed::Held(_)
     ));
     assert_eq!(a.release(t1, CALL).await.unwrap(), Released::Released);
     let t2 = must_lead(&b).await;
@@ -71,7 +72,7 @@ async fn renew_restarts_the_ttl_and_a_sent_at_precedes_the_reply(engine: Engine)
     let t = must_lead(&a).await;
     redis.cmd::<i64>(&["PEXPIRE", &a.keys().lease, "100"]);
     let before = a.clock().now();
-    let Renewed::Held { sent_at, .. } = a.renew(t, TTL, CALL).await.unwrap() else {
+    let Renewed::Held(Renewal { sent_at, .. }) = a.renew(t, TTL, CALL).await.unwrap() else {
         panic!("renew must hold");
     };
     assert!(sent_at >= before && sent_at <= a.clock().now());
@@ -214,7 +215,7 @@ async fn a_renewal_counts_the_replicas_listening_on_the_release_channel(engine: 
     let b = lease(&redis.url(), &name, "pod-b", false);
     let t = must_lead(&a).await;
     let listeners = |renewed: Renewed| match renewed {
-        Renewed::Held { listeners, .. } => listeners,
+        Renewed::Held(renewal) => renewal.listeners,
         other => panic!("renew must hold: {other:?}"),
     };
     assert_eq!(listeners(a.renew(t, TTL, CALL).await.unwrap()), Some(0));
@@ -307,7 +308,7 @@ async fn scripts_are_reloaded_after_script_flush(engine: Engine) {
     assert_eq!(cached_scripts(&redis), "0");
     assert!(matches!(
         a.renew(t, TTL, CALL).await.unwrap(),
-        Renewed::Held { .. }
+        Renewed::Held(_)
     ));
     assert_eq!(
         cached_scripts(&redis),
@@ -316,7 +317,7 @@ async fn scripts_are_reloaded_after_script_flush(engine: Engine) {
     );
     assert!(matches!(
         a.renew(t, TTL, CALL).await.unwrap(),
-        Renewed::Held { .. }
+        Renewed::Held(_)
     ));
 }
 
@@ -420,7 +421,7 @@ async fn a_paused_redis_times_out_and_the_connection_recovers() {
     redis.resume();
     // The timed-out connection was thrown away; the next call dials a new one.
     let renewed = a.renew(t, TTL, CALL).await.unwrap();
-    assert!(matches!(renewed, Renewed::Held { .. }), "{renewed:?}");
+    assert!(matches!(renewed, Renewed::Held(_)), "{renewed:?}");
 }
 
 #[tokio::test]

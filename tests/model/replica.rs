@@ -403,7 +403,7 @@ impl Replica {
             Some(Renewal::Ran(RenewReply::Held { handover, .. })) => {
                 // The elector's own rule: deadlines from the send instant, and a reply after
                 // the validity it would extend ends the term.
-                let deadlines = decide::after_renewal(now, sent_at, &t)?;
+                let deadlines = decide::after_renewal(now, sent_at, &t, None)?;
                 lead.valid_until = deadlines.valid_until;
                 lead.renew_by = deadlines.renew_by;
                 lead.next_renew = deadlines.next_renew;

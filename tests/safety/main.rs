@@ -5,6 +5,7 @@
 //! must not cost the group its leader.
 
 mod beyond_the_model;
+mod clock;
 mod faults;
 mod fence;
 mod gray;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use harness::contenders::unique_lease;
 use harness::replica::{RELEASE_ONLY, Replica};
-use testbed::image::{Built, Engine, build, replay_build_stage};
+use testbed::image::{Built, Engine, build, replay_build_stage, target_dir};
 use testbed::redis_server::RedisServer;
 use testbed::wait::wait_for;
 
@@ -51,18 +51,16 @@ fn the_image_build_stage_resolves_its_workspace_from_what_the_dockerfile_copies(
 // ---------------------------------------------------------------------------------------------
 // The final stage, built and run
 
-fn target_dir() -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => harness::repo().join(dir),
-        None => harness::repo().join("target"),
-    }
-}
-
 /// The image, built on storage of the test's own; the size and the times on stderr.
 fn build_image() -> Built {
     let image = format!("localhost/leasehold-test:{}", env!("CARGO_PKG_VERSION"));
-    let built =
-        build(&harness::repo(), &cargo(), &target_dir(), &image).unwrap_or_else(|e| panic!("{e}"));
+    let built = build(
+        &harness::repo(),
+        &cargo(),
+        &target_dir(&harness::repo()),
+        &image,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let size = built.engine.image_size().unwrap_or_else(|e| panic!("{e}"));
     eprintln!(
         "static build {:?}, buildah {:?}; image {image}: {size} bytes ({:.1} MiB), binary {} bytes",

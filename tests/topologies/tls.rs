@@ -77,7 +77,7 @@ async fn an_elector_leads_and_renews_over_tls(engine: Engine) {
     };
     assert!(matches!(
         lease.renew(grant.token, TTL, CALL).await.unwrap(),
-        Renewed::Held { .. }
+        Renewed::Held(_)
     ));
     lease.release(grant.token, CALL).await.unwrap();
 

@@ -88,6 +88,15 @@ fn expanded(words: &str) -> io::Result<Vec<String>> {
         .collect())
 }
 
+/// The target directory of the builds in `repo`: `CARGO_TARGET_DIR` (relative to `repo`) or
+/// `repo/target`, as cargo itself chooses it.
+pub fn target_dir(repo: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => repo.join(dir),
+        None => repo.join("target"),
+    }
+}
+
 /// The static binary, built here as the build stage builds it.
 #[derive(Debug, Clone)]
 pub struct StaticBinary {

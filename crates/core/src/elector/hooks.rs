@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::StepDownReason;
+use super::decide::RateBound;
 use crate::clock::BootInstant;
 use crate::lease::{FencingToken, LeaseError};
 
@@ -49,6 +50,9 @@ pub trait TermHooks: Send + Sync + 'static {
     fn ended(&self, _token: FencingToken, _reason: StepDownReason, _released: bool) {}
     /// A renewal finished after `latency`.
     fn renewal(&self, _outcome: RenewalOutcome, _latency: Duration) {}
+    /// A renewal bounded the rate of Redis's clock against the boot clock anew (over the
+    /// term's renewals so far; the validity follows its upper end when it exceeds the drift).
+    fn clock_rate(&self, _bound: RateBound) {}
     /// A Redis call failed.
     fn redis_error(&self, _op: &'static str, _error: &LeaseError) {}
     /// Redis's eviction policy was read: `policy` is `maxmemory-policy` as Redis names it, and
@@ -93,6 +97,9 @@ impl TermHooks for Hooks {
     }
     fn renewal(&self, outcome: RenewalOutcome, latency: Duration) {
         self.each(|h| h.renewal(outcome, latency));
+    }
+    fn clock_rate(&self, bound: RateBound) {
+        self.each(|h| h.clock_rate(bound));
     }
     fn redis_error(&self, op: &'static str, error: &LeaseError) {
         self.each(|h| h.redis_error(op, error));

@@ -12,9 +12,9 @@ use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::decide::{self, Deadlines, TermEnd, WatchdogStep, WorkStop};
+use super::decide::{self, Deadlines, RateWindow, Reading, TermEnd, WatchdogStep, WorkStop};
 use super::{Elector, Leadership, RenewalOutcome, Role, StepDown, StepDownReason, TermHooks};
-use crate::lease::{Grant, Released, Renewed, Reservation};
+use crate::lease::{Grant, Released, Renewal, Renewed, Reservation};
 
 /// How a term ended, with any words about it.
 struct Ending {
@@ -92,6 +92,8 @@ impl Elector {
         let mut work_task = tokio::spawn(async move { term.await.map_err(|err| err.to_string()) });
         let mut failures: u32 = 0;
         let mut alone = false;
+        // The rate of Redis's clock, from this term's renewals.
+        let mut rate = RateWindow::new(&timing);
         // Nudges heard while following were for an earlier term.
         nudges.borrow_and_update();
         let mut gates = self.gates.clone();
@@ -150,23 +152,23 @@ impl Elector {
                 _ => None,
             };
             match renewed {
-                Ok(
-                    Renewed::Held {
-                        sent_at,
-                        repaired,
-                        listeners,
-                    }
-                    | Renewed::HandoverRequested {
-                        sent_at,
-                        repaired,
-                        listeners,
-                        ..
-                    },
-                ) => {
+                Ok(Renewed::Held(renewal) | Renewed::HandoverRequested { renewal, .. }) => {
                     self.hooks.renewal(RenewalOutcome::Renewed, latency);
                     failures = 0;
                     let subscribed = self.status.borrow().redis.subscribed;
-                    alone = decide::nobody_else_listens(listeners, subscribed);
+                    alone = decide::nobody_else_listens(renewal.listeners, subscribed);
+                    let Renewal {
+                        sent_at, repaired, ..
+                    } = renewal;
+                    rate.record(Reading {
+                        sent: sent_at,
+                        received: clock.now(),
+                        redis_us: renewal.redis_us,
+                    });
+                    let bound = rate.bound();
+                    if let Some(bound) = bound {
+                        self.hooks.clock_rate(bound);
+                    }
                     self.redis_ok();
                     if repaired {
                         warn!(
@@ -176,7 +178,7 @@ impl Elector {
                             "the lease key had vanished before its time (evicted or deleted); the renewal put it back"
                         );
                     }
-                    deadlines = match decide::after_renewal(clock.now(), sent_at, &timing) {
+                    deadlines = match decide::after_renewal(clock.now(), sent_at, &timing, bound) {
                         Ok(deadlines) => deadlines,
                         // The reply came back after a pause longer than the TTL.
                         Err(reason) => break (Ending::new(reason), true),

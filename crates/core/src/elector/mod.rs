@@ -60,6 +60,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
+pub use decide::RateBound;
 pub use eviction::{EvictionMode, refused_as_unsafe};
 pub use heartbeat::Heartbeat;
 pub use hooks::{RenewalOutcome, TermHooks};
@@ -69,7 +70,7 @@ pub use status::{
     Blocked, BlockingKey, Candidacy, Eviction, EvictionRefusal, LeaderInfo, RedisHealth, Role,
     SitOut, SitOutReason, Status, StepDown, StepDownReason,
 };
-pub use timing::{TIMING_RULE, Timing, TimingBound, TimingError, TimingField};
+pub use timing::{FIXED_DRIFT, TIMING_RULE, Timing, TimingBound, TimingError, TimingField};
 use watchers::StatusBoard;
 pub use watchers::{HISTORY, Numbered, Watchers};
 

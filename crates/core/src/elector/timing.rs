@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+/// The part of the drift margin that no rate covers: the time a reply takes to be acted on.
+pub const FIXED_DRIFT: Duration = Duration::from_millis(2);
+
 /// Lease duration, renew deadline, retry period and drift factor, as in client-go's leader
 /// election (LeaseDuration / RenewDeadline / RetryPeriod), plus the drift margin of Redlock.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -192,7 +195,7 @@ impl Timing {
 
     /// The margin held back for clock drift: `lease duration × drift factor + 2 ms`.
     pub fn drift(&self) -> Duration {
-        self.lease_duration.mul_f64(self.drift_factor) + Duration::from_millis(2)
+        self.lease_duration.mul_f64(self.drift_factor) + FIXED_DRIFT
     }
 
     /// How long after `t0` the leader may act: `lease duration − drift`.

@@ -47,7 +47,7 @@ pub use keys::{
 pub use options::{LeaseOptions, Secret, WaitReplicas, minimal_acl_rule};
 pub use outcome::{
     Acquired, CooldownState, EvictionPolicy, Grant, Holder, Observation, PreviousTerm, Released,
-    Renewed,
+    Renewal, Renewed,
 };
 pub use pubsub::{DATA_LOSS_NOTICE, HANDOVER_NUDGE, Heard, Release, ReleaseSubscription};
 pub use remove::{InForce, Removal};

@@ -121,32 +121,34 @@ pub enum Acquired {
 /// The outcome of a renew.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Renewed {
-    /// Still ours; the TTL restarted no earlier than `sent_at`.
-    Held {
-        /// The instant just before the renew was sent.
-        sent_at: BootInstant,
-        /// The lease key had vanished before its time (evicted, deleted) while the state
-        /// record still named our term; the renewal put it back.
-        repaired: bool,
-        /// How many connections listened on the release channel as the renewal ran, the
-        /// leader's own among them while it is subscribed; `None` where Redis cannot count them
-        /// all (a Cluster counts the subscribers of one node).
-        listeners: Option<u32>,
-    },
+    /// Still ours; the TTL restarted no earlier than the renewal's `sent_at`.
+    Held(Renewal),
     /// Still ours and extended like [`Held`](Renewed::Held), and a handover of this very term
     /// was requested: the leader should step down and hand over.
     HandoverRequested {
-        /// The instant just before the renew was sent.
-        sent_at: BootInstant,
-        /// As for [`Held`](Renewed::Held).
-        repaired: bool,
-        /// As for [`Held`](Renewed::Held).
-        listeners: Option<u32>,
+        renewal: Renewal,
         /// The identity to hand to, or `None` for anyone.
         to: Option<String>,
     },
     /// The lease holds another owner id or is gone.
     NotHeld,
+}
+
+/// A renewal that found the term still ours, and what its reply said besides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Renewal {
+    /// The instant just before the renew was sent.
+    pub sent_at: BootInstant,
+    /// The lease key had vanished before its time (evicted, deleted) while the state record
+    /// still named our term; the renewal put it back.
+    pub repaired: bool,
+    /// How many connections listened on the release channel as the renewal ran, the leader's
+    /// own among them while it is subscribed; `None` where Redis cannot count them all (a
+    /// Cluster counts the subscribers of one node).
+    pub listeners: Option<u32>,
+    /// Redis's `TIME` as the renewal ran, in microseconds: an instant between the send and the
+    /// reply.
+    pub redis_us: u64,
 }
 
 /// The outcome of a release.

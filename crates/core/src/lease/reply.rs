@@ -7,7 +7,9 @@ use redis::Value;
 
 use super::LeaseError;
 use super::keys::{FencingToken, split_term};
-use super::outcome::{Acquired, CooldownState, Grant, Holder, Observation, PreviousTerm, Renewed};
+use super::outcome::{
+    Acquired, CooldownState, Grant, Holder, Observation, PreviousTerm, Renewal, Renewed,
+};
 use crate::clock::BootInstant;
 
 /// Milliseconds for Redis, at least 1 (a zero PX is an error there).
@@ -82,17 +84,17 @@ pub(super) fn parse_acquire(
     Some((acquired, longest))
 }
 
-/// Maps a renew reply (see the renew script): 0 not ours; `{code, listeners}` held, code 1, or 2
-/// after putting the key back; `{code, listeners, to}` held with a handover of this term
-/// requested (`-`: to anyone). `counted`: whether the listeners Redis counts are all there are
-/// (not in a Cluster, where it counts one node's).
+/// Maps a renew reply (see the renew script): 0 not ours; `{code, listeners, time_us}` held,
+/// code 1, or 2 after putting the key back; `{code, listeners, time_us, to}` held with a handover
+/// of this term requested (`-`: to anyone). `counted`: whether the listeners Redis counts are all
+/// there are (not in a Cluster, where it counts one node's).
 pub(super) fn parse_renew(reply: &Value, sent_at: BootInstant, counted: bool) -> Option<Renewed> {
     let Value::Array(items) = reply else {
         return (int(reply)? == 0).then_some(Renewed::NotHeld);
     };
-    let (code, listeners, to) = match items.as_slice() {
-        [code, listeners] => (code, listeners, None),
-        [code, listeners, to] => (code, listeners, Some(text(to)?)),
+    let (code, listeners, time, to) = match items.as_slice() {
+        [code, listeners, time] => (code, listeners, time, None),
+        [code, listeners, time, to] => (code, listeners, time, Some(text(to)?)),
         _ => return None,
     };
     let repaired = match int(code)? {
@@ -101,17 +103,16 @@ pub(super) fn parse_renew(reply: &Value, sent_at: BootInstant, counted: bool) ->
         _ => return None,
     };
     let listeners = u32::try_from(int(listeners)?).ok()?;
-    let listeners = counted.then_some(listeners);
+    let held = Renewal {
+        sent_at,
+        repaired,
+        listeners: counted.then_some(listeners),
+        redis_us: u64::try_from(int(time)?).ok()?,
+    };
     Some(match to {
-        None => Renewed::Held {
-            sent_at,
-            repaired,
-            listeners,
-        },
+        None => Renewed::Held(held),
         Some(to) => Renewed::HandoverRequested {
-            sent_at,
-            repaired,
-            listeners,
+            renewal: held,
             to: (to != "-").then_some(to),
         },
     })
@@ -305,22 +306,24 @@ mod tests {
     #[test]
     fn renew_replies_map_to_outcomes() {
         let at = BootInstant::default();
-        let held = |repaired, listeners| {
-            Some(Renewed::Held {
-                sent_at: at,
-                repaired,
-                listeners,
-            })
+        let renewal = |repaired, listeners| Renewal {
+            sent_at: at,
+            repaired,
+            listeners,
+            redis_us: 1_700_000_000_000_000,
         };
+        let held = |repaired, listeners| Some(Renewed::Held(renewal(repaired, listeners)));
         let handover = |repaired, to: Option<&str>| {
             Some(Renewed::HandoverRequested {
-                sent_at: at,
-                repaired,
-                listeners: Some(3),
+                renewal: renewal(repaired, Some(3)),
                 to: to.map(str::to_owned),
             })
         };
-        let reply = |items: Vec<Value>| Value::Array(items);
+        let time = Value::Int(1_700_000_000_000_000);
+        let reply = |mut items: Vec<Value>| {
+            items.insert(2.min(items.len()), time.clone());
+            Value::Array(items)
+        };
         let cases = [
             (
                 reply(vec![Value::Int(1), Value::Int(0)]),
@@ -339,12 +342,17 @@ mod tests {
                 reply(vec![Value::Int(2), Value::Int(3), bulk("-")]),
                 handover(true, None),
             ),
-            // Not the script's: another code, a bare code, a count missing or negative.
+            // Not the script's: another code, a bare code, a count or a time missing or
+            // negative.
             (reply(vec![Value::Int(3), Value::Int(0)]), None),
             (Value::Int(1), None),
-            (reply(vec![Value::Int(1)]), None),
+            (Value::Array(vec![Value::Int(1), Value::Int(0)]), None),
             (reply(vec![Value::Int(1), Value::Int(-1)]), None),
             (reply(vec![Value::Int(1), bulk("web-b")]), None),
+            (
+                Value::Array(vec![Value::Int(1), Value::Int(0), Value::Int(-5)]),
+                None,
+            ),
             // A request is only ever answered with a held lease.
             (reply(vec![Value::Int(0), Value::Int(0), bulk("-")]), None),
             (Value::Nil, None),

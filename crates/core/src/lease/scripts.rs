@@ -240,21 +240,22 @@ return {'ACQUIRED', token, previous, live}
 ///
 /// A held term's reply also counts the connections listening on the release channel (the
 /// leader's own among them while it is subscribed), so that a leader that cannot renew knows
-/// whether anyone else waits to take over, without a command of its own.
+/// whether anyone else waits to take over, and carries Redis's `TIME`, which the leader's
+/// clock-rate bound reads; neither needs a command of its own.
 ///
 /// KEYS: lease, state record, handover request, longest. ARGV: term value, ttl in ms, channel.
-/// Reply: `{code, listeners}` when held, code 1, or 2 after putting the vanished key back;
-/// `{code, listeners, to}` when held and a handover of this term was requested (`to` an
-/// identity, or `-` for anyone); 0 not ours.
+/// Reply: `{code, listeners, time_us}` when held, code 1, or 2 after putting the vanished key
+/// back; `{code, listeners, time_us, to}` when held and a handover of this term was requested
+/// (`to` an identity, or `-` for anyone); 0 not ours.
 const RENEW: &str = r#"
-local function answer(code)
+local function answer(code, now)
   local listeners = redis.call('PUBSUB', 'NUMSUB', ARGV[3])[2]
   local request = redis.call('GET', KEYS[3])
   if request then
     local term, to = string.match(request, '^(%S+) (%S+)$')
-    if term == ARGV[1] then return {code, listeners, to} end
+    if term == ARGV[1] then return {code, listeners, now, to} end
   end
-  return {code, listeners}
+  return {code, listeners, now}
 end
 local current = redis.call('GET', KEYS[1])
 local record = read_record(KEYS[2])
@@ -267,7 +268,7 @@ if current == ARGV[1] then
     write_record(KEYS[2], record)
   end
   claim_longest(KEYS[4], tonumber(ARGV[2]), now)
-  return answer(1)
+  return answer(1, now)
 end
 if current == false and record and record.term == ARGV[1] and record.server == server_identity() then
   local now = now_us()
@@ -275,7 +276,7 @@ if current == false and record and record.term == ARGV[1] and record.server == s
   record.term_until = now + tonumber(ARGV[2]) * 1000
   write_record(KEYS[2], record)
   claim_longest(KEYS[4], tonumber(ARGV[2]), now)
-  return answer(2)
+  return answer(2, now)
 end
 return 0
 "#;

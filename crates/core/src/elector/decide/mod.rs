@@ -13,6 +13,8 @@
 //!   hold-off after a handover or a term that could not renew, and the successor's reservation.
 //! - `gray`: a partly sick replica: an acquire whose outcome is unknown, a link too slow for a
 //!   lease, the term of its own that an unanswered acquire won.
+//! - `rate`: the rate of Redis's clock against the boot clock, bounded from the renewals'
+//!   replies, and the validity it leaves.
 //! - `channel`: the release channel's keepalive and resubscribe back-off; `herd`: the spread
 //!   of a release's wake-ups.
 //!
@@ -26,6 +28,7 @@ mod channel;
 mod follower;
 mod gray;
 mod herd;
+mod rate;
 mod sighting;
 mod watchdog;
 
@@ -43,6 +46,7 @@ pub use channel::{Keepalive, keepalive, resubscribe_backoff};
 pub use follower::{FollowerStrategy, Next, Seen, follower_wait, next_try, seen_by};
 pub use gray::{link_fits, outcome_unknown, unknown_term_of_ours};
 pub(crate) use herd::herd_delay;
+pub use rate::{RateBound, RateWindow, Reading, validity_at};
 pub(crate) use sighting::announces_release;
 pub use sighting::{GiveBack, give_back, leader_changed, observation_stands};
 #[cfg(feature = "test-internals")]

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::rate::{RateBound, validity_at};
 use crate::clock::BootInstant;
 use crate::elector::{StepDownReason, Timing};
 
@@ -20,10 +21,15 @@ pub struct Deadlines {
 }
 
 impl Deadlines {
-    /// The deadlines of a command sent at `sent_at`.
+    /// The deadlines of a command sent at `sent_at`, with the configured validity.
     pub fn from_sent(sent_at: BootInstant, timing: &Timing) -> Self {
+        Self::valid_for(sent_at, timing, timing.validity())
+    }
+
+    /// The deadlines of a command sent at `sent_at` whose term is valid for `validity`.
+    pub fn valid_for(sent_at: BootInstant, timing: &Timing, validity: Duration) -> Self {
         Self {
-            valid_until: sent_at.saturating_add(timing.validity()),
+            valid_until: sent_at.saturating_add(validity),
             renew_by: sent_at.saturating_add(timing.renew_deadline),
             next_renew: sent_at.saturating_add(timing.retry_period),
         }
@@ -35,15 +41,17 @@ impl Deadlines {
     }
 }
 
-/// A renewal sent at `sent_at` was answered "still yours" at `now`: the new deadlines, or a
-/// step-down when the reply came back after a pause longer than the validity (the term it
-/// extends is already over, so it proves nothing).
+/// A renewal sent at `sent_at` was answered "still yours" at `now`, with Redis's clock running
+/// within `rate` of the boot clock: the new deadlines (the validity as [`validity_at`] gives
+/// it), or a step-down when the reply came back after a pause longer than the validity (the term
+/// it extends is already over, so it proves nothing).
 pub fn after_renewal(
     now: BootInstant,
     sent_at: BootInstant,
     timing: &Timing,
+    rate: Option<RateBound>,
 ) -> Result<Deadlines, StepDownReason> {
-    let deadlines = Deadlines::from_sent(sent_at, timing);
+    let deadlines = Deadlines::valid_for(sent_at, timing, validity_at(timing, rate));
     if within_validity(now, deadlines.valid_until) {
         Ok(deadlines)
     } else {
@@ -234,7 +242,7 @@ mod tests {
             ),
         ];
         for (sent, now, want, why) in cases {
-            let got = after_renewal(at(now), at(sent), &t).map(|d| d.valid_until);
+            let got = after_renewal(at(now), at(sent), &t, None).map(|d| d.valid_until);
             assert_eq!(got, want.map(at), "{why}");
         }
     }

@@ -1,0 +1,148 @@
+use super::super::rows::{at, ms, timing};
+use super::*;
+
+/// A reply sent at `sent` ms, received at `received` ms, with Redis's clock at `redis` ms.
+fn reading(sent: u64, received: u64, redis: u64) -> Reading {
+    Reading {
+        sent: at(sent),
+        received: at(received),
+        redis_us: redis * 1_000,
+    }
+}
+
+fn close(got: f64, want: f64) -> bool {
+    (got - want).abs() < 1e-9
+}
+
+#[test]
+fn two_replies_bound_the_rate_by_their_round_trips() {
+    // (first, second) -> (low, high), or no bound
+    let cases = [
+        (
+            reading(1_000, 1_002, 10_001),
+            reading(11_000, 11_002, 20_001),
+            Some((10_000.0 / 10_002.0, 10_000.0 / 9_998.0)),
+            "a 2 ms round trip over 10 s: the rate 1 within 0.04 %",
+        ),
+        (
+            reading(1_000, 1_001, 10_000),
+            reading(11_000, 11_001, 21_000),
+            Some((11_000.0 / 10_001.0, 11_000.0 / 9_999.0)),
+            "Redis counted 11 s of the boot clock's 10: 10 % fast",
+        ),
+        (
+            reading(1_000, 1_001, 10_000),
+            reading(1_400, 1_401, 10_400),
+            Some((400.0 / 401.0, 400.0 / 399.0)),
+            "two renewals 400 ms apart on a 1 ms round trip: within 0.5 %",
+        ),
+        (
+            reading(1_000, 1_500, 10_000),
+            reading(1_200, 1_700, 10_300),
+            None,
+            "round trips that overlap bound nothing",
+        ),
+        (
+            reading(1_000, 1_001, 10_000),
+            reading(2_000, 2_001, 9_000),
+            None,
+            "a Redis clock that went back bounds nothing",
+        ),
+    ];
+    for (a, b, want, why) in cases {
+        let got = RateBound::between(a, b);
+        match (got, want) {
+            (None, None) => {}
+            (Some(got), Some((low, high))) => {
+                assert!(
+                    close(got.low, low) && close(got.high, high),
+                    "{why}: {got:?}"
+                );
+                assert!(got.width() >= 0.0, "{why}");
+            }
+            _ => panic!("{why}: {got:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_window_bounds_from_its_oldest_reply_within_three_lease_durations() {
+    let t = timing(2_000, 1_400, 400);
+    let mut window = RateWindow::new(&t);
+    assert_eq!(window.bound(), None, "no reply, no bound");
+    window.record(reading(0, 1, 100_000));
+    assert_eq!(window.bound(), None, "one reply bounds nothing");
+    // Renewals every 400 ms at a Redis 8 % fast, 1 ms round trips.
+    for i in 1..=30u64 {
+        let sent = i * 400;
+        window.record(reading(sent, sent + 1, 100_000 + sent * 108 / 100));
+    }
+    let bound = window.bound().expect("a bound");
+    assert!(bound.low <= 1.08 && bound.high >= 1.08, "{bound:?}");
+    // The baseline stays about three lease durations (6 s), so the width about 2 ms in 6 s.
+    assert!(bound.width() < 0.001, "{bound:?}");
+    assert!(
+        bound.width() > 0.0002,
+        "a baseline no longer than the span: {bound:?}"
+    );
+    // A clock stepped back starts the window anew.
+    window.record(reading(12_400, 12_401, 50_000));
+    assert_eq!(window.bound(), None);
+    // So does a reply sent before the last one (a late reply of an earlier renewal).
+    window.record(reading(12_800, 12_801, 50_400));
+    assert!(window.bound().is_some());
+    window.record(reading(12_700, 12_900, 50_500));
+    assert_eq!(window.bound(), None);
+}
+
+#[test]
+fn the_validity_follows_a_redis_clock_faster_than_the_drift() {
+    let t = timing(2_000, 1_400, 400); // validity 2000 - 22 = 1978 ms
+    let bound = |high: f64| {
+        Some(RateBound {
+            low: high - 0.001,
+            high,
+        })
+    };
+    // (bound) -> validity in µs
+    let cases = [
+        (None, 1_978_000, "no bound: the configured drift"),
+        (bound(1.0), 1_978_000, "the rate 1: the configured drift"),
+        (
+            bound(1.005),
+            1_978_000,
+            "within the drift factor: the configured drift",
+        ),
+        (bound(1.08), 1_849_851, "8 % fast: 2 s / 1.08 - 2 ms"),
+        (bound(1.10), 1_816_181, "10 % fast: 2 s / 1.10 - 2 ms"),
+        (
+            bound(0.9),
+            1_978_000,
+            "a slow Redis keeps the lease longer: the configured drift",
+        ),
+        (
+            Some(RateBound {
+                low: 0.8,
+                high: 1.5,
+            }),
+            1_978_000,
+            "a wide bound that does not prove Redis fast (jitter): the configured drift",
+        ),
+        (
+            Some(RateBound {
+                low: 1.05,
+                high: 1.25,
+            }),
+            1_598_000,
+            "a wide bound whose low end is past the drift: its high end, 2 s / 1.25 - 2 ms",
+        ),
+    ];
+    for (bound, want_us, why) in cases {
+        let got = validity_at(&t, bound).as_micros();
+        assert!(got.abs_diff(want_us) <= 1, "{why}: {got} µs");
+    }
+    assert!(
+        validity_at(&t, bound(1.10)) < ms(1_818),
+        "inside Redis's expiry"
+    );
+}

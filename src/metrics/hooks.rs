@@ -1,0 +1,69 @@
+//! What the elector's term hooks record: transitions, step-downs and their reasons, renewals,
+//! Redis errors, the eviction policy, the candidate check, cooldowns and Redis's clock rate.
+
+use std::time::Duration;
+
+use super::{ErrorLabels, Metrics, PolicyLabel, ReasonLabel, ResultLabel, ToLabel};
+use crate::clock::BootInstant;
+use crate::elector::{RateBound, RenewalOutcome, StepDownReason, TermHooks};
+use crate::lease::{FencingToken, LeaseError};
+
+impl TermHooks for Metrics {
+    fn renewal(&self, outcome: RenewalOutcome, latency: Duration) {
+        self.renewals
+            .get_or_create(&ResultLabel {
+                result: outcome.as_label(),
+            })
+            .inc();
+        self.renewal_seconds.observe(latency.as_secs_f64());
+    }
+
+    fn began(&self, _token: FencingToken, _valid_until: BootInstant) {
+        self.transitions
+            .get_or_create(&ToLabel { to: "leader" })
+            .inc();
+    }
+
+    fn ending(&self, _token: FencingToken, reason: StepDownReason) {
+        self.transitions
+            .get_or_create(&ToLabel { to: "follower" })
+            .inc();
+        self.step_downs
+            .get_or_create(&ReasonLabel {
+                reason: reason.as_label(),
+            })
+            .inc();
+    }
+
+    fn redis_error(&self, op: &'static str, error: &LeaseError) {
+        self.redis_errors
+            .get_or_create(&ErrorLabels {
+                op,
+                kind: error.kind(),
+            })
+            .inc();
+    }
+
+    fn eviction_policy(&self, policy: &str, may_evict: bool) {
+        let _rewriting = self.lock_rewrite();
+        self.eviction_possible.clear();
+        self.eviction_possible
+            .get_or_create(&PolicyLabel {
+                policy: policy.to_owned(),
+            })
+            .set(i64::from(may_evict));
+    }
+
+    fn candidate_unhealthy(&self) {
+        self.candidate_unhealthy.inc();
+    }
+
+    fn cooldown_started(&self) {
+        self.cooldowns_started.inc();
+    }
+
+    fn clock_rate(&self, bound: RateBound) {
+        self.redis_clock_rate.set((bound.low + bound.high) / 2.0);
+        self.redis_clock_rate_width.set(bound.width());
+    }
+}
