@@ -19,15 +19,15 @@ pids+=("$tools")
 cargo fmt --all -- --check
 # --workspace: the test kit (crates/testbed) has tests of its own.
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
-# The benchmark smoke test runs the bench example as a program: build it with the same
-# features.
-cargo build --examples --all-features --locked
+# Everything the tests run, with the features nextest resolves (so that it builds nothing
+# more): the test programs, the bench example its smoke test runs as a program, the test kit's
+# static-binary.
+cargo build --workspace --all-targets --all-features --locked
 
 # What ships (tests/ship): the image tests build the static release binary as the Dockerfile
 # does, minutes from cold. That build starts now, at the lowest priority, beside the steps
 # below and the tests, which mostly wait on timers and real processes; the image tests, last,
 # find it built.
-cargo build -p testbed --bin static-binary --locked
 nice -n 19 "${CARGO_TARGET_DIR:-target}/debug/static-binary" >"$logs/static" 2>&1 &
 static=$!
 pids+=("$static")

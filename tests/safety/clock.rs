@@ -3,7 +3,7 @@
 //! fast (libfaketime), a real `leasehold run`: the leader bounds the rate from its renewals'
 //! replies and is valid only while Redis keeps its lease.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use harness::contenders::unique_lease;
 use harness::replica::Replica;
@@ -42,19 +42,56 @@ fn a_leader_on_a_redis_whose_clock_runs_fast_is_valid_only_while_redis_keeps_its
         .expect("the rate is exported");
     assert!((rate - RATE).abs() < 0.01, "measured {rate}, ran at {RATE}");
     // How long the leader may still act, then how long Redis keeps the lease, in this machine's
-    // time. The leader keeps 2 ms and the renewal's round trip in hand; the two questions are a
-    // few milliseconds apart, which the comparison allows. Without the measured rate, the
-    // leader's validity outlasted Redis's by about 160 ms.
-    const ASKING: f64 = 10.0;
+    // time. The two answers come a moment apart, and either may come from any instant of its
+    // question: only a validity longer than Redis's by more than the time both questions took
+    // proves the leader valid past the lease (1 ms more for PTTL's rounding). Without the
+    // measured rate, it outlasted Redis's by about 160 ms.
     for _ in 0..10 {
+        let asked = Instant::now();
         let view = leader.leader();
         let valid_for_ms = view["valid_for_ms"].as_u64().expect("a leader's validity");
         let pttl: i64 = redis.cmd(&["PTTL", &key]);
         let kept_ms = pttl as f64 / RATE;
+        let asking_ms = asked.elapsed().as_secs_f64() * 1_000.0 + 1.0;
         assert!(
-            valid_for_ms as f64 <= kept_ms + ASKING,
-            "valid for {valid_for_ms} ms, but Redis drops the lease in {kept_ms:.0} ms: {view}"
+            valid_for_ms as f64 <= kept_ms + asking_ms,
+            "valid for {valid_for_ms} ms, but Redis drops the lease in {kept_ms:.0} ms (asked \
+             in {asking_ms:.1} ms): {view}"
         );
         std::thread::sleep(Duration::from_millis(97));
     }
+}
+
+#[test]
+fn a_leader_whose_redis_clock_steps_forward_steps_down_at_the_first_renewal_after_it() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let offset = dir.path().join("offset");
+    std::fs::write(&offset, "+0 x1.0").expect("write the clock's offset");
+    let redis = RedisServer::builder().clock_file(&offset).start();
+    let lease = unique_lease("clock-step");
+    let leader = Replica::spawn(&redis.url(), &lease, "leader", &TIMING, &[]);
+    wait_for("the leader to lead", 5 * LEASE, || {
+        leader.is_ready().then_some(())
+    });
+    leader.wait_events("renewed", 3, 5 * LEASE);
+    // Redis's clock jumps 3 s forward: the lease (TTL 2 s) expires at once on Redis.
+    std::fs::write(&offset, "+3 x1.0").expect("step the clock");
+    let stepped = leader.wait_events("stepped down", 1, LEASE);
+    assert_eq!(stepped[0]["reason"], "clock_step", "{stepped:?}");
+    let detail = stepped[0]["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("stepped") && detail.contains("ms forward"),
+        "{detail}"
+    );
+    let said = leader.wait_events(
+        "redis's clock stepped forward; the lease expired early by about the step",
+        1,
+        LEASE,
+    );
+    let step_ms = said[0]["step_ms"].as_u64().expect("the step");
+    assert!((2_500..=3_000).contains(&step_ms), "stepped {step_ms} ms");
+    // The next term goes on at the stepped clock's rate 1.
+    wait_for("the leader to lead again", 5 * LEASE, || {
+        (leader.events("became leader").len() == 2).then_some(())
+    });
 }

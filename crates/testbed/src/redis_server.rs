@@ -36,7 +36,16 @@ pub struct RedisBuilder {
     persistence: Persistence,
     extra: Vec<String>,
     dir: Option<PathBuf>,
-    clock_rate: Option<f64>,
+    clock: Option<FakeClock>,
+}
+
+/// A clock of the server's own, from libfaketime.
+#[derive(Debug, Clone)]
+enum FakeClock {
+    /// Runs this many times as fast as the machine's.
+    Rate(f64),
+    /// Offset as the file says (libfaketime's form, `+2 x1.0`), read at every clock call.
+    File(PathBuf),
 }
 
 impl RedisBuilder {
@@ -68,7 +77,16 @@ impl RedisBuilder {
     /// only: Debian's redis-server, built with jemalloc, does not start under libfaketime.
     pub fn clock_rate(mut self, rate: f64) -> Self {
         self.engine = Engine::Redis62;
-        self.clock_rate = Some(rate);
+        self.clock = Some(FakeClock::Rate(rate));
+        self
+    }
+
+    /// A server whose clock is offset as `file` says, read again at every clock call, so that
+    /// writing `+3 x1.0` there steps its clock 3 s forward while it runs (write `+0 x1.0` before
+    /// the start). As [`clock_rate`](Self::clock_rate): libfaketime, Redis 6.2 of the venv.
+    pub fn clock_file(mut self, file: impl Into<PathBuf>) -> Self {
+        self.engine = Engine::Redis62;
+        self.clock = Some(FakeClock::File(file.into()));
         self
     }
 
@@ -107,7 +125,7 @@ impl RedisBuilder {
             child: None,
             persistence: self.persistence,
             extra: self.extra,
-            clock_rate: self.clock_rate,
+            clock: self.clock,
             starts: 0,
         };
         match on_a_free_port(|port| {
@@ -150,7 +168,7 @@ pub struct RedisServer {
     child: Option<Guarded>,
     persistence: Persistence,
     extra: Vec<String>,
-    clock_rate: Option<f64>,
+    clock: Option<FakeClock>,
     starts: u32,
 }
 
@@ -242,14 +260,19 @@ impl RedisServer {
             Persistence::AofAlways => cmd.args(["--appendonly", "yes", "--appendfsync", "always"]),
         };
         cmd.args(&self.extra);
-        if let Some(rate) = self.clock_rate {
+        if let Some(clock) = &self.clock {
             if !Path::new(FAKETIME).is_file() {
                 return Err(io::Error::other(format!(
                     "no {FAKETIME}: scripts/ensure-tools.sh installs Debian's faketime"
                 )));
             }
-            cmd.env("LD_PRELOAD", FAKETIME)
-                .env("FAKETIME", format!("+0 x{rate}"));
+            cmd.env("LD_PRELOAD", FAKETIME);
+            match clock {
+                FakeClock::Rate(rate) => cmd.env("FAKETIME", format!("+0 x{rate}")),
+                FakeClock::File(file) => cmd
+                    .env("FAKETIME_TIMESTAMP_FILE", file)
+                    .env("FAKETIME_NO_CACHE", "1"),
+            };
         }
         let name = format!("{} on port {}", self.engine.name(), self.port);
         self.child = Some(Guarded::spawn(cmd, &name)?);

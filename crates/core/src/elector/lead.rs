@@ -12,9 +12,9 @@ use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::decide::{self, Deadlines, RateWindow, Reading, TermEnd, WatchdogStep, WorkStop};
+use super::decide::{self, Deadlines, Jump, RateWindow, Reading, TermEnd, WatchdogStep, WorkStop};
 use super::{Elector, Leadership, RenewalOutcome, Role, StepDown, StepDownReason, TermHooks};
-use crate::lease::{Grant, Released, Renewal, Renewed, Reservation};
+use crate::lease::{FencingToken, Grant, Released, Renewal, Renewed, Reservation};
 
 /// How a term ended, with any words about it.
 struct Ending {
@@ -160,11 +160,14 @@ impl Elector {
                     let Renewal {
                         sent_at, repaired, ..
                     } = renewal;
-                    rate.record(Reading {
+                    let jump = rate.record(Reading {
                         sent: sent_at,
                         received: clock.now(),
                         redis_us: renewal.redis_us,
                     });
+                    if let Some(ending) = clock_jumped(jump, &identity, &lease_name, grant.token) {
+                        break (ending, true);
+                    }
                     let bound = rate.bound();
                     if let Some(bound) = bound {
                         self.hooks.clock_rate(bound);
@@ -347,6 +350,31 @@ impl Elector {
         }
         self.hooks.ended(token, reason, released);
         (reason, released)
+    }
+}
+
+/// What a step of Redis's clock that a renewal's reply showed does to the term: a step forward
+/// ends it (the lease expired early by about the step); a step back is said and harmless.
+fn clock_jumped(jump: Jump, identity: &str, lease: &str, token: FencingToken) -> Option<Ending> {
+    match jump {
+        Jump::None => None,
+        Jump::Back(back) => {
+            let back_ms = back.as_millis() as u64;
+            warn!(%identity, %lease, token = token.0, back_ms, "redis's clock stepped back; keys live longer, the term goes on");
+            None
+        }
+        Jump::Forward(step) => {
+            let step_ms = step.as_millis() as u64;
+            warn!(%identity, %lease, token = token.0, step_ms, "redis's clock stepped forward; the lease expired early by about the step");
+            Some(Ending {
+                reason: StepDownReason::ClockStep,
+                detail: Some(format!(
+                    "redis's clock stepped {step_ms} ms forward between two renewals: check NTP \
+                     on the Redis host"
+                )),
+                hand_to: None,
+            })
+        }
     }
 }
 

@@ -21,6 +21,9 @@ pub enum StepDownReason {
     /// The validity deadline passed before a renewal could prove the lease still ours: the
     /// process was paused, or Redis did not answer in time.
     ValidityDeadlinePassed,
+    /// A renewal's reply showed Redis's clock stepped forward (further than any slew goes):
+    /// the lease expired early by about the step, and another replica may have taken it.
+    ClockStep,
     /// The leader's work returned.
     WorkEnded,
     /// The leader's work returned an error.
@@ -42,11 +45,12 @@ pub enum StepDownReason {
 impl StepDownReason {
     /// Every reason the elector gives by itself and through its own gates, for metrics that
     /// want all label values present from the start.
-    pub const ALL: [StepDownReason; 11] = [
+    pub const ALL: [StepDownReason; 12] = [
         StepDownReason::Lost,
         StepDownReason::RenewDeadlinePassed,
         StepDownReason::RenewRefused,
         StepDownReason::ValidityDeadlinePassed,
+        StepDownReason::ClockStep,
         StepDownReason::WorkEnded,
         StepDownReason::WorkFailed,
         StepDownReason::WorkPanicked,
@@ -63,6 +67,7 @@ impl StepDownReason {
             StepDownReason::RenewDeadlinePassed => "renew_deadline_passed",
             StepDownReason::RenewRefused => "renew_refused",
             StepDownReason::ValidityDeadlinePassed => "validity_deadline_passed",
+            StepDownReason::ClockStep => "clock_step",
             StepDownReason::WorkEnded => "work_ended",
             StepDownReason::WorkFailed => "work_failed",
             StepDownReason::WorkPanicked => "work_panicked",
@@ -85,6 +90,7 @@ impl fmt::Display for StepDownReason {
             StepDownReason::RenewDeadlinePassed => "renew deadline passed",
             StepDownReason::RenewRefused => "redis refused the renewal",
             StepDownReason::ValidityDeadlinePassed => "validity deadline passed",
+            StepDownReason::ClockStep => "redis's clock stepped forward",
             StepDownReason::WorkEnded => "work ended",
             StepDownReason::WorkFailed => "work failed",
             StepDownReason::WorkPanicked => "work panicked",

@@ -234,14 +234,10 @@ return {'ACQUIRED', token, previous, live}
 /// In the same step it reads the handover request: one that names this very term (and no
 /// other: a request for an earlier term cannot end a later one) is answered with the renewal,
 /// so that a request made while the leader's subscription is down is still seen at its next
-/// renewal.
-///
-/// The renewal claims the term's lease duration in `:longest` (see above).
-///
-/// A held term's reply also counts the connections listening on the release channel (the
-/// leader's own among them while it is subscribed), so that a leader that cannot renew knows
-/// whether anyone else waits to take over, and carries Redis's `TIME`, which the leader's
-/// clock-rate bound reads; neither needs a command of its own.
+/// renewal. It claims the term's lease duration in `:longest` (see above). A held term's reply
+/// counts the listeners on the release channel (the leader's own among them while subscribed:
+/// whether anyone else waits to take over) and carries Redis's `TIME` (for the clock-rate
+/// bound), neither with a command of its own.
 ///
 /// KEYS: lease, state record, handover request, longest. ARGV: term value, ttl in ms, channel.
 /// Reply: `{code, listeners, time_us}` when held, code 1, or 2 after putting the vanished key

@@ -8,6 +8,9 @@
 //! window pairs its oldest reply with the newest, and forgets replies older than its span, so
 //! that a rate that changes (a clock slewed for a while) shows within a span.
 //!
+//! A reply whose `TIME` advanced more than the fastest rate known allows over its interval shows
+//! a step of Redis's clock ([`Jump`]): the lease expired early by about that much.
+//!
 //! The validity follows the bound's upper end when it is faster than the configured drift
 //! allows ([`validity_at`]); until two replies are in, or while the bound is too wide to say
 //! anything, the configured drift stands.
@@ -54,12 +57,38 @@ impl RateBound {
     pub fn width(&self) -> f64 {
         self.high - self.low
     }
+
+    /// Whether the bound says anything beside a `drift_factor`: it is narrower than that, or its
+    /// low end alone is beyond it. A wide bound (a short baseline over slow round trips) that
+    /// does not prove Redis fast is jitter.
+    pub fn says_something(&self, drift_factor: f64) -> bool {
+        self.width() <= drift_factor || self.low > 1.0 + drift_factor
+    }
+}
+
+/// The fastest a clock is slewed rather than stepped: Linux lets `adjtimex` move a clock 10 %
+/// off (chrony slews by at most a twelfth). A rate may change to it between two replies, so
+/// only an advance beyond it is a step; a smaller one shows in the rate's bound instead.
+pub const FASTEST_SLEW: f64 = 0.1;
+
+/// What a reply showed of Redis's clock besides its rate: nothing, or a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Jump {
+    None,
+    /// Redis's clock advanced this much more than the boot clock's interval allows at the
+    /// fastest rate known (the bound's high end, at least [`FASTEST_SLEW`]'s), beyond the fixed
+    /// margin: every key of that Redis expires early by about this much. Seen from the third
+    /// reply of a term on (the first two give the rate).
+    Forward(Duration),
+    /// Redis's clock went back this much: keys live longer, which is harmless to a lease.
+    Back(Duration),
 }
 
 /// The readings of one term's renewals within a span of the newest.
 #[derive(Debug, Clone)]
 pub struct RateWindow {
     span: Duration,
+    drift_factor: f64,
     readings: VecDeque<Reading>,
 }
 
@@ -69,18 +98,18 @@ impl RateWindow {
     pub fn new(timing: &Timing) -> Self {
         Self {
             span: timing.lease_duration.saturating_mul(3),
+            drift_factor: timing.drift_factor,
             readings: VecDeque::new(),
         }
     }
 
-    /// Adds a reply. A Redis clock that went back (a step backward, another Redis behind the
-    /// same address) starts the window anew: no earlier reading bounds anything after it.
-    pub fn record(&mut self, reading: Reading) {
-        if self
-            .readings
-            .back()
-            .is_some_and(|last| reading.redis_us < last.redis_us || reading.sent < last.sent)
-        {
+    /// Adds a reply, and says whether Redis's clock stepped since the last one. A step, or a
+    /// reply sent before the last one (a late reply), starts the window anew: no earlier reading
+    /// bounds anything after it.
+    pub fn record(&mut self, reading: Reading) -> Jump {
+        let last = self.readings.back().copied();
+        let jump = last.map_or(Jump::None, |last| self.jump(last, reading));
+        if jump != Jump::None || last.is_some_and(|last| reading.sent < last.sent) {
             self.readings.clear();
         }
         self.readings.push_back(reading);
@@ -92,25 +121,52 @@ impl RateWindow {
         {
             self.readings.pop_front();
         }
+        jump
     }
 
     /// The bound over the window's longest baseline, once two replies are in.
     pub fn bound(&self) -> Option<RateBound> {
         RateBound::between(*self.readings.front()?, *self.readings.back()?)
     }
+
+    /// Whether Redis's clock stepped between the replies `last` and `new`.
+    fn jump(&self, last: Reading, new: Reading) -> Jump {
+        let Some(advanced) = new.redis_us.checked_sub(last.redis_us) else {
+            return Jump::Back(Duration::from_micros(last.redis_us - new.redis_us));
+        };
+        let Some(longest) = new
+            .received
+            .since_boot()
+            .checked_sub(last.sent.since_boot())
+        else {
+            return Jump::None;
+        };
+        // Without a bound yet, an advance is the rate's: a clock that runs fast from the start
+        // shrinks the validity through the bound instead of ending term after term.
+        let Some(bound) = self.bound() else {
+            return Jump::None;
+        };
+        let fastest = Some(bound)
+            .filter(|b| b.says_something(self.drift_factor))
+            .map_or(1.0, |b| b.high)
+            .max(1.0 + self.drift_factor.max(FASTEST_SLEW));
+        let allowed = longest.mul_f64(fastest) + FIXED_DRIFT;
+        match Duration::from_micros(advanced).checked_sub(allowed) {
+            Some(step) if !step.is_zero() => Jump::Forward(step),
+            _ => Jump::None,
+        }
+    }
 }
 
 /// The validity of a term sent to a Redis whose clock runs at most `bound.high` times the boot
 /// clock: the lease's TTL as the boot clock counts it, less the fixed part of the margin
 /// ([`FIXED_DRIFT`]); the configured validity when that is shorter (the configured drift covers
-/// the rate), or without a bound that says something: one narrower than the drift factor, or
-/// one whose low end alone is beyond it. A wide bound (a short baseline over slow round trips)
-/// that does not prove Redis fast is left alone, so that jitter cannot cut a term short.
+/// the rate), or without a bound that [says something](RateBound::says_something), so that
+/// jitter cannot cut a term short.
 pub fn validity_at(timing: &Timing, bound: Option<RateBound>) -> Duration {
     let configured = timing.validity();
-    let assumed = 1.0 + timing.drift_factor;
     match bound {
-        Some(bound) if bound.width() <= timing.drift_factor || bound.low > assumed => {
+        Some(bound) if bound.says_something(timing.drift_factor) => {
             let measured = timing
                 .lease_duration
                 .div_f64(bound.high.max(1.0))

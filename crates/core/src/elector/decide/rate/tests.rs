@@ -86,13 +86,69 @@ fn the_window_bounds_from_its_oldest_reply_within_three_lease_durations() {
         "a baseline no longer than the span: {bound:?}"
     );
     // A clock stepped back starts the window anew.
-    window.record(reading(12_400, 12_401, 50_000));
+    assert_eq!(
+        window.record(reading(12_400, 12_401, 50_000)),
+        Jump::Back(ms(62_960))
+    );
     assert_eq!(window.bound(), None);
     // So does a reply sent before the last one (a late reply of an earlier renewal).
     window.record(reading(12_800, 12_801, 50_400));
     assert!(window.bound().is_some());
     window.record(reading(12_700, 12_900, 50_500));
     assert_eq!(window.bound(), None);
+}
+
+#[test]
+fn an_advance_beyond_the_fastest_slew_is_a_step() {
+    let t = timing(2_000, 1_400, 400);
+    // (Redis's clock between two replies 400 ms apart with 1 ms round trips, ms) -> jump; the
+    // boot clock's longest interval between the two Redis instants is 401 ms
+    let cases = [
+        (400, Jump::None, "the rate 1"),
+        (433, Jump::None, "chrony's fastest slew, a twelfth"),
+        (
+            443,
+            Jump::None,
+            "10 % of the 401 ms and the fixed margin: 443.1 ms",
+        ),
+        (
+            444,
+            Jump::Forward(Duration::from_micros(900)),
+            "a little more",
+        ),
+        (
+            3_400,
+            Jump::Forward(Duration::from_micros(2_956_900)),
+            "a 3 s step",
+        ),
+        (399, Jump::None, "a slow Redis keeps keys longer"),
+        (300, Jump::None, "slower still, but forward"),
+    ];
+    for (redis, want, why) in cases {
+        // Two replies at the rate 1 first: the rate's bound.
+        let mut window = RateWindow::new(&t);
+        assert_eq!(window.record(reading(0, 1, 100_000)), Jump::None);
+        assert_eq!(window.record(reading(400, 401, 100_400)), Jump::None);
+        let got = window.record(reading(800, 801, 100_400 + redis));
+        assert_eq!(got, want, "{why}");
+    }
+    // The second reply gives the rate, whatever it is.
+    let mut window = RateWindow::new(&t);
+    window.record(reading(0, 1, 100_000));
+    assert_eq!(window.record(reading(400, 401, 103_400)), Jump::None);
+    // With a narrow bound faster than the slew, the bound's high end is the fastest.
+    let mut window = RateWindow::new(&t);
+    for i in 0..=10u64 {
+        let sent = i * 400;
+        let jump = window.record(reading(sent, sent + 1, 100_000 + sent * 12 / 10));
+        assert_eq!(jump, Jump::None, "a steady 20 % is a rate, not a step");
+    }
+    assert!(window.bound().expect("a bound").high > 1.2);
+    let jump = window.record(reading(4_400, 4_401, 100_000 + 4_000 * 12 / 10 + 600));
+    assert!(
+        matches!(jump, Jump::Forward(step) if step > ms(100)),
+        "{jump:?}"
+    );
 }
 
 #[test]
