@@ -22,9 +22,11 @@
 //! - `peers/`: redis-py, python-redis-lock, pottery and node-redlock beside leasehold in both
 //!   modes, installed pinned into a scratch folder (the full run only, or `--peers`)
 //! - `electors.rs`, `procs.rs`: in-process electors and child-process guards
+//! - `cli.rs`: the command line, and the internal modes the harness runs itself in
 //! - `plan.rs`: how much of everything the full and the quick run measure
 //! - `stats.rs`, `svg.rs`, `report.rs`, `machine.rs`: summaries, the plot, the report
 
+mod cli;
 mod electors;
 mod exec_pause;
 mod failover;
@@ -47,80 +49,17 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use clap::{Parser, Subcommand};
+use clap::Parser;
 use leasehold::elector::Timing;
 use leasehold::elector::benchmark_only::FollowerStrategy;
 
+use crate::cli::{Cli, Mode};
 pub use crate::plan::Plan;
 use crate::plan::ms;
 use crate::primitives::Amount;
 use crate::report::Results;
 use testbed::RedisServer;
 use testbed::sentinel::SentinelSet;
-
-#[derive(Parser)]
-#[command(about = "leasehold's benchmarks; writes the report and its plot")]
-struct Cli {
-    #[command(subcommand)]
-    mode: Option<Mode>,
-    /// Where to write the report.
-    #[arg(long, default_value = "docs/BENCHMARKS.md")]
-    out: PathBuf,
-    /// Where to write the plot; the report links it relative to --out.
-    #[arg(long, default_value = "docs/bench/latency.svg")]
-    svg: PathBuf,
-    /// The `leasehold` binary [default: next to this harness's directory, target/<profile>/leasehold].
-    #[arg(long)]
-    leasehold_bin: Option<PathBuf>,
-    /// A tiny run with short timings and few samples, to check the harness and the report's
-    /// shape (the figures mean nothing).
-    #[arg(long)]
-    quick: bool,
-    /// Seconds the build before this run took, stated in the report.
-    #[arg(long)]
-    build_seconds: Option<f64>,
-    /// Measure the peers (other lock libraries, installed from PyPI and npm) [default: true,
-    /// false with --quick].
-    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
-    peers: Option<bool>,
-    /// Build the static image and measure its size (minutes from cold) [default: true, false
-    /// with --quick]. `--image false` for a run that compares the hot paths before and after
-    /// a change.
-    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
-    image: Option<bool>,
-}
-
-#[derive(Subcommand)]
-enum Mode {
-    /// Internal: a leader that acts every millisecond through its guard (see pause.rs).
-    PauseChild {
-        url: String,
-        lease: String,
-        lease_ms: u64,
-        renew_ms: u64,
-        retry_ms: u64,
-    },
-    /// Internal: leasehold's library contender of the peer rounds (see peers/child.rs).
-    PeerLibrary {
-        url: String,
-        name: String,
-        ttl_ms: u64,
-        identity: String,
-        resource: PathBuf,
-    },
-    /// Internal: the exec-mode command of the peer rounds (see peers/child.rs).
-    PeerWriter { identity: String, resource: PathBuf },
-    /// Only graceful handoffs, by group size, printed as a table (no report): for comparing
-    /// how a release wakes its followers.
-    Herd {
-        /// Group sizes, the leader included.
-        #[arg(long, value_delimiter = ',', default_value = "3,200")]
-        contenders: Vec<usize>,
-        /// Handoffs per group.
-        #[arg(long, default_value_t = 40)]
-        rounds: usize,
-    },
-}
 
 /// Progress on stderr, with the time since the start.
 fn progress(started: Instant, what: &str) {
