@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo build --release --bin leasehold --example bench
-//! target/release/examples/bench [--out docs/BENCHMARKS.md] [--quick] [--peers[=false]] [--image[=false]]
+//! target/release/examples/bench [--out docs/BENCHMARKS.md] [--quick] [--peers[=false]] [--image[=false]] [--flood[=false]]
 //! ```
 //!
 //! `scripts/bench.sh` does both and times them. Layout:
@@ -19,6 +19,7 @@
 //! - `exec_pause.rs`: SIGSTOPped `leasehold run -- sh` leaders: resume → the command gone
 //! - `load.rs`: Redis commands per contender from `INFO commandstats`, and per transition
 //! - `footprint.rs`: RSS and CPU of idle replicas from /proc, binary size
+//! - `flood.rs`: a leader's memory, open files and probes under thousands of hostile connections
 //! - `peers/`: redis-py, python-redis-lock, pottery and node-redlock beside leasehold in both
 //!   modes, installed pinned into a scratch folder (the full run only, or `--peers`)
 //! - `electors.rs`, `procs.rs`: in-process electors and child-process guards
@@ -30,6 +31,7 @@ mod cli;
 mod electors;
 mod exec_pause;
 mod failover;
+mod flood;
 mod footprint;
 mod handoff;
 mod herd;
@@ -352,6 +354,14 @@ async fn run(cli: Cli) -> Result<()> {
     results.load = rows;
     for g in groups {
         g.finish().await?;
+    }
+
+    if cli.flood.unwrap_or(true) {
+        progress(
+            started,
+            "HTTP flood: one leader, connections it must not serve",
+        );
+        results.flood = Some(flood::measure(&bin, &plan).await?);
     }
 
     results.machine.load_after = machine::load_average();
