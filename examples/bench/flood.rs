@@ -127,8 +127,10 @@ pub struct Flood {
     pub opening: Duration,
     pub hold: Duration,
     pub before: Usage,
-    /// The largest figures over the hold.
-    pub peak: Usage,
+    /// The largest figures while the connections were opened (the first ones' heads time out
+    /// while the last are opened), and over the hold.
+    pub peak_opening: Usage,
+    pub peak_hold: Usage,
     /// Once the open files were back, or at [`BACK_WITHIN`].
     pub after: Usage,
     /// From the clients' close until the leader's open files were back to before (within
@@ -199,15 +201,15 @@ fn flood(leader: &Replica, count: Count, hold: Duration) -> Result<Flood> {
     let refused_before = REFUSED.map(|name| leader.metric(name));
 
     let began = Instant::now();
-    let (held, failed) = open(leader.http, count.tried);
+    let (held, failed, peak_opening) = open(leader.http, count.tried, pid)?;
     let opening = began.elapsed();
 
-    let mut peak = usage(pid)?;
+    let mut peak_hold = usage(pid)?;
     let (mut probes, mut view_during) = (Vec::new(), None);
     let hold_began = Instant::now();
     let mut round = hold_began;
     while round < hold_began + hold {
-        peak = peak.max(usage(pid)?);
+        peak_hold = peak_hold.max(usage(pid)?);
         for path in PROBES {
             let asked = Instant::now();
             let code = http_get(leader.http, path).map(|(code, _)| code);
@@ -240,7 +242,8 @@ fn flood(leader: &Replica, count: Count, hold: Duration) -> Result<Flood> {
         opening,
         hold,
         before,
-        peak,
+        peak_opening,
+        peak_hold,
         after,
         back_after: back.map(|at| at - closed),
         probes,
@@ -252,11 +255,17 @@ fn flood(leader: &Replica, count: Count, hold: Duration) -> Result<Flood> {
 }
 
 /// `count` connections to `addr`, alternately an unread event stream and half a head: those
-/// held, and how many failed.
-fn open(addr: SocketAddr, count: usize) -> (Vec<TcpStream>, usize) {
+/// held, how many failed, and the largest usage of `pid` read every [`EVERY`] meanwhile.
+fn open(addr: SocketAddr, count: usize, pid: i32) -> Result<(Vec<TcpStream>, usize, Usage)> {
     let mut held = Vec::with_capacity(count);
     let mut failed = 0;
+    let mut peak = usage(pid)?;
+    let mut next_look = Instant::now() + EVERY;
     for i in 0..count {
+        if Instant::now() >= next_look {
+            peak = peak.max(usage(pid)?);
+            next_look += EVERY;
+        }
         let request = if i % 2 == 0 {
             STREAM_REQUEST
         } else {
@@ -267,7 +276,7 @@ fn open(addr: SocketAddr, count: usize) -> (Vec<TcpStream>, usize) {
             Err(_) => failed += 1,
         }
     }
-    (held, failed)
+    Ok((held, failed, peak.max(usage(pid)?)))
 }
 
 /// One connection that sends `request` and never reads. Its receive buffer is 4 KiB (the

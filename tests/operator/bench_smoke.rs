@@ -58,7 +58,7 @@ fn the_quick_benchmark_writes_a_report_with_every_section_and_a_plot() {
         "the quick run leaves the peers out, and says so:\n{report}"
     );
     assert!(
-        report.contains("| during (peak over 2 s) |") && report.contains("answered `200`"),
+        report.contains("| held (peak over 2 s) |") && report.contains("answered `200`"),
         "the HTTP flood is measured:\n{report}"
     );
     assert!(report.contains("](bench/latency.svg)"), "links the plot");

@@ -41,9 +41,10 @@ fn measured(w: &mut String, r: &Results, plan: &Plan, f: &Flood) {
         "Measured {} at commit `{}` by the harness, on this machine's {} cores. One `leasehold run` \
          (the leader, default limits: {DEFAULT_MAX_CONNECTIONS} connections, \
          {DEFAULT_MAX_EVENT_STREAMS} event streams, {PROBE_RESERVE} places for the probes, {} for \
-         a request's head; {}) on its own redis-server, then {} connections at once: half ask for \
-         `/leader`'s event stream and never read, half send half a request head and never finish \
-         it. `/healthz` and `/readyz` are asked every {} during the flood's {} ({} probes in all).\n",
+         a request's head; {}) on its own redis-server, then {} connections, opened one after the other as \
+         fast as it takes them: half ask for `/leader`'s event stream and never read, half send \
+         half a request head and never finish it. `/healthz` and `/readyz` are asked every {} while \
+         the connections are held ({}, {} probes in all).\n",
         humantime::format_rfc3339_seconds(r.date),
         r.versions.commit,
         r.machine.cores,
@@ -79,16 +80,24 @@ fn measured(w: &mut String, r: &Results, plan: &Plan, f: &Flood) {
         "| | RSS | open files | leader (token) |\n|---|---|---|---|"
     );
     let rows = [
-        ("before".to_owned(), f.before, f.view_before),
+        ("before".to_owned(), f.before, leader(f.view_before, None)),
         (
-            format!("during (peak over {})", human(f.hold)),
-            f.peak,
-            f.view_during,
+            format!(
+                "while they arrive (peak over {:.1} s)",
+                f.opening.as_secs_f64()
+            ),
+            f.peak_opening,
+            "not asked".to_owned(),
         ),
-        (after, f.after, f.view_after),
+        (
+            format!("held (peak over {})", human(f.hold)),
+            f.peak_hold,
+            leader(f.view_during, f.view_before),
+        ),
+        (after, f.after, leader(f.view_after, f.view_before)),
     ];
-    for (i, (when, usage, view)) in rows.into_iter().enumerate() {
-        let files = if i == 1 {
+    for (i, (when, usage, leader)) in rows.into_iter().enumerate() {
+        let files = if i == 2 {
             format!(
                 "{} (bound: {} + {DEFAULT_MAX_CONNECTIONS} + {PROBE_RESERVE} = {bound})",
                 usage.files, f.before.files
@@ -98,9 +107,8 @@ fn measured(w: &mut String, r: &Results, plan: &Plan, f: &Flood) {
         };
         let _ = writeln!(
             w,
-            "| {when} | {} | {files} | {} |",
-            mib(usage.rss_kib),
-            leader(view, (i > 0).then_some(f.view_before).flatten())
+            "| {when} | {} | {files} | {leader} |",
+            mib(usage.rss_kib)
         );
     }
     let _ = writeln!(w);
@@ -111,6 +119,15 @@ fn measured(w: &mut String, r: &Results, plan: &Plan, f: &Flood) {
         n(f.failed),
         f.opening.as_secs_f64()
     );
+    if f.peak_opening.files > bound {
+        let _ = writeln!(
+            w,
+            "- While the connections arrive, the open files pass the bound for moments ({} at the \
+             peak): a connection the reserve sheds is closed by its own task a moment later, not \
+             by the accept loop.",
+            f.peak_opening.files
+        );
+    }
     let answered = f.answered();
     let times = Summary::of(&answered).map_or_else(String::new, |s| {
         format!("; p50 {}, max {}", ms(s.p50), ms(s.max))
@@ -190,12 +207,13 @@ fn how(w: &mut String) {
          of the report (examples/bench/flood.rs); `--flood false` leaves it out, and `--quick` \
          floods with {} connections for {}. The harness raises its own open-files limit to its \
          hard limit when the connections need it (each is a file of the flooding process too), reads the \
-         leader's `VmRSS` (/proc/PID/status) and open files (/proc/PID/fd) before, at every round \
-         of probes (the peak) and once its open files are back within {BACK_MARGIN} of before (at \
+         leader's `VmRSS` (/proc/PID/status) and open files (/proc/PID/fd) before, every {} while \
+         the connections arrive and while they are held (the peaks) and once its open files are back within {BACK_MARGIN} of before (at \
          most {} after the clients closed), and the refused counters from `/metrics` before and \
          after.\n",
         group_thousands(quick.flood_connections as u64),
         human(quick.flood_hold),
+        human(EVERY),
         human(BACK_WITHIN)
     );
 }
