@@ -35,7 +35,7 @@ pub struct Cli {
     /// a change.
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub image: Option<bool>,
-    /// Flood a leader's HTTP port with hostile connections (about 20 s; fewer connections and
+    /// Flood a leader's HTTP port with hostile connections (about 15 s; fewer connections and
     /// a shorter hold with --quick) [default: true]. `--flood false` for a run that compares
     /// the hot paths before and after a change.
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
