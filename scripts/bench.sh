@@ -20,7 +20,8 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-benchmark >/d
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
 fi
 
-# 500 in-process contenders hold about a thousand connections.
+# 500 in-process contenders hold about a thousand connections; the HTTP flood holds 10,000 (the
+# harness raises its own soft limit to the hard one for it, and floods fewer when that is too low).
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 if [ "$(ulimit -n)" -lt 4096 ]; then
   echo "warning: only $(ulimit -n) open files allowed; the 500-contender load benchmark needs about 1100" >&2

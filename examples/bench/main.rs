@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo build --release --bin leasehold --example bench
-//! target/release/examples/bench [--out docs/BENCHMARKS.md] [--quick] [--peers[=false]] [--image[=false]]
+//! target/release/examples/bench [--out docs/BENCHMARKS.md] [--quick] [--peers[=false]] [--image[=false]] [--flood[=false]]
 //! ```
 //!
 //! `scripts/bench.sh` does both and times them. Layout:
@@ -19,15 +19,19 @@
 //! - `exec_pause.rs`: SIGSTOPped `leasehold run -- sh` leaders: resume → the command gone
 //! - `load.rs`: Redis commands per contender from `INFO commandstats`, and per transition
 //! - `footprint.rs`: RSS and CPU of idle replicas from /proc, binary size
+//! - `flood.rs`: a leader's memory, open files and probes under thousands of hostile connections
 //! - `peers/`: redis-py, python-redis-lock, pottery and node-redlock beside leasehold in both
 //!   modes, installed pinned into a scratch folder (the full run only, or `--peers`)
 //! - `electors.rs`, `procs.rs`: in-process electors and child-process guards
+//! - `cli.rs`: the command line, and the internal modes the harness runs itself in
 //! - `plan.rs`: how much of everything the full and the quick run measure
 //! - `stats.rs`, `svg.rs`, `report.rs`, `machine.rs`: summaries, the plot, the report
 
+mod cli;
 mod electors;
 mod exec_pause;
 mod failover;
+mod flood;
 mod footprint;
 mod handoff;
 mod herd;
@@ -47,80 +51,17 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use clap::{Parser, Subcommand};
+use clap::Parser;
 use leasehold::elector::Timing;
 use leasehold::elector::benchmark_only::FollowerStrategy;
 
+use crate::cli::{Cli, Mode};
 pub use crate::plan::Plan;
 use crate::plan::ms;
 use crate::primitives::Amount;
 use crate::report::Results;
 use testbed::RedisServer;
 use testbed::sentinel::SentinelSet;
-
-#[derive(Parser)]
-#[command(about = "leasehold's benchmarks; writes the report and its plot")]
-struct Cli {
-    #[command(subcommand)]
-    mode: Option<Mode>,
-    /// Where to write the report.
-    #[arg(long, default_value = "docs/BENCHMARKS.md")]
-    out: PathBuf,
-    /// Where to write the plot; the report links it relative to --out.
-    #[arg(long, default_value = "docs/bench/latency.svg")]
-    svg: PathBuf,
-    /// The `leasehold` binary [default: next to this harness's directory, target/<profile>/leasehold].
-    #[arg(long)]
-    leasehold_bin: Option<PathBuf>,
-    /// A tiny run with short timings and few samples, to check the harness and the report's
-    /// shape (the figures mean nothing).
-    #[arg(long)]
-    quick: bool,
-    /// Seconds the build before this run took, stated in the report.
-    #[arg(long)]
-    build_seconds: Option<f64>,
-    /// Measure the peers (other lock libraries, installed from PyPI and npm) [default: true,
-    /// false with --quick].
-    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
-    peers: Option<bool>,
-    /// Build the static image and measure its size (minutes from cold) [default: true, false
-    /// with --quick]. `--image false` for a run that compares the hot paths before and after
-    /// a change.
-    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
-    image: Option<bool>,
-}
-
-#[derive(Subcommand)]
-enum Mode {
-    /// Internal: a leader that acts every millisecond through its guard (see pause.rs).
-    PauseChild {
-        url: String,
-        lease: String,
-        lease_ms: u64,
-        renew_ms: u64,
-        retry_ms: u64,
-    },
-    /// Internal: leasehold's library contender of the peer rounds (see peers/child.rs).
-    PeerLibrary {
-        url: String,
-        name: String,
-        ttl_ms: u64,
-        identity: String,
-        resource: PathBuf,
-    },
-    /// Internal: the exec-mode command of the peer rounds (see peers/child.rs).
-    PeerWriter { identity: String, resource: PathBuf },
-    /// Only graceful handoffs, by group size, printed as a table (no report): for comparing
-    /// how a release wakes its followers.
-    Herd {
-        /// Group sizes, the leader included.
-        #[arg(long, value_delimiter = ',', default_value = "3,200")]
-        contenders: Vec<usize>,
-        /// Handoffs per group.
-        #[arg(long, default_value_t = 40)]
-        rounds: usize,
-    },
-}
 
 /// Progress on stderr, with the time since the start.
 fn progress(started: Instant, what: &str) {
@@ -413,6 +354,14 @@ async fn run(cli: Cli) -> Result<()> {
     results.load = rows;
     for g in groups {
         g.finish().await?;
+    }
+
+    if cli.flood.unwrap_or(true) {
+        progress(
+            started,
+            "HTTP flood: one leader, connections it must not serve",
+        );
+        results.flood = Some(flood::measure(&bin, &plan).await?);
     }
 
     results.machine.load_after = machine::load_average();

@@ -44,6 +44,9 @@ pub struct Plan {
     pub peer_crashes: usize,
     pub peer_pauses: usize,
     pub peer_idle_window: Duration,
+    /// Connections of the HTTP flood, and how long it holds them.
+    pub flood_connections: usize,
+    pub flood_hold: Duration,
 }
 
 pub fn ms(n: u64) -> Duration {
@@ -92,6 +95,8 @@ impl Plan {
             peer_crashes: 8,
             peer_pauses: 5,
             peer_idle_window: Duration::from_secs(20),
+            flood_connections: 10_000,
+            flood_hold: Duration::from_secs(10),
         }
     }
 
@@ -140,6 +145,8 @@ impl Plan {
             peer_crashes: 1,
             peer_pauses: 1,
             peer_idle_window: ms(2000),
+            flood_connections: 1_000,
+            flood_hold: ms(2000),
         }
     }
 }

@@ -89,7 +89,8 @@ pub fn count(v: f64) -> String {
     }
 }
 
-fn group_thousands(n: u64) -> String {
+/// A whole number with thousands grouped by a thin space (`10 000`).
+pub fn group_thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

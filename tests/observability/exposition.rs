@@ -175,9 +175,7 @@ fn the_process_metrics_describe_the_replicas_own_process() {
     let limit = proc_row(pid, "limits", "Max open files");
     assert_eq!(metric("process_max_fds"), limit);
     let open = metric("process_open_fds");
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .expect("read its fds")
-        .count() as f64;
+    let fds = testbed::process_tree::open_files(pid).expect("read its fds") as f64;
     assert!(
         open >= 3.0 && (open - fds).abs() <= 4.0,
         "{open} open fds, /proc lists {fds}"

@@ -17,6 +17,7 @@ use harness::replica::{FAST, Replica};
 use leasehold::http::PROBE_RESERVE;
 use nix::unistd::Pid;
 use testbed::http::{get_with, http_get};
+use testbed::process_tree;
 use testbed::redis_server::RedisServer;
 use testbed::wait::wait_for;
 
@@ -94,11 +95,9 @@ fn an_idle_keep_alive_connection_is_closed_within_seconds() {
     );
 }
 
-/// The files `pid` holds open.
+/// The files `pid` holds open (`usize::MAX` when they cannot be listed, which no bound passes).
 fn open_files(pid: Pid) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(Iterator::count)
-        .unwrap_or(usize::MAX)
+    process_tree::open_files(pid.as_raw()).unwrap_or(usize::MAX)
 }
 
 /// A thread that opens a connection every 5 ms, sends half a head and never finishes it (the

@@ -38,6 +38,7 @@ fn the_quick_benchmark_writes_a_report_with_every_section_and_a_plot() {
         "## 6. Primitive cost",
         "## 7. Peers: the locks users would pick instead",
         "## The physical limit of this machine",
+        "## The HTTP port under a flood",
         "## What was not measured, and caveats",
     ] {
         assert!(report.contains(heading), "no `{heading}` in:\n{report}");
@@ -55,6 +56,10 @@ fn the_quick_benchmark_writes_a_report_with_every_section_and_a_plot() {
     assert!(
         report.contains("Not measured in this run (a quick run"),
         "the quick run leaves the peers out, and says so:\n{report}"
+    );
+    assert!(
+        report.contains("| held (peak over 2 s) |") && report.contains("answered `200`"),
+        "the HTTP flood is measured:\n{report}"
     );
     assert!(report.contains("](bench/latency.svg)"), "links the plot");
     // Every table row has as many cells as its header.

@@ -1,6 +1,6 @@
-//! Watching processes from the outside through `/proc`: whether each still runs, which
-//! processes a parent has (and which are zombies), the pids a command writes to a file, and a
-//! pid file that kills whatever a failing test left running.
+//! Watching processes from the outside through `/proc`: whether each still runs, the files it
+//! holds open, which processes a parent has (and which are zombies), the pids a command writes
+//! to a file, and a pid file that kills whatever a failing test left running.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -57,6 +57,12 @@ fn parse_stat(pid: i32, text: &str) -> Option<Proc> {
         cutime: ticks(13)?,
         cstime: ticks(14)?,
     })
+}
+
+/// How many files `pid` holds open (the entries of `/proc/PID/fd`), or `None` when there is no
+/// such process or its files cannot be listed.
+pub fn open_files(pid: i32) -> Option<usize> {
+    Some(std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count())
 }
 
 /// Whether `pid` runs (exists and is not a zombie).

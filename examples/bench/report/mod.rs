@@ -1,6 +1,7 @@
 //! The report: every figure of the run as Markdown, and the plot that goes with it.
 
 mod cost;
+mod flood;
 mod latency;
 mod machine;
 mod plot;
@@ -25,6 +26,7 @@ use crate::primitives::{OPS, PrimitiveRun, SENTINEL_DIRECT, SENTINEL_THROUGH};
 use crate::stats::{Summary, cells, count, count_above, human, ms, ratio, ratio_d};
 use crate::svg::{Panel, Series, cdf_plot};
 use cost::{footprint_section, load_section};
+use flood::flood_section;
 use latency::{failover_section, handoff_section, pause_section};
 use machine::machine;
 pub use plot::plot;
@@ -54,6 +56,8 @@ pub struct Results {
     pub image: std::result::Result<crate::footprint::ImageSize, String>,
     /// The other lock libraries, beside leasehold in both modes.
     pub peers: crate::peers::Outcome,
+    /// A leader's HTTP port under a flood; `None` with `--flood false`.
+    pub flood: Option<crate::flood::Flood>,
     pub measured_for: Duration,
     pub build_seconds: Option<f64>,
 }
@@ -82,6 +86,7 @@ impl Results {
             binary: None,
             image: Err("not measured".to_owned()),
             peers: crate::peers::Outcome::NotRun,
+            flood: None,
             measured_for: Duration::ZERO,
             build_seconds: None,
         }
@@ -225,14 +230,7 @@ pub fn markdown(r: &Results, plan: &Plan, svg: &str, svg_written: &str) -> Strin
     primitives_section(w, r, plan);
     crate::peers::section(w, &r.peers, plan);
     physical_section(w, r);
-    // Measured by hand (scripts/http-flood.py): kept in a file of its own so that a new run of
-    // the harness keeps it.
-    let _ = writeln!(
-        w,
-        "{}",
-        include_str!("../../../docs/bench/http-flood.md").trim_end()
-    );
-    let _ = writeln!(w);
+    flood_section(w, r, plan);
     limits_section(w, r, plan);
     s
 }
