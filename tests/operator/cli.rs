@@ -413,6 +413,22 @@ fn config_file_mistakes_are_refused() {
             "--lease-duration 3s must be greater than --renew-deadline 10s",
         ),
         ("a: [\n", "not valid YAML"),
+        (
+            "lease-duration: [1, 2]\n",
+            "--config {}: `lease-duration` must be a string, number or boolean, not a list",
+        ),
+        (
+            "lease-duration: {a: 1}\n",
+            "--config {}: `lease-duration` must be a string, number or boolean, not a mapping",
+        ),
+        (
+            "lease-duration:\n",
+            "--config {}: `lease-duration` must be a string, number or boolean, not empty",
+        ),
+        (
+            "1: 30s\n",
+            "--config {}: a key must be a long flag name, not `1`",
+        ),
     ];
     for (i, (text, want)) in cases.into_iter().enumerate() {
         let path = dir.path().join(format!("c{i}.yaml"));
