@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::clock::shown;
 use crate::elector::{TimingError, TimingField};
 use crate::telemetry::TelemetryError;
 
@@ -74,7 +75,7 @@ pub enum CliError {
         rule: String,
     },
     /// A duration that must be shorter than another.
-    #[error("--{flag} {value:?} must be shorter than {other} {other_value:?}")]
+    #[error("--{flag} {} must be shorter than {other} {}", shown(*value), shown(*other_value))]
     Order {
         /// The flag.
         flag: &'static str,
@@ -97,7 +98,7 @@ pub enum CliError {
         rule: String,
     },
     /// A duration outside its range.
-    #[error("--{flag} {value:?}: {rule}")]
+    #[error("--{flag} {}: {rule}", shown(*value))]
     Duration {
         /// The flag.
         flag: &'static str,

@@ -259,7 +259,12 @@ fn read_config_file(path: &Path) -> Result<BTreeMap<String, FileValue>, CliError
     for (key, value) in mapping {
         let key = key
             .as_str()
-            .ok_or_else(|| invalid(format!("key {key:?} is not a string")))?
+            .ok_or_else(|| {
+                invalid(format!(
+                    "a key must be a long flag name, not {}",
+                    yaml_words(&key)
+                ))
+            })?
             .to_owned();
         let value = match value {
             serde_yaml::Value::Bool(b) => FileValue::Bool(b),
@@ -267,11 +272,26 @@ fn read_config_file(path: &Path) -> Result<BTreeMap<String, FileValue>, CliError
             serde_yaml::Value::Number(n) => FileValue::Text(n.to_string()),
             other => {
                 return Err(invalid(format!(
-                    "`{key}` must be a string, number or boolean, not {other:?}"
+                    "`{key}` must be a string, number or boolean, not {}",
+                    yaml_words(&other)
                 )));
             }
         };
         out.insert(key, value);
     }
     Ok(out)
+}
+
+/// A YAML value in the words of a refusal: a scalar as written, anything else by its kind
+/// (the library's `Debug` would say `Sequence [Number(1)]`).
+fn yaml_words(value: &serde_yaml::Value) -> String {
+    match value {
+        serde_yaml::Value::Null => "empty".to_owned(),
+        serde_yaml::Value::Bool(b) => format!("`{b}`"),
+        serde_yaml::Value::Number(n) => format!("`{n}`"),
+        serde_yaml::Value::String(s) => format!("`{s}`"),
+        serde_yaml::Value::Sequence(_) => "a list".to_owned(),
+        serde_yaml::Value::Mapping(_) => "a mapping".to_owned(),
+        serde_yaml::Value::Tagged(tagged) => format!("a value tagged `{}`", tagged.tag),
+    }
 }

@@ -414,7 +414,16 @@ fn parse_duration(value: &str) -> Result<Duration, String> {
     if value.starts_with('-') {
         return Err(format!("a duration cannot be negative; {EXPECTED}"));
     }
-    humantime::parse_duration(value).map_err(|e| format!("{e}; {EXPECTED}"))
+    humantime::parse_duration(value).map_err(|e| {
+        // The parser's own words for these name a byte offset (`expected number at 0`).
+        let what = match e {
+            humantime::DurationError::Empty => "empty".to_owned(),
+            humantime::DurationError::NumberExpected(_)
+            | humantime::DurationError::InvalidCharacter(_) => "not a number and a unit".to_owned(),
+            other => other.to_string(),
+        };
+        format!("{what}; {EXPECTED}")
+    })
 }
 
 /// Parses a switch's value, as Kubernetes users write one in a variable: `true`/`false`, `1`/`0`,

@@ -5,7 +5,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use harness::leasehold_bin;
-use harness::replica::{exit_within, run_to_end};
+use harness::replica::{assert_in_plain_words, exit_within, run_to_end};
 
 fn refused(args: &[&str], env: &[(&str, &str)], want: &str) {
     let (code, _stdout, stderr) = run_to_end(args, env);
@@ -15,6 +15,7 @@ fn refused(args: &[&str], env: &[(&str, &str)], want: &str) {
         "{args:?}\n got: {stderr}\nwant: {want}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_in_plain_words(&stderr);
 }
 
 /// `leasehold run` with a lease name from the environment (so that only the rule under test
@@ -127,7 +128,7 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
         ),
         (
             &["--grace-period", "0s", "--", "sh"],
-            "--grace-period 0ns: must be greater than zero",
+            "--grace-period 0s: must be greater than zero",
         ),
         (
             &["--", "no-such-program-x"],
@@ -182,7 +183,7 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
         ),
         (
             &["--redis-wait-replicas", "1", "--redis-wait-timeout", "0s"],
-            "--redis-wait-timeout 0ns: must be greater than zero",
+            "--redis-wait-timeout 0s: must be greater than zero",
         ),
         (
             &["--redis-wait-replicas", "many"],
@@ -196,6 +197,40 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
     for (args, want) in cases {
         run_refused(args, want);
     }
+}
+
+#[test]
+fn a_duration_that_does_not_parse_is_answered_with_what_a_duration_is() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--lease-duration", "soon"],
+            "invalid value 'soon' for '--lease-duration <LEASE_DURATION>': not a number and a unit; expected a duration such as 15s, 500ms or 2m",
+        ),
+        (
+            &["--renew-deadline", "1,5s"],
+            "invalid value '1,5s' for '--renew-deadline <RENEW_DEADLINE>': not a number and a unit; expected a duration such as 15s, 500ms or 2m",
+        ),
+        (
+            &["--retry-period", ""],
+            "invalid value '' for '--retry-period <RETRY_PERIOD>': empty; expected a duration such as 15s, 500ms or 2m",
+        ),
+        (
+            &["--retry-period", "0s"],
+            "--retry-period 0s is too short: it must be at least 10ms",
+        ),
+        (
+            &["--lease-duration", "0s"],
+            "--lease-duration 0s is too short: it must be at least 10ms",
+        ),
+    ];
+    for (args, want) in cases {
+        run_refused(args, want);
+    }
+    refused(
+        &["run", "--lease-name", "web", "--kubernetes", "off"],
+        &[("LEASEHOLD_GRACE_PERIOD", "s")],
+        "invalid value 's' for '--grace-period <GRACE_PERIOD>': not a number and a unit",
+    );
 }
 
 /// `leasehold run` without Kubernetes, against a Redis that is not there, with `args`.
@@ -227,6 +262,7 @@ fn run_refused_not_run(args: &[&str], want: &str) {
         "{args:?}\n got: {stderr}\nwant: {want}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_in_plain_words(&stderr);
 }
 
 #[test]
@@ -377,6 +413,22 @@ fn config_file_mistakes_are_refused() {
             "--lease-duration 3s must be greater than --renew-deadline 10s",
         ),
         ("a: [\n", "not valid YAML"),
+        (
+            "lease-duration: [1, 2]\n",
+            "--config {}: `lease-duration` must be a string, number or boolean, not a list",
+        ),
+        (
+            "lease-duration: {a: 1}\n",
+            "--config {}: `lease-duration` must be a string, number or boolean, not a mapping",
+        ),
+        (
+            "lease-duration:\n",
+            "--config {}: `lease-duration` must be a string, number or boolean, not empty",
+        ),
+        (
+            "1: 30s\n",
+            "--config {}: a key must be a long flag name, not `1`",
+        ),
     ];
     for (i, (text, want)) in cases.into_iter().enumerate() {
         let path = dir.path().join(format!("c{i}.yaml"));

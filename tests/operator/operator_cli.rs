@@ -2,7 +2,7 @@
 //! binary: one message that names the flag, the value and the rule, and exit code 2, before
 //! anything connects.
 
-use harness::replica::run_to_end;
+use harness::replica::{assert_in_plain_words, run_to_end};
 
 fn refused(args: &[&str], want: &[&str]) {
     let (code, _stdout, stderr) = run_to_end(args, &[("LEASEHOLD_LEASE_NAME", "web")]);
@@ -14,6 +14,7 @@ fn refused(args: &[&str], want: &[&str]) {
         );
     }
     assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_in_plain_words(&stderr);
 }
 
 #[test]
@@ -37,7 +38,7 @@ fn every_step_down_flag_rule_is_refused_with_exit_code_2() {
         ),
         (
             &["--wait", "0s"],
-            &["--wait 0ns", "must be greater than zero"],
+            &["--wait 0s", "must be greater than zero"],
         ),
         (&["--wait", "2h"], &["--wait 7200s", "must be at most 1h"]),
         (
@@ -70,7 +71,7 @@ fn every_lock_flag_rule_is_refused_with_exit_code_2() {
         ),
         (
             &["--grace-period", "0s", "--", "true"],
-            &["--grace-period 0ns", "must be greater than zero"],
+            &["--grace-period 0s", "must be greater than zero"],
         ),
         (
             &["--", "/no/such/program"],

@@ -125,7 +125,7 @@ async fn a_user_missing_a_command_gets_an_error_naming_it(engine: Engine) {
     assert!(matches!(err, LeaseError::NoPermission { .. }), "{err:?}");
     let text = err.to_string();
     assert!(
-        text.starts_with("redis refused `acquire`: the user lacks a permission"),
+        text.starts_with("redis refused while taking the lease: the user lacks a permission"),
         "{text}"
     );
     assert!(text.contains("`info|server`"), "names the command: {text}");
@@ -350,6 +350,66 @@ fn a_wrong_password_shows_in_readiness_and_the_log() {
         !a.log_text().contains("wrong\""),
         "the password is not logged"
     );
+}
+
+/// A refused password through the real binary: Redis's refusal in plain words, the user, and
+/// where the password comes from (the file's flag, or the variable that holds the URL), never
+/// the password itself.
+#[test]
+fn a_refused_password_names_the_user_and_where_the_password_comes_from() {
+    use harness::replica::{assert_in_plain_words, run_to_end};
+    let redis = RedisServer::builder()
+        .args(["--requirepass", "right-pw"])
+        .start();
+    redis.set_acl_user("app", &minimal_acl_rule("leasehold:", false), "app-pw");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pw");
+    std::fs::write(&file, "wrong-pw\n").unwrap();
+    let file = file.to_str().unwrap();
+    let url = redis.url();
+    let with_password = format!("redis://app:wrong-pw@127.0.0.1:{}", redis.port());
+    let status = ["status", "--lease-name", "web"];
+    /// Flags, environment, words the refusal holds.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a [&'a str]);
+    let cases: &[Case] = &[
+        (
+            &["--redis-url", &url, "--redis-password-file", file],
+            &[],
+            &[
+                "redis authentication failed while reading the lease: redis refused the password of user `default`",
+                &format!("the password comes from --redis-password-file {file}"),
+            ],
+        ),
+        (
+            &[],
+            &[("LEASEHOLD_REDIS_URL", &with_password)],
+            &[
+                "redis refused the password of user `app`",
+                "the password comes from the URL (LEASEHOLD_REDIS_URL)",
+            ],
+        ),
+        (
+            &["--redis-url", &url],
+            &[],
+            &[
+                "redis authentication failed while reading the lease: redis asks for a password and none was given",
+                "put it in a file and pass --redis-password-file, or in the URL of LEASEHOLD_REDIS_URL",
+            ],
+        ),
+    ];
+    for (flags, env, want) in cases {
+        let mut args = status.to_vec();
+        args.extend_from_slice(flags);
+        let (code, _, stderr) = run_to_end(&args, env);
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        for words in *want {
+            assert!(stderr.contains(words), "want {words:?} in:\n{stderr}");
+        }
+        assert_in_plain_words(&stderr);
+        for secret in ["wrong-pw", "right-pw", "app-pw"] {
+            assert!(!stderr.contains(secret), "shows a password:\n{stderr}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

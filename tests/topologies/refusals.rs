@@ -102,3 +102,22 @@ fn a_redis_without_scripting_says_what_leasehold_needs(engine: Engine) {
         );
     }
 }
+
+/// A URL naming a database the Redis does not have: Redis's refusal in plain words and what to
+/// change, not the client library's type names.
+#[test]
+fn a_database_the_redis_does_not_have_is_named_in_plain_words() {
+    let redis = RedisServer::start();
+    let url = format!("{}/99", redis.url());
+    let (code, _, stderr) =
+        run_to_end(&["status", "--lease-name", "web", "--redis-url", &url], &[]);
+    assert_eq!(code, 1, "{stderr}");
+    for words in [
+        "while reading the lease",
+        "Redis server refused to switch database: DB index is out of range",
+        "the URL's database (the number after the host) must be one this Redis has (`databases` in its config, 16 by default)",
+    ] {
+        assert!(stderr.contains(words), "want {words:?} in:\n{stderr}");
+    }
+    harness::replica::assert_in_plain_words(&stderr);
+}

@@ -222,7 +222,7 @@ async fn wait_for_replicas_refuses_leadership_when_too_few_acknowledge() {
     );
     assert_eq!(
         err.to_string(),
-        "only 1 of 2 replicas acknowledged `acquire` in time (--redis-wait-replicas)"
+        "only 1 of 2 replicas acknowledged the write in time while taking the lease (--redis-wait-replicas)"
     );
     let left: Option<String> = set.master.cmd(&["GET", &format!("leasehold:{{{name}}}")]);
     assert_eq!(left, None, "an unconfirmed term gives the lease back");

@@ -132,7 +132,7 @@ async fn a_wrong_ca_is_refused_with_a_clear_error() {
     );
     let err = tls_error(&lease).await;
     assert!(
-        err.starts_with("TLS to redis failed during `acquire`"),
+        err.starts_with("TLS to redis failed while taking the lease"),
         "{err}"
     );
     assert!(err.to_lowercase().contains("certificate"), "{err}");
@@ -213,6 +213,45 @@ fn a_url_of_the_wrong_scheme_is_answered_with_a_hint_at_tls() {
 
     let keys: Vec<String> = r.server.cmd(&["KEYS", "leasehold:*"]);
     assert!(keys.is_empty(), "nothing was written: {keys:?}");
+}
+
+/// A server certificate from an issuer leasehold does not trust, through the real binary:
+/// without `--redis-ca-file` (the system's roots) and with the CA of another issuer, the refusal
+/// points at the flag.
+#[test]
+fn an_unknown_issuer_is_answered_with_a_hint_at_the_ca_file() {
+    use harness::replica::{assert_in_plain_words, run_to_end};
+    let r = tls_redis(false);
+    let url = format!("rediss://localhost:{}", r.tls_port);
+    let other_ca = r.pki.other_ca.display().to_string();
+    let status = ["status", "--lease-name", "web", "--redis-url", &url];
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &[],
+            &[
+                "TLS to redis failed while reading the lease",
+                "the server's certificate comes from an issuer leasehold does not trust",
+                "pass the CA that signed it with --redis-ca-file",
+            ],
+        ),
+        (
+            &["--redis-ca-file", &other_ca],
+            &[
+                "the server's certificate comes from an issuer leasehold does not trust",
+                "the CA in --redis-ca-file did not sign it",
+            ],
+        ),
+    ];
+    for (flags, want) in cases {
+        let mut args = status.to_vec();
+        args.extend_from_slice(flags);
+        let (code, _, stderr) = run_to_end(&args, &[]);
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        for words in *want {
+            assert!(stderr.contains(words), "want {words:?} in:\n{stderr}");
+        }
+        assert_in_plain_words(&stderr);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

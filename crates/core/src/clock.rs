@@ -65,6 +65,16 @@ impl fmt::Debug for BootInstant {
     }
 }
 
+/// A duration as a message shows it: `Debug`'s compact form (`2.4s`, `500ms`, `7200s`), but
+/// zero as people write it, `0s`, rather than `0ns`.
+pub fn shown(d: Duration) -> String {
+    if d.is_zero() {
+        "0s".to_owned()
+    } else {
+        format!("{d:?}")
+    }
+}
+
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn read_boot_clock() -> Duration {
     use nix::time::{ClockId, clock_gettime};
@@ -217,6 +227,18 @@ pub type SharedClock = Arc<dyn Clock>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_show_as_people_write_them() {
+        for (d, want) in [
+            (Duration::ZERO, "0s"),
+            (Duration::from_millis(2400), "2.4s"),
+            (Duration::from_millis(500), "500ms"),
+            (Duration::from_secs(7200), "7200s"),
+        ] {
+            assert_eq!(shown(d), want);
+        }
+    }
 
     #[test]
     fn boot_clock_never_goes_backwards() {

@@ -347,6 +347,44 @@ pub fn exit_within(mut cmd: Command, bound: Duration) -> (Option<i32>, String) {
     (code, stderr)
 }
 
+/// Words that belong to leasehold's or its libraries' insides and never to a message for its
+/// user: type and variant names of the Redis client, TLS and YAML libraries
+/// (`AuthenticationFailed`, `Server(ResponseError)`, `UnknownIssuer`, `Sequence [Number(1)]`),
+/// a duration parser's position (`expected number at 0`), a zero duration as `0ns`, and the
+/// lease's primitives by their code names (`` `observe` ``).
+pub const INTERNAL_WORDS: &[&str] = &[
+    "AuthenticationFailed",
+    "ResponseError",
+    "UnknownIssuer",
+    "Sequence",
+    "Mapping(",
+    "Number(",
+    "String(",
+    "expected number at",
+    "invalid character at",
+    "0ns",
+    "`acquire`",
+    "`renew`",
+    "`release`",
+    "`observe`",
+    "`handover`",
+    "`remove`",
+    "`subscribe`",
+    "`ping`",
+    "`info`",
+];
+
+/// Panics when `message` (what leasehold said to its user) holds one of the
+/// [`INTERNAL_WORDS`].
+pub fn assert_in_plain_words(message: &str) {
+    for word in INTERNAL_WORDS {
+        assert!(
+            !message.contains(word),
+            "`{word}` is no word for the user, in:\n{message}"
+        );
+    }
+}
+
 /// Runs the binary with `args` to completion: exit code, stdout, stderr.
 pub fn run_to_end(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let out = leasehold_command(leasehold_bin())

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::clock::shown;
+
 /// The part of the drift margin that no rate covers: the time a reply takes to be acted on.
 pub const FIXED_DRIFT: Duration = Duration::from_millis(2);
 
@@ -109,8 +111,10 @@ impl TimingError {
         match self {
             TimingError::TooShort { field, value, min } => {
                 format!(
-                    "{} {value:?} is too short: it must be at least {min:?}",
-                    name(*field)
+                    "{} {} is too short: it must be at least {}",
+                    name(*field),
+                    shown(*value),
+                    shown(*min)
                 )
             }
             TimingError::Order {
@@ -129,8 +133,10 @@ impl TimingError {
                     }
                 };
                 format!(
-                    "{} {larger_value:?} must be greater than {what} {smaller_value:?} (rule: {TIMING_RULE})",
-                    name(*larger)
+                    "{} {} must be greater than {what} {} (rule: {TIMING_RULE})",
+                    name(*larger),
+                    shown(*larger_value),
+                    shown(*smaller_value)
                 )
             }
             TimingError::DriftFactor { value } => format!(
@@ -279,7 +285,7 @@ mod tests {
                 t(15_000, 10_000, 5),
                 "retry_period 5ms is too short: it must be at least 10ms",
             ),
-            (t(0, 10_000, 2_000), "lease_duration 0ns is too short"),
+            (t(0, 10_000, 2_000), "lease_duration 0s is too short"),
             (
                 t(30, 24, 20),
                 "renew_deadline 24ms must be greater than retry_period × 1.2 24ms",

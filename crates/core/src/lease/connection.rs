@@ -23,6 +23,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Client, Cmd, ConnectionAddr, Pipeline, RedisFuture, Value};
 
+use super::error::{Credentials, PasswordFrom};
 use super::password_file::PasswordFile;
 use super::sentinels::Sentinels;
 use super::target::{Access, RedisTarget, Target, cluster_slot, connect_node};
@@ -108,6 +109,8 @@ pub(crate) struct Connection {
     target: RedisTarget,
     /// The password's file, when it came from one.
     password_file: Option<PasswordFile>,
+    /// What a refused password or an untrusted certificate says of our side.
+    credentials: Credentials,
     lease_key: String,
     slot: Mutex<Slot>,
     /// The URL asks for TLS (`rediss://`).
@@ -166,10 +169,12 @@ impl Connection {
             .password_file
             .clone()
             .map(|path| PasswordFile::new(path, parsed.access.password.clone()));
+        let credentials = credentials(&target, &parsed.access);
         Self {
             behind: Mutex::new(Arc::new(Behind::new(target, parsed.access.clone()))),
             target: parsed.clone(),
             password_file,
+            credentials,
             lease_key,
             slot: Mutex::new(Slot::default()),
             tls,
@@ -197,6 +202,12 @@ impl Connection {
             Err(e) if self.answered.load(Ordering::Relaxed) => Err(e),
             Err(e) => Err(e.hint_at_tls(self.tls, connected)),
         }
+    }
+
+    /// A client error of primitive `op` as ours, with our side of a refused password or an
+    /// untrusted certificate (the user, where the password comes from, the CA).
+    pub(crate) fn refusal(&self, op: &'static str, err: &redis::RedisError) -> LeaseError {
+        LeaseError::from_redis(op, &self.lease_key, err).hint_at_credentials(&self.credentials)
     }
 
     /// The current connection, dialling a new one when there is none, and which of the two
@@ -234,7 +245,7 @@ impl Connection {
         behind: &Behind,
         op: &'static str,
     ) -> Result<(Conn, Option<(String, u16)>), LeaseError> {
-        let err = |e: redis::RedisError| LeaseError::from_redis(op, &self.lease_key, &e);
+        let err = |e: redis::RedisError| self.refusal(op, &e);
         match behind {
             Behind::Single(client) => {
                 Ok((Conn::Node(connect_node(client).await.map_err(err)?), None))
@@ -345,5 +356,33 @@ impl Connection {
     fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
         // The slot holds no invariant that a panic could break halfway.
         self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Our side of a refusal: the user (`--redis-username`, or the URL's), where the password
+/// comes from (a file, the URL, the options) and whether a CA was given. Only one Redis's URL
+/// carries credentials; Sentinel and Cluster URLs take them from the options alone.
+fn credentials(target: &Target, access: &Access) -> Credentials {
+    let settings = match target {
+        Target::Single(client) => Some(client.get_connection_info().redis_settings()),
+        _ => None,
+    };
+    let user = access
+        .username
+        .as_deref()
+        .or_else(|| settings.and_then(|s| s.username()))
+        .unwrap_or("default")
+        .to_owned();
+    let password = match (&access.password_file, &access.password) {
+        (Some(path), _) => PasswordFrom::File(path.clone()),
+        (None, Some(_)) => PasswordFrom::Options,
+        (None, None) if settings.and_then(|s| s.password()).is_some() => PasswordFrom::Url,
+        (None, None) => PasswordFrom::None,
+    };
+    let ca_file = access.tls.as_ref().is_some_and(|tls| tls.ca_pem.is_some());
+    Credentials {
+        user,
+        password,
+        ca_file,
     }
 }

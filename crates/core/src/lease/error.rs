@@ -1,6 +1,7 @@
 //! What can go wrong talking to Redis, as one typed error, and the one place that decides
 //! whether an error is worth retrying soon.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use redis::{ErrorKind, RedisError, ServerErrorKind};
@@ -18,7 +19,7 @@ pub enum LeaseError {
         reason: String,
     },
     /// No answer within the call's timeout (connecting included).
-    #[error("redis call `{op}` timed out after {after:?}")]
+    #[error("redis did not answer{} while {}", within(*after), doing(op))]
     Timeout {
         /// The primitive: acquire, renew, release, observe, subscribe.
         op: &'static str,
@@ -26,7 +27,7 @@ pub enum LeaseError {
         after: Duration,
     },
     /// The connection could not be made or broke (refused, reset, closed).
-    #[error("redis connection failed during `{op}`: {detail}")]
+    #[error("redis connection failed while {}: {detail}", doing(op))]
     Connection {
         /// The primitive.
         op: &'static str,
@@ -34,21 +35,24 @@ pub enum LeaseError {
         detail: String,
     },
     /// Redis is loading its dataset after a restart.
-    #[error("redis is loading its dataset (during `{op}`)")]
+    #[error("redis is loading its dataset (while {})", doing(op))]
     Loading {
         /// The primitive.
         op: &'static str,
     },
     /// The server is a read-only replica, not the master.
-    #[error("redis answered READONLY during `{op}`: connected to a replica, not the master")]
+    #[error(
+        "redis answered READONLY while {}: connected to a replica, not the master",
+        doing(op)
+    )]
     ReadOnly {
         /// The primitive.
         op: &'static str,
     },
     /// A key of the lease holds a value of another type (someone else uses the key).
     #[error(
-        "{} (during `{op}`); leasehold writes strings at {}: delete or rename the key that is not one",
-        wrong_type_words(lease, keys, found), keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+        "{} (while {}); leasehold writes strings at {}: delete or rename the key that is not one",
+        wrong_type_words(lease, keys, found), doing(op), keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
     )]
     WrongType {
         /// The primitive.
@@ -63,7 +67,8 @@ pub enum LeaseError {
     /// Redis refuses writes: `maxmemory` is reached and its policy evicts nothing more
     /// (`noeviction`, or nothing left that the policy may evict).
     #[error(
-        "redis refuses writes during `{op}`: out of memory (`maxmemory` reached, and its `maxmemory-policy` evicts nothing more): {detail}"
+        "redis refuses writes while {}: out of memory (`maxmemory` reached, and its `maxmemory-policy` evicts nothing more): {detail}",
+        doing(op)
     )]
     OutOfMemory {
         /// The primitive.
@@ -72,7 +77,7 @@ pub enum LeaseError {
         detail: String,
     },
     /// A key of the lease holds a value that leasehold did not write.
-    #[error("lease `{lease}` is corrupt (during `{op}`): {detail}")]
+    #[error("lease `{lease}` is corrupt (found while {}): {detail}", doing(op))]
     Corrupt {
         /// The primitive.
         op: &'static str,
@@ -83,7 +88,8 @@ pub enum LeaseError {
     },
     /// The ACL user may not run a command leasehold needs.
     #[error(
-        "redis refused `{op}`: the user lacks a permission ({detail}); the rule leasehold needs is in docs/REFERENCE.md, \"ACL user with least privilege\" (`leasehold::lease::minimal_acl_rule`)"
+        "redis refused while {}: the user lacks a permission ({detail}); the rule leasehold needs is in docs/REFERENCE.md, \"ACL user with least privilege\" (`leasehold::lease::minimal_acl_rule`)",
+        doing(op)
     )]
     NoPermission {
         /// The primitive.
@@ -94,7 +100,8 @@ pub enum LeaseError {
     /// Redis has no scripting leasehold can use: `EVAL`/`EVALSHA` renamed away
     /// (`rename-command`), or a command the scripts call missing inside them.
     #[error(
-        "redis has no scripting leasehold can use (during `{op}`: {detail}); leasehold needs EVAL/EVALSHA (and SCRIPT LOAD), and inside its scripts TIME and INFO server|replication|memory: a Redis that renames them away (rename-command) cannot hold the lease"
+        "redis has no scripting leasehold can use (while {}: {detail}); leasehold needs EVAL/EVALSHA (and SCRIPT LOAD), and inside its scripts TIME and INFO server|replication|memory: a Redis that renames them away (rename-command) cannot hold the lease",
+        doing(op)
     )]
     NoScripting {
         /// The primitive.
@@ -103,7 +110,7 @@ pub enum LeaseError {
         detail: String,
     },
     /// Wrong username or password, or authentication required.
-    #[error("redis authentication failed during `{op}`: {detail}")]
+    #[error("redis authentication failed while {}: {detail}", doing(op))]
     Authentication {
         /// The primitive.
         op: &'static str,
@@ -112,7 +119,7 @@ pub enum LeaseError {
     },
     /// The TLS handshake failed: an untrusted or expired certificate, a name that does not
     /// match, a server that does not speak TLS. Never retried in plain text.
-    #[error("TLS to redis failed during `{op}`: {detail}")]
+    #[error("TLS to redis failed while {}: {detail}", doing(op))]
     Tls {
         /// The primitive.
         op: &'static str,
@@ -121,7 +128,8 @@ pub enum LeaseError {
     },
     /// `WAIT` saw fewer replicas acknowledge the write than configured.
     #[error(
-        "only {acked} of {wanted} replicas acknowledged `{op}` in time (--redis-wait-replicas)"
+        "only {acked} of {wanted} replicas acknowledged the write in time while {} (--redis-wait-replicas)",
+        doing(op)
     )]
     TooFewReplicas {
         /// The primitive.
@@ -132,7 +140,7 @@ pub enum LeaseError {
         wanted: u32,
     },
     /// A reply leasehold does not understand.
-    #[error("unexpected reply to `{op}`: {detail}")]
+    #[error("unexpected reply from redis while {}: {detail}", doing(op))]
     Protocol {
         /// The primitive.
         op: &'static str,
@@ -140,7 +148,7 @@ pub enum LeaseError {
         detail: String,
     },
     /// Any other error Redis or the client reported.
-    #[error("redis error during `{op}`: {detail}")]
+    #[error("redis error while {}: {detail}", doing(op))]
     Other {
         /// The primitive.
         op: &'static str,
@@ -252,7 +260,7 @@ impl LeaseError {
 
     /// Maps a client error to ours. `lease` is the lease key, for messages.
     pub(crate) fn from_redis(op: &'static str, lease: &str, err: &RedisError) -> Self {
-        let detail = err.to_string();
+        let detail = said(err);
         let code = err.code().unwrap_or_default();
         match (err.kind(), code) {
             // The lease's keys and the culprit are filled in by the call that ran into it.
@@ -303,10 +311,24 @@ impl LeaseError {
                     detail: format!("{command}{detail}"),
                 }
             }
-            (ErrorKind::AuthenticationFailed, _) | (_, "WRONGPASS" | "NOAUTH") => {
-                LeaseError::Authentication { op, detail }
+            // The client keeps none of Redis's words for a refused password; its user and where
+            // the password comes from are added by the connection (`hint_at_credentials`).
+            (_, "NOAUTH") => LeaseError::Authentication {
+                op,
+                detail: NO_PASSWORD.to_owned(),
+            },
+            (ErrorKind::AuthenticationFailed, _) | (_, "WRONGPASS") => {
+                LeaseError::Authentication {
+                    op,
+                    detail: PASSWORD_REFUSED.to_owned(),
+                }
             }
             (ErrorKind::Io | ErrorKind::InvalidClientConfig, _) if looks_like_tls(&detail) => {
+                let detail = if detail.contains("UnknownIssuer") {
+                    UNKNOWN_ISSUER.to_owned()
+                } else {
+                    detail
+                };
                 LeaseError::Tls { op, detail }
             }
             (ErrorKind::Io, _) if err.is_timeout() => LeaseError::Timeout {
@@ -321,6 +343,12 @@ impl LeaseError {
                 detail: "this does not answer like Redis (its reply is no RESP): is the URL's host and port a Redis server's?".to_owned(),
             },
             (ErrorKind::UnexpectedReturnType, _) => LeaseError::Protocol { op, detail },
+            _ if detail.contains("refused to switch database") => LeaseError::Other {
+                op,
+                detail: format!(
+                    "{detail}; the URL's database (the number after the host) must be one this Redis has (`databases` in its config, 16 by default)"
+                ),
+            },
             _ => LeaseError::Other { op, detail },
         }
     }
@@ -336,7 +364,8 @@ impl LeaseError {
             LeaseError::Timeout { op, after } if tls && !connected => LeaseError::Connection {
                 op,
                 detail: format!(
-                    "no answer to the TLS handshake within {after:?}: a port without TLS never answers one; is this a TLS port? (a plain Redis port wants a redis:// URL)"
+                    "no answer to the TLS handshake{}: a port without TLS never answers one; is this a TLS port? (a plain Redis port wants a redis:// URL)",
+                    within(after)
                 ),
             },
             LeaseError::Connection { op, detail }
@@ -351,6 +380,132 @@ impl LeaseError {
             }
             other => other,
         }
+    }
+}
+
+impl LeaseError {
+    /// The error with leasehold's side of a refused password or of a server certificate it does
+    /// not trust: the user, and where the password comes from (never the password); whether the
+    /// CA came from `--redis-ca-file`.
+    pub(crate) fn hint_at_credentials(self, credentials: &Credentials) -> Self {
+        const GIVE_ONE: &str =
+            "put it in a file and pass --redis-password-file, or in the URL of LEASEHOLD_REDIS_URL";
+        match self {
+            LeaseError::Authentication { op, detail } if detail == NO_PASSWORD => {
+                LeaseError::Authentication {
+                    op,
+                    detail: format!("{NO_PASSWORD}; {GIVE_ONE}"),
+                }
+            }
+            LeaseError::Authentication { op, detail } if detail == PASSWORD_REFUSED => {
+                let user = &credentials.user;
+                let from = match &credentials.password {
+                    PasswordFrom::File(path) => format!(
+                        "the password comes from --redis-password-file {}",
+                        path.display()
+                    ),
+                    PasswordFrom::Url => {
+                        "the password comes from the URL (LEASEHOLD_REDIS_URL)".to_owned()
+                    }
+                    PasswordFrom::Options => {
+                        "the password comes from the lease's options".to_owned()
+                    }
+                    PasswordFrom::None => format!("no password was given: {GIVE_ONE}"),
+                };
+                LeaseError::Authentication {
+                    op,
+                    detail: format!(
+                        "{PASSWORD_REFUSED} of user `{user}` (a wrong password, a user that is disabled or unknown, or a Redis without a password set); {from}"
+                    ),
+                }
+            }
+            LeaseError::Tls { op, detail } if detail == UNKNOWN_ISSUER => {
+                let hint = if credentials.ca_file {
+                    "the CA in --redis-ca-file did not sign it"
+                } else {
+                    "the system's CAs did not sign it: pass the CA that signed it with --redis-ca-file"
+                };
+                LeaseError::Tls {
+                    op,
+                    detail: format!("{UNKNOWN_ISSUER}: {hint}"),
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+/// What a refused password or an untrusted certificate says of leasehold's side, known when
+/// the URL is parsed; never the password itself.
+#[derive(Debug, Clone)]
+pub(crate) struct Credentials {
+    /// The user Redis is asked to authenticate (`default` when none is named).
+    pub(crate) user: String,
+    /// Where the password comes from.
+    pub(crate) password: PasswordFrom,
+    /// A CA was given (`--redis-ca-file`) instead of the system's.
+    pub(crate) ca_file: bool,
+}
+
+/// Where the password sent to Redis comes from.
+#[derive(Debug, Clone)]
+pub(crate) enum PasswordFrom {
+    /// A file (`--redis-password-file`).
+    File(PathBuf),
+    /// The URL's user info (`redis://user:password@host`).
+    Url,
+    /// The lease's options, without a file.
+    Options,
+    /// No password is sent.
+    None,
+}
+
+/// What Redis means by `NOAUTH`.
+const NO_PASSWORD: &str = "redis asks for a password and none was given";
+/// What Redis means by `WRONGPASS`, and the client by a failed `AUTH`.
+const PASSWORD_REFUSED: &str = "redis refused the password";
+/// What rustls means by `UnknownIssuer`.
+const UNKNOWN_ISSUER: &str =
+    "the server's certificate comes from an issuer leasehold does not trust";
+
+/// What a primitive does, in a message's words (`observe` → "reading the lease"): the
+/// primitives' names are for metrics and code, not for the person who reads the error.
+fn doing(op: &str) -> &str {
+    match op {
+        "acquire" => "taking the lease",
+        "renew" => "renewing the lease",
+        "release" => "releasing the lease",
+        "observe" => "reading the lease",
+        "handover" => "asking for a handover",
+        "remove" => "removing the lease's keys",
+        "info" => "reading the server's INFO",
+        "subscribe" => "subscribing to the release channel",
+        "ping" | "probe" => "checking the release channel",
+        other => other,
+    }
+}
+
+/// ` within 2s`, or nothing for a timeout whose bound is not known (the client's own).
+fn within(after: Duration) -> String {
+    if after.is_zero() {
+        String::new()
+    } else {
+        format!(" within {after:?}")
+    }
+}
+
+/// What the client library said, without its type names: a server's refusal as Redis words it
+/// (`NOAUTH Authentication required.`, not `"NOAUTH": Authentication required.`), and the
+/// library's own errors without their kind (`… - Server(ResponseError): …`).
+fn said(err: &RedisError) -> String {
+    let shown = err.to_string();
+    let kind = format!(" - {:?}", err.kind());
+    if shown.contains(&kind) {
+        return shown.replacen(&kind, "", 1);
+    }
+    match (err.code(), err.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        _ => shown,
     }
 }
 

@@ -136,7 +136,7 @@ impl RedisLease {
 
     /// Maps a client error of primitive `op` to ours.
     fn fail(&self, op: &'static str) -> impl Fn(redis::RedisError) -> LeaseError + '_ {
-        move |e| LeaseError::from_redis(op, &self.keys.lease, &e)
+        move |e| self.conn.refusal(op, &e)
     }
 
     /// The release script on `conn`: compare-and-DEL of `term`'s value, then announce.

@@ -188,3 +188,49 @@ fn a_permission_refused_inside_a_script_is_named_on_every_engine() {
         assert!(ours.is_lasting_refusal(), "{message}");
     }
 }
+
+#[test]
+fn the_client_library_type_names_and_the_primitives_names_stay_out_of_the_words() {
+    let cases: [(RedisError, &str); 3] = [
+        (
+            (
+                ErrorKind::AuthenticationFailed,
+                "Password authentication failed",
+            )
+                .into(),
+            "redis authentication failed while taking the lease: redis refused the password of user `app`",
+        ),
+        (
+            (
+                ErrorKind::Server(ServerErrorKind::ResponseError),
+                "Redis server refused to switch database",
+                "DB index is out of range".to_owned(),
+            )
+                .into(),
+            "redis error while taking the lease: Redis server refused to switch database: DB index is out of range; the URL's database",
+        ),
+        (
+            (ErrorKind::Io, "invalid peer certificate: UnknownIssuer").into(),
+            "TLS to redis failed while taking the lease: the server's certificate comes from an issuer leasehold does not trust: the system's CAs did not sign it",
+        ),
+    ];
+    let credentials = Credentials {
+        user: "app".into(),
+        password: PasswordFrom::Url,
+        ca_file: false,
+    };
+    for (err, want) in cases {
+        let text = LeaseError::from_redis("acquire", "k", &err)
+            .hint_at_credentials(&credentials)
+            .to_string();
+        assert!(text.starts_with(want), "{text}");
+        for internal in [
+            "AuthenticationFailed",
+            "ResponseError",
+            "UnknownIssuer",
+            "`acquire`",
+        ] {
+            assert!(!text.contains(internal), "{text}");
+        }
+    }
+}
