@@ -41,7 +41,7 @@ fn the_rendered_rules_pass_promtool_check_rules() {
         let dir = rules_dir(&rule_values(rules, values), None);
         let (code, out) = run_promtool(dir.path(), &["check", "rules", "rules.yaml"], None);
         assert_eq!(code, 0, "{name}: promtool check rules:\n{out}");
-        assert!(out.contains("SUCCESS: 8 rules found"), "{name}: {out}");
+        assert!(out.contains("SUCCESS: 9 rules found"), "{name}: {out}");
     }
 }
 
@@ -270,7 +270,7 @@ fn prometheus_rule_enabled_alone_renders_every_alert_without_a_runbook_url() {
     assert!(lint.ok(), "{}{}", lint.stdout, lint.stderr);
     let spec = rule_spec(&helm::render(values));
     let rendered = alerts(&spec);
-    assert_eq!(rendered.len(), 8, "every alert renders: {rendered:?}");
+    assert_eq!(rendered.len(), 9, "every alert renders: {rendered:?}");
     for (name, rule) in rendered {
         let annotations = &rule["annotations"];
         assert!(
@@ -335,7 +335,7 @@ fn an_alert_can_be_turned_off_or_given_its_own_severity_and_promtool_still_accep
     let dir = rules_dir(&values, None);
     let (code, out) = run_promtool(dir.path(), &["check", "rules", "rules.yaml"], None);
     assert_eq!(code, 0, "promtool check rules:\n{out}");
-    assert!(out.contains("SUCCESS: 6 rules found"), "{out}");
+    assert!(out.contains("SUCCESS: 7 rules found"), "{out}");
 }
 
 #[test]
