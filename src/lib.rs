@@ -61,6 +61,7 @@
 pub use leasehold_core::{clock, elector, lease};
 
 pub mod candidacy;
+pub mod clock_gate;
 pub mod exec;
 pub mod fence;
 pub mod guard;

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::error;
 
 use crate::cli::{CliError, ContenderSettings};
+use crate::clock_gate::ClockRateGate;
 use crate::elector::{Elector, Leadership, refused_as_unsafe};
 use crate::exec::{ExecError, Supervisor};
 use crate::guard::{GuardFile, GuardHooks};
@@ -82,8 +83,11 @@ impl Contender {
             .lease(lease_name.clone(), owner)
             .map_err(anyhow::Error::new)?;
         let guard = guard_file(settings, lease_name)?;
-        let mut elector =
-            Elector::new(lease, settings.timing)?.with_eviction_mode(settings.eviction);
+        let (clock_gate, clock_standing) = ClockRateGate::new(settings.timing);
+        let mut elector = Elector::new(lease, settings.timing)?
+            .with_eviction_mode(settings.eviction)
+            .with_gate(clock_standing)
+            .with_hooks(clock_gate);
         if let Some(guard) = &guard {
             elector = elector.with_hooks(GuardHooks::new(guard.clone(), &settings.identity));
         }

@@ -95,3 +95,38 @@ fn a_leader_whose_redis_clock_steps_forward_steps_down_at_the_first_renewal_afte
         (leader.events("became leader").len() == 2).then_some(())
     });
 }
+
+#[test]
+fn a_redis_clock_too_fast_for_a_useful_term_ends_it_and_keeps_the_replica_out_a_while() {
+    // At 1.6, a TTL of 2 s lasts 1.25 s here: less than the renew deadline of 1.4 s.
+    let redis = RedisServer::builder().clock_rate(1.6).start();
+    let lease = unique_lease("clock-broken");
+    let replica = Replica::spawn(&redis.url(), &lease, "broken", &TIMING, &[]);
+    let stepped = replica.wait_events("stepped down", 1, 5 * LEASE);
+    assert_eq!(stepped[0]["reason"], "clock_rate", "{stepped:?}");
+    let detail = stepped[0]["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("times as fast") && detail.contains("renew deadline"),
+        "{detail}"
+    );
+    let said = replica.wait_events(
+        "redis's clock runs too far off for a useful term; out of the election",
+        1,
+        LEASE,
+    );
+    assert_eq!(said[0]["level"], "WARN", "{said:?}");
+    // It tries again after the retry period, measures again, and stays out longer each time.
+    let again = replica.wait_events("stepped down", 3, 10 * LEASE);
+    assert!(
+        again.iter().all(|s| s["reason"] == "clock_rate"),
+        "{again:?}"
+    );
+    assert_eq!(
+        replica
+            .events("redis's clock runs too far off for a useful term; out of the election")
+            .len(),
+        1,
+        "said at warn once"
+    );
+    assert!(replica.metric("leasehold_step_downs_total{reason=\"clock_rate\"}") >= Some(3.0));
+}

@@ -60,12 +60,12 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-pub use decide::RateBound;
+pub use decide::{RateBound, leaves_a_useful_term, pause_after_term};
 pub use eviction::{EvictionMode, refused_as_unsafe};
 pub use heartbeat::Heartbeat;
 pub use hooks::{RenewalOutcome, TermHooks};
 pub use leadership::{Leadership, NotLeader};
-pub use standing::{CANDIDACY, EVICTION, Gate, Standing};
+pub use standing::{CANDIDACY, CLOCK_RATE, EVICTION, Gate, Standing};
 pub use status::{
     Blocked, BlockingKey, Candidacy, Eviction, EvictionRefusal, LeaderInfo, RedisHealth, Role,
     SitOut, SitOutReason, Status, StepDown, StepDownReason,

@@ -28,6 +28,13 @@ pub const CANDIDACY: Gate = Gate {
     says: "the candidate check failed",
 };
 
+/// Redis's clock runs so far off this replica's that a renewal cannot keep a useful term: the
+/// clock-rate gate, fed by [`TermHooks::clock_rate`](super::TermHooks::clock_rate).
+pub const CLOCK_RATE: Gate = Gate {
+    label: "clock_rate",
+    says: "redis's clock runs too far off",
+};
+
 /// What one gate says.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Standing {

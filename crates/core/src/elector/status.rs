@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use super::standing::{CANDIDACY, EVICTION, Gate};
+use super::standing::{CANDIDACY, CLOCK_RATE, EVICTION, Gate};
 use crate::clock::BootInstant;
 use crate::lease::{EvictionPolicy, FencingToken};
 
@@ -34,8 +34,9 @@ pub enum StepDownReason {
     Shutdown,
     /// A gate keeps this replica out of the election: [`EVICTION`](super::EVICTION) (Redis may
     /// evict the lease and `--redis-eviction refuse` keeps it out), [`CANDIDACY`](super::CANDIDACY)
-    /// (the candidate check failed its failure threshold), or one of the elector's user; the
-    /// gate's label is the reason's.
+    /// (the candidate check failed its failure threshold), [`CLOCK_RATE`](super::CLOCK_RATE)
+    /// (Redis's clock runs too far off), or one of the elector's user; the gate's label is the
+    /// reason's.
     Gate(Gate),
     /// A handover was asked for (`leasehold step-down`, the step-down annotation, or
     /// [`Leadership::hand_over`](super::Leadership::hand_over)).
@@ -45,7 +46,7 @@ pub enum StepDownReason {
 impl StepDownReason {
     /// Every reason the elector gives by itself and through its own gates, for metrics that
     /// want all label values present from the start.
-    pub const ALL: [StepDownReason; 12] = [
+    pub const ALL: [StepDownReason; 13] = [
         StepDownReason::Lost,
         StepDownReason::RenewDeadlinePassed,
         StepDownReason::RenewRefused,
@@ -57,6 +58,7 @@ impl StepDownReason {
         StepDownReason::Shutdown,
         StepDownReason::Gate(EVICTION),
         StepDownReason::Gate(CANDIDACY),
+        StepDownReason::Gate(CLOCK_RATE),
         StepDownReason::Handover,
     ];
 

@@ -39,14 +39,15 @@ pub use between::{
     reservation,
 };
 // What only the model reads apart: the parts `between_terms` is made of.
+pub use between::pause_after_term;
 #[cfg(feature = "test-internals")]
-pub use between::{BetweenTerms, hold_off_after, is_short_term, pause_after_term, yield_to_others};
+pub use between::{BetweenTerms, hold_off_after, is_short_term, yield_to_others};
 pub(crate) use channel::Wakeup;
 pub use channel::{Keepalive, keepalive, resubscribe_backoff};
 pub use follower::{FollowerStrategy, Next, Seen, follower_wait, next_try, seen_by};
 pub use gray::{link_fits, outcome_unknown, unknown_term_of_ours};
 pub(crate) use herd::herd_delay;
-pub use rate::{Jump, RateBound, RateWindow, Reading, validity_at};
+pub use rate::{Jump, RateBound, RateWindow, Reading, leaves_a_useful_term, validity_at};
 pub(crate) use sighting::announces_release;
 pub use sighting::{GiveBack, give_back, leader_changed, observation_stands};
 #[cfg(feature = "test-internals")]

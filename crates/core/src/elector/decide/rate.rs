@@ -177,5 +177,12 @@ pub fn validity_at(timing: &Timing, bound: Option<RateBound>) -> Duration {
     }
 }
 
+/// Whether a Redis clock running within `bound` leaves a term worth holding: its validity (as
+/// [`validity_at`] gives it) at least the renew deadline. Beyond that, Redis's clock is broken
+/// rather than slewed, and the replica stays out (the clock-rate gate, outside the core).
+pub fn leaves_a_useful_term(timing: &Timing, bound: RateBound) -> bool {
+    validity_at(timing, Some(bound)) >= timing.renew_deadline
+}
+
 #[cfg(test)]
 mod tests;

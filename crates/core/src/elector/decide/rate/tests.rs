@@ -202,3 +202,27 @@ fn the_validity_follows_a_redis_clock_faster_than_the_drift() {
         "inside Redis's expiry"
     );
 }
+
+#[test]
+fn a_term_is_useful_while_its_validity_reaches_the_renew_deadline() {
+    let t = timing(2_000, 1_400, 400);
+    // (high end of the bound) -> useful
+    let cases = [
+        (1.0, true, "the rate 1"),
+        (1.10, true, "10 % fast: 1.816 s of validity"),
+        (1.42, true, "2 s / 1.42 - 2 ms = 1.406 s"),
+        (
+            1.43,
+            false,
+            "2 s / 1.43 - 2 ms = 1.397 s, under the renew deadline",
+        ),
+        (3.0, false, "a broken clock"),
+    ];
+    for (high, want, why) in cases {
+        let bound = RateBound {
+            low: high - 0.001,
+            high,
+        };
+        assert_eq!(leaves_a_useful_term(&t, bound), want, "{why}");
+    }
+}
