@@ -6,6 +6,14 @@ use std::time::Duration;
 
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
+mod words;
+
+pub use words::redact_url;
+use words::{
+    NO_PASSWORD, PASSWORD_REFUSED, READONLY_IN_SCRIPT, UNKNOWN_ISSUER, doing, looks_like_tls,
+    missing_scripting, said, within, wrong_type_words,
+};
+
 /// An error from a lease primitive. Losing a race is not an error (see
 /// [`Acquired`](super::Acquired)); these are failures to get an answer at all.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -460,156 +468,5 @@ pub(crate) enum PasswordFrom {
     None,
 }
 
-/// What Redis means by `NOAUTH`.
-const NO_PASSWORD: &str = "redis asks for a password and none was given";
-/// What Redis means by `WRONGPASS`, and the client by a failed `AUTH`.
-const PASSWORD_REFUSED: &str = "redis refused the password";
-/// What rustls means by `UnknownIssuer`.
-const UNKNOWN_ISSUER: &str =
-    "the server's certificate comes from an issuer leasehold does not trust";
-
-/// What a primitive does, in a message's words (`observe` → "reading the lease"): the
-/// primitives' names are for metrics and code, not for the person who reads the error.
-fn doing(op: &str) -> &str {
-    match op {
-        "acquire" => "taking the lease",
-        "renew" => "renewing the lease",
-        "release" => "releasing the lease",
-        "observe" => "reading the lease",
-        "handover" => "asking for a handover",
-        "remove" => "removing the lease's keys",
-        "info" => "reading the server's INFO",
-        "subscribe" => "subscribing to the release channel",
-        "ping" | "probe" => "checking the release channel",
-        other => other,
-    }
-}
-
-/// ` within 2s`, or nothing for a timeout whose bound is not known (the client's own).
-fn within(after: Duration) -> String {
-    if after.is_zero() {
-        String::new()
-    } else {
-        format!(" within {after:?}")
-    }
-}
-
-/// What the client library said, without its type names: a server's refusal as Redis words it
-/// (`NOAUTH Authentication required.`, not `"NOAUTH": Authentication required.`), and the
-/// library's own errors without their kind (`… - Server(ResponseError): …`).
-fn said(err: &RedisError) -> String {
-    let shown = err.to_string();
-    let kind = format!(" - {:?}", err.kind());
-    if shown.contains(&kind) {
-        return shown.replacen(&kind, "", 1);
-    }
-    match (err.code(), err.detail()) {
-        (Some(code), Some(detail)) => format!("{code} {detail}"),
-        _ => shown,
-    }
-}
-
-/// The words of a wrong-type error: the keys found holding another type, or all of them when
-/// none was found (the look-up failed, or the key changed since).
-fn wrong_type_words(lease: &str, keys: &[String], found: &[(String, String)]) -> String {
-    if found.is_empty() {
-        return format!(
-            "a key of lease `{lease}` holds another type than a string ({})",
-            keys.join(", ")
-        );
-    }
-    let found: Vec<String> = found
-        .iter()
-        .map(|(key, kind)| format!("`{key}` holds a {kind}"))
-        .collect();
-    format!("{}, not a string", found.join(" and "))
-}
-
-/// What a replica answers to a write, also inside a script.
-const READONLY_IN_SCRIPT: &str = "READONLY You can't write against a read only replica";
-
-/// Whether Redis's message says a command leasehold's scripting needs is unknown to it:
-/// `EVALSHA`, `EVAL` or `SCRIPT` itself (`unknown command `evalsha``, quoted with backticks
-/// or quotes by the version), or one that a script calls (`Unknown Redis command called from
-/// script` on 7.0, `… from Lua script` on 6.2).
-fn missing_scripting(detail: &str) -> bool {
-    let d = detail.to_ascii_lowercase();
-    if d.contains("unknown redis command called from") {
-        return true;
-    }
-    let Some(rest) = d.split("unknown command ").nth(1) else {
-        return false;
-    };
-    let command = rest
-        .trim_start_matches(['`', '\'', '"'])
-        .split(['`', '\'', '"', ',', ' '])
-        .next()
-        .unwrap_or_default();
-    matches!(command, "evalsha" | "eval" | "script")
-}
-
-/// Whether a client error comes from the TLS layer (rustls words its errors this way).
-fn looks_like_tls(detail: &str) -> bool {
-    let d = detail.to_ascii_lowercase();
-    [
-        "certificate",
-        "tls",
-        "handshake",
-        "peer sent no certificates",
-        "unknownissuer",
-    ]
-    .iter()
-    .any(|w| d.contains(w))
-}
-
-/// `url` with every password in it (user info or a `password=` query parameter) replaced by
-/// `***`, for messages and logs.
-pub fn redact_url(url: &str) -> String {
-    redact_query_password(&redact_userinfo(url))
-}
-
-fn redact_query_password(url: &str) -> String {
-    let Some(query_start) = url.find('?') else {
-        return url.to_owned();
-    };
-    let (head, query) = url.split_at(query_start + 1);
-    let params: Vec<String> = query
-        .split('&')
-        .map(|param| match param.split_once('=') {
-            Some((name, _)) if name.eq_ignore_ascii_case("password") => format!("{name}=***"),
-            _ => param.to_owned(),
-        })
-        .collect();
-    format!("{head}{}", params.join("&"))
-}
-
-fn redact_userinfo(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let rest_start = scheme_end + 3;
-    let authority_end = url[rest_start..]
-        .find(['/', '?', '#'])
-        .map_or(url.len(), |i| rest_start + i);
-    let authority = &url[rest_start..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_owned();
-    };
-    let userinfo = &authority[..at];
-    let redacted = match userinfo.find(':') {
-        Some(colon) => format!("{}:***", &userinfo[..colon]),
-        // `redis://secret@host` puts the password where the user goes.
-        None if !userinfo.is_empty() => "***".to_owned(),
-        None => String::new(),
-    };
-    format!(
-        "{}{}{}",
-        &url[..rest_start],
-        redacted,
-        &url[rest_start + at..]
-    )
-}
-
-// The tables beside the file keep it under 500 lines.
 #[cfg(test)]
 mod tests;
