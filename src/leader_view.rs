@@ -7,6 +7,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use crate::elector::{Eviction, Role, Status};
+use crate::lease::Protocol;
 
 /// The JSON of `/leader`.
 #[derive(Debug, Serialize)]
@@ -90,6 +91,27 @@ pub struct RedisView {
     /// A key that leasehold did not write and that never expires, keeping everyone from
     /// leading.
     pub blocked: Option<BlockedView>,
+    /// The lease's keys are written in a higher protocol than this replica speaks: it stays
+    /// out of the election.
+    pub newer_protocol: Option<ProtocolView>,
+}
+
+/// The protocol a lease's keys are written in (`/leader`, `leasehold status`).
+#[derive(Debug, Serialize)]
+pub struct ProtocolView {
+    /// The protocol's version; null for a value that cannot be read.
+    pub version: Option<u32>,
+    /// The leasehold release that last won a term under it.
+    pub release: String,
+}
+
+impl From<&Protocol> for ProtocolView {
+    fn from(p: &Protocol) -> Self {
+        Self {
+            version: p.version,
+            release: p.release.clone(),
+        }
+    }
 }
 
 /// A key that blocks the lease, in `/leader`.
@@ -185,6 +207,7 @@ impl LeaderView {
                     value: b.value.clone(),
                     clear: format!("DEL {}", b.key),
                 }),
+                newer_protocol: status.redis.newer_protocol.as_ref().map(ProtocolView::from),
             },
             candidacy: CandidacyView {
                 state: status.candidacy.as_label(),

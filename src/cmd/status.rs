@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use super::lease::name_asked_lease;
 use crate::cli::{CliError, OutputFormat, StatusSettings};
-use crate::lease::{CooldownState, LeaseName, Observation, OwnerId};
+use crate::leader_view::ProtocolView;
+use crate::lease::{CooldownState, LeaseName, Observation, OwnerId, Protocol};
 
 /// The JSON of `leasehold status --output json`.
 #[derive(Debug, Serialize)]
@@ -40,6 +41,12 @@ pub struct StatusView {
     pub cooldown: &'static str,
     /// Milliseconds left in a running cooldown.
     pub cooldown_ms: Option<u64>,
+    /// The protocol the lease's keys are written in (absent until a term is won by a release
+    /// that writes it).
+    pub protocol: Option<ProtocolView>,
+    /// The keys are written in a higher protocol than this leasehold's: replicas of this
+    /// release stay out of the election.
+    pub protocol_newer: bool,
 }
 
 /// What a key without TTL says in the text output.
@@ -70,6 +77,8 @@ impl StatusView {
             reservation_never_expires: seen.reserved.as_ref().is_some_and(|(_, l)| l.is_none()),
             cooldown,
             cooldown_ms,
+            protocol: seen.protocol.as_ref().map(ProtocolView::from),
+            protocol_newer: seen.protocol.as_ref().is_some_and(Protocol::is_newer),
         }
     }
 
@@ -117,6 +126,23 @@ impl StatusView {
                 None => self.cooldown.to_owned(),
             },
         )]);
+        let protocol = match &self.protocol {
+            None => "not written yet (no term won since 0.2.0)".to_owned(),
+            Some(p) => {
+                let found = match p.version {
+                    Some(v) => format!("{v} (leasehold {})", p.release),
+                    None => format!("unreadable: `{}`", p.release),
+                };
+                match self.protocol_newer {
+                    true => format!(
+                        "{found}, newer than this leasehold's {}: replicas of this release stay out",
+                        Protocol::ours()
+                    ),
+                    false => found,
+                }
+            }
+        };
+        rows.push(("protocol", protocol));
         rows.iter().map(|(k, v)| format!("{k:<11} {v}\n")).collect()
     }
 }
@@ -145,7 +171,7 @@ async fn show(settings: &StatusSettings, lease_name: LeaseName) -> anyhow::Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lease::{FencingToken, Holder};
+    use crate::lease::{FencingToken, Holder, PROTOCOL};
 
     #[test]
     fn text_and_json_show_the_holder() {
@@ -160,6 +186,7 @@ mod tests {
             token: Some(FencingToken(42)),
             cooldown: CooldownState::Idle,
             reserved: None,
+            protocol: None,
         };
         let view = StatusView::of(&name, "leasehold:{shop/web}", &seen);
         let text = view.text();
@@ -173,6 +200,8 @@ mod tests {
         assert_eq!(json["holder"], "web-a");
         assert_eq!(json["expires_in_ms"], 13_200);
         assert_eq!(json["cooldown"], "idle");
+        assert!(text.contains("protocol    not written yet"), "{text}");
+        assert_eq!(json["protocol"], serde_json::Value::Null);
     }
 
     #[test]
@@ -188,6 +217,10 @@ mod tests {
             token: Some(FencingToken(42)),
             cooldown: CooldownState::Idle,
             reserved: Some(("web-b".into(), None)),
+            protocol: Some(Protocol {
+                version: Some(PROTOCOL + 1),
+                release: "9.0.0".into(),
+            }),
         };
         let view = StatusView::of(&name, "leasehold:{shop/web}", &seen);
         let text = view.text();
@@ -197,6 +230,10 @@ mod tests {
             "last token  42",
             "expires in  never expires: not written by leasehold",
             "reserved    for web-b, never expires",
+            &format!(
+                "protocol    {} (leasehold 9.0.0), newer than this leasehold's protocol {PROTOCOL}",
+                PROTOCOL + 1
+            ),
         ] {
             assert!(text.contains(want), "{want:?} in\n{text}");
         }
@@ -205,5 +242,7 @@ mod tests {
         assert_eq!(json["reservation_never_expires"], true);
         assert_eq!(json["token"], serde_json::Value::Null);
         assert_eq!(json["last_token"], 42);
+        assert_eq!(json["protocol"]["version"], PROTOCOL + 1);
+        assert_eq!(json["protocol_newer"], true);
     }
 }

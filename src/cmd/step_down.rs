@@ -214,6 +214,7 @@ mod tests {
             token: None,
             cooldown: CooldownState::Idle,
             reserved: None,
+            protocol: None,
         }
     }
 

@@ -3,6 +3,7 @@
 
 use super::ReadinessMode;
 use crate::elector::{Candidacy, Eviction, EvictionRefusal, Role, Status};
+use crate::lease::Protocol;
 
 /// The readiness verdict and the words for it.
 pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, String) {
@@ -69,6 +70,12 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
     }
     if let Some(error) = redis_error {
         return out(error);
+    }
+    if let Some(found) = &status.redis.newer_protocol {
+        return out(format!(
+            "the lease is written in {found}, newer than this replica's {}: out of the election until the rollout to the newer release finishes",
+            Protocol::ours()
+        ));
     }
     if let Some(blocked) = &status.redis.blocked {
         return out(format!(

@@ -1,7 +1,7 @@
 //! The lease and the elector against real redis-server processes: the primitives and their
 //! scripts, electors in this process and as `leasehold run` replicas, how a term begins and ends
 //! (succession, handover on demand), keys leasehold did not write, a Redis that may evict the
-//! lease, and health-gated candidacy.
+//! lease, health-gated candidacy, and the protocol that releases share.
 
 mod candidacy;
 mod elector;
@@ -9,4 +9,5 @@ mod eviction;
 mod foreign_keys;
 mod handover;
 mod primitives;
+mod protocol;
 mod succession;

@@ -136,6 +136,7 @@ async fn a_fresh_redis_cools_down_for_one_lease_duration(engine: Engine) {
             Acquired::CoolingDown { .. } => None,
             Acquired::HeldBy(h) => panic!("nobody may lead during the cooldown, yet {h:?} does"),
             Acquired::Reserved { identity, .. } => panic!("no handover reserved it for {identity}"),
+            Acquired::NewerProtocol(p) => panic!("nobody wrote {p}"),
         }
     })
     .await;

@@ -17,8 +17,8 @@ use testbed::RedisServer;
 
 use compare::{SLACK_US, int, same_acquire, same_data, same_renew, source, text};
 use dataset::{
-    CHANNEL, FENCE, HANDOVER, LEASE, LONGEST, RECORD, RESERVED, identities, now_us, published,
-    read_data, subscribe, write_data,
+    CHANNEL, FENCE, HANDOVER, LEASE, LONGEST, PROTOCOL_KEY, RECORD, RESERVED, identities, now_us,
+    published, read_data, subscribe, write_data,
 };
 use draw::{random_data, random_duration, random_name, random_term};
 
@@ -106,6 +106,7 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 11]), String> {
                     .key(RECORD)
                     .key(RESERVED)
                     .key(LONGEST)
+                    .key(PROTOCOL_KEY)
                     .arg(owner_id(owner))
                     .arg(ttl)
                     .arg(if cool { "1" } else { "0" })
@@ -113,6 +114,10 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 11]), String> {
                     .arg(identity(owner))
                     .arg(cover)
                     .arg(CHANNEL)
+                    .arg("")
+                    .arg("")
+                    .arg(leasehold::lease::PROTOCOL)
+                    .arg(env!("CARGO_PKG_VERSION"))
                     .invoke(&mut conn)
                     .expect("acquire runs");
                 let want = mirror.acquire(sem, at, 0, owner, ttl, cool, observed, cover);
@@ -271,6 +276,7 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 11]), String> {
                     .key(FENCE)
                     .key(RECORD)
                     .key(RESERVED)
+                    .key(PROTOCOL_KEY)
                     .invoke(&mut conn)
                     .expect("observe runs");
                 let want = mirror.observe(at, 0);

@@ -14,6 +14,9 @@ pub const CHANNEL: &str = "lh:{m}:released";
 pub const HANDOVER: &str = "lh:{m}:handover";
 pub const RESERVED: &str = "lh:{m}:reserved";
 pub const LONGEST: &str = "lh:{m}:longest";
+/// Written by every win, read by acquire and observe; the mirror has no protocol but one, so
+/// this key always holds ours or nothing.
+pub const PROTOCOL_KEY: &str = "lh:{m}:protocol";
 
 /// The server identity the scripts compute (`run_id/master_replid`), and one of another Redis.
 pub fn identities(redis: &RedisServer) -> [String; 2] {
@@ -51,7 +54,16 @@ fn record_text(r: &Record, ids: &[String; 2]) -> String {
 }
 
 pub fn write_data(redis: &RedisServer, d: &Data, ids: &[String; 2]) {
-    redis.cmd::<()>(&["DEL", LEASE, FENCE, RECORD, HANDOVER, RESERVED, LONGEST]);
+    redis.cmd::<()>(&[
+        "DEL",
+        LEASE,
+        FENCE,
+        RECORD,
+        HANDOVER,
+        RESERVED,
+        LONGEST,
+        PROTOCOL_KEY,
+    ]);
     // Expiries at an absolute instant on Redis's clock, so that a pause of this process between
     // reading the clock and writing cannot move them.
     if let Some((term, expiry_ms)) = d.lease {

@@ -104,8 +104,9 @@ impl Elector {
                 }
                 return None;
             }
-            if attempt.is_ok() {
+            if let Ok(acquired) = &attempt {
                 self.note_durations();
+                self.note_protocol(acquired);
             }
             let seen = match attempt {
                 Ok(Acquired::Leader(mut grant)) => {
@@ -175,6 +176,13 @@ impl Elector {
                     // Like a holder whose TTL runs out then: try again at the reservation's end;
                     // one without expiry, like a key without TTL, at the retry period.
                     Seen::Held(remaining)
+                }
+                Ok(Acquired::NewerProtocol(_)) => {
+                    failures = 0;
+                    self.redis_ok();
+                    self.note_follower_view(None, None);
+                    // Out until the keys are ours to read: look again every retry period.
+                    Seen::Held(None)
                 }
                 Err(err) => {
                     failures = failures.saturating_add(1);

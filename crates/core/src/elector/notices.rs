@@ -6,7 +6,7 @@
 use tracing::{error, info, warn};
 
 use super::{Blocked, BlockingKey, Elector};
-use crate::lease::Holder;
+use crate::lease::{Acquired, Holder, Protocol};
 
 impl Elector {
     /// Records whether a key without expiry blocks the lease (`None`: nothing blocks it), saying
@@ -44,6 +44,37 @@ impl Elector {
                 (None, None) => {}
             }
             s.redis.blocked = blocked;
+            true
+        });
+    }
+
+    /// Records whether a try found the lease's keys in a higher protocol than this release's,
+    /// saying at error level when it starts (which release wrote them, and what to do), and
+    /// once more when it ends.
+    pub(super) fn note_protocol(&self, acquired: &Acquired) {
+        let newer = match acquired {
+            Acquired::NewerProtocol(found) => Some(found.clone()),
+            _ => None,
+        };
+        self.status.modify_if(|s| {
+            if s.redis.newer_protocol == newer {
+                return false;
+            }
+            match &newer {
+                Some(found) => error!(
+                    identity = %s.identity,
+                    lease = %s.lease,
+                    found = %found,
+                    ours = %Protocol::ours(),
+                    "the lease is written in a newer protocol than this leasehold speaks; out of the election. Finish the rollout to the newer release, or to roll back, stop every replica of it and run `leasehold remove-keys` once nobody leads"
+                ),
+                None => info!(
+                    identity = %s.identity,
+                    lease = %s.lease,
+                    "the lease's protocol is this leasehold's again; back in the election"
+                ),
+            }
+            s.redis.newer_protocol = newer;
             true
         });
     }

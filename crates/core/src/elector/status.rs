@@ -168,6 +168,9 @@ pub struct RedisHealth {
     pub eviction_refusal: Option<EvictionRefusal>,
     /// A key that leasehold did not write, and that never expires, blocks the lease.
     pub blocked: Option<Blocked>,
+    /// The lease's keys are written in a higher protocol than this release speaks: this
+    /// replica stays out of the election until they are not.
+    pub newer_protocol: Option<crate::lease::Protocol>,
 }
 
 /// A key of the lease that holds a value without an expiry, which leasehold never writes: the

@@ -135,6 +135,10 @@ pub struct LeaseKeys {
     /// found: `<prefix>{<name>}:longest`, no TTL. Contenders may run different lease durations
     /// (a rolling change of `--lease-duration`); the data-loss cooldown covers the longest.
     pub longest: String,
+    /// The protocol the keys are written in, and the release that last won a term under it:
+    /// `<prefix>{<name>}:protocol`, value `<version> <release>`, no TTL. A replica of a lower
+    /// protocol stays out (see [`PROTOCOL`](super::PROTOCOL)).
+    pub protocol: String,
 }
 
 impl LeaseKeys {
@@ -147,6 +151,7 @@ impl LeaseKeys {
             &self.handover,
             &self.reserved,
             &self.longest,
+            &self.protocol,
         ]
     }
 
@@ -179,6 +184,7 @@ impl LeaseKeys {
             handover: format!("{lease}:handover"),
             reserved: format!("{lease}:reserved"),
             longest: format!("{lease}:longest"),
+            protocol: format!("{lease}:protocol"),
             lease,
         })
     }

@@ -46,8 +46,8 @@ pub use keys::{
 };
 pub use options::{LeaseOptions, Secret, WaitReplicas, minimal_acl_rule};
 pub use outcome::{
-    Acquired, CooldownState, EvictionPolicy, Grant, Holder, Observation, PreviousTerm, Released,
-    Renewal, Renewed,
+    Acquired, CooldownState, EvictionPolicy, Grant, Holder, Observation, PreviousTerm, Protocol,
+    Released, Renewal, Renewed,
 };
 pub use pubsub::{DATA_LOSS_NOTICE, HANDOVER_NUDGE, Heard, Release, ReleaseSubscription};
 pub use remove::{InForce, Removal};
@@ -57,6 +57,7 @@ pub use secret_file::SecretFileError;
 /// follow too.
 pub use secret_file::read_nonempty;
 // The scripts' text, for the model's mirror of them (`test-internals`).
+pub use scripts::PROTOCOL;
 #[cfg(feature = "test-internals")]
 #[doc(hidden)]
 pub use scripts::source as script_source;
@@ -266,6 +267,7 @@ impl RedisLease {
                     .key(&self.keys.state)
                     .key(&self.keys.reserved)
                     .key(&self.keys.longest)
+                    .key(&self.keys.protocol)
                     .arg(self.owner.as_str())
                     .arg(millis(ttl))
                     .arg(if self.cooldown_on_data_loss { "1" } else { "0" })
@@ -275,6 +277,8 @@ impl RedisLease {
                     .arg(&self.keys.channel)
                     .arg(probe_channel)
                     .arg(probe)
+                    .arg(PROTOCOL)
+                    .arg(env!("CARGO_PKG_VERSION"))
                     .invoke_async::<Value>(&mut conn)
                     .await
             };
@@ -401,6 +405,7 @@ impl RedisLease {
                     .key(&self.keys.fence)
                     .key(&self.keys.state)
                     .key(&self.keys.reserved)
+                    .key(&self.keys.protocol)
                     .invoke_async(&mut live.conn)
                     .await
                     .map_err(self.fail(OP))

@@ -116,6 +116,42 @@ pub enum Acquired {
         /// leasehold: nobody else may acquire until it is deleted).
         remaining: Option<Duration>,
     },
+    /// The lease's keys are written in a higher protocol than this release speaks (a newer
+    /// leasehold won a term): this replica stays out and reads or writes nothing of them.
+    NewerProtocol(Protocol),
+}
+
+/// The protocol a lease's keys are written in, as its `:protocol` key says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Protocol {
+    /// The version; `None` for a value that cannot be read (kept out of, like a higher one).
+    pub version: Option<u32>,
+    /// The leasehold release that last won a term under it (the raw value when unreadable).
+    pub release: String,
+}
+
+impl Protocol {
+    /// The protocol these scripts speak, and this release.
+    pub fn ours() -> Self {
+        Self {
+            version: Some(super::PROTOCOL),
+            release: env!("CARGO_PKG_VERSION").to_owned(),
+        }
+    }
+
+    /// Whether a replica of this release must stay out of a lease in this protocol.
+    pub fn is_newer(&self) -> bool {
+        self.version.is_none_or(|v| v > super::PROTOCOL)
+    }
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.version {
+            Some(v) => write!(f, "protocol {v} (leasehold {})", self.release),
+            None => write!(f, "an unreadable protocol `{}`", self.release),
+        }
+    }
 }
 
 /// The outcome of a renew.
@@ -220,6 +256,9 @@ pub struct Observation {
     /// A handover's reservation of the next term: the identity, and the time left on it
     /// (`None` when the key has no TTL: not written by leasehold).
     pub reserved: Option<(String, Option<Duration>)>,
+    /// The protocol the keys are written in, when a replica has won a term since it was
+    /// versioned (`None`: the key is absent, as 0.2.0 left it).
+    pub protocol: Option<Protocol>,
 }
 
 #[cfg(test)]

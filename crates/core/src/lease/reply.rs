@@ -8,7 +8,7 @@ use redis::Value;
 use super::LeaseError;
 use super::keys::{FencingToken, split_term};
 use super::outcome::{
-    Acquired, CooldownState, Grant, Holder, Observation, PreviousTerm, Renewal, Renewed,
+    Acquired, CooldownState, Grant, Holder, Observation, PreviousTerm, Protocol, Renewal, Renewed,
 };
 use crate::clock::BootInstant;
 
@@ -79,6 +79,9 @@ pub(super) fn parse_acquire(
             identity: text(identity)?,
             remaining: remaining(int(pttl)?),
         }),
+        ("NEWER", [version, release]) => {
+            Some(Acquired::NewerProtocol(protocol_of(version, release)??))
+        }
         _ => None,
     }?;
     Some((acquired, longest))
@@ -145,6 +148,8 @@ pub(super) fn parse_observe(reply: &Value) -> Option<Observation> {
         source,
         reserved,
         reserved_pttl,
+        protocol_version,
+        protocol_release,
     ] = items.as_slice()
     else {
         return None;
@@ -168,7 +173,20 @@ pub(super) fn parse_observe(reply: &Value) -> Option<Observation> {
         token,
         cooldown,
         reserved,
+        protocol: protocol_of(protocol_version, protocol_release)?,
     })
+}
+
+/// The protocol from a script's pair: `<version or ?>`, `<release>`; `Some(None)` for the
+/// empty pair of an absent key, `None` for anything else.
+fn protocol_of(version: &Value, release: &Value) -> Option<Option<Protocol>> {
+    let (version, release) = (text(version)?, text(release)?);
+    if version.is_empty() {
+        return Some(None);
+    }
+    // A version past u32 is as unreadable as `?`: higher than any this release knows.
+    let version = version.parse().ok();
+    Some(Some(Protocol { version, release }))
 }
 
 #[cfg(test)]
@@ -269,6 +287,21 @@ mod tests {
                 }),
             ),
             (Value::Array(vec![bulk("RESERVED"), bulk("web-b")]), None),
+            (
+                Value::Array(vec![bulk("NEWER"), bulk("2"), bulk("0.4.0")]),
+                Some(Acquired::NewerProtocol(Protocol {
+                    version: Some(2),
+                    release: "0.4.0".into(),
+                })),
+            ),
+            (
+                Value::Array(vec![bulk("NEWER"), bulk("?"), bulk("v9:blue")]),
+                Some(Acquired::NewerProtocol(Protocol {
+                    version: None,
+                    release: "v9:blue".into(),
+                })),
+            ),
+            (Value::Array(vec![bulk("NEWER"), bulk("")]), None),
             (
                 Value::Array(vec![bulk("ACQUIRED"), Value::Int(-3), bulk("none")]),
                 None,
@@ -378,6 +411,8 @@ mod tests {
             bulk("KEY"),
             Value::Nil,
             Value::Int(-2),
+            bulk(""),
+            bulk(""),
         ]);
         assert_eq!(
             parse_observe(&empty),
@@ -386,6 +421,7 @@ mod tests {
                 token: None,
                 cooldown: CooldownState::Pending,
                 reserved: None,
+                protocol: None,
             })
         );
         let held = Value::Array(vec![
@@ -396,8 +432,17 @@ mod tests {
             bulk("KEY"),
             bulk("web-b"),
             Value::Int(-1),
+            bulk("1"),
+            bulk("0.3.0"),
         ]);
         let seen = parse_observe(&held).unwrap();
+        assert_eq!(
+            seen.protocol,
+            Some(Protocol {
+                version: Some(1),
+                release: "0.3.0".into()
+            })
+        );
         let holder = seen.holder.unwrap();
         assert_eq!(holder.remaining, Some(Duration::from_millis(1200)));
         assert_eq!(

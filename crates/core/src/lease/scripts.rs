@@ -36,6 +36,14 @@ use redis::Script;
 /// durations ahead, so a holder writes it about once per lease duration, not at every renewal.
 /// A longer claim stands until it runs out; then a shorter holder's replaces it, so a change to
 /// a shorter duration takes effect.
+///
+/// The key `:protocol` (no TTL) holds `<version> <release>`: the protocol of these keys and
+/// scripts ([`PROTOCOL`]) and the leasehold release of the last replica that won a term under
+/// it. Each win writes it when it differs; an acquire that finds a higher version, or a value it
+/// cannot read, answers `NEWER` and writes nothing, so that a replica never reads or writes keys
+/// in a format it does not know. Every later protocol keeps the first two fields. It is a key of
+/// its own, not a field of the record, because replicas of 0.2.0 (protocol 1, which never
+/// wrote it) would read a record with a field more as lost data.
 const RECORD: &str = r#"
 local function now_us()
   local t = redis.call('TIME')
@@ -68,6 +76,17 @@ end
 local function write_longest(key, l)
   redis.call('SET', key, string.format('%d', l.ms) .. ' ' .. string.format('%d', l.claim_until) .. ' ' .. string.format('%d', l.loss))
 end
+local function read_protocol(key)
+  local raw = redis.call('GET', key)
+  if not raw then return nil end
+  local version, release = string.match(raw, '^(%d+) (%S+)')
+  return {version or '?', release or raw}
+end
+local function newer_protocol(key, mine)
+  local p = read_protocol(key)
+  if p and p[1] ~= '?' and tonumber(p[1]) <= mine then return nil end
+  return p
+end
 local function claim_longest(key, ttl_ms, now)
   local l = read_longest(key) or {ms = 0, claim_until = 0, loss = 0}
   if l.claim_until > now and (l.ms > ttl_ms or (l.ms == ttl_ms and l.claim_until >= now + ttl_ms * 1000)) then
@@ -79,16 +98,21 @@ local function claim_longest(key, ttl_ms, now)
 end
 "#;
 
+/// The version of the protocol that the lease's keys are written in and these scripts speak.
+/// Raise it when a change to the keys or scripts would mislead a replica of the version
+/// before; replicas of a lower one then stay out while a higher one has won a term.
+pub const PROTOCOL: u32 = 1;
+
 /// Acquire.
 ///
-/// KEYS: lease, fence, state record, handover reservation, longest. ARGV: owner id, ttl in ms,
+/// KEYS: lease, fence, state record, handover reservation, longest, protocol. ARGV: owner id, ttl in ms,
 /// `1` to cool down after data loss or `0` not to, the term value of a holder this follower saw
 /// and whose TTL has not run out by the follower's own clock (empty for none): client-go's
 /// observed-time rule, for what the record cannot show (the record gone with the key, or its
 /// expiry passed early because the Redis host's clock stepped forward), our identity (a
 /// reservation names one), the longest lease duration in ms that the caller knows a term of
 /// this lease to run, the channel, and optionally the caller's probe channel and a probe
-/// number. A term that the record names is free only once the record says so (its release
+/// number, then our protocol version and release. A term that the record names is free only once the record says so (its release
 /// clears it) or its expiry passed and nobody still observes it.
 ///
 /// The probe is published first, whatever the reply: a follower subscribed to its own probe
@@ -114,9 +138,13 @@ end
 ///   the data loss and started the cooldown.
 /// - `{"RESERVED", identity, pttl_ms, longest}`: the lease is free, but a handover reserved it
 ///   for `identity` for that long. The winner of a reserved term clears the reservation.
+/// - `{"NEWER", version, release, 0}`: the keys are written in a higher protocol than ours
+///   (`?` for a value that cannot be read), by that release; nothing was read or written.
 const ACQUIRE: &str = r#"
 local probe = ARGV[8] or ''
 if probe ~= '' then redis.call('PUBLISH', probe, ARGV[9] or '') end
+local newer = newer_protocol(KEYS[6], tonumber(ARGV[10]))
+if newer then return {'NEWER', newer[1], newer[2], 0} end
 local now = now_us()
 local ttl_ms = tonumber(ARGV[2])
 local server = server_identity()
@@ -223,6 +251,8 @@ record.term = term
 record.term_until = now + ttl_ms * 1000
 write_record(KEYS[3], record)
 claim_longest(KEYS[5], ttl_ms, now)
+local protocol = ARGV[10] .. ' ' .. ARGV[11]
+if redis.call('GET', KEYS[6]) ~= protocol then redis.call('SET', KEYS[6], protocol) end
 if reserved then redis.call('DEL', KEYS[4]) end
 return {'ACQUIRED', token, previous, live}
 "#;
@@ -326,9 +356,9 @@ end
 return 0
 "#;
 
-/// Observe, read-only. KEYS: lease, fence, state record, handover reservation.
+/// Observe, read-only. KEYS: lease, fence, state record, handover reservation, protocol.
 /// Reply: `{holder_or_nil, pttl_ms, token_or_nil, cooldown, source, reserved_or_nil,
-/// reserved_pttl_ms}` where cooldown is the ms left, 0 for none, or -1 when the next acquire
+/// reserved_pttl_ms, protocol_version, protocol_release}` (both empty without the key) where cooldown is the ms left, 0 for none, or -1 when the next acquire
 /// would start one (record missing or from another Redis), and source is `KEY`, or `RECORD`
 /// when the key vanished before its time.
 const OBSERVE: &str = r#"
@@ -349,7 +379,8 @@ if not holder and record and record.term ~= '-' and record.term_until > now then
   source = 'RECORD'
 end
 local reserved = redis.call('GET', KEYS[4])
-return {holder, pttl, fence, cooldown, source, reserved, redis.call('PTTL', KEYS[4])}
+local protocol = read_protocol(KEYS[5]) or {'', ''}
+return {holder, pttl, fence, cooldown, source, reserved, redis.call('PTTL', KEYS[4]), protocol[1], protocol[2]}
 "#;
 
 /// Handover request: asks the leader of term ARGV[1] to step down, if the lease is still in
@@ -450,51 +481,4 @@ pub(crate) static HANDOVER_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("h
 pub(crate) static REMOVE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script("remove"));
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The 1-based line of `op`'s full source that holds `needle`.
-    fn line_of(op: &str, needle: &str) -> usize {
-        source(op)
-            .unwrap()
-            .split('\n')
-            .position(|l| l.contains(needle))
-            .unwrap()
-            + 1
-    }
-
-    #[test]
-    fn a_refused_line_names_its_command() {
-        let at = |op, needle| {
-            let msg = format!(
-                "The user executing the script can't run this command or subcommand script: c9d4, on @user_script:{}.",
-                line_of(op, needle)
-            );
-            command_at(op, &msg)
-        };
-        assert_eq!(at("release", "'PUBLISH'").as_deref(), Some("publish"));
-        assert_eq!(at("renew", "'PEXPIRE'").as_deref(), Some("pexpire"));
-        assert_eq!(at("acquire", "'TIME'").as_deref(), Some("time"));
-        assert_eq!(
-            at("observe", "'INFO', 'server'").as_deref(),
-            Some("info|server")
-        );
-        assert_eq!(
-            at("acquire", "'INFO', 'replication'").as_deref(),
-            Some("info|replication")
-        );
-        assert_eq!(command_at("release", "no line here"), None);
-        assert_eq!(command_at("nope", "on @user_script:2."), None);
-    }
-
-    #[test]
-    fn every_script_starts_with_the_record_prelude() {
-        for op in [
-            "acquire", "renew", "release", "observe", "handover", "remove",
-        ] {
-            let full = source(op).unwrap();
-            assert!(full.starts_with(RECORD), "{op}");
-            assert!(full.ends_with(body(op).unwrap()), "{op}");
-        }
-    }
-}
+mod tests;
