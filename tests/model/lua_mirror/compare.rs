@@ -103,9 +103,10 @@ pub fn same_acquire(real: &Value, mirror: Acquisition) -> bool {
     }
     let ms = SLACK_US as i64 / 1000;
     // A grant also says how the term before ended; that is for the log and decides nothing,
-    // so the model does not mirror it (tests/lease/succession.rs reads it in the real log).
+    // so the model does not mirror it (tests/lease/succession.rs reads it in the real log). Nor
+    // Redis's `TIME`, which only the clock-rate bound reads.
     let arity = match mirror.reply {
-        AcquireReply::Acquired { .. } => 3,
+        AcquireReply::Acquired { .. } => 4,
         AcquireReply::Held { .. } => 4,
         AcquireReply::Cooldown { .. } | AcquireReply::Reserved { .. } => 3,
     };

@@ -92,8 +92,14 @@ impl Elector {
         let mut work_task = tokio::spawn(async move { term.await.map_err(|err| err.to_string()) });
         let mut failures: u32 = 0;
         let mut alone = false;
-        // The rate of Redis's clock, from this term's renewals.
+        // The rate of Redis's clock, from this term's grant and renewals. The grant's reading
+        // counts as received now: later than its reply, which only widens its interval.
         let mut rate = RateWindow::new(&timing);
+        rate.record(Reading {
+            sent: grant.sent_at,
+            received: clock.now(),
+            redis_us: grant.redis_us,
+        });
         // Nudges heard while following were for an earlier term.
         nudges.borrow_and_update();
         let mut gates = self.gates.clone();

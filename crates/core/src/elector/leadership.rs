@@ -248,6 +248,7 @@ mod tests {
             sent_at: now,
             ttl: valid_for,
             previous: crate::lease::PreviousTerm::None,
+            redis_us: 0,
         };
         Leadership::new(
             &grant,

@@ -16,6 +16,9 @@ pub struct Grant {
     pub ttl: Duration,
     /// How the term before this one ended, as Redis kept it; for the operator's log.
     pub previous: PreviousTerm,
+    /// Redis's `TIME` when it granted the term, in microseconds: the first reading of the
+    /// term's clock-rate bound.
+    pub redis_us: u64,
 }
 
 /// How the term before a new one ended, as the acquire found it in Redis (and, for a data

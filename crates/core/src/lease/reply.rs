@@ -62,11 +62,12 @@ pub(super) fn parse_acquire(
     let (longest, items) = items.split_last()?;
     let longest = Duration::from_millis(u64::try_from(int(longest)?).ok()?);
     let acquired = match (text(items.first()?)?.as_str(), &items[1..]) {
-        ("ACQUIRED", [t, previous]) => Some(Acquired::Leader(Grant {
+        ("ACQUIRED", [t, previous, time]) => Some(Acquired::Leader(Grant {
             token: token(t)?,
             sent_at,
             ttl,
             previous: PreviousTerm::from_label(&text(previous)?)?,
+            redis_us: u64::try_from(int(time)?).ok()?,
         })),
         ("HELD", [value, pttl, source]) => {
             Some(Acquired::HeldBy(holder(&text(value)?, int(pttl)?, source)?))
@@ -203,25 +204,55 @@ mod tests {
         let ttl = Duration::from_secs(15);
         let cases = [
             (
-                Value::Array(vec![bulk("ACQUIRED"), Value::Int(7), bulk("expired")]),
+                Value::Array(vec![
+                    bulk("ACQUIRED"),
+                    Value::Int(7),
+                    bulk("expired"),
+                    Value::Int(1_800_000_000_000_000),
+                ]),
                 Some(Acquired::Leader(Grant {
                     token: FencingToken(7),
                     sent_at: at,
                     ttl,
                     previous: PreviousTerm::Expired,
+                    redis_us: 1_800_000_000_000_000,
                 })),
             ),
             (
-                Value::Array(vec![bulk("ACQUIRED"), Value::Int(7), bulk("handed_over")]),
+                Value::Array(vec![
+                    bulk("ACQUIRED"),
+                    Value::Int(7),
+                    bulk("handed_over"),
+                    Value::Int(5),
+                ]),
                 Some(Acquired::Leader(Grant {
                     token: FencingToken(7),
                     sent_at: at,
                     ttl,
                     previous: PreviousTerm::HandedOver,
+                    redis_us: 5,
                 })),
             ),
             (
-                Value::Array(vec![bulk("ACQUIRED"), Value::Int(7), bulk("somehow")]),
+                Value::Array(vec![bulk("ACQUIRED"), Value::Int(7), bulk("expired")]),
+                None,
+            ),
+            (
+                Value::Array(vec![
+                    bulk("ACQUIRED"),
+                    Value::Int(7),
+                    bulk("expired"),
+                    Value::Int(-5),
+                ]),
+                None,
+            ),
+            (
+                Value::Array(vec![
+                    bulk("ACQUIRED"),
+                    Value::Int(7),
+                    bulk("somehow"),
+                    Value::Int(5),
+                ]),
                 None,
             ),
             (
@@ -303,7 +334,12 @@ mod tests {
             ),
             (Value::Array(vec![bulk("NEWER"), bulk("")]), None),
             (
-                Value::Array(vec![bulk("ACQUIRED"), Value::Int(-3), bulk("none")]),
+                Value::Array(vec![
+                    bulk("ACQUIRED"),
+                    Value::Int(-3),
+                    bulk("none"),
+                    Value::Int(5),
+                ]),
                 None,
             ),
             (Value::Array(vec![bulk("WHAT")]), None),

@@ -126,12 +126,13 @@ pub const PROTOCOL: u32 = 1;
 /// from the instant of the loss.
 ///
 /// Replies, each ending with the longest lease duration of a live claim in ms (0 for none):
-/// - `{"ACQUIRED", token, previous, longest}`; the lease then holds `<owner id>#<token>`, the
+/// - `{"ACQUIRED", token, previous, time_us, longest}`; the lease then holds `<owner id>#<token>`, the
 ///   term value. `previous` says how the term before ended, for the log: `handed_over` (a
 ///   reservation named us), `data_loss` (the record was missing or another Redis's, without
 ///   the cooldown; with it, the elector saw the cooldown first), `expired` (the record still
 ///   names a term, or the key still holds an earlier term of ours: nobody released it),
 ///   `released` (an earlier term was released: a token was handed out before), else `none`.
+///   `time_us` is Redis's `TIME`, the clock-rate bound's first reading of the term.
 /// - `{"HELD", term_value, pttl_ms, source, longest}` where `source` is `KEY`, or `RECORD` when
 ///   the lease key is gone before its time and the record still names an unexpired term.
 /// - `{"COOLDOWN", remaining_ms, started, longest}` where `started` is 1 when this call found
@@ -254,7 +255,7 @@ claim_longest(KEYS[5], ttl_ms, now)
 local protocol = ARGV[10] .. ' ' .. ARGV[11]
 if redis.call('GET', KEYS[6]) ~= protocol then redis.call('SET', KEYS[6], protocol) end
 if reserved then redis.call('DEL', KEYS[4]) end
-return {'ACQUIRED', token, previous, live}
+return {'ACQUIRED', token, previous, now, live}
 "#;
 
 /// Renew: compare-and-PEXPIRE on the term value, and the record's expiry with it. A lease key

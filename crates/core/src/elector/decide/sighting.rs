@@ -163,6 +163,7 @@ mod tests {
             sent_at: at(1_000),
             ttl: ms(15_000),
             previous: crate::lease::PreviousTerm::None,
+            redis_us: 0,
         }));
         let no_answer = Err(LeaseError::Timeout {
             op: "acquire",
