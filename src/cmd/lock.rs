@@ -37,6 +37,7 @@ pub fn exit_code(led: bool, reason: Option<StepDownReason>, command: Option<i32>
                 | RenewDeadlinePassed
                 | RenewRefused
                 | ValidityDeadlinePassed
+                | Pause
                 | ClockStep
                 | Gate(_)
                 | Handover,

@@ -10,3 +10,4 @@ mod faults;
 mod fence;
 mod gray;
 mod short_chaos;
+mod unseen_pause;

@@ -65,6 +65,50 @@ impl fmt::Debug for BootInstant {
     }
 }
 
+/// How far the wall clock (`CLOCK_REALTIME`) runs ahead of the boot clock. Both advance
+/// together, slewed alike; the lead moves only when the wall clock is set, and when time passed
+/// that the boot clock did not count: a VM frozen by its hypervisor, migrated live or restored
+/// from a snapshot, once its wall clock was corrected. What it gained since a reading is such
+/// time, as far as the wall clock knows: the term counts it as passed (docs/DESIGN.md, "Pauses
+/// the boot clock did not count").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WallLead(i64);
+
+impl WallLead {
+    /// Reads both clocks: the wall clock between two reads of the boot clock, taken against
+    /// their middle, so that a preemption between two reads does not pass for a lead gained.
+    pub fn now() -> Self {
+        let before = read_boot_clock();
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let after = read_boot_clock();
+        Self::between(wall, before + after.saturating_sub(before) / 2)
+    }
+
+    /// The lead of `wall` (since the epoch) over `boot` (since boot).
+    pub fn between(wall: Duration, boot: Duration) -> Self {
+        let nanos = |d: Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+        Self(nanos(wall).saturating_sub(nanos(boot)))
+    }
+
+    /// The lead in nanoseconds, as files for other processes carry it (the guard file).
+    pub const fn as_nanos(self) -> i64 {
+        self.0
+    }
+
+    /// The lead of `nanos` nanoseconds, as [`as_nanos`](Self::as_nanos) wrote it.
+    pub const fn from_nanos(nanos: i64) -> Self {
+        Self(nanos)
+    }
+
+    /// What the lead gained since `earlier`: time that passed without the boot clock counting
+    /// it. Zero when it did not gain (a wall clock set back changes nothing here).
+    pub fn gained_since(self, earlier: WallLead) -> Duration {
+        Duration::from_nanos(u64::try_from(self.0.saturating_sub(earlier.0)).unwrap_or(0))
+    }
+}
+
 /// A duration as a message shows it: `Debug`'s compact form (`2.4s`, `500ms`, `7200s`), but
 /// zero as people write it, `0s`, rather than `0ns`.
 pub fn shown(d: Duration) -> String {
@@ -112,6 +156,11 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// suspended in between (a tokio timer would fire that much late: it counts on
     /// `CLOCK_MONOTONIC`, which stops during a suspend). What ends a term waits on this.
     fn sleep_until(&self, deadline: BootInstant) -> Sleep;
+
+    /// The wall clock's lead over this clock's boot clock now.
+    fn wall_lead(&self) -> WallLead {
+        WallLead::now()
+    }
 }
 
 /// The real `CLOCK_BOOTTIME`.

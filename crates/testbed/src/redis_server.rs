@@ -26,8 +26,9 @@ pub enum Persistence {
     AofAlways,
 }
 
-/// libfaketime, for a server whose clock runs at another rate.
-const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+/// libfaketime (Debian's `faketime`), for a server whose clock runs at another rate, or a process
+/// whose wall clock jumps.
+pub const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
 /// How to start a [`RedisServer`].
 #[derive(Debug, Clone, Default)]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::{BootClock, BootInstant, Clock, Sleep};
+use super::{BootClock, BootInstant, Clock, Sleep, WallLead};
 
 /// The boot clock plus an offset that can only grow: `advance(1h)` looks, to everything that
 /// reads this clock, exactly like a one-hour system suspend (tokio's timers do not see it,
@@ -13,6 +13,8 @@ use super::{BootClock, BootInstant, Clock, Sleep};
 #[derive(Debug, Clone, Default)]
 pub struct ShiftedClock {
     offset_nanos: Arc<AtomicU64>,
+    /// What the wall clock gained on the boot clock: time that passed unseen by it.
+    unseen_nanos: Arc<AtomicU64>,
     /// Wakes sleepers at every jump, as the kernel wakes boot-clock timers on resume.
     jumped: Arc<tokio::sync::Notify>,
 }
@@ -29,12 +31,27 @@ impl ShiftedClock {
         self.offset_nanos.fetch_add(nanos, Ordering::SeqCst);
         self.jumped.notify_waiters();
     }
+
+    /// A pause the boot clock does not count (a VM frozen by its hypervisor): the wall clock's
+    /// lead gains `d`; this clock's instants do not move.
+    pub fn pass_unseen(&self, d: Duration) {
+        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.unseen_nanos.fetch_add(nanos, Ordering::SeqCst);
+        self.jumped.notify_waiters();
+    }
 }
 
 impl Clock for ShiftedClock {
     fn now(&self) -> BootInstant {
         let offset = Duration::from_nanos(self.offset_nanos.load(Ordering::SeqCst));
         BootInstant::now().saturating_add(offset)
+    }
+
+    /// A suspend (`advance`) moves the wall clock with the boot clock; only `pass_unseen`
+    /// moves it ahead.
+    fn wall_lead(&self) -> WallLead {
+        let unseen = i64::try_from(self.unseen_nanos.load(Ordering::SeqCst)).unwrap_or(i64::MAX);
+        WallLead::from_nanos(WallLead::now().as_nanos().saturating_add(unseen))
     }
 
     fn sleep_until(&self, deadline: BootInstant) -> Sleep {

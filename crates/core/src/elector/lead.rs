@@ -66,8 +66,14 @@ impl Elector {
         let lease_name = self.lease.name().to_string();
         let mut deadlines = Deadlines::from_sent(grant.sent_at, &timing);
         let valid_until = deadlines.valid_until;
-        let leadership =
-            Leadership::new(&grant, valid_until, &lease_name, &identity, clock.clone());
+        let leadership = Leadership::new(
+            &grant,
+            valid_until,
+            clock.wall_lead(),
+            &lease_name,
+            &identity,
+            clock.clone(),
+        );
         self.hooks.began(grant.token, valid_until);
 
         self.status.modify(|s| {
@@ -132,14 +138,24 @@ impl Elector {
                 // step below ends the term whose deadline passed meanwhile.
                 _ = clock.sleep_until(deadlines.next_renew) => {}
             }
-            let attempt_started = clock.now();
+            // Time the boot clock did not count, as the wall clock gained it, has passed too.
+            let lead = clock.wall_lead();
+            let unseen = lead.gained_since(leadership.lead());
+            let boot_now = clock.now();
+            let attempt_started = boot_now.saturating_add(unseen);
             let timeout = match decide::watchdog_step(
                 attempt_started,
                 deadlines.valid_until,
                 deadlines.renew_by,
                 timing.renew_attempt_timeout(),
             ) {
-                WatchdogStep::StepDown(reason) => break (Ending::new(reason), true),
+                WatchdogStep::StepDown(reason) => {
+                    let seen = !decide::within_validity(boot_now, deadlines.valid_until);
+                    break (
+                        unseen_pause(reason, unseen, seen, &identity, &lease_name),
+                        true,
+                    );
+                }
                 WatchdogStep::Renew { timeout } => timeout,
             };
             let started = Instant::now();
@@ -187,13 +203,23 @@ impl Elector {
                             "the lease key had vanished before its time (evicted or deleted); the renewal put it back"
                         );
                     }
-                    deadlines = match decide::after_renewal(clock.now(), sent_at, &timing, bound) {
+                    let unseen = clock.wall_lead().gained_since(lead);
+                    let boot_now = clock.now();
+                    let now = boot_now.saturating_add(unseen);
+                    deadlines = match decide::after_renewal(now, sent_at, &timing, bound) {
                         Ok(deadlines) => deadlines,
                         // The reply came back after a pause longer than the TTL.
-                        Err(reason) => break (Ending::new(reason), true),
+                        Err(reason) => {
+                            let seen =
+                                decide::after_renewal(boot_now, sent_at, &timing, bound).is_err();
+                            break (
+                                unseen_pause(reason, unseen, seen, &identity, &lease_name),
+                                true,
+                            );
+                        }
                     };
                     let valid_until = deadlines.valid_until;
-                    leadership.extend(valid_until);
+                    leadership.extend(valid_until, lead);
                     self.hooks.extended(grant.token, valid_until);
                     self.status.modify(|s| {
                         if let Role::Leader { valid_until: v, .. } = &mut s.role {
@@ -381,6 +407,36 @@ fn clock_jumped(jump: Jump, identity: &str, lease: &str, token: FencingToken) ->
                 hand_to: None,
             })
         }
+    }
+}
+
+/// A validity deadline that passed only counting `unseen`, time the boot clock did not count
+/// (`seen`: whether the boot clock alone says it passed), is a pause of its own (`pause`), said
+/// with its length; any other reason stays as it is.
+fn unseen_pause(
+    reason: StepDownReason,
+    unseen: Duration,
+    seen: bool,
+    identity: &str,
+    lease: &str,
+) -> Ending {
+    if reason != StepDownReason::ValidityDeadlinePassed || seen {
+        return Ending::new(reason);
+    }
+    let unseen_ms = unseen.as_millis() as u64;
+    warn!(
+        %identity,
+        %lease,
+        unseen_ms,
+        "the wall clock jumped ahead of the boot clock: time passed that this host did not count (a VM frozen, migrated or restored); the term counts it"
+    );
+    Ending {
+        reason: StepDownReason::Pause,
+        detail: Some(format!(
+            "the wall clock gained {unseen_ms} ms on the boot clock: a pause the boot clock did not \
+             count outlasted the term"
+        )),
+        hand_to: None,
     }
 }
 

@@ -1,14 +1,14 @@
 //! The handle that leader work holds: the fencing token, a synchronous check (`check()`), and a future
 //! that resolves at step-down. Only a `Leadership` can do leader things.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use super::StepDownReason;
-use crate::clock::{BootInstant, SharedClock};
+use crate::clock::{BootInstant, SharedClock, WallLead};
 use crate::lease::{FencingToken, Grant};
 
 /// Proof of leadership, handed to the leader's work for one term.
@@ -30,6 +30,9 @@ struct Inner {
     /// The validity deadline in nanoseconds of the boot clock. It stays readable after the
     /// term ended: until then, the lease cannot pass to anyone else.
     valid_until: AtomicU64,
+    /// The wall clock's lead over the boot clock before the renewal (or the term's start) that
+    /// set `valid_until`, in nanoseconds: what it gained since passed unseen by the boot clock.
+    lead: AtomicI64,
     /// Set once, at step-down; from then on `check()` refuses.
     revoked: OnceLock<StepDownReason>,
     cancel: CancellationToken,
@@ -78,6 +81,7 @@ impl Leadership {
     pub(crate) fn new(
         grant: &Grant,
         valid_until: BootInstant,
+        lead: WallLead,
         lease: &str,
         identity: &str,
         clock: SharedClock,
@@ -89,6 +93,7 @@ impl Leadership {
                 identity: identity.to_owned(),
                 acquired_at: grant.sent_at,
                 valid_until: AtomicU64::new(nanos(valid_until)),
+                lead: AtomicI64::new(lead.as_nanos()),
                 revoked: OnceLock::new(),
                 cancel: CancellationToken::new(),
                 clock,
@@ -130,7 +135,7 @@ impl Leadership {
                 reason: *reason,
             });
         }
-        let now = self.inner.clock.now();
+        let now = self.now();
         let deadline = self.valid_until();
         if !super::decide::within_validity(now, deadline) {
             return Err(NotLeader::ValidityDeadlinePassed {
@@ -154,7 +159,7 @@ impl Leadership {
     /// before the lease can pass on (a child process) uses it as its hard limit, also after
     /// step-down.
     pub fn remaining(&self) -> Duration {
-        self.inner.clock.now().until(self.valid_until())
+        self.now().until(self.valid_until())
     }
 
     /// Resolves once the validity deadline, less `margin`, has passed on the boot clock, even
@@ -165,7 +170,7 @@ impl Leadership {
         loop {
             let at = self.valid_until().saturating_sub(margin);
             self.inner.clock.sleep_until(at).await;
-            if self.inner.clock.now() >= self.valid_until().saturating_sub(margin) {
+            if self.now() >= self.valid_until().saturating_sub(margin) {
                 return;
             }
         }
@@ -213,12 +218,26 @@ impl Leadership {
         self.inner.handover.get().cloned().flatten()
     }
 
-    /// Moves the validity deadline forward after a renewal (never backward, never after the
-    /// term was revoked).
-    pub(crate) fn extend(&self, until: BootInstant) {
+    /// The boot clock's instant, moved on by what the wall clock's lead gained since the last
+    /// renewal was sent: time that passed for the world, counted or not by the boot clock.
+    pub(crate) fn now(&self) -> BootInstant {
+        let clock = &self.inner.clock;
+        let now = clock.now();
+        now.saturating_add(clock.wall_lead().gained_since(self.lead()))
+    }
+
+    /// The wall clock's lead that [`now`](Self::now) counts from.
+    pub(crate) fn lead(&self) -> WallLead {
+        WallLead::from_nanos(self.inner.lead.load(Ordering::SeqCst))
+    }
+
+    /// Moves the validity deadline forward after a renewal sent when the wall clock led by
+    /// `lead` (never backward, never after the term was revoked).
+    pub(crate) fn extend(&self, until: BootInstant, lead: WallLead) {
         if self.inner.revoked.get().is_some() {
             return;
         }
+        self.inner.lead.store(lead.as_nanos(), Ordering::SeqCst);
         self.inner
             .valid_until
             .fetch_max(nanos(until), Ordering::SeqCst);
@@ -238,7 +257,7 @@ impl Leadership {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ShiftedClock;
+    use crate::clock::{Clock, ShiftedClock};
 
     fn leadership(clock: &ShiftedClock, valid_for: Duration) -> Leadership {
         use crate::clock::Clock;
@@ -253,10 +272,37 @@ mod tests {
         Leadership::new(
             &grant,
             now.saturating_add(valid_for),
+            clock.wall_lead(),
             "ns/app",
             "pod-a",
             Arc::new(clock.clone()),
         )
+    }
+
+    #[test]
+    fn time_the_boot_clock_did_not_count_passes_for_the_check_too() {
+        let clock = ShiftedClock::new();
+        let l = leadership(&clock, Duration::from_secs(10));
+        // A short freeze shortens what is left; the term goes on.
+        clock.pass_unseen(Duration::from_secs(4));
+        assert_eq!(l.check(), Ok(FencingToken(9)));
+        assert!(
+            l.remaining() <= Duration::from_secs(6),
+            "{:?}",
+            l.remaining()
+        );
+        // One that outlasts the term ends it, though the boot clock counted none of it.
+        clock.pass_unseen(Duration::from_secs(7));
+        assert!(matches!(
+            l.check(),
+            Err(NotLeader::ValidityDeadlinePassed { late, .. }) if late >= Duration::from_millis(900)
+        ));
+        // A renewal sent after the freeze counts from the wall clock's new lead.
+        l.extend(
+            clock.now().saturating_add(Duration::from_secs(10)),
+            clock.wall_lead(),
+        );
+        assert_eq!(l.check(), Ok(FencingToken(9)));
     }
 
     #[test]
@@ -289,7 +335,10 @@ mod tests {
         let clock = ShiftedClock::new();
         let l = leadership(&clock, Duration::from_secs(10));
         l.revoke(StepDownReason::Lost);
-        l.extend(BootInstant::now().saturating_add(Duration::from_secs(100)));
+        l.extend(
+            BootInstant::now().saturating_add(Duration::from_secs(100)),
+            l.lead(),
+        );
         let err = l.check().unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -309,13 +358,13 @@ mod tests {
         let clock = ShiftedClock::new();
         let l = leadership(&clock, Duration::from_secs(10));
         let before = l.valid_until();
-        l.extend(before.saturating_sub(Duration::from_secs(5)));
+        l.extend(before.saturating_sub(Duration::from_secs(5)), l.lead());
         assert_eq!(l.valid_until(), before);
         let later = before.saturating_add(Duration::from_secs(5));
-        l.extend(later);
+        l.extend(later, l.lead());
         assert_eq!(l.valid_until(), later);
         l.revoke(StepDownReason::Shutdown);
-        l.extend(later.saturating_add(Duration::from_secs(5)));
+        l.extend(later.saturating_add(Duration::from_secs(5)), l.lead());
         assert_eq!(l.valid_until(), later, "no extension after revocation");
     }
 }

@@ -21,6 +21,9 @@ pub enum StepDownReason {
     /// The validity deadline passed before a renewal could prove the lease still ours: the
     /// process was paused, or Redis did not answer in time.
     ValidityDeadlinePassed,
+    /// The validity deadline passed counting time that the boot clock did not (the wall
+    /// clock gained that much on it: a VM frozen, migrated or restored from a snapshot).
+    Pause,
     /// A renewal's reply showed Redis's clock stepped forward (further than any slew goes):
     /// the lease expired early by about the step, and another replica may have taken it.
     ClockStep,
@@ -46,11 +49,12 @@ pub enum StepDownReason {
 impl StepDownReason {
     /// Every reason the elector gives by itself and through its own gates, for metrics that
     /// want all label values present from the start.
-    pub const ALL: [StepDownReason; 13] = [
+    pub const ALL: [StepDownReason; 14] = [
         StepDownReason::Lost,
         StepDownReason::RenewDeadlinePassed,
         StepDownReason::RenewRefused,
         StepDownReason::ValidityDeadlinePassed,
+        StepDownReason::Pause,
         StepDownReason::ClockStep,
         StepDownReason::WorkEnded,
         StepDownReason::WorkFailed,
@@ -69,6 +73,7 @@ impl StepDownReason {
             StepDownReason::RenewDeadlinePassed => "renew_deadline_passed",
             StepDownReason::RenewRefused => "renew_refused",
             StepDownReason::ValidityDeadlinePassed => "validity_deadline_passed",
+            StepDownReason::Pause => "pause",
             StepDownReason::ClockStep => "clock_step",
             StepDownReason::WorkEnded => "work_ended",
             StepDownReason::WorkFailed => "work_failed",
@@ -92,6 +97,7 @@ impl fmt::Display for StepDownReason {
             StepDownReason::RenewDeadlinePassed => "renew deadline passed",
             StepDownReason::RenewRefused => "redis refused the renewal",
             StepDownReason::ValidityDeadlinePassed => "validity deadline passed",
+            StepDownReason::Pause => "paused longer than the term, unseen by the boot clock",
             StepDownReason::ClockStep => "redis's clock stepped forward",
             StepDownReason::WorkEnded => "work ended",
             StepDownReason::WorkFailed => "work failed",

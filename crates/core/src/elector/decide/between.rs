@@ -81,19 +81,23 @@ pub fn nobody_else_listens(listeners: Option<u32>, subscribed: bool) -> bool {
 pub fn hold_off_after(ended: &TermEnd, timing: &Timing) -> Duration {
     match ended.reason {
         StepDownReason::Handover => timing.lease_duration,
-        StepDownReason::RenewDeadlinePassed | StepDownReason::ValidityDeadlinePassed
+        StepDownReason::RenewDeadlinePassed
+        | StepDownReason::ValidityDeadlinePassed
+        | StepDownReason::Pause
             if ended.alone =>
         {
             Duration::ZERO
         }
-        StepDownReason::RenewDeadlinePassed | StepDownReason::ValidityDeadlinePassed
+        StepDownReason::RenewDeadlinePassed
+        | StepDownReason::ValidityDeadlinePassed
+        | StepDownReason::Pause
             if ended.released =>
         {
             timing.retry_period
         }
-        StepDownReason::RenewDeadlinePassed | StepDownReason::ValidityDeadlinePassed => {
-            timing.lease_duration + yield_to_others(timing)
-        }
+        StepDownReason::RenewDeadlinePassed
+        | StepDownReason::ValidityDeadlinePassed
+        | StepDownReason::Pause => timing.lease_duration + yield_to_others(timing),
         _ => Duration::ZERO,
     }
 }

@@ -1,0 +1,83 @@
+//! A pause the boot clock did not count (docs/DESIGN.md, "Pauses the boot clock did not count"):
+//! a VM frozen by its hypervisor, migrated or restored resumes with its boot clock where it
+//! stopped, and only its wall clock, once corrected, shows the time that passed. A real
+//! `leasehold run` whose wall clock jumps 5 s while its boot clock does not (libfaketime with
+//! the monotonic clocks left alone, the offset read from a file at every call), beside a Redis
+//! whose clock jumps with it and a follower that sees none of it.
+
+use std::time::Duration;
+
+use harness::contenders::unique_lease;
+use harness::replica::Replica;
+use testbed::redis_server::{FAKETIME, RedisServer};
+use testbed::wait::wait_for;
+
+/// TTL 2 s, renew deadline 1.4 s, retry 400 ms.
+const TIMING: [&str; 7] = [
+    "--lease-duration",
+    "2s",
+    "--renew-deadline",
+    "1400ms",
+    "--retry-period",
+    "400ms",
+    "--no-data-loss-cooldown",
+];
+
+const LEASE: Duration = Duration::from_secs(2);
+
+#[test]
+fn a_freeze_the_boot_clock_did_not_count_ends_the_term_as_a_pause_before_anyone_else_leads() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let offset = dir.path().join("offset");
+    std::fs::write(&offset, "+0 x1.0").expect("write the clock's offset");
+    let offset_path = offset.to_str().expect("a UTF-8 path");
+    let redis = RedisServer::builder().clock_file(&offset).start();
+    let lease = unique_lease("unseen-pause");
+    let frozen_host = [
+        ("LD_PRELOAD", FAKETIME),
+        ("FAKETIME_TIMESTAMP_FILE", offset_path),
+        ("FAKETIME_NO_CACHE", "1"),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+    ];
+    let leader =
+        Replica::spawn_with_env(&redis.url(), &lease, "leader", &TIMING, &[], &frozen_host);
+    wait_for("the leader to lead", 5 * LEASE, || {
+        leader.is_ready().then_some(())
+    });
+    let follower = Replica::spawn(&redis.url(), &lease, "follower", &TIMING, &[]);
+    wait_for("the follower to follow", 5 * LEASE, || {
+        (follower.leader()["leader"] == "leader").then_some(())
+    });
+    leader.wait_events("renewed", 3, 5 * LEASE);
+
+    // 5 s pass for the world and for Redis, none of them for the leader's boot clock.
+    std::fs::write(&offset, "+5 x1.0").expect("jump the clocks");
+    let stepped = wait_for("the leader to step down", LEASE, || {
+        // The follower first: should it lead before the leader's step-down is written, this
+        // order sees it.
+        let follower_led = !follower.events("became leader").is_empty();
+        let stepped = leader.events("stepped down");
+        assert!(
+            !(follower_led && stepped.is_empty()),
+            "the follower led while the leader still held its term:\n{}",
+            leader.log_text()
+        );
+        stepped.into_iter().next()
+    });
+    assert_eq!(stepped["reason"], "pause", "{stepped}");
+    let said = leader.wait_events(
+        "the wall clock jumped ahead of the boot clock: time passed that this host did not count (a VM frozen, migrated or restored); the term counts it",
+        1,
+        LEASE,
+    );
+    let unseen_ms = said[0]["unseen_ms"].as_u64().expect("the pause's length");
+    assert!(
+        (4_500..=5_500).contains(&unseen_ms),
+        "unseen {unseen_ms} ms"
+    );
+    // Someone leads again.
+    wait_for("a leader again", 5 * LEASE, || {
+        (follower.leader()["is_leader"] == true || leader.leader()["is_leader"] == true)
+            .then_some(())
+    });
+}
