@@ -30,7 +30,7 @@
 //!   watchers (`elector/watchers.rs`).
 //! - [`clock_gate`] and [`clock_watch`]: term hooks on the clocks. The gate keeps a replica out
 //!   while Redis's clock runs too far off for a useful term; the watch keeps what the clocks
-//!   showed (Redis's rate for `/leader`).
+//!   showed (Redis's rate for `/leader`, this host's boot clock against its oscillator).
 //! - [`candidacy`]: the candidate check that gates the election (its flags in
 //!   `cli/candidacy.rs`).
 //! - [`exec`]: the singleton command's supervisor: its process tree in `/proc`, the child

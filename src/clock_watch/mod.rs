@@ -1,17 +1,25 @@
-//! The clocks as this replica sees them, kept for `/leader` and the status file: the last bound
-//! of Redis's clock rate that one of its terms measured.
+//! The clocks as this replica sees them, kept for `/leader`, the status file and the metrics:
+//! the last bound of Redis's clock rate that one of its terms measured, and the rate of its own
+//! boot clock against the oscillator ([`slew`]), sampled at each term's start and renewal (no
+//! timer of its own). A slew of the boot clock beyond the drift margin is said: at warn the
+//! first time, again every [`REPEAT`](slew::REPEAT) while it lasts, at info when it ends.
 //!
-//! It changes nothing about when a term begins or ends, so it lives outside the core: the core
-//! measures the rate and tells it through [`TermHooks::clock_rate`].
+//! It changes nothing about when a term begins or ends, so it lives outside the core: the
+//! validity deadline is taken on the boot clock, whose slew the measured Redis rate already
+//! holds (docs/DESIGN.md, "Validity"); the oscillator only tells which of the two clocks moved.
+
+pub mod slew;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use serde::Serialize;
+use tracing::{debug, info, warn};
 
 use crate::clock::BootInstant;
 use crate::elector::{RateBound, TermHooks, Timing};
 use crate::lease::FencingToken;
+use slew::{Sample, Say, SlewWindow, Telling};
 
 /// The rate of Redis's clock in `/leader` and the status file: the bound one of this replica's
 /// terms measured last. A follower shows its own last term's (`term` says which, `measured_at`
@@ -34,6 +42,7 @@ pub struct RedisClockView {
 
 /// The term hook that keeps what the clocks showed.
 pub struct ClockWatch {
+    drift_factor: f64,
     seen: Mutex<Seen>,
 }
 
@@ -42,15 +51,23 @@ struct Seen {
     /// The term that began last.
     term: Option<FencingToken>,
     redis: Option<RedisClockView>,
+    window: SlewWindow,
+    slew: Option<f64>,
+    telling: Telling,
 }
 
 impl ClockWatch {
-    /// A watch for an elector with `timing`.
-    pub fn new(_timing: &Timing) -> Arc<Self> {
+    /// A watch for an elector with `timing`: the boot clock's slew is taken over the span Redis's
+    /// rate is (three lease durations) and told against the same drift margin.
+    pub fn new(timing: &Timing) -> Arc<Self> {
         Arc::new(Self {
+            drift_factor: timing.drift_factor,
             seen: Mutex::new(Seen {
                 term: None,
                 redis: None,
+                window: SlewWindow::new(timing.lease_duration.saturating_mul(3)),
+                slew: None,
+                telling: Telling::default(),
             }),
         })
     }
@@ -61,17 +78,56 @@ impl ClockWatch {
         self.seen().redis.clone()
     }
 
+    /// The boot clock's seconds per oscillator second (a suspend aside) over the last window;
+    /// `None` until a term renewed over a baseline of a second.
+    pub fn local_slew(&self) -> Option<f64> {
+        self.seen().slew
+    }
+
     fn seen(&self) -> MutexGuard<'_, Seen> {
         // Every write leaves `Seen` whole: a panic while it was held left nothing half-done.
         self.seen
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+
+    /// Samples both clocks, and says a slew beyond the margin.
+    fn sample(&self) {
+        let Some(sample) = Sample::now() else {
+            return;
+        };
+        let mut seen = self.seen();
+        let Some(ratio) = seen.window.record(sample) else {
+            return;
+        };
+        seen.slew = Some(ratio);
+        let say = seen.telling.tell(ratio, self.drift_factor, sample.raw);
+        drop(seen);
+        match say {
+            Say::Nothing => {}
+            Say::Warn => warn!(
+                ratio,
+                drift_factor = self.drift_factor,
+                repeat_s = slew::REPEAT.as_secs(),
+                "this host's clock is slewed beyond the drift margin: check its time service"
+            ),
+            Say::Still => debug!(ratio, "this host's clock is still slewed"),
+            Say::Back => info!(
+                ratio,
+                "this host's clock runs within the drift margin again"
+            ),
+        }
+    }
 }
 
 impl TermHooks for ClockWatch {
     fn began(&self, token: FencingToken, _valid_until: BootInstant) {
         self.seen().term = Some(token);
+        self.sample();
+    }
+
+    fn extended(&self, _token: FencingToken, _valid_until: BootInstant) {
+        self.sample();
     }
 
     fn clock_rate(&self, bound: RateBound) {
@@ -129,5 +185,16 @@ mod tests {
                 .as_str()
                 .is_some_and(|at| at.ends_with('Z'))
         );
+    }
+
+    #[test]
+    fn renewals_sample_this_hosts_clocks_and_a_second_of_them_gives_a_slew_near_one() {
+        let watch = ClockWatch::new(&Timing::default());
+        watch.began(FencingToken(1), boot(1));
+        assert_eq!(watch.local_slew(), None);
+        std::thread::sleep(Duration::from_millis(1_050));
+        watch.extended(FencingToken(1), boot(2));
+        let ratio = watch.local_slew().expect("a baseline of a second");
+        assert!((ratio - 1.0).abs() < 0.01, "{ratio}");
     }
 }

@@ -103,7 +103,8 @@ impl Endpoints {
         self
     }
 
-    /// Shows the rate of Redis's clock that `clocks` kept in `/leader`.
+    /// Shows what `clocks` saw: the rate of Redis's clock in `/leader`, this host's slew in
+    /// `/metrics`.
     pub fn with_clocks(mut self, clocks: Arc<ClockWatch>) -> Self {
         self.clocks = Some(clocks);
         self
@@ -242,6 +243,9 @@ async fn metrics(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
     let status = e.status.borrow().clone();
     let now = e.clock.now();
     let (ready, _) = readiness(&status, e.readiness, status.is_leading_at(now));
+    if let Some(clocks) = &e.clocks {
+        e.metrics.local_clock_slew(clocks.local_slew());
+    }
     let body = e.metrics.render(&status, now, ready, format);
     (
         [

@@ -2,7 +2,7 @@
 //! may slew faster than the configured drift allows. A real redis-server whose clock runs 10 %
 //! fast (libfaketime), a real `leasehold run`: the leader bounds the rate from its renewals'
 //! replies and is valid only while Redis keeps its lease. The rate it measured shows in its
-//! `/leader` and status file (`redis_clock`).
+//! `/leader` and status file (`redis_clock`), and its own clock's slew in its metrics.
 
 use std::time::{Duration, Instant};
 
@@ -182,6 +182,14 @@ fn a_leaders_view_and_status_file_show_its_redis_clock_near_one_and_a_new_follow
         let rate = json["redis_clock"]["rate"].as_f64()?;
         ((rate - 1.0).abs() < 0.01 && json["redis_clock"]["term"] == clock["term"]).then_some(())
     });
+    // This host's own clocks, over the same renewals: no slew beyond the margin.
+    let slew = leader
+        .metric("leasehold_local_clock_slew_ratio")
+        .expect("the slew is exported");
+    assert!((slew - 1.0).abs() < 0.01, "slew ratio {slew}");
+    let said = leader
+        .events("this host's clock is slewed beyond the drift margin: check its time service");
+    assert!(said.is_empty(), "no false alarm: {said:?}");
     // A replica that never led has measured nothing: it shows no one else's rate.
     let follower = Replica::spawn(&redis.url(), &lease, "follower", &TIMING, &[]);
     wait_for("the follower to follow", 5 * LEASE, || {
