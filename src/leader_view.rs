@@ -6,6 +6,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use crate::clock_watch::RedisClockView;
 use crate::elector::{Eviction, Role, Status};
 use crate::lease::Protocol;
 
@@ -40,6 +41,9 @@ pub struct LeaderView {
     pub candidacy: CandidacyView,
     /// Why this replica sits out of the election on its own account, if it does.
     pub sitting_out: Option<SitOutView>,
+    /// The rate of Redis's clock that this replica's last term measured (a follower keeps its
+    /// last term's); `null` until one of its terms had two renewals.
+    pub redis_clock: Option<RedisClockView>,
 }
 
 /// A replica sitting out, in `/leader`.
@@ -145,19 +149,32 @@ fn rfc3339(t: SystemTime) -> String {
 }
 
 impl LeaderView {
-    /// The JSON of `status` at `now`, as `/leader` and its event stream show it.
-    pub fn json(status: &Status, lease_key: &str, now: crate::clock::BootInstant) -> String {
-        let view = Self::of(status, lease_key, status.is_leading_at(now), now);
+    /// The JSON of `status` at `now`, with the rate of Redis's clock last measured, as
+    /// `/leader` and its event stream show it.
+    pub fn json(
+        status: &Status,
+        lease_key: &str,
+        now: crate::clock::BootInstant,
+        redis_clock: Option<RedisClockView>,
+    ) -> String {
+        let view = Self::of(
+            status,
+            lease_key,
+            status.is_leading_at(now),
+            now,
+            redis_clock,
+        );
         // A struct of strings, numbers and options always serializes.
         serde_json::to_string(&view).unwrap_or_default()
     }
 
-    /// The view of `status` at `now`.
+    /// The view of `status` at `now`, with the rate of Redis's clock last measured.
     pub fn of(
         status: &Status,
         lease_key: &str,
         leading: bool,
         now: crate::clock::BootInstant,
+        redis_clock: Option<RedisClockView>,
     ) -> Self {
         let (role, valid_for_ms, cooldown_ms) = match &status.role {
             Role::Starting => ("starting", None, None),
@@ -218,6 +235,7 @@ impl LeaderView {
                 reason: out.reason.as_label(),
                 detail: out.detail.clone(),
             }),
+            redis_clock,
         }
     }
 }

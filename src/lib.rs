@@ -28,6 +28,9 @@
 //!   server-sent events; [`status_file`]: the state in a file, with an absolute deadline
 //!   instead of `is_leader` (a file outlives its writer). Both are fed by the elector's
 //!   watchers (`elector/watchers.rs`).
+//! - [`clock_gate`] and [`clock_watch`]: term hooks on the clocks. The gate keeps a replica out
+//!   while Redis's clock runs too far off for a useful term; the watch keeps what the clocks
+//!   showed (Redis's rate for `/leader`, this host's boot clock against its oscillator).
 //! - [`candidacy`]: the candidate check that gates the election (its flags in
 //!   `cli/candidacy.rs`).
 //! - [`exec`]: the singleton command's supervisor: its process tree in `/proc`, the child
@@ -62,6 +65,7 @@ pub use leasehold_core::{clock, elector, lease};
 
 pub mod candidacy;
 pub mod clock_gate;
+pub mod clock_watch;
 pub mod exec;
 pub mod fence;
 pub mod guard;

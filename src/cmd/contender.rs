@@ -13,6 +13,7 @@ use tracing::error;
 
 use crate::cli::{CliError, ContenderSettings};
 use crate::clock_gate::ClockRateGate;
+use crate::clock_watch::ClockWatch;
 use crate::elector::{Elector, Leadership, refused_as_unsafe};
 use crate::exec::{ExecError, Supervisor};
 use crate::guard::{GuardFile, GuardHooks};
@@ -42,6 +43,8 @@ pub(super) struct Contender {
     pub(super) elector: Elector,
     /// The guard file of its terms, if any.
     pub(super) guard: Option<Arc<GuardFile>>,
+    /// What its terms saw of the clocks: Redis's rate, this host's slew.
+    pub(super) clocks: Arc<ClockWatch>,
     /// The command's supervisor, if there is a command.
     supervisor: Option<Supervisor>,
     publisher: Option<Publisher>,
@@ -84,10 +87,12 @@ impl Contender {
             .map_err(anyhow::Error::new)?;
         let guard = guard_file(settings, lease_name)?;
         let (clock_gate, clock_standing) = ClockRateGate::new(settings.timing);
+        let clocks = ClockWatch::new(&settings.timing);
         let mut elector = Elector::new(lease, settings.timing)?
             .with_eviction_mode(settings.eviction)
             .with_gate(clock_standing)
-            .with_hooks(clock_gate);
+            .with_hooks(clock_gate)
+            .with_hooks(clocks.clone());
         if let Some(guard) = &guard {
             elector = elector.with_hooks(GuardHooks::new(guard.clone(), &settings.identity));
         }
@@ -112,6 +117,7 @@ impl Contender {
         Ok(Self {
             elector,
             guard,
+            clocks,
             supervisor,
             publisher,
             bound: shutdown_bound(settings).saturating_sub(NOTES_BOUND),
@@ -126,6 +132,7 @@ impl Contender {
         let Self {
             elector,
             guard,
+            clocks: _,
             supervisor,
             publisher,
             bound,

@@ -68,10 +68,13 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
     let status_file_stop = CancellationToken::new();
     let status_file = status_file.map(|file| {
         let (lease_key, clock) = (lease_key.clone(), clock.clone());
+        let clocks = contender.clocks.clone();
         file.spawn(
             &watchers,
             contender.elector.status(),
-            move |status| StatusDocument::json(status, &lease_key, clock.now()),
+            move |status| {
+                StatusDocument::json(status, &lease_key, clock.now(), clocks.redis_clock())
+            },
             status_file_stop.clone(),
         )
     });
@@ -85,6 +88,7 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
         clock,
     )
     .with_watchers(watchers)
+    .with_clocks(contender.clocks.clone())
     .with_heartbeat(contender.elector.heartbeat())
     .with_limits(settings.http_limits);
     let (bound, serve) = http::bind(settings.http_addr, endpoints, http_stop.clone())

@@ -17,6 +17,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
+use crate::clock_watch::{ClockWatch, RedisClockView};
 use crate::elector::{Heartbeat, Role, Status, Watchers};
 pub use crate::leader_view::{CandidacyView, EvictionView, LeaderView, RedisView, StepDownView};
 use crate::metrics::{Exposition, Metrics};
@@ -60,6 +61,7 @@ pub struct Endpoints {
     clock: SharedClock,
     watchers: Option<Watchers>,
     heartbeat: Option<Heartbeat>,
+    clocks: Option<Arc<ClockWatch>>,
     limits: Limits,
     /// A permit per event-stream client, held as long as its stream lives.
     event_streams: Arc<Semaphore>,
@@ -82,6 +84,7 @@ impl Endpoints {
             clock,
             watchers: None,
             heartbeat: None,
+            clocks: None,
             limits: Limits::default(),
             event_streams: Arc::new(Semaphore::new(Limits::default().max_event_streams)),
         }
@@ -98,6 +101,18 @@ impl Endpoints {
     pub fn with_heartbeat(mut self, heartbeat: Heartbeat) -> Self {
         self.heartbeat = Some(heartbeat);
         self
+    }
+
+    /// Shows what `clocks` saw: the rate of Redis's clock in `/leader`, this host's slew in
+    /// `/metrics`.
+    pub fn with_clocks(mut self, clocks: Arc<ClockWatch>) -> Self {
+        self.clocks = Some(clocks);
+        self
+    }
+
+    /// The rate of Redis's clock last measured, if a watch is kept.
+    fn redis_clock(&self) -> Option<RedisClockView> {
+        self.clocks.as_ref().and_then(|c| c.redis_clock())
     }
 
     /// Serves `/leader` as server-sent events to requests that accept `text/event-stream`.
@@ -207,16 +222,18 @@ async fn leader(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
             e.metrics.http_event_stream_refused();
             return busy("busy: every event stream is taken\n");
         };
-        let (lease_key, clock) = (e.lease_key.clone(), e.clock.clone());
         let last_event_id = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+        let endpoints = e.clone();
         return crate::sse::events(watchers, last_event_id, slot, move |status| {
-            LeaderView::json(status, &lease_key, clock.now())
+            let now = endpoints.clock.now();
+            LeaderView::json(status, &endpoints.lease_key, now, endpoints.redis_clock())
         })
         .into_response();
     }
     let status = e.status.borrow().clone();
     let now = e.clock.now();
-    let view = LeaderView::of(&status, &e.lease_key, status.is_leading_at(now), now);
+    let leading = status.is_leading_at(now);
+    let view = LeaderView::of(&status, &e.lease_key, leading, now, e.redis_clock());
     axum::Json(view).into_response()
 }
 
@@ -226,6 +243,9 @@ async fn metrics(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
     let status = e.status.borrow().clone();
     let now = e.clock.now();
     let (ready, _) = readiness(&status, e.readiness, status.is_leading_at(now));
+    if let Some(clocks) = &e.clocks {
+        e.metrics.local_clock_slew(clocks.local_slew());
+    }
     let body = e.metrics.render(&status, now, ready, format);
     (
         [
@@ -381,9 +401,13 @@ mod tests {
             readiness(&s, ReadinessMode::Leader, false),
             (false, format!("not the leader: {why}"))
         );
-        let json: serde_json::Value =
-            serde_json::from_str(&LeaderView::json(&s, "k", crate::clock::BootInstant::now()))
-                .unwrap();
+        let json: serde_json::Value = serde_json::from_str(&LeaderView::json(
+            &s,
+            "k",
+            crate::clock::BootInstant::now(),
+            None,
+        ))
+        .unwrap();
         assert_eq!(json["candidacy"]["state"], "unhealthy");
         assert_eq!(json["candidacy"]["stands"], false);
         assert_eq!(
@@ -400,6 +424,7 @@ mod tests {
             "leasehold:{shop/web}",
             false,
             crate::clock::BootInstant::now(),
+            None,
         );
         let json = serde_json::to_value(&view).unwrap();
         assert_eq!(json["identity"], "web-a");
@@ -411,6 +436,11 @@ mod tests {
         assert_eq!(json["last_step_down"]["reason"], "lost");
         assert_eq!(json["redis"]["reachable"], true);
         assert_eq!(json["redis"]["eviction"], serde_json::Value::Null);
+        assert_eq!(
+            json["redis_clock"],
+            serde_json::Value::Null,
+            "never measured"
+        );
     }
 
     #[test]
@@ -428,6 +458,7 @@ mod tests {
             "k",
             false,
             crate::clock::BootInstant::now(),
+            None,
         ))
         .unwrap();
         assert_eq!(json["redis"]["eviction"]["policy"], "allkeys-lru");

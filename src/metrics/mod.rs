@@ -139,6 +139,7 @@ pub struct Metrics {
     http_event_streams_refused: Counter,
     redis_clock_rate: Gauge<f64, AtomicU64>,
     redis_clock_rate_width: Gauge<f64, AtomicU64>,
+    local_clock_slew_ratio: Gauge<f64, AtomicU64>,
     /// Held while a family that holds one series at a time is rewritten (clear, then set) and
     /// while the exposition is encoded, so that a scrape never sees it empty in between: a
     /// series missing from one scrape is stale to Prometheus and resets an alert's `for`.
@@ -325,6 +326,13 @@ impl Metrics {
             "How wide that bound is (its high end less its low end)",
             redis_clock_rate_width.clone(),
         );
+        let local_clock_slew_ratio = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "local_clock_slew_ratio",
+            "This host's boot clock against its oscillator (CLOCK_MONOTONIC_RAW): boot seconds \
+             per raw second, a suspend aside, over the leader's renewals; 0 until measured",
+            local_clock_slew_ratio.clone(),
+        );
         root.register_collector(Box::new(process::Process));
         Self {
             registry: root,
@@ -349,6 +357,7 @@ impl Metrics {
             http_event_streams_refused,
             redis_clock_rate,
             redis_clock_rate_width,
+            local_clock_slew_ratio,
             rewrite: Mutex::new(()),
         }
     }
@@ -413,6 +422,11 @@ impl Metrics {
             Exposition::Text => prometheus_text::encode(&mut out, &self.registry),
         };
         out
+    }
+
+    /// The boot clock's rate against the oscillator, as last measured (0 until it was).
+    pub fn local_clock_slew(&self, ratio: Option<f64>) {
+        self.local_clock_slew_ratio.set(ratio.unwrap_or(0.0));
     }
 
     /// A connection beyond `--http-max-connections` was turned away.

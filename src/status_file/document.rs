@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::clock::BootInstant;
+use crate::clock_watch::RedisClockView;
 use crate::elector::{Role, Status};
 use crate::leader_view::{CandidacyView, LeaderView, RedisView, SitOutView, StepDownView};
 
@@ -69,6 +70,8 @@ pub struct StatusDocument {
     pub candidacy: CandidacyView,
     /// Why the writer sits out of the election on its own account, if it does.
     pub sitting_out: Option<SitOutView>,
+    /// The rate of Redis's clock the writer's last term measured, as in `/leader`.
+    pub redis_clock: Option<RedisClockView>,
 }
 
 fn unix_ms(t: SystemTime) -> u64 {
@@ -78,15 +81,17 @@ fn unix_ms(t: SystemTime) -> u64 {
 
 impl StatusDocument {
     /// The document of `status` written now: `now` on the elector's clock (the boot clock),
-    /// `wall` on the wall clock, by process `pid`.
+    /// `wall` on the wall clock, by process `pid`, with the rate of Redis's clock last measured.
     pub fn of(
         status: &Status,
         lease_key: &str,
         now: BootInstant,
         wall: SystemTime,
         pid: u32,
+        redis_clock: Option<RedisClockView>,
     ) -> Self {
-        let view = LeaderView::of(status, lease_key, status.is_leading_at(now), now);
+        let leading = status.is_leading_at(now);
+        let view = LeaderView::of(status, lease_key, leading, now, redis_clock);
         let (state, term, until) = match &status.role {
             Role::Starting => ("starting", None, None),
             Role::Follower { .. } => ("follower", None, None),
@@ -126,17 +131,26 @@ impl StatusDocument {
             redis: view.redis,
             candidacy: view.candidacy,
             sitting_out: view.sitting_out,
+            redis_clock: view.redis_clock,
         }
     }
 
-    /// The JSON of `status` as the status file keeps it, written now by this process.
-    pub fn json(status: &Status, lease_key: &str, now: BootInstant) -> String {
+    /// The JSON of `status` as the status file keeps it, written now by this process, with the
+    /// rate of Redis's clock last measured.
+    pub fn json(
+        status: &Status,
+        lease_key: &str,
+        now: BootInstant,
+        redis_clock: Option<RedisClockView>,
+    ) -> String {
+        let wall = SystemTime::now();
         let doc = Self::of(
             status,
             lease_key,
             now,
-            SystemTime::now(),
+            wall,
             std::process::id(),
+            redis_clock,
         );
         // A struct of strings, numbers and options always serializes.
         serde_json::to_string(&doc).unwrap_or_default()
@@ -169,7 +183,7 @@ mod tests {
 
     fn doc(role: Role, now: BootInstant) -> serde_json::Value {
         let wall = UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let doc = StatusDocument::of(&status(role), "leasehold:{shop/web}", now, wall, 42);
+        let doc = StatusDocument::of(&status(role), "leasehold:{shop/web}", now, wall, 42, None);
         serde_json::to_value(&doc).unwrap()
     }
 

@@ -375,7 +375,7 @@ async fn a_step_down_reaches_a_watcher_and_the_status_file_within_milliseconds()
         .spawn(
             &watchers,
             elector.status(),
-            move |s| StatusDocument::json(s, &k, c.now()),
+            move |s| StatusDocument::json(s, &k, c.now(), None),
             stop.clone(),
         );
     let never_reads = watchers.subscribe(1);

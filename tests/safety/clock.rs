@@ -1,7 +1,8 @@
 //! Clock honesty (docs/DESIGN.md point 19): Redis expires the lease on its own clock, which NTP
 //! may slew faster than the configured drift allows. A real redis-server whose clock runs 10 %
 //! fast (libfaketime), a real `leasehold run`: the leader bounds the rate from its renewals'
-//! replies and is valid only while Redis keeps its lease.
+//! replies and is valid only while Redis keeps its lease. The rate it measured shows in its
+//! `/leader` and status file (`redis_clock`), and its own clock's slew in its metrics.
 
 use std::time::{Duration, Instant};
 
@@ -129,4 +130,79 @@ fn a_redis_clock_too_fast_for_a_useful_term_ends_it_and_keeps_the_replica_out_a_
         "said at warn once"
     );
     assert!(replica.metric("leasehold_step_downs_total{reason=\"clock_rate\"}") >= Some(3.0));
+}
+
+/// The `redis_clock` of `replica`'s `/leader` once its term renewed a few times, checked for a
+/// bound of width that says something around `rate`, measured by the term `/leader` names.
+fn measured_redis_clock(replica: &Replica, rate: f64) -> serde_json::Value {
+    wait_for("the replica to lead", 5 * LEASE, || {
+        replica.is_ready().then_some(())
+    });
+    replica.wait_events("renewed", 6, 5 * LEASE);
+    let view = replica.leader();
+    let clock = view["redis_clock"].clone();
+    let number = |field: &str| clock[field].as_f64().unwrap_or(f64::NAN);
+    let (measured, low, high, width) = (
+        number("rate"),
+        number("low"),
+        number("high"),
+        number("width"),
+    );
+    assert!(
+        (measured - rate).abs() < 0.01,
+        "measured {measured}, ran at {rate}: {view}"
+    );
+    assert!(low <= measured && measured <= high, "{view}");
+    assert!(
+        width < 0.01,
+        "a bound as wide as the margin says nothing: {view}"
+    );
+    assert_eq!(
+        clock["term"], view["token"],
+        "measured by this term: {view}"
+    );
+    clock
+}
+
+#[test]
+fn a_leaders_view_and_status_file_show_its_redis_clock_near_one_and_a_new_follower_none() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("clock-view");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("status.json");
+    let file_arg = file.display().to_string();
+    let mut args = TIMING.to_vec();
+    args.extend(["--status-file", &file_arg]);
+    let leader = Replica::spawn(&redis.url(), &lease, "leader", &args, &[]);
+    let clock = measured_redis_clock(&leader, 1.0);
+    // The status file carries the same, rewritten at every renewal.
+    wait_for("the status file to show the rate", 5 * LEASE, || {
+        let text = std::fs::read_to_string(&file).ok()?;
+        let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let rate = json["redis_clock"]["rate"].as_f64()?;
+        ((rate - 1.0).abs() < 0.01 && json["redis_clock"]["term"] == clock["term"]).then_some(())
+    });
+    // This host's own clocks, over the same renewals: no slew beyond the margin.
+    let slew = leader
+        .metric("leasehold_local_clock_slew_ratio")
+        .expect("the slew is exported");
+    assert!((slew - 1.0).abs() < 0.01, "slew ratio {slew}");
+    let said = leader
+        .events("this host's clock is slewed beyond the drift margin: check its time service");
+    assert!(said.is_empty(), "no false alarm: {said:?}");
+    // A replica that never led has measured nothing: it shows no one else's rate.
+    let follower = Replica::spawn(&redis.url(), &lease, "follower", &TIMING, &[]);
+    wait_for("the follower to follow", 5 * LEASE, || {
+        (follower.leader()["leader"] == "leader").then_some(())
+    });
+    let view = follower.leader();
+    assert_eq!(view["redis_clock"], serde_json::Value::Null, "{view}");
+}
+
+#[test]
+fn a_leaders_view_reads_a_redis_clock_that_runs_five_percent_fast_as_about_1_05() {
+    let redis = RedisServer::builder().clock_rate(1.05).start();
+    let lease = unique_lease("clock-view-fast");
+    let leader = Replica::spawn(&redis.url(), &lease, "leader", &TIMING, &[]);
+    measured_redis_clock(&leader, 1.05);
 }

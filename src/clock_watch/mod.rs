@@ -1,0 +1,200 @@
+//! The clocks as this replica sees them, kept for `/leader`, the status file and the metrics:
+//! the last bound of Redis's clock rate that one of its terms measured, and the rate of its own
+//! boot clock against the oscillator ([`slew`]), sampled at each term's start and renewal (no
+//! timer of its own). A slew of the boot clock beyond the drift margin is said: at warn the
+//! first time, again every [`REPEAT`](slew::REPEAT) while it lasts, at info when it ends.
+//!
+//! It changes nothing about when a term begins or ends, so it lives outside the core: the
+//! validity deadline is taken on the boot clock, whose slew the measured Redis rate already
+//! holds (docs/DESIGN.md, "Validity"); the oscillator only tells which of the two clocks moved.
+
+pub mod slew;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use serde::Serialize;
+use tracing::{debug, info, warn};
+
+use crate::clock::BootInstant;
+use crate::elector::{RateBound, TermHooks, Timing};
+use crate::lease::FencingToken;
+use slew::{Sample, Say, SlewWindow, Telling};
+
+/// The rate of Redis's clock in `/leader` and the status file: the bound one of this replica's
+/// terms measured last. A follower shows its own last term's (`term` says which, `measured_at`
+/// when), never another replica's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RedisClockView {
+    /// Redis seconds per boot-clock second: the middle of the bound.
+    pub rate: f64,
+    /// The bound's low end.
+    pub low: f64,
+    /// The bound's high end.
+    pub high: f64,
+    /// `high - low`.
+    pub width: f64,
+    /// The term whose renewals measured it.
+    pub term: Option<u64>,
+    /// When, on the wall clock (RFC 3339), for display.
+    pub measured_at: String,
+}
+
+/// The term hook that keeps what the clocks showed.
+pub struct ClockWatch {
+    drift_factor: f64,
+    seen: Mutex<Seen>,
+}
+
+/// What the clocks showed so far.
+struct Seen {
+    /// The term that began last.
+    term: Option<FencingToken>,
+    redis: Option<RedisClockView>,
+    window: SlewWindow,
+    slew: Option<f64>,
+    telling: Telling,
+}
+
+impl ClockWatch {
+    /// A watch for an elector with `timing`: the boot clock's slew is taken over the span Redis's
+    /// rate is (three lease durations) and told against the same drift margin.
+    pub fn new(timing: &Timing) -> Arc<Self> {
+        Arc::new(Self {
+            drift_factor: timing.drift_factor,
+            seen: Mutex::new(Seen {
+                term: None,
+                redis: None,
+                window: SlewWindow::new(timing.lease_duration.saturating_mul(3)),
+                slew: None,
+                telling: Telling::default(),
+            }),
+        })
+    }
+
+    /// The last bound of Redis's clock rate that a term of this replica measured; `None` until a
+    /// term had two renewals.
+    pub fn redis_clock(&self) -> Option<RedisClockView> {
+        self.seen().redis.clone()
+    }
+
+    /// The boot clock's seconds per oscillator second (a suspend aside) over the last window;
+    /// `None` until a term renewed over a baseline of a second.
+    pub fn local_slew(&self) -> Option<f64> {
+        self.seen().slew
+    }
+
+    fn seen(&self) -> MutexGuard<'_, Seen> {
+        // Every write leaves `Seen` whole: a panic while it was held left nothing half-done.
+        self.seen
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Samples both clocks, and says a slew beyond the margin.
+    fn sample(&self) {
+        let Some(sample) = Sample::now() else {
+            return;
+        };
+        let mut seen = self.seen();
+        let Some(ratio) = seen.window.record(sample) else {
+            return;
+        };
+        seen.slew = Some(ratio);
+        let say = seen.telling.tell(ratio, self.drift_factor, sample.raw);
+        drop(seen);
+        match say {
+            Say::Nothing => {}
+            Say::Warn => warn!(
+                ratio,
+                drift_factor = self.drift_factor,
+                repeat_s = slew::REPEAT.as_secs(),
+                "this host's clock is slewed beyond the drift margin: check its time service"
+            ),
+            Say::Still => debug!(ratio, "this host's clock is still slewed"),
+            Say::Back => info!(
+                ratio,
+                "this host's clock runs within the drift margin again"
+            ),
+        }
+    }
+}
+
+impl TermHooks for ClockWatch {
+    fn began(&self, token: FencingToken, _valid_until: BootInstant) {
+        self.seen().term = Some(token);
+        self.sample();
+    }
+
+    fn extended(&self, _token: FencingToken, _valid_until: BootInstant) {
+        self.sample();
+    }
+
+    fn clock_rate(&self, bound: RateBound) {
+        let mut seen = self.seen();
+        seen.redis = Some(RedisClockView {
+            rate: (bound.low + bound.high) / 2.0,
+            low: bound.low,
+            high: bound.high,
+            width: bound.width(),
+            term: seen.term.map(|t| t.0),
+            measured_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn boot(secs: u64) -> BootInstant {
+        BootInstant::from_since_boot(Duration::from_secs(secs))
+    }
+
+    #[test]
+    fn a_replica_shows_the_last_rate_its_own_terms_measured_with_the_term_and_keeps_it_after() {
+        let watch = ClockWatch::new(&Timing::default());
+        assert_eq!(watch.redis_clock(), None, "never measured");
+        watch.began(FencingToken(7), boot(10));
+        assert_eq!(watch.redis_clock(), None, "one reply bounds nothing");
+        watch.clock_rate(RateBound {
+            low: 1.04,
+            high: 1.06,
+        });
+        let seen = watch.redis_clock().expect("a bound");
+        assert!((seen.rate - 1.05).abs() < 1e-9, "{seen:?}");
+        assert!((seen.width - 0.02).abs() < 1e-9, "{seen:?}");
+        assert_eq!((seen.low, seen.high, seen.term), (1.04, 1.06, Some(7)));
+        // The term ends, the replica follows: it still shows what term 7 measured.
+        watch.ended(FencingToken(7), crate::elector::StepDownReason::Lost, true);
+        assert_eq!(watch.redis_clock(), Some(seen.clone()));
+        // Its next term shows term 7's until it measured anew.
+        watch.began(FencingToken(9), boot(20));
+        assert_eq!(watch.redis_clock(), Some(seen));
+        watch.clock_rate(RateBound {
+            low: 0.999,
+            high: 1.001,
+        });
+        let json = serde_json::to_value(watch.redis_clock()).unwrap();
+        assert_eq!(json["term"], 9);
+        assert_eq!(json["low"], 0.999);
+        assert!(
+            json["measured_at"]
+                .as_str()
+                .is_some_and(|at| at.ends_with('Z'))
+        );
+    }
+
+    #[test]
+    fn renewals_sample_this_hosts_clocks_and_a_second_of_them_gives_a_slew_near_one() {
+        let watch = ClockWatch::new(&Timing::default());
+        watch.began(FencingToken(1), boot(1));
+        assert_eq!(watch.local_slew(), None);
+        std::thread::sleep(Duration::from_millis(1_050));
+        watch.extended(FencingToken(1), boot(2));
+        let ratio = watch.local_slew().expect("a baseline of a second");
+        assert!((ratio - 1.0).abs() < 0.01, "{ratio}");
+    }
+}
