@@ -7,8 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{CallerTerm, GUARD_ENV, GuardRecord, judge, read_guard_file};
-use crate::clock::BootInstant;
+use super::{CallerTerm, CheckedAt, GUARD_ENV, GuardRecord, judge, read_guard_file};
 
 /// What `leasehold guard` was asked.
 #[derive(Debug, Clone)]
@@ -32,7 +31,7 @@ pub fn run(check: &GuardCheck) -> u8 {
         );
         return 2;
     };
-    let now = BootInstant::now();
+    let now = CheckedAt::now();
     let verdict = read_guard_file(path).and_then(|record| {
         let token = judge(path, &record, now, check.valid_for, &check.caller)?;
         Ok((token, record))
@@ -41,7 +40,14 @@ pub fn run(check: &GuardCheck) -> u8 {
         Ok((token, record)) => {
             if check.verbose {
                 let left = match record {
-                    GuardRecord::Term { valid_until, .. } => now.until(valid_until),
+                    GuardRecord::Term {
+                        valid_until,
+                        wall_until,
+                        ..
+                    } => now
+                        .boot
+                        .until(valid_until)
+                        .min(Duration::from_nanos(wall_until.saturating_sub(now.wall))),
                     GuardRecord::NoTerm { .. } => Duration::ZERO,
                 };
                 let whose = if check.caller.token.is_some() {

@@ -11,14 +11,16 @@
 //!
 //! # Format
 //!
-//! One line of UTF-8 text, at most 378 bytes: `leasehold-guard 2 <token> <valid_until_ns>
-//! <lease>\n`. The words are separated by one space; `2` is the format's version; `<token>` is
-//! the term's fencing token and `<valid_until_ns>` its validity deadline in nanoseconds of
-//! `CLOCK_BOOTTIME` (the boot clock, which counts through suspend and which every process of
-//! the machine shares, outside time namespaces), both plain decimal without leading zeros;
-//! `<lease>` is the lease name (no whitespace, at most 317 bytes). The term is valid while the
-//! boot clock reads less than the deadline; `leasehold-guard 2 0 0 <lease>` (the zeroed record)
-//! means no term. A reader that knows its term (the command: `$LEASEHOLD_FENCING_TOKEN`,
+//! One line of UTF-8 text, at most 399 bytes: `leasehold-guard 3 <token> <valid_until_ns>
+//! <wall_until_ns> <lease>\n`. The words are separated by one space; `3` is the format's
+//! version; `<token>` is the term's fencing token, `<valid_until_ns>` its validity deadline in
+//! nanoseconds of `CLOCK_BOOTTIME` (the boot clock, which counts through suspend and which every
+//! process of the machine shares, outside time namespaces) and `<wall_until_ns>` the same
+//! deadline in nanoseconds of `CLOCK_REALTIME` since the epoch, all plain decimal without
+//! leading zeros; `<lease>` is the lease name (no whitespace, at most 317 bytes). The term is
+//! valid while both clocks read less than their deadline (the wall clock also counts a freeze
+//! of the machine that the boot clock did not); `leasehold-guard 3 0 0 0 <lease>` (the zeroed
+//! record) means no term. A reader that knows its term (the command: `$LEASEHOLD_FENCING_TOKEN`,
 //! `$LEASEHOLD_LEASE`) also refuses a record of another token or lease. Anything else is refused
 //! as garbled. Read the whole file at each check (one `read` of up to 379 bytes after `open`);
 //! do not keep it open, since each update is a new file: leasehold writes the record to a fresh
@@ -50,10 +52,9 @@ use std::time::Duration;
 
 pub use caller::{CallerError, CallerTerm};
 pub use hook::GuardHooks;
-pub use record::{GuardRecord, Refusal};
+pub use record::{CheckedAt, GuardRecord, Refusal};
 pub use writer::GuardFile;
 
-use crate::clock::BootInstant;
 use crate::lease::{FencingToken, LeaseName};
 use crate::owned_file::ClaimError;
 
@@ -291,7 +292,7 @@ pub fn check_guard_file_for_term(
     judge(
         path,
         &read_guard_file(path)?,
-        BootInstant::now(),
+        CheckedAt::now(),
         valid_for,
         caller,
     )
@@ -301,7 +302,7 @@ pub fn check_guard_file_for_term(
 fn judge(
     path: &Path,
     record: &GuardRecord,
-    now: BootInstant,
+    now: CheckedAt,
     valid_for: Duration,
     caller: &CallerTerm,
 ) -> Result<FencingToken, GuardError> {

@@ -3,25 +3,26 @@
 use std::time::Duration;
 
 use super::caller::CallerTerm;
-use crate::clock::BootInstant;
+use crate::clock::{BootInstant, WallLead};
 use crate::lease::{FencingToken, LeaseName};
 
 /// The first word of every record.
 pub const MAGIC: &str = "leasehold-guard";
-/// The format's version, the second word. Version 1 had no lease name.
-pub const VERSION: &str = "2";
+/// The format's version, the second word. Version 1 had no lease name, version 2 no deadline
+/// on the wall clock.
+pub const VERSION: &str = "3";
 /// The longest decimal u64.
 const U64_DIGITS: usize = 20;
-/// No record is longer: the magic, the version, two 20-digit numbers and the longest lease name,
-/// four spaces and the newline (378 bytes).
+/// No record is longer: the magic, the version, three 20-digit numbers and the longest lease
+/// name, five spaces and the newline (399 bytes).
 pub const MAX_LEN: usize =
-    MAGIC.len() + 1 + VERSION.len() + 1 + U64_DIGITS + 1 + U64_DIGITS + 1 + LeaseName::MAX_LEN + 1;
+    MAGIC.len() + 1 + VERSION.len() + 1 + 3 * (U64_DIGITS + 1) + LeaseName::MAX_LEN + 1;
 
 /// What the guard file says: always the lease of the leasehold that owns the file, and its
 /// current term if it has one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GuardRecord {
-    /// No term: leasehold has not led yet, or stepped down (the zeroed record, `… 0 0 <lease>`).
+    /// No term: leasehold has not led yet, or stepped down (the zeroed record, `… 0 0 0 <lease>`).
     NoTerm {
         /// The lease.
         lease: LeaseName,
@@ -34,7 +35,31 @@ pub enum GuardRecord {
         token: FencingToken,
         /// The validity deadline on the boot clock (`CLOCK_BOOTTIME`).
         valid_until: BootInstant,
+        /// The same deadline on the wall clock (`CLOCK_REALTIME`, nanoseconds since the epoch)
+        /// as leasehold saw the two clocks when it wrote the record: time that passed without
+        /// the boot clock counting it (a VM frozen or migrated) passes it all the same.
+        wall_until: u64,
     },
+}
+
+/// The instant a check is made, on both clocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckedAt {
+    /// The boot clock.
+    pub boot: BootInstant,
+    /// The wall clock, nanoseconds since the epoch.
+    pub wall: u64,
+}
+
+impl CheckedAt {
+    /// Now.
+    pub fn now() -> Self {
+        let boot = BootInstant::now();
+        Self {
+            boot,
+            wall: WallLead::now().wall_at(boot),
+        }
+    }
 }
 
 /// Why a record does not let the caller act.
@@ -82,17 +107,24 @@ impl GuardRecord {
         }
     }
 
-    /// The record's line: `leasehold-guard 2 <token> <valid_until_ns> <lease>\n`, both numbers
-    /// plain decimal without leading zeros, `0 0` for no term. The lease comes last: it is the
-    /// only field of variable length, and a shell's `read` gives the last variable the rest.
+    /// The record's line: `leasehold-guard 3 <token> <valid_until_ns> <wall_until_ns> <lease>\n`,
+    /// the numbers plain decimal without leading zeros, `0 0 0` for no term. The lease comes
+    /// last: it is the only field of variable length, and a shell's `read` gives the last
+    /// variable the rest.
     pub fn encode(&self) -> String {
-        let (token, until) = match self {
-            GuardRecord::NoTerm { .. } => (0, 0),
+        let (token, until, wall) = match self {
+            GuardRecord::NoTerm { .. } => (0, 0, 0),
             GuardRecord::Term {
-                token, valid_until, ..
-            } => (token.0, valid_until.as_nanos().max(1)),
+                token,
+                valid_until,
+                wall_until,
+                ..
+            } => (token.0, valid_until.as_nanos().max(1), (*wall_until).max(1)),
         };
-        format!("{MAGIC} {VERSION} {token} {until} {}\n", self.lease())
+        format!(
+            "{MAGIC} {VERSION} {token} {until} {wall} {}\n",
+            self.lease()
+        )
     }
 
     /// Reads a record, refusing anything that is not exactly one well-formed line.
@@ -125,31 +157,35 @@ impl GuardRecord {
                 "format version `{version}`; this leasehold reads version {VERSION}"
             ));
         }
-        let [_, _, token, until, lease] = fields[..] else {
+        let [_, _, token, until, wall, lease] = fields[..] else {
             return Err(format!(
-                "expected 5 fields `{MAGIC} {VERSION} <token> <deadline> <lease>`, found {}",
+                "expected 6 fields `{MAGIC} {VERSION} <token> <deadline> <wall deadline> <lease>`, found {}",
                 fields.len()
             ));
         };
         let token = number("token", token)?;
         let until = number("deadline", until)?;
+        let wall = number("wall deadline", wall)?;
         let lease = LeaseName::new(lease).map_err(|e| format!("the lease: {e}"))?;
-        match (token, until) {
-            (0, 0) => Ok(GuardRecord::NoTerm { lease }),
-            (0, _) | (_, 0) => Err("a token or a deadline of 0 without the other".into()),
-            (token, until) => Ok(GuardRecord::Term {
+        match (token, until, wall) {
+            (0, 0, 0) => Ok(GuardRecord::NoTerm { lease }),
+            (0, _, _) | (_, 0, _) | (_, _, 0) => {
+                Err("a token or a deadline of 0 without the others".into())
+            }
+            (token, until, wall) => Ok(GuardRecord::Term {
                 lease,
                 token: FencingToken(token),
                 valid_until: BootInstant::from_since_boot(Duration::from_nanos(until)),
+                wall_until: wall,
             }),
         }
     }
 
     /// `Ok(token)` when the record is of `caller`'s lease and term (as far as the caller knows
-    /// them), valid at `now`, and stays valid for `valid_for` more.
+    /// them), valid at `now` on both clocks, and stays valid for `valid_for` more.
     pub fn verdict(
         &self,
-        now: BootInstant,
+        now: CheckedAt,
         valid_for: Duration,
         caller: &CallerTerm,
     ) -> Result<FencingToken, Refusal> {
@@ -162,7 +198,10 @@ impl GuardRecord {
             });
         }
         let GuardRecord::Term {
-            token, valid_until, ..
+            token,
+            valid_until,
+            wall_until,
+            ..
         } = *self
         else {
             return Err(Refusal::NoTerm);
@@ -172,13 +211,20 @@ impl GuardRecord {
         {
             return Err(Refusal::OtherTerm { token, mine });
         }
-        if now >= valid_until {
+        // Whichever clock says less is left: the wall clock also counts what the boot clock
+        // did not see.
+        let left_wall = Duration::from_nanos(wall_until.saturating_sub(now.wall));
+        if now.boot >= valid_until || left_wall.is_zero() {
+            let late_wall = Duration::from_nanos(now.wall.saturating_sub(wall_until));
             return Err(Refusal::Expired {
                 token,
-                late: now.saturating_duration_since(valid_until),
+                late: now
+                    .boot
+                    .saturating_duration_since(valid_until)
+                    .max(late_wall),
             });
         }
-        let left = now.until(valid_until);
+        let left = now.boot.until(valid_until).min(left_wall);
         if left <= valid_for && !valid_for.is_zero() {
             return Err(Refusal::TooShort {
                 token,
@@ -206,246 +252,4 @@ fn number(what: &str, digits: &str) -> Result<u64, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn at(nanos: u64) -> BootInstant {
-        BootInstant::from_since_boot(Duration::from_nanos(nanos))
-    }
-
-    fn lease(name: &str) -> LeaseName {
-        LeaseName::new(name).unwrap()
-    }
-
-    fn term(token: u64, until: u64) -> GuardRecord {
-        GuardRecord::Term {
-            lease: lease("shop/web"),
-            token: FencingToken(token),
-            valid_until: at(until),
-        }
-    }
-
-    fn no_term() -> GuardRecord {
-        GuardRecord::NoTerm {
-            lease: lease("shop/web"),
-        }
-    }
-
-    #[test]
-    fn records_survive_a_round_trip() {
-        let longest = lease(&"x".repeat(LeaseName::MAX_LEN));
-        for record in [
-            no_term(),
-            term(1, 1),
-            term(1_795_991_357_169_907, 4_958_421_484_236),
-            term(u64::MAX, u64::MAX),
-            GuardRecord::Term {
-                lease: longest.clone(),
-                token: FencingToken(u64::MAX),
-                valid_until: at(u64::MAX),
-            },
-            GuardRecord::NoTerm {
-                lease: lease("ns/caf\u{e9}"),
-            },
-        ] {
-            let line = record.encode();
-            assert!(line.len() <= MAX_LEN, "{line:?}");
-            assert_eq!(GuardRecord::parse(line.as_bytes()), Ok(record), "{line:?}");
-        }
-        let line = GuardRecord::Term {
-            lease: longest,
-            token: FencingToken(u64::MAX),
-            valid_until: at(u64::MAX),
-        }
-        .encode();
-        assert_eq!(line.len(), MAX_LEN, "the longest record fills the limit");
-        assert_eq!(no_term().encode(), "leasehold-guard 2 0 0 shop/web\n");
-        assert_eq!(
-            term(42, 1_000).encode(),
-            "leasehold-guard 2 42 1000 shop/web\n"
-        );
-    }
-
-    #[test]
-    fn torn_or_garbled_records_are_refused() {
-        let good = "leasehold-guard 2 42 1000 shop/web\n";
-        let cases: &[(&str, &str)] = &[
-            ("", "empty"),
-            ("leasehold-guard 2 42 1000 shop/web", "newline"),
-            ("leasehold-guard 2 42 1000 shop/w", "newline"),
-            ("leasehold-gu", "newline"),
-            ("leasehold-guard 2 42 1000\n", "5 fields"),
-            ("leasehold-guard 2 42 1000 shop/web 7\n", "5 fields"),
-            ("leasehold-guard  2 42 1000 shop/web\n", "format version ``"),
-            ("leasehold-guard 2 42  1000 shop/web\n", "5 fields"),
-            (
-                "leasehold-guard 2 42 1000 shop/web\n\n",
-                "more than one line",
-            ),
-            (
-                "leasehold-guard 2 42 1000 shop/web\nleasehold-guard 2 42 1000 shop/web\n",
-                "more than one line",
-            ),
-            ("leasehold-guarb 2 42 1000 shop/web\n", "does not start"),
-            ("leasehold-guard\n", "5 fields"),
-            ("leasehold-guard 1 42 1000\n", "version `1`"),
-            ("leasehold-guard 3 42 1000 shop/web\n", "version `3`"),
-            ("leasehold-guard 2 4x 1000 shop/web\n", "token `4x`"),
-            ("leasehold-guard 2 42 0100 shop/web\n", "deadline `0100`"),
-            ("leasehold-guard 2 42 +100 shop/web\n", "deadline `+100`"),
-            ("leasehold-guard 2 42 -1 shop/web\n", "deadline `-1`"),
-            (
-                "leasehold-guard 2 42 99999999999999999999 shop/web\n",
-                "64 bits",
-            ),
-            ("leasehold-guard 2 0 1000 shop/web\n", "without the other"),
-            ("leasehold-guard 2 42 0 shop/web\n", "without the other"),
-            ("leasehold-guard 2 42 1000 shop/web\r\n", "the lease"),
-            ("leasehold-guard 2 42 1000 {shop}\n", "the lease"),
-            ("leasehold-guard 2 \u{0}42 1000 shop/web\n", "token"),
-        ];
-        for (text, rule) in cases {
-            let err = GuardRecord::parse(text.as_bytes()).expect_err(text);
-            assert!(err.contains(rule), "{text:?}: {err}");
-        }
-        assert!(GuardRecord::parse(&[0xff; 10]).is_err());
-        assert!(
-            GuardRecord::parse(&[b'1'; MAX_LEN + 1])
-                .unwrap_err()
-                .contains("longer")
-        );
-        // Every prefix of a good record (a short read) is refused.
-        for end in 0..good.len() {
-            assert!(
-                GuardRecord::parse(&good.as_bytes()[..end]).is_err(),
-                "{:?}",
-                &good[..end]
-            );
-        }
-    }
-
-    #[test]
-    fn the_verdict_follows_the_deadline_and_the_margin() {
-        let ms = |n: u64| Duration::from_millis(n);
-        let t = FencingToken(42);
-        let record = term(42, 10_000_000_000);
-        let rows: &[(u64, Duration, Result<FencingToken, Refusal>)] = &[
-            (9_000_000_000, Duration::ZERO, Ok(t)),
-            (9_999_999_999, Duration::ZERO, Ok(t)),
-            (
-                10_000_000_000,
-                Duration::ZERO,
-                Err(Refusal::Expired {
-                    token: t,
-                    late: Duration::ZERO,
-                }),
-            ),
-            (
-                10_500_000_000,
-                Duration::ZERO,
-                Err(Refusal::Expired {
-                    token: t,
-                    late: ms(500),
-                }),
-            ),
-            (9_000_000_000, ms(999), Ok(t)),
-            (
-                9_000_000_000,
-                ms(1000),
-                Err(Refusal::TooShort {
-                    token: t,
-                    left: ms(1000),
-                    wanted: ms(1000),
-                }),
-            ),
-            (
-                10_000_000_000,
-                ms(1),
-                Err(Refusal::Expired {
-                    token: t,
-                    late: Duration::ZERO,
-                }),
-            ),
-        ];
-        for (now, valid_for, want) in rows {
-            assert_eq!(
-                record.verdict(at(*now), *valid_for, &CallerTerm::default()),
-                *want,
-                "now {now}, valid for {valid_for:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn the_verdict_refuses_another_lease_or_term_than_the_callers() {
-        let now = at(1);
-        let record = term(42, 10_000_000_000);
-        let caller = |lease_name: Option<&str>, token: Option<u64>| CallerTerm {
-            lease: lease_name.map(lease),
-            token: token.map(FencingToken),
-        };
-        let rows: &[(CallerTerm, &GuardRecord, Result<FencingToken, Refusal>)] = &[
-            (caller(None, None), &record, Ok(FencingToken(42))),
-            (
-                caller(Some("shop/web"), Some(42)),
-                &record,
-                Ok(FencingToken(42)),
-            ),
-            (caller(None, Some(42)), &record, Ok(FencingToken(42))),
-            (
-                caller(None, Some(41)),
-                &record,
-                Err(Refusal::OtherTerm {
-                    token: FencingToken(42),
-                    mine: FencingToken(41),
-                }),
-            ),
-            (
-                caller(Some("shop/web"), Some(43)),
-                &record,
-                Err(Refusal::OtherTerm {
-                    token: FencingToken(42),
-                    mine: FencingToken(43),
-                }),
-            ),
-            (
-                caller(Some("shop/api"), Some(42)),
-                &record,
-                Err(Refusal::OtherLease {
-                    lease: lease("shop/web"),
-                    mine: lease("shop/api"),
-                }),
-            ),
-            (
-                caller(Some("shop/api"), None),
-                &no_term(),
-                Err(Refusal::OtherLease {
-                    lease: lease("shop/web"),
-                    mine: lease("shop/api"),
-                }),
-            ),
-            (
-                caller(Some("shop/web"), Some(42)),
-                &no_term(),
-                Err(Refusal::NoTerm),
-            ),
-        ];
-        for (caller, record, want) in rows {
-            assert_eq!(
-                record.verdict(now, Duration::ZERO, caller),
-                *want,
-                "{caller:?} reading {record:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_zeroed_record_is_never_valid() {
-        for now in [0, 1, u64::MAX] {
-            assert_eq!(
-                no_term().verdict(at(now), Duration::ZERO, &CallerTerm::default()),
-                Err(Refusal::NoTerm)
-            );
-        }
-    }
-}
+mod tests;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use super::{GuardError, GuardRecord};
-use crate::clock::BootInstant;
+use crate::clock::{BootInstant, WallLead};
 use crate::lease::{FencingToken, LeaseName};
 use crate::owned_file::FileClaim;
 
@@ -101,12 +101,15 @@ impl GuardFile {
         &self.lease
     }
 
-    /// Publishes term `token`, valid until `valid_until` on the boot clock.
+    /// Publishes term `token`, valid until `valid_until` on the boot clock, and until the same
+    /// instant on the wall clock as the two clocks stand now (the elector has just checked that
+    /// no time passed unseen by the boot clock since the renewal was sent).
     pub fn publish(&self, token: FencingToken, valid_until: BootInstant) -> std::io::Result<()> {
         self.write(&GuardRecord::Term {
             lease: self.lease.clone(),
             token,
             valid_until,
+            wall_until: WallLead::now().wall_at(valid_until),
         })
     }
 
@@ -166,7 +169,7 @@ fn file_name(lease: &str, pid: u32) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
     use super::*;
     use crate::guard::{CallerTerm, GuardError, check_guard_file_for_term, read_guard_file};
@@ -191,13 +194,26 @@ mod tests {
         assert!(matches!(check(&path), Err(GuardError::NoTerm { .. })));
         let until = BootInstant::now().saturating_add(Duration::from_secs(10));
         guard.publish(FencingToken(7), until).unwrap();
+        let GuardRecord::Term {
+            lease: written,
+            token,
+            valid_until,
+            wall_until,
+        } = read_guard_file(&path).unwrap()
+        else {
+            panic!("a term");
+        };
         assert_eq!(
-            read_guard_file(&path).unwrap(),
-            GuardRecord::Term {
-                lease: lease(),
-                token: FencingToken(7),
-                valid_until: until
-            }
+            (written, token, valid_until),
+            (lease(), FencingToken(7), until)
+        );
+        // The wall deadline is as far ahead on the wall clock as the boot deadline on the boot
+        // clock.
+        let wall_now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        let ahead = Duration::from_nanos(wall_until).saturating_sub(wall_now);
+        assert!(
+            ahead > Duration::from_millis(9_900) && ahead <= Duration::from_secs(10),
+            "{ahead:?}"
         );
         assert_eq!(check(&path).unwrap(), FencingToken(7));
         guard.revoke().unwrap();

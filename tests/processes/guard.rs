@@ -18,7 +18,7 @@ use harness::contenders::unique_lease;
 use harness::guarded_command::{Counts, Kind, Resource, env, judge, script};
 use harness::leasehold_bin;
 use harness::replica::{FAST, Replica, run_to_end};
-use leasehold::clock::BootInstant;
+use leasehold::clock::{BootInstant, WallLead};
 use leasehold::guard::{GuardError, GuardRecord, check_guard_file, read_guard_file};
 use leasehold::lease::{FencingToken, LeaseName};
 use nix::sys::signal::{Signal, kill, killpg};
@@ -445,6 +445,8 @@ fn a_frozen_leaders_command_is_refused_once_the_guard_file_holds_another_term() 
         lease: LeaseName::new(lease.as_str()).unwrap(),
         token: FencingToken(token.0 + 1),
         valid_until: BootInstant::now().saturating_add(Duration::from_secs(60)),
+        wall_until: WallLead::now()
+            .wall_at(BootInstant::now().saturating_add(Duration::from_secs(60))),
     };
     let next = dir.path().join("next");
     std::fs::write(&next, other.encode()).unwrap();

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use harness::contenders::{fast_timing, lease, unique_lease};
 use harness::replica::run_to_end;
-use leasehold::clock::BootInstant;
+use leasehold::clock::{BootInstant, WallLead};
 use leasehold::elector::{Elector, Leadership, Role};
 use leasehold::guard::{GuardError, GuardFile, GuardHooks, GuardRecord, read_guard_file};
 use leasehold::lease::{FencingToken, LeaseName};
@@ -54,6 +54,21 @@ fn term_record(token: u64, valid_until: BootInstant) -> String {
         lease: named(LEASE),
         token: FencingToken(token),
         valid_until,
+        wall_until: WallLead::now().wall_at(valid_until),
+    }
+    .encode()
+}
+
+/// A term whose deadline is `boot_left` away on the boot clock and `wall_left` (negative: past)
+/// on the wall clock, as after a freeze that the boot clock did not count.
+fn frozen_record(token: u64, boot_left: Duration, wall_past: Duration) -> String {
+    let valid_until = BootInstant::now().saturating_add(boot_left);
+    let wall_now = WallLead::now().wall_at(BootInstant::now());
+    GuardRecord::Term {
+        lease: named(LEASE),
+        token: FencingToken(token),
+        valid_until,
+        wall_until: wall_now - u64::try_from(wall_past.as_nanos()).unwrap(),
     }
     .encode()
 }
@@ -109,14 +124,23 @@ fn the_guard_subcommand_says_valid_zeroed_expired_or_missing_and_refuses_garbage
     let past = BootInstant::now().saturating_sub(Duration::from_millis(1));
     write_record(&file, &term_record(42, past));
     assert_eq!(guard(&[]).0, 1, "expired");
+    // Valid for 30 s by the boot clock, but the wall clock passed the deadline 5 s ago.
+    write_record(
+        &file,
+        &frozen_record(42, Duration::from_secs(30), Duration::from_secs(5)),
+    );
+    let (code, _, stderr) = guard(&["-v"]);
+    assert_eq!(code, 1, "past the wall deadline: {stderr}");
+    assert!(stderr.contains("passed"), "{stderr}");
 
     std::fs::remove_file(&file).unwrap();
     assert_eq!(guard(&[]).0, 1, "missing");
 
     for garbage in [
         "",
-        "leasehold-guard 2 42",
-        "leasehold-guard 2 42 99x shop/web\n",
+        "leasehold-guard 3 42",
+        "leasehold-guard 3 42 99x 100 shop/web\n",
+        "leasehold-guard 2 42 1000 shop/web\n",
         "leasehold-guard 1 42 1000\n",
         "hello\n",
     ] {
@@ -249,13 +273,12 @@ fn run_and_lock_refuse_a_guard_file_another_live_process_owns() {
             )),
             "{subcommand}: {stderr}"
         );
-        assert_eq!(
-            read_guard_file(&file).unwrap(),
-            GuardRecord::Term {
-                lease: named(LEASE),
-                token: FencingToken(42),
-                valid_until: soon
-            },
+        assert!(
+            matches!(
+                read_guard_file(&file).unwrap(),
+                GuardRecord::Term { lease, token: FencingToken(42), valid_until, .. }
+                    if lease == named(LEASE) && valid_until == soon
+            ),
             "{subcommand} left the owner's record alone"
         );
     }
@@ -311,6 +334,11 @@ fn the_documented_shell_check_agrees_with_the_guard() {
             ),
         );
         assert_eq!(sh(shell), Some(1), "{shell}: expired");
+        write_record(
+            &file,
+            &frozen_record(7, Duration::from_secs(30), Duration::from_secs(5)),
+        );
+        assert_eq!(sh(shell), Some(1), "{shell}: past the wall deadline");
         write_record(
             &file,
             &term_record(

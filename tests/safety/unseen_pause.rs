@@ -3,12 +3,16 @@
 //! stopped, and only its wall clock, once corrected, shows the time that passed. A real
 //! `leasehold run` whose wall clock jumps 5 s while its boot clock does not (libfaketime with
 //! the monotonic clocks left alone, the offset read from a file at every call), beside a Redis
-//! whose clock jumps with it and a follower that sees none of it.
+//! whose clock jumps with it and a follower that sees none of it; and the guard asked after such a
+//! freeze.
 
 use std::time::Duration;
 
 use harness::contenders::unique_lease;
-use harness::replica::Replica;
+use harness::replica::{Replica, run_to_end};
+use leasehold::clock::BootInstant;
+use leasehold::guard::{GuardRecord, read_guard_file};
+use nix::sys::signal::Signal;
 use testbed::redis_server::{FAKETIME, RedisServer};
 use testbed::wait::wait_for;
 
@@ -80,4 +84,49 @@ fn a_freeze_the_boot_clock_did_not_count_ends_the_term_as_a_pause_before_anyone_
         (follower.leader()["is_leader"] == true || leader.leader()["is_leader"] == true)
             .then_some(())
     });
+}
+
+#[test]
+fn a_guard_asked_after_a_freeze_the_boot_clock_did_not_count_refuses() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let offset = dir.path().join("offset");
+    std::fs::write(&offset, "+0 x1.0").expect("write the clock's offset");
+    let offset_path = offset.to_str().expect("a UTF-8 path");
+    let guard = dir.path().join("guard");
+    let guard_path = guard.to_str().expect("a UTF-8 path");
+    let redis = RedisServer::builder().clock_file(&offset).start();
+    let lease = unique_lease("unseen-guard");
+    let frozen_host = [
+        ("LD_PRELOAD", FAKETIME),
+        ("FAKETIME_TIMESTAMP_FILE", offset_path),
+        ("FAKETIME_NO_CACHE", "1"),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+    ];
+    let mut args = TIMING.to_vec();
+    args.extend(["--guard-file", guard_path]);
+    let leader = Replica::spawn_with_env(&redis.url(), &lease, "leader", &args, &[], &frozen_host);
+    wait_for("the leader to lead", 5 * LEASE, || {
+        leader.is_ready().then_some(())
+    });
+    leader.wait_events("renewed", 3, 5 * LEASE);
+    let ask = || run_to_end(&["guard", "-v", "--guard-file", guard_path], &frozen_host);
+    assert_eq!(ask().0, 0, "valid before the freeze: {}", ask().2);
+
+    // The whole host freezes for 5 s, which its boot clock does not count: leasehold stops (so
+    // nothing rewrites the guard file), and the clocks jump when it resumes.
+    leader.signal(Signal::SIGSTOP);
+    std::fs::write(&offset, "+5 x1.0").expect("jump the clocks");
+    let (code, _, words) = ask();
+    let GuardRecord::Term { valid_until, .. } =
+        read_guard_file(&guard).expect("the frozen leader's record")
+    else {
+        panic!("the frozen leader's record holds its term");
+    };
+    assert!(
+        BootInstant::now() < valid_until,
+        "the boot clock alone still finds the term valid"
+    );
+    assert_eq!(code, 1, "the guard must refuse after the freeze: {words}");
+    assert!(words.contains("passed"), "{words}");
+    leader.signal(Signal::SIGCONT);
 }

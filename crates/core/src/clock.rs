@@ -102,6 +102,15 @@ impl WallLead {
         Self(nanos)
     }
 
+    /// The wall clock's instant (nanoseconds since the epoch, at least 1) that `at` on the boot
+    /// clock is under this lead: a deadline on both clocks, for a reader in another process.
+    pub fn wall_at(self, at: BootInstant) -> u64 {
+        let boot = i64::try_from(at.as_nanos()).unwrap_or(i64::MAX);
+        u64::try_from(boot.saturating_add(self.0))
+            .unwrap_or(0)
+            .max(1)
+    }
+
     /// What the lead gained since `earlier`: time that passed without the boot clock counting
     /// it. Zero when it did not gain (a wall clock set back changes nothing here).
     pub fn gained_since(self, earlier: WallLead) -> Duration {
