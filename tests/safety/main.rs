@@ -6,6 +6,7 @@
 
 mod beyond_the_model;
 mod clock;
+mod clock_overlap;
 mod faults;
 mod fence;
 mod gray;

@@ -1,0 +1,113 @@
+//! The overlap a fast Redis clock made (issue 34's hostile run): a singleton command that asks
+//! `leasehold guard` before every write, its leasehold frozen while the command runs on, and a
+//! successor whose command writes to the same resource. Redis expires the lease on its own clock,
+//! here 5 % and 10 % fast (libfaketime); the old term's guard must close before the successor's
+//! first write, in the resource's own order of appends.
+
+use std::path::Path;
+use std::time::Duration;
+
+use harness::contenders::unique_lease;
+use harness::guarded_command::{Entry, Kind, Resource, env, script};
+use harness::leasehold_bin;
+use harness::replica::Replica;
+use nix::sys::signal::Signal;
+use testbed::redis_server::RedisServer;
+use testbed::wait::wait_for;
+
+/// TTL 2 s, renew deadline 1.4 s, retry 400 ms: a renewal every 400 ms.
+const TIMING: [&str; 7] = [
+    "--lease-duration",
+    "2s",
+    "--renew-deadline",
+    "1400ms",
+    "--retry-period",
+    "400ms",
+    "--no-data-loss-cooldown",
+];
+
+const LEASE: Duration = Duration::from_secs(2);
+
+/// The guard's `--valid-for`: covers the check-to-append gap of the command's loop only.
+const MARGIN: &str = "10ms";
+
+fn guarded(redis: &RedisServer, lease: &str, name: &str, guard: &Path, out: &Resource) -> Replica {
+    let mut args = TIMING.to_vec();
+    let guard = guard.display().to_string();
+    args.extend(["--guard-file", &guard]);
+    let env = env(&out.path, leasehold_bin(), MARGIN);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    Replica::spawn_with_env(
+        &redis.url(),
+        lease,
+        name,
+        &args,
+        &["bash", "-c", &script(false)],
+        &env,
+    )
+}
+
+/// The old term's writes appended after the successor's first one.
+fn late_writes(entries: &[Entry], old: u64, new: u64) -> usize {
+    let Some(first_new) = entries
+        .iter()
+        .position(|e| e.kind == Kind::Write && e.token.0 == new)
+    else {
+        return 0;
+    };
+    entries[first_new..]
+        .iter()
+        .filter(|e| e.kind == Kind::Write && e.token.0 == old)
+        .count()
+}
+
+fn frozen_leader_on_a_fast_redis_clock(rate: f64) {
+    let redis = RedisServer::builder().clock_rate(rate).start();
+    let lease = unique_lease("clock-overlap");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = Resource::new();
+    let leader = guarded(&redis, &lease, "leader", &dir.path().join("a"), &out);
+    wait_for("the leader's command to write", 5 * LEASE, || {
+        out.starts().first().copied()
+    });
+    let follower = guarded(&redis, &lease, "follower", &dir.path().join("b"), &out);
+    // Three lease durations of renewals: the rate's window is full.
+    leader.wait_events("renewed", 15, 5 * LEASE);
+    let old = out.starts()[0].0;
+    // Only leasehold freezes; its command runs on and asks the guard, as under a real freeze.
+    leader.signal(Signal::SIGSTOP);
+    let new = wait_for("the successor's command to write", 5 * LEASE, || {
+        out.entries()
+            .iter()
+            .find(|e| e.kind == Kind::Write && e.token != old)
+            .map(|e| e.token)
+    });
+    // Long enough for any late write of the old term to land: its guard's deadline is at most
+    // a lease duration after its last renewal.
+    wait_for("the old command to be refused", LEASE, || {
+        out.entries()
+            .iter()
+            .any(|e| e.kind == Kind::Refused && e.token == old)
+            .then_some(())
+    });
+    let entries = out.entries();
+    leader.signal(Signal::SIGCONT);
+    let late = late_writes(&entries, old.0, new.0);
+    assert_eq!(
+        late,
+        0,
+        "at rate {rate}, {late} writes of term {old} landed after term {new}'s first: {}\n{}",
+        std::fs::read_to_string(&out.path).unwrap_or_default(),
+        follower.log_text()
+    );
+}
+
+#[test]
+fn a_frozen_leaders_command_never_writes_after_its_successor_on_a_redis_clock_5_percent_fast() {
+    frozen_leader_on_a_fast_redis_clock(1.05);
+}
+
+#[test]
+fn a_frozen_leaders_command_never_writes_after_its_successor_on_a_redis_clock_10_percent_fast() {
+    frozen_leader_on_a_fast_redis_clock(1.10);
+}
