@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use leasehold::clock::BootInstant;
 use leasehold::elector::Timing;
+use leasehold::elector::decide::RateBound;
 
 use crate::mirror::Semantics;
 use crate::replica::Health;
@@ -86,8 +87,16 @@ pub struct Config {
     pub restarts_losing_data: u8,
     /// Failovers to a replica that missed the last write.
     pub failovers: u8,
-    /// Ticks one replica's clock may fall behind Redis's (at most one per lease duration).
+    /// Ticks one replica's clock may fall behind Redis's, at most one per `lag_every` ticks.
     pub max_lag: u8,
+    /// Ticks between two lags of one replica's clock: 5, one per standard lease duration, is
+    /// what the drift margin covers; fewer is a Redis clock that runs faster than the margin
+    /// (as NTP may slew it).
+    pub lag_every: u16,
+    /// Whether the replicas take their validity from how fast Redis's clock can run against
+    /// theirs (`decide::validity_at` with the bound [`Config::rate`] gives, as the leader measures
+    /// it from its replies), instead of from the configured drift alone.
+    pub measured_rate: bool,
     /// Messages that may stay in flight across a tick (delayed, reordered, late).
     pub max_delayed: u8,
     /// Handover requests an operator may make (each bound to the term the lease holds then).
@@ -143,7 +152,31 @@ impl Config {
             late: 0,
             refused: 0,
             acquire_again_when_unknown: false,
+            lag_every: 5,
+            measured_rate: false,
         }
+    }
+
+    /// The bound of Redis's clock rate against a replica of `timings` that measures it: the
+    /// most lags one lease duration holds, Redis's ticks per tick of the replica over it.
+    /// `None` when the replicas do not measure.
+    pub fn rate(&self, timings: Timings) -> Option<RateBound> {
+        if !self.measured_rate {
+            return None;
+        }
+        let ticks = timings.ttl_ms() / TICK_MS;
+        let lags = u64::from(self.max_lag).min(ticks.div_ceil(u64::from(self.lag_every)));
+        assert!(
+            lags < ticks,
+            "a replica clock that stands still for a whole lease duration"
+        );
+        // The worst case as a narrow bound: narrow enough to say something, as a long baseline
+        // makes the leader's.
+        let worst = ticks as f64 / (ticks - lags) as f64;
+        Some(RateBound {
+            low: worst,
+            high: worst,
+        })
     }
 
     /// Contenders of different lease durations: replica 0 runs the standard timing (5 s),

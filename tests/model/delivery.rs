@@ -185,7 +185,8 @@ impl State {
                 }
                 let replica = &mut self.replicas[to as usize];
                 let now = replica.now(self.time);
-                replica.acquired(now, Some(reply), config.acquire_again_when_unknown);
+                let rate = config.rate(replica.timings);
+                replica.acquired(now, Some(reply), config.acquire_again_when_unknown, rate);
                 if matches!(replica.role, Role::Leader(_))
                     && self.handed_over_by.is_some_and(|by| by != to)
                 {
@@ -210,7 +211,8 @@ impl State {
                     return;
                 }
                 let now = self.replicas[n].now(self.time);
-                if let Err(reason) = self.replicas[n].renewed(now, Some(reply)) {
+                let rate = config.rate(self.replicas[n].timings);
+                if let Err(reason) = self.replicas[n].renewed(now, Some(reply), rate) {
                     self.step_down(config, n, reason);
                 }
             }

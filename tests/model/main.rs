@@ -335,6 +335,45 @@ fn contenders_of_different_lease_durations_never_let_two_guards_pass() {
     );
 }
 
+/// A Redis clock faster than the drift margin covers (issue 34): one replica's clock stands
+/// still for two ticks in four, so Redis counts five seconds where it counts three. No data
+/// loss and no eviction, so that only the clocks can part two terms.
+fn fast_redis_clock(measured_rate: bool) -> Config {
+    Config {
+        evictions: 0,
+        restarts_losing_data: 0,
+        max_lag: 2,
+        lag_every: 2,
+        max_delayed: 1,
+        measured_rate,
+        ..Config::ci()
+    }
+}
+
+#[test]
+fn a_redis_clock_faster_than_the_margin_never_lets_two_guards_pass_with_the_validity_it_measured() {
+    let checker = explore(
+        "fast Redis clock, measured",
+        fast_redis_clock(true),
+        HasDiscoveries::All,
+    );
+    for property in SAFETY {
+        if let Some(trace) = trace::counterexample(&*checker, property) {
+            panic!("fast Redis clock, measured: {property}: counterexample\n{trace}");
+        }
+    }
+}
+
+#[test]
+fn a_redis_clock_faster_than_the_margin_lets_two_guards_pass_with_the_configured_drift_alone() {
+    counterexample_for(
+        "fast Redis clock, configured drift alone",
+        fast_redis_clock(false),
+        "runs slow and misses it",
+        "a replica clock falling behind Redis's",
+    );
+}
+
 #[test]
 fn a_cooldown_of_the_finders_own_lease_duration_lets_two_guards_pass() {
     let config = Config {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use leasehold::clock::BootInstant;
 use leasehold::elector::StepDownReason;
-use leasehold::elector::decide::{self, Seen, WatchdogStep};
+use leasehold::elector::decide::{self, RateBound, Seen, WatchdogStep};
 use leasehold::lease::{FencingToken, Holder, Retry};
 
 use leasehold::elector::Timing;
@@ -220,7 +220,15 @@ impl Replica {
     /// The acquire's reply, or its timeout (`None`): the outcome is unknown, and the replica
     /// sits out until it is resolved, or, before the fix (`acquire_again`), tries again
     /// after the retry period.
-    pub fn acquired(&mut self, now: BootInstant, reply: Option<AcquireReply>, acquire_again: bool) {
+    /// `rate`: the bound of Redis's clock rate the replica takes its validity from, if it
+    /// measures one.
+    pub fn acquired(
+        &mut self,
+        now: BootInstant,
+        reply: Option<AcquireReply>,
+        acquire_again: bool,
+        rate: Option<RateBound>,
+    ) {
         let Role::Acquiring { sent_at, woken } = self.role else {
             return;
         };
@@ -229,7 +237,8 @@ impl Replica {
             Some(AcquireReply::Acquired { token }) => {
                 self.terms += 1;
                 self.last_led = Some(token);
-                let deadlines = decide::Deadlines::from_sent(sent_at, &t);
+                let deadlines =
+                    decide::Deadlines::valid_for(sent_at, &t, decide::validity_at(&t, rate));
                 self.role = Role::Leader(Lead {
                     term: Term {
                         owner: self.id,
@@ -390,7 +399,12 @@ impl Replica {
     }
 
     /// The renewal's reply, or its timeout (`None`). `Err` carries a step-down.
-    pub fn renewed(&mut self, now: BootInstant, reply: Option<Renewal>) -> Result<(), Ending> {
+    pub fn renewed(
+        &mut self,
+        now: BootInstant,
+        reply: Option<Renewal>,
+        rate: Option<RateBound>,
+    ) -> Result<(), Ending> {
         let Role::Leader(lead) = &mut self.role else {
             return Ok(());
         };
@@ -403,7 +417,7 @@ impl Replica {
             Some(Renewal::Ran(RenewReply::Held { handover, .. })) => {
                 // The elector's own rule: deadlines from the send instant, and a reply after
                 // the validity it would extend ends the term.
-                let deadlines = decide::after_renewal(now, sent_at, &t, None)?;
+                let deadlines = decide::after_renewal(now, sent_at, &t, rate)?;
                 lead.valid_until = deadlines.valid_until;
                 lead.renew_by = deadlines.renew_by;
                 lead.next_renew = deadlines.next_renew;

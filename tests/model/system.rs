@@ -219,7 +219,8 @@ impl System {
             }
             Action::AcquireTimedOut(n) => {
                 let now = s.replicas[n as usize].now(s.time);
-                s.replicas[n as usize].acquired(now, None, c.acquire_again_when_unknown);
+                let rate = c.rate(s.replicas[n as usize].timings);
+                s.replicas[n as usize].acquired(now, None, c.acquire_again_when_unknown, rate);
                 s.discard_connection(c, n);
             }
             Action::Watchdog(n) => {
@@ -232,7 +233,8 @@ impl System {
             Action::RenewTimedOut(n) => {
                 let now = s.replicas[n as usize].now(s.time);
                 s.discard_connection(c, n);
-                if let Err(reason) = s.replicas[n as usize].renewed(now, None) {
+                let rate = c.rate(s.replicas[n as usize].timings);
+                if let Err(reason) = s.replicas[n as usize].renewed(now, None, rate) {
                     s.step_down(c, n as usize, reason);
                 }
             }
@@ -344,7 +346,7 @@ impl Model for System {
         if self.tick_allowed(state) {
             actions.push(Action::Tick);
             for r in &state.replicas {
-                if r.lag < c.max_lag && state.time >= 5 * u16::from(r.lag) {
+                if r.lag < c.max_lag && state.time >= c.lag_every * u16::from(r.lag) {
                     actions.push(Action::SlowTick(r.id));
                 }
             }
