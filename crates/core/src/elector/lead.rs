@@ -64,7 +64,17 @@ impl Elector {
         let clock = self.lease.clock().clone();
         let identity = self.lease.owner().identity().to_owned();
         let lease_name = self.lease.name().to_string();
-        let mut deadlines = Deadlines::from_sent(grant.sent_at, &timing);
+        // Until this term's replies bound Redis's clock rate, the last term's bound does: a
+        // Redis clock beyond the drift margin then shortens the first validity too.
+        let carried = *self
+            .last_rate
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut deadlines = Deadlines::valid_for(
+            grant.sent_at,
+            &timing,
+            decide::validity_at(&timing, carried),
+        );
         let valid_until = deadlines.valid_until;
         let leadership = Leadership::new(
             &grant,
@@ -193,6 +203,10 @@ impl Elector {
                     let bound = rate.bound();
                     if let Some(bound) = bound {
                         self.hooks.clock_rate(bound);
+                        *self
+                            .last_rate
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(bound);
                     }
                     self.redis_ok();
                     if repaired {

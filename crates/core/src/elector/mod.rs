@@ -99,6 +99,9 @@ pub struct Elector {
     notices: notices::Said,
     /// The loop's progress, for liveness (`heartbeat.rs`).
     heartbeat: Heartbeat,
+    /// The last bound of Redis's clock rate a term measured: it bounds the next term's
+    /// validity until that term's own replies do.
+    last_rate: std::sync::Mutex<Option<decide::RateBound>>,
 }
 
 impl Elector {
@@ -129,6 +132,7 @@ impl Elector {
             one_term: None,
             notices: notices::Said::default(),
             heartbeat: Heartbeat::new(timing.lease_duration),
+            last_rate: std::sync::Mutex::new(None),
         })
     }
 
