@@ -2,8 +2,10 @@
 //! `leasehold guard` before every write, its leasehold frozen while the command runs on, and a
 //! successor whose command writes to the same resource. Redis expires the lease on its own clock,
 //! here 5 % and 10 % fast (libfaketime); the old term's guard must close before the successor's
-//! first write, in the resource's own order of appends.
+//! first write, in the resource's own order of appends; and so must that of a leader cut off from
+//! Redis whose renew deadline sits near the TTL.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -12,6 +14,7 @@ use harness::guarded_command::{Entry, Kind, Resource, env, script};
 use harness::leasehold_bin;
 use harness::replica::Replica;
 use nix::sys::signal::Signal;
+use testbed::proxy::{Fault, FaultProxy};
 use testbed::redis_server::RedisServer;
 use testbed::wait::wait_for;
 
@@ -32,33 +35,31 @@ const LEASE: Duration = Duration::from_secs(2);
 const MARGIN: &str = "10ms";
 
 fn guarded(redis: &RedisServer, lease: &str, name: &str, guard: &Path, out: &Resource) -> Replica {
-    let mut args = TIMING.to_vec();
+    guarded_with(&redis.url(), &TIMING, lease, name, guard, out)
+}
+
+/// A replica on `url` with `timing`, whose command asks the guard before each write to `out`.
+fn guarded_with(
+    url: &str,
+    timing: &[&str],
+    lease: &str,
+    name: &str,
+    guard: &Path,
+    out: &Resource,
+) -> Replica {
+    let mut args = timing.to_vec();
     let guard = guard.display().to_string();
     args.extend(["--guard-file", &guard]);
     let env = env(&out.path, leasehold_bin(), MARGIN);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     Replica::spawn_with_env(
-        &redis.url(),
+        url,
         lease,
         name,
         &args,
         &["bash", "-c", &script(false)],
         &env,
     )
-}
-
-/// The old term's writes appended after the successor's first one.
-fn late_writes(entries: &[Entry], old: u64, new: u64) -> usize {
-    let Some(first_new) = entries
-        .iter()
-        .position(|e| e.kind == Kind::Write && e.token.0 == new)
-    else {
-        return 0;
-    };
-    entries[first_new..]
-        .iter()
-        .filter(|e| e.kind == Kind::Write && e.token.0 == old)
-        .count()
 }
 
 fn frozen_leader_on_a_fast_redis_clock(rate: f64) {
@@ -92,7 +93,7 @@ fn frozen_leader_on_a_fast_redis_clock(rate: f64) {
     });
     let entries = out.entries();
     leader.signal(Signal::SIGCONT);
-    let late = late_writes(&entries, old.0, new.0);
+    let late = writes_after_a_later_term(&entries);
     assert_eq!(
         late,
         0,
@@ -110,4 +111,74 @@ fn a_frozen_leaders_command_never_writes_after_its_successor_on_a_redis_clock_5_
 #[test]
 fn a_frozen_leaders_command_never_writes_after_its_successor_on_a_redis_clock_10_percent_fast() {
     frozen_leader_on_a_fast_redis_clock(1.10);
+}
+
+/// Writes appended after a write of a later term: what two overlapping terms leave behind.
+fn writes_after_a_later_term(entries: &[Entry]) -> usize {
+    let mut latest = 0;
+    let mut late = 0;
+    for e in entries.iter().filter(|e| e.kind == Kind::Write) {
+        if e.token.0 < latest {
+            late += 1;
+        }
+        latest = latest.max(e.token.0);
+    }
+    late
+}
+
+/// TTL 2 s and a renew deadline near it, 1.9 s: a leader cut off from a Redis 10 % fast would
+/// hold on until 1.9 s, past the 1.818 s Redis keeps the lease.
+const NEAR_TTL: [&str; 7] = [
+    "--lease-duration",
+    "2s",
+    "--renew-deadline",
+    "1900ms",
+    "--retry-period",
+    "400ms",
+    "--no-data-loss-cooldown",
+];
+
+/// The measured rate leaves no useful term there (the validity, 1,816 ms, falls below the renew
+/// deadline): a term ends with `clock_rate` as soon as two replies bound the rate; a replica
+/// then cut off from Redis begins its next terms with the validity it measured; and however
+/// terms come and go, no write of a term follows a later term's.
+#[test]
+fn a_renew_deadline_past_what_a_fast_redis_clock_keeps_ends_the_term_and_no_terms_overlap() {
+    let redis = RedisServer::builder().clock_rate(1.10).start();
+    let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], redis.port())));
+    let lease = unique_lease("clock-cut");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = Resource::new();
+    let leader = guarded_with(
+        &proxy.url(),
+        &NEAR_TTL,
+        &lease,
+        "leader",
+        &dir.path().join("a"),
+        &out,
+    );
+    let _follower = guarded_with(
+        &redis.url(),
+        &NEAR_TTL,
+        &lease,
+        "follower",
+        &dir.path().join("b"),
+        &out,
+    );
+    let stepped = leader.wait_events("stepped down", 1, 5 * LEASE);
+    assert_eq!(stepped[0]["reason"], "clock_rate", "{stepped:?}");
+    // From now on the first replica is cut off from Redis whenever it leads: its next terms
+    // begin with the validity its first one measured, shorter than its renew deadline.
+    proxy.set(Fault::Blackhole);
+    wait_for("more terms", 10 * LEASE, || {
+        (out.starts().len() >= 3).then_some(())
+    });
+    let entries = out.entries();
+    let late = writes_after_a_later_term(&entries);
+    assert_eq!(
+        late,
+        0,
+        "{late} writes landed after a later term's: {}",
+        std::fs::read_to_string(&out.path).unwrap_or_default()
+    );
 }
