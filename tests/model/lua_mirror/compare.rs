@@ -101,12 +101,15 @@ pub fn same_acquire(real: &Value, mirror: Acquisition) -> bool {
     if int(longest) != mirror.longest_ms as i64 {
         return false;
     }
+    // Redis's `TIME` before it, which only the clock-rate bound reads.
+    let Some((_time, parts)) = parts.split_last() else {
+        panic!("acquire replied {real:?}")
+    };
     let ms = SLACK_US as i64 / 1000;
     // A grant also says how the term before ended; that is for the log and decides nothing,
-    // so the model does not mirror it (tests/lease/succession.rs reads it in the real log). Nor
-    // Redis's `TIME`, which only the clock-rate bound reads.
+    // so the model does not mirror it (tests/lease/succession.rs reads it in the real log).
     let arity = match mirror.reply {
-        AcquireReply::Acquired { .. } => 4,
+        AcquireReply::Acquired { .. } => 3,
         AcquireReply::Held { .. } => 4,
         AcquireReply::Cooldown { .. } | AcquireReply::Reserved { .. } => 3,
     };

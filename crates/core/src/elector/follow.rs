@@ -41,6 +41,8 @@ impl Elector {
         // Whether the last wake-up was anything but the announcement of our own release.
         let mut woken = false;
         let mut gates = self.gates.clone();
+        // Redis's clock rate from this replica's tries, so that a term it wins begins with it.
+        let mut rate = decide::RateWindow::new(&timing);
         loop {
             self.heartbeat.beat(Duration::ZERO);
             releases.mark_seen();
@@ -107,6 +109,11 @@ impl Elector {
             if let Ok(acquired) = &attempt {
                 self.note_durations();
                 self.note_protocol(acquired);
+                if let Some(reading) = self.lease.last_reading() {
+                    // A step seen while following ends nothing; the window starts anew.
+                    let _ = rate.record(reading);
+                    self.keep_rate(rate.bound());
+                }
             }
             let seen = match attempt {
                 Ok(Acquired::Leader(mut grant)) => {

@@ -66,10 +66,7 @@ impl Elector {
         let lease_name = self.lease.name().to_string();
         // Until this term's replies bound Redis's clock rate, the last term's bound does: a
         // Redis clock beyond the drift margin then shortens the first validity too.
-        let carried = *self
-            .last_rate
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let carried = self.kept_rate();
         let mut deadlines = Deadlines::valid_for(
             grant.sent_at,
             &timing,
@@ -203,10 +200,7 @@ impl Elector {
                     let bound = rate.bound();
                     if let Some(bound) = bound {
                         self.hooks.clock_rate(bound);
-                        *self
-                            .last_rate
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(bound);
+                        self.keep_rate(Some(bound));
                     }
                     self.redis_ok();
                     if repaired {
@@ -421,6 +415,26 @@ fn clock_jumped(jump: Jump, identity: &str, lease: &str, token: FencingToken) ->
                 hand_to: None,
             })
         }
+    }
+}
+
+impl Elector {
+    /// Keeps the latest bound of Redis's clock rate (a term's, or a follower's tries'), for the
+    /// next term's first validity.
+    pub(super) fn keep_rate(&self, bound: Option<decide::RateBound>) {
+        if let Some(bound) = bound {
+            *self
+                .last_rate
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(bound);
+        }
+    }
+
+    fn kept_rate(&self) -> Option<decide::RateBound> {
+        *self
+            .last_rate
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

@@ -99,8 +99,8 @@ pub struct Elector {
     notices: notices::Said,
     /// The loop's progress, for liveness (`heartbeat.rs`).
     heartbeat: Heartbeat,
-    /// The last bound of Redis's clock rate a term measured: it bounds the next term's
-    /// validity until that term's own replies do.
+    /// The latest bound of Redis's clock rate, from a term's replies or a follower's tries: it
+    /// bounds the next term's first validity until that term's own replies do.
     last_rate: std::sync::Mutex<Option<decide::RateBound>>,
 }
 

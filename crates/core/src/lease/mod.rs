@@ -47,7 +47,7 @@ pub use keys::{
 pub use options::{LeaseOptions, Secret, WaitReplicas, minimal_acl_rule};
 pub use outcome::{
     Acquired, CooldownState, EvictionPolicy, Grant, Holder, Observation, PreviousTerm, Protocol,
-    Released, Renewal, Renewed,
+    Reading, Released, Renewal, Renewed,
 };
 pub use pubsub::{DATA_LOSS_NOTICE, HANDOVER_NUDGE, Heard, Release, ReleaseSubscription};
 pub use remove::{InForce, Removal};
@@ -78,6 +78,8 @@ pub struct RedisLease {
     /// claim in `:longest`, see the scripts): should Redis lose its data, this owner's cooldown
     /// covers it, even though the key that said so is gone.
     longest_seen: std::sync::atomic::AtomicU64,
+    /// Redis's `TIME` as the last acquire's reply carried it (see [`RedisLease::last_reading`]).
+    last_reading: std::sync::Mutex<Option<Reading>>,
     clock: SharedClock,
 }
 
@@ -131,6 +133,7 @@ impl RedisLease {
             wait_replicas: options.wait_replicas,
             subscriptions: std::sync::atomic::AtomicUsize::new(0),
             longest_seen: std::sync::atomic::AtomicU64::new(0),
+            last_reading: std::sync::Mutex::new(None),
             clock: options.clock,
         })
     }
@@ -229,6 +232,16 @@ impl RedisLease {
         Duration::from_millis(self.longest_seen.load(std::sync::atomic::Ordering::Relaxed))
     }
 
+    /// Redis's `TIME` as the last answered acquire carried it, between the instants its call was
+    /// sent and answered: a follower bounds Redis's clock rate from its tries, so that its first
+    /// term begins with the rate known.
+    pub fn last_reading(&self) -> Option<Reading> {
+        *self
+            .last_reading
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Tries to take the lease for `ttl`.
     pub async fn acquire(&self, ttl: Duration, timeout: Duration) -> Result<Acquired, LeaseError> {
         self.acquire_observing(ttl, timeout, None, None).await
@@ -284,8 +297,16 @@ impl RedisLease {
             };
             let (reply, confirmed) = tokio::join!(script, self.conn.confirm_master(OP, &live));
             let reply = reply.map_err(self.fail(OP))?;
-            let (acquired, longest) =
+            let (acquired, redis_us, longest) =
                 parse_acquire(&reply, sent_at, ttl).ok_or_else(|| protocol(OP, &reply))?;
+            *self
+                .last_reading
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Reading {
+                sent: sent_at,
+                received: self.clock.now(),
+                redis_us,
+            });
             self.longest_seen.fetch_max(
                 u64::try_from(longest.as_millis()).unwrap_or(u64::MAX),
                 std::sync::atomic::Ordering::Relaxed,

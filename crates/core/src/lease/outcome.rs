@@ -157,6 +157,15 @@ impl std::fmt::Display for Protocol {
     }
 }
 
+/// One reply that carried Redis's `TIME`: the boot clock's instants around it, and that time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
+    pub sent: BootInstant,
+    pub received: BootInstant,
+    /// Redis's `TIME`, in microseconds.
+    pub redis_us: u64,
+}
+
 /// The outcome of a renew.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Renewed {

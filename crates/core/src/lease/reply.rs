@@ -49,25 +49,28 @@ pub(super) fn remaining(pttl: i64) -> Option<Duration> {
     u64::try_from(pttl).ok().map(Duration::from_millis)
 }
 
-/// Maps an acquire reply to its outcome and the longest lease duration of a live claim that
-/// the script saw (zero for none): every reply ends with it.
+/// Maps an acquire reply to its outcome, Redis's `TIME` in microseconds, and the longest lease
+/// duration of a live claim that the script saw (zero for none): every reply ends with the
+/// last two.
 pub(super) fn parse_acquire(
     reply: &Value,
     sent_at: BootInstant,
     ttl: Duration,
-) -> Option<(Acquired, Duration)> {
+) -> Option<(Acquired, u64, Duration)> {
     let Value::Array(items) = reply else {
         return None;
     };
     let (longest, items) = items.split_last()?;
     let longest = Duration::from_millis(u64::try_from(int(longest)?).ok()?);
+    let (time, items) = items.split_last()?;
+    let redis_us = u64::try_from(int(time)?).ok()?;
     let acquired = match (text(items.first()?)?.as_str(), &items[1..]) {
-        ("ACQUIRED", [t, previous, time]) => Some(Acquired::Leader(Grant {
+        ("ACQUIRED", [t, previous]) => Some(Acquired::Leader(Grant {
             token: token(t)?,
             sent_at,
             ttl,
             previous: PreviousTerm::from_label(&text(previous)?)?,
-            redis_us: u64::try_from(int(time)?).ok()?,
+            redis_us,
         })),
         ("HELD", [value, pttl, source]) => {
             Some(Acquired::HeldBy(holder(&text(value)?, int(pttl)?, source)?))
@@ -85,7 +88,7 @@ pub(super) fn parse_acquire(
         }
         _ => None,
     }?;
-    Some((acquired, longest))
+    Some((acquired, redis_us, longest))
 }
 
 /// Maps a renew reply (see the renew script): 0 not ours; `{code, listeners, time_us}` held,
@@ -198,61 +201,45 @@ mod tests {
         Value::BulkString(s.as_bytes().to_vec())
     }
 
+    /// Redis's `TIME` in the replies below, in microseconds.
+    const TIME: u64 = 1_800_000_000_000_000;
+
     #[test]
     fn acquire_replies_map_to_outcomes() {
         let at = BootInstant::default();
         let ttl = Duration::from_secs(15);
         let cases = [
             (
-                Value::Array(vec![
-                    bulk("ACQUIRED"),
-                    Value::Int(7),
-                    bulk("expired"),
-                    Value::Int(1_800_000_000_000_000),
-                ]),
+                Value::Array(vec![bulk("ACQUIRED"), Value::Int(7), bulk("expired")]),
                 Some(Acquired::Leader(Grant {
                     token: FencingToken(7),
                     sent_at: at,
                     ttl,
                     previous: PreviousTerm::Expired,
-                    redis_us: 1_800_000_000_000_000,
+                    redis_us: TIME,
                 })),
             ),
             (
-                Value::Array(vec![
-                    bulk("ACQUIRED"),
-                    Value::Int(7),
-                    bulk("handed_over"),
-                    Value::Int(5),
-                ]),
+                Value::Array(vec![bulk("ACQUIRED"), Value::Int(7), bulk("handed_over")]),
                 Some(Acquired::Leader(Grant {
                     token: FencingToken(7),
                     sent_at: at,
                     ttl,
                     previous: PreviousTerm::HandedOver,
-                    redis_us: 5,
+                    redis_us: TIME,
                 })),
-            ),
-            (
-                Value::Array(vec![bulk("ACQUIRED"), Value::Int(7), bulk("expired")]),
-                None,
             ),
             (
                 Value::Array(vec![
                     bulk("ACQUIRED"),
                     Value::Int(7),
                     bulk("expired"),
-                    Value::Int(-5),
+                    Value::Int(5),
                 ]),
                 None,
             ),
             (
-                Value::Array(vec![
-                    bulk("ACQUIRED"),
-                    Value::Int(7),
-                    bulk("somehow"),
-                    Value::Int(5),
-                ]),
+                Value::Array(vec![bulk("ACQUIRED"), Value::Int(7), bulk("somehow")]),
                 None,
             ),
             (
@@ -334,12 +321,7 @@ mod tests {
             ),
             (Value::Array(vec![bulk("NEWER"), bulk("")]), None),
             (
-                Value::Array(vec![
-                    bulk("ACQUIRED"),
-                    Value::Int(-3),
-                    bulk("none"),
-                    Value::Int(5),
-                ]),
+                Value::Array(vec![bulk("ACQUIRED"), Value::Int(-3), bulk("none")]),
                 None,
             ),
             (Value::Array(vec![bulk("WHAT")]), None),
@@ -347,29 +329,39 @@ mod tests {
             (Value::Int(1), None),
         ];
         for (reply, want) in cases {
-            // Every reply ends with the longest live claim.
+            // Every reply ends with Redis's time and the longest live claim.
             let Value::Array(mut items) = reply else {
                 assert_eq!(parse_acquire(&reply, at, ttl), None, "{reply:?}");
                 continue;
             };
-            items.push(Value::Int(10_000));
+            items.extend([Value::Int(TIME as i64), Value::Int(10_000)]);
             let reply = Value::Array(items);
             assert_eq!(
                 parse_acquire(&reply, at, ttl),
-                want.map(|a| (a, Duration::from_secs(10))),
+                want.map(|a| (a, TIME, Duration::from_secs(10))),
                 "{reply:?}"
             );
         }
-        // Without it, or with a negative one, the reply is not the script's.
+        // Without them, or with a negative one, the reply is not the script's.
         let bare = Value::Array(vec![bulk("ACQUIRED"), Value::Int(7), bulk("none")]);
         assert_eq!(parse_acquire(&bare, at, ttl), None);
-        let negative = Value::Array(vec![
+        let untimed = Value::Array(vec![
             bulk("ACQUIRED"),
             Value::Int(7),
             bulk("none"),
-            Value::Int(-1),
+            Value::Int(10_000),
         ]);
-        assert_eq!(parse_acquire(&negative, at, ttl), None);
+        assert_eq!(parse_acquire(&untimed, at, ttl), None);
+        for (time, longest) in [(-1, 10_000), (TIME as i64, -1)] {
+            let negative = Value::Array(vec![
+                bulk("ACQUIRED"),
+                Value::Int(7),
+                bulk("none"),
+                Value::Int(time),
+                Value::Int(longest),
+            ]);
+            assert_eq!(parse_acquire(&negative, at, ttl), None);
+        }
     }
 
     #[test]

@@ -125,27 +125,27 @@ pub const PROTOCOL: u32 = 1;
 /// that one that knows a longer duration than the finder makes the cooldown cover it, counted
 /// from the instant of the loss.
 ///
-/// Replies, each ending with the longest lease duration of a live claim in ms (0 for none):
+/// Replies, each ending with Redis's `TIME` in microseconds (for the clock-rate bound, also
+/// while following) and the longest lease duration of a live claim in ms (0 for none):
 /// - `{"ACQUIRED", token, previous, time_us, longest}`; the lease then holds `<owner id>#<token>`, the
 ///   term value. `previous` says how the term before ended, for the log: `handed_over` (a
 ///   reservation named us), `data_loss` (the record was missing or another Redis's, without
 ///   the cooldown; with it, the elector saw the cooldown first), `expired` (the record still
 ///   names a term, or the key still holds an earlier term of ours: nobody released it),
 ///   `released` (an earlier term was released: a token was handed out before), else `none`.
-///   `time_us` is Redis's `TIME`, the clock-rate bound's first reading of the term.
-/// - `{"HELD", term_value, pttl_ms, source, longest}` where `source` is `KEY`, or `RECORD` when
+/// - `{"HELD", term_value, pttl_ms, source, time_us, longest}` where `source` is `KEY`, or `RECORD` when
 ///   the lease key is gone before its time and the record still names an unexpired term.
-/// - `{"COOLDOWN", remaining_ms, started, longest}` where `started` is 1 when this call found
+/// - `{"COOLDOWN", remaining_ms, started, time_us, longest}` where `started` is 1 when this call found
 ///   the data loss and started the cooldown.
-/// - `{"RESERVED", identity, pttl_ms, longest}`: the lease is free, but a handover reserved it
+/// - `{"RESERVED", identity, pttl_ms, time_us, longest}`: the lease is free, but a handover reserved it
 ///   for `identity` for that long. The winner of a reserved term clears the reservation.
-/// - `{"NEWER", version, release, 0}`: the keys are written in a higher protocol than ours
+/// - `{"NEWER", version, release, time_us, 0}`: the keys are written in a higher protocol than ours
 ///   (`?` for a value that cannot be read), by that release; nothing was read or written.
 const ACQUIRE: &str = r#"
 local probe = ARGV[8] or ''
 if probe ~= '' then redis.call('PUBLISH', probe, ARGV[9] or '') end
 local newer = newer_protocol(KEYS[6], tonumber(ARGV[10]))
-if newer then return {'NEWER', newer[1], newer[2], 0} end
+if newer then return {'NEWER', newer[1], newer[2], now_us(), 0} end
 local now = now_us()
 local ttl_ms = tonumber(ARGV[2])
 local server = server_identity()
@@ -175,7 +175,7 @@ if record == nil or record.server ~= server then
     l.loss = now
     write_longest(KEYS[5], l)
     redis.call('PUBLISH', ARGV[7], 'data-loss ' .. string.format('%d', cover))
-    return {'COOLDOWN', cover, 1, live}
+    return {'COOLDOWN', cover, 1, now, live}
   end
   lost = true
   record = r
@@ -196,7 +196,7 @@ else
     end
   end
   if record.cool > now then
-    return {'COOLDOWN', math.ceil((record.cool - now) / 1000), 0, live}
+    return {'COOLDOWN', math.ceil((record.cool - now) / 1000), 0, now, live}
   end
 end
 
@@ -206,13 +206,13 @@ local function ours(value)
 end
 local current = redis.call('GET', KEYS[1])
 if current and not ours(current) then
-  return {'HELD', current, redis.call('PTTL', KEYS[1]), 'KEY', live}
+  return {'HELD', current, redis.call('PTTL', KEYS[1]), 'KEY', now, live}
 end
 if not current and record.term ~= '-' and not ours(record.term) then
   if record.term_until > now then
-    return {'HELD', record.term, math.ceil((record.term_until - now) / 1000), 'RECORD', live}
+    return {'HELD', record.term, math.ceil((record.term_until - now) / 1000), 'RECORD', now, live}
   elseif record.term == observed then
-    return {'HELD', record.term, -2, 'RECORD', live}
+    return {'HELD', record.term, -2, 'RECORD', now, live}
   end
 end
 
@@ -220,7 +220,7 @@ end
 -- until the reservation runs out.
 local reserved = redis.call('GET', KEYS[4])
 if reserved and reserved ~= ARGV[5] then
-  return {'RESERVED', reserved, redis.call('PTTL', KEYS[4]), live}
+  return {'RESERVED', reserved, redis.call('PTTL', KEYS[4]), now, live}
 end
 
 -- Free, or an earlier term of our own that Redis still keeps (a release that never landed):

@@ -18,17 +18,9 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::clock::BootInstant;
 use crate::elector::{FIXED_DRIFT, Timing};
 
-/// One reply: the boot clock's instants around it and Redis's `TIME` in it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reading {
-    pub sent: BootInstant,
-    pub received: BootInstant,
-    /// Redis's `TIME`, in microseconds.
-    pub redis_us: u64,
-}
+pub use crate::lease::Reading;
 
 /// Redis seconds per boot-clock second, between `low` and `high`.
 #[derive(Debug, Clone, Copy, PartialEq)]
