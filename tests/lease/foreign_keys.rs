@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use harness::contenders::unique_lease;
-use harness::replica::{FAST, Replica, run_to_end};
+use harness::replica::{FAST, Replica, lease_status};
 use testbed::redis_server::RedisServer;
 use testbed::wait::wait_for;
 
@@ -25,15 +25,6 @@ fn metric_line(replica: &Replica, line: &str) -> bool {
     replica
         .get("/metrics")
         .is_some_and(|(_, body)| body.lines().any(|l| l == line))
-}
-
-fn status_text(redis: &RedisServer, lease: &str) -> String {
-    let (code, out, err) = run_to_end(
-        &["status", "--redis-url", &redis.url(), "--lease-name", lease],
-        &[],
-    );
-    assert_eq!(code, 0, "{err}");
-    out
 }
 
 #[test]
@@ -71,7 +62,7 @@ fn a_lease_key_without_expiry_blocks_the_lease_and_is_said_once_where_operators_
             assert_eq!(r.leader()["is_leader"], false, "never taken over");
         }
         assert_eq!(redis.cmd::<String>(&["GET", &key]), value, "untouched");
-        let text = status_text(&redis, &lease);
+        let text = lease_status(&redis.url(), &lease);
         assert!(
             text.contains("expires in  never expires: not written by leasehold"),
             "{text}"
@@ -129,7 +120,7 @@ fn a_reservation_without_expiry_is_said_once_and_does_not_make_followers_spin() 
             "leasehold_lease_blocked{key=\"reservation\"} 1"
         ));
     }
-    let text = status_text(&redis, &lease);
+    let text = lease_status(&redis.url(), &lease);
     assert!(
         text.contains("reserved    for nobody, never expires"),
         "{text}"

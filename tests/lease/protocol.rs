@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use harness::contenders::{lease, unique_lease};
-use harness::replica::{FAST, Replica, run_to_end};
+use harness::replica::{FAST, Replica, lease_status};
 use leasehold::lease::{
     Acquired, FencingToken, LeaseKeys, LeaseName, PROTOCOL, Protocol, Released, Renewed,
 };
@@ -40,7 +40,10 @@ impl Release020<'_> {
     fn acquire(&self) -> (String, String) {
         let k = &self.keys;
         let reply = self.eval(
-            include_str!("release_0_2_0/acquire.lua"),
+            concat!(
+                include_str!("release_0_2_0/record.lua"),
+                include_str!("release_0_2_0/acquire.lua")
+            ),
             &[&k.lease, &k.fence, &k.state, &k.reserved, &k.longest],
             &[
                 &self.owner,
@@ -72,7 +75,10 @@ impl Release020<'_> {
     fn renew(&self, token: &str) -> Value {
         let k = &self.keys;
         self.eval(
-            include_str!("release_0_2_0/renew.lua"),
+            concat!(
+                include_str!("release_0_2_0/record.lua"),
+                include_str!("release_0_2_0/renew.lua")
+            ),
             &[&k.lease, &k.state, &k.handover, &k.longest],
             &[&self.term(token), "1000"],
         )
@@ -81,7 +87,10 @@ impl Release020<'_> {
     fn release(&self, token: &str) -> Value {
         let k = &self.keys;
         self.eval(
-            include_str!("release_0_2_0/release.lua"),
+            concat!(
+                include_str!("release_0_2_0/record.lua"),
+                include_str!("release_0_2_0/release.lua")
+            ),
             &[&k.lease, &k.state, &k.handover, &k.reserved],
             &[&self.term(token), &k.channel, "term", "", "0"],
         )
@@ -246,17 +255,7 @@ fn a_replica_stays_out_of_a_newer_protocol_says_what_to_do_and_leads_once_it_is_
     let lease_key = format!("leasehold:{{{lease}}}");
     let fence: u32 = redis.cmd(&["EXISTS", &lease_key, &format!("{lease_key}:fence")]);
     assert_eq!(fence, 0, "nothing of the lease was written");
-    let (code, text, err) = run_to_end(
-        &[
-            "status",
-            "--redis-url",
-            &redis.url(),
-            "--lease-name",
-            &lease,
-        ],
-        &[],
-    );
-    assert_eq!(code, 0, "{err}");
+    let text = lease_status(&redis.url(), &lease);
     assert!(
         text.contains(&format!(
             "protocol    {} (leasehold 9.0.0), newer than this leasehold's protocol {PROTOCOL}",

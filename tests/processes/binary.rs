@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use harness::contenders::unique_lease;
-use harness::replica::{FAST, RELEASE_ONLY, Replica, run_to_end};
+use harness::replica::{FAST, RELEASE_ONLY, Replica, lease_status, run_to_end};
 use nix::sys::signal::Signal;
 use testbed::redis_server::RedisServer;
 use testbed::wait::wait_for;
@@ -570,17 +570,7 @@ fn status_reads_the_lease_from_redis() {
     assert_eq!(view["token"].as_u64(), Some(token));
     assert_eq!(view["lease_key"], format!("leasehold:{{{lease}}}"));
     assert!(view["expires_in_ms"].as_u64().unwrap() <= 1500);
-    let (code, text, _) = run_to_end(
-        &[
-            "status",
-            "--redis-url",
-            &redis.url(),
-            "--lease-name",
-            &lease,
-        ],
-        &[],
-    );
-    assert_eq!(code, 0);
+    let text = lease_status(&redis.url(), &lease);
     assert!(text.contains("holder      a (owner id a-"), "{text}");
     // Redis down: a runtime error, exit code 1, and a message.
     drop(a);

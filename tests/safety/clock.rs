@@ -7,20 +7,12 @@
 use std::time::{Duration, Instant};
 
 use harness::contenders::unique_lease;
-use harness::replica::{Replica, run_to_end};
+use harness::replica::{Replica, TWO_SECOND_TERM, run_to_end};
 use testbed::redis_server::RedisServer;
 use testbed::wait::wait_for;
 
-/// TTL 2 s, renew deadline 1.4 s, retry 400 ms: a renewal every 400 ms.
-const TIMING: [&str; 7] = [
-    "--lease-duration",
-    "2s",
-    "--renew-deadline",
-    "1400ms",
-    "--retry-period",
-    "400ms",
-    "--no-data-loss-cooldown",
-];
+/// TTL 2 s, renew deadline 1.4 s, retry 400 ms, no data-loss cooldown.
+const TIMING: [&str; 7] = TWO_SECOND_TERM;
 
 const LEASE: Duration = Duration::from_secs(2);
 

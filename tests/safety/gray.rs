@@ -10,24 +10,15 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use harness::contenders::unique_lease;
-use harness::replica::Replica;
+use harness::replica::{Replica, TWO_SECOND_TERM};
 use leasehold::lease::minimal_acl_rule;
 use nix::sys::signal::Signal;
 use testbed::proxy::{Fault, FaultProxy};
 use testbed::redis_server::RedisServer;
 use testbed::wait::{holds_on_every_look, wait_for};
 
-/// The timing of the reports: TTL 2 s, renew deadline 1.4 s, retry 400 ms, so that an acquire
-/// is bounded by 467 ms; no data-loss cooldown, so that a fresh Redis elects at once.
-const GRAY: [&str; 7] = [
-    "--lease-duration",
-    "2s",
-    "--renew-deadline",
-    "1400ms",
-    "--retry-period",
-    "400ms",
-    "--no-data-loss-cooldown",
-];
+/// TTL 2 s, renew deadline 1.4 s, retry 400 ms, no data-loss cooldown.
+const GRAY: [&str; 7] = TWO_SECOND_TERM;
 
 /// The lease duration of [`GRAY`].
 const LEASE: Duration = Duration::from_secs(2);

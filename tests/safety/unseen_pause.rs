@@ -9,40 +9,62 @@
 use std::time::Duration;
 
 use harness::contenders::unique_lease;
-use harness::replica::{Replica, run_to_end};
+use harness::replica::{Replica, TWO_SECOND_TERM, run_to_end};
 use leasehold::clock::BootInstant;
 use leasehold::guard::{GuardRecord, read_guard_file};
 use nix::sys::signal::Signal;
 use testbed::redis_server::{FAKETIME, RedisServer};
 use testbed::wait::wait_for;
 
-/// TTL 2 s, renew deadline 1.4 s, retry 400 ms.
-const TIMING: [&str; 7] = [
-    "--lease-duration",
-    "2s",
-    "--renew-deadline",
-    "1400ms",
-    "--retry-period",
-    "400ms",
-    "--no-data-loss-cooldown",
-];
+/// TTL 2 s, renew deadline 1.4 s, retry 400 ms, no data-loss cooldown.
+const TIMING: [&str; 7] = TWO_SECOND_TERM;
 
 const LEASE: Duration = Duration::from_secs(2);
 
+/// The clocks of a host that freezes unseen: an offset file that libfaketime re-reads at every
+/// call, for a Redis ([`RedisBuilder::clock_file`](testbed::redis_server::RedisBuilder)) and for
+/// leasehold processes whose monotonic clocks it leaves alone.
+struct FrozenHost {
+    dir: tempfile::TempDir,
+    offset: std::path::PathBuf,
+    offset_path: String,
+}
+
+impl FrozenHost {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let offset = dir.path().join("offset");
+        std::fs::write(&offset, "+0 x1.0").expect("write the clock's offset");
+        let offset_path = offset.to_str().expect("a UTF-8 path").to_owned();
+        Self {
+            dir,
+            offset,
+            offset_path,
+        }
+    }
+
+    /// The environment of a process on this host.
+    fn env(&self) -> [(&str, &str); 4] {
+        [
+            ("LD_PRELOAD", FAKETIME),
+            ("FAKETIME_TIMESTAMP_FILE", &self.offset_path),
+            ("FAKETIME_NO_CACHE", "1"),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+        ]
+    }
+
+    /// 5 s pass for the world, none of them for the boot clock.
+    fn jump_5s(&self) {
+        std::fs::write(&self.offset, "+5 x1.0").expect("jump the clocks");
+    }
+}
+
 #[test]
 fn a_freeze_the_boot_clock_did_not_count_ends_the_term_as_a_pause_before_anyone_else_leads() {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let offset = dir.path().join("offset");
-    std::fs::write(&offset, "+0 x1.0").expect("write the clock's offset");
-    let offset_path = offset.to_str().expect("a UTF-8 path");
-    let redis = RedisServer::builder().clock_file(&offset).start();
+    let host = FrozenHost::new();
+    let redis = RedisServer::builder().clock_file(&host.offset).start();
     let lease = unique_lease("unseen-pause");
-    let frozen_host = [
-        ("LD_PRELOAD", FAKETIME),
-        ("FAKETIME_TIMESTAMP_FILE", offset_path),
-        ("FAKETIME_NO_CACHE", "1"),
-        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
-    ];
+    let frozen_host = host.env();
     let leader =
         Replica::spawn_with_env(&redis.url(), &lease, "leader", &TIMING, &[], &frozen_host);
     wait_for("the leader to lead", 5 * LEASE, || {
@@ -55,7 +77,7 @@ fn a_freeze_the_boot_clock_did_not_count_ends_the_term_as_a_pause_before_anyone_
     leader.wait_events("renewed", 3, 5 * LEASE);
 
     // 5 s pass for the world and for Redis, none of them for the leader's boot clock.
-    std::fs::write(&offset, "+5 x1.0").expect("jump the clocks");
+    host.jump_5s();
     let stepped = wait_for("the leader to step down", LEASE, || {
         // The follower first: should it lead before the leader's step-down is written, this
         // order sees it.
@@ -88,20 +110,12 @@ fn a_freeze_the_boot_clock_did_not_count_ends_the_term_as_a_pause_before_anyone_
 
 #[test]
 fn a_guard_asked_after_a_freeze_the_boot_clock_did_not_count_refuses() {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let offset = dir.path().join("offset");
-    std::fs::write(&offset, "+0 x1.0").expect("write the clock's offset");
-    let offset_path = offset.to_str().expect("a UTF-8 path");
-    let guard = dir.path().join("guard");
+    let host = FrozenHost::new();
+    let guard = host.dir.path().join("guard");
     let guard_path = guard.to_str().expect("a UTF-8 path");
-    let redis = RedisServer::builder().clock_file(&offset).start();
+    let redis = RedisServer::builder().clock_file(&host.offset).start();
     let lease = unique_lease("unseen-guard");
-    let frozen_host = [
-        ("LD_PRELOAD", FAKETIME),
-        ("FAKETIME_TIMESTAMP_FILE", offset_path),
-        ("FAKETIME_NO_CACHE", "1"),
-        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
-    ];
+    let frozen_host = host.env();
     let mut args = TIMING.to_vec();
     args.extend(["--guard-file", guard_path]);
     let leader = Replica::spawn_with_env(&redis.url(), &lease, "leader", &args, &[], &frozen_host);
@@ -115,7 +129,7 @@ fn a_guard_asked_after_a_freeze_the_boot_clock_did_not_count_refuses() {
     // The whole host freezes for 5 s, which its boot clock does not count: leasehold stops (so
     // nothing rewrites the guard file), and the clocks jump when it resumes.
     leader.signal(Signal::SIGSTOP);
-    std::fs::write(&offset, "+5 x1.0").expect("jump the clocks");
+    host.jump_5s();
     let (code, _, words) = ask();
     let GuardRecord::Term { valid_until, .. } =
         read_guard_file(&guard).expect("the frozen leader's record")

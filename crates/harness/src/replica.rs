@@ -42,6 +42,19 @@ pub const RELEASE_ONLY: [&str; 7] = [
     "--no-data-loss-cooldown",
 ];
 
+/// The timing of the gray-failure and clock reports: TTL 2 s, renew deadline 1.4 s, retry
+/// 400 ms (an acquire bounded by 467 ms), and no data-loss cooldown (a fresh Redis elects at
+/// once).
+pub const TWO_SECOND_TERM: [&str; 7] = [
+    "--lease-duration",
+    "2s",
+    "--renew-deadline",
+    "1400ms",
+    "--retry-period",
+    "400ms",
+    "--no-data-loss-cooldown",
+];
+
 /// One `leasehold run` process.
 pub struct Replica {
     /// Its `--identity`.
@@ -373,6 +386,16 @@ pub const INTERNAL_WORDS: &[&str] = &[
     "`ping`",
     "`info`",
 ];
+
+/// `leasehold status` of `lease` on `redis_url`, as text; panics unless it exits 0.
+pub fn lease_status(redis_url: &str, lease: &str) -> String {
+    let (code, out, err) = run_to_end(
+        &["status", "--redis-url", redis_url, "--lease-name", lease],
+        &[],
+    );
+    assert_eq!(code, 0, "leasehold status: {err}");
+    out
+}
 
 /// Panics when `message` (what leasehold said to its user) holds one of the
 /// [`INTERNAL_WORDS`].
