@@ -40,6 +40,20 @@ pub struct RedisClockView {
     pub measured_at: String,
 }
 
+impl RedisClockView {
+    /// The view of a bound from `low` to `high` that term `term` measured at `at`.
+    pub fn of(low: f64, high: f64, term: Option<u64>, at: SystemTime) -> Self {
+        Self {
+            rate: (low + high) / 2.0,
+            low,
+            high,
+            width: high - low,
+            term,
+            measured_at: humantime::format_rfc3339_millis(at).to_string(),
+        }
+    }
+}
+
 /// The term hook that keeps what the clocks showed.
 pub struct ClockWatch {
     drift_factor: f64,
@@ -132,14 +146,13 @@ impl TermHooks for ClockWatch {
 
     fn clock_rate(&self, bound: RateBound) {
         let mut seen = self.seen();
-        seen.redis = Some(RedisClockView {
-            rate: (bound.low + bound.high) / 2.0,
-            low: bound.low,
-            high: bound.high,
-            width: bound.width(),
-            term: seen.term.map(|t| t.0),
-            measured_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
-        });
+        let term = seen.term.map(|t| t.0);
+        seen.redis = Some(RedisClockView::of(
+            bound.low,
+            bound.high,
+            term,
+            SystemTime::now(),
+        ));
     }
 }
 

@@ -1,14 +1,17 @@
 //! `leasehold status`: who holds the lease now, its fencing token and the time left, read
 //! straight from Redis.
 
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 use serde::Serialize;
 
 use super::lease::name_asked_lease;
 use crate::cli::{CliError, OutputFormat, StatusSettings};
+use crate::clock_watch::RedisClockView;
 use crate::leader_view::ProtocolView;
-use crate::lease::{CooldownState, LeaseName, Observation, OwnerId, Protocol};
+use crate::lease::{
+    CooldownState, LeaseName, Observation, OwnerId, Protocol, identity_of, split_term,
+};
 
 /// The JSON of `leasehold status --output json`.
 #[derive(Debug, Serialize)]
@@ -47,6 +50,11 @@ pub struct StatusView {
     /// The keys are written in a higher protocol than this leasehold's: replicas of this
     /// release stay out of the election.
     pub protocol_newer: bool,
+    /// Redis's clock rate against the leader's boot clock, as the leader last noted it (about
+    /// once per lease duration; gone three lease durations after the last note).
+    pub redis_clock: Option<RedisClockView>,
+    /// The identity of the leader that noted it.
+    pub redis_clock_by: Option<String>,
 }
 
 /// What a key without TTL says in the text output.
@@ -79,6 +87,15 @@ impl StatusView {
             cooldown_ms,
             protocol: seen.protocol.as_ref().map(ProtocolView::from),
             protocol_newer: seen.protocol.as_ref().is_some_and(Protocol::is_newer),
+            redis_clock: seen.redis_clock.as_ref().map(|noted| {
+                let at = UNIX_EPOCH + Duration::from_micros(noted.at_us);
+                let token = split_term(&noted.term).1.map(|t| t.0);
+                RedisClockView::of(noted.low, noted.high, token, at)
+            }),
+            redis_clock_by: seen
+                .redis_clock
+                .as_ref()
+                .map(|noted| identity_of(split_term(&noted.term).0).to_owned()),
         }
     }
 
@@ -143,6 +160,15 @@ impl StatusView {
             }
         };
         rows.push(("protocol", protocol));
+        if let (Some(c), Some(by)) = (&self.redis_clock, &self.redis_clock_by) {
+            rows.push((
+                "redis clock",
+                format!(
+                    "{:.3} times as fast as the leader's ({:.3} to {:.3}), measured by {by} at {}",
+                    c.rate, c.low, c.high, c.measured_at
+                ),
+            ));
+        }
         rows.iter().map(|(k, v)| format!("{k:<11} {v}\n")).collect()
     }
 }
@@ -171,7 +197,7 @@ async fn show(settings: &StatusSettings, lease_name: LeaseName) -> anyhow::Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lease::{FencingToken, Holder, PROTOCOL};
+    use crate::lease::{FencingToken, Holder, NotedRate, PROTOCOL};
 
     #[test]
     fn text_and_json_show_the_holder() {
@@ -187,6 +213,7 @@ mod tests {
             cooldown: CooldownState::Idle,
             reserved: None,
             protocol: None,
+            redis_clock: None,
         };
         let view = StatusView::of(&name, "leasehold:{shop/web}", &seen);
         let text = view.text();
@@ -221,6 +248,12 @@ mod tests {
                 version: Some(PROTOCOL + 1),
                 release: "9.0.0".into(),
             }),
+            redis_clock: Some(NotedRate {
+                term: "web-a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#41".into(),
+                low: 1.049,
+                high: 1.051,
+                at_us: 1_796_000_000_000_000,
+            }),
         };
         let view = StatusView::of(&name, "leasehold:{shop/web}", &seen);
         let text = view.text();
@@ -230,6 +263,7 @@ mod tests {
             "last token  42",
             "expires in  never expires: not written by leasehold",
             "reserved    for web-b, never expires",
+            "redis clock 1.050 times as fast as the leader's (1.049 to 1.051), measured by web-a at 2026-11-30T00:53:20.000Z",
             &format!(
                 "protocol    {} (leasehold 9.0.0), newer than this leasehold's protocol {PROTOCOL}",
                 PROTOCOL + 1
@@ -244,5 +278,7 @@ mod tests {
         assert_eq!(json["last_token"], 42);
         assert_eq!(json["protocol"]["version"], PROTOCOL + 1);
         assert_eq!(json["protocol_newer"], true);
+        assert_eq!(json["redis_clock"]["term"], 41);
+        assert_eq!(json["redis_clock_by"], "web-a");
     }
 }

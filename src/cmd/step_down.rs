@@ -215,6 +215,7 @@ mod tests {
             cooldown: CooldownState::Idle,
             reserved: None,
             protocol: None,
+            redis_clock: None,
         }
     }
 

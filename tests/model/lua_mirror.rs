@@ -17,8 +17,8 @@ use testbed::RedisServer;
 
 use compare::{SLACK_US, int, same_acquire, same_data, same_renew, source, text};
 use dataset::{
-    CHANNEL, FENCE, HANDOVER, LEASE, LONGEST, PROTOCOL_KEY, RECORD, RESERVED, identities, now_us,
-    published, read_data, subscribe, write_data,
+    CHANNEL, CLOCK_KEY, FENCE, HANDOVER, LEASE, LONGEST, PROTOCOL_KEY, RECORD, RESERVED,
+    identities, now_us, published, read_data, subscribe, write_data,
 };
 use draw::{random_data, random_duration, random_name, random_term};
 
@@ -277,6 +277,7 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 11]), String> {
                     .key(RECORD)
                     .key(RESERVED)
                     .key(PROTOCOL_KEY)
+                    .key(CLOCK_KEY)
                     .invoke(&mut conn)
                     .expect("observe runs");
                 let want = mirror.observe(at, 0);

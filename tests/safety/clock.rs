@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use harness::contenders::unique_lease;
-use harness::replica::{Replica, TWO_SECOND_TERM, run_to_end};
+use harness::replica::{Replica, TWO_SECOND_TERM, lease_status, run_to_end};
 use testbed::redis_server::RedisServer;
 use testbed::wait::wait_for;
 
@@ -247,9 +247,40 @@ fn a_leaders_view_and_status_file_show_its_redis_clock_near_one_and_a_new_follow
 }
 
 #[test]
-fn a_leaders_view_reads_a_redis_clock_that_runs_five_percent_fast_as_about_1_05() {
+fn a_leaders_view_and_leasehold_status_read_a_redis_clock_that_runs_five_percent_fast_as_about_1_05()
+ {
     let redis = RedisServer::builder().clock_rate(1.05).start();
     let lease = unique_lease("clock-view-fast");
     let leader = Replica::spawn(&redis.url(), &lease, "leader", &TIMING, &[]);
-    measured_redis_clock(&leader, 1.05);
+    let view = measured_redis_clock(&leader, 1.05);
+    // The leader notes what it measured in Redis about once per lease duration, for
+    // `leasehold status`, which reads Redis only.
+    let noted = wait_for("leasehold status to show the rate", 3 * LEASE, || {
+        let (code, out, _) = run_to_end(
+            &[
+                "status",
+                "--redis-url",
+                &redis.url(),
+                "--lease-name",
+                &lease,
+                "--output",
+                "json",
+            ],
+            &[],
+        );
+        let json: serde_json::Value = serde_json::from_str(&out).ok()?;
+        (code == 0 && !json["redis_clock"].is_null()).then_some(json)
+    });
+    let rate = noted["redis_clock"]["rate"].as_f64().unwrap_or(f64::NAN);
+    assert!(
+        (rate - 1.05).abs() < 0.01,
+        "leasehold status read {rate}: {noted}"
+    );
+    assert_eq!(noted["redis_clock"]["term"], view["term"], "{noted}");
+    assert_eq!(noted["redis_clock_by"], "leader", "{noted}");
+    let text = lease_status(&redis.url(), &lease);
+    assert!(
+        text.contains("redis clock 1.05") && text.contains("measured by leader"),
+        "{text}"
+    );
 }

@@ -17,6 +17,8 @@ pub const LONGEST: &str = "lh:{m}:longest";
 /// Written by every win, read by acquire and observe; the mirror has no protocol but one, so
 /// this key always holds ours or nothing.
 pub const PROTOCOL_KEY: &str = "lh:{m}:protocol";
+/// Read by observe; the mirror's renewals note no rate, so it never holds one.
+pub const CLOCK_KEY: &str = "lh:{m}:clock";
 
 /// The server identity the scripts compute (`run_id/master_replid`), and one of another Redis.
 pub fn identities(redis: &RedisServer) -> [String; 2] {

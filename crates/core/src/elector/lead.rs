@@ -108,6 +108,8 @@ impl Elector {
         // The rate of Redis's clock, from this term's grant and renewals. The grant's reading
         // counts as received now: later than its reply, which only widens its interval.
         let mut rate = RateWindow::new(&timing);
+        // When this term last had a renewal note the rate in Redis, for `leasehold status`.
+        let mut rate_noted: Option<crate::clock::BootInstant> = None;
         rate.record(Reading {
             sent: grant.sent_at,
             received: clock.now(),
@@ -201,6 +203,14 @@ impl Elector {
                     if let Some(bound) = bound {
                         self.hooks.clock_rate(bound);
                         self.keep_rate(Some(bound));
+                        // About once per lease duration: the next renewal writes it.
+                        let now = clock.now();
+                        if rate_noted.is_none_or(|at| {
+                            now.saturating_duration_since(at) >= timing.lease_duration
+                        }) {
+                            self.lease.note_rate(bound.low, bound.high);
+                            rate_noted = Some(now);
+                        }
                     }
                     self.redis_ok();
                     if repaired {
@@ -415,26 +425,6 @@ fn clock_jumped(jump: Jump, identity: &str, lease: &str, token: FencingToken) ->
                 hand_to: None,
             })
         }
-    }
-}
-
-impl Elector {
-    /// Keeps the latest bound of Redis's clock rate (a term's, or a follower's tries'), for the
-    /// next term's first validity.
-    pub(super) fn keep_rate(&self, bound: Option<decide::RateBound>) {
-        if let Some(bound) = bound {
-            *self
-                .last_rate
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(bound);
-        }
-    }
-
-    fn kept_rate(&self) -> Option<decide::RateBound> {
-        *self
-            .last_rate
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

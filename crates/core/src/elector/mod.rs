@@ -278,3 +278,23 @@ impl Elector {
         );
     }
 }
+
+impl Elector {
+    /// Keeps the latest bound of Redis's clock rate (a term's, or a follower's tries'), for the
+    /// next term's first validity.
+    pub(super) fn keep_rate(&self, bound: Option<decide::RateBound>) {
+        if let Some(bound) = bound {
+            *self
+                .last_rate
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(bound);
+        }
+    }
+
+    fn kept_rate(&self) -> Option<decide::RateBound> {
+        *self
+            .last_rate
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}

@@ -139,6 +139,10 @@ pub struct LeaseKeys {
     /// `<prefix>{<name>}:protocol`, value `<version> <release>`, no TTL. A replica of a lower
     /// protocol stays out (see [`PROTOCOL`](super::PROTOCOL)).
     pub protocol: String,
+    /// The rate of Redis's clock as the leader last measured it: `<prefix>{<name>}:clock`,
+    /// value `<term value> <low> <high> <time_us>`, with a TTL of three lease durations, for
+    /// `leasehold status`.
+    pub clock: String,
 }
 
 impl LeaseKeys {
@@ -152,6 +156,7 @@ impl LeaseKeys {
             &self.reserved,
             &self.longest,
             &self.protocol,
+            &self.clock,
         ]
     }
 
@@ -185,6 +190,7 @@ impl LeaseKeys {
             reserved: format!("{lease}:reserved"),
             longest: format!("{lease}:longest"),
             protocol: format!("{lease}:protocol"),
+            clock: format!("{lease}:clock"),
             lease,
         })
     }

@@ -11,6 +11,7 @@ mod connection;
 mod error;
 mod handover;
 mod inspect;
+mod kept;
 mod keys;
 mod options;
 mod outcome;
@@ -46,8 +47,8 @@ pub use keys::{
 };
 pub use options::{LeaseOptions, Secret, WaitReplicas, minimal_acl_rule};
 pub use outcome::{
-    Acquired, CooldownState, EvictionPolicy, Grant, Holder, Observation, PreviousTerm, Protocol,
-    Reading, Released, Renewal, Renewed,
+    Acquired, CooldownState, EvictionPolicy, Grant, Holder, NotedRate, Observation, PreviousTerm,
+    Protocol, Reading, Released, Renewal, Renewed,
 };
 pub use pubsub::{DATA_LOSS_NOTICE, HANDOVER_NUDGE, Heard, Release, ReleaseSubscription};
 pub use remove::{InForce, Removal};
@@ -80,6 +81,8 @@ pub struct RedisLease {
     longest_seen: std::sync::atomic::AtomicU64,
     /// Redis's `TIME` as the last acquire's reply carried it (see [`RedisLease::last_reading`]).
     last_reading: std::sync::Mutex<Option<Reading>>,
+    /// A bound of Redis's clock rate for the next renewal to note in `:clock`.
+    rate_note: std::sync::Mutex<Option<String>>,
     clock: SharedClock,
 }
 
@@ -134,6 +137,7 @@ impl RedisLease {
             subscriptions: std::sync::atomic::AtomicUsize::new(0),
             longest_seen: std::sync::atomic::AtomicU64::new(0),
             last_reading: std::sync::Mutex::new(None),
+            rate_note: std::sync::Mutex::new(None),
             clock: options.clock,
         })
     }
@@ -223,23 +227,6 @@ impl RedisLease {
     /// ([`LeaseOptions::cooldown_on_data_loss`]).
     pub fn cools_down_on_data_loss(&self) -> bool {
         self.cooldown_on_data_loss
-    }
-
-    /// The longest lease duration that Redis has said a term of this lease runs with (zero
-    /// until an acquire was answered). Contenders may run different lease durations; should
-    /// Redis lose its data, this owner's data-loss cooldown covers the longest it was told.
-    pub fn longest_seen(&self) -> Duration {
-        Duration::from_millis(self.longest_seen.load(std::sync::atomic::Ordering::Relaxed))
-    }
-
-    /// Redis's `TIME` as the last answered acquire carried it, between the instants its call was
-    /// sent and answered: a follower bounds Redis's clock rate from its tries, so that its first
-    /// term begins with the rate known.
-    pub fn last_reading(&self) -> Option<Reading> {
-        *self
-            .last_reading
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Tries to take the lease for `ttl`.
@@ -346,9 +333,15 @@ impl RedisLease {
         const OP: &str = "renew";
         let sent_at = self.clock.now();
         let term = self.owner.term(token);
+        let note = self
+            .rate_note
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .unwrap_or_default();
         let reply: Value = self
             .call(OP, timeout, |mut live| {
-                let term = term.clone();
+                let (term, note) = (term.clone(), note.clone());
                 async move {
                     let mut conn = live.conn.clone();
                     let script = async {
@@ -357,9 +350,11 @@ impl RedisLease {
                             .key(&self.keys.state)
                             .key(&self.keys.handover)
                             .key(&self.keys.longest)
+                            .key(&self.keys.clock)
                             .arg(term)
                             .arg(millis(ttl))
                             .arg(&self.keys.channel)
+                            .arg(note)
                             .invoke_async::<Value>(&mut conn)
                             .await
                     };
@@ -427,6 +422,7 @@ impl RedisLease {
                     .key(&self.keys.state)
                     .key(&self.keys.reserved)
                     .key(&self.keys.protocol)
+                    .key(&self.keys.clock)
                     .invoke_async(&mut live.conn)
                     .await
                     .map_err(self.fail(OP))

@@ -257,7 +257,7 @@ pub enum CooldownState {
 }
 
 /// A read-only look at the lease.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Observation {
     /// The holder, if any.
     pub holder: Option<Holder>,
@@ -271,6 +271,21 @@ pub struct Observation {
     /// The protocol the keys are written in, when a replica has won a term since it was
     /// versioned (`None`: the key is absent, as 0.2.0 left it).
     pub protocol: Option<Protocol>,
+    /// Redis's clock rate as the leader last noted it (the key lives three lease durations).
+    pub redis_clock: Option<NotedRate>,
+}
+
+/// What a leader noted of Redis's clock rate in `:clock`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotedRate {
+    /// The term value of the leader that measured it.
+    pub term: String,
+    /// Redis seconds per second of that leader's boot clock, at least.
+    pub low: f64,
+    /// At most.
+    pub high: f64,
+    /// When, on Redis's clock (`TIME`, microseconds since the epoch).
+    pub at_us: u64,
 }
 
 #[cfg(test)]

@@ -270,12 +270,21 @@ return {'ACQUIRED', token, previous, now, live}
 /// whether anyone else waits to take over) and carries Redis's `TIME` (for the clock-rate
 /// bound), neither with a command of its own.
 ///
-/// KEYS: lease, state record, handover request, longest. ARGV: term value, ttl in ms, channel.
+/// It also writes what the leader measured of Redis's clock rate into `:clock`, when the leader
+/// passes it (about once per lease duration), with a TTL of three lease durations, for
+/// `leasehold status`.
+///
+/// KEYS: lease, state record, handover request, longest, clock. ARGV: term value, ttl in ms,
+/// channel, and optionally the rate's bound (`<low> <high>`) to note.
 /// Reply: `{code, listeners, time_us}` when held, code 1, or 2 after putting the vanished key
 /// back; `{code, listeners, time_us, to}` when held and a handover of this term was requested
 /// (`to` an identity, or `-` for anyone); 0 not ours.
 const RENEW: &str = r#"
 local function answer(code, now)
+  local rate = ARGV[4] or ''
+  if rate ~= '' then
+    redis.call('SET', KEYS[5], ARGV[1] .. ' ' .. rate .. ' ' .. string.format('%d', now), 'PX', tonumber(ARGV[2]) * 3)
+  end
   local listeners = redis.call('PUBSUB', 'NUMSUB', ARGV[3])[2]
   local request = redis.call('GET', KEYS[3])
   if request then
@@ -357,9 +366,10 @@ end
 return 0
 "#;
 
-/// Observe, read-only. KEYS: lease, fence, state record, handover reservation, protocol.
+/// Observe, read-only. KEYS: lease, fence, state record, handover reservation, protocol, clock.
 /// Reply: `{holder_or_nil, pttl_ms, token_or_nil, cooldown, source, reserved_or_nil,
-/// reserved_pttl_ms, protocol_version, protocol_release}` (both empty without the key) where cooldown is the ms left, 0 for none, or -1 when the next acquire
+/// reserved_pttl_ms, protocol_version, protocol_release, clock}` (the protocol's pair empty
+/// without its key, `clock` the `:clock` key's value or empty) where cooldown is the ms left, 0 for none, or -1 when the next acquire
 /// would start one (record missing or from another Redis), and source is `KEY`, or `RECORD`
 /// when the key vanished before its time.
 const OBSERVE: &str = r#"
@@ -381,7 +391,7 @@ if not holder and record and record.term ~= '-' and record.term_until > now then
 end
 local reserved = redis.call('GET', KEYS[4])
 local protocol = read_protocol(KEYS[5]) or {'', ''}
-return {holder, pttl, fence, cooldown, source, reserved, redis.call('PTTL', KEYS[4]), protocol[1], protocol[2]}
+return {holder, pttl, fence, cooldown, source, reserved, redis.call('PTTL', KEYS[4]), protocol[1], protocol[2], redis.call('GET', KEYS[6]) or ''}
 "#;
 
 /// Handover request: asks the leader of term ARGV[1] to step down, if the lease is still in
@@ -403,7 +413,7 @@ return 1
 /// leasehold did not write), the state record names a term not yet expired (its key vanished
 /// before its time), or a data-loss cooldown runs (a term Redis lost may still be valid).
 ///
-/// KEYS: lease, fence, state record, handover request, reservation, longest. Reply: `{1, key…}`
+/// KEYS: every key of the lease ([`LeaseKeys::written`](super::LeaseKeys::written)). Reply: `{1, key…}`
 /// with the keys it deleted, or `{0, "HELD", term_value, pttl_ms}` / `{0, "COOLDOWN", "",
 /// remaining_ms}`.
 const REMOVE: &str = r#"
