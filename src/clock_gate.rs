@@ -13,8 +13,9 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::elector::{
-    CLOCK_RATE, RateBound, Standing, TermHooks, Timing, leaves_a_useful_term, pause_after_term,
+    RateBound, Standing, TermHooks, Timing, leaves_a_useful_term, pause_after_term,
 };
+use crate::gates::CLOCK_RATE;
 
 /// The gate: a term hook in, a standing out.
 pub struct ClockRateGate {

@@ -6,8 +6,10 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use crate::board::Shown;
 use crate::clock_watch::RedisClockView;
-use crate::elector::{Eviction, Role, Status};
+use crate::elector::Role;
+use crate::eviction::Eviction;
 use crate::lease::Protocol;
 
 /// The JSON of `/leader`.
@@ -152,7 +154,7 @@ impl LeaderView {
     /// The JSON of `status` at `now`, with the rate of Redis's clock last measured, as
     /// `/leader` and its event stream show it.
     pub fn json(
-        status: &Status,
+        status: &Shown,
         lease_key: &str,
         now: crate::clock::BootInstant,
         redis_clock: Option<RedisClockView>,
@@ -170,7 +172,7 @@ impl LeaderView {
 
     /// The view of `status` at `now`, with the rate of Redis's clock last measured.
     pub fn of(
-        status: &Status,
+        status: &Shown,
         lease_key: &str,
         leading: bool,
         now: crate::clock::BootInstant,
@@ -209,12 +211,12 @@ impl LeaderView {
                 reachable: status.redis.reachable,
                 subscribed: status.redis.subscribed,
                 last_error: status.redis.last_error.clone(),
-                eviction: match &status.redis.eviction {
+                eviction: match &status.eviction {
                     Eviction::Read(p) => Some(EvictionView {
                         policy: p.policy.clone(),
                         maxmemory: p.maxmemory,
                         may_evict: p.may_evict(),
-                        refused: status.redis.eviction_refusal.is_some(),
+                        refused: status.eviction_refusal.is_some(),
                     }),
                     _ => None,
                 },

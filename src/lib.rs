@@ -26,13 +26,14 @@
 //! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]
 //!   (logs) behind them. [`leader_view`]: the JSON of `/leader`; [`sse`]: the same as
 //!   server-sent events; [`status_file`]: the state in a file, with an absolute deadline
-//!   instead of `is_leader` (a file outlives its writer). Both are fed by the elector's
-//!   watchers (`elector/watchers.rs`).
-//! - [`clock_gate`] and [`clock_watch`]: term hooks on the clocks. The gate keeps a replica out
-//!   while Redis's clock runs too far off for a useful term; the watch keeps what the clocks
-//!   showed (Redis's rate for `/leader`, this host's boot clock against its oscillator).
-//! - [`candidacy`]: the candidate check that gates the election (its flags in
-//!   `cli/candidacy.rs`).
+//!   instead of `is_leader` (a file outlives its writer). Both are fed by the watchers of
+//!   [`board`]: what a replica shows, the elector's status (heard as a term hook) and what the
+//!   gates add, with the history of its changes.
+//! - The gates, outside the core, each named in [`gates`]: [`eviction`] (Redis's eviction
+//!   policy), [`candidacy`] (the candidate check; its flags in `cli/candidacy.rs`) and
+//!   [`clock_gate`] (Redis's clock runs too far off for a useful term). [`clock_watch`] keeps
+//!   what the clocks showed (Redis's rate for `/leader`, this host's boot clock against its
+//!   oscillator).
 //! - [`exec`]: the singleton command's supervisor: its process tree in `/proc`, the child
 //!   subreaper that reaps its orphans, and the stop sequence bounded on the boot clock.
 //! - [`guard`]: the guard file, the term's token and boot-clock deadline published for the
@@ -63,11 +64,14 @@
 
 pub use leasehold_core::{clock, elector, lease};
 
+pub mod board;
 pub mod candidacy;
 pub mod clock_gate;
 pub mod clock_watch;
+pub mod eviction;
 pub mod exec;
 pub mod fence;
+pub mod gates;
 pub mod guard;
 #[cfg(feature = "http")]
 pub mod http;

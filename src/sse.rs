@@ -18,7 +18,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use futures_util::stream;
 
-use crate::elector::{HISTORY, Status, Watchers};
+use crate::board::{HISTORY, Shown, Watchers};
 
 /// Events a watcher may fall behind by before it is dropped.
 pub const WATCHER_BUFFER: usize = 16;
@@ -40,7 +40,7 @@ pub fn events<R, S>(
     render: R,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>> + use<R, S>>
 where
-    R: Fn(&Status) -> String + Send + 'static,
+    R: Fn(&Shown) -> String + Send + 'static,
     S: Send + 'static,
 {
     let owner = watchers.owner();

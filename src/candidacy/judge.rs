@@ -1,7 +1,7 @@
 //! The candidate check's verdict, as Kubernetes judges probes: so many failures in a row make a
 //! replica unhealthy, so many successes in a row make it healthy again. Pure, table-tested.
 
-use crate::elector::Candidacy;
+use crate::board::Candidacy;
 
 /// Consecutive results so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -9,8 +9,10 @@
 //! one lease duration, so that another replica takes the lease first.
 //!
 //! Here: the checking loop; one run of the check in `probe.rs`, the verdict in `judge.rs`
-//! (pure); the validated settings in `settings.rs` (the flags that build them are the CLI's).
+//! (pure); the verdict as a gate in `gate.rs`; the validated settings in `settings.rs` (the
+//! flags that build them are the CLI's).
 
+mod gate;
 mod judge;
 mod probe;
 mod settings;
@@ -21,8 +23,10 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::elector::{Candidacy, Role, Status};
+pub use crate::board::Candidacy;
+use crate::elector::{Role, Status};
 use crate::lease::FencingToken;
+pub use gate::{CANDIDACY, follow, standing};
 use judge::{Tally, Thresholds, judge};
 pub use settings::{
     CandidateCheck, DEFAULT_FAILURE_THRESHOLD, DEFAULT_PERIOD, DEFAULT_SUCCESS_THRESHOLD,
@@ -38,9 +42,8 @@ impl CandidateCheck {
     }
 }
 
-/// Starts the check; its verdicts go to the returned receiver (for
-/// [`Elector::with_candidacy`](crate::elector::Elector::with_candidacy)). `status` is the
-/// elector's, read for the terms in [`Scope::Command`]. Stops when `stop` is cancelled.
+/// Starts the check; its verdicts go to the returned receiver (for [`follow`], the gate).
+/// `status` is the elector's, read for the terms in [`Scope::Command`]. Stops when `stop` is cancelled.
 pub fn spawn(
     check: CandidateCheck,
     status: watch::Receiver<Status>,

@@ -47,7 +47,7 @@ pub use settings::{
     RemoveKeysSettings, RunSettings, StatusSettings, StepDownSettings,
 };
 
-use crate::elector::EvictionMode;
+use crate::eviction::EvictionMode;
 use crate::k8s::KubernetesMode;
 use crate::lease::DEFAULT_KEY_PREFIX;
 use crate::telemetry::LogFormat;

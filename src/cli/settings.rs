@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use super::OutputFormat;
 use crate::candidacy::CandidateCheck;
-use crate::elector::{EvictionMode, Timing};
+use crate::elector::Timing;
+use crate::eviction::EvictionMode;
 use crate::exec::ExecSettings;
 use crate::guard::check::GuardCheck;
 use crate::http::{Limits, ReadinessMode};

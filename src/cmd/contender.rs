@@ -8,17 +8,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::error;
 
+use crate::board::{Board, GateHooks};
+use crate::candidacy::Candidacy;
 use crate::cli::{CliError, ContenderSettings};
 use crate::clock_gate::ClockRateGate;
 use crate::clock_watch::ClockWatch;
-use crate::elector::{Elector, Leadership, refused_as_unsafe};
+use crate::elector::{Elector, Leadership, Standing};
+use crate::eviction::{EvictionWatch, refused_as_unsafe};
 use crate::exec::{ExecError, Supervisor};
 use crate::guard::{GuardFile, GuardHooks};
 use crate::k8s::Publisher;
 use crate::lease::{LeaseName, OwnerId};
+use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
 
 /// Slack for stepping down, releasing and stopping the HTTP server after the command stopped.
@@ -39,12 +44,21 @@ pub fn shutdown_bound(settings: &ContenderSettings) -> Duration {
 
 /// A contender, wired and not started.
 pub(super) struct Contender {
-    /// Its elector, which the command may still add to (hooks, candidacy, one term).
+    /// Its elector, which the command may still add to (hooks, one term).
     pub(super) elector: Elector,
+    /// What it shows: the elector's status and its gates'.
+    pub(super) board: Board,
     /// The guard file of its terms, if any.
     pub(super) guard: Option<Arc<GuardFile>>,
     /// What its terms saw of the clocks: Redis's rate, this host's slew.
     pub(super) clocks: Arc<ClockWatch>,
+    /// The gates it starts with the elector: Redis's eviction policy, and the candidate check's
+    /// verdicts when there is one (`with_candidacy`).
+    eviction: EvictionWatch,
+    candidacy: watch::Sender<Standing>,
+    verdicts: Option<watch::Receiver<Candidacy>>,
+    /// Who hears what the gates saw (the metrics).
+    told: Arc<dyn GateHooks>,
     /// The command's supervisor, if there is a command.
     supervisor: Option<Supervisor>,
     publisher: Option<Publisher>,
@@ -88,9 +102,17 @@ impl Contender {
         let guard = guard_file(settings, lease_name)?;
         let (clock_gate, clock_standing) = ClockRateGate::new(settings.timing);
         let clocks = ClockWatch::new(&settings.timing);
-        let mut elector = Elector::new(lease, settings.timing)?
-            .with_eviction_mode(settings.eviction)
+        let elector = Elector::new(lease, settings.timing)?;
+        let board = Board::new(elector.status().borrow().clone());
+        let (eviction, eviction_standing) =
+            EvictionWatch::new(elector.lease().clone(), settings.timing, settings.eviction);
+        let (candidacy, candidacy_standing) = watch::channel(Standing::Stands);
+        // When several gates keep the replica out, the first names the reason.
+        let mut elector = elector
+            .with_gate(eviction_standing)
+            .with_gate(candidacy_standing)
             .with_gate(clock_standing)
+            .with_hooks(Arc::new(board.clone()))
             .with_hooks(clock_gate)
             .with_hooks(clocks.clone());
         if let Some(guard) = &guard {
@@ -116,12 +138,34 @@ impl Contender {
         }
         Ok(Self {
             elector,
+            board,
             guard,
             clocks,
+            eviction,
+            candidacy,
+            verdicts: None,
+            told: Arc::new(()),
             supervisor,
             publisher,
             bound: shutdown_bound(settings).saturating_sub(NOTES_BOUND),
         })
+    }
+
+    /// Counts what the elector and the gates saw in `metrics`.
+    pub(super) fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.elector = self.elector.with_hooks(metrics.clone());
+        self.told = metrics;
+        self
+    }
+
+    /// Gates the election on the candidate check's `verdicts`: while they do not
+    /// [stand](Candidacy::stands), a follower does not contend and a leader steps down with
+    /// reason `unhealthy`.
+    pub(super) fn with_candidacy(mut self, verdicts: watch::Receiver<Candidacy>) -> Self {
+        self.candidacy
+            .send_replace(crate::candidacy::standing(&verdicts.borrow()));
+        self.verdicts = Some(verdicts);
+        self
     }
 
     /// Contends, with the publisher and the command in each term, until the elector ends by
@@ -131,18 +175,33 @@ impl Contender {
     pub(super) async fn run(self, shutdown: CancellationToken) -> Ended {
         let Self {
             elector,
+            board,
             guard,
             clocks: _,
+            eviction,
+            candidacy,
+            verdicts,
+            told,
             supervisor,
             publisher,
             bound,
         } = self;
+        let gates_stop = CancellationToken::new();
+        let eviction = eviction.spawn(
+            elector.status(),
+            board.clone(),
+            told.clone(),
+            gates_stop.clone(),
+        );
+        let candidacy = verdicts.map(|verdicts| {
+            crate::candidacy::follow(verdicts, candidacy, board.clone(), told, gates_stop.clone())
+        });
         let work = {
             let publisher = publisher.clone();
             let supervisor = supervisor.clone();
             move |leadership: Leadership| term(leadership, publisher.clone(), supervisor.clone())
         };
-        let mut unsafe_eviction = elector.status();
+        let mut unsafe_eviction = board.subscribe();
         let mut elector_task = tokio::spawn(elector.run(shutdown.clone(), work));
         let mut refused = None;
         let ended = tokio::select! {
@@ -170,6 +229,11 @@ impl Contender {
         };
         if let Err(join) = ended {
             error!(error = %join, "the elector task failed");
+        }
+        gates_stop.cancel();
+        let _ = eviction.await;
+        if let Some(task) = candidacy {
+            let _ = task.await;
         }
         if let Some(publisher) = &publisher {
             publisher.flush(NOTES_BOUND).await;

@@ -55,23 +55,23 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
                 .map_err(|e| CliError::Refused(format!("--status-file {}: {e}", path.display())))
         })
         .transpose()?;
-    contender.elector = contender.elector.with_hooks(metrics.clone());
+    contender = contender.with_metrics(metrics.clone());
     if let Some(check) = settings.candidacy.clone() {
         let verdicts = crate::candidacy::spawn(
             check,
             contender.elector.status(),
             shutdown.token().child_token(),
         );
-        contender.elector = contender.elector.with_candidacy(verdicts);
+        contender = contender.with_candidacy(verdicts);
     }
-    let watchers = contender.elector.watchers();
+    let watchers = contender.board.watchers().clone();
     let status_file_stop = CancellationToken::new();
     let status_file = status_file.map(|file| {
         let (lease_key, clock) = (lease_key.clone(), clock.clone());
         let clocks = contender.clocks.clone();
         file.spawn(
             &watchers,
-            contender.elector.status(),
+            contender.board.subscribe(),
             move |status| {
                 StatusDocument::json(status, &lease_key, clock.now(), clocks.redis_clock())
             },
@@ -81,7 +81,7 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
 
     let http_stop = CancellationToken::new();
     let endpoints = Endpoints::new(
-        contender.elector.status(),
+        contender.board.subscribe(),
         metrics,
         settings.readiness,
         lease_key.clone(),

@@ -16,9 +16,10 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::board::{Shown, Watchers};
 use crate::clock::SharedClock;
 use crate::clock_watch::{ClockWatch, RedisClockView};
-use crate::elector::{Heartbeat, Role, Status, Watchers};
+use crate::elector::{Heartbeat, Role};
 pub use crate::leader_view::{CandidacyView, EvictionView, LeaderView, RedisView, StepDownView};
 use crate::metrics::{Exposition, Metrics};
 
@@ -54,7 +55,7 @@ impl std::fmt::Display for ReadinessMode {
 /// What the handlers read.
 #[derive(Clone)]
 pub struct Endpoints {
-    status: watch::Receiver<Status>,
+    status: watch::Receiver<Shown>,
     metrics: Arc<Metrics>,
     readiness: ReadinessMode,
     lease_key: String,
@@ -68,9 +69,9 @@ pub struct Endpoints {
 }
 
 impl Endpoints {
-    /// Endpoints over the elector's status.
+    /// Endpoints over what a replica shows ([`Board::subscribe`](crate::board::Board::subscribe)).
     pub fn new(
-        status: watch::Receiver<Status>,
+        status: watch::Receiver<Shown>,
         metrics: Arc<Metrics>,
         readiness: ReadinessMode,
         lease_key: String,
@@ -262,8 +263,9 @@ mod tests {
     use std::time::SystemTime;
 
     use super::*;
-    use crate::elector::{Candidacy, Eviction, EvictionRefusal};
-    use crate::elector::{LeaderInfo, RedisHealth, StepDown, StepDownReason};
+    use crate::candidacy::Candidacy;
+    use crate::elector::{LeaderInfo, RedisHealth, Status, StepDown, StepDownReason};
+    use crate::eviction::{Eviction, EvictionRefusal};
     use crate::lease::FencingToken;
 
     #[cfg(feature = "cli")]
@@ -276,8 +278,8 @@ mod tests {
         }
     }
 
-    fn status(role: Role, reachable: bool) -> Status {
-        Status {
+    fn status(role: Role, reachable: bool) -> Shown {
+        Shown::of(Status {
             lease: "shop/web".into(),
             identity: "web-a".into(),
             owner: "web-a-x".into(),
@@ -295,9 +297,8 @@ mod tests {
                 subscribed: reachable,
                 ..RedisHealth::default()
             },
-            candidacy: crate::elector::Candidacy::Unchecked,
             sitting_out: None,
-        }
+        })
     }
 
     fn leader_role() -> Role {
@@ -450,7 +451,7 @@ mod tests {
             policy: "allkeys-lru".into(),
         };
         let mut s = status(follower_role(), true);
-        s.redis.eviction = Eviction::Read(policy);
+        s.eviction = Eviction::Read(policy);
         // --redis-eviction warn: shown, still ready.
         assert!(readiness(&s, ReadinessMode::Member, false).0);
         let json = serde_json::to_value(LeaderView::of(
@@ -466,7 +467,7 @@ mod tests {
         assert_eq!(json["redis"]["eviction"]["may_evict"], true);
         assert_eq!(json["redis"]["eviction"]["refused"], false);
         // --redis-eviction refuse: out of the election, and readiness says why.
-        s.redis.eviction_refusal = Some(EvictionRefusal::Asked);
+        s.eviction_refusal = Some(EvictionRefusal::Asked);
         let why = "redis may evict the lease (maxmemory 3145728 bytes, maxmemory-policy allkeys-lru); --redis-eviction refuse keeps this replica out of the election";
         assert_eq!(
             readiness(&s, ReadinessMode::Member, false),

@@ -2,11 +2,14 @@
 //! and the words that say why.
 
 use super::ReadinessMode;
-use crate::elector::{Candidacy, Eviction, EvictionRefusal, Role, Status};
+use crate::board::Shown;
+use crate::candidacy::Candidacy;
+use crate::elector::Role;
+use crate::eviction::{Eviction, EvictionRefusal};
 use crate::lease::Protocol;
 
 /// The readiness verdict and the words for it.
-pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, String) {
+pub fn readiness(status: &Shown, mode: ReadinessMode, leading: bool) -> (bool, String) {
     let leader = || match status.leader_identity() {
         Some(l) => format!("following {l}"),
         None => "no leader known".to_owned(),
@@ -53,17 +56,17 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
             sitting.detail
         ));
     }
-    match status.redis.eviction_refusal {
+    match status.eviction_refusal {
         Some(EvictionRefusal::Asked) => {
             return out(format!(
                 "redis may evict the lease ({}); --redis-eviction refuse keeps this replica out of the election",
-                eviction_words(&status.redis.eviction)
+                eviction_words(&status.eviction)
             ));
         }
         Some(EvictionRefusal::Unsafe) => {
             return out(format!(
                 "redis may evict the lease's state record ({}) and --no-data-loss-cooldown is set: two replicas could lead, so this replica stays out of the election",
-                eviction_words(&status.redis.eviction)
+                eviction_words(&status.eviction)
             ));
         }
         None => {}
@@ -90,8 +93,8 @@ pub fn readiness(status: &Status, mode: ReadinessMode, leading: bool) -> (bool, 
         } => format!(
             "; cooling down for {} ms more: Redis lost the lease's state record (a restart without its data, FLUSHALL, a failover{}), and nobody leads until a lease duration has passed",
             left.as_millis(),
-            match &status.redis.eviction {
-                crate::elector::Eviction::Read(p) if p.policy.starts_with("allkeys-") => {
+            match &status.eviction {
+                Eviction::Read(p) if p.policy.starts_with("allkeys-") => {
                     format!(", or `{}` eviction under maxmemory", p.policy)
                 }
                 _ => String::new(),

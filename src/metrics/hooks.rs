@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::{ErrorLabels, Metrics, PolicyLabel, ReasonLabel, ResultLabel, ToLabel};
+use crate::board::GateHooks;
 use crate::clock::BootInstant;
 use crate::elector::{RateBound, RenewalOutcome, StepDownReason, TermHooks};
 use crate::lease::{FencingToken, LeaseError};
@@ -44,6 +45,17 @@ impl TermHooks for Metrics {
             .inc();
     }
 
+    fn cooldown_started(&self) {
+        self.cooldowns_started.inc();
+    }
+
+    fn clock_rate(&self, bound: RateBound) {
+        self.redis_clock_rate.set((bound.low + bound.high) / 2.0);
+        self.redis_clock_rate_width.set(bound.width());
+    }
+}
+
+impl GateHooks for Metrics {
     fn eviction_policy(&self, policy: &str, may_evict: bool) {
         let _rewriting = self.lock_rewrite();
         self.eviction_possible.clear();
@@ -56,14 +68,5 @@ impl TermHooks for Metrics {
 
     fn candidate_unhealthy(&self) {
         self.candidate_unhealthy.inc();
-    }
-
-    fn cooldown_started(&self) {
-        self.cooldowns_started.inc();
-    }
-
-    fn clock_rate(&self, bound: RateBound) {
-        self.redis_clock_rate.set((bound.low + bound.high) / 2.0);
-        self.redis_clock_rate_width.set(bound.width());
     }
 }

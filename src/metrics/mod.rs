@@ -23,7 +23,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::clock::BootInstant;
-use crate::elector::{BlockingKey, RenewalOutcome, Role, SitOutReason, Status, StepDownReason};
+use crate::elector::{BlockingKey, RenewalOutcome, Role, SitOutReason, Status};
 use crate::lease::FencingToken;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -190,7 +190,7 @@ impl Metrics {
             transitions.clone(),
         );
         let step_downs = Family::<ReasonLabel, Counter>::default();
-        for reason in StepDownReason::ALL {
+        for reason in crate::gates::STEP_DOWN_REASONS {
             let _ = step_downs.get_or_create(&ReasonLabel {
                 reason: reason.as_label(),
             });

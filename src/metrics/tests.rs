@@ -1,7 +1,8 @@
 //! The exposition and the gauges read at scrape time.
 
 use super::*;
-use crate::elector::{LeaderInfo, RateBound, RedisHealth, TermHooks};
+use crate::board::GateHooks;
+use crate::elector::{LeaderInfo, RateBound, RedisHealth, StepDownReason, TermHooks};
 
 fn status(role: Role) -> Status {
     Status {
@@ -17,7 +18,6 @@ fn status(role: Role) -> Status {
             subscribed: true,
             ..RedisHealth::default()
         },
-        candidacy: crate::elector::Candidacy::Unchecked,
         sitting_out: None,
     }
 }

@@ -13,9 +13,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use crate::board::Shown;
 use crate::clock::BootInstant;
 use crate::clock_watch::RedisClockView;
-use crate::elector::{Role, Status};
+use crate::elector::Role;
 use crate::leader_view::{CandidacyView, LeaderView, RedisView, SitOutView, StepDownView};
 
 /// The document's format, its first field. Version 1 was `/leader`'s JSON.
@@ -83,7 +84,7 @@ impl StatusDocument {
     /// The document of `status` written now: `now` on the elector's clock (the boot clock),
     /// `wall` on the wall clock, by process `pid`, with the rate of Redis's clock last measured.
     pub fn of(
-        status: &Status,
+        status: &Shown,
         lease_key: &str,
         now: BootInstant,
         wall: SystemTime,
@@ -138,7 +139,7 @@ impl StatusDocument {
     /// The JSON of `status` as the status file keeps it, written now by this process, with the
     /// rate of Redis's clock last measured.
     pub fn json(
-        status: &Status,
+        status: &Shown,
         lease_key: &str,
         now: BootInstant,
         redis_clock: Option<RedisClockView>,
@@ -160,11 +161,11 @@ impl StatusDocument {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elector::{LeaderInfo, RedisHealth};
+    use crate::elector::{LeaderInfo, RedisHealth, Status};
     use crate::lease::FencingToken;
 
-    fn status(role: Role) -> Status {
-        Status {
+    fn status(role: Role) -> Shown {
+        Shown::of(Status {
             lease: "shop/web".into(),
             identity: "web-a".into(),
             owner: "web-a-x".into(),
@@ -172,9 +173,8 @@ mod tests {
             transitions: 1,
             last_step_down: None,
             redis: RedisHealth::default(),
-            candidacy: Default::default(),
             sitting_out: None,
-        }
+        })
     }
 
     fn at(secs: u64) -> BootInstant {

@@ -19,7 +19,8 @@ use tracing::{debug, warn};
 
 pub use document::StatusDocument;
 
-use crate::elector::{Role, Status, Watchers};
+use crate::board::{Shown, Watchers};
+use crate::elector::Role;
 use crate::lease::LeaseName;
 use crate::owned_file::{ClaimError, FileClaim};
 
@@ -52,12 +53,12 @@ impl StatusFile {
     pub fn spawn<R>(
         self,
         watchers: &Watchers,
-        mut status: watch::Receiver<Status>,
+        mut status: watch::Receiver<Shown>,
         render: R,
         stop: CancellationToken,
     ) -> tokio::task::JoinHandle<()>
     where
-        R: Fn(&Status) -> String + Send + 'static,
+        R: Fn(&Shown) -> String + Send + 'static,
     {
         let watchers = watchers.clone();
         tokio::spawn(async move {
@@ -69,7 +70,7 @@ impl StatusFile {
             };
             let mut events = watchers.subscribe(FILE_BUFFER);
             // The status written last: a renewal is written only on top of the same term.
-            let mut written: Option<Status> = None;
+            let mut written: Option<Shown> = None;
             let mut renewals = true;
             loop {
                 tokio::select! {
@@ -113,7 +114,7 @@ impl StatusFile {
 /// Whether `now` is `written` with only the term's deadline moved on: the same term, the same
 /// candidacy. Anything else is an event, written in its order by the watcher; writing it here
 /// could put it before an event still queued.
-fn renewed(written: &Status, now: &Status) -> bool {
+fn renewed(written: &Shown, now: &Shown) -> bool {
     match (&written.role, &now.role) {
         (
             Role::Leader {

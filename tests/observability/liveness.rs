@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use harness::contenders::{Contender, lease, steady_timing, unique_lease};
+use leasehold::board::Board;
 use leasehold::elector::{Elector, RenewalOutcome, TermHooks, Timing};
 use leasehold::http::{self, Endpoints, ReadinessMode};
 use leasehold::metrics::Metrics;
@@ -34,9 +35,11 @@ impl TermHooks for Wedging {
 
 /// The elector's endpoints on a free loopback port, served by a runtime of their own: the
 /// wedge blocks a thread of the elector's runtime, and liveness must still be asked.
-fn serve(elector: &Elector, name: &str) -> (SocketAddr, CancellationToken) {
+fn serve(elector: Elector, name: &str) -> (Elector, SocketAddr, CancellationToken) {
+    let board = Board::new(elector.status().borrow().clone());
+    let elector = elector.with_hooks(Arc::new(board.clone()));
     let endpoints = Endpoints::new(
-        elector.status(),
+        board.subscribe(),
         Arc::new(Metrics::new(name, name)),
         ReadinessMode::Member,
         elector.lease().keys().lease.clone(),
@@ -59,7 +62,7 @@ fn serve(elector: &Elector, name: &str) -> (SocketAddr, CancellationToken) {
             let _ = serve.await;
         });
     });
-    (rx.recv().expect("the address"), stop)
+    (elector, rx.recv().expect("the address"), stop)
 }
 
 fn healthz(addr: SocketAddr) -> (u16, String) {
@@ -85,8 +88,8 @@ async fn an_idle_leader_and_an_idle_follower_stay_live() {
     let timing: Timing = steady_timing();
     let a = Elector::new(lease(&redis.url(), &name, "a", false), timing).unwrap();
     let b = Elector::new(lease(&redis.url(), &name, "b", false), timing).unwrap();
-    let (a_http, _a_stop) = serve(&a, "a");
-    let (b_http, _b_stop) = serve(&b, "b");
+    let (a, a_http, _a_stop) = serve(a, "a");
+    let (b, b_http, _b_stop) = serve(b, "b");
     // Work that never ends: the leader keeps its term and renews.
     let hold = |_| std::future::pending::<Result<(), String>>();
     let a = Contender::spawn_elector(a, hold);
@@ -119,7 +122,7 @@ async fn a_leader_whose_loop_is_wedged_fails_liveness_within_its_bound_and_recov
     let elector = Elector::new(lease(&redis.url(), &name, "a", false), timing)
         .unwrap()
         .with_hooks(wedging.clone());
-    let (addr, _stop) = serve(&elector, "a");
+    let (elector, addr, _stop) = serve(elector, "a");
     let a = Contender::spawn_elector(elector, |_| std::future::pending::<Result<(), String>>());
     wait_for("a leads", Duration::from_secs(10), || {
         a.is_leader().then_some(())

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use harness::contenders::{lease, steady_timing, summary, unique_lease, until_leading};
 use harness::replica::{FAST, Replica};
+use leasehold::board::Board;
 use leasehold::elector::{Elector, Leadership};
 use leasehold::http::ReadinessMode;
 use leasehold::http::{self, Endpoints};
@@ -352,11 +353,13 @@ async fn a_step_down_reaches_a_watcher_and_the_status_file_within_milliseconds()
     let key = lease.keys().lease.clone();
     let clock = lease.clock().clone();
     let elector = Elector::new(lease, steady_timing()).unwrap();
-    let watchers = elector.watchers();
+    let board = Board::new(elector.status().borrow().clone());
+    let elector = elector.with_hooks(Arc::new(board.clone()));
+    let watchers = board.watchers().clone();
     let mut status = elector.status();
     let stop = CancellationToken::new();
     let endpoints = Endpoints::new(
-        elector.status(),
+        board.subscribe(),
         Arc::new(Metrics::new("m", &name)),
         ReadinessMode::Member,
         key.clone(),
@@ -374,7 +377,7 @@ async fn a_step_down_reaches_a_watcher_and_the_status_file_within_milliseconds()
         .expect("claim the status file")
         .spawn(
             &watchers,
-            elector.status(),
+            board.subscribe(),
             move |s| StatusDocument::json(s, &k, c.now(), None),
             stop.clone(),
         );

@@ -1,7 +1,7 @@
 //! docs/REFERENCE.md's tables against the code, both ways, the way the chart's Role is checked
 //! against `k8s::rbac`: the flags of every subcommand (clap's command, which `--help` prints),
 //! the environment variables leasehold reads or gives its command, the metrics and their labels
-//! (the registry's own exposition), the step-down reasons (`StepDownReason::ALL`) and the log
+//! (the registry's own exposition), the step-down reasons (`gates::STEP_DOWN_REASONS`) and the log
 //! events (the constant messages of the `info!`, `warn!` and `error!` events in src/). A failure
 //! names what is missing on which side.
 
@@ -10,11 +10,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use clap::CommandFactory;
+use leasehold::board::GateHooks;
 use leasehold::cli::Cli;
 use leasehold::clock::BootInstant;
-use leasehold::elector::{
-    Candidacy, LeaderInfo, RedisHealth, RenewalOutcome, Role, Status, StepDownReason, TermHooks,
-};
+use leasehold::elector::{LeaderInfo, RedisHealth, RenewalOutcome, Role, Status, TermHooks};
+use leasehold::gates::STEP_DOWN_REASONS;
 use leasehold::lease::{FencingToken, LeaseError};
 use leasehold::metrics::{Exposition, Metrics};
 
@@ -288,7 +288,6 @@ fn exposition() -> String {
         transitions: 0,
         last_step_down: None,
         redis: RedisHealth::default(),
-        candidacy: Candidacy::Unchecked,
         sitting_out: None,
     };
     metrics.render(&status, BootInstant::now(), true, Exposition::OpenMetrics)
@@ -359,7 +358,7 @@ fn the_reference_lists_every_metric_with_its_type_and_labels() {
 
 #[test]
 fn the_reference_lists_every_step_down_reason() {
-    let code: BTreeSet<String> = StepDownReason::ALL
+    let code: BTreeSet<String> = STEP_DOWN_REASONS
         .iter()
         .map(|r| r.as_label().to_owned())
         .collect();

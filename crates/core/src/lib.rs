@@ -16,13 +16,14 @@
 //! What the product adds to the loop goes through two seams of [`elector::Elector`]:
 //!
 //! - out: [`elector::TermHooks`], told in order of each term's moments (`began`, `extended`,
-//!   `ending` first in the step-down, `ended`) and of what the loop sees; the guard file and
-//!   the metrics are hooks;
+//!   `ending` first in the step-down, `ended`), of what the loop sees and of every change of
+//!   the status; the guard file, the metrics and the product's status board (with its event
+//!   history) are hooks;
 //! - in: [`elector::Standing`], what gates say (stand, or stay out with a reason), read in one
 //!   place by the follower before each try and watched by the leader for the whole term; a
 //!   term a gate ends steps down with the gate's own reason. Any number of gates come in with
-//!   `Elector::with_gate`; the elector's own two (the eviction policy, the candidate check) are
-//!   gates like them.
+//!   `Elector::with_gate`; the product's (the eviction policy, the candidate check, the clock
+//!   rate) are all outside.
 //!
 //! # Layout
 //!
@@ -36,8 +37,8 @@
 //!   (table-tested, and called by the model checker); the files around it do the I/O:
 //!   `follow.rs` (the follower loop), `sit_out.rs` (an acquire nobody answered), `lead.rs` (one
 //!   term: the watchdog and step-down), `cycle.rs` (between terms), `notify.rs` (the release
-//!   channel), `hooks.rs` (the term hooks, out), `standing.rs` (the gates, in), `heartbeat.rs`
-//!   (the loop's progress).
+//!   channel), `board.rs` (the status's one way in), `hooks.rs` (the term hooks, out),
+//!   `standing.rs` (the gates, in), `heartbeat.rs` (the loop's progress).
 //!
 //! # The public API
 //!

@@ -50,8 +50,7 @@ impl Elector {
                 return None;
             }
             if !gates.standing().stands() {
-                // A gate keeps this replica out (the eviction policy, the candidate check, a
-                // gate of the elector's user) until it lets it stand.
+                // A gate keeps this replica out until it lets it stand.
                 self.heartbeat.park();
                 tokio::select! {
                     biased;

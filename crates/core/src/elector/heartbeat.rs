@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// No promise to be back: not running yet, or parked on an event with no bound (the candidate
-/// check or Redis's eviction policy keeps the replica out until it changes).
+/// No promise to be back: not running yet, or parked on an event with no bound (a gate keeps
+/// the replica out until it changes).
 const PARKED: u64 = u64::MAX;
 
 /// A shared view of the loop's last promise; clones share it.

@@ -1,13 +1,14 @@
 //! The term hooks: what the elector tells the parts outside its loop, in order, as it happens.
-//! A term's four moments (`began`, `extended`, `ending`, `ended`) and what it saw on the way
-//! (renewals, Redis errors, the eviction policy, the candidate check, a data-loss cooldown).
-//! The guard file and the metrics subscribe; none of them is a part of the loop.
+//! A term's four moments (`began`, `extended`, `ending`, `ended`), what it saw on the way
+//! (renewals, Redis errors, Redis's clock rate, a data-loss cooldown) and every change of the
+//! status. The guard file, the metrics and the product's status board subscribe; none of them
+//! is a part of the loop.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::StepDownReason;
 use super::decide::RateBound;
+use super::{Status, StepDownReason};
 use crate::clock::BootInstant;
 use crate::lease::{FencingToken, LeaseError};
 
@@ -55,15 +56,13 @@ pub trait TermHooks: Send + Sync + 'static {
     fn clock_rate(&self, _bound: RateBound) {}
     /// A Redis call failed.
     fn redis_error(&self, _op: &'static str, _error: &LeaseError) {}
-    /// Redis's eviction policy was read: `policy` is `maxmemory-policy` as Redis names it, and
-    /// `may_evict` says whether it can evict the lease (a `maxmemory` is set and the policy is
-    /// not `noeviction`).
-    fn eviction_policy(&self, _policy: &str, _may_evict: bool) {}
-    /// The candidate check has just put this replica out of the election.
-    fn candidate_unhealthy(&self) {}
     /// This replica's acquire found that Redis lost its data (or is new) and started the
     /// data-loss cooldown.
     fn cooldown_started(&self) {}
+    /// The status changed to `status` (every change, renewals among them, in the order of its
+    /// versions): told under the status's lock, so it must be quick and must not read the
+    /// elector's status itself.
+    fn status(&self, _status: &Status) {}
 }
 
 /// The hooks an elector calls, in the order they were added.
@@ -104,13 +103,10 @@ impl TermHooks for Hooks {
     fn redis_error(&self, op: &'static str, error: &LeaseError) {
         self.each(|h| h.redis_error(op, error));
     }
-    fn eviction_policy(&self, policy: &str, may_evict: bool) {
-        self.each(|h| h.eviction_policy(policy, may_evict));
-    }
-    fn candidate_unhealthy(&self) {
-        self.each(|h| h.candidate_unhealthy());
-    }
     fn cooldown_started(&self) {
         self.each(|h| h.cooldown_started());
+    }
+    fn status(&self, status: &Status) {
+        self.each(|h| h.status(status));
     }
 }

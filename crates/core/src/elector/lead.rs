@@ -334,7 +334,7 @@ impl Elector {
                 at: SystemTime::now(),
             });
         });
-        // In the same instant as the revocation: watchers learn of it before the work does.
+        // In the same instant as the revocation: the hooks learn of it before the work does.
         leadership.cancel();
         let identity = self.lease.owner().identity();
         let lease = self.lease.name();

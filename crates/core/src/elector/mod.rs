@@ -11,14 +11,14 @@
 //! Here: the elector, its options, and the assembly of its tasks in `run`. The follower loop is
 //! in `follow.rs` (an acquire nobody answered in `sit_out.rs`), one term as leader (the
 //! watchdog and step-down) in `lead.rs`, the cycle between terms in `cycle.rs`, the release
-//! channel in `notify.rs`, the status and its one way in (`StatusBoard`, which tells the
-//! watchers) in `watchers.rs`. The two seams: the term hooks (what the parts outside hear, in
-//! order: the guard file, metrics) in `hooks.rs`, out; the gates (what keeps this replica out:
-//! the eviction policy in `eviction.rs`, the candidate check, a user's own) in `standing.rs`,
-//! in. The decisions the model checks (deadlines, waits, between terms, a partly sick
+//! channel in `notify.rs`, the status and its one way in (`StatusBoard`, which tells the hooks)
+//! in `board.rs`. The two seams: the term hooks (what the parts outside hear, in order: the
+//! guard file, metrics, the product's status board) in `hooks.rs`, out; the gates (what keeps
+//! this replica out, all of them its user's) in `standing.rs`, in. The decisions the model checks (deadlines, waits, between terms, a partly sick
 //! replica) are pure functions in `decide/` (table-tested); a one-line predicate with one
 //! caller stays beside it.
 
+mod board;
 mod cycle;
 /// The pure core: the elector's decisions as functions of time and of what Redis said. Public
 /// only with the test-only `test-internals` feature, so that the model checker in `tests/model`
@@ -28,7 +28,6 @@ mod cycle;
 pub mod decide;
 #[cfg(not(feature = "test-internals"))]
 mod decide;
-mod eviction;
 mod follow;
 mod heartbeat;
 mod hooks;
@@ -40,7 +39,6 @@ mod sit_out;
 mod standing;
 mod status;
 mod timing;
-mod watchers;
 
 /// Not API (only with `test-internals`): the polling follower, client-go's way, kept only as the
 /// baseline that the benchmark harness (and the tests that compare against it) measure
@@ -61,20 +59,18 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 pub use decide::{RateBound, leaves_a_useful_term, pause_after_term};
-pub use eviction::{EvictionMode, refused_as_unsafe};
 pub use heartbeat::Heartbeat;
 pub use hooks::{RenewalOutcome, TermHooks};
 pub use leadership::{Leadership, NotLeader};
-pub use standing::{CANDIDACY, CLOCK_RATE, EVICTION, Gate, Standing};
+pub use standing::{Gate, Standing};
 pub use status::{
-    Blocked, BlockingKey, Candidacy, Eviction, EvictionRefusal, LeaderInfo, RedisHealth, Role,
-    SitOut, SitOutReason, Status, StepDown, StepDownReason,
+    Blocked, BlockingKey, LeaderInfo, RedisHealth, Role, SitOut, SitOutReason, Status, StepDown,
+    StepDownReason,
 };
 pub use timing::{FIXED_DRIFT, TIMING_RULE, Timing, TimingBound, TimingError, TimingField};
-use watchers::StatusBoard;
-pub use watchers::{HISTORY, Numbered, Watchers};
 
 use crate::lease::RedisLease;
+use board::StatusBoard;
 use decide::FollowerStrategy;
 use hooks::Hooks;
 use standing::Gates;
@@ -87,12 +83,10 @@ pub struct Elector {
     /// Who hears of each term and what the loop saw (`hooks.rs`), in order.
     hooks: Hooks,
     /// What keeps this replica out of the election (`standing.rs`): the gates added with
-    /// `with_gate`, and in `run` the elector's own before them.
+    /// `with_gate`.
     gates: Gates,
     stop_when_work_ends: bool,
     followers: FollowerStrategy,
-    eviction: EvictionMode,
-    candidacy: Option<watch::Receiver<Candidacy>>,
     /// `Some(wait)`: one term only, and give up contending once `wait` has passed.
     one_term: Option<Duration>,
     /// What has been said once already (`notices.rs`).
@@ -116,7 +110,6 @@ impl Elector {
             transitions: 0,
             last_step_down: None,
             redis: RedisHealth::default(),
-            candidacy: Candidacy::Unchecked,
             sitting_out: None,
         };
         Ok(Self {
@@ -127,8 +120,6 @@ impl Elector {
             gates: Gates::default(),
             stop_when_work_ends: false,
             followers: FollowerStrategy::Notified,
-            eviction: EvictionMode::Warn,
-            candidacy: None,
             one_term: None,
             notices: notices::Said::default(),
             heartbeat: Heartbeat::new(timing.lease_duration),
@@ -136,25 +127,12 @@ impl Elector {
         })
     }
 
-    /// Gates candidacy on a check: while `candidacy` does not [stand](Candidacy::stands), a
-    /// follower does not contend and a leader steps down with reason `unhealthy`.
-    pub fn with_candidacy(mut self, candidacy: watch::Receiver<Candidacy>) -> Self {
-        self.candidacy = Some(candidacy);
-        self
-    }
-
     /// Keeps this replica out of the election while `gate` says [`Standing::Out`]: a follower
     /// does not contend, and a leader steps down with the gate's reason
-    /// ([`StepDownReason::Gate`]). The elector's own gates (the eviction policy, the candidate
-    /// check) come first.
+    /// ([`StepDownReason::Gate`]). When several keep it out, the first added names the reason.
     pub fn with_gate(mut self, gate: watch::Receiver<Standing>) -> Self {
         self.gates.add(gate);
         self
-    }
-
-    /// The watchers of this elector's status: server-sent events, the status file.
-    pub fn watchers(&self) -> Watchers {
-        self.status.watchers().clone()
     }
 
     /// Makes [`run`](Self::run) return after a term whose work returned, failed or panicked
@@ -183,15 +161,8 @@ impl Elector {
         self
     }
 
-    /// Chooses what to do when Redis may evict the lease (the default is to say so and take
-    /// part; [`EvictionMode::Refuse`] stays out of the election).
-    pub fn with_eviction_mode(mut self, mode: EvictionMode) -> Self {
-        self.eviction = mode;
-        self
-    }
-
-    /// Tells `hooks` of each term and of what the loop sees (metrics, the guard file), after
-    /// the hooks added before.
+    /// Tells `hooks` of each term, of what the loop sees and of each change of the status
+    /// (metrics, the guard file, a status board), after the hooks added before.
     pub fn with_hooks(mut self, hooks: Arc<dyn TermHooks>) -> Self {
         self.hooks.add(hooks);
         self
@@ -222,12 +193,13 @@ impl Elector {
     /// when it returns, fails or panics, the replica steps down and releases the lease, then
     /// contends again. On shutdown a leader steps down with reason `shutdown` and releases the
     /// lease, so that a follower takes over at once.
-    pub async fn run<W, Fut, E>(mut self, shutdown: CancellationToken, mut work: W)
+    pub async fn run<W, Fut, E>(self, shutdown: CancellationToken, mut work: W)
     where
         W: FnMut(Leadership) -> Fut,
         Fut: Future<Output = Result<(), E>> + Send + 'static,
         E: Display + Send + 'static,
     {
+        self.status.tell(Arc::new(self.hooks.clone()));
         let stop_notify = shutdown.child_token();
         let (mut releases, notify_task) = match self.followers {
             FollowerStrategy::Notified => notify::spawn(
@@ -238,39 +210,11 @@ impl Elector {
             ),
             FollowerStrategy::Polling => notify::none(stop_notify.clone()),
         };
-        // The elector's own gates before those of its user: the candidate check, then the
-        // eviction policy in front of it.
-        let candidacy_task = self.candidacy.clone().map(|candidacy| {
-            let (gate, standing) = watch::channel(Standing::Stands);
-            self.gates.add_first(standing);
-            self.status.follow_candidacy(
-                candidacy,
-                gate,
-                Arc::new(self.hooks.clone()),
-                stop_notify.clone(),
-            )
-        });
-        let (eviction_gate, standing) = watch::channel(eviction::before_read(&self.lease));
-        self.gates.add_first(standing);
-        let eviction_task = eviction::spawn(
-            self.lease.clone(),
-            self.timing,
-            self.eviction,
-            self.status.clone(),
-            eviction_gate,
-            Arc::new(self.hooks.clone()),
-            stop_notify.clone(),
-        );
         self.contend(&shutdown, &mut releases, &mut work).await;
         stop_notify.cancel();
         let _ = notify_task.await;
-        let _ = eviction_task.await;
-        if let Some(task) = candidacy_task {
-            let _ = task.await;
-        }
         self.heartbeat.park();
         self.status.modify(|s| s.role = Role::Stopped);
-        self.status.watchers().close();
         info!(
             identity = %self.lease.owner().identity(),
             lease = %self.lease.name(),

@@ -30,8 +30,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::Timing;
+use super::board::StatusBoard;
 use super::decide::{self, Keepalive, Wakeup};
-use super::watchers::StatusBoard;
 use crate::lease::{Heard, LeaseError, RedisLease, ReleaseSubscription};
 
 /// A wake-up and the instant it is due (a release waits out this follower's herd delay).

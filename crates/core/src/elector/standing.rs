@@ -1,8 +1,8 @@
-//! The one way in: whether this replica stands for the lease. Gates (the eviction policy, the
-//! candidate check, any a user of the elector adds with
-//! [`Elector::with_gate`](super::Elector::with_gate)) each say stand or stay out; the follower
-//! reads what they say together before each try, and the leader watches it for the whole term
-//! and steps down with the reason of the gate that said no.
+//! The one way in: whether this replica stands for the lease. Gates (any a user of the elector
+//! adds with [`Elector::with_gate`](super::Elector::with_gate): the product's eviction policy,
+//! candidate check and clock rate) each say stand or stay out; the follower reads what they say
+//! together before each try, and the leader watches it for the whole term and steps down with
+//! the reason of the gate that said no.
 
 use tokio::sync::watch;
 
@@ -14,26 +14,6 @@ pub struct Gate {
     /// The same in words (logs, `leasehold status`).
     pub says: &'static str,
 }
-
-/// The eviction policy: Redis may evict the lease and `--redis-eviction refuse` keeps this
-/// replica out (or it evicts the state record while the data-loss cooldown is off).
-pub const EVICTION: Gate = Gate {
-    label: "redis_may_evict",
-    says: "redis may evict the lease",
-};
-
-/// The candidate check (`--candidate-check`) failed its failure threshold.
-pub const CANDIDACY: Gate = Gate {
-    label: "unhealthy",
-    says: "the candidate check failed",
-};
-
-/// Redis's clock runs so far off this replica's that a renewal cannot keep a useful term: the
-/// clock-rate gate, fed by [`TermHooks::clock_rate`](super::TermHooks::clock_rate).
-pub const CLOCK_RATE: Gate = Gate {
-    label: "clock_rate",
-    says: "redis's clock runs too far off",
-};
 
 /// What one gate says.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -59,11 +39,6 @@ pub(super) struct Gates(Vec<watch::Receiver<Standing>>);
 impl Gates {
     pub(super) fn add(&mut self, gate: watch::Receiver<Standing>) {
         self.0.push(gate);
-    }
-
-    /// Adds `gate` before the others: the elector's own gates come first.
-    pub(super) fn add_first(&mut self, gate: watch::Receiver<Standing>) {
-        self.0.insert(0, gate);
     }
 
     /// What the gates say now: the first that keeps this replica out, else it stands.

@@ -3,9 +3,9 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use super::standing::{CANDIDACY, CLOCK_RATE, EVICTION, Gate};
+use super::standing::Gate;
 use crate::clock::BootInstant;
-use crate::lease::{EvictionPolicy, FencingToken};
+use crate::lease::FencingToken;
 
 /// Why a leader stepped down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,11 +35,8 @@ pub enum StepDownReason {
     WorkPanicked,
     /// The process is shutting down.
     Shutdown,
-    /// A gate keeps this replica out of the election: [`EVICTION`](super::EVICTION) (Redis may
-    /// evict the lease and `--redis-eviction refuse` keeps it out), [`CANDIDACY`](super::CANDIDACY)
-    /// (the candidate check failed its failure threshold), [`CLOCK_RATE`](super::CLOCK_RATE)
-    /// (Redis's clock runs too far off), or one of the elector's user; the gate's label is the
-    /// reason's.
+    /// A gate keeps this replica out of the election ([`Elector::with_gate`](super::Elector::with_gate));
+    /// the gate's label is the reason's.
     Gate(Gate),
     /// A handover was asked for (`leasehold step-down`, the step-down annotation, or
     /// [`Leadership::hand_over`](super::Leadership::hand_over)).
@@ -47,9 +44,9 @@ pub enum StepDownReason {
 }
 
 impl StepDownReason {
-    /// Every reason the elector gives by itself and through its own gates, for metrics that
+    /// Every reason the elector gives by itself (a gate's come from its user), for metrics that
     /// want all label values present from the start.
-    pub const ALL: [StepDownReason; 14] = [
+    pub const ALL: [StepDownReason; 11] = [
         StepDownReason::Lost,
         StepDownReason::RenewDeadlinePassed,
         StepDownReason::RenewRefused,
@@ -60,9 +57,6 @@ impl StepDownReason {
         StepDownReason::WorkFailed,
         StepDownReason::WorkPanicked,
         StepDownReason::Shutdown,
-        StepDownReason::Gate(EVICTION),
-        StepDownReason::Gate(CANDIDACY),
-        StepDownReason::Gate(CLOCK_RATE),
         StepDownReason::Handover,
     ];
 
@@ -167,11 +161,6 @@ pub struct RedisHealth {
     pub last_error: Option<String>,
     /// Whether the release channel is subscribed.
     pub subscribed: bool,
-    /// Redis's eviction policy, as last read.
-    pub eviction: Eviction,
-    /// Why this replica stays out of the election for Redis's eviction policy, if it does:
-    /// until that changes.
-    pub eviction_refusal: Option<EvictionRefusal>,
     /// A key that leasehold did not write, and that never expires, blocks the lease.
     pub blocked: Option<Blocked>,
     /// The lease's keys are written in a higher protocol than this release speaks: this
@@ -214,39 +203,6 @@ impl BlockingKey {
     }
 }
 
-/// Why Redis's eviction policy keeps a replica out of the election.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EvictionRefusal {
-    /// Redis may evict the lease and `--redis-eviction refuse` asked to stay out then.
-    Asked,
-    /// Redis evicts keys without a TTL (`allkeys-*`), which takes the state record, and the
-    /// data-loss cooldown is off: nothing then keeps a new leader from overlapping the old one.
-    /// Known to make two leaders, so refused whatever the eviction mode.
-    Unsafe,
-}
-
-/// What leasehold knows of Redis's eviction policy (`INFO memory`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Eviction {
-    /// Not read yet.
-    #[default]
-    NotRead,
-    /// Redis would not say (an ACL without `+info|memory`, an error).
-    Unreadable {
-        /// Why.
-        reason: String,
-    },
-    /// As Redis said.
-    Read(EvictionPolicy),
-}
-
-impl Eviction {
-    /// Whether Redis is known to be able to evict the lease.
-    pub fn may_evict(&self) -> bool {
-        matches!(self, Eviction::Read(p) if p.may_evict())
-    }
-}
-
 /// Everything the elector shows. Read it through [`Elector::status`](super::Elector::status).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
@@ -264,8 +220,6 @@ pub struct Status {
     pub last_step_down: Option<StepDown>,
     /// Redis health.
     pub redis: RedisHealth,
-    /// What the candidate check says (always [`Candidacy::Unchecked`] without one).
-    pub candidacy: Candidacy,
     /// Why this replica sits out of the election on its own account, if it does: its link to
     /// Redis is too slow to keep a lease, or Redis refused its renewal (docs/DESIGN.md, point 18).
     pub sitting_out: Option<SitOut>,
@@ -301,54 +255,6 @@ impl SitOutReason {
         match self {
             SitOutReason::SlowLink => "slow_link",
             SitOutReason::RenewRefused => "renew_refused",
-        }
-    }
-}
-
-/// Whether this replica may stand for election, as its candidate check says.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Candidacy {
-    /// No candidate check, or the check is not judged now (a command's start-up grace, or a
-    /// follower whose check is on the command it does not run).
-    #[default]
-    Unchecked,
-    /// The check passed its success threshold.
-    Healthy,
-    /// Not judged yet (the initial delay, or fewer successes than the success threshold):
-    /// out of the election until then.
-    Pending {
-        /// Why, in words.
-        reason: String,
-    },
-    /// The check failed its failure threshold in a row: out of the election (a leader steps
-    /// down) until it passes its success threshold again.
-    Unhealthy {
-        /// The last failure, in words.
-        reason: String,
-    },
-}
-
-impl Candidacy {
-    /// Whether this replica may contend for (and keep) the lease.
-    pub fn stands(&self) -> bool {
-        matches!(self, Candidacy::Unchecked | Candidacy::Healthy)
-    }
-
-    /// A stable label (JSON).
-    pub fn as_label(&self) -> &'static str {
-        match self {
-            Candidacy::Unchecked => "unchecked",
-            Candidacy::Healthy => "healthy",
-            Candidacy::Pending { .. } => "pending",
-            Candidacy::Unhealthy { .. } => "unhealthy",
-        }
-    }
-
-    /// The words of a check that keeps this replica out, if it does.
-    pub fn reason(&self) -> Option<&str> {
-        match self {
-            Candidacy::Pending { reason } | Candidacy::Unhealthy { reason } => Some(reason),
-            _ => None,
         }
     }
 }

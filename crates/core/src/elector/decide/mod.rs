@@ -1,7 +1,7 @@
 //! The elector's decisions as pure functions of the time and of what Redis said: no I/O, so
 //! every case is a row in a table test (one `#[test]` per decision, each row a sentence). The
-//! I/O files of the elector (`follow.rs`, `lead.rs`, `notify.rs`, `eviction.rs`, `watchers.rs`,
-//! `cycle.rs`) call these and act on the answer.
+//! I/O files of the elector (`follow.rs`, `sit_out.rs`, `lead.rs`, `notify.rs`, `cycle.rs`) call
+//! these and act on the answer.
 //!
 //! - `watchdog`: one term as leader: its deadlines from the send instant, the watchdog's step,
 //!   a late reply, the retry after a failed renewal, `check()`'s comparison, the label of a
@@ -19,9 +19,7 @@
 //!   of a release's wake-ups.
 //!
 //! A one-line predicate with one caller stays beside its caller with its rows: how loud a
-//! failed Redis call is (`follow.rs`), whether an eviction policy read is news and whether an
-//! unreadable one is said (`eviction.rs`), when the candidate check put this replica out
-//! (`watchers.rs`).
+//! failed Redis call is (`follow.rs`).
 
 mod between;
 mod channel;

@@ -21,11 +21,6 @@ pub struct Deadlines {
 }
 
 impl Deadlines {
-    /// The deadlines of a command sent at `sent_at`, with the configured validity.
-    pub fn from_sent(sent_at: BootInstant, timing: &Timing) -> Self {
-        Self::valid_for(sent_at, timing, timing.validity())
-    }
-
     /// The deadlines of a command sent at `sent_at` whose term is valid for `validity`.
     pub fn valid_for(sent_at: BootInstant, timing: &Timing, validity: Duration) -> Self {
         Self {
@@ -187,17 +182,20 @@ mod tests {
             ),
         ];
         for (sent, t, (valid, renew, next), why) in cases {
-            let d = Deadlines::from_sent(at(sent), &t);
+            let d = Deadlines::valid_for(at(sent), &t, t.validity());
             let got = (d.valid_until, d.renew_by, d.next_renew);
             assert_eq!(got, (at(valid), at(renew), at(next)), "{why}");
         }
-        let d = Deadlines::from_sent(at(0), &timing(13_000, 14_000, 2_000));
+        let d = {
+            let t = timing(13_000, 14_000, 2_000);
+            Deadlines::valid_for(at(0), &t, t.validity())
+        };
         assert_eq!(
             d.first(),
             d.valid_until,
             "validity first when the drift is large"
         );
-        let d = Deadlines::from_sent(at(0), &Timing::default());
+        let d = Deadlines::valid_for(at(0), &Timing::default(), Timing::default().validity());
         assert_eq!(
             d.first(),
             d.renew_by,

@@ -1,7 +1,7 @@
-//! The elector's status, and its one way in: every writer changes it through a
-//! [`StatusBoard`], which pushes it to the watchers (server-sent events, the status file) in the
-//! same step when its role, leader, token or candidacy changed. Publishing never waits: each
-//! watcher has a bounded buffer, and a watcher whose buffer is full is dropped, not waited for.
+//! The watchers of what a replica shows (server-sent events, the status file): the
+//! [`Board`](super::Board) pushes it to them in the same step as it changes, when its role,
+//! leader, token or candidacy changed. Publishing never waits: each watcher has a bounded
+//! buffer, and a watcher whose buffer is full is dropped, not waited for.
 //!
 //! Every change gets the next number of this process's count, so that a watcher that comes back
 //! after it names the last one it had is given the changes it missed, from the last few kept
@@ -12,10 +12,11 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::{mpsc, watch};
-use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use super::{CANDIDACY, Candidacy, Role, Standing, Status, TermHooks};
+use super::Candidacy;
+use super::Shown;
+use crate::elector::Role;
 use crate::lease::FencingToken;
 
 /// What a watcher is told about: a change in any of these is an event.
@@ -28,7 +29,7 @@ struct Key {
 }
 
 impl Key {
-    fn of(status: &Status) -> Self {
+    fn of(status: &Shown) -> Self {
         Self {
             role: role_name(status),
             leader: status.leader_identity().map(str::to_owned),
@@ -39,7 +40,7 @@ impl Key {
 
     /// Whether `status` has this key, without copying it (most changes, renewals among them,
     /// do not change it).
-    fn matches(&self, status: &Status) -> bool {
+    fn matches(&self, status: &Shown) -> bool {
         self.role == role_name(status)
             && self.leader.as_deref() == status.leader_identity()
             && self.token == status.token()
@@ -47,102 +48,12 @@ impl Key {
     }
 }
 
-fn role_name(status: &Status) -> &'static str {
+fn role_name(status: &Shown) -> &'static str {
     match status.role {
         Role::Starting => "starting",
         Role::Follower { .. } => "follower",
         Role::Leader { .. } => "leader",
         Role::Stopped => "stopped",
-    }
-}
-
-/// The status and its watchers: the one way to change the status. Cheap to clone.
-#[derive(Clone)]
-pub(crate) struct StatusBoard {
-    status: watch::Sender<Status>,
-    watchers: Watchers,
-}
-
-impl StatusBoard {
-    pub fn new(status: Status) -> Self {
-        let status = watch::Sender::new(status);
-        Self {
-            watchers: Watchers::new(status.subscribe()),
-            status,
-        }
-    }
-
-    /// Changes the status and tells the watchers, in this step (becoming leader and stepping
-    /// down must not wait for another task's turn).
-    pub fn modify(&self, change: impl FnOnce(&mut Status)) {
-        self.status.send_modify(change);
-        self.watchers.publish();
-    }
-
-    /// [`modify`](Self::modify) where `change` says whether it changed anything; whether it did.
-    pub fn modify_if(&self, change: impl FnOnce(&mut Status) -> bool) -> bool {
-        let changed = self.status.send_if_modified(change);
-        if changed {
-            self.watchers.publish();
-        }
-        changed
-    }
-
-    pub fn borrow(&self) -> watch::Ref<'_, Status> {
-        self.status.borrow()
-    }
-
-    pub fn subscribe(&self) -> watch::Receiver<Status> {
-        self.status.subscribe()
-    }
-
-    pub fn watchers(&self) -> &Watchers {
-        &self.watchers
-    }
-
-    /// Keeps the status's candidacy and the candidacy `gate` in step with the candidate check's,
-    /// counting each time the check turns this replica unhealthy, until `stop` is cancelled or
-    /// the check is gone. The loop reads the gate: no contending while the check keeps this
-    /// replica out, and a leader steps down with reason `unhealthy`.
-    pub fn follow_candidacy(
-        &self,
-        mut candidacy: watch::Receiver<Candidacy>,
-        gate: watch::Sender<Standing>,
-        hooks: Arc<dyn TermHooks>,
-        stop: CancellationToken,
-    ) -> tokio::task::JoinHandle<()> {
-        let board = self.clone();
-        tokio::spawn(async move {
-            loop {
-                let now = candidacy.borrow_and_update().clone();
-                // The gate first: the loop reads it.
-                gate.send_replace(if now.stands() {
-                    Standing::Stands
-                } else {
-                    Standing::Out {
-                        gate: CANDIDACY,
-                        detail: now.reason().map(str::to_owned),
-                    }
-                });
-                let mut became_unhealthy = false;
-                board.modify_if(|s| {
-                    if s.candidacy == now {
-                        return false;
-                    }
-                    became_unhealthy = newly_unhealthy(&s.candidacy, &now);
-                    s.candidacy = now.clone();
-                    true
-                });
-                if became_unhealthy {
-                    hooks.candidate_unhealthy();
-                }
-                tokio::select! {
-                    biased;
-                    _ = stop.cancelled() => return,
-                    changed = candidacy.changed() => if changed.is_err() { return },
-                }
-            }
-        })
     }
 }
 
@@ -156,7 +67,7 @@ pub struct Numbered {
     /// change published before it).
     pub number: u64,
     /// The status.
-    pub status: Status,
+    pub status: Shown,
 }
 
 struct Hub {
@@ -174,12 +85,12 @@ struct Hub {
 /// The watchers of one elector. Cheap to clone; all clones share the watchers.
 #[derive(Clone)]
 pub struct Watchers {
-    status: watch::Receiver<Status>,
+    status: watch::Receiver<Shown>,
     hub: Arc<Mutex<Hub>>,
 }
 
 impl Watchers {
-    pub(crate) fn new(status: watch::Receiver<Status>) -> Self {
+    pub(super) fn new(status: watch::Receiver<Shown>) -> Self {
         Self {
             status,
             hub: Arc::new(Mutex::new(Hub {
@@ -264,7 +175,7 @@ impl Watchers {
     /// Sends the current status to every watcher if its role, leader, token or candidacy
     /// changed since the last event. The status is read under the hub's lock, so events go out
     /// in the order of the status's versions whoever calls this.
-    fn publish(&self) {
+    pub(super) fn publish(&self) {
         self.publish_in(&mut self.lock());
     }
 
@@ -304,7 +215,7 @@ impl Watchers {
 
     /// Ends every stream after the events it holds (the elector has stopped), so that the HTTP
     /// server's graceful shutdown does not wait for watchers that never hang up.
-    pub(crate) fn close(&self) {
+    pub(super) fn close(&self) {
         let mut hub = self.lock();
         hub.closed = true;
         hub.subscribers.clear();
@@ -314,11 +225,6 @@ impl Watchers {
         // The hub's state stays consistent whatever panicked while holding it.
         self.hub.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
-
-/// Whether the candidate check has just put this replica out (the metric counts these).
-fn newly_unhealthy(before: &Candidacy, now: &Candidacy) -> bool {
-    matches!(now, Candidacy::Unhealthy { .. }) && !matches!(before, Candidacy::Unhealthy { .. })
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 use super::*;
-use crate::elector::RedisHealth;
+use crate::board::Board;
+use crate::elector::{RedisHealth, Status};
 
 fn status(role: Role) -> Status {
     Status {
@@ -10,9 +11,16 @@ fn status(role: Role) -> Status {
         transitions: 0,
         last_step_down: None,
         redis: RedisHealth::default(),
-        candidacy: Candidacy::Unchecked,
         sitting_out: None,
     }
+}
+
+/// Changes what `board` shows.
+fn modify(board: &Board, change: impl FnOnce(&mut Shown)) {
+    board.modify_if(|s| {
+        change(s);
+        true
+    });
 }
 
 fn leader(token: u64) -> Role {
@@ -25,19 +33,22 @@ fn leader(token: u64) -> Role {
 
 #[test]
 fn a_watcher_gets_the_current_status_at_once_and_every_change_after() {
-    let tx = StatusBoard::new(status(Role::Starting));
+    let tx = Board::new(status(Role::Starting));
     let watchers = tx.watchers().clone();
     let mut rx = watchers.subscribe(4);
-    assert_eq!(rx.try_recv().map(|e| e.status.role), Ok(Role::Starting));
-    tx.modify(|s| s.role = leader(7));
+    assert_eq!(
+        rx.try_recv().map(|e| e.status.status.role),
+        Ok(Role::Starting)
+    );
+    modify(&tx, |s| s.status.role = leader(7));
     assert_eq!(
         rx.try_recv().map(|e| e.status.token()),
         Ok(Some(FencingToken(7)))
     );
     // A renewal moves only the deadline: no event.
-    tx.modify(|s| s.role = leader(7));
+    modify(&tx, |s| s.status.role = leader(7));
     assert!(rx.try_recv().is_err());
-    tx.modify(|s| s.candidacy = Candidacy::Healthy);
+    modify(&tx, |s| s.candidacy = Candidacy::Healthy);
     assert_eq!(
         rx.try_recv().map(|e| e.status.candidacy),
         Ok(Candidacy::Healthy)
@@ -46,10 +57,10 @@ fn a_watcher_gets_the_current_status_at_once_and_every_change_after() {
 
 #[test]
 fn a_watcher_that_comes_between_a_change_and_its_publishing_gets_it_once() {
-    let tx = StatusBoard::new(status(Role::Starting));
+    let tx = Board::new(status(Role::Starting));
     let watchers = tx.watchers().clone();
     // A writer has changed the status and not yet published it when the watcher comes.
-    tx.status.send_modify(|s| s.role = leader(7));
+    tx.shown.send_modify(|s| s.status.role = leader(7));
     let mut rx = watchers.subscribe(4);
     tx.watchers.publish();
     let first = rx.try_recv().expect("the current status at once");
@@ -58,19 +69,22 @@ fn a_watcher_that_comes_between_a_change_and_its_publishing_gets_it_once() {
     // A change that leaves the key alone, before any change was published: no event.
     let mut late = watchers.subscribe(4);
     assert_eq!(late.try_recv().map(|e| e.number), Ok(first.number));
-    tx.modify(|s| s.transitions += 1);
+    modify(&tx, |s| s.status.transitions += 1);
     assert!(late.try_recv().is_err() && rx.try_recv().is_err());
 }
 
 #[test]
 fn a_watcher_that_falls_behind_is_dropped_and_the_others_keep_theirs() {
-    let tx = StatusBoard::new(status(Role::Starting));
+    let tx = Board::new(status(Role::Starting));
     let watchers = tx.watchers().clone();
     let mut slow = watchers.subscribe(2);
     let mut quick = watchers.subscribe(2);
-    assert_eq!(quick.try_recv().map(|e| e.status.role), Ok(Role::Starting));
+    assert_eq!(
+        quick.try_recv().map(|e| e.status.status.role),
+        Ok(Role::Starting)
+    );
     for token in 1..=3 {
-        tx.modify(|s| s.role = leader(token));
+        modify(&tx, |s| s.status.role = leader(token));
         assert_eq!(
             quick.try_recv().map(|e| e.status.token()),
             Ok(Some(FencingToken(token)))
@@ -88,20 +102,29 @@ fn a_watcher_that_falls_behind_is_dropped_and_the_others_keep_theirs() {
 
 #[test]
 fn closing_ends_every_stream_after_its_events_and_a_late_watcher_gets_one() {
-    let tx = StatusBoard::new(status(Role::Starting));
+    let tx = Board::new(status(Role::Starting));
     let watchers = tx.watchers().clone();
     let mut early = watchers.subscribe(4);
-    tx.modify(|s| s.role = Role::Stopped);
+    modify(&tx, |s| s.status.role = Role::Stopped);
     watchers.close();
     assert!(watchers.is_closed());
-    assert_eq!(early.try_recv().map(|e| e.status.role), Ok(Role::Starting));
-    assert_eq!(early.try_recv().map(|e| e.status.role), Ok(Role::Stopped));
+    assert_eq!(
+        early.try_recv().map(|e| e.status.status.role),
+        Ok(Role::Starting)
+    );
+    assert_eq!(
+        early.try_recv().map(|e| e.status.status.role),
+        Ok(Role::Stopped)
+    );
     assert_eq!(
         early.try_recv(),
         Err(mpsc::error::TryRecvError::Disconnected)
     );
     let mut late = watchers.subscribe(4);
-    assert_eq!(late.try_recv().map(|e| e.status.role), Ok(Role::Stopped));
+    assert_eq!(
+        late.try_recv().map(|e| e.status.status.role),
+        Ok(Role::Stopped)
+    );
     assert_eq!(
         late.try_recv(),
         Err(mpsc::error::TryRecvError::Disconnected)
@@ -110,10 +133,10 @@ fn closing_ends_every_stream_after_its_events_and_a_late_watcher_gets_one() {
 
 #[test]
 fn a_watcher_that_comes_back_gets_the_changes_it_missed_or_the_current_status() {
-    let tx = StatusBoard::new(status(Role::Starting));
+    let tx = Board::new(status(Role::Starting));
     let watchers = tx.watchers().clone();
     for token in 1..=20 {
-        tx.modify(|s| s.role = leader(token));
+        modify(&tx, |s| s.status.role = leader(token));
     }
     let numbers = |mut rx: mpsc::Receiver<Numbered>| {
         let mut seen = Vec::new();
@@ -145,60 +168,10 @@ fn a_watcher_that_comes_back_gets_the_changes_it_missed_or_the_current_status() 
     assert_eq!(numbers(watchers.resume(2, Some(10))), [(20, Some(20))]);
     // A resumed watcher gets the changes after, numbered on.
     let mut rx = watchers.resume(16, Some(19));
-    tx.modify(|s| s.role = leader(21));
+    modify(&tx, |s| s.status.role = leader(21));
     assert_eq!(rx.try_recv().map(|e| e.number), Ok(20));
     assert_eq!(
         rx.try_recv().map(|e| (e.number, e.status.token())),
         Ok((21, Some(FencingToken(21))))
     );
-}
-
-#[test]
-fn the_candidate_check_counts_each_fall_into_unhealthy_once() {
-    let unhealthy = |r: &str| Candidacy::Unhealthy { reason: r.into() };
-    let pending = Candidacy::Pending {
-        reason: "initial delay".into(),
-    };
-    // (before, now) -> newly unhealthy
-    let cases = [
-        (
-            Candidacy::Healthy,
-            unhealthy("probe failed"),
-            true,
-            "healthy to unhealthy",
-        ),
-        (
-            pending.clone(),
-            unhealthy("probe failed"),
-            true,
-            "pending to unhealthy",
-        ),
-        (
-            Candidacy::Unchecked,
-            unhealthy("x"),
-            true,
-            "unchecked to unhealthy",
-        ),
-        (
-            unhealthy("a"),
-            unhealthy("b"),
-            false,
-            "new words, the same fall",
-        ),
-        (
-            unhealthy("a"),
-            Candidacy::Healthy,
-            false,
-            "recovering is not a fall",
-        ),
-        (
-            Candidacy::Healthy,
-            pending,
-            false,
-            "pending is not unhealthy",
-        ),
-    ];
-    for (before, now, want, why) in cases {
-        assert_eq!(newly_unhealthy(&before, &now), want, "{why}");
-    }
 }

@@ -1,0 +1,62 @@
+//! The elector's status and its one way in: every writer changes it through a [`StatusBoard`],
+//! which tells the term hooks of each change in the same step ([`TermHooks::status`]), in the
+//! order of the status's versions whoever writes. What the parts outside make of it (event
+//! streams with their history, the status file) is theirs.
+
+use std::sync::{Arc, OnceLock};
+
+use tokio::sync::watch;
+
+use super::{Status, TermHooks};
+
+/// The status and who hears of its changes. Cheap to clone; all clones share both.
+#[derive(Clone)]
+pub(crate) struct StatusBoard {
+    status: watch::Sender<Status>,
+    /// Set once, when the elector starts: the hooks are complete by then.
+    hooks: Arc<OnceLock<Arc<dyn TermHooks>>>,
+}
+
+impl StatusBoard {
+    pub fn new(status: Status) -> Self {
+        Self {
+            status: watch::Sender::new(status),
+            hooks: Arc::default(),
+        }
+    }
+
+    /// From now on every change is told to `hooks`, which hear the current status at once.
+    pub fn tell(&self, hooks: Arc<dyn TermHooks>) {
+        let hooks = self.hooks.get_or_init(|| hooks);
+        hooks.status(&self.status.borrow());
+    }
+
+    /// Changes the status and tells the hooks, in this step (becoming leader and stepping down
+    /// must not wait for another task's turn).
+    pub fn modify(&self, change: impl FnOnce(&mut Status)) {
+        self.modify_if(|s| {
+            change(s);
+            true
+        });
+    }
+
+    /// [`modify`](Self::modify) where `change` says whether it changed anything; whether it did.
+    /// The hooks hear the change under the status's lock, so they hear the versions in order.
+    pub fn modify_if(&self, change: impl FnOnce(&mut Status) -> bool) -> bool {
+        self.status.send_if_modified(|s| {
+            let changed = change(s);
+            if changed && let Some(hooks) = self.hooks.get() {
+                hooks.status(s);
+            }
+            changed
+        })
+    }
+
+    pub fn borrow(&self) -> watch::Ref<'_, Status> {
+        self.status.borrow()
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<Status> {
+        self.status.subscribe()
+    }
+}

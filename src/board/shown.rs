@@ -1,0 +1,128 @@
+//! What a replica shows: the elector's status, and what the gates outside the core add to it
+//! (the candidate check's verdict, Redis's eviction policy as read).
+
+use std::ops::{Deref, DerefMut};
+
+use crate::elector::Status;
+use crate::lease::EvictionPolicy;
+
+/// The elector's status and what the gates outside the core add. Reads as the status it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shown {
+    /// The elector's status.
+    pub status: Status,
+    /// What the candidate check says (always [`Candidacy::Unchecked`] without one).
+    pub candidacy: Candidacy,
+    /// Redis's eviction policy, as last read.
+    pub eviction: Eviction,
+    /// Why this replica stays out of the election for Redis's eviction policy, if it does:
+    /// until that changes.
+    pub eviction_refusal: Option<EvictionRefusal>,
+}
+
+impl Shown {
+    /// A status with nothing added yet.
+    pub fn of(status: Status) -> Self {
+        Self {
+            status,
+            candidacy: Candidacy::Unchecked,
+            eviction: Eviction::NotRead,
+            eviction_refusal: None,
+        }
+    }
+}
+
+impl Deref for Shown {
+    type Target = Status;
+
+    fn deref(&self) -> &Status {
+        &self.status
+    }
+}
+
+impl DerefMut for Shown {
+    fn deref_mut(&mut self) -> &mut Status {
+        &mut self.status
+    }
+}
+
+/// Whether this replica may stand for election, as its candidate check says.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Candidacy {
+    /// No candidate check, or the check is not judged now (a command's start-up grace, or a
+    /// follower whose check is on the command it does not run).
+    #[default]
+    Unchecked,
+    /// The check passed its success threshold.
+    Healthy,
+    /// Not judged yet (the initial delay, or fewer successes than the success threshold):
+    /// out of the election until then.
+    Pending {
+        /// Why, in words.
+        reason: String,
+    },
+    /// The check failed its failure threshold in a row: out of the election (a leader steps
+    /// down) until it passes its success threshold again.
+    Unhealthy {
+        /// The last failure, in words.
+        reason: String,
+    },
+}
+
+impl Candidacy {
+    /// Whether this replica may contend for (and keep) the lease.
+    pub fn stands(&self) -> bool {
+        matches!(self, Candidacy::Unchecked | Candidacy::Healthy)
+    }
+
+    /// A stable label (JSON).
+    pub fn as_label(&self) -> &'static str {
+        match self {
+            Candidacy::Unchecked => "unchecked",
+            Candidacy::Healthy => "healthy",
+            Candidacy::Pending { .. } => "pending",
+            Candidacy::Unhealthy { .. } => "unhealthy",
+        }
+    }
+
+    /// The words of a check that keeps this replica out, if it does.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Candidacy::Pending { reason } | Candidacy::Unhealthy { reason } => Some(reason),
+            _ => None,
+        }
+    }
+}
+
+/// Why Redis's eviction policy keeps a replica out of the election.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvictionRefusal {
+    /// Redis may evict the lease and `--redis-eviction refuse` asked to stay out then.
+    Asked,
+    /// Redis evicts keys without a TTL (`allkeys-*`), which takes the state record, and the
+    /// data-loss cooldown is off: nothing then keeps a new leader from overlapping the old one.
+    /// Known to make two leaders, so refused whatever the eviction mode.
+    Unsafe,
+}
+
+/// What leasehold knows of Redis's eviction policy (`INFO memory`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Eviction {
+    /// Not read yet.
+    #[default]
+    NotRead,
+    /// Redis would not say (an ACL without `+info|memory`, an error).
+    Unreadable {
+        /// Why.
+        reason: String,
+    },
+    /// As Redis said.
+    Read(EvictionPolicy),
+}
+
+impl Eviction {
+    /// Whether Redis is known to be able to evict the lease.
+    pub fn may_evict(&self) -> bool {
+        matches!(self, Eviction::Read(p) if p.may_evict())
+    }
+}
