@@ -220,13 +220,13 @@ impl LeaderView {
                     }),
                     _ => None,
                 },
-                blocked: status.redis.blocked.as_ref().map(|b| BlockedView {
+                blocked: status.blocked.as_ref().map(|b| BlockedView {
                     what: b.which.as_label(),
                     key: b.key.clone(),
                     value: b.value.clone(),
                     clear: format!("DEL {}", b.key),
                 }),
-                newer_protocol: status.redis.newer_protocol.as_ref().map(ProtocolView::from),
+                newer_protocol: status.newer_protocol.as_ref().map(ProtocolView::from),
             },
             candidacy: CandidacyView {
                 state: status.candidacy.as_label(),

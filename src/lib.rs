@@ -80,6 +80,7 @@ pub mod k8s;
 pub mod leader_view;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+pub mod notices;
 pub mod owned_file;
 pub mod shutdown;
 #[cfg(feature = "http")]

@@ -10,7 +10,7 @@ mod watchers;
 use tokio::sync::watch;
 
 use crate::elector::{Role, Status, TermHooks};
-pub use shown::{Candidacy, Eviction, EvictionRefusal, Shown};
+pub use shown::{Blocked, BlockingKey, Candidacy, Eviction, EvictionRefusal, Shown};
 pub use watchers::{HISTORY, Numbered, Watchers};
 
 /// What the gates outside the core tell besides the board (the metrics count them).

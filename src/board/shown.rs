@@ -1,10 +1,10 @@
-//! What a replica shows: the elector's status, and what the gates outside the core add to it
-//! (the candidate check's verdict, Redis's eviction policy as read).
+//! What a replica shows: the elector's status, and what the parts outside the core add to it
+//! (the candidate check's verdict, Redis's eviction policy as read, what the notices found).
 
 use std::ops::{Deref, DerefMut};
 
 use crate::elector::Status;
-use crate::lease::EvictionPolicy;
+use crate::lease::{EvictionPolicy, Protocol};
 
 /// The elector's status and what the gates outside the core add. Reads as the status it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +18,11 @@ pub struct Shown {
     /// Why this replica stays out of the election for Redis's eviction policy, if it does:
     /// until that changes.
     pub eviction_refusal: Option<EvictionRefusal>,
+    /// A key that leasehold did not write, and that never expires, blocks the lease.
+    pub blocked: Option<Blocked>,
+    /// The lease's keys are written in a higher protocol than this release speaks: this
+    /// replica stays out of the election until they are not.
+    pub newer_protocol: Option<Protocol>,
 }
 
 impl Shown {
@@ -28,6 +33,8 @@ impl Shown {
             candidacy: Candidacy::Unchecked,
             eviction: Eviction::NotRead,
             eviction_refusal: None,
+            blocked: None,
+            newer_protocol: None,
         }
     }
 }
@@ -124,5 +131,40 @@ impl Eviction {
     /// Whether Redis is known to be able to evict the lease.
     pub fn may_evict(&self) -> bool {
         matches!(self, Eviction::Read(p) if p.may_evict())
+    }
+}
+
+/// A key of the lease that holds a value without an expiry, which leasehold never writes: the
+/// seed's lock entry that "just sits there, forever". leasehold does not take it over (it
+/// cannot tell a stray write from someone else's lock); it says so until someone deletes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocked {
+    /// Which key of the lease.
+    pub which: BlockingKey,
+    /// The key's name.
+    pub key: String,
+    /// What it holds.
+    pub value: String,
+}
+
+/// The keys of a lease that can block it when they never expire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockingKey {
+    /// The lease key: it looks held, for ever.
+    Lease,
+    /// The handover reservation: only the identity it names may acquire, for ever.
+    Reservation,
+}
+
+impl BlockingKey {
+    /// Both, for metrics that want every label value present from the start.
+    pub const ALL: [BlockingKey; 2] = [BlockingKey::Lease, BlockingKey::Reservation];
+
+    /// A stable label (JSON, metrics): `lease` or `reservation`.
+    pub fn as_label(self) -> &'static str {
+        match self {
+            BlockingKey::Lease => "lease",
+            BlockingKey::Reservation => "reservation",
+        }
     }
 }

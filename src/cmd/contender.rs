@@ -24,6 +24,7 @@ use crate::guard::{GuardFile, GuardHooks};
 use crate::k8s::Publisher;
 use crate::lease::{LeaseName, OwnerId};
 use crate::metrics::Metrics;
+use crate::notices::Notices;
 use crate::shutdown::Shutdown;
 
 /// Slack for stepping down, releasing and stopping the HTTP server after the command stopped.
@@ -104,8 +105,9 @@ impl Contender {
         let clocks = ClockWatch::new(&settings.timing);
         let elector = Elector::new(lease, settings.timing)?;
         let board = Board::new(elector.status().borrow().clone());
+        let elector_lease = elector.lease().clone();
         let (eviction, eviction_standing) =
-            EvictionWatch::new(elector.lease().clone(), settings.timing, settings.eviction);
+            EvictionWatch::new(elector_lease.clone(), settings.timing, settings.eviction);
         let (candidacy, candidacy_standing) = watch::channel(Standing::Stands);
         // When several gates keep the replica out, the first names the reason.
         let mut elector = elector
@@ -113,6 +115,11 @@ impl Contender {
             .with_gate(candidacy_standing)
             .with_gate(clock_standing)
             .with_hooks(Arc::new(board.clone()))
+            .with_hooks(Notices::new(
+                elector_lease.clone(),
+                settings.timing.lease_duration,
+                board.clone(),
+            ))
             .with_hooks(clock_gate)
             .with_hooks(clocks.clone());
         if let Some(guard) = &guard {

@@ -295,7 +295,6 @@ mod tests {
                 reachable,
                 last_error: (!reachable).then(|| "connection refused".into()),
                 subscribed: reachable,
-                ..RedisHealth::default()
             },
             sitting_out: None,
         })

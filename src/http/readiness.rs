@@ -74,13 +74,13 @@ pub fn readiness(status: &Shown, mode: ReadinessMode, leading: bool) -> (bool, S
     if let Some(error) = redis_error {
         return out(error);
     }
-    if let Some(found) = &status.redis.newer_protocol {
+    if let Some(found) = &status.newer_protocol {
         return out(format!(
             "the lease is written in {found}, newer than this replica's {}: out of the election until the rollout to the newer release finishes",
             Protocol::ours()
         ));
     }
-    if let Some(blocked) = &status.redis.blocked {
+    if let Some(blocked) = &status.blocked {
         return out(format!(
             "`{}` holds `{}` and never expires (not written by leasehold): nobody leads until it is deleted",
             blocked.key, blocked.value

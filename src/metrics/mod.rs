@@ -22,8 +22,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::board::{BlockingKey, Shown};
 use crate::clock::BootInstant;
-use crate::elector::{BlockingKey, RenewalOutcome, Role, SitOutReason, Status};
+use crate::elector::{RenewalOutcome, Role, SitOutReason};
 use crate::lease::FencingToken;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -366,7 +367,7 @@ impl Metrics {
     /// the readiness verdict at `now`.
     pub fn render(
         &self,
-        status: &Status,
+        status: &Shown,
         now: BootInstant,
         ready: bool,
         format: Exposition,
@@ -385,11 +386,7 @@ impl Metrics {
             .set(status.token().map_or(0.0, |FencingToken(t)| t as f64));
         self.redis_up.set(i64::from(status.redis.reachable));
         for key in BlockingKey::ALL {
-            let blocked = status
-                .redis
-                .blocked
-                .as_ref()
-                .is_some_and(|b| b.which == key);
+            let blocked = status.blocked.as_ref().is_some_and(|b| b.which == key);
             self.lease_blocked
                 .get_or_create(&KeyLabel {
                     key: key.as_label(),
@@ -449,7 +446,7 @@ impl Metrics {
 
 /// The leader as this replica sees it: itself while it leads within its validity deadline (a
 /// leader past it knows no longer who leads), else the holder it saw at its last look.
-fn seen_leader(status: &Status, leading: bool) -> Option<&str> {
+fn seen_leader(status: &crate::elector::Status, leading: bool) -> Option<&str> {
     match &status.role {
         Role::Leader { .. } if !leading => None,
         _ => status.leader_identity(),

@@ -1,11 +1,11 @@
 //! The exposition and the gauges read at scrape time.
 
 use super::*;
-use crate::board::GateHooks;
-use crate::elector::{LeaderInfo, RateBound, RedisHealth, StepDownReason, TermHooks};
+use crate::board::{GateHooks, Shown};
+use crate::elector::{LeaderInfo, RateBound, RedisHealth, Status, StepDownReason, TermHooks};
 
-fn status(role: Role) -> Status {
-    Status {
+fn status(role: Role) -> Shown {
+    Shown::of(Status {
         lease: "shop/web".into(),
         identity: "web-a".into(),
         owner: "web-a-x".into(),
@@ -16,10 +16,9 @@ fn status(role: Role) -> Status {
             reachable: true,
             last_error: None,
             subscribed: true,
-            ..RedisHealth::default()
         },
         sitting_out: None,
-    }
+    })
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use clap::CommandFactory;
-use leasehold::board::GateHooks;
+use leasehold::board::{GateHooks, Shown};
 use leasehold::cli::Cli;
 use leasehold::clock::BootInstant;
 use leasehold::elector::{LeaderInfo, RedisHealth, RenewalOutcome, Role, Status, TermHooks};
@@ -290,7 +290,12 @@ fn exposition() -> String {
         redis: RedisHealth::default(),
         sitting_out: None,
     };
-    metrics.render(&status, BootInstant::now(), true, Exposition::OpenMetrics)
+    metrics.render(
+        &Shown::of(status),
+        BootInstant::now(),
+        true,
+        Exposition::OpenMetrics,
+    )
 }
 
 /// A metric: its documented name (a counter's with `_total`), type and label names.

@@ -106,8 +106,7 @@ impl Elector {
                 return None;
             }
             if let Ok(acquired) = &attempt {
-                self.note_durations();
-                self.note_protocol(acquired);
+                self.hooks.tried(acquired);
                 if let Some(reading) = self.lease.last_reading() {
                     // A step seen while following ends nothing; the window starts anew.
                     let _ = rate.record(reading);
@@ -117,7 +116,6 @@ impl Elector {
             let seen = match attempt {
                 Ok(Acquired::Leader(mut grant)) => {
                     self.redis_ok();
-                    self.note_blocked(None);
                     if cooled {
                         grant.previous = PreviousTerm::DataLoss;
                     }
@@ -128,7 +126,6 @@ impl Elector {
                     // A term after the loss: the one before a later win is this holder's.
                     cooled = false;
                     self.redis_ok();
-                    self.note_holder(&holder);
                     if let Some(left) = holder.remaining {
                         observed = Some((holder.clone(), clock.now().saturating_add(left)));
                     }
@@ -146,7 +143,6 @@ impl Elector {
                     failures = 0;
                     cooled = true;
                     self.redis_ok();
-                    self.note_blocked(None);
                     if started {
                         self.hooks.cooldown_started();
                         warn!(
@@ -171,12 +167,6 @@ impl Elector {
                         reserved_for = %identity,
                         remaining_ms = remaining.map(|r| r.as_millis() as u64),
                         "the next term is reserved for another replica by a handover"
-                    );
-                    // A reservation without expiry was not written by leasehold.
-                    self.note_blocked(
-                        remaining
-                            .is_none()
-                            .then_some((super::BlockingKey::Reservation, identity)),
                     );
                     self.note_follower_view(None, None);
                     // Like a holder whose TTL runs out then: try again at the reservation's end;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::decide::RateBound;
 use super::{Status, StepDownReason};
 use crate::clock::BootInstant;
-use crate::lease::{FencingToken, LeaseError};
+use crate::lease::{Acquired, FencingToken, LeaseError};
 
 /// The outcome of one renewal, for metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,6 +54,9 @@ pub trait TermHooks: Send + Sync + 'static {
     /// A renewal bounded the rate of Redis's clock against the boot clock anew (over the
     /// term's renewals so far; the validity follows its upper end when it exceeds the drift).
     fn clock_rate(&self, _bound: RateBound) {}
+    /// A follower's try was answered with `acquired` (a holder, a reservation, keys in a
+    /// newer protocol: what a person may have to hear of).
+    fn tried(&self, _acquired: &Acquired) {}
     /// A Redis call failed.
     fn redis_error(&self, _op: &'static str, _error: &LeaseError) {}
     /// This replica's acquire found that Redis lost its data (or is new) and started the
@@ -99,6 +102,9 @@ impl TermHooks for Hooks {
     }
     fn clock_rate(&self, bound: RateBound) {
         self.each(|h| h.clock_rate(bound));
+    }
+    fn tried(&self, acquired: &Acquired) {
+        self.each(|h| h.tried(acquired));
     }
     fn redis_error(&self, op: &'static str, error: &LeaseError) {
         self.each(|h| h.redis_error(op, error));

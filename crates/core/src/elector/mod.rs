@@ -33,7 +33,6 @@ mod heartbeat;
 mod hooks;
 mod lead;
 mod leadership;
-mod notices;
 mod notify;
 mod sit_out;
 mod standing;
@@ -64,8 +63,7 @@ pub use hooks::{RenewalOutcome, TermHooks};
 pub use leadership::{Leadership, NotLeader};
 pub use standing::{Gate, Standing};
 pub use status::{
-    Blocked, BlockingKey, LeaderInfo, RedisHealth, Role, SitOut, SitOutReason, Status, StepDown,
-    StepDownReason,
+    LeaderInfo, RedisHealth, Role, SitOut, SitOutReason, Status, StepDown, StepDownReason,
 };
 pub use timing::{FIXED_DRIFT, TIMING_RULE, Timing, TimingBound, TimingError, TimingField};
 
@@ -89,8 +87,6 @@ pub struct Elector {
     followers: FollowerStrategy,
     /// `Some(wait)`: one term only, and give up contending once `wait` has passed.
     one_term: Option<Duration>,
-    /// What has been said once already (`notices.rs`).
-    notices: notices::Said,
     /// The loop's progress, for liveness (`heartbeat.rs`).
     heartbeat: Heartbeat,
     /// The latest bound of Redis's clock rate, from a term's replies or a follower's tries: it
@@ -121,7 +117,6 @@ impl Elector {
             stop_when_work_ends: false,
             followers: FollowerStrategy::Notified,
             one_term: None,
-            notices: notices::Said::default(),
             heartbeat: Heartbeat::new(timing.lease_duration),
             last_rate: std::sync::Mutex::new(None),
         })

@@ -161,46 +161,6 @@ pub struct RedisHealth {
     pub last_error: Option<String>,
     /// Whether the release channel is subscribed.
     pub subscribed: bool,
-    /// A key that leasehold did not write, and that never expires, blocks the lease.
-    pub blocked: Option<Blocked>,
-    /// The lease's keys are written in a higher protocol than this release speaks: this
-    /// replica stays out of the election until they are not.
-    pub newer_protocol: Option<crate::lease::Protocol>,
-}
-
-/// A key of the lease that holds a value without an expiry, which leasehold never writes: the
-/// seed's lock entry that "just sits there, forever". leasehold does not take it over (it
-/// cannot tell a stray write from someone else's lock); it says so until someone deletes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Blocked {
-    /// Which key of the lease.
-    pub which: BlockingKey,
-    /// The key's name.
-    pub key: String,
-    /// What it holds.
-    pub value: String,
-}
-
-/// The keys of a lease that can block it when they never expire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BlockingKey {
-    /// The lease key: it looks held, for ever.
-    Lease,
-    /// The handover reservation: only the identity it names may acquire, for ever.
-    Reservation,
-}
-
-impl BlockingKey {
-    /// Both, for metrics that want every label value present from the start.
-    pub const ALL: [BlockingKey; 2] = [BlockingKey::Lease, BlockingKey::Reservation];
-
-    /// A stable label (JSON, metrics): `lease` or `reservation`.
-    pub fn as_label(self) -> &'static str {
-        match self {
-            BlockingKey::Lease => "lease",
-            BlockingKey::Reservation => "reservation",
-        }
-    }
 }
 
 /// Everything the elector shows. Read it through [`Elector::status`](super::Elector::status).

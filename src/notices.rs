@@ -1,18 +1,68 @@
-//! What a follower sees that a person must hear of, said once per occurrence rather than at
-//! every try: a key without expiry that blocks the lease (leasehold never takes it over), a
-//! holder that runs under this replica's own identity, and a contender whose lease duration is
-//! longer than this replica's.
+//! What a follower's tries find that a person must hear of, said once per occurrence rather than
+//! at every try, and shown ([`Shown`](crate::board::Shown)) while it lasts: a key without expiry
+//! that blocks the lease (leasehold never takes it over), keys in a newer protocol, a holder
+//! that runs under this replica's own identity, and a contender whose lease duration is longer
+//! than this replica's. A term hook ([`TermHooks::tried`]): none of it changes a term.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tracing::{error, info, warn};
 
-use super::{Blocked, BlockingKey, Elector};
-use crate::lease::{Acquired, Holder, Protocol};
+use crate::board::{Blocked, BlockingKey, Board};
+use crate::elector::TermHooks;
+use crate::lease::{Acquired, Holder, Protocol, RedisLease};
 
-impl Elector {
+/// The notices of one replica.
+pub struct Notices {
+    lease: Arc<RedisLease>,
+    /// This replica's lease duration.
+    lease_duration: Duration,
+    board: Board,
+    /// The owner id of the last holder seen under this replica's identity.
+    shared_identity: Mutex<Option<String>>,
+    /// Whether a longer lease duration was mentioned.
+    longer_duration_said: AtomicBool,
+}
+
+impl TermHooks for Notices {
+    fn tried(&self, acquired: &Acquired) {
+        self.note_durations();
+        self.note_protocol(acquired);
+        match acquired {
+            Acquired::Leader(_) | Acquired::CoolingDown { .. } => self.note_blocked(None),
+            Acquired::HeldBy(holder) => self.note_holder(holder),
+            // A reservation without expiry was not written by leasehold.
+            Acquired::Reserved {
+                identity,
+                remaining,
+            } => self.note_blocked(
+                remaining
+                    .is_none()
+                    .then(|| (BlockingKey::Reservation, identity.clone())),
+            ),
+            Acquired::NewerProtocol(_) => {}
+        }
+    }
+}
+
+impl Notices {
+    /// The notices of a replica of `lease` with `lease_duration`, shown on `board`.
+    pub fn new(lease: Arc<RedisLease>, lease_duration: Duration, board: Board) -> Arc<Self> {
+        Arc::new(Self {
+            lease,
+            lease_duration,
+            board,
+            shared_identity: Mutex::default(),
+            longer_duration_said: AtomicBool::new(false),
+        })
+    }
+
     /// Records whether a key without expiry blocks the lease (`None`: nothing blocks it), saying
     /// so at error level when it starts, with the command that clears it, and once more when it
     /// ends.
-    pub(super) fn note_blocked(&self, blocked: Option<(BlockingKey, String)>) {
+    fn note_blocked(&self, blocked: Option<(BlockingKey, String)>) {
         let keys = self.lease.keys();
         let blocked = blocked.map(|(which, value)| Blocked {
             which,
@@ -22,11 +72,11 @@ impl Elector {
             },
             value,
         });
-        self.status.modify_if(|s| {
-            if s.redis.blocked == blocked {
+        self.board.modify_if(|s| {
+            if s.blocked == blocked {
                 return false;
             }
-            match (&s.redis.blocked, &blocked) {
+            match (&s.blocked, &blocked) {
                 (_, Some(now)) => error!(
                     identity = %s.identity,
                     lease = %s.lease,
@@ -43,7 +93,7 @@ impl Elector {
                 ),
                 (None, None) => {}
             }
-            s.redis.blocked = blocked;
+            s.blocked = blocked;
             true
         });
     }
@@ -51,13 +101,13 @@ impl Elector {
     /// Records whether a try found the lease's keys in a higher protocol than this release's,
     /// saying at error level when it starts (which release wrote them, and what to do), and
     /// once more when it ends.
-    pub(super) fn note_protocol(&self, acquired: &Acquired) {
+    fn note_protocol(&self, acquired: &Acquired) {
         let newer = match acquired {
             Acquired::NewerProtocol(found) => Some(found.clone()),
             _ => None,
         };
-        self.status.modify_if(|s| {
-            if s.redis.newer_protocol == newer {
+        self.board.modify_if(|s| {
+            if s.newer_protocol == newer {
                 return false;
             }
             match &newer {
@@ -74,7 +124,7 @@ impl Elector {
                     "the lease's protocol is this leasehold's again; back in the election"
                 ),
             }
-            s.redis.newer_protocol = newer;
+            s.newer_protocol = newer;
             true
         });
     }
@@ -83,16 +133,15 @@ impl Elector {
     /// this replica's identity with another owner id is almost always two replicas configured
     /// with one `--identity` (they never overlap, each term has its own owner id, but every
     /// log, label and `step-down --to` is ambiguous), said once per such holder.
-    pub(super) fn note_holder(&self, holder: &Holder) {
+    fn note_holder(&self, holder: &Holder) {
         let never_expires = holder.remaining.is_none() && !holder.vanished;
         self.note_blocked(never_expires.then(|| (BlockingKey::Lease, holder.term_value())));
         let own = self.lease.owner();
         if holder.identity() == own.identity() && holder.owner != own.as_str() {
             let mut said = self
-                .notices
                 .shared_identity
                 .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+                .unwrap_or_else(PoisonError::into_inner);
             if said.as_deref() != Some(holder.owner.as_str()) {
                 warn!(
                     identity = %own.identity(),
@@ -110,15 +159,10 @@ impl Elector {
     /// its own: a rolling change of `--lease-duration`, or a lock beside a Deployment configured
     /// longer. Safe (the data-loss cooldown covers the longest duration this replica knows), but
     /// a replica that starts after Redis lost everything knows only its own.
-    pub(super) fn note_durations(&self) {
+    fn note_durations(&self) {
         let longest = self.lease.longest_seen();
-        let own = self.timing.lease_duration;
-        if longest <= own
-            || self
-                .notices
-                .longer_duration_said
-                .swap(true, std::sync::atomic::Ordering::Relaxed)
-        {
+        let own = self.lease_duration;
+        if longest <= own || self.longer_duration_said.swap(true, Ordering::Relaxed) {
             return;
         }
         warn!(
@@ -129,13 +173,4 @@ impl Elector {
             "another contender of the lease runs a longer --lease-duration; the data-loss cooldown covers it, but give every contender the same one"
         );
     }
-}
-
-/// What has been said already, so that it is said once.
-#[derive(Debug, Default)]
-pub(super) struct Said {
-    /// The owner id of the last holder seen under this replica's identity.
-    shared_identity: std::sync::Mutex<Option<String>>,
-    /// Whether a longer lease duration was mentioned.
-    longer_duration_said: std::sync::atomic::AtomicBool,
 }
