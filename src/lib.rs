@@ -73,6 +73,7 @@ pub mod exec;
 pub mod fence;
 pub mod gates;
 pub mod guard;
+pub mod heartbeat;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "kubernetes")]

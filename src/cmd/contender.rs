@@ -21,6 +21,7 @@ use crate::elector::{Elector, Leadership, Standing};
 use crate::eviction::{EvictionWatch, refused_as_unsafe};
 use crate::exec::{ExecError, Supervisor};
 use crate::guard::{GuardFile, GuardHooks};
+use crate::heartbeat::Heartbeat;
 use crate::k8s::Publisher;
 use crate::lease::{LeaseName, OwnerId};
 use crate::metrics::Metrics;
@@ -51,6 +52,8 @@ pub(super) struct Contender {
     pub(super) board: Board,
     /// The guard file of its terms, if any.
     pub(super) guard: Option<Arc<GuardFile>>,
+    /// Its elector loop's progress, for liveness.
+    pub(super) heartbeat: Heartbeat,
     /// What its terms saw of the clocks: Redis's rate, this host's slew.
     pub(super) clocks: Arc<ClockWatch>,
     /// The gates it starts with the elector: Redis's eviction policy, and the candidate check's
@@ -106,6 +109,7 @@ impl Contender {
         let elector = Elector::new(lease, settings.timing)?;
         let board = Board::new(elector.status().borrow().clone());
         let elector_lease = elector.lease().clone();
+        let heartbeat = Heartbeat::new(settings.timing.lease_duration);
         let (eviction, eviction_standing) =
             EvictionWatch::new(elector_lease.clone(), settings.timing, settings.eviction);
         let (candidacy, candidacy_standing) = watch::channel(Standing::Stands);
@@ -115,6 +119,7 @@ impl Contender {
             .with_gate(candidacy_standing)
             .with_gate(clock_standing)
             .with_hooks(Arc::new(board.clone()))
+            .with_hooks(Arc::new(heartbeat.clone()))
             .with_hooks(Notices::new(
                 elector_lease.clone(),
                 settings.timing.lease_duration,
@@ -147,6 +152,7 @@ impl Contender {
             elector,
             board,
             guard,
+            heartbeat,
             clocks,
             eviction,
             candidacy,
@@ -184,6 +190,7 @@ impl Contender {
             elector,
             board,
             guard,
+            heartbeat: _,
             clocks: _,
             eviction,
             candidacy,

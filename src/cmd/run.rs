@@ -89,7 +89,7 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
     )
     .with_watchers(watchers)
     .with_clocks(contender.clocks.clone())
-    .with_heartbeat(contender.elector.heartbeat())
+    .with_heartbeat(contender.heartbeat.clone())
     .with_limits(settings.http_limits);
     let (bound, serve) = http::bind(settings.http_addr, endpoints, http_stop.clone())
         .await

@@ -19,7 +19,8 @@ use tokio_util::sync::CancellationToken;
 use crate::board::{Shown, Watchers};
 use crate::clock::SharedClock;
 use crate::clock_watch::{ClockWatch, RedisClockView};
-use crate::elector::{Heartbeat, Role};
+use crate::elector::Role;
+use crate::heartbeat::Heartbeat;
 pub use crate::leader_view::{CandidacyView, EvictionView, LeaderView, RedisView, StepDownView};
 use crate::metrics::{Exposition, Metrics};
 

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use harness::contenders::{Contender, lease, steady_timing, unique_lease};
 use leasehold::board::Board;
 use leasehold::elector::{Elector, RenewalOutcome, TermHooks, Timing};
+use leasehold::heartbeat::Heartbeat;
 use leasehold::http::{self, Endpoints, ReadinessMode};
 use leasehold::metrics::Metrics;
 use testbed::RedisServer;
@@ -37,7 +38,10 @@ impl TermHooks for Wedging {
 /// wedge blocks a thread of the elector's runtime, and liveness must still be asked.
 fn serve(elector: Elector, name: &str) -> (Elector, SocketAddr, CancellationToken) {
     let board = Board::new(elector.status().borrow().clone());
-    let elector = elector.with_hooks(Arc::new(board.clone()));
+    let heartbeat = Heartbeat::new(elector.timing().lease_duration);
+    let elector = elector
+        .with_hooks(Arc::new(board.clone()))
+        .with_hooks(Arc::new(heartbeat.clone()));
     let endpoints = Endpoints::new(
         board.subscribe(),
         Arc::new(Metrics::new(name, name)),
@@ -45,7 +49,7 @@ fn serve(elector: Elector, name: &str) -> (Elector, SocketAddr, CancellationToke
         elector.lease().keys().lease.clone(),
         elector.lease().clock().clone(),
     )
-    .with_heartbeat(elector.heartbeat());
+    .with_heartbeat(heartbeat);
     let stop = CancellationToken::new();
     let (tx, rx) = mpsc::channel();
     let halt = stop.clone();

@@ -38,7 +38,7 @@
 //!   `follow.rs` (the follower loop), `sit_out.rs` (an acquire nobody answered), `lead.rs` (one
 //!   term: the watchdog and step-down), `cycle.rs` (between terms), `notify.rs` (the release
 //!   channel), `board.rs` (the status's one way in), `hooks.rs` (the term hooks, out),
-//!   `standing.rs` (the gates, in), `heartbeat.rs` (the loop's progress).
+//!   `standing.rs` (the gates, in).
 //!
 //! # The public API
 //!

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use super::notify::Releases;
-use super::{Elector, Leadership, SitOut, SitOutReason, StepDownReason, decide};
+use super::{Elector, Leadership, SitOut, SitOutReason, StepDownReason, TermHooks, decide};
 
 impl Elector {
     /// Terms one after another until shutdown, or until the elector is done (see
@@ -95,7 +95,7 @@ impl Elector {
                         "the work failed soon after the term began; pausing before contending again"
                     );
                 }
-                self.heartbeat.beat(between.paced);
+                self.hooks.beat(Some(between.paced));
                 tokio::select! {
                     biased;
                     _ = shutdown.cancelled() => return,

@@ -44,14 +44,14 @@ impl Elector {
         // Redis's clock rate from this replica's tries, so that a term it wins begins with it.
         let mut rate = decide::RateWindow::new(&timing);
         loop {
-            self.heartbeat.beat(Duration::ZERO);
+            self.hooks.beat(Some(Duration::ZERO));
             releases.mark_seen();
             if shutdown.is_cancelled() {
                 return None;
             }
             if !gates.standing().stands() {
                 // A gate keeps this replica out until it lets it stand.
-                self.heartbeat.park();
+                self.hooks.beat(None);
                 tokio::select! {
                     biased;
                     _ = shutdown.cancelled() => return None,
@@ -209,7 +209,7 @@ impl Elector {
                 Next::Sleep(wait) => wait,
                 Next::GiveUp => return None,
             };
-            self.heartbeat.beat(wait);
+            self.hooks.beat(Some(wait));
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return None,
@@ -240,7 +240,7 @@ impl Elector {
             if wait.is_zero() {
                 return true;
             }
-            self.heartbeat.beat(wait);
+            self.hooks.beat(Some(wait));
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return false,

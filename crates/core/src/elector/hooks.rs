@@ -62,6 +62,10 @@ pub trait TermHooks: Send + Sync + 'static {
     /// This replica's acquire found that Redis lost its data (or is new) and started the
     /// data-loss cooldown.
     fn cooldown_started(&self) {}
+    /// The loop is at a turn and will be back within `wait` plus one bounded call (`None`: it
+    /// waits for an event without a bound of its own, such as a gate's, or it has stopped).
+    /// Told at every turn: a liveness check compares it with the time.
+    fn beat(&self, _wait: Option<Duration>) {}
     /// The status changed to `status` (every change, renewals among them, in the order of its
     /// versions): told under the status's lock, so it must be quick and must not read the
     /// elector's status itself.
@@ -111,6 +115,9 @@ impl TermHooks for Hooks {
     }
     fn cooldown_started(&self) {
         self.each(|h| h.cooldown_started());
+    }
+    fn beat(&self, wait: Option<Duration>) {
+        self.each(|h| h.beat(wait));
     }
     fn status(&self, status: &Status) {
         self.each(|h| h.status(status));

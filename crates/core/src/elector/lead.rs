@@ -120,7 +120,8 @@ impl Elector {
         let mut gates = self.gates.clone();
         // The ending, and whether the work still runs.
         let (ending, work_running) = loop {
-            self.heartbeat.beat(clock.now().until(deadlines.next_renew));
+            self.hooks
+                .beat(Some(clock.now().until(deadlines.next_renew)));
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break (Ending::new(StepDownReason::Shutdown), true),
@@ -316,7 +317,7 @@ impl Elector {
         let token = leadership.token();
         // The wait for the work ends at the validity deadline, then one release.
         let left = self.lease.clock().now().until(leadership.valid_until());
-        self.heartbeat.beat(left + self.timing.call_timeout());
+        self.hooks.beat(Some(left + self.timing.call_timeout()));
         // Before anything else: the guard file is zeroed here (the command checks it by itself,
         // also while this process is slow to reach the steps below).
         self.hooks.ending(token, reason);

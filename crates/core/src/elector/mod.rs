@@ -29,7 +29,6 @@ pub mod decide;
 #[cfg(not(feature = "test-internals"))]
 mod decide;
 mod follow;
-mod heartbeat;
 mod hooks;
 mod lead;
 mod leadership;
@@ -58,7 +57,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 pub use decide::{RateBound, leaves_a_useful_term, pause_after_term};
-pub use heartbeat::Heartbeat;
 pub use hooks::{RenewalOutcome, TermHooks};
 pub use leadership::{Leadership, NotLeader};
 pub use standing::{Gate, Standing};
@@ -87,8 +85,6 @@ pub struct Elector {
     followers: FollowerStrategy,
     /// `Some(wait)`: one term only, and give up contending once `wait` has passed.
     one_term: Option<Duration>,
-    /// The loop's progress, for liveness (`heartbeat.rs`).
-    heartbeat: Heartbeat,
     /// The latest bound of Redis's clock rate, from a term's replies or a follower's tries: it
     /// bounds the next term's first validity until that term's own replies do.
     last_rate: std::sync::Mutex<Option<decide::RateBound>>,
@@ -117,7 +113,6 @@ impl Elector {
             stop_when_work_ends: false,
             followers: FollowerStrategy::Notified,
             one_term: None,
-            heartbeat: Heartbeat::new(timing.lease_duration),
             last_rate: std::sync::Mutex::new(None),
         })
     }
@@ -168,11 +163,6 @@ impl Elector {
         self.status.subscribe()
     }
 
-    /// The loop's heartbeat: [`Heartbeat::wedged`] says when it stopped making progress.
-    pub fn heartbeat(&self) -> Heartbeat {
-        self.heartbeat.clone()
-    }
-
     /// The lease this elector contends for.
     pub fn lease(&self) -> &Arc<RedisLease> {
         &self.lease
@@ -208,7 +198,7 @@ impl Elector {
         self.contend(&shutdown, &mut releases, &mut work).await;
         stop_notify.cancel();
         let _ = notify_task.await;
-        self.heartbeat.park();
+        self.hooks.beat(None);
         self.status.modify(|s| s.role = Role::Stopped);
         info!(
             identity = %self.lease.owner().identity(),

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::decide::{self, Next, Seen};
-use super::{Elector, SitOut, SitOutReason};
+use super::{Elector, SitOut, SitOutReason, TermHooks};
 use crate::clock::BootInstant;
 use crate::lease::{FencingToken, LeaseError, Released, Retry};
 
@@ -32,7 +32,7 @@ impl Elector {
         let timing = self.timing;
         let clock = self.lease.clock().clone();
         loop {
-            self.heartbeat.beat(timing.call_timeout());
+            self.hooks.beat(Some(timing.call_timeout()));
             let started = clock.now();
             // A read, not raced against shutdown: it is bounded by the call timeout.
             let seen = self.lease.observe(timing.call_timeout()).await;
@@ -80,7 +80,7 @@ impl Elector {
                 Next::Sleep(wait) => wait,
                 Next::GiveUp => return false,
             };
-            self.heartbeat.beat(wait);
+            self.hooks.beat(Some(wait));
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return false,

@@ -1,6 +1,6 @@
 //! The elector loop's heartbeat, which `/healthz` reads: at each turn the loop says by when it
-//! will be back (now plus the wait it is about to sleep), and a loop that is overdue by more
-//! than the slack has wedged (client-go's `HealthzAdaptor`, which fails a leader whose lease
+//! will be back (now plus the wait it is about to sleep; [`TermHooks::beat`]), and a loop that
+//! is overdue by more than the slack has wedged (client-go's `HealthzAdaptor`, which fails a leader whose lease
 //! was not renewed within the lease duration plus a timeout; here followers count too).
 //!
 //! The slack is one lease duration: between two beats the loop sleeps what it promised and then
@@ -18,11 +18,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::elector::TermHooks;
+
 /// No promise to be back: not running yet, or parked on an event with no bound (a gate keeps
 /// the replica out until it changes).
 const PARKED: u64 = u64::MAX;
 
-/// A shared view of the loop's last promise; clones share it.
+/// A shared view of the loop's last promise; clones share it. Add it to the elector with
+/// [`Elector::with_hooks`](crate::elector::Elector::with_hooks).
 #[derive(Clone, Debug)]
 pub struct Heartbeat(Arc<Beats>);
 
@@ -35,9 +38,9 @@ struct Beats {
 }
 
 impl Heartbeat {
-    /// A heartbeat that counts as wedged `slack` after a missed promise; parked until the
-    /// first beat.
-    pub(super) fn new(slack: Duration) -> Self {
+    /// A heartbeat that counts as wedged `slack` after a missed promise (one lease duration:
+    /// see above); parked until the first beat.
+    pub fn new(slack: Duration) -> Self {
         Self(Arc::new(Beats {
             origin: Instant::now(),
             back_by: AtomicU64::new(PARKED),
@@ -46,7 +49,7 @@ impl Heartbeat {
     }
 
     /// The loop is at a turn and will be back within `wait` (plus one bounded call).
-    pub(super) fn beat(&self, wait: Duration) {
+    fn beat(&self, wait: Duration) {
         let at = self.0.origin.elapsed().saturating_add(wait);
         let nanos = u64::try_from(at.as_nanos()).unwrap_or(PARKED - 1);
         self.0
@@ -55,7 +58,7 @@ impl Heartbeat {
     }
 
     /// The loop waits for an event with no bound of its own; not a wedge.
-    pub(super) fn park(&self) {
+    fn park(&self) {
         self.0.back_by.store(PARKED, Ordering::Relaxed);
     }
 
@@ -71,6 +74,15 @@ impl Heartbeat {
         }
         let late = elapsed.checked_sub(Duration::from_nanos(back_by))?;
         (late > self.0.slack).then_some(late)
+    }
+}
+
+impl TermHooks for Heartbeat {
+    fn beat(&self, wait: Option<Duration>) {
+        match wait {
+            Some(wait) => Heartbeat::beat(self, wait),
+            None => self.park(),
+        }
     }
 }
 
