@@ -200,7 +200,8 @@ impl Contender {
             publisher,
             bound,
         } = self;
-        let gates_stop = CancellationToken::new();
+        // The gates end when shutdown begins (no term follows), or with the elector.
+        let gates_stop = shutdown.child_token();
         let eviction = eviction.spawn(
             elector.status(),
             board.clone(),

@@ -51,8 +51,8 @@ impl EvictionWatch {
         (watch, standing)
     }
 
-    /// Starts reading: Redis's answers to the elector show on `elector` (its status), what is
-    /// read goes to `board` and `told`; it stops when `stop` is cancelled.
+    /// Starts reading: Redis's answers to the elector show on `seen` (its status), what is read
+    /// goes to `board` and `told`; it stops when `stop` is cancelled or the elector is gone.
     pub fn spawn(
         self,
         mut seen: watch::Receiver<Status>,
@@ -73,11 +73,16 @@ impl EvictionWatch {
                 // Only ask a Redis that answers the elector: no extra dials (and no extra failed
                 // logins) while it is down or refuses us. The first read goes out at once: without
                 // the data-loss cooldown the follower waits for it before its first try.
+                // The elector gone (its status closed) ends the watch with it.
                 if !first {
                     tokio::select! {
                         biased;
                         _ = stop.cancelled() => return,
-                        _ = seen.wait_for(|s| s.redis.reachable && s.redis.last_error.is_none()) => {}
+                        answers = seen.wait_for(|s| s.redis.reachable && s.redis.last_error.is_none()) => {
+                            if answers.is_err() {
+                                return;
+                            }
+                        }
                     }
                 }
                 let read = tokio::select! {
@@ -130,7 +135,7 @@ impl EvictionWatch {
                         biased;
                         _ = stop.cancelled() => return,
                         _ = tokio::time::sleep_until(due) => break,
-                        _ = seen.changed() => {}
+                        changed = seen.changed() => if changed.is_err() { return },
                     }
                 }
             }

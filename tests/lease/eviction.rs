@@ -4,15 +4,20 @@
 //! no longer evicts; an ACL without `+info|memory` does not stop leasehold. The policy is read
 //! on each engine.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use harness::contenders::unique_lease;
+use harness::contenders::{lease, steady_timing, unique_lease};
 use harness::leasehold_bin;
 use harness::replica::{FAST, Replica, exit_within};
+use leasehold::board::Board;
+use leasehold::elector::Elector;
+use leasehold::eviction::{Eviction, EvictionMode, EvictionWatch};
 use leasehold::lease::minimal_acl_rule;
 use testbed::on_engines;
 use testbed::redis_server::{Engine, RedisServer};
 use testbed::wait::wait_for;
+use tokio_util::sync::CancellationToken;
 
 fn evicting_redis(engine: Engine) -> RedisServer {
     RedisServer::builder()
@@ -222,4 +227,41 @@ fn an_acl_without_info_memory_is_said_once_and_leasehold_carries_on() {
         warned[0]
     );
     assert_eq!(a.leader()["is_leader"], true);
+}
+
+/// The eviction gate runs beside the elector and ends with it: once the elector is gone (its
+/// status closed), the watch returns by itself. It used to spin on the closed status until it
+/// was told to stop, taking a core from Redis and the successor exactly while a leader that had
+/// just released the lease was exiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_eviction_watch_ends_once_the_elector_is_gone() {
+    let redis = RedisServer::start();
+    let timing = steady_timing();
+    let elector = Elector::new(
+        lease(&redis.url(), &unique_lease("evict-ends"), "a", true),
+        timing,
+    )
+    .expect("an elector");
+    let board = Board::new(elector.status().borrow().clone());
+    let (watch, _standing) =
+        EvictionWatch::new(elector.lease().clone(), timing, EvictionMode::Warn);
+    let task = watch.spawn(
+        elector.status(),
+        board.clone(),
+        Arc::new(()),
+        CancellationToken::new(),
+    );
+    let mut shown = board.subscribe();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        shown.wait_for(|s| matches!(s.eviction, Eviction::Read(_))),
+    )
+    .await
+    .expect("the policy is read")
+    .expect("the board is there");
+    drop(elector);
+    tokio::time::timeout(Duration::from_secs(2), task)
+        .await
+        .expect("the watch ends by itself once the elector is gone")
+        .expect("the watch does not panic");
 }
