@@ -68,10 +68,8 @@ impl Board {
 
 impl TermHooks for Board {
     fn status(&self, status: &Status) {
+        // The core tells only changes: no comparison needed here.
         self.modify_if(|s| {
-            if s.status == *status {
-                return false;
-            }
             s.status.clone_from(status);
             true
         });

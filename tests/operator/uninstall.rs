@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use harness::contenders::unique_lease;
-use harness::replica::{FAST, Replica, run_to_end};
+use harness::replica::{FAST, Replica, lease_status_json, run_to_end};
 use nix::sys::signal::Signal;
 use testbed::redis_server::RedisServer;
 use testbed::wait::wait_for;
@@ -120,19 +120,7 @@ fn a_value_leasehold_did_not_write_and_a_running_cooldown_need_force() {
     ];
     let _c = Replica::spawn(&redis.url(), &cooling, "c", &timing, &[]);
     wait_for("the cooldown", Duration::from_secs(10), || {
-        let (_, stdout, _) = run_to_end(
-            &[
-                "status",
-                "--redis-url",
-                &redis.url(),
-                "--lease-name",
-                &cooling,
-                "-o",
-                "json",
-            ],
-            &[],
-        );
-        serde_json::from_str::<serde_json::Value>(&stdout)
+        lease_status_json(&redis.url(), &cooling)
             .ok()
             .filter(|v| v["cooldown"] == "running")
     });

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use harness::contenders::unique_lease;
-use harness::replica::{FAST, RELEASE_ONLY, Replica, lease_status, run_to_end};
+use harness::replica::{FAST, RELEASE_ONLY, Replica, lease_status, lease_status_json, run_to_end};
 use nix::sys::signal::Signal;
 use testbed::redis_server::RedisServer;
 use testbed::wait::wait_for;
@@ -552,20 +552,7 @@ fn status_reads_the_lease_from_redis() {
         a.is_ready().then_some(())
     });
     let token = token_of(&a);
-    let (code, stdout, stderr) = run_to_end(
-        &[
-            "status",
-            "--redis-url",
-            &redis.url(),
-            "--lease-name",
-            &lease,
-            "--output",
-            "json",
-        ],
-        &[],
-    );
-    assert_eq!(code, 0, "{stderr}");
-    let view: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let view = lease_status_json(&redis.url(), &lease).expect("leasehold status");
     assert_eq!(view["holder"], "a");
     assert_eq!(view["token"].as_u64(), Some(token));
     assert_eq!(view["lease_key"], format!("leasehold:{{{lease}}}"));

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use harness::contenders::unique_lease;
-use harness::replica::{Replica, TWO_SECOND_TERM, lease_status, run_to_end};
+use harness::replica::{Replica, TWO_SECOND_TERM, lease_status, lease_status_json, run_to_end};
 use testbed::redis_server::RedisServer;
 use testbed::wait::wait_for;
 
@@ -256,20 +256,9 @@ fn a_leaders_view_and_leasehold_status_read_a_redis_clock_that_runs_five_percent
     // The leader notes what it measured in Redis about once per lease duration, for
     // `leasehold status`, which reads Redis only.
     let noted = wait_for("leasehold status to show the rate", 3 * LEASE, || {
-        let (code, out, _) = run_to_end(
-            &[
-                "status",
-                "--redis-url",
-                &redis.url(),
-                "--lease-name",
-                &lease,
-                "--output",
-                "json",
-            ],
-            &[],
-        );
-        let json: serde_json::Value = serde_json::from_str(&out).ok()?;
-        (code == 0 && !json["redis_clock"].is_null()).then_some(json)
+        lease_status_json(&redis.url(), &lease)
+            .ok()
+            .filter(|json| !json["redis_clock"].is_null())
     });
     let rate = noted["redis_clock"]["rate"].as_f64().unwrap_or(f64::NAN);
     assert!(

@@ -397,6 +397,27 @@ pub fn lease_status(redis_url: &str, lease: &str) -> String {
     out
 }
 
+/// `leasehold status --output json` of `lease` on `redis_url`: the document, or why there is
+/// none (the exit code and stderr, or the output that is not JSON).
+pub fn lease_status_json(redis_url: &str, lease: &str) -> Result<serde_json::Value, String> {
+    let (code, out, err) = run_to_end(
+        &[
+            "status",
+            "--redis-url",
+            redis_url,
+            "--lease-name",
+            lease,
+            "--output",
+            "json",
+        ],
+        &[],
+    );
+    if code != 0 {
+        return Err(format!("leasehold status exited {code}: {err}"));
+    }
+    serde_json::from_str(&out).map_err(|e| format!("leasehold status printed no JSON ({e}): {out}"))
+}
+
 /// Panics when `message` (what leasehold said to its user) holds one of the
 /// [`INTERNAL_WORDS`].
 pub fn assert_in_plain_words(message: &str) {

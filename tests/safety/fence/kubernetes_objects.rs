@@ -15,7 +15,7 @@ use leasehold::lease::FencingToken;
 use tokio_util::sync::CancellationToken;
 
 use harness::contenders::{fast_timing, lease, until_leading};
-use harness::replica::run_to_end;
+use harness::replica::lease_status_json;
 use nix::sys::signal::Signal;
 use testbed::Guarded;
 use testbed::fake_api::FakeApiServer;
@@ -74,20 +74,7 @@ async fn the_reconciler_stamps_objects_under_leadership_with_its_token() {
         (leader.is_some() && stored.is_some()).then_some((leader, stored))
     })
     .await;
-    let (code, status, stderr) = run_to_end(
-        &[
-            "status",
-            "--redis-url",
-            &redis.url(),
-            "--lease-name",
-            EXAMPLE_LEASE,
-            "--output",
-            "json",
-        ],
-        &[],
-    );
-    assert_eq!(code, 0, "{stderr}");
-    let status: serde_json::Value = serde_json::from_str(&status).expect("status JSON");
+    let status = lease_status_json(&redis.url(), EXAMPLE_LEASE).expect("leasehold status");
     let token = status["token"]
         .as_u64()
         .expect("the example's term has a token");

@@ -79,26 +79,17 @@ pub fn nobody_else_listens(listeners: Option<u32>, subscribed: bool) -> bool {
 /// None otherwise. Holding off is a place at the back of the queue, not a ban: see
 /// [`held_off_wait`].
 pub fn hold_off_after(ended: &TermEnd, timing: &Timing) -> Duration {
+    let could_not_renew = matches!(
+        ended.reason,
+        StepDownReason::RenewDeadlinePassed
+            | StepDownReason::ValidityDeadlinePassed
+            | StepDownReason::Pause
+    );
     match ended.reason {
         StepDownReason::Handover => timing.lease_duration,
-        StepDownReason::RenewDeadlinePassed
-        | StepDownReason::ValidityDeadlinePassed
-        | StepDownReason::Pause
-            if ended.alone =>
-        {
-            Duration::ZERO
-        }
-        StepDownReason::RenewDeadlinePassed
-        | StepDownReason::ValidityDeadlinePassed
-        | StepDownReason::Pause
-            if ended.released =>
-        {
-            timing.retry_period
-        }
-        StepDownReason::RenewDeadlinePassed
-        | StepDownReason::ValidityDeadlinePassed
-        | StepDownReason::Pause => timing.lease_duration + yield_to_others(timing),
-        _ => Duration::ZERO,
+        _ if !could_not_renew || ended.alone => Duration::ZERO,
+        _ if ended.released => timing.retry_period,
+        _ => timing.lease_duration + yield_to_others(timing),
     }
 }
 
