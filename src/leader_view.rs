@@ -31,7 +31,16 @@ pub struct LeaderView {
     pub token: Option<u64>,
     /// Milliseconds left before the validity deadline (leader only).
     pub valid_for_ms: Option<u64>,
-    /// Milliseconds left in a data-loss cooldown seen by this follower.
+    /// What it has seen and says of itself.
+    #[serde(flatten)]
+    pub account: Account,
+}
+
+/// What `/leader` and the status file both say of a replica beside its role: its cooldown,
+/// its terms, Redis as it last saw it, and what keeps it out of the election.
+#[derive(Debug, Serialize)]
+pub struct Account {
+    /// Milliseconds left in a data-loss cooldown seen at the last look (a follower only).
     pub cooldown_ms: Option<u64>,
     /// Times this replica became leader or stepped down.
     pub transitions: u64,
@@ -199,6 +208,14 @@ impl LeaderView {
             leader: status.leader_identity().map(str::to_owned),
             token: status.token().map(|t| t.0),
             valid_for_ms,
+            account: Account::of(status, cooldown_ms, redis_clock),
+        }
+    }
+}
+
+impl Account {
+    fn of(status: &Shown, cooldown_ms: Option<u64>, redis_clock: Option<RedisClockView>) -> Self {
+        Self {
             cooldown_ms,
             transitions: status.transitions,
             last_step_down: status.last_step_down.as_ref().map(|s| StepDownView {

@@ -4,7 +4,7 @@
 //! status as a term hook, in order, and takes the gates' changes beside them; each change that
 //! matters to a watcher goes to the [`Watchers`] in the same step.
 
-mod shown;
+pub(crate) mod shown;
 mod watchers;
 
 use tokio::sync::watch;

@@ -168,3 +168,28 @@ impl BlockingKey {
         }
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::elector::{RedisHealth, Role};
+
+    /// What replica `web-a` of lease `shop/web` shows in `role`, after one transition, with
+    /// Redis answering and nothing added: the unit tests' status, each changing what it tests.
+    pub(crate) fn shown(role: Role) -> Shown {
+        Shown::of(Status {
+            lease: "shop/web".into(),
+            identity: "web-a".into(),
+            owner: "web-a-x".into(),
+            role,
+            transitions: 1,
+            last_step_down: None,
+            redis: RedisHealth {
+                reachable: true,
+                last_error: None,
+                subscribed: true,
+            },
+            sitting_out: None,
+        })
+    }
+}

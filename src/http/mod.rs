@@ -265,7 +265,7 @@ mod tests {
 
     use super::*;
     use crate::candidacy::Candidacy;
-    use crate::elector::{LeaderInfo, RedisHealth, Status, StepDown, StepDownReason};
+    use crate::elector::{LeaderInfo, RedisHealth, StepDown, StepDownReason};
     use crate::eviction::{Eviction, EvictionRefusal};
     use crate::lease::FencingToken;
 
@@ -280,25 +280,20 @@ mod tests {
     }
 
     fn status(role: Role, reachable: bool) -> Shown {
-        Shown::of(Status {
-            lease: "shop/web".into(),
-            identity: "web-a".into(),
-            owner: "web-a-x".into(),
-            role,
-            transitions: 2,
-            last_step_down: Some(StepDown {
-                reason: StepDownReason::Lost,
-                detail: None,
-                token: FencingToken(3),
-                at: SystemTime::now(),
-            }),
-            redis: RedisHealth {
-                reachable,
-                last_error: (!reachable).then(|| "connection refused".into()),
-                subscribed: reachable,
-            },
-            sitting_out: None,
-        })
+        let mut s = crate::board::shown::tests::shown(role);
+        s.transitions = 2;
+        s.last_step_down = Some(StepDown {
+            reason: StepDownReason::Lost,
+            detail: None,
+            token: FencingToken(3),
+            at: SystemTime::now(),
+        });
+        s.redis = RedisHealth {
+            reachable,
+            last_error: (!reachable).then(|| "connection refused".into()),
+            subscribed: reachable,
+        };
+        s
     }
 
     fn leader_role() -> Role {
@@ -387,6 +382,18 @@ mod tests {
         }
     }
 
+    /// A follower showing `s` is not ready in either readiness mode, and both say `why`.
+    fn assert_not_ready_in_either_mode(s: &Shown, why: &str) {
+        assert_eq!(
+            readiness(s, ReadinessMode::Member, false),
+            (false, format!("not ready: {why}"))
+        );
+        assert_eq!(
+            readiness(s, ReadinessMode::Leader, false),
+            (false, format!("not the leader: {why}"))
+        );
+    }
+
     #[test]
     fn an_unhealthy_candidate_is_not_ready_and_leader_says_why() {
         let mut s = status(follower_role(), true);
@@ -394,14 +401,7 @@ mod tests {
             reason: "GET http://127.0.0.1:9/healthz: status 500".into(),
         };
         let why = "candidate check unhealthy: GET http://127.0.0.1:9/healthz: status 500; out of the election until it passes";
-        assert_eq!(
-            readiness(&s, ReadinessMode::Member, false),
-            (false, format!("not ready: {why}"))
-        );
-        assert_eq!(
-            readiness(&s, ReadinessMode::Leader, false),
-            (false, format!("not the leader: {why}"))
-        );
+        assert_not_ready_in_either_mode(&s, why);
         let json: serde_json::Value = serde_json::from_str(&LeaderView::json(
             &s,
             "k",
@@ -469,13 +469,6 @@ mod tests {
         // --redis-eviction refuse: out of the election, and readiness says why.
         s.eviction_refusal = Some(EvictionRefusal::Asked);
         let why = "redis may evict the lease (maxmemory 3145728 bytes, maxmemory-policy allkeys-lru); --redis-eviction refuse keeps this replica out of the election";
-        assert_eq!(
-            readiness(&s, ReadinessMode::Member, false),
-            (false, format!("not ready: {why}"))
-        );
-        assert_eq!(
-            readiness(&s, ReadinessMode::Leader, false),
-            (false, format!("not the leader: {why}"))
-        );
+        assert_not_ready_in_either_mode(&s, why);
     }
 }

@@ -1,25 +1,9 @@
 //! The exposition and the gauges read at scrape time.
 
 use super::*;
-use crate::board::{GateHooks, Shown};
-use crate::elector::{LeaderInfo, RateBound, RedisHealth, Status, StepDownReason, TermHooks};
-
-fn status(role: Role) -> Shown {
-    Shown::of(Status {
-        lease: "shop/web".into(),
-        identity: "web-a".into(),
-        owner: "web-a-x".into(),
-        role,
-        transitions: 1,
-        last_step_down: None,
-        redis: RedisHealth {
-            reachable: true,
-            last_error: None,
-            subscribed: true,
-        },
-        sitting_out: None,
-    })
-}
+use crate::board::GateHooks;
+use crate::board::shown::tests::shown as status;
+use crate::elector::{LeaderInfo, RateBound, StepDownReason, TermHooks};
 
 #[test]
 fn the_exposition_names_every_metric() {

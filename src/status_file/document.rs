@@ -17,7 +17,7 @@ use crate::board::Shown;
 use crate::clock::BootInstant;
 use crate::clock_watch::RedisClockView;
 use crate::elector::Role;
-use crate::leader_view::{CandidacyView, LeaderView, RedisView, SitOutView, StepDownView};
+use crate::leader_view::{Account, LeaderView};
 
 /// The document's format, its first field. Version 1 was `/leader`'s JSON.
 pub const FORMAT: &str = "leasehold-status 2";
@@ -59,20 +59,9 @@ pub struct StatusDocument {
     pub seen_leader: Option<String>,
     /// That leader's fencing token, when known.
     pub seen_token: Option<u64>,
-    /// A data-loss cooldown seen at the last look: milliseconds it had left then.
-    pub cooldown_ms: Option<u64>,
-    /// Times the writer became leader or stepped down.
-    pub transitions: u64,
-    /// The last step-down.
-    pub last_step_down: Option<StepDownView>,
-    /// Redis as last seen.
-    pub redis: RedisView,
-    /// What the candidate check says.
-    pub candidacy: CandidacyView,
-    /// Why the writer sits out of the election on its own account, if it does.
-    pub sitting_out: Option<SitOutView>,
-    /// The rate of Redis's clock the writer's last term measured, as in `/leader`.
-    pub redis_clock: Option<RedisClockView>,
+    /// What the writer had seen and said of itself, as in `/leader`.
+    #[serde(flatten)]
+    pub account: Account,
 }
 
 fn unix_ms(t: SystemTime) -> u64 {
@@ -126,13 +115,7 @@ impl StatusDocument {
             leader_until_unix_ms: until_wall.map(unix_ms),
             seen_leader: view.leader.filter(|_| following),
             seen_token: view.token.filter(|_| following),
-            cooldown_ms: view.cooldown_ms,
-            transitions: view.transitions,
-            last_step_down: view.last_step_down,
-            redis: view.redis,
-            candidacy: view.candidacy,
-            sitting_out: view.sitting_out,
-            redis_clock: view.redis_clock,
+            account: view.account,
         }
     }
 
@@ -161,21 +144,9 @@ impl StatusDocument {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elector::{LeaderInfo, RedisHealth, Status};
+    use crate::board::shown::tests::shown as status;
+    use crate::elector::LeaderInfo;
     use crate::lease::FencingToken;
-
-    fn status(role: Role) -> Shown {
-        Shown::of(Status {
-            lease: "shop/web".into(),
-            identity: "web-a".into(),
-            owner: "web-a-x".into(),
-            role,
-            transitions: 1,
-            last_step_down: None,
-            redis: RedisHealth::default(),
-            sitting_out: None,
-        })
-    }
 
     fn at(secs: u64) -> BootInstant {
         BootInstant::from_since_boot(Duration::from_secs(secs))

@@ -1,19 +1,6 @@
 use super::*;
 use crate::board::Board;
-use crate::elector::{RedisHealth, Status};
-
-fn status(role: Role) -> Status {
-    Status {
-        lease: "ns/app".into(),
-        identity: "a".into(),
-        owner: "a-x".into(),
-        role,
-        transitions: 0,
-        last_step_down: None,
-        redis: RedisHealth::default(),
-        sitting_out: None,
-    }
-}
+use crate::board::shown::tests::shown;
 
 /// Changes what `board` shows.
 fn modify(board: &Board, change: impl FnOnce(&mut Shown)) {
@@ -33,7 +20,7 @@ fn leader(token: u64) -> Role {
 
 #[test]
 fn a_watcher_gets_the_current_status_at_once_and_every_change_after() {
-    let tx = Board::new(status(Role::Starting));
+    let tx = Board::new(shown(Role::Starting).status);
     let watchers = tx.watchers().clone();
     let mut rx = watchers.subscribe(4);
     assert_eq!(
@@ -57,7 +44,7 @@ fn a_watcher_gets_the_current_status_at_once_and_every_change_after() {
 
 #[test]
 fn a_watcher_that_comes_between_a_change_and_its_publishing_gets_it_once() {
-    let tx = Board::new(status(Role::Starting));
+    let tx = Board::new(shown(Role::Starting).status);
     let watchers = tx.watchers().clone();
     // A writer has changed the status and not yet published it when the watcher comes.
     tx.shown.send_modify(|s| s.status.role = leader(7));
@@ -75,7 +62,7 @@ fn a_watcher_that_comes_between_a_change_and_its_publishing_gets_it_once() {
 
 #[test]
 fn a_watcher_that_falls_behind_is_dropped_and_the_others_keep_theirs() {
-    let tx = Board::new(status(Role::Starting));
+    let tx = Board::new(shown(Role::Starting).status);
     let watchers = tx.watchers().clone();
     let mut slow = watchers.subscribe(2);
     let mut quick = watchers.subscribe(2);
@@ -102,7 +89,7 @@ fn a_watcher_that_falls_behind_is_dropped_and_the_others_keep_theirs() {
 
 #[test]
 fn closing_ends_every_stream_after_its_events_and_a_late_watcher_gets_one() {
-    let tx = Board::new(status(Role::Starting));
+    let tx = Board::new(shown(Role::Starting).status);
     let watchers = tx.watchers().clone();
     let mut early = watchers.subscribe(4);
     modify(&tx, |s| s.status.role = Role::Stopped);
@@ -133,7 +120,7 @@ fn closing_ends_every_stream_after_its_events_and_a_late_watcher_gets_one() {
 
 #[test]
 fn a_watcher_that_comes_back_gets_the_changes_it_missed_or_the_current_status() {
-    let tx = Board::new(status(Role::Starting));
+    let tx = Board::new(shown(Role::Starting).status);
     let watchers = tx.watchers().clone();
     for token in 1..=20 {
         modify(&tx, |s| s.status.role = leader(token));
