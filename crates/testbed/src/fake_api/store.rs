@@ -187,17 +187,7 @@ impl Store {
         if dry_run {
             return Ok(object);
         }
-        let version = self.next_resource_version(&mut object);
-        self.commit(Change {
-            resource_version: version,
-            resource: resource.clone(),
-            namespace: namespace.to_owned(),
-            name,
-            kind: ChangeKind::Added,
-            old: None,
-            object: object.clone(),
-        });
-        Ok(object)
+        Ok(self.write(resource, namespace, &name, ChangeKind::Added, None, object))
     }
 
     /// Replaces a stored object with `proposal`, as a PUT or a patch would once the new state is
@@ -258,17 +248,8 @@ impl Store {
         if object::is_terminating(&proposal) && !object::has_finalizers(&proposal) {
             return Ok(self.delete_now(resource, namespace, name, stored, proposal));
         }
-        let version = self.next_resource_version(&mut proposal);
-        self.commit(Change {
-            resource_version: version,
-            resource: resource.clone(),
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-            kind: ChangeKind::Modified,
-            old: Some(stored),
-            object: proposal.clone(),
-        });
-        Ok(proposal)
+        let kind = ChangeKind::Modified;
+        Ok(self.write(resource, namespace, name, kind, Some(stored), proposal))
     }
 
     /// Deletes an object, or, while it has finalizers, marks it terminating (deletionTimestamp)
@@ -314,17 +295,8 @@ impl Store {
         if dry_run {
             return Ok(marked);
         }
-        let version = self.next_resource_version(&mut marked);
-        self.commit(Change {
-            resource_version: version,
-            resource: resource.clone(),
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-            kind: ChangeKind::Modified,
-            old: Some(stored),
-            object: marked.clone(),
-        });
-        Ok(marked)
+        let kind = ChangeKind::Modified;
+        Ok(self.write(resource, namespace, name, kind, Some(stored), marked))
     }
 
     /// Deletes an object at once, finalizers or not.
@@ -346,19 +318,34 @@ impl Store {
         namespace: &str,
         name: &str,
         stored: Value,
-        mut gone: Value,
+        last: Value,
     ) -> Value {
-        let version = self.next_resource_version(&mut gone);
+        let kind = ChangeKind::Deleted;
+        self.write(resource, namespace, name, kind, Some(stored), last)
+    }
+
+    /// Stores `object` as changed by `kind` from `old`, under the next resourceVersion, which it
+    /// takes; returns the object as stored.
+    fn write(
+        &mut self,
+        resource: &ResourceType,
+        namespace: &str,
+        name: &str,
+        kind: ChangeKind,
+        old: Option<Value>,
+        mut object: Value,
+    ) -> Value {
+        let version = self.next_resource_version(&mut object);
         self.commit(Change {
             resource_version: version,
             resource: resource.clone(),
             namespace: namespace.to_owned(),
             name: name.to_owned(),
-            kind: ChangeKind::Deleted,
-            old: Some(stored),
-            object: gone.clone(),
+            kind,
+            old,
+            object: object.clone(),
         });
-        gone
+        object
     }
 
     /// Takes the next global resourceVersion and writes it into the object.
