@@ -9,6 +9,7 @@ use tokio::sync::watch;
 use super::object::{self, text};
 use super::resource::ResourceType;
 use super::status::ApiError;
+use ChangeKind::{Added, Deleted, Modified};
 
 /// How many changes the history keeps; a watch from before the oldest one gets 410 Gone.
 pub const HISTORY_LIMIT: usize = 1000;
@@ -187,7 +188,7 @@ impl Store {
         if dry_run {
             return Ok(object);
         }
-        Ok(self.write(resource, namespace, &name, ChangeKind::Added, None, object))
+        Ok(self.write(resource, namespace, &name, Added, None, object))
     }
 
     /// Replaces a stored object with `proposal`, as a PUT or a patch would once the new state is
@@ -248,8 +249,7 @@ impl Store {
         if object::is_terminating(&proposal) && !object::has_finalizers(&proposal) {
             return Ok(self.delete_now(resource, namespace, name, stored, proposal));
         }
-        let kind = ChangeKind::Modified;
-        Ok(self.write(resource, namespace, name, kind, Some(stored), proposal))
+        Ok(self.write(resource, namespace, name, Modified, Some(stored), proposal))
     }
 
     /// Deletes an object, or, while it has finalizers, marks it terminating (deletionTimestamp)
@@ -295,8 +295,7 @@ impl Store {
         if dry_run {
             return Ok(marked);
         }
-        let kind = ChangeKind::Modified;
-        Ok(self.write(resource, namespace, name, kind, Some(stored), marked))
+        Ok(self.write(resource, namespace, name, Modified, Some(stored), marked))
     }
 
     /// Deletes an object at once, finalizers or not.
@@ -320,8 +319,7 @@ impl Store {
         stored: Value,
         last: Value,
     ) -> Value {
-        let kind = ChangeKind::Deleted;
-        self.write(resource, namespace, name, kind, Some(stored), last)
+        self.write(resource, namespace, name, Deleted, Some(stored), last)
     }
 
     /// Stores `object` as changed by `kind` from `old`, under the next resourceVersion, which it
