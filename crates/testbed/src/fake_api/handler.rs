@@ -272,10 +272,7 @@ impl Call<'_> {
     fn replace(&self, shared: &Shared) -> Result<Response, ApiError> {
         let body = self.object_body()?;
         let mut store = shared.store();
-        let stored = store
-            .get(&self.route.resource, self.namespace(), self.name())
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(&self.route.resource, self.name()))?;
+        let stored = store.existing(&self.route.resource, self.namespace(), self.name())?;
         self.update(&mut store, &stored, body)
     }
 

@@ -114,6 +114,18 @@ impl Store {
             .get(&(namespace.to_owned(), name.to_owned()))
     }
 
+    /// A copy of the stored object, or NotFound.
+    pub fn existing(
+        &self,
+        resource: &ResourceType,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        self.get(resource, namespace, name)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(resource, name))
+    }
+
     /// Objects of a type in one namespace, or in all of them, ordered by namespace then name.
     pub fn list<'a>(
         &'a self,
@@ -204,10 +216,7 @@ impl Store {
         mut proposal: Value,
         dry_run: bool,
     ) -> Result<Value, ApiError> {
-        let stored = self
-            .get(resource, namespace, name)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(resource, name))?;
+        let stored = self.existing(resource, namespace, name)?;
         let stored_meta = object::metadata(&stored).cloned().unwrap_or_default();
         let meta = object::metadata_mut(&mut proposal).ok_or_else(not_an_object)?;
         if let Some(proposed) = text(meta, "name")
@@ -262,10 +271,7 @@ impl Store {
         preconditions: &Preconditions,
         dry_run: bool,
     ) -> Result<Value, ApiError> {
-        let stored = self
-            .get(resource, namespace, name)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(resource, name))?;
+        let stored = self.existing(resource, namespace, name)?;
         if let Some(wanted) = &preconditions.resource_version
             && Some(wanted.as_str()) != object::resource_version(&stored)
         {
