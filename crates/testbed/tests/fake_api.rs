@@ -20,7 +20,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event as RecordedEvent, EventType, Recorder};
 use kube::runtime::{Controller, watcher};
 use serde_json::json;
-use testbed::fake_api::{FakeApiServer, HISTORY_LIMIT};
+use testbed::fake_api::{FakeApiServer, HISTORY_LIMIT, Recorded};
 use tokio::sync::{mpsc, watch as signal};
 
 /// Bound on every wait for something the fake or kube does.
@@ -89,6 +89,15 @@ fn version_of(object: &impl kube::Resource) -> u64 {
 
 fn holder(lease: &Lease) -> Option<&str> {
     lease.spec.as_ref()?.holder_identity.as_deref()
+}
+
+/// The last PATCH request the server got.
+fn last_patch(server: &FakeApiServer) -> Recorded {
+    server
+        .requests()
+        .into_iter()
+        .rfind(|r| r.method == "PATCH")
+        .expect("the server got a PATCH")
 }
 
 /// The HTTP code of a failed kube call.
@@ -320,11 +329,7 @@ async fn merge_patch_changes_the_object_and_bumps_the_resource_version() {
         "a no-op patch writes nothing"
     );
 
-    let request = server
-        .requests()
-        .into_iter()
-        .rfind(|r| r.method == "PATCH")
-        .unwrap();
+    let request = last_patch(&server);
     assert_eq!(
         request.path,
         "/apis/coordination.k8s.io/v1/namespaces/default/leases/merged"
@@ -396,11 +401,7 @@ async fn server_side_apply_creates_then_updates_and_requires_a_field_manager() {
     assert!(version_of(&updated) > version_of(&created));
     assert_eq!(updated.metadata.uid, created.metadata.uid);
 
-    let request = server
-        .requests()
-        .into_iter()
-        .rfind(|r| r.method == "PATCH")
-        .unwrap();
+    let request = last_patch(&server);
     assert_eq!(
         request.content_type.as_deref(),
         Some("application/apply-patch+yaml")
