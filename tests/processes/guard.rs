@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use harness::contenders::unique_lease;
 use harness::guarded_command::{Counts, Kind, Resource, env, judge, script};
-use harness::leasehold_bin;
 use harness::replica::{FAST, Replica, run_to_end};
+use harness::{RunCommand, leasehold_bin};
 use leasehold::clock::{BootInstant, WallLead};
 use leasehold::guard::{GuardError, GuardRecord, check_guard_file, read_guard_file};
 use leasehold::lease::{FencingToken, LeaseName};
@@ -407,8 +407,12 @@ fn a_second_leasehold_given_the_same_guard_file_is_refused_naming_the_first() {
     let token_a = check_guard_file(&guard).expect("a's term is in the guard file");
 
     // A follower given a's file used to take over and publish its own term there: refused.
-    Replica::start(&redis.url(), &lease, "b", &args, &["sleep", "300"], &[])
-        .assert_refused_for_a_file_of("--guard-file", &guard, a.pid());
+    let b = RunCommand::new(leasehold_bin())
+        .redis_url(&redis.url())
+        .lease(&lease)
+        .args(&args)
+        .command(["sleep", "300"]);
+    Replica::start(b, "b", &[]).assert_refused_for_a_file_of("--guard-file", &guard, a.pid());
     assert_eq!(
         check_guard_file(&guard).ok(),
         Some(token_a),

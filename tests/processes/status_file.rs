@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use harness::contenders::unique_lease;
 use harness::replica::{FAST, Replica};
+use harness::{RunCommand, leasehold_bin};
 use leasehold::clock::BootInstant;
 use nix::sys::signal::Signal;
 use testbed::RedisServer;
@@ -96,9 +97,9 @@ fn a_second_leasehold_given_the_same_status_file_is_refused_naming_the_first() {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let a = Replica::spawn(&redis.url(), &lease, "a", &args, &[]);
     wait_for("a leads", WAIT, || a.is_ready().then_some(()));
-    Replica::start(&redis.url(), &lease, "b", &args, &[], &[]).assert_refused_for_a_file_of(
-        "--status-file",
-        &file,
-        a.pid(),
-    );
+    let b = RunCommand::new(leasehold_bin())
+        .redis_url(&redis.url())
+        .lease(&lease)
+        .args(&args);
+    Replica::start(b, "b", &[]).assert_refused_for_a_file_of("--status-file", &file, a.pid());
 }

@@ -17,6 +17,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use harness::RunCommand;
 use harness::contenders::unique_lease;
 use harness::replica::{RELEASE_ONLY, Replica};
 use testbed::image::{Built, Engine, build, replay_build_stage, target_dir};
@@ -154,15 +155,11 @@ fn three_containers_elect_hand_over_on_stop_fail_over_after_the_ttl_on_kill_and_
     let mut replicas: Vec<Replica> = names
         .iter()
         .map(|n| {
-            Replica::spawn_from(
-                run(engine, n),
-                &redis.url(),
-                &lease,
-                n,
-                &RELEASE_ONLY,
-                &[],
-                &[],
-            )
+            let replica = RunCommand::wrapping(run(engine, n))
+                .redis_url(&redis.url())
+                .lease(&lease)
+                .args(RELEASE_ONLY);
+            Replica::start(replica, n, &[]).healthy()
         })
         .collect();
 
@@ -274,15 +271,12 @@ fn three_containers_elect_hand_over_on_stop_fail_over_after_the_ttl_on_kill_and_
     // the variables leasehold gives its command. leasehold then exits with the command's code.
     let exec = |n: &str, command: &[&str]| {
         let name = format!("lh-{id}-{n}");
-        let mut r = Replica::start_from(
-            run(engine, &name),
-            &redis.url(),
-            &lease,
-            n,
-            &RELEASE_ONLY,
-            command,
-            &[],
-        );
+        let replica = RunCommand::wrapping(run(engine, &name))
+            .redis_url(&redis.url())
+            .lease(&lease)
+            .args(RELEASE_ONLY)
+            .command(command);
+        let mut r = Replica::start(replica, n, &[]);
         let code = r.wait_exit(Duration::from_secs(20));
         (code, r.log_text())
     };

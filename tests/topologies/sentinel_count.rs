@@ -14,8 +14,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use harness::contenders::unique_lease;
-use harness::leasehold_bin;
 use harness::replica::{FAST, Replica, exit_within};
+use harness::{RunCommand, leasehold_bin};
 use nix::sys::signal::Signal;
 use testbed::hosts::Hosts;
 use testbed::sentinel::SentinelSet;
@@ -150,6 +150,16 @@ fn first_address(hosts: &Hosts, name: &str) -> String {
         .to_owned()
 }
 
+/// Replica `a` of a lease unique to the test, named after `test`, finding the Sentinels by the
+/// name `sentinels.test` of `hosts`; once it answers.
+fn by_name(hosts: &Hosts, set: &SentinelSet, test: &str) -> Replica {
+    let run = RunCommand::wrapping(hosts.command(leasehold_bin()))
+        .redis_url(&set.url_by_name("sentinels.test"))
+        .lease(&unique_lease(test))
+        .args(FAST);
+    Replica::start(run, "a", &[]).healthy()
+}
+
 #[test]
 fn a_name_that_resolves_to_three_sentinels_counts_as_three() {
     let set = SentinelSet::start_on_addresses(&ADDRESSES);
@@ -162,15 +172,7 @@ fn a_name_that_resolves_to_three_sentinels_counts_as_three() {
         .position(|a| *a == first)
         .expect("the name resolves to the Sentinels' addresses");
     set.signal_sentinel(frozen, Signal::SIGSTOP);
-    let a = Replica::spawn_from(
-        hosts.command(leasehold_bin()),
-        &set.url_by_name("sentinels.test"),
-        &unique_lease("sentinels-by-name"),
-        "a",
-        &FAST,
-        &[],
-        &[],
-    );
+    let a = by_name(&hosts, &set, "sentinels-by-name");
     wait_for(
         "a to lead through the two Sentinels that answer",
         Duration::from_secs(10),
@@ -191,15 +193,7 @@ fn a_sentinel_back_on_another_address_is_found_by_resolving_the_name_again() {
     // At start the name stands for two Sentinels and an address where none listens any more
     // (the third's pod is being replaced): three, of which two answer.
     let hosts = Hosts::new(&[("sentinels.test", &[ADDRESSES[0], ADDRESSES[1], "127.0.0.9"])]);
-    let a = Replica::spawn_from(
-        hosts.command(leasehold_bin()),
-        &set.url_by_name("sentinels.test"),
-        &unique_lease("sentinel-moved"),
-        "a",
-        &FAST,
-        &[],
-        &[],
-    );
+    let a = by_name(&hosts, &set, "sentinel-moved");
     wait_for("a to lead", Duration::from_secs(10), || {
         a.is_ready().then_some(())
     });

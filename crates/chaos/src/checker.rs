@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use crate::history::{Window, WindowEnd};
+use crate::intervals::overlapping_pairs;
 use crate::nemesis::{Impairment, Journal};
 use crate::replica::Incarnation;
 use crate::resource::Write;
@@ -203,31 +204,21 @@ pub fn check(
 }
 
 fn check_windows(windows: &[Window], s: &mut Safety) {
-    let mut active: Vec<&Window> = Vec::new();
+    for (a, w) in overlapping_pairs(windows, |w| (w.start, w.end)) {
+        s.violations.push(Violation {
+            check: Check::Overlap,
+            at: w.start,
+            detail: format!(
+                "{} overlaps {} by {} ms",
+                a.term().held("valid"),
+                w.term().held("valid"),
+                time::ms(a.end.min(w.end) - w.start)
+            ),
+        });
+    }
     let mut latest: Option<&Window> = None;
     let mut highest: Option<&Window> = None;
     for w in windows {
-        active.retain(|a| a.end > w.start);
-        for a in &active {
-            s.violations.push(Violation {
-                check: Check::Overlap,
-                at: w.start,
-                detail: format!(
-                    "r{}#{} token {} valid {}..{} overlaps r{}#{} token {} valid {}..{} by {} ms",
-                    a.replica,
-                    a.incarnation,
-                    a.token,
-                    a.start,
-                    a.end,
-                    w.replica,
-                    w.incarnation,
-                    w.token,
-                    w.start,
-                    w.end,
-                    time::ms(a.end.min(w.end) - w.start)
-                ),
-            });
-        }
         if let Some(l) = latest {
             let gap = w.start - l.end;
             let min = match l.ended {
@@ -254,7 +245,6 @@ fn check_windows(windows: &[Window], s: &mut Safety) {
         if latest.is_none_or(|l| w.end > l.end) {
             latest = Some(w);
         }
-        active.push(w);
     }
 }
 
@@ -277,7 +267,7 @@ fn check_writes(windows: &[Window], writes: &[Write], journal: &Journal, s: &mut
         .iter()
         .map(|w| ((format!("r{}", w.replica), w.token), w))
         .collect();
-    let mut unknown: BTreeMap<(String, u64), (Micros, usize)> = BTreeMap::new();
+    let mut unknown = Unannounced::default();
     for w in writes {
         if w.accepted {
             s.accepted += 1;
@@ -285,10 +275,7 @@ fn check_writes(windows: &[Window], writes: &[Write], journal: &Journal, s: &mut
             s.refused += 1;
         }
         let Some(term) = by_term.get(&(w.identity.clone(), w.token)) else {
-            let e = unknown
-                .entry((w.identity.clone(), w.token))
-                .or_insert((w.at, 0));
-            e.1 += 1;
+            unknown.add(&w.identity, w.token, w.at);
             continue;
         };
         if w.accepted {
@@ -316,14 +303,35 @@ fn check_writes(windows: &[Window], writes: &[Write], journal: &Journal, s: &mut
         }
         *s.refusals.entry(trace(term, w.at, journal)).or_default() += 1;
     }
-    for ((identity, token), (at, n)) in unknown {
-        s.violations.push(Violation {
-            check: Check::UnknownToken,
-            at,
-            detail: format!(
-                "{n} write(s) from {identity} with token {token}, which no `became leader` line of {identity} announced"
-            ),
-        });
+    unknown.report(Check::UnknownToken, "write(s) from", s);
+}
+
+/// Writes whose token no `became leader` line of their replica announced, counted by replica
+/// and token, with the time of the first.
+#[derive(Default)]
+pub(crate) struct Unannounced(BTreeMap<(String, u64), (Micros, usize)>);
+
+impl Unannounced {
+    /// One more such write, by `identity` with `token` at `at`.
+    pub(crate) fn add(&mut self, identity: &str, token: u64, at: Micros) {
+        self.0
+            .entry((identity.to_owned(), token))
+            .or_insert((at, 0))
+            .1 += 1;
+    }
+
+    /// One violation of `check` for each replica and token, at its first write; `what` names
+    /// the writes (`write(s) from`).
+    pub(crate) fn report(self, check: Check, what: &str, s: &mut Safety) {
+        for ((identity, token), (at, n)) in self.0 {
+            s.violations.push(Violation {
+                check,
+                at,
+                detail: format!(
+                    "{n} {what} {identity} with token {token}, which no `became leader` line of {identity} announced"
+                ),
+            });
+        }
     }
 }
 

@@ -41,6 +41,49 @@ pub struct Window {
     pub reason: Option<String>,
 }
 
+impl Window {
+    /// Its term, as the overlap checks see it.
+    pub fn term(&self) -> Term {
+        Term {
+            replica: self.replica,
+            incarnation: self.incarnation,
+            token: self.token,
+            start: self.start,
+            end: self.end,
+        }
+    }
+}
+
+/// A term as the overlap checks see it, by its window or by its log lines: whose it was, its
+/// token, and from when to when.
+pub struct Term {
+    /// The replica's index.
+    pub replica: usize,
+    /// Which of its processes.
+    pub incarnation: usize,
+    /// The fencing token of the term.
+    pub token: u64,
+    /// When it began.
+    pub start: Micros,
+    /// When it ended.
+    pub end: Micros,
+}
+
+impl Term {
+    /// How the reports name a term: `r<replica>#<incarnation> token <token>`.
+    pub fn name(&self) -> String {
+        format!(
+            "r{}#{} token {}",
+            self.replica, self.incarnation, self.token
+        )
+    }
+
+    /// Its name and its span, worded by `how`: `r0#1 token 5 valid 10..20`.
+    pub fn held(&self, how: &str) -> String {
+        format!("{} {how} {}..{}", self.name(), self.start, self.end)
+    }
+}
+
 /// The windows of every replica, sorted by start, and anything in the logs that does not fit
 /// the story (a renewal for a term never begun, two terms at once in one process).
 pub fn windows(replicas: &[Vec<Incarnation>]) -> (Vec<Window>, Vec<String>) {

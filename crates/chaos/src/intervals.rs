@@ -1,5 +1,6 @@
 //! Sets of half-open time intervals `[from, to)`: union, difference, clipping and measure,
-//! for "when did a replica lead" questions.
+//! for "when did a replica lead" questions; and which of a list of intervals overlap, for
+//! "did two terms lead at once".
 
 use crate::time::Micros;
 
@@ -72,9 +73,41 @@ impl IntervalSet {
     }
 }
 
+/// The pairs of `sorted`'s items (sorted by start) whose spans overlap, as (earlier, later),
+/// in the order the later ones start; `span` gives an item's `[start, end)`.
+pub fn overlapping_pairs<T>(sorted: &[T], span: impl Fn(&T) -> (Micros, Micros)) -> Vec<(&T, &T)> {
+    let mut active: Vec<&T> = Vec::new();
+    let mut pairs = Vec::new();
+    for later in sorted {
+        let (start, _) = span(later);
+        active.retain(|earlier| span(earlier).1 > start);
+        pairs.extend(active.iter().map(|&earlier| (earlier, later)));
+        active.push(later);
+    }
+    pairs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overlapping_pairs_are_those_that_begin_before_an_earlier_one_ends() {
+        let spans = [(0, 10), (5, 20), (10, 15), (12, 13), (20, 30)];
+        let pairs: Vec<_> = overlapping_pairs(&spans, |&s| s)
+            .into_iter()
+            .map(|(a, b)| (*a, *b))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ((0, 10), (5, 20)),
+                ((5, 20), (10, 15)),
+                ((5, 20), (12, 13)),
+                ((10, 15), (12, 13)),
+            ]
+        );
+    }
 
     #[test]
     fn union_difference_and_lookups() {

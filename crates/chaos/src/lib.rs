@@ -49,7 +49,7 @@
 //! pg.rs         a row of PostgreSQL's tables, the second fenced resource
 //! pgwrite.rs    the command's fenced PostgreSQL transaction, and reading the tables back
 //! history.rs    validity windows from the logs
-//! intervals.rs  interval sets
+//! intervals.rs  interval sets, and which intervals overlap
 //! checker.rs    the safety checks
 //! termcheck.rs  the checks by the replicas' own logs, of late writes, and of PostgreSQL
 //! failover.rs   failover times, bounds, availability

@@ -2,6 +2,7 @@
 //! writes down what it did and when (the journal), for the checker and the timeline. Before
 //! each fault it waits until a replica leads, then for the fault's quiet time.
 
+use std::io;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -144,18 +145,12 @@ impl<'a> Nemesis<'a> {
                     return Ok(record);
                 };
                 let replica = &mut self.system.replicas[i];
-                let (incarnation, from) = replica.pause(true)?;
+                let (_, from) = replica.pause(true)?;
                 record.inject = from;
                 sleep_ms(pause_ms);
                 let (_, to) = replica.pause(false)?;
                 record.clear = to;
-                self.journal.pauses.push(Span {
-                    replica: Some(i),
-                    incarnation,
-                    from,
-                    to,
-                    what: Impairment::Paused,
-                });
+                self.span(Some(i), from, to, Impairment::Paused);
             }
             FaultSpec::PauseChild { pause_ms } => {
                 let Some(i) = self.aim(&mut record, Target::Leader, "no leader") else {
@@ -164,7 +159,6 @@ impl<'a> Nemesis<'a> {
                 let Some(pid) = self.child_of(i) else {
                     return Ok(skip(record, "the leader's command was not found"));
                 };
-                let incarnation = self.system.replicas[i].incarnation();
                 let pid = Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
                 kill(pid, Signal::SIGSTOP).context("cannot SIGSTOP the leader's command")?;
                 let from = time::now();
@@ -174,13 +168,7 @@ impl<'a> Nemesis<'a> {
                 let _ = kill(pid, Signal::SIGCONT);
                 let to = time::now();
                 record.clear = to;
-                self.journal.child_pauses.push(Span {
-                    replica: Some(i),
-                    incarnation,
-                    from,
-                    to,
-                    what: Impairment::CommandPaused,
-                });
+                self.span(Some(i), from, to, Impairment::CommandPaused);
             }
             FaultSpec::KillReplica { target, down_ms } => {
                 let Some(i) = self.aim(&mut record, target, "no leader to kill") else {
@@ -259,20 +247,13 @@ impl<'a> Nemesis<'a> {
                 )?;
             }
             FaultSpec::RedisPause { pause_ms } => {
-                self.system.redis.try_signal(Signal::SIGSTOP)?;
-                let from = time::now();
-                record.inject = from;
-                sleep_ms(pause_ms);
-                self.system.redis.try_signal(Signal::SIGCONT)?;
-                let to = time::now();
-                record.clear = to;
-                self.journal.redis.push(Span {
-                    replica: None,
-                    incarnation: 0,
-                    from,
-                    to,
-                    what: Impairment::RedisPaused,
-                });
+                self.hold_on_redis(
+                    &mut record,
+                    pause_ms,
+                    Impairment::RedisPaused,
+                    |system| system.redis.try_signal(Signal::SIGSTOP),
+                    |system| system.redis.try_signal(Signal::SIGCONT),
+                )?;
             }
             FaultSpec::Eviction {
                 policy,
@@ -334,27 +315,27 @@ impl<'a> Nemesis<'a> {
                 self.inject_topology(planned, &mut record)?;
             }
             FaultSpec::SlowRedis { delay_ms, hold_ms } => {
-                self.system
-                    .set_all_links(Fault::Delay(Duration::from_millis(delay_ms)));
-                let from = time::now();
-                record.inject = from;
-                sleep_ms(hold_ms);
-                self.system.set_all_links(Fault::Pass);
-                let to = time::now();
-                record.clear = to;
-                self.journal.redis.push(Span {
-                    replica: None,
-                    incarnation: 0,
-                    from,
-                    to,
-                    what: Impairment::RedisSlow,
-                });
+                let slow = Fault::Delay(Duration::from_millis(delay_ms));
+                self.hold_on_redis(
+                    &mut record,
+                    hold_ms,
+                    Impairment::RedisSlow,
+                    |system| {
+                        system.set_all_links(slow);
+                        Ok(())
+                    },
+                    |system| {
+                        system.set_all_links(Fault::Pass);
+                        Ok(())
+                    },
+                )?;
             }
         }
         Ok(record)
     }
 
-    /// Journals an impairment of `replica` (or of everyone) from `from` to `to`.
+    /// Journals an impairment of `replica` (or of everyone, or of Redis itself) from `from` to
+    /// `to`, in the journal's list for its kind.
     pub(crate) fn span(
         &mut self,
         replica: Option<usize>,
@@ -371,6 +352,13 @@ impl<'a> Nemesis<'a> {
             what,
         };
         match what {
+            Impairment::Paused => self.journal.pauses.push(span),
+            Impairment::CommandPaused => self.journal.child_pauses.push(span),
+            Impairment::RedisDownKept
+            | Impairment::RedisDownLost
+            | Impairment::RedisPaused
+            | Impairment::RedisSlow
+            | Impairment::Failover => self.journal.redis.push(span),
             Impairment::Starved => self.journal.starved.push(span),
             Impairment::LateLink
             | Impairment::SlowRequests
@@ -396,18 +384,34 @@ impl<'a> Nemesis<'a> {
             self.system.redis.try_restart_empty()?;
         }
         let to = time::now();
-        self.journal.redis.push(Span {
-            replica: None,
-            incarnation: 0,
-            from,
-            to,
-            what: if keep {
-                Impairment::RedisDownKept
-            } else {
-                Impairment::RedisDownLost
-            },
-        });
+        let what = if keep {
+            Impairment::RedisDownKept
+        } else {
+            Impairment::RedisDownLost
+        };
+        self.span(None, from, to, what);
         Ok((from, to))
+    }
+
+    /// Puts a fault on Redis with `inject`, holds it `hold_ms`, and takes it off with `clear`;
+    /// the fault's record and the journal get the time between, as `what`.
+    fn hold_on_redis(
+        &mut self,
+        record: &mut FaultRecord,
+        hold_ms: u64,
+        what: Impairment,
+        inject: impl FnOnce(&System) -> io::Result<()>,
+        clear: impl FnOnce(&System) -> io::Result<()>,
+    ) -> anyhow::Result<()> {
+        inject(self.system)?;
+        let from = time::now();
+        record.inject = from;
+        sleep_ms(hold_ms);
+        clear(self.system)?;
+        let to = time::now();
+        record.clear = to;
+        self.span(None, from, to, what);
+        Ok(())
     }
 
     pub(crate) fn link_fault(

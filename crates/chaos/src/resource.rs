@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+use testbed::accept::next_connection;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Handle;
@@ -146,18 +147,8 @@ async fn serve(
     fencing: bool,
     stop: CancellationToken,
 ) {
-    loop {
-        let accepted = tokio::select! {
-            biased;
-            _ = stop.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        match accepted {
-            Ok((stream, _)) => {
-                tokio::spawn(session(stream, state.clone(), fencing, stop.clone()));
-            }
-            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
-        }
+    while let Some(stream) = next_connection(&listener, &stop).await {
+        tokio::spawn(session(stream, state.clone(), fencing, stop.clone()));
     }
 }
 

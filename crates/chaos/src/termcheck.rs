@@ -9,8 +9,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::checker::{Check, Safety, Violation};
-use crate::history::Window;
+use crate::checker::{Check, Safety, Unannounced, Violation};
+use crate::history::{Term, Window};
+use crate::intervals::overlapping_pairs;
 use crate::nemesis::{Impairment, Journal, Span};
 #[cfg(test)]
 use crate::pg::PgWrite;
@@ -56,20 +57,12 @@ fn of(span: &Span, replica: usize, incarnation: usize) -> bool {
     span.replica == Some(replica) && span.incarnation == incarnation
 }
 
-/// A term by its process's own log lines.
-struct Stretch {
-    replica: usize,
-    incarnation: usize,
-    token: u64,
-    start: Micros,
-    end: Micros,
-}
-
+/// The terms by their processes' own log lines, sorted by start.
 fn stretches(
     replicas: &[Vec<Incarnation>],
     journal: &Journal,
     more: &mut TermFigures,
-) -> Vec<Stretch> {
+) -> Vec<Term> {
     let mut out = Vec::new();
     for (replica, incs) in replicas.iter().enumerate() {
         for inc in incs {
@@ -93,7 +86,7 @@ fn stretches(
                 if cut < end {
                     more.log_cut += 1;
                 }
-                out.push(Stretch {
+                out.push(Term {
                     replica,
                     incarnation: inc.number,
                     token,
@@ -139,35 +132,24 @@ pub fn check(
     let mut more = TermFigures::default();
     let list = stretches(replicas, journal, &mut more);
     more.log_terms = list.len();
-    let mut active: Vec<&Stretch> = Vec::new();
-    for w in &list {
-        active.retain(|a| a.end > w.start);
-        for a in &active {
-            let by = a.end.min(w.end) - w.start;
-            if by <= LOG_SLACK {
-                more.log_late += 1;
-                more.log_late_max = more.log_late_max.max(by);
-                continue;
-            }
-            s.violations.push(Violation {
-                check: Check::LogOverlap,
-                at: w.start,
-                detail: format!(
-                    "r{}#{} token {} led by its log {}..{} and r{}#{} token {} from {} ({} ms overlap)",
-                    a.replica,
-                    a.incarnation,
-                    a.token,
-                    a.start,
-                    a.end,
-                    w.replica,
-                    w.incarnation,
-                    w.token,
-                    w.start,
-                    time::ms(by)
-                ),
-            });
+    for (a, w) in overlapping_pairs(&list, |w| (w.start, w.end)) {
+        let by = a.end.min(w.end) - w.start;
+        if by <= LOG_SLACK {
+            more.log_late += 1;
+            more.log_late_max = more.log_late_max.max(by);
+            continue;
         }
-        active.push(w);
+        s.violations.push(Violation {
+            check: Check::LogOverlap,
+            at: w.start,
+            detail: format!(
+                "{} and {} from {} ({} ms overlap)",
+                a.held("led by its log"),
+                w.name(),
+                w.start,
+                time::ms(by)
+            ),
+        });
     }
     late_writes(windows, writes, journal, &mut more, s);
     if let Some(pg) = pg {
@@ -257,7 +239,7 @@ fn pg_checks(windows: &[Window], pg: &PgCollected, more: &mut TermFigures, s: &m
         .map(|w| (format!("r{}", w.replica), w.token))
         .collect();
     let mut highest: Option<(u64, i64)> = None;
-    let mut untraced: BTreeMap<(String, u64), (Micros, usize)> = BTreeMap::new();
+    let mut untraced = Unannounced::default();
     for w in &pg.writes {
         match highest {
             Some((h, id)) if w.token < h => s.violations.push(Violation {
@@ -272,21 +254,10 @@ fn pg_checks(windows: &[Window], pg: &PgCollected, more: &mut TermFigures, s: &m
             _ => highest = Some((w.token, w.id)),
         }
         if !terms.contains(&(w.identity.clone(), w.token)) {
-            let e = untraced
-                .entry((w.identity.clone(), w.token))
-                .or_insert((w.at, 0));
-            e.1 += 1;
+            untraced.add(&w.identity, w.token, w.at);
         }
     }
-    for ((identity, token), (at, n)) in untraced {
-        s.violations.push(Violation {
-            check: Check::PgUntraced,
-            at,
-            detail: format!(
-                "{n} PostgreSQL row(s) of {identity} with token {token}, which no `became leader` line of {identity} announced"
-            ),
-        });
-    }
+    untraced.report(Check::PgUntraced, "PostgreSQL row(s) of", s);
 }
 
 #[cfg(test)]

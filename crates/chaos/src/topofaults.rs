@@ -4,9 +4,9 @@
 
 use anyhow::{Context, bail};
 
-use crate::nemesis::{FaultRecord, Impairment, Nemesis, Span, sleep_ms};
+use crate::nemesis::{FaultRecord, Impairment, Nemesis, sleep_ms};
 use crate::schedule::{FaultSpec, Scheduled};
-use crate::time::{self, Micros};
+use crate::time;
 use crate::topology::Topo;
 use testbed::proxy::Fault;
 
@@ -63,17 +63,7 @@ impl Nemesis<'_> {
             }
             (fault, _) => bail!("{fault:?} does not fit this run's topology"),
         }
-        self.topology_span(record.inject, record.clear);
+        self.span(None, record.inject, record.clear, Impairment::Failover);
         Ok(())
-    }
-
-    fn topology_span(&mut self, from: Micros, to: Micros) {
-        self.journal.redis.push(Span {
-            replica: None,
-            incarnation: 0,
-            from,
-            to,
-            what: Impairment::Failover,
-        });
     }
 }

@@ -96,7 +96,8 @@ impl Replica {
         Self::spawn_with_env(redis_url, lease, name, args, command, &[])
     }
 
-    /// [`spawn`](Self::spawn) with `env` added to its environment.
+    /// [`spawn`](Self::spawn) with `env` added to its environment. An empty `redis_url` or
+    /// `lease` is left out (as for a replica configured by a file in `args`).
     pub fn spawn_with_env(
         redis_url: &str,
         lease: &str,
@@ -105,82 +106,40 @@ impl Replica {
         command: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        Self::start(redis_url, lease, name, args, command, env).healthy()
-    }
-
-    /// Like [`Replica::spawn_with_env`], from `cmd`: the binary, or a command that runs it (as
-    /// [`testbed::hosts::Hosts::command`] does), to which the arguments are added. Waits until
-    /// it answers `/healthz`.
-    pub fn spawn_from(
-        cmd: Command,
-        redis_url: &str,
-        lease: &str,
-        name: &str,
-        args: &[&str],
-        command: &[&str],
-        env: &[(&str, &str)],
-    ) -> Self {
-        Self::start_from(cmd, redis_url, lease, name, args, command, env).healthy()
-    }
-
-    /// Itself once it answers `/healthz`; panics with its log when it does not within 10 s.
-    fn healthy(mut self) -> Self {
-        if let Err(why) = self.wait_healthy(Duration::from_secs(10)) {
-            panic!("{} {why}:\n{}", self.identity, self.log_text());
-        }
-        self
-    }
-
-    /// Starts `leasehold run` as [`spawn_with_env`](Self::spawn_with_env) does, without waiting
-    /// for it to answer: for a replica that must be refused at start.
-    pub fn start(
-        redis_url: &str,
-        lease: &str,
-        name: &str,
-        args: &[&str],
-        command: &[&str],
-        env: &[(&str, &str)],
-    ) -> Self {
-        Self::start_from(
-            Command::new(leasehold_bin()),
-            redis_url,
-            lease,
-            name,
-            args,
-            command,
-            env,
-        )
-    }
-
-    /// [`start`](Self::start) from `cmd` (see [`spawn_from`](Self::spawn_from)).
-    pub fn start_from(
-        cmd: Command,
-        redis_url: &str,
-        lease: &str,
-        name: &str,
-        args: &[&str],
-        command: &[&str],
-        env: &[(&str, &str)],
-    ) -> Self {
-        let http = testbed::free_addr();
-        let mut run = RunCommand::wrapping(cmd);
+        let mut run = RunCommand::new(leasehold_bin());
         if !redis_url.is_empty() {
             run = run.redis_url(redis_url);
         }
         if !lease.is_empty() {
             run = run.lease(lease);
         }
-        run = run.args(args);
+        Self::start(run.args(args).command(command), name, env).healthy()
+    }
+
+    /// Starts `run` as `name` the way the tests start a replica: its HTTP server on a free
+    /// port, debug logs and `env` added to its environment; does not wait for it to answer
+    /// (see [`healthy`](Self::healthy)), so it also serves a replica that must be refused at
+    /// start. `run` may wrap the binary in another command (as
+    /// [`testbed::hosts::Hosts::command`] does).
+    pub fn start(mut run: RunCommand, name: &str, env: &[(&str, &str)]) -> Self {
         // The tests find the leader by its readiness unless they ask for member mode (or test
         // a config file, whose readiness a flag would override).
         if !run.names("--config") {
             run = run.default_arg("--readiness", "leader");
         }
-        Self::launch(run.command(command), name, http, |cmd| {
+        Self::launch(run, name, testbed::free_addr(), |cmd| {
             cmd.env("RUST_LOG", "leasehold=debug")
                 .envs(env.iter().copied());
         })
         .expect("spawn leasehold")
+    }
+
+    /// Itself once it answers `/healthz`; panics with its log when it does not within 10 s.
+    pub fn healthy(mut self) -> Self {
+        if let Err(why) = self.wait_healthy(Duration::from_secs(10)) {
+            panic!("{} {why}:\n{}", self.identity, self.log_text());
+        }
+        self
     }
 
     /// Waits up to `within` until it answers `/healthz`, or has exited.

@@ -14,6 +14,7 @@
 //! - [`redis_server`]: one `redis-server`, built with [`RedisServer::builder`]; [`sentinel`]
 //!   and [`cluster`] build on it. [`engine`]: which server binary it runs (Redis 7.0, 6.2,
 //!   Valkey 9.1).
+//! - [`accept`]: a test server's accept loop that ends when the server is told to stop.
 //! - [`proxy`]: a TCP fault proxy (pass, delay, blackhole, drop; per connection too).
 //! - [`pki`]: a throwaway CA with server and client certificates.
 //! - [`http`]: a minimal HTTP/1.x GET for loopback endpoints.
@@ -29,6 +30,7 @@
 //! Panics are the failure mode of the fixtures that tests use (`start`, `cmd`); the calls that
 //! a harness outside a test needs return errors instead (`try_start`, [`child::Guarded::spawn`]).
 
+pub mod accept;
 pub mod cargo;
 pub mod child;
 pub mod cluster;

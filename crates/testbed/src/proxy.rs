@@ -18,6 +18,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::accept::next_connection;
+
 /// What the proxy does to the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
@@ -183,17 +185,7 @@ async fn accept(
     open: Open,
     stop: CancellationToken,
 ) {
-    loop {
-        let accepted = tokio::select! {
-            biased;
-            _ = stop.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let Ok((client, _)) = accepted else {
-            // Out of descriptors or a similar passing failure: do not spin.
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            continue;
-        };
+    while let Some(client) = next_connection(&listener, &stop).await {
         tokio::spawn(connection(
             client,
             upstream,

@@ -20,7 +20,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event as RecordedEvent, EventType, Recorder};
 use kube::runtime::{Controller, watcher};
 use serde_json::json;
-use testbed::fake_api::{FakeApiServer, HISTORY_LIMIT};
+use testbed::fake_api::{FakeApiServer, HISTORY_LIMIT, Recorded};
 use tokio::sync::{mpsc, watch as signal};
 
 /// Bound on every wait for something the fake or kube does.
@@ -62,6 +62,17 @@ fn lease(name: &str, holder: &str) -> Lease {
     }
 }
 
+/// The fake API server, a lease API on it, and the lease `name` it holds, held by `holder`.
+async fn server_with_lease(name: &str, holder: &str) -> (FakeApiServer, Api<Lease>, Lease) {
+    let server = FakeApiServer::start().await;
+    let api: Api<Lease> = Api::default_namespaced(server.client());
+    let created = api
+        .create(&PostParams::default(), &lease(name, holder))
+        .await
+        .unwrap();
+    (server, api, created)
+}
+
 fn pod(name: &str) -> Pod {
     Pod {
         metadata: meta(name, &[("app", "demo")]),
@@ -78,6 +89,15 @@ fn version_of(object: &impl kube::Resource) -> u64 {
 
 fn holder(lease: &Lease) -> Option<&str> {
     lease.spec.as_ref()?.holder_identity.as_deref()
+}
+
+/// The last PATCH request the server got.
+fn last_patch(server: &FakeApiServer) -> Recorded {
+    server
+        .requests()
+        .into_iter()
+        .rfind(|r| r.method == "PATCH")
+        .expect("the server got a PATCH")
 }
 
 /// The HTTP code of a failed kube call.
@@ -199,12 +219,7 @@ async fn a_config_map_goes_through_create_get_list_replace_and_delete() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn replacing_with_a_stale_resource_version_is_a_conflict() {
-    let server = FakeApiServer::start().await;
-    let api: Api<Lease> = Api::default_namespaced(server.client());
-    let first = api
-        .create(&PostParams::default(), &lease("stale", "a"))
-        .await
-        .unwrap();
+    let (_server, api, first) = server_with_lease("stale", "a").await;
 
     let mut newer = first.clone();
     newer.spec = Some(LeaseSpec {
@@ -233,11 +248,7 @@ async fn replacing_with_a_stale_resource_version_is_a_conflict() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn creating_a_name_that_exists_is_already_exists() {
-    let server = FakeApiServer::start().await;
-    let api: Api<Lease> = Api::default_namespaced(server.client());
-    api.create(&PostParams::default(), &lease("taken", "a"))
-        .await
-        .unwrap();
+    let (_server, api, _) = server_with_lease("taken", "a").await;
 
     match api
         .create(&PostParams::default(), &lease("taken", "b"))
@@ -291,12 +302,7 @@ async fn create_honours_generate_name_and_dry_run() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn merge_patch_changes_the_object_and_bumps_the_resource_version() {
-    let server = FakeApiServer::start().await;
-    let api: Api<Lease> = Api::default_namespaced(server.client());
-    let created = api
-        .create(&PostParams::default(), &lease("merged", "a"))
-        .await
-        .unwrap();
+    let (server, api, created) = server_with_lease("merged", "a").await;
 
     let patch =
         json!({ "metadata": { "labels": { "team": "x" } }, "spec": { "holderIdentity": "b" } });
@@ -323,11 +329,7 @@ async fn merge_patch_changes_the_object_and_bumps_the_resource_version() {
         "a no-op patch writes nothing"
     );
 
-    let request = server
-        .requests()
-        .into_iter()
-        .rfind(|r| r.method == "PATCH")
-        .unwrap();
+    let request = last_patch(&server);
     assert_eq!(
         request.path,
         "/apis/coordination.k8s.io/v1/namespaces/default/leases/merged"
@@ -341,12 +343,7 @@ async fn merge_patch_changes_the_object_and_bumps_the_resource_version() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_patch_carrying_a_stale_resource_version_is_a_conflict() {
-    let server = FakeApiServer::start().await;
-    let api: Api<Lease> = Api::default_namespaced(server.client());
-    let created = api
-        .create(&PostParams::default(), &lease("guarded", "a"))
-        .await
-        .unwrap();
+    let (_server, api, created) = server_with_lease("guarded", "a").await;
     let seen = created.metadata.resource_version.clone().unwrap();
     api.patch(
         "guarded",
@@ -404,11 +401,7 @@ async fn server_side_apply_creates_then_updates_and_requires_a_field_manager() {
     assert!(version_of(&updated) > version_of(&created));
     assert_eq!(updated.metadata.uid, created.metadata.uid);
 
-    let request = server
-        .requests()
-        .into_iter()
-        .rfind(|r| r.method == "PATCH")
-        .unwrap();
+    let request = last_patch(&server);
     assert_eq!(
         request.content_type.as_deref(),
         Some("application/apply-patch+yaml")
@@ -428,11 +421,7 @@ async fn server_side_apply_creates_then_updates_and_requires_a_field_manager() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn json_patch_applies_operations_and_a_failed_test_is_invalid() {
-    let server = FakeApiServer::start().await;
-    let api: Api<Lease> = Api::default_namespaced(server.client());
-    api.create(&PostParams::default(), &lease("ops", "a"))
-        .await
-        .unwrap();
+    let (_server, api, _) = server_with_lease("ops", "a").await;
 
     let swap: json_patch::Patch = serde_json::from_value(json!([
         { "op": "test", "path": "/spec/holderIdentity", "value": "a" },
@@ -580,11 +569,7 @@ async fn field_selectors_pick_by_name_and_namespace_across_namespaces() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_watcher_sees_objects_added_modified_and_deleted_after_it_started() {
-    let server = FakeApiServer::start().await;
-    let api: Api<Lease> = Api::default_namespaced(server.client());
-    api.create(&PostParams::default(), &lease("before", "a"))
-        .await
-        .unwrap();
+    let (server, api, _) = server_with_lease("before", "a").await;
     let mut events = spawn_watcher(api.clone(), watcher::Config::default());
     let initial = until_init_done(&mut events).await;
     assert_eq!(
@@ -664,12 +649,7 @@ async fn a_streaming_list_watcher_gets_current_objects_then_changes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_watch_with_bookmarks_gets_them_and_ends_at_its_timeout() {
-    let server = FakeApiServer::start().await;
-    let api: Api<Lease> = Api::default_namespaced(server.client());
-    let created = api
-        .create(&PostParams::default(), &lease("marked", "a"))
-        .await
-        .unwrap();
+    let (_server, api, created) = server_with_lease("marked", "a").await;
     let params = WatchParams::default().timeout(3);
     let version = created.metadata.resource_version.unwrap();
 

@@ -272,19 +272,27 @@ impl Call<'_> {
     fn replace(&self, shared: &Shared) -> Result<Response, ApiError> {
         let body = self.object_body()?;
         let mut store = shared.store();
-        let stored = store
-            .get(&self.route.resource, self.namespace(), self.name())
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(&self.route.resource, self.name()))?;
-        let proposal = self.proposal(&stored, body);
-        let replaced = store.update(
+        let stored = store.existing(&self.route.resource, self.namespace(), self.name())?;
+        self.update(&mut store, &stored, body)
+    }
+
+    /// Writes `written` over `stored` as far as this request may change it (see
+    /// [`proposal`](Self::proposal)), and answers the object as it is then.
+    fn update(
+        &self,
+        store: &mut Store,
+        stored: &Value,
+        written: Value,
+    ) -> Result<Response, ApiError> {
+        let proposal = self.proposal(stored, written);
+        let updated = store.update(
             &self.route.resource,
             self.namespace(),
             self.name(),
             proposal,
             self.dry_run(),
         )?;
-        Ok(Json(self.view(&replaced)).into_response())
+        Ok(Json(self.view(&updated)).into_response())
     }
 
     /// What a write to the object or its status subresource may change: through `/status`,
@@ -329,15 +337,7 @@ impl Call<'_> {
             return Err(ApiError::not_found(&self.route.resource, self.name()));
         };
         let patched = patch::apply(kind, &stored, &body)?;
-        let proposal = self.proposal(&stored, patched);
-        let updated = store.update(
-            &self.route.resource,
-            self.namespace(),
-            self.name(),
-            proposal,
-            self.dry_run(),
-        )?;
-        Ok(Json(self.view(&updated)).into_response())
+        self.update(&mut store, &stored, patched)
     }
 
     /// Server-side apply of an absent object creates it, named by the path.

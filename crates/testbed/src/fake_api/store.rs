@@ -9,6 +9,7 @@ use tokio::sync::watch;
 use super::object::{self, text};
 use super::resource::ResourceType;
 use super::status::ApiError;
+use ChangeKind::{Added, Deleted, Modified};
 
 /// How many changes the history keeps; a watch from before the oldest one gets 410 Gone.
 pub const HISTORY_LIMIT: usize = 1000;
@@ -113,6 +114,18 @@ impl Store {
             .get(&(namespace.to_owned(), name.to_owned()))
     }
 
+    /// A copy of the stored object, or NotFound.
+    pub fn existing(
+        &self,
+        resource: &ResourceType,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        self.get(resource, namespace, name)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(resource, name))
+    }
+
     /// Objects of a type in one namespace, or in all of them, ordered by namespace then name.
     pub fn list<'a>(
         &'a self,
@@ -187,17 +200,7 @@ impl Store {
         if dry_run {
             return Ok(object);
         }
-        let version = self.next_resource_version(&mut object);
-        self.commit(Change {
-            resource_version: version,
-            resource: resource.clone(),
-            namespace: namespace.to_owned(),
-            name,
-            kind: ChangeKind::Added,
-            old: None,
-            object: object.clone(),
-        });
-        Ok(object)
+        Ok(self.write(resource, namespace, &name, Added, None, object))
     }
 
     /// Replaces a stored object with `proposal`, as a PUT or a patch would once the new state is
@@ -213,10 +216,7 @@ impl Store {
         mut proposal: Value,
         dry_run: bool,
     ) -> Result<Value, ApiError> {
-        let stored = self
-            .get(resource, namespace, name)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(resource, name))?;
+        let stored = self.existing(resource, namespace, name)?;
         let stored_meta = object::metadata(&stored).cloned().unwrap_or_default();
         let meta = object::metadata_mut(&mut proposal).ok_or_else(not_an_object)?;
         if let Some(proposed) = text(meta, "name")
@@ -258,17 +258,7 @@ impl Store {
         if object::is_terminating(&proposal) && !object::has_finalizers(&proposal) {
             return Ok(self.delete_now(resource, namespace, name, stored, proposal));
         }
-        let version = self.next_resource_version(&mut proposal);
-        self.commit(Change {
-            resource_version: version,
-            resource: resource.clone(),
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-            kind: ChangeKind::Modified,
-            old: Some(stored),
-            object: proposal.clone(),
-        });
-        Ok(proposal)
+        Ok(self.write(resource, namespace, name, Modified, Some(stored), proposal))
     }
 
     /// Deletes an object, or, while it has finalizers, marks it terminating (deletionTimestamp)
@@ -281,10 +271,7 @@ impl Store {
         preconditions: &Preconditions,
         dry_run: bool,
     ) -> Result<Value, ApiError> {
-        let stored = self
-            .get(resource, namespace, name)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(resource, name))?;
+        let stored = self.existing(resource, namespace, name)?;
         if let Some(wanted) = &preconditions.resource_version
             && Some(wanted.as_str()) != object::resource_version(&stored)
         {
@@ -314,17 +301,7 @@ impl Store {
         if dry_run {
             return Ok(marked);
         }
-        let version = self.next_resource_version(&mut marked);
-        self.commit(Change {
-            resource_version: version,
-            resource: resource.clone(),
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-            kind: ChangeKind::Modified,
-            old: Some(stored),
-            object: marked.clone(),
-        });
-        Ok(marked)
+        Ok(self.write(resource, namespace, name, Modified, Some(stored), marked))
     }
 
     /// Deletes an object at once, finalizers or not.
@@ -346,19 +323,33 @@ impl Store {
         namespace: &str,
         name: &str,
         stored: Value,
-        mut gone: Value,
+        last: Value,
     ) -> Value {
-        let version = self.next_resource_version(&mut gone);
+        self.write(resource, namespace, name, Deleted, Some(stored), last)
+    }
+
+    /// Stores `object` as changed by `kind` from `old`, under the next resourceVersion, which it
+    /// takes; returns the object as stored.
+    fn write(
+        &mut self,
+        resource: &ResourceType,
+        namespace: &str,
+        name: &str,
+        kind: ChangeKind,
+        old: Option<Value>,
+        mut object: Value,
+    ) -> Value {
+        let version = self.next_resource_version(&mut object);
         self.commit(Change {
             resource_version: version,
             resource: resource.clone(),
             namespace: namespace.to_owned(),
             name: name.to_owned(),
-            kind: ChangeKind::Deleted,
-            old: Some(stored),
-            object: gone.clone(),
+            kind,
+            old,
+            object: object.clone(),
         });
-        gone
+        object
     }
 
     /// Takes the next global resourceVersion and writes it into the object.
