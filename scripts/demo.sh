@@ -115,6 +115,18 @@ wait_leader() {
   echo "no leader" >&2; exit 1
 }
 
+# Sends the leader $1 the signal $2, waits for another leader (left in $next), says how long it
+# took and shows the readiness once things settled.
+take_over() {
+  local start
+  kill "$2" "${replica_pid[$1]}"
+  start=$(date +%s%N)
+  next=$(wait_leader "$1")
+  echo "== $next took over after $(( ($(date +%s%N) - start) / 1000000 )) ms"
+  sleep 2
+  readiness
+}
+
 echo "== a fresh redis cools down for one lease duration before the first election"
 first=$(wait_leader "")
 sleep 2
@@ -122,19 +134,11 @@ readiness
 echo "== /leader on the leader:"
 http_get "${replica_http[$first]}" /leader | tail -n +2
 echo "== $first leads; killing it with SIGKILL (no release: the others wait for its TTL)"
-kill -9 "${replica_pid[$first]}"
-start=$(date +%s%N)
-second=$(wait_leader "$first")
-echo "== $second took over after $(( ($(date +%s%N) - start) / 1000000 )) ms"
-sleep 2
-readiness
+take_over "$first" -9
+second=$next
 echo "== sending SIGTERM to $second (graceful: it stops its command, releases, a follower takes over)"
-kill -TERM "${replica_pid[$second]}"
-start=$(date +%s%N)
-third=$(wait_leader "$second")
-echo "== $third took over after $(( ($(date +%s%N) - start) / 1000000 )) ms"
-sleep 2
-readiness
+take_over "$second" -TERM
+third=$next
 echo "== leasehold status, read from Redis:"
 "$bin" status --redis-url "$url" --lease-name "$lease" --log warn | sed 's/^/   /'
 kill -TERM "${replica_pid[$third]}" 2>/dev/null || true

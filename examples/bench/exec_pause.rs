@@ -12,9 +12,11 @@ use anyhow::{Context, Result, bail};
 use leasehold::clock::BootInstant;
 use leasehold::elector::Timing;
 use nix::sys::signal::Signal;
+use testbed::Guarded;
 use tokio::io::unix::AsyncFd;
 
 use crate::handoff::EXEC_COMMAND;
+use crate::pause::Wave;
 use crate::procs::{self, Events};
 
 /// One frozen exec-mode leader.
@@ -57,22 +59,13 @@ async fn worker_of(sh: i32, within: Duration) -> Result<Vec<i32>> {
     }
 }
 
-/// `count` exec-mode leaders, each on its own lease, frozen together for the lease duration
-/// plus `extra` and resumed `stagger` apart.
-pub async fn wave(
-    bin: &Path,
-    url: &str,
-    timing: Timing,
-    wave: usize,
-    count: usize,
-    extra: Duration,
-    stagger: Duration,
-) -> Result<Vec<Sample>> {
+/// One wave of exec-mode leaders, each on its own lease.
+pub async fn wave(bin: &Path, url: &str, timing: Timing, wave: Wave) -> Result<Vec<Sample>> {
     let wait = Duration::from_secs(15);
     let mut leaders = Vec::new();
-    for i in 0..count {
-        let lease = format!("bench/exec-pause-{wave}-{i}");
-        let identity = format!("exec-pause-{wave}-{i}");
+    for i in 0..wave.count {
+        let lease = format!("bench/exec-pause-{}-{i}", wave.number);
+        let identity = format!("exec-pause-{}-{i}", wave.number);
         let leader = procs::start(bin, url, &lease, &identity, &timing, &EXEC_COMMAND).await?;
         leader
             .wait_event(0, "started the command", None, wait)
@@ -93,10 +86,8 @@ pub async fn wave(
     }
     // Let the leaders renew a few times.
     tokio::time::sleep(timing.retry_period * 2).await;
-    for (leader, _) in &leaders {
-        leader.process.signal(Signal::SIGSTOP)?;
-    }
-    tokio::time::sleep(timing.lease_duration + extra).await;
+    let processes: Vec<&Guarded> = leaders.iter().map(|(leader, _)| &leader.process).collect();
+    wave.freeze(timing, &processes).await?;
     // Every pidfd waited on at once, from before the first resume, each noting the instant its
     // process was seen gone: a wait that started after the resumes would note the instant it
     // started instead.
@@ -109,16 +100,7 @@ pub async fn wave(
             Ok::<_, anyhow::Error>(BootInstant::now())
         })
     }));
-    let resume = async {
-        let mut resumed = Vec::new();
-        for (leader, _) in &leaders {
-            resumed.push(BootInstant::now());
-            leader.process.signal(Signal::SIGCONT)?;
-            tokio::time::sleep(stagger).await;
-        }
-        Ok::<_, anyhow::Error>(resumed)
-    };
-    let (gone, resumed) = tokio::join!(gone, resume);
+    let (gone, resumed) = tokio::join!(gone, wave.resume(&processes));
     let resumed = resumed?;
     let mut gone = gone.into_iter();
     let mut samples = Vec::new();

@@ -252,35 +252,18 @@ async fn run(cli: Cli) -> Result<()> {
 
     progress(started, "pause step-down: SIGSTOPped leader processes");
     for w in 0..plan.pause_waves {
-        results.pause.extend(
-            pause::wave(
-                &url,
-                plan.timing,
-                w,
-                plan.pause_per_wave,
-                plan.pause_extra,
-                plan.pause_stagger,
-            )
-            .await?,
-        );
+        results
+            .pause
+            .extend(pause::wave(&url, plan.timing, plan.pause_wave(w)).await?);
     }
     progress(
         started,
         "pause in exec mode: SIGSTOPped leasehold run -- sh leaders",
     );
     for w in 0..plan.pause_waves {
-        results.exec_pause.extend(
-            exec_pause::wave(
-                &bin,
-                &url,
-                plan.timing,
-                w,
-                plan.pause_per_wave,
-                plan.pause_extra,
-                plan.pause_stagger,
-            )
-            .await?,
-        );
+        results
+            .exec_pause
+            .extend(exec_pause::wave(&bin, &url, plan.timing, plan.pause_wave(w)).await?);
     }
     drop(redis);
 

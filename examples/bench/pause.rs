@@ -120,21 +120,48 @@ fn parse_term(line: &str) -> Option<Term> {
     })
 }
 
-/// One wave of `count` paused leaders, each on its own lease with an in-process follower. All
-/// are frozen together for the lease duration plus `extra`; they are resumed one by one,
-/// `stagger` apart, so that no two resume at the same moment.
-pub async fn wave(
-    url: &str,
-    timing: Timing,
-    wave: usize,
-    count: usize,
-    extra: Duration,
-    stagger: Duration,
-) -> Result<Vec<Sample>> {
+/// One wave of frozen leaders: `count` of them, frozen together for the lease duration plus
+/// `extra`, then resumed one by one `stagger` apart, so that no two resume at the same moment.
+#[derive(Debug, Clone, Copy)]
+pub struct Wave {
+    /// Which wave of the run; it names the leases.
+    pub number: usize,
+    pub count: usize,
+    pub extra: Duration,
+    pub stagger: Duration,
+}
+
+impl Wave {
+    /// SIGSTOPs every process, noting when each stopped, then waits until their leases are past
+    /// due (the lease duration plus `extra`).
+    pub async fn freeze(&self, timing: Timing, processes: &[&Guarded]) -> Result<Vec<BootInstant>> {
+        let mut stopped = Vec::new();
+        for process in processes {
+            process.signal(Signal::SIGSTOP)?;
+            stopped.push(BootInstant::now());
+        }
+        tokio::time::sleep(timing.lease_duration + self.extra).await;
+        Ok(stopped)
+    }
+
+    /// SIGCONTs every process, `stagger` apart; returns when each was resumed.
+    pub async fn resume(&self, processes: &[&Guarded]) -> Result<Vec<BootInstant>> {
+        let mut resumed = Vec::new();
+        for process in processes {
+            resumed.push(BootInstant::now());
+            process.signal(Signal::SIGCONT)?;
+            tokio::time::sleep(self.stagger).await;
+        }
+        Ok(resumed)
+    }
+}
+
+/// One wave of paused leaders, each on its own lease with an in-process follower.
+pub async fn wave(url: &str, timing: Timing, wave: Wave) -> Result<Vec<Sample>> {
     let wait = Duration::from_secs(15);
     let mut children: Vec<(String, Guarded)> = Vec::new();
-    for i in 0..count {
-        let lease = format!("bench/pause-{wave}-{i}");
+    for i in 0..wave.count {
+        let lease = format!("bench/pause-{}-{i}", wave.number);
         let args = vec![
             "pause-child".to_owned(),
             url.to_owned(),
@@ -158,7 +185,7 @@ pub async fn wave(
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut followers = Vec::new();
     for (i, (lease, _)) in children.iter().enumerate() {
-        let identity = format!("pause-{wave}-{i}-follower");
+        let identity = format!("pause-{}-{i}-follower", wave.number);
         let mut f = Member::spawn(
             url,
             lease,
@@ -173,19 +200,9 @@ pub async fn wave(
     // Let the leaders act and renew a few times.
     tokio::time::sleep(timing.retry_period * 2).await;
 
-    let mut stopped = Vec::new();
-    for (_, child) in &children {
-        child.signal(Signal::SIGSTOP)?;
-        stopped.push(BootInstant::now());
-    }
-    tokio::time::sleep(timing.lease_duration + extra).await;
-    let mut resumed = Vec::new();
-    for (_, child) in &children {
-        let at = BootInstant::now();
-        child.signal(Signal::SIGCONT)?;
-        resumed.push(at);
-        tokio::time::sleep(stagger).await;
-    }
+    let processes: Vec<&Guarded> = children.iter().map(|(_, child)| child).collect();
+    let stopped = wave.freeze(timing, &processes).await?;
+    let resumed = wave.resume(&processes).await?;
     let mut samples = Vec::new();
     for (i, (lease, child)) in children.iter().enumerate() {
         let term = wait_line(
@@ -214,8 +231,13 @@ pub async fn wave(
         .await?;
         took_over += 1;
     }
-    if samples.len() != count {
-        bail!("pause wave {wave}: {} samples of {count}", samples.len());
+    if samples.len() != wave.count {
+        bail!(
+            "pause wave {}: {} samples of {}",
+            wave.number,
+            samples.len(),
+            wave.count
+        );
     }
     for f in followers {
         f.finish(wait).await?;

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use leasehold::elector::Timing;
 
+use crate::pause::Wave;
+
 /// How much of everything to measure.
 pub struct Plan {
     pub quick: bool,
@@ -97,6 +99,16 @@ impl Plan {
             peer_idle_window: Duration::from_secs(20),
             flood_connections: 10_000,
             flood_hold: Duration::from_secs(10),
+        }
+    }
+
+    /// Wave `number` of the pause benchmarks (in-process followers and exec mode alike).
+    pub fn pause_wave(&self, number: usize) -> Wave {
+        Wave {
+            number,
+            count: self.pause_per_wave,
+            extra: self.pause_extra,
+            stagger: self.pause_stagger,
         }
     }
 

@@ -173,22 +173,10 @@ async fn leasehold(url: &str, clients: usize, amount: Amount) -> Result<Raw> {
             &format!("bench/primitive-{clients}-{i}"),
             &format!("p{i}"),
         )?;
-        let barrier = barrier.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut lat: [Vec<Duration>; 3] = Default::default();
-            let mut measuring = false;
-            let mut started = Instant::now();
-            let mut cycles = 0usize;
-            let mut done = 0usize;
-            loop {
-                if !measuring && done == WARMUP_CYCLES {
-                    barrier.wait().await;
-                    measuring = true;
-                    started = Instant::now();
-                }
-                if measuring && amount_done(amount, cycles, started) {
-                    break;
-                }
+        tasks.push(tokio::spawn(run_client(
+            barrier.clone(),
+            amount,
+            async move || {
                 let t = Instant::now();
                 let token = match lease.acquire(TTL, TIMEOUT).await.context("acquire")? {
                     Acquired::Leader(grant) => grant.token,
@@ -205,16 +193,9 @@ async fn leasehold(url: &str, clients: usize, amount: Amount) -> Result<Raw> {
                     other => bail!("release of a held lease: {other:?}"),
                 }
                 let t3 = Instant::now();
-                done += 1;
-                if measuring {
-                    cycles += 1;
-                    lat[0].push(t1 - t);
-                    lat[1].push(t2 - t1);
-                    lat[2].push(t3 - t2);
-                }
-            }
-            Ok::<_, anyhow::Error>((lat, cycles, started.elapsed()))
-        }));
+                Ok([t1 - t, t2 - t1, t3 - t2])
+            },
+        )));
     }
     collect("leasehold", tasks).await
 }
@@ -229,22 +210,10 @@ async fn rslock(url: &str, clients: usize, amount: Amount) -> Result<Raw> {
         let mut manager = LockManager::from_clients(vec![client]);
         manager.set_retry(1, Duration::from_millis(1));
         let resource = format!("bench:rslock:{clients}:{i}");
-        let barrier = barrier.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut lat: [Vec<Duration>; 3] = Default::default();
-            let mut measuring = false;
-            let mut started = Instant::now();
-            let mut cycles = 0usize;
-            let mut done = 0usize;
-            loop {
-                if !measuring && done == WARMUP_CYCLES {
-                    barrier.wait().await;
-                    measuring = true;
-                    started = Instant::now();
-                }
-                if measuring && amount_done(amount, cycles, started) {
-                    break;
-                }
+        tasks.push(tokio::spawn(run_client(
+            barrier.clone(),
+            amount,
+            async move || {
                 let t = Instant::now();
                 let lock = manager
                     .lock(resource.as_bytes(), TTL)
@@ -258,18 +227,44 @@ async fn rslock(url: &str, clients: usize, amount: Amount) -> Result<Raw> {
                 let t2 = Instant::now();
                 manager.unlock(&lock).await;
                 let t3 = Instant::now();
-                done += 1;
-                if measuring {
-                    cycles += 1;
-                    lat[0].push(t1 - t);
-                    lat[1].push(t2 - t1);
-                    lat[2].push(t3 - t2);
-                }
-            }
-            Ok::<_, anyhow::Error>((lat, cycles, started.elapsed()))
-        }));
+                Ok([t1 - t, t2 - t1, t3 - t2])
+            },
+        )));
     }
     collect("rslock", tasks).await
+}
+
+/// One client: `WARMUP_CYCLES` cycles unmeasured, then, once every client is warm, the cycles of
+/// `amount`; `cycle` runs one cycle and returns the latencies of its three operations.
+async fn run_client(
+    barrier: Arc<Barrier>,
+    amount: Amount,
+    mut cycle: impl AsyncFnMut() -> Result<[Duration; 3]>,
+) -> ClientResult {
+    let mut lat: [Vec<Duration>; 3] = Default::default();
+    let mut measuring = false;
+    let mut started = Instant::now();
+    let mut cycles = 0usize;
+    let mut done = 0usize;
+    loop {
+        if !measuring && done == WARMUP_CYCLES {
+            barrier.wait().await;
+            measuring = true;
+            started = Instant::now();
+        }
+        if measuring && amount_done(amount, cycles, started) {
+            break;
+        }
+        let took = cycle().await?;
+        done += 1;
+        if measuring {
+            cycles += 1;
+            for (into, took) in lat.iter_mut().zip(took) {
+                into.push(took);
+            }
+        }
+    }
+    Ok((lat, cycles, started.elapsed()))
 }
 
 fn amount_done(amount: Amount, cycles: usize, started: Instant) -> bool {

@@ -6,7 +6,9 @@
 use std::collections::BTreeSet;
 
 use harness::helm::{self, refused};
-use harness::prometheus::{RUNBOOK_URL, alerts, rule_spec, rule_values, rules_file};
+use harness::prometheus::{
+    FAST_TIMING_VALUES, FLAPPING_AT_ONCE, RUNBOOK_URL, alerts, rule_spec, rule_values, rules_file,
+};
 use testbed::prometheus::run_promtool;
 
 /// The rules rendered with `values` into a fresh directory as rules.yaml, beside `test_file`.
@@ -25,8 +27,8 @@ const RULE_VALUE_SETS: &[(&str, &str, &str)] = &[
     ("defaults", "", ""),
     (
         "fast timing, short scrapes",
-        "  flapping:\n    transitions: 0\n    window: 30s\n  pauseWindow: 1m\n",
-        "timing:\n  leaseDurationSeconds: 1\n  renewDeadlineSeconds: 0.6\n  retryPeriodSeconds: 0.2\nserviceMonitor:\n  interval: 500ms\n",
+        FLAPPING_AT_ONCE,
+        FAST_TIMING_VALUES,
     ),
     (
         "own selector, alert labels, a named lease",
@@ -156,11 +158,7 @@ fn alert_waits_derive_from_the_timing_and_the_scrape_interval() {
             ["30s", "10s", "10s", "60s"],
             "5",
         ),
-        (
-            "timing:\n  leaseDurationSeconds: 1\n  renewDeadlineSeconds: 0.6\n  retryPeriodSeconds: 0.2\nserviceMonitor:\n  interval: 500ms\n",
-            ["2s", "1s", "1s", "6s"],
-            "0.3",
-        ),
+        (FAST_TIMING_VALUES, ["2s", "1s", "1s", "6s"], "0.3"),
         (
             "timing:\n  leaseDurationSeconds: 60\n  renewDeadlineSeconds: 40\n  retryPeriodSeconds: 10\nserviceMonitor:\n  interval: 1m30s\n",
             ["180s", "180s", "180s", "360s"],

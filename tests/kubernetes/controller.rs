@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::calls::{assert_within_rbac, rbac_of};
 use harness::contenders::{fast_timing, lease, spawn_publishing, unique_lease, until_leading};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, ReplicaSet};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -16,7 +17,7 @@ use kube::ResourceExt;
 use leasehold::cli::LeaseSource;
 use leasehold::cmd::lease::{Workload, name_lease};
 use leasehold::elector::{Elector, Timing};
-use leasehold::k8s::{self, K8sError, Publisher, rbac};
+use leasehold::k8s::{self, K8sError, Publisher};
 use leasehold::k8s::{KubeSettings, KubernetesMode};
 use leasehold::lease::LeaseName;
 use testbed::fake_api::{FakeApiServer, Recorded};
@@ -131,48 +132,6 @@ fn kube_settings() -> KubeSettings {
         leader_label: Some(LABEL.into()),
         lease_mirror: true,
         events: true,
-    }
-}
-
-/// The (group, resource, verb) of a request, as RBAC sees it.
-fn rbac_of(r: &Recorded) -> (String, String, String) {
-    let parts: Vec<&str> = r.path.trim_start_matches('/').split('/').collect();
-    let (group, rest) = match parts.as_slice() {
-        ["api", "v1", rest @ ..] => (String::new(), rest),
-        ["apis", group, _version, rest @ ..] => ((*group).to_owned(), rest),
-        _ => panic!("unexpected path {}", r.path),
-    };
-    let (resource, named) = match rest {
-        ["namespaces", _ns, resource, _name, ..] => (*resource, true),
-        ["namespaces", _ns, resource] => (*resource, false),
-        other => panic!("not a namespaced path: {other:?} in {}", r.path),
-    };
-    let watching = r
-        .query_param("watch")
-        .is_some_and(|w| w == "true" || w == "1");
-    let verb = match (r.method.as_str(), named) {
-        ("GET", true) => "get",
-        ("GET", false) if watching => "watch",
-        ("GET", false) => "list",
-        ("POST", _) => "create",
-        ("PUT", _) => "update",
-        ("PATCH", _) => "patch",
-        ("DELETE", true) => "delete",
-        ("DELETE", false) => "deletecollection",
-        (m, _) => panic!("unexpected method {m}"),
-    };
-    (group, resource.to_owned(), verb.to_owned())
-}
-
-fn assert_within_rbac(api: &FakeApiServer) {
-    for r in api.requests() {
-        let (group, resource, verb) = rbac_of(&r);
-        assert!(
-            rbac::allows(&group, &resource, &verb),
-            "{} {} is `{verb}` on {group}/{resource}, which rbac::API_CALLS does not list",
-            r.method,
-            r.path
-        );
     }
 }
 

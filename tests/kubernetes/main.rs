@@ -2,5 +2,6 @@
 //! unmodified: the controller's parts (discovery, the leader label, the Lease mirror, Events, RBAC)
 //! and the operator commands' Kubernetes side.
 
+mod calls;
 mod controller;
 mod operator;

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::calls::assert_within_rbac;
 use harness::contenders::{
     Contender, fast_timing, lease, spawn_publishing, unique_lease, until_leading,
 };
@@ -13,7 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
 use leasehold::elector::{Elector, Leadership, StepDownReason};
-use leasehold::k8s::{self, K8sError, OwningJob, Publisher, STEP_DOWN_ANNOTATION, rbac};
+use leasehold::k8s::{self, K8sError, OwningJob, Publisher, STEP_DOWN_ANNOTATION};
 use leasehold::k8s::{KubeSettings, KubernetesMode};
 use testbed::RedisServer;
 use testbed::fake_api::FakeApiServer;
@@ -42,41 +43,6 @@ fn controller(kind: &str, api_version: &str, name: &str) -> OwnerReference {
         uid: format!("uid-{name}"),
         controller: Some(true),
         block_owner_deletion: Some(true),
-    }
-}
-
-/// Every request the fake saw is a call that rbac::API_CALLS lists.
-fn assert_within_rbac(api: &FakeApiServer) {
-    for r in api.requests() {
-        let parts: Vec<&str> = r.path.trim_start_matches('/').split('/').collect();
-        let (group, rest) = match parts.as_slice() {
-            ["api", "v1", rest @ ..] => (String::new(), rest.to_vec()),
-            ["apis", group, _version, rest @ ..] => ((*group).to_owned(), rest.to_vec()),
-            _ => panic!("unexpected path {}", r.path),
-        };
-        let (resource, named) = match rest.as_slice() {
-            ["namespaces", _, resource, _name, ..] => (*resource, true),
-            ["namespaces", _, resource] => (*resource, false),
-            other => panic!("not namespaced: {other:?}"),
-        };
-        let watching = r
-            .query_param("watch")
-            .is_some_and(|w| w == "true" || w == "1");
-        let verb = match (r.method.as_str(), named) {
-            ("GET", true) => "get",
-            ("GET", false) if watching => "watch",
-            ("GET", false) => "list",
-            ("PATCH", _) => "patch",
-            ("POST", _) => "create",
-            ("PUT", _) => "update",
-            (m, _) => panic!("unexpected method {m} {}", r.path),
-        };
-        assert!(
-            rbac::allows(&group, resource, verb),
-            "{} {} is `{verb}` on {group}/{resource}, outside rbac::API_CALLS",
-            r.method,
-            r.path
-        );
     }
 }
 

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use harness::contenders::{
     ActionLog, Contender, Did, acting_contenders, acting_work, assert_no_overlap, fast_timing,
-    handoff_gaps, lease, record_statuses, summary, unique_lease, until_leading, until_led_by,
+    handoff_gaps, last_valid_until, leader_and_follower, lease, record_statuses, summary,
+    unique_lease, until_leading, until_led_by,
 };
 use harness::timings::{TEN_SECOND_TERM, TEN_SECOND_TERM_QUICK_RETRY};
 use leasehold::clock::BootInstant;
@@ -122,25 +123,15 @@ async fn shutdown_releases_the_lease_and_a_follower_takes_over_at_once() {
     let name = unique_lease("shutdown");
     let log: ActionLog = Arc::default();
     let timing = TEN_SECOND_TERM;
-    let a = Contender::spawn(
+    let (a, mut b) = leader_and_follower(
         lease(&redis.url(), &name, "pod-a", false),
-        timing,
-        acting_work(log.clone(), Duration::from_millis(5), None),
-    );
-    let mut a_status = a.status.clone();
-    until_leading("a to lead", &mut a_status, Duration::from_secs(5)).await;
-    let mut b = Contender::spawn(
         lease(&redis.url(), &name, "pod-b", false),
         timing,
-        acting_work(log.clone(), Duration::from_millis(5), None),
-    );
-    until_led_by(
-        "b to follow a",
-        &mut b.status,
-        Duration::from_secs(5),
-        "pod-a",
+        &log,
+        Duration::from_millis(5),
     )
     .await;
+    let a_status = a.status.clone();
 
     let stopped_at = BootInstant::now();
     a.shutdown().await;
@@ -279,16 +270,7 @@ async fn redis_going_away_makes_the_leader_step_down_and_an_empty_restart_elects
     let stepped = BootInstant::now();
     let step = after.last_step_down.expect("a step-down");
     assert_eq!(step.reason, StepDownReason::RenewDeadlinePassed, "{step:?}");
-    let last_valid_until = history
-        .lock()
-        .unwrap()
-        .iter()
-        .rev()
-        .find_map(|(_, s)| match s.role {
-            Role::Leader { valid_until, .. } => Some(valid_until),
-            _ => None,
-        })
-        .expect("a leader status");
+    let last_valid_until = last_valid_until(&history.lock().unwrap()).expect("a leader status");
     assert!(
         stepped < last_valid_until,
         "stepped down at {stepped:?}, deadline {last_valid_until:?}"
@@ -480,11 +462,14 @@ async fn an_idle_follower_sends_only_its_tries_and_the_leader_only_its_renewals(
     let redis = RedisServer::start();
     let name = unique_lease("idle-cost");
     let timing = harness::timings::STEADY; // TTL 1.5 s, retry 250 ms
-    let work = || acting_work(ActionLog::default(), Duration::from_millis(5), None);
-    let leader = Contender::spawn(lease(&redis.url(), &name, "a", false), timing, work());
-    let mut status = leader.status.clone();
-    until_leading("a to lead", &mut status, Duration::from_secs(5)).await;
-    let mut follower = Contender::spawn(lease(&redis.url(), &name, "b", false), timing, work());
+    let (leader, mut follower) = leader_and_follower(
+        lease(&redis.url(), &name, "a", false),
+        lease(&redis.url(), &name, "b", false),
+        timing,
+        &ActionLog::default(),
+        Duration::from_millis(5),
+    )
+    .await;
     until(
         "b to follow a, subscribed",
         &mut follower.status,

@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use harness::prometheus::{alerts, dashboard_path, dashboard_queries, rule_spec, rule_values};
+use harness::prometheus::{
+    FAST_TIMING_VALUES, FLAPPING_AT_ONCE, alerts, dashboard_path, dashboard_queries, rule_spec,
+    rule_values,
+};
 use harness::replica::Replica;
 use testbed::prometheus::Prometheus;
 use testbed::redis_server::RedisServer;
@@ -31,10 +34,6 @@ const TIMING: [&str; 6] = [
     "--retry-period",
     "200ms",
 ];
-/// The same timing and scrape interval as chart values, for the rules.
-const CHART_VALUES: &str = "timing:\n  leaseDurationSeconds: 1\n  renewDeadlineSeconds: 0.6\n  retryPeriodSeconds: 0.2\nserviceMonitor:\n  interval: 500ms\n";
-/// Every new leadership is flapping here, so that the failover shows in that alert too.
-const RULE_VALUES: &str = "  flapping:\n    transitions: 0\n    window: 30s\n  pauseWindow: 1m\n";
 
 /// For each (alert, state), every instant it began.
 type Starts = BTreeMap<(String, String), Vec<Instant>>;
@@ -136,7 +135,9 @@ fn secs(from: Instant, to: Option<Instant>) -> String {
 #[test]
 fn prometheus_raises_the_charts_alerts_on_real_replicas_and_the_dashboard_has_data() {
     let began = Instant::now();
-    let values = rule_values(RULE_VALUES, CHART_VALUES);
+    // The same timing and scrape interval as the replicas'; every new leadership is flapping
+    // here, so that the failover shows in that alert too.
+    let values = rule_values(FLAPPING_AT_ONCE, FAST_TIMING_VALUES);
     let rendered = harness::helm::render(&values);
     let spec = rule_spec(&rendered);
     let rules = serde_yaml::to_string(&spec).expect("rules");

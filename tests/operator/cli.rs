@@ -9,13 +9,18 @@ use harness::replica::{assert_in_plain_words, exit_within, run_to_end};
 
 fn refused(args: &[&str], env: &[(&str, &str)], want: &str) {
     let (code, _stdout, stderr) = run_to_end(args, env);
+    assert_refusal(args, code, &stderr, want);
+}
+
+/// The run of `args` ended with exit code 2 and one message in plain words that says `want`.
+fn assert_refusal(args: &[&str], code: i32, stderr: &str, want: &str) {
     assert_eq!(code, 2, "{args:?} exited {code}; stderr:\n{stderr}");
     assert!(
         stderr.contains(want),
         "{args:?}\n got: {stderr}\nwant: {want}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
-    assert_in_plain_words(&stderr);
+    assert_in_plain_words(stderr);
 }
 
 /// `leasehold run` with a lease name from the environment (so that only the rule under test
@@ -256,13 +261,7 @@ fn run_refused_not_run(args: &[&str], want: &str) {
     let Some(code) = code else {
         panic!("{args:?} was accepted: still running after 20s; stderr:\n{stderr}");
     };
-    assert_eq!(code, 2, "{args:?} exited {code}; stderr:\n{stderr}");
-    assert!(
-        stderr.contains(want),
-        "{args:?}\n got: {stderr}\nwant: {want}"
-    );
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert_in_plain_words(&stderr);
+    assert_refusal(args, code, &stderr, want);
 }
 
 #[test]

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness::contenders::{
-    ActionLog, Contender, Did, acting_work, assert_no_overlap, fast_timing, lease, record_statuses,
-    unique_lease, until_leading, until_led_by,
+    ActionLog, Contender, Did, acting_work, assert_no_overlap, fast_timing, last_valid_until,
+    leader_and_follower, lease, record_statuses, unique_lease, until_leading,
 };
 use harness::timings::{SIX_SECOND_TERM, TEN_SECOND_TERM_SLOW_RETRY};
 use leasehold::clock::BootInstant;
@@ -33,29 +33,12 @@ async fn leader_behind_proxy(test: &str) -> Setup {
     let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], redis.port())));
     let name = unique_lease(test);
     let log: ActionLog = Arc::default();
-    let timing = fast_timing();
-    let leader = Contender::spawn(
+    let (leader, follower) = leader_and_follower(
         lease(&proxy.url(), &name, "proxied", false),
-        timing,
-        acting_work(log.clone(), Duration::from_millis(2), None),
-    );
-    let mut status = leader.status.clone();
-    until_leading(
-        "the proxied contender to lead",
-        &mut status,
-        Duration::from_secs(5),
-    )
-    .await;
-    let mut follower = Contender::spawn(
         lease(&redis.url(), &name, "direct", false),
-        timing,
-        acting_work(log.clone(), Duration::from_millis(2), None),
-    );
-    until_led_by(
-        "the follower to see the leader",
-        &mut follower.status,
-        Duration::from_secs(5),
-        "proxied",
+        fast_timing(),
+        &log,
+        Duration::from_millis(2),
     )
     .await;
     Setup {
@@ -85,15 +68,7 @@ async fn assert_safe_failover(mut setup: Setup, reason: StepDownReason) {
         Some(reason),
         "{after:?}"
     );
-    let last_valid_until = history
-        .lock()
-        .unwrap()
-        .iter()
-        .rev()
-        .find_map(|(_, s)| match s.role {
-            Role::Leader { valid_until, .. } => Some(valid_until),
-            _ => None,
-        })
+    let last_valid_until = last_valid_until(&history.lock().unwrap())
         .expect("the history starts with the leader's status");
     assert!(
         stepped_at <= last_valid_until.saturating_add(Duration::from_millis(20)),
@@ -322,18 +297,14 @@ async fn follower_with_a_proxied_channel(test: &str) -> Silenced {
     // A lease much longer than the retry period: waiting for the holder's TTL would show.
     let timing = SIX_SECOND_TERM;
     let log: ActionLog = Arc::default();
-    let leader = Contender::spawn(
+    let (leader, mut follower) = leader_and_follower(
         lease(&redis.url(), &name, "holder", false),
-        timing,
-        acting_work(log.clone(), Duration::from_millis(5), None),
-    );
-    let mut status = leader.status.clone();
-    until_leading("the holder to lead", &mut status, Duration::from_secs(5)).await;
-    let mut follower = Contender::spawn(
         lease(&proxy.url(), &name, "behind", false),
         timing,
-        acting_work(log.clone(), Duration::from_millis(5), None),
-    );
+        &log,
+        Duration::from_millis(5),
+    )
+    .await;
     until(
         "the follower to follow the holder, subscribed",
         &mut follower.status,

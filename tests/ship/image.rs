@@ -75,6 +75,7 @@ fn build_image() -> Built {
     built
 }
 
+/// The stdout of `podman ARGS`; panics with its stderr when it fails.
 fn podman_out(engine: &Engine, args: &[&str]) -> String {
     engine.podman_out(args).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -202,16 +203,7 @@ fn three_containers_elect_hand_over_on_stop_fail_over_after_the_ttl_on_kill_and_
     // podman stop: SIGTERM, the leader steps down and releases, exits 0; a follower leads at
     // once rather than after the TTL.
     let stopped = Instant::now();
-    let stop = engine
-        .podman()
-        .args(["stop", "--time", "10", name])
-        .output()
-        .expect("podman stop");
-    assert!(
-        stop.status.success(),
-        "{}",
-        String::from_utf8_lossy(&stop.stderr)
-    );
+    podman_out(engine, &["stop", "--time", "10", name]);
     assert_eq!(
         replicas[first].wait_exit(Duration::from_secs(10)),
         0,
@@ -229,17 +221,8 @@ fn three_containers_elect_hand_over_on_stop_fail_over_after_the_ttl_on_kill_and_
     assert_eq!(replicas[first].events("released the lease").len(), 1);
 
     // podman kill: SIGKILL, nothing released; the last one leads once the TTL has run out.
-    let kill = engine
-        .podman()
-        .args(["kill", &names[second]])
-        .output()
-        .expect("podman kill");
+    podman_out(engine, &["kill", &names[second]]);
     let killed = Instant::now();
-    assert!(
-        kill.status.success(),
-        "{}",
-        String::from_utf8_lossy(&kill.stderr)
-    );
     let third = rest.into_iter().find(|&i| i != second).expect("a third");
     wait_for("the last one to lead", TTL + Duration::from_secs(5), || {
         replicas[third].is_ready().then_some(())
@@ -254,16 +237,7 @@ fn three_containers_elect_hand_over_on_stop_fail_over_after_the_ttl_on_kill_and_
     eprintln!(
         "podman stop → follower ready: {handover:?}; podman kill → ready: {failover:?} (TTL {TTL:?})"
     );
-    let stop = engine
-        .podman()
-        .args(["stop", "--time", "10", &names[third]])
-        .output()
-        .expect("podman stop");
-    assert!(
-        stop.status.success(),
-        "{}",
-        String::from_utf8_lossy(&stop.stderr)
-    );
+    podman_out(engine, &["stop", "--time", "10", &names[third]]);
     assert_eq!(replicas[third].wait_exit(Duration::from_secs(10)), 0);
 
     // Exec mode: the leader's command runs inside the container. The image holds one program,

@@ -10,7 +10,7 @@ use harness::contenders::{
     ActionLog, Contender, acting_contenders, assert_no_overlap, handoff_gaps, summary, unique_lease,
 };
 use leasehold::elector::Timing;
-use leasehold::lease::{Acquired, split_term};
+use leasehold::lease::{Acquired, FencingToken, split_term};
 use testbed::cluster::RedisCluster;
 use testbed::on_engines;
 use testbed::redis_server::Engine;
@@ -33,6 +33,21 @@ fn spawn(
     hold: Option<Duration>,
 ) -> Vec<Contender> {
     acting_contenders(&cluster.url(), name, 3, timing(), true, log, hold)
+}
+
+/// Contenders that keep the lease once they have it, when one of them leads; with its token.
+async fn a_leader(
+    cluster: &RedisCluster,
+    name: &str,
+    log: &ActionLog,
+) -> (Vec<Contender>, FencingToken) {
+    let contenders = spawn(cluster, name, log, None);
+    let first = eventually("a leader", Duration::from_secs(10), || async {
+        contenders.iter().position(Contender::is_leader)
+    })
+    .await;
+    let token = contenders[first].token().unwrap();
+    (contenders, token)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -76,12 +91,7 @@ async fn a_failed_master_is_replaced_and_leadership_recovers_safely() {
     let mut cluster = RedisCluster::start();
     let name = unique_lease("cluster-failover");
     let log: ActionLog = Arc::default();
-    let contenders = spawn(&cluster, &name, &log, None);
-    let first = eventually("a leader", Duration::from_secs(10), || async {
-        contenders.iter().position(Contender::is_leader)
-    })
-    .await;
-    let first_token = contenders[first].token().unwrap();
+    let (contenders, first_token) = a_leader(&cluster, &name, &log).await;
     let slot = slot_of(&cluster, &name);
     let owner = cluster.master_of(slot).unwrap();
     cluster.nodes[owner].kill();
@@ -111,12 +121,7 @@ async fn moving_the_lease_slot_to_another_master_keeps_leadership_safe() {
     let cluster = RedisCluster::start();
     let name = unique_lease("cluster-move");
     let log: ActionLog = Arc::default();
-    let contenders = spawn(&cluster, &name, &log, None);
-    let first = eventually("a leader", Duration::from_secs(10), || async {
-        contenders.iter().position(Contender::is_leader)
-    })
-    .await;
-    let first_token = contenders[first].token().unwrap();
+    let (contenders, first_token) = a_leader(&cluster, &name, &log).await;
     let slot = slot_of(&cluster, &name);
     let src = cluster.master_of(slot).unwrap();
     // Another master: one that serves some slot and is not the source.
@@ -145,12 +150,7 @@ async fn moving_the_lease_slot_to_another_master_keeps_leadership_safe() {
             let _: redis::Value = node.cmd(&["CLUSTER", "SETSLOT", &slot_s, "NODE", &dst_id]);
         }
     }
-    eventually(
-        "the slot to be served by the new master",
-        Duration::from_secs(10),
-        || async { (cluster.master_of(slot) == Some(dst)).then_some(()) },
-    )
-    .await;
+    cluster.until_master_of(slot, dst).await;
     // The lease moved with its TTL; a leader exists again (the same one renewing through MOVED,
     // or a new one after a cooldown: another Redis process now answers for the slot).
     let after = eventually(
@@ -211,12 +211,7 @@ async fn a_manual_failover_starts_the_cooldown_even_on_a_connection_kept_from_be
     // The replica takes the slot over without the master's agreement, as an operator would
     // after losing the master's writes; the client keeps its connection and follows MOVED.
     let _: String = cluster.nodes[replica].cmd(&["CLUSTER", "FAILOVER", "TAKEOVER"]);
-    eventually(
-        "the replica to serve the slot",
-        Duration::from_secs(10),
-        || async { (cluster.master_of(slot) == Some(replica)).then_some(()) },
-    )
-    .await;
+    cluster.until_master_of(slot, replica).await;
     // Another Redis process answers for the slot now: it may have missed the lease, so the
     // next acquire must cool down, whatever the connection saw before.
     let after = eventually(

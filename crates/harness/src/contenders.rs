@@ -102,6 +102,35 @@ pub fn acting_contenders(
         .collect()
 }
 
+/// Two contenders on one lease, each acting every `every` through its guard into `log` for as
+/// long as its terms last: the one on `leader`, once it leads, then the one on `follower`, once
+/// it names the first as the leader.
+pub async fn leader_and_follower(
+    leader: RedisLease,
+    follower: RedisLease,
+    timing: Timing,
+    log: &ActionLog,
+    every: Duration,
+) -> (Contender, Contender) {
+    let leader = Contender::spawn(leader, timing, acting_work(log.clone(), every, None));
+    let mut status = leader.status.clone();
+    until_leading(
+        &format!("{} to lead", leader.identity),
+        &mut status,
+        Duration::from_secs(5),
+    )
+    .await;
+    let mut follower = Contender::spawn(follower, timing, acting_work(log.clone(), every, None));
+    until_led_by(
+        &format!("{} to follow {}", follower.identity, leader.identity),
+        &mut follower.status,
+        Duration::from_secs(5),
+        &leader.identity,
+    )
+    .await;
+    (leader, follower)
+}
+
 /// What a leader's work did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Did {
@@ -326,6 +355,14 @@ pub fn record_statuses(mut rx: watch::Receiver<Status>) -> Arc<Mutex<Vec<(BootIn
         }
     });
     history
+}
+
+/// The validity deadline of the last leader status in a recorded history, if it has one.
+pub fn last_valid_until(history: &[(BootInstant, Status)]) -> Option<BootInstant> {
+    history.iter().rev().find_map(|(_, s)| match s.role {
+        Role::Leader { valid_until, .. } => Some(valid_until),
+        _ => None,
+    })
 }
 
 /// Summary figures of a sample, for the test output.

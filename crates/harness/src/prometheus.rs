@@ -10,6 +10,15 @@ use crate::helm::{self, Rendered};
 /// Where the tests say the runbook is served; each alert links to a section of it.
 pub const RUNBOOK_URL: &str = "https://docs.example.com/leasehold/RUNBOOK.md";
 
+/// The fast timing (lease 1 s, renew deadline 0.6 s, retry period 0.2 s) and scrapes every
+/// 500 ms, as chart values: the alerts' waits at their shortest.
+pub const FAST_TIMING_VALUES: &str = "timing:\n  leaseDurationSeconds: 1\n  renewDeadlineSeconds: 0.6\n  retryPeriodSeconds: 0.2\nserviceMonitor:\n  interval: 500ms\n";
+
+/// Rule values (see [`rule_values`]) under which every new leadership counts as flapping, with
+/// a one-minute pause window.
+pub const FLAPPING_AT_ONCE: &str =
+    "  flapping:\n    transitions: 0\n    window: 30s\n  pauseWindow: 1m\n";
+
 /// Values that turn the PrometheusRule on, with the tests' runbook URL; `rule_values` are more
 /// lines under `prometheusRule:` (indented by two spaces), `values` more top-level values.
 pub fn rule_values(rule_values: &str, values: &str) -> String {

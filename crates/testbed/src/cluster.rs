@@ -141,6 +141,17 @@ impl RedisCluster {
         None
     }
 
+    /// Waits until node `node` serves `slot` as master (a failover or a slot migration has
+    /// reached the live nodes' view), or panics after 10 s.
+    pub async fn until_master_of(&self, slot: u16, node: usize) {
+        crate::wait::eventually(
+            &format!("node {node} to serve slot {slot} as master"),
+            Duration::from_secs(10),
+            || async { (self.master_of(slot) == Some(node)).then_some(()) },
+        )
+        .await;
+    }
+
     /// The node id of node `i`.
     pub fn node_id(&self, i: usize) -> String {
         self.nodes[i].cmd(&["CLUSTER", "MYID"])
