@@ -47,7 +47,7 @@ fn a_replica_is_named_a_replica(engine: Engine) {
 /// leasehold needs.
 const NO_SCRIPTING: [&str; 3] = [
     "redis has no scripting",
-    "leasehold needs EVAL/EVALSHA",
+    "leasehold needs EVALSHA and SCRIPT LOAD",
     "TIME and INFO server|replication|memory",
 ];
 

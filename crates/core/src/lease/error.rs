@@ -108,7 +108,7 @@ pub enum LeaseError {
     /// Redis has no scripting leasehold can use: `EVAL`/`EVALSHA` renamed away
     /// (`rename-command`), or a command the scripts call missing inside them.
     #[error(
-        "redis has no scripting leasehold can use (while {}: {detail}); leasehold needs EVAL/EVALSHA (and SCRIPT LOAD), and inside its scripts TIME and INFO server|replication|memory: a Redis that renames them away (rename-command) cannot hold the lease",
+        "redis has no scripting leasehold can use (while {}: {detail}); leasehold needs EVALSHA and SCRIPT LOAD (it never sends EVAL), and inside its scripts TIME and INFO server|replication|memory: a Redis that renames them away (rename-command) cannot hold the lease",
         doing(op)
     )]
     NoScripting {
