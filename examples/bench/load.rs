@@ -9,7 +9,7 @@
 //! (and nothing else an idle elector sends runs `INFO` inside Redis), so two per try are
 //! counted inside, and the rest as sent (the eviction check's `INFO memory`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -23,11 +23,36 @@ use crate::electors::{Event, Member, led_by_other, next_event, since};
 use testbed::RedisServer;
 use testbed::redis_server::command_calls;
 
-/// Commands the lease scripts call inside Redis (never sent by a leasehold client), `INFO`
-/// apart (see the header).
-const INSIDE_SCRIPTS: [&str; 8] = [
-    "get", "set", "pexpire", "pttl", "del", "publish", "incr", "time",
-];
+/// The scripts an idle elector runs: a follower's tries, the leader's renewals, a release.
+const IDLE_SCRIPTS: [&str; 3] = ["acquire", "renew", "release"];
+
+/// Commands the lease scripts call inside Redis (never sent by a leasehold client), as
+/// `INFO commandstats` names them (`pubsub|numsub` for a subcommand), read from the scripts
+/// themselves so that a command a script starts to call is never counted as sent; `INFO` apart
+/// (see the header).
+fn inside_scripts() -> BTreeSet<String> {
+    IDLE_SCRIPTS
+        .iter()
+        .filter_map(|op| leasehold::lease::script_source(op))
+        .flat_map(|source| {
+            source
+                .split("redis.call('")
+                .skip(1)
+                .filter_map(|call| {
+                    let mut quoted = call.split('\'');
+                    let command = quoted.next()?.to_ascii_lowercase();
+                    // PUBSUB is counted per subcommand, which the next argument names.
+                    let sub = quoted.nth(1).filter(|_| command == "pubsub");
+                    Some(match sub {
+                        Some(sub) => format!("{command}|{}", sub.to_ascii_lowercase()),
+                        None => command,
+                    })
+                })
+                .collect::<Vec<_>>()
+        })
+        .filter(|command| command != "info")
+        .collect()
+}
 
 /// `INFO` calls inside each acquire script: `INFO server` and `INFO replication`.
 const INFO_PER_TRY: u64 = 2;
@@ -300,9 +325,10 @@ fn split_inside(
     delta: BTreeMap<String, u64>,
     renewals: u64,
 ) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+    let in_scripts = inside_scripts();
     let (mut inside, mut sent): (BTreeMap<_, _>, BTreeMap<_, _>) = delta
         .into_iter()
-        .partition(|(cmd, _)| INSIDE_SCRIPTS.contains(&cmd.as_str()));
+        .partition(|(cmd, _)| in_scripts.contains(cmd));
     let tries = sent
         .get("evalsha")
         .copied()
@@ -323,4 +349,36 @@ fn info_field(info: &str, key: &str) -> Option<f64> {
     info.lines()
         .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
         .and_then(|v| v.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scripts_own_calls_are_counted_inside_and_a_clients_commands_as_sent() {
+        let inside = inside_scripts();
+        for command in ["get", "set", "pexpire", "publish", "time", "pubsub|numsub"] {
+            assert!(inside.contains(command), "{command} in {inside:?}");
+        }
+        let delta = BTreeMap::from([
+            ("evalsha".to_owned(), 5),
+            ("pexpire".to_owned(), 2),
+            ("pubsub|numsub".to_owned(), 2),
+            ("info".to_owned(), 7),
+            ("ping".to_owned(), 1),
+        ]);
+        // Two renewals, so three tries, whose scripts ran six of the seven INFO.
+        let (sent, inside) = split_inside(delta, 2);
+        assert_eq!(
+            sent,
+            BTreeMap::from([
+                ("evalsha".to_owned(), 5),
+                ("info".to_owned(), 1),
+                ("ping".to_owned(), 1),
+            ])
+        );
+        assert_eq!(inside["pubsub|numsub"], 2);
+        assert_eq!(inside["info"], 6);
+    }
 }
