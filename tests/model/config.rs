@@ -303,7 +303,7 @@ impl Config {
 }
 
 impl Config {
-    /// Gray failures (docs/DESIGN.md point 18): three replicas on the short timing, r0's
+    /// Gray failures (docs/DESIGN.md): three replicas on the short timing, r0's
     /// replies later than its bound for ever, r1's renewals refused for ever, r2 healthy; fair
     /// and prompt as the liveness run, no other fault, no limit on terms. The short timing's
     /// acquire bound and retry (1 s + 1 s) fit inside its lease (3 s), as the timings

@@ -432,7 +432,7 @@ fn a_replica_that_never_saw_a_longer_term_cannot_cool_down_for_it() {
     );
 }
 
-/// Gray failures (docs/DESIGN.md point 18): beside a replica whose replies come later than its
+/// Gray failures (docs/DESIGN.md): beside a replica whose replies come later than its
 /// attempt's bound for ever and one whose renewals are refused for ever, a healthy replica
 /// leads within two lease durations and keeps leading to the horizon, on every fair run.
 #[test]

@@ -10,7 +10,7 @@ use crate::replica::{Health, Replica, Role};
 use crate::sentinels::PROMOTED;
 use crate::system::{Msg, State, System};
 
-/// Liveness with a sick replica beside the healthy ones (docs/DESIGN.md point 18).
+/// Liveness with a sick replica beside the healthy ones (docs/DESIGN.md, "Gray failures").
 pub const HEALTHY_LEADS: &str =
     "a healthy replica leads within two lease durations and keeps leading";
 /// The late replica's unanswered acquire took the lease (its outcome was truly unknown).

@@ -15,7 +15,7 @@ use crate::config::{Timings, instant};
 use crate::connection::Link;
 use crate::mirror::{AcquireReply, Name, RenewReply, Successor, Term};
 
-/// How a replica's link to Redis fares (docs/DESIGN.md point 18, "Gray failures"); it goes
+/// How a replica's link to Redis fares (docs/DESIGN.md, "Gray failures"); it goes
 /// with the replica under a renaming.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Health {

@@ -1,4 +1,4 @@
-//! Clock honesty (docs/DESIGN.md point 19): Redis expires the lease on its own clock, which NTP
+//! Clock honesty (docs/DESIGN.md, "Clocks"): Redis expires the lease on its own clock, which NTP
 //! may slew faster than the configured drift allows. A real redis-server whose clock runs 10 %
 //! fast (libfaketime), a real `leasehold run`: the leader bounds the rate from its renewals'
 //! replies and is valid only while Redis keeps its lease. The rate it measured shows in its

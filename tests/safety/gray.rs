@@ -1,4 +1,4 @@
-//! Gray failures (docs/DESIGN.md point 18): one partly sick replica must never cost the group its
+//! Gray failures (docs/DESIGN.md): one partly sick replica must never cost the group its
 //! leader. Real `leasehold run` processes and a real redis-server; the sick replica's link goes
 //! through the TCP fault proxy (replies late, replies reset) or its ACL user lacks one
 //! permission. Each test starts from the defect as it was seen: a slow replica that took the
@@ -53,8 +53,8 @@ fn a_replica_whose_replies_come_late_leaves_the_lease_to_a_healthy_one() {
     let freed = Instant::now();
     std::thread::sleep(LEASE);
     let second = Replica::spawn(&redis.url(), &lease, "second", &GRAY, &[]);
-    // The goal of point 18: a healthy replica leads within two lease durations of the lease
-    // becoming free, and keeps leading; the slow one takes nothing from it.
+    // The goal of DESIGN's "Gray failures": a healthy replica leads within two lease durations of
+    // the lease becoming free, and keeps leading; the slow one takes nothing from it.
     let bound = (freed + 2 * LEASE + SLACK).saturating_duration_since(Instant::now());
     wait_for(
         "a healthy replica to lead within two lease durations of the release",

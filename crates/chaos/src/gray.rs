@@ -1,6 +1,6 @@
-//! Gray faults (docs/DESIGN.md point 18): one replica partly sick for several lease durations
-//! (its requests or its replies slow, its replies reset, its ACL user without `+pexpire`, its
-//! leasehold held to a CPU quota), and partway through a healthy leader leaves, as in a rolling
+//! Gray faults (docs/DESIGN.md, "Gray failures"): one replica partly sick for several lease
+//! durations (its requests or its replies slow, its replies reset, its ACL user without `+pexpire`,
+//! its leasehold held to a CPU quota), and partway through a healthy leader leaves, as in a rolling
 //! update, so that the lease becomes free with the sick replica among the contenders.
 
 use std::time::Duration;

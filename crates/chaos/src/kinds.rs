@@ -169,8 +169,8 @@ impl FaultKind {
         FaultKind::ForeignReservation,
     ];
 
-    /// The gray faults: one replica partly sick for several lease durations (docs/DESIGN.md
-    /// point 18), on a single server, where each replica has a link of its own.
+    /// The gray faults: one replica partly sick for several lease durations (docs/DESIGN.md,
+    /// "Gray failures"), on a single server, where each replica has a link of its own.
     pub const GRAY: [FaultKind; 5] = [
         FaultKind::GraySlowRequests,
         FaultKind::GraySlowReplies,
@@ -331,7 +331,7 @@ impl FaultKind {
     /// lease duration for a lease that became unusable to run out in Redis (its holder's last
     /// renewal may have extended it just before; on a slow request leg that renewal lands up to
     /// the fault's delay later), then the two lease durations within which a healthy replica
-    /// leads once the lease is free (docs/DESIGN.md point 18). `None` for the whole faults,
+    /// leads once the lease is free (docs/DESIGN.md, "Gray failures"). `None` for the whole faults,
     /// whose recovery [`bound`](Self::bound) says the same.
     pub fn leaderless_bound(self, timing: &Timing) -> Option<Duration> {
         let free_and_led = 3 * timing.lease_duration;

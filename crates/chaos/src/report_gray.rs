@@ -1,6 +1,6 @@
 //! The report's section on leaderless time and churn per kind of fault, with the bounds the gray
-//! faults are checked against (docs/DESIGN.md point 18: one partly sick replica never costs the
-//! group its leader).
+//! faults are checked against (docs/DESIGN.md, "Gray failures": one partly sick replica never costs
+//! the group its leader).
 
 use std::fmt::Write as _;
 
@@ -14,7 +14,7 @@ pub fn section(md: &mut String, liveness: &Liveness, journal: &Journal) {
     let _ = writeln!(md, "## Leaderless time and churn\n");
     let _ = writeln!(
         md,
-        "*Leaderless time*: per fault, the longest stretch without a working leader between its injection and its recovery, from the moment the last working leader's term ended (the lease became unusable or free) to the next working leader. *Churn*: terms begun per minute over the same stretches. The gray faults (one replica partly sick for several lease durations, and a healthy leader leaving partway) are checked against bounds: leaderless time at most one lease duration for the unusable lease to run out (plus the fault's largest delay on a slow link) and two more within which a healthy replica leads (docs/DESIGN.md point 18); at most {GRAY_TERMS} terms begun per fault (the sick leader's successor, the leaving leader's successor, one term of the sick replica before it sits out or backs off), shown as a rate over the same time. The whole faults' bound is the recovery bound of the failover table. Milliseconds.\n"
+        "*Leaderless time*: per fault, the longest stretch without a working leader between its injection and its recovery, from the moment the last working leader's term ended (the lease became unusable or free) to the next working leader. *Churn*: terms begun per minute over the same stretches. The gray faults (one replica partly sick for several lease durations, and a healthy leader leaving partway) are checked against bounds: leaderless time at most one lease duration for the unusable lease to run out (plus the fault's largest delay on a slow link) and two more within which a healthy replica leads (docs/DESIGN.md, \"Gray failures\"); at most {GRAY_TERMS} terms begun per fault (the sick leader's successor, the leaving leader's successor, one term of the sick replica before it sits out or backs off), shown as a rate over the same time. The whole faults' bound is the recovery bound of the failover table. Milliseconds.\n"
     );
     let _ = writeln!(
         md,

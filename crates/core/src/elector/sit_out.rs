@@ -1,7 +1,7 @@
-//! A replica that cannot use a lease sits out (docs/DESIGN.md point 18). An acquire whose answer
-//! never came is resolved before anything else: Redis is read (never written to take or extend
-//! a lease) until an answer comes, and a term of ours that the unanswered acquire won is given
-//! back at once, by its own term value. While the answers are missing or slower than a lease
+//! A replica that cannot use a lease sits out (docs/DESIGN.md, "Gray failures"). An acquire whose
+//! answer never came is resolved before anything else: Redis is read (never written to take or
+//! extend a lease) until an answer comes, and a term of ours that the unanswered acquire won is
+//! given back at once, by its own term value. While the answers are missing or slower than a lease
 //! allows, the replica stays out of the election and says so (status, `/readyz`, `/leader`, a
 //! warning, a metric), and comes back once a round trip fits again.
 

@@ -35,8 +35,8 @@ pub enum StepDownReason {
     WorkPanicked,
     /// The process is shutting down.
     Shutdown,
-    /// A gate keeps this replica out of the election ([`Elector::with_gate`](super::Elector::with_gate));
-    /// the gate's label is the reason's.
+    /// A gate keeps this replica out of the election
+    /// ([`Elector::with_gate`](super::Elector::with_gate)); the gate's label is the reason's.
     Gate(Gate),
     /// A handover was asked for (`leasehold step-down`, the step-down annotation, or
     /// [`Leadership::hand_over`](super::Leadership::hand_over)).
@@ -180,8 +180,8 @@ pub struct Status {
     pub last_step_down: Option<StepDown>,
     /// Redis health.
     pub redis: RedisHealth,
-    /// Why this replica sits out of the election on its own account, if it does: its link to
-    /// Redis is too slow to keep a lease, or Redis refused its renewal (docs/DESIGN.md, point 18).
+    /// Why this replica sits out of the election on its own account, if it does: its link to Redis
+    /// is too slow to keep a lease, or Redis refused its renewal (docs/DESIGN.md, "Gray failures").
     pub sitting_out: Option<SitOut>,
 }
 

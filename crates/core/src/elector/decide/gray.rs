@@ -1,5 +1,5 @@
-//! A partly sick replica (docs/DESIGN.md point 18): which Redis errors leave an acquire's outcome
-//! unknown, whether a round trip fits the link a lease needs, and which term of its own an
+//! A partly sick replica (docs/DESIGN.md, "Gray failures"): which Redis errors leave an acquire's
+//! outcome unknown, whether a round trip fits the link a lease needs, and which term of its own an
 //! unanswered acquire may have won.
 
 use std::time::Duration;
