@@ -10,6 +10,7 @@
 //! counted inside, and the rest as sent (the eviction check's `INFO memory`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -27,10 +28,10 @@ use testbed::redis_server::command_calls;
 const IDLE_SCRIPTS: [&str; 3] = ["acquire", "renew", "release"];
 
 /// Commands the lease scripts call inside Redis (never sent by a leasehold client), as
-/// `INFO commandstats` names them (`pubsub|numsub` for a subcommand), read from the scripts
-/// themselves so that a command a script starts to call is never counted as sent; `INFO` apart
-/// (see the header).
-fn inside_scripts() -> BTreeSet<String> {
+/// `INFO commandstats` names them (`pubsub|numsub` for a subcommand), read once from the
+/// scripts themselves so that a command a script starts to call is never counted as sent;
+/// `INFO` apart (see the header).
+static INSIDE_SCRIPTS: LazyLock<BTreeSet<String>> = LazyLock::new(|| {
     IDLE_SCRIPTS
         .iter()
         .filter_map(|op| leasehold::lease::script_source(op))
@@ -52,7 +53,7 @@ fn inside_scripts() -> BTreeSet<String> {
         })
         .filter(|command| command != "info")
         .collect()
-}
+});
 
 /// `INFO` calls inside each acquire script: `INFO server` and `INFO replication`.
 const INFO_PER_TRY: u64 = 2;
@@ -325,10 +326,9 @@ fn split_inside(
     delta: BTreeMap<String, u64>,
     renewals: u64,
 ) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
-    let in_scripts = inside_scripts();
     let (mut inside, mut sent): (BTreeMap<_, _>, BTreeMap<_, _>) = delta
         .into_iter()
-        .partition(|(cmd, _)| in_scripts.contains(cmd));
+        .partition(|(cmd, _)| INSIDE_SCRIPTS.contains(cmd));
     let tries = sent
         .get("evalsha")
         .copied()
@@ -357,9 +357,12 @@ mod tests {
 
     #[test]
     fn the_scripts_own_calls_are_counted_inside_and_a_clients_commands_as_sent() {
-        let inside = inside_scripts();
         for command in ["get", "set", "pexpire", "publish", "time", "pubsub|numsub"] {
-            assert!(inside.contains(command), "{command} in {inside:?}");
+            assert!(
+                INSIDE_SCRIPTS.contains(command),
+                "{command} in {:?}",
+                *INSIDE_SCRIPTS
+            );
         }
         let delta = BTreeMap::from([
             ("evalsha".to_owned(), 5),

@@ -78,11 +78,7 @@ impl EvictionWatch {
                     tokio::select! {
                         biased;
                         _ = stop.cancelled() => return,
-                        answers = seen.wait_for(|s| s.redis.reachable && s.redis.last_error.is_none()) => {
-                            if answers.is_err() {
-                                return;
-                            }
-                        }
+                        answers = seen.wait_for(|s| s.redis.reachable && s.redis.last_error.is_none()) => if answers.is_err() { return },
                     }
                 }
                 let read = tokio::select! {
