@@ -32,7 +32,9 @@ impl StatusBoard {
     }
 
     /// Changes the status and tells the hooks, in this step (becoming leader and stepping down
-    /// must not wait for another task's turn).
+    /// must not wait for another task's turn). Only for a change that always changes something:
+    /// one that may repeat what is there goes through [`modify_if`](Self::modify_if), so that
+    /// the hooks and watchers hear changes only.
     pub fn modify(&self, change: impl FnOnce(&mut Status)) {
         self.modify_if(|s| {
             change(s);

@@ -300,9 +300,13 @@ impl Elector {
         let message = err.to_string();
         // A refusal is an answer: Redis is reachable, and readiness says what it refuses.
         let answered = err.is_answer();
-        self.status.modify(|s| {
+        // The same failure again (an outage, every retry) is no news to the status's watchers.
+        self.status.modify_if(|s| {
+            let changed =
+                s.redis.reachable != answered || s.redis.last_error.as_ref() != Some(&message);
             s.redis.reachable = answered;
             s.redis.last_error = Some(message);
+            changed
         });
     }
 }
@@ -339,6 +343,32 @@ fn failure_log(retry: Retry, failures: u32) -> FailureLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::elector::Timing;
+    use crate::lease::{LeaseName, LeaseOptions, OwnerId, RedisLease};
+
+    #[tokio::test]
+    async fn the_same_failure_again_changes_nothing_a_watcher_is_told() {
+        let name = LeaseName::for_deployment("shop", "web").unwrap();
+        let owner = OwnerId::generate("web-a").unwrap();
+        let lease =
+            RedisLease::new("redis://127.0.0.1:1", name, owner, LeaseOptions::default()).unwrap();
+        let elector = Elector::new(lease, Timing::default()).unwrap();
+        let mut status = elector.status();
+        let refused = |detail: &str| LeaseError::Connection {
+            op: "acquire",
+            detail: detail.to_owned(),
+        };
+        elector.redis_failed("acquire", &refused("connection refused"), 1);
+        assert!(status.has_changed().unwrap(), "the first failure is news");
+        status.borrow_and_update();
+        elector.redis_failed("acquire", &refused("connection refused"), 2);
+        assert!(
+            !status.has_changed().unwrap(),
+            "the same failure again is not"
+        );
+        elector.redis_failed("acquire", &refused("connection reset"), 3);
+        assert!(status.has_changed().unwrap(), "another failure is");
+    }
 
     #[test]
     fn redis_failures_are_loud_once_and_then_every_tenth_and_a_refusal_once() {
