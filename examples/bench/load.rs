@@ -34,24 +34,9 @@ const IDLE_SCRIPTS: [&str; 3] = ["acquire", "renew", "release"];
 static INSIDE_SCRIPTS: LazyLock<BTreeSet<String>> = LazyLock::new(|| {
     IDLE_SCRIPTS
         .iter()
-        .filter_map(|op| leasehold::lease::script_source(op))
-        .flat_map(|source| {
-            source
-                .split("redis.call('")
-                .skip(1)
-                .filter_map(|call| {
-                    let mut quoted = call.split('\'');
-                    let command = quoted.next()?.to_ascii_lowercase();
-                    // PUBSUB is counted per subcommand, which the next argument names.
-                    let sub = quoted.nth(1).filter(|_| command == "pubsub");
-                    Some(match sub {
-                        Some(sub) => format!("{command}|{}", sub.to_ascii_lowercase()),
-                        None => command,
-                    })
-                })
-                .collect::<Vec<_>>()
-        })
-        .filter(|command| command != "info")
+        .flat_map(|op| leasehold::lease::script_calls(op))
+        .map(|(_, command)| command)
+        .filter(|command| !command.starts_with("info"))
         .collect()
 });
 

@@ -1,4 +1,4 @@
-//! The Rust mirror of the lease's Lua scripts (`crates/core/src/lease/scripts.rs`): acquire, renew,
+//! The Rust mirror of the lease's Lua scripts (`crates/core/src/lease/scripts/*.lua`): acquire, renew,
 //! release, handover and observe applied to one Redis dataset, step for step as the Lua does. The model
 //! checker runs these; `lua_mirror` beside it runs them side by side with the real
 //! scripts on a real redis-server and compares replies and keys.

@@ -23,6 +23,10 @@ fn a_refused_line_names_its_command() {
     assert_eq!(at("renew", "'PEXPIRE'").as_deref(), Some("pexpire"));
     assert_eq!(at("acquire", "'TIME'").as_deref(), Some("time"));
     assert_eq!(
+        at("renew", "'PUBSUB', 'NUMSUB'").as_deref(),
+        Some("pubsub|numsub")
+    );
+    assert_eq!(
         at("observe", "'INFO', 'server'").as_deref(),
         Some("info|server")
     );
@@ -40,7 +44,7 @@ fn every_script_starts_with_the_record_prelude() {
         "acquire", "renew", "release", "observe", "handover", "remove",
     ] {
         let full = source(op).unwrap();
-        assert!(full.starts_with(RECORD), "{op}");
+        assert!(full.starts_with(&format!("\n{RECORD}\n")), "{op}");
         assert!(full.ends_with(body(op).unwrap()), "{op}");
     }
 }

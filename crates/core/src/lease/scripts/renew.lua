@@ -1,0 +1,35 @@
+local function answer(code, now)
+  local rate = ARGV[4] or ''
+  if rate ~= '' then
+    redis.call('SET', KEYS[5], ARGV[1] .. ' ' .. rate .. ' ' .. string.format('%d', now), 'PX', tonumber(ARGV[2]) * 3)
+  end
+  local listeners = redis.call('PUBSUB', 'NUMSUB', ARGV[3])[2]
+  local request = redis.call('GET', KEYS[3])
+  if request then
+    local term, to = string.match(request, '^(%S+) (%S+)$')
+    if term == ARGV[1] then return {code, listeners, now, to} end
+  end
+  return {code, listeners, now}
+end
+local current = redis.call('GET', KEYS[1])
+local record = read_record(KEYS[2])
+if current == ARGV[1] then
+  local now = now_us()
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if record then
+    record.term = ARGV[1]
+    record.term_until = now + tonumber(ARGV[2]) * 1000
+    write_record(KEYS[2], record)
+  end
+  claim_longest(KEYS[4], tonumber(ARGV[2]), now)
+  return answer(1, now)
+end
+if current == false and record and record.term == ARGV[1] and record.server == server_identity() then
+  local now = now_us()
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  record.term_until = now + tonumber(ARGV[2]) * 1000
+  write_record(KEYS[2], record)
+  claim_longest(KEYS[4], tonumber(ARGV[2]), now)
+  return answer(2, now)
+end
+return 0
