@@ -209,11 +209,11 @@ impl Config {
     }
 
     /// The CI configuration's faults with three replicas (`LEASEHOLD_MODEL_FULL=3`): one of the
-    /// three-replica configurations that finish on a small machine (docs/MODEL.md).
+    /// three-replica configurations that finish on a small machine (docs/CHAOS.md, "The model checker's sizes and times").
     pub fn three_replicas() -> Config {
         Config {
             replicas: 3,
-            // The 6 s it was measured with (docs/MODEL.md), not CI's shorter horizon.
+            // The 6 s it was measured with (docs/CHAOS.md), not CI's shorter horizon.
             horizon: 6,
             ..Config::ci()
         }
@@ -223,7 +223,7 @@ impl Config {
     /// configuration's, plus a Redis restart that keeps its data and a failover to a replica
     /// that missed the last write, over 5 s with one delayed message: CI's time and network
     /// before they grew to 6 s and two, which multiplied the states eighteenfold for three replicas
-    /// (docs/MODEL.md has the sizes).
+    /// (docs/CHAOS.md has the sizes).
     pub fn three_replicas_more_faults() -> Config {
         Config {
             restarts_keeping_data: 1,
