@@ -210,7 +210,7 @@ impl Supervisor {
                     };
                     self.finish(code);
                     return Err(ExecError::Spawn {
-                        program: self.settings.command[0].clone(),
+                        program: self.settings.command.first().cloned().unwrap_or_default(),
                         source: err,
                     });
                 }
