@@ -5,8 +5,14 @@
 mod bench_smoke;
 mod cli;
 mod completions;
+mod config_file;
 mod demo;
 mod docs;
+mod durations;
+mod environment;
+mod files;
+mod lease_name;
 mod operator_cli;
 mod readme;
+mod refusal;
 mod uninstall;
