@@ -6,10 +6,13 @@
 mod alerts;
 mod bitnami_keys;
 mod conventions;
+mod dashboard;
 mod examples;
 mod extras;
 mod helm_test;
+mod images;
 mod manifests;
+mod network_policy;
 mod pod;
 mod rbac;
 mod readme;

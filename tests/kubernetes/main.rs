@@ -2,6 +2,10 @@
 //! unmodified: the controller's parts (discovery, the leader label, the Lease mirror, Events, RBAC)
 //! and the operator commands' Kubernetes side.
 
+mod binary;
 mod calls;
 mod controller;
+mod discovery;
+mod fixtures;
+mod lease_mirror;
 mod operator;

@@ -10,4 +10,6 @@ mod foreign_keys;
 mod handover;
 mod primitives;
 mod protocol;
+mod redis_faults;
+mod step_down;
 mod succession;

@@ -16,8 +16,11 @@
 mod config;
 mod connection;
 mod delivery;
+mod follower;
+mod leader;
 mod lua_mirror;
 mod mirror;
+mod notices;
 mod progress;
 mod properties;
 mod redis;

@@ -3,9 +3,13 @@
 //! `leasehold guard`, and the status file against a writer that died or froze.
 
 mod binary;
+mod client_view;
+mod command;
+mod configuration;
 mod exec;
 mod guard;
 mod guard_check;
 mod killed_and_paused;
 mod lock;
+mod shutdown;
 mod status_file;

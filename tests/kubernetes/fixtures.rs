@@ -1,0 +1,184 @@
+//! What the tests of the controller's parts share: a Deployment `web` in the fake API server as
+//! the controllers build it (its ReplicaSet and pods, with the chart's labels, beside another
+//! app's pod that carries the leader label), a pod's leader label, the Kubernetes settings with
+//! every part on, and a member: an elector for one pod whose work is the Kubernetes parts.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use harness::contenders::{lease, spawn_publishing, until_leading};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, ReplicaSet};
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use kube::ResourceExt;
+use leasehold::elector::{Elector, Timing};
+use leasehold::k8s::{self, Publisher};
+use leasehold::k8s::{KubeSettings, KubernetesMode};
+use testbed::fake_api::FakeApiServer;
+use testbed::redis_server::RedisServer;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+pub const NS: &str = "shop";
+pub const LABEL: &str = "leasehold.io/leader";
+
+pub fn owner(kind: &str, api_version: &str, name: &str, uid: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        name: name.into(),
+        uid: uid.into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The labels the chart gives its objects (release `web`).
+pub fn chart_labels() -> BTreeMap<String, String> {
+    labels(&[
+        ("app.kubernetes.io/instance", "web"),
+        ("app.kubernetes.io/managed-by", "Helm"),
+        ("app.kubernetes.io/name", "leasehold"),
+        ("helm.sh/chart", "leasehold-0.2.0"),
+    ])
+}
+
+/// A Deployment `web` (with the chart's labels) with a ReplicaSet and `pods` owned the way the
+/// controllers own them.
+pub fn deployment_with_pods(api: &FakeApiServer, pods: &[&str]) -> Deployment {
+    let deployment = api.insert(&Deployment {
+        metadata: ObjectMeta {
+            name: Some("web".into()),
+            namespace: Some(NS.into()),
+            labels: Some(chart_labels()),
+            ..ObjectMeta::default()
+        },
+        spec: DeploymentSpec {
+            selector: LabelSelector {
+                match_labels: Some(labels(&[("app", "web")])),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec::default(),
+            ..DeploymentSpec::default()
+        },
+        ..Deployment::default()
+    });
+    let rs = api.insert(&ReplicaSet {
+        metadata: ObjectMeta {
+            name: Some("web-7d4f".into()),
+            namespace: Some(NS.into()),
+            owner_references: Some(vec![owner(
+                "Deployment",
+                "apps/v1",
+                "web",
+                &deployment.uid().unwrap(),
+            )]),
+            ..ObjectMeta::default()
+        },
+        ..ReplicaSet::default()
+    });
+    for pod in pods {
+        api.insert(&Pod {
+            metadata: ObjectMeta {
+                name: Some((*pod).into()),
+                namespace: Some(NS.into()),
+                labels: Some(labels(&[("app", "web"), ("pod-template-hash", "7d4f")])),
+                owner_references: Some(vec![owner(
+                    "ReplicaSet",
+                    "apps/v1",
+                    "web-7d4f",
+                    &rs.uid().unwrap(),
+                )]),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        });
+    }
+    // A pod of another app that happens to carry the label: never ours to touch.
+    api.insert(&Pod {
+        metadata: ObjectMeta {
+            name: Some("other-app-1".into()),
+            namespace: Some(NS.into()),
+            labels: Some(labels(&[("app", "other"), (LABEL, "true")])),
+            ..ObjectMeta::default()
+        },
+        ..Pod::default()
+    });
+    deployment
+}
+
+pub fn label_of(api: &FakeApiServer, pod: &str) -> Option<String> {
+    api.get::<Pod>(NS, pod)
+        .and_then(|p| p.labels().get(LABEL).cloned())
+}
+
+pub fn kube_settings() -> KubeSettings {
+    KubeSettings {
+        mode: KubernetesMode::On,
+        leader_label: Some(LABEL.into()),
+        lease_mirror: true,
+        events: true,
+    }
+}
+
+/// An elector for `pod` whose work is the Kubernetes parts, on its own redis lease.
+pub struct Member {
+    status: watch::Receiver<leasehold::elector::Status>,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+    cluster: Publisher,
+}
+
+pub async fn member(
+    api: &FakeApiServer,
+    redis: &RedisServer,
+    lease_name: &str,
+    pod: &str,
+    timing: Timing,
+) -> Member {
+    let deployment = k8s::owning_deployment(&api.client(), NS, pod)
+        .await
+        .expect("discovery");
+    let cluster = Publisher::new(
+        api.client(),
+        NS,
+        pod,
+        lease_name,
+        Some(deployment),
+        kube_settings(),
+        timing,
+    )
+    .expect("a mirror name");
+    let elector = Elector::new(lease(&redis.url(), lease_name, pod, false), timing).unwrap();
+    let status = elector.status();
+    let shutdown = CancellationToken::new();
+    let task = spawn_publishing(elector, &cluster, &shutdown);
+    Member {
+        status,
+        shutdown,
+        task,
+        cluster,
+    }
+}
+
+impl Member {
+    pub async fn wait_leading(&mut self) {
+        until_leading("leadership", &mut self.status, Duration::from_secs(5)).await;
+    }
+
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(10), self.task)
+            .await
+            .expect("elector stops")
+            .expect("elector task");
+        self.cluster.flush(Duration::from_secs(5)).await;
+    }
+}

@@ -1,0 +1,113 @@
+//! The Lease mirror as `helm uninstall` and a rollout meet it, against the in-process fake API
+//! server: it carries the Deployment's labels and an owner reference to it (added to a mirror
+//! an older release left without them), and it recovers from conflicting writes.
+
+use std::time::Duration;
+
+use crate::calls::assert_within_rbac;
+use crate::fixtures::{NS, chart_labels, deployment_with_pods, labels, member};
+use harness::contenders::{fast_timing, unique_lease};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::ResourceExt;
+use testbed::fake_api::FakeApiServer;
+use testbed::redis_server::RedisServer;
+use testbed::wait::eventually;
+
+/// The garbage collector's rule, as `helm uninstall` relies on it: an object whose owner
+/// reference names the deleted Deployment (by uid) is deleted with it.
+fn owned_by(lease: &Lease, deployment: &Deployment) -> bool {
+    lease.owner_references().iter().any(|o| {
+        o.kind == "Deployment"
+            && o.api_version == "apps/v1"
+            && o.name == deployment.name_any()
+            && Some(&o.uid) == deployment.uid().as_ref()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_mirror_carries_the_deployments_labels_and_is_owned_by_it() {
+    let api = FakeApiServer::start().await;
+    let redis = RedisServer::start();
+    let deployment = deployment_with_pods(&api, &["web-7d4f-a", "web-7d4f-b"]);
+    let lease_name = unique_lease("shop-web-owned").replace("test/", "shop/");
+    let timing = fast_timing();
+    let mut a = member(&api, &redis, &lease_name, "web-7d4f-a", timing).await;
+    a.wait_leading().await;
+    let mirror = eventually("the Lease mirror", Duration::from_secs(5), || async {
+        api.get::<Lease>(NS, "web")
+    })
+    .await;
+    for (key, value) in chart_labels() {
+        assert_eq!(mirror.labels().get(&key), Some(&value), "{key}: {mirror:?}");
+    }
+    assert!(owned_by(&mirror, &deployment), "{mirror:?}");
+    let owner = &mirror.owner_references()[0];
+    assert_eq!(
+        owner.controller, None,
+        "the Deployment does not control a Lease"
+    );
+    a.stop().await;
+
+    // A mirror left by a release that gave it neither (or a label of its own): the next
+    // leader's update adds both and keeps what else is there.
+    let mut old = api.get::<Lease>(NS, "web").expect("the mirror");
+    old.metadata.labels = Some(labels(&[("team", "shop")]));
+    old.metadata.owner_references = None;
+    api.insert(&old);
+    let mut b = member(&api, &redis, &lease_name, "web-7d4f-b", timing).await;
+    b.wait_leading().await;
+    let mirror = eventually(
+        "b's mirror with labels and owner",
+        Duration::from_secs(5),
+        || async {
+            api.get::<Lease>(NS, "web").filter(|l| {
+                l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) == Some("web-7d4f-b")
+                    && owned_by(l, &deployment)
+            })
+        },
+    )
+    .await;
+    assert_eq!(
+        mirror.labels().get("team").map(String::as_str),
+        Some("shop")
+    );
+    assert_eq!(
+        mirror
+            .labels()
+            .get("app.kubernetes.io/instance")
+            .map(String::as_str),
+        Some("web")
+    );
+    assert_eq!(mirror.owner_references().len(), 1, "{mirror:?}");
+    assert_within_rbac(&api);
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_mirror_recovers_from_a_conflicting_write() {
+    let api = FakeApiServer::start().await;
+    let redis = RedisServer::start();
+    deployment_with_pods(&api, &["web-7d4f-a"]);
+    let lease_name = unique_lease("shop-web-conflict").replace("test/", "shop/");
+    api.fail_next_writes("leases", 2);
+    let mut a = member(&api, &redis, &lease_name, "web-7d4f-a", fast_timing()).await;
+    a.wait_leading().await;
+    let spec = eventually(
+        "the mirror despite two conflicts",
+        Duration::from_secs(5),
+        || async { api.get::<Lease>(NS, "web").and_then(|l| l.spec) },
+    )
+    .await;
+    assert_eq!(spec.holder_identity.as_deref(), Some("web-7d4f-a"));
+    let conflicts = api
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains("/leases") && r.method != "GET")
+        .count();
+    assert!(
+        conflicts >= 3,
+        "two refused writes, then one that landed: {conflicts}"
+    );
+    a.stop().await;
+}

@@ -1,0 +1,209 @@
+//! The elector when Redis is not as it left it, against a real redis-server with all contenders
+//! in this process: a fresh Redis (nobody leads during the cooldown), Redis gone (the leader
+//! steps down before its deadline) and back empty (a higher token, after the cooldown), the
+//! lease overwritten by someone else (a step-down with reason lost), and a key of the wrong type
+//! (in the status, and nobody leads).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use harness::contenders::{
+    ActionLog, Contender, Did, acting_contenders, acting_work, assert_no_overlap, fast_timing,
+    last_valid_until, lease, record_statuses, unique_lease, until_leading, until_led_by,
+};
+use leasehold::clock::BootInstant;
+use leasehold::elector::{Role, StepDownReason};
+use testbed::redis_server::RedisServer;
+use testbed::wait::{eventually, until};
+
+fn leader_of(contenders: &[Contender]) -> Option<usize> {
+    let leaders: Vec<usize> = (0..contenders.len())
+        .filter(|&i| contenders[i].is_leader())
+        .collect();
+    assert!(leaders.len() <= 1, "two leaders at once: {leaders:?}");
+    leaders.first().copied()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nobody_leads_during_the_cooldown_of_a_fresh_redis() {
+    let redis = RedisServer::start();
+    let name = unique_lease("fresh");
+    let log: ActionLog = Arc::default();
+    let timing = fast_timing();
+    let started = BootInstant::now();
+    let contenders = acting_contenders(&redis.url(), &name, 3, timing, true, &log, None);
+    // The status says "leader" before the work's first entry: wait for the entry itself.
+    let first = eventually(
+        "a leader's first act after the cooldown",
+        Duration::from_secs(5),
+        || async { log.lock().unwrap().first().copied() },
+    )
+    .await;
+    let waited = first.at.saturating_duration_since(started);
+    eprintln!(
+        "first election on a fresh redis after {waited:?} (lease duration {:?})",
+        timing.lease_duration
+    );
+    assert!(
+        waited >= timing.lease_duration,
+        "led after {waited:?}, inside the cooldown"
+    );
+    for c in contenders {
+        c.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_going_away_makes_the_leader_step_down_and_an_empty_restart_elects_again() {
+    let mut redis = RedisServer::start();
+    let name = unique_lease("redis-down");
+    let log: ActionLog = Arc::default();
+    let timing = fast_timing();
+    let contenders = acting_contenders(&redis.url(), &name, 3, timing, true, &log, None);
+    let first = eventually("a first leader", Duration::from_secs(5), || async {
+        leader_of(&contenders)
+    })
+    .await;
+    let first_token = contenders[first].token().expect("leader token");
+    let history = record_statuses(contenders[first].status.clone());
+
+    redis.kill();
+    let killed_at = BootInstant::now();
+    let mut status = contenders[first].status.clone();
+    let after = until(
+        "the leader to step down",
+        &mut status,
+        timing.lease_duration * 2,
+        |s| !matches!(s.role, Role::Leader { .. }),
+    )
+    .await;
+    // Taken right after the wait saw the step-down: an upper bound of the step-down instant.
+    let stepped = BootInstant::now();
+    let step = after.last_step_down.expect("a step-down");
+    assert_eq!(step.reason, StepDownReason::RenewDeadlinePassed, "{step:?}");
+    let last_valid_until = last_valid_until(&history.lock().unwrap()).expect("a leader status");
+    assert!(
+        stepped < last_valid_until,
+        "stepped down at {stepped:?}, deadline {last_valid_until:?}"
+    );
+    let last_act = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|a| a.token == first_token && a.did == Did::Act)
+        .map(|a| a.at)
+        .max()
+        .expect("actions");
+    assert!(
+        last_act < last_valid_until,
+        "acted at {last_act:?} past the deadline {last_valid_until:?}"
+    );
+    eprintln!(
+        "redis killed → leader stepped down after {:?}",
+        stepped.saturating_duration_since(killed_at)
+    );
+    assert_eq!(leader_of(&contenders), None, "nobody leads without redis");
+
+    redis.restart_empty();
+    let restarted_at = BootInstant::now();
+    let second = eventually(
+        "a leader on the restarted redis",
+        Duration::from_secs(10),
+        || async { leader_of(&contenders) },
+    )
+    .await;
+    let second_token = contenders[second].token().expect("token");
+    assert!(second_token > first_token, "{second_token} > {first_token}");
+    // The token is seen as soon as the term starts; its work may not have had a turn yet.
+    let first_act = eventually(
+        "the new leader's first action",
+        Duration::from_secs(5),
+        || async {
+            log.lock()
+                .unwrap()
+                .iter()
+                .filter(|a| a.token == second_token)
+                .map(|a| a.at)
+                .min()
+        },
+    )
+    .await;
+    let waited = first_act.saturating_duration_since(restarted_at);
+    assert!(
+        waited >= timing.lease_duration - Duration::from_millis(50),
+        "led {waited:?} after the empty restart: inside the cooldown"
+    );
+    for c in contenders {
+        c.shutdown().await;
+    }
+    assert_no_overlap(&log.lock().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stolen_lease_makes_the_leader_step_down_with_reason_lost() {
+    let redis = RedisServer::start();
+    let name = unique_lease("stolen");
+    let log: ActionLog = Arc::default();
+    let c = Contender::spawn(
+        lease(&redis.url(), &name, "pod-a", false),
+        fast_timing(),
+        acting_work(log.clone(), Duration::from_millis(5), None),
+    );
+    let mut status = c.status.clone();
+    until_leading("a to lead", &mut status, Duration::from_secs(5)).await;
+    let key = c.status.borrow().lease.clone();
+    // Someone overwrites the lease (an operator, or a Redis that lost and re-gained the key).
+    redis.cmd::<String>(&[
+        "SET",
+        &format!("leasehold:{{{key}}}"),
+        "intruder",
+        "PX",
+        "60000",
+    ]);
+    let after = until("a to step down", &mut status, Duration::from_secs(2), |s| {
+        !matches!(s.role, Role::Leader { .. })
+    })
+    .await;
+    assert_eq!(
+        after.last_step_down.map(|s| s.reason),
+        Some(StepDownReason::Lost)
+    );
+    until_led_by(
+        "a to see the intruder",
+        &mut status,
+        Duration::from_secs(2),
+        "intruder",
+    )
+    .await;
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_of_the_wrong_type_shows_in_the_status_and_nobody_leads() {
+    let redis = RedisServer::start();
+    let name = unique_lease("wrongtype-elector");
+    redis.cmd::<i64>(&["LPUSH", &format!("leasehold:{{{name}}}"), "x"]);
+    let c = Contender::spawn(
+        lease(&redis.url(), &name, "pod-a", false),
+        fast_timing(),
+        acting_work(
+            Arc::new(Mutex::new(Vec::new())),
+            Duration::from_millis(5),
+            None,
+        ),
+    );
+    let mut status = c.status.clone();
+    let s = until(
+        "the error in the status",
+        &mut status,
+        Duration::from_secs(5),
+        |s| s.redis.last_error.is_some(),
+    )
+    .await;
+    let error = s.redis.last_error.unwrap();
+    assert!(error.contains("not a string"), "{error}");
+    // Redis answered, with a refusal: reachable, and the error says what it refuses.
+    assert!(s.redis.reachable);
+    assert!(!matches!(s.role, Role::Leader { .. }));
+    c.shutdown().await;
+}

@@ -1,0 +1,113 @@
+//! A term ended by the elector's own side, against a real redis-server with all contenders in
+//! this process: shutdown releases the lease and a follower takes over at once; work that ends,
+//! fails or panics steps down with that reason and releases.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use harness::contenders::{
+    ActionLog, Contender, assert_no_overlap, fast_timing, leader_and_follower, lease,
+    record_statuses, unique_lease, until_leading,
+};
+use harness::timings::TEN_SECOND_TERM;
+use leasehold::clock::BootInstant;
+use leasehold::elector::{Leadership, Role, StepDownReason};
+use testbed::redis_server::RedisServer;
+use testbed::wait::until;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_releases_the_lease_and_a_follower_takes_over_at_once() {
+    let redis = RedisServer::start();
+    let name = unique_lease("shutdown");
+    let log: ActionLog = Arc::default();
+    let timing = TEN_SECOND_TERM;
+    let (a, mut b) = leader_and_follower(
+        lease(&redis.url(), &name, "pod-a", false),
+        lease(&redis.url(), &name, "pod-b", false),
+        timing,
+        &log,
+        Duration::from_millis(5),
+    )
+    .await;
+    let a_status = a.status.clone();
+
+    let stopped_at = BootInstant::now();
+    a.shutdown().await;
+    let a_final = a_status.borrow().clone();
+    assert_eq!(a_final.role, Role::Stopped);
+    assert_eq!(
+        a_final.last_step_down.as_ref().map(|s| s.reason),
+        Some(StepDownReason::Shutdown)
+    );
+    until_leading("b to lead", &mut b.status, Duration::from_secs(3)).await;
+    let took = BootInstant::now().saturating_duration_since(stopped_at);
+    eprintln!("shutdown → follower leads: {took:?}");
+    assert!(
+        took < Duration::from_secs(3),
+        "took {took:?}; expiry would take up to 10 s"
+    );
+    b.shutdown().await;
+    assert_no_overlap(&log.lock().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_that_ends_fails_or_panics_steps_down_and_releases() {
+    let redis = RedisServer::start();
+    let name = unique_lease("work-ends");
+    let terms = Arc::new(AtomicU32::new(0));
+    let counter = terms.clone();
+    let work = move |leadership: Leadership| {
+        let term = counter.fetch_add(1, Ordering::SeqCst);
+        async move {
+            match term {
+                0 => Ok(()),
+                1 => Err(format!(
+                    "reconcile failed with token {}",
+                    leadership.token()
+                )),
+                2 => panic!("boom in term {term}"),
+                _ => {
+                    leadership.lost().await;
+                    Ok(())
+                }
+            }
+        }
+    };
+    let c = Contender::spawn(
+        lease(&redis.url(), &name, "pod-a", false),
+        fast_timing(),
+        work,
+    );
+    let history = record_statuses(c.status.clone());
+    let mut status = c.status.clone();
+    until("a fourth term", &mut status, Duration::from_secs(10), |s| {
+        matches!(s.role, Role::Leader { .. }) && s.transitions >= 7
+    })
+    .await;
+    let steps: Vec<(StepDownReason, Option<String>)> = {
+        let mut seen = Vec::new();
+        for (_, s) in history.lock().unwrap().iter() {
+            if let Some(step) = &s.last_step_down {
+                let entry = (step.reason, step.detail.clone());
+                if seen.last() != Some(&entry) {
+                    seen.push(entry);
+                }
+            }
+        }
+        seen
+    };
+    assert_eq!(steps.len(), 3, "{steps:?}");
+    assert_eq!(steps[0].0, StepDownReason::WorkEnded);
+    assert_eq!(steps[1].0, StepDownReason::WorkFailed);
+    assert!(
+        steps[1]
+            .1
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("reconcile failed with token")
+    );
+    assert_eq!(steps[2].0, StepDownReason::WorkPanicked);
+    assert_eq!(steps[2].1.as_deref(), Some("boom in term 2"));
+    c.shutdown().await;
+}

@@ -1,0 +1,108 @@
+//! Mistakes in the `--config` file, refused through the real binary: an unknown key (answered
+//! with the nearest flag, and the keys of the command it was given to), a file that is no
+//! mapping or no YAML, a value of the wrong shape, a value a flag's parser or conflict refuses,
+//! and a file that cannot be read.
+
+use crate::refusal::{refused, run_refused};
+
+#[test]
+fn config_file_mistakes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "lease-durration: 30s\n",
+            "--config {}: unknown key `lease-durration`; the keys are the long flag names of `leasehold run`",
+        ),
+        (
+            "- a\n",
+            "--config {}: must be a mapping of flag names to values",
+        ),
+        (
+            "no-events: sometimes\n",
+            "`no-events` takes true or false, not `sometimes`",
+        ),
+        (
+            "lease-duration: 3s\n",
+            "--lease-duration 3s must be greater than --renew-deadline 10s",
+        ),
+        ("a: [\n", "not valid YAML"),
+        (
+            "lease-duration: [1, 2]\n",
+            "--config {}: `lease-duration` must be a string, number or boolean, not a list",
+        ),
+        (
+            "lease-duration: {a: 1}\n",
+            "--config {}: `lease-duration` must be a string, number or boolean, not a mapping",
+        ),
+        (
+            "lease-duration:\n",
+            "--config {}: `lease-duration` must be a string, number or boolean, not empty",
+        ),
+        (
+            "1: 30s\n",
+            "--config {}: a key must be a long flag name, not `1`",
+        ),
+    ];
+    for (i, (text, want)) in cases.into_iter().enumerate() {
+        let path = dir.path().join(format!("c{i}.yaml"));
+        std::fs::write(&path, text).unwrap();
+        let p = path.to_str().unwrap();
+        run_refused(&["--config", p], &want.replace("{}", p));
+    }
+    run_refused(
+        &["--config", "/nonexistent/c.yaml"],
+        "--config /nonexistent/c.yaml: cannot read it",
+    );
+}
+
+#[test]
+fn an_unknown_config_key_is_answered_with_the_nearest_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    // (file, command and flags, refusal); `{}` is the file's path.
+    let cases: &[(&str, &[&str], &str)] = &[
+        (
+            "lease-durration: 30s\n",
+            &["run"],
+            "--config {}: unknown key `lease-durration`; the keys are the long flag names of `leasehold run`; did you mean `lease-duration`? (all: redis-url, ",
+        ),
+        (
+            "xyzzy: 1\n",
+            &["run"],
+            "--config {}: unknown key `xyzzy`; the keys are the long flag names of `leasehold run`: redis-url, ",
+        ),
+        // A command's keys are its own flags: status waits for no replicas.
+        (
+            "redis-wait-replicas: 1\n",
+            &["status"],
+            "unknown key `redis-wait-replicas`; the keys are the long flag names of `leasehold status`",
+        ),
+        // The file's values meet the flags' parsers and conflicts.
+        (
+            "lease-duration: 15x\n",
+            &["run"],
+            "invalid value '15x' for '--lease-duration <LEASE_DURATION>'",
+        ),
+        (
+            "candidate-check: http://127.0.0.1:8081/healthz\n",
+            &["run", "--candidate-check-command", "true"],
+            "--config {}: `candidate-check` cannot be used with --candidate-check-command, which is given",
+        ),
+        (
+            "redis-username: a\nredis-username-file: /etc/hostname\n",
+            &["run"],
+            "--config {}: `redis-username-file` cannot be used with `redis-username`, also in the file",
+        ),
+    ];
+    for (i, (text, args, want)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("c{i}.yaml"));
+        std::fs::write(&path, text).unwrap();
+        let p = path.to_str().unwrap();
+        let mut full = vec![args[0], "--config", p];
+        full.extend_from_slice(&args[1..]);
+        refused(
+            &full,
+            &[("LEASEHOLD_LEASE_NAME", "web")],
+            &want.replace("{}", p),
+        );
+    }
+}

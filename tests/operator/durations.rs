@@ -1,0 +1,94 @@
+//! Durations refused through the real binary: one that does not parse is answered with what a
+//! duration is, and one past its upper bound (an hour) is refused where a binary without the
+//! rule would run with it.
+
+use crate::refusal::{refused, run_refused, run_refused_not_run};
+
+#[test]
+fn a_duration_that_does_not_parse_is_answered_with_what_a_duration_is() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--lease-duration", "soon"],
+            "invalid value 'soon' for '--lease-duration <LEASE_DURATION>': not a number and a unit; expected a duration such as 15s, 500ms or 2m",
+        ),
+        (
+            &["--renew-deadline", "1,5s"],
+            "invalid value '1,5s' for '--renew-deadline <RENEW_DEADLINE>': not a number and a unit; expected a duration such as 15s, 500ms or 2m",
+        ),
+        (
+            &["--retry-period", ""],
+            "invalid value '' for '--retry-period <RETRY_PERIOD>': empty; expected a duration such as 15s, 500ms or 2m",
+        ),
+        (
+            &["--retry-period", "0s"],
+            "--retry-period 0s is too short: it must be at least 10ms",
+        ),
+        (
+            &["--lease-duration", "0s"],
+            "--lease-duration 0s is too short: it must be at least 10ms",
+        ),
+    ];
+    for (args, want) in cases {
+        run_refused(args, want);
+    }
+    refused(
+        &["run", "--lease-name", "web", "--kubernetes", "off"],
+        &[("LEASEHOLD_GRACE_PERIOD", "s")],
+        "invalid value 's' for '--grace-period <GRACE_PERIOD>': not a number and a unit",
+    );
+}
+
+#[test]
+fn durations_past_their_upper_bound_are_refused_with_exit_code_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--lease-duration", "1000000h"],
+            "--lease-duration 3600000000s: must be at most 1h: a leader that dies without releasing holds the lease this long",
+        ),
+        (
+            &["--lease-duration", "1h 1s"],
+            "--lease-duration 3601s: must be at most 1h",
+        ),
+        (
+            &["--renew-deadline", "2h"],
+            "--renew-deadline 7200s: must be at most 1h, like the lease duration that it must be shorter than",
+        ),
+        (
+            &["--retry-period", "2h"],
+            "--retry-period 7200s: must be at most 1h, like the lease duration",
+        ),
+        (
+            &["--redis-wait-timeout", "2h"],
+            "--redis-wait-timeout 7200s: must be at most 1h",
+        ),
+        (
+            &[
+                "--grace-period",
+                "100000000000s",
+                "--",
+                "sh",
+                "-c",
+                "sleep 60",
+            ],
+            "--grace-period 100000000000s: must be at most 1h: the shutdown bound and the pod's terminationGracePeriodSeconds are computed from it",
+        ),
+        (
+            &["--grace-period", "2h"],
+            "--grace-period 7200s: must be at most 1h",
+        ),
+    ];
+    for (args, want) in cases {
+        run_refused_not_run(args, want);
+    }
+    refused(
+        &[
+            "guard",
+            "--guard-file",
+            "/nonexistent/guard",
+            "--valid-for",
+            "2h",
+        ],
+        &[],
+        "--valid-for 7200s: must be at most 1h: no term stays valid longer than a lease duration",
+    );
+}

@@ -1,0 +1,70 @@
+//! Values from the environment, refused like flags through the real binary: the message names
+//! the variable they came from, and switches read as Kubernetes users write them (`true`, `1`,
+//! `yes`, `on` and their opposites, in any case).
+
+use crate::refusal::refused;
+
+#[test]
+fn environment_values_are_validated_like_flags() {
+    refused(
+        &["run", "--lease-name", "web", "--kubernetes", "off"],
+        &[("LEASEHOLD_LEASE_DURATION", "soon")],
+        "invalid value 'soon' for '--lease-duration <LEASE_DURATION>'",
+    );
+    refused(
+        &["run", "--lease-name", "web", "--kubernetes", "off"],
+        &[("LEASEHOLD_RENEW_DEADLINE", "20s")],
+        "--lease-duration 15s must be greater than --renew-deadline 20s",
+    );
+}
+
+#[test]
+fn a_bad_value_from_the_environment_names_the_variable() {
+    let base = ["run", "--kubernetes", "off", "--lease-name", "web"];
+    for (variable, value, want) in [
+        (
+            "LEASEHOLD_LEASE_DURATION",
+            "soon",
+            "invalid value 'soon' for '--lease-duration",
+        ),
+        (
+            "LEASEHOLD_DRIFT_FACTOR",
+            "much",
+            "invalid value 'much' for '--drift-factor",
+        ),
+        (
+            "LEASEHOLD_NO_EVENTS",
+            "maybe",
+            "invalid value 'maybe' for '--no-events",
+        ),
+    ] {
+        refused(&base, &[(variable, value)], want);
+        refused(
+            &base,
+            &[(variable, value)],
+            &format!("the value comes from ${variable}"),
+        );
+    }
+}
+
+#[test]
+fn switches_in_the_environment_read_as_kubernetes_users_write_them() {
+    let base = ["run", "--kubernetes", "off", "--lease-name", "web"];
+    for on in ["true", "TRUE", "True", "1", "yes", "Yes", "on", "ON"] {
+        refused(
+            &base,
+            &[("LEASEHOLD_RESTART_COMMAND", on)],
+            "--restart-command: needs a command after `--`",
+        );
+    }
+    // Off, the switch lets the run go on to the next rule, the status file's.
+    let mut with_status_file = base.to_vec();
+    with_status_file.extend(["--status-file", "/nonexistent/dir/status"]);
+    for off in ["false", "FALSE", "0", "no", "No", "off", "OFF"] {
+        refused(
+            &with_status_file,
+            &[("LEASEHOLD_RESTART_COMMAND", off)],
+            "--status-file `/nonexistent/dir/status`",
+        );
+    }
+}

@@ -1,0 +1,60 @@
+//! How this target runs bad input through the real binary and checks the refusal: exit code 2
+//! and one message in plain words that says the rule, no panic; for `leasehold run`, a lease name
+//! from the environment, and a run that a binary without the rule would start stopped after a
+//! bound and reported as accepted.
+
+use std::process::Command;
+use std::time::Duration;
+
+use harness::leasehold_bin;
+use harness::replica::{assert_in_plain_words, exit_within, run_to_end};
+
+pub fn refused(args: &[&str], env: &[(&str, &str)], want: &str) {
+    let (code, _stdout, stderr) = run_to_end(args, env);
+    assert_refusal(args, code, &stderr, want);
+}
+
+/// The run of `args` ended with exit code 2 and one message in plain words that says `want`.
+fn assert_refusal(args: &[&str], code: i32, stderr: &str, want: &str) {
+    assert_eq!(code, 2, "{args:?} exited {code}; stderr:\n{stderr}");
+    assert!(
+        stderr.contains(want),
+        "{args:?}\n got: {stderr}\nwant: {want}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_in_plain_words(stderr);
+}
+
+/// `leasehold run` with a lease name from the environment (so that only the rule under test
+/// can fail, and a flag can still override it) and `args`.
+pub fn run_refused(args: &[&str], want: &str) {
+    let mut full = vec!["run", "--kubernetes", "off"];
+    full.extend_from_slice(args);
+    refused(&full, &[("LEASEHOLD_LEASE_NAME", "web")], want);
+}
+
+/// `leasehold run` without Kubernetes, against a Redis that is not there, with `args`.
+pub fn run_without_redis(args: &[&str]) -> Command {
+    let mut cmd = Command::new(leasehold_bin());
+    cmd.args([
+        "run",
+        "--kubernetes",
+        "off",
+        "--redis-url",
+        "redis://127.0.0.1:1",
+    ])
+    .args(args);
+    cmd
+}
+
+/// Like [`run_refused`], for values that a binary without the rule would accept and then run
+/// with: such a run is stopped after a bound and reported as accepted.
+pub fn run_refused_not_run(args: &[&str], want: &str) {
+    let mut cmd = run_without_redis(&["--http-addr", "127.0.0.1:0"]);
+    cmd.args(args);
+    let (code, stderr) = exit_within(cmd, Duration::from_secs(20));
+    let Some(code) = code else {
+        panic!("{args:?} was accepted: still running after 20s; stderr:\n{stderr}");
+    };
+    assert_refusal(args, code, &stderr, want);
+}

@@ -1,0 +1,169 @@
+//! Leadership as a client of the `leasehold` binary sees it, as real processes against a real
+//! redis-server: a crash failover through `/readyz`, `/leader` and `/metrics`, liveness that stays
+//! up and member readiness that follows Redis while Redis is down, and `leasehold status`
+//! reading the lease from Redis.
+
+use std::time::{Duration, Instant};
+
+use harness::contenders::unique_lease;
+use harness::replica::{Replica, lease_status, lease_status_json, run_to_end};
+use nix::sys::signal::Signal;
+use testbed::redis_server::RedisServer;
+use testbed::wait::wait_for;
+
+use crate::binary::{fast, the_leader, token_of};
+
+#[test]
+fn three_replicas_fail_over_as_probes_and_metrics_show() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("failover");
+    let mut replicas: Vec<Replica> = ["web-a", "web-b", "web-c"]
+        .iter()
+        .map(|name| Replica::spawn(&redis.url(), &lease, name, &fast(), &[]))
+        .collect();
+
+    let first = wait_for("one ready leader", Duration::from_secs(10), || {
+        the_leader(&replicas)
+    });
+    let leader_name = replicas[first].identity.clone();
+    let token = token_of(&replicas[first]);
+    for (i, r) in replicas.iter().enumerate() {
+        // A follower knows the leader from its first try, which a loaded machine may delay.
+        let view = wait_for(
+            &format!("{} to see the leader", r.identity),
+            Duration::from_secs(5),
+            || {
+                let view = r.leader();
+                (view["leader"] == leader_name.as_str()).then_some(view)
+            },
+        );
+        assert_eq!(view["is_leader"], i == first);
+        assert_eq!(
+            r.metric("leasehold_is_leader"),
+            Some(if i == first { 1.0 } else { 0.0 })
+        );
+        if i != first {
+            let (code, body) = r.get("/readyz").unwrap();
+            assert_eq!(code, 503);
+            assert!(
+                body.starts_with(&format!("not the leader: following {leader_name}")),
+                "{body}"
+            );
+            assert_eq!(
+                view["token"].as_u64(),
+                Some(token),
+                "followers see the leader's token"
+            );
+        }
+    }
+    let renewed = wait_for("renewals in the metrics", Duration::from_secs(5), || {
+        replicas[first]
+            .metric("leasehold_renewals_total{result=\"renewed\"}")
+            .filter(|n| *n >= 2.0)
+    });
+    assert!(renewed >= 2.0);
+
+    replicas[first].signal(Signal::SIGKILL);
+    let killed = Instant::now();
+    let dead = replicas.remove(first);
+    let second = wait_for("a new ready leader", Duration::from_secs(5), || {
+        the_leader(&replicas)
+    });
+    eprintln!("binary crash failover: {:?} (TTL 1.5 s)", killed.elapsed());
+    drop(dead);
+    let new = &replicas[second];
+    let new_token = token_of(new);
+    assert!(new_token > token, "{new_token} > {token}");
+    assert_eq!(
+        new.metric("leasehold_transitions_total{to=\"leader\"}"),
+        Some(1.0)
+    );
+    assert!(new.metric("leasehold_validity_remaining_seconds").unwrap() > 0.5);
+    let other = &replicas[1 - second];
+    wait_for(
+        "the other follower to see the new leader",
+        Duration::from_secs(5),
+        || (other.leader()["leader"] == new.identity.as_str()).then_some(()),
+    );
+    let became = new.wait_events("became leader", 1, Duration::from_secs(5));
+    assert_eq!(became.len(), 1);
+    assert_eq!(became[0]["identity"], new.identity.as_str());
+    assert_eq!(became[0]["token"].as_u64(), Some(new_token));
+}
+
+#[test]
+fn health_stays_up_while_redis_is_down_and_member_readiness_follows_redis() {
+    let mut redis = RedisServer::start();
+    let lease = unique_lease("member");
+    let mut args = fast();
+    args.extend(["--readiness", "member"]);
+    let replicas: Vec<Replica> = ["a", "b"]
+        .iter()
+        .map(|n| Replica::spawn(&redis.url(), &lease, n, &args, &[]))
+        .collect();
+    wait_for("both ready as members", Duration::from_secs(10), || {
+        replicas.iter().all(Replica::is_ready).then_some(())
+    });
+    redis.kill();
+    for r in &replicas {
+        let body = wait_for("readiness to drop", Duration::from_secs(5), || {
+            r.get("/readyz")
+                .filter(|(code, _)| *code == 503)
+                .map(|(_, b)| b)
+        });
+        assert!(body.starts_with("not ready: redis unreachable:"), "{body}");
+        assert_eq!(r.metric("leasehold_redis_up"), Some(0.0));
+    }
+    // Liveness ignores Redis: the loop's calls time out or fail and it goes on backing off, so
+    // it is never overdue, over three lease durations (FAST: 1.5 s).
+    let until = Instant::now() + Duration::from_millis(4500);
+    while Instant::now() < until {
+        for r in &replicas {
+            let health = r.get("/healthz");
+            assert_eq!(
+                health.as_ref().map(|(c, _)| *c),
+                Some(200),
+                "{}: liveness ignores redis: {health:?}",
+                r.identity
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    redis.restart();
+    wait_for("both ready again", Duration::from_secs(10), || {
+        replicas.iter().all(Replica::is_ready).then_some(())
+    });
+}
+
+#[test]
+fn status_reads_the_lease_from_redis() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("status");
+    let a = Replica::spawn(&redis.url(), &lease, "a", &fast(), &[]);
+    wait_for("a to lead", Duration::from_secs(10), || {
+        a.is_ready().then_some(())
+    });
+    let token = token_of(&a);
+    let view = lease_status_json(&redis.url(), &lease).expect("leasehold status");
+    assert_eq!(view["holder"], "a");
+    assert_eq!(view["token"].as_u64(), Some(token));
+    assert_eq!(view["lease_key"], format!("leasehold:{{{lease}}}"));
+    assert!(view["expires_in_ms"].as_u64().unwrap() <= 1500);
+    let text = lease_status(&redis.url(), &lease);
+    assert!(text.contains("holder      a (owner id a-"), "{text}");
+    // Redis down: a runtime error, exit code 1, and a message.
+    drop(a);
+    drop(redis);
+    let (code, _, stderr) = run_to_end(
+        &[
+            "status",
+            "--redis-url",
+            "redis://127.0.0.1:1",
+            "--lease-name",
+            &lease,
+        ],
+        &[],
+    );
+    assert_eq!(code, 1);
+    assert!(stderr.starts_with("error: redis"), "{stderr}");
+}

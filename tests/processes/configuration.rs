@@ -1,0 +1,133 @@
+//! The `leasehold` binary's configuration, as real processes against a real redis-server: flags
+//! beat the environment, which beats the config file; the Redis password, from a file or in a
+//! URL from the environment, never shows in the log; without a cluster the Kubernetes parts are
+//! off, said in one log line.
+
+use std::time::Duration;
+
+use harness::contenders::unique_lease;
+use harness::replica::Replica;
+use testbed::redis_server::RedisServer;
+use testbed::wait::wait_for;
+
+use crate::binary::fast;
+
+#[test]
+fn flags_beat_the_environment_which_beats_the_config_file() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("precedence");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("leasehold.yaml");
+    std::fs::write(
+        &config,
+        "lease-duration: 9s\nrenew-deadline: 6s\nretry-period: 1500ms\nreadiness: member\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap().to_owned();
+    let a = Replica::spawn_with_env(
+        &redis.url(),
+        &lease,
+        "a",
+        &[
+            "--config",
+            &config,
+            "--lease-duration",
+            "8s",
+            "--no-data-loss-cooldown",
+        ],
+        &[],
+        &[
+            ("LEASEHOLD_RENEW_DEADLINE", "5s"),
+            ("LEASEHOLD_LEASE_DURATION", "7s"),
+        ],
+    );
+    let start = &a.wait_events("leasehold starting", 1, Duration::from_secs(5))[0];
+    assert_eq!(
+        start["lease_duration_ms"], 8000,
+        "the flag beats env and file"
+    );
+    assert_eq!(
+        start["renew_deadline_ms"], 5000,
+        "the environment beats the file"
+    );
+    assert_eq!(start["retry_period_ms"], 1500, "the file beats the default");
+    assert_eq!(start["readiness"], "member");
+}
+
+#[test]
+fn the_log_never_shows_the_redis_password() {
+    let redis = RedisServer::builder()
+        .args(["--requirepass", "s3cret-pw"])
+        .start();
+    let lease = unique_lease("secret");
+    let dir = tempfile::tempdir().unwrap();
+    let pw = dir.path().join("pw");
+    std::fs::write(&pw, "s3cret-pw\n").unwrap();
+    let pw = pw.to_str().unwrap().to_owned();
+    let a = Replica::spawn(
+        &redis.url(),
+        &lease,
+        "a",
+        &["--redis-password-file", &pw, "--no-data-loss-cooldown"],
+        &[],
+    );
+    wait_for(
+        "a to lead with the password from its file",
+        Duration::from_secs(10),
+        || a.is_ready().then_some(()),
+    );
+    // A URL with a password, from the environment (an empty URL leaves out the flag).
+    let url = format!("redis://:s3cret-pw@127.0.0.1:{}", redis.port());
+    let b = Replica::spawn_with_env(
+        "",
+        &lease,
+        "b",
+        &["--no-data-loss-cooldown"],
+        &[],
+        &[("LEASEHOLD_REDIS_URL", &url)],
+    );
+    wait_for("b to follow a", Duration::from_secs(5), || {
+        (b.leader()["leader"] == "a").then_some(())
+    });
+    let start = b.wait_events("leasehold starting", 1, Duration::from_secs(5));
+    assert_eq!(
+        start[0]["redis"],
+        format!("redis://:***@127.0.0.1:{}", redis.port())
+    );
+    for r in [&a, &b] {
+        let text = r.log_text();
+        assert!(
+            !text.contains("s3cret-pw"),
+            "{} leaked the password:\n{text}",
+            r.identity
+        );
+    }
+}
+
+#[test]
+fn without_a_cluster_the_kubernetes_parts_are_off_with_one_log_line() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("no-cluster");
+    let mut args = fast();
+    args.extend(["--kubernetes", "auto"]);
+    let a = Replica::spawn_with_env(
+        &redis.url(),
+        &lease,
+        "a",
+        &args,
+        &[],
+        &[
+            ("KUBECONFIG", "/nonexistent/kubeconfig"),
+            ("KUBERNETES_SERVICE_HOST", ""),
+        ],
+    );
+    wait_for(
+        "a to lead without a cluster",
+        Duration::from_secs(10),
+        || a.is_ready().then_some(()),
+    );
+    let off = a.wait_events("no kubernetes cluster found (no in-cluster config, no kubeconfig); the leader label, Lease mirror, events and Deployment discovery are off", 1, Duration::from_secs(5));
+    assert_eq!(off.len(), 1, "{}", a.log_text());
+    let start = a.events("leasehold starting");
+    assert_eq!(start[0]["kubernetes"], false);
+}

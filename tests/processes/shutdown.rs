@@ -1,0 +1,128 @@
+//! How the `leasehold` binary shuts down, as real processes against a real redis-server: on
+//! SIGTERM or SIGHUP the leader steps down, releases and exits 0, and its follower leads long
+//! before the TTL; a second SIGTERM exits at once and takes a command that ignores the first
+//! with it.
+
+use std::time::{Duration, Instant};
+
+use harness::contenders::unique_lease;
+use harness::replica::{RELEASE_ONLY, Replica};
+use nix::sys::signal::Signal;
+use testbed::redis_server::RedisServer;
+use testbed::wait::wait_for;
+
+use crate::binary::{lines, process_alive, the_leader};
+
+#[test]
+fn sigterm_steps_down_releases_and_exits_zero() {
+    signal_steps_down_releases_and_exits_zero(Signal::SIGTERM);
+}
+
+/// A hang-up (a closed terminal, a supervisor hanging up) is a shutdown like SIGTERM: without a
+/// handler its default action killed leasehold without a release, and the successor waited out
+/// the TTL.
+#[test]
+fn sighup_steps_down_releases_and_exits_zero_like_sigterm() {
+    signal_steps_down_releases_and_exits_zero(Signal::SIGHUP);
+}
+
+/// `signal` to the leader: it steps down, releases, exits 0, and the follower leads long
+/// before the TTL (10 s) could have run out.
+fn signal_steps_down_releases_and_exits_zero(signal: Signal) {
+    let redis = RedisServer::start();
+    let lease = unique_lease(&signal.as_str().to_ascii_lowercase());
+    // A long TTL: the follower can only take over this fast if the lease was released.
+    let args = RELEASE_ONLY;
+    let mut replicas: Vec<Replica> = ["a", "b"]
+        .iter()
+        .map(|n| Replica::spawn(&redis.url(), &lease, n, &args, &[]))
+        .collect();
+    let first = wait_for("a leader", Duration::from_secs(10), || {
+        the_leader(&replicas)
+    });
+    let other = 1 - first;
+    wait_for("the follower to see it", Duration::from_secs(5), || {
+        (replicas[other].leader()["leader"] == replicas[first].identity.as_str()).then_some(())
+    });
+    replicas[first].signal(signal);
+    let sent = Instant::now();
+    assert_eq!(replicas[first].wait_exit(Duration::from_secs(5)), 0);
+    wait_for("the follower to lead", Duration::from_secs(3), || {
+        replicas[other].is_ready().then_some(())
+    });
+    let took = sent.elapsed();
+    eprintln!("{signal} → follower ready: {took:?} (TTL 10 s)");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    let shutting = replicas[first].events("shutting down: stepping down and releasing the lease");
+    assert_eq!(shutting.len(), 1);
+    assert_eq!(shutting[0]["signal"], signal.as_str());
+    let steps = replicas[first].events("stepped down");
+    assert_eq!(steps.len(), 1);
+    assert_eq!(steps[0]["reason"], "shutdown");
+    assert_eq!(replicas[first].events("released the lease").len(), 1);
+}
+
+/// A command that ignores SIGTERM: only SIGKILL stops it.
+const STUBBORN: &str =
+    r#"trap '' TERM; echo "start $$" >> "$OUT"; while true; do sleep 0.02; done"#;
+
+#[test]
+fn a_second_sigterm_exits_at_once_and_takes_the_command_with_it() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("second-signal");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("record");
+    let out_env = out.to_str().unwrap().to_owned();
+    // A drain would last the whole grace period: the command ignores SIGTERM, and the
+    // validity deadline (about a minute) comes later still.
+    let args = [
+        "--lease-duration",
+        "60s",
+        "--renew-deadline",
+        "40s",
+        "--retry-period",
+        "2s",
+        "--grace-period",
+        "30s",
+        "--no-data-loss-cooldown",
+    ];
+    let mut a = Replica::spawn_with_env(
+        &redis.url(),
+        &lease,
+        "a",
+        &args,
+        &["sh", "-c", STUBBORN],
+        &[("OUT", out_env.as_str())],
+    );
+    wait_for("a to lead", Duration::from_secs(10), || {
+        a.is_ready().then_some(())
+    });
+    let start = wait_for("the command", Duration::from_secs(5), || {
+        lines(&out).first().cloned()
+    });
+    let child: i32 = start.split(' ').nth(1).unwrap().parse().unwrap();
+
+    a.signal(Signal::SIGTERM);
+    a.wait_events("stopping the command", 1, Duration::from_secs(5));
+    assert!(process_alive(child), "the command ignores SIGTERM");
+
+    a.signal(Signal::SIGTERM);
+    let sent = Instant::now();
+    assert_eq!(
+        a.wait_exit(Duration::from_secs(5)),
+        128 + 15,
+        "128 + SIGTERM"
+    );
+    wait_for("the command to be gone", Duration::from_secs(2), || {
+        (!process_alive(child)).then_some(())
+    });
+    eprintln!(
+        "second SIGTERM → exit, command gone: {:?} (grace 30 s)",
+        sent.elapsed()
+    );
+    assert_eq!(
+        a.events("second signal: exiting at once, without releasing the lease")
+            .len(),
+        1
+    );
+}
