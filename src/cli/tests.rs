@@ -1,5 +1,5 @@
 //! Unit tests of flags to settings; every refusal rule is tested through the binary in
-//! tests/operator/cli.rs.
+//! tests/operator/ (`cli.rs` and the files beside it that `refusal.rs` serves).
 
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ fn error(argv: &[&str]) -> String {
     }
 }
 
-// Every refusal rule is tested through the real binary in tests/operator/cli.rs.
+// Every refusal rule is tested through the real binary in tests/operator/.
 
 #[test]
 fn defaults_follow_the_design() {

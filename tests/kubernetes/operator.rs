@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::calls::assert_within_rbac;
+use crate::fixtures::NS;
 use harness::contenders::{
     Contender, fast_timing, lease, spawn_publishing, unique_lease, until_leading,
 };
@@ -20,8 +21,6 @@ use testbed::RedisServer;
 use testbed::fake_api::FakeApiServer;
 use testbed::wait::{eventually, until};
 use tokio_util::sync::CancellationToken;
-
-const NS: &str = "shop";
 
 fn pod(name: &str, owners: Vec<OwnerReference>) -> Pod {
     Pod {

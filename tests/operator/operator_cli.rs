@@ -2,19 +2,12 @@
 //! binary: one message that names the flag, the value and the rule, and exit code 2, before
 //! anything connects.
 
-use harness::replica::{assert_in_plain_words, run_to_end};
+use harness::replica::run_to_end;
+
+use crate::refusal::refused_saying;
 
 fn refused(args: &[&str], want: &[&str]) {
-    let (code, _stdout, stderr) = run_to_end(args, &[("LEASEHOLD_LEASE_NAME", "web")]);
-    assert_eq!(code, 2, "{args:?} exited {code}; stderr:\n{stderr}");
-    for words in want {
-        assert!(
-            stderr.contains(words),
-            "{args:?}\n got: {stderr}\nwant: {words}"
-        );
-    }
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert_in_plain_words(&stderr);
+    refused_saying(args, &[("LEASEHOLD_LEASE_NAME", "web")], want);
 }
 
 #[test]

@@ -10,17 +10,25 @@ use harness::leasehold_bin;
 use harness::replica::{assert_in_plain_words, exit_within, run_to_end};
 
 pub fn refused(args: &[&str], env: &[(&str, &str)], want: &str) {
+    refused_saying(args, env, &[want]);
+}
+
+/// Like [`refused`], for a message that must say each of `want`.
+pub fn refused_saying(args: &[&str], env: &[(&str, &str)], want: &[&str]) {
     let (code, _stdout, stderr) = run_to_end(args, env);
     assert_refusal(args, code, &stderr, want);
 }
 
-/// The run of `args` ended with exit code 2 and one message in plain words that says `want`.
-fn assert_refusal(args: &[&str], code: i32, stderr: &str, want: &str) {
+/// The run of `args` ended with exit code 2 and one message in plain words that says each of
+/// `want`.
+fn assert_refusal(args: &[&str], code: i32, stderr: &str, want: &[&str]) {
     assert_eq!(code, 2, "{args:?} exited {code}; stderr:\n{stderr}");
-    assert!(
-        stderr.contains(want),
-        "{args:?}\n got: {stderr}\nwant: {want}"
-    );
+    for want in want {
+        assert!(
+            stderr.contains(want),
+            "{args:?}\n got: {stderr}\nwant: {want}"
+        );
+    }
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_in_plain_words(stderr);
 }
@@ -56,5 +64,5 @@ pub fn run_refused_not_run(args: &[&str], want: &str) {
     let Some(code) = code else {
         panic!("{args:?} was accepted: still running after 20s; stderr:\n{stderr}");
     };
-    assert_refusal(args, code, &stderr, want);
+    assert_refusal(args, code, &stderr, &[want]);
 }
