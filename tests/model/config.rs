@@ -8,8 +8,8 @@ use leasehold::clock::BootInstant;
 use leasehold::elector::Timing;
 use leasehold::elector::decide::RateBound;
 
+use crate::link::Health;
 use crate::mirror::Semantics;
-use crate::replica::Health;
 use crate::sentinels::SentinelWord;
 
 /// One model tick is one second of every clock.

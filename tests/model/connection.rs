@@ -1,31 +1,22 @@
-//! A replica's connection in the model: the node its requests go to, when it dials again, and
-//! the Redis nodes behind it (the first master, and the node a Sentinel failover promotes while
-//! the first keeps running and writable). It mirrors `crates/core/src/lease/connection.rs`: a dial goes to
-//! the node the Sentinels' rule names (`sentinels.rs`); a call that timed out throws its
-//! connection away, so the next request dials; a command whose node is not confirmed throws its
-//! connection away too, and the same call dials again and sends the command anew (keeping the
-//! call's send instant for the deadlines) on the node named then.
+//! How a replica's request reaches Redis in the model, over its link (`link.rs`): the Redis
+//! nodes behind it (the first master, and the node a Sentinel failover promotes while the first
+//! keeps running and writable), and when the link dials again. It mirrors
+//! `crates/core/src/lease/connection.rs`: a dial goes to the node the Sentinels' rule names
+//! (`sentinels.rs`); a call that timed out throws its connection away, so the next request
+//! dials; a command whose node is not confirmed throws its connection away too, and the same
+//! call dials again and sends the command anew (keeping the call's send instant for the
+//! deadlines) on the node named then.
 
 use crate::config::Config;
+use crate::link::Request;
 use crate::redis::Redis;
-use crate::replica::Request;
-use crate::sentinels::{PROMOTED, SentinelWord};
+use crate::sentinels::PROMOTED;
 use crate::system::{Msg, State};
 use leasehold::clock::BootInstant;
 
 /// The server identity of the promoted node: another `run_id/master_replid` than any the first
 /// master has had.
 const PROMOTED_SERVER: u8 = 200;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct Link {
-    /// The node the connection reaches.
-    pub node: u8,
-    /// The connection was thrown away: the next request dials first.
-    pub dial: bool,
-    /// The Sentinel the replica lists first (what a pre-fix word takes).
-    pub first: u8,
-}
 
 impl State {
     /// Redis node `node`: 0 the first master, 1 the promoted one.
@@ -97,37 +88,4 @@ impl State {
         self.replicas[usize::from(n)].link.dial = true;
         self.request(config, n, sent_at, request);
     }
-}
-
-/// The connections a run starts with, one list per initial state: not yet made; under a pre-fix
-/// word, each replica may list any Sentinel first (the deaf one, or one that hears of the
-/// failover).
-pub fn initial_links(config: &Config) -> Vec<Vec<Link>> {
-    let mut all = vec![Vec::new()];
-    let firsts: Vec<u8> =
-        if config.sentinel_failovers > 0 && config.sentinel_word != SentinelWord::Majority {
-            (0..crate::sentinels::SENTINELS as u8).collect()
-        } else {
-            vec![0]
-        };
-    // Nothing connects before the first call (`RedisLease::new`): the first request dials. The
-    // configurations without a Sentinel failover keep their states as they were.
-    let dial = config.sentinel_failovers > 0;
-    for _ in 0..config.replicas {
-        all = all
-            .into_iter()
-            .flat_map(|links: Vec<Link>| {
-                firsts.iter().map(move |first| {
-                    let mut longer = links.clone();
-                    longer.push(Link {
-                        first: *first,
-                        dial,
-                        ..Link::default()
-                    });
-                    longer
-                })
-            })
-            .collect();
-    }
-    all
 }

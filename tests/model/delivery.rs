@@ -3,9 +3,10 @@
 //! that waits for it, or dropped when nobody waits for it any more.
 
 use crate::config::Config;
+use crate::link::{Health, Request};
 use crate::mirror::AcquireReply;
 use crate::redis::{Applied, touched_another_term};
-use crate::replica::{Health, Renewal, Request, Role};
+use crate::replica::{Renewal, Role};
 use crate::system::{Msg, State};
 
 impl State {

@@ -9,8 +9,9 @@ use leasehold::clock::BootInstant;
 use leasehold::elector::decide::{self, RateBound, Seen};
 use leasehold::lease::{FencingToken, Holder, Retry};
 
+use crate::link::Request;
 use crate::mirror::{AcquireReply, Term};
-use crate::replica::{Lead, Replica, Request, Role};
+use crate::replica::{Lead, Replica, Role};
 
 impl Replica {
     /// The follower loop's top: drop an observation that ran out or whose release was

@@ -6,8 +6,9 @@ use leasehold::clock::BootInstant;
 use leasehold::elector::StepDownReason;
 use leasehold::elector::decide::{self, RateBound, WatchdogStep};
 
+use crate::link::Request;
 use crate::mirror::{RenewReply, Successor};
-use crate::replica::{Ending, Renewal, Replica, Request, Role};
+use crate::replica::{Ending, Renewal, Replica, Role};
 
 impl Replica {
     /// The watchdog wakes: step down (the reason) or send a renewal.

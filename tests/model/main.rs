@@ -18,6 +18,7 @@ mod connection;
 mod delivery;
 mod follower;
 mod leader;
+mod link;
 mod lua_mirror;
 mod mirror;
 mod notices;
@@ -37,10 +38,10 @@ use std::time::{Duration, Instant};
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
 
 use config::Config;
+use link::Health;
 use mirror::Semantics;
 use progress::Progress;
 use properties::{HEALTHY_LEADS, REFUSED_ENDED, UNKNOWN_WON};
-use replica::Health;
 use sentinels::SentinelWord;
 use system::{State, System};
 

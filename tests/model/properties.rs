@@ -5,8 +5,9 @@
 use stateright::Property;
 
 use crate::config::{Config, instant};
+use crate::link::Health;
 use crate::mirror::Term;
-use crate::replica::{Health, Replica, Role};
+use crate::replica::{Replica, Role};
 use crate::sentinels::PROMOTED;
 use crate::system::{Msg, State, System};
 

@@ -3,8 +3,8 @@
 //! time), and the faults it suffers.
 
 use crate::config::{Config, TICK_MS, Timings};
+use crate::link::Request;
 use crate::mirror::{Acquisition, Data, Longest, Record, RenewReply, Successor, Term};
-use crate::replica::Request;
 use leasehold::elector::decide;
 
 /// How long an operator's handover request lives (`step-down --wait`): one lease duration, the

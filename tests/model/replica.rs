@@ -1,5 +1,5 @@
-//! One replica of the model: its state (its role, the timing it runs, the health of its link,
-//! what it observed), what it sends, how a term ends, and when a step of it is due. Its steps,
+//! One replica of the model: its state (its role, the timing it runs, its link, what it
+//! observed), how a term ends, and when a step of it is due. Its steps,
 //! the elector's follower and leader loops reduced to their steps, are in follower.rs,
 //! leader.rs and notices.rs, each deciding by calling leasehold's own pure decisions
 //! (`elector::decide`), never a copy of them.
@@ -10,22 +10,8 @@ use leasehold::clock::BootInstant;
 use leasehold::elector::{StepDownReason, Timing, decide};
 
 use crate::config::{Timings, instant};
-use crate::connection::Link;
+use crate::link::{Health, Link};
 use crate::mirror::{Name, RenewReply, Term};
-
-/// How a replica's link to Redis fares (docs/DESIGN.md, "Gray failures"); it goes
-/// with the replica under a renaming.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub enum Health {
-    #[default]
-    Healthy,
-    /// Every reply arrives later than the attempt it answers is bound to: its requests run in
-    /// Redis, and nothing it hears back counts.
-    Late,
-    /// Redis refuses its renewals, for a reason that does not pass by itself (a missing
-    /// permission, a replica's READONLY); its acquires and releases run.
-    Refused,
-}
 
 /// What a renewal's reply says: the script's answer, or Redis's refusal to run it
 /// (`LeaseError::is_lasting_refusal`).
@@ -106,26 +92,6 @@ pub struct Replica {
     pub health: Health,
     /// Its connection: the node it reaches (`connection.rs`).
     pub link: Link,
-}
-
-/// What a replica sends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Request {
-    /// `cover_ms`: the longest lease duration the replica knows (ARGV[6]).
-    Acquire {
-        observed: Option<Term>,
-        cover_ms: u64,
-    },
-    Renew {
-        term: Term,
-    },
-    /// The read-only `observe` of a replica sitting out.
-    Observe,
-    /// A release, reserving the next term for `reserve` after a handover to it.
-    Release {
-        term: Term,
-        reserve: Option<Name>,
-    },
 }
 
 /// How a term ended: the reason, and after a handover to a named replica, its name.

@@ -10,9 +10,10 @@
 //! returns the representative itself. The renaming of the system's own types (the state, the
 //! messages, the actions) is in `system_rename.rs`.
 
+use crate::link::Request;
 use crate::mirror::{AcquireReply, Data, Handover, Name, Record, RenewReply, Successor, Term};
 use crate::redis::Redis;
-use crate::replica::{Lead, Renewal, Replica, Request, Role};
+use crate::replica::{Lead, Renewal, Replica, Role};
 
 /// A renaming of the replicas: replica `i` becomes replica `to[i]`.
 pub struct Renaming<'a> {

@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use stateright::{Model, Property};
 
 use crate::config::Config;
-use crate::connection::initial_links;
+use crate::link::{Link, Request};
 use crate::mirror::{AcquireReply, Name, Successor, Term};
 use crate::redis::{Fault, Redis};
-use crate::replica::{Ending, Renewal, Replica, Request, Role};
-use crate::sentinels::Sentinels;
+use crate::replica::{Ending, Renewal, Replica, Role};
+use crate::sentinels::{SentinelWord, Sentinels};
 use crate::symmetry;
 use leasehold::clock::BootInstant;
 use leasehold::elector::StepDownReason;
@@ -417,4 +417,37 @@ impl Model for System {
     fn properties(&self) -> Vec<Property<Self>> {
         self.checked_properties()
     }
+}
+
+/// The connections a run starts with, one list per initial state: not yet made; under a pre-fix
+/// word, each replica may list any Sentinel first (the deaf one, or one that hears of the
+/// failover).
+fn initial_links(config: &Config) -> Vec<Vec<Link>> {
+    let mut all = vec![Vec::new()];
+    let firsts: Vec<u8> =
+        if config.sentinel_failovers > 0 && config.sentinel_word != SentinelWord::Majority {
+            (0..crate::sentinels::SENTINELS as u8).collect()
+        } else {
+            vec![0]
+        };
+    // Nothing connects before the first call (`RedisLease::new`): the first request dials. The
+    // configurations without a Sentinel failover keep their states as they were.
+    let dial = config.sentinel_failovers > 0;
+    for _ in 0..config.replicas {
+        all = all
+            .into_iter()
+            .flat_map(|links: Vec<Link>| {
+                firsts.iter().map(move |first| {
+                    let mut longer = links.clone();
+                    longer.push(Link {
+                        first: *first,
+                        dial,
+                        ..Link::default()
+                    });
+                    longer
+                })
+            })
+            .collect();
+    }
+    all
 }

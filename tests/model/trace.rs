@@ -4,9 +4,10 @@ use std::fmt::Write;
 
 use stateright::Checker;
 
+use crate::link::{Health, Request};
 use crate::mirror::Term;
 use crate::redis::Redis;
-use crate::replica::{Health, Renewal, Request, Role};
+use crate::replica::{Renewal, Role};
 use crate::symmetry::{self, Rename, Renaming};
 use crate::system::{Action, Msg, State, System};
 
