@@ -98,6 +98,13 @@ impl ClockWatch {
         self.seen().slew
     }
 
+    /// [`local_slew`](Self::local_slew), when it is beyond the drift margin: this host's time
+    /// service moves its boot clock faster than the margin allows.
+    pub fn local_slew_beyond_margin(&self) -> Option<f64> {
+        self.local_slew()
+            .filter(|ratio| slew::beyond_margin(*ratio, self.drift_factor))
+    }
+
     fn seen(&self) -> MutexGuard<'_, Seen> {
         // Every write leaves `Seen` whole: a panic while it was held left nothing half-done.
         self.seen

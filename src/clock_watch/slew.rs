@@ -127,6 +127,12 @@ pub enum Say {
     Back,
 }
 
+/// Whether a boot clock running `ratio` times as fast as its oscillator is slewed beyond the
+/// drift margin.
+pub fn beyond_margin(ratio: f64, drift_factor: f64) -> bool {
+    (ratio - 1.0).abs() > drift_factor
+}
+
 /// How long a slew that lasts goes without another warning.
 pub const REPEAT: Duration = Duration::from_secs(600);
 
@@ -140,8 +146,7 @@ pub struct Telling {
 impl Telling {
     /// What to say of `ratio`, seen at `raw`, against a `drift_factor`.
     pub fn tell(&mut self, ratio: f64, drift_factor: f64, raw: Duration) -> Say {
-        let beyond = (ratio - 1.0).abs() > drift_factor;
-        match (beyond, self.warned) {
+        match (beyond_margin(ratio, drift_factor), self.warned) {
             (false, None) => Say::Nothing,
             (false, Some(_)) => {
                 self.warned = None;

@@ -104,8 +104,8 @@ impl Contender {
             .lease(lease_name.clone(), owner)
             .map_err(anyhow::Error::new)?;
         let guard = guard_file(settings, lease_name)?;
-        let (clock_gate, clock_standing) = ClockRateGate::new(settings.timing);
         let clocks = ClockWatch::new(&settings.timing);
+        let (clock_gate, clock_standing) = ClockRateGate::new(settings.timing, clocks.clone());
         let elector = Elector::new(lease, settings.timing)?;
         let board = Board::new(elector.status().borrow().clone());
         let elector_lease = elector.lease().clone();
