@@ -23,7 +23,7 @@ use std::future::Future;
 use std::io::Write;
 use std::process::ExitCode;
 
-use crate::cli::{CliError, Invocation};
+use crate::cli::{CliError, Invocation, OutputFormat};
 use crate::shutdown::Shutdown;
 
 /// Runs a validated command line; returns the exit code.
@@ -83,4 +83,17 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
                 .context("cannot start the async runtime")
                 .into()
         })
+}
+
+/// Prints an operator command's answer as `--output` asks: `view` as pretty JSON, or `text`.
+fn print<V: serde::Serialize>(
+    output: OutputFormat,
+    view: &V,
+    text: fn(&V) -> String,
+) -> anyhow::Result<()> {
+    match output {
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(view)?),
+        OutputFormat::Text => print!("{}", text(view)),
+    }
+    Ok(())
 }

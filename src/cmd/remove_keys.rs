@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::lease::name_asked_lease;
-use crate::cli::{CliError, OutputFormat, RemoveKeysSettings};
+use crate::cli::{CliError, RemoveKeysSettings};
 use crate::lease::{InForce, OwnerId, Removal, identity_of, split_term};
 
 /// How long the Redis call may take.
@@ -90,13 +90,7 @@ pub async fn remove_keys(settings: RemoveKeysSettings) -> Result<i32, CliError> 
         lease: lease_name.to_string(),
         removed,
     };
-    match status.output {
-        OutputFormat::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&view).map_err(anyhow::Error::from)?
-        ),
-        OutputFormat::Text => print!("{}", view.text()),
-    }
+    super::print(status.output, &view, RemovedView::text)?;
     Ok(0)
 }
 

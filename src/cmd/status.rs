@@ -6,7 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use serde::Serialize;
 
 use super::lease::name_asked_lease;
-use crate::cli::{CliError, OutputFormat, StatusSettings};
+use crate::cli::{CliError, StatusSettings};
 use crate::clock_watch::RedisClockView;
 use crate::leader_view::ProtocolView;
 use crate::lease::{
@@ -187,10 +187,7 @@ async fn show(settings: &StatusSettings, lease_name: LeaseName) -> anyhow::Resul
         .await
         .map_err(|e| settings.redis.failed(e))?;
     let view = StatusView::of(&lease_name, &lease.keys().lease, &seen);
-    match settings.output {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&view)?),
-        OutputFormat::Text => print!("{}", view.text()),
-    }
+    super::print(settings.output, &view, StatusView::text)?;
     Ok(0)
 }
 

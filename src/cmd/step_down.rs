@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::lease::name_asked_lease;
-use crate::cli::{CliError, OutputFormat, StepDownSettings};
+use crate::cli::{CliError, StepDownSettings};
 use crate::lease::{HandoverRequested, Holder, Observation, OwnerId, RedisLease};
 
 /// How long each Redis call of the command may take.
@@ -147,13 +147,7 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
         token: now.as_ref().and_then(|h| h.token).map(|t| t.0),
         waited_ms: started.elapsed().as_millis() as u64,
     };
-    match status.output {
-        OutputFormat::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&view).map_err(anyhow::Error::from)?
-        ),
-        OutputFormat::Text => print!("{}", view.text()),
-    }
+    super::print(status.output, &view, HandoverView::text)?;
     if !handed_over {
         match (&to, &view.leader) {
             (Some(to), Some(leader)) if leader != &view.previous => eprintln!(

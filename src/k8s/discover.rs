@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::core::Selector;
+use kube::core::{NamespaceResourceScope, Selector};
 use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
 
 use super::K8sError;
 
@@ -38,17 +39,29 @@ pub(super) fn controller_of<'a>(
         .find(|o| o.kind == kind && o.controller == Some(true))
 }
 
+/// Reads the `K` named `name` in `namespace`; an error says what was read (`get pod ns/name`).
+pub(super) async fn get<K>(client: &Client, namespace: &str, name: &str) -> Result<K, K8sError>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let kind = K::kind(&K::DynamicType::default()).to_lowercase();
+    Api::<K>::namespaced(client.clone(), namespace)
+        .get(name)
+        .await
+        .map_err(|source| K8sError::Api {
+            what: format!("get {kind} {namespace}/{name}"),
+            source,
+        })
+}
+
 /// Follows `pod`'s controller owners up to its Deployment.
 pub async fn owning_deployment(
     client: &Client,
     namespace: &str,
     pod: &str,
 ) -> Result<OwningDeployment, K8sError> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let this = pods.get(pod).await.map_err(|source| K8sError::Api {
-        what: format!("get pod {namespace}/{pod}"),
-        source,
-    })?;
+    let this: Pod = get(client, namespace, pod).await?;
     let describe = |owners: &[OwnerReference]| {
         if owners.is_empty() {
             "no owner".to_owned()
@@ -66,14 +79,7 @@ pub async fn owning_deployment(
             owners: describe(this.owner_references()),
         }
     })?;
-    let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), namespace);
-    let rs = replica_sets
-        .get(&rs_ref.name)
-        .await
-        .map_err(|source| K8sError::Api {
-            what: format!("get replicaset {namespace}/{}", rs_ref.name),
-            source,
-        })?;
+    let rs: ReplicaSet = get(client, namespace, &rs_ref.name).await?;
     let deploy_ref = controller_of(rs.owner_references(), "Deployment").ok_or_else(|| {
         K8sError::NotADeployment {
             pod: format!("{namespace}/{pod}"),
@@ -84,14 +90,7 @@ pub async fn owning_deployment(
             ),
         }
     })?;
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    let deployment = deployments
-        .get(&deploy_ref.name)
-        .await
-        .map_err(|source| K8sError::Api {
-            what: format!("get deployment {namespace}/{}", deploy_ref.name),
-            source,
-        })?;
+    let deployment: Deployment = get(client, namespace, &deploy_ref.name).await?;
     let selector = Selector::try_from(deployment.spec.selector.clone())
         .ok()
         .map(|s| s.to_string())

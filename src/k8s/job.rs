@@ -4,10 +4,10 @@
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::{Api, Client, ResourceExt};
+use kube::{Client, ResourceExt};
 
 use super::K8sError;
-use super::discover::controller_of;
+use super::discover::{controller_of, get};
 
 /// The workload a Job's pod belongs to, for naming its lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,23 +35,12 @@ pub async fn owning_job(
     namespace: &str,
     pod: &str,
 ) -> Result<OwningJob, K8sError> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let this = pods.get(pod).await.map_err(|source| K8sError::Api {
-        what: format!("get pod {namespace}/{pod}"),
-        source,
-    })?;
+    let this: Pod = get(client, namespace, pod).await?;
     let job_ref =
         controller_of(this.owner_references(), "Job").ok_or_else(|| K8sError::NotAJob {
             pod: format!("{namespace}/{pod}"),
         })?;
-    let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
-    let job = jobs
-        .get(&job_ref.name)
-        .await
-        .map_err(|source| K8sError::Api {
-            what: format!("get job {namespace}/{}", job_ref.name),
-            source,
-        })?;
+    let job: Job = get(client, namespace, &job_ref.name).await?;
     Ok(match controller_of(job.owner_references(), "CronJob") {
         Some(cron) => OwningJob::CronJob(cron.name.clone()),
         None => OwningJob::Job(job.name_any()),

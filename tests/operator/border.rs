@@ -18,7 +18,7 @@ use harness::target::repo;
 const CORE_CEILING: usize = 8_250;
 
 /// The core and the product together, set the same way (the goal is 16,600).
-const CORE_AND_PRODUCT_CEILING: usize = 19_600;
+const CORE_AND_PRODUCT_CEILING: usize = 19_590;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
