@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use harness::target::repo;
 
+use crate::docs::sources;
+
 /// The core's ceiling: its size when the ceiling was set. The goal is 6,000 lines; each cut
 /// lowers the ceiling to the new size, and a feature that does not change when a term begins
 /// or ends goes to the product instead of raising it.
@@ -23,20 +25,12 @@ const CORE_AND_PRODUCT_CEILING: usize = 19_590;
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
 
-fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            if path.file_name().is_some_and(|n| n != "target") {
-                rust_files(&path, found);
-            }
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            found.push(path);
-        }
-    }
+/// Every `.rs` file under `dir`, by its full path, with its text.
+fn rust_files(dir: &Path) -> Vec<(PathBuf, String)> {
+    sources(dir)
+        .into_iter()
+        .map(|(name, text)| (repo().join(name), text))
+        .collect()
 }
 
 fn is_test_file(path: &Path) -> bool {
@@ -46,14 +40,12 @@ fn is_test_file(path: &Path) -> bool {
 
 /// The production lines of the Rust under `dir` (relative to the repository).
 fn production_lines(dir: &str) -> usize {
-    let mut files = Vec::new();
-    rust_files(&repo().join(dir), &mut files);
+    let files = rust_files(&repo().join(dir));
     assert!(!files.is_empty(), "no Rust file under {dir}");
     files
         .iter()
-        .filter(|path| !is_test_file(path.strip_prefix(repo()).unwrap_or(path)))
-        .map(|path| {
-            let text = std::fs::read_to_string(path).expect("a source file");
+        .filter(|(path, _)| !is_test_file(path.strip_prefix(repo()).unwrap_or(path)))
+        .map(|(_, text)| {
             let lines: Vec<&str> = text.split('\n').collect();
             lines
                 .windows(2)
@@ -88,14 +80,11 @@ fn the_core_stays_within_its_line_ceiling() {
 
 #[test]
 fn no_rust_file_is_over_500_lines() {
-    let mut files = Vec::new();
-    for dir in ["src", "crates", "examples", "tests"] {
-        rust_files(&repo().join(dir), &mut files);
-    }
-    let long: Vec<String> = files
+    let long: Vec<String> = ["src", "crates", "examples", "tests"]
         .iter()
-        .filter_map(|path| {
-            let lines = std::fs::read_to_string(path).ok()?.lines().count();
+        .flat_map(|dir| rust_files(&repo().join(dir)))
+        .filter_map(|(path, text)| {
+            let lines = text.lines().count();
             (lines > MAX_FILE_LINES).then(|| format!("{} ({lines})", path.display()))
         })
         .collect();
@@ -187,24 +176,22 @@ fn references(text: &str) -> Vec<(String, ModulePath)> {
 /// The cycles between sibling modules of the crate whose root folder is `root`: one line per
 /// folder and set of modules that import each other around a circle.
 fn sibling_cycles(root: &Path) -> Vec<String> {
-    let mut files = Vec::new();
-    rust_files(root, &mut files);
+    let files = rust_files(root);
     let modules: BTreeSet<ModulePath> = files
         .iter()
-        .filter_map(|f| f.strip_prefix(root).ok())
+        .filter_map(|(f, _)| f.strip_prefix(root).ok())
         .flat_map(|rel| {
             let (path, _) = module_of(rel);
             (1..=path.len()).map(move |n| path[..n].to_vec())
         })
         .collect();
     let mut edges: BTreeMap<ModulePath, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
-    for file in &files {
+    for (file, text) in &files {
         let Ok(rel) = file.strip_prefix(root) else {
             continue;
         };
         let (here, _) = module_of(rel);
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        for (head, segments) in references(&text) {
+        for (head, segments) in references(text) {
             let mut target = match head.as_str() {
                 "crate" => ModulePath::new(),
                 "self" => here.clone(),

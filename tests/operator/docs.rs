@@ -186,8 +186,9 @@ fn code_sources() -> Vec<(String, String)> {
     out
 }
 
-/// Every `.rs` file under `dir` with its text.
-fn sources(dir: &Path) -> Vec<(String, String)> {
+/// Every `.rs` file under `dir` with its text, named by its path in the repository (in full
+/// outside it).
+pub(crate) fn sources(dir: &Path) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     for entry in entries {

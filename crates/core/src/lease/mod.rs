@@ -2,10 +2,10 @@
 //!
 //! No loops and no policy live here: each call is one round trip (plus a dial when needed),
 //! bounded by the timeout its caller gives, and answers with an outcome or a typed error.
-//! The safety rules are in the scripts (`scripts/*.lua`, described in `scripts.rs`): compare-and-set on the term value
-//! (`<owner id>#<token>`), a fencing counter floored at the server's clock, a state record
-//! without TTL that outlives an evicted or deleted lease key, and a cooldown after Redis lost
-//! its data. Replies become outcomes in `reply.rs`; the outcomes are in `outcome.rs`.
+//! The safety rules are in the scripts (`scripts/*.lua`, described in `scripts.rs`):
+//! compare-and-set on the term value (`<owner id>#<token>`), a fencing counter floored at the
+//! server's clock, a state record without TTL that outlives an evicted or deleted lease key, and
+//! a cooldown after Redis lost its data. Replies become outcomes in `reply.rs`; the outcomes are in `outcome.rs`.
 
 mod connection;
 mod error;
@@ -54,13 +54,13 @@ pub use pubsub::{DATA_LOSS_NOTICE, HANDOVER_NUDGE, Heard, Release, ReleaseSubscr
 pub use remove::{InForce, Removal};
 use reply::{int, millis, parse_acquire, parse_observe, parse_renew, protocol};
 pub use scripts::PROTOCOL;
+use scripts::{ACQUIRE_SCRIPT, OBSERVE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
 pub use secret_file::SecretFileError;
 /// The rule for a file that must not be empty, which the command line's certificate files
 /// follow too.
 pub use secret_file::read_nonempty;
 // The scripts' text and the commands they call, for the model's mirror of them and the
 // benchmark's count of commands (`test-internals`).
-use scripts::{ACQUIRE_SCRIPT, OBSERVE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
 #[cfg(feature = "test-internals")]
 #[doc(hidden)]
 pub use scripts::{calls as script_calls, source as script_source};

@@ -188,9 +188,7 @@ pub fn calls(op: &str) -> Vec<(usize, String)> {
     for (k, text) in source.split('\n').enumerate() {
         for call in text.split("redis.call('").skip(1) {
             let mut quoted = call.split('\'');
-            let Some(command) = quoted.next().map(str::to_ascii_lowercase) else {
-                continue;
-            };
+            let command = quoted.next().unwrap_or_default().to_ascii_lowercase();
             let part = quoted
                 .nth(1)
                 .filter(|_| matches!(command.as_str(), "info" | "pubsub"));
