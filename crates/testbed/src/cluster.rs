@@ -115,9 +115,13 @@ impl RedisCluster {
         }
     }
 
-    /// The index of the node that serves `slot` as master, as the live nodes see it.
+    /// The index of the node that serves `slot` as master, as the first live node sees it.
     pub fn master_of(&self, slot: u16) -> Option<usize> {
-        let asker = self.nodes.iter().find(|n| n.is_running())?;
+        self.master_seen_by(self.nodes.iter().find(|n| n.is_running())?, slot)
+    }
+
+    /// The index of the node that serves `slot` as master, as `asker` sees it.
+    fn master_seen_by(&self, asker: &RedisServer, slot: u16) -> Option<usize> {
         let slots: Vec<redis::Value> = asker.cmd(&["CLUSTER", "SLOTS"]);
         for range in slots {
             let redis::Value::Array(parts) = range else {
@@ -147,7 +151,15 @@ impl RedisCluster {
         crate::wait::eventually(
             &format!("node {node} to serve slot {slot} as master"),
             Duration::from_secs(10),
-            || async { (self.master_of(slot) == Some(node)).then_some(()) },
+            || async {
+                // Every live node, the old master too: until it has heard, it still serves the
+                // slot to a connection that was already open to it.
+                self.nodes
+                    .iter()
+                    .filter(|n| n.is_running())
+                    .all(|n| self.master_seen_by(n, slot) == Some(node))
+                    .then_some(())
+            },
         )
         .await;
     }
