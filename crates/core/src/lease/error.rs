@@ -176,25 +176,33 @@ pub enum Retry {
 }
 
 impl LeaseError {
+    /// What the loop and the connection make of each kind of error, one row per kind: its
+    /// label, whether to retry soon, whether it is a lasting refusal, whether Redis answered,
+    /// whether the connection is spoiled (the methods below say what each column means).
+    fn traits(&self) -> (&'static str, Retry, bool, bool, bool) {
+        use Retry::{BackOff, Soon};
+        match self {
+            LeaseError::BadUrl { .. } => ("bad_url", BackOff, false, false, false),
+            LeaseError::Timeout { .. } => ("timeout", Soon, false, false, true),
+            LeaseError::Connection { .. } => ("connection", Soon, false, false, true),
+            LeaseError::Loading { .. } => ("loading", Soon, false, true, false),
+            LeaseError::ReadOnly { .. } => ("readonly", Soon, true, true, true),
+            LeaseError::WrongType { .. } => ("wrong_type", BackOff, true, true, false),
+            LeaseError::Corrupt { .. } => ("corrupt", BackOff, true, true, false),
+            LeaseError::NoPermission { .. } => ("no_permission", BackOff, true, true, false),
+            LeaseError::NoScripting { .. } => ("no_scripting", BackOff, true, true, false),
+            LeaseError::Authentication { .. } => ("authentication", BackOff, true, true, true),
+            LeaseError::Tls { .. } => ("tls", BackOff, false, false, true),
+            LeaseError::TooFewReplicas { .. } => ("too_few_replicas", Soon, false, true, false),
+            LeaseError::OutOfMemory { .. } => ("out_of_memory", Soon, true, true, false),
+            LeaseError::Protocol { .. } => ("protocol", BackOff, false, false, true),
+            LeaseError::Other { .. } => ("other", Soon, false, false, false),
+        }
+    }
+
     /// The one place that decides transient or not.
     pub fn retry(&self) -> Retry {
-        match self {
-            LeaseError::Timeout { .. }
-            | LeaseError::Connection { .. }
-            | LeaseError::Loading { .. }
-            | LeaseError::ReadOnly { .. }
-            | LeaseError::TooFewReplicas { .. }
-            | LeaseError::OutOfMemory { .. }
-            | LeaseError::Other { .. } => Retry::Soon,
-            LeaseError::BadUrl { .. }
-            | LeaseError::WrongType { .. }
-            | LeaseError::Corrupt { .. }
-            | LeaseError::NoPermission { .. }
-            | LeaseError::NoScripting { .. }
-            | LeaseError::Authentication { .. }
-            | LeaseError::Tls { .. }
-            | LeaseError::Protocol { .. } => Retry::BackOff,
-        }
+        self.traits().1
     }
 
     /// Whether Redis refused the call for a reason that does not pass by itself: a missing
@@ -203,67 +211,23 @@ impl LeaseError {
     /// term, and retrying until the renew deadline would only win it again afterwards: it ends
     /// the term at once (`renew_refused`) and sits out, backing off.
     pub fn is_lasting_refusal(&self) -> bool {
-        matches!(
-            self,
-            LeaseError::NoPermission { .. }
-                | LeaseError::NoScripting { .. }
-                | LeaseError::ReadOnly { .. }
-                | LeaseError::WrongType { .. }
-                | LeaseError::Corrupt { .. }
-                | LeaseError::OutOfMemory { .. }
-                | LeaseError::Authentication { .. }
-        )
+        self.traits().2
     }
 
     /// Whether Redis answered (with a refusal) rather than not at all: readiness then says
     /// what Redis refuses instead of calling it unreachable.
     pub fn is_answer(&self) -> bool {
-        matches!(
-            self,
-            LeaseError::Loading { .. }
-                | LeaseError::ReadOnly { .. }
-                | LeaseError::WrongType { .. }
-                | LeaseError::Corrupt { .. }
-                | LeaseError::NoPermission { .. }
-                | LeaseError::NoScripting { .. }
-                | LeaseError::Authentication { .. }
-                | LeaseError::TooFewReplicas { .. }
-                | LeaseError::OutOfMemory { .. }
-        )
+        self.traits().3
     }
 
     /// Whether the connection that produced this error should be thrown away and made anew.
     pub(crate) fn spoils_connection(&self) -> bool {
-        matches!(
-            self,
-            LeaseError::Timeout { .. }
-                | LeaseError::Connection { .. }
-                | LeaseError::Protocol { .. }
-                | LeaseError::ReadOnly { .. }
-                | LeaseError::Authentication { .. }
-                | LeaseError::Tls { .. }
-        )
+        self.traits().4
     }
 
     /// A short, stable label for metrics.
     pub fn kind(&self) -> &'static str {
-        match self {
-            LeaseError::BadUrl { .. } => "bad_url",
-            LeaseError::Timeout { .. } => "timeout",
-            LeaseError::Connection { .. } => "connection",
-            LeaseError::Loading { .. } => "loading",
-            LeaseError::ReadOnly { .. } => "readonly",
-            LeaseError::WrongType { .. } => "wrong_type",
-            LeaseError::Corrupt { .. } => "corrupt",
-            LeaseError::NoPermission { .. } => "no_permission",
-            LeaseError::NoScripting { .. } => "no_scripting",
-            LeaseError::Authentication { .. } => "authentication",
-            LeaseError::Protocol { .. } => "protocol",
-            LeaseError::Tls { .. } => "tls",
-            LeaseError::TooFewReplicas { .. } => "too_few_replicas",
-            LeaseError::OutOfMemory { .. } => "out_of_memory",
-            LeaseError::Other { .. } => "other",
-        }
+        self.traits().0
     }
 
     /// Maps a client error to ours. `lease` is the lease key, for messages.
