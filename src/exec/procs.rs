@@ -82,7 +82,12 @@ fn read_proc_file(path: &str) -> Option<String> {
         buf.resize(buf.len() * 2, 0);
     }
     buf.truncate(len);
-    String::from_utf8(buf).ok()
+    // Not `from_utf8`: the kernel cuts a process's name to 15 bytes, which can split a
+    // character, and a process may name itself any bytes; such a process is still one to stop.
+    Some(
+        String::from_utf8(buf)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    )
 }
 
 /// `pid` as `/proc` shows it now, or `None` once it is gone.

@@ -175,9 +175,21 @@ fn restarts_with_restart_command_leave_no_group_worker_of_an_earlier_run_behind(
 
 #[test]
 fn a_daemon_that_called_setsid_is_gone_by_the_deadline_after_step_down_and_reaped() {
+    a_daemon_is_gone_after_step_down("daemon-step-down", DAEMON);
+}
+
+/// The kernel cuts a process's name to 15 bytes, which can split a character: the daemon's
+/// name is no UTF-8, and it is still one of the command's processes.
+#[test]
+fn a_daemon_whose_name_is_no_utf8_is_gone_by_the_deadline_after_step_down() {
+    let renamed = DAEMON.replace("sh -c '", r#"sh -c 'printf "daemon\377" > /proc/$$/comm; "#);
+    a_daemon_is_gone_after_step_down("daemon-bytes", &renamed);
+}
+
+fn a_daemon_is_gone_after_step_down(test: &str, script: &str) {
     let redis = RedisServer::start();
     let pids = PidFile::new();
-    let replica = spawn(&redis, "daemon-step-down", &args(), DAEMON, &pids);
+    let replica = spawn(&redis, test, &args(), script, &pids);
     let daemon = wait_pids(&pids.path, 2, Duration::from_secs(5))[1];
     let p = stat(daemon).expect("the daemon runs");
     assert_eq!(

@@ -27,10 +27,9 @@ pub struct Proc {
 
 /// `/proc/PID/stat` of `pid`, or `None` when there is no such process.
 pub fn stat(pid: i32) -> Option<Proc> {
-    parse_stat(
-        pid,
-        &std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?,
-    )
+    // Not `read_to_string`: the kernel cuts a name to 15 bytes, which can split a character.
+    let bytes = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(pid, &String::from_utf8_lossy(&bytes))
 }
 
 /// `/proc/self/stat`: this process.
