@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 
 use harness::contenders::unique_lease;
 use harness::replica::{Replica, TWO_SECOND_TERM, lease_status, lease_status_json, run_to_end};
+use leasehold::elector::{Elector, Leadership, NotLeader, Role, Status, Timing};
 use testbed::redis_server::RedisServer;
-use testbed::wait::wait_for;
+use testbed::wait::{until, wait_for};
+use tokio_util::sync::CancellationToken;
 
 /// TTL 2 s, renew deadline 1.4 s, retry 400 ms, no data-loss cooldown.
 const TIMING: [&str; 7] = TWO_SECOND_TERM;
@@ -282,4 +284,64 @@ fn a_leaders_view_and_leasehold_status_read_a_redis_clock_that_runs_five_percent
         shown.is_some_and(|rate| (rate - 1.05).abs() < 0.01) && text.contains("measured by leader"),
         "{text}"
     );
+}
+
+/// What `check()` trusts is the watchdog's deadline, also when a renewal finds Redis's clock
+/// fast and so ends the term sooner than the one before it: a 20 s lease that began on the
+/// configured drift is valid about 19.8 s, and its renewals 250 ms on, on a clock 10 % fast, for
+/// about 18.4 s. The work's own deadline must move back with them (the command's supervisor and
+/// the step-down's wait for the work read it), or it outlasts the lease on Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_that_finds_redis_clock_fast_moves_the_works_deadline_back() {
+    let redis = RedisServer::builder().clock_rate(RATE).start();
+    let lease = harness::contenders::lease(&redis.url(), &unique_lease("clock-back"), "a", false);
+    let timing = Timing {
+        lease_duration: Duration::from_secs(20),
+        renew_deadline: Duration::from_secs(14),
+        retry_period: Duration::from_millis(250),
+        ..Timing::default()
+    };
+    let elector = Elector::new(lease, timing).expect("valid timing");
+    let mut status = elector.status();
+    let (held, mut leadership) = tokio::sync::watch::channel(None);
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(elector.run(shutdown.clone(), move |l: Leadership| {
+        held.send_replace(Some(l.clone()));
+        async move {
+            l.lost().await;
+            Ok::<_, NotLeader>(())
+        }
+    }));
+    let valid_until = |s: &Status| match s.role {
+        Role::Leader { valid_until, .. } => Some(valid_until),
+        _ => None,
+    };
+    let began = until("a term", &mut status, 5 * LEASE, |s| {
+        valid_until(s).is_some()
+    })
+    .await;
+    let began = valid_until(&began).expect("a leader");
+    let sooner = until(
+        "a renewal that ends the term sooner",
+        &mut status,
+        5 * LEASE,
+        |s| valid_until(s).is_some_and(|v| v < began),
+    )
+    .await;
+    let sooner = valid_until(&sooner).expect("a leader");
+    let trusted = leadership
+        .wait_for(Option::is_some)
+        .await
+        .expect("the work began")
+        .as_ref()
+        .map(Leadership::valid_until)
+        .expect("a leadership");
+    assert!(
+        trusted <= sooner,
+        "check() trusts {:?} past the watchdog's deadline (which came back {:?})",
+        trusted.saturating_duration_since(sooner),
+        began.saturating_duration_since(sooner)
+    );
+    shutdown.cancel();
+    let _ = run.await;
 }

@@ -231,16 +231,15 @@ impl Leadership {
         WallLead::from_nanos(self.inner.lead.load(Ordering::SeqCst))
     }
 
-    /// Moves the validity deadline forward after a renewal sent when the wall clock led by
-    /// `lead` (never backward, never after the term was revoked).
+    /// Sets the validity deadline a renewal sent when the wall clock led by `lead` found (never
+    /// after the term was revoked). Also backward: a renewal that measured Redis's clock fast
+    /// ends the term sooner than the one before it did.
     pub(crate) fn extend(&self, until: BootInstant, lead: WallLead) {
         if self.inner.revoked.get().is_some() {
             return;
         }
         self.inner.lead.store(lead.as_nanos(), Ordering::SeqCst);
-        self.inner
-            .valid_until
-            .fetch_max(nanos(until), Ordering::SeqCst);
+        self.inner.valid_until.store(nanos(until), Ordering::SeqCst);
     }
 
     /// Ends the term: `check()` refuses from this instant on. Cancellation of the work is a
@@ -354,13 +353,13 @@ mod tests {
     }
 
     #[test]
-    fn extend_only_moves_forward() {
+    fn extend_sets_what_the_last_renewal_found_until_the_term_is_revoked() {
         let clock = ShiftedClock::new();
         let l = leadership(&clock, Duration::from_secs(10));
-        let before = l.valid_until();
-        l.extend(before.saturating_sub(Duration::from_secs(5)), l.lead());
-        assert_eq!(l.valid_until(), before);
-        let later = before.saturating_add(Duration::from_secs(5));
+        let sooner = l.valid_until().saturating_sub(Duration::from_secs(5));
+        l.extend(sooner, l.lead());
+        assert_eq!(l.valid_until(), sooner, "a renewal may end the term sooner");
+        let later = sooner.saturating_add(Duration::from_secs(10));
         l.extend(later, l.lead());
         assert_eq!(l.valid_until(), later);
         l.revoke(StepDownReason::Shutdown);
