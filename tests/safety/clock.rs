@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use harness::contenders::unique_lease;
 use harness::replica::{Replica, TWO_SECOND_TERM, lease_status, lease_status_json, run_to_end};
+use leasehold::clock::BootInstant;
 use leasehold::elector::{Elector, Leadership, NotLeader, Role, Status, Timing};
 use testbed::redis_server::RedisServer;
 use testbed::wait::{until, wait_for};
@@ -286,15 +287,18 @@ fn a_leaders_view_and_leasehold_status_read_a_redis_clock_that_runs_five_percent
     );
 }
 
-/// What `check()` trusts is the watchdog's deadline, also when a renewal finds Redis's clock
-/// fast and so ends the term sooner than the one before it: a 20 s lease that began on the
-/// configured drift is valid about 19.8 s, and its renewals 250 ms on, on a clock 10 % fast, for
-/// about 18.4 s. The work's own deadline must move back with them (the command's supervisor and
-/// the step-down's wait for the work read it), or it outlasts the lease on Redis.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_renewal_that_finds_redis_clock_fast_moves_the_works_deadline_back() {
-    let redis = RedisServer::builder().clock_rate(RATE).start();
-    let lease = harness::contenders::lease(&redis.url(), &unique_lease("clock-back"), "a", false);
+/// A 20 s lease renewed every 250 ms, led in this process on `redis` (on a clock 10 % fast,
+/// its renewals bound the rate within a fraction of a percent); the work hands out its
+/// [`Leadership`].
+struct InProcess {
+    status: tokio::sync::watch::Receiver<Status>,
+    leadership: tokio::sync::watch::Receiver<Option<Leadership>>,
+    shutdown: CancellationToken,
+    run: tokio::task::JoinHandle<()>,
+}
+
+fn lead_in_process(redis: &RedisServer, test: &str) -> InProcess {
+    let lease = harness::contenders::lease(&redis.url(), &unique_lease(test), "a", false);
     let timing = Timing {
         lease_duration: Duration::from_secs(20),
         renew_deadline: Duration::from_secs(14),
@@ -302,8 +306,8 @@ async fn a_renewal_that_finds_redis_clock_fast_moves_the_works_deadline_back() {
         ..Timing::default()
     };
     let elector = Elector::new(lease, timing).expect("valid timing");
-    let mut status = elector.status();
-    let (held, mut leadership) = tokio::sync::watch::channel(None);
+    let status = elector.status();
+    let (held, leadership) = tokio::sync::watch::channel(None);
     let shutdown = CancellationToken::new();
     let run = tokio::spawn(elector.run(shutdown.clone(), move |l: Leadership| {
         held.send_replace(Some(l.clone()));
@@ -312,10 +316,36 @@ async fn a_renewal_that_finds_redis_clock_fast_moves_the_works_deadline_back() {
             Ok::<_, NotLeader>(())
         }
     }));
-    let valid_until = |s: &Status| match s.role {
+    InProcess {
+        status,
+        leadership,
+        shutdown,
+        run,
+    }
+}
+
+/// The validity deadline of a leader's status.
+fn valid_until(s: &Status) -> Option<BootInstant> {
+    match s.role {
         Role::Leader { valid_until, .. } => Some(valid_until),
         _ => None,
-    };
+    }
+}
+
+/// What `check()` trusts is the watchdog's deadline, also when a renewal finds Redis's clock
+/// fast and so ends the term sooner than the one before it: a lease that began on the
+/// configured drift is valid about 19.8 s, and its renewals on a clock 10 % fast, for about
+/// 18.2 s. The work's own deadline must move back with them (the command's supervisor and the
+/// step-down's wait for the work read it), or it outlasts the lease on Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_that_finds_redis_clock_fast_moves_the_works_deadline_back() {
+    let redis = RedisServer::builder().clock_rate(RATE).start();
+    let InProcess {
+        mut status,
+        mut leadership,
+        shutdown,
+        run,
+    } = lead_in_process(&redis, "clock-back");
     let began = until("a term", &mut status, 5 * LEASE, |s| {
         valid_until(s).is_some()
     })
@@ -342,6 +372,48 @@ async fn a_renewal_that_finds_redis_clock_fast_moves_the_works_deadline_back() {
         trusted.saturating_duration_since(sooner),
         began.saturating_duration_since(sooner)
     );
+    shutdown.cancel();
+    let _ = run.await;
+}
+
+/// A step back of a Redis clock that runs fast (NTP stepping back what it let run ahead) starts
+/// the rate's window anew, and for the renewals before it bounds anything again the rate known
+/// before stands: no renewal is valid longer than Redis, 10 % fast, keeps the lease (20 s / 1.1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_fast_redis_clock_steps_back_no_renewal_outlasts_the_lease_on_redis() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let offset = dir.path().join("offset");
+    std::fs::write(&offset, format!("+0 x{RATE}")).expect("write the clock's offset");
+    let redis = RedisServer::builder().clock_file(&offset).start();
+    let InProcess {
+        mut status,
+        shutdown,
+        run,
+        ..
+    } = lead_in_process(&redis, "clock-back-step");
+    let kept = Duration::from_secs(20).div_f64(RATE);
+    let valid_for = |s: &Status| valid_until(s).map(|v| BootInstant::now().until(v));
+    until(
+        "a renewal bounded by the rate",
+        &mut status,
+        5 * LEASE,
+        |s| valid_for(s).is_some_and(|v| v < kept),
+    )
+    .await;
+    std::fs::write(&offset, format!("-1 x{RATE}")).expect("step the clock back");
+    // A dozen renewals: the step's, and those of the new window's short baselines.
+    status.mark_unchanged();
+    for renewal in 0..12 {
+        tokio::time::timeout(LEASE, status.changed())
+            .await
+            .expect("a renewal within a lease")
+            .expect("the elector runs");
+        let left = valid_for(&status.borrow_and_update()).expect("still the leader");
+        assert!(
+            left <= kept,
+            "renewal {renewal} after the step: valid for {left:?}, Redis keeps the lease {kept:?}"
+        );
+    }
     shutdown.cancel();
     let _ = run.await;
 }

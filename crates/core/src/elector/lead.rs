@@ -200,8 +200,7 @@ impl Elector {
                     if let Some(ending) = clock_jumped(jump, &identity, &lease_name, grant.token) {
                         break (ending, true);
                     }
-                    let bound = rate.bound();
-                    if let Some(bound) = bound {
+                    if let Some(bound) = rate.bound() {
                         self.hooks.clock_rate(bound);
                         self.keep_rate(Some(bound));
                         // About once per lease duration: the next renewal writes it.
@@ -222,6 +221,9 @@ impl Elector {
                             "the lease key had vanished before its time (evicted or deleted); the renewal put it back"
                         );
                     }
+                    // This window's bound, or the last that said something while a step has
+                    // started the window anew or its baseline is short.
+                    let bound = self.kept_rate();
                     let unseen = clock.wall_lead().gained_since(lead);
                     let boot_now = clock.now();
                     let now = boot_now.saturating_add(unseen);

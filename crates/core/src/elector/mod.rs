@@ -209,10 +209,12 @@ impl Elector {
 }
 
 impl Elector {
-    /// Keeps the latest bound of Redis's clock rate (a term's, or a follower's tries'), for the
-    /// next term's first validity.
+    /// Keeps the latest bound of Redis's clock rate (a term's, or a follower's tries') that says
+    /// something, for the validity until a window bounds the rate again: a term's first, and
+    /// those after a step started the window anew. A wide bound would say nothing, and forget
+    /// a Redis known fast.
     pub(super) fn keep_rate(&self, bound: Option<decide::RateBound>) {
-        if let Some(bound) = bound {
+        if let Some(bound) = bound.filter(|b| b.says_something(self.timing.drift_factor)) {
             *self
                 .last_rate
                 .lock()
