@@ -286,3 +286,37 @@ fn the_http_address_may_name_a_host() {
         "invalid value 'no-such-host.invalid:8080' for '--http-addr <HTTP_ADDR>': cannot resolve",
     );
 }
+
+/// However a URL spells its password (a Unix socket's `?pass=`, or a password with `/`, `?` or
+/// `#` left unencoded, which breaks the URL), the refusal shows `***`, never the password.
+#[test]
+fn a_refused_url_never_shows_its_password() {
+    let mut flag = std::process::Command::new(harness::leasehold_bin());
+    flag.args(["run", "--kubernetes", "off", "--lease-name", "web"])
+        .args(["--http-addr", "127.0.0.1:0"])
+        .args(["--redis-url", "unix:///run/redis.sock?pass=hunter2"]);
+    let (code, stderr) = exit_within(flag, Duration::from_secs(20));
+    assert_eq!(code, Some(2), "accepted: {stderr}");
+    assert!(
+        stderr.contains("a password on the command line shows in `ps`")
+            && !stderr.contains("hunter2"),
+        "{stderr}"
+    );
+    for url in [
+        "redis://:hun/ter2@x:6379",
+        "redis://app:hun#ter2@x",
+        "redis://app:hun?ter2@x/0",
+    ] {
+        let env = [
+            ("LEASEHOLD_REDIS_URL", url),
+            ("LEASEHOLD_LEASE_NAME", "web"),
+        ];
+        let (code, _, stderr) = run_to_end(&["run", "--kubernetes", "off"], &env);
+        assert_eq!(code, 2, "{url}: {stderr}");
+        assert!(stderr.contains(":***@x"), "{url}: {stderr}");
+        assert!(
+            !stderr.contains("hun") && !stderr.contains("ter2"),
+            "{url}: {stderr}"
+        );
+    }
+}

@@ -18,6 +18,23 @@ fn redact_url_hides_every_password_shape() {
             "redis://host/0?password=***&protocol=resp3",
         ),
         ("not a url", "not a url"),
+        // A Unix socket's password is its `pass` parameter.
+        (
+            "unix:///run/redis.sock?db=1&pass=s3cret",
+            "unix:///run/redis.sock?db=1&pass=***",
+        ),
+        (
+            "unix:///run/redis.sock?user=svc@corp&pass=s3cret",
+            "unix:///run/redis.sock?user=svc@corp&pass=***",
+        ),
+        // Left unencoded, `/`, `?` and `#` break the URL; the password still goes.
+        ("redis://:ab/cd@host:6379", "redis://:***@host:6379"),
+        ("redis://app:12/cd@host/0", "redis://app:***@host/0"),
+        (
+            "redis://app:ab?cd@host/0?protocol=resp3",
+            "redis://app:***@host/0?protocol=resp3",
+        ),
+        ("redis://app:ab#cd@host", "redis://app:***@host"),
     ];
     for (url, want) in cases {
         assert_eq!(redact_url(url), want, "{url}");

@@ -107,10 +107,10 @@ pub(super) fn looks_like_tls(detail: &str) -> bool {
     .any(|w| d.contains(w))
 }
 
-/// `url` with every password in it (user info or a `password=` query parameter) replaced by
-/// `***`, for messages and logs.
+/// `url` with every password in it (user info, or a `password=` or, for a Unix socket, `pass=`
+/// query parameter) replaced by `***`, for messages and logs.
 pub fn redact_url(url: &str) -> String {
-    redact_query_password(&redact_userinfo(url))
+    redact_userinfo(&redact_query_password(url))
 }
 
 fn redact_query_password(url: &str) -> String {
@@ -121,7 +121,11 @@ fn redact_query_password(url: &str) -> String {
     let params: Vec<String> = query
         .split('&')
         .map(|param| match param.split_once('=') {
-            Some((name, _)) if name.eq_ignore_ascii_case("password") => format!("{name}=***"),
+            Some((name, _))
+                if name.eq_ignore_ascii_case("password") || name.eq_ignore_ascii_case("pass") =>
+            {
+                format!("{name}=***")
+            }
             _ => param.to_owned(),
         })
         .collect();
@@ -133,26 +137,27 @@ fn redact_userinfo(url: &str) -> String {
         return url.to_owned();
     };
     let rest_start = scheme_end + 3;
-    let authority_end = url[rest_start..]
-        .find(['/', '?', '#'])
-        .map_or(url.len(), |i| rest_start + i);
-    let authority = &url[rest_start..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_owned();
+    // The user info ends at the last `@`, not at the first `/`, `?` or `#`: a password that
+    // holds one unencoded breaks the URL, and must not show in the refusal. An `@` in a Unix
+    // socket's `user=` parameter ends nothing.
+    let mut end = url.len();
+    let at = loop {
+        let Some(at) = url[rest_start..end].rfind('@').map(|i| rest_start + i) else {
+            return url.to_owned();
+        };
+        match url[..at].rfind(['?', '&']) {
+            Some(param) if url[param + 1..at].starts_with("user=") => end = param,
+            _ => break at,
+        }
     };
-    let userinfo = &authority[..at];
+    let userinfo = &url[rest_start..at];
     let redacted = match userinfo.find(':') {
         Some(colon) => format!("{}:***", &userinfo[..colon]),
         // `redis://secret@host` puts the password where the user goes.
         None if !userinfo.is_empty() => "***".to_owned(),
         None => String::new(),
     };
-    format!(
-        "{}{}{}",
-        &url[..rest_start],
-        redacted,
-        &url[rest_start + at..]
-    )
+    format!("{}{}{}", &url[..rest_start], redacted, &url[at..])
 }
 
 // The tables beside the file keep it under 500 lines.
