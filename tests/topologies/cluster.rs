@@ -226,3 +226,21 @@ async fn a_manual_failover_starts_the_cooldown_even_on_a_connection_kept_from_be
         grant.token
     );
 }
+
+/// A seed named by its IPv6 address (`redis+cluster://[::1]:port`) keeps its brackets on the way
+/// to the client: the lease is taken there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seed_named_by_an_ipv6_address_is_dialled() {
+    let cluster = RedisCluster::try_create(|_| {
+        testbed::redis_server::RedisServer::builder().args(["--bind", "127.0.0.1", "::1"])
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    cluster.wait_ok(Duration::from_secs(30));
+    let url = format!("redis+cluster://[::1]:{}", cluster.nodes[0].port());
+    let lease = harness::contenders::lease(&url, &unique_lease("cluster-v6"), "a", false);
+    let acquired = lease
+        .acquire(Duration::from_secs(5), Duration::from_secs(5))
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    assert!(matches!(acquired, Acquired::Leader(_)), "{acquired:?}");
+}

@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 
 use futures_util::future::join_all;
 
-use super::target::SENTINEL_TIMEOUT;
+use super::target::{SENTINEL_TIMEOUT, url_host};
 
 /// One Sentinel: the address it was resolved to, and how it is dialled.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -38,11 +38,12 @@ pub(crate) struct Member {
 impl Member {
     /// The host to dial, as it goes into a `redis://host:port` URL.
     pub(crate) fn host(&self) -> String {
-        match (&self.name, self.addr) {
-            (Some(name), _) => name.clone(),
-            (None, SocketAddr::V4(v4)) => v4.ip().to_string(),
-            (None, SocketAddr::V6(v6)) => format!("[{}]", v6.ip()),
-        }
+        url_host(
+            &self
+                .name
+                .clone()
+                .unwrap_or_else(|| self.addr.ip().to_string()),
+        )
     }
 
     pub(crate) fn port(&self) -> u16 {
@@ -287,6 +288,12 @@ mod tests {
         };
         assert_eq!(tls.host(), "s1.data");
         assert_eq!(tls.to_string(), "s1.data:26379 (10.0.0.1:26379)");
+        // Over TLS by a name that is an IPv6 address, as the URL gave it.
+        let tls_v6 = Member {
+            addr: addr("[fd00::2]:26379"),
+            name: Some("fd00::2".into()),
+        };
+        assert_eq!(tls_v6.host(), "[fd00::2]");
     }
 
     #[test]

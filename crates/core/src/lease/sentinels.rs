@@ -47,6 +47,7 @@ use super::quorum::{Addr, Tally, Verdict};
 use super::roster::{self, Member};
 use super::target::{
     Access, RedisTarget, SENTINEL_TIMEOUT, SentinelTarget, Target, connect_node, node_client,
+    url_host,
 };
 
 /// The Sentinels of one target, and the connections kept to them.
@@ -285,7 +286,7 @@ impl Sentinels {
         let scheme = if self.target.tls { "rediss" } else { "redis" };
         let (host, port) = &addr;
         let ask = async {
-            let url = format!("{scheme}://{host}:{port}/{}", self.target.db);
+            let url = format!("{scheme}://{}:{port}/{}", url_host(host), self.target.db);
             let info = url.into_connection_info().map_err(|e| e.to_string())?;
             let master = node_client(info, &self.access).map_err(|e| e.to_string())?;
             let mut node = master

@@ -195,6 +195,16 @@ fn split(url: &str) -> Option<(&str, &str, &str)> {
     Some((scheme, authority, path))
 }
 
+/// `host` as it goes into a URL: an IPv6 address in brackets (a seed's, a name a Sentinel
+/// gave, an address a name resolved to).
+pub(crate) fn url_host(host: &str) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    }
+}
+
 fn host_port(part: &str, default_port: u16) -> Option<(String, u16)> {
     let part = part.trim();
     if part.is_empty() || part.contains('@') {
@@ -272,7 +282,8 @@ impl Target {
                     return Err(bad("a Redis Cluster has only database 0: drop the path"));
                 }
                 let node_url = |(host, port): &(String, u16)| {
-                    format!("{}://{host}:{port}", if tls { "rediss" } else { "redis" })
+                    let scheme = if tls { "rediss" } else { "redis" };
+                    format!("{scheme}://{}:{port}", url_host(host))
                 };
                 let infos = nodes
                     .iter()
