@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::resolve::{MAX_DURATION, at_most};
 use super::{CliError, parse_duration};
 use crate::candidacy::{
     CandidateCheck, DEFAULT_FAILURE_THRESHOLD, DEFAULT_PERIOD, DEFAULT_SUCCESS_THRESHOLD,
@@ -58,6 +59,9 @@ pub struct CandidacyArgs {
     pub candidate_check_initial_delay: Option<Duration>,
 }
 
+const CHECK_BOUND: &str =
+    "must be at most 1h: a check that slow never puts a sick replica out of the election";
+
 const LOOPBACK_RULE: &str = "must be an http:// URL to a loopback address (127.0.0.1, [::1] or localhost) with an optional port and path: the check is this pod's own";
 
 impl CandidacyArgs {
@@ -103,8 +107,20 @@ impl CandidacyArgs {
                 ),
             ));
         }
+        at_most("candidate-check-period", period, CHECK_BOUND)?;
+        let initial_delay = self.candidate_check_initial_delay.unwrap_or_default();
+        at_most("candidate-check-initial-delay", initial_delay, CHECK_BOUND)?;
+        // A replica is judged within threshold × period: at most an hour, as any duration.
         let threshold = |flag, value: Option<u32>, default| match value.unwrap_or(default) {
             0 => Err(CliError::value(flag, 0, "must be at least 1")),
+            n if period.saturating_mul(n) > MAX_DURATION => Err(CliError::value(
+                flag,
+                n,
+                format!(
+                    "times --candidate-check-period ({}) must be at most 1h: a check that takes longer to judge never puts a sick replica out",
+                    humantime::format_duration(period)
+                ),
+            )),
             n => Ok(n),
         };
         Ok(Some(CandidateCheck {
@@ -121,7 +137,7 @@ impl CandidacyArgs {
                 self.candidate_check_success_threshold,
                 DEFAULT_SUCCESS_THRESHOLD,
             )?,
-            initial_delay: self.candidate_check_initial_delay.unwrap_or_default(),
+            initial_delay,
             scope: if command {
                 Scope::Command {
                     hold_off: lease_duration,
@@ -192,22 +208,26 @@ fn parse_url(url: &str) -> Result<Probe, CliError> {
     if authority.contains('@') {
         return Err(bad("must not carry a user or password"));
     }
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((host, port)) if !host.ends_with(']') || authority.starts_with('[') => {
-            match port.parse::<u16>() {
-                Ok(p) if p > 0 => (host, p),
-                _ => return Err(bad("the port must be a number from 1 to 65535")),
-            }
-        }
-        _ => (authority, 80),
+    // An IPv6 address is in brackets; the port, if any, after them.
+    let (host, port) = match authority.strip_prefix('[').and_then(|r| r.split_once(']')) {
+        Some((ip, "")) => (ip, None),
+        Some((ip, rest)) => (
+            ip,
+            Some(rest.strip_prefix(':').ok_or_else(|| bad(LOOPBACK_RULE))?),
+        ),
+        None => match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
+    };
+    let port = match port.map(str::parse::<u16>) {
+        None => 80,
+        Some(Ok(p)) if p > 0 => p,
+        Some(_) => return Err(bad("the port must be a number from 1 to 65535")),
     };
     let ip = match host {
         "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        h => h
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<IpAddr>()
-            .map_err(|_| bad(LOOPBACK_RULE))?,
+        h => h.parse::<IpAddr>().map_err(|_| bad(LOOPBACK_RULE))?,
     };
     if !ip.is_loopback() {
         return Err(bad(LOOPBACK_RULE));
@@ -247,7 +267,18 @@ mod tests {
         );
         ok("http://127.0.0.2/", "127.0.0.2:80", "/");
         ok("http://127.0.0.1:8081?x", "127.0.0.1:8081", "/?x");
+        ok("http://[::1]/healthz", "[::1]:80", "/healthz");
+        ok("http://[::1]", "[::1]:80", "/");
+        let shown = parse_url("http://127.0.0.1:8081/h?token=abc&full").map(|p| p.to_string());
+        assert_eq!(
+            shown.ok().as_deref(),
+            Some("GET http://127.0.0.1:8081/h?token=***&full=***"),
+            "a query's values are not shown: one may be a token"
+        );
         for bad in [
+            "http://[::1]x/",
+            "http://::1/",
+            "http://[::1]:/",
             "https://127.0.0.1:8443/healthz",
             "http://10.0.0.7:8080/healthz",
             "http://example.com/healthz",

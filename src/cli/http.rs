@@ -46,7 +46,7 @@ pub struct HttpArgs {
 }
 
 impl HttpArgs {
-    /// The status file, refused when its directory does not exist.
+    /// The status file, refused when its directory does not exist or it is a directory.
     pub(super) fn status_file(&self) -> Result<Option<PathBuf>, CliError> {
         let Some(path) = &self.status_file else {
             return Ok(None);
@@ -60,7 +60,7 @@ impl HttpArgs {
             }
         });
         match (name, dir) {
-            (Some(_), Some(dir)) if dir.is_dir() => Ok(Some(path.clone())),
+            (Some(_), Some(dir)) if dir.is_dir() && !path.is_dir() => Ok(Some(path.clone())),
             _ => Err(CliError::value(
                 "status-file",
                 path.display(),

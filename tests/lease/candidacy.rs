@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use harness::replica::{FAST, Replica, run_to_end};
+use harness::replica::{FAST, Replica, exit_within};
 use nix::sys::signal::Signal;
 use testbed::RedisServer;
 use testbed::wait::{holds_on_every_look, wait_for};
@@ -154,7 +154,8 @@ fn an_http_candidate_check_that_answers_503_makes_the_leader_step_down() {
     let redis = RedisServer::start();
     let healthy = Arc::new(AtomicBool::new(true));
     let port = health_endpoint(healthy.clone());
-    let url = format!("http://127.0.0.1:{port}/healthz");
+    // A token in the query is not shown where the check is said.
+    let url = format!("http://127.0.0.1:{port}/healthz?token=s3cret");
     let mut args = FAST.to_vec();
     args.extend(CHECK);
     args.extend(["--candidate-check", &url]);
@@ -166,9 +167,10 @@ fn an_http_candidate_check_that_answers_503_makes_the_leader_step_down() {
     assert_eq!(view["last_step_down"]["reason"], "unhealthy", "{view}");
     assert_eq!(
         view["candidacy"]["reason"],
-        format!("GET http://127.0.0.1:{port}/healthz: status 503"),
+        format!("GET http://127.0.0.1:{port}/healthz?token=***: status 503"),
         "{view}"
     );
+    assert!(!a.log_text().contains("s3cret"), "{}", a.log_text());
     healthy.store(true, Ordering::SeqCst);
     wait_for("a leads again", WAIT, || leads(&a).then_some(()));
 }
@@ -322,18 +324,52 @@ fn every_candidate_check_and_status_file_flag_refuses_bad_input_with_exit_code_2
             &["--status-file", "/"],
             "--status-file `/`: must name a file in an existing directory",
         ),
+        (
+            &["--status-file", "/tmp"],
+            "--status-file `/tmp`: must name a file in an existing directory",
+        ),
+        (
+            &[
+                "--candidate-check-command",
+                "true",
+                "--candidate-check-period",
+                "2h",
+            ],
+            "--candidate-check-period 7200s: must be at most 1h",
+        ),
+        (
+            &[
+                "--candidate-check-command",
+                "true",
+                "--candidate-check-initial-delay",
+                "100000h",
+            ],
+            "--candidate-check-initial-delay 360000000s: must be at most 1h",
+        ),
+        (
+            &[
+                "--candidate-check-command",
+                "true",
+                "--candidate-check-failure-threshold",
+                "4000000000",
+            ],
+            "--candidate-check-failure-threshold `4000000000`: times --candidate-check-period (10s) must be at most 1h",
+        ),
     ];
     for (args, want) in cases {
-        let mut full = vec![
+        // A value accepted runs (against no Redis): stopped after a bound and said so.
+        let mut run = std::process::Command::new(harness::leasehold_bin());
+        run.args([
             "run",
             "--kubernetes",
             "off",
             "--redis-url",
             "redis://127.0.0.1:1",
-        ];
-        full.extend_from_slice(args);
-        let (code, _stdout, stderr) = run_to_end(&full, &[("LEASEHOLD_LEASE_NAME", "web")]);
-        assert_eq!(code, 2, "{args:?} exited {code}; stderr:\n{stderr}");
+        ])
+        .args(["--lease-name", "web", "--http-addr", "127.0.0.1:0"])
+        .args(*args);
+        let (code, stderr) = exit_within(run, Duration::from_secs(20));
+        assert_eq!(code, Some(2), "{args:?} exited {code:?}; stderr:\n{stderr}");
         assert!(
             stderr.contains(want),
             "{args:?}\n got: {stderr}\nwant: {want}"
