@@ -24,7 +24,7 @@ use crate::telemetry::LogSettings;
 /// outlasts a term), and an hour is already far past any failover a Deployment waits for;
 /// without a bound, `--lease-duration 1000000h` went to Redis as a `PX` of 3.6e12 ms and
 /// `--grace-period` fed a shutdown bound of centuries.
-pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+pub const MAX_DURATION: Duration = Timing::MAX;
 
 const LEASE_DURATION_BOUND: &str = "must be at most 1h: a leader that dies without releasing holds the lease this long, and after Redis lost its data every replica waits this long";
 const BELOW_LEASE_DURATION_BOUND: &str =

@@ -87,6 +87,15 @@ pub enum TimingError {
         /// The minimum.
         min: Duration,
     },
+    /// A duration beyond [`Timing::MAX`].
+    TooLong {
+        /// The field.
+        field: TimingField,
+        /// The value given.
+        value: Duration,
+        /// The maximum.
+        max: Duration,
+    },
     /// Two durations in the wrong order.
     Order {
         /// The field that must be larger.
@@ -117,6 +126,12 @@ impl TimingError {
                     shown(*min)
                 )
             }
+            TimingError::TooLong { field, value, max } => format!(
+                "{} {} is too long: it must be at most {}",
+                name(*field),
+                shown(*value),
+                shown(*max)
+            ),
             TimingError::Order {
                 larger,
                 larger_value,
@@ -151,6 +166,12 @@ impl Timing {
     /// The smallest lease duration, renew deadline or retry period accepted.
     pub const MIN: Duration = Duration::from_millis(10);
 
+    /// The longest: an hour. A leader that dies without releasing holds the lease a lease
+    /// duration, and after Redis lost its data every replica waits that long; an hour is far
+    /// past any failover worth waiting for, and every deadline computed from it stays far from
+    /// the end of representable time.
+    pub const MAX: Duration = Duration::from_secs(3600);
+
     /// Checks the rule; every failure names the field, the value and the rule.
     pub fn validate(&self) -> Result<(), TimingError> {
         for (field, value) in [
@@ -163,6 +184,13 @@ impl Timing {
                     field,
                     value,
                     min: Self::MIN,
+                });
+            }
+            if value > Self::MAX {
+                return Err(TimingError::TooLong {
+                    field,
+                    value,
+                    max: Self::MAX,
                 });
             }
         }
@@ -286,6 +314,24 @@ mod tests {
                 "retry_period 5ms is too short: it must be at least 10ms",
             ),
             (t(0, 10_000, 2_000), "lease_duration 0s is too short"),
+            (
+                t(3_600_001, 10_000, 2_000),
+                "lease_duration 3600.001s is too long: it must be at most 3600s",
+            ),
+            (
+                Timing {
+                    retry_period: Duration::MAX,
+                    ..Timing::default()
+                },
+                "retry_period 18446744073709551615.999999999s is too long",
+            ),
+            (
+                Timing {
+                    lease_duration: Duration::MAX,
+                    ..Timing::default()
+                },
+                "lease_duration 18446744073709551615.999999999s is too long",
+            ),
             (
                 t(30, 24, 20),
                 "renew_deadline 24ms must be greater than retry_period × 1.2 24ms",
