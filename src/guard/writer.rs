@@ -152,9 +152,15 @@ impl Drop for GuardFile {
     }
 }
 
-/// `leasehold-guard-<lease>-<pid>`, the lease's characters outside `[A-Za-z0-9._-]` as `_`.
+/// The most of the lease name a default guard file's name carries: a file name is at most
+/// 255 bytes, and a lease name may be 317.
+const LEASE_IN_NAME: usize = 160;
+
+/// `leasehold-guard-<lease>-<pid>`, the lease's characters outside `[A-Za-z0-9._-]` as `_`; a
+/// lease name longer than [`LEASE_IN_NAME`] is cut, and a hash of the whole name after the cut
+/// keeps two leases cut alike apart.
 fn file_name(lease: &str, pid: u32) -> String {
-    let lease: String = lease
+    let mut part: String = lease
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
@@ -164,7 +170,13 @@ fn file_name(lease: &str, pid: u32) -> String {
             }
         })
         .collect();
-    format!("leasehold-guard-{lease}-{pid}")
+    if part.len() > LEASE_IN_NAME {
+        let mut hash = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(lease, &mut hash);
+        part.truncate(LEASE_IN_NAME - 17);
+        part = format!("{part}-{:016x}", std::hash::Hasher::finish(&hash));
+    }
+    format!("leasehold-guard-{part}-{pid}")
 }
 
 #[cfg(test)]
@@ -325,5 +337,17 @@ mod tests {
         let err = GuardFile::in_first_of(&dirs[..1], &lease()).unwrap_err();
         assert!(err.is_bad_input(), "{err}");
         assert!(err.to_string().contains("No such file"), "{err}");
+    }
+
+    #[test]
+    fn a_lease_name_too_long_for_a_file_name_is_cut_and_told_apart_by_a_hash() {
+        let longest = |last: char| format!("{}/{}{last}", "n".repeat(63), "x".repeat(252));
+        let (a, b) = (
+            file_name(&longest('a'), u32::MAX),
+            file_name(&longest('b'), u32::MAX),
+        );
+        assert!(a.len() + ".next".len() + 1 <= 255, "{} bytes: {a}", a.len());
+        assert_ne!(a, b, "two leases cut alike");
+        assert_eq!(file_name("shop/web", 7), "leasehold-guard-shop_web-7");
     }
 }

@@ -267,3 +267,18 @@ fn restart_command_keeps_the_leadership_and_restarts_it() {
     );
     assert!(a.is_ready(), "still leading");
 }
+
+/// The guard file is named after the lease, which may be longer than a file name may be: the
+/// longest name a lease takes still leads and runs its command.
+#[test]
+fn a_lease_named_as_long_as_allowed_runs_its_command() {
+    let redis = RedisServer::start();
+    // A Kubernetes object name's 253 bytes after the namespace.
+    let base = unique_lease("long");
+    let lease = format!(
+        "{base}-{}",
+        "n".repeat(253 - (base.len() - "test/".len()) - 1)
+    );
+    let replica = Replica::spawn(&redis.url(), &lease, "a", &fast(), &["sleep", "60"]);
+    replica.wait_events("started the command", 1, Duration::from_secs(10));
+}
