@@ -6,13 +6,12 @@
 
 use std::time::{Duration, Instant};
 
-use harness::contenders::unique_lease;
+use harness::contenders::{Contender, unique_lease};
 use harness::replica::{Replica, TWO_SECOND_TERM, lease_status, lease_status_json, run_to_end};
 use leasehold::clock::BootInstant;
-use leasehold::elector::{Elector, Leadership, NotLeader, Role, Status, Timing};
+use leasehold::elector::{Leadership, Role, Status, Timing};
 use testbed::redis_server::RedisServer;
 use testbed::wait::{until, wait_for};
-use tokio_util::sync::CancellationToken;
 
 /// TTL 2 s, renew deadline 1.4 s, retry 400 ms, no data-loss cooldown.
 const TIMING: [&str; 7] = TWO_SECOND_TERM;
@@ -290,14 +289,10 @@ fn a_leaders_view_and_leasehold_status_read_a_redis_clock_that_runs_five_percent
 /// A 20 s lease renewed every 250 ms, led in this process on `redis` (on a clock 10 % fast,
 /// its renewals bound the rate within a fraction of a percent); the work hands out its
 /// [`Leadership`].
-struct InProcess {
-    status: tokio::sync::watch::Receiver<Status>,
-    leadership: tokio::sync::watch::Receiver<Option<Leadership>>,
-    shutdown: CancellationToken,
-    run: tokio::task::JoinHandle<()>,
-}
-
-fn lead_in_process(redis: &RedisServer, test: &str) -> InProcess {
+fn lead_in_process(
+    redis: &RedisServer,
+    test: &str,
+) -> (Contender, tokio::sync::watch::Receiver<Option<Leadership>>) {
     let lease = harness::contenders::lease(&redis.url(), &unique_lease(test), "a", false);
     let timing = Timing {
         lease_duration: Duration::from_secs(20),
@@ -305,23 +300,15 @@ fn lead_in_process(redis: &RedisServer, test: &str) -> InProcess {
         retry_period: Duration::from_millis(250),
         ..Timing::default()
     };
-    let elector = Elector::new(lease, timing).expect("valid timing");
-    let status = elector.status();
     let (held, leadership) = tokio::sync::watch::channel(None);
-    let shutdown = CancellationToken::new();
-    let run = tokio::spawn(elector.run(shutdown.clone(), move |l: Leadership| {
+    let contender = Contender::spawn(lease, timing, move |l: Leadership| {
         held.send_replace(Some(l.clone()));
         async move {
             l.lost().await;
-            Ok::<_, NotLeader>(())
+            Ok(())
         }
-    }));
-    InProcess {
-        status,
-        leadership,
-        shutdown,
-        run,
-    }
+    });
+    (contender, leadership)
 }
 
 /// The validity deadline of a leader's status.
@@ -340,12 +327,8 @@ fn valid_until(s: &Status) -> Option<BootInstant> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renewal_that_finds_redis_clock_fast_moves_the_works_deadline_back() {
     let redis = RedisServer::builder().clock_rate(RATE).start();
-    let InProcess {
-        mut status,
-        mut leadership,
-        shutdown,
-        run,
-    } = lead_in_process(&redis, "clock-back");
+    let (leader, mut leadership) = lead_in_process(&redis, "clock-back");
+    let mut status = leader.status.clone();
     let began = until("a term", &mut status, 5 * LEASE, |s| {
         valid_until(s).is_some()
     })
@@ -372,8 +355,7 @@ async fn a_renewal_that_finds_redis_clock_fast_moves_the_works_deadline_back() {
         trusted.saturating_duration_since(sooner),
         began.saturating_duration_since(sooner)
     );
-    shutdown.cancel();
-    let _ = run.await;
+    leader.shutdown().await;
 }
 
 /// A step back of a Redis clock that runs fast (NTP stepping back what it let run ahead) starts
@@ -385,12 +367,8 @@ async fn after_a_fast_redis_clock_steps_back_no_renewal_outlasts_the_lease_on_re
     let offset = dir.path().join("offset");
     std::fs::write(&offset, format!("+0 x{RATE}")).expect("write the clock's offset");
     let redis = RedisServer::builder().clock_file(&offset).start();
-    let InProcess {
-        mut status,
-        shutdown,
-        run,
-        ..
-    } = lead_in_process(&redis, "clock-back-step");
+    let (leader, _) = lead_in_process(&redis, "clock-back-step");
+    let mut status = leader.status.clone();
     let kept = Duration::from_secs(20).div_f64(RATE);
     let valid_for = |s: &Status| valid_until(s).map(|v| BootInstant::now().until(v));
     until(
@@ -414,6 +392,5 @@ async fn after_a_fast_redis_clock_steps_back_no_renewal_outlasts_the_lease_on_re
             "renewal {renewal} after the step: valid for {left:?}, Redis keeps the lease {kept:?}"
         );
     }
-    shutdown.cancel();
-    let _ = run.await;
+    leader.shutdown().await;
 }
