@@ -6,15 +6,21 @@
 //! whose clock jumps with it and a follower that sees none of it; and the guard asked after such a
 //! freeze.
 
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use harness::contenders::unique_lease;
+use harness::contenders::{Contender, lease_with, unique_lease};
 use harness::replica::{Replica, TWO_SECOND_TERM, run_to_end};
-use leasehold::clock::BootInstant;
+use harness::timings::FIFTEEN_SECOND_TERM;
+use leasehold::clock::{BootInstant, ShiftedClock};
+use leasehold::elector::{Leadership, StepDownReason};
 use leasehold::guard::{GuardRecord, read_guard_file};
+use leasehold::lease::LeaseOptions;
 use nix::sys::signal::Signal;
+use testbed::proxy::{Fault, FaultProxy};
 use testbed::redis_server::{FAKETIME, RedisServer};
-use testbed::wait::wait_for;
+use testbed::wait::{eventually, until, wait_for};
 
 /// TTL 2 s, renew deadline 1.4 s, retry 400 ms, no data-loss cooldown.
 const TIMING: [&str; 7] = TWO_SECOND_TERM;
@@ -143,4 +149,47 @@ fn a_guard_asked_after_a_freeze_the_boot_clock_did_not_count_refuses() {
     assert_eq!(code, 1, "the guard must refuse after the freeze: {words}");
     assert!(words.contains("passed"), "{words}");
     leader.signal(Signal::SIGCONT);
+}
+
+/// A freeze inside the acquire's round trip counts too: the wall clock's lead a term starts from
+/// is read before the acquire is sent, not after its reply. In this process, over a link whose
+/// return leg takes 500 ms, the wall clock gains 20 s unseen by the boot clock while the
+/// acquire's reply is on its way: the term that reply begins has outlived its 15 s lease, and
+/// ends as a pause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_freeze_inside_the_acquires_round_trip_ends_the_term_it_won_as_a_pause() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], redis.port())));
+    proxy.set(Fault::DelayReplies(Duration::from_millis(500)));
+    let clock = ShiftedClock::new();
+    let options = LeaseOptions {
+        cooldown_on_data_loss: false,
+        clock: Arc::new(clock.clone()),
+        ..LeaseOptions::default()
+    };
+    let name = unique_lease("freeze-in-acquire");
+    let lease = lease_with(&proxy.url(), &name, "a", options);
+    let a = Contender::spawn(lease, FIFTEEN_SECOND_TERM, |l: Leadership| async move {
+        l.lost().await;
+        Ok(())
+    });
+    let key = format!("leasehold:{{{name}}}");
+    eventually(
+        "the acquire to run on Redis",
+        Duration::from_secs(10),
+        || async { (redis.cmd::<i64>(&["EXISTS", &key]) == 1).then_some(()) },
+    )
+    .await;
+    clock.pass_unseen(Duration::from_secs(20));
+    let mut status = a.status.clone();
+    let ended = until(
+        "the term to end",
+        &mut status,
+        Duration::from_secs(10),
+        |s| s.last_step_down.is_some(),
+    )
+    .await;
+    let reason = ended.last_step_down.map(|d| d.reason);
+    assert_eq!(reason, Some(StepDownReason::Pause));
+    a.shutdown().await;
 }

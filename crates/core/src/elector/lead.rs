@@ -73,14 +73,8 @@ impl Elector {
             decide::validity_at(&timing, carried),
         );
         let valid_until = deadlines.valid_until;
-        let leadership = Leadership::new(
-            &grant,
-            valid_until,
-            clock.wall_lead(),
-            &lease_name,
-            &identity,
-            clock.clone(),
-        );
+        let leadership =
+            Leadership::new(&grant, valid_until, &lease_name, &identity, clock.clone());
         self.hooks.began(grant.token, valid_until);
 
         self.status.modify(|s| {

@@ -81,7 +81,6 @@ impl Leadership {
     pub(crate) fn new(
         grant: &Grant,
         valid_until: BootInstant,
-        lead: WallLead,
         lease: &str,
         identity: &str,
         clock: SharedClock,
@@ -93,7 +92,8 @@ impl Leadership {
                 identity: identity.to_owned(),
                 acquired_at: grant.sent_at,
                 valid_until: AtomicU64::new(nanos(valid_until)),
-                lead: AtomicI64::new(lead.as_nanos()),
+                // What the wall clock gained since the acquire was sent counts as passed.
+                lead: AtomicI64::new(grant.lead.as_nanos()),
                 revoked: OnceLock::new(),
                 cancel: CancellationToken::new(),
                 clock,
@@ -264,6 +264,7 @@ mod tests {
         let grant = Grant {
             token: FencingToken(9),
             sent_at: now,
+            lead: clock.wall_lead(),
             ttl: valid_for,
             previous: crate::lease::PreviousTerm::None,
             redis_us: 0,
@@ -271,7 +272,6 @@ mod tests {
         Leadership::new(
             &grant,
             now.saturating_add(valid_for),
-            clock.wall_lead(),
             "ns/app",
             "pod-a",
             Arc::new(clock.clone()),

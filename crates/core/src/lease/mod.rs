@@ -259,6 +259,7 @@ impl RedisLease {
         let (probe_channel, probe) = (probe_channel.as_str(), probe.as_str());
         let cover = millis(ttl.max(self.longest_seen()));
         let sent_at = self.clock.now();
+        let lead = self.clock.wall_lead();
         self.call(OP, timeout, |mut live| async move {
             let mut conn = live.conn.clone();
             let script = async {
@@ -286,7 +287,7 @@ impl RedisLease {
             let (reply, confirmed) = tokio::join!(script, self.conn.confirm_master(OP, &live));
             let reply = reply.map_err(self.fail(OP))?;
             let (acquired, redis_us, longest) =
-                parse_acquire(&reply, sent_at, ttl).ok_or_else(|| protocol(OP, &reply))?;
+                parse_acquire(&reply, (sent_at, lead), ttl).ok_or_else(|| protocol(OP, &reply))?;
             *self
                 .last_reading
                 .lock()

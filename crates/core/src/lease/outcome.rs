@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::keys::{FencingToken, identity_of};
-use crate::clock::BootInstant;
+use crate::clock::{BootInstant, WallLead};
 
 /// The lease was won: leadership starts now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,6 +12,9 @@ pub struct Grant {
     pub token: FencingToken,
     /// The instant just before the acquire was sent (the TTL cannot have started earlier).
     pub sent_at: BootInstant,
+    /// The wall clock's lead over the boot clock, read just before the acquire was sent: what
+    /// it gained since, the boot clock did not count (a freeze inside the round trip).
+    pub lead: WallLead,
     /// The TTL that was set.
     pub ttl: Duration,
     /// How the term before this one ended, as Redis kept it; for the operator's log.

@@ -11,7 +11,7 @@ use super::outcome::{
     Acquired, CooldownState, Grant, Holder, NotedRate, Observation, PreviousTerm, Protocol,
     Renewal, Renewed,
 };
-use crate::clock::BootInstant;
+use crate::clock::{BootInstant, WallLead};
 
 /// Milliseconds for Redis, at least 1 (a zero PX is an error there).
 pub(super) fn millis(d: Duration) -> u64 {
@@ -55,7 +55,7 @@ pub(super) fn remaining(pttl: i64) -> Option<Duration> {
 /// last two.
 pub(super) fn parse_acquire(
     reply: &Value,
-    sent_at: BootInstant,
+    (sent_at, lead): (BootInstant, WallLead),
     ttl: Duration,
 ) -> Option<(Acquired, u64, Duration)> {
     let Value::Array(items) = reply else {
@@ -69,6 +69,7 @@ pub(super) fn parse_acquire(
         ("ACQUIRED", [t, previous]) => Some(Acquired::Leader(Grant {
             token: token(t)?,
             sent_at,
+            lead,
             ttl,
             previous: PreviousTerm::from_label(&text(previous)?)?,
             redis_us,

@@ -17,6 +17,7 @@ fn acquire_replies_map_to_outcomes() {
             Some(Acquired::Leader(Grant {
                 token: FencingToken(7),
                 sent_at: at,
+                lead: WallLead::default(),
                 ttl,
                 previous: PreviousTerm::Expired,
                 redis_us: TIME,
@@ -27,6 +28,7 @@ fn acquire_replies_map_to_outcomes() {
             Some(Acquired::Leader(Grant {
                 token: FencingToken(7),
                 sent_at: at,
+                lead: WallLead::default(),
                 ttl,
                 previous: PreviousTerm::HandedOver,
                 redis_us: TIME,
@@ -134,27 +136,34 @@ fn acquire_replies_map_to_outcomes() {
     for (reply, want) in cases {
         // Every reply ends with Redis's time and the longest live claim.
         let Value::Array(mut items) = reply else {
-            assert_eq!(parse_acquire(&reply, at, ttl), None, "{reply:?}");
+            assert_eq!(
+                parse_acquire(&reply, (at, WallLead::default()), ttl),
+                None,
+                "{reply:?}"
+            );
             continue;
         };
         items.extend([Value::Int(TIME as i64), Value::Int(10_000)]);
         let reply = Value::Array(items);
         assert_eq!(
-            parse_acquire(&reply, at, ttl),
+            parse_acquire(&reply, (at, WallLead::default()), ttl),
             want.map(|a| (a, TIME, Duration::from_secs(10))),
             "{reply:?}"
         );
     }
     // Without them, or with a negative one, the reply is not the script's.
     let bare = Value::Array(vec![bulk("ACQUIRED"), Value::Int(7), bulk("none")]);
-    assert_eq!(parse_acquire(&bare, at, ttl), None);
+    assert_eq!(parse_acquire(&bare, (at, WallLead::default()), ttl), None);
     let untimed = Value::Array(vec![
         bulk("ACQUIRED"),
         Value::Int(7),
         bulk("none"),
         Value::Int(10_000),
     ]);
-    assert_eq!(parse_acquire(&untimed, at, ttl), None);
+    assert_eq!(
+        parse_acquire(&untimed, (at, WallLead::default()), ttl),
+        None
+    );
     for (time, longest) in [(-1, 10_000), (TIME as i64, -1)] {
         let negative = Value::Array(vec![
             bulk("ACQUIRED"),
@@ -163,7 +172,10 @@ fn acquire_replies_map_to_outcomes() {
             Value::Int(time),
             Value::Int(longest),
         ]);
-        assert_eq!(parse_acquire(&negative, at, ttl), None);
+        assert_eq!(
+            parse_acquire(&negative, (at, WallLead::default()), ttl),
+            None
+        );
     }
 }
 
