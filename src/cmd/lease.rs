@@ -3,9 +3,9 @@
 
 use tracing::info;
 
-use crate::cli::{CliError, LeaseSource};
+use crate::cli::{CliError, LeaseSource, StatusSettings};
 use crate::k8s::{self, K8sError, KubernetesMode, OwningDeployment};
-use crate::lease::LeaseName;
+use crate::lease::{LeaseName, OwnerId, RedisLease};
 
 /// The kind of workload a lease is named after when no flag names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,16 +88,21 @@ pub async fn name_lease(
     }
 }
 
-/// The lease that `status` and `step-down` ask about (commands without `--kubernetes`): the
-/// name given, else the Deployment of this pod, with the cluster found as `auto` finds it.
-pub async fn name_asked_lease(source: &LeaseSource) -> Result<LeaseName, CliError> {
+/// The lease an operator command (`status`, `step-down`, `remove-keys`, without
+/// `--kubernetes`) asks about, for a throwaway owner named `owner`: the name given, else the
+/// Deployment of this pod, with the cluster found as `auto` finds it. Nothing connects yet.
+pub async fn asked_lease(settings: &StatusSettings, owner: &str) -> Result<RedisLease, CliError> {
+    let source = &settings.lease;
     let client = match source {
         LeaseSource::Named(_) => None,
         _ => connect(KubernetesMode::Auto).await?,
     };
-    Ok(name_lease(source, client.as_ref(), Workload::Deployment)
-        .await?
-        .0)
+    let (name, _) = name_lease(source, client.as_ref(), Workload::Deployment).await?;
+    let owner = OwnerId::generate(owner).map_err(anyhow::Error::from)?;
+    Ok(settings
+        .redis
+        .lease(name, owner)
+        .map_err(anyhow::Error::from)?)
 }
 
 /// The Deployment that owns `pod`, when the lease was named by flag: it still scopes the leader

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::lease::name_asked_lease;
+use super::lease::asked_lease;
 use crate::cli::{CliError, RemoveKeysSettings};
-use crate::lease::{InForce, OwnerId, Removal, identity_of, split_term};
+use crate::lease::{InForce, Removal, identity_of, split_term};
 
 /// How long the Redis call may take.
 const CALL: Duration = Duration::from_secs(5);
@@ -69,12 +69,8 @@ fn refusal(lease: &str, why: &InForce) -> String {
 /// Removes the lease's keys; returns the exit code (1 when refused).
 pub async fn remove_keys(settings: RemoveKeysSettings) -> Result<i32, CliError> {
     let RemoveKeysSettings { status, force } = settings;
-    let lease_name = name_asked_lease(&status.lease).await?;
-    let owner = OwnerId::generate("leasehold-remove-keys").map_err(anyhow::Error::from)?;
-    let lease = status
-        .redis
-        .lease(lease_name.clone(), owner)
-        .map_err(anyhow::Error::from)?;
+    let lease = asked_lease(&status, "leasehold-remove-keys").await?;
+    let lease_name = lease.name();
     let removed = match lease
         .remove_keys(force, CALL)
         .await

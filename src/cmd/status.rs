@@ -5,13 +5,11 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use super::lease::name_asked_lease;
+use super::lease::asked_lease;
 use crate::cli::{CliError, StatusSettings};
 use crate::clock_watch::RedisClockView;
 use crate::leader_view::ProtocolView;
-use crate::lease::{
-    CooldownState, LeaseName, Observation, OwnerId, Protocol, identity_of, split_term,
-};
+use crate::lease::{CooldownState, LeaseName, Observation, Protocol, identity_of, split_term};
 
 /// The JSON of `leasehold status --output json`.
 #[derive(Debug, Serialize)]
@@ -175,18 +173,12 @@ impl StatusView {
 
 /// Names the lease, reads it and prints it; returns the exit code.
 pub async fn status(settings: StatusSettings) -> Result<i32, CliError> {
-    let name = name_asked_lease(&settings.lease).await?;
-    Ok(show(&settings, name).await?)
-}
-
-async fn show(settings: &StatusSettings, lease_name: LeaseName) -> anyhow::Result<i32> {
-    let owner = OwnerId::generate("leasehold-status")?;
-    let lease = settings.redis.lease(lease_name.clone(), owner)?;
+    let lease = asked_lease(&settings, "leasehold-status").await?;
     let seen = lease
         .observe(Duration::from_secs(5))
         .await
         .map_err(|e| settings.redis.failed(e))?;
-    let view = StatusView::of(&lease_name, &lease.keys().lease, &seen);
+    let view = StatusView::of(lease.name(), &lease.keys().lease, &seen);
     super::print(settings.output, &view, StatusView::text)?;
     Ok(0)
 }

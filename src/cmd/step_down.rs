@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::lease::name_asked_lease;
+use super::lease::asked_lease;
 use crate::cli::{CliError, StepDownSettings};
-use crate::lease::{HandoverRequested, Holder, Observation, OwnerId, RedisLease};
+use crate::lease::{HandoverRequested, Holder, Observation, RedisLease};
 
 /// How long each Redis call of the command may take.
 const CALL: Duration = Duration::from_secs(5);
@@ -94,12 +94,8 @@ fn progress(old: &Holder, to: Option<&str>, seen: &Observation) -> Progress {
 /// Asks the leader of the lease to hand over and waits; returns the exit code.
 pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
     let StepDownSettings { status, to, wait } = settings;
-    let lease_name = name_asked_lease(&status.lease).await?;
-    let owner = OwnerId::generate("leasehold-step-down").map_err(anyhow::Error::from)?;
-    let lease = status
-        .redis
-        .lease(lease_name.clone(), owner)
-        .map_err(anyhow::Error::from)?;
+    let lease = asked_lease(&status, "leasehold-step-down").await?;
+    let lease_name = lease.name().clone();
     let seen = lease
         .observe(CALL)
         .await

@@ -23,7 +23,7 @@ const CORE_CEILING: usize = 8_248;
 /// 19,590, by the fixes of a dozen defects a hostile review found (a password shown, check()
 /// trusting a later deadline than the watchdog, IPv6 seeds refused, inputs accepted and then
 /// useless): a defect is fixed first, and its lines paid back by a later cut.
-const CORE_AND_PRODUCT_CEILING: usize = 19_645;
+const CORE_AND_PRODUCT_CEILING: usize = 19_634;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
