@@ -103,3 +103,38 @@ fn a_second_leasehold_given_the_same_status_file_is_refused_naming_the_first() {
         .args(&args);
     Replica::start(b, "b", &[]).assert_refused_for_a_file_of("--status-file", &file, a.pid());
 }
+
+/// A renewal that measures Redis's clock fast ends the term sooner than the one before it: the
+/// file's deadline moves back with it. A 20 s lease on a Redis 10 % fast begins valid for about
+/// 19.8 s and its renewals, 250 ms apart, for about 18.2 s: the file must say the sooner one.
+#[test]
+fn the_files_deadline_moves_back_when_a_renewal_ends_the_term_sooner() {
+    let redis = RedisServer::builder().clock_rate(1.10).start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.json");
+    let path = file.display().to_string();
+    let timing = [
+        "--lease-duration",
+        "20s",
+        "--renew-deadline",
+        "14s",
+        "--retry-period",
+        "250ms",
+        "--no-data-loss-cooldown",
+        "--status-file",
+        &path,
+    ];
+    let a = Replica::spawn(
+        &redis.url(),
+        &unique_lease("status-file-back"),
+        "a",
+        &timing,
+        &[],
+    );
+    let until = || read_json(&file)["leader_until_boot_ns"].as_u64();
+    let began = wait_for("a's file says until when a leads", WAIT, until);
+    wait_for("a renewal's sooner deadline in the file", WAIT, || {
+        until().filter(|&u| u + 1_000_000_000 < began)
+    });
+    drop(a);
+}
