@@ -14,7 +14,7 @@ use harness::contenders::{Contender, lease_with, unique_lease};
 use harness::replica::{Replica, TWO_SECOND_TERM, run_to_end};
 use harness::timings::FIFTEEN_SECOND_TERM;
 use leasehold::clock::{BootInstant, ShiftedClock};
-use leasehold::elector::{Leadership, StepDownReason};
+use leasehold::elector::{Leadership, Role, StepDownReason};
 use leasehold::guard::{GuardRecord, read_guard_file};
 use leasehold::lease::LeaseOptions;
 use nix::sys::signal::Signal;
@@ -191,5 +191,60 @@ async fn a_freeze_inside_the_acquires_round_trip_ends_the_term_it_won_as_a_pause
     .await;
     let reason = ended.last_step_down.map(|d| d.reason);
     assert_eq!(reason, Some(StepDownReason::Pause));
+    a.shutdown().await;
+}
+
+/// After a pause the boot clock did not count, the work of the term it ended is not awaited
+/// until the deadline on the boot clock alone: that deadline, counting the pause, has passed, and
+/// the work gets its last turn, then is aborted, while another replica may already lead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_work_of_a_term_a_pause_ended_is_not_awaited_past_its_deadline() {
+    let redis = RedisServer::start();
+    let clock = ShiftedClock::new();
+    let options = LeaseOptions {
+        cooldown_on_data_loss: false,
+        clock: Arc::new(clock.clone()),
+        ..LeaseOptions::default()
+    };
+    let lease = lease_with(&redis.url(), &unique_lease("pause-work"), "a", options);
+    // Work that does not stop when told: only an abort ends it, which its guard says.
+    struct Aborted(tokio::sync::mpsc::UnboundedSender<()>);
+    impl Drop for Aborted {
+        fn drop(&mut self) {
+            let _ = self.0.send(());
+        }
+    }
+    let (aborted, mut gone) = tokio::sync::mpsc::unbounded_channel();
+    let a = Contender::spawn(lease, FIFTEEN_SECOND_TERM, move |_: Leadership| {
+        let guard = Aborted(aborted.clone());
+        async move {
+            let _guard = guard;
+            std::future::pending::<()>().await;
+            Ok(())
+        }
+    });
+    let mut status = a.status.clone();
+    until("a to lead", &mut status, Duration::from_secs(10), |s| {
+        matches!(s.role, Role::Leader { .. })
+    })
+    .await;
+    clock.pass_unseen(Duration::from_secs(20));
+    // The watchdog sees the pause at its next wake (a retry period at most).
+    until(
+        "a to step down",
+        &mut status,
+        Duration::from_secs(10),
+        |s| s.last_step_down.is_some(),
+    )
+    .await;
+    let stepped_down = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(15), gone.recv())
+        .await
+        .expect("the work is aborted within the lease");
+    let took = stepped_down.elapsed();
+    assert!(
+        took < Duration::from_secs(2),
+        "the work was aborted {took:?} after the step-down, past its deadline"
+    );
     a.shutdown().await;
 }

@@ -345,8 +345,8 @@ impl Elector {
         );
 
         if let Some(mut task) = work_task {
-            let now = self.lease.clock().now();
-            let stopped = match decide::work_stop(now, leadership.valid_until()) {
+            // Time the boot clock did not count has passed too: after a pause it may be over.
+            let stopped = match decide::work_stop(leadership.now(), leadership.valid_until()) {
                 // Past the deadline already (the process was paused): the supervisor kills its
                 // command at once and has this long to see it gone.
                 WorkStop::LastTurn(turn) => tokio::time::timeout(turn, &mut task).await.ok(),

@@ -163,12 +163,16 @@ impl Leadership {
     }
 
     /// Resolves once the validity deadline, less `margin`, has passed on the boot clock, even
-    /// across a system suspend; it follows the deadline as renewals move it. What must be
-    /// over before the lease can pass on (the command's processes) is bounded by this, not by
-    /// a tokio timer.
+    /// across a system suspend, counting what passed unseen by it (see [`Leadership::check`]);
+    /// it follows the deadline as renewals move it. What must be over before the lease can pass
+    /// on (the command's processes) is bounded by this, not by a tokio timer.
     pub async fn deadline_passed(&self, margin: Duration) {
         loop {
-            let at = self.valid_until().saturating_sub(margin);
+            let unseen = self.now().saturating_duration_since(self.inner.clock.now());
+            let at = self
+                .valid_until()
+                .saturating_sub(margin)
+                .saturating_sub(unseen);
             self.inner.clock.sleep_until(at).await;
             if self.now() >= self.valid_until().saturating_sub(margin) {
                 return;
