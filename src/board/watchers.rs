@@ -145,6 +145,9 @@ impl Watchers {
         };
         let sent = first.into_iter().all(|event| tx.try_send(event).is_ok());
         if sent && !hub.closed {
+            // Those that went away since the last change go now: a client that reconnects in a
+            // loop while nothing changes would pile them up.
+            hub.subscribers.retain(|tx| !tx.is_closed());
             hub.subscribers.push(tx);
         }
         rx

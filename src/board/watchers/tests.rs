@@ -162,3 +162,15 @@ fn a_watcher_that_comes_back_gets_the_changes_it_missed_or_the_current_status() 
         Ok((21, Some(FencingToken(21))))
     );
 }
+
+#[test]
+fn watchers_that_went_away_are_forgotten_when_the_next_comes_without_a_change() {
+    let tx = Board::new(shown(Role::Starting).status);
+    let watchers = tx.watchers().clone();
+    // A client that reconnects in a loop while nothing changes (days, in a stable cluster).
+    for _ in 0..100 {
+        drop(watchers.subscribe(2));
+    }
+    let _kept = watchers.subscribe(2);
+    assert_eq!(watchers.count(), 1, "only the watcher still there is kept");
+}
