@@ -202,3 +202,57 @@ fn a_lone_leader_that_could_not_renew_takes_the_next_term_at_once() {
         "led again {gap:?} after stepping down: {log}"
     );
 }
+
+/// A gate that says no while a replica holds off (after a term it could not renew) keeps it out
+/// of the try that follows: its candidate check fails during the hold-off, and nobody else may
+/// stand, so a try would win a term only to step down from it at once.
+#[test]
+fn a_gate_that_says_no_during_a_hold_off_keeps_the_replica_out_of_the_next_try() {
+    let redis = RedisServer::start();
+    let proxy = proxy_to(&redis);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let healthy = dir.path().join("healthy");
+    std::fs::write(&healthy, "").expect("mark the replica healthy");
+    let check = format!("test -f {}", healthy.display());
+    let gated = |check: &str| {
+        let mut args = GRAY.to_vec();
+        args.extend([
+            "--candidate-check-period",
+            "100ms",
+            "--candidate-check-timeout",
+            "100ms",
+        ]);
+        args.extend(["--candidate-check-failure-threshold", "1"]);
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        args.extend(["--candidate-check-command".to_owned(), check.to_owned()]);
+        args
+    };
+    let lease = unique_lease("gray-gate-hold-off");
+    let args = gated(&check);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let proxied = Replica::spawn(&proxy.url(), &lease, "proxied", &args, &[]);
+    wait_for("the proxied replica to lead", 5 * LEASE, || {
+        proxied.is_ready().then_some(())
+    });
+    // A follower that listens on the release channel but never stands: the leader holds off.
+    let out = gated("false");
+    let out: Vec<&str> = out.iter().map(String::as_str).collect();
+    let _listener = Replica::spawn(&redis.url(), &lease, "out", &out, &[]);
+    proxied.wait_events("renewed", 4, 5 * LEASE);
+    proxy.set(Fault::ResetReplies);
+    proxied.wait_events(
+        "could not renew; letting the others try first",
+        1,
+        5 * LEASE,
+    );
+    proxy.set(Fault::Pass);
+    std::fs::remove_file(&healthy).expect("the check fails from now on");
+    proxied.wait_events(
+        "the candidate check failed; standing aside from the election",
+        1,
+        5 * LEASE,
+    );
+    holds_on_every_look("the proxied replica out", 3 * LEASE, || {
+        proxied.events("became leader").len() == 1
+    });
+}

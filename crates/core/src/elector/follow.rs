@@ -67,12 +67,17 @@ impl Elector {
                 observed = None;
             }
             announced = false;
-            if let Some((hold, own_term)) = held
-                && !self
+            if let Some((hold, own_term)) = held {
+                if !self
                     .hold_off(shutdown, releases, hold, own_term, woken)
                     .await
-            {
-                return None;
+                {
+                    return None;
+                }
+                // It may have lasted a lease duration: a gate may have said no since.
+                if !gates.standing().stands() {
+                    continue;
+                }
             }
             woken = false;
             // Not raced against shutdown (see `decide::give_back`): it is bounded by the call
