@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use harness::contenders::{
     ActionLog, ChildContender, Contender, Did, acting_work, assert_no_overlap, fast_timing, lease,
-    lease_with, unique_lease, until_leading, until_led_by,
+    lease_on_clock, unique_lease, until_leading, until_led_by,
 };
 use harness::timings::{FIFTEEN_SECOND_TERM, TEN_SECOND_TERM_SLOW_RETRY, THREE_SECOND_TERM};
 use leasehold::clock::{BootInstant, ShiftedClock};
 use leasehold::elector::benchmark_only::FollowerStrategy;
 use leasehold::elector::{Elector, Leadership, Role, Timing};
-use leasehold::lease::{Acquired, LeaseError, LeaseOptions, Released};
+use leasehold::lease::{Acquired, LeaseError, Released};
 use testbed::proxy::{Fault, FaultProxy};
 use testbed::redis_server::RedisServer;
 use testbed::wait::{eventually, until};
@@ -243,17 +243,12 @@ async fn eviction_under_maxmemory_never_makes_two_leaders() {
 async fn a_suspend_ends_the_term_at_its_deadline_without_waiting_for_a_timer() {
     let redis = RedisServer::start();
     let clock = ShiftedClock::new();
-    let options = LeaseOptions {
-        cooldown_on_data_loss: false,
-        clock: Arc::new(clock.clone()),
-        ..LeaseOptions::default()
-    };
     // The watchdog sleeps 5 s between renewals: on tokio's clock, a suspend would end the term
     // only when that sleep is over.
     let timing = FIFTEEN_SECOND_TERM;
     let log: ActionLog = Arc::default();
     let a = Contender::spawn(
-        lease_with(&redis.url(), &unique_lease("suspend"), "pod-a", options),
+        lease_on_clock(&redis.url(), &unique_lease("suspend"), "pod-a", &clock),
         timing,
         acting(&log),
     );

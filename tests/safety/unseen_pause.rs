@@ -7,16 +7,14 @@
 //! freeze.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use harness::contenders::{Contender, lease_with, unique_lease};
+use harness::contenders::{Contender, lease_on_clock, unique_lease};
 use harness::replica::{Replica, TWO_SECOND_TERM, run_to_end};
 use harness::timings::FIFTEEN_SECOND_TERM;
 use leasehold::clock::{BootInstant, ShiftedClock};
 use leasehold::elector::{Leadership, Role, StepDownReason};
 use leasehold::guard::{GuardRecord, read_guard_file};
-use leasehold::lease::LeaseOptions;
 use nix::sys::signal::Signal;
 use testbed::proxy::{Fault, FaultProxy};
 use testbed::redis_server::{FAKETIME, RedisServer};
@@ -162,13 +160,8 @@ async fn a_freeze_inside_the_acquires_round_trip_ends_the_term_it_won_as_a_pause
     let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], redis.port())));
     proxy.set(Fault::DelayReplies(Duration::from_millis(500)));
     let clock = ShiftedClock::new();
-    let options = LeaseOptions {
-        cooldown_on_data_loss: false,
-        clock: Arc::new(clock.clone()),
-        ..LeaseOptions::default()
-    };
     let name = unique_lease("freeze-in-acquire");
-    let lease = lease_with(&proxy.url(), &name, "a", options);
+    let lease = lease_on_clock(&proxy.url(), &name, "a", &clock);
     let a = Contender::spawn(lease, FIFTEEN_SECOND_TERM, |l: Leadership| async move {
         l.lost().await;
         Ok(())
@@ -201,12 +194,7 @@ async fn a_freeze_inside_the_acquires_round_trip_ends_the_term_it_won_as_a_pause
 async fn the_work_of_a_term_a_pause_ended_is_not_awaited_past_its_deadline() {
     let redis = RedisServer::start();
     let clock = ShiftedClock::new();
-    let options = LeaseOptions {
-        cooldown_on_data_loss: false,
-        clock: Arc::new(clock.clone()),
-        ..LeaseOptions::default()
-    };
-    let lease = lease_with(&redis.url(), &unique_lease("pause-work"), "a", options);
+    let lease = lease_on_clock(&redis.url(), &unique_lease("pause-work"), "a", &clock);
     // Work that does not stop when told: only an abort ends it, which its guard says.
     struct Aborted(tokio::sync::mpsc::UnboundedSender<()>);
     impl Drop for Aborted {

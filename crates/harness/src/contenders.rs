@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::timings::{FAST, STEADY};
-use leasehold::clock::{BootInstant, Clock};
+use leasehold::clock::{BootInstant, Clock, ShiftedClock};
 use leasehold::elector::{Elector, Leadership, Role, Status, Timing};
 use leasehold::k8s::Publisher;
 use leasehold::lease::{FencingToken, LeaseName, LeaseOptions, OwnerId, RedisLease};
@@ -47,6 +47,17 @@ pub fn lease(url: &str, name: &str, identity: &str, cooldown: bool) -> RedisLeas
             ..LeaseOptions::default()
         },
     )
+}
+
+/// A lease without the data-loss cooldown whose instants are read on `clock` (a test's shifted
+/// clock, to simulate a suspend or a pause the boot clock did not count).
+pub fn lease_on_clock(url: &str, name: &str, identity: &str, clock: &ShiftedClock) -> RedisLease {
+    let options = LeaseOptions {
+        cooldown_on_data_loss: false,
+        clock: Arc::new(clock.clone()),
+        ..LeaseOptions::default()
+    };
+    lease_with(url, name, identity, options)
 }
 
 /// A lease with the given options.
