@@ -4,7 +4,7 @@
 //! dead or frozen replica leads once its term's deadline has passed.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use harness::contenders::unique_lease;
 use harness::replica::{FAST, Replica};
@@ -17,6 +17,8 @@ use testbed::wait::wait_for;
 const WAIT: Duration = Duration::from_secs(20);
 /// The lease duration of [`FAST`]: no term outlives its last renewal by more.
 const TTL: Duration = Duration::from_millis(1500);
+/// How fast a Redis clock runs that NTP slews beyond the drift margin.
+const RATE: f64 = 1.10;
 
 fn with_status_file(path: &Path) -> Vec<String> {
     let mut args: Vec<String> = FAST.iter().map(|s| s.to_string()).collect();
@@ -105,36 +107,42 @@ fn a_second_leasehold_given_the_same_status_file_is_refused_naming_the_first() {
 }
 
 /// A renewal that measures Redis's clock fast ends the term sooner than the one before it: the
-/// file's deadline moves back with it. A 20 s lease on a Redis 10 % fast begins valid for about
-/// 19.8 s and its renewals, 250 ms apart, for about 18.2 s: the file must say the sooner one.
+/// file's deadline moves back with it. A 60 s lease on a Redis 10 % fast begins valid for about
+/// 59.4 s (the configured drift) and its renewals, 250 ms apart, for about 54.5 s, which the
+/// grant's deadline outlasts for its first 4.9 s: a few renewals in, the file must not say that
+/// the writer leads for longer than Redis keeps the lease.
 #[test]
 fn the_files_deadline_moves_back_when_a_renewal_ends_the_term_sooner() {
-    let redis = RedisServer::builder().clock_rate(1.10).start();
+    let redis = RedisServer::builder().clock_rate(RATE).start();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("a.json");
     let path = file.display().to_string();
     let timing = [
         "--lease-duration",
-        "20s",
+        "60s",
         "--renew-deadline",
-        "14s",
+        "40s",
         "--retry-period",
         "250ms",
         "--no-data-loss-cooldown",
         "--status-file",
         &path,
     ];
-    let a = Replica::spawn(
-        &redis.url(),
-        &unique_lease("status-file-back"),
-        "a",
-        &timing,
-        &[],
-    );
-    let until = || read_json(&file)["leader_until_boot_ns"].as_u64();
-    let began = wait_for("a's file says until when a leads", WAIT, until);
-    wait_for("a renewal's sooner deadline in the file", WAIT, || {
-        until().filter(|&u| u + 1_000_000_000 < began)
+    let lease = unique_lease("status-file-back");
+    let a = Replica::spawn(&redis.url(), &lease, "a", &timing, &[]);
+    a.wait_events("renewed", 3, WAIT);
+    // As a reader reads it: how long the file says its writer leads, against how long Redis,
+    // on its fast clock, keeps the lease (the two answers a moment apart, 1 ms for rounding).
+    let asked = Instant::now();
+    let until = read_json(&file)["leader_until_boot_ns"].as_u64();
+    let left_ms = until.map_or(0, |u| {
+        u.saturating_sub(BootInstant::now().as_nanos()) / 1_000_000
     });
-    drop(a);
+    let pttl: i64 = redis.cmd(&["PTTL", &format!("leasehold:{{{lease}}}")]);
+    let kept_ms = pttl as f64 / RATE;
+    let asking_ms = asked.elapsed().as_secs_f64() * 1_000.0 + 1.0;
+    assert!(
+        left_ms as f64 <= kept_ms + asking_ms,
+        "the file says {left_ms} ms more, Redis keeps the lease {kept_ms:.0} ms"
+    );
 }

@@ -286,22 +286,24 @@ fn a_leaders_view_and_leasehold_status_read_a_redis_clock_that_runs_five_percent
     );
 }
 
-/// A 20 s lease renewed every 250 ms, led in this process on `redis` (on a clock 10 % fast,
+/// A 60 s lease renewed every 250 ms, led in this process on `redis` (on a clock 10 % fast,
 /// its renewals bound the rate within a fraction of a percent); the work hands out its
-/// [`Leadership`].
+/// [`Leadership`]. Its grant, on the configured drift, is valid for about 59.4 s, and its
+/// renewals on such a clock for about 54.5 s: for its first 4.9 s they end the term sooner.
+const IN_PROCESS: Timing = Timing {
+    lease_duration: Duration::from_secs(60),
+    renew_deadline: Duration::from_secs(40),
+    retry_period: Duration::from_millis(250),
+    drift_factor: 0.01,
+};
+
 fn lead_in_process(
     redis: &RedisServer,
     test: &str,
 ) -> (Contender, tokio::sync::watch::Receiver<Option<Leadership>>) {
     let lease = harness::contenders::lease(&redis.url(), &unique_lease(test), "a", false);
-    let timing = Timing {
-        lease_duration: Duration::from_secs(20),
-        renew_deadline: Duration::from_secs(14),
-        retry_period: Duration::from_millis(250),
-        ..Timing::default()
-    };
     let (held, leadership) = tokio::sync::watch::channel(None);
-    let contender = Contender::spawn(lease, timing, move |l: Leadership| {
+    let contender = Contender::spawn(lease, IN_PROCESS, move |l: Leadership| {
         held.send_replace(Some(l.clone()));
         async move {
             l.lost().await;
@@ -320,47 +322,42 @@ fn valid_until(s: &Status) -> Option<BootInstant> {
 }
 
 /// What `check()` trusts is the watchdog's deadline, also when a renewal finds Redis's clock
-/// fast and so ends the term sooner than the one before it: a lease that began on the
-/// configured drift is valid about 19.8 s, and its renewals on a clock 10 % fast, for about
-/// 18.2 s. The work's own deadline must move back with them (the command's supervisor and the
-/// step-down's wait for the work read it), or it outlasts the lease on Redis.
+/// fast and so ends the term sooner than the grant did. The work's own deadline must move back
+/// with it (the command's supervisor and the step-down's wait for the work read it), or it
+/// outlasts the lease on Redis.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renewal_that_finds_redis_clock_fast_moves_the_works_deadline_back() {
     let redis = RedisServer::builder().clock_rate(RATE).start();
     let (leader, mut leadership) = lead_in_process(&redis, "clock-back");
     let mut status = leader.status.clone();
-    let began = until("a term", &mut status, 5 * LEASE, |s| {
-        valid_until(s).is_some()
-    })
-    .await;
-    let began = valid_until(&began).expect("a leader");
+    let term = leadership
+        .wait_for(Option::is_some)
+        .await
+        .expect("the work began")
+        .clone()
+        .expect("a leadership");
+    let granted = term.acquired_at().saturating_add(IN_PROCESS.validity());
     let sooner = until(
         "a renewal that ends the term sooner",
         &mut status,
         5 * LEASE,
-        |s| valid_until(s).is_some_and(|v| v < began),
+        |s| valid_until(s).is_some_and(|v| v < granted),
     )
     .await;
     let sooner = valid_until(&sooner).expect("a leader");
-    let trusted = leadership
-        .wait_for(Option::is_some)
-        .await
-        .expect("the work began")
-        .as_ref()
-        .map(Leadership::valid_until)
-        .expect("a leadership");
+    // Renewals within the grant's first seconds all end the term before the grant's deadline.
+    let trusted = term.valid_until();
     assert!(
-        trusted <= sooner,
-        "check() trusts {:?} past the watchdog's deadline (which came back {:?})",
-        trusted.saturating_duration_since(sooner),
-        began.saturating_duration_since(sooner)
+        trusted < granted,
+        "check() trusts the grant's deadline, {:?} past the watchdog's",
+        trusted.saturating_duration_since(sooner)
     );
     leader.shutdown().await;
 }
 
 /// A step back of a Redis clock that runs fast (NTP stepping back what it let run ahead) starts
 /// the rate's window anew, and for the renewals before it bounds anything again the rate known
-/// before stands: no renewal is valid longer than Redis, 10 % fast, keeps the lease (20 s / 1.1).
+/// before stands: no renewal is valid longer than Redis, 10 % fast, keeps the lease (60 s / 1.1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_fast_redis_clock_steps_back_no_renewal_outlasts_the_lease_on_redis() {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -369,7 +366,7 @@ async fn after_a_fast_redis_clock_steps_back_no_renewal_outlasts_the_lease_on_re
     let redis = RedisServer::builder().clock_file(&offset).start();
     let (leader, _) = lead_in_process(&redis, "clock-back-step");
     let mut status = leader.status.clone();
-    let kept = Duration::from_secs(20).div_f64(RATE);
+    let kept = IN_PROCESS.lease_duration.div_f64(RATE);
     let valid_for = |s: &Status| valid_until(s).map(|v| BootInstant::now().until(v));
     until(
         "a renewal bounded by the rate",
