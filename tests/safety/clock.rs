@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use harness::contenders::{Contender, unique_lease};
 use harness::replica::{Replica, TWO_SECOND_TERM, lease_status, lease_status_json, run_to_end};
+use harness::timings::SIXTY_SECOND_TERM_QUICK_RETRY;
 use leasehold::clock::BootInstant;
 use leasehold::elector::{Leadership, Role, Status, Timing};
 use testbed::redis_server::RedisServer;
@@ -290,12 +291,7 @@ fn a_leaders_view_and_leasehold_status_read_a_redis_clock_that_runs_five_percent
 /// its renewals bound the rate within a fraction of a percent); the work hands out its
 /// [`Leadership`]. Its grant, on the configured drift, is valid for about 59.4 s, and its
 /// renewals on such a clock for about 54.5 s: for its first 4.9 s they end the term sooner.
-const IN_PROCESS: Timing = Timing {
-    lease_duration: Duration::from_secs(60),
-    renew_deadline: Duration::from_secs(40),
-    retry_period: Duration::from_millis(250),
-    drift_factor: 0.01,
-};
+const IN_PROCESS: Timing = SIXTY_SECOND_TERM_QUICK_RETRY;
 
 fn lead_in_process(
     redis: &RedisServer,

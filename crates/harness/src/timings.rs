@@ -41,5 +41,8 @@ pub const TEN_SECOND_TERM_SLOW_RETRY: Timing = timing(10000, 6000, 3000);
 /// TTL 15 s, renew deadline 10 s, retry 5 s.
 pub const FIFTEEN_SECOND_TERM: Timing = timing(15000, 10000, 5000);
 
+/// TTL 60 s, renew deadline 40 s, retry 250 ms: many renewals early in a long term.
+pub const SIXTY_SECOND_TERM_QUICK_RETRY: Timing = timing(60000, 40000, 250);
+
 /// TTL 30 s, renew deadline 20 s, retry 10 s: nothing renews or retries within a test.
 pub const THIRTY_SECOND_TERM: Timing = timing(30000, 20000, 10000);

@@ -168,7 +168,7 @@ impl Leadership {
     /// on (the command's processes) is bounded by this, not by a tokio timer.
     pub async fn deadline_passed(&self, margin: Duration) {
         loop {
-            let unseen = self.now().saturating_duration_since(self.inner.clock.now());
+            let unseen = self.inner.clock.wall_lead().gained_since(self.lead());
             let at = self
                 .valid_until()
                 .saturating_sub(margin)
