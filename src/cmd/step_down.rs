@@ -95,7 +95,7 @@ fn progress(old: &Holder, to: Option<&str>, seen: &Observation) -> Progress {
 pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
     let StepDownSettings { status, to, wait } = settings;
     let lease = asked_lease(&status, "leasehold-step-down").await?;
-    let lease_name = lease.name().clone();
+    let lease_name = lease.name();
     let seen = lease
         .observe(CALL)
         .await
