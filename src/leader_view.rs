@@ -160,18 +160,19 @@ fn rfc3339(t: SystemTime) -> String {
 }
 
 impl LeaderView {
-    /// The JSON of `status` at `now`, with the rate of Redis's clock last measured, as
-    /// `/leader` and its event stream show it.
+    /// The JSON of `status` at `now` (with `lead`, the wall clock's lead now), with the rate
+    /// of Redis's clock last measured, as `/leader` and its event stream show it.
     pub fn json(
         status: &Shown,
         lease_key: &str,
         now: crate::clock::BootInstant,
+        lead: crate::clock::WallLead,
         redis_clock: Option<RedisClockView>,
     ) -> String {
         let view = Self::of(
             status,
             lease_key,
-            status.is_leading_at(now),
+            status.is_leading_at(now, lead),
             now,
             redis_clock,
         );

@@ -16,7 +16,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 use tracing::{debug, info, warn};
 
-use crate::clock::BootInstant;
+use crate::clock::{BootInstant, WallLead};
 use crate::elector::{RateBound, TermHooks, Timing};
 use crate::lease::FencingToken;
 use slew::{Sample, Say, SlewWindow, Telling};
@@ -142,12 +142,12 @@ impl ClockWatch {
 }
 
 impl TermHooks for ClockWatch {
-    fn began(&self, token: FencingToken, _valid_until: BootInstant) {
+    fn began(&self, token: FencingToken, _valid_until: BootInstant, _lead: WallLead) {
         self.seen().term = Some(token);
         self.sample();
     }
 
-    fn extended(&self, _token: FencingToken, _valid_until: BootInstant) {
+    fn extended(&self, _token: FencingToken, _valid_until: BootInstant, _lead: WallLead) {
         self.sample();
     }
 
@@ -177,7 +177,7 @@ mod tests {
     fn a_replica_shows_the_last_rate_its_own_terms_measured_with_the_term_and_keeps_it_after() {
         let watch = ClockWatch::new(&Timing::default());
         assert_eq!(watch.redis_clock(), None, "never measured");
-        watch.began(FencingToken(7), boot(10));
+        watch.began(FencingToken(7), boot(10), WallLead::default());
         assert_eq!(watch.redis_clock(), None, "one reply bounds nothing");
         watch.clock_rate(RateBound {
             low: 1.04,
@@ -191,7 +191,7 @@ mod tests {
         watch.ended(FencingToken(7), crate::elector::StepDownReason::Lost, true);
         assert_eq!(watch.redis_clock(), Some(seen.clone()));
         // Its next term shows term 7's until it measured anew.
-        watch.began(FencingToken(9), boot(20));
+        watch.began(FencingToken(9), boot(20), WallLead::default());
         assert_eq!(watch.redis_clock(), Some(seen));
         watch.clock_rate(RateBound {
             low: 0.999,
@@ -210,10 +210,10 @@ mod tests {
     #[test]
     fn renewals_sample_this_hosts_clocks_and_a_second_of_them_gives_a_slew_near_one() {
         let watch = ClockWatch::new(&Timing::default());
-        watch.began(FencingToken(1), boot(1));
+        watch.began(FencingToken(1), boot(1), WallLead::default());
         assert_eq!(watch.local_slew(), None);
         std::thread::sleep(Duration::from_millis(1_050));
-        watch.extended(FencingToken(1), boot(2));
+        watch.extended(FencingToken(1), boot(2), WallLead::default());
         let ratio = watch.local_slew().expect("a baseline of a second");
         assert!((ratio - 1.0).abs() < 0.01, "{ratio}");
     }

@@ -73,7 +73,8 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
             &watchers,
             contender.board.subscribe(),
             move |status| {
-                StatusDocument::json(status, &lease_key, clock.now(), clocks.redis_clock())
+                let (now, lead) = (clock.now(), clock.wall_lead());
+                StatusDocument::json(status, &lease_key, now, lead, clocks.redis_clock())
             },
             status_file_stop.clone(),
         )

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tracing::warn;
 
 use super::GuardFile;
-use crate::clock::BootInstant;
+use crate::clock::{BootInstant, WallLead};
 use crate::elector::{StepDownReason, TermHooks};
 use crate::lease::FencingToken;
 
@@ -26,8 +26,8 @@ impl GuardHooks {
         })
     }
 
-    fn publish(&self, token: FencingToken, valid_until: BootInstant) {
-        let Err(err) = self.guard.publish(token, valid_until) else {
+    fn publish(&self, token: FencingToken, valid_until: BootInstant, lead: WallLead) {
+        let Err(err) = self.guard.publish(token, valid_until, lead) else {
             return;
         };
         warn!(
@@ -42,12 +42,12 @@ impl GuardHooks {
 }
 
 impl TermHooks for GuardHooks {
-    fn began(&self, token: FencingToken, valid_until: BootInstant) {
-        self.publish(token, valid_until);
+    fn began(&self, token: FencingToken, valid_until: BootInstant, lead: WallLead) {
+        self.publish(token, valid_until, lead);
     }
 
-    fn extended(&self, token: FencingToken, valid_until: BootInstant) {
-        self.publish(token, valid_until);
+    fn extended(&self, token: FencingToken, valid_until: BootInstant, lead: WallLead) {
+        self.publish(token, valid_until, lead);
     }
 
     fn ending(&self, token: FencingToken, _reason: StepDownReason) {

@@ -102,14 +102,20 @@ impl GuardFile {
     }
 
     /// Publishes term `token`, valid until `valid_until` on the boot clock, and until the same
-    /// instant on the wall clock as the two clocks stand now (the elector has just checked that
-    /// no time passed unseen by the boot clock since the renewal was sent).
-    pub fn publish(&self, token: FencingToken, valid_until: BootInstant) -> std::io::Result<()> {
+    /// instant on the wall clock under `lead`, the wall clock's lead when the call that won or
+    /// renewed the term was sent (not now: time the boot clock missed since then, a freeze in
+    /// the call's round trip, passes the wall deadline too).
+    pub fn publish(
+        &self,
+        token: FencingToken,
+        valid_until: BootInstant,
+        lead: WallLead,
+    ) -> std::io::Result<()> {
         self.write(&GuardRecord::Term {
             lease: self.lease.clone(),
             token,
             valid_until,
-            wall_until: WallLead::now().wall_at(valid_until),
+            wall_until: lead.wall_at(valid_until),
         })
     }
 
@@ -205,7 +211,9 @@ mod tests {
         );
         assert!(matches!(check(&path), Err(GuardError::NoTerm { .. })));
         let until = BootInstant::now().saturating_add(Duration::from_secs(10));
-        guard.publish(FencingToken(7), until).unwrap();
+        guard
+            .publish(FencingToken(7), until, WallLead::now())
+            .unwrap();
         let GuardRecord::Term {
             lease: written,
             token,
@@ -241,7 +249,9 @@ mod tests {
         let path = dir.path().join("guard");
         let first = GuardFile::create(&path, &lease()).unwrap();
         let until = BootInstant::now().saturating_add(Duration::from_secs(10));
-        first.publish(FencingToken(7), until).unwrap();
+        first
+            .publish(FencingToken(7), until, WallLead::now())
+            .unwrap();
         let other = LeaseName::new("shop/api").unwrap();
         let err = GuardFile::create(&path, &other).unwrap_err();
         assert!(
@@ -281,7 +291,7 @@ mod tests {
                 let mut i = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let (t, u) = if i.is_multiple_of(2) { a } else { b };
-                    guard.publish(t, u).unwrap();
+                    guard.publish(t, u, WallLead::now()).unwrap();
                     i += 1;
                 }
                 i

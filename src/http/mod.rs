@@ -203,7 +203,7 @@ async fn healthz(State(e): State<Endpoints>) -> Response {
 
 async fn readyz(State(e): State<Endpoints>) -> Response {
     let status = e.status.borrow().clone();
-    let leading = status.is_leading_at(e.clock.now());
+    let leading = status.is_leading_at(e.clock.now(), e.clock.wall_lead());
     let (ready, words) = readiness(&status, e.readiness, leading);
     let code = if ready {
         StatusCode::OK
@@ -228,13 +228,20 @@ async fn leader(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
         let endpoints = e.clone();
         return crate::sse::events(watchers, last_event_id, slot, move |status| {
             let now = endpoints.clock.now();
-            LeaderView::json(status, &endpoints.lease_key, now, endpoints.redis_clock())
+            let lead = endpoints.clock.wall_lead();
+            LeaderView::json(
+                status,
+                &endpoints.lease_key,
+                now,
+                lead,
+                endpoints.redis_clock(),
+            )
         })
         .into_response();
     }
     let status = e.status.borrow().clone();
     let now = e.clock.now();
-    let leading = status.is_leading_at(now);
+    let leading = status.is_leading_at(now, e.clock.wall_lead());
     let view = LeaderView::of(&status, &e.lease_key, leading, now, e.redis_clock());
     axum::Json(view).into_response()
 }
@@ -243,12 +250,12 @@ async fn metrics(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let format = Exposition::negotiate(accept);
     let status = e.status.borrow().clone();
-    let now = e.clock.now();
-    let (ready, _) = readiness(&status, e.readiness, status.is_leading_at(now));
+    let (now, lead) = (e.clock.now(), e.clock.wall_lead());
+    let (ready, _) = readiness(&status, e.readiness, status.is_leading_at(now, lead));
     if let Some(clocks) = &e.clocks {
         e.metrics.local_clock_slew(clocks.local_slew());
     }
-    let body = e.metrics.render(&status, now, ready, format);
+    let body = e.metrics.render(&status, now, lead, ready, format);
     (
         [
             (header::CONTENT_TYPE, format.content_type()),
@@ -301,6 +308,7 @@ mod tests {
             token: FencingToken(4),
             acquired_at: SystemTime::now(),
             valid_until: crate::clock::BootInstant::now(),
+            lead: crate::clock::WallLead::now(),
         }
     }
 
@@ -406,6 +414,7 @@ mod tests {
             &s,
             "k",
             crate::clock::BootInstant::now(),
+            crate::clock::WallLead::now(),
             None,
         ))
         .unwrap();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::{ErrorLabels, Metrics, PolicyLabel, ReasonLabel, ResultLabel, ToLabel};
 use crate::board::GateHooks;
-use crate::clock::BootInstant;
+use crate::clock::{BootInstant, WallLead};
 use crate::elector::{RateBound, RenewalOutcome, StepDownReason, TermHooks};
 use crate::lease::{FencingToken, LeaseError};
 
@@ -19,7 +19,7 @@ impl TermHooks for Metrics {
         self.renewal_seconds.observe(latency.as_secs_f64());
     }
 
-    fn began(&self, _token: FencingToken, _valid_until: BootInstant) {
+    fn began(&self, _token: FencingToken, _valid_until: BootInstant, _lead: WallLead) {
         self.transitions
             .get_or_create(&ToLabel { to: "leader" })
             .inc();

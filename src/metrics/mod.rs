@@ -23,7 +23,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::board::{BlockingKey, Shown};
-use crate::clock::BootInstant;
+use crate::clock::{BootInstant, WallLead};
 use crate::elector::{RenewalOutcome, Role, SitOutReason};
 use crate::lease::FencingToken;
 
@@ -363,17 +363,18 @@ impl Metrics {
         }
     }
 
-    /// The exposition in `format`, with the status-derived gauges read at `now`; `ready` is
-    /// the readiness verdict at `now`.
+    /// The exposition in `format`, with the status-derived gauges read at `now` (`lead`: the
+    /// wall clock's lead then); `ready` is the readiness verdict at `now`.
     pub fn render(
         &self,
         status: &Shown,
         now: BootInstant,
+        lead: WallLead,
         ready: bool,
         format: Exposition,
     ) -> String {
         let _rewriting = self.lock_rewrite();
-        let leading = status.is_leading_at(now);
+        let leading = status.is_leading_at(now, lead);
         self.is_leader.set(i64::from(leading));
         self.master_status.set(i64::from(leading));
         self.ready.set(i64::from(ready));

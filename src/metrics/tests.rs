@@ -9,7 +9,7 @@ use crate::elector::{LeaderInfo, RateBound, StepDownReason, TermHooks};
 fn the_exposition_names_every_metric() {
     let m = Metrics::new("web-a", "shop/web");
     m.renewal(RenewalOutcome::Renewed, Duration::from_micros(300));
-    m.began(FencingToken(7), BootInstant::default());
+    m.began(FencingToken(7), BootInstant::default(), WallLead::default());
     m.ending(FencingToken(7), StepDownReason::ValidityDeadlinePassed);
     m.clock_rate(RateBound {
         low: 1.0625,
@@ -21,8 +21,10 @@ fn the_exposition_names_every_metric() {
             token: FencingToken(7),
             acquired_at: std::time::SystemTime::now(),
             valid_until: now.saturating_add(Duration::from_secs(10)),
+            lead: WallLead::default(),
         }),
         now,
+        WallLead::default(),
         true,
         Exposition::OpenMetrics,
     );
@@ -56,8 +58,10 @@ fn a_leader_past_its_deadline_is_not_counted_as_leader() {
             token: FencingToken(7),
             acquired_at: std::time::SystemTime::now(),
             valid_until: now,
+            lead: WallLead::default(),
         }),
         now,
+        WallLead::default(),
         false,
         Exposition::OpenMetrics,
     );
@@ -114,7 +118,13 @@ fn a_follower_names_only_the_leader_it_sees_now() {
         (Role::Starting, &[]),
     ];
     for (role, want) in cases {
-        let text = m.render(&status(role.clone()), now, true, Exposition::OpenMetrics);
+        let text = m.render(
+            &status(role.clone()),
+            now,
+            WallLead::default(),
+            true,
+            Exposition::OpenMetrics,
+        );
         assert_eq!(leader_lines(&text), want, "{role:?}");
         assert!(
             text.contains("leader_election_master_status{name=\"shop/web\"} 0"),
@@ -131,6 +141,7 @@ fn readiness_is_exported_as_given() {
     let text = m.render(
         &status(following("web-b")),
         now,
+        WallLead::default(),
         false,
         Exposition::OpenMetrics,
     );
@@ -138,6 +149,7 @@ fn readiness_is_exported_as_given() {
     let text = m.render(
         &status(following("web-b")),
         now,
+        WallLead::default(),
         true,
         Exposition::OpenMetrics,
     );
@@ -152,6 +164,7 @@ fn the_eviction_gauge_is_absent_until_the_policy_is_read_then_follows_it() {
         m.render(
             &status(following("web-b")),
             now,
+            WallLead::default(),
             true,
             Exposition::OpenMetrics,
         )
@@ -178,6 +191,7 @@ fn the_eviction_gauge_is_absent_until_the_policy_is_read_then_follows_it() {
     let text = m.render(
         &status(following("web-b")),
         now,
+        WallLead::default(),
         true,
         Exposition::OpenMetrics,
     );
@@ -218,10 +232,10 @@ fn the_accept_header_chooses_the_exposition() {
 #[test]
 fn each_exposition_names_a_counter_as_its_format_wants() {
     let m = Metrics::new("web-a", "shop/web");
-    m.began(FencingToken(7), BootInstant::default());
+    m.began(FencingToken(7), BootInstant::default(), WallLead::default());
     let now = BootInstant::now();
     let status = status(following("web-b"));
-    let text = m.render(&status, now, true, Exposition::Text);
+    let text = m.render(&status, now, WallLead::default(), true, Exposition::Text);
     for line in [
         "# HELP leasehold_transitions_total ",
         "# TYPE leasehold_transitions_total counter",
@@ -230,7 +244,13 @@ fn each_exposition_names_a_counter_as_its_format_wants() {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
     }
     assert!(!text.contains("# EOF"), "{text}");
-    let open = m.render(&status, now, true, Exposition::OpenMetrics);
+    let open = m.render(
+        &status,
+        now,
+        WallLead::default(),
+        true,
+        Exposition::OpenMetrics,
+    );
     for line in [
         "# TYPE leasehold_transitions counter",
         "leasehold_transitions_total{to=\"leader\"} 1",

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::board::Shown;
-use crate::clock::BootInstant;
+use crate::clock::{BootInstant, WallLead};
 use crate::clock_watch::RedisClockView;
 use crate::elector::Role;
 use crate::leader_view::{Account, LeaderView};
@@ -70,17 +70,18 @@ fn unix_ms(t: SystemTime) -> u64 {
 }
 
 impl StatusDocument {
-    /// The document of `status` written now: `now` on the elector's clock (the boot clock),
-    /// `wall` on the wall clock, by process `pid`, with the rate of Redis's clock last measured.
+    /// The document of `status` written now: `now` on the elector's clock (the boot clock,
+    /// which the wall clock leads by `lead`), `wall` on the wall clock, by process `pid`, with the rate of Redis's clock last measured.
     pub fn of(
         status: &Shown,
         lease_key: &str,
         now: BootInstant,
+        lead: WallLead,
         wall: SystemTime,
         pid: u32,
         redis_clock: Option<RedisClockView>,
     ) -> Self {
-        let leading = status.is_leading_at(now);
+        let leading = status.is_leading_at(now, lead);
         let view = LeaderView::of(status, lease_key, leading, now, redis_clock);
         let (state, term, until) = match &status.role {
             Role::Starting => ("starting", None, None),
@@ -125,6 +126,7 @@ impl StatusDocument {
         status: &Shown,
         lease_key: &str,
         now: BootInstant,
+        lead: WallLead,
         redis_clock: Option<RedisClockView>,
     ) -> String {
         let wall = SystemTime::now();
@@ -132,6 +134,7 @@ impl StatusDocument {
             status,
             lease_key,
             now,
+            lead,
             wall,
             std::process::id(),
             redis_clock,
@@ -154,7 +157,16 @@ mod tests {
 
     fn doc(role: Role, now: BootInstant) -> serde_json::Value {
         let wall = UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let doc = StatusDocument::of(&status(role), "leasehold:{shop/web}", now, wall, 42, None);
+        let lead = WallLead::default();
+        let doc = StatusDocument::of(
+            &status(role),
+            "leasehold:{shop/web}",
+            now,
+            lead,
+            wall,
+            42,
+            None,
+        );
         serde_json::to_value(&doc).unwrap()
     }
 
@@ -164,6 +176,7 @@ mod tests {
             token: FencingToken(7),
             acquired_at: UNIX_EPOCH,
             valid_until: at(110),
+            lead: WallLead::default(),
         };
         let json = doc(leader, at(100));
         assert_eq!(json["format"], FORMAT);
@@ -184,6 +197,7 @@ mod tests {
                 token: FencingToken(7),
                 acquired_at: UNIX_EPOCH,
                 valid_until: at(90),
+                lead: WallLead::default(),
             },
             at(100),
         );

@@ -111,3 +111,46 @@ async fn work_that_ends_fails_or_panics_steps_down_and_releases() {
     assert_eq!(steps[2].1.as_deref(), Some("boom in term 2"));
     c.shutdown().await;
 }
+
+/// A work closure that panics when called, before it returns its future, ends the term as one
+/// whose future panicked: the step-down runs, the lease is released, and a follower takes over
+/// at once rather than after the 10 s lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_work_closure_that_panics_when_called_steps_down_and_releases() {
+    let redis = RedisServer::start();
+    let name = unique_lease("closure-panics");
+    let mut a = Contender::spawn(
+        lease(&redis.url(), &name, "pod-a", false),
+        TEN_SECOND_TERM,
+        |leadership: Leadership| -> std::future::Ready<Result<(), String>> {
+            panic!("boom before the future, term {}", leadership.token())
+        },
+    );
+    let ended = until(
+        "a's term to end",
+        &mut a.status,
+        Duration::from_secs(5),
+        |s| s.last_step_down.is_some(),
+    )
+    .await;
+    let step = ended.last_step_down.expect("a step-down");
+    assert_eq!(step.reason, StepDownReason::WorkPanicked);
+    assert!(
+        step.detail
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("boom before the future"),
+        "{step:?}"
+    );
+    let mut b = Contender::spawn(
+        lease(&redis.url(), &name, "pod-b", false),
+        TEN_SECOND_TERM,
+        |leadership: Leadership| async move {
+            leadership.lost().await;
+            Ok(())
+        },
+    );
+    until_leading("b to lead", &mut b.status, Duration::from_secs(3)).await;
+    b.shutdown().await;
+    a.shutdown().await;
+}

@@ -378,7 +378,7 @@ async fn a_step_down_reaches_a_watcher_and_the_status_file_within_milliseconds()
         .spawn(
             &watchers,
             board.subscribe(),
-            move |s| StatusDocument::json(s, &k, c.now(), None),
+            move |s| StatusDocument::json(s, &k, c.now(), c.wall_lead(), None),
             stop.clone(),
         );
     let never_reads = watchers.subscribe(1);

@@ -18,14 +18,16 @@ use crate::docs::sources;
 /// lowers the ceiling to the new size, and a feature that does not change when a term begins
 /// or ends goes to the product instead of raising it. Defect fixes are the one exception (see
 /// below): raised from 8,248 for two found in the loop (the work awaited past a deadline that
-/// counts a pause, a gate not read again after a hold-off).
-const CORE_CEILING: usize = 8_257;
+/// counts a pause, a gate not read again after a hold-off), and from 8,257 for three more (the
+/// guard file's wall deadline and the probes blind to a freeze, a work closure's panic).
+const CORE_CEILING: usize = 8_278;
 
 /// The core and the product together, set the same way (the goal is 16,600). Raised from
 /// 19,590 by the fixes of the defects two hostile reviews found (a password shown, check()
 /// trusting a later deadline than the watchdog, IPv6 seeds refused, inputs accepted and then
-/// useless, the two above): a defect is fixed first, and its lines paid back by a later cut.
-const CORE_AND_PRODUCT_CEILING: usize = 19_647;
+/// useless, the two above), then from 19,647 by the three above: a defect is fixed first, and
+/// its lines paid back by a later cut.
+const CORE_AND_PRODUCT_CEILING: usize = 19_687;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use clap::CommandFactory;
 use leasehold::board::{GateHooks, Shown};
 use leasehold::cli::Cli;
-use leasehold::clock::BootInstant;
+use leasehold::clock::{BootInstant, WallLead};
 use leasehold::elector::{LeaderInfo, RedisHealth, RenewalOutcome, Role, Status, TermHooks};
 use leasehold::gates::STEP_DOWN_REASONS;
 use leasehold::lease::{FencingToken, LeaseError};
@@ -294,6 +294,7 @@ fn exposition() -> String {
     metrics.render(
         &Shown::of(status),
         BootInstant::now(),
+        WallLead::now(),
         true,
         Exposition::OpenMetrics,
     )

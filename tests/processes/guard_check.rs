@@ -248,7 +248,9 @@ fn run_and_lock_refuse_a_guard_file_another_live_process_owns() {
     let file = dir.path().join("guard");
     let owner = GuardFile::create(&file, &named(LEASE)).unwrap();
     let soon = BootInstant::now().saturating_add(Duration::from_secs(30));
-    owner.publish(FencingToken(42), soon).unwrap();
+    owner
+        .publish(FencingToken(42), soon, WallLead::now())
+        .unwrap();
     let path = file.to_str().unwrap();
     for subcommand in ["run", "lock"] {
         let (code, _, stderr) = run_to_end(

@@ -12,7 +12,7 @@ use harness::contenders::{
     lease_on_clock, unique_lease, until_leading, until_led_by,
 };
 use harness::timings::{FIFTEEN_SECOND_TERM, TEN_SECOND_TERM_SLOW_RETRY, THREE_SECOND_TERM};
-use leasehold::clock::{BootInstant, ShiftedClock};
+use leasehold::clock::{BootInstant, ShiftedClock, WallLead};
 use leasehold::elector::benchmark_only::FollowerStrategy;
 use leasehold::elector::{Elector, Leadership, Role, Timing};
 use leasehold::lease::{Acquired, LeaseError, Released};
@@ -58,10 +58,10 @@ fn acting_replica(
 async fn never_two_leaders(contenders: &[&Contender], window: Duration) {
     let until = tokio::time::Instant::now() + window;
     while tokio::time::Instant::now() < until {
-        let now = BootInstant::now();
+        let (now, lead) = (BootInstant::now(), WallLead::now());
         let leading: Vec<&str> = contenders
             .iter()
-            .filter(|c| c.status.borrow().is_leading_at(now))
+            .filter(|c| c.status.borrow().is_leading_at(now, lead))
             .map(|c| c.identity.as_str())
             .collect();
         assert!(leading.len() <= 1, "two leaders at once: {leading:?}");

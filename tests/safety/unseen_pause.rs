@@ -9,10 +9,11 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use harness::command::timing_flags;
 use harness::contenders::{Contender, lease_on_clock, unique_lease};
 use harness::replica::{Replica, TWO_SECOND_TERM, run_to_end};
-use harness::timings::FIFTEEN_SECOND_TERM;
-use leasehold::clock::{BootInstant, ShiftedClock};
+use harness::timings::{FIFTEEN_SECOND_TERM, THIRTY_SECOND_TERM};
+use leasehold::clock::{BootInstant, ShiftedClock, WallLead};
 use leasehold::elector::{Leadership, Role, StepDownReason};
 use leasehold::guard::{GuardRecord, read_guard_file};
 use nix::sys::signal::Signal;
@@ -57,9 +58,10 @@ impl FrozenHost {
         ]
     }
 
-    /// 5 s pass for the world, none of them for the boot clock.
-    fn jump_5s(&self) {
-        std::fs::write(&self.offset, "+5 x1.0").expect("jump the clocks");
+    /// `secs` seconds (since the host started) pass for the world, none of them for the boot
+    /// clock.
+    fn jump(&self, secs: u32) {
+        std::fs::write(&self.offset, format!("+{secs} x1.0")).expect("jump the clocks");
     }
 }
 
@@ -81,7 +83,7 @@ fn a_freeze_the_boot_clock_did_not_count_ends_the_term_as_a_pause_before_anyone_
     leader.wait_events("renewed", 3, 5 * LEASE);
 
     // 5 s pass for the world and for Redis, none of them for the leader's boot clock.
-    host.jump_5s();
+    host.jump(5);
     let stepped = wait_for("the leader to step down", LEASE, || {
         // The follower first: should it lead before the leader's step-down is written, this
         // order sees it.
@@ -133,7 +135,7 @@ fn a_guard_asked_after_a_freeze_the_boot_clock_did_not_count_refuses() {
     // The whole host freezes for 5 s, which its boot clock does not count: leasehold stops (so
     // nothing rewrites the guard file), and the clocks jump when it resumes.
     leader.signal(Signal::SIGSTOP);
-    host.jump_5s();
+    host.jump(5);
     let (code, _, words) = ask();
     let GuardRecord::Term { valid_until, .. } =
         read_guard_file(&guard).expect("the frozen leader's record")
@@ -147,6 +149,86 @@ fn a_guard_asked_after_a_freeze_the_boot_clock_did_not_count_refuses() {
     assert_eq!(code, 1, "the guard must refuse after the freeze: {words}");
     assert!(words.contains("passed"), "{words}");
     leader.signal(Signal::SIGCONT);
+}
+
+/// What the leader shows counts a freeze its boot clock did not: right after a renewal of a real
+/// `leasehold run` (TTL 30 s, the next renewal 10 s away), its wall clock gains 35 s. The term is
+/// over, and `/readyz` and `/leader` say so at once, not when the watchdog next wakes.
+#[test]
+fn the_probes_count_a_freeze_the_boot_clock_did_not() {
+    let host = FrozenHost::new();
+    let redis = RedisServer::start();
+    let lease = unique_lease("unseen-probes");
+    let mut args = timing_flags(&THIRTY_SECOND_TERM);
+    args.push("--no-data-loss-cooldown".to_owned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let frozen_host = host.env();
+    let leader = Replica::spawn_with_env(&redis.url(), &lease, "leader", &args, &[], &frozen_host);
+    leader.wait_events("renewed", 1, Duration::from_secs(20));
+    assert!(leader.is_ready(), "ready before the freeze");
+    host.jump(35);
+    // The watchdog wakes 10 s after the renewal; the probes must not wait for it.
+    wait_for("/readyz to refuse", Duration::from_secs(3), || {
+        (!leader.is_ready()).then_some(())
+    });
+    assert_eq!(leader.leader()["is_leader"], false, "{}", leader.leader());
+    assert!(
+        leader.events("stepped down").is_empty(),
+        "the watchdog had already woken: the test shows nothing\n{}",
+        leader.log_text()
+    );
+}
+
+/// The guard file's deadline on the wall clock counts a freeze inside the acquire's round trip:
+/// it is the boot clock's deadline under the wall clock's lead read before the acquire was sent,
+/// not the lead when the term is published. Over a link whose return leg takes 2 s, the wall
+/// clock of a real `leasehold run` gains 5 s unseen by its boot clock while the acquire's reply is
+/// on its way; the term it begins (TTL 30 s) stays valid, 5 s shorter than its boot clock says.
+#[test]
+fn the_guard_files_wall_deadline_counts_a_freeze_inside_the_acquires_round_trip() {
+    let host = FrozenHost::new();
+    let guard = host.dir.path().join("guard");
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], redis.port())));
+    proxy.set(Fault::DelayReplies(Duration::from_secs(2)));
+    let lease = unique_lease("unseen-in-acquire-guard");
+    // No renewal within the test (the first is 10 s in): the record read is the term's first.
+    let mut args = timing_flags(&THIRTY_SECOND_TERM);
+    args.extend(["--no-data-loss-cooldown", "--guard-file"].map(String::from));
+    args.push(guard.to_str().expect("a UTF-8 path").to_owned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let frozen_host = host.env();
+    let leader = Replica::spawn_with_env(&proxy.url(), &lease, "leader", &args, &[], &frozen_host);
+    let key = format!("leasehold:{{{lease}}}");
+    wait_for(
+        "the acquire to run on Redis",
+        Duration::from_secs(20),
+        || (redis.cmd::<i64>(&["EXISTS", &key]) == 1).then_some(()),
+    );
+    // The wall clock's lead over the boot clock before the freeze: this process's, whose
+    // clocks libfaketime leaves alone.
+    let lead_before = WallLead::now().as_nanos();
+    host.jump(5);
+    leader.wait_events("became leader", 1, Duration::from_secs(10));
+    let Ok(GuardRecord::Term {
+        valid_until,
+        wall_until,
+        ..
+    }) = read_guard_file(&guard)
+    else {
+        panic!("the guard file holds the term:\n{}", leader.log_text());
+    };
+    assert!(
+        leader.events("renewed").is_empty(),
+        "the record is the term's first"
+    );
+    let boot = i64::try_from(valid_until.as_nanos()).expect("a boot instant in range");
+    let written_lead = i64::try_from(wall_until).expect("a wall instant in range") - boot;
+    let late_ms = (written_lead - lead_before) / 1_000_000;
+    assert!(
+        late_ms.abs() < 1_000,
+        "the wall deadline is {late_ms} ms past the deadline counting the freeze"
+    );
 }
 
 /// A freeze inside the acquire's round trip counts too: the wall clock's lead a term starts from

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::timings::{FAST, STEADY};
-use leasehold::clock::{BootInstant, Clock, ShiftedClock};
+use leasehold::clock::{BootInstant, Clock, ShiftedClock, WallLead};
 use leasehold::elector::{Elector, Leadership, Role, Status, Timing};
 use leasehold::k8s::Publisher;
 use leasehold::lease::{FencingToken, LeaseName, LeaseOptions, OwnerId, RedisLease};
@@ -203,7 +203,9 @@ impl Contender {
     }
 
     pub fn is_leader(&self) -> bool {
-        self.status.borrow().is_leading_at(BootInstant::now())
+        self.status
+            .borrow()
+            .is_leading_at(BootInstant::now(), WallLead::now())
     }
 
     pub fn token(&self) -> Option<FencingToken> {

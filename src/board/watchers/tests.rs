@@ -15,6 +15,7 @@ fn leader(token: u64) -> Role {
         token: FencingToken(token),
         acquired_at: std::time::SystemTime::now(),
         valid_until: crate::clock::BootInstant::now(),
+        lead: crate::clock::WallLead::now(),
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::decide::RateBound;
 use super::{Status, StepDownReason};
-use crate::clock::BootInstant;
+use crate::clock::{BootInstant, WallLead};
 use crate::lease::{Acquired, FencingToken, LeaseError};
 
 /// The outcome of one renewal, for metrics.
@@ -39,10 +39,14 @@ impl RenewalOutcome {
 /// `began`; the term is revoked after `ending`). They must not block for long: the watchdog
 /// waits. Every method has an empty default.
 pub trait TermHooks: Send + Sync + 'static {
-    /// A term began and is valid until `valid_until`; called before the work starts.
-    fn began(&self, _token: FencingToken, _valid_until: BootInstant) {}
-    /// A renewal moved the term's validity deadline to `valid_until`.
-    fn extended(&self, _token: FencingToken, _valid_until: BootInstant) {}
+    /// A term began and is valid until `valid_until` on the boot clock, which the wall clock
+    /// led by `lead` when the acquire that won it was sent: time the boot clock has not counted
+    /// since then (the lead gained on `lead`) has passed too, and on the wall clock the term
+    /// ends at `lead.wall_at(valid_until)`. Called before the work starts.
+    fn began(&self, _token: FencingToken, _valid_until: BootInstant, _lead: WallLead) {}
+    /// A renewal moved the term's validity deadline to `valid_until`, under `lead` as read
+    /// before the renewal was sent (as for [`began`](Self::began)).
+    fn extended(&self, _token: FencingToken, _valid_until: BootInstant, _lead: WallLead) {}
     /// The term ends for `reason`: the first step of the step-down, before it is revoked, the
     /// work cancelled and the lease released.
     fn ending(&self, _token: FencingToken, _reason: StepDownReason) {}
@@ -89,11 +93,11 @@ impl Hooks {
 }
 
 impl TermHooks for Hooks {
-    fn began(&self, token: FencingToken, valid_until: BootInstant) {
-        self.each(|h| h.began(token, valid_until));
+    fn began(&self, token: FencingToken, valid_until: BootInstant, lead: WallLead) {
+        self.each(|h| h.began(token, valid_until, lead));
     }
-    fn extended(&self, token: FencingToken, valid_until: BootInstant) {
-        self.each(|h| h.extended(token, valid_until));
+    fn extended(&self, token: FencingToken, valid_until: BootInstant, lead: WallLead) {
+        self.each(|h| h.extended(token, valid_until, lead));
     }
     fn ending(&self, token: FencingToken, reason: StepDownReason) {
         self.each(|h| h.ending(token, reason));

@@ -5,6 +5,7 @@
 
 use std::fmt::Display;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
@@ -75,13 +76,14 @@ impl Elector {
         let valid_until = deadlines.valid_until;
         let leadership =
             Leadership::new(&grant, valid_until, &lease_name, &identity, clock.clone());
-        self.hooks.began(grant.token, valid_until);
+        self.hooks.began(grant.token, valid_until, grant.lead);
 
         self.status.modify(|s| {
             s.role = Role::Leader {
                 token: grant.token,
                 acquired_at: SystemTime::now(),
                 valid_until,
+                lead: grant.lead,
             };
             s.transitions += 1;
         });
@@ -95,8 +97,12 @@ impl Elector {
             "became leader"
         );
 
-        let term = work(leadership.clone());
-        let mut work_task = tokio::spawn(async move { term.await.map_err(|err| err.to_string()) });
+        // A closure that panics when called ends the term as a panicking future does.
+        let term = std::panic::catch_unwind(AssertUnwindSafe(|| work(leadership.clone())));
+        let mut work_task = tokio::spawn(async move {
+            let term = term.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            term.await.map_err(|err| err.to_string())
+        });
         let mut failures: u32 = 0;
         let mut alone = false;
         // The rate of Redis's clock, from this term's grant and renewals. The grant's reading
@@ -235,10 +241,15 @@ impl Elector {
                     };
                     let valid_until = deadlines.valid_until;
                     leadership.extend(valid_until, lead);
-                    self.hooks.extended(grant.token, valid_until);
+                    self.hooks.extended(grant.token, valid_until, lead);
                     self.status.modify(|s| {
-                        if let Role::Leader { valid_until: v, .. } = &mut s.role {
-                            *v = valid_until;
+                        if let Role::Leader {
+                            valid_until: v,
+                            lead: l,
+                            ..
+                        } = &mut s.role
+                        {
+                            (*v, *l) = (valid_until, lead);
                         }
                     });
                     debug!(

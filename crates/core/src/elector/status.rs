@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use super::standing::Gate;
-use crate::clock::BootInstant;
+use crate::clock::{BootInstant, WallLead};
 use crate::lease::FencingToken;
 
 /// Why a leader stepped down.
@@ -147,6 +147,9 @@ pub enum Role {
         acquired_at: SystemTime,
         /// The validity deadline as of the last renewal.
         valid_until: BootInstant,
+        /// The wall clock's lead over the boot clock when the call that set `valid_until` was
+        /// sent: what it gained since passed unseen by the boot clock, and counts.
+        lead: WallLead,
     },
     /// The elector has stopped.
     Stopped,
@@ -220,11 +223,14 @@ impl SitOutReason {
 }
 
 impl Status {
-    /// Whether this replica leads *and* its validity deadline has not passed at `now`. This,
-    /// not the role alone, is what readiness must report: after a pause the role is still
-    /// `Leader` until the watchdog runs, but the deadline has passed.
-    pub fn is_leading_at(&self, now: BootInstant) -> bool {
-        matches!(self.role, Role::Leader { valid_until, .. } if now < valid_until)
+    /// Whether this replica leads *and* its validity deadline has not passed at `now` on the
+    /// boot clock, counting what the wall clock's lead (`lead`, read now) gained since the
+    /// deadline was set. This, not the role alone, is what readiness must report: after a
+    /// pause, seen or unseen by the boot clock, the role is still `Leader` until the watchdog
+    /// runs, but the deadline has passed.
+    pub fn is_leading_at(&self, now: BootInstant, lead: WallLead) -> bool {
+        matches!(self.role, Role::Leader { valid_until, lead: set, .. }
+            if now.saturating_add(lead.gained_since(set)) < valid_until)
     }
 
     /// The identity of the leader as far as this replica knows.
