@@ -6,6 +6,9 @@ use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Duration;
 
+use nix::sys::signal::{Signal, killpg};
+use nix::sys::wait::waitpid;
+use nix::unistd::Pid;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -82,11 +85,13 @@ async fn shell(command: &str) -> Result<(), String> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        // Over the timeout, the future is dropped and the shell killed with it.
-        .kill_on_drop(true);
+        .process_group(0);
     let (mut child, proc) =
         crate::exec::spawn_tracked(&mut cmd).map_err(|e| format!("cannot start it: {e}"))?;
+    let overdue = Overdue(proc.id.pid);
     let waited = child.wait().await;
+    // Done in time: tokio reaped the shell, and what it left running is its own.
+    std::mem::forget(overdue);
     crate::exec::untrack(proc.id.pid);
     match waited {
         Ok(status) if status.success() => Ok(()),
@@ -95,6 +100,25 @@ async fn shell(command: &str) -> Result<(), String> {
             None => Err(format!("ended by {status}")),
         },
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The process group of a check still running when it is dropped (over its timeout): killed
+/// whole, the shell and all it started, and reaped, as they come to this process (the shell,
+/// and its orphans when this process is their subreaper). The shell is not reaped yet, so the
+/// group's id is not free for another.
+struct Overdue(i32);
+
+impl Drop for Overdue {
+    fn drop(&mut self) {
+        let group = Pid::from_raw(self.0);
+        if killpg(group, Signal::SIGKILL).is_ok() {
+            let (shell, members) = (self.0, Pid::from_raw(-self.0));
+            std::thread::spawn(move || {
+                while waitpid(members, None).is_ok() {}
+                crate::exec::untrack(shell);
+            });
+        }
     }
 }
 

@@ -69,6 +69,8 @@ impl EvictionWatch {
         tokio::spawn(async move {
             let mut said_unreadable = false;
             let mut first = true;
+            // A failed read says nothing about the policy: the last one read stands.
+            let mut last_read: Option<EvictionPolicy> = None;
             loop {
                 // Only ask a Redis that answers the elector: no extra dials (and no extra failed
                 // logins) while it is down or refuses us. The first read goes out at once: without
@@ -100,6 +102,7 @@ impl EvictionWatch {
                     Ok(policy) => {
                         told.eviction_policy(&policy.policy, policy.may_evict());
                         said_unreadable = false;
+                        last_read = Some(policy.clone());
                         Eviction::Read(policy)
                     }
                     Err(err) => {
@@ -108,12 +111,15 @@ impl EvictionWatch {
                                 identity = %lease.owner().identity(),
                                 lease = %lease.name(),
                                 error = %err,
-                                "cannot read the eviction policy (INFO memory); carrying on without knowing whether redis may evict the lease"
+                                "cannot read the eviction policy (INFO memory); going by the last one read, if any"
                             );
                             said_unreadable = true;
                         }
-                        Eviction::Unreadable {
-                            reason: err.to_string(),
+                        match &last_read {
+                            Some(policy) => Eviction::Read(policy.clone()),
+                            None => Eviction::Unreadable {
+                                reason: err.to_string(),
+                            },
                         }
                     }
                 };

@@ -256,14 +256,12 @@ impl Publisher {
         };
         let inner = &self.inner;
         let token = leadership.token();
-        if inner.settings.events && leadership.check().is_ok() {
-            self.event(
-                EventType::Normal,
-                "LeaderElected",
-                format!("{} became leader (fencing token {token})", inner.identity),
-            )
-            .await;
-        }
+        let elected = async {
+            if inner.settings.events && leadership.check().is_ok() {
+                let note = format!("{} became leader (fencing token {token})", inner.identity);
+                self.event(EventType::Normal, "LeaderElected", note).await;
+            }
+        };
         let labels = async {
             if let Some(key) = &inner.settings.leader_label {
                 label::keep_on_leader(
@@ -314,7 +312,13 @@ impl Publisher {
                 .await;
             }
         };
-        tokio::join!(labels, lease, handover);
+        // Over when the term is, also with a call to an API that does not answer in flight:
+        // the elector waits for this before it releases the lease.
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => {}
+            _ = async { tokio::join!(elected, labels, lease, handover) } => {}
+        }
     }
 
     /// The notes of a term that ended, in the background: this pod's label off, and an Event.

@@ -8,15 +8,19 @@ use std::time::Duration;
 
 use crate::calls::assert_within_rbac;
 use crate::fixtures::{LABEL, NS, deployment_with_pods, kube_settings, label_of, labels, member};
-use harness::contenders::{fast_timing, lease, spawn_publishing, unique_lease, until_leading};
+use harness::contenders::{
+    Contender, fast_timing, lease, spawn_publishing, unique_lease, until_leading,
+};
+use harness::timings::TEN_SECOND_TERM;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
-use leasehold::elector::Elector;
-use leasehold::k8s::Publisher;
+use leasehold::elector::{Elector, Leadership};
+use leasehold::k8s::{self, Publisher};
 use testbed::fake_api::{FakeApiServer, Recorded};
+use testbed::proxy::{Fault, FaultProxy};
 use testbed::redis_server::RedisServer;
 use testbed::wait::eventually;
 use tokio_util::sync::CancellationToken;
@@ -206,4 +210,49 @@ async fn without_a_deployment_only_the_own_pod_is_labelled() {
         "no write to the neighbour"
     );
     assert_within_rbac(&api);
+}
+
+/// A Kubernetes API that stops answering holds up neither the step-down nor the release: the
+/// term's Kubernetes work (an Event first) ends when the term does, and a follower leads at
+/// once, not when the 10 s lease would have run out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_api_holds_up_neither_the_step_down_nor_the_release() {
+    let api = FakeApiServer::start().await;
+    let redis = RedisServer::start();
+    let pods = ["web-7d4f-a", "web-7d4f-b"];
+    deployment_with_pods(&api, &pods);
+    let upstream = api.url().trim_start_matches("http://").parse();
+    let proxy = FaultProxy::start(upstream.expect("the fake API server's address"));
+    let through_proxy = format!("http://{}", proxy.addr()).parse().expect("a URI");
+    let silent = kube::Client::try_from(kube::Config::new(through_proxy)).expect("a client");
+    let deployment = k8s::owning_deployment(&api.client(), NS, pods[0])
+        .await
+        .expect("discovery");
+    let (timing, lease_name) = (TEN_SECOND_TERM, unique_lease("silent-api"));
+    let settings = kube_settings();
+    let cluster = Publisher::new(
+        silent,
+        NS,
+        pods[0],
+        &lease_name,
+        Some(deployment),
+        settings,
+        timing,
+    )
+    .expect("a mirror name");
+    proxy.set(Fault::Blackhole);
+    let elector = Elector::new(lease(&redis.url(), &lease_name, pods[0], false), timing).unwrap();
+    let mut status = elector.status();
+    let shutdown = CancellationToken::new();
+    let task = spawn_publishing(elector, &cluster, &shutdown);
+    until_leading("a to lead", &mut status, Duration::from_secs(5)).await;
+    let follower = lease(&redis.url(), &lease_name, pods[1], false);
+    let mut b = Contender::spawn(follower, timing, |l: Leadership| async move {
+        l.lost().await;
+        Ok(())
+    });
+    shutdown.cancel();
+    until_leading("b to lead", &mut b.status, Duration::from_secs(3)).await;
+    task.await.unwrap();
+    b.shutdown().await;
 }

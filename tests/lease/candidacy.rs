@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use harness::replica::{FAST, Replica, exit_within};
 use nix::sys::signal::Signal;
 use testbed::RedisServer;
+use testbed::process_tree::{is_gone, wait_pids};
 use testbed::wait::{holds_on_every_look, wait_for};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -214,6 +215,33 @@ fn a_commands_check_waits_out_its_start_up_grace_then_ends_the_term_and_sits_out
         "rejoined after {:?}",
         stepped_down.elapsed()
     );
+    a.signal(Signal::SIGTERM);
+}
+
+/// A check that runs past its timeout ends with everything it started: its process group is
+/// killed and reaped, also in exec mode, where leasehold is the subreaper its orphans come to.
+/// Each run of this check starts two sleeps and waits for them.
+#[test]
+fn a_check_past_its_timeout_leaves_no_process_behind() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let p = pids.display();
+    let check = format!("sleep 300 & echo $! >> {p}; sleep 300 & echo $! >> {p}; wait");
+    let mut args = FAST.to_vec();
+    args.extend(CHECK);
+    args.extend(["--candidate-check-command", &check]);
+    let a = Replica::spawn(
+        &redis.url(),
+        &lease("overdue"),
+        "a",
+        &args,
+        &["sleep", "60"],
+    );
+    let started = wait_pids(&pids, 2, WAIT);
+    wait_for("the overdue check's sleeps killed and reaped", WAIT, || {
+        started.iter().all(|&pid| is_gone(pid)).then_some(())
+    });
     a.signal(Signal::SIGTERM);
 }
 

@@ -16,7 +16,7 @@ use leasehold::eviction::{Eviction, EvictionMode, EvictionWatch};
 use leasehold::lease::minimal_acl_rule;
 use testbed::on_engines;
 use testbed::redis_server::{Engine, RedisServer};
-use testbed::wait::wait_for;
+use testbed::wait::{holds_on_every_look, wait_for};
 use tokio_util::sync::CancellationToken;
 
 fn evicting_redis(engine: Engine) -> RedisServer {
@@ -194,6 +194,46 @@ fn refuse_keeps_the_replica_out_of_the_election_until_redis_stops_evicting() {
     });
 }
 
+/// A refusal stands until a read says Redis no longer evicts: a read that fails says nothing
+/// about the policy. Here the ACL loses `INFO memory` after the refusal; the replica warns, and
+/// stays out.
+#[test]
+fn a_failed_read_of_the_policy_does_not_lift_the_refusal() {
+    let redis = RedisServer::builder()
+        .args(["--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"])
+        .start();
+    redis.set_acl_user(
+        "leasehold",
+        &minimal_acl_rule("leasehold:", false),
+        "s3cret",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let pw = dir.path().join("pw");
+    std::fs::write(&pw, "s3cret\n").unwrap();
+    let mut args = FAST.to_vec();
+    args.extend([
+        "--redis-eviction",
+        "refuse",
+        "--redis-username",
+        "leasehold",
+    ]);
+    args.extend(["--redis-password-file", pw.to_str().unwrap()]);
+    let a = Replica::spawn(&redis.url(), &unique_lease("evict-unread"), "a", &args, &[]);
+    wait_for("the refusal", Duration::from_secs(10), || {
+        a.get("/readyz")
+            .filter(|(code, body)| *code == 503 && body.contains("evict"))
+    });
+    let without_info_memory = minimal_acl_rule("leasehold:", false).replace(" +info|memory", "");
+    redis.set_acl_user("leasehold", &without_info_memory, "s3cret");
+    let said = "cannot read the eviction policy (INFO memory); going by the last one read, if any";
+    a.wait_events(said, 1, Duration::from_secs(10));
+    let key = format!("leasehold:{{{}}}", a.leader()["lease"].as_str().unwrap());
+    // Two lease durations: with the refusal lifted, a would lead within a retry period.
+    holds_on_every_look("a stays out", Duration::from_secs(3), || {
+        redis.cmd::<i64>(&["EXISTS", &key]) == 0 && a.leader()["is_leader"] == false
+    });
+}
+
 #[test]
 fn an_acl_without_info_memory_is_said_once_and_leasehold_carries_on() {
     let redis = RedisServer::start();
@@ -213,7 +253,7 @@ fn an_acl_without_info_memory_is_said_once_and_leasehold_carries_on() {
     wait_for("a to lead", Duration::from_secs(10), || {
         (a.leader()["is_leader"] == true).then_some(())
     });
-    let said = "cannot read the eviction policy (INFO memory); carrying on without knowing whether redis may evict the lease";
+    let said = "cannot read the eviction policy (INFO memory); going by the last one read, if any";
     a.wait_events(said, 1, Duration::from_secs(5));
     // Reads go on once per lease duration (1.5 s); the warning is not repeated.
     let leader_seen = a.leader();

@@ -25,9 +25,11 @@ const CORE_CEILING: usize = 8_278;
 /// The core and the product together, set the same way (the goal is 16,600). Raised from
 /// 19,590 by the fixes of the defects two hostile reviews found (a password shown, check()
 /// trusting a later deadline than the watchdog, IPv6 seeds refused, inputs accepted and then
-/// useless, the two above), then from 19,647 by the three above: a defect is fixed first, and
-/// its lines paid back by a later cut.
-const CORE_AND_PRODUCT_CEILING: usize = 19_687;
+/// useless, the two above), then from 19,647 by the three above and from 19,687 by three in the
+/// product (a failed eviction read lifting the refusal, an overdue check's processes left
+/// running, a silent Kubernetes API holding up the release): a defect is fixed first, and its
+/// lines paid back by a later cut.
+const CORE_AND_PRODUCT_CEILING: usize = 19_721;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
