@@ -169,36 +169,33 @@ impl LeaderView {
         lead: crate::clock::WallLead,
         redis_clock: Option<RedisClockView>,
     ) -> String {
-        let view = Self::of(
-            status,
-            lease_key,
-            status.is_leading_at(now, lead),
-            now,
-            redis_clock,
-        );
+        let view = Self::of(status, lease_key, now, lead, redis_clock);
         // A struct of strings, numbers and options always serializes.
         serde_json::to_string(&view).unwrap_or_default()
     }
 
-    /// The view of `status` at `now`, with the rate of Redis's clock last measured.
+    /// The view of `status` at `now` (with `lead`, the wall clock's lead now), with the rate of
+    /// Redis's clock last measured.
     pub fn of(
         status: &Shown,
         lease_key: &str,
-        leading: bool,
         now: crate::clock::BootInstant,
+        lead: crate::clock::WallLead,
         redis_clock: Option<RedisClockView>,
     ) -> Self {
-        let (role, valid_for_ms, cooldown_ms) = match &status.role {
-            Role::Starting => ("starting", None, None),
-            Role::Follower { cooldown, .. } => {
+        let until = status.leading_until(lead);
+        let leading = until.is_some_and(|until| now < until);
+        let (role, valid_for_ms, cooldown_ms) = match (&status.role, until) {
+            (Role::Starting, _) => ("starting", None, None),
+            (Role::Follower { cooldown, .. }, _) => {
                 ("follower", None, cooldown.map(|c| c.as_millis() as u64))
             }
-            Role::Leader { valid_until, .. } => (
+            (Role::Leader { .. }, until) => (
                 "leader",
-                Some(now.until(*valid_until).as_millis() as u64),
+                until.map(|until| now.until(until).as_millis() as u64),
                 None,
             ),
-            Role::Stopped => ("stopped", None, None),
+            (Role::Stopped, _) => ("stopped", None, None),
         };
         Self {
             identity: status.identity.clone(),

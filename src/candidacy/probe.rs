@@ -87,11 +87,10 @@ async fn shell(command: &str) -> Result<(), String> {
         .stderr(Stdio::null())
         .process_group(0);
     let (mut child, proc) =
-        crate::exec::spawn_tracked(&mut cmd).map_err(|e| format!("cannot start it: {e}"))?;
-    let overdue = Overdue(proc.id.pid);
+        crate::exec::spawn_helper(&mut cmd).map_err(|e| format!("cannot start it: {e}"))?;
+    // Dropped last: after tokio reaped the shell, or at the timeout, before the child.
+    let _group = CheckGroup(proc.id.pid);
     let waited = child.wait().await;
-    // Done in time: tokio reaped the shell, and what it left running is its own.
-    std::mem::forget(overdue);
     crate::exec::untrack(proc.id.pid);
     match waited {
         Ok(status) if status.success() => Ok(()),
@@ -103,21 +102,26 @@ async fn shell(command: &str) -> Result<(), String> {
     }
 }
 
-/// The process group of a check still running when it is dropped (over its timeout): killed
-/// whole, the shell and all it started, and reaped, as they come to this process (the shell,
-/// and its orphans when this process is their subreaper). The shell is not reaped yet, so the
-/// group's id is not free for another.
-struct Overdue(i32);
+/// A check's process group: nothing the check started outlives it. When the check ends (or its
+/// timeout drops it, the shell not reaped yet), what is left of the group is killed, and reaped
+/// as it comes to this process (the shell, and orphans when this process is their subreaper);
+/// until then, the group is a helper's, never the command's.
+struct CheckGroup(i32);
 
-impl Drop for Overdue {
+impl Drop for CheckGroup {
     fn drop(&mut self) {
-        let group = Pid::from_raw(self.0);
-        if killpg(group, Signal::SIGKILL).is_ok() {
-            let (shell, members) = (self.0, Pid::from_raw(-self.0));
-            std::thread::spawn(move || {
-                while waitpid(members, None).is_ok() {}
-                crate::exec::untrack(shell);
-            });
+        let group = self.0;
+        if killpg(Pid::from_raw(group), Signal::SIGKILL).is_err() {
+            // Nobody left.
+            crate::exec::forget_helper_group(group);
+            return;
+        }
+        let reaper = std::thread::Builder::new().spawn(move || {
+            while waitpid(Pid::from_raw(-group), None).is_ok() {}
+            crate::exec::forget_helper_group(group);
+        });
+        if reaper.is_err() {
+            crate::exec::forget_helper_group(group);
         }
     }
 }

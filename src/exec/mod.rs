@@ -15,7 +15,7 @@
 mod program;
 mod reaper;
 // Probes (the candidate check) start children too: tracked, so that no reaper takes their exit.
-pub(crate) use reaper::{spawn_tracked, untrack};
+pub(crate) use reaper::{forget_helper_group, spawn_helper, untrack};
 mod procs;
 mod running;
 mod tree;

@@ -14,7 +14,7 @@ use tokio::process::{Child, Command};
 use tracing::{debug, warn};
 
 use super::procs::{Proc, ProcId, Table, read_proc};
-use super::tree::Family;
+use super::tree::{Family, helper_groups};
 
 /// Children started by a supervisor and not yet reaped by tokio: pid → start time (`None`
 /// when it could not be read). Held while spawning and while reaping, so that a new command
@@ -42,7 +42,13 @@ pub(crate) fn become_subreaper() {
 
 /// Starts `command` and tracks the child, so that no reaper takes its exit status.
 pub(crate) fn spawn_tracked(command: &mut Command) -> std::io::Result<(Child, Proc)> {
-    let mut tracked = tracked();
+    spawn_locked(&mut tracked(), command)
+}
+
+fn spawn_locked(
+    tracked: &mut BTreeMap<i32, Option<u64>>,
+    command: &mut Command,
+) -> std::io::Result<(Child, Proc)> {
     let child = command.spawn()?;
     let pid = child
         .id()
@@ -59,6 +65,22 @@ pub(crate) fn spawn_tracked(command: &mut Command) -> std::io::Result<(Child, Pr
         threads: 1,
     });
     Ok((child, proc))
+}
+
+/// Starts `command`, a helper of leasehold's that leads a process group of its own (a
+/// candidate check), and tracks it as [`spawn_tracked`] does; its group is never a command's
+/// until [`forget_helper_group`]. Both are recorded before any walk can see the new process.
+pub(crate) fn spawn_helper(command: &mut Command) -> std::io::Result<(Child, Proc)> {
+    let mut tracked = tracked();
+    let mut helpers = helper_groups();
+    let (child, proc) = spawn_locked(&mut tracked, command)?;
+    helpers.insert(proc.id.pid);
+    Ok((child, proc))
+}
+
+/// The helper's process group `pgid` has no member left for this process to reap.
+pub(crate) fn forget_helper_group(pgid: i32) {
+    helper_groups().remove(&pgid);
 }
 
 /// tokio has reaped `pid`: it may be reused, and is no longer ours to leave alone.

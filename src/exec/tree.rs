@@ -11,16 +11,27 @@
 //! that the supervisor knows for the command's: a command it started, a process it saw in the
 //! command's tree before, a member of a command's process group, or one that carries the
 //! command's environment (`LEASEHOLD_LEASE` and `LEASEHOLD_IDENTITY` of this supervisor). With
-//! [`Family::owns_every_orphan`], also every child outside this process's own process group.
+//! [`Family::owns_every_orphan`], also every child outside this process's own process group
+//! and outside the groups of leasehold's own helpers (a candidate check's, [`helper_groups`]).
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
 use super::procs::{Proc, ProcId, Table};
+
+/// The process groups that leasehold's own helpers lead (a candidate check's shell and what it
+/// started), never a command's: from their spawn (under this lock) until they are reaped. Taken
+/// last, after any other lock.
+static HELPER_GROUPS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+/// The helpers' process groups ([`HELPER_GROUPS`]).
+pub(crate) fn helper_groups() -> MutexGuard<'static, BTreeSet<i32>> {
+    HELPER_GROUPS.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// Which processes are one supervisor's commands'. Remembers what it has seen, so that an
 /// orphan stays the command's after its parent is gone.
@@ -85,7 +96,8 @@ impl Family {
     }
 
     /// Takes every child of this process outside this process's own process group for the
-    /// command's: nothing else this process starts leaves its group.
+    /// command's: nothing else this process starts leaves its group, but its helpers, whose
+    /// groups are known ([`helper_groups`]).
     pub fn owns_every_orphan(&mut self) {
         self.every_orphan = true;
     }
@@ -105,7 +117,9 @@ impl Family {
     pub fn owns(&self, proc: &Proc) -> bool {
         self.known.contains(&proc.id)
             || self.groups.contains(&proc.pgid)
-            || (self.every_orphan && proc.pgid != self.my_group)
+            || (self.every_orphan
+                && proc.pgid != self.my_group
+                && !helper_groups().contains(&proc.pgid))
     }
 
     fn claims_child(&self, proc: &Proc) -> bool {

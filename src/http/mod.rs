@@ -240,9 +240,8 @@ async fn leader(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
         .into_response();
     }
     let status = e.status.borrow().clone();
-    let now = e.clock.now();
-    let leading = status.is_leading_at(now, e.clock.wall_lead());
-    let view = LeaderView::of(&status, &e.lease_key, leading, now, e.redis_clock());
+    let (now, lead) = (e.clock.now(), e.clock.wall_lead());
+    let view = LeaderView::of(&status, &e.lease_key, now, lead, e.redis_clock());
     axum::Json(view).into_response()
 }
 
@@ -432,8 +431,8 @@ mod tests {
         let view = LeaderView::of(
             &s,
             "leasehold:{shop/web}",
-            false,
             crate::clock::BootInstant::now(),
+            crate::clock::WallLead::now(),
             None,
         );
         let json = serde_json::to_value(&view).unwrap();
@@ -466,8 +465,8 @@ mod tests {
         let json = serde_json::to_value(LeaderView::of(
             &s,
             "k",
-            false,
             crate::clock::BootInstant::now(),
+            crate::clock::WallLead::now(),
             None,
         ))
         .unwrap();

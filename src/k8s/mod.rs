@@ -170,6 +170,10 @@ impl Drop for AfterTerm {
     }
 }
 
+/// How long the leader's Kubernetes work may take to finish its calls in flight once its term is
+/// over (the release of the lease waits for it).
+const STOP_GRACE: Duration = Duration::from_secs(1);
+
 /// A replica's Kubernetes side: while it leads, publishes its leadership into Kubernetes (the
 /// leader label on its pod, the mirrored Lease, Events), and withdraws it after the term.
 #[derive(Clone)]
@@ -259,7 +263,11 @@ impl Publisher {
         let elected = async {
             if inner.settings.events && leadership.check().is_ok() {
                 let note = format!("{} became leader (fencing token {token})", inner.identity);
-                self.event(EventType::Normal, "LeaderElected", note).await;
+                tokio::select! {
+                    biased;
+                    _ = stop.cancelled() => {}
+                    _ = self.event(EventType::Normal, "LeaderElected", note) => {}
+                }
             }
         };
         let labels = async {
@@ -312,12 +320,17 @@ impl Publisher {
                 .await;
             }
         };
-        // Over when the term is, also with a call to an API that does not answer in flight:
-        // the elector waits for this before it releases the lease.
-        tokio::select! {
-            biased;
-            _ = stop.cancelled() => {}
-            _ = async { tokio::join!(elected, labels, lease, handover) } => {}
+        // The parts end by themselves when the term does, the label loop once its writes in
+        // flight are answered; what still waits on an API that does not answer is given up
+        // after a grace: the elector waits for this work before it releases the lease.
+        let parts = async { tokio::join!(elected, labels, lease, handover) };
+        tokio::pin!(parts);
+        let stopped = tokio::select! {
+            _ = &mut parts => false,
+            _ = stop.cancelled() => true,
+        };
+        if stopped {
+            let _ = tokio::time::timeout(STOP_GRACE, parts).await;
         }
     }
 

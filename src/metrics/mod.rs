@@ -378,10 +378,9 @@ impl Metrics {
         self.is_leader.set(i64::from(leading));
         self.master_status.set(i64::from(leading));
         self.ready.set(i64::from(ready));
-        let remaining = match status.role {
-            Role::Leader { valid_until, .. } => now.until(valid_until),
-            _ => Duration::ZERO,
-        };
+        let remaining = status
+            .leading_until(lead)
+            .map_or(Duration::ZERO, |until| now.until(until));
         self.validity_remaining.set(remaining.as_secs_f64());
         self.fencing_token
             .set(status.token().map_or(0.0, |FencingToken(t)| t as f64));

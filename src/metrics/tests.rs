@@ -77,6 +77,31 @@ fn a_leader_past_its_deadline_is_not_counted_as_leader() {
     assert!(!text.contains("leasehold_leader{"), "{text}");
 }
 
+#[test]
+fn a_leader_whose_deadline_passed_unseen_by_the_boot_clock_is_not_counted_as_leader() {
+    let m = Metrics::new("web-a", "shop/web");
+    let now = BootInstant::now();
+    // 10 s left on the boot clock, but the wall clock gained 20 s on it since the deadline was set.
+    let gained = WallLead::from_nanos(Duration::from_secs(20).as_nanos() as i64);
+    let text = m.render(
+        &status(Role::Leader {
+            token: FencingToken(7),
+            acquired_at: std::time::SystemTime::now(),
+            valid_until: now.saturating_add(Duration::from_secs(10)),
+            lead: WallLead::default(),
+        }),
+        now,
+        gained,
+        false,
+        Exposition::OpenMetrics,
+    );
+    assert!(text.contains("leasehold_is_leader 0"), "{text}");
+    assert!(
+        text.contains("leasehold_validity_remaining_seconds 0.0"),
+        "{text}"
+    );
+}
+
 fn following(identity: &str) -> Role {
     Role::Follower {
         leader: Some(LeaderInfo {

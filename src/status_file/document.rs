@@ -81,16 +81,17 @@ impl StatusDocument {
         pid: u32,
         redis_clock: Option<RedisClockView>,
     ) -> Self {
-        let leading = status.is_leading_at(now, lead);
-        let view = LeaderView::of(status, lease_key, leading, now, redis_clock);
+        let view = LeaderView::of(status, lease_key, now, lead, redis_clock);
         let (state, term, until) = match &status.role {
             Role::Starting => ("starting", None, None),
             Role::Follower { .. } => ("follower", None, None),
-            // Also a deadline already passed (a status rendered after a pause): the reader's
-            // comparison says no.
-            Role::Leader {
-                token, valid_until, ..
-            } => ("leading_until_deadline", Some(token.0), Some(*valid_until)),
+            // Also a deadline already passed (a status rendered after a pause, seen or unseen by
+            // the boot clock): the reader's comparison says no.
+            Role::Leader { token, .. } => (
+                "leading_until_deadline",
+                Some(token.0),
+                status.leading_until(lead),
+            ),
             Role::Stopped => ("stopped", None, None),
         };
         let following = matches!(status.role, Role::Follower { .. });
@@ -156,8 +157,12 @@ mod tests {
     }
 
     fn doc(role: Role, now: BootInstant) -> serde_json::Value {
+        doc_under(role, now, WallLead::default())
+    }
+
+    /// The document with the wall clock's lead `lead` at the write.
+    fn doc_under(role: Role, now: BootInstant, lead: WallLead) -> serde_json::Value {
         let wall = UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let lead = WallLead::default();
         let doc = StatusDocument::of(
             &status(role),
             "leasehold:{shop/web}",
@@ -203,6 +208,20 @@ mod tests {
         );
         assert_eq!(late["leader_until_boot_ns"], 90_000_000_000u64);
         assert_eq!(late["leader_until_unix_ms"], 999_990_000u64);
+        // Written after 20 s passed unseen by the boot clock (the wall clock's lead gained them):
+        // the deadline counts them, and is past.
+        let unseen = Duration::from_secs(20).as_nanos() as i64;
+        let frozen = doc_under(
+            Role::Leader {
+                token: FencingToken(7),
+                acquired_at: UNIX_EPOCH,
+                valid_until: at(110),
+                lead: WallLead::default(),
+            },
+            at(100),
+            WallLead::from_nanos(unseen),
+        );
+        assert_eq!(frozen["leader_until_boot_ns"], 90_000_000_000u64);
     }
 
     #[test]

@@ -213,8 +213,8 @@ async fn without_a_deployment_only_the_own_pod_is_labelled() {
 }
 
 /// A Kubernetes API that stops answering holds up neither the step-down nor the release: the
-/// term's Kubernetes work (an Event first) ends when the term does, and a follower leads at
-/// once, not when the 10 s lease would have run out.
+/// term's Kubernetes work (an Event first) ends when the term does, after a grace of 1 s for its
+/// calls in flight, and a follower leads then, not when the 10 s lease would have run out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_api_holds_up_neither_the_step_down_nor_the_release() {
     let api = FakeApiServer::start().await;
@@ -252,7 +252,7 @@ async fn a_silent_api_holds_up_neither_the_step_down_nor_the_release() {
         Ok(())
     });
     shutdown.cancel();
-    until_leading("b to lead", &mut b.status, Duration::from_secs(3)).await;
+    until_leading("b to lead", &mut b.status, Duration::from_secs(6)).await;
     task.await.unwrap();
     b.shutdown().await;
 }

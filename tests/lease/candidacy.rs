@@ -245,6 +245,47 @@ fn a_check_past_its_timeout_leaves_no_process_behind() {
     a.signal(Signal::SIGTERM);
 }
 
+/// A check is leasehold's own, never the command's, though it runs in a process group of its
+/// own: when the command ends by itself while a check runs, the step-down stops what the command
+/// left running, and the check is not among it (it is not sent SIGTERM).
+#[test]
+fn a_running_check_is_not_stopped_with_the_command() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (started, termed) = (dir.path().join("started"), dir.path().join("termed"));
+    let (s, t) = (started.display(), termed.display());
+    let check = format!("echo $$ >> {s}; trap 'echo term >> {t}' TERM; sleep 2 & wait");
+    let command = format!("while [ ! -s {s} ]; do sleep 0.05; done");
+    let mut args = FAST.to_vec();
+    args.extend(["--candidate-check-command", &check]);
+    args.extend([
+        "--candidate-check-period",
+        "5s",
+        "--candidate-check-timeout",
+        "5s",
+    ]);
+    let a = Replica::spawn(
+        &redis.url(),
+        &lease("own-check"),
+        "a",
+        &args,
+        &["sh", "-c", &command],
+    );
+    let shell = wait_pids(&started, 1, WAIT)[0];
+    wait_for("the command's term to end", WAIT, || {
+        a.events("stepped down").into_iter().next()
+    });
+    wait_for("the check to end by itself", WAIT, || {
+        is_gone(shell).then_some(())
+    });
+    assert!(
+        !termed.exists(),
+        "the step-down sent the check SIGTERM as if it were the command's:\n{}",
+        a.log_text()
+    );
+    a.signal(Signal::SIGTERM);
+}
+
 #[test]
 fn every_candidate_check_and_status_file_flag_refuses_bad_input_with_exit_code_2() {
     let cases: &[(&[&str], &str)] = &[

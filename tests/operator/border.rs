@@ -19,17 +19,20 @@ use crate::docs::sources;
 /// or ends goes to the product instead of raising it. Defect fixes are the one exception (see
 /// below): raised from 8,248 for two found in the loop (the work awaited past a deadline that
 /// counts a pause, a gate not read again after a hold-off), and from 8,257 for three more (the
-/// guard file's wall deadline and the probes blind to a freeze, a work closure's panic).
-const CORE_CEILING: usize = 8_278;
+/// guard file's wall deadline and the probes blind to a freeze, a work closure's panic) and the
+/// deadline that counts a freeze, which the status file and the gauges read too (8,291).
+const CORE_CEILING: usize = 8_291;
 
 /// The core and the product together, set the same way (the goal is 16,600). Raised from
 /// 19,590 by the fixes of the defects two hostile reviews found (a password shown, check()
 /// trusting a later deadline than the watchdog, IPv6 seeds refused, inputs accepted and then
 /// useless, the two above), then from 19,647 by the three above and from 19,687 by three in the
 /// product (a failed eviction read lifting the refusal, an overdue check's processes left
-/// running, a silent Kubernetes API holding up the release): a defect is fixed first, and its
-/// lines paid back by a later cut.
-const CORE_AND_PRODUCT_CEILING: usize = 19_721;
+/// running, a silent Kubernetes API holding up the release), and from 19,721 by what a review of
+/// those found (a check taken for the command's, the status file and gauges still blind to a
+/// freeze, the Kubernetes work dropped mid-call): a defect is fixed first, and its lines paid
+/// back by a later cut.
+const CORE_AND_PRODUCT_CEILING: usize = 19_783;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -208,6 +208,10 @@ fn the_guard_files_wall_deadline_counts_a_freeze_inside_the_acquires_round_trip(
     // The wall clock's lead over the boot clock before the freeze: this process's, whose
     // clocks libfaketime leaves alone.
     let lead_before = WallLead::now().as_nanos();
+    assert!(
+        leader.events("became leader").is_empty(),
+        "the term began before the freeze: the test shows nothing"
+    );
     host.jump(5);
     leader.wait_events("became leader", 1, Duration::from_secs(10));
     let Ok(GuardRecord::Term {

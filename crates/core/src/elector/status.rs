@@ -224,13 +224,26 @@ impl SitOutReason {
 
 impl Status {
     /// Whether this replica leads *and* its validity deadline has not passed at `now` on the
-    /// boot clock, counting what the wall clock's lead (`lead`, read now) gained since the
-    /// deadline was set. This, not the role alone, is what readiness must report: after a
-    /// pause, seen or unseen by the boot clock, the role is still `Leader` until the watchdog
-    /// runs, but the deadline has passed.
+    /// boot clock ([`leading_until`](Self::leading_until) under `lead`, the wall clock's lead
+    /// read now). This, not the role alone, is what readiness must report: after a pause, seen
+    /// or unseen by the boot clock, the role is still `Leader` until the watchdog runs, but the
+    /// deadline has passed.
     pub fn is_leading_at(&self, now: BootInstant, lead: WallLead) -> bool {
-        matches!(self.role, Role::Leader { valid_until, lead: set, .. }
-            if now.saturating_add(lead.gained_since(set)) < valid_until)
+        self.leading_until(lead).is_some_and(|until| now < until)
+    }
+
+    /// While this replica leads, its validity deadline on the boot clock, moved back by what the
+    /// wall clock's lead (`lead`, read now) gained since it was set: time the boot clock did not
+    /// count.
+    pub fn leading_until(&self, lead: WallLead) -> Option<BootInstant> {
+        match self.role {
+            Role::Leader {
+                valid_until,
+                lead: set,
+                ..
+            } => Some(valid_until.saturating_sub(lead.gained_since(set))),
+            _ => None,
+        }
     }
 
     /// The identity of the leader as far as this replica knows.
