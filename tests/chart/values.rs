@@ -155,3 +155,55 @@ fn a_release_without_a_redis_url_is_refused() {
     let err = refused("redis:\n  urlKey: \"\"\n");
     assert!(err.contains("redis: set redis.urlKey"), "{err}");
 }
+
+#[test]
+fn timings_are_compared_as_the_flags_carry_them_in_whole_milliseconds() {
+    // 10.0004 s renders as `--lease-duration=10s`, no longer than the 10 s renew deadline.
+    let err = refused("timing:\n  leaseDurationSeconds: 10.0004\n  renewDeadlineSeconds: 10\n");
+    assert!(
+        err.contains("timing.leaseDurationSeconds 10.0004 must be greater than timing.renewDeadlineSeconds 10"),
+        "{err}"
+    );
+}
+
+#[test]
+fn as_many_event_streams_as_connections_are_refused() {
+    let err = refused("http:\n  maxConnections: 32\n");
+    assert!(
+        err.contains("http.maxEventStreams 64 must be lower than http.maxConnections 32"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_candidate_check_the_binary_would_refuse_is_refused() {
+    let check = "candidateCheck:\n  command: \"true\"\n";
+    let err = refused(&format!(
+        "{check}  periodSeconds: 0.5\n  timeoutSeconds: 1\n"
+    ));
+    assert!(
+        err.contains("candidateCheck.timeoutSeconds 1 must be no longer than candidateCheck.periodSeconds 0.5"),
+        "{err}"
+    );
+    let err = refused(&format!(
+        "{check}  periodSeconds: 600\n  failureThreshold: 7\n"
+    ));
+    assert!(
+        err.contains("candidateCheck.failureThreshold 7 times candidateCheck.periodSeconds must be at most 3600 seconds"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_redis_url_with_a_password_parameter_is_refused() {
+    for url in [
+        "unix:///run/redis.sock?pass=s3cret",
+        "redis://redis:6379/0?db=1&Password=x",
+    ] {
+        let err = refused(&format!("redis:\n  urlKey: \"\"\n  url: \"{url}\"\n"));
+        assert!(
+            err.contains("redis.url: carries a password") && !err.contains("s3cret"),
+            "{err}"
+        );
+    }
+}

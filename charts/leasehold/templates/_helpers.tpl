@@ -191,8 +191,13 @@ A number of seconds as a leasehold duration flag value: whole seconds as `15s`, 
 in milliseconds (`500ms`).
 */}}
 {{- define "leasehold.duration" -}}
-{{- $ms := round (mulf (float64 .) 1000) 0 | int64 }}
+{{- $ms := include "leasehold.ms" . | int64 }}
 {{- if eq (mod $ms 1000) 0 }}{{ div $ms 1000 }}s{{ else }}{{ $ms }}ms{{ end }}
+{{- end }}
+
+{{/* A number of seconds in whole milliseconds, as the flags carry it. */}}
+{{- define "leasehold.ms" -}}
+{{ round (mulf (float64 .) 1000) 0 | int64 }}
 {{- end }}
 
 {{/* Where the Redis password file is mounted, and its path. */}}
@@ -271,11 +276,34 @@ value and the rule.
 */}}
 {{- define "leasehold.validate" -}}
 {{- $t := .Values.timing }}
-{{- if le (float64 $t.leaseDurationSeconds) (float64 $t.renewDeadlineSeconds) }}
+{{- /* Compared in whole milliseconds, as the flags carry them (and the binary compares them). */}}
+{{- $lease := include "leasehold.ms" $t.leaseDurationSeconds | int64 }}
+{{- $renew := include "leasehold.ms" $t.renewDeadlineSeconds | int64 }}
+{{- $retry := include "leasehold.ms" $t.retryPeriodSeconds | int64 }}
+{{- if le $lease $renew }}
 {{- fail (printf "timing.leaseDurationSeconds %v must be greater than timing.renewDeadlineSeconds %v (rule: lease duration > renew deadline > retry period × 1.2)" $t.leaseDurationSeconds $t.renewDeadlineSeconds) }}
 {{- end }}
-{{- if le (float64 $t.renewDeadlineSeconds) (mulf (float64 $t.retryPeriodSeconds) 1.2) }}
+{{- if le (float64 $renew) (mulf (float64 $retry) 1.2) }}
 {{- fail (printf "timing.renewDeadlineSeconds %v must be greater than timing.retryPeriodSeconds × 1.2 = %v (rule: lease duration > renew deadline > retry period × 1.2)" $t.renewDeadlineSeconds (mulf (float64 $t.retryPeriodSeconds) 1.2)) }}
+{{- end }}
+{{- if ge (int64 .Values.http.maxEventStreams) (int64 .Values.http.maxConnections) }}
+{{- fail (printf "http.maxEventStreams %v must be lower than http.maxConnections %v: event streams are connections too, and the others need some" .Values.http.maxEventStreams .Values.http.maxConnections) }}
+{{- end }}
+{{- with .Values.candidateCheck }}
+{{- if or .url .command }}
+{{- $period := include "leasehold.ms" .periodSeconds | int64 }}
+{{- if gt (include "leasehold.ms" .timeoutSeconds | int64) $period }}
+{{- fail (printf "candidateCheck.timeoutSeconds %v must be no longer than candidateCheck.periodSeconds %v" .timeoutSeconds .periodSeconds) }}
+{{- end }}
+{{- range $name, $n := dict "failureThreshold" .failureThreshold "successThreshold" .successThreshold }}
+{{- if gt (mul $period (int64 $n)) 3600000 }}
+{{- fail (printf "candidateCheck.%s %v times candidateCheck.periodSeconds must be at most 3600 seconds: a check that takes longer to judge never puts a sick replica out" $name $n) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if regexMatch "[?&](?i:pass|password)=" (.Values.redis.url | default "") }}
+{{- fail "redis.url: carries a password (a pass= or password= parameter), which would show in the Deployment; put it in the Secret (redis.passwordKey)" }}
 {{- end }}
 {{- if and (not .Values.redis.urlKey) (not .Values.redis.url) }}
 {{- fail "redis: set redis.urlKey (a key of the Secret redis.existingSecret that holds the URL) or redis.url" }}
