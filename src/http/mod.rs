@@ -360,6 +360,8 @@ mod tests {
                 "member: following web-b",
             ),
             (Member, leader_role(), true, true, true, "member: leader"),
+            // A failed renewal (here: no answer) does not take a valid term's readiness.
+            (Member, leader_role(), false, true, true, "member: leader"),
             (
                 Member,
                 follower_role(),

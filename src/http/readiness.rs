@@ -71,7 +71,9 @@ pub fn readiness(status: &Shown, mode: ReadinessMode, leading: bool) -> (bool, S
         }
         None => {}
     }
-    if let Some(error) = redis_error {
+    // A leader whose term is valid stays ready through a failed call: the watchdog, not one
+    // error, ends the term (and the Service that selects the leader keeps its endpoint).
+    if let Some(error) = redis_error.filter(|_| !leading) {
         return out(error);
     }
     if let Some(found) = &status.newer_protocol {
@@ -105,10 +107,10 @@ pub fn readiness(status: &Shown, mode: ReadinessMode, leading: bool) -> (bool, S
     match (mode, &status.role) {
         (ReadinessMode::Leader, _) => out(format!("{}{}{cooldown}", leader(), last_step())),
         (ReadinessMode::Member, Role::Starting) => out("starting".into()),
+        (ReadinessMode::Member, Role::Leader { .. }) if leading => (true, "member: leader".into()),
         (ReadinessMode::Member, _) if !status.redis.reachable => {
             out("redis unreachable: no answer yet".into())
         }
-        (ReadinessMode::Member, Role::Leader { .. }) if leading => (true, "member: leader".into()),
         (ReadinessMode::Member, _) => (true, format!("member: {}{cooldown}", leader())),
     }
 }
