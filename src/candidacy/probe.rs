@@ -112,8 +112,7 @@ impl Drop for CheckGroup {
     fn drop(&mut self) {
         let group = self.0;
         if killpg(Pid::from_raw(group), Signal::SIGKILL).is_err() {
-            // Nobody left.
-            crate::exec::forget_helper_group(group);
+            crate::exec::forget_helper_group(group); // nobody left
             return;
         }
         let reaper = std::thread::Builder::new().spawn(move || {

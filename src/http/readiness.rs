@@ -71,8 +71,7 @@ pub fn readiness(status: &Shown, mode: ReadinessMode, leading: bool) -> (bool, S
         }
         None => {}
     }
-    // A leader whose term is valid stays ready through a failed call: the watchdog, not one
-    // error, ends the term (and the Service that selects the leader keeps its endpoint).
+    // A valid term stays ready through a failed call: the watchdog, not one error, ends it.
     if let Some(error) = redis_error.filter(|_| !leading) {
         return out(error);
     }
