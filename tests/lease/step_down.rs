@@ -12,7 +12,8 @@ use harness::contenders::{
 };
 use harness::timings::TEN_SECOND_TERM;
 use leasehold::clock::BootInstant;
-use leasehold::elector::{Leadership, Role, StepDownReason};
+use leasehold::elector::{Elector, Leadership, Role, StepDownReason, TermHooks};
+use leasehold::lease::FencingToken;
 use testbed::redis_server::RedisServer;
 use testbed::wait::until;
 
@@ -74,11 +75,13 @@ async fn work_that_ends_fails_or_panics_steps_down_and_releases() {
             }
         }
     };
-    let c = Contender::spawn(
-        lease(&redis.url(), &name, "pod-a", false),
-        fast_timing(),
-        work,
-    );
+    // The same owner may take its next term without a release: the hooks say whether each
+    // term's end released the lease.
+    let releases = Arc::new(Releases::default());
+    let elector = Elector::new(lease(&redis.url(), &name, "pod-a", false), fast_timing())
+        .unwrap()
+        .with_hooks(releases.clone());
+    let c = Contender::spawn_elector(elector, work);
     let history = record_statuses(c.status.clone());
     let mut status = c.status.clone();
     until("a fourth term", &mut status, Duration::from_secs(10), |s| {
@@ -109,7 +112,22 @@ async fn work_that_ends_fails_or_panics_steps_down_and_releases() {
     );
     assert_eq!(steps[2].0, StepDownReason::WorkPanicked);
     assert_eq!(steps[2].1.as_deref(), Some("boom in term 2"));
+    let released = releases.0.lock().unwrap()[..3].to_vec();
+    assert_eq!(
+        released, [true; 3],
+        "each of the three terms released the lease"
+    );
     c.shutdown().await;
+}
+
+/// The `released` of every term's end, in order.
+#[derive(Default)]
+struct Releases(std::sync::Mutex<Vec<bool>>);
+
+impl TermHooks for Releases {
+    fn ended(&self, _token: FencingToken, _reason: StepDownReason, released: bool) {
+        self.0.lock().unwrap().push(released);
+    }
 }
 
 /// A work closure that panics when called, before it returns its future, ends the term as one

@@ -171,13 +171,27 @@ fn assert_no_write_after_the_deadline(
     }
 }
 
+/// The tests below judge the command's writes by the deadline leasehold published: it must be no
+/// later than Redis keeps the lease, not taken on leasehold's word alone.
+fn assert_within_the_lease_on_redis(redis: &RedisServer, lease: &str, deadline: BootInstant) {
+    let pttl: i64 = redis.cmd(&["PTTL", &format!("leasehold:{{{lease}}}")]);
+    let ms = u64::try_from(pttl).expect("the lease key lives, with a TTL");
+    let expires = BootInstant::now().saturating_add(Duration::from_millis(ms));
+    assert!(
+        deadline <= expires,
+        "the guard file's deadline is {:?} past the lease's expiry on Redis",
+        deadline.saturating_duration_since(expires)
+    );
+}
+
 #[test]
 fn a_command_that_asks_its_guard_writes_nothing_after_the_deadline_when_the_pod_is_frozen() {
     let redis = RedisServer::start();
     let out = Resource::new();
     let dir = tempfile::tempdir().unwrap();
     let guard = dir.path().join("guard");
-    let replica = guarded_replica(&redis, &unique_lease("pod-frozen"), "a", &guard, &out);
+    let lease = unique_lease("pod-frozen");
+    let replica = guarded_replica(&redis, &lease, "a", &guard, &out);
     let leasehold = replica.pid();
     let mut rounds = Vec::new();
     let mut seen = Vec::new();
@@ -194,6 +208,7 @@ fn a_command_that_asks_its_guard_writes_nothing_after_the_deadline_when_the_pod_
         killpg(Pid::from_raw(pgid), Signal::SIGSTOP).unwrap();
         let (published, deadline) = published_term(&guard);
         assert_eq!(published, token, "the guard file names the command's term");
+        assert_within_the_lease_on_redis(&redis, &lease, deadline);
         until_boot(
             deadline.saturating_add(PAST_THE_TTL),
             "the frozen term's TTL to pass",
@@ -222,7 +237,8 @@ fn a_command_that_asks_its_guard_writes_nothing_after_the_deadline_when_only_lea
     let out = Resource::new();
     let dir = tempfile::tempdir().unwrap();
     let guard = dir.path().join("guard");
-    let replica = guarded_replica(&redis, &unique_lease("leasehold-frozen"), "a", &guard, &out);
+    let lease = unique_lease("leasehold-frozen");
+    let replica = guarded_replica(&redis, &lease, "a", &guard, &out);
     let leasehold = replica.pid();
     let mut rounds = Vec::new();
     let mut seen = Vec::new();
@@ -232,6 +248,7 @@ fn a_command_that_asks_its_guard_writes_nothing_after_the_deadline_when_only_lea
         kill(leasehold, Signal::SIGSTOP).unwrap();
         let (published, deadline) = published_term(&guard);
         assert_eq!(published, token, "the guard file names the command's term");
+        assert_within_the_lease_on_redis(&redis, &lease, deadline);
         // The command runs on: its checks must start failing at the deadline by themselves.
         wait_for(
             "a check refused after the deadline",

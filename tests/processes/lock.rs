@@ -70,8 +70,8 @@ impl Lock {
     }
 }
 
-async fn hold(lease: &RedisLease) -> Grant {
-    match lease.acquire(TTL, CALL).await.unwrap() {
+async fn hold(lease: &RedisLease, ttl: Duration) -> Grant {
+    match lease.acquire(ttl, CALL).await.unwrap() {
         Acquired::Leader(grant) => grant,
         other => panic!("the test's holder did not lead: {other:?}"),
     }
@@ -112,7 +112,7 @@ async fn lock_held_by_another_exits_75_naming_the_holder_without_running_the_com
     let redis = RedisServer::start();
     let name = unique_lease("lock-held");
     let other = lease(&redis.url(), &name, "cron-other", false);
-    let grant = hold(&other).await;
+    let grant = hold(&other, TTL).await;
     let dir = tempfile::tempdir().unwrap();
     let ran = dir.path().join("ran");
     let script = format!("touch {}", ran.display());
@@ -142,7 +142,8 @@ async fn lock_with_a_wait_takes_the_lease_once_the_holder_releases_it() {
     let redis = RedisServer::start();
     let name = unique_lease("lock-waits");
     let other = lease(&redis.url(), &name, "cron-other", false);
-    let grant = hold(&other).await;
+    // Held for 30 s: only the release, not the lease running out, can end the 10 s wait well.
+    let grant = hold(&other, Duration::from_secs(30)).await;
     let mut lock = Lock::spawn(
         &redis.url(),
         &name,

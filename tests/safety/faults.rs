@@ -100,6 +100,10 @@ async fn assert_safe_failover(mut setup: Setup, reason: StepDownReason) {
         .filter(|a| a.token == tokens[0] && a.did == Did::Act)
         .map(|a| a.at)
         .max();
+    assert!(
+        old_last.is_some_and(|last| last < last_valid_until),
+        "the old leader acted at {old_last:?}, past its deadline {last_valid_until:?}"
+    );
     let new_first = log
         .iter()
         .filter(|a| a.token == tokens[1] && a.did == Did::Act)
