@@ -2,12 +2,10 @@
 //! its event stream, both live. The status file, read later, keeps a document of its own built
 //! from it (`status_file::document`).
 
-use std::time::SystemTime;
-
 use serde::Serialize;
 
 use crate::board::Shown;
-use crate::clock_watch::RedisClockView;
+use crate::clock_watch::{RedisClockView, rfc3339};
 use crate::elector::Role;
 use crate::eviction::Eviction;
 use crate::lease::Protocol;
@@ -153,10 +151,6 @@ pub struct EvictionView {
     pub may_evict: bool,
     /// Whether `--redis-eviction refuse` keeps this replica out of the election for it.
     pub refused: bool,
-}
-
-fn rfc3339(t: SystemTime) -> String {
-    humantime::format_rfc3339_millis(t).to_string()
 }
 
 impl LeaderView {

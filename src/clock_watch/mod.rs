@@ -49,9 +49,22 @@ impl RedisClockView {
             high,
             width: high - low,
             term,
-            measured_at: humantime::format_rfc3339_millis(at).to_string(),
+            measured_at: rfc3339(at),
         }
     }
+}
+
+/// `t` in RFC 3339 with milliseconds, as the JSON shows wall-clock times; one past the year
+/// 9999, which RFC 3339 cannot write (a value read from a key someone else wrote), as seconds
+/// since the epoch.
+pub fn rfc3339(t: SystemTime) -> String {
+    use std::fmt::Write;
+    let mut shown = String::new();
+    if write!(shown, "{}", humantime::format_rfc3339_millis(t)).is_err() {
+        let since = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        shown = format!("{}s after the epoch", since.as_secs());
+    }
+    shown
 }
 
 /// The term hook that keeps what the clocks showed.

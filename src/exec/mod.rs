@@ -233,7 +233,8 @@ impl Supervisor {
                     // does (after a suspend its timers are late): SIGKILL first.
                     running.kill_now();
                     // The term ends at the deadline itself, a margin later (unless a renewal
-                    // landed meanwhile: then the term goes on, and so does the command).
+                    // landed meanwhile: then the term goes on, and the command starts again with
+                    // `--restart-command`; without it, it ended killed: `lock` runs it once).
                     tokio::select! {
                         biased;
                         _ = leadership.lost() => {}
@@ -243,7 +244,10 @@ impl Supervisor {
                     if leadership.is_lost() {
                         return Ok(());
                     }
-                    continue;
+                    if self.settings.restart {
+                        continue;
+                    }
+                    running.wait().await
                 }
                 Ended::Exited(status) => status,
             };

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::board::Shown;
 use crate::clock::{BootInstant, WallLead};
-use crate::clock_watch::RedisClockView;
+use crate::clock_watch::{RedisClockView, rfc3339};
 use crate::elector::Role;
 use crate::leader_view::{Account, LeaderView};
 
@@ -110,7 +110,7 @@ impl StatusDocument {
             identity: view.identity,
             pid,
             written_at_boot_ns: now.as_nanos(),
-            written_at: humantime::format_rfc3339_millis(wall).to_string(),
+            written_at: rfc3339(wall),
             state,
             term,
             leader_until_boot_ns: until.map(BootInstant::as_nanos),

@@ -20,8 +20,9 @@ use crate::docs::sources;
 /// below): raised from 8,248 for two found in the loop (the work awaited past a deadline that
 /// counts a pause, a gate not read again after a hold-off), and from 8,257 for three more (the
 /// guard file's wall deadline and the probes blind to a freeze, a work closure's panic) and the
-/// deadline that counts a freeze, which the status file and the gauges read too (8,291).
-const CORE_CEILING: usize = 8_291;
+/// deadline that counts a freeze, which the status file and the gauges read too (8,291), and a
+/// one-shot lock's wait that a gate kept from ending (8,300).
+const CORE_CEILING: usize = 8_300;
 
 /// The core and the product together, set the same way (the goal is 16,600). Raised from
 /// 19,590 by the fixes of the defects two hostile reviews found (a password shown, check()
@@ -30,9 +31,11 @@ const CORE_CEILING: usize = 8_291;
 /// product (a failed eviction read lifting the refusal, an overdue check's processes left
 /// running, a silent Kubernetes API holding up the release), and from 19,721 by what a review of
 /// those found (a check taken for the command's, the status file and gauges still blind to a
-/// freeze, the Kubernetes work dropped mid-call): a defect is fixed first, and its lines paid
-/// back by a later cut.
-const CORE_AND_PRODUCT_CEILING: usize = 19_783;
+/// freeze, the Kubernetes work dropped mid-call), and from 19,783 by a last review's (a lock
+/// that waited for ever or ran its command twice, a panic on a foreign clock note, a fence that
+/// let a stale transaction commit): a defect is fixed first, and its lines paid back by a
+/// later cut.
+const CORE_AND_PRODUCT_CEILING: usize = 19_810;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -124,3 +124,29 @@ fn a_server_that_is_not_redis_is_named_as_such() {
     );
     assert!(!stderr.contains("Unexpected `"), "a parser dump: {stderr}");
 }
+
+/// A value read from Redis never brings `status` down: a `:clock` note (someone else's write)
+/// whose time lies past the year 9999, which RFC 3339 cannot write, is shown in seconds.
+#[test]
+fn status_shows_a_clock_note_from_past_the_year_9999() {
+    let redis = testbed::RedisServer::start();
+    let note = "someone#1 1.0 1.0 253402300800000000";
+    redis.cmd::<String>(&["SET", "leasehold:{default/web}:clock", note]);
+    let url = redis.url();
+    let args = [
+        "status",
+        "--lease-name",
+        "web",
+        "--redis-url",
+        &url,
+        "--output",
+        "json",
+    ];
+    let (code, stdout, stderr) = run_to_end(&args, &[]);
+    assert_eq!(code, 0, "exited {code}; stderr:\n{stderr}");
+    let view: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(
+        view["redis_clock"]["measured_at"], "253402300800s after the epoch",
+        "{stdout}"
+    );
+}

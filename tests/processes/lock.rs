@@ -190,3 +190,27 @@ async fn lock_lost_while_the_command_runs_stops_it_and_exits_76() {
         1
     );
 }
+
+/// `--wait` bounds the wait also while a gate keeps the lock out of the election and it never
+/// gets to try: `--redis-eviction refuse` against a Redis that may evict the lease exits
+/// "not acquired" once the wait is over, instead of waiting for the gate for ever.
+#[test]
+fn a_lock_kept_out_by_a_gate_gives_up_when_its_wait_is_over() {
+    let redis = RedisServer::builder()
+        .args(["--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"])
+        .start();
+    let name = unique_lease("lock-gated");
+    let extra = ["--wait", "1s", "--redis-eviction", "refuse"];
+    let mut lock = Lock::spawn(&redis.url(), &name, &extra, &["sh", "-c", "echo ran"]);
+    assert_eq!(
+        lock.wait(Duration::from_secs(10)),
+        NOT_ACQUIRED,
+        "{}",
+        lock.logs()
+    );
+    assert!(
+        lock.stdout().is_empty(),
+        "the command ran: {:?}",
+        lock.stdout()
+    );
+}

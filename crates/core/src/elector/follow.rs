@@ -41,6 +41,7 @@ impl Elector {
         // Whether the last wake-up was anything but the announcement of our own release.
         let mut woken = false;
         let mut gates = self.gates.clone();
+        let gates_heard_by = clock.now().saturating_add(timing.call_timeout());
         // Redis's clock rate from this replica's tries, so that a term it wins begins with it.
         let mut rate = decide::RateWindow::new(&timing);
         loop {
@@ -50,12 +51,20 @@ impl Elector {
                 return None;
             }
             if !gates.standing().stands() {
-                // A gate keeps this replica out until it lets it stand.
+                // A gate keeps this replica out until it lets it stand, or a one-shot lock's
+                // wait is over (it never got to try); gates get one call's time to say first.
                 self.hooks.beat(None);
+                let given_up = async {
+                    match give_up_at {
+                        Some(at) => clock.sleep_until(at.max(gates_heard_by)).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     biased;
                     _ = shutdown.cancelled() => return None,
                     _ = gates.wait_until(Standing::stands) => {}
+                    _ = given_up => return None,
                 }
                 continue;
             }
