@@ -35,6 +35,8 @@ pub static SCHEMA: LazyLock<String> = LazyLock::new(|| section(SQL, "schema"));
 pub static ADVANCE: LazyLock<String> = LazyLock::new(|| bind(&section(SQL, "advance")));
 /// The token the resource has seen, with `$1` the resource.
 pub static SEEN: LazyLock<String> = LazyLock::new(|| bind(&section(SQL, "seen")));
+/// Aborts the transaction of a stale token.
+pub static REFUSE: LazyLock<String> = LazyLock::new(|| section(SQL, "refuse"));
 
 /// The statement after the `-- name: <name>` line, up to the next such line ("" if missing;
 /// the unit tests make sure none is).
@@ -65,7 +67,8 @@ pub async fn create_table(client: &impl GenericClient) -> Result<(), FenceError>
 
 /// Advances `resource`'s row to `token` unless the row holds a higher one, as the first
 /// statement of `transaction`; then do the write in the same transaction. A stale token gets
-/// [`FenceError::Stale`] and has changed nothing: drop the transaction (it rolls back).
+/// [`FenceError::Stale`], has changed nothing, and has aborted the transaction: drop it (it
+/// rolls back; its writes and its commit would fail).
 pub async fn advance(
     transaction: &Transaction<'_>,
     resource: &str,
@@ -80,13 +83,17 @@ pub async fn advance(
     }
     // Zero rows: the row holds a higher token. In READ COMMITTED this statement sees the
     // latest committed value, the one that refused us or a later one.
-    let seen: i64 = transaction
+    let seen: Option<i64> = transaction
         .query_one(SEEN.as_str(), &[&resource])
         .await?
-        .get(0);
+        .try_get(0)?;
+    // The transaction is aborted too: one that carried on regardless would have its writes
+    // fail and its commit rolled back. (This statement's error is the point, not news.)
+    let _aborted = transaction.batch_execute(REFUSE.as_str()).await;
+    let seen = seen.and_then(|seen| u64::try_from(seen).ok()).unwrap_or(0);
     Err(FenceError::Stale {
         resource: resource.to_owned(),
-        seen: FencingToken(u64::try_from(seen).unwrap_or(0)),
+        seen: FencingToken(seen),
         offered: token,
     })
 }
@@ -100,6 +107,7 @@ mod tests {
         assert!(SCHEMA.starts_with("CREATE TABLE IF NOT EXISTS leasehold_fence"));
         assert!(ADVANCE.starts_with("INSERT INTO leasehold_fence"));
         assert!(SEEN.starts_with("SELECT token FROM leasehold_fence"));
+        assert!(REFUSE.starts_with("DO $$ BEGIN RAISE EXCEPTION"));
     }
 
     #[test]

@@ -16,3 +16,6 @@ WHERE f.token <= EXCLUDED.token;
 
 -- name: seen
 SELECT token FROM leasehold_fence WHERE resource = :'resource';
+
+-- name: refuse
+DO $$ BEGIN RAISE EXCEPTION 'a stale fencing token: this transaction must not commit'; END $$;

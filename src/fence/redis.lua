@@ -10,6 +10,9 @@ if not offered or not string.match(offered, '^[0-9]+$') then
   return redis.error_reply('ERR the fencing token must be decimal digits')
 end
 offered = string.match(offered, '^0*(.-.)$')
+if #offered > 20 or (#offered == 20 and offered > '18446744073709551615') then
+  return redis.error_reply('ERR the fencing token is past what 64 bits hold')
+end
 local seen = redis.call('GET', KEYS[1])
 if seen then
   if not string.match(seen, '^[1-9][0-9]*$') and seen ~= '0' then

@@ -62,6 +62,24 @@ async fn record_run(
     Ok(())
 }
 
+/// A caller that logs a stale refusal and carries on still commits nothing: the refusal aborts
+/// the transaction, so its write fails and its commit rolls back.
+#[tokio::test]
+async fn a_transaction_that_carries_on_after_a_stale_advance_commits_nothing() {
+    let server = PostgresServer::start();
+    let mut client = prepare(&server).await;
+    record_run(&mut client, "b", FencingToken(7))
+        .await
+        .expect("newer");
+    let transaction = client.transaction().await.unwrap();
+    let stale = fence::postgres::advance(&transaction, "nightly-report", FencingToken(6)).await;
+    assert_eq!(stale_seen(stale), (7, 6));
+    let insert = "INSERT INTO report_runs (leader, token) VALUES ('a', 6)";
+    let _ignored = transaction.execute(insert, &[]).await;
+    let _ignored = transaction.commit().await;
+    assert_eq!(runs(&server), [("b".to_owned(), 7)]);
+}
+
 fn stale_seen(result: Result<(), FenceError>) -> (u64, u64) {
     match result {
         Err(FenceError::Stale { seen, offered, .. }) => (seen.0, offered.0),

@@ -95,6 +95,64 @@ async fn tokens_compare_as_numbers_beyond_what_lua_numbers_hold_exactly() {
     assert_eq!(runs(&redis).len(), 2);
 }
 
+/// Digit strings of different lengths: a string comparison alone would take 9 for newer than
+/// 10, and 99 for newer than 100.
+#[tokio::test]
+async fn a_token_with_more_digits_is_newer_whatever_its_first_digit() {
+    let redis = RedisServer::start();
+    let mut conn = connect(&redis.url()).await;
+    let t = FencingToken;
+    for (newer, older) in [(10, 9), (100, 99)] {
+        record_run(&mut conn, "a", t(newer)).await.expect("newer");
+        let refused = record_run(&mut conn, "b", t(older)).await;
+        assert!(
+            matches!(refused, Err(FenceError::Stale { .. })),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(runs(&redis), [("a".into(), 10), ("a".into(), 100)]);
+}
+
+/// The script as redis-cli calls it: leading zeros are the same token, and a token longer than
+/// any 64-bit number is refused before it is stored (stored, it would refuse every real token).
+#[tokio::test]
+async fn the_script_reads_leading_zeros_and_refuses_a_token_past_64_bits() {
+    let redis = RedisServer::start();
+    let fenced = |token: &str| {
+        redis.try_cmd::<String>(&[
+            "EVAL", LUA, "2", "f:{r}", "v:{r}", token, "SET", "v:{r}", token,
+        ])
+    };
+    assert_eq!(fenced("007").as_deref(), Ok("OK"));
+    assert_eq!(redis.cmd::<String>(&["GET", "f:{r}"]), "7");
+    assert_eq!(
+        fenced("0000007").as_deref(),
+        Ok("OK"),
+        "the same term again"
+    );
+    let stale = fenced("6").expect_err("an older token");
+    assert!(
+        stale.contains("STALE") && stale.contains("seen=7 offered=6"),
+        "{stale}"
+    );
+    for too_long in ["18446744073709551616", "123456789012345678901"] {
+        let refused = fenced(too_long).expect_err("a token past 64 bits");
+        assert!(
+            refused.contains("past what 64 bits hold"),
+            "{too_long}: {refused}"
+        );
+    }
+    assert_eq!(
+        fenced("18446744073709551615").as_deref(),
+        Ok("OK"),
+        "u64::MAX"
+    );
+    assert_eq!(
+        redis.cmd::<String>(&["GET", "f:{r}"]),
+        "18446744073709551615"
+    );
+}
+
 #[tokio::test]
 async fn a_write_that_fails_does_not_advance_the_token() {
     let redis = RedisServer::start();

@@ -182,12 +182,17 @@ impl RedisServer {
 
     /// Runs one command and returns its reply; panics on an error reply.
     pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        self.try_cmd(args)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    }
+
+    /// Runs one command and returns its reply, or the words of its error reply.
+    pub fn try_cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> Result<T, String> {
         let mut c = redis::cmd(args[0]);
         for a in &args[1..] {
             c.arg(*a);
         }
-        c.query(&mut self.connection())
-            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+        c.query(&mut self.connection()).map_err(|e| e.to_string())
     }
 
     /// How many times this server ran `command` (`INFO commandstats`), scripts' calls included.
