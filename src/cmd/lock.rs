@@ -11,6 +11,7 @@ use super::contender::Contender;
 use super::lease::{Workload, connect, name_lease, publisher_refused};
 use crate::cli::{CliError, LockSettings};
 use crate::elector::StepDownReason;
+use crate::exec::ExecSettings;
 use crate::k8s::Publisher;
 use crate::lease::{CooldownState, LeaseName};
 use crate::shutdown::Shutdown;
@@ -81,7 +82,7 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
         lease = %lease_name,
         redis = %common.redis.redacted_url(),
         wait_ms = wait.as_millis() as u64,
-        command = common.exec.as_ref().map(|e| e.command.join(" ")).unwrap_or_default(),
+        command = common.exec.as_ref().map(ExecSettings::shown).unwrap_or_default(),
         "leasehold lock starting"
     );
     // A configuration known to be unsafe ends the lock too, with exit code 2.

@@ -12,6 +12,7 @@ use tracing::info;
 use super::contender::Contender;
 use super::lease::{Workload, connect, deployment_of, name_lease, publisher_refused};
 use crate::cli::{CliError, RunSettings};
+use crate::exec::ExecSettings;
 use crate::http::{self, Endpoints};
 use crate::k8s::Publisher;
 use crate::metrics::Metrics;
@@ -107,7 +108,7 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
         renew_deadline_ms = common.timing.renew_deadline.as_millis() as u64,
         retry_period_ms = common.timing.retry_period.as_millis() as u64,
         kubernetes,
-        command = common.exec.as_ref().map(|e| e.command.join(" ")).unwrap_or_default(),
+        command = common.exec.as_ref().map(ExecSettings::shown).unwrap_or_default(),
         guard_file = contender.guard.as_ref().map(|g| g.path().display().to_string()).unwrap_or_default(),
         "leasehold starting"
     );

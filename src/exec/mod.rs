@@ -46,6 +46,26 @@ pub struct ExecSettings {
     pub restart: bool,
 }
 
+impl ExecSettings {
+    /// The command line as the logs show it: no password of a URL (`postgres://u:pw@…`), and
+    /// `***` for the value of an option whose name says password, secret or token.
+    pub fn shown(&self) -> String {
+        let secret = |name: &str| {
+            let name = name.to_ascii_lowercase();
+            name.starts_with('-') && ["pass", "secret", "token"].iter().any(|w| name.contains(w))
+        };
+        let mut shown = Vec::with_capacity(self.command.len());
+        for (i, arg) in self.command.iter().enumerate() {
+            shown.push(match arg.split_once('=') {
+                Some((name, _)) if secret(name) => format!("{name}=***"),
+                _ if i > 0 && secret(&self.command[i - 1]) && !arg.starts_with('-') => "***".into(),
+                _ => crate::lease::redact_url(arg),
+            });
+        }
+        shown.join(" ")
+    }
+}
+
 /// The environment variable that carries the fencing token (the guard compares it with the
 /// guard file's term).
 pub const TOKEN_ENV: &str = crate::guard::caller::TOKEN_ENV;
@@ -216,7 +236,7 @@ impl Supervisor {
                 }
             };
             let pid = running.pid();
-            info!(pid, token = token.0, command = %self.settings.command.join(" "), "started the command");
+            info!(pid, token = token.0, command = %self.settings.shown(), "started the command");
             let ended = tokio::select! {
                 biased;
                 _ = leadership.lost() => Ended::SteppedDown,

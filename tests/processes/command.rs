@@ -290,3 +290,40 @@ fn a_lease_named_as_long_as_allowed_runs_its_command() {
     let replica = Replica::spawn(&redis.url(), &lease, "a", &fast(), &["sleep", "60"]);
     replica.wait_events("started the command", 1, Duration::from_secs(10));
 }
+
+/// No secret of the command line reaches the log: not the password of a URL, nor the value of
+/// an option named for a password, a secret or a token (in `leasehold starting` and in
+/// `started the command` alike).
+#[test]
+fn the_command_line_is_logged_without_its_secrets() {
+    let redis = RedisServer::start();
+    let command = [
+        "sh",
+        "-c",
+        "sleep 60",
+        "postgres://app:hunter2@db:5432/app",
+        "--password",
+        "hunter3",
+        "--api-token=hunter4",
+    ];
+    let a = Replica::spawn(
+        &redis.url(),
+        &unique_lease("secrets"),
+        "a",
+        &fast(),
+        &command,
+    );
+    let started = a.wait_events("started the command", 1, Duration::from_secs(10));
+    let shown = started[0]["command"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        shown.contains("--password ***") && shown.contains("--api-token=***"),
+        "{shown}"
+    );
+    let log = a.log_text();
+    for secret in ["hunter2", "hunter3", "hunter4"] {
+        assert!(!log.contains(secret), "{secret} in the log:\n{log}");
+    }
+}
