@@ -17,12 +17,7 @@ fn the_exposition_names_every_metric() {
     });
     let now = BootInstant::now();
     let text = m.render(
-        &status(Role::Leader {
-            token: FencingToken(7),
-            acquired_at: std::time::SystemTime::now(),
-            valid_until: now.saturating_add(Duration::from_secs(10)),
-            lead: WallLead::default(),
-        }),
+        &leader_valid_until(now.saturating_add(Duration::from_secs(10))),
         now,
         WallLead::default(),
         true,
@@ -54,12 +49,7 @@ fn a_leader_past_its_deadline_is_not_counted_as_leader() {
     let m = Metrics::new("web-a", "shop/web");
     let now = BootInstant::now();
     let text = m.render(
-        &status(Role::Leader {
-            token: FencingToken(7),
-            acquired_at: std::time::SystemTime::now(),
-            valid_until: now,
-            lead: WallLead::default(),
-        }),
+        &leader_valid_until(now),
         now,
         WallLead::default(),
         false,
@@ -84,12 +74,7 @@ fn a_leader_whose_deadline_passed_unseen_by_the_boot_clock_is_not_counted_as_lea
     // 10 s left on the boot clock, but the wall clock gained 20 s on it since the deadline was set.
     let gained = WallLead::from_nanos(Duration::from_secs(20).as_nanos() as i64);
     let text = m.render(
-        &status(Role::Leader {
-            token: FencingToken(7),
-            acquired_at: std::time::SystemTime::now(),
-            valid_until: now.saturating_add(Duration::from_secs(10)),
-            lead: WallLead::default(),
-        }),
+        &leader_valid_until(now.saturating_add(Duration::from_secs(10))),
         now,
         gained,
         false,
@@ -100,6 +85,16 @@ fn a_leader_whose_deadline_passed_unseen_by_the_boot_clock_is_not_counted_as_lea
         text.contains("leasehold_validity_remaining_seconds 0.0"),
         "{text}"
     );
+}
+
+/// This replica leading term 7 until `valid_until`, as the lead of the wall clock stood at 0.
+fn leader_valid_until(valid_until: BootInstant) -> Shown {
+    status(Role::Leader {
+        token: FencingToken(7),
+        acquired_at: std::time::SystemTime::now(),
+        valid_until,
+        lead: WallLead::default(),
+    })
 }
 
 fn following(identity: &str) -> Role {

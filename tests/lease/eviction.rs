@@ -19,6 +19,18 @@ use testbed::redis_server::{Engine, RedisServer};
 use testbed::wait::{holds_on_every_look, wait_for};
 use tokio_util::sync::CancellationToken;
 
+/// `FAST` as the ACL user `leasehold` of `redis`, made with `rule` and a password that a file in
+/// `dir` holds.
+fn as_acl_user(redis: &RedisServer, rule: &str, dir: &std::path::Path) -> Vec<String> {
+    redis.set_acl_user("leasehold", rule, "s3cret");
+    let pw = dir.join("pw");
+    std::fs::write(&pw, "s3cret\n").unwrap();
+    let mut args: Vec<String> = FAST.iter().map(|a| a.to_string()).collect();
+    args.extend(["--redis-username", "leasehold", "--redis-password-file"].map(String::from));
+    args.push(pw.to_str().unwrap().to_owned());
+    args
+}
+
 fn evicting_redis(engine: Engine) -> RedisServer {
     RedisServer::builder()
         .engine(engine)
@@ -202,22 +214,10 @@ fn a_failed_read_of_the_policy_does_not_lift_the_refusal() {
     let redis = RedisServer::builder()
         .args(["--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"])
         .start();
-    redis.set_acl_user(
-        "leasehold",
-        &minimal_acl_rule("leasehold:", false),
-        "s3cret",
-    );
     let dir = tempfile::tempdir().unwrap();
-    let pw = dir.path().join("pw");
-    std::fs::write(&pw, "s3cret\n").unwrap();
-    let mut args = FAST.to_vec();
-    args.extend([
-        "--redis-eviction",
-        "refuse",
-        "--redis-username",
-        "leasehold",
-    ]);
-    args.extend(["--redis-password-file", pw.to_str().unwrap()]);
+    let args = as_acl_user(&redis, &minimal_acl_rule("leasehold:", false), dir.path());
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend(["--redis-eviction", "refuse"]);
     let a = Replica::spawn(&redis.url(), &unique_lease("evict-unread"), "a", &args, &[]);
     wait_for("the refusal", Duration::from_secs(10), || {
         a.get("/readyz")
@@ -238,17 +238,9 @@ fn a_failed_read_of_the_policy_does_not_lift_the_refusal() {
 fn an_acl_without_info_memory_is_said_once_and_leasehold_carries_on() {
     let redis = RedisServer::start();
     let rule = minimal_acl_rule("leasehold:", false).replace(" +info|memory", "");
-    redis.set_acl_user("leasehold", &rule, "s3cret");
     let dir = tempfile::tempdir().unwrap();
-    let pw = dir.path().join("pw");
-    std::fs::write(&pw, "s3cret\n").unwrap();
-    let mut args = FAST.to_vec();
-    args.extend([
-        "--redis-username",
-        "leasehold",
-        "--redis-password-file",
-        pw.to_str().unwrap(),
-    ]);
+    let args = as_acl_user(&redis, &rule, dir.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let a = Replica::spawn(&redis.url(), &unique_lease("evict-acl"), "a", &args, &[]);
     wait_for("a to lead", Duration::from_secs(10), || {
         (a.leader()["is_leader"] == true).then_some(())
