@@ -101,6 +101,13 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
         .await
         .map_err(|e| status.redis.failed(e))?;
     let old = match seen.holder {
+        Some(holder) if holder.remaining.is_none() => {
+            eprintln!(
+                "the lease key of {lease_name} holds `{}` and never expires (not written by leasehold): nobody leads until it is deleted, and there is no leader to step down",
+                holder.owner
+            );
+            return Ok(1);
+        }
         Some(holder) if !holder.vanished => holder,
         Some(_) => {
             eprintln!(

@@ -223,6 +223,24 @@ fn step_down_names_the_leader_itself_as_bad_input() {
     );
 }
 
+/// A lease key that never expires was not written by leasehold: there is no leader to ask, and
+/// `step-down` says so at once instead of storing a request and waiting out `--wait`.
+#[test]
+fn step_down_refuses_a_lease_key_that_leasehold_did_not_write() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("handover-foreign");
+    let key = format!("leasehold:{{{lease}}}");
+    redis.cmd::<String>(&["SET", &key, "garbage"]);
+    let (code, json, stderr) = step_down(&redis.url(), &lease, &["--wait", "30s"]);
+    assert_eq!(code, 1, "{stderr}\n{json}");
+    assert!(stderr.contains("never expires"), "{stderr}");
+    let request: i64 = redis.cmd(&["EXISTS", &format!("{key}:handover")]);
+    assert_eq!(
+        request, 0,
+        "a handover request was stored for a key nobody holds"
+    );
+}
+
 #[test]
 fn step_down_times_out_with_exit_code_1_when_nobody_else_can_lead() {
     let redis = RedisServer::start();
