@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::lease::asked_lease;
 use crate::cli::{CliError, StepDownSettings};
-use crate::lease::{HandoverRequested, Holder, Observation, RedisLease};
+use crate::lease::{HandoverRequested, Holder, LeaseError, Observation, RedisLease};
 
 /// How long each Redis call of the command may take.
 const CALL: Duration = Duration::from_secs(5);
@@ -140,7 +140,9 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
         );
         return Ok(1);
     }
-    let (handed_over, now) = wait_for_successor(&lease, &old, to.as_deref(), started, wait).await?;
+    let (handed_over, now) = wait_for_successor(&lease, &old, to.as_deref(), started, wait)
+        .await
+        .map_err(|e| status.redis.failed(e))?;
     let view = HandoverView {
         lease: lease_name.to_string(),
         handed_over,
@@ -166,23 +168,26 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
 }
 
 /// Looks at the lease until a new term began or `wait` passed since `started`: whether the
-/// wanted replica leads, and who leads at the end.
+/// wanted replica leads, and who leads at the end. A failed look is retried until the wait is
+/// over (Redis may blink during a handover); when the last one failed too, who leads is not
+/// known, and that error is the answer.
 async fn wait_for_successor(
     lease: &RedisLease,
     old: &Holder,
     to: Option<&str>,
     started: Instant,
     wait: Duration,
-) -> anyhow::Result<(bool, Option<Holder>)> {
+) -> Result<(bool, Option<Holder>), LeaseError> {
     let mut last = Some(old.clone());
     loop {
-        // A failed look is retried until the wait is over: Redis may blink during a handover.
-        if let Ok(seen) = lease.observe(CALL.min(wait)).await {
-            match progress(old, to, &seen) {
+        match lease.observe(CALL.min(wait)).await {
+            Ok(seen) => match progress(old, to, &seen) {
                 Progress::Done(now) => return Ok((true, Some(now))),
                 Progress::Other(now) => return Ok((false, Some(now))),
                 Progress::Waiting => last = seen.holder,
-            }
+            },
+            Err(err) if started.elapsed() >= wait => return Err(err),
+            Err(_) => {}
         }
         if started.elapsed() >= wait {
             return Ok((false, last));

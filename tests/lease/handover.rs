@@ -241,6 +241,27 @@ fn step_down_refuses_a_lease_key_that_leasehold_did_not_write() {
     );
 }
 
+/// When Redis stops answering during the wait, who leads at its end is not known: `step-down`
+/// says that Redis failed, and names no leader (it used to report the old one as leading).
+#[test]
+fn step_down_says_redis_failed_when_its_last_look_found_no_answer() {
+    let mut redis = RedisServer::start();
+    let lease = unique_lease("handover-redis-gone");
+    let replicas = spawn(&redis.url(), &lease, &["web-a"]);
+    leader_of(&replicas);
+    let url = redis.url();
+    let asked = {
+        let lease = lease.clone();
+        std::thread::spawn(move || step_down(&url, &lease, &["--wait", "2s"]))
+    };
+    replicas[0].wait_events("stepped down", 1, WAIT);
+    redis.kill();
+    let (code, json, stderr) = asked.join().expect("step-down ran");
+    assert_eq!(code, 1, "{stderr}\n{json}");
+    assert_eq!(json, serde_json::Value::Null, "a view was printed: {json}");
+    assert!(stderr.contains("redis at"), "{stderr}");
+}
+
 #[test]
 fn step_down_times_out_with_exit_code_1_when_nobody_else_can_lead() {
     let redis = RedisServer::start();

@@ -34,9 +34,9 @@ const CORE_CEILING: usize = 8_300;
 /// freeze, the Kubernetes work dropped mid-call), and from 19,783 by a last review's (a lock
 /// that waited for ever or ran its command twice, a panic on a foreign clock note, a fence that
 /// let a stale transaction commit, then a command line logged with its secrets: 19,832; a
-/// step-down that waited on a key nobody holds: 19,839): a defect is fixed first, and its
-/// lines paid back by a later cut.
-const CORE_AND_PRODUCT_CEILING: usize = 19_839;
+/// step-down that waited on a key nobody holds or named a leader it could not see: 19,844): a
+/// defect is fixed first, and its lines paid back by a later cut.
+const CORE_AND_PRODUCT_CEILING: usize = 19_844;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
