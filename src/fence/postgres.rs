@@ -83,14 +83,15 @@ pub async fn advance(
     }
     // Zero rows: the row holds a higher token. In READ COMMITTED this statement sees the
     // latest committed value, the one that refused us or a later one.
-    let seen: Option<i64> = transaction
+    let seen = transaction
         .query_one(SEEN.as_str(), &[&resource])
-        .await?
-        .try_get(0)?;
-    // The transaction is aborted too: one that carried on regardless would have its writes
-    // fail and its commit rolled back. (This statement's error is the point, not news.)
+        .await
+        .and_then(|row| row.try_get::<_, Option<i64>>(0));
+    // The transaction is aborted too, whatever that read found: one that carried on regardless
+    // would have its writes fail and its commit rolled back. (This statement's error is the
+    // point, not news.)
     let _aborted = transaction.batch_execute(REFUSE.as_str()).await;
-    let seen = seen.and_then(|seen| u64::try_from(seen).ok()).unwrap_or(0);
+    let seen = seen?.and_then(|seen| u64::try_from(seen).ok()).unwrap_or(0);
     Err(FenceError::Stale {
         resource: resource.to_owned(),
         seen: FencingToken(seen),

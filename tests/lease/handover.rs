@@ -249,14 +249,20 @@ fn step_down_says_redis_failed_when_its_last_look_found_no_answer() {
     let lease = unique_lease("handover-redis-gone");
     let replicas = spawn(&redis.url(), &lease, &["web-a"]);
     leader_of(&replicas);
+    // Frozen, the leader neither hands over nor takes the lease back: the request stays stored.
+    replicas[0].signal(Signal::SIGSTOP);
     let url = redis.url();
     let asked = {
         let lease = lease.clone();
         std::thread::spawn(move || step_down(&url, &lease, &["--wait", "2s"]))
     };
-    replicas[0].wait_events("stepped down", 1, WAIT);
+    let request = format!("leasehold:{{{lease}}}:handover");
+    wait_for("the request to be stored", WAIT, || {
+        (redis.cmd::<i64>(&["EXISTS", &request]) == 1).then_some(())
+    });
     redis.kill();
     let (code, json, stderr) = asked.join().expect("step-down ran");
+    replicas[0].signal(Signal::SIGCONT);
     assert_eq!(code, 1, "{stderr}\n{json}");
     assert_eq!(json, serde_json::Value::Null, "a view was printed: {json}");
     assert!(stderr.contains("redis at"), "{stderr}");

@@ -21,8 +21,8 @@ use crate::docs::sources;
 /// counts a pause, a gate not read again after a hold-off), and from 8,257 for three more (the
 /// guard file's wall deadline and the probes blind to a freeze, a work closure's panic) and the
 /// deadline that counts a freeze, which the status file and the gauges read too (8,291), and a
-/// one-shot lock's wait that a gate kept from ending (8,300).
-const CORE_CEILING: usize = 8_300;
+/// one-shot lock's wait that a gate kept from ending (8,300), and a panic on an odd URL (8,302).
+const CORE_CEILING: usize = 8_302;
 
 /// The core and the product together, set the same way (the goal is 16,600). Raised from
 /// 19,590 by the fixes of the defects two hostile reviews found (a password shown, check()
@@ -34,9 +34,10 @@ const CORE_CEILING: usize = 8_300;
 /// freeze, the Kubernetes work dropped mid-call), and from 19,783 by a last review's (a lock
 /// that waited for ever or ran its command twice, a panic on a foreign clock note, a fence that
 /// let a stale transaction commit, then a command line logged with its secrets: 19,832; a
-/// step-down that waited on a key nobody holds or named a leader it could not see: 19,844): a
-/// defect is fixed first, and its lines paid back by a later cut.
-const CORE_AND_PRODUCT_CEILING: usize = 19_844;
+/// step-down that waited on a key nobody holds or named a leader it could not see: 19,844; the
+/// secrets the log still showed and the fence's other ways out: 19,856): a defect is fixed
+/// first, and its lines paid back by a later cut.
+const CORE_AND_PRODUCT_CEILING: usize = 19_856;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -150,3 +150,20 @@ fn status_shows_a_clock_note_from_past_the_year_9999() {
         "{stdout}"
     );
 }
+
+/// A URL that only looks like one is refused with words, not a panic.
+#[test]
+fn an_odd_redis_url_is_refused_without_a_panic() {
+    let (code, _stdout, stderr) = run_to_end(
+        &[
+            "status",
+            "--lease-name",
+            "web",
+            "--redis-url",
+            "a?user=b://c@d",
+        ],
+        &[],
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(code, 2, "exited {code}; stderr:\n{stderr}");
+}

@@ -305,6 +305,8 @@ fn the_command_line_is_logged_without_its_secrets() {
         "--password",
         "hunter3",
         "--api-token=hunter4",
+        "PGPASSWORD=hunter5 psql",
+        "host=db password=hunter6",
     ];
     let a = Replica::spawn(
         &redis.url(),
@@ -323,7 +325,7 @@ fn the_command_line_is_logged_without_its_secrets() {
         "{shown}"
     );
     let log = a.log_text();
-    for secret in ["hunter2", "hunter3", "hunter4"] {
+    for secret in ["hunter2", "hunter3", "hunter4", "hunter5", "hunter6"] {
         assert!(!log.contains(secret), "{secret} in the log:\n{log}");
     }
 }

@@ -35,6 +35,8 @@ fn redact_url_hides_every_password_shape() {
             "redis://app:***@host/0?protocol=resp3",
         ),
         ("redis://app:ab#cd@host", "redis://app:***@host"),
+        // A `?user=` before the scheme's `://` is no parameter of this URL (and no panic).
+        ("a?user=b://c@d", "a?user=b://***@d"),
     ];
     for (url, want) in cases {
         assert_eq!(redact_url(url), want, "{url}");

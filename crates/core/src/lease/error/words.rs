@@ -146,7 +146,9 @@ fn redact_userinfo(url: &str) -> String {
             return url.to_owned();
         };
         match url[..at].rfind(['?', '&']) {
-            Some(param) if url[param + 1..at].starts_with("user=") => end = param,
+            Some(param) if param >= rest_start && url[param + 1..at].starts_with("user=") => {
+                end = param
+            }
             _ => break at,
         }
     };
