@@ -178,19 +178,18 @@ async fn wait_for_successor(
     started: Instant,
     wait: Duration,
 ) -> Result<(bool, Option<Holder>), LeaseError> {
-    let mut last = Some(old.clone());
     loop {
-        match lease.observe(CALL.min(wait)).await {
+        let looked = lease.observe(CALL.min(wait)).await;
+        let over = started.elapsed() >= wait;
+        match looked {
             Ok(seen) => match progress(old, to, &seen) {
                 Progress::Done(now) => return Ok((true, Some(now))),
                 Progress::Other(now) => return Ok((false, Some(now))),
-                Progress::Waiting => last = seen.holder,
+                Progress::Waiting if over => return Ok((false, seen.holder)),
+                Progress::Waiting => {}
             },
-            Err(err) if started.elapsed() >= wait => return Err(err),
+            Err(err) if over => return Err(err),
             Err(_) => {}
-        }
-        if started.elapsed() >= wait {
-            return Ok((false, last));
         }
         tokio::time::sleep(POLL.min(wait.saturating_sub(started.elapsed()))).await;
     }

@@ -35,9 +35,9 @@ const CORE_CEILING: usize = 8_302;
 /// that waited for ever or ran its command twice, a panic on a foreign clock note, a fence that
 /// let a stale transaction commit, then a command line logged with its secrets: 19,832; a
 /// step-down that waited on a key nobody holds or named a leader it could not see: 19,844; the
-/// secrets the log still showed and the fence's other ways out: 19,856): a defect is fixed
-/// first, and its lines paid back by a later cut.
-const CORE_AND_PRODUCT_CEILING: usize = 19_856;
+/// secrets the log still showed and the fence's other ways out: 19,856, less a dead variable:
+/// 19,855): a defect is fixed first, and its lines paid back by a later cut.
+const CORE_AND_PRODUCT_CEILING: usize = 19_855;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
