@@ -5,7 +5,7 @@
 //! SIGTERM because its default action kills the process without a release: a closed terminal,
 //! or a supervisor that hangs up, would leave the successor waiting out the lease's TTL.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -18,6 +18,8 @@ type Hook = Box<dyn Fn() + Send>;
 pub struct Shutdown {
     token: CancellationToken,
     at_once: Arc<Mutex<Vec<Hook>>>,
+    /// The number of the signal that started the drain, if one did.
+    signal: Arc<OnceLock<i32>>,
 }
 
 impl Shutdown {
@@ -37,11 +39,12 @@ impl Shutdown {
         };
         let this = shutdown.clone();
         tokio::spawn(async move {
-            let (first, _) = signals.next().await;
+            let (first, number) = signals.next().await;
             info!(
                 signal = first,
                 "shutting down: stepping down and releasing the lease"
             );
+            let _ = this.signal.set(number);
             this.begin();
             let (second, number) = signals.next().await;
             warn!(
@@ -56,6 +59,13 @@ impl Shutdown {
     /// Starts the drain: cancels the root token.
     pub fn begin(&self) {
         self.token.cancel();
+    }
+
+    /// 128 + the number of the signal that started the drain (SIGTERM's for a drain begun
+    /// without one), once it began: the exit code of a process that a signal ended.
+    pub fn signalled(&self) -> Option<i32> {
+        let number = self.signal.get().copied().unwrap_or(nix::libc::SIGTERM);
+        self.token.is_cancelled().then_some(128 + number)
     }
 
     /// The root token; tasks take child tokens of it.

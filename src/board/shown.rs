@@ -1,6 +1,7 @@
 //! What a replica shows: the elector's status, and what the parts outside the core add to it
 //! (the candidate check's verdict, Redis's eviction policy as read, what the notices found).
 
+use std::fmt;
 use std::ops::{Deref, DerefMut};
 
 use crate::elector::Status;
@@ -131,6 +132,21 @@ impl Eviction {
     /// Whether Redis is known to be able to evict the lease.
     pub fn may_evict(&self) -> bool {
         matches!(self, Eviction::Read(p) if p.may_evict())
+    }
+}
+
+/// In words (readiness, the eviction gate's detail).
+impl fmt::Display for Eviction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Eviction::Read(p) => write!(
+                f,
+                "maxmemory {} bytes, maxmemory-policy {}",
+                p.maxmemory, p.policy
+            ),
+            Eviction::Unreadable { reason } => write!(f, "policy unreadable: {reason}"),
+            Eviction::NotRead => f.write_str("policy not read yet"),
+        }
     }
 }
 

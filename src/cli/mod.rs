@@ -114,8 +114,8 @@ pub enum Command {
     Completions(CompletionsArgs),
 }
 
-/// Where Redis is and how to talk to it.
-#[derive(Debug, Clone, Args)]
+/// Where Redis is and how to talk to it. `Debug` shows the URL without its password.
+#[derive(Clone, Args)]
 #[command(next_help_heading = "Redis")]
 pub struct RedisArgs {
     /// Redis URL: `redis://host:port/db`, `rediss://` for TLS, `redis+sentinel://s1:26379,s2:26379,

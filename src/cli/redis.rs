@@ -12,6 +12,15 @@ use crate::lease::{
     redact_url,
 };
 
+/// The URL without its password (LEASEHOLD_REDIS_URL may carry one).
+impl std::fmt::Debug for RedisArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisArgs")
+            .field("redis_url", &redact_url(&self.redis_url))
+            .finish_non_exhaustive()
+    }
+}
+
 impl RedisArgs {
     /// The connection's settings. `url_from_command_line` says whether --redis-url was typed on
     /// the command line (where a password would show in `ps`).

@@ -147,6 +147,33 @@ fn the_password_file_is_read_and_never_shown() {
     assert!(err.ends_with("the file is empty"), "{err}");
 }
 
+/// Flags and settings printed for debugging show no secret: not a URL's password (which
+/// LEASEHOLD_REDIS_URL may carry), not the command's.
+#[test]
+fn a_debug_print_of_the_flags_or_the_settings_shows_no_secret() {
+    let argv = [
+        "leasehold",
+        "run",
+        "--",
+        "psql",
+        "postgres://app:hunter3@db/app",
+    ];
+    let Command::Run(mut args) = parse_from(argv).unwrap().command else {
+        panic!("run")
+    };
+    args.contender.redis.redis_url = "redis://:hunter2@redis:6379".into();
+    let shown = format!("{args:?}");
+    assert!(shown.contains("redis://:***@redis:6379"), "{shown}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+    let s = args.resolve(&env(), false).unwrap();
+    let shown = format!("{s:?}");
+    assert!(shown.contains("postgres://app:***@db/app"), "{shown}");
+    assert!(
+        !shown.contains("hunter2") && !shown.contains("hunter3"),
+        "{shown}"
+    );
+}
+
 fn write_config(text: &str) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("leasehold.yaml");

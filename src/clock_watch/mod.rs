@@ -54,14 +54,17 @@ impl RedisClockView {
     }
 }
 
-/// `t` in RFC 3339 with milliseconds, as the JSON shows wall-clock times; one past the year
-/// 9999, which RFC 3339 cannot write (a value read from a key someone else wrote), as seconds
-/// since the epoch.
+/// `t` in RFC 3339 with milliseconds, as the JSON shows wall-clock times; one RFC 3339 cannot
+/// write (past the year 9999, a value read from a key someone else wrote; before 1970, a wall
+/// clock set that far back) as seconds from the epoch.
 pub fn rfc3339(t: SystemTime) -> String {
     use std::fmt::Write;
+    let since = match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(since) => since,
+        Err(before) => return format!("{}s before the epoch", before.duration().as_secs()),
+    };
     let mut shown = String::new();
     if write!(shown, "{}", humantime::format_rfc3339_millis(t)).is_err() {
-        let since = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         shown = format!("{}s after the epoch", since.as_secs());
     }
     shown
@@ -184,6 +187,28 @@ mod tests {
 
     fn boot(secs: u64) -> BootInstant {
         BootInstant::from_since_boot(Duration::from_secs(secs))
+    }
+
+    #[test]
+    fn a_time_rfc3339_cannot_write_is_shown_in_seconds_from_the_epoch() {
+        let epoch = std::time::UNIX_EPOCH;
+        let rows = [
+            (
+                epoch + Duration::from_millis(1_500),
+                "1970-01-01T00:00:01.500Z",
+            ),
+            (
+                epoch - Duration::from_secs(86_400),
+                "86400s before the epoch",
+            ),
+            (
+                epoch + Duration::from_secs(253_402_300_800),
+                "253402300800s after the epoch",
+            ),
+        ];
+        for (t, want) in rows {
+            assert_eq!(rfc3339(t), want);
+        }
     }
 
     #[test]

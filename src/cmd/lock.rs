@@ -2,7 +2,8 @@
 //! `--wait` (one try by default), run the command once under the same supervision as `leasehold
 //! run` (token in its environment, the guard file, the watchdog renewing, every descendant
 //! stopped no later than the validity deadline), release, and exit with the command's code.
-//! Not acquired in time: [`NOT_ACQUIRED`] and one log line naming the holder. Lost while the
+//! Not acquired in time: [`NOT_ACQUIRED`] and one log line naming the holder (or the gate that
+//! kept it out). Lost while the
 //! command ran (the command is stopped first): [`LOST`].
 
 use tracing::{info, warn};
@@ -10,7 +11,7 @@ use tracing::{info, warn};
 use super::contender::Contender;
 use super::lease::{Workload, connect, name_lease, publisher_refused};
 use crate::cli::{CliError, LockSettings};
-use crate::elector::StepDownReason;
+use crate::elector::{Standing, StepDownReason};
 use crate::exec::ExecSettings;
 use crate::k8s::Publisher;
 use crate::lease::{CooldownState, LeaseName};
@@ -20,17 +21,22 @@ use crate::shutdown::Shutdown;
 pub const NOT_ACQUIRED: i32 = 75;
 /// Exit code when the lock was lost while the command ran; the command was stopped.
 pub const LOST: i32 = 76;
-/// Exit code when a signal stopped leasehold and the command it was running (128 + SIGTERM).
-const SIGNALLED: i32 = 143;
-
 /// leasehold's exit code after a lock: `led` whether the lock was ever held, `reason` why its
-/// term ended, `command` the command's own exit code when it ended on its own.
-pub fn exit_code(led: bool, reason: Option<StepDownReason>, command: Option<i32>) -> i32 {
+/// term ended, `command` the command's own exit code when it ended on its own, `signalled`
+/// 128 + the number of the signal that stopped leasehold, if one did
+/// ([`Shutdown::signalled`]).
+pub fn exit_code(
+    led: bool,
+    reason: Option<StepDownReason>,
+    command: Option<i32>,
+    signalled: Option<i32>,
+) -> i32 {
     use StepDownReason::*;
+    let stopped = signalled.unwrap_or(128 + nix::libc::SIGTERM);
     match (led, reason) {
-        (false, _) => NOT_ACQUIRED,
+        (false, _) => signalled.unwrap_or(NOT_ACQUIRED),
         (true, Some(WorkEnded | WorkFailed | WorkPanicked) | None) => command.unwrap_or(1),
-        (true, Some(Shutdown)) => command.unwrap_or(SIGNALLED),
+        (true, Some(Shutdown)) => command.unwrap_or(stopped),
         (
             true,
             Some(
@@ -76,6 +82,7 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
     let mut contender = Contender::new(&common, &lease_name, publisher, &shutdown)?;
     contender.elector = contender.elector.stop_when_work_ends().for_one_term(wait);
     let status = contender.elector.status();
+    let mut gates = contender.elector.gates();
     let lease = contender.elector.lease().clone();
     info!(
         identity = %common.identity,
@@ -90,7 +97,7 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
     let seen = status.borrow().clone();
     let led = seen.transitions > 0;
     let reason = seen.last_step_down.as_ref().map(|s| s.reason);
-    let code = exit_code(led, reason, command);
+    let code = exit_code(led, reason, command, shutdown.signalled());
     if led {
         report_term(&lease_name, reason, code);
     } else {
@@ -101,12 +108,19 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
             Some(CooldownState::Running(left)) => Some(left.as_millis() as u64),
             _ => None,
         };
+        // A gate that kept the lock out of the election (it never got to try) names itself.
+        let (kept_out_by, kept_out) = match gates.standing() {
+            Standing::Out { gate, detail } => (gate.label, detail.unwrap_or_default()),
+            Standing::Stands => ("", String::new()),
+        };
         warn!(
             lease = %lease_name,
             holder = holder.map(|h| h.identity()).unwrap_or(""),
             token = holder.and_then(|h| h.token).map(|t| t.0),
             cooldown_ms,
             redis_error = seen.redis.last_error.as_deref().unwrap_or(""),
+            kept_out_by,
+            kept_out,
             code,
             "lock not acquired within --wait"
         );
@@ -130,25 +144,26 @@ mod tests {
 
     #[test]
     fn exit_code_table() {
-        // (led, reason, command's code) -> exit code
+        // (led, reason, command's code, 128 + the signal's number) -> exit code
         let cases = [
-            (false, None, None, NOT_ACQUIRED),
-            (false, Some(Shutdown), None, NOT_ACQUIRED),
-            (true, Some(WorkEnded), Some(0), 0),
-            (true, Some(WorkEnded), Some(7), 7),
-            (true, Some(WorkFailed), None, 1),
-            (true, Some(Lost), Some(143), LOST),
-            (true, Some(RenewDeadlinePassed), None, LOST),
-            (true, Some(ValidityDeadlinePassed), None, LOST),
-            (true, Some(Handover), None, LOST),
-            (true, Some(Shutdown), None, SIGNALLED),
-            (true, Some(Shutdown), Some(0), 0),
+            (false, None, None, None, NOT_ACQUIRED),
+            (false, None, None, Some(130), 130),
+            (true, Some(WorkEnded), Some(0), None, 0),
+            (true, Some(WorkEnded), Some(7), None, 7),
+            (true, Some(WorkFailed), None, None, 1),
+            (true, Some(Lost), Some(143), None, LOST),
+            (true, Some(RenewDeadlinePassed), None, None, LOST),
+            (true, Some(ValidityDeadlinePassed), None, None, LOST),
+            (true, Some(Handover), None, None, LOST),
+            (true, Some(Shutdown), None, Some(129), 129),
+            (true, Some(Shutdown), None, None, 143),
+            (true, Some(Shutdown), Some(0), Some(143), 0),
         ];
-        for (led, reason, command, want) in cases {
+        for (led, reason, command, signalled, want) in cases {
             assert_eq!(
-                exit_code(led, reason, command),
+                exit_code(led, reason, command, signalled),
                 want,
-                "{led} {reason:?} {command:?}"
+                "{led} {reason:?} {command:?} {signalled:?}"
             );
         }
     }

@@ -182,7 +182,7 @@ fn record(
     gate.send_replace(match refused {
         Some(_) => Standing::Out {
             gate: EVICTION,
-            detail: None,
+            detail: Some(eviction.to_string()),
         },
         None => Standing::Stands,
     });

@@ -35,8 +35,8 @@ use tree::Family;
 
 use crate::elector::{Leadership, NotLeader, StepDownReason};
 
-/// The singleton command and how to stop it.
-#[derive(Debug, Clone)]
+/// The singleton command and how to stop it. `Debug` shows the command as the logs do.
+#[derive(Clone)]
 pub struct ExecSettings {
     /// Program and arguments.
     pub command: Vec<String>,
@@ -44,6 +44,16 @@ pub struct ExecSettings {
     pub grace_period: Duration,
     /// Restart instead of exiting when it exits while leading.
     pub restart: bool,
+}
+
+impl std::fmt::Debug for ExecSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecSettings")
+            .field("command", &self.shown())
+            .field("grace_period", &self.grace_period)
+            .field("restart", &self.restart)
+            .finish()
+    }
 }
 
 impl ExecSettings {

@@ -60,13 +60,13 @@ pub fn readiness(status: &Shown, mode: ReadinessMode, leading: bool) -> (bool, S
         Some(EvictionRefusal::Asked) => {
             return out(format!(
                 "redis may evict the lease ({}); --redis-eviction refuse keeps this replica out of the election",
-                eviction_words(&status.eviction)
+                status.eviction
             ));
         }
         Some(EvictionRefusal::Unsafe) => {
             return out(format!(
                 "redis may evict the lease's state record ({}) and --no-data-loss-cooldown is set: two replicas could lead, so this replica stays out of the election",
-                eviction_words(&status.eviction)
+                status.eviction
             ));
         }
         None => {}
@@ -121,16 +121,4 @@ fn candidacy_words(candidacy: &Candidacy) -> String {
         candidacy.as_label(),
         candidacy.reason().unwrap_or("no reason given")
     )
-}
-
-/// The eviction policy in words, for readiness.
-fn eviction_words(eviction: &Eviction) -> String {
-    match eviction {
-        Eviction::Read(p) => format!(
-            "maxmemory {} bytes, maxmemory-policy {}",
-            p.maxmemory, p.policy
-        ),
-        Eviction::Unreadable { reason } => format!("policy unreadable: {reason}"),
-        Eviction::NotRead => "policy not read yet".into(),
-    }
 }

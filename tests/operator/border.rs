@@ -16,28 +16,16 @@ use crate::docs::sources;
 
 /// The core's ceiling: its size when the ceiling was set. The goal is 6,000 lines; each cut
 /// lowers the ceiling to the new size, and a feature that does not change when a term begins
-/// or ends goes to the product instead of raising it. Defect fixes are the one exception (see
-/// below): raised from 8,248 for two found in the loop (the work awaited past a deadline that
-/// counts a pause, a gate not read again after a hold-off), and from 8,257 for three more (the
-/// guard file's wall deadline and the probes blind to a freeze, a work closure's panic) and the
-/// deadline that counts a freeze, which the status file and the gauges read too (8,291), and a
-/// one-shot lock's wait that a gate kept from ending (8,300), and a panic on an odd URL (8,302).
-const CORE_CEILING: usize = 8_302;
+/// or ends goes to the product instead of raising it. Defect fixes are the one exception: each
+/// raise names its defects in the commit that made it (`git log -p tests/operator/border.rs`),
+/// and a later cut pays the lines back. Last raised from 8,302 for a lock that gave up naming
+/// no gate (the gates stay readable after the loop ends).
+const CORE_CEILING: usize = 8_307;
 
-/// The core and the product together, set the same way (the goal is 16,600). Raised from
-/// 19,590 by the fixes of the defects two hostile reviews found (a password shown, check()
-/// trusting a later deadline than the watchdog, IPv6 seeds refused, inputs accepted and then
-/// useless, the two above), then from 19,647 by the three above and from 19,687 by three in the
-/// product (a failed eviction read lifting the refusal, an overdue check's processes left
-/// running, a silent Kubernetes API holding up the release), and from 19,721 by what a review of
-/// those found (a check taken for the command's, the status file and gauges still blind to a
-/// freeze, the Kubernetes work dropped mid-call), and from 19,783 by a last review's (a lock
-/// that waited for ever or ran its command twice, a panic on a foreign clock note, a fence that
-/// let a stale transaction commit, then a command line logged with its secrets: 19,832; a
-/// step-down that waited on a key nobody holds or named a leader it could not see: 19,844; the
-/// secrets the log still showed and the fence's other ways out: 19,856, less a dead variable:
-/// 19,855): a defect is fixed first, and its lines paid back by a later cut.
-const CORE_AND_PRODUCT_CEILING: usize = 19_855;
+/// The core and the product together, set the same way (the goal is 16,600). Last raised from
+/// 19,855 for a lock that named no gate and exited 75 on a signal, a time before 1970 that
+/// panicked, and flags and settings whose debug print showed a password.
+const CORE_AND_PRODUCT_CEILING: usize = 19_910;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

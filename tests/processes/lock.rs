@@ -10,7 +10,7 @@ use harness::leasehold_bin;
 use harness::replica::FAST;
 use leasehold::cmd::lock::{LOST, NOT_ACQUIRED};
 use leasehold::lease::{Acquired, Grant, RedisLease};
-use nix::sys::signal::kill;
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use testbed::Guarded;
 use testbed::RedisServer;
@@ -156,6 +156,46 @@ async fn lock_with_a_wait_takes_the_lease_once_the_holder_releases_it() {
     assert_eq!(lock.stdout(), vec!["ran".to_owned()]);
 }
 
+/// A signal ends a lock with 128 + its number, as a shell reports it, also while it waits:
+/// not 75, which tells a CronJob's wrapper to try again later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_ends_a_lock_with_its_own_exit_code() {
+    let redis = RedisServer::start();
+    let name = unique_lease("lock-signalled");
+    let other = lease(&redis.url(), &name, "cron-other", false);
+    hold(&other, Duration::from_secs(30)).await;
+    let extra = ["--wait", "30s"];
+    let mut waiting = Lock::spawn(&redis.url(), &name, &extra, &["sh", "-c", "echo ran"]);
+    wait_for(
+        "the lock to see the holder",
+        Duration::from_secs(10),
+        || (!waiting.events("following leader").is_empty()).then_some(()),
+    );
+    waiting.process.signal(Signal::SIGINT).unwrap();
+    assert_eq!(
+        waiting.wait(Duration::from_secs(10)),
+        130,
+        "{}",
+        waiting.logs()
+    );
+    // While the command runs: the command is stopped, and the signal's code is leasehold's.
+    let name = unique_lease("lock-hung-up");
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("started");
+    let script = format!("touch {}; exec sleep 60", started.display());
+    let mut running = Lock::spawn(&redis.url(), &name, &[], &["sh", "-c", &script]);
+    wait_for("the command to start", Duration::from_secs(10), || {
+        started.exists().then_some(())
+    });
+    running.process.signal(Signal::SIGHUP).unwrap();
+    assert_eq!(
+        running.wait(Duration::from_secs(10)),
+        129,
+        "{}",
+        running.logs()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_lost_while_the_command_runs_stops_it_and_exits_76() {
     let redis = RedisServer::start();
@@ -213,4 +253,10 @@ fn a_lock_kept_out_by_a_gate_gives_up_when_its_wait_is_over() {
         "the command ran: {:?}",
         lock.stdout()
     );
+    // Its one line says which gate kept it out, and why.
+    let said = lock.events("lock not acquired within --wait");
+    assert_eq!(said.len(), 1, "{}", lock.logs());
+    assert_eq!(said[0]["kept_out_by"], "redis_may_evict", "{}", lock.logs());
+    let why = said[0]["kept_out"].as_str().unwrap_or_default();
+    assert!(why.contains("volatile-lru"), "{why}");
 }

@@ -44,7 +44,7 @@
 //!
 //! [`lease::RedisLease`] with its names ([`lease::LeaseName`], [`lease::OwnerId`]), options and
 //! outcomes; [`elector::Elector`] with [`elector::Timing`], [`elector::Leadership`],
-//! [`elector::Status`], [`elector::TermHooks`] and [`elector::Standing`];
+//! [`elector::Status`], [`elector::TermHooks`], [`elector::Standing`] and [`elector::Gates`];
 //! [`clock::BootInstant`] and its clock.
 //!
 //! # Example

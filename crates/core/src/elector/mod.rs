@@ -59,7 +59,7 @@ use tracing::info;
 pub use decide::{RateBound, leaves_a_useful_term, pause_after_term};
 pub use hooks::{RenewalOutcome, TermHooks};
 pub use leadership::{Leadership, NotLeader};
-pub use standing::{Gate, Standing};
+pub use standing::{Gate, Gates, Standing};
 pub use status::{
     LeaderInfo, RedisHealth, Role, SitOut, SitOutReason, Status, StepDown, StepDownReason,
 };
@@ -69,7 +69,6 @@ use crate::lease::RedisLease;
 use board::StatusBoard;
 use decide::FollowerStrategy;
 use hooks::Hooks;
-use standing::Gates;
 
 /// The leader elector for one lease.
 pub struct Elector {
@@ -123,6 +122,12 @@ impl Elector {
     pub fn with_gate(mut self, gate: watch::Receiver<Standing>) -> Self {
         self.gates.add(gate);
         self
+    }
+
+    /// The gates added so far, to read what they say also after [`run`](Self::run) returned
+    /// (why a one-shot lock never got to try).
+    pub fn gates(&self) -> Gates {
+        self.gates.clone()
     }
 
     /// Makes [`run`](Self::run) return after a term whose work returned, failed or panicked

@@ -32,9 +32,9 @@ impl Standing {
     }
 }
 
-/// Every gate of one elector, in the order they were added.
+/// Every gate of one elector, in the order they were added ([`Elector::gates`](super::Elector::gates)).
 #[derive(Clone, Default)]
-pub(super) struct Gates(Vec<watch::Receiver<Standing>>);
+pub struct Gates(Vec<watch::Receiver<Standing>>);
 
 impl Gates {
     pub(super) fn add(&mut self, gate: watch::Receiver<Standing>) {
@@ -42,7 +42,7 @@ impl Gates {
     }
 
     /// What the gates say now: the first that keeps this replica out, else it stands.
-    pub(super) fn standing(&mut self) -> Standing {
+    pub fn standing(&mut self) -> Standing {
         self.0
             .iter_mut()
             .map(|gate| gate.borrow_and_update().clone())
