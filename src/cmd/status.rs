@@ -31,6 +31,10 @@ pub struct StatusView {
     /// The lease key has no TTL: not written by leasehold, and nobody leads until it is
     /// deleted.
     pub never_expires: bool,
+    /// The lease key is gone before its time (evicted or deleted) while the lease's state still
+    /// names the holder's term: it puts the key back at its next renewal, and nobody else leads
+    /// before the term ends.
+    pub vanished: bool,
     /// A handover reserved the next term for this identity.
     pub reserved_for: Option<String>,
     /// Milliseconds left on that reservation (absent without a TTL).
@@ -78,6 +82,7 @@ impl StatusView {
             last_token: seen.token.map(|t| t.0),
             expires_in_ms: holder.and_then(|h| h.remaining).map(ms),
             never_expires: holder.is_some_and(|h| h.remaining.is_none() && !h.vanished),
+            vanished: holder.is_some_and(|h| h.vanished),
             reserved_for: seen.reserved.as_ref().map(|(who, _)| who.clone()),
             reserved_ms: seen.reserved.as_ref().and_then(|(_, left)| left.map(ms)),
             reservation_never_expires: seen.reserved.as_ref().is_some_and(|(_, l)| l.is_none()),
@@ -121,6 +126,10 @@ impl StatusView {
             (
                 "expires in",
                 match self.expires_in_ms {
+                    Some(ms) if self.vanished => format!(
+                        "{}, but the lease key is gone before its time (evicted or deleted); the holder puts it back at its next renewal",
+                        human(ms)
+                    ),
                     Some(ms) => human(ms),
                     None if self.never_expires => NEVER.to_owned(),
                     None => dash(),

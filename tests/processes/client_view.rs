@@ -5,8 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use harness::contenders::unique_lease;
+use harness::contenders::{lease as lease_of, unique_lease};
 use harness::replica::{Replica, lease_status, lease_status_json, run_to_end};
+use leasehold::lease::Acquired;
 use nix::sys::signal::Signal;
 use testbed::redis_server::RedisServer;
 use testbed::wait::wait_for;
@@ -166,4 +167,26 @@ fn status_reads_the_lease_from_redis() {
     );
     assert_eq!(code, 1);
     assert!(stderr.starts_with("error: redis"), "{stderr}");
+}
+
+/// A lease key evicted or deleted while its term lasts: `status` says so, instead of showing a
+/// holder whose key has no time left and no reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_says_when_the_lease_key_is_gone_before_its_time() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("status-vanished");
+    let holder = lease_of(&redis.url(), &lease, "web-a", false);
+    let call = Duration::from_secs(2);
+    let Acquired::Leader(_) = holder.acquire(Duration::from_secs(30), call).await.unwrap() else {
+        panic!("web-a did not lead")
+    };
+    redis.cmd::<i64>(&["DEL", &holder.keys().lease]);
+    let view = lease_status_json(&redis.url(), &lease).unwrap();
+    assert_eq!(view["holder"], "web-a", "{view}");
+    assert_eq!(view["vanished"], true, "{view}");
+    let text = lease_status(&redis.url(), &lease);
+    assert!(
+        text.contains("but the lease key is gone before its time"),
+        "{text}"
+    );
 }
