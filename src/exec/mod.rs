@@ -95,6 +95,9 @@ pub const IDENTITY_ENV: &str = "LEASEHOLD_IDENTITY";
 pub const LEASE_ENV: &str = crate::guard::caller::LEASE_ENV;
 /// The environment variable that names the guard file, when there is one.
 pub const GUARD_FILE_ENV: &str = crate::guard::GUARD_ENV;
+/// The environment variable that marks a helper's processes (a candidate check's) with this
+/// process's pid: one that leaves the helper's process group is still never the command's.
+pub const HELPER_ENV: &str = "LEASEHOLD_CHECK_OF";
 
 /// SIGKILL goes out this long before the validity deadline, so that every process of the
 /// command is dead, seen dead in `/proc` and reaped before the deadline rather than at it (on a

@@ -12,7 +12,8 @@
 //! command's tree before, a member of a command's process group, or one that carries the
 //! command's environment (`LEASEHOLD_LEASE` and `LEASEHOLD_IDENTITY` of this supervisor). With
 //! [`Family::owns_every_orphan`], also every child outside this process's own process group
-//! and outside the groups of leasehold's own helpers (a candidate check's, [`helper_groups`]).
+//! and outside the groups of leasehold's own helpers (a candidate check's, [`helper_groups`]),
+//! unless it carries a helper's environment (one that left its helper's group).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,6 +42,8 @@ pub(crate) struct Family {
     my_group: i32,
     /// `LEASEHOLD_LEASE=…` and `LEASEHOLD_IDENTITY=…` of this supervisor.
     marker: [Vec<u8>; 2],
+    /// `LEASEHOLD_CHECK_OF=<this pid>`, which this process's helpers carry.
+    helper: Vec<u8>,
     every_orphan: bool,
     /// Process groups of the commands started, while they have members (zombies too).
     groups: HashSet<i32>,
@@ -63,6 +66,7 @@ impl Family {
                 format!("{}={lease}", super::LEASE_ENV).into_bytes(),
                 format!("{}={identity}", super::IDENTITY_ENV).into_bytes(),
             ],
+            helper: format!("{}={}", super::HELPER_ENV, std::process::id()).into_bytes(),
             every_orphan: false,
             groups: HashSet::new(),
             known: HashSet::new(),
@@ -119,19 +123,12 @@ impl Family {
             || self.groups.contains(&proc.pgid)
             || (self.every_orphan
                 && proc.pgid != self.my_group
-                && !helper_groups().contains(&proc.pgid))
+                && !helper_groups().contains(&proc.pgid)
+                && !(proc.is_alive() && carries(proc.id.pid, std::slice::from_ref(&self.helper))))
     }
 
     fn claims_child(&self, proc: &Proc) -> bool {
-        self.owns(proc) || (proc.is_alive() && self.carries_marker(proc.id.pid))
-    }
-
-    fn carries_marker(&self, pid: i32) -> bool {
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            return false;
-        };
-        let entries: Vec<&[u8]> = env.split(|b| *b == 0).collect();
-        self.marker.iter().all(|m| entries.contains(&m.as_slice()))
+        self.owns(proc) || (proc.is_alive() && carries(proc.id.pid, &self.marker))
     }
 
     /// The commands' processes in `table`, the dead (zombies) included, from now on
@@ -189,6 +186,15 @@ impl Family {
         self.signal(&alive, signal);
         (alive, table)
     }
+}
+
+/// Whether process `pid`'s environment holds every one of `entries` (`NAME=value`).
+fn carries(pid: i32, entries: &[Vec<u8>]) -> bool {
+    let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let held: Vec<&[u8]> = env.split(|b| *b == 0).collect();
+    entries.iter().all(|m| held.contains(&m.as_slice()))
 }
 
 #[cfg(test)]

@@ -286,6 +286,45 @@ fn a_running_check_is_not_stopped_with_the_command() {
     a.signal(Signal::SIGTERM);
 }
 
+/// A process a check started in a session of its own (`setsid`, a daemon) is still the check's:
+/// once the check's shell is gone it is re-parented to leasehold, outside every group leasehold
+/// knows, and the command's step-down must not stop it as the command's.
+#[test]
+fn a_check_process_that_left_the_checks_group_is_not_stopped_with_the_command() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (started, termed) = (dir.path().join("started"), dir.path().join("termed"));
+    let (s, t) = (started.display(), termed.display());
+    // The escapee says it is there once its parent, the check's shell, has long exited.
+    let escapee =
+        format!("sleep 0.5; echo $$ >> {s}; trap 'echo term >> {t}' TERM; sleep 3 & wait");
+    let check = format!("setsid sh -c \"{escapee}\" & exit 0");
+    let command = format!("while [ ! -s {s} ]; do sleep 0.05; done");
+    let mut args = FAST.to_vec();
+    args.extend(["--candidate-check-command", &check]);
+    args.extend(["--candidate-check-period", "5s"]);
+    let a = Replica::spawn(
+        &redis.url(),
+        &lease("escaped-check"),
+        "a",
+        &args,
+        &["sh", "-c", &command],
+    );
+    let escaped = wait_pids(&started, 1, WAIT)[0];
+    wait_for("the command's term to end", WAIT, || {
+        a.events("stepped down").into_iter().next()
+    });
+    wait_for("the escapee to end by itself", WAIT, || {
+        is_gone(escaped).then_some(())
+    });
+    assert!(
+        !termed.exists(),
+        "the step-down sent the check's escapee SIGTERM as if it were the command's:\n{}",
+        a.log_text()
+    );
+    a.signal(Signal::SIGTERM);
+}
+
 #[test]
 fn every_candidate_check_and_status_file_flag_refuses_bad_input_with_exit_code_2() {
     let cases: &[(&[&str], &str)] = &[
