@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::lease::asked_lease;
 use crate::cli::{CliError, StepDownSettings};
-use crate::lease::{HandoverRequested, Holder, LeaseError, Observation, RedisLease};
+use crate::lease::{HandoverRequested, Holder, LeaseError, LeaseName, Observation, RedisLease};
 
 /// How long each Redis call of the command may take.
 const CALL: Duration = Duration::from_secs(5);
@@ -82,6 +82,8 @@ enum Progress {
 
 fn progress(old: &Holder, to: Option<&str>, seen: &Observation) -> Progress {
     match &seen.holder {
+        // A value without expiry, which leasehold never writes: nobody leads until it is deleted.
+        Some(now) if now.remaining.is_none() && !now.vanished => Progress::Other(now.clone()),
         Some(now) if now.term_value() != old.term_value() => match to {
             _ if now.identity() == old.identity() => Progress::Other(now.clone()),
             Some(to) if now.identity() != to => Progress::Other(now.clone()),
@@ -89,6 +91,14 @@ fn progress(old: &Holder, to: Option<&str>, seen: &Observation) -> Progress {
         },
         _ => Progress::Waiting,
     }
+}
+
+/// What a lease key that never expires means, for the error line.
+fn never_expires(lease: &LeaseName, holder: &Holder) -> String {
+    format!(
+        "the lease key of {lease} holds `{}` and never expires (not written by leasehold): nobody leads until it is deleted",
+        holder.owner
+    )
 }
 
 /// Asks the leader of the lease to hand over and waits; returns the exit code.
@@ -103,8 +113,8 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
     let old = match seen.holder {
         Some(holder) if holder.remaining.is_none() => {
             eprintln!(
-                "the lease key of {lease_name} holds `{}` and never expires (not written by leasehold): nobody leads until it is deleted, and there is no leader to step down",
-                holder.owner
+                "{}, and there is no leader to step down",
+                never_expires(lease_name, &holder)
             );
             return Ok(1);
         }
@@ -143,6 +153,11 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
     let (handed_over, now) = wait_for_successor(&lease, &old, to.as_deref(), started, wait)
         .await
         .map_err(|e| status.redis.failed(e))?;
+    // A key without expiry that appeared meanwhile is nobody's term.
+    let (blocked, now) = match now {
+        Some(now) if now.remaining.is_none() && !now.vanished => (Some(now), None),
+        now => (None, now),
+    };
     let view = HandoverView {
         lease: lease_name.to_string(),
         handed_over,
@@ -153,7 +168,9 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
         waited_ms: started.elapsed().as_millis() as u64,
     };
     super::print(status.output, &view, HandoverView::text)?;
-    if !handed_over {
+    if let Some(blocked) = blocked {
+        eprintln!("{}", never_expires(lease_name, &blocked));
+    } else if !handed_over {
         match (&to, &view.leader) {
             (Some(to), Some(leader)) if leader != &view.previous => eprintln!(
                 "{leader} took the lease, not {to} (it did not take it within its reservation)"
@@ -225,6 +242,11 @@ mod tests {
         let a = "web-a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e";
         let b = "web-b-1b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e";
         let old = holder(a, 5);
+        let foreign = Holder {
+            remaining: None,
+            token: None,
+            ..holder("garbage", 0)
+        };
         // (named, holder now) -> progress
         let cases = [
             (None, Some(holder(a, 5)), Progress::Waiting),
@@ -243,6 +265,12 @@ mod tests {
                 Progress::Other(holder(b, 6)),
             ),
             (Some("web-b"), Some(holder(a, 5)), Progress::Waiting),
+            // A value someone wrote without expiry: nobody's term, and the wait is over.
+            (
+                None,
+                Some(foreign.clone()),
+                Progress::Other(foreign.clone()),
+            ),
         ];
         for (to, now, want) in cases {
             assert_eq!(

@@ -268,6 +268,34 @@ fn step_down_says_redis_failed_when_its_last_look_found_no_answer() {
     assert!(stderr.contains("redis at"), "{stderr}");
 }
 
+/// A value without expiry written over the lease key during the wait is nobody's term: not a
+/// handover (it used to print `garbage leads` and exit 0).
+#[test]
+fn step_down_does_not_take_a_key_without_expiry_for_the_successor() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("handover-overwritten");
+    let replicas = spawn(&redis.url(), &lease, &["web-a"]);
+    leader_of(&replicas);
+    // Frozen, the leader neither hands over nor takes the lease back: the request stays stored.
+    replicas[0].signal(Signal::SIGSTOP);
+    let url = redis.url();
+    let asked = {
+        let lease = lease.clone();
+        std::thread::spawn(move || step_down(&url, &lease, &["--wait", "5s"]))
+    };
+    let key = format!("leasehold:{{{lease}}}");
+    wait_for("the request to be stored", WAIT, || {
+        (redis.cmd::<i64>(&["EXISTS", &format!("{key}:handover")]) == 1).then_some(())
+    });
+    redis.cmd::<String>(&["SET", &key, "garbage"]);
+    let (code, json, stderr) = asked.join().expect("step-down ran");
+    replicas[0].signal(Signal::SIGCONT);
+    assert_eq!(code, 1, "{stderr}\n{json}");
+    assert_eq!(json["handed_over"], false, "{json}");
+    assert_eq!(json["leader"], serde_json::Value::Null, "{json}");
+    assert!(stderr.contains("never expires"), "{stderr}");
+}
+
 #[test]
 fn step_down_times_out_with_exit_code_1_when_nobody_else_can_lead() {
     let redis = RedisServer::start();
