@@ -44,6 +44,9 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
         .map_err(publisher_refused)
     });
     let publisher = publisher.transpose()?;
+    if let Some(publisher) = &publisher {
+        publisher.withdraw_earlier_label().await;
+    }
     let mut contender = Contender::new(common, &lease_name, publisher, &shutdown)?;
     let lease_key = contender.elector.lease().keys().lease.clone();
     let clock = contender.elector.lease().clock().clone();

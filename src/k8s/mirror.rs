@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::K8sError;
-use crate::elector::{Leadership, Timing};
+use crate::elector::{Leadership, Timing, backoff};
 
 /// The mirror's name: the Deployment's, else the last part of the lease name; refused when it
 /// is no valid object name (a DNS subdomain).
@@ -84,8 +84,15 @@ pub(super) async fn keep(
                 } else {
                     debug!(lease = %name, error = %err, failures, "could not update the Lease mirror");
                 }
-                // A conflict means someone else wrote it: read again soon.
-                timing.retry_period / 2
+                // A conflict means someone else wrote it: read again soon. Any other refusal
+                // (a missing permission) is asked again less and less often.
+                match &err {
+                    K8sError::Api {
+                        source: kube::Error::Api(status),
+                        ..
+                    } if status.is_conflict() => timing.retry_period / 2,
+                    _ => backoff(timing.retry_period, failures),
+                }
             }
         };
         tokio::select! {

@@ -20,6 +20,7 @@ mod settings;
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -38,7 +39,7 @@ pub use handover::STEP_DOWN_ANNOTATION;
 pub use job::{OwningJob, owning_job};
 pub use settings::{KubeSettings, KubernetesMode};
 
-use crate::elector::{Leadership, NotLeader, Timing};
+use crate::elector::{Leadership, NotLeader, Timing, backoff};
 
 /// A failure on the Kubernetes side.
 #[derive(Debug, thiserror::Error)]
@@ -118,7 +119,8 @@ pub struct LeaderContext<C> {
 
 /// Runs a kube `Controller` over `api` for as long as this term lasts (until `stop` is
 /// cancelled); each reconcile gets a [`LeaderContext`] whose `leadership.check()` it must pass
-/// before it writes. Failed reconciles are retried after `retry`.
+/// before it writes. A failed reconcile is retried after `retry`, doubling while reconciles keep
+/// failing ([`backoff`]).
 pub async fn reconcile_while_leading<K, C, R, Fut, E>(
     leadership: Leadership,
     stop: CancellationToken,
@@ -136,13 +138,29 @@ pub async fn reconcile_while_leading<K, C, R, Fut, E>(
 {
     let context = Arc::new(LeaderContext { leadership, inner });
     let stopped = stop.clone();
+    // Failed reconciles in a row; a reconcile that passes starts the count again.
+    let failures = Arc::new(AtomicU32::new(0));
+    let passed = failures.clone();
+    let mut reconcile = reconcile;
+    let reconcile = move |object, context| {
+        let outcome = reconcile(object, context);
+        let passed = passed.clone();
+        async move {
+            let outcome = outcome.await;
+            if outcome.is_ok() {
+                passed.store(0, Ordering::Relaxed);
+            }
+            outcome
+        }
+    };
     Controller::new(api, watcher_config)
         .graceful_shutdown_on(async move { stopped.cancelled().await })
         .run(
             reconcile,
             move |_object, error, _ctx| {
-                debug!(error = %error, "reconcile failed; retrying");
-                Action::requeue(retry)
+                let failed = failures.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+                debug!(error = %error, failed, "reconcile failed; retrying");
+                Action::requeue(backoff(retry, failed))
             },
             context,
         )
@@ -190,7 +208,7 @@ struct Inner {
     mirror_name: Option<String>,
     settings: KubeSettings,
     timing: Timing,
-    recorder: Recorder,
+    reporter: Reporter,
     background: TaskTracker,
     /// Act on the step-down annotation of this pod while leading.
     handover_annotation: bool,
@@ -213,13 +231,10 @@ impl Publisher {
             .lease_mirror
             .then(|| mirror::lease_name(deployment.as_ref().map(|d| d.name.as_str()), lease_name))
             .transpose()?;
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "leasehold".into(),
-                instance: Some(identity.to_owned()),
-            },
-        );
+        let reporter = Reporter {
+            controller: "leasehold".into(),
+            instance: Some(identity.to_owned()),
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
@@ -229,7 +244,7 @@ impl Publisher {
                 mirror_name,
                 settings,
                 timing,
-                recorder,
+                reporter,
                 background: TaskTracker::new(),
                 handover_annotation: true,
             }),
@@ -243,6 +258,17 @@ impl Publisher {
             inner.handover_annotation = false;
         }
         self
+    }
+
+    /// Takes the leader label off this pod before any term: an earlier process of this pod that
+    /// was killed while it led left it there, and without a Deployment to scope the label no
+    /// other replica removes it. Bounded by a call's time.
+    pub async fn withdraw_earlier_label(&self) {
+        let inner = &self.inner;
+        if let Some(key) = &inner.settings.leader_label {
+            let remove = label::remove_own(&inner.client, &inner.namespace, &inner.identity, key);
+            let _ = tokio::time::timeout(inner.timing.call_timeout(), remove).await;
+        }
     }
 
     /// The owning Deployment, if known.
@@ -329,8 +355,11 @@ impl Publisher {
             _ = &mut parts => false,
             _ = stop.cancelled() => true,
         };
-        if stopped {
-            let _ = tokio::time::timeout(STOP_GRACE, parts).await;
+        match stopped {
+            true => drop(tokio::time::timeout(STOP_GRACE, parts).await),
+            // Nothing to keep (a lock with Events alone): the term goes on, and its notes wait
+            // for its end.
+            false => stop.cancelled().await,
         }
     }
 
@@ -340,6 +369,9 @@ impl Publisher {
         self.inner.background.spawn(async move {
             let inner = &this.inner;
             let work = async {
+                // The parts may end before the elector ends the term (a command that exited):
+                // the notes wait for its end, when its reason is set.
+                leadership.lost().await;
                 if let Some(key) = &inner.settings.leader_label {
                     label::remove_own(&inner.client, &inner.namespace, &inner.identity, key).await;
                 }
@@ -393,7 +425,11 @@ impl Publisher {
             action: "Elect".into(),
             secondary: None,
         };
-        if let Err(err) = inner.recorder.publish(&event, &reference).await {
+        // A recorder of its own for each: one recorder makes a repeat of an Event (same reason,
+        // same object, within minutes) a count on the first one, which keeps the first note (a
+        // second term's Event would show the first term's token).
+        let recorder = Recorder::new(inner.client.clone(), inner.reporter.clone());
+        if let Err(err) = recorder.publish(&event, &reference).await {
             warn!(error = %err, reason, "could not record a kubernetes event");
         }
     }

@@ -76,3 +76,57 @@ fn the_binary_names_its_lease_after_its_deployment_and_labels_the_leader() {
     drop(b);
     drop(runtime);
 }
+
+/// A replica that was killed while it led (its container restarts, the pod stays) leaves the
+/// leader label on its pod; without a Deployment to scope the label, no other replica removes
+/// it, so the restarted process takes it off before it contends, and a Service that selects
+/// the label stops routing to a pod that does not lead.
+#[test]
+fn a_restarted_replica_takes_off_the_label_an_earlier_process_left() {
+    use harness::contenders::{lease, unique_lease};
+    use harness::replica::{FAST, Replica};
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use leasehold::lease::Acquired;
+    use testbed::wait::wait_for;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let api = Arc::new(runtime.block_on(FakeApiServer::start()));
+    api.insert(&Pod {
+        metadata: ObjectMeta {
+            name: Some("solo-a".into()),
+            namespace: Some(NS.into()),
+            labels: Some(crate::fixtures::labels(&[(crate::fixtures::LABEL, "true")])),
+            ..ObjectMeta::default()
+        },
+        ..Pod::default()
+    });
+    let redis = RedisServer::start();
+    let name = unique_lease("restarted");
+    // Another replica holds the lease: the restarted one only follows.
+    let holder = lease(&redis.url(), &name, "solo-b", false);
+    let held = runtime.block_on(holder.acquire(Duration::from_secs(30), Duration::from_secs(2)));
+    assert!(matches!(held, Ok(Acquired::Leader(_))), "{held:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let config = api.write_kubeconfig(dir.path(), NS);
+    let mut args = FAST.to_vec();
+    args.extend(["--no-data-loss-cooldown", "--kubernetes", "on"]);
+    let env = [
+        ("KUBECONFIG", config.to_str().unwrap()),
+        ("POD_NAME", "solo-a"),
+        ("POD_NAMESPACE", NS),
+    ];
+    let a = Replica::spawn_with_env(&redis.url(), &name, "solo-a", &args, &[], &env);
+    wait_for("the earlier label off", Duration::from_secs(5), || {
+        label_of(&api, "solo-a").is_none().then_some(())
+    });
+    wait_for("a to follow solo-b", Duration::from_secs(5), || {
+        (a.leader()["leader"] == "solo-b").then_some(())
+    });
+    assert_within_rbac(&api);
+    drop(a);
+    drop(runtime);
+}

@@ -256,3 +256,37 @@ async fn a_silent_api_holds_up_neither_the_step_down_nor_the_release() {
     task.await.unwrap();
     b.shutdown().await;
 }
+
+/// A label write the API refuses every time (a Role without `patch` on pods) is retried less and
+/// less often while the term lasts, not at a fixed pace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_label_write_is_retried_less_and_less_often() {
+    let api = FakeApiServer::start().await;
+    let redis = RedisServer::start();
+    deployment_with_pods(&api, &["web-7d4f-a"]);
+    let lease_name = unique_lease("shop-web-refused").replace("test/", "");
+    api.forbid_next_writes("pods", 1000);
+    let timing = fast_timing();
+    let mut a = member(&api, &redis, &lease_name, "web-7d4f-a", timing).await;
+    a.wait_leading().await;
+    let tried = eventually(
+        "five refused label writes",
+        Duration::from_secs(10),
+        || async {
+            let tried: Vec<_> = api
+                .requests()
+                .into_iter()
+                .filter(|r| r.method == "PATCH" && r.path.ends_with("/pods/web-7d4f-a"))
+                .map(|r| r.at)
+                .collect();
+            (tried.len() >= 5).then_some(tried)
+        },
+    )
+    .await;
+    let gaps: Vec<Duration> = tried.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps[3] >= 4 * timing.retry_period,
+        "the retry period, doubling: {gaps:?}"
+    );
+    a.stop().await;
+}

@@ -111,3 +111,34 @@ async fn the_lease_mirror_recovers_from_a_conflicting_write() {
     );
     a.stop().await;
 }
+
+/// A refusal that repeats (a Role without the verb) is asked again less and less often, not at a
+/// fixed pace for the whole term; a conflict is read again at once (above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_mirror_backs_off_from_a_refusal_that_repeats() {
+    let api = FakeApiServer::start().await;
+    let redis = RedisServer::start();
+    deployment_with_pods(&api, &["web-7d4f-a"]);
+    let lease_name = unique_lease("shop-web-forbidden").replace("test/", "shop/");
+    api.forbid_next_writes("leases", 1000);
+    let timing = fast_timing();
+    let a = member(&api, &redis, &lease_name, "web-7d4f-a", timing).await;
+    let writes = || {
+        api.requests()
+            .into_iter()
+            .filter(|r| r.path.contains("/leases") && r.method != "GET")
+            .map(|r| r.at)
+            .collect::<Vec<_>>()
+    };
+    let tried = eventually("five refused writes", Duration::from_secs(10), || async {
+        let tried = writes();
+        (tried.len() >= 5).then_some(tried)
+    })
+    .await;
+    let gaps: Vec<Duration> = tried.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps[0] >= timing.retry_period && gaps[3] >= 4 * timing.retry_period,
+        "the retry period, doubling: {gaps:?}"
+    );
+    a.stop().await;
+}

@@ -6,6 +6,7 @@ mod binary;
 mod calls;
 mod controller;
 mod discovery;
+mod events;
 mod fixtures;
 mod lease_mirror;
 mod operator;

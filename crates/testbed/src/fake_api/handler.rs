@@ -19,7 +19,7 @@ use super::selector::Selector;
 use super::status::ApiError;
 use super::store::{Preconditions, Store};
 use super::watch::{self, Start, WatchRequest};
-use super::{Recorded, Shared};
+use super::{Injected, Recorded, Shared};
 
 /// How long a watch without `timeoutSeconds` lasts (the real server picks 30 to 60 minutes).
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -44,6 +44,7 @@ pub async fn handle(
         query: uri.query().unwrap_or_default().to_owned(),
         content_type: content_type.clone(),
         body: decoded.as_ref().ok().cloned().flatten(),
+        at: std::time::Instant::now(),
     });
     match serve(
         &shared,
@@ -100,13 +101,20 @@ fn serve(
     }
 
     let is_write = [Method::POST, Method::PUT, Method::PATCH, Method::DELETE].contains(method);
-    if is_write && shared.take_injected_conflict(&call.route.resource.plural) {
-        let name = call.route.name.as_deref().unwrap_or_default();
-        return Err(ApiError::conflict_because(
-            &call.route.resource,
-            name,
-            "injected by FakeApiServer::fail_next_writes",
-        ));
+    let injected = is_write
+        .then(|| shared.take_injected(&call.route.resource.plural))
+        .flatten();
+    let name = call.route.name.as_deref().unwrap_or_default();
+    match injected {
+        Some(Injected::Conflict) => {
+            return Err(ApiError::conflict_because(
+                &call.route.resource,
+                name,
+                "injected by FakeApiServer::fail_next_writes",
+            ));
+        }
+        Some(Injected::Forbidden) => return Err(ApiError::forbidden(&call.route.resource, name)),
+        None => {}
     }
 
     let named = call.route.name.is_some();

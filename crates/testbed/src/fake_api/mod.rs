@@ -60,6 +60,8 @@ pub struct Recorded {
     pub content_type: Option<String>,
     /// The body parsed as JSON, or as YAML for YAML media types; `None` if empty or unreadable.
     pub body: Option<Value>,
+    /// When it arrived.
+    pub at: std::time::Instant,
 }
 
 impl Recorded {
@@ -76,8 +78,8 @@ impl Recorded {
 struct Shared {
     store: Mutex<Store>,
     requests: Mutex<Vec<Recorded>>,
-    /// Writes still to fail with 409, by resource plural.
-    injected_conflicts: Mutex<HashMap<String, usize>>,
+    /// Writes still to fail, by resource plural: how many, and with what.
+    injected: Mutex<HashMap<String, (usize, Injected)>>,
     shutdown: CancellationToken,
 }
 
@@ -94,20 +96,26 @@ impl Shared {
             .push(request);
     }
 
-    /// Whether this write should fail, counting it down if so.
-    fn take_injected_conflict(&self, plural: &str) -> bool {
-        let mut conflicts = self
-            .injected_conflicts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match conflicts.get_mut(plural) {
-            Some(left) if *left > 0 => {
+    /// How this write should fail, if it should, counting it down.
+    fn take_injected(&self, plural: &str) -> Option<Injected> {
+        let mut injected = self.injected.lock().unwrap_or_else(PoisonError::into_inner);
+        match injected.get_mut(plural) {
+            Some((left, how)) if *left > 0 => {
                 *left -= 1;
-                true
+                Some(*how)
             }
-            _ => false,
+            _ => None,
         }
     }
+}
+
+/// How an injected failure answers.
+#[derive(Debug, Clone, Copy)]
+enum Injected {
+    /// 409 Conflict.
+    Conflict,
+    /// 403 Forbidden, as for a Role without the verb.
+    Forbidden,
 }
 
 /// The fake API server; it stops (and ends its watch streams) when dropped.
@@ -128,7 +136,7 @@ impl FakeApiServer {
         let shared = Arc::new(Shared {
             store: Mutex::new(Store::new()),
             requests: Mutex::new(Vec::new()),
-            injected_conflicts: Mutex::new(HashMap::new()),
+            injected: Mutex::new(HashMap::new()),
             shutdown: CancellationToken::new(),
         });
         let app = Router::new()
@@ -262,11 +270,21 @@ impl FakeApiServer {
     /// Makes the next `n` writes (POST, PUT, PATCH, DELETE) to this resource plural, in any
     /// group, answer 409 Conflict without touching the store.
     pub fn fail_next_writes(&self, plural: &str, n: usize) {
+        self.inject(plural, n, Injected::Conflict);
+    }
+
+    /// Makes the next `n` writes to this resource plural answer 403 Forbidden, as the API does
+    /// for a Role without the verb.
+    pub fn forbid_next_writes(&self, plural: &str, n: usize) {
+        self.inject(plural, n, Injected::Forbidden);
+    }
+
+    fn inject(&self, plural: &str, n: usize, how: Injected) {
         self.shared
-            .injected_conflicts
+            .injected
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(plural.to_owned(), n);
+            .insert(plural.to_owned(), (n, how));
     }
 
     /// The store's current resourceVersion.

@@ -72,6 +72,15 @@ impl ApiError {
         Self::new(StatusCode::CONFLICT, "Conflict", message).about(resource, name)
     }
 
+    /// 403 for a caller whose Role lacks the verb.
+    pub fn forbidden(resource: &ResourceType, name: &str) -> Self {
+        let message = format!(
+            "{} \"{name}\" is forbidden: the caller's Role does not allow this verb",
+            resource.qualified()
+        );
+        Self::new(StatusCode::FORBIDDEN, "Forbidden", message).about(resource, name)
+    }
+
     /// 422 for a well-formed request the server refuses to act on.
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message)

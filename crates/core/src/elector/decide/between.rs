@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::MAX_BACKOFF;
+use super::backoff;
 use super::herd::MAX_SPREAD;
 use crate::clock::BootInstant;
 use crate::elector::{StepDownReason, Timing};
@@ -38,15 +38,12 @@ pub fn is_short_term(reason: StepDownReason, lasted: Duration, timing: &Timing) 
 
 /// The pause before contending again after a term, given how many short terms in a row have
 /// ended so far (this one included): none after a term that was not short, else the retry
-/// period, doubling with each repeat up to [`MAX_BACKOFF`].
+/// period, doubling with each repeat up to [`MAX_BACKOFF`](super::MAX_BACKOFF).
 pub fn pause_after_term(short_terms_in_a_row: u32, timing: &Timing) -> Duration {
-    if short_terms_in_a_row == 0 {
-        return Duration::ZERO;
+    match short_terms_in_a_row {
+        0 => Duration::ZERO,
+        n => backoff(timing.retry_period, n),
     }
-    timing
-        .retry_period
-        .saturating_mul(1u32 << (short_terms_in_a_row - 1).min(16))
-        .min(MAX_BACKOFF.max(timing.retry_period))
 }
 
 /// What the time after a term needs to know of it.

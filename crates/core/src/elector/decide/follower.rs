@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::MAX_BACKOFF;
+use super::backoff;
 use crate::clock::BootInstant;
 use crate::elector::Timing;
 use crate::lease::Retry;
@@ -46,7 +46,7 @@ const EXPIRY_SLACK: Duration = Duration::from_millis(1);
 /// - Held without a TTL (not our key): the retry period with jitter.
 /// - Cooling down: until the cooldown ends; nothing can succeed before.
 /// - A passing failure: the retry period with jitter; a configuration fault: exponential
-///   back-off from the retry period up to [`MAX_BACKOFF`].
+///   back-off from the retry period up to [`MAX_BACKOFF`](super::MAX_BACKOFF).
 pub fn follower_wait(seen: Seen, subscribed: bool, timing: &Timing, jitter: f64) -> Duration {
     let jitter = jitter.clamp(0.0, 1.0);
     // client-go's JitterUntil with factor 1.2: [retry period, 2.2 × retry period).
@@ -68,12 +68,7 @@ pub fn follower_wait(seen: Seen, subscribed: bool, timing: &Timing, jitter: f64)
         Seen::Failed {
             retry: Retry::BackOff,
             failures,
-        } => {
-            let doubled = timing
-                .retry_period
-                .saturating_mul(1u32 << failures.saturating_sub(1).min(16));
-            doubled.min(MAX_BACKOFF).max(timing.retry_period) + timing.retry_period.mul_f64(jitter)
-        }
+        } => backoff(timing.retry_period, failures) + timing.retry_period.mul_f64(jitter),
     }
 }
 

@@ -59,6 +59,14 @@ pub use watchdog::{
 /// the longest pause between short terms.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
+/// The pause after the `failures`-th fault in a row: `base` after the first, doubling with each
+/// one after, up to [`MAX_BACKOFF`] (never below `base`). The one backoff of a fault that repeats,
+/// also for the calls the product makes to other systems.
+pub fn backoff(base: Duration, failures: u32) -> Duration {
+    base.saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+        .min(MAX_BACKOFF.max(base))
+}
+
 /// Instants and durations for the table tests, in milliseconds.
 #[cfg(test)]
 mod rows {
