@@ -11,7 +11,7 @@ use tracing::{info, warn};
 use super::contender::Contender;
 use super::lease::{Workload, connect, name_lease, publisher_refused};
 use crate::cli::{CliError, LockSettings};
-use crate::elector::{Standing, StepDownReason};
+use crate::elector::{Role, Standing, StepDownReason};
 use crate::exec::ExecSettings;
 use crate::k8s::Publisher;
 use crate::lease::{CooldownState, LeaseName};
@@ -82,7 +82,16 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
     let mut contender = Contender::new(&common, &lease_name, publisher, &shutdown)?;
     contender.elector = contender.elector.stop_when_work_ends().for_one_term(wait);
     let status = contender.elector.status();
-    let mut gates = contender.elector.gates();
+    // What ended the loop, read as it ends: a signal during the teardown after it, or a gate
+    // that changes then, came too late to matter.
+    let at_stop = {
+        let (mut status, mut gates) = (status.clone(), contender.elector.gates());
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let _ = status.wait_for(|s| s.role == Role::Stopped).await;
+            (shutdown.signalled(), gates.standing())
+        })
+    };
     let lease = contender.elector.lease().clone();
     info!(
         identity = %common.identity,
@@ -94,12 +103,17 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
     );
     // A configuration known to be unsafe ends the lock too, with exit code 2.
     let command = contender.run(shutdown.token()).await.command_code()?;
+    let (signalled, standing) = at_stop
+        .await
+        .unwrap_or_else(|_| (shutdown.signalled(), Standing::Stands));
     let seen = status.borrow().clone();
     let led = seen.transitions > 0;
     let reason = seen.last_step_down.as_ref().map(|s| s.reason);
-    let code = exit_code(led, reason, command, shutdown.signalled());
+    let code = exit_code(led, reason, command, signalled);
     if led {
         report_term(&lease_name, reason, code);
+    } else if signalled.is_some() {
+        info!(lease = %lease_name, code, "lock stopped by a signal before it was acquired");
     } else {
         // Who holds it now, for the one line that says why the command did not run.
         let now = lease.observe(common.timing.call_timeout()).await.ok();
@@ -109,7 +123,7 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
             _ => None,
         };
         // A gate that kept the lock out of the election (it never got to try) names itself.
-        let (kept_out_by, kept_out) = match gates.standing() {
+        let (kept_out_by, kept_out) = match standing {
             Standing::Out { gate, detail } => (gate.label, detail.unwrap_or_default()),
             Standing::Stands => ("", String::new()),
         };

@@ -127,7 +127,7 @@ impl StatusView {
                 "expires in",
                 match self.expires_in_ms {
                     Some(ms) if self.vanished => format!(
-                        "{}, but the lease key is gone before its time (evicted or deleted); the holder puts it back at its next renewal",
+                        "{}, but the lease key is gone before its time (evicted or deleted); the holder puts it back at its next renewal, or its term runs out",
                         human(ms)
                     ),
                     Some(ms) => human(ms),

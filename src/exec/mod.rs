@@ -359,6 +359,7 @@ impl Supervisor {
             .env(TOKEN_ENV, leadership.token().0.to_string())
             .env(IDENTITY_ENV, &*self.identity)
             .env(LEASE_ENV, &*self.lease)
+            .env_remove(HELPER_ENV)
             .envs(self.guard_file.iter().map(|p| (GUARD_FILE_ENV, &**p)))
             .stdin(Stdio::null())
             .stdout(Stdio::inherit())

@@ -44,6 +44,8 @@ pub(crate) struct Family {
     marker: [Vec<u8>; 2],
     /// `LEASEHOLD_CHECK_OF=<this pid>`, which this process's helpers carry.
     helper: Vec<u8>,
+    /// Processes seen as a helper's ([`note_helpers`](Self::note_helpers)), while they exist.
+    helpers: HashSet<ProcId>,
     every_orphan: bool,
     /// Process groups of the commands started, while they have members (zombies too).
     groups: HashSet<i32>,
@@ -67,6 +69,7 @@ impl Family {
                 format!("{}={identity}", super::IDENTITY_ENV).into_bytes(),
             ],
             helper: format!("{}={}", super::HELPER_ENV, std::process::id()).into_bytes(),
+            helpers: HashSet::new(),
             every_orphan: false,
             groups: HashSet::new(),
             known: HashSet::new(),
@@ -124,7 +127,7 @@ impl Family {
             || (self.every_orphan
                 && proc.pgid != self.my_group
                 && !helper_groups().contains(&proc.pgid)
-                && !(proc.is_alive() && carries(proc.id.pid, std::slice::from_ref(&self.helper))))
+                && !(proc.is_alive() && self.helpers.contains(&proc.id)))
     }
 
     fn claims_child(&self, proc: &Proc) -> bool {
@@ -134,6 +137,7 @@ impl Family {
     /// The commands' processes in `table`, the dead (zombies) included, from now on
     /// remembered as the commands'; forgets what has gone.
     pub fn members(&mut self, table: &Table) -> Vec<Proc> {
+        self.note_helpers(table);
         let mut stack: Vec<Proc> = table
             .children_of(self.me)
             .filter(|c| self.claims_child(c))
@@ -158,6 +162,38 @@ impl Family {
         self.groups
             .retain(|g| found.values().any(|p| p.pgid == *g || p.id.pid == *g));
         found.into_values().collect()
+    }
+
+    /// Notes which processes in `table` are a helper's: its group's leader and all below it,
+    /// also one that left the group (a check's daemon, seen there before its parent exited), and
+    /// what was noted before; and, with [`owns_every_orphan`](Self::owns_every_orphan), a child
+    /// here that no walk saw below a helper but that carries a helper's environment (read once:
+    /// a process found without it is taken for the command's and not read again).
+    fn note_helpers(&mut self, table: &Table) {
+        let groups = helper_groups().clone();
+        let unseen = |c: &Proc| {
+            self.every_orphan
+                && c.is_alive()
+                && c.pgid != self.my_group
+                && !self.known.contains(&c.id)
+                && !self.groups.contains(&c.pgid)
+        };
+        let mut stack: Vec<Proc> = table
+            .children_of(self.me)
+            .filter(|c| {
+                groups.contains(&c.pgid)
+                    || self.helpers.contains(&c.id)
+                    || (unseen(c) && carries(c.id.pid, std::slice::from_ref(&self.helper)))
+            })
+            .copied()
+            .collect();
+        let mut helpers = HashSet::new();
+        while let Some(proc) = stack.pop() {
+            if helpers.insert(proc.id) {
+                stack.extend(table.children_of(proc.id.pid).copied());
+            }
+        }
+        self.helpers = helpers;
     }
 
     /// Sends `signal` to the commands' process groups and to every live member of `members`.
@@ -245,6 +281,27 @@ mod tests {
             family.groups.is_empty(),
             "the command's group has no members left"
         );
+    }
+
+    #[test]
+    fn a_helpers_process_stays_the_helpers_once_it_left_the_group_and_its_parent() {
+        let mut family = Family::new("ns/app", "pod-a");
+        family.owns_every_orphan();
+        let me = family.me;
+        // Pids past any pid_max: no /proc entry, so no environment speaks for them.
+        let (shell, daemon) = (4_190_001, 4_190_002);
+        helper_groups().insert(shell);
+        let mut table = Table::default();
+        table.insert(proc(shell, me, shell, 'S'));
+        table.insert(proc(daemon, shell, daemon, 'S'));
+        assert!(family.members(&table).is_empty());
+        // The check's shell exited; its daemon, in a session of its own, came here.
+        helper_groups().remove(&shell);
+        let mut later = Table::default();
+        later.insert(proc(daemon, me, daemon, 'S'));
+        assert!(family.members(&later).is_empty(), "taken for the command's");
+        // Once it exits, the zombie is reaped like any orphan.
+        assert!(family.owns(&proc(daemon, me, daemon, 'Z')));
     }
 
     #[test]

@@ -298,7 +298,8 @@ fn a_check_process_that_left_the_checks_group_is_not_stopped_with_the_command() 
     // The escapee says it is there once its parent, the check's shell, has long exited.
     let escapee =
         format!("sleep 0.5; echo $$ >> {s}; trap 'echo term >> {t}' TERM; sleep 3 & wait");
-    let check = format!("setsid sh -c \"{escapee}\" & exit 0");
+    // The shell waits for setsid to have run: its group is killed as it ends.
+    let check = format!("setsid sh -c \"{escapee}\" & sleep 0.2; exit 0");
     let command = format!("while [ ! -s {s} ]; do sleep 0.05; done");
     let mut args = FAST.to_vec();
     args.extend(["--candidate-check-command", &check]);

@@ -178,6 +178,9 @@ async fn a_signal_ends_a_lock_with_its_own_exit_code() {
         "{}",
         waiting.logs()
     );
+    let said = waiting.events("lock stopped by a signal before it was acquired");
+    assert_eq!(said.len(), 1, "{}", waiting.logs());
+    assert!(waiting.events("lock not acquired within --wait").is_empty());
     // While the command runs: the command is stopped, and the signal's code is leasehold's.
     let name = unique_lease("lock-hung-up");
     let dir = tempfile::tempdir().unwrap();
