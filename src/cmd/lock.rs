@@ -6,6 +6,8 @@
 //! kept it out). Lost while the
 //! command ran (the command is stopped first): [`LOST`].
 
+use std::time::Duration;
+
 use tracing::{info, warn};
 
 use super::contender::Contender;
@@ -21,6 +23,10 @@ use crate::shutdown::Shutdown;
 pub const NOT_ACQUIRED: i32 = 75;
 /// Exit code when the lock was lost while the command ran; the command was stopped.
 pub const LOST: i32 = 76;
+/// How long after the contender's end the lock waits to read what ended its loop: the loop has
+/// stopped by then, unless it outlived the shutdown's bound.
+const AT_STOP: Duration = Duration::from_millis(100);
+
 /// leasehold's exit code after a lock: `led` whether the lock was ever held, `reason` why its
 /// term ended, `command` the command's own exit code when it ended on its own, `signalled`
 /// 128 + the number of the signal that stopped leasehold, if one did
@@ -82,10 +88,11 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
     let mut contender = Contender::new(&common, &lease_name, publisher, &shutdown)?;
     contender.elector = contender.elector.stop_when_work_ends().for_one_term(wait);
     let status = contender.elector.status();
+    let mut gates_now = contender.elector.gates();
     // What ended the loop, read as it ends: a signal during the teardown after it, or a gate
     // that changes then, came too late to matter.
     let at_stop = {
-        let (mut status, mut gates) = (status.clone(), contender.elector.gates());
+        let (mut status, mut gates) = (status.clone(), gates_now.clone());
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let _ = status.wait_for(|s| s.role == Role::Stopped).await;
@@ -103,9 +110,11 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
     );
     // A configuration known to be unsafe ends the lock too, with exit code 2.
     let command = contender.run(shutdown.token()).await.command_code()?;
-    let (signalled, standing) = at_stop
-        .await
-        .unwrap_or_else(|_| (shutdown.signalled(), Standing::Stands));
+    // Stopped by now, unless the elector outlived the shutdown's bound: then read them now.
+    let (signalled, standing) = match tokio::time::timeout(AT_STOP, at_stop).await {
+        Ok(Ok(read)) => read,
+        _ => (shutdown.signalled(), gates_now.standing()),
+    };
     let seen = status.borrow().clone();
     let led = seen.transitions > 0;
     let reason = seen.last_step_down.as_ref().map(|s| s.reason);

@@ -84,14 +84,11 @@ pub(super) async fn keep(
                 } else {
                     debug!(lease = %name, error = %err, failures, "could not update the Lease mirror");
                 }
-                // A conflict means someone else wrote it: read again soon. Any other refusal
-                // (a missing permission) is asked again less and less often.
-                match &err {
-                    K8sError::Api {
-                        source: kube::Error::Api(status),
-                        ..
-                    } if status.is_conflict() => timing.retry_period / 2,
-                    _ => backoff(timing.retry_period, failures),
+                // A conflict means someone else wrote it: read again soon; so for a failure that
+                // may pass. A refusal (a missing permission) is asked again less and less often.
+                match super::refused(&err) {
+                    true => backoff(timing.retry_period, failures),
+                    false => timing.retry_period / 2,
                 }
             }
         };

@@ -17,10 +17,10 @@ pub mod names;
 pub mod rbac;
 mod settings;
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -28,7 +28,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{Controller, watcher};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -119,8 +119,8 @@ pub struct LeaderContext<C> {
 
 /// Runs a kube `Controller` over `api` for as long as this term lasts (until `stop` is
 /// cancelled); each reconcile gets a [`LeaderContext`] whose `leadership.check()` it must pass
-/// before it writes. A failed reconcile is retried after `retry`, doubling while reconciles keep
-/// failing ([`backoff`]).
+/// before it writes. A failed reconcile is retried after `retry`; one the API refuses
+/// ([`refused`]: a Role without the verb) again and again backs off, per object ([`backoff`]).
 pub async fn reconcile_while_leading<K, C, R, Fut, E>(
     leadership: Leadership,
     stop: CancellationToken,
@@ -138,17 +138,20 @@ pub async fn reconcile_while_leading<K, C, R, Fut, E>(
 {
     let context = Arc::new(LeaderContext { leadership, inner });
     let stopped = stop.clone();
-    // Failed reconciles in a row; a reconcile that passes starts the count again.
-    let failures = Arc::new(AtomicU32::new(0));
-    let passed = failures.clone();
+    // Refusals in a row, by object; a reconcile of it that passes starts its count again.
+    let refusals: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+    let counted = refusals.clone();
     let mut reconcile = reconcile;
-    let reconcile = move |object, context| {
+    let reconcile = move |object: Arc<K>, context| {
+        let (key, counted) = (object.name_any(), counted.clone());
         let outcome = reconcile(object, context);
-        let passed = passed.clone();
         async move {
             let outcome = outcome.await;
             if outcome.is_ok() {
-                passed.store(0, Ordering::Relaxed);
+                counted
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&key);
             }
             outcome
         }
@@ -157,8 +160,16 @@ pub async fn reconcile_while_leading<K, C, R, Fut, E>(
         .graceful_shutdown_on(async move { stopped.cancelled().await })
         .run(
             reconcile,
-            move |_object, error, _ctx| {
-                let failed = failures.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+            move |object, error, _ctx| {
+                let failed = match refused(error) {
+                    true => {
+                        let mut refusals = refusals.lock().unwrap_or_else(PoisonError::into_inner);
+                        let count = refusals.entry(object.name_any()).or_default();
+                        *count = count.saturating_add(1);
+                        *count
+                    }
+                    false => 1,
+                };
                 debug!(error = %error, failed, "reconcile failed; retrying");
                 Action::requeue(backoff(retry, failed))
             },
@@ -170,6 +181,19 @@ pub async fn reconcile_while_leading<K, C, R, Fut, E>(
             }
         })
         .await;
+}
+
+/// Whether `error`, or an error it wraps, is the API's refusal of the caller (401, 403): asking
+/// again soon cannot help until someone changes a Role.
+pub fn refused(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if let Some(kube::Error::Api(status)) = error.downcast_ref::<kube::Error>() {
+            return status.is_forbidden() || status.code == 401;
+        }
+        next = error.source();
+    }
+    false
 }
 
 /// Sends a term's step-down notes when dropped.

@@ -11,7 +11,7 @@ use crate::fixtures::{LABEL, NS, deployment_with_pods, kube_settings, label_of, 
 use harness::contenders::{
     Contender, fast_timing, lease, spawn_publishing, unique_lease, until_leading,
 };
-use harness::timings::TEN_SECOND_TERM;
+use harness::timings::{SIX_SECOND_TERM, TEN_SECOND_TERM};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
@@ -266,7 +266,8 @@ async fn a_refused_label_write_is_retried_less_and_less_often() {
     deployment_with_pods(&api, &["web-7d4f-a"]);
     let lease_name = unique_lease("shop-web-refused").replace("test/", "");
     api.forbid_next_writes("pods", 1000);
-    let timing = fast_timing();
+    // A term that outlasts the test on a loaded machine: a new one would count again.
+    let timing = SIX_SECOND_TERM;
     let mut a = member(&api, &redis, &lease_name, "web-7d4f-a", timing).await;
     a.wait_leading().await;
     let tried = eventually(
@@ -288,5 +289,53 @@ async fn a_refused_label_write_is_retried_less_and_less_often() {
         gaps[3] >= 4 * timing.retry_period,
         "the retry period, doubling: {gaps:?}"
     );
+    a.stop().await;
+}
+
+/// Failures that may pass (conflicts) are retried after the retry period for every pod, whatever
+/// failed on the others: a backoff shared by all the pods would leave a stale label on the last
+/// one for seconds, and the Service routing to two pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_label_write_on_one_pod_does_not_slow_the_others() {
+    let api = FakeApiServer::start().await;
+    let redis = RedisServer::start();
+    let pods = [
+        "web-7d4f-a",
+        "web-7d4f-b",
+        "web-7d4f-c",
+        "web-7d4f-d",
+        "web-7d4f-e",
+    ];
+    deployment_with_pods(&api, &pods);
+    for stale in &pods[1..] {
+        let mut pod = api.get::<Pod>(NS, stale).unwrap();
+        pod.labels_mut().insert(LABEL.into(), "true".into());
+        api.insert(&pod);
+    }
+    let lease_name = unique_lease("shop-web-blip").replace("test/", "");
+    api.fail_next_writes("pods", 4);
+    let timing = SIX_SECOND_TERM;
+    let mut a = member(&api, &redis, &lease_name, "web-7d4f-a", timing).await;
+    a.wait_leading().await;
+    eventually("the stale labels off", Duration::from_secs(10), || async {
+        pods[1..]
+            .iter()
+            .all(|pod| label_of(&api, pod).is_none())
+            .then_some(())
+    })
+    .await;
+    for pod in &pods[1..] {
+        let tries: Vec<_> = api
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "PATCH" && r.path.ends_with(&format!("/pods/{pod}")))
+            .map(|r| r.at)
+            .collect();
+        let gaps: Vec<Duration> = tries.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(
+            gaps.iter().all(|gap| *gap < 2 * timing.retry_period),
+            "{pod}: {gaps:?}"
+        );
+    }
     a.stop().await;
 }

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::fixtures::{NS, deployment_with_pods, member};
-use harness::contenders::{fast_timing, lease, unique_lease};
+use harness::contenders::{lease, unique_lease};
 use harness::replica::run_to_end;
+use harness::timings::SIX_SECOND_TERM;
 use k8s_openapi::api::events::v1::Event;
 use testbed::fake_api::FakeApiServer;
 use testbed::redis_server::RedisServer;
@@ -30,7 +31,8 @@ async fn a_replica_that_leads_again_records_its_new_term_with_its_own_token() {
     let redis = RedisServer::start();
     deployment_with_pods(&api, &["web-7d4f-a"]);
     let lease_name = unique_lease(&format!("{NS}/web")).replace("test/", "");
-    let mut a = member(&api, &redis, &lease_name, "web-7d4f-a", fast_timing()).await;
+    // A term no load ends before the intruder does.
+    let mut a = member(&api, &redis, &lease_name, "web-7d4f-a", SIX_SECOND_TERM).await;
     a.wait_leading().await;
     let key = lease(&redis.url(), &lease_name, "observer", false)
         .keys()

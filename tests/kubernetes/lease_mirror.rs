@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::calls::assert_within_rbac;
 use crate::fixtures::{NS, chart_labels, deployment_with_pods, labels, member};
 use harness::contenders::{fast_timing, unique_lease};
+use harness::timings::SIX_SECOND_TERM;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
@@ -121,7 +122,8 @@ async fn the_lease_mirror_backs_off_from_a_refusal_that_repeats() {
     deployment_with_pods(&api, &["web-7d4f-a"]);
     let lease_name = unique_lease("shop-web-forbidden").replace("test/", "shop/");
     api.forbid_next_writes("leases", 1000);
-    let timing = fast_timing();
+    // A term that outlasts the test on a loaded machine: a new one would count again.
+    let timing = SIX_SECOND_TERM;
     let a = member(&api, &redis, &lease_name, "web-7d4f-a", timing).await;
     let writes = || {
         api.requests()

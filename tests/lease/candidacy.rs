@@ -293,13 +293,16 @@ fn a_running_check_is_not_stopped_with_the_command() {
 fn a_check_process_that_left_the_checks_group_is_not_stopped_with_the_command() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let (started, termed) = (dir.path().join("started"), dir.path().join("termed"));
-    let (s, t) = (started.display(), termed.display());
-    // The escapee says it is there once its parent, the check's shell, has long exited.
-    let escapee =
-        format!("sleep 0.5; echo $$ >> {s}; trap 'echo term >> {t}' TERM; sleep 3 & wait");
-    // The shell waits for setsid to have run: its group is killed as it ends.
-    let check = format!("setsid sh -c \"{escapee}\" & sleep 0.2; exit 0");
+    let [apart, started, termed, ended] =
+        ["apart", "started", "termed", "ended"].map(|f| dir.path().join(f));
+    let [a, s, t, e] = [&apart, &started, &termed, &ended].map(|f| f.display().to_string());
+    // The escapee says it is there once its parent, the check's shell, has long exited; it
+    // ends by itself 3 s later (a SIGTERM would say so first; a SIGKILL would leave no end).
+    let escapee = format!(
+        "echo $$ >> {a}; sleep 0.5; echo $$ >> {s}; trap 'echo term >> {t}' TERM; sleep 3 & wait; echo end >> {e}"
+    );
+    // The shell ends (and its group is killed) only once the escapee runs in a session of its own.
+    let check = format!("setsid sh -c \"{escapee}\" & while [ ! -s {a} ]; do sleep 0.01; done");
     let command = format!("while [ ! -s {s} ]; do sleep 0.05; done");
     let mut args = FAST.to_vec();
     args.extend(["--candidate-check-command", &check]);
@@ -311,12 +314,12 @@ fn a_check_process_that_left_the_checks_group_is_not_stopped_with_the_command() 
         &args,
         &["sh", "-c", &command],
     );
-    let escaped = wait_pids(&started, 1, WAIT)[0];
+    wait_pids(&started, 1, WAIT);
     wait_for("the command's term to end", WAIT, || {
         a.events("stepped down").into_iter().next()
     });
     wait_for("the escapee to end by itself", WAIT, || {
-        is_gone(escaped).then_some(())
+        ended.exists().then_some(())
     });
     assert!(
         !termed.exists(),
