@@ -5,20 +5,29 @@
 //! The request names the leader's term and lives for `--wait`: the leader's renewal reads it in
 //! the same script that extends the lease (so it is seen within a retry period even while the
 //! leader's subscription is down), and a nudge on the release channel makes that renewal come
-//! at once. A request that lands after that term ended ends nothing.
+//! at once. A request that lands after that term ended ends nothing. The command waits on the
+//! same channel for that term's release, and then looks for the successor.
 
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use serde::Serialize;
 
 use super::lease::asked_lease;
 use crate::cli::{CliError, StepDownSettings};
-use crate::lease::{HandoverRequested, Holder, LeaseError, LeaseName, Observation, RedisLease};
+use crate::lease::{
+    HandoverRequested, Heard, Holder, LeaseError, LeaseName, Observation, RedisLease,
+    ReleaseSubscription,
+};
 
 /// How long each Redis call of the command may take.
 const CALL: Duration = Duration::from_secs(5);
-/// How often the command looks whether the lease changed hands.
+/// How often the command looks whether the lease changed hands when it cannot hear releases.
 const POLL: Duration = Duration::from_millis(50);
+/// How often it looks while the old term's release is not heard.
+const UNHEARD: Duration = Duration::from_secs(1);
+/// The first pause between looks after the release was heard, doubling up to [`UNHEARD`].
+const AFTER_RELEASE: Duration = Duration::from_millis(2);
 
 /// What `leasehold step-down` prints (`--output json` prints it as one object).
 #[derive(Debug, Serialize, PartialEq, Eq)]
@@ -136,6 +145,9 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
             old.identity()
         )));
     }
+    // Listening before the request: the old term's release is what the wait waits for. Without
+    // a subscription (an ACL without the channel), the wait looks every POLL instead.
+    let releases = lease.subscribe_releases(CALL).await.ok();
     let started = Instant::now();
     if lease
         .request_handover(&old, to.as_deref(), wait, CALL)
@@ -150,9 +162,10 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
         );
         return Ok(1);
     }
-    let (handed_over, now) = wait_for_successor(&lease, &old, to.as_deref(), started, wait)
-        .await
-        .map_err(|e| status.redis.failed(e))?;
+    let (handed_over, now) =
+        wait_for_successor(&lease, &old, to.as_deref(), started, wait, releases)
+            .await
+            .map_err(|e| status.redis.failed(e))?;
     // A key without expiry that appeared meanwhile is nobody's term.
     let (blocked, now) = match now {
         Some(now) if now.remaining.is_none() && !now.vanished => (Some(now), None),
@@ -185,19 +198,26 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
 }
 
 /// Looks at the lease until a new term began or `wait` passed since `started`: whether the
-/// wanted replica leads, and who leads at the end. A failed look is retried until the wait is
-/// over (Redis may blink during a handover); when the last one failed too, who leads is not
-/// known, and that error is the answer.
+/// wanted replica leads, and who leads at the end. Until `releases` tells the old term's release,
+/// it looks every [`UNHEARD`] (a release the channel lost, a leader that never gets to release);
+/// then at once, and less and less often (the successor takes the lease within milliseconds of
+/// the release, unless nobody does). A failed look is retried until the wait is over (Redis may
+/// blink during a handover); when the last one failed too, who leads is not known, and that
+/// error is the answer.
 async fn wait_for_successor(
     lease: &RedisLease,
     old: &Holder,
     to: Option<&str>,
     started: Instant,
     wait: Duration,
+    mut releases: Option<ReleaseSubscription>,
 ) -> Result<(bool, Option<Holder>), LeaseError> {
+    let end = started + wait;
+    let released = old.term_value();
+    let mut pause = if releases.is_some() { UNHEARD } else { POLL };
     loop {
         let looked = lease.observe(CALL.min(wait)).await;
-        let over = started.elapsed() >= wait;
+        let over = Instant::now() >= end;
         match looked {
             Ok(seen) => match progress(old, to, &seen) {
                 Progress::Done(now) => return Ok((true, Some(now))),
@@ -208,7 +228,26 @@ async fn wait_for_successor(
             Err(err) if over => return Err(err),
             Err(_) => {}
         }
-        tokio::time::sleep(POLL.min(wait.saturating_sub(started.elapsed()))).await;
+        let next = (Instant::now() + pause).min(end);
+        pause = loop {
+            let heard = async {
+                match releases.as_mut() {
+                    Some(releases) => releases.next().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                heard = heard => match heard {
+                    Some(Heard::Release(r)) if r.term == released => break AFTER_RELEASE,
+                    Some(_) => {}
+                    None => {
+                        releases = None;
+                        break POLL;
+                    }
+                },
+                _ = tokio::time::sleep_until(next.into()) => break (pause * 2).min(UNHEARD).max(pause),
+            }
+        };
     }
 }
 

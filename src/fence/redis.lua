@@ -15,7 +15,9 @@ if #offered > 20 or (#offered == 20 and offered > '18446744073709551615') then
 end
 local seen = redis.call('GET', KEYS[1])
 if seen then
-  if not string.match(seen, '^[1-9][0-9]*$') and seen ~= '0' then
+  -- Decimal digits that 64 bits hold: a longer value was written by someone else.
+  if (not string.match(seen, '^[1-9][0-9]*$') and seen ~= '0') or #seen > 20
+      or (#seen == 20 and seen > '18446744073709551615') then
     return redis.error_reply('ERR the token key does not hold a fencing token')
   end
   -- Compared as digit strings: exact for any 64-bit token, where Lua's numbers are not.

@@ -296,6 +296,31 @@ fn step_down_does_not_take_a_key_without_expiry_for_the_successor() {
     assert!(stderr.contains("never expires"), "{stderr}");
 }
 
+/// The wait is driven by the old term's release: while the leader has not released (frozen
+/// here), `step-down` looks about once a second, not twenty times.
+#[test]
+fn step_down_looks_about_once_a_second_until_it_hears_the_release() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("handover-quiet");
+    let replicas = spawn(&redis.url(), &lease, &["web-a"]);
+    leader_of(&replicas);
+    replicas[0].signal(Signal::SIGSTOP);
+    let scripts = || {
+        let stats: String = redis.cmd(&["INFO", "commandstats"]);
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+            .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let before = scripts();
+    let (code, json, stderr) = step_down(&redis.url(), &lease, &["--wait", "3s"]);
+    let sent = scripts() - before;
+    replicas[0].signal(Signal::SIGCONT);
+    assert_eq!(code, 1, "{stderr}\n{json}");
+    assert!(sent <= 8, "{sent} scripts in a wait of 3 s");
+}
+
 #[test]
 fn step_down_times_out_with_exit_code_1_when_nobody_else_can_lead() {
     let redis = RedisServer::start();

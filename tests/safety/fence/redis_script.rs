@@ -114,7 +114,8 @@ async fn a_token_with_more_digits_is_newer_whatever_its_first_digit() {
 }
 
 /// The script as redis-cli calls it: leading zeros are the same token, and a token longer than
-/// any 64-bit number is refused before it is stored (stored, it would refuse every real token).
+/// any 64-bit number is refused before it is stored (stored, it would refuse every real token),
+/// and is no token when it is found stored.
 #[tokio::test]
 async fn the_script_reads_leading_zeros_and_refuses_a_token_past_64_bits() {
     let redis = RedisServer::start();
@@ -150,6 +151,14 @@ async fn the_script_reads_leading_zeros_and_refuses_a_token_past_64_bits() {
     assert_eq!(
         redis.cmd::<String>(&["GET", "f:{r}"]),
         "18446744073709551615"
+    );
+    // A stored value past 64 bits was written by someone else: an error that says so, not a
+    // STALE that would refuse every token for ever.
+    redis.cmd::<String>(&["SET", "f:{r}", "123456789012345678901"]);
+    let foreign = fenced("5").expect_err("a stored value past 64 bits");
+    assert!(
+        foreign.contains("does not hold a fencing token"),
+        "{foreign}"
     );
 }
 
