@@ -2,26 +2,18 @@
 //! its lease after its Deployment, labels the leader and mirrors the lease, and the label moves
 //! to the next leader.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::calls::assert_within_rbac;
-use crate::fixtures::{NS, deployment_with_pods, label_of};
+use crate::fixtures::{NS, api_on_a_runtime, deployment_with_pods, label_of};
 use k8s_openapi::api::coordination::v1::Lease;
-use testbed::fake_api::FakeApiServer;
 use testbed::redis_server::RedisServer;
 
 #[test]
 fn the_binary_names_its_lease_after_its_deployment_and_labels_the_leader() {
     use harness::replica::{FAST, Replica};
     use testbed::wait::wait_for;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let api = runtime.block_on(FakeApiServer::start());
-    let api = Arc::new(api);
+    let (runtime, api) = api_on_a_runtime();
     deployment_with_pods(&api, &["web-7d4f-a", "web-7d4f-b"]);
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
@@ -89,12 +81,7 @@ fn a_restarted_replica_takes_off_the_label_an_earlier_process_left() {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use leasehold::lease::Acquired;
     use testbed::wait::wait_for;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let api = Arc::new(runtime.block_on(FakeApiServer::start()));
+    let (runtime, api) = api_on_a_runtime();
     api.insert(&Pod {
         metadata: ObjectMeta {
             name: Some("solo-a".into()),

@@ -7,7 +7,9 @@
 use std::time::Duration;
 
 use crate::calls::assert_within_rbac;
-use crate::fixtures::{LABEL, NS, deployment_with_pods, kube_settings, label_of, labels, member};
+use crate::fixtures::{
+    LABEL, NS, deployment_with_pods, gaps_between, kube_settings, label_of, labels, member,
+};
 use harness::contenders::{
     Contender, fast_timing, lease, spawn_publishing, unique_lease, until_leading,
 };
@@ -270,21 +272,16 @@ async fn a_refused_label_write_is_retried_less_and_less_often() {
     let timing = SIX_SECOND_TERM;
     let mut a = member(&api, &redis, &lease_name, "web-7d4f-a", timing).await;
     a.wait_leading().await;
-    let tried = eventually(
+    let patched = |r: &Recorded| r.method == "PATCH" && r.path.ends_with("/pods/web-7d4f-a");
+    let gaps = eventually(
         "five refused label writes",
         Duration::from_secs(10),
         || async {
-            let tried: Vec<_> = api
-                .requests()
-                .into_iter()
-                .filter(|r| r.method == "PATCH" && r.path.ends_with("/pods/web-7d4f-a"))
-                .map(|r| r.at)
-                .collect();
-            (tried.len() >= 5).then_some(tried)
+            let gaps = gaps_between(&api, patched);
+            (gaps.len() >= 4).then_some(gaps)
         },
     )
     .await;
-    let gaps: Vec<Duration> = tried.windows(2).map(|w| w[1] - w[0]).collect();
     assert!(
         gaps[3] >= 4 * timing.retry_period,
         "the retry period, doubling: {gaps:?}"
@@ -325,13 +322,8 @@ async fn a_failed_label_write_on_one_pod_does_not_slow_the_others() {
     })
     .await;
     for pod in &pods[1..] {
-        let tries: Vec<_> = api
-            .requests()
-            .into_iter()
-            .filter(|r| r.method == "PATCH" && r.path.ends_with(&format!("/pods/{pod}")))
-            .map(|r| r.at)
-            .collect();
-        let gaps: Vec<Duration> = tries.windows(2).map(|w| w[1] - w[0]).collect();
+        let path = format!("/pods/{pod}");
+        let gaps = gaps_between(&api, |r| r.method == "PATCH" && r.path.ends_with(&path));
         assert!(
             gaps.iter().all(|gap| *gap < 2 * timing.retry_period),
             "{pod}: {gaps:?}"

@@ -2,10 +2,9 @@
 //! of the same replica is an Event of its own (not a repeat of the first one's, which would show
 //! the first term's token), and a term's end is recorded when it ends.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::fixtures::{NS, deployment_with_pods, member};
+use crate::fixtures::{NS, api_on_a_runtime, deployment_with_pods, member};
 use harness::contenders::{lease, unique_lease};
 use harness::replica::run_to_end;
 use harness::timings::SIX_SECOND_TERM;
@@ -65,12 +64,7 @@ async fn a_replica_that_leads_again_records_its_new_term_with_its_own_token() {
 /// its term's end is still recorded when the term ends, with the reason.
 #[test]
 fn a_lock_records_the_end_of_its_term_when_it_ends() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let api = Arc::new(runtime.block_on(FakeApiServer::start()));
+    let (runtime, api) = api_on_a_runtime();
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let config = api.write_kubeconfig(dir.path(), NS);

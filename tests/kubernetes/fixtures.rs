@@ -114,6 +114,32 @@ pub fn deployment_with_pods(api: &FakeApiServer, pods: &[&str]) -> Deployment {
     deployment
 }
 
+/// The times between the requests `api` received that `which` picks, in order.
+pub fn gaps_between(
+    api: &FakeApiServer,
+    which: impl Fn(&testbed::fake_api::Recorded) -> bool,
+) -> Vec<Duration> {
+    let times: Vec<_> = api
+        .requests()
+        .into_iter()
+        .filter(which)
+        .map(|r| r.at)
+        .collect();
+    times.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
+/// A fake API server for a test that runs the binary (blocking) beside it: the server runs on
+/// the returned runtime, which must outlive it.
+pub fn api_on_a_runtime() -> (tokio::runtime::Runtime, std::sync::Arc<FakeApiServer>) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let api = std::sync::Arc::new(runtime.block_on(FakeApiServer::start()));
+    (runtime, api)
+}
+
 pub fn label_of(api: &FakeApiServer, pod: &str) -> Option<String> {
     api.get::<Pod>(NS, pod)
         .and_then(|p| p.labels().get(LABEL).cloned())

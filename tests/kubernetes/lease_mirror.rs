@@ -5,13 +5,13 @@
 use std::time::Duration;
 
 use crate::calls::assert_within_rbac;
-use crate::fixtures::{NS, chart_labels, deployment_with_pods, labels, member};
+use crate::fixtures::{NS, chart_labels, deployment_with_pods, gaps_between, labels, member};
 use harness::contenders::{fast_timing, unique_lease};
 use harness::timings::SIX_SECOND_TERM;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
-use testbed::fake_api::FakeApiServer;
+use testbed::fake_api::{FakeApiServer, Recorded};
 use testbed::redis_server::RedisServer;
 use testbed::wait::eventually;
 
@@ -125,19 +125,12 @@ async fn the_lease_mirror_backs_off_from_a_refusal_that_repeats() {
     // A term that outlasts the test on a loaded machine: a new one would count again.
     let timing = SIX_SECOND_TERM;
     let a = member(&api, &redis, &lease_name, "web-7d4f-a", timing).await;
-    let writes = || {
-        api.requests()
-            .into_iter()
-            .filter(|r| r.path.contains("/leases") && r.method != "GET")
-            .map(|r| r.at)
-            .collect::<Vec<_>>()
-    };
-    let tried = eventually("five refused writes", Duration::from_secs(10), || async {
-        let tried = writes();
-        (tried.len() >= 5).then_some(tried)
+    let written = |r: &Recorded| r.path.contains("/leases") && r.method != "GET";
+    let gaps = eventually("five refused writes", Duration::from_secs(10), || async {
+        let gaps = gaps_between(&api, written);
+        (gaps.len() >= 4).then_some(gaps)
     })
     .await;
-    let gaps: Vec<Duration> = tried.windows(2).map(|w| w[1] - w[0]).collect();
     assert!(
         gaps[0] >= timing.retry_period && gaps[3] >= 4 * timing.retry_period,
         "the retry period, doubling: {gaps:?}"

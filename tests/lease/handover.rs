@@ -66,6 +66,31 @@ fn step_down(url: &str, lease: &str, extra: &[&str]) -> (i32, serde_json::Value,
     (code, json, stderr)
 }
 
+/// A replica that leads, then frozen (it neither hands over nor takes the lease back, so the
+/// request stays stored), and `step-down --wait <wait>` asked of it on a thread of its own, once
+/// its request is stored; the lease key.
+fn asked_of_a_frozen_leader(
+    redis: &RedisServer,
+    name: &str,
+    wait: &'static str,
+) -> (
+    Vec<Replica>,
+    std::thread::JoinHandle<(i32, serde_json::Value, String)>,
+    String,
+) {
+    let lease = unique_lease(name);
+    let replicas = spawn(&redis.url(), &lease, &["web-a"]);
+    leader_of(&replicas);
+    replicas[0].signal(Signal::SIGSTOP);
+    let (url, asked_lease) = (redis.url(), lease.clone());
+    let asked = std::thread::spawn(move || step_down(&url, &asked_lease, &["--wait", wait]));
+    let key = format!("leasehold:{{{lease}}}");
+    wait_for("the request to be stored", WAIT, || {
+        (redis.cmd::<i64>(&["EXISTS", &format!("{key}:handover")]) == 1).then_some(())
+    });
+    (replicas, asked, key)
+}
+
 fn token_of(replica: &Replica) -> u64 {
     replica.leader()["token"]
         .as_u64()
@@ -246,20 +271,7 @@ fn step_down_refuses_a_lease_key_that_leasehold_did_not_write() {
 #[test]
 fn step_down_says_redis_failed_when_its_last_look_found_no_answer() {
     let mut redis = RedisServer::start();
-    let lease = unique_lease("handover-redis-gone");
-    let replicas = spawn(&redis.url(), &lease, &["web-a"]);
-    leader_of(&replicas);
-    // Frozen, the leader neither hands over nor takes the lease back: the request stays stored.
-    replicas[0].signal(Signal::SIGSTOP);
-    let url = redis.url();
-    let asked = {
-        let lease = lease.clone();
-        std::thread::spawn(move || step_down(&url, &lease, &["--wait", "2s"]))
-    };
-    let request = format!("leasehold:{{{lease}}}:handover");
-    wait_for("the request to be stored", WAIT, || {
-        (redis.cmd::<i64>(&["EXISTS", &request]) == 1).then_some(())
-    });
+    let (replicas, asked, _) = asked_of_a_frozen_leader(&redis, "handover-redis-gone", "2s");
     redis.kill();
     let (code, json, stderr) = asked.join().expect("step-down ran");
     replicas[0].signal(Signal::SIGCONT);
@@ -273,20 +285,7 @@ fn step_down_says_redis_failed_when_its_last_look_found_no_answer() {
 #[test]
 fn step_down_does_not_take_a_key_without_expiry_for_the_successor() {
     let redis = RedisServer::start();
-    let lease = unique_lease("handover-overwritten");
-    let replicas = spawn(&redis.url(), &lease, &["web-a"]);
-    leader_of(&replicas);
-    // Frozen, the leader neither hands over nor takes the lease back: the request stays stored.
-    replicas[0].signal(Signal::SIGSTOP);
-    let url = redis.url();
-    let asked = {
-        let lease = lease.clone();
-        std::thread::spawn(move || step_down(&url, &lease, &["--wait", "5s"]))
-    };
-    let key = format!("leasehold:{{{lease}}}");
-    wait_for("the request to be stored", WAIT, || {
-        (redis.cmd::<i64>(&["EXISTS", &format!("{key}:handover")]) == 1).then_some(())
-    });
+    let (replicas, asked, key) = asked_of_a_frozen_leader(&redis, "handover-overwritten", "5s");
     redis.cmd::<String>(&["SET", &key, "garbage"]);
     let (code, json, stderr) = asked.join().expect("step-down ran");
     replicas[0].signal(Signal::SIGCONT);
