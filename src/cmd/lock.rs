@@ -3,8 +3,7 @@
 //! run` (token in its environment, the guard file, the watchdog renewing, every descendant
 //! stopped no later than the validity deadline), release, and exit with the command's code.
 //! Not acquired in time: [`NOT_ACQUIRED`] and one log line naming the holder (or the gate that
-//! kept it out). Lost while the
-//! command ran (the command is stopped first): [`LOST`].
+//! kept it out). Lost while the command ran (the command is stopped first): [`LOST`].
 
 use std::time::Duration;
 
@@ -23,8 +22,7 @@ use crate::shutdown::Shutdown;
 pub const NOT_ACQUIRED: i32 = 75;
 /// Exit code when the lock was lost while the command ran; the command was stopped.
 pub const LOST: i32 = 76;
-/// How long after the contender's end the lock waits to read what ended its loop: the loop has
-/// stopped by then, unless it outlived the shutdown's bound.
+/// How long after the contender's end the lock waits to read what ended its loop.
 const AT_STOP: Duration = Duration::from_millis(100);
 
 /// leasehold's exit code after a lock: `led` whether the lock was ever held, `reason` why its

@@ -198,12 +198,9 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
 }
 
 /// Looks at the lease until a new term began or `wait` passed since `started`: whether the
-/// wanted replica leads, and who leads at the end. Until `releases` tells the old term's release,
-/// it looks every [`UNHEARD`] (a release the channel lost, a leader that never gets to release);
-/// then at once, and less and less often (the successor takes the lease within milliseconds of
-/// the release, unless nobody does). A failed look is retried until the wait is over (Redis may
-/// blink during a handover); when the last one failed too, who leads is not known, and that
-/// error is the answer.
+/// wanted replica leads, and who leads at the end. It looks every [`UNHEARD`] until `releases`
+/// tells the old term's release, then at once and less and less often. A failed look is retried
+/// until the wait is over; when the last one failed too, that error is the answer.
 async fn wait_for_successor(
     lease: &RedisLease,
     old: &Holder,

@@ -69,7 +69,8 @@ fn spawn_locked(
 
 /// Starts `command`, a helper of leasehold's that leads a process group of its own (a
 /// candidate check), and tracks it as [`spawn_tracked`] does; its group is never a command's
-/// until [`forget_helper_group`], nor is a process that carries its [`HELPER_ENV`](super::HELPER_ENV). Both are recorded before any walk can see the new process.
+/// until [`forget_helper_group`], nor is a process that carries its
+/// [`HELPER_ENV`](super::HELPER_ENV). Both are recorded before any walk can see the new process.
 pub(crate) fn spawn_helper(command: &mut Command) -> std::io::Result<(Child, Proc)> {
     command.env(super::HELPER_ENV, std::process::id().to_string());
     let mut tracked = tracked();

@@ -124,10 +124,17 @@ impl Family {
     pub fn owns(&self, proc: &Proc) -> bool {
         self.known.contains(&proc.id)
             || self.groups.contains(&proc.pgid)
-            || (self.every_orphan
-                && proc.pgid != self.my_group
+            || (self.unclaimed_orphan(proc)
                 && !helper_groups().contains(&proc.pgid)
                 && !(proc.is_alive() && self.helpers.contains(&proc.id)))
+    }
+
+    /// Under `every_orphan`, a child outside this process's group that no record claims yet.
+    fn unclaimed_orphan(&self, proc: &Proc) -> bool {
+        self.every_orphan
+            && proc.pgid != self.my_group
+            && !self.known.contains(&proc.id)
+            && !self.groups.contains(&proc.pgid)
     }
 
     fn claims_child(&self, proc: &Proc) -> bool {
@@ -164,26 +171,19 @@ impl Family {
         found.into_values().collect()
     }
 
-    /// Notes which processes in `table` are a helper's: its group's leader and all below it,
-    /// also one that left the group (a check's daemon, seen there before its parent exited), and
-    /// what was noted before; and, with [`owns_every_orphan`](Self::owns_every_orphan), a child
-    /// here that no walk saw below a helper but that carries a helper's environment (read once:
-    /// a process found without it is taken for the command's and not read again).
+    /// Notes what in `table` is a helper's: all below a helper's group leader or below what was
+    /// noted before (a daemon that left the group), and an unclaimed orphan that carries a
+    /// helper's environment (read once: one without it is taken for the command's).
     fn note_helpers(&mut self, table: &Table) {
         let groups = helper_groups().clone();
-        let unseen = |c: &Proc| {
-            self.every_orphan
-                && c.is_alive()
-                && c.pgid != self.my_group
-                && !self.known.contains(&c.id)
-                && !self.groups.contains(&c.pgid)
-        };
         let mut stack: Vec<Proc> = table
             .children_of(self.me)
             .filter(|c| {
                 groups.contains(&c.pgid)
                     || self.helpers.contains(&c.id)
-                    || (unseen(c) && carries(c.id.pid, std::slice::from_ref(&self.helper)))
+                    || (self.unclaimed_orphan(c)
+                        && c.is_alive()
+                        && carries(c.id.pid, std::slice::from_ref(&self.helper)))
             })
             .copied()
             .collect();

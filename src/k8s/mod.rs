@@ -284,9 +284,8 @@ impl Publisher {
         self
     }
 
-    /// Takes the leader label off this pod before any term: an earlier process of this pod that
-    /// was killed while it led left it there, and without a Deployment to scope the label no
-    /// other replica removes it. Bounded by a call's time.
+    /// Takes the leader label off this pod before any term, where an earlier process killed while
+    /// it led left it (no other replica removes it without a Deployment). Bounded by a call.
     pub async fn withdraw_earlier_label(&self) {
         let inner = &self.inner;
         if let Some(key) = &inner.settings.leader_label {
