@@ -71,12 +71,14 @@ impl EvictionWatch {
             let mut first = true;
             // A failed read says nothing about the policy: the last one read stands.
             let mut last_read: Option<EvictionPolicy> = None;
+            let mut refused = false;
             loop {
-                // Only ask a Redis that answers the elector: no extra dials (and no extra failed
-                // logins) while it is down or refuses us. The first read goes out at once: without
-                // the data-loss cooldown the follower waits for it before its first try.
-                // The elector gone (its status closed) ends the watch with it.
-                if !first {
+                // Only ask a Redis that answers the elector (no extra dials or failed logins while
+                // it is down or refuses us), unless this gate keeps the replica out: the elector
+                // then sends nothing, and may never have reached Redis. The first read goes out at
+                // once: without the data-loss cooldown the follower waits for it before its first
+                // try. The elector gone (its status closed) ends the watch with it.
+                if !first && !refused {
                     tokio::select! {
                         biased;
                         _ = stop.cancelled() => return,
@@ -123,7 +125,7 @@ impl EvictionWatch {
                         }
                     }
                 };
-                let refused = record(&lease, mode, &board, &gate, eviction);
+                refused = record(&lease, mode, &board, &gate, eviction);
                 let read_at = Instant::now();
                 let led_at_read = leads(&seen.borrow_and_update());
                 // Until the next read is due: the wait depends on the role, which may change.

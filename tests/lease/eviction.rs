@@ -206,6 +206,27 @@ fn refuse_keeps_the_replica_out_of_the_election_until_redis_stops_evicting() {
     });
 }
 
+/// Kept out before its first try: without the data-loss cooldown the replica waits for the
+/// policy before it tries, so its elector has never reached Redis when the refusal comes. The
+/// reads go on all the same, and the fix lets it in.
+#[test]
+fn a_replica_kept_out_before_its_first_try_still_reads_the_fix() {
+    let redis = RedisServer::builder()
+        .args(["--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"])
+        .start();
+    let mut args = FAST.to_vec();
+    args.extend(["--redis-eviction", "refuse", "--no-data-loss-cooldown"]);
+    let a = Replica::spawn(&redis.url(), &unique_lease("evict-early"), "a", &args, &[]);
+    wait_for("the refusal", Duration::from_secs(10), || {
+        a.get("/readyz")
+            .filter(|(code, body)| *code == 503 && body.contains("--redis-eviction refuse"))
+    });
+    redis.cmd::<String>(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    wait_for("a to lead", Duration::from_secs(10), || {
+        (a.leader()["is_leader"] == true).then_some(())
+    });
+}
+
 /// A refusal stands until a read says Redis no longer evicts: a read that fails says nothing
 /// about the policy. Here the ACL loses `INFO memory` after the refusal; the replica warns, and
 /// stays out.
