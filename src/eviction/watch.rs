@@ -100,6 +100,10 @@ impl EvictionWatch {
                     }
                 }
                 first = false;
+                let answer = match &read {
+                    Ok(_) => (true, None),
+                    Err(err) => (err.is_answer(), Some(err.to_string())),
+                };
                 let eviction = match read {
                     Ok(policy) => {
                         told.eviction_policy(&policy.policy, policy.may_evict());
@@ -126,6 +130,15 @@ impl EvictionWatch {
                     }
                 };
                 refused = record(&lease, mode, &board, &gate, eviction);
+                if refused {
+                    // The elector sends nothing: this read says whether Redis answers.
+                    board.modify_if(|s| {
+                        let changed =
+                            (s.redis.reachable, &s.redis.last_error) != (answer.0, &answer.1);
+                        (s.redis.reachable, s.redis.last_error) = answer;
+                        changed
+                    });
+                }
                 let read_at = Instant::now();
                 let led_at_read = leads(&seen.borrow_and_update());
                 // Until the next read is due: the wait depends on the role, which may change.

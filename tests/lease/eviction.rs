@@ -208,7 +208,8 @@ fn refuse_keeps_the_replica_out_of_the_election_until_redis_stops_evicting() {
 
 /// Kept out before its first try: without the data-loss cooldown the replica waits for the
 /// policy before it tries, so its elector has never reached Redis when the refusal comes. The
-/// reads go on all the same, and the fix lets it in.
+/// reads go on all the same: they say whether Redis answers (the elector sends nothing), and
+/// the fix lets the replica in.
 #[test]
 fn a_replica_kept_out_before_its_first_try_still_reads_the_fix() {
     let redis = RedisServer::builder()
@@ -221,6 +222,15 @@ fn a_replica_kept_out_before_its_first_try_still_reads_the_fix() {
         a.get("/readyz")
             .filter(|(code, body)| *code == 503 && body.contains("--redis-eviction refuse"))
     });
+    let up = || a.metric("leasehold_redis_up");
+    wait_for("redis shown up", Duration::from_secs(5), || {
+        (up() == Some(1.0)).then_some(())
+    });
+    redis.pause();
+    wait_for("redis shown down", Duration::from_secs(10), || {
+        (up() == Some(0.0)).then_some(())
+    });
+    redis.resume();
     redis.cmd::<String>(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
     wait_for("a to lead", Duration::from_secs(10), || {
         (a.leader()["is_leader"] == true).then_some(())

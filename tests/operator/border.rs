@@ -35,9 +35,9 @@ const CORE_CEILING: usize = 8_307;
 /// (20,043), and what a review of those found: a backoff shared by every pod, and a lock's wait
 /// for its loop's end without a bound (20,073); then a `step-down` that read the lease twenty
 /// times a second for its whole wait instead of waiting on the release channel (20,112), less
-/// a reread's cuts; then an eviction refusal read before the first try, never read again
-/// (20,109).
-const CORE_AND_PRODUCT_CEILING: usize = 20_109;
+/// a reread's cuts; then an eviction refusal read before the first try, never read again, and
+/// showing Redis down while its reads got answers (20,122).
+const CORE_AND_PRODUCT_CEILING: usize = 20_122;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
