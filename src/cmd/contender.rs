@@ -204,6 +204,7 @@ impl Contender {
         let gates_stop = shutdown.child_token();
         let eviction = eviction.spawn(
             elector.status(),
+            elector.gates(),
             board.clone(),
             told.clone(),
             gates_stop.clone(),

@@ -11,7 +11,7 @@ use tracing::{error, info, warn};
 
 use super::{EVICTION, Eviction, EvictionMode, EvictionRefusal, refusal};
 use crate::board::{Board, GateHooks};
-use crate::elector::{Role, Standing, Status, Timing};
+use crate::elector::{Gates, Role, Standing, Status, Timing};
 use crate::lease::{EvictionPolicy, LeaseError, RedisLease};
 
 /// The eviction gate of one replica, not started.
@@ -51,11 +51,13 @@ impl EvictionWatch {
         (watch, standing)
     }
 
-    /// Starts reading: Redis's answers to the elector show on `seen` (its status), what is read
-    /// goes to `board` and `told`; it stops when `stop` is cancelled or the elector is gone.
+    /// Starts reading: Redis's answers to the elector show on `seen` (its status), whether the
+    /// replica is kept out on `gates` (the elector's, this one among them); what is read goes to
+    /// `board` and `told`. It stops when `stop` is cancelled or the elector is gone.
     pub fn spawn(
         self,
         mut seen: watch::Receiver<Status>,
+        mut gates: Gates,
         board: Board,
         told: Arc<dyn GateHooks>,
         stop: CancellationToken,
@@ -71,18 +73,18 @@ impl EvictionWatch {
             let mut first = true;
             // A failed read says nothing about the policy: the last one read stands.
             let mut last_read: Option<EvictionPolicy> = None;
-            let mut refused = false;
             loop {
                 // Only ask a Redis that answers the elector (no extra dials or failed logins while
-                // it is down or refuses us), unless this gate keeps the replica out: the elector
-                // then sends nothing, and may never have reached Redis. The first read goes out at
+                // it is down or refuses us), unless a gate keeps the replica out: the elector then
+                // sends nothing, and may never have reached Redis. The first read goes out at
                 // once: without the data-loss cooldown the follower waits for it before its first
                 // try. The elector gone (its status closed) ends the watch with it.
-                if !first && !refused {
+                if !first {
                     tokio::select! {
                         biased;
                         _ = stop.cancelled() => return,
                         answers = seen.wait_for(|s| s.redis.reachable && s.redis.last_error.is_none()) => if answers.is_err() { return },
+                        _ = gates.wait_until(|s| !s.stands()) => {}
                     }
                 }
                 let read = tokio::select! {
@@ -129,8 +131,8 @@ impl EvictionWatch {
                         }
                     }
                 };
-                refused = record(&lease, mode, &board, &gate, eviction);
-                if refused {
+                record(&lease, mode, &board, &gate, eviction);
+                if !gates.standing().stands() {
                     // The elector sends nothing: this read says whether Redis answers.
                     board.modify_if(|s| {
                         let changed =
@@ -147,12 +149,14 @@ impl EvictionWatch {
                     if leading && !led_at_read {
                         break;
                     }
-                    let due = read_at + reread_after(&timing, leading, refused);
+                    let out = !gates.standing().stands();
+                    let due = read_at + reread_after(&timing, leading, out);
                     tokio::select! {
                         biased;
                         _ = stop.cancelled() => return,
                         _ = tokio::time::sleep_until(due) => break,
                         changed = seen.changed() => if changed.is_err() { return },
+                        _ = gates.wait_until(|s| s.stands() == out) => {}
                     }
                 }
             }
@@ -170,13 +174,13 @@ const LEADER_READS_EVERY: u32 = 4;
 /// How many lease durations a follower waits between two reads of the policy.
 const FOLLOWER_READS_EVERY: u32 = 64;
 
-/// How long after a read the policy is read again: every lease duration while what was read
-/// keeps this replica out of the election (to notice the fix), every [`LEADER_READS_EVERY`]
-/// lease durations on the leader, every [`FOLLOWER_READS_EVERY`] on a follower. An idle
-/// follower's try is its only command of every lease duration; a read each time would be a
-/// second one.
-fn reread_after(timing: &Timing, leading: bool, refused: bool) -> Duration {
-    let every = match (refused, leading) {
+/// How long after a read the policy is read again: every lease duration while a gate keeps this
+/// replica out of the election (to notice a fix; the read is then its only command, and says
+/// whether Redis answers), every [`LEADER_READS_EVERY`] lease durations on the leader, every
+/// [`FOLLOWER_READS_EVERY`] on a follower. An idle follower's try is its only command of every
+/// lease duration; a read each time would be a second one.
+fn reread_after(timing: &Timing, leading: bool, out: bool) -> Duration {
+    let every = match (out, leading) {
         (true, _) => 1,
         (false, true) => LEADER_READS_EVERY,
         (false, false) => FOLLOWER_READS_EVERY,
@@ -185,14 +189,14 @@ fn reread_after(timing: &Timing, leading: bool, refused: bool) -> Duration {
 }
 
 /// Puts what was read into the gate and what the replica shows (the gate first: the loop reads
-/// it), saying so when it changed; whether it keeps this replica out.
+/// it), saying so when it changed.
 fn record(
     lease: &RedisLease,
     mode: EvictionMode,
     board: &Board,
     gate: &watch::Sender<Standing>,
     eviction: Eviction,
-) -> bool {
+) {
     let refused = refusal(mode, &eviction, lease.cools_down_on_data_loss());
     gate.send_replace(match refused {
         Some(_) => Standing::Out {
@@ -224,7 +228,7 @@ fn record(
         );
     }
     let Some(Eviction::Read(read)) = changed_to else {
-        return refused.is_some();
+        return;
     };
     let identity = lease.owner().identity();
     let name = lease.name();
@@ -241,7 +245,6 @@ fn record(
     } else {
         info!(%identity, lease = %name, policy = %policy, maxmemory, "redis does not evict keys");
     }
-    refused.is_some()
 }
 
 /// Whether a read of the eviction policy is worth saying in the log: the first successful read,

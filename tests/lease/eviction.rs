@@ -310,6 +310,7 @@ async fn the_eviction_watch_ends_once_the_elector_is_gone() {
         EvictionWatch::new(elector.lease().clone(), timing, EvictionMode::Warn);
     let task = watch.spawn(
         elector.status(),
+        elector.gates(),
         board.clone(),
         Arc::new(()),
         CancellationToken::new(),

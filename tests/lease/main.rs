@@ -1,13 +1,15 @@
 //! The lease and the elector against real redis-server processes: the primitives and their
 //! scripts, electors in this process and as `leasehold run` replicas, how a term begins and ends
 //! (succession, handover on demand), keys leasehold did not write, a Redis that may evict the
-//! lease, health-gated candidacy, and the protocol that releases share.
+//! lease, health-gated candidacy, what a replica kept out says of Redis, and the protocol that
+//! releases share.
 
 mod candidacy;
 mod elector;
 mod eviction;
 mod foreign_keys;
 mod handover;
+mod kept_out;
 mod primitives;
 mod protocol;
 mod redis_faults;

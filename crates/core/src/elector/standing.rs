@@ -61,7 +61,7 @@ impl Gates {
 
     /// Waits until what the gates say satisfies `pred`, and returns it. A gate whose sender is
     /// gone keeps saying what it said last.
-    pub(super) async fn wait_until(&mut self, pred: impl Fn(&Standing) -> bool) -> Standing {
+    pub async fn wait_until(&mut self, pred: impl Fn(&Standing) -> bool) -> Standing {
         loop {
             let now = self.standing();
             if pred(&now) {
