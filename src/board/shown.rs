@@ -4,7 +4,7 @@
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 
-use crate::elector::Status;
+use crate::elector::{RedisHealth, Status};
 use crate::lease::{EvictionPolicy, Protocol};
 
 /// The elector's status and what the gates outside the core add. Reads as the status it holds.
@@ -24,6 +24,9 @@ pub struct Shown {
     /// The lease's keys are written in a higher protocol than this release speaks: this
     /// replica stays out of the election until they are not.
     pub newer_protocol: Option<Protocol>,
+    /// What the eviction policy's last read heard of Redis (answered, the error) while a gate
+    /// keeps this replica out: its elector sends nothing then, so this stands over its word.
+    pub heard_while_out: Option<(bool, Option<String>)>,
 }
 
 impl Shown {
@@ -36,7 +39,21 @@ impl Shown {
             eviction_refusal: None,
             blocked: None,
             newer_protocol: None,
+            heard_while_out: None,
         }
+    }
+
+    /// Shows what was `heard` of Redis while a gate keeps this replica out over the elector's
+    /// word, `elector` (all of it when `None`: it stands); whether what is shown changed.
+    pub fn hear(&mut self, heard: Option<(bool, Option<String>)>, elector: &RedisHealth) -> bool {
+        let before = self.status.redis.clone();
+        self.status.redis.clone_from(elector);
+        if let Some((reachable, error)) = &heard {
+            (self.status.redis.reachable, self.status.redis.last_error) =
+                (*reachable, error.clone());
+        }
+        self.heard_while_out = heard;
+        before != self.status.redis
     }
 }
 

@@ -132,15 +132,11 @@ impl EvictionWatch {
                     }
                 };
                 record(&lease, mode, &board, &gate, eviction);
-                if !gates.standing().stands() {
-                    // The elector sends nothing: this read says whether Redis answers.
-                    board.modify_if(|s| {
-                        let changed =
-                            (s.redis.reachable, &s.redis.last_error) != (answer.0, &answer.1);
-                        (s.redis.reachable, s.redis.last_error) = answer;
-                        changed
-                    });
-                }
+                // Kept out, the elector sends nothing: this read says whether Redis answers. (Its
+                // status is read before the board is held: it tells the board while holding it.)
+                let heard = (!gates.standing().stands()).then_some(answer);
+                let elector = seen.borrow().redis.clone();
+                board.modify_if(|s| s.hear(heard, &elector));
                 let read_at = Instant::now();
                 let led_at_read = leads(&seen.borrow_and_update());
                 // Until the next read is due: the wait depends on the role, which may change.
@@ -150,6 +146,11 @@ impl EvictionWatch {
                         break;
                     }
                     let out = !gates.standing().stands();
+                    if !out {
+                        // Standing again: the elector's word is what is shown of Redis.
+                        let elector = seen.borrow().redis.clone();
+                        board.modify_if(|s| s.hear(None, &elector));
+                    }
                     let due = read_at + reread_after(&timing, leading, out);
                     tokio::select! {
                         biased;

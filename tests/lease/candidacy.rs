@@ -19,7 +19,7 @@ use testbed::wait::{holds_on_every_look, wait_for};
 const WAIT: Duration = Duration::from_secs(20);
 
 /// Check flags: every 200 ms, 2 failures in a row put a replica out.
-const CHECK: [&str; 6] = [
+pub(crate) const CHECK: [&str; 6] = [
     "--candidate-check-period",
     "200ms",
     "--candidate-check-timeout",
@@ -41,7 +41,7 @@ fn checked_replica(redis: &RedisServer, lease: &str, name: &str, dir: &Path) -> 
     Replica::spawn(&redis.url(), lease, name, &args, &[])
 }
 
-fn set_healthy(dir: &Path, name: &str, healthy: bool) {
+pub(crate) fn set_healthy(dir: &Path, name: &str, healthy: bool) {
     let file = dir.join(format!("{name}-healthy"));
     if healthy {
         std::fs::write(&file, b"").expect("write the health file");

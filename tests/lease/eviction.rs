@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 /// `FAST` as the ACL user `leasehold` of `redis`, made with `rule` and a password that a file in
 /// `dir` holds.
-fn as_acl_user(redis: &RedisServer, rule: &str, dir: &std::path::Path) -> Vec<String> {
+pub(crate) fn as_acl_user(redis: &RedisServer, rule: &str, dir: &std::path::Path) -> Vec<String> {
     redis.set_acl_user("leasehold", rule, "s3cret");
     let pw = dir.join("pw");
     std::fs::write(&pw, "s3cret\n").unwrap();

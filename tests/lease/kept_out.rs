@@ -1,14 +1,21 @@
 //! A replica that a gate keeps out of the election sends no try, so its elector hears nothing
 //! from Redis: the eviction policy's reads, once a lease duration while it is out, are what
-//! `/leader` and `leasehold_redis_up` say of Redis. Here the gate is a candidate check that never
-//! passes, from the start: Redis shows up, then down while it is paused, then up again.
+//! `/leader` and `leasehold_redis_up` say of Redis, until it stands again. Here the gate is a
+//! candidate check.
 
 use std::time::Duration;
 
 use harness::contenders::unique_lease;
 use harness::replica::{FAST, Replica};
+use leasehold::lease::minimal_acl_rule;
 use testbed::RedisServer;
 use testbed::wait::wait_for;
+
+use crate::candidacy::{CHECK, set_healthy};
+use crate::eviction::as_acl_user;
+
+/// A check that never passes, from the start: Redis shows up, then down while it is paused, then
+/// up again.
 
 #[test]
 fn a_replica_kept_out_from_its_start_still_says_whether_redis_answers() {
@@ -33,4 +40,42 @@ fn a_replica_kept_out_from_its_start_still_says_whether_redis_answers() {
     redis.resume();
     up(1.0, "redis shown up again");
     assert_eq!(a.leader()["is_leader"], false);
+}
+
+/// What a read heard while the replica was out ends with the gate. With an ACL without
+/// `+info|memory` the read is refused while the check keeps `a` out; once it passes, `a`'s next
+/// try finds things as they were (following `l`), which changes nothing in its elector's
+/// status, and `a` must still be ready again, not kept at the read's refusal.
+#[test]
+fn what_a_read_heard_while_out_ends_when_the_replica_stands_again() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let rule = minimal_acl_rule("leasehold:", false).replace(" +info|memory", "");
+    let args = as_acl_user(&redis, &rule, dir.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let lease = unique_lease("kept-out-heard");
+    let l = Replica::spawn(&redis.url(), &lease, "l", &args, &[]);
+    let within = Duration::from_secs(10);
+    wait_for("l to lead", within, || {
+        (l.leader()["is_leader"] == true).then_some(())
+    });
+    set_healthy(dir.path(), "a", true);
+    let check = format!("test -f {}/a-healthy", dir.path().display());
+    let mut checked = args.clone();
+    checked.extend(CHECK);
+    checked.extend(["--readiness", "member", "--candidate-check-command", &check]);
+    let a = Replica::spawn(&redis.url(), &lease, "a", &checked, &[]);
+    wait_for("a ready as a member", within, || a.is_ready().then_some(()));
+    set_healthy(dir.path(), "a", false);
+    wait_for("the refused read shown while a is out", within, || {
+        let error = a.leader()["redis"]["last_error"]
+            .as_str()
+            .map(str::to_lowercase);
+        error
+            .is_some_and(|e| e.contains("permission"))
+            .then_some(())
+    });
+    set_healthy(dir.path(), "a", true);
+    wait_for("a ready again", within, || a.is_ready().then_some(()));
+    assert_eq!(a.leader()["redis"]["last_error"], serde_json::Value::Null);
 }
