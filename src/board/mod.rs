@@ -70,9 +70,9 @@ impl TermHooks for Board {
     fn status(&self, status: &Status) {
         // The core tells only changes: no comparison needed here.
         self.modify_if(|s| {
-            let heard = s.heard_while_out.take();
             s.status.clone_from(status);
-            s.hear(heard, &status.redis);
+            s.elector_redis.clone_from(&status.redis);
+            s.hear(s.heard_while_out.clone());
             true
         });
         if status.role == Role::Stopped {

@@ -27,12 +27,15 @@ pub struct Shown {
     /// What the eviction policy's last read heard of Redis (answered, the error) while a gate
     /// keeps this replica out: its elector sends nothing then, so this stands over its word.
     pub heard_while_out: Option<(bool, Option<String>)>,
+    /// What the elector last said of Redis, shown again once nothing heard while out stands.
+    pub elector_redis: RedisHealth,
 }
 
 impl Shown {
     /// A status with nothing added yet.
     pub fn of(status: Status) -> Self {
         Self {
+            elector_redis: status.redis.clone(),
             status,
             candidacy: Candidacy::Unchecked,
             eviction: Eviction::NotRead,
@@ -44,10 +47,10 @@ impl Shown {
     }
 
     /// Shows what was `heard` of Redis while a gate keeps this replica out over the elector's
-    /// word, `elector` (all of it when `None`: it stands); whether what is shown changed.
-    pub fn hear(&mut self, heard: Option<(bool, Option<String>)>, elector: &RedisHealth) -> bool {
+    /// word (all of it when `None`: it stands); whether what is shown changed.
+    pub fn hear(&mut self, heard: Option<(bool, Option<String>)>) -> bool {
         let before = self.status.redis.clone();
-        self.status.redis.clone_from(elector);
+        self.status.redis.clone_from(&self.elector_redis);
         if let Some((reachable, error)) = &heard {
             (self.status.redis.reachable, self.status.redis.last_error) =
                 (*reachable, error.clone());

@@ -132,11 +132,9 @@ impl EvictionWatch {
                     }
                 };
                 record(&lease, mode, &board, &gate, eviction);
-                // Kept out, the elector sends nothing: this read says whether Redis answers. (Its
-                // status is read before the board is held: it tells the board while holding it.)
+                // Kept out, the elector sends nothing: this read says whether Redis answers.
                 let heard = (!gates.standing().stands()).then_some(answer);
-                let elector = seen.borrow().redis.clone();
-                board.modify_if(|s| s.hear(heard, &elector));
+                board.modify_if(|s| s.hear(heard));
                 let read_at = Instant::now();
                 let led_at_read = leads(&seen.borrow_and_update());
                 // Until the next read is due: the wait depends on the role, which may change.
@@ -148,8 +146,7 @@ impl EvictionWatch {
                     let out = !gates.standing().stands();
                     if !out {
                         // Standing again: the elector's word is what is shown of Redis.
-                        let elector = seen.borrow().redis.clone();
-                        board.modify_if(|s| s.hear(None, &elector));
+                        board.modify_if(|s| s.hear(None));
                     }
                     let due = read_at + reread_after(&timing, leading, out);
                     tokio::select! {
