@@ -78,8 +78,13 @@ impl EvictionWatch {
                 // it is down or refuses us), unless a gate keeps the replica out: the elector then
                 // sends nothing, and may never have reached Redis. The first read goes out at
                 // once: without the data-loss cooldown the follower waits for it before its first
-                // try. The elector gone (its status closed) ends the watch with it.
+                // try. The elector gone (its status closed) ends the watch with it. Standing, the
+                // replica shows the elector's word of Redis (here too: the gates may have let it
+                // stand just as the wait below ended).
                 if !first {
+                    if gates.standing().stands() {
+                        board.modify_if(|s| s.hear(None));
+                    }
                     tokio::select! {
                         biased;
                         _ = stop.cancelled() => return,
@@ -139,14 +144,13 @@ impl EvictionWatch {
                 let led_at_read = leads(&seen.borrow_and_update());
                 // Until the next read is due: the wait depends on the role, which may change.
                 loop {
+                    let out = !gates.standing().stands();
+                    if !out {
+                        board.modify_if(|s| s.hear(None));
+                    }
                     let leading = leads(&seen.borrow_and_update());
                     if leading && !led_at_read {
                         break;
-                    }
-                    let out = !gates.standing().stands();
-                    if !out {
-                        // Standing again: the elector's word is what is shown of Redis.
-                        board.modify_if(|s| s.hear(None));
                     }
                     let due = read_at + reread_after(&timing, leading, out);
                     tokio::select! {
