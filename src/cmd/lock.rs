@@ -86,6 +86,8 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
     let mut contender = Contender::new(&common, &lease_name, publisher, &shutdown)?;
     contender.elector = contender.elector.stop_when_work_ends().for_one_term(wait);
     let status = contender.elector.status();
+    // What is shown of Redis: also what reads heard while a gate kept the lock out.
+    let shown = contender.board.subscribe();
     let mut gates_now = contender.elector.gates();
     // What ended the loop, read as it ends: a signal during the teardown after it, or a gate
     // that changes then, came too late to matter.
@@ -139,7 +141,7 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
             holder = holder.map(|h| h.identity()).unwrap_or(""),
             token = holder.and_then(|h| h.token).map(|t| t.0),
             cooldown_ms,
-            redis_error = seen.redis.last_error.as_deref().unwrap_or(""),
+            redis_error = shown.borrow().redis.last_error.as_deref().unwrap_or(""),
             kept_out_by,
             kept_out,
             code,

@@ -38,8 +38,8 @@ const CORE_CEILING: usize = 8_307;
 /// a reread's cuts; then an eviction refusal read before the first try, never read again, and
 /// a replica that any gate kept out showing Redis down (or up) for what it last heard, then
 /// what its reads heard while out kept shown after it stood again (20,146), and the moments
-/// that skipped taking it away (20,150).
-const CORE_AND_PRODUCT_CEILING: usize = 20_150;
+/// that skipped taking it away (20,150), and a lock's last line without it (20,152).
+const CORE_AND_PRODUCT_CEILING: usize = 20_152;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -263,3 +263,27 @@ fn a_lock_kept_out_by_a_gate_gives_up_when_its_wait_is_over() {
     let why = said[0]["kept_out"].as_str().unwrap_or_default();
     assert!(why.contains("volatile-lru"), "{why}");
 }
+
+/// The lock's one line carries what its reads heard of Redis while the gate kept it out: here
+/// Redis stops answering during the wait, and the elector, which never tried, heard nothing.
+#[test]
+fn a_lock_kept_out_by_a_gate_says_what_its_reads_heard_of_redis() {
+    let redis = RedisServer::builder()
+        .args(["--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"])
+        .start();
+    let name = unique_lease("lock-gated-unheard");
+    let extra = ["--wait", "5s", "--redis-eviction", "refuse"];
+    let mut lock = Lock::spawn(&redis.url(), &name, &extra, &["sh", "-c", "echo ran"]);
+    let refused = "redis may evict the lease under memory pressure (maxmemory with an evicting policy); give leases a redis with maxmemory-policy noeviction";
+    wait_for("the refusal", Duration::from_secs(10), || {
+        (!lock.events(refused).is_empty()).then_some(())
+    });
+    redis.pause();
+    let code = lock.process.wait_exit(Duration::from_secs(20));
+    redis.resume();
+    assert_eq!(code.ok().flatten(), Some(NOT_ACQUIRED), "{}", lock.logs());
+    let said = lock.events("lock not acquired within --wait");
+    assert_eq!(said.len(), 1, "{}", lock.logs());
+    let error = said[0]["redis_error"].as_str().unwrap_or_default();
+    assert!(!error.is_empty(), "no redis_error: {}", lock.logs());
+}
