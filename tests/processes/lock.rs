@@ -234,17 +234,24 @@ async fn lock_lost_while_the_command_runs_stops_it_and_exits_76() {
     );
 }
 
+/// A Redis that may evict the lease, and a lock that `--redis-eviction refuse` keeps out of the
+/// election for its `--wait` of `wait`, its command `echo ran`.
+fn gated_lock(test: &str, wait: &str) -> (RedisServer, Lock) {
+    let redis = RedisServer::builder()
+        .args(["--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"])
+        .start();
+    let extra = ["--wait", wait, "--redis-eviction", "refuse"];
+    let command = ["sh", "-c", "echo ran"];
+    let lock = Lock::spawn(&redis.url(), &unique_lease(test), &extra, &command);
+    (redis, lock)
+}
+
 /// `--wait` bounds the wait also while a gate keeps the lock out of the election and it never
 /// gets to try: `--redis-eviction refuse` against a Redis that may evict the lease exits
 /// "not acquired" once the wait is over, instead of waiting for the gate for ever.
 #[test]
 fn a_lock_kept_out_by_a_gate_gives_up_when_its_wait_is_over() {
-    let redis = RedisServer::builder()
-        .args(["--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"])
-        .start();
-    let name = unique_lease("lock-gated");
-    let extra = ["--wait", "1s", "--redis-eviction", "refuse"];
-    let mut lock = Lock::spawn(&redis.url(), &name, &extra, &["sh", "-c", "echo ran"]);
+    let (_redis, mut lock) = gated_lock("lock-gated", "1s");
     assert_eq!(
         lock.wait(Duration::from_secs(10)),
         NOT_ACQUIRED,
@@ -268,12 +275,7 @@ fn a_lock_kept_out_by_a_gate_gives_up_when_its_wait_is_over() {
 /// Redis stops answering during the wait, and the elector, which never tried, heard nothing.
 #[test]
 fn a_lock_kept_out_by_a_gate_says_what_its_reads_heard_of_redis() {
-    let redis = RedisServer::builder()
-        .args(["--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"])
-        .start();
-    let name = unique_lease("lock-gated-unheard");
-    let extra = ["--wait", "5s", "--redis-eviction", "refuse"];
-    let mut lock = Lock::spawn(&redis.url(), &name, &extra, &["sh", "-c", "echo ran"]);
+    let (redis, mut lock) = gated_lock("lock-gated-unheard", "5s");
     let refused = "redis may evict the lease under memory pressure (maxmemory with an evicting policy); give leases a redis with maxmemory-policy noeviction";
     wait_for("the refusal", Duration::from_secs(10), || {
         (!lock.events(refused).is_empty()).then_some(())
