@@ -85,14 +85,13 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
     let publisher = publisher.transpose()?;
     let mut contender = Contender::new(&common, &lease_name, publisher, &shutdown)?;
     contender.elector = contender.elector.stop_when_work_ends().for_one_term(wait);
-    let status = contender.elector.status();
-    // What is shown of Redis: also what reads heard while a gate kept the lock out.
+    // The elector's status as shown, with what reads heard of Redis while a gate kept it out.
     let shown = contender.board.subscribe();
     let mut gates_now = contender.elector.gates();
     // What ended the loop, read as it ends: a signal during the teardown after it, or a gate
     // that changes then, came too late to matter.
     let at_stop = {
-        let (mut status, mut gates) = (status.clone(), gates_now.clone());
+        let (mut status, mut gates) = (shown.clone(), gates_now.clone());
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let _ = status.wait_for(|s| s.role == Role::Stopped).await;
@@ -115,7 +114,7 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
         Ok(Ok(read)) => read,
         _ => (shutdown.signalled(), gates_now.standing()),
     };
-    let seen = status.borrow().clone();
+    let seen = shown.borrow().clone();
     let led = seen.transitions > 0;
     let reason = seen.last_step_down.as_ref().map(|s| s.reason);
     let code = exit_code(led, reason, command, signalled);
@@ -141,7 +140,7 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
             holder = holder.map(|h| h.identity()).unwrap_or(""),
             token = holder.and_then(|h| h.token).map(|t| t.0),
             cooldown_ms,
-            redis_error = shown.borrow().redis.last_error.as_deref().unwrap_or(""),
+            redis_error = seen.redis.last_error.as_deref().unwrap_or(""),
             kept_out_by,
             kept_out,
             code,

@@ -146,7 +146,7 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
         )));
     }
     // Listening before the request: the old term's release is what the wait waits for. Without
-    // a subscription (an ACL without the channel), the wait looks every POLL instead.
+    // a subscription (an ACL without the channel) it looks every POLL, then less and less often.
     let releases = lease.subscribe_releases(CALL).await.ok();
     let started = Instant::now();
     if lease
@@ -242,7 +242,7 @@ async fn wait_for_successor(
                         break POLL;
                     }
                 },
-                _ = tokio::time::sleep_until(next.into()) => break (pause * 2).min(UNHEARD).max(pause),
+                _ = tokio::time::sleep_until(next.into()) => break (pause * 2).min(UNHEARD),
             }
         };
     }

@@ -86,9 +86,10 @@ pub(super) async fn keep(
                 }
                 // A conflict means someone else wrote it: read again soon; so for a failure that
                 // may pass. A refusal (a missing permission) is asked again less and less often.
-                match super::refused(&err) {
-                    true => backoff(timing.retry_period, failures),
-                    false => timing.retry_period / 2,
+                if super::refused(&err) {
+                    backoff(timing.retry_period, failures)
+                } else {
+                    timing.retry_period / 2
                 }
             }
         };

@@ -161,14 +161,13 @@ pub async fn reconcile_while_leading<K, C, R, Fut, E>(
         .run(
             reconcile,
             move |object, error, _ctx| {
-                let failed = match refused(error) {
-                    true => {
-                        let mut refusals = refusals.lock().unwrap_or_else(PoisonError::into_inner);
-                        let count = refusals.entry(object.name_any()).or_default();
-                        *count = count.saturating_add(1);
-                        *count
-                    }
-                    false => 1,
+                let failed = if refused(error) {
+                    let mut refusals = refusals.lock().unwrap_or_else(PoisonError::into_inner);
+                    let count = refusals.entry(object.name_any()).or_default();
+                    *count = count.saturating_add(1);
+                    *count
+                } else {
+                    1
                 };
                 debug!(error = %error, failed, "reconcile failed; retrying");
                 Action::requeue(backoff(retry, failed))
@@ -378,11 +377,12 @@ impl Publisher {
             _ = &mut parts => false,
             _ = stop.cancelled() => true,
         };
-        match stopped {
-            true => drop(tokio::time::timeout(STOP_GRACE, parts).await),
+        if stopped {
+            let _ = tokio::time::timeout(STOP_GRACE, parts).await;
+        } else {
             // Nothing to keep (a lock with Events alone): the term goes on, and its notes wait
             // for its end.
-            false => stop.cancelled().await,
+            stop.cancelled().await;
         }
     }
 

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use crate::calls::assert_within_rbac;
 use crate::fixtures::{
-    LABEL, NS, deployment_with_pods, gaps_between, kube_settings, label_of, labels, member,
+    LABEL, NS, deployment_with_pods, gaps_between, gaps_between_refused_writes, kube_settings,
+    label_of, labels, member,
 };
 use harness::contenders::{
     Contender, fast_timing, lease, spawn_publishing, unique_lease, until_leading,
@@ -263,30 +264,13 @@ async fn a_silent_api_holds_up_neither_the_step_down_nor_the_release() {
 /// less often while the term lasts, not at a fixed pace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_label_write_is_retried_less_and_less_often() {
-    let api = FakeApiServer::start().await;
-    let redis = RedisServer::start();
-    deployment_with_pods(&api, &["web-7d4f-a"]);
     let lease_name = unique_lease("shop-web-refused").replace("test/", "");
-    api.forbid_next_writes("pods", 1000);
-    // A term that outlasts the test on a loaded machine: a new one would count again.
-    let timing = SIX_SECOND_TERM;
-    let mut a = member(&api, &redis, &lease_name, "web-7d4f-a", timing).await;
-    a.wait_leading().await;
     let patched = |r: &Recorded| r.method == "PATCH" && r.path.ends_with("/pods/web-7d4f-a");
-    let gaps = eventually(
-        "five refused label writes",
-        Duration::from_secs(10),
-        || async {
-            let gaps = gaps_between(&api, patched);
-            (gaps.len() >= 4).then_some(gaps)
-        },
-    )
-    .await;
+    let (gaps, timing) = gaps_between_refused_writes("pods", &lease_name, patched).await;
     assert!(
         gaps[3] >= 4 * timing.retry_period,
         "the retry period, doubling: {gaps:?}"
     );
-    a.stop().await;
 }
 
 /// Failures that may pass (conflicts) are retried after the retry period for every pod, whatever

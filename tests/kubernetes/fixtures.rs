@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use harness::contenders::{lease, spawn_publishing, until_leading};
+use harness::timings::SIX_SECOND_TERM;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, ReplicaSet};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -14,8 +15,9 @@ use kube::ResourceExt;
 use leasehold::elector::{Elector, Timing};
 use leasehold::k8s::{self, Publisher};
 use leasehold::k8s::{KubeSettings, KubernetesMode};
-use testbed::fake_api::FakeApiServer;
+use testbed::fake_api::{FakeApiServer, Recorded};
 use testbed::redis_server::RedisServer;
+use testbed::wait::eventually;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -114,11 +116,33 @@ pub fn deployment_with_pods(api: &FakeApiServer, pods: &[&str]) -> Deployment {
     deployment
 }
 
+/// A leader, `web-7d4f-a` of `lease_name`, whose writes of `plural` the API refuses every time
+/// (a Role without the verb), for a term that outlasts the test on a loaded machine (a new one
+/// would count again): the gaps between the first five of its requests that `which` picks, and
+/// its timing.
+pub async fn gaps_between_refused_writes(
+    plural: &str,
+    lease_name: &str,
+    which: impl Fn(&Recorded) -> bool,
+) -> (Vec<Duration>, Timing) {
+    let api = FakeApiServer::start().await;
+    let redis = RedisServer::start();
+    deployment_with_pods(&api, &["web-7d4f-a"]);
+    api.forbid_next_writes(plural, 1000);
+    let timing = SIX_SECOND_TERM;
+    let mut a = member(&api, &redis, lease_name, "web-7d4f-a", timing).await;
+    a.wait_leading().await;
+    let gaps = eventually("five refused writes", Duration::from_secs(10), || async {
+        let gaps = gaps_between(&api, &which);
+        (gaps.len() >= 4).then_some(gaps)
+    })
+    .await;
+    a.stop().await;
+    (gaps, timing)
+}
+
 /// The times between the requests `api` received that `which` picks, in order.
-pub fn gaps_between(
-    api: &FakeApiServer,
-    which: impl Fn(&testbed::fake_api::Recorded) -> bool,
-) -> Vec<Duration> {
+pub fn gaps_between(api: &FakeApiServer, which: impl Fn(&Recorded) -> bool) -> Vec<Duration> {
     let times: Vec<_> = api
         .requests()
         .into_iter()

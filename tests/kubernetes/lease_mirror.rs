@@ -5,9 +5,10 @@
 use std::time::Duration;
 
 use crate::calls::assert_within_rbac;
-use crate::fixtures::{NS, chart_labels, deployment_with_pods, gaps_between, labels, member};
+use crate::fixtures::{
+    NS, chart_labels, deployment_with_pods, gaps_between_refused_writes, labels, member,
+};
 use harness::contenders::{fast_timing, unique_lease};
-use harness::timings::SIX_SECOND_TERM;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
@@ -117,23 +118,11 @@ async fn the_lease_mirror_recovers_from_a_conflicting_write() {
 /// fixed pace for the whole term; a conflict is read again at once (above).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lease_mirror_backs_off_from_a_refusal_that_repeats() {
-    let api = FakeApiServer::start().await;
-    let redis = RedisServer::start();
-    deployment_with_pods(&api, &["web-7d4f-a"]);
     let lease_name = unique_lease("shop-web-forbidden").replace("test/", "shop/");
-    api.forbid_next_writes("leases", 1000);
-    // A term that outlasts the test on a loaded machine: a new one would count again.
-    let timing = SIX_SECOND_TERM;
-    let a = member(&api, &redis, &lease_name, "web-7d4f-a", timing).await;
     let written = |r: &Recorded| r.path.contains("/leases") && r.method != "GET";
-    let gaps = eventually("five refused writes", Duration::from_secs(10), || async {
-        let gaps = gaps_between(&api, written);
-        (gaps.len() >= 4).then_some(gaps)
-    })
-    .await;
+    let (gaps, timing) = gaps_between_refused_writes("leases", &lease_name, written).await;
     assert!(
         gaps[0] >= timing.retry_period && gaps[3] >= 4 * timing.retry_period,
         "the retry period, doubling: {gaps:?}"
     );
-    a.stop().await;
 }

@@ -281,17 +281,9 @@ fn an_acl_without_info_memory_is_said_once_and_leasehold_carries_on() {
     // Reads go on (every 4 lease durations on the leader, 6 s), each refused; the warning is not
     // repeated.
     assert!(a.leader()["redis"]["eviction"].is_null());
-    let refused_reads = || -> u64 {
-        // Redis 7.0 has no `acl_access_denied_cmd`; a refused call counts as rejected.
-        let stats = redis.cmd::<String>(&["INFO", "commandstats"]);
-        let info = stats.lines().find_map(|l| l.strip_prefix("cmdstat_info:"));
-        let rejected =
-            info.and_then(|l| l.split(',').find_map(|f| f.strip_prefix("rejected_calls=")));
-        rejected.and_then(|n| n.trim().parse().ok()).unwrap_or(0)
-    };
-    let before = refused_reads();
+    let before = redis.rejected_calls("info");
     wait_for("another refused read", Duration::from_secs(15), || {
-        (refused_reads() > before).then_some(())
+        (redis.rejected_calls("info") > before).then_some(())
     });
     let warned = a.events(said);
     assert_eq!(warned.len(), 1, "{}", a.log_text());

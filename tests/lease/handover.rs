@@ -78,10 +78,7 @@ fn asked_of_a_frozen_leader(
     std::thread::JoinHandle<(i32, serde_json::Value, String)>,
     String,
 ) {
-    let lease = unique_lease(name);
-    let replicas = spawn(&redis.url(), &lease, &["web-a"]);
-    leader_of(&replicas);
-    replicas[0].signal(Signal::SIGSTOP);
+    let (replicas, lease) = frozen_leader(redis, name);
     let (url, asked_lease) = (redis.url(), lease.clone());
     let asked = std::thread::spawn(move || step_down(&url, &asked_lease, &["--wait", wait]));
     let key = format!("leasehold:{{{lease}}}");
@@ -89,6 +86,15 @@ fn asked_of_a_frozen_leader(
         (redis.cmd::<i64>(&["EXISTS", &format!("{key}:handover")]) == 1).then_some(())
     });
     (replicas, asked, key)
+}
+
+/// A replica that leads a lease named after `name`, then frozen; the lease.
+fn frozen_leader(redis: &RedisServer, name: &str) -> (Vec<Replica>, String) {
+    let lease = unique_lease(name);
+    let replicas = spawn(&redis.url(), &lease, &["web-a"]);
+    leader_of(&replicas);
+    replicas[0].signal(Signal::SIGSTOP);
+    (replicas, lease)
 }
 
 fn token_of(replica: &Replica) -> u64 {
@@ -300,21 +306,10 @@ fn step_down_does_not_take_a_key_without_expiry_for_the_successor() {
 #[test]
 fn step_down_looks_about_once_a_second_until_it_hears_the_release() {
     let redis = RedisServer::start();
-    let lease = unique_lease("handover-quiet");
-    let replicas = spawn(&redis.url(), &lease, &["web-a"]);
-    leader_of(&replicas);
-    replicas[0].signal(Signal::SIGSTOP);
-    let scripts = || {
-        let stats: String = redis.cmd(&["INFO", "commandstats"]);
-        stats
-            .lines()
-            .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-            .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    let before = scripts();
+    let (replicas, lease) = frozen_leader(&redis, "handover-quiet");
+    let before = redis.calls("evalsha");
     let (code, json, stderr) = step_down(&redis.url(), &lease, &["--wait", "3s"]);
-    let sent = scripts() - before;
+    let sent = redis.calls("evalsha") - before;
     replicas[0].signal(Signal::SIGCONT);
     assert_eq!(code, 1, "{stderr}\n{json}");
     assert!(sent <= 8, "{sent} scripts in a wait of 3 s");

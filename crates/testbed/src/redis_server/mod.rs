@@ -197,8 +197,21 @@ impl RedisServer {
 
     /// How many times this server ran `command` (`INFO commandstats`), scripts' calls included.
     pub fn calls(&self, command: &str) -> u64 {
+        self.command_stat(command, "calls")
+    }
+
+    /// How many calls of `command` this server refused before running them (an ACL without it,
+    /// among others; Redis 7.0 has no `acl_access_denied_cmd`).
+    pub fn rejected_calls(&self, command: &str) -> u64 {
+        self.command_stat(command, "rejected_calls")
+    }
+
+    fn command_stat(&self, command: &str, field: &str) -> u64 {
         let info: String = self.cmd(&["INFO", "commandstats"]);
-        command_calls(&info).get(command).copied().unwrap_or(0)
+        command_stats(&info, field)
+            .get(command)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The ports (as this server sees its clients' addresses) of the clients among `ports`
@@ -357,11 +370,19 @@ impl Drop for RedisServer {
 /// The calls of every command in the text of `INFO commandstats`
 /// (`cmdstat_<name>:calls=<n>,…`).
 pub fn command_calls(info: &str) -> std::collections::BTreeMap<String, u64> {
+    command_stats(info, "calls")
+}
+
+/// One counter (`calls`, `rejected_calls`, …) of every command in the text of `INFO
+/// commandstats`.
+fn command_stats(info: &str, field: &str) -> std::collections::BTreeMap<String, u64> {
     info.lines()
         .filter_map(|line| {
             let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = rest.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
-            Some((name.to_owned(), calls.trim().parse().ok()?))
+            let n = rest
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(field)?.strip_prefix('='))?;
+            Some((name.to_owned(), n.trim().parse().ok()?))
         })
         .collect()
 }
