@@ -17,6 +17,7 @@ use tracing::{debug, info, warn};
 use crate::clock_watch::ClockWatch;
 use crate::elector::{
     RateBound, Standing, TermHooks, Timing, leaves_a_useful_term, pause_after_term,
+    useful_validity, validity_at,
 };
 use crate::gates::CLOCK_RATE;
 
@@ -56,15 +57,21 @@ impl TermHooks for ClockRateGate {
         }
         let ended = self.ended.fetch_add(1, Ordering::Relaxed).saturating_add(1);
         let pause = pause_after_term(ended, &self.timing);
+        let needed = useful_validity(&self.timing);
         let detail = format!(
             "redis's clock runs {:.3} to {:.3} times as fast as this replica's: a TTL of {} ms \
-             lasts at most {} ms here, less than the renew deadline ({} ms); contending again in \
-             {} ms. {}",
+             leaves a term of at most {} ms here, less than {} ({} ms); contending again in {} \
+             ms. {}",
             bound.low,
             bound.high,
             self.timing.lease_duration.as_millis(),
-            self.timing.lease_duration.div_f64(bound.high).as_millis(),
-            self.timing.renew_deadline.as_millis(),
+            validity_at(&self.timing, Some(bound)).as_millis(),
+            if needed < self.timing.renew_deadline {
+                "the validity the drift factor leaves"
+            } else {
+                "the renew deadline"
+            },
+            needed.as_millis(),
             pause.as_millis(),
             where_to_look(self.clocks.local_slew_beyond_margin())
         );

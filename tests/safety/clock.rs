@@ -187,6 +187,26 @@ fn a_redis_clock_too_fast_for_a_useful_term_ends_it_and_keeps_the_replica_out_a_
     assert!(replica.metric("leasehold_step_downs_total{reason=\"clock_rate\"}") >= Some(3.0));
 }
 
+/// A drift margin so wide that the validity (2 s × 0.6 − 2 ms) is shorter than the renew
+/// deadline (1.4 s) is accepted, and on a Redis whose clock runs true the clock-rate gate must
+/// not find the term useless: the term keeps renewing.
+#[test]
+fn a_validity_shorter_than_the_renew_deadline_does_not_make_a_true_redis_clock_too_fast() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("clock-wide-drift");
+    let mut args = TIMING.to_vec();
+    args.extend(["--drift-factor", "0.4"]);
+    let replica = Replica::spawn(&redis.url(), &lease, "wide", &args, &[]);
+    // Each renewal past the second carries a bound of the rate to the gate.
+    replica.wait_events("renewed", 6, 5 * LEASE);
+    assert!(
+        replica.events("stepped down").is_empty(),
+        "{:?}",
+        replica.events("stepped down")
+    );
+    assert_eq!(replica.events("became leader").len(), 1);
+}
+
 /// The `redis_clock` of `replica`'s `/leader` once its term renewed a few times, checked for a
 /// bound of width that says something around `rate`, measured by the term `/leader` names.
 fn measured_redis_clock(replica: &Replica, rate: f64) -> serde_json::Value {

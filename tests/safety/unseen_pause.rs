@@ -114,6 +114,59 @@ fn a_freeze_the_boot_clock_did_not_count_ends_the_term_as_a_pause_before_anyone_
     });
 }
 
+/// TTL 15 s, renew deadline 10 s, retry 1 s: a freeze of a few seconds fits within the
+/// deadlines.
+const LONG_TERM: [&str; 7] = [
+    "--lease-duration",
+    "15s",
+    "--renew-deadline",
+    "10s",
+    "--retry-period",
+    "1s",
+    "--no-data-loss-cooldown",
+];
+
+/// A leader on `host` (whose Redis shares its clocks) once two renewals bounded Redis's clock
+/// rate.
+fn leading_on(host: &FrozenHost, redis: &RedisServer, name: &str) -> Replica {
+    let lease = unique_lease(name);
+    let leader =
+        Replica::spawn_with_env(&redis.url(), &lease, "leader", &LONG_TERM, &[], &host.env());
+    leader.wait_events("renewed", 2, Duration::from_secs(10));
+    leader
+}
+
+/// A freeze of 5 s, within both deadlines of a 15 s term: Redis's clock advanced 5 s more than
+/// the leader's boot clock between two renewals, which is this host's pause, not a step of
+/// Redis's clock. The term counts it and goes on.
+#[test]
+fn a_freeze_within_the_deadlines_is_not_taken_for_a_step_of_redis_clock() {
+    let host = FrozenHost::new();
+    let redis = RedisServer::builder().clock_file(&host.offset).start();
+    let leader = leading_on(&host, &redis, "unseen-short");
+    host.jump(5);
+    leader.wait_events("renewed", 5, Duration::from_secs(10));
+    assert!(
+        leader.events("stepped down").is_empty(),
+        "{:?}",
+        leader.events("stepped down")
+    );
+}
+
+/// A freeze of 10 s passes the renew deadline (10 s) only counting time the boot clock did not
+/// count, and not the validity: the term ends, as a pause.
+#[test]
+fn a_renew_deadline_passed_only_by_a_freeze_ends_the_term_as_a_pause() {
+    let host = FrozenHost::new();
+    let redis = RedisServer::builder().clock_file(&host.offset).start();
+    let leader = leading_on(&host, &redis, "unseen-renew-deadline");
+    host.jump(10);
+    let stepped = leader.wait_events("stepped down", 1, Duration::from_secs(5));
+    assert_eq!(stepped[0]["reason"], "pause", "{stepped:?}");
+    let detail = stepped[0]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("renew deadline"), "{detail}");
+}
+
 #[test]
 fn a_guard_asked_after_a_freeze_the_boot_clock_did_not_count_refuses() {
     let host = FrozenHost::new();

@@ -36,9 +36,9 @@
 //!   [`Status`](elector::Status). Its decisions are pure functions in `elector/decide/`
 //!   (table-tested, and called by the model checker); the files around it do the I/O:
 //!   `follow.rs` (the follower loop), `sit_out.rs` (an acquire nobody answered), `lead.rs` (one
-//!   term: the watchdog and step-down), `cycle.rs` (between terms), `notify.rs` (the release
-//!   channel), `board.rs` (the status's one way in), `hooks.rs` (the term hooks, out),
-//!   `standing.rs` (the gates, in).
+//!   term: the watchdog and step-down), `ending.rs` (the reason and words a term ends with),
+//!   `cycle.rs` (between terms), `notify.rs` (the release channel), `board.rs` (the status's
+//!   one way in), `hooks.rs` (the term hooks, out), `standing.rs` (the gates, in).
 //!
 //! # The public API
 //!

@@ -9,43 +9,16 @@ use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
-use tokio::task::{JoinError, JoinHandle};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::decide::{self, Deadlines, Jump, RateWindow, Reading, TermEnd, WatchdogStep, WorkStop};
-use super::{Elector, Leadership, RenewalOutcome, Role, StepDown, StepDownReason, TermHooks};
-use crate::lease::{FencingToken, Grant, Released, Renewal, Renewed, Reservation};
-
-/// How a term ended, with any words about it.
-struct Ending {
-    reason: StepDownReason,
-    detail: Option<String>,
-    /// A handover's named successor, who alone may take the next term for a while.
-    hand_to: Option<String>,
-}
-
-impl Ending {
-    fn new(reason: StepDownReason) -> Self {
-        Self {
-            reason,
-            detail: None,
-            hand_to: None,
-        }
-    }
-
-    /// A handover to `to`, or to anyone.
-    fn handover(to: Option<String>) -> Self {
-        Self {
-            reason: StepDownReason::Handover,
-            detail: Some(match &to {
-                Some(to) => format!("handing over to {to}"),
-                None => "handing over to any replica".to_owned(),
-            }),
-            hand_to: to,
-        }
-    }
-}
+use super::decide::{self, Deadlines, RateWindow, Reading, TermEnd, WatchdogStep, WorkStop};
+use super::ending::{Ending, clock_jumped, unseen_pause, work_ending};
+use super::{
+    Elector, FIXED_DRIFT, Leadership, RenewalOutcome, Role, StepDown, StepDownReason, TermHooks,
+};
+use crate::lease::{Grant, Released, Renewal, Renewed, Reservation};
 
 impl Elector {
     /// One term as leader: start the work, renew until something ends the term, step down.
@@ -160,7 +133,8 @@ impl Elector {
                 timing.renew_attempt_timeout(),
             ) {
                 WatchdogStep::StepDown(reason) => {
-                    let seen = !decide::within_validity(boot_now, deadlines.valid_until);
+                    // Whether the boot clock alone says a deadline passed.
+                    let seen = boot_now >= deadlines.first();
                     break (
                         unseen_pause(reason, unseen, seen, &identity, &lease_name),
                         true,
@@ -192,6 +166,11 @@ impl Elector {
                     let Renewal {
                         sent_at, repaired, ..
                     } = renewal;
+                    // Time the boot clock did not count since the last reply (a freeze) is no
+                    // step of Redis's clock, and no baseline across it bounds the rate.
+                    if clock.wall_lead().gained_since(leadership.lead()) > FIXED_DRIFT {
+                        rate.forget();
+                    }
                     let jump = rate.record(Reading {
                         sent: sent_at,
                         received: clock.now(),
@@ -409,86 +388,4 @@ impl Elector {
         self.hooks.ended(token, reason, released);
         (reason, released)
     }
-}
-
-/// What a step of Redis's clock that a renewal's reply showed does to the term: a step forward
-/// ends it (the lease expired early by about the step); a step back is said and harmless.
-fn clock_jumped(jump: Jump, identity: &str, lease: &str, token: FencingToken) -> Option<Ending> {
-    match jump {
-        Jump::None => None,
-        Jump::Back(back) => {
-            let back_ms = back.as_millis() as u64;
-            warn!(%identity, %lease, token = token.0, back_ms, "redis's clock stepped back; keys live longer, the term goes on");
-            None
-        }
-        Jump::Forward(step) => {
-            let step_ms = step.as_millis() as u64;
-            warn!(%identity, %lease, token = token.0, step_ms, "redis's clock stepped forward; the lease expired early by about the step");
-            Some(Ending {
-                reason: StepDownReason::ClockStep,
-                detail: Some(format!(
-                    "redis's clock stepped {step_ms} ms forward between two renewals: check NTP \
-                     on the Redis host"
-                )),
-                hand_to: None,
-            })
-        }
-    }
-}
-
-/// A validity deadline that passed only counting `unseen`, time the boot clock did not count
-/// (`seen`: whether the boot clock alone says it passed), is a pause of its own (`pause`), said
-/// with its length; any other reason stays as it is.
-fn unseen_pause(
-    reason: StepDownReason,
-    unseen: Duration,
-    seen: bool,
-    identity: &str,
-    lease: &str,
-) -> Ending {
-    if reason != StepDownReason::ValidityDeadlinePassed || seen {
-        return Ending::new(reason);
-    }
-    let unseen_ms = unseen.as_millis() as u64;
-    warn!(
-        %identity,
-        %lease,
-        unseen_ms,
-        "the wall clock jumped ahead of the boot clock: time passed that this host did not count (a VM frozen, migrated or restored); the term counts it"
-    );
-    Ending {
-        reason: StepDownReason::Pause,
-        detail: Some(format!(
-            "the wall clock gained {unseen_ms} ms on the boot clock: a pause the boot clock did not \
-             count outlasted the term"
-        )),
-        hand_to: None,
-    }
-}
-
-/// Maps how the work's task ended to a step-down.
-fn work_ending(joined: Result<Result<(), String>, JoinError>) -> Ending {
-    match joined {
-        Ok(Ok(())) => Ending::new(StepDownReason::WorkEnded),
-        Ok(Err(err)) => Ending {
-            reason: StepDownReason::WorkFailed,
-            detail: Some(err),
-            hand_to: None,
-        },
-        Err(join) if join.is_panic() => Ending {
-            reason: StepDownReason::WorkPanicked,
-            detail: Some(panic_message(join)),
-            hand_to: None,
-        },
-        Err(_) => Ending::new(StepDownReason::WorkEnded),
-    }
-}
-
-fn panic_message(join: JoinError) -> String {
-    let payload = join.into_panic();
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panic with a non-string payload".to_owned())
 }

@@ -28,6 +28,7 @@ mod cycle;
 pub mod decide;
 #[cfg(not(feature = "test-internals"))]
 mod decide;
+mod ending;
 mod follow;
 mod hooks;
 mod lead;
@@ -56,7 +57,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-pub use decide::{RateBound, backoff, leaves_a_useful_term, pause_after_term};
+pub use decide::{
+    RateBound, backoff, leaves_a_useful_term, pause_after_term, useful_validity, validity_at,
+};
 pub use hooks::{RenewalOutcome, TermHooks};
 pub use leadership::{Leadership, NotLeader};
 pub use standing::{Gate, Gates, Standing};

@@ -226,3 +226,45 @@ fn a_term_is_useful_while_its_validity_reaches_the_renew_deadline() {
         assert_eq!(leaves_a_useful_term(&t, bound), want, "{why}");
     }
 }
+
+#[test]
+fn under_a_drift_margin_wider_than_the_renew_deadline_a_term_is_useful_while_it_reaches_its_validity()
+ {
+    // 2 s × 0.6 − 2 ms = 1.198 s of validity, under the renew deadline of 1.4 s.
+    let t = Timing {
+        drift_factor: 0.4,
+        ..timing(2_000, 1_400, 400)
+    };
+    assert_eq!(useful_validity(&t), ms(1_198));
+    // (high end of the bound) -> useful
+    let cases = [
+        (1.0, true, "a true clock"),
+        (1.10, true, "10 % fast: within the margin"),
+        (1.66, true, "2 s / 1.66 - 2 ms = 1.203 s"),
+        (
+            1.68,
+            false,
+            "2 s / 1.68 - 2 ms = 1.188 s, under the validity",
+        ),
+    ];
+    for (high, want, why) in cases {
+        let bound = RateBound {
+            low: high - 0.001,
+            high,
+        };
+        assert_eq!(leaves_a_useful_term(&t, bound), want, "{why}");
+    }
+}
+
+#[test]
+fn a_forgotten_window_bounds_nothing_and_sees_no_step_in_its_next_reply() {
+    let mut w = RateWindow::new(&timing(2_000, 1_400, 400));
+    w.record(reading(0, 1, 0));
+    w.record(reading(400, 401, 400));
+    assert!(w.bound().is_some());
+    w.forget();
+    assert_eq!(w.bound(), None);
+    // Redis's clock 5 s ahead of the boot clock's interval: a freeze, not a step.
+    assert_eq!(w.record(reading(800, 801, 5_800)), Jump::None);
+    assert_eq!(w.bound(), None);
+}
