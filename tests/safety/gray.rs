@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use harness::contenders::unique_lease;
 use harness::replica::{Replica, TWO_SECOND_TERM};
-use leasehold::lease::minimal_acl_rule;
+use leasehold::lease::{LeaseKeys, LeaseName, minimal_acl_rule};
 use nix::sys::signal::Signal;
 use testbed::proxy::{Fault, FaultProxy};
 use testbed::redis_server::RedisServer;
@@ -123,6 +123,140 @@ fn a_leader_whose_renewals_are_refused_steps_down_sits_out_and_leaves_the_lease_
     assert!(!refusals.is_empty(), "{}", refused.log_text());
     let sat = refused.wait_events("sitting out of the election", 1, SLACK);
     assert_eq!(sat[0]["reason"], "renew_refused", "{sat:?}");
+}
+
+/// A permission taken away from a leader that has led longer than one lease duration: its
+/// next renewal is refused, and it must not take the lease back at once (it would win the race
+/// against a follower whose link is not instant, and be refused again at its first renewal).
+#[test]
+fn a_leader_refused_its_renewals_after_a_long_term_sits_out_at_once() {
+    let redis = RedisServer::start();
+    let rule = minimal_acl_rule("leasehold:", false);
+    redis.set_acl_user("revoked", &rule, "pw");
+    let lease = unique_lease("gray-revoked");
+    let revoked_url = format!("redis://revoked:pw@{}", redis.addr());
+    let env = [("LEASEHOLD_REDIS_URL", revoked_url.as_str())];
+    let revoked = Replica::spawn_with_env("", &lease, "revoked", &GRAY, &[], &env);
+    wait_for("the replica to lead", 5 * LEASE, || {
+        revoked.is_ready().then_some(())
+    });
+    let follower_link = proxy_to(&redis);
+    follower_link.set(Fault::Delay(Duration::from_millis(20)));
+    let healthy = Replica::spawn(&follower_link.url(), &lease, "healthy", &GRAY, &[]);
+    healthy.wait_events("following leader", 1, 5 * LEASE);
+    // Eight renewals 400 ms apart: the term has outlasted one lease duration.
+    revoked.wait_events("renewed", 8, 5 * LEASE);
+    redis.set_acl_user("revoked", &rule.replace(" +pexpire", ""), "pw");
+    let stepped = revoked.wait_events("stepped down", 1, 5 * LEASE);
+    assert_eq!(stepped[0]["reason"], "renew_refused", "{stepped:?}");
+    wait_for("the healthy replica to lead", 2 * LEASE + SLACK, || {
+        healthy.is_ready().then_some(())
+    });
+    assert_eq!(
+        revoked.events("became leader").len(),
+        1,
+        "the refused replica took the lease back:\n{}",
+        revoked.log_text()
+    );
+    let sat = revoked.wait_events("sitting out of the election", 1, SLACK);
+    assert_eq!(sat[0]["reason"], "renew_refused", "{sat:?}");
+}
+
+/// TTL 6 s, renew deadline 4 s, retry 400 ms: room for a second replica to start and follow a
+/// term before it expires.
+const SIX_SECOND_TERM: [&str; 7] = [
+    "--lease-duration",
+    "6s",
+    "--renew-deadline",
+    "4s",
+    "--retry-period",
+    "400ms",
+    "--no-data-loss-cooldown",
+];
+
+/// A replica over `proxy` that took the free lease without learning it: it follows a holder
+/// whose key the test wrote (3 s), its link's requests take 1.5 s from the last 1.5 s of that
+/// key on (when the follower only waits for the expiry), and at the expiry its acquire (bound:
+/// 1 s) runs in Redis and wins, unanswered; so does every read it probes with.
+fn won_unknowingly(
+    redis: &RedisServer,
+    proxy: &FaultProxy,
+    lease: &str,
+    env: &[(&str, &str)],
+) -> Replica {
+    let keys = LeaseKeys::new("leasehold:", &LeaseName::new(lease).unwrap()).unwrap();
+    redis.cmd::<String>(&["SET", &keys.lease, "someone#1", "PX", "3000"]);
+    let url = if env.is_empty() {
+        proxy.url()
+    } else {
+        String::new()
+    };
+    let slow = Replica::spawn_with_env(&url, lease, "slow", &SIX_SECOND_TERM, &[], env);
+    let following = slow.wait_events("following leader", 1, 5 * LEASE);
+    assert_eq!(following[0]["leader"], "someone", "{following:?}");
+    wait_for("the holder's key to near its expiry", 5 * LEASE, || {
+        (redis.cmd::<i64>(&["PTTL", &keys.lease]) <= 1500).then_some(())
+    });
+    proxy.set(Fault::DelayRequests(Duration::from_millis(1500)));
+    wait_for("the slow replica to win unknowingly", 5 * LEASE, || {
+        let holder = redis
+            .try_cmd::<Option<String>>(&["GET", &keys.lease])
+            .ok()??;
+        holder.starts_with("slow-").then_some(())
+    });
+    slow
+}
+
+/// Stopped while it probes, the replica gives back the term its unanswered acquire won: a
+/// healthy follower takes the lease at its release, not when it expires.
+#[test]
+fn a_replica_stopped_while_its_acquire_is_unanswered_gives_back_the_term_it_won() {
+    let redis = RedisServer::start();
+    let proxy = proxy_to(&redis);
+    let lease = unique_lease("gray-stopped-unanswered");
+    let slow = won_unknowingly(&redis, &proxy, &lease, &[]);
+    let healthy = Replica::spawn(&redis.url(), &lease, "healthy", &SIX_SECOND_TERM, &[]);
+    healthy.wait_events("following leader", 1, 5 * LEASE);
+    // Requests 700 ms late: a new connection's handshake is answered within a call's 1 s, so a
+    // release is sent (and runs, late: its script is in Redis's cache, as a release before it
+    // would have left it); a read on it is still answered too late (1.4 s).
+    let release = leasehold::lease::script_source("release").expect("the release script");
+    redis.cmd::<String>(&["SCRIPT", "LOAD", &release]);
+    proxy.set(Fault::DelayRequests(Duration::from_millis(700)));
+    slow.signal(Signal::SIGTERM);
+    let led = healthy.wait_events("became leader", 1, 5 * LEASE);
+    assert_eq!(
+        led[0]["previous_term"],
+        "released",
+        "the term was left to expire:\n{}",
+        slow.log_text()
+    );
+}
+
+/// While it probes, Redis comes to refuse the replica's password: a refusal is an answer, so the
+/// replica stops probing, and its tries say the refusal at error level and back off.
+#[test]
+fn a_refusal_while_an_acquire_is_unanswered_is_said_and_backed_off() {
+    let redis = RedisServer::start();
+    let rule = minimal_acl_rule("leasehold:", false);
+    redis.set_acl_user("rotated", &rule, "old");
+    let proxy = proxy_to(&redis);
+    let lease = unique_lease("gray-refused-unanswered");
+    let url = format!("redis://rotated:old@{}", proxy.addr());
+    let slow = won_unknowingly(
+        &redis,
+        &proxy,
+        &lease,
+        &[("LEASEHOLD_REDIS_URL", url.as_str())],
+    );
+    redis.set_acl_user("rotated", &rule, "new");
+    proxy.set(Fault::Pass);
+    let said = slow.wait_events(
+        "redis refuses leasehold; backing off until it is fixed",
+        1,
+        5 * LEASE,
+    );
+    assert_eq!(said[0]["level"], "ERROR", "{said:?}");
 }
 
 #[test]

@@ -204,6 +204,8 @@ impl Elector {
                             .resolve_unknown_acquire(shutdown, last_led, give_up_at, failures)
                             .await
                         {
+                            // Out for good: a term the acquire won is given back, not waited out.
+                            let _ = self.lease.release_any_term(timing.call_timeout()).await;
                             return None;
                         }
                         // Redis answered in time: the outage, if any, is over.

@@ -20,8 +20,9 @@ impl Elector {
     /// Reads are probes, one per retry period (with jitter): a lease that this replica may hold
     /// without knowing is never extended, so it runs out within one TTL at most and a healthy
     /// replica takes it. `failures`: failed calls in a row so far (the acquire's), which the
-    /// reads go on counting, so that an outage is said once. `false` at shutdown, or when a
-    /// one-shot lock's wait is over.
+    /// reads go on counting, so that an outage is said once. A refusal is an answer too: the
+    /// follower's own tries then say it and back off. `false` at shutdown, or when a one-shot
+    /// lock's wait is over.
     pub(super) async fn resolve_unknown_acquire(
         &self,
         shutdown: &CancellationToken,
@@ -37,7 +38,7 @@ impl Elector {
             // A read, not raced against shutdown: it is bounded by the call timeout.
             let seen = self.lease.observe(timing.call_timeout()).await;
             let took = clock.now().saturating_duration_since(started);
-            match seen {
+            let answered = match seen {
                 Ok(observation) => {
                     failures = 0;
                     self.redis_ok();
@@ -47,15 +48,7 @@ impl Elector {
                     {
                         self.give_back_unknown_term(token).await;
                     }
-                    if decide::link_fits(took, &timing) {
-                        self.sit_out(None);
-                        return !shutdown.is_cancelled();
-                    }
-                    self.sit_out(Some(slow_link(format!(
-                        "a round trip to redis took {} ms; a lease needs one within {} ms (half the acquire bound), so that a call on a new connection fits the bound",
-                        took.as_millis(),
-                        (timing.acquire_timeout() / 2).as_millis()
-                    ))));
+                    true
                 }
                 Err(err) => {
                     failures = failures.saturating_add(1);
@@ -66,7 +59,19 @@ impl Elector {
                             after.as_millis()
                         ))));
                     }
+                    err.is_answer()
                 }
+            };
+            if answered {
+                if decide::link_fits(took, &timing) {
+                    self.sit_out(None);
+                    return !shutdown.is_cancelled();
+                }
+                self.sit_out(Some(slow_link(format!(
+                    "a round trip to redis took {} ms; a lease needs one within {} ms (half the acquire bound), so that a call on a new connection fits the bound",
+                    took.as_millis(),
+                    (timing.acquire_timeout() / 2).as_millis()
+                ))));
             }
             if shutdown.is_cancelled() {
                 return false;

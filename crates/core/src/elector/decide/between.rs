@@ -25,15 +25,17 @@ pub fn contends_again(ending: StepDownReason, stop_when_work_ends: bool, one_ter
 /// Whether a term was cut short by a fault that the next term would meet again: work that fails
 /// or panics within one lease duration of winning (a command that cannot start, a reconciler
 /// that errors at once), or a renewal that Redis refused for a reason that does not pass by
-/// itself (a missing permission: the next acquire passes, the next renewal is refused). Again
-/// and again, either would make the replicas cycle acquire → release as fast as Redis answers.
+/// itself (a missing permission: the next acquire passes, the next renewal is refused), however
+/// long the term had lasted (a permission taken away from a long-standing leader). Again and
+/// again, either would make the replicas cycle acquire → release as fast as Redis answers.
 /// Work that returns on its own hands over on purpose (a rotation, a library user's choice) and
 /// is not paced.
 pub fn is_short_term(reason: StepDownReason, lasted: Duration, timing: &Timing) -> bool {
-    matches!(
-        reason,
-        StepDownReason::WorkFailed | StepDownReason::WorkPanicked | StepDownReason::RenewRefused
-    ) && lasted < timing.lease_duration
+    match reason {
+        StepDownReason::RenewRefused => true,
+        StepDownReason::WorkFailed | StepDownReason::WorkPanicked => lasted < timing.lease_duration,
+        _ => false,
+    }
 }
 
 /// The pause before contending again after a term, given how many short terms in a row have

@@ -123,6 +123,12 @@ fn short_terms_are_those_a_fault_cut_short() {
             true,
             "a refused renewal: the next term would be refused too",
         ),
+        (
+            RenewRefused,
+            ms(600_000),
+            true,
+            "however long the term lasted (a permission taken from a long-standing leader)",
+        ),
         (Shutdown, ms(1), false, "nor shutdown"),
     ];
     for (reason, lasted, want, why) in cases {
