@@ -151,6 +151,8 @@ pub async fn bind(
     shutdown: CancellationToken,
 ) -> std::io::Result<(SocketAddr, impl Future<Output = std::io::Result<()>>)> {
     let listener = TcpListener::bind(addr).await?;
+    // Every connection it accepts inherits it.
+    socket2::SockRef::from(&listener).set_recv_buffer_size(serve::RECEIVE_BUFFER)?;
     let bound = listener.local_addr()?;
     let (limits, metrics) = (endpoints.limits, endpoints.metrics.clone());
     let routers = serve::Routers {

@@ -19,13 +19,17 @@
 //! When every place is taken, the newest connection sheds the oldest: the kubelet sends its
 //! probe at once and does not keep the connection, so it is answered within a millisecond or two
 //! of being accepted, and a flood would have to open [`PROBE_RESERVE`] connections within that
-//! time to shed it. No connection waits in the kernel's backlog behind thousands of others.
+//! time to shed it. The accept loop lets each reserve connection read its request before it
+//! accepts the next, so connections that queued behind a probe while this process could not run
+//! (a CPU quota's throttle) do not shed it unread. No connection waits in the kernel's backlog
+//! behind thousands of others.
 //!
 //! Why a write timeout and a bounded send buffer: a client that stops reading (an event-stream
 //! watcher that hangs without closing) leaves its socket full, and hyper then waits for room
 //! without a bound and polls the stream no more, so the watcher's own bounded buffer never
 //! comes into play: the connection and its event-stream slot were held for ever, behind a send
-//! buffer the kernel grows to megabytes. Each socket's send buffer is fixed at [`SEND_BUFFER`],
+//! buffer the kernel grows to megabytes. Each socket's send buffer is fixed at [`SEND_BUFFER`]
+//! (and its receive buffer at [`RECEIVE_BUFFER`], for what a client piles up unread),
 //! and a write that finds no room for [`WRITE_TIMEOUT`] closes the connection (tokio-io-timeout's
 //! stream around the socket; hyper has no write timeout of its own).
 
@@ -72,6 +76,12 @@ const MAX_BUF: usize = 16 * 1024;
 /// client may leave unread before the next write waits, instead of up to 4 MiB grown by the
 /// kernel's autotuning. Larger answers (`/metrics`) go out in a few more round trips.
 pub const SEND_BUFFER: usize = 16 * 1024;
+
+/// The kernel's receive buffer of each connection (set on the listener, which each accepted
+/// connection inherits): what a client may pile up that the server has not read, such as
+/// requests pipelined behind answers it leaves unread (hyper reads no more while an answer waits
+/// for room), instead of the kernel's default of 128 KiB. The endpoints take no body.
+pub const RECEIVE_BUFFER: usize = 16 * 1024;
 
 /// How long a write may wait for room in the send buffer before the connection is closed: the
 /// client stopped reading. A client that reads, however slowly, makes room within it.
@@ -181,7 +191,14 @@ pub(super) async fn serve(
                 held: Held::Reserve(place),
             }
         };
+        let reserved = matches!(lane.held, Held::Reserve(_));
         connections.spawn(connection(tcp, lane, shutdown.clone()));
+        if reserved {
+            // Its request is read (and a probe answered) before the next accept, which could
+            // shed it: a burst queued while this process could not run (a CPU quota's throttle)
+            // would otherwise shed a probe that waited in the queue before the burst.
+            tokio::task::yield_now().await;
+        }
     }
     connections.close();
     let _ = tokio::time::timeout(DRAIN, connections.wait()).await;
@@ -283,8 +300,9 @@ async fn connection(tcp: TcpStream, lane: Lane, shutdown: CancellationToken) {
             conn.as_mut().graceful_shutdown();
             let _ = conn.await;
         }
+        // A request already in hand is served before a shed closes the connection.
+        _ = conn.as_mut() => {}
         // Dropping the connection closes it.
         () = lane.held.shed() => {}
-        _ = conn.as_mut() => {}
     }
 }

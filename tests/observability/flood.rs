@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use harness::contenders::unique_lease;
 use harness::replica::{FAST, Replica};
 use leasehold::http::PROBE_RESERVE;
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use testbed::http::{get_with, http_get};
 use testbed::process_tree;
@@ -245,6 +246,102 @@ fn probes_answer_at_once_while_every_connection_is_taken_and_open_files_stay_bou
     wait_for("the open files back to before the flood", WAIT, || {
         (open_files(replica.pid()) <= files_before + 2).then_some(())
     });
+}
+
+/// A probe that waited in the kernel's accept queue behind more connections than the reserve has
+/// places (they came while leasehold could not run: frozen here, throttled by a CPU quota in a
+/// pod) is answered, not shed before it was ever read. One worker thread, as the chart's CPU
+/// limit gives: the accept loop then runs on the probe's own thread.
+#[test]
+fn a_probe_queued_behind_a_burst_larger_than_the_reserve_is_answered() {
+    let redis = RedisServer::start();
+    let mut args = FAST.to_vec();
+    args.extend([
+        "--no-data-loss-cooldown",
+        "--http-max-connections",
+        "2",
+        "--http-max-event-streams",
+        "1",
+    ]);
+    let lease = unique_lease("probe-burst");
+    let env = [("TOKIO_WORKER_THREADS", "1")];
+    let replica = Replica::spawn_with_env(&redis.url(), &lease, "web-a", &args, &[], &env);
+    wait_for("the leader", WAIT, || replica.is_ready().then_some(()));
+    // Both general places held by heads that never finish: a request for anything but a probe
+    // is then refused on the reserve.
+    let _held: Vec<TcpStream> = (0..2)
+        .map(|_| stalled(replica.http, "GET /metrics HTTP/1.1\r\n"))
+        .collect();
+    wait_for("the general places taken", WAIT, || {
+        (http_get(replica.http, "/metrics").map(|(code, _)| code) == Some(503)).then_some(())
+    });
+    replica.signal(Signal::SIGSTOP);
+    wait_for("leasehold stopped", WAIT, || {
+        process_tree::is_stopped(replica.pid().as_raw()).then_some(())
+    });
+    let mut probe = stalled(
+        replica.http,
+        "GET /healthz HTTP/1.1\r\nHost: leasehold\r\n\r\n",
+    );
+    let _burst: Vec<TcpStream> = (0..PROBE_RESERVE + 4)
+        .map(|_| TcpStream::connect(replica.http).expect("connect"))
+        .collect();
+    replica.signal(Signal::SIGCONT);
+    probe
+        .set_read_timeout(Some(CLOSED_WITHIN))
+        .expect("a read timeout");
+    let mut answer = String::new();
+    let _ = probe.read_to_string(&mut answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "the probe got {answer:?}"
+    );
+}
+
+/// Bytes the server has received on its side of the connection from `client_port` to `port`
+/// and not read yet (`rx_queue` of `/proc/net/tcp`).
+fn unread_by_server(port: u16, client_port: u16) -> Option<u64> {
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    let hex_port = |address: &str| u16::from_str_radix(address.rsplit(':').next()?, 16).ok();
+    table.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (local, remote, queues) = (fields.get(1)?, fields.get(2)?, fields.get(4)?);
+        (hex_port(local)? == port && hex_port(remote)? == client_port)
+            .then(|| u64::from_str_radix(queues.split(':').nth(1)?, 16).ok())?
+    })
+}
+
+/// A client that pipelines requests and never reads their answers leaves at most a small receive
+/// buffer's worth in the kernel for each of its connections: once the answers fill both sides'
+/// buffers the server reads no more, and what it has not read stays within the buffer the
+/// listener gives each connection, not the kernel's default of 128 KiB.
+#[test]
+fn requests_piled_up_behind_unread_answers_stop_at_a_small_receive_buffer() {
+    let redis = RedisServer::start();
+    let replica = a_leader(&redis, "receive-buffer", &[]);
+    let mut client = TcpStream::connect(replica.http).expect("connect");
+    let client_port = client.local_addr().expect("a local address").port();
+    client
+        .set_write_timeout(Some(Duration::from_millis(500)))
+        .expect("a write timeout");
+    let requests = "GET /healthz HTTP/1.1\r\nHost: leasehold\r\n\r\n".repeat(1000);
+    let mut sent = 0;
+    while sent < 16 << 20 {
+        match client.write(requests.as_bytes()) {
+            Ok(n) => sent += n,
+            Err(_) => break,
+        }
+    }
+    assert!(
+        sent < 16 << 20,
+        "the server read everything: nothing piled up"
+    );
+    // The server closes the connection 5 s after its writes found no room; look before that.
+    let unread = unread_by_server(replica.http.port(), client_port).expect("the server's socket");
+    assert!(
+        unread <= 48 * 1024,
+        "{unread} bytes left unread by the server ({sent} sent)"
+    );
 }
 
 #[test]

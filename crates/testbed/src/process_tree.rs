@@ -69,6 +69,20 @@ pub fn is_running(pid: i32) -> bool {
     stat(pid).is_some_and(|p| p.state != 'Z' && p.state != 'X')
 }
 
+/// Whether every thread of `pid` is stopped (by `SIGSTOP`): the signal is delivered to each
+/// thread in its own time, and one still running may act after `kill` returned.
+pub fn is_stopped(pid: i32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read(task.path().join("stat"))
+            .ok()
+            .and_then(|bytes| parse_stat(pid, &String::from_utf8_lossy(&bytes)))
+            .is_some_and(|t| t.state == 'T')
+    })
+}
+
 /// Whether `pid` is gone altogether: `kill(pid, 0)` answers ESRCH (dead and reaped).
 pub fn is_gone(pid: i32) -> bool {
     kill(Pid::from_raw(pid), None) == Err(Errno::ESRCH)
