@@ -18,9 +18,13 @@ use crate::docs::sources;
 /// lowers the ceiling to the new size, and a feature that does not change when a term begins
 /// or ends goes to the product instead of raising it. Defect fixes are the one exception: each
 /// raise names its defects in the commit that made it (`git log -p tests/operator/border.rs`),
-/// and a later cut pays the lines back. Last raised from 8,302 for a lock that gave up naming
-/// no gate (the gates stay readable after the loop ends).
-const CORE_CEILING: usize = 8_307;
+/// and a later cut pays the lines back. Raised from 8,302 for a lock that gave up naming no
+/// gate (the gates stay readable after the loop ends), then from 8,307 for a clock-rate gate
+/// that found every term useless under a wide drift margin, a freeze taken for a step of
+/// Redis's clock or labelled as a missed renewal (the term's endings in a file of their own),
+/// a refused renewal after a long term taken straight back, and a replica stopped while it
+/// probed that left its term to expire and never said a refusal.
+const CORE_CEILING: usize = 8_365;
 
 /// The core and the product together, set the same way (the goal is 16,600). Last raised from
 /// 19,855 for a lock that named no gate and exited 75 on a signal, a time before 1970 that
@@ -38,8 +42,10 @@ const CORE_CEILING: usize = 8_307;
 /// a reread's cuts; then an eviction refusal read before the first try, never read again, and
 /// a replica that any gate kept out showing Redis down (or up) for what it last heard, then
 /// what its reads heard while out kept shown after it stood again (20,146), and the moments
-/// that skipped taking it away (20,150), and a lock's last line without it (20,152).
-const CORE_AND_PRODUCT_CEILING: usize = 20_152;
+/// that skipped taking it away (20,150), and a lock's last line without it (20,152); then the
+/// core's clock and gray-failure fixes above and the HTTP port's probe shed unread behind a
+/// burst and unbounded receive buffers (20,237).
+const CORE_AND_PRODUCT_CEILING: usize = 20_237;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
