@@ -147,6 +147,35 @@ fn a_leader_whose_redis_clock_steps_forward_steps_down_at_the_first_renewal_afte
     });
 }
 
+/// Redis's clock steps 20 s back, then forward again (a failover to a host whose clock is
+/// behind, and back): the forward step lands where the rate's window holds one reply since the
+/// step back, and is taken for a rate far too fast for a useful term. Each term begun with that
+/// bound is valid for 38 ms and ends before its first renewal, which alone could measure again:
+/// the bound must not outlast a rate window (three lease durations), and terms renew again.
+#[test]
+fn a_step_taken_for_a_rate_does_not_outlast_a_rate_window() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let offset = dir.path().join("offset");
+    std::fs::write(&offset, "+0 x1.0").expect("write the clock's offset");
+    let redis = RedisServer::builder().clock_file(&offset).start();
+    let lease = unique_lease("clock-step-as-rate");
+    let leader = Replica::spawn(&redis.url(), &lease, "leader", &TIMING, &[]);
+    leader.wait_events("renewed", 3, 5 * LEASE);
+    std::fs::write(&offset, "-20 x1.0").expect("step the clock back");
+    leader.wait_events(
+        "redis's clock stepped back; keys live longer, the term goes on",
+        1,
+        LEASE,
+    );
+    std::fs::write(&offset, "+0 x1.0").expect("step the clock forward");
+    leader.wait_events("stepped down", 1, 5 * LEASE);
+    let renewed = leader.events("renewed").len();
+    // The gate's pause, a rate window's span, and three renewals.
+    wait_for("terms that renew again", 10 * LEASE, || {
+        (leader.events("renewed").len() >= renewed + 3).then_some(())
+    });
+}
+
 #[test]
 fn a_redis_clock_too_fast_for_a_useful_term_ends_it_and_keeps_the_replica_out_a_while() {
     // At 1.6, a TTL of 2 s lasts 1.25 s here: less than the renew deadline of 1.4 s.

@@ -85,14 +85,19 @@ pub struct RateWindow {
 }
 
 impl RateWindow {
-    /// A window of a few lease durations: long enough for a narrow bound, short enough to follow
-    /// a clock whose rate changes.
+    /// A window of [`span`](Self::span).
     pub fn new(timing: &Timing) -> Self {
         Self {
-            span: timing.lease_duration.saturating_mul(3),
+            span: Self::span(timing),
             drift_factor: timing.drift_factor,
             readings: VecDeque::new(),
         }
+    }
+
+    /// A few lease durations: long enough for a narrow bound, short enough to follow a clock
+    /// whose rate changes. A bound measured longer ago says nothing of the rate now.
+    pub fn span(timing: &Timing) -> Duration {
+        timing.lease_duration.saturating_mul(3)
     }
 
     /// Adds a reply, and says whether Redis's clock stepped since the last one. A step, or a
