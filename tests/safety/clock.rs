@@ -149,11 +149,11 @@ fn a_leader_whose_redis_clock_steps_forward_steps_down_at_the_first_renewal_afte
 
 /// Redis's clock steps 20 s back, then forward again (a failover to a host whose clock is
 /// behind, and back): the forward step lands where the rate's window holds one reply since the
-/// step back, and is taken for a rate far too fast for a useful term. Each term begun with that
-/// bound is valid for 38 ms and ends before its first renewal, which alone could measure again:
-/// the bound must not outlast a rate window (three lease durations), and terms renew again.
+/// step back. Taken for a rate, it was far too fast for a useful term: each term begun with it
+/// was valid for 38 ms and ended before its first renewal, which alone could measure again. It
+/// is a step (`clock_step`), and the terms after it renew.
 #[test]
-fn a_step_taken_for_a_rate_does_not_outlast_a_rate_window() {
+fn a_step_forward_right_after_a_step_back_is_a_step_not_a_rate() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let offset = dir.path().join("offset");
     std::fs::write(&offset, "+0 x1.0").expect("write the clock's offset");
@@ -168,7 +168,8 @@ fn a_step_taken_for_a_rate_does_not_outlast_a_rate_window() {
         LEASE,
     );
     std::fs::write(&offset, "+0 x1.0").expect("step the clock forward");
-    leader.wait_events("stepped down", 1, 5 * LEASE);
+    let stepped = leader.wait_events("stepped down", 1, 5 * LEASE);
+    assert_eq!(stepped[0]["reason"], "clock_step", "{stepped:?}");
     let renewed = leader.events("renewed").len();
     // The gate's pause, a rate window's span, and three renewals.
     wait_for("terms that renew again", 10 * LEASE, || {

@@ -133,12 +133,20 @@ impl Elector {
                 timing.renew_attempt_timeout(),
             ) {
                 WatchdogStep::StepDown(reason) => {
-                    // Whether the boot clock alone says a deadline passed.
-                    let seen = boot_now >= deadlines.first();
-                    break (
-                        unseen_pause(reason, unseen, seen, &identity, &lease_name),
-                        true,
-                    );
+                    // A deadline that the boot clock alone says passed is the reason.
+                    let seen = match decide::watchdog_step(
+                        boot_now,
+                        deadlines.valid_until,
+                        deadlines.renew_by,
+                        timing.renew_attempt_timeout(),
+                    ) {
+                        WatchdogStep::StepDown(seen) => Some(seen),
+                        WatchdogStep::Renew { .. } => None,
+                    };
+                    let reason = seen.unwrap_or(reason);
+                    let ending =
+                        unseen_pause(reason, unseen, seen.is_some(), &identity, &lease_name);
+                    break (ending, true);
                 }
                 WatchdogStep::Renew { timeout } => timeout,
             };
@@ -166,8 +174,9 @@ impl Elector {
                     let Renewal {
                         sent_at, repaired, ..
                     } = renewal;
-                    // Time the boot clock did not count since the last reply (a freeze) is no
-                    // step of Redis's clock, and no baseline across it bounds the rate.
+                    // Time the boot clock did not count since the last renewal was sent (a
+                    // freeze, or this host's wall clock set forward) is no step of Redis's
+                    // clock, and no baseline across it bounds the rate.
                     if clock.wall_lead().gained_since(leadership.lead()) > FIXED_DRIFT {
                         rate.forget();
                     }

@@ -68,7 +68,6 @@ pub use status::{
 };
 pub use timing::{FIXED_DRIFT, TIMING_RULE, Timing, TimingBound, TimingError, TimingField};
 
-use crate::clock::BootInstant;
 use crate::lease::RedisLease;
 use board::StatusBoard;
 use decide::FollowerStrategy;
@@ -88,10 +87,9 @@ pub struct Elector {
     followers: FollowerStrategy,
     /// `Some(wait)`: one term only, and give up contending once `wait` has passed.
     one_term: Option<Duration>,
-    /// The latest bound of Redis's clock rate, from a term's replies or a follower's tries, and
-    /// when it was measured: it bounds the next term's first validity until that term's own
-    /// replies do.
-    last_rate: std::sync::Mutex<Option<(decide::RateBound, BootInstant)>>,
+    /// The latest bound of Redis's clock rate, from a term's replies or a follower's tries: it
+    /// bounds the next term's first validity until that term's own replies do.
+    last_rate: std::sync::Mutex<Option<decide::RateBound>>,
 }
 
 impl Elector {
@@ -228,21 +226,14 @@ impl Elector {
             *self
                 .last_rate
                 .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) =
-                Some((bound, self.lease.clock().now()));
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(bound);
         }
     }
 
-    /// The kept bound while it is younger than a rate window's span: one that nothing measured
-    /// again says nothing of Redis's clock now, and a wrong one (a step of Redis's clock taken
-    /// for a rate, whose terms end before they renew and so never measure again) must not last.
     fn kept_rate(&self) -> Option<decide::RateBound> {
-        let now = self.lease.clock().now();
-        let span = decide::RateWindow::span(&self.timing);
-        self.last_rate
+        *self
+            .last_rate
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .filter(|(_, at)| now.saturating_duration_since(*at) < span)
-            .map(|(bound, _)| bound)
     }
 }

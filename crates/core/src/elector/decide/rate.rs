@@ -82,22 +82,20 @@ pub struct RateWindow {
     span: Duration,
     drift_factor: f64,
     readings: VecDeque<Reading>,
+    /// Whether a step, a late reply or a freeze started the window anew.
+    restarted: bool,
 }
 
 impl RateWindow {
-    /// A window of [`span`](Self::span).
+    /// A window of a few lease durations: long enough for a narrow bound, short enough to follow
+    /// a clock whose rate changes.
     pub fn new(timing: &Timing) -> Self {
         Self {
-            span: Self::span(timing),
+            span: timing.lease_duration.saturating_mul(3),
             drift_factor: timing.drift_factor,
             readings: VecDeque::new(),
+            restarted: false,
         }
-    }
-
-    /// A few lease durations: long enough for a narrow bound, short enough to follow a clock
-    /// whose rate changes. A bound measured longer ago says nothing of the rate now.
-    pub fn span(timing: &Timing) -> Duration {
-        timing.lease_duration.saturating_mul(3)
     }
 
     /// Adds a reply, and says whether Redis's clock stepped since the last one. A step, or a
@@ -107,7 +105,7 @@ impl RateWindow {
         let last = self.readings.back().copied();
         let jump = last.map_or(Jump::None, |last| self.jump(last, reading));
         if jump != Jump::None || last.is_some_and(|last| reading.sent < last.sent) {
-            self.readings.clear();
+            self.forget();
         }
         self.readings.push_back(reading);
         // Keep the oldest reading within the span, and always two for a bound.
@@ -121,10 +119,11 @@ impl RateWindow {
         jump
     }
 
-    /// Forgets every reply: time the boot clock did not count passed since (a freeze), so no
-    /// baseline across it bounds the rate, nor shows a step.
+    /// Forgets every reply, as after a freeze (time the boot clock did not count passed since):
+    /// no baseline across it bounds the rate, nor shows a step.
     pub fn forget(&mut self) {
         self.readings.clear();
+        self.restarted = true;
     }
 
     /// The bound over the window's longest baseline, once two replies are in.
@@ -144,15 +143,17 @@ impl RateWindow {
         else {
             return Jump::None;
         };
-        // Without a bound yet, an advance is the rate's: a clock that runs fast from the start
-        // shrinks the validity through the bound instead of ending term after term.
-        let Some(bound) = self.bound() else {
-            return Jump::None;
-        };
-        let fastest = Some(bound)
-            .filter(|b| b.says_something(self.drift_factor))
-            .map_or(1.0, |b| b.high)
-            .max(1.0 + self.drift_factor.max(FASTEST_SLEW));
+        // Without a bound yet, an advance is the rate's (a clock that runs fast from the start
+        // shrinks the validity through the bound instead of ending term after term), unless the
+        // window started anew: a step back then forward again would pass for a rate far too
+        // fast, whose terms end before the renewal that could measure again.
+        let fastest = match self.bound() {
+            Some(bound) if bound.says_something(self.drift_factor) => bound.high,
+            Some(_) => 1.0,
+            None if self.restarted => 1.0,
+            None => return Jump::None,
+        }
+        .max(1.0 + self.drift_factor.max(FASTEST_SLEW));
         let allowed = longest.mul_f64(fastest) + FIXED_DRIFT;
         match Duration::from_micros(advanced).checked_sub(allowed) {
             Some(step) if !step.is_zero() => Jump::Forward(step),

@@ -267,4 +267,23 @@ fn a_forgotten_window_bounds_nothing_and_sees_no_step_in_its_next_reply() {
     // Redis's clock 5 s ahead of the boot clock's interval: a freeze, not a step.
     assert_eq!(w.record(reading(800, 801, 5_800)), Jump::None);
     assert_eq!(w.bound(), None);
+    // The reply after it, a slew's fastest rate bounds: a step now shows.
+    assert_eq!(w.record(reading(1_200, 1_201, 6_200)), Jump::None);
+    assert!(matches!(
+        w.record(reading(1_600, 1_601, 9_600)),
+        Jump::Forward(_)
+    ));
+}
+
+#[test]
+fn after_a_step_back_the_first_reply_that_steps_forward_is_a_step_not_a_rate() {
+    let mut w = RateWindow::new(&timing(2_000, 1_400, 400));
+    w.record(reading(0, 1, 100_000));
+    assert_eq!(w.record(reading(400, 401, 80_400)), Jump::Back(ms(19_600)));
+    // 20 s forward over 400 ms: a fresh window takes it for the rate; this one does not.
+    assert!(matches!(
+        w.record(reading(800, 801, 100_800)),
+        Jump::Forward(_)
+    ));
+    assert_eq!(w.bound(), None);
 }
