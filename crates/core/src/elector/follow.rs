@@ -204,8 +204,11 @@ impl Elector {
                             .resolve_unknown_acquire(shutdown, last_led, give_up_at, failures)
                             .await
                         {
-                            // Out for good: a term the acquire won is given back, not waited out.
-                            let _ = self.lease.release_any_term(timing.call_timeout()).await;
+                            // At shutdown, a term the acquire won is given back, not waited out
+                            // (as after a try: no later term of this owner id can follow).
+                            if shutdown.is_cancelled() {
+                                let _ = self.lease.release_any_term(timing.call_timeout()).await;
+                            }
                             return None;
                         }
                         // Redis answered in time: the outage, if any, is over.

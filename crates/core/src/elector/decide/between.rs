@@ -171,10 +171,11 @@ pub fn between_terms(
     lasted: Duration,
     timing: &Timing,
 ) -> BetweenTerms {
-    let short_terms = if is_short_term(ended.reason, lasted, timing) {
-        short_terms.saturating_add(1)
-    } else {
-        0
+    let short_terms = match is_short_term(ended.reason, lasted, timing) {
+        // A refusal after a long term repeats nothing: its streak starts anew.
+        true if lasted >= timing.lease_duration => 1,
+        true => short_terms.saturating_add(1),
+        false => 0,
     };
     BetweenTerms {
         short_terms,

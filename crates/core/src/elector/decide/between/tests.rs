@@ -410,6 +410,13 @@ fn between_terms_the_streak_and_the_pause_follow_the_term() {
             "refused renewals in a row back off like failing work",
         ),
         (
+            4,
+            RenewRefused,
+            60_000,
+            (1, 2_000),
+            "a refusal after a long term starts the streak anew",
+        ),
+        (
             0,
             RenewDeadlinePassed,
             1_000,
