@@ -13,7 +13,7 @@ use crate::http::{DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_EVENT_STREAMS, Limits, Re
 /// The most connections `--http-max-connections` allows.
 pub const MAX_CONNECTIONS_BOUND: usize = 4096;
 
-const CONNECTIONS_RULE: &str = "must be from 1 to 4096: each connection holds a file and up to 32 KiB of buffers, and the chart's memory limit is 128 MiB";
+const CONNECTIONS_RULE: &str = "must be from 1 to 4096: each connection holds a file and up to 64 KiB of buffers, and the chart's memory limit is 128 MiB";
 const EVENT_STREAMS_RULE: &str = "must be lower than --http-max-connections, so that event streams never take every connection from /leader and /metrics";
 
 /// Where the election's state is shown: the HTTP endpoints and the status file.

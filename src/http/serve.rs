@@ -194,9 +194,9 @@ pub(super) async fn serve(
         let reserved = matches!(lane.held, Held::Reserve(_));
         connections.spawn(connection(tcp, lane, shutdown.clone()));
         if reserved {
-            // Its request is read (and a probe answered) before the next accept, which could
-            // shed it: a burst queued while this process could not run (a CPU quota's throttle)
-            // would otherwise shed a probe that waited in the queue before the burst.
+            // Its task runs (reads its request, answers a probe) before the loop accepts more
+            // that could shed it: a burst queued while this process could not run (a CPU
+            // quota's throttle) would otherwise shed a probe that waited in the queue before it.
             tokio::task::yield_now().await;
         }
     }
