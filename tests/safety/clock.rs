@@ -113,12 +113,19 @@ fn a_term_begins_with_the_rate_its_replica_measured_following_or_leading() {
     }
 }
 
-#[test]
-fn a_leader_whose_redis_clock_steps_forward_steps_down_at_the_first_renewal_after_it() {
+/// A Redis whose clock libfaketime moves by an offset file, and that file (at `+0 x1.0`); the
+/// directory holds it.
+fn redis_on_a_clock_file() -> (tempfile::TempDir, std::path::PathBuf, RedisServer) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let offset = dir.path().join("offset");
     std::fs::write(&offset, "+0 x1.0").expect("write the clock's offset");
     let redis = RedisServer::builder().clock_file(&offset).start();
+    (dir, offset, redis)
+}
+
+#[test]
+fn a_leader_whose_redis_clock_steps_forward_steps_down_at_the_first_renewal_after_it() {
+    let (_dir, offset, redis) = redis_on_a_clock_file();
     let lease = unique_lease("clock-step");
     let leader = Replica::spawn(&redis.url(), &lease, "leader", &TIMING, &[]);
     wait_for("the leader to lead", 5 * LEASE, || {
@@ -154,10 +161,7 @@ fn a_leader_whose_redis_clock_steps_forward_steps_down_at_the_first_renewal_afte
 /// is a step (`clock_step`), and the terms after it renew.
 #[test]
 fn a_step_forward_right_after_a_step_back_is_a_step_not_a_rate() {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let offset = dir.path().join("offset");
-    std::fs::write(&offset, "+0 x1.0").expect("write the clock's offset");
-    let redis = RedisServer::builder().clock_file(&offset).start();
+    let (_dir, offset, redis) = redis_on_a_clock_file();
     let lease = unique_lease("clock-step-as-rate");
     let leader = Replica::spawn(&redis.url(), &lease, "leader", &TIMING, &[]);
     leader.wait_events("renewed", 3, 5 * LEASE);
