@@ -337,6 +337,65 @@ fn a_lone_leader_that_could_not_renew_takes_the_next_term_at_once() {
     );
 }
 
+/// The arguments of a replica whose candidate check (`check`, run every 100 ms) keeps it out at
+/// its first failure.
+fn gated(check: &str) -> Vec<String> {
+    let mut args: Vec<String> = GRAY.iter().map(|a| a.to_string()).collect();
+    for arg in [
+        "--candidate-check-period",
+        "100ms",
+        "--candidate-check-timeout",
+        "100ms",
+        "--candidate-check-failure-threshold",
+        "1",
+        "--candidate-check-command",
+        check,
+    ] {
+        args.push(arg.to_owned());
+    }
+    args
+}
+
+/// A leader whose fellow replicas are all kept out (their candidate check fails) has nobody to
+/// go first after a term it could not renew: a replica out of the election does not listen on
+/// the release channel, so the leader's renewals count nobody else and it leads again at once.
+#[test]
+fn replicas_kept_out_do_not_make_a_leader_that_could_not_renew_hold_off() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("gray-alone-beside-out");
+    let leader = Replica::spawn(&redis.url(), &lease, "leader", &GRAY, &[]);
+    wait_for("the leader to lead", 5 * LEASE, || {
+        leader.is_ready().then_some(())
+    });
+    let out = gated("false");
+    let out: Vec<&str> = out.iter().map(String::as_str).collect();
+    let kept_out = Replica::spawn(&redis.url(), &lease, "out", &out, &[]);
+    wait_for("the other replica kept out", 5 * LEASE, || {
+        (kept_out.leader()["candidacy"]["stands"] == false).then_some(())
+    });
+    // Renewals that counted the listeners while the other replica was out.
+    let renewed = leader.events("renewed").len();
+    leader.wait_events("renewed", renewed + 2, 5 * LEASE);
+    leader.signal(Signal::SIGSTOP);
+    std::thread::sleep(LEASE + GRAY_RETRY);
+    leader.signal(Signal::SIGCONT);
+    let stepped = leader.wait_events("stepped down", 1, 5 * LEASE);
+    assert_eq!(
+        stepped[0]["reason"], "validity_deadline_passed",
+        "{stepped:?}"
+    );
+    wait_for("the leader to lead again", 5 * LEASE, || {
+        (leader.events("became leader").len() == 2).then_some(())
+    });
+    assert!(
+        leader
+            .events("could not renew; letting the others try first")
+            .is_empty(),
+        "{}",
+        leader.log_text()
+    );
+}
+
 /// A gate that says no while a replica holds off (after a term it could not renew) keeps it out
 /// of the try that follows: its candidate check fails during the hold-off, and nobody else may
 /// stand, so a try would win a term only to step down from it at once.
@@ -348,19 +407,6 @@ fn a_gate_that_says_no_during_a_hold_off_keeps_the_replica_out_of_the_next_try()
     let healthy = dir.path().join("healthy");
     std::fs::write(&healthy, "").expect("mark the replica healthy");
     let check = format!("test -f {}", healthy.display());
-    let gated = |check: &str| {
-        let mut args = GRAY.to_vec();
-        args.extend([
-            "--candidate-check-period",
-            "100ms",
-            "--candidate-check-timeout",
-            "100ms",
-        ]);
-        args.extend(["--candidate-check-failure-threshold", "1"]);
-        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        args.extend(["--candidate-check-command".to_owned(), check.to_owned()]);
-        args
-    };
     let lease = unique_lease("gray-gate-hold-off");
     let args = gated(&check);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -368,10 +414,14 @@ fn a_gate_that_says_no_during_a_hold_off_keeps_the_replica_out_of_the_next_try()
     wait_for("the proxied replica to lead", 5 * LEASE, || {
         proxied.is_ready().then_some(())
     });
-    // A follower that listens on the release channel but never stands: the leader holds off.
-    let out = gated("false");
-    let out: Vec<&str> = out.iter().map(String::as_str).collect();
-    let _listener = Replica::spawn(&redis.url(), &lease, "out", &out, &[]);
+    // Someone else listens on the release channel and never takes the lease (a replica that a
+    // gate keeps out does not listen): the leader holds off.
+    let keys = LeaseKeys::new("leasehold:", &LeaseName::new(&lease).unwrap()).unwrap();
+    let mut listener = redis::Client::open(redis.url().as_str())
+        .and_then(|c| c.get_connection())
+        .expect("a connection to listen on");
+    let mut listening = listener.as_pubsub();
+    listening.subscribe(&keys.channel).expect("subscribe");
     proxied.wait_events("renewed", 4, 5 * LEASE);
     proxy.set(Fault::ResetReplies);
     proxied.wait_events(

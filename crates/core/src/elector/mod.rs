@@ -199,6 +199,7 @@ impl Elector {
                 self.lease.clone(),
                 self.timing,
                 self.status.clone(),
+                self.gates(),
                 stop_notify.clone(),
             ),
             FollowerStrategy::Polling => notify::none(stop_notify.clone()),

@@ -17,6 +17,11 @@
 //! only make sooner what its renewals find anyway, and its first try as a follower proves the
 //! link again. Where an ACL refuses the probe channel, a `PING` whenever the subscription has
 //! been quiet for a while does it instead (about one per retry period).
+//!
+//! Only a replica in the election listens: a leader that could not renew counts the listeners
+//! on the channel to know whether anyone else would take over, and one that a gate keeps out or
+//! that sits out would only make it hold off for nobody. Back in, it subscribes again, which
+//! wakes it to try.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,9 +34,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::Timing;
 use super::board::StatusBoard;
 use super::decide::{self, Keepalive, Wakeup};
+use super::{Gates, Status, Timing};
 use crate::lease::{Heard, LeaseError, RedisLease, ReleaseSubscription};
 
 /// A wake-up and the instant it is due (a release waits out this follower's herd delay).
@@ -136,11 +141,27 @@ fn set_subscribed(status: &StatusBoard, subscribed: bool) {
     });
 }
 
+/// Waits until this replica is in the election (`true`: no gate keeps it out and it does not sit
+/// out) or out of it (`false`).
+async fn until_in(want: bool, gates: &mut Gates, seen: &mut watch::Receiver<Status>) {
+    loop {
+        let stands = gates.standing().stands();
+        if (stands && seen.borrow_and_update().sitting_out.is_none()) == want {
+            return;
+        }
+        tokio::select! {
+            _ = gates.wait_until(|s| s.stands() != stands) => {}
+            changed = seen.changed() => if changed.is_err() { std::future::pending::<()>().await },
+        }
+    }
+}
+
 /// Starts the subscription task; it stops when `stop` is cancelled.
 pub(crate) fn spawn(
     lease: Arc<RedisLease>,
     timing: Timing,
     status: StatusBoard,
+    mut gates: Gates,
     stop: CancellationToken,
 ) -> (Releases, tokio::task::JoinHandle<()>) {
     let (wake_tx, wakeups) = mpsc::channel(QUEUED);
@@ -152,7 +173,13 @@ pub(crate) fn spawn(
         let channel = lease.keys().channel.clone();
         let mut failures: u32 = 0;
         let mut ping_refused = false;
+        let mut seen = status.subscribe();
         loop {
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => return,
+                () = until_in(true, &mut gates, &mut seen) => {}
+            }
             let attempt = tokio::select! {
                 biased;
                 _ = stop.cancelled() => return,
@@ -174,6 +201,7 @@ pub(crate) fn spawn(
                             answers: &mut answers,
                         },
                         &stop,
+                        until_in(false, &mut gates, &mut seen),
                         &mut ping_refused,
                     )
                     .await;
@@ -181,6 +209,10 @@ pub(crate) fn spawn(
                     set_subscribed(&status, false);
                     match ended {
                         Ended::Stopped => return,
+                        Ended::Out => {
+                            debug!(%channel, "out of the election: not listening on the release channel");
+                            continue;
+                        }
                         Ended::Closed => {
                             debug!(%channel, "release channel closed; subscribing again")
                         }
@@ -221,6 +253,8 @@ pub(crate) fn spawn(
 enum Ended {
     /// Shutdown.
     Stopped,
+    /// The replica is out of the election.
+    Out,
     /// The connection closed (Redis closed it, or it was reset).
     Closed,
     /// A probe was not heard, or a `PING` got no answer, in time: the link is dead without
@@ -245,6 +279,7 @@ async fn listen(
     keepalive: Keepalive,
     channels: Channels<'_>,
     stop: &CancellationToken,
+    out: impl Future<Output = ()>,
     ping_refused: &mut bool,
 ) -> Ended {
     let Channels {
@@ -265,11 +300,13 @@ async fn listen(
     let mut awaited: Option<(u64, Instant)> = None;
     let mut heard = Instant::now();
     let mut ping = None;
+    tokio::pin!(out);
     loop {
         let due = awaited.map(|(_, until)| until);
         tokio::select! {
             biased;
             _ = stop.cancelled() => return Ended::Stopped,
+            () = &mut out => return Ended::Out,
             message = subscription.next() => match message {
                 Some(Heard::Probe(n)) => {
                     heard = Instant::now();
