@@ -331,9 +331,10 @@ impl Elector {
 }
 
 /// Whether a wake-up calls a replica holding off to try (after a yield): anything but the
-/// announcement of the release it made itself, which would only hand the lease back to it.
+/// announcement of the release it made itself, which would only hand the lease back to it, and
+/// its own return to the election, after which the others still go first.
 fn wakes_held_off(wakeup: &Wakeup, own_term: &str) -> bool {
-    !matches!(wakeup, Wakeup::Released(term) if term == own_term)
+    !matches!(wakeup, Wakeup::Released(term) if term == own_term) && *wakeup != Wakeup::Rejoined
 }
 
 /// How a failed Redis call is logged.
@@ -364,6 +365,26 @@ mod tests {
     use super::*;
     use crate::elector::Timing;
     use crate::lease::{LeaseName, LeaseOptions, OwnerId, RedisLease};
+
+    #[test]
+    fn a_replica_holding_off_is_woken_by_others_releases_and_resubscriptions_only() {
+        let own = "web-a-1#7";
+        // (wake-up) -> wakes a hold-off
+        let cases = [
+            (
+                Wakeup::Released("web-b-2#8".into()),
+                true,
+                "another's release",
+            ),
+            (Wakeup::Released(own.into()), false, "its own release"),
+            (Wakeup::Resubscribed, true, "a release may have been missed"),
+            (Wakeup::DataLoss, true, "redis lost its data"),
+            (Wakeup::Rejoined, false, "its own return to the election"),
+        ];
+        for (wakeup, want, why) in cases {
+            assert_eq!(wakes_held_off(&wakeup, own), want, "{why}");
+        }
+    }
 
     #[tokio::test]
     async fn the_same_failure_again_changes_nothing_a_watcher_is_told() {

@@ -21,7 +21,7 @@
 //! Only a replica in the election listens: a leader that could not renew counts the listeners
 //! on the channel to know whether anyone else would take over, and one that a gate keeps out or
 //! that sits out would only make it hold off for nobody. Back in, it subscribes again, which
-//! wakes it to try.
+//! wakes a follower's wait (a release may have been missed) but not a hold-off.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -174,6 +174,7 @@ pub(crate) fn spawn(
         let mut failures: u32 = 0;
         let mut ping_refused = false;
         let mut seen = status.subscribe();
+        let mut rejoining = false;
         loop {
             tokio::select! {
                 biased;
@@ -185,11 +186,16 @@ pub(crate) fn spawn(
                 _ = stop.cancelled() => return,
                 r = lease.subscribe_releases(timing.call_timeout()) => r,
             };
+            let rejoined = std::mem::take(&mut rejoining);
             match attempt {
                 Ok(mut subscription) => {
                     failures = 0;
                     set_subscribed(&status, true);
-                    wake(&wake_tx, Wakeup::Resubscribed, Duration::ZERO);
+                    let wakeup = match rejoined {
+                        true => Wakeup::Rejoined,
+                        false => Wakeup::Resubscribed,
+                    };
+                    wake(&wake_tx, wakeup, Duration::ZERO);
                     debug!(%channel, "subscribed to the release channel");
                     let ended = listen(
                         &mut subscription,
@@ -211,6 +217,7 @@ pub(crate) fn spawn(
                         Ended::Stopped => return,
                         Ended::Out => {
                             debug!(%channel, "out of the election: not listening on the release channel");
+                            rejoining = true;
                             continue;
                         }
                         Ended::Closed => {

@@ -13,6 +13,9 @@ pub(crate) enum Wakeup {
     Released(String),
     /// The channel was (re)subscribed: a release may have been missed while it was not.
     Resubscribed,
+    /// The same, as the replica came back into the election (out, it does not listen): it
+    /// wakes a follower's wait, but not one holding off, since the others still go first.
+    Rejoined,
     /// An acquire found that Redis lost its data and started the cooldown: try at once, so
     /// that the cooldown covers the longest lease duration this follower knows.
     DataLoss,

@@ -82,8 +82,9 @@ pub struct RateWindow {
     span: Duration,
     drift_factor: f64,
     readings: VecDeque<Reading>,
-    /// Whether a step, a late reply or a freeze started the window anew.
-    restarted: bool,
+    /// Once a step, a late reply or a freeze started the window anew: the high end of the last
+    /// bound before that said something (1 for none), which holds the first reply after it.
+    before_restart: Option<f64>,
 }
 
 impl RateWindow {
@@ -94,7 +95,7 @@ impl RateWindow {
             span: timing.lease_duration.saturating_mul(3),
             drift_factor: timing.drift_factor,
             readings: VecDeque::new(),
-            restarted: false,
+            before_restart: None,
         }
     }
 
@@ -122,8 +123,9 @@ impl RateWindow {
     /// Forgets every reply, as after a freeze (time the boot clock did not count passed since):
     /// no baseline across it bounds the rate, nor shows a step.
     pub fn forget(&mut self) {
+        let known = self.bound().filter(|b| b.says_something(self.drift_factor));
+        self.before_restart = Some(known.map(|b| b.high).or(self.before_restart).unwrap_or(1.0));
         self.readings.clear();
-        self.restarted = true;
     }
 
     /// The bound over the window's longest baseline, once two replies are in.
@@ -145,13 +147,15 @@ impl RateWindow {
         };
         // Without a bound yet, an advance is the rate's (a clock that runs fast from the start
         // shrinks the validity through the bound instead of ending term after term), unless the
-        // window started anew: a step back then forward again would pass for a rate far too
-        // fast, whose terms end before the renewal that could measure again.
+        // window started anew: then the rate bounded before holds it, or a step back then forward
+        // again would pass for a rate far too fast, whose terms end before they measure again.
         let fastest = match self.bound() {
             Some(bound) if bound.says_something(self.drift_factor) => bound.high,
             Some(_) => 1.0,
-            None if self.restarted => 1.0,
-            None => return Jump::None,
+            None => match self.before_restart {
+                Some(high) => high,
+                None => return Jump::None,
+            },
         }
         .max(1.0 + self.drift_factor.max(FASTEST_SLEW));
         let allowed = longest.mul_f64(fastest) + FIXED_DRIFT;

@@ -264,3 +264,15 @@ fn after_a_step_back_the_first_reply_that_steps_forward_is_a_step_not_a_rate() {
     ));
     assert_eq!(w.bound(), None);
 }
+
+#[test]
+fn after_a_restart_the_first_reply_is_held_to_the_rate_bounded_before() {
+    let mut w = RateWindow::new(&timing(2_000, 1_400, 400));
+    // Redis's clock runs 1.3 times as fast: 520 ms for every 400 ms here.
+    w.record(reading(0, 1, 10_000));
+    w.record(reading(400, 401, 10_520));
+    w.record(reading(800, 801, 11_040));
+    w.forget();
+    w.record(reading(1_200, 1_201, 11_560));
+    assert_eq!(w.record(reading(1_600, 1_601, 12_080)), Jump::None);
+}
