@@ -303,38 +303,47 @@ fn a_lone_leader_that_could_not_renew_takes_the_next_term_at_once() {
     });
     // Its renewals count nobody else on the release channel: no follower to go first.
     alone.wait_events("renewed", 2, 5 * LEASE);
-    // Frozen past its term (a long pause, a starved host): the lease expires in Redis, and the
-    // release after the step-down finds nothing to release, so it wakes nobody.
-    alone.signal(Signal::SIGSTOP);
-    std::thread::sleep(LEASE + GRAY_RETRY);
-    alone.signal(Signal::SIGCONT);
-    let stepped = alone.wait_events("stepped down", 1, 5 * LEASE);
-    assert_eq!(
-        stepped[0]["reason"], "validity_deadline_passed",
-        "{stepped:?}"
-    );
-    // Holding off for others (a retry period after its release, which found the term in the
-    // state record, a lease duration and a yield when the release goes unanswered) would leave
-    // the singleton without a leader for nobody's benefit: it tries again at once.
-    let again = wait_for("the lone replica to lead again", 5 * LEASE, || {
-        let won = alone.events("became leader");
-        (won.len() == 2).then(|| won[1].clone())
-    });
-    let log = alone.log_text();
-    assert!(
-        alone
-            .events("could not renew; letting the others try first")
-            .is_empty(),
-        "{log}"
-    );
+    let (stepped, again) = frozen_past_its_term_leads_again_at_once(&alone);
     let gap = Replica::logged_at(&again)
-        .zip(Replica::logged_at(&stepped[0]))
+        .zip(Replica::logged_at(&stepped))
         .and_then(|(won, stepped)| won.duration_since(stepped).ok())
         .expect("both events have a timestamp, in order");
     assert!(
         gap < GRAY_RETRY,
-        "led again {gap:?} after stepping down: {log}"
+        "led again {gap:?} after stepping down: {}",
+        alone.log_text()
     );
+}
+
+/// Freezes `leader` past its term (a long pause, a starved host): the lease expires in Redis, and
+/// the release after the step-down finds nothing to release, so it wakes nobody. With nobody
+/// else to go first, holding off (a retry period after its release, which found the term in the
+/// state record, a lease duration and a yield when the release goes unanswered) would leave the
+/// singleton without a leader for nobody's benefit: it tries again at once. Its step-down and
+/// its next `became leader`.
+fn frozen_past_its_term_leads_again_at_once(
+    leader: &Replica,
+) -> (serde_json::Value, serde_json::Value) {
+    leader.signal(Signal::SIGSTOP);
+    std::thread::sleep(LEASE + GRAY_RETRY);
+    leader.signal(Signal::SIGCONT);
+    let stepped = leader.wait_events("stepped down", 1, 5 * LEASE);
+    assert_eq!(
+        stepped[0]["reason"], "validity_deadline_passed",
+        "{stepped:?}"
+    );
+    let again = wait_for("the leader to lead again", 5 * LEASE, || {
+        let won = leader.events("became leader");
+        (won.len() == 2).then(|| won[1].clone())
+    });
+    assert!(
+        leader
+            .events("could not renew; letting the others try first")
+            .is_empty(),
+        "{}",
+        leader.log_text()
+    );
+    (stepped[0].clone(), again)
 }
 
 /// The arguments of a replica whose candidate check (`check`, run every 100 ms) keeps it out at
@@ -376,24 +385,7 @@ fn replicas_kept_out_do_not_make_a_leader_that_could_not_renew_hold_off() {
     // Renewals that counted the listeners while the other replica was out.
     let renewed = leader.events("renewed").len();
     leader.wait_events("renewed", renewed + 2, 5 * LEASE);
-    leader.signal(Signal::SIGSTOP);
-    std::thread::sleep(LEASE + GRAY_RETRY);
-    leader.signal(Signal::SIGCONT);
-    let stepped = leader.wait_events("stepped down", 1, 5 * LEASE);
-    assert_eq!(
-        stepped[0]["reason"], "validity_deadline_passed",
-        "{stepped:?}"
-    );
-    wait_for("the leader to lead again", 5 * LEASE, || {
-        (leader.events("became leader").len() == 2).then_some(())
-    });
-    assert!(
-        leader
-            .events("could not renew; letting the others try first")
-            .is_empty(),
-        "{}",
-        leader.log_text()
-    );
+    frozen_past_its_term_leads_again_at_once(&leader);
 }
 
 /// A gate that says no while a replica holds off (after a term it could not renew) keeps it out
