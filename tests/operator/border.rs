@@ -29,8 +29,9 @@ use crate::docs::sources;
 /// missed renewal labelled by the deadline a freeze pushed it past (8,384); then replicas kept
 /// out that still listened on the release channel, so that a leader that could not renew held
 /// off for nobody (8,422), and what a review of that found: a return to the election that cut a
-/// hold-off short, and a step check after a restart that ignored the rate bounded before (8,437).
-const CORE_CEILING: usize = 8_437;
+/// hold-off short, and a step check after a restart that ignored the rate bounded before (8,437),
+/// less a reread's cuts (8,431).
+const CORE_CEILING: usize = 8_431;
 
 /// The core and the product together, set the same way (the goal is 16,600). Last raised from
 /// 19,855 for a lock that named no gate and exited 75 on a signal, a time before 1970 that
@@ -51,8 +52,9 @@ const CORE_CEILING: usize = 8_437;
 /// that skipped taking it away (20,150), and a lock's last line without it (20,152); then the
 /// core's clock and gray-failure fixes above and the HTTP port's probe shed unread behind a
 /// burst and unbounded receive buffers (20,237), and what a review of those found (20,256),
-/// then replicas kept out that still listened and what a review of that found (20,309).
-const CORE_AND_PRODUCT_CEILING: usize = 20_309;
+/// then replicas kept out that still listened and what a review of that found (20,309), less a
+/// reread's cuts (20,303).
+const CORE_AND_PRODUCT_CEILING: usize = 20_303;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

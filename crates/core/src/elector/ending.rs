@@ -20,9 +20,14 @@ pub(super) struct Ending {
 
 impl Ending {
     pub(super) fn new(reason: StepDownReason) -> Self {
+        Self::said(reason, None)
+    }
+
+    /// An end for `reason`, with words.
+    pub(super) fn said(reason: StepDownReason, detail: Option<String>) -> Self {
         Self {
             reason,
-            detail: None,
+            detail,
             hand_to: None,
         }
     }
@@ -58,14 +63,13 @@ pub(super) fn clock_jumped(
         Jump::Forward(step) => {
             let step_ms = step.as_millis() as u64;
             warn!(%identity, %lease, token = token.0, step_ms, "redis's clock stepped forward; the lease expired early by about the step");
-            Some(Ending {
-                reason: StepDownReason::ClockStep,
-                detail: Some(format!(
+            Some(Ending::said(
+                StepDownReason::ClockStep,
+                Some(format!(
                     "redis's clock stepped {step_ms} ms forward between two renewals: check NTP \
                      on the Redis host"
                 )),
-                hand_to: None,
-            })
+            ))
         }
     }
 }
@@ -95,30 +99,23 @@ pub(super) fn unseen_pause(
         unseen_ms,
         "the wall clock jumped ahead of the boot clock: time passed that this host did not count (a VM frozen, migrated or restored); the term counts it"
     );
-    Ending {
-        reason: StepDownReason::Pause,
-        detail: Some(format!(
+    Ending::said(
+        StepDownReason::Pause,
+        Some(format!(
             "the wall clock gained {unseen_ms} ms on the boot clock: a pause the boot clock did not \
              count outlasted {outlasted}"
         )),
-        hand_to: None,
-    }
+    )
 }
 
 /// Maps how the work's task ended to a step-down.
 pub(super) fn work_ending(joined: Result<Result<(), String>, JoinError>) -> Ending {
     match joined {
         Ok(Ok(())) => Ending::new(StepDownReason::WorkEnded),
-        Ok(Err(err)) => Ending {
-            reason: StepDownReason::WorkFailed,
-            detail: Some(err),
-            hand_to: None,
-        },
-        Err(join) if join.is_panic() => Ending {
-            reason: StepDownReason::WorkPanicked,
-            detail: Some(panic_message(join)),
-            hand_to: None,
-        },
+        Ok(Err(err)) => Ending::said(StepDownReason::WorkFailed, Some(err)),
+        Err(join) if join.is_panic() => {
+            Ending::said(StepDownReason::WorkPanicked, Some(panic_message(join)))
+        }
         Err(_) => Ending::new(StepDownReason::WorkEnded),
     }
 }

@@ -108,15 +108,7 @@ impl Elector {
                 releases.answered(n);
             }
             if shutdown.is_cancelled() {
-                match decide::give_back(&attempt) {
-                    GiveBack::Term(token) => {
-                        let _ = self.lease.release(token, timing.call_timeout()).await;
-                    }
-                    GiveBack::AnyTerm => {
-                        let _ = self.lease.release_any_term(timing.call_timeout()).await;
-                    }
-                    GiveBack::Nothing => {}
-                }
+                self.give_back(decide::give_back(&attempt)).await;
                 return None;
             }
             if let Ok(acquired) = &attempt {
@@ -204,10 +196,9 @@ impl Elector {
                             .resolve_unknown_acquire(shutdown, last_led, give_up_at, failures)
                             .await
                         {
-                            // At shutdown, a term the acquire won is given back, not waited out
-                            // (as after a try: no later term of this owner id can follow).
+                            // At shutdown, a term the acquire won is given back, not waited out.
                             if shutdown.is_cancelled() {
-                                let _ = self.lease.release_any_term(timing.call_timeout()).await;
+                                self.give_back(GiveBack::AnyTerm).await;
                             }
                             return None;
                         }
@@ -327,6 +318,17 @@ impl Elector {
             s.redis.last_error = Some(message);
             changed
         });
+    }
+
+    /// Gives back, at shutdown (no later term of this owner id can follow), what a try may have
+    /// won ([`decide::give_back`]).
+    async fn give_back(&self, what: GiveBack) {
+        let timeout = self.timing.call_timeout();
+        let _ = match what {
+            GiveBack::Term(token) => self.lease.release(token, timeout).await,
+            GiveBack::AnyTerm => self.lease.release_any_term(timeout).await,
+            GiveBack::Nothing => return,
+        };
     }
 }
 

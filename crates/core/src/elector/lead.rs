@@ -99,7 +99,7 @@ impl Elector {
                 biased;
                 _ = shutdown.cancelled() => break (Ending::new(StepDownReason::Shutdown), true),
                 (gate, detail) = gates.until_out() => {
-                    break (Ending { reason: StepDownReason::Gate(gate), detail, hand_to: None }, true);
+                    break (Ending::said(StepDownReason::Gate(gate), detail), true);
                 }
                 to = leadership.handover_asked() => break (Ending::handover(to), true),
                 // A handover request was nudged on the channel, or a data loss told: renew now.
@@ -115,7 +115,7 @@ impl Elector {
                         clock.now(),
                         deadlines.valid_until,
                     );
-                    break (Ending { reason, detail, hand_to: None }, false);
+                    break (Ending::said(reason, detail), false);
                 }
                 // The boot clock, not a tokio timer: after a suspend this wakes at once, and the
                 // step below ends the term whose deadline passed meanwhile.
@@ -265,15 +265,7 @@ impl Elector {
                         // Retrying until the renew deadline would end the same way, and the
                         // next acquire (which Redis may allow) would start it all again.
                         let detail = Some(err.to_string());
-                        let reason = StepDownReason::RenewRefused;
-                        break (
-                            Ending {
-                                reason,
-                                detail,
-                                hand_to: None,
-                            },
-                            true,
-                        );
+                        break (Ending::said(StepDownReason::RenewRefused, detail), true);
                     }
                     deadlines.next_renew = decide::retry_after_failure(
                         attempt_started,

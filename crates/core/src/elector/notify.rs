@@ -191,9 +191,10 @@ pub(crate) fn spawn(
                 Ok(mut subscription) => {
                     failures = 0;
                     set_subscribed(&status, true);
-                    let wakeup = match rejoined {
-                        true => Wakeup::Rejoined,
-                        false => Wakeup::Resubscribed,
+                    let wakeup = if rejoined {
+                        Wakeup::Rejoined
+                    } else {
+                        Wakeup::Resubscribed
                     };
                     wake(&wake_tx, wakeup, Duration::ZERO);
                     debug!(%channel, "subscribed to the release channel");

@@ -171,11 +171,13 @@ pub fn between_terms(
     lasted: Duration,
     timing: &Timing,
 ) -> BetweenTerms {
-    let short_terms = match is_short_term(ended.reason, lasted, timing) {
+    let short_terms = if !is_short_term(ended.reason, lasted, timing) {
+        0
+    } else if lasted >= timing.lease_duration {
         // A refusal after a long term repeats nothing: its streak starts anew.
-        true if lasted >= timing.lease_duration => 1,
-        true => short_terms.saturating_add(1),
-        false => 0,
+        1
+    } else {
+        short_terms.saturating_add(1)
     };
     BetweenTerms {
         short_terms,
