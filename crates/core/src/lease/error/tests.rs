@@ -91,6 +91,10 @@ fn scripting_that_redis_lacks_is_told_from_other_unknown_commands() {
             "Unknown Redis command called from script script: 1a2b, on @user_script:9.",
             true,
         ),
+        (
+            "ERR Unknown command called from script script: 1a2b, on @user_script:1.",
+            true,
+        ),
         ("ERR syntax error", false),
     ];
     for (detail, want) in cases {

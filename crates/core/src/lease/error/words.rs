@@ -76,10 +76,16 @@ pub(super) const READONLY_IN_SCRIPT: &str = "READONLY You can't write against a 
 /// Whether Redis's message says a command leasehold's scripting needs is unknown to it:
 /// `EVALSHA`, `EVAL` or `SCRIPT` itself (`unknown command `evalsha``, quoted with backticks
 /// or quotes by the version), or one that a script calls (`Unknown Redis command called from
-/// script` on 7.0, `… from Lua script` on 6.2).
+/// script` on 7.0, `… from Lua script` on 6.2, `Unknown command called from script` on Valkey).
 pub(super) fn missing_scripting(detail: &str) -> bool {
     let d = detail.to_ascii_lowercase();
-    if d.contains("unknown redis command called from") {
+    if [
+        "unknown redis command called from",
+        "unknown command called from",
+    ]
+    .iter()
+    .any(|w| d.contains(w))
+    {
         return true;
     }
     let Some(rest) = d.split("unknown command ").nth(1) else {
