@@ -26,7 +26,7 @@ use redis::{Client, Cmd, ConnectionAddr, Pipeline, RedisFuture, Value};
 use super::error::{Credentials, PasswordFrom};
 use super::password_file::PasswordFile;
 use super::sentinels::Sentinels;
-use super::target::{Access, RedisTarget, Target, cluster_slot, connect_node};
+use super::target::{Access, RedisTarget, Target, connect_node};
 use super::{LeaseError, Secret};
 
 /// A connection to one node, or to a cluster.
@@ -71,7 +71,7 @@ impl Conn {
         match self {
             Conn::Node(c) => cmd.query_async(c).await,
             Conn::Cluster(c) => {
-                let route = Route::new(cluster_slot(key), SlotAddr::Master);
+                let route = Route::with_key(key, SlotAddr::Master);
                 c.route_command(
                     cmd,
                     RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),

@@ -321,31 +321,6 @@ impl Target {
     }
 }
 
-/// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag, modulo 16384.
-pub(crate) fn cluster_slot(key: &str) -> u16 {
-    let bytes = key.as_bytes();
-    let tagged = bytes
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| {
-            let close = bytes[open + 1..].iter().position(|&b| b == b'}')?;
-            (close > 0).then(|| &bytes[open + 1..open + 1 + close])
-        })
-        .unwrap_or(bytes);
-    let mut crc: u16 = 0;
-    for &byte in tagged {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc % 16384
-}
-
 /// A multiplexed connection to one node, with no timeouts of redis-rs's own: every caller
 /// bounds its calls itself.
 pub(crate) async fn connect_node(client: &Client) -> redis::RedisResult<MultiplexedConnection> {
@@ -364,22 +339,6 @@ pub(crate) const SENTINEL_TIMEOUT: Duration = Duration::from_secs(2);
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cluster_slots_follow_the_hash_tag() {
-        // Reference values from the Redis Cluster specification's CRC16 (XMODEM).
-        assert_eq!(cluster_slot("123456789"), 0x31C3);
-        assert_eq!(
-            cluster_slot("leasehold:{shop/web}"),
-            cluster_slot("{shop/web}:fence")
-        );
-        assert_eq!(
-            cluster_slot("a{}b"),
-            cluster_slot("a{}b"),
-            "an empty tag hashes the whole key"
-        );
-        assert_ne!(cluster_slot("a{}b"), cluster_slot(""));
-    }
 
     #[test]
     fn urls_parse_into_targets() {
