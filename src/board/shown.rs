@@ -5,7 +5,8 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 
 use crate::elector::{RedisHealth, Status};
-use crate::lease::{EvictionPolicy, Protocol};
+use crate::eviction::EvictionPolicy;
+use crate::lease::Protocol;
 
 /// The elector's status and what the gates outside the core add. Reads as the status it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,11 +13,12 @@
 //! key gone, and an `allkeys-*` policy can take the record too: then only the data-loss cooldown
 //! is left. A Redis that holds leases should not evict.
 
+mod policy;
 mod watch;
 
 pub use crate::board::{Eviction, EvictionRefusal, Shown};
 pub use crate::gates::EVICTION;
-use crate::lease::EvictionPolicy;
+pub use policy::EvictionPolicy;
 pub use watch::EvictionWatch;
 
 /// What to do when Redis may evict the lease.

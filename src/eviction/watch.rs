@@ -9,10 +9,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use super::EvictionPolicy;
 use super::{EVICTION, Eviction, EvictionMode, EvictionRefusal, refusal};
 use crate::board::{Board, GateHooks};
 use crate::elector::{Gates, Role, Standing, Status, Timing};
-use crate::lease::{EvictionPolicy, LeaseError, RedisLease};
+use crate::lease::{LeaseError, RedisLease};
 
 /// The eviction gate of one replica, not started.
 pub struct EvictionWatch {
@@ -95,7 +96,7 @@ impl EvictionWatch {
                 let read = tokio::select! {
                     biased;
                     _ = stop.cancelled() => return,
-                    r = lease.eviction_policy(timing.call_timeout()) => r,
+                    r = EvictionPolicy::read(&lease, timing.call_timeout()) => r,
                 };
                 if first && read.as_ref().is_err_and(|e| !e.is_answer()) {
                     // No answer yet (Redis down, or not up yet): ask again a retry period later,

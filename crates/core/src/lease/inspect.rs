@@ -1,29 +1,26 @@
-//! What a lease asks Redis outside its scripts: the eviction policy (`INFO memory`), and after
-//! a script ran into a key of the wrong type, which key that is.
+//! What a lease asks Redis outside its scripts: an `INFO` section of the lease's node (the
+//! product reads the eviction policy with it), and after a script ran into a key of the wrong
+//! type, which key that is.
 
 use std::time::Duration;
 
 use super::connection::Live;
 use super::reply::{protocol, text};
-use super::{EvictionPolicy, LeaseError, RedisLease};
+use super::{LeaseError, RedisLease};
 
 impl RedisLease {
-    /// Reads Redis's memory limit and eviction policy (`INFO memory`) on the node that holds
-    /// the lease.
-    pub async fn eviction_policy(&self, timeout: Duration) -> Result<EvictionPolicy, LeaseError> {
+    /// The text of `INFO section` on the node that holds the lease.
+    pub async fn info(&self, section: &str, timeout: Duration) -> Result<String, LeaseError> {
         const OP: &str = "info";
         let reply = self
             .call(OP, timeout, |mut live| async move {
                 live.conn
-                    .on_node_of(&self.keys.lease, redis::cmd("INFO").arg("memory").clone())
+                    .on_node_of(&self.keys.lease, redis::cmd("INFO").arg(section).clone())
                     .await
                     .map_err(self.fail(OP))
             })
             .await?;
-        text(&reply)
-            .as_deref()
-            .and_then(EvictionPolicy::parse)
-            .ok_or_else(|| protocol(OP, &reply))
+        text(&reply).ok_or_else(|| protocol(OP, &reply))
     }
 
     /// The keys of the lease that hold something other than a string, with their type: asked

@@ -47,8 +47,8 @@ pub use keys::{
 };
 pub use options::{LeaseOptions, Secret, WaitReplicas, minimal_acl_rule};
 pub use outcome::{
-    Acquired, CooldownState, EvictionPolicy, Grant, Holder, NotedRate, Observation, PreviousTerm,
-    Protocol, Reading, Released, Renewal, Renewed,
+    Acquired, CooldownState, Grant, Holder, NotedRate, Observation, PreviousTerm, Protocol,
+    Reading, Released, Renewal, Renewed,
 };
 pub use pubsub::{DATA_LOSS_NOTICE, HANDOVER_NUDGE, Heard, Release, ReleaseSubscription};
 pub use remove::{InForce, Removal};

@@ -211,43 +211,6 @@ pub enum Released {
     NotHeld,
 }
 
-/// Redis's memory limit and eviction policy, from `INFO memory`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EvictionPolicy {
-    /// `maxmemory` in bytes; 0 for no limit.
-    pub maxmemory: u64,
-    /// `maxmemory_policy` as Redis names it (`noeviction`, `volatile-lru`, `allkeys-lru`, …).
-    pub policy: String,
-}
-
-impl EvictionPolicy {
-    /// Whether Redis may evict the lease's state record too (it has no TTL): a limit is set and
-    /// the policy is one of the `allkeys-*` ones. Then only the data-loss cooldown protects a
-    /// term whose record was evicted.
-    pub fn may_evict_record(&self) -> bool {
-        self.maxmemory > 0 && self.policy.starts_with("allkeys-")
-    }
-
-    /// Whether Redis may evict the lease under memory pressure: a limit is set and the policy
-    /// evicts. Every evicting policy can take the lease key (it has a TTL); `allkeys-*` can take
-    /// the state record too.
-    pub fn may_evict(&self) -> bool {
-        self.maxmemory > 0 && self.policy != "noeviction"
-    }
-
-    /// Reads the two fields from the text of `INFO memory`.
-    pub fn parse(info: &str) -> Option<Self> {
-        let field = |name: &str| {
-            info.lines()
-                .find_map(|l| l.trim_end().strip_prefix(name)?.strip_prefix(':'))
-        };
-        Some(Self {
-            maxmemory: field("maxmemory")?.parse().ok()?,
-            policy: field("maxmemory_policy")?.to_owned(),
-        })
-    }
-}
-
 /// The state of the data-loss cooldown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CooldownState {
@@ -289,36 +252,4 @@ pub struct NotedRate {
     pub high: f64,
     /// When, on Redis's clock (`TIME`, microseconds since the epoch).
     pub at_us: u64,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn eviction_policies_are_read_from_info_memory() {
-        let info = |max: &str, policy: &str| {
-            format!(
-                "# Memory\r\nused_memory:1000\r\nmaxmemory:{max}\r\nmaxmemory_human:3M\r\nmaxmemory_policy:{policy}\r\n"
-            )
-        };
-        let cases = [
-            ("0", "noeviction", false),
-            ("0", "allkeys-lru", false),
-            ("3145728", "noeviction", false),
-            ("3145728", "volatile-lru", true),
-            ("3145728", "volatile-ttl", true),
-            ("3145728", "allkeys-random", true),
-        ];
-        for (max, policy, evicts) in cases {
-            let p = EvictionPolicy::parse(&info(max, policy)).unwrap();
-            assert_eq!(p.policy, policy);
-            assert_eq!(p.may_evict(), evicts, "{max} {policy}");
-        }
-        assert_eq!(EvictionPolicy::parse("# Memory\r\nused_memory:1\r\n"), None);
-        assert_eq!(
-            EvictionPolicy::parse("maxmemory:x\r\nmaxmemory_policy:y\r\n"),
-            None
-        );
-    }
 }
