@@ -13,7 +13,7 @@ impl TermHooks for Metrics {
     fn renewal(&self, outcome: RenewalOutcome, latency: Duration) {
         self.renewals
             .get_or_create(&ResultLabel {
-                result: outcome.as_label(),
+                result: renewal_label(outcome),
             })
             .inc();
         self.renewal_seconds.observe(latency.as_secs_f64());
@@ -68,5 +68,14 @@ impl GateHooks for Metrics {
 
     fn candidate_unhealthy(&self) {
         self.candidate_unhealthy.inc();
+    }
+}
+
+/// The `result` label of a renewal.
+pub(super) fn renewal_label(outcome: RenewalOutcome) -> &'static str {
+    match outcome {
+        RenewalOutcome::Renewed => "renewed",
+        RenewalOutcome::Lost => "lost",
+        RenewalOutcome::Failed => "failed",
     }
 }

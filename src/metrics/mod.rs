@@ -204,7 +204,7 @@ impl Metrics {
             RenewalOutcome::Failed,
         ] {
             let _ = renewals.get_or_create(&ResultLabel {
-                result: result.as_label(),
+                result: hooks::renewal_label(result),
             });
         }
         registry.register("renewals", "Lease renewals by result", renewals.clone());

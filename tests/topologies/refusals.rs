@@ -56,9 +56,9 @@ fn a_redis_without_scripting_says_what_leasehold_needs(engine: Engine) {
     says_what_leasehold_needs(engine, &["EVALSHA", "EVAL"]);
 }
 
+on_engines!(#[test] fn a_redis_without_a_command_the_scripts_call_says_what_leasehold_needs);
 /// A command the scripts call renamed away: each engine words it its own way inside a script
 /// (Valkey without "Redis" in it).
-on_engines!(#[test] fn a_redis_without_a_command_the_scripts_call_says_what_leasehold_needs);
 fn a_redis_without_a_command_the_scripts_call_says_what_leasehold_needs(engine: Engine) {
     says_what_leasehold_needs(engine, &["TIME"]);
 }

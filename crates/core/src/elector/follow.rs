@@ -118,20 +118,19 @@ impl Elector {
                     let _ = rate.record(reading);
                     self.keep_rate(rate.bound());
                 }
+                failures = 0;
+                self.redis_ok();
             }
             let seen = match attempt {
                 Ok(Acquired::Leader(mut grant)) => {
-                    self.redis_ok();
                     if cooled {
                         grant.previous = PreviousTerm::DataLoss;
                     }
                     return Some(grant);
                 }
                 Ok(Acquired::HeldBy(holder)) => {
-                    failures = 0;
                     // A term after the loss: the one before a later win is this holder's.
                     cooled = false;
-                    self.redis_ok();
                     if let Some(left) = holder.remaining {
                         observed = Some((holder.clone(), clock.now().saturating_add(left)));
                     }
@@ -146,9 +145,7 @@ impl Elector {
                     Seen::Held(holder.remaining)
                 }
                 Ok(Acquired::CoolingDown { remaining, started }) => {
-                    failures = 0;
                     cooled = true;
-                    self.redis_ok();
                     if started {
                         self.hooks.cooldown_started();
                         warn!(
@@ -165,8 +162,6 @@ impl Elector {
                     identity,
                     remaining,
                 }) => {
-                    failures = 0;
-                    self.redis_ok();
                     debug!(
                         identity = %self.lease.owner().identity(),
                         lease = %self.lease.name(),
@@ -180,8 +175,6 @@ impl Elector {
                     Seen::Held(remaining)
                 }
                 Ok(Acquired::NewerProtocol(_)) => {
-                    failures = 0;
-                    self.redis_ok();
                     self.note_follower_view(None, None);
                     // Out until the keys are ours to read: look again every retry period.
                     Seen::Held(None)

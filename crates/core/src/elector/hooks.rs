@@ -23,17 +23,6 @@ pub enum RenewalOutcome {
     Failed,
 }
 
-impl RenewalOutcome {
-    /// A stable label.
-    pub fn as_label(self) -> &'static str {
-        match self {
-            RenewalOutcome::Renewed => "renewed",
-            RenewalOutcome::Lost => "lost",
-            RenewalOutcome::Failed => "failed",
-        }
-    }
-}
-
 /// Hooks called on the elector's task, synchronously and in the order of the elector's steps:
 /// a hook that returns has done its part before the next step (the work starts after
 /// `began`; the term is revoked after `ending`). They must not block for long: the watchdog

@@ -62,19 +62,28 @@ impl StepDownReason {
 
     /// A stable snake_case label (metrics, JSON).
     pub fn as_label(self) -> &'static str {
+        self.label_and_words().0
+    }
+
+    /// The reason's label, and its words for people.
+    fn label_and_words(self) -> (&'static str, &'static str) {
+        use StepDownReason::*;
         match self {
-            StepDownReason::Lost => "lost",
-            StepDownReason::RenewDeadlinePassed => "renew_deadline_passed",
-            StepDownReason::RenewRefused => "renew_refused",
-            StepDownReason::ValidityDeadlinePassed => "validity_deadline_passed",
-            StepDownReason::Pause => "pause",
-            StepDownReason::ClockStep => "clock_step",
-            StepDownReason::WorkEnded => "work_ended",
-            StepDownReason::WorkFailed => "work_failed",
-            StepDownReason::WorkPanicked => "work_panicked",
-            StepDownReason::Shutdown => "shutdown",
-            StepDownReason::Gate(gate) => gate.label,
-            StepDownReason::Handover => "handover",
+            Lost => ("lost", "lease lost"),
+            RenewDeadlinePassed => ("renew_deadline_passed", "renew deadline passed"),
+            RenewRefused => ("renew_refused", "redis refused the renewal"),
+            ValidityDeadlinePassed => ("validity_deadline_passed", "validity deadline passed"),
+            Pause => (
+                "pause",
+                "paused longer than the term, unseen by the boot clock",
+            ),
+            ClockStep => ("clock_step", "redis's clock stepped forward"),
+            WorkEnded => ("work_ended", "work ended"),
+            WorkFailed => ("work_failed", "work failed"),
+            WorkPanicked => ("work_panicked", "work panicked"),
+            Shutdown => ("shutdown", "shutdown"),
+            Gate(gate) => (gate.label, gate.says),
+            Handover => ("handover", "handover"),
         }
     }
 
@@ -86,20 +95,7 @@ impl StepDownReason {
 
 impl fmt::Display for StepDownReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            StepDownReason::Lost => "lease lost",
-            StepDownReason::RenewDeadlinePassed => "renew deadline passed",
-            StepDownReason::RenewRefused => "redis refused the renewal",
-            StepDownReason::ValidityDeadlinePassed => "validity deadline passed",
-            StepDownReason::Pause => "paused longer than the term, unseen by the boot clock",
-            StepDownReason::ClockStep => "redis's clock stepped forward",
-            StepDownReason::WorkEnded => "work ended",
-            StepDownReason::WorkFailed => "work failed",
-            StepDownReason::WorkPanicked => "work panicked",
-            StepDownReason::Shutdown => "shutdown",
-            StepDownReason::Gate(gate) => gate.says,
-            StepDownReason::Handover => "handover",
-        })
+        f.write_str(self.label_and_words().1)
     }
 }
 

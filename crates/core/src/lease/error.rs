@@ -324,9 +324,7 @@ impl LeaseError {
             _ => LeaseError::Other { op, detail },
         }
     }
-}
 
-impl LeaseError {
     /// The error with a hint at TLS where a URL of the wrong scheme is the likely cause, for a
     /// target that never answered: `rediss://` to a port without TLS waits for a handshake that
     /// never comes (a timeout before any connection was made, said as what it is), and
@@ -353,9 +351,7 @@ impl LeaseError {
             other => other,
         }
     }
-}
 
-impl LeaseError {
     /// The error with leasehold's side of a refused password or of a server certificate it does
     /// not trust: the user, and where the password comes from (never the password); whether the
     /// CA came from `--redis-ca-file`.
