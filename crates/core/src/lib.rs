@@ -1,29 +1,16 @@
-//! leasehold's core: one Redis lease and the election loop around it.
-//!
-//! The holder of the lease is the leader: it runs the leader's work and renews the lease with a
-//! watchdog. The moment it can no longer prove that it still holds the lease, it steps down:
-//! its work is cancelled, its `check()` refuses, and it says why. The safety argument (one
-//! atomic acquire, compare-and-set renew and release, a validity deadline on the boot-time
-//! clock, a synchronous check before each side effect, fencing tokens that never go backwards,
-//! a cooldown after Redis lost its data) is in leasehold's docs/DESIGN.md.
+//! leasehold's core: one Redis lease and the election loop around it. The holder leads; it
+//! steps down the moment it can no longer prove the lease is still its own, and says why. The
+//! safety argument is in leasehold's docs/DESIGN.md.
 //!
 //! # The border
 //!
 //! **A feature that does not change when a term begins or ends lives outside this crate.** The
-//! core depends on no Kubernetes, HTTP, command-line or metrics crate, and nothing here imports
-//! from the product crate (`leasehold`), which holds the binary, its probes and metrics, the
-//! guard file, the singleton command's supervisor, the Kubernetes side and the operator tools.
-//! What the product adds to the loop goes through two seams of [`elector::Elector`]:
+//! core depends on no Kubernetes, HTTP, command-line or metrics crate and imports nothing from
+//! the product (`leasehold`: the binary, its probes and metrics, the guard file, the Kubernetes
+//! side, the operator tools), which reaches the loop through two seams of [`elector::Elector`]:
 //!
-//! - out: [`elector::TermHooks`], told in order of each term's moments (`began`, `extended`,
-//!   `ending` first in the step-down, `ended`), of what the loop sees and of every change of
-//!   the status; the guard file, the metrics and the product's status board (with its event
-//!   history) are hooks;
-//! - in: [`elector::Standing`], what gates say (stand, or stay out with a reason), read in one
-//!   place by the follower before each try and watched by the leader for the whole term; a
-//!   term a gate ends steps down with the gate's own reason. Any number of gates come in with
-//!   `Elector::with_gate`; the product's (the eviction policy, the candidate check, the clock
-//!   rate) are all outside.
+//! - out: [`elector::TermHooks`], told in order of each term's moments and each status change;
+//! - in: [`elector::Standing`], what the gates say, read before each try and watched in a term.
 //!
 //! # Layout
 //!

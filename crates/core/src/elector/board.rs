@@ -1,7 +1,5 @@
 //! The elector's status and its one way in: every writer changes it through a [`StatusBoard`],
-//! which tells the term hooks of each change in the same step ([`TermHooks::status`]), in the
-//! order of the status's versions whoever writes. What the parts outside make of it (event
-//! streams with their history, the status file) is theirs.
+//! which tells the term hooks of each change in the same step ([`TermHooks::status`]).
 
 use std::sync::{Arc, OnceLock};
 

@@ -1,7 +1,4 @@
-//! The leader's side: one term. Start the work, renew through the watchdog on the boot clock
-//! until something ends the term, then step down in order: revoke (`check()` refuses, readiness
-//! flips), cancel the work, record the reason, wait for the work (never past the validity
-//! deadline), release.
+//! The leader's side: one term, from its work's start through the watchdog to the step-down.
 
 use std::fmt::Display;
 use std::future::Future;
@@ -21,7 +18,6 @@ use super::{
 use crate::lease::{Grant, Released, Renewal, Renewed, Reservation};
 
 impl Elector {
-    /// One term as leader: start the work, renew until something ends the term, step down.
     pub(super) async fn lead<W, Fut, E>(
         &self,
         grant: Grant,
@@ -103,9 +99,7 @@ impl Elector {
                 }
                 to = leadership.handover_asked() => break (Ending::handover(to), true),
                 // A handover request was nudged on the channel, or a data loss told: renew now.
-                // The renewal reads the request (which names the term it is for) in the same
-                // step; after a data loss it finds the lease gone, and the term ends at once
-                // instead of at the next renewal, long before the cooldown does.
+                // The renewal reads the request (which names its term), or finds the lease gone.
                 Ok(()) = nudges.changed() => {}
                 joined = &mut work_task => {
                     let ended = work_ending(joined);
@@ -287,9 +281,8 @@ impl Elector {
         }
     }
 
-    /// Step-down, in order: tell the hooks the term is ending (the guard file is zeroed), revoke (`check()` refuses, readiness flips), cancel
-    /// the work, record the reason, wait for the work to stop (never past the validity
-    /// deadline), release. Returns the reason, and whether the release was announced.
+    /// Step-down, in docs/DESIGN.md's order, the hooks told first. Returns the reason, and
+    /// whether the release was announced.
     async fn step_down(
         &self,
         leadership: &Leadership,

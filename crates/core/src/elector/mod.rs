@@ -1,22 +1,4 @@
 //! The elector: turns the lease primitives into leadership.
-//!
-//! A follower tries to acquire and otherwise sleeps until the holder's TTL runs out, a release
-//! is announced, or (without the release channel) the retry period passes. A leader runs its
-//! work and a watchdog that renews every retry period, and steps down at once when the lease is
-//! not ours any more, the renew deadline or the validity deadline passed, the work ended, or
-//! the process shuts down. Step-down is one sequence: mark not-leader (`check()` refuses,
-//! readiness flips), cancel the work, record the reason, wait for the work to stop (never past
-//! the validity deadline), then release the lease if it may still be ours.
-//!
-//! Here: the elector, its options, and the assembly of its tasks in `run`. The follower loop is
-//! in `follow.rs` (an acquire nobody answered in `sit_out.rs`), one term as leader (the
-//! watchdog and step-down) in `lead.rs`, the cycle between terms in `cycle.rs`, the release
-//! channel in `notify.rs`, the status and its one way in (`StatusBoard`, which tells the hooks)
-//! in `board.rs`. The two seams: the term hooks (what the parts outside hear, in order: the
-//! guard file, metrics, the product's status board) in `hooks.rs`, out; the gates (what keeps
-//! this replica out, all of them its user's) in `standing.rs`, in. The decisions the model checks (deadlines, waits, between terms, a partly sick
-//! replica) are pure functions in `decide/` (table-tested); a one-line predicate with one
-//! caller stays beside it.
 
 mod board;
 mod cycle;

@@ -1,27 +1,13 @@
 //! The release channel: a task that keeps a pub/sub subscription to the lease's channel, proves
 //! it alive, subscribes again when it went silent or closed, and turns every release (and every
-//! re-subscription, after which a release may have been missed) into a wake-up for the
-//! follower.
+//! re-subscription, after which a release may have been missed) into a wake-up for the follower.
 //!
 //! Why prove it: a link that loses its peer silently (a blackhole, a node gone without a reset)
 //! leaves a subscription that looks fine and hears nothing, and every graceful handoff would then
 //! wait for the holder's TTL. TCP keepalive would not do: it proves only the nearest TCP peer (a
 //! sidecar proxy or a load balancer in between answers for a dead Redis), and not that Redis
-//! still serves this connection.
-//!
-//! How, without a command of its own: each try of the follower publishes a numbered probe on
-//! this replica's own probe channel (inside the acquire script), and the subscription must hear
-//! it within a quarter of a retry period of the try's answer. A follower tries at least once per
-//! lease duration (at the holder's expiry), so a dead subscription is noticed before it can
-//! delay a handoff by more than one lease duration. A leader sends no probe: the nudges it hears
-//! only make sooner what its renewals find anyway, and its first try as a follower proves the
-//! link again. Where an ACL refuses the probe channel, a `PING` whenever the subscription has
-//! been quiet for a while does it instead (about one per retry period).
-//!
-//! Only a replica in the election listens: a leader that could not renew counts the listeners
-//! on the channel to know whether anyone else would take over, and one that a gate keeps out or
-//! that sits out would only make it hold off for nobody. Back in, it subscribes again, which
-//! wakes a follower's wait (a release may have been missed) but not a hold-off.
+//! still serves this connection. A leader sends no probe: what it hears only makes sooner what
+//! its renewals find anyway.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,7 +38,6 @@ const QUEUED: usize = 8;
 /// The numbers of this replica's probes, shared by the follower that sends them and the task
 /// that hears them.
 struct Probes {
-    /// The next probe's number.
     next: AtomicU64,
     /// The first number the current subscription can hear; [`NOT_HEARD`] while no subscription
     /// hears probes (none, or one whose probe channel an ACL refused).

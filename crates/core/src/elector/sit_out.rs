@@ -1,9 +1,4 @@
-//! A replica that cannot use a lease sits out (docs/DESIGN.md, "Gray failures"). An acquire whose
-//! answer never came is resolved before anything else: Redis is read (never written to take or
-//! extend a lease) until an answer comes, and a term of ours that the unanswered acquire won is
-//! given back at once, by its own term value. While the answers are missing or slower than a lease
-//! allows, the replica stays out of the election and says so (status, `/readyz`, `/leader`, a
-//! warning, a metric), and comes back once a round trip fits again.
+//! A replica that cannot use a lease sits out (docs/DESIGN.md, "Gray failures").
 
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -16,13 +11,10 @@ use crate::lease::{FencingToken, LeaseError, Released, Retry};
 impl Elector {
     /// After an acquire whose outcome is unknown ([`decide::outcome_unknown`]): reads the lease
     /// until Redis answers within [`decide::link_fits`], giving back every term of ours that
-    /// this replica never led ([`decide::unknown_term_of_ours`]), and sitting out meanwhile.
-    /// Reads are probes, one per retry period (with jitter): a lease that this replica may hold
-    /// without knowing is never extended, so it runs out within one TTL at most and a healthy
-    /// replica takes it. `failures`: failed calls in a row so far (the acquire's), which the
-    /// reads go on counting, so that an outage is said once. A refusal is an answer too: the
-    /// follower's own tries then say it and back off. `false` at shutdown, or when a one-shot
-    /// lock's wait is over.
+    /// this replica never led ([`decide::unknown_term_of_ours`]), and sitting out meanwhile: one
+    /// read per retry period (with jitter). `failures`: failed calls in a row so far (the
+    /// acquire's), which the reads go on counting, so that an outage is said once. `false` at
+    /// shutdown, or when a one-shot lock's wait is over.
     pub(super) async fn resolve_unknown_acquire(
         &self,
         shutdown: &CancellationToken,
@@ -94,9 +86,8 @@ impl Elector {
         }
     }
 
-    /// Releases a term of ours that an unanswered acquire won: by its own term value, so that
-    /// a release that lands late cannot touch a later term. Announced like any release, so the
-    /// followers take over at once.
+    /// Releases a term of ours that an unanswered acquire won, by its own term value; announced
+    /// like any release, so the followers take over at once.
     async fn give_back_unknown_term(&self, token: FencingToken) {
         let identity = self.lease.owner().identity();
         let lease = self.lease.name();

@@ -1,8 +1,4 @@
-//! The one way in: whether this replica stands for the lease. Gates (any a user of the elector
-//! adds with [`Elector::with_gate`](super::Elector::with_gate): the product's eviction policy,
-//! candidate check and clock rate) each say stand or stay out; the follower reads what they say
-//! together before each try, and the leader watches it for the whole term and steps down with
-//! the reason of the gate that said no.
+//! The one way in: whether this replica stands for the lease, as its gates say.
 
 use tokio::sync::watch;
 

@@ -80,20 +80,14 @@ pub enum TimingBound {
 pub enum TimingError {
     /// A duration below the smallest one Redis can express usefully.
     TooShort {
-        /// The field.
         field: TimingField,
-        /// The value given.
         value: Duration,
-        /// The minimum.
         min: Duration,
     },
     /// A duration beyond [`Timing::MAX`].
     TooLong {
-        /// The field.
         field: TimingField,
-        /// The value given.
         value: Duration,
-        /// The maximum.
         max: Duration,
     },
     /// Two durations in the wrong order.
@@ -108,10 +102,7 @@ pub enum TimingError {
         smaller_value: Duration,
     },
     /// The drift factor outside [0, 0.5).
-    DriftFactor {
-        /// The value given.
-        value: f64,
-    },
+    DriftFactor { value: f64 },
 }
 
 impl TimingError {
@@ -166,10 +157,9 @@ impl Timing {
     /// The smallest lease duration, renew deadline or retry period accepted.
     pub const MIN: Duration = Duration::from_millis(10);
 
-    /// The longest: an hour. A leader that dies without releasing holds the lease a lease
-    /// duration, and after Redis lost its data every replica waits that long; an hour is far
-    /// past any failover worth waiting for, and every deadline computed from it stays far from
-    /// the end of representable time.
+    /// The longest: an hour. A dead leader holds the lease that long, and after a data loss every
+    /// replica waits that long: an hour is far past any failover worth waiting for, and keeps
+    /// every deadline computed from it far from the end of representable time.
     pub const MAX: Duration = Duration::from_secs(3600);
 
     /// Checks the rule; every failure names the field, the value and the rule.
@@ -246,9 +236,7 @@ impl Timing {
 
     /// The bound of one acquire: no longer than a renewal attempt gets, since over a link too
     /// slow to renew in time a term would only end at the renew deadline. An acquire that runs
-    /// out of it may still have won: its outcome is resolved before the next try, and a replica
-    /// whose round trips do not fit sits out (`Elector::resolve_unknown_acquire`), so that the
-    /// lease goes to a replica that can keep it.
+    /// out of it may still have won (docs/DESIGN.md, "Gray failures").
     pub fn acquire_timeout(&self) -> Duration {
         self.call_timeout().min(self.renew_attempt_timeout())
     }

@@ -114,14 +114,11 @@ impl fmt::Display for LeaseName {
 /// all of them live in one Redis Cluster slot and one script can touch them together.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseKeys {
-    /// The lease itself: `<prefix>{<name>}`, value = the holder's owner id, with a TTL.
+    /// The lease itself: `<prefix>{<name>}`, value the holder's term value, with a TTL.
     pub lease: String,
     /// The fencing counter: `<prefix>{<name>}:fence`, no TTL.
     pub fence: String,
-    /// The lease's state record: `<prefix>{<name>}:state`, no TTL. It notices data loss (it
-    /// names the Redis process and dataset that wrote it), holds the end of the data-loss
-    /// cooldown, and keeps the holder's term and its expiry for when the lease key vanishes
-    /// before its time (eviction, an operator's `DEL`).
+    /// The lease's state record: `<prefix>{<name>}:state`, no TTL (see `RECORD` in scripts.rs).
     pub state: String,
     /// The pub/sub channel on which a release is announced (and a handover request nudged).
     pub channel: String,
@@ -132,12 +129,10 @@ pub struct LeaseKeys {
     /// acquire, with a TTL of about a retry period.
     pub reserved: String,
     /// The longest lease duration of the lease's recent terms, and when the last data loss was
-    /// found: `<prefix>{<name>}:longest`, no TTL. Contenders may run different lease durations
-    /// (a rolling change of `--lease-duration`); the data-loss cooldown covers the longest.
+    /// found: `<prefix>{<name>}:longest`, no TTL.
     pub longest: String,
-    /// The protocol the keys are written in, and the release that last won a term under it:
-    /// `<prefix>{<name>}:protocol`, value `<version> <release>`, no TTL. A replica of a lower
-    /// protocol stays out (see [`PROTOCOL`](super::PROTOCOL)).
+    /// The protocol the keys are written in ([`PROTOCOL`](super::PROTOCOL)), and the release that
+    /// last won a term under it: `<prefix>{<name>}:protocol`, value `<version> <release>`, no TTL.
     pub protocol: String,
     /// The rate of Redis's clock as the leader last measured it: `<prefix>{<name>}:clock`,
     /// value `<term value> <low> <high> <time_us>`, with a TTL of three lease durations, for
@@ -161,9 +156,8 @@ impl LeaseKeys {
     }
 
     /// The channel on which `owner`'s own tries publish a probe, heard on its own subscription:
-    /// `<prefix>{<name>}:probe:<owner id>`. A follower's try proves the subscription it rides
-    /// beside without a command of its own (see the acquire script). It starts with the lease,
-    /// so an ACL rule that lets the channel through (`&<prefix>*`) lets this one through too.
+    /// `<prefix>{<name>}:probe:<owner id>`. It starts with the lease, so an ACL rule that lets
+    /// the channel through (`&<prefix>*`) lets this one through too.
     pub fn probe_channel(&self, owner: &OwnerId) -> String {
         format!("{}:probe:{owner}", self.lease)
     }

@@ -10,14 +10,8 @@ use super::target::TlsFiles;
 use crate::clock::{BootClock, SharedClock};
 
 /// The Redis ACL rule for leasehold's user, with keys and channels under `key_prefix`: exactly
-/// the commands leasehold sends (`EVALSHA`, `SCRIPT LOAD` after `NOSCRIPT`, `SUBSCRIBE` and
-/// `PING` for the release channel, `INFO memory` for the eviction policy) and those its scripts
-/// run (`INFO server` and `INFO replication` name the Redis process and dataset in the state
-/// record; `PUBSUB NUMSUB` sizes the release herd). A handover (`leasehold step-down`) needs
-/// nothing more: its request and reservation keys are under the same prefix, its nudge goes out
-/// on the lease's own channel. `WAIT` is added
-/// when `--redis-wait-replicas` is used. Append `>password` (or `#sha256`) to set the password:
-/// `ACL SETUSER leasehold <rule> >secret`.
+/// the commands leasehold and its scripts send, and `WAIT` when `with_wait` (docs/REFERENCE.md,
+/// "ACL user with least privilege"). Append `>password` (or `#sha256`) to set the password.
 pub fn minimal_acl_rule(key_prefix: &str, with_wait: bool) -> String {
     let wait = if with_wait { " +wait" } else { "" };
     format!(
@@ -58,10 +52,8 @@ impl fmt::Display for Secret {
 pub struct LeaseOptions {
     /// Prefix of every key (default [`DEFAULT_KEY_PREFIX`]).
     pub key_prefix: String,
-    /// After Redis lost its data (or on a brand-new Redis), refuse every acquire for one lease
-    /// duration, so that an old leader still inside its validity window cannot overlap a new
-    /// one. Turn off only for a Redis whose persistence cannot lose an acknowledged write and
-    /// that never fails over (`appendfsync always`, no replicas).
+    /// Cool down one lease duration after Redis lost its data (docs/DESIGN.md, "Data loss").
+    /// Off only for a Redis that cannot lose an acknowledged write and never fails over.
     pub cooldown_on_data_loss: bool,
     /// ACL user name (overrides one in the URL).
     pub username: Option<String>,
@@ -74,11 +66,8 @@ pub struct LeaseOptions {
     pub tls: Option<TlsFiles>,
     /// Password of the Sentinels, for `redis+sentinel://` targets whose Sentinels require one.
     pub sentinel_password: Option<Secret>,
-    /// Accept a `redis+sentinel://` target whose hosts resolve to fewer than three Sentinels,
-    /// or to an even number of them (refused otherwise, and said once at warn level when
-    /// accepted): with one Sentinel its word alone names the master, which made two leaders
-    /// after a failover it missed; a majority of an even number survives no more failures than
-    /// a majority of one fewer.
+    /// Accept a `redis+sentinel://` target whose hosts resolve to fewer than three Sentinels or
+    /// an even number, said once at warn level (docs/REFERENCE.md, "How many Sentinels").
     pub allow_unsafe_sentinel_count: bool,
     /// Wait for replicas to acknowledge each acquire and renew (`WAIT`): a term or renewal
     /// counts only once enough replicas have the write.

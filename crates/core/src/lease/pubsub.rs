@@ -1,8 +1,5 @@
-//! The release channel: a dedicated pub/sub connection subscribed to the lease's channel, its
-//! announcements read as released terms, and the owner's own probe channel, on which each of
-//! its tries publishes a number: hearing it is how a quiet channel is told from a dead link (a
-//! blackholed link delivers nothing and reports nothing) without a command sent for that alone.
-//! Where an ACL refuses the probe channel, a `PING` on the subscription does it instead.
+//! The release channel: a dedicated pub/sub connection to the lease's channel and the owner's
+//! own probe channel.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -32,9 +29,7 @@ pub struct Release {
 pub const HANDOVER_NUDGE: &str = "handover ";
 
 /// How the notice of a data loss starts on the release channel: `data-loss <cooldown ms>`,
-/// published by the acquire that found the loss and started the cooldown. A leader renews at
-/// once on it (and so finds its lease gone); a follower tries at once, so that the cooldown
-/// covers the longest lease duration it knows.
+/// published by the acquire that found the loss and started the cooldown.
 pub const DATA_LOSS_NOTICE: &str = "data-loss ";
 
 impl Release {

@@ -5,8 +5,8 @@
 //! whether no address can reach a majority any more (too many disagreed or did not answer).
 //! Why a majority: each Sentinel moves to a new master only with a higher configuration epoch,
 //! and two majorities of the same Sentinels share one, so a renewal that a majority confirmed
-//! on the old master and a dial that a majority sent to the new one are ordered (see
-//! `sentinels.rs`).
+//! on the old master and a dial that a majority sent to the new one are ordered
+//! (docs/DESIGN.md, "Sentinel").
 //!
 //! Public (and hidden from the docs) only so that the model checker in `tests/model` counts
 //! the Sentinels' views with this very tally; not a stable API.

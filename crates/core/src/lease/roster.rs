@@ -1,22 +1,6 @@
-//! Which processes are the Sentinels, and how many a majority is counted from.
-//!
-//! Each address that the URL's hosts resolve to is one Sentinel: a name such as a headless
-//! Kubernetes Service's stands for every pod behind it. Two hosts that resolve to one address
-//! are one Sentinel, and a name that resolves to IPv4 and IPv6 addresses counts only its IPv4
-//! ones: a dual-stack pod (or `localhost`) has one of each, and one Sentinel counted twice
-//! would make its word a majority. Over TLS a Sentinel is dialled by its name, which its
-//! certificate carries, so there each name must stand for one Sentinel.
-//!
-//! The count must be odd and at least three ([`weakness`] says what any other count gives up):
-//! a majority of one Sentinel is its word alone, and a majority of an even number survives no
-//! more failures than a majority of one fewer. The rule is checked at start on the addresses the
-//! names resolve to then; [`Sentinels`](super::sentinels::Sentinels) resolves them again while
-//! it runs (a Sentinel whose pod restarted has another address) and counts its majority from the
-//! largest number it ever resolved, so a name that later resolves to fewer addresses counts the
-//! missing ones as silent instead of lowering the majority.
-//!
-//! Resolving goes through the system's resolver (`getaddrinfo` on tokio's blocking pool, never
-//! on the runtime's threads), each name bounded by [`SENTINEL_TIMEOUT`].
+//! Which processes are the Sentinels, and how many a majority is counted from. The rules (one
+//! per address, IPv4 only on a dual stack, odd and three or more) and why: docs/REFERENCE.md,
+//! "How many Sentinels".
 
 use std::fmt;
 use std::net::SocketAddr;

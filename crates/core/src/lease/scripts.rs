@@ -63,15 +63,9 @@ pub const PROTOCOL: u32 = 1;
 /// number, then our protocol version and release. A term that the record names is free only once the record says so (its release
 /// clears it) or its expiry passed and nobody still observes it.
 ///
-/// The probe is published first, whatever the reply: a follower subscribed to its own probe
-/// channel hears it on its subscription, which proves that link with the try it sends anyway
-/// (instead of a keepalive `PING` of its own). Empty or absent: no probe.
-///
-/// The cooldown after a data loss covers the longest lease duration known (see `:longest`
-/// above). The call that finds the loss announces it on the channel (`data-loss <ms>`): a
-/// leader renews at once (and so finds its lease gone), and every follower tries at once, so
-/// that one that knows a longer duration than the finder makes the cooldown cover it, counted
-/// from the instant of the loss.
+/// The probe is published first, whatever the reply (docs/DESIGN.md, "Followers"); empty or
+/// absent: no probe. The call that finds a data loss announces it on the channel
+/// (`data-loss <ms>`; docs/DESIGN.md, "Mixed lease durations").
 ///
 /// Replies, each ending with Redis's `TIME` in microseconds (for the clock-rate bound, also
 /// while following) and the longest lease duration of a live claim in ms (0 for none):

@@ -1,37 +1,10 @@
 //! Asking the Sentinels which node is the master: every Sentinel at once, and an answer counts
-//! only when a majority of them (more than half of those the URL stands for) name the same master
-//! ([`Tally`]). A dial goes to the master a majority names, once its `ROLE` agrees; a term's
-//! acquire and each renewal count only when a majority, asked after the command's send
-//! instant, still names the node the command ran on (`Connection::confirm_master`). A frozen
-//! Sentinel costs nothing while the others make a majority; with fewer than a majority
-//! answering nobody dials and no leader renews, as Sentinel itself cannot fail over without a
-//! majority.
-//!
-//! Why a majority is needed and enough: a master that Sentinel replaced may stay up and take
-//! writes until it is reconfigured as a replica (seconds, or never while it is cut off), and a
-//! leader whose connection was kept from before the failover would renew there while a
-//! contender elects on the new master. Each Sentinel moves to another master only with a
-//! higher configuration epoch, so each names the old master, then the new one, and not the old
-//! one again. A contender reaches the new master only after a majority named it, and the first
-//! script there finds the data-loss record (another `master_replid`) and starts a cooldown of
-//! one lease duration before anyone leads there. A renewal sent at `t` counts only when a
-//! majority named the old node at some instant after `t`. Two majorities share a Sentinel,
-//! which named the old node after `t` and the new one before that first script ran; so the
-//! switch came after `t`, and the term the renewal extends (to `t` plus one lease duration)
-//! ends before the cooldown does. With the first answer alone, a Sentinel that had not heard
-//! of the failover yet, or never would (cut off together with the old master), could confirm a
-//! renewal on the old master after another had sent a contender to the new one.
+//! only when a majority of them names the same master ([`Tally`]). Why a majority is needed and
+//! enough: docs/DESIGN.md, "Sentinel".
 //!
 //! Each ask runs as a task of its own, bounded by [`SENTINEL_TIMEOUT`], and is not cancelled
 //! when a majority answered first: a frozen Sentinel's kept connection is dropped by its own
 //! timeout, instead of collecting asks that nobody waits for.
-//!
-//! Who the Sentinels are comes from [`roster`](super::roster): each address the URL's hosts
-//! resolve to, resolved before the first ask, and again (in the background, one resolution at
-//! a time) after an ask failed, so that a Sentinel whose pod came back on another address is
-//! asked there; while all answer, no name is resolved. The majority is of the largest number of
-//! Sentinels resolved so far, and that number must keep the count rule (odd, three or more)
-//! unless the lease's options accept it, which is then said once at warn level.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -22,14 +22,8 @@ pub fn contends_again(ending: StepDownReason, stop_when_work_ends: bool, one_ter
     !(ending == StepDownReason::Shutdown || (work_ended && stop_when_work_ends) || one_term)
 }
 
-/// Whether a term was cut short by a fault that the next term would meet again: work that fails
-/// or panics within one lease duration of winning (a command that cannot start, a reconciler
-/// that errors at once), or a renewal that Redis refused for a reason that does not pass by
-/// itself (a missing permission: the next acquire passes, the next renewal is refused), however
-/// long the term had lasted (a permission taken away from a long-standing leader). Again and
-/// again, either would make the replicas cycle acquire → release as fast as Redis answers.
-/// Work that returns on its own hands over on purpose (a rotation, a library user's choice) and
-/// is not paced.
+/// Whether a term was cut short by a fault the next term would meet again (docs/DESIGN.md,
+/// "Step-down", "Gray failures"). Work that returns on its own hands over on purpose: not paced.
 pub fn is_short_term(reason: StepDownReason, lasted: Duration, timing: &Timing) -> bool {
     match reason {
         StepDownReason::RenewRefused => true,
@@ -40,7 +34,7 @@ pub fn is_short_term(reason: StepDownReason, lasted: Duration, timing: &Timing) 
 
 /// The pause before contending again after a term, given how many short terms in a row have
 /// ended so far (this one included): none after a term that was not short, else the retry
-/// period, doubling with each repeat up to [`MAX_BACKOFF`](super::MAX_BACKOFF).
+/// period, doubling with each repeat up to `MAX_BACKOFF`.
 pub fn pause_after_term(short_terms_in_a_row: u32, timing: &Timing) -> Duration {
     match short_terms_in_a_row {
         0 => Duration::ZERO,
@@ -67,16 +61,8 @@ pub fn nobody_else_listens(listeners: Option<u32>, subscribed: bool) -> bool {
     listeners.is_some_and(|n| n <= u32::from(subscribed))
 }
 
-/// How long a replica holds off after a term `ended`. One lease duration after a handover, so
-/// that the replica that asked to be relieved is not the next leader again (a handover must move
-/// leadership, or it did nothing). After a term it could not renew (the renew or the validity
-/// deadline passed): a replica whose renewals failed is the least likely to keep the next term,
-/// so it lets the healthy followers go first: one retry period when its release woke them, else
-/// until the term it could not renew has surely run out (renewals may have landed unanswered)
-/// and a yield more, since the others wake at that expiry; but not at all when its last renewal
-/// found nobody else to go first (a Deployment of one replica would wait for nobody's benefit).
-/// None otherwise. Holding off is a place at the back of the queue, not a ban: see
-/// [`held_off_wait`].
+/// How long a replica holds off after a term `ended` (docs/DESIGN.md, "After a handover", "Gray
+/// failures"): a place at the back of the queue, not a ban (see [`held_off_wait`]).
 pub fn hold_off_after(ended: &TermEnd, timing: &Timing) -> Duration {
     let could_not_renew = matches!(
         ended.reason,
@@ -118,20 +104,8 @@ pub fn yield_to_others(timing: &Timing) -> Duration {
         .min(timing.retry_period)
 }
 
-/// How long a follower waits before its next try because it holds off (zero when it does not).
-///
-/// - `woken`: a wake-up other than the announcement of its own release came (another replica's
-///   release, a handover to this replica, a data-loss notice): the replica yields
-///   [`yield_to_others`], so that every follower not holding off tries first, and then takes
-///   what nobody took: a term handed to it, or a lease nobody else contends for.
-/// - Otherwise, when its release offered the lease to the others, it waits until every follower
-///   has had a try, also one whose release channel is down and tries only on its retry period
-///   (at most 2.2 retry periods), and a yield more: only then does it take back a lease that
-///   nobody else wanted, instead of leaving it leaderless for the rest of its hold-off.
-/// - When its release was not announced, nobody was offered anything: it waits out the whole
-///   hold-off (the others try when the term it left runs out).
-///
-/// Never past the hold-off's end.
+/// How long a follower that holds off waits before its next try (`woken`: by a wake-up other
+/// than its own release's), never past the hold-off's end (docs/DESIGN.md, "After a handover").
 pub fn held_off_wait(now: BootInstant, hold: HoldOff, woken: bool, timing: &Timing) -> Duration {
     let left = hold.until.saturating_duration_since(now);
     if left.is_zero() {
@@ -186,6 +160,5 @@ pub fn between_terms(
     }
 }
 
-// The tables beside the file keep it one concept under 500 lines.
 #[cfg(test)]
 mod tests;

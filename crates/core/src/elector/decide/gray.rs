@@ -9,9 +9,7 @@ use crate::lease::{FencingToken, Holder, LeaseError};
 
 /// Whether an acquire that failed with `err` may still have run in Redis: no answer came (a
 /// timeout, a connection that broke or was reset), so the script may have won a term that its
-/// caller never heard of. Such an outcome is resolved before the next acquire
-/// (`Elector::resolve_unknown_acquire`): a second acquire would only take the lease again,
-/// under a fresh TTL, for a replica that cannot learn it leads.
+/// caller never heard of.
 pub fn outcome_unknown(err: &LeaseError) -> bool {
     matches!(
         err,

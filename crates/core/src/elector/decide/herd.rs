@@ -24,10 +24,6 @@ pub(crate) const MAX_SPREAD: Duration = Duration::from_millis(50);
 /// How long a follower waits after a release announced to `subscribers` connections before it
 /// tries; `jitter` is drawn from [0, 1). Without a count (an announcement from a release script
 /// that does not send one) nobody waits, as before.
-///
-/// In a group of n > [`WOKEN_TOGETHER`], a follower whose `jitter × n` falls below
-/// [`FIRST_WAVE`] tries at once; the others wait one spread (n × 50 µs, at most 50 ms), then a
-/// uniform part of another, so their tries arrive after the first wave's and apart.
 pub(crate) fn herd_delay(subscribers: Option<u32>, jitter: f64) -> Duration {
     let Some(n) = subscribers.filter(|n| *n > WOKEN_TOGETHER) else {
         return Duration::ZERO;

@@ -1,25 +1,5 @@
 //! The elector's decisions as pure functions of the time and of what Redis said: no I/O, so
-//! every case is a row in a table test (one `#[test]` per decision, each row a sentence). The
-//! I/O files of the elector (`follow.rs`, `sit_out.rs`, `lead.rs`, `notify.rs`, `cycle.rs`) call
-//! these and act on the answer.
-//!
-//! - `watchdog`: one term as leader: its deadlines from the send instant, the watchdog's step,
-//!   a late reply, the retry after a failed renewal, `check()`'s comparison, the label of a
-//!   term whose work ended late, how long stopping work may take.
-//! - `follower`: the follower's waits (also under the polling baseline and a one-shot lock);
-//!   `sighting`: the observed-time rule, which release lets go of a holder, what to give back
-//!   after an acquire that raced shutdown, when the leader seen has changed.
-//! - `between`: between terms: whether to contend again, short terms and their pacing, the
-//!   hold-off after a handover or a term that could not renew, and the successor's reservation.
-//! - `gray`: a partly sick replica: an acquire whose outcome is unknown, a link too slow for a
-//!   lease, the term of its own that an unanswered acquire won.
-//! - `rate`: the rate of Redis's clock against the boot clock, bounded from the renewals'
-//!   replies, and the validity it leaves.
-//! - `channel`: the release channel's keepalive and resubscribe back-off; `herd`: the spread
-//!   of a release's wake-ups.
-//!
-//! A one-line predicate with one caller stays beside its caller with its rows: how loud a
-//! failed Redis call is (`follow.rs`).
+//! every case is a row in a table test (one `#[test]` per decision, each row a sentence).
 
 mod between;
 mod channel;
@@ -62,7 +42,7 @@ pub use watchdog::{
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// The pause after the `failures`-th fault in a row: `base` after the first, doubling with each
-/// one after, up to [`MAX_BACKOFF`] (never below `base`). The one backoff of a fault that repeats,
+/// one after, up to `MAX_BACKOFF` (never below `base`). The one backoff of a fault that repeats,
 /// also for the calls the product makes to other systems.
 pub fn backoff(base: Duration, failures: u32) -> Duration {
     base.saturating_mul(1u32 << failures.saturating_sub(1).min(16))

@@ -167,5 +167,3 @@ fn redact_userinfo(url: &str) -> String {
     };
     format!("{}{}{}", &url[..rest_start], redacted, &url[at..])
 }
-
-// The tables beside the file keep it under 500 lines.
