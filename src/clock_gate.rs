@@ -10,15 +10,13 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::clock_watch::ClockWatch;
-use crate::elector::{
-    RateBound, Standing, TermHooks, Timing, leaves_a_useful_term, pause_after_term,
-    useful_validity, validity_at,
-};
+use crate::elector::{RateBound, Standing, TermHooks, Timing, pause_after_term, validity_at};
 use crate::gates::CLOCK_RATE;
 
 /// The gate: a term hook in, a standing out.
@@ -104,6 +102,20 @@ impl TermHooks for ClockRateGate {
     }
 }
 
+/// Whether a Redis clock running within `bound` leaves a term worth holding: its validity (as
+/// [`validity_at`] gives it) at least [`useful_validity`]. Beyond that, Redis's clock is broken
+/// rather than slewed.
+fn leaves_a_useful_term(timing: &Timing, bound: RateBound) -> bool {
+    validity_at(timing, Some(bound)) >= useful_validity(timing)
+}
+
+/// The validity a useful term reaches: the renew deadline, or the configured validity when a
+/// drift margin so wide makes it shorter (the term then ends at it before the renew deadline,
+/// however true Redis's clock runs).
+fn useful_validity(timing: &Timing) -> Duration {
+    timing.renew_deadline.min(timing.validity())
+}
+
 /// Which host's time service to check, given this host's boot clock slew when it is beyond the
 /// margin: a rate measured against a slewed clock is that slew as much as Redis's.
 fn where_to_look(local_slew: Option<f64>) -> String {
@@ -132,5 +144,41 @@ mod tests {
             slewed.contains("check the time service on this host first"),
             "{slewed}"
         );
+    }
+
+    #[test]
+    fn a_term_is_useful_while_its_validity_reaches_the_renew_deadline_or_a_shorter_validity() {
+        let ms = Duration::from_millis;
+        let t = Timing {
+            lease_duration: ms(2_000),
+            renew_deadline: ms(1_400),
+            retry_period: ms(400),
+            drift_factor: 0.01,
+        };
+        // 2 s × 0.6 − 2 ms = 1.198 s of validity, under the renew deadline of 1.4 s.
+        let wide = Timing {
+            drift_factor: 0.4,
+            ..t
+        };
+        assert_eq!(useful_validity(&t), ms(1_400));
+        assert_eq!(useful_validity(&wide), ms(1_198));
+        // (timing, high end of the bound) -> useful
+        let cases = [
+            (t, 1.0, true, "the rate 1"),
+            (t, 1.10, true, "10 % fast: 1.816 s of validity"),
+            (t, 1.42, true, "2 s / 1.42 - 2 ms = 1.406 s"),
+            (t, 1.43, false, "1.397 s, under the renew deadline"),
+            (t, 3.0, false, "a broken clock"),
+            (wide, 1.0, true, "a true clock under a wide margin"),
+            (wide, 1.66, true, "2 s / 1.66 - 2 ms = 1.203 s"),
+            (wide, 1.68, false, "1.188 s, under the validity"),
+        ];
+        for (timing, high, want, why) in cases {
+            let bound = RateBound {
+                low: high - 0.001,
+                high,
+            };
+            assert_eq!(leaves_a_useful_term(&timing, bound), want, "{why}");
+        }
     }
 }

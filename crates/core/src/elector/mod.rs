@@ -39,9 +39,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-pub use decide::{
-    RateBound, backoff, leaves_a_useful_term, pause_after_term, useful_validity, validity_at,
-};
+pub use decide::{RateBound, backoff, pause_after_term, validity_at};
 pub use hooks::{RenewalOutcome, TermHooks};
 pub use leadership::{Leadership, NotLeader};
 pub use standing::{Gate, Gates, Standing};

@@ -25,9 +25,7 @@ pub use channel::{Keepalive, keepalive, resubscribe_backoff};
 pub use follower::{FollowerStrategy, Next, Seen, follower_wait, next_try, seen_by};
 pub use gray::{link_fits, outcome_unknown, unknown_term_of_ours};
 pub(crate) use herd::herd_delay;
-pub use rate::{
-    Jump, RateBound, RateWindow, Reading, leaves_a_useful_term, useful_validity, validity_at,
-};
+pub use rate::{Jump, RateBound, RateWindow, Reading, validity_at};
 pub(crate) use sighting::announces_release;
 pub use sighting::{GiveBack, give_back, leader_changed, observation_stands};
 #[cfg(feature = "test-internals")]

@@ -185,19 +185,5 @@ pub fn validity_at(timing: &Timing, bound: Option<RateBound>) -> Duration {
     }
 }
 
-/// Whether a Redis clock running within `bound` leaves a term worth holding: its validity (as
-/// [`validity_at`] gives it) at least [`useful_validity`]. Beyond that, Redis's clock is broken
-/// rather than slewed, and the replica stays out (the clock-rate gate, outside the core).
-pub fn leaves_a_useful_term(timing: &Timing, bound: RateBound) -> bool {
-    validity_at(timing, Some(bound)) >= useful_validity(timing)
-}
-
-/// The validity a useful term reaches: the renew deadline, or the configured validity when a
-/// drift margin so wide makes it shorter (the term then ends at it before the renew deadline,
-/// however true Redis's clock runs).
-pub fn useful_validity(timing: &Timing) -> Duration {
-    timing.renew_deadline.min(timing.validity())
-}
-
 #[cfg(test)]
 mod tests;

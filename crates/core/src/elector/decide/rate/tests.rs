@@ -204,36 +204,6 @@ fn the_validity_follows_a_redis_clock_faster_than_the_drift() {
 }
 
 #[test]
-fn a_term_is_useful_while_its_validity_reaches_the_renew_deadline_or_a_shorter_validity() {
-    let t = timing(2_000, 1_400, 400);
-    // 2 s × 0.6 − 2 ms = 1.198 s of validity, under the renew deadline of 1.4 s.
-    let wide = Timing {
-        drift_factor: 0.4,
-        ..t
-    };
-    assert_eq!(useful_validity(&t), ms(1_400));
-    assert_eq!(useful_validity(&wide), ms(1_198));
-    // (timing, high end of the bound) -> useful
-    let cases = [
-        (t, 1.0, true, "the rate 1"),
-        (t, 1.10, true, "10 % fast: 1.816 s of validity"),
-        (t, 1.42, true, "2 s / 1.42 - 2 ms = 1.406 s"),
-        (t, 1.43, false, "1.397 s, under the renew deadline"),
-        (t, 3.0, false, "a broken clock"),
-        (wide, 1.0, true, "a true clock under a wide margin"),
-        (wide, 1.66, true, "2 s / 1.66 - 2 ms = 1.203 s"),
-        (wide, 1.68, false, "1.188 s, under the validity"),
-    ];
-    for (timing, high, want, why) in cases {
-        let bound = RateBound {
-            low: high - 0.001,
-            high,
-        };
-        assert_eq!(leaves_a_useful_term(&timing, bound), want, "{why}");
-    }
-}
-
-#[test]
 fn a_forgotten_window_bounds_nothing_and_sees_no_step_in_its_next_reply() {
     let mut w = RateWindow::new(&timing(2_000, 1_400, 400));
     w.record(reading(0, 1, 0));
