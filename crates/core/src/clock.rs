@@ -1,10 +1,8 @@
 //! The boot-time clock: instants that keep counting while the machine is suspended.
 //!
-//! Leadership is only valid until `t0 + ttl − drift`, where `t0` is read just before a command is
-//! sent. std's and tokio's `Instant` read `CLOCK_MONOTONIC`, which stops during a system suspend:
-//! a laptop or VM resumed after an hour would believe a 15 s lease still valid. `CLOCK_BOOTTIME`
-//! keeps counting, so every safety decision compares [`BootInstant`]s. Timers may still use tokio;
-//! whatever a timer wakes up to decide is decided against this clock.
+//! std's and tokio's `Instant` stop during a system suspend, so every safety decision compares
+//! [`BootInstant`]s (docs/DESIGN.md, "Validity"); a tokio timer may wake a task, but what it
+//! decides is decided against this clock.
 
 use std::fmt;
 use std::future::Future;
@@ -65,12 +63,9 @@ impl fmt::Debug for BootInstant {
     }
 }
 
-/// How far the wall clock (`CLOCK_REALTIME`) runs ahead of the boot clock. Both advance
-/// together, slewed alike; the lead moves only when the wall clock is set, and when time passed
-/// that the boot clock did not count: a VM frozen by its hypervisor, migrated live or restored
-/// from a snapshot, once its wall clock was corrected. What it gained since a reading is such
-/// time, as far as the wall clock knows: the term counts it as passed (docs/DESIGN.md, "Pauses
-/// the boot clock did not count").
+/// How far the wall clock (`CLOCK_REALTIME`) runs ahead of the boot clock. What it gained since a
+/// reading passed unseen by the boot clock, and the term counts it (docs/DESIGN.md, "Pauses the
+/// boot clock did not count").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct WallLead(i64);
 
@@ -134,8 +129,8 @@ fn read_boot_clock() -> Duration {
     match clock_gettime(ClockId::CLOCK_BOOTTIME) {
         Ok(ts) => Duration::new(ts.tv_sec() as u64, ts.tv_nsec() as u32),
         // CLOCK_BOOTTIME exists since Linux 2.6.39; should a kernel refuse it, the monotonic
-        // clock is the closest safe substitute (it can only make us believe *less* time passed
-        // during a suspend, which the docs call out).
+        // clock, which stops during a suspend: the wall clock's lead then counts the suspend
+        // (docs/DESIGN.md, "Pauses the boot clock did not count").
         Err(_) => monotonic_fallback(),
     }
 }
@@ -155,15 +150,14 @@ fn monotonic_fallback() -> Duration {
 /// A future that a [`Clock`] resolves at an instant.
 pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
-/// Where the elector and `Leadership::check` read the time from. The default is [`BootClock`]; tests
-/// inject a `ShiftedClock` (test-only) to simulate a suspend without suspending the machine.
+/// Where the elector and `Leadership::check` read the time from. The default is [`BootClock`];
+/// tests inject a `ShiftedClock` (test-only) to simulate a suspend without suspending the machine.
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// The current instant on this clock.
     fn now(&self) -> BootInstant;
 
-    /// Resolves once [`now`](Self::now) has reached `deadline`, also when the machine was
-    /// suspended in between (a tokio timer would fire that much late: it counts on
-    /// `CLOCK_MONOTONIC`, which stops during a suspend). What ends a term waits on this.
+    /// Resolves once [`now`](Self::now) has reached `deadline`, also across a system suspend (a
+    /// tokio timer would fire that much late). What ends a term waits on this.
     fn sleep_until(&self, deadline: BootInstant) -> Sleep;
 
     /// The wall clock's lead over this clock's boot clock now.

@@ -1,6 +1,5 @@
 //! The elector's cycle: follow until a term is won, lead it, then (unless the elector is done)
-//! pause as long as the term's end asks before following again; after a handover or a term it
-//! could not renew, follow as a replica holding off (`decide::held_off_wait`).
+//! pause or hold off as the term's end asks before following again.
 
 use std::fmt::Display;
 use std::future::Future;
@@ -28,8 +27,7 @@ impl Elector {
         let give_up_at = self.one_term.map(|wait| clock.now().saturating_add(wait));
         let mut nudges = releases.handover_nudges();
         let mut short_terms: u32 = 0;
-        // After a handover or a term it could not renew: the hold-off, and the value of the term
-        // this replica ended (the announcement of its own release wakes nobody to take it back).
+        // After a handover or a term it could not renew: the hold-off, and the term it ended.
         let mut held: Option<(decide::HoldOff, String)> = None;
         let mut last_led = None;
         loop {

@@ -23,7 +23,6 @@ impl Ending {
         Self::said(reason, None)
     }
 
-    /// An end for `reason`, with words.
     pub(super) fn said(reason: StepDownReason, detail: Option<String>) -> Self {
         Self {
             reason,
@@ -32,7 +31,6 @@ impl Ending {
         }
     }
 
-    /// A handover to `to`, or to anyone.
     pub(super) fn handover(to: Option<String>) -> Self {
         Self {
             reason: StepDownReason::Handover,

@@ -1,7 +1,5 @@
-//! The follower's side: try to acquire, and otherwise wait for whichever comes first (a release
-//! of the holder's term, the holder's TTL running out, the retry period while the release
-//! channel is down), keeping what it saw of the holder for the observed-time rule; and what the
-//! follower tells the status.
+//! The follower's side: try to acquire, and otherwise wait for a release, the holder's TTL or the
+//! retry period (docs/DESIGN.md, "Followers"); and what the follower tells the status.
 
 use std::time::Duration;
 
@@ -15,11 +13,10 @@ use crate::clock::BootInstant;
 use crate::lease::{Acquired, FencingToken, Grant, Holder, LeaseError, PreviousTerm, Retry};
 
 impl Elector {
-    /// The follower loop: returns a grant, or `None` at shutdown. `held`: this replica holds off
-    /// after a handover or a term it could not renew (until when, and the value of the term it
-    /// ended), so that before each try it lets the others go first ([`decide::held_off_wait`]).
-    /// `last_led`: the token of the last term it led, which tells a term of its own that an
-    /// unanswered acquire won ([`Elector::resolve_unknown_acquire`]).
+    /// The follower loop: returns a grant, or `None` at shutdown. `held`: the hold-off after a
+    /// handover or a term it could not renew, and the value of the term it ended
+    /// ([`decide::held_off_wait`]). `last_led`: the token of the last term it led, which tells a
+    /// term of its own that an unanswered acquire won ([`Elector::resolve_unknown_acquire`]).
     pub(super) async fn follow(
         &self,
         shutdown: &CancellationToken,
@@ -89,9 +86,8 @@ impl Elector {
                 }
             }
             woken = false;
-            // Not raced against shutdown (see `decide::give_back`): it is bounded by the call
-            // timeout, and a grant that arrives after shutdown is given back at once. The try
-            // carries a probe, which proves the release channel (see `notify`).
+            // Not raced against shutdown (see `decide::give_back`). The try carries a probe,
+            // which proves the release channel (see `notify`).
             let probe = releases.probe();
             let attempt = self
                 .lease
@@ -183,8 +179,7 @@ impl Elector {
                     failures = failures.saturating_add(1);
                     self.redis_failed("acquire", &err, failures);
                     if decide::outcome_unknown(&err) {
-                        // Before anything else, and never by acquiring again: a try that
-                        // cannot be answered would only take the lease once more, unknowingly.
+                        // Before anything else (docs/DESIGN.md, "Gray failures").
                         if !self
                             .resolve_unknown_acquire(shutdown, last_led, give_up_at, failures)
                             .await
@@ -226,9 +221,8 @@ impl Elector {
         }
     }
 
-    /// A replica holding off waits before its try until [`decide::held_off_wait`] says the
-    /// others had theirs; a wake-up during the wait (not its own release) shortens it to a
-    /// yield. `false` at shutdown.
+    /// A replica holding off waits before its try as [`decide::held_off_wait`] says; a wake-up
+    /// ([`wakes_held_off`]) shortens the wait to a yield. `false` at shutdown.
     async fn hold_off(
         &self,
         shutdown: &CancellationToken,
@@ -301,7 +295,6 @@ impl Elector {
             }
         }
         let message = err.to_string();
-        // A refusal is an answer: Redis is reachable, and readiness says what it refuses.
         let answered = err.is_answer();
         // The same failure again (an outage, every retry) is no news to the status's watchers.
         self.status.modify_if(|s| {
@@ -313,8 +306,7 @@ impl Elector {
         });
     }
 
-    /// Gives back, at shutdown (no later term of this owner id can follow), what a try may have
-    /// won ([`decide::give_back`]).
+    /// Gives back, at shutdown, what a try may have won ([`decide::give_back`]).
     async fn give_back(&self, what: GiveBack) {
         let timeout = self.timing.call_timeout();
         let _ = match what {
@@ -325,9 +317,8 @@ impl Elector {
     }
 }
 
-/// Whether a wake-up calls a replica holding off to try (after a yield): anything but the
-/// announcement of the release it made itself, which would only hand the lease back to it, and
-/// its own return to the election, after which the others still go first.
+/// Whether a wake-up calls a replica holding off to try (after a yield): anything but its own
+/// release's announcement (which would only hand the lease back to it) or [`Wakeup::Rejoined`].
 fn wakes_held_off(wakeup: &Wakeup, own_term: &str) -> bool {
     !matches!(wakeup, Wakeup::Released(term) if term == own_term) && *wakeup != Wakeup::Rejoined
 }
@@ -335,9 +326,8 @@ fn wakes_held_off(wakeup: &Wakeup, own_term: &str) -> bool {
 /// How a failed Redis call is logged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FailureLog {
-    /// An error: Redis refuses leasehold (a configuration fault) and the elector backs off.
-    /// Said once, at the first refusal of a run; readiness and `leasehold status` keep saying
-    /// it while it lasts.
+    /// An error, once, at the first refusal of a run (a configuration fault; the elector backs
+    /// off): readiness and `leasehold status` keep saying it while it lasts.
     Refused,
     /// A warning: the first failure of a run, and every tenth.
     Warn,

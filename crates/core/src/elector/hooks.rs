@@ -1,8 +1,5 @@
-//! The term hooks: what the elector tells the parts outside its loop, in order, as it happens.
-//! A term's four moments (`began`, `extended`, `ending`, `ended`), what it saw on the way
-//! (renewals, Redis errors, Redis's clock rate, a data-loss cooldown) and every change of the
-//! status. The guard file, the metrics and the product's status board subscribe; none of them
-//! is a part of the loop.
+//! The term hooks: what the elector tells the parts outside its loop, in order, as it happens:
+//! a term's four moments, what it saw on the way, and every change of the status.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,32 +25,28 @@ pub enum RenewalOutcome {
 /// `began`; the term is revoked after `ending`). They must not block for long: the watchdog
 /// waits. Every method has an empty default.
 pub trait TermHooks: Send + Sync + 'static {
-    /// A term began and is valid until `valid_until` on the boot clock, which the wall clock
-    /// led by `lead` when the acquire that won it was sent: time the boot clock has not counted
-    /// since then (the lead gained on `lead`) has passed too, and on the wall clock the term
-    /// ends at `lead.wall_at(valid_until)`. Called before the work starts.
+    /// A term began and is valid until `valid_until` on the boot clock, under `lead` as read
+    /// before its acquire was sent (docs/DESIGN.md, "Pauses the boot clock did not count"): on
+    /// the wall clock it ends at `lead.wall_at(valid_until)`. Called before the work starts.
     fn began(&self, _token: FencingToken, _valid_until: BootInstant, _lead: WallLead) {}
     /// A renewal moved the term's validity deadline to `valid_until`, under `lead` as read
     /// before the renewal was sent (as for [`began`](Self::began)).
     fn extended(&self, _token: FencingToken, _valid_until: BootInstant, _lead: WallLead) {}
-    /// The term ends for `reason`: the first step of the step-down, before it is revoked, the
-    /// work cancelled and the lease released.
+    /// The term ends for `reason`: the first step of the step-down (docs/DESIGN.md, "Step-down").
     fn ending(&self, _token: FencingToken, _reason: StepDownReason) {}
     /// The step-down is over: the work stopped and the lease was released if it may still
     /// have been ours (`released`: and its release was announced).
     fn ended(&self, _token: FencingToken, _reason: StepDownReason, _released: bool) {}
     /// A renewal finished after `latency`.
     fn renewal(&self, _outcome: RenewalOutcome, _latency: Duration) {}
-    /// A renewal bounded the rate of Redis's clock against the boot clock anew (over the
-    /// term's renewals so far; the validity follows its upper end when it exceeds the drift).
+    /// A renewal bounded the rate of Redis's clock against the boot clock anew.
     fn clock_rate(&self, _bound: RateBound) {}
     /// A follower's try was answered with `acquired` (a holder, a reservation, keys in a
     /// newer protocol: what a person may have to hear of).
     fn tried(&self, _acquired: &Acquired) {}
     /// A Redis call failed.
     fn redis_error(&self, _op: &'static str, _error: &LeaseError) {}
-    /// This replica's acquire found that Redis lost its data (or is new) and started the
-    /// data-loss cooldown.
+    /// This replica's acquire found that Redis lost its data (or is new) and started the cooldown.
     fn cooldown_started(&self) {}
     /// The loop is at a turn and will be back within `wait` plus one bounded call (`None`: it
     /// waits for an event without a bound of its own, such as a gate's, or it has stopped).

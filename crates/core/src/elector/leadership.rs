@@ -1,5 +1,5 @@
-//! The handle that leader work holds: the fencing token, a synchronous check (`check()`), and a future
-//! that resolves at step-down. Only a `Leadership` can do leader things.
+//! The handle that leader work holds: the fencing token, a synchronous check (`check()`), and a
+//! future that resolves at step-down. Only a `Leadership` can do leader things.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -27,18 +27,15 @@ struct Inner {
     lease: String,
     identity: String,
     acquired_at: BootInstant,
-    /// The validity deadline in nanoseconds of the boot clock. It stays readable after the
-    /// term ended: until then, the lease cannot pass to anyone else.
+    /// The validity deadline in nanoseconds of the boot clock ([`Leadership::valid_until`]).
     valid_until: AtomicU64,
-    /// The wall clock's lead over the boot clock before the renewal (or the term's start) that
-    /// set `valid_until`, in nanoseconds: what it gained since passed unseen by the boot clock.
+    /// The wall clock's lead in nanoseconds, read before the call that set `valid_until`.
     lead: AtomicI64,
     /// Set once, at step-down; from then on `check()` refuses.
     revoked: OnceLock<StepDownReason>,
     cancel: CancellationToken,
     clock: SharedClock,
-    /// A handover asked for in this term: the identity to hand to, or `None` for anyone. The
-    /// first request counts.
+    /// A handover asked for in this term: the identity to hand to, or `None` for anyone.
     handover: OnceLock<Option<String>>,
     handover_asked: CancellationToken,
 }
@@ -92,7 +89,6 @@ impl Leadership {
                 identity: identity.to_owned(),
                 acquired_at: grant.sent_at,
                 valid_until: AtomicU64::new(nanos(valid_until)),
-                // What the wall clock gained since the acquire was sent counts as passed.
                 lead: AtomicI64::new(grant.lead.as_nanos()),
                 revoked: OnceLock::new(),
                 cancel: CancellationToken::new(),
@@ -123,10 +119,9 @@ impl Leadership {
         self.inner.acquired_at
     }
 
-    /// The check before each side effect: `Ok(token)` while this term is valid, refused once the elector stepped down
-    /// or the validity deadline passed, even when the watchdog has not woken up yet (after a
-    /// pause, the work may run before the watchdog does). Synchronous and cheap: call it right
-    /// before each side effect.
+    /// `Ok(token)` while this term is valid; refused once the elector stepped down or the validity
+    /// deadline passed, even before the watchdog wakes (after a pause, the work may run first).
+    /// Synchronous and cheap: call it right before each side effect.
     pub fn check(&self) -> Result<FencingToken, NotLeader> {
         if let Some(reason) = self.inner.revoked.get() {
             return Err(NotLeader::SteppedDown {
@@ -205,10 +200,9 @@ impl Leadership {
         self.inner.revoked.get().copied()
     }
 
-    /// Asks the elector to end this term with reason `handover` and release the lease, handing
-    /// the next term to `to` for a short reservation (anyone when `None`); this replica then
-    /// holds off from contending for one lease duration. Only this term: a later term of the
-    /// same process is not touched. The first request of a term counts.
+    /// Asks the elector to end this term with reason `handover` and release the lease, reserving
+    /// the next term for `to` (anyone when `None`; docs/DESIGN.md, "After a handover"). Only this
+    /// term: a later term of the same process is not touched. The first request of a term counts.
     pub fn hand_over(&self, to: Option<String>) {
         if self.inner.handover.set(to).is_ok() {
             self.inner.handover_asked.cancel();

@@ -7,25 +7,20 @@ use super::standing::Gate;
 use crate::clock::{BootInstant, WallLead};
 use crate::lease::FencingToken;
 
-/// Why a leader stepped down.
+/// Why a leader stepped down (docs/REFERENCE.md, "Step-down reasons").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StepDownReason {
     /// The lease holds another owner id, or is gone (Redis lost it, or it expired).
     Lost,
     /// No renewal succeeded within the renew deadline.
     RenewDeadlinePassed,
-    /// Redis refused a renewal for a reason that does not pass by itself (a missing
-    /// permission, a replica's READONLY, a wrong key type, out of memory): the term ends at
-    /// once, and the replica sits out, backing off, so that a healthy one leads.
+    /// Redis refused a renewal for a reason that does not pass by itself; the replica sits out.
     RenewRefused,
-    /// The validity deadline passed before a renewal could prove the lease still ours: the
-    /// process was paused, or Redis did not answer in time.
+    /// The validity deadline passed before a renewal proved the lease still ours.
     ValidityDeadlinePassed,
-    /// The validity deadline passed counting time that the boot clock did not (the wall
-    /// clock gained that much on it: a VM frozen, migrated or restored from a snapshot).
+    /// A deadline passed counting time that the boot clock did not (a VM frozen, migrated).
     Pause,
-    /// A renewal's reply showed Redis's clock stepped forward (further than any slew goes):
-    /// the lease expired early by about the step, and another replica may have taken it.
+    /// A renewal's reply showed Redis's clock stepped forward: the lease expired early.
     ClockStep,
     /// The leader's work returned.
     WorkEnded,
@@ -143,8 +138,7 @@ pub enum Role {
         acquired_at: SystemTime,
         /// The validity deadline as of the last renewal.
         valid_until: BootInstant,
-        /// The wall clock's lead over the boot clock when the call that set `valid_until` was
-        /// sent: what it gained since passed unseen by the boot clock, and counts.
+        /// The wall clock's lead when the call that set `valid_until` was sent ([`WallLead`]).
         lead: WallLead,
     },
     /// The elector has stopped.
@@ -179,13 +173,12 @@ pub struct Status {
     pub last_step_down: Option<StepDown>,
     /// Redis health.
     pub redis: RedisHealth,
-    /// Why this replica sits out of the election on its own account, if it does: its link to Redis
-    /// is too slow to keep a lease, or Redis refused its renewal (docs/DESIGN.md, "Gray failures").
+    /// Why this replica sits out of the election on its own account, if it does.
     pub sitting_out: Option<SitOut>,
 }
 
 /// A replica that keeps itself out of the election for a while, because it could not use a
-/// lease it won: it says why, and comes back by itself.
+/// lease it won (docs/DESIGN.md, "Gray failures").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SitOut {
     /// Why.
@@ -197,11 +190,9 @@ pub struct SitOut {
 /// Why a replica sits out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SitOutReason {
-    /// Its round trips to Redis take longer than an acquire may: a lease it won could not be
-    /// kept (or even learnt of). It comes back once a round trip fits again.
+    /// Its round trips to Redis take longer than an acquire may; back once one fits again.
     SlowLink,
-    /// Redis refused its renewal for a reason that does not pass by itself: it waits out its
-    /// back-off (doubling from the retry period to 30 s) before it contends again.
+    /// Redis refused its renewal for a reason that does not pass by itself; out for a back-off.
     RenewRefused,
 }
 
@@ -219,18 +210,16 @@ impl SitOutReason {
 }
 
 impl Status {
-    /// Whether this replica leads *and* its validity deadline has not passed at `now` on the
-    /// boot clock ([`leading_until`](Self::leading_until) under `lead`, the wall clock's lead
-    /// read now). This, not the role alone, is what readiness must report: after a pause, seen
-    /// or unseen by the boot clock, the role is still `Leader` until the watchdog runs, but the
-    /// deadline has passed.
+    /// Whether this replica leads *and* its validity deadline
+    /// ([`leading_until`](Self::leading_until) under `lead`, read now) has not passed at `now`.
+    /// This, not the role alone, is what readiness must report: after a pause the role is still
+    /// `Leader` until the watchdog runs.
     pub fn is_leading_at(&self, now: BootInstant, lead: WallLead) -> bool {
         self.leading_until(lead).is_some_and(|until| now < until)
     }
 
     /// While this replica leads, its validity deadline on the boot clock, moved back by what the
-    /// wall clock's lead (`lead`, read now) gained since it was set: time the boot clock did not
-    /// count.
+    /// wall clock's lead (`lead`, read now) gained since it was set.
     pub fn leading_until(&self, lead: WallLead) -> Option<BootInstant> {
         match self.role {
             Role::Leader {

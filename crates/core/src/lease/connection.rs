@@ -2,17 +2,12 @@
 //! knows which Redis process it talks to. Behind it: one Redis, a master found through Sentinel
 //! (asked again at every dial, so a failover is followed), or a Redis Cluster.
 //!
-//! On a Sentinel target the master is the one a majority of the Sentinels names, and a term's
-//! acquire and each renewal count only when a majority still names the node they ran on
-//! ([`Connection::confirm_master`]; why, in [`sentinels`](super::sentinels)).
+//! On a Sentinel target, each acquire and renewal counts only when a majority still names its
+//! node ([`Connection::confirm_master`]; docs/DESIGN.md, "Sentinel").
 //!
 //! redis-rs's `ConnectionManager` reconnects after I/O errors, but keeps a connection whose
 //! replies stopped coming (a blackholed link): every later call would queue behind the lost
 //! ones. Here a timeout spoils the connection too, and the next call dials again.
-//!
-//! A dial that Redis refuses for its password reads the password file again (see
-//! [`password_file`](super::password_file)); when the file holds a new password, the target is
-//! built anew with it and dialled at once.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -82,7 +77,6 @@ impl Conn {
     }
 }
 
-/// A live connection.
 #[derive(Clone)]
 pub(crate) struct Live {
     pub(crate) conn: Conn,
@@ -94,8 +88,7 @@ pub(crate) struct Live {
 /// Where a call's connection came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dialled {
-    /// Kept from an earlier call: it may have died since (Redis restarted), so a connection
-    /// error on it deserves one more try on a new one.
+    /// Kept from an earlier call: a connection error on it may mean Redis restarted; try again.
     Earlier,
     /// Dialled for this very call: a connection error on it is the answer.
     Now,
@@ -107,7 +100,6 @@ pub(crate) struct Connection {
     behind: Mutex<Arc<Behind>>,
     /// The target as parsed, to build `behind` again with a new password.
     target: RedisTarget,
-    /// The password's file, when it came from one.
     password_file: Option<PasswordFile>,
     /// What a refused password or an untrusted certificate says of our side.
     credentials: Credentials,
@@ -204,8 +196,7 @@ impl Connection {
         }
     }
 
-    /// A client error of primitive `op` as ours, with our side of a refused password or an
-    /// untrusted certificate (the user, where the password comes from, the CA).
+    /// A client error of primitive `op` as ours, with [`LeaseError::hint_at_credentials`].
     pub(crate) fn refusal(&self, op: &'static str, err: &redis::RedisError) -> LeaseError {
         LeaseError::from_redis(op, &self.lease_key, err).hint_at_credentials(&self.credentials)
     }
@@ -325,8 +316,8 @@ impl Connection {
     }
 
     /// After an error: when Redis refused the password and it came from a file, reads the file
-    /// again, and when it holds a new password, builds the target anew with it, so that the
-    /// next dial (the command's or the subscription's) uses it.
+    /// again, and builds the target anew with a new password it holds, for the next dial (the
+    /// command's or the subscription's; docs/REFERENCE.md, "Password rotation").
     pub(crate) fn after_refusal(&self, err: &LeaseError) {
         if !matches!(err, LeaseError::Authentication { .. }) {
             return;
@@ -345,7 +336,6 @@ impl Connection {
         }
     }
 
-    /// What the connection reaches now.
     fn behind(&self) -> Arc<Behind> {
         self.behind
             .lock()
@@ -359,9 +349,8 @@ impl Connection {
     }
 }
 
-/// Our side of a refusal: the user (`--redis-username`, or the URL's), where the password
-/// comes from (a file, the URL, the options) and whether a CA was given. Only one Redis's URL
-/// carries credentials; Sentinel and Cluster URLs take them from the options alone.
+/// Our side of a refusal. Only one Redis's URL carries credentials; Sentinel and Cluster URLs
+/// take them from the options alone.
 fn credentials(target: &Target, access: &Access) -> Credentials {
     let settings = match target {
         Target::Single(client) => Some(client.get_connection_info().redis_settings()),

@@ -72,8 +72,7 @@ pub enum LeaseError {
         /// The keys found holding another type, with that type (empty until looked up).
         found: Vec<(String, String)>,
     },
-    /// Redis refuses writes: `maxmemory` is reached and its policy evicts nothing more
-    /// (`noeviction`, or nothing left that the policy may evict).
+    /// Redis refuses writes: `maxmemory` is reached and its policy evicts nothing more.
     #[error(
         "redis refuses writes while {}: out of memory (`maxmemory` reached, and its `maxmemory-policy` evicts nothing more): {detail}",
         doing(op)
@@ -205,11 +204,9 @@ impl LeaseError {
         self.traits().1
     }
 
-    /// Whether Redis refused the call for a reason that does not pass by itself: a missing
-    /// permission, a replica's READONLY, a key of another type or value, out of memory, a
-    /// password that no longer works. A leader whose renewal is refused so cannot keep its
-    /// term, and retrying until the renew deadline would only win it again afterwards: it ends
-    /// the term at once (`renew_refused`) and sits out, backing off.
+    /// Whether Redis refused the call for a reason that does not pass by itself (a missing
+    /// permission, a replica's READONLY, a key of another type): a renewal so refused ends the
+    /// term at once and the replica sits out (docs/DESIGN.md, "Gray failures").
     pub fn is_lasting_refusal(&self) -> bool {
         self.traits().2
     }
@@ -326,9 +323,7 @@ impl LeaseError {
     }
 
     /// The error with a hint at TLS where a URL of the wrong scheme is the likely cause, for a
-    /// target that never answered: `rediss://` to a port without TLS waits for a handshake that
-    /// never comes (a timeout before any connection was made, said as what it is), and
-    /// `redis://` to a TLS port has the connection reset.
+    /// target that never answered (docs/REFERENCE.md, "TLS").
     pub(crate) fn hint_at_tls(self, tls: bool, connected: bool) -> Self {
         match self {
             LeaseError::Timeout { op, after } if tls && !connected => LeaseError::Connection {
@@ -353,8 +348,7 @@ impl LeaseError {
     }
 
     /// The error with leasehold's side of a refused password or of a server certificate it does
-    /// not trust: the user, and where the password comes from (never the password); whether the
-    /// CA came from `--redis-ca-file`.
+    /// not trust ([`Credentials`]; docs/REFERENCE.md, "ACL user with least privilege").
     pub(crate) fn hint_at_credentials(self, credentials: &Credentials) -> Self {
         const GIVE_ONE: &str =
             "put it in a file and pass --redis-password-file, or in the URL of LEASEHOLD_REDIS_URL";

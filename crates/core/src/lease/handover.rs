@@ -1,11 +1,9 @@
 //! Handover on demand, on the Redis side: the request that asks the leader of one term to step
-//! down (bound to that term, with a TTL), and the release that hands the next term to a named
-//! identity for a short reservation.
+//! down, and the release that hands the next term to a named identity for a short reservation.
 //!
 //! Neither can make two leaders: the request only makes the leader step down and release through
 //! the usual compare-and-DEL, and the reservation only refuses acquires that would otherwise
-//! succeed. A request names the term value it targets, so a request that lands late, or is read
-//! by a later term of the same process, ends nothing; its TTL only clears it away.
+//! succeed. A request is bound to its term (see `scripts.rs`); its TTL only clears it away.
 
 use std::time::Duration;
 

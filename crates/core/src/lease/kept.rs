@@ -1,22 +1,18 @@
-//! What a lease keeps of Redis's replies between calls: the longest lease duration Redis
-//! said a term runs with, the last `TIME` an acquire carried, and a clock-rate bound for the next
-//! renewal to note.
+//! What a lease keeps between calls: what Redis's replies said, and a rate for a renewal to note.
 
 use std::time::Duration;
 
 use super::{Reading, RedisLease};
 
 impl RedisLease {
-    /// The longest lease duration that Redis has said a term of this lease runs with (zero
-    /// until an acquire was answered). Contenders may run different lease durations; should
-    /// Redis lose its data, this owner's data-loss cooldown covers the longest it was told.
+    /// The longest lease duration that Redis has said a term of this lease runs with (zero until
+    /// an acquire was answered): the cooldown covers it (docs/DESIGN.md, "Mixed lease durations").
     pub fn longest_seen(&self) -> Duration {
         Duration::from_millis(self.longest_seen.load(std::sync::atomic::Ordering::Relaxed))
     }
 
-    /// Redis's `TIME` as the last answered acquire carried it, between the instants its call was
-    /// sent and answered: a follower bounds Redis's clock rate from its tries, so that its first
-    /// term begins with the rate known.
+    /// Redis's `TIME` as the last answered acquire carried it, between its call's send and reply:
+    /// a follower's tries bound the clock rate too (docs/DESIGN.md, "Validity").
     pub fn last_reading(&self) -> Option<Reading> {
         *self
             .last_reading

@@ -1,11 +1,8 @@
 //! The Redis lease primitives: acquire, renew, release, observe and the release channel.
 //!
 //! No loops and no policy live here: each call is one round trip (plus a dial when needed),
-//! bounded by the timeout its caller gives, and answers with an outcome or a typed error.
-//! The safety rules are in the scripts (`scripts/*.lua`, described in `scripts.rs`):
-//! compare-and-set on the term value (`<owner id>#<token>`), a fencing counter floored at the
-//! server's clock, a state record without TTL that outlives an evicted or deleted lease key, and
-//! a cooldown after Redis lost its data. Replies become outcomes in `reply.rs`; the outcomes are in `outcome.rs`.
+//! bounded by the timeout its caller gives, and answers with an outcome or a typed error. The
+//! safety rules are in the scripts (`scripts.rs`; docs/DESIGN.md, "How it works").
 
 mod connection;
 mod error;
@@ -76,9 +73,7 @@ pub struct RedisLease {
     cooldown_on_data_loss: bool,
     wait_replicas: Option<WaitReplicas>,
     subscriptions: std::sync::atomic::AtomicUsize,
-    /// The longest lease duration, in ms, that Redis said a term of this lease runs (a live
-    /// claim in `:longest`, see the scripts): should Redis lose its data, this owner's cooldown
-    /// covers it, even though the key that said so is gone.
+    /// The longest lease duration Redis said a term runs, in ms (see [`RedisLease::longest_seen`]).
     longest_seen: std::sync::atomic::AtomicU64,
     /// Redis's `TIME` as the last acquire's reply carried it (see [`RedisLease::last_reading`]).
     last_reading: std::sync::Mutex<Option<Reading>>,
@@ -143,7 +138,6 @@ impl RedisLease {
         })
     }
 
-    /// Maps a client error of primitive `op` to ours.
     fn fail(&self, op: &'static str) -> impl Fn(redis::RedisError) -> LeaseError + '_ {
         move |e| self.conn.refusal(op, &e)
     }
@@ -235,13 +229,10 @@ impl RedisLease {
         self.acquire_observing(ttl, timeout, None, None).await
     }
 
-    /// Tries to take the lease for `ttl`, as a follower that still observes `holder`: a holder
-    /// it saw whose TTL has not run out by its own clock, and whose release it has not heard.
-    /// Should the lease key and its record be gone, or the record's expiry have passed early (a
-    /// forward step of the Redis host's clock), that holder's term is not taken.
-    ///
-    /// `probe`: a number that the script publishes on this owner's probe channel before
-    /// anything else (see [`ReleaseSubscription`]), so that the try proves the subscription.
+    /// Tries to take the lease for `ttl`, as a follower that still observes `holder`, whose term
+    /// the script then keeps (docs/DESIGN.md, "Followers keep what they saw"). `probe`: a number
+    /// the script publishes first on this owner's probe channel, so that the try proves the
+    /// subscription (see [`ReleaseSubscription`]).
     pub async fn acquire_observing(
         &self,
         ttl: Duration,
@@ -313,8 +304,7 @@ impl RedisLease {
             if let Acquired::Leader(grant) = acquired
                 && let Err(too_few) = self.await_replicas(OP, &mut live.conn).await
             {
-                // A term that the replicas may not have: give it back, best effort. Its own
-                // term value: should this release land late, it cannot touch a later term.
+                // A term that the replicas may not have: give it back, best effort, as above.
                 let _ = self
                     .run_release(OP, &mut live.conn, Term::Of(grant.token), None)
                     .await;
@@ -360,7 +350,6 @@ impl RedisLease {
                             .invoke_async::<Value>(&mut conn)
                             .await
                     };
-                    // A renewal on a node that Sentinel no longer names does not count.
                     let (reply, confirmed) =
                         tokio::join!(script, self.conn.confirm_master(OP, &live));
                     let reply = reply.map_err(self.fail(OP))?;

@@ -12,8 +12,8 @@ pub struct Grant {
     pub token: FencingToken,
     /// The instant just before the acquire was sent (the TTL cannot have started earlier).
     pub sent_at: BootInstant,
-    /// The wall clock's lead over the boot clock, read just before the acquire was sent: what
-    /// it gained since, the boot clock did not count (a freeze inside the round trip).
+    /// The wall clock's lead over the boot clock, read just before the acquire was sent
+    /// (docs/DESIGN.md, "Pauses the boot clock did not count").
     pub lead: WallLead,
     /// The TTL that was set.
     pub ttl: Duration,
@@ -24,9 +24,8 @@ pub struct Grant {
     pub redis_us: u64,
 }
 
-/// How the term before a new one ended, as the acquire found it in Redis (and, for a data
-/// loss, as the elector saw it: a data-loss cooldown before the win). Words for the log; it
-/// decides nothing.
+/// How the term before a new one ended, as the acquire found it in Redis (a data loss: as the
+/// elector saw it, a cooldown before the win). Words for the log; it decides nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PreviousTerm {
     /// No earlier term is known: a fresh lease (or its keys were removed).
@@ -74,8 +73,7 @@ impl PreviousTerm {
 pub struct Holder {
     /// The holder's owner id (`<identity>-<uuid>`).
     pub owner: String,
-    /// Time left on the lease's TTL as Redis reported it; `None` when the key has no TTL
-    /// (written by something other than leasehold).
+    /// Time left on the lease's TTL as Redis reported it; `None`: no TTL, not leasehold's key.
     pub remaining: Option<Duration>,
     /// The holder's fencing token, when known.
     pub token: Option<FencingToken>,
@@ -118,8 +116,7 @@ pub enum Acquired {
     Reserved {
         /// The identity the term is reserved for.
         identity: String,
-        /// Time left on the reservation; `None` when the key has no TTL (not written by
-        /// leasehold: nobody else may acquire until it is deleted).
+        /// Time left on the reservation; `None`: no TTL, not leasehold's (it blocks the lease).
         remaining: Option<Duration>,
     },
     /// The lease's keys are written in a higher protocol than this release speaks (a newer
@@ -194,11 +191,9 @@ pub struct Renewal {
     /// still named our term; the renewal put it back.
     pub repaired: bool,
     /// How many connections listened on the release channel as the renewal ran, the leader's
-    /// own among them while it is subscribed; `None` where Redis cannot count them all (a
-    /// Cluster counts the subscribers of one node).
+    /// own among them while it is subscribed; `None` in a Cluster, which counts one node's.
     pub listeners: Option<u32>,
-    /// Redis's `TIME` as the renewal ran, in microseconds: an instant between the send and the
-    /// reply.
+    /// Redis's `TIME` as the renewal ran, in microseconds: between the send and the reply.
     pub redis_us: u64,
 }
 

@@ -50,9 +50,8 @@ pub(super) fn remaining(pttl: i64) -> Option<Duration> {
     u64::try_from(pttl).ok().map(Duration::from_millis)
 }
 
-/// Maps an acquire reply to its outcome, Redis's `TIME` in microseconds, and the longest lease
-/// duration of a live claim that the script saw (zero for none): every reply ends with the
-/// last two.
+/// Maps an acquire reply (its shapes in `scripts.rs`) to its outcome, Redis's `TIME` in
+/// microseconds, and the longest lease duration of a live claim (zero for none).
 pub(super) fn parse_acquire(
     reply: &Value,
     (sent_at, lead): (BootInstant, WallLead),
@@ -93,10 +92,8 @@ pub(super) fn parse_acquire(
     Some((acquired, redis_us, longest))
 }
 
-/// Maps a renew reply (see the renew script): 0 not ours; `{code, listeners, time_us}` held,
-/// code 1, or 2 after putting the key back; `{code, listeners, time_us, to}` held with a handover
-/// of this term requested (`-`: to anyone). `counted`: whether the listeners Redis counts are all
-/// there are (not in a Cluster, where it counts one node's).
+/// Maps a renew reply (its shapes in `scripts.rs`). `counted`: whether the listeners Redis
+/// counts are all there are (not in a Cluster, where it counts one node's).
 pub(super) fn parse_renew(reply: &Value, sent_at: BootInstant, counted: bool) -> Option<Renewed> {
     let Value::Array(items) = reply else {
         return (int(reply)? == 0).then_some(Renewed::NotHeld);

@@ -1,6 +1,5 @@
-//! Where the lease lives: one Redis (`redis://`, `rediss://`, `unix://`), a master found through
-//! Sentinel (`redis+sentinel://`), or a Redis Cluster (`redis+cluster://`); with TLS and ACL
-//! credentials. Parsed once, before anything connects.
+//! Where the lease lives: one Redis, a master found through Sentinel, or a Redis Cluster; with
+//! TLS and ACL credentials. Parsed once, before anything connects.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -220,8 +219,7 @@ fn host_port(part: &str, default_port: u16) -> Option<(String, u16)> {
 }
 
 impl Target {
-    /// Parses `url` with `access`. Refusals say what is wrong with the URL (its password
-    /// redacted); the caller adds the flag's name.
+    /// Parses `url` with `access`, refusing as [`RedisTarget::parse`] does.
     pub(crate) fn parse(url: &str, access: &Access) -> Result<Self, LeaseError> {
         let bad = |reason: &str| LeaseError::BadUrl {
             url: redact_url(url),

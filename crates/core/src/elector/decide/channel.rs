@@ -1,6 +1,5 @@
-//! The release channel's decisions: what wakes a follower, how long a try's probe may take to be heard, when a quiet
-//! subscription without probes is pinged and how long the answer may take, and how long to wait
-//! before subscribing again.
+//! The release channel's decisions: what wakes a follower, how long a probe or a `PING` may go
+//! unanswered, when a quiet subscription is pinged, and how long to wait before subscribing again.
 
 use std::time::Duration;
 
@@ -36,11 +35,8 @@ pub struct Keepalive {
 const MIN_KEEPALIVE: Duration = Duration::from_millis(100);
 
 /// A quarter of a retry period for the answer, and (without probes) the rest of the retry
-/// period of quiet before the `PING`: a dead link is then noticed at most one retry period after
-/// its last sign of life (and each part is at least [`MIN_KEEPALIVE`]), at the cost of about one
-/// `PING` per retry period less a quarter on an idle channel (ten per lease duration with the
-/// defaults). With probes, a dead link is noticed at the first try after it died, and costs
-/// nothing.
+/// period of quiet before the `PING`, each at least `MIN_KEEPALIVE`: a dead link is noticed within
+/// a retry period of its last sign of life (docs/DESIGN.md, "Followers").
 pub fn keepalive(timing: &Timing) -> Keepalive {
     let timeout = (timing.retry_period / 4).max(MIN_KEEPALIVE);
     Keepalive {

@@ -11,13 +11,11 @@ use crate::lease::Retry;
 /// How a follower decides when to try again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FollowerStrategy {
-    /// leasehold's way: wake on a release announcement, at the holder's TTL expiry, or (only
-    /// while the release channel is down) every retry period.
+    /// leasehold's way (docs/DESIGN.md, "Followers").
     #[default]
     Notified,
-    /// client-go's way, for comparison: try every retry period with jitter (× 1.2), with no
-    /// release channel and no TTL wake-up. Graceful handoff and crash failover then wait for
-    /// the next poll. Chosen only by the benchmarks and the tests (`test-internals`).
+    /// client-go's way, the baseline of the benchmarks and tests (`test-internals`): every retry
+    /// period with jitter (× 1.2), no release channel and no TTL wake-up.
     #[cfg_attr(not(feature = "test-internals"), allow(dead_code))]
     Polling,
 }
@@ -39,10 +37,8 @@ const EXPIRY_SLACK: Duration = Duration::from_millis(1);
 /// How long a follower sleeps before it tries again (a release notification cuts any sleep
 /// short). `jitter` is drawn from [0, 1).
 ///
-/// - Held with a TTL: until the TTL runs out, so a crashed leader is replaced within about a
-///   millisecond of its expiry. With the release channel subscribed that is the only wake-up
-///   besides a release (about one command per lease duration while a healthy leader renews);
-///   without it, the retry period with jitter caps the wait, since a release would go unheard.
+/// - Held with a TTL: until the TTL runs out (docs/DESIGN.md, "Followers"); while the release
+///   channel is down, at most the retry period with jitter, since a release would go unheard.
 /// - Held without a TTL (not our key): the retry period with jitter.
 /// - Cooling down: until the cooldown ends; nothing can succeed before.
 /// - A passing failure: the retry period with jitter; a configuration fault: exponential
@@ -72,8 +68,7 @@ pub fn follower_wait(seen: Seen, subscribed: bool, timing: &Timing, jitter: f64)
     }
 }
 
-/// What the follower's strategy makes of what it saw: the polling baseline ignores the
-/// holder's TTL (client-go's way: the retry period with jitter, nothing else).
+/// What the follower's strategy makes of what it saw: the polling baseline ignores the TTL.
 pub fn seen_by(strategy: FollowerStrategy, seen: Seen) -> Seen {
     match (strategy, seen) {
         (FollowerStrategy::Polling, Seen::Held(_)) => Seen::Held(None),

@@ -1,19 +1,10 @@
-//! The rate of Redis's clock against the boot clock, bounded from the leader's own renewals.
+//! The rate of Redis's clock against the boot clock, bounded from the leader's own renewals
+//! (docs/DESIGN.md, "Validity").
 //!
-//! Redis expires the lease on its own clock. Each renewal's reply carries Redis's `TIME`, read
-//! inside the script, so that instant lies between the renewal's send and its reply on the boot
-//! clock. Two such replies `a` and `b` bound the rate: Redis counted `b.redis - a.redis` while
-//! the boot clock counted at least `b.sent - a.received` and at most `b.received - a.sent`. The
-//! longer the baseline, the narrower the bound (a 1 ms round trip over 10 s is 0.01 %): the
-//! window pairs its oldest reply with the newest, and forgets replies older than its span, so
-//! that a rate that changes (a clock slewed for a while) shows within a span.
-//!
-//! A reply whose `TIME` advanced more than the fastest rate known allows over its interval shows
-//! a step of Redis's clock ([`Jump`]): the lease expired early by about that much.
-//!
-//! The validity follows the bound's upper end when it is faster than the configured drift
-//! allows ([`validity_at`]); until two replies are in, or while the bound is too wide to say
-//! anything, the configured drift stands.
+//! Two replies `a` and `b` bound the rate: Redis counted `b.redis - a.redis` while the boot clock
+//! counted at least `b.sent - a.received` and at most `b.received - a.sent`. The longer the
+//! baseline, the narrower the bound (a 1 ms round trip over 10 s is 0.01 %), so the window pairs
+//! its oldest reply with the newest, and forgets replies older than its span.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -66,11 +57,11 @@ pub const FASTEST_SLEW: f64 = 0.1;
 /// What a reply showed of Redis's clock besides its rate: nothing, or a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Jump {
+    /// No step.
     None,
     /// Redis's clock advanced this much more than the boot clock's interval allows at the
     /// fastest rate known (the bound's high end, at least [`FASTEST_SLEW`]'s), beyond the fixed
-    /// margin: every key of that Redis expires early by about this much. Seen from the third
-    /// reply of a term on (the first two give the rate).
+    /// margin. Seen from the third reply of a term on (the first two give the rate).
     Forward(Duration),
     /// Redis's clock went back this much: keys live longer, which is harmless to a lease.
     Back(Duration),
@@ -146,9 +137,8 @@ impl RateWindow {
             return Jump::None;
         };
         // Without a bound yet, an advance is the rate's (a clock that runs fast from the start
-        // shrinks the validity through the bound instead of ending term after term), unless the
-        // window started anew: then the rate bounded before holds it, or a step back then forward
-        // again would pass for a rate far too fast, whose terms end before they measure again.
+        // shrinks the validity instead of ending term after term), unless the window started
+        // anew: then the rate bounded before holds it (docs/DESIGN.md, "Validity").
         let fastest = match self.bound() {
             Some(bound) if bound.says_something(self.drift_factor) => bound.high,
             Some(_) => 1.0,
@@ -167,10 +157,8 @@ impl RateWindow {
 }
 
 /// The validity of a term sent to a Redis whose clock runs at most `bound.high` times the boot
-/// clock: the lease's TTL as the boot clock counts it, less the fixed part of the margin
-/// ([`FIXED_DRIFT`]); the configured validity when that is shorter (the configured drift covers
-/// the rate), or without a bound that [says something](RateBound::says_something), so that
-/// jitter cannot cut a term short.
+/// clock: the TTL as the boot clock counts it, less [`FIXED_DRIFT`]; the configured validity when
+/// shorter, or without a bound that [says something](RateBound::says_something).
 pub fn validity_at(timing: &Timing, bound: Option<RateBound>) -> Duration {
     let configured = timing.validity();
     match bound {

@@ -1,17 +1,14 @@
-//! What a follower makes of what it saw: the observed-time rule and the release that lets go
-//! of it, what to give back after an acquire that raced shutdown, and when the leader seen is a
-//! new one.
+//! What a follower makes of what it saw: the observed-time rule and the release that lets go of
+//! it, what to give back after an acquire that raced shutdown, and when the leader is new.
 
 use super::channel::Wakeup;
 use crate::clock::BootInstant;
 use crate::elector::{LeaderInfo, Role};
 use crate::lease::{Acquired, FencingToken, Holder, LeaseError};
 
-/// client-go's observed-time rule, for what the server cannot see (a lease key that vanished
-/// together with its record, or a forward step of the Redis host's clock): a holder seen with
-/// `remaining` TTL at instant `seen_at` keeps its term until `seen_at + remaining` as far as
-/// this follower is concerned. Whether, at `now`, the observation still stands (and goes with
-/// the next acquire): not once it ran out, nor once the holder announced its release.
+/// client-go's observed-time rule (docs/DESIGN.md, "Followers keep what they saw"): whether, at
+/// `now`, a holder observed until `observed_until` still stands (and goes with the next
+/// acquire): not once it ran out, nor once the holder announced its release.
 pub fn observation_stands(
     now: BootInstant,
     observed_until: BootInstant,

@@ -1,6 +1,5 @@
-//! One term as leader: its deadlines, what the watchdog does when it wakes, a renewal's reply
-//! that came back late, the retry after a failed renewal, `check()`'s comparison, and the end
-//! of a term whose work stopped late.
+//! One term as leader: its deadlines, the watchdog's step, a late reply, the retry after a failed
+//! renewal, `check()`'s comparison, and the end of a term whose work stopped late.
 
 use std::time::Duration;
 
@@ -109,9 +108,8 @@ pub fn retry_after_failure(
         .min(renew_by)
 }
 
-/// `Leadership::check`'s comparison: whether a term whose validity deadline is `valid_until` may still act
-/// at `now` (strictly before the deadline). [`Leadership::check`](crate::elector::Leadership::check)
-/// refuses exactly when this is false, or when the term was revoked.
+/// Whether a term valid until `valid_until` may still act at `now` (strictly before it):
+/// [`Leadership::check`](crate::elector::Leadership::check) refuses when this is false.
 pub fn within_validity(now: BootInstant, valid_until: BootInstant) -> bool {
     now < valid_until
 }
