@@ -9,4 +9,5 @@ mod password_rotation;
 mod refusals;
 mod sentinel;
 mod sentinel_count;
+mod sentinel_gray;
 mod tls;

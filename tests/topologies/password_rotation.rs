@@ -1,12 +1,14 @@
 //! A rotated Redis password: the password file (a mounted Secret that Kubernetes updates in
 //! place) is read again when Redis refuses the password, so a running replica follows the
-//! rotation without a restart, and never logs either password.
+//! rotation without a restart, and never logs either password; on one Redis and through
+//! Sentinel.
 
 use std::time::Duration;
 
 use harness::contenders::unique_lease;
 use harness::replica::{FAST, Replica};
 use testbed::redis_server::RedisServer;
+use testbed::sentinel::SentinelSet;
 use testbed::wait::wait_for;
 
 const BEFORE: &str = "pw-before-rotation-7f3a";
@@ -20,6 +22,45 @@ fn a_rotated_password_file_is_read_again_without_a_restart() {
     // The admin connection, authenticated before the rotation, outlives it (and `CLIENT KILL`
     // skips the connection that sends it).
     let mut admin = redis.connection();
+    follows_a_rotation(
+        &redis.url(),
+        &[],
+        &mut admin,
+        &["CONFIG", "SET", "requirepass", AFTER],
+        &["CLIENT", "KILL", "TYPE", "normal"],
+    );
+}
+
+/// Through Sentinel: the password is the master's ACL user's (the Sentinels log in as the
+/// default user), and a dial that the master refuses reads the file again too.
+#[test]
+fn a_rotated_password_file_is_read_again_through_sentinel() {
+    let password = format!(">{BEFORE}");
+    let set = SentinelSet::start_with_master_args(&[
+        "--user", "app", "on", &password, "~*", "&*", "+@all",
+    ]);
+    let mut admin = set.master.connection();
+    let reset = format!(">{AFTER}");
+    follows_a_rotation(
+        &set.url(),
+        &["--redis-username", "app"],
+        &mut admin,
+        &["ACL", "SETUSER", "app", "resetpass", &reset],
+        &["CLIENT", "KILL", "USER", "app"],
+    );
+}
+
+/// A replica on `url` (with `extra` arguments) whose password comes from a file leads; then the
+/// rotation: the Secret's file first (the kubelet updates it in place), Redis's password
+/// (`rotate`, sent on `admin`), then leasehold's connections dropped (`kill`), so that only a
+/// new dial can renew the lease. The same process leads again, and neither password is logged.
+fn follows_a_rotation(
+    url: &str,
+    extra: &[&str],
+    admin: &mut redis::Connection,
+    rotate: &[&str],
+    kill: &[&str],
+) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let file = dir.path().join("password");
     std::fs::write(&file, format!("{BEFORE}\n")).expect("write the password file");
@@ -30,30 +71,25 @@ fn a_rotated_password_file_is_read_again_without_a_restart() {
         "--redis-password-file",
         &file_arg,
     ]);
-    let a = Replica::spawn(&redis.url(), &unique_lease("rotation"), "a", &args, &[]);
+    args.extend(extra);
+    let a = Replica::spawn(url, &unique_lease("rotation"), "a", &args, &[]);
     wait_for("the replica to lead", Duration::from_secs(10), || {
         a.is_ready().then_some(())
     });
 
-    // The rotation: the Secret's file first (the kubelet updates it in place), Redis's password,
-    // then every connection dropped, so that only a new dial can renew the lease.
     std::fs::write(&file, format!("{AFTER}\n")).expect("rewrite the password file");
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("requirepass")
-        .arg(AFTER)
-        .query(&mut admin)
-        .expect("CONFIG SET requirepass");
+    let _: () = redis::cmd(rotate[0])
+        .arg(&rotate[1..])
+        .query(admin)
+        .expect("change the password");
     let renewed = |a: &Replica| {
         a.metric("leasehold_renewals_total{result=\"renewed\"}")
             .unwrap_or(0.0)
     };
     let before = renewed(&a);
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .query(&mut admin)
+    let killed: i64 = redis::cmd(kill[0])
+        .arg(&kill[1..])
+        .query(admin)
         .expect("CLIENT KILL");
     assert!(killed >= 1, "leasehold's connections were dropped");
 

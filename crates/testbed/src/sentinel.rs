@@ -10,6 +10,10 @@
 //! Sentinels' hello messages. It never learns of the others or of a failover they make, and
 //! keeps naming the master it was started with: a Sentinel cut off from its peers together with
 //! the old master, or one restarted from a stale configuration.
+//!
+//! The Sentinels may instead monitor the master through a fault proxy
+//! ([`SentinelSet::start_with_a_proxied_master`]): they name the proxy, so every client that asks
+//! them reaches the master through it.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -20,6 +24,7 @@ use nix::sys::signal::Signal;
 use crate::child::Guarded;
 use crate::engine::Engine;
 use crate::port::free_port;
+use crate::proxy::FaultProxy;
 use crate::redis_server::RedisServer;
 
 /// The name the Sentinels monitor the master by.
@@ -36,6 +41,8 @@ pub struct SentinelSet {
     /// Each Sentinel's address, port, process and directory.
     sentinels: Vec<(String, u16, Guarded, tempfile::TempDir)>,
     deaf: bool,
+    /// The proxy the Sentinels monitor the master through, when they do.
+    master_proxy: Option<FaultProxy>,
 }
 
 /// Where the Sentinels listen.
@@ -53,27 +60,45 @@ impl SentinelSet {
 
     /// A set whose nodes and Sentinels all run `engine`.
     pub fn start_on(engine: Engine) -> Self {
-        Self::start_set(engine, &[], false, Placement::OwnPorts)
+        Self::start_set(engine, &[], false, false, Placement::OwnPorts)
     }
 
     /// A set whose master is started with `extra` arguments (e.g. commands renamed away).
     pub fn start_with_master_args(extra: &[&str]) -> Self {
-        Self::start_set(Engine::default(), extra, false, Placement::OwnPorts)
+        Self::start_set(Engine::default(), extra, false, false, Placement::OwnPorts)
     }
 
     /// A set whose Sentinels listen one on each of `addresses` (loopback addresses such as
     /// 127.0.0.2), all on one port ([`SentinelSet::port`]).
     pub fn start_on_addresses(addresses: &[&str]) -> Self {
-        Self::start_set(Engine::default(), &[], false, Placement::OnePort(addresses))
+        Self::start_set(
+            Engine::default(),
+            &[],
+            false,
+            false,
+            Placement::OnePort(addresses),
+        )
     }
 
     /// A set whose last Sentinel is deaf (see the module's docs); its master is started with
     /// `extra` arguments.
     pub fn start_with_a_deaf_sentinel(extra: &[&str]) -> Self {
-        Self::start_set(Engine::default(), extra, true, Placement::OwnPorts)
+        Self::start_set(Engine::default(), extra, true, false, Placement::OwnPorts)
     }
 
-    fn start_set(engine: Engine, extra: &[&str], deaf: bool, placement: Placement) -> Self {
+    /// A set whose Sentinels monitor the master through a fault proxy
+    /// ([`SentinelSet::master_proxy`]), which passes everything until told otherwise.
+    pub fn start_with_a_proxied_master() -> Self {
+        Self::start_set(Engine::default(), &[], false, true, Placement::OwnPorts)
+    }
+
+    fn start_set(
+        engine: Engine,
+        extra: &[&str],
+        deaf: bool,
+        proxied: bool,
+        placement: Placement,
+    ) -> Self {
         let password = format!(">{DEAF_PASSWORD}");
         let deaf_user = [
             "--user",
@@ -93,6 +118,12 @@ impl SentinelSet {
             .args(users.iter().copied())
             .start();
         let master_port = master.port().to_string();
+        let master_proxy = proxied.then(|| {
+            FaultProxy::start(std::net::SocketAddr::from(([127, 0, 0, 1], master.port())))
+        });
+        let monitored_port = master_proxy
+            .as_ref()
+            .map_or(master.port(), |proxy| proxy.addr().port());
         let replica = RedisServer::builder()
             .engine(engine)
             .args(["--replicaof", "127.0.0.1", &master_port])
@@ -123,7 +154,7 @@ impl SentinelSet {
                     format!(
                         "port {port}\nbind {host}\ndir {dir}\nlogfile {dir}/sentinel.log\n\
                          sentinel announce-ip {host}\n\
-                         sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 2\n\
+                         sentinel monitor {MASTER_NAME} 127.0.0.1 {monitored_port} 2\n\
                          sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
                          sentinel failover-timeout {MASTER_NAME} 4000\n\
                          sentinel parallel-syncs {MASTER_NAME} 1\n{login}",
@@ -143,6 +174,7 @@ impl SentinelSet {
             replica,
             sentinels,
             deaf,
+            master_proxy,
         };
         set.wait_until_monitored();
         set
@@ -223,6 +255,14 @@ impl SentinelSet {
             .arg(MASTER_NAME)
             .query(&mut conn)
             .expect("SENTINEL FAILOVER");
+    }
+
+    /// The proxy the Sentinels monitor the master through
+    /// ([`SentinelSet::start_with_a_proxied_master`]).
+    pub fn master_proxy(&self) -> &FaultProxy {
+        self.master_proxy
+            .as_ref()
+            .expect("a set started with a proxied master")
     }
 
     /// The master's port as the first Sentinel names it.

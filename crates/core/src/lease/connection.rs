@@ -242,9 +242,8 @@ impl Connection {
                 Ok((Conn::Node(connect_node(client).await.map_err(err)?), None))
             }
             Behind::Sentinel(sentinels) => {
-                let master = sentinels.find_master(op).await?;
-                let conn = connect_node(&master.client).await.map_err(err)?;
-                Ok((Conn::Node(conn), Some(master.addr)))
+                let master = sentinels.find_master(op, |e| self.refusal(op, e)).await?;
+                Ok((Conn::Node(master.conn), Some(master.addr)))
             }
             Behind::Cluster { client, .. } => Ok((
                 Conn::Cluster(client.get_async_connection().await.map_err(err)?),
@@ -292,7 +291,10 @@ impl Connection {
     ) -> Result<Client, LeaseError> {
         match &*self.behind() {
             Behind::Single(client) => Ok(client.clone()),
-            Behind::Sentinel(sentinels) => Ok(sentinels.find_master(op).await?.client),
+            Behind::Sentinel(sentinels) => {
+                let master = sentinels.find_master(op, |e| self.refusal(op, e)).await?;
+                Ok(master.client)
+            }
             Behind::Cluster { seeds, .. } => Ok(seeds[attempt % seeds.len()].clone()),
         }
     }
@@ -331,8 +333,12 @@ impl Connection {
     fn use_password(&self, password: Secret) {
         // The URL parsed with the first password; only the password differs now.
         if let Ok(target) = self.target.with_password(password) {
-            *self.behind.lock().unwrap_or_else(PoisonError::into_inner) =
-                Arc::new(Behind::new(target.target, target.access));
+            let mut behind = self.behind.lock().unwrap_or_else(PoisonError::into_inner);
+            let next = match &**behind {
+                Behind::Sentinel(old) => Behind::Sentinel(Arc::new(old.with_access(target.access))),
+                _ => Behind::new(target.target, target.access),
+            };
+            *behind = Arc::new(next);
         }
     }
 

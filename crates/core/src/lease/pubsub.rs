@@ -148,14 +148,11 @@ impl RedisLease {
         const OP: &str = "subscribe";
         let attempt = self.subscriptions.fetch_add(1, Ordering::Relaxed);
         let subscribe = async {
-            let mut pubsub = self
-                .conn
-                .pubsub_client(OP, attempt)
-                .await?
-                .get_async_pubsub()
-                .await
-                .map_err(self.fail(OP))
-                .inspect_err(|e| self.conn.after_refusal(e))?;
+            let client = async {
+                let client = self.conn.pubsub_client(OP, attempt).await?;
+                client.get_async_pubsub().await.map_err(self.fail(OP))
+            };
+            let mut pubsub = client.await.inspect_err(|e| self.conn.after_refusal(e))?;
             pubsub
                 .subscribe(&self.keys.channel)
                 .await

@@ -39,7 +39,7 @@ pub(crate) struct Sentinels {
 }
 
 /// The Sentinels as last resolved.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Roster {
     members: Arc<[Member]>,
     /// The most Sentinels ever resolved at once: the majority is counted from it, so that a
@@ -49,9 +49,10 @@ struct Roster {
     stale: bool,
 }
 
-/// A master a majority of the Sentinels named, whose `ROLE` agreed.
+/// A master a majority of the Sentinels named, whose `ROLE` agreed on `conn`.
 pub(crate) struct Master {
     pub(crate) client: Client,
+    pub(crate) conn: MultiplexedConnection,
     pub(crate) addr: Addr,
 }
 
@@ -67,6 +68,14 @@ impl Sentinels {
         }
     }
 
+    /// The same Sentinels for nodes reached with `access` (a rotated password): the Sentinels
+    /// counted so far still count, so the majority cannot drop below theirs.
+    pub(crate) fn with_access(&self, access: Access) -> Self {
+        let next = Self::new(self.target.clone(), access);
+        *next.roster() = self.roster().clone();
+        next
+    }
+
     /// The master's name, as the Sentinels know it.
     pub(crate) fn master(&self) -> &str {
         &self.target.master
@@ -74,14 +83,14 @@ impl Sentinels {
 
     /// The master a majority of the Sentinels names, once the node there says it is the
     /// master (a promotion may still be under way).
+    /// `refused` makes a node's error the lease's (a refused password, read anew).
     pub(crate) async fn find_master(
         self: &Arc<Self>,
         op: &'static str,
+        refused: impl Fn(&redis::RedisError) -> LeaseError,
     ) -> Result<Master, LeaseError> {
         let addr = self.majority_named(op).await?;
-        self.master_at(addr)
-            .await
-            .map_err(|detail| LeaseError::Connection { op, detail })
+        self.master_at(op, addr, refused).await
     }
 
     /// Asks every Sentinel at once and returns the address a majority of them names, as soon
@@ -254,36 +263,51 @@ impl Sentinels {
         answer
     }
 
-    /// A client for the master at `addr`, once its `ROLE` says it is one.
-    async fn master_at(&self, addr: Addr) -> Result<Master, String> {
+    /// A connection to the master at `addr`, once its `ROLE` says it is one; within
+    /// [`SENTINEL_TIMEOUT`] but no shorter bound of the client's own (a slow link may still
+    /// hold a lease).
+    async fn master_at(
+        &self,
+        op: &'static str,
+        addr: Addr,
+        refused: impl Fn(&redis::RedisError) -> LeaseError,
+    ) -> Result<Master, LeaseError> {
         let scheme = if self.target.tls { "rediss" } else { "redis" };
         let (host, port) = &addr;
+        let at_master = |detail: &dyn std::fmt::Display| LeaseError::Connection {
+            op,
+            detail: format!("master {host}:{port}: {detail}"),
+        };
+        // A connection's failure names the master; a refusal is said as Redis's.
+        let failed = |e: redis::RedisError| match refused(&e) {
+            LeaseError::Connection { detail, .. } => at_master(&detail),
+            other => other,
+        };
         let ask = async {
             let url = format!("{scheme}://{}:{port}/{}", url_host(host), self.target.db);
-            let info = url.into_connection_info().map_err(|e| e.to_string())?;
-            let master = node_client(info, &self.access).map_err(|e| e.to_string())?;
-            let mut node = master
-                .get_multiplexed_async_connection()
-                .await
-                .map_err(|e| format!("master {host}:{port}: {e}"))?;
+            let info = url.into_connection_info().map_err(|e| at_master(&e))?;
+            let client = node_client(info, &self.access).map_err(|e| at_master(&e))?;
+            let mut conn = connect_node(&client).await.map_err(failed)?;
             let role: Vec<Value> = redis::cmd("ROLE")
-                .query_async(&mut node)
+                .query_async(&mut conn)
                 .await
-                .map_err(|e| format!("master {host}:{port}: {e}"))?;
+                .map_err(failed)?;
             let is_master = role
                 .first()
                 .and_then(|v| redis::from_redis_value::<String>(v.clone()).ok())
                 .is_some_and(|role| role == "master");
-            if is_master {
-                Ok(master)
-            } else {
-                Err(format!("{host}:{port} is not a master (yet)"))
+            if !is_master {
+                return Err(at_master(&"not a master (yet)"));
             }
+            Ok(Master {
+                client,
+                conn,
+                addr: addr.clone(),
+            })
         };
-        let client = tokio::time::timeout(SENTINEL_TIMEOUT, ask)
+        tokio::time::timeout(SENTINEL_TIMEOUT, ask)
             .await
-            .map_err(|_| format!("no answer within {SENTINEL_TIMEOUT:?}"))??;
-        Ok(Master { client, addr })
+            .map_err(|_| at_master(&format_args!("no answer within {SENTINEL_TIMEOUT:?}")))?
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Member, MultiplexedConnection>> {
