@@ -30,7 +30,7 @@
 //!   [`board`]: what a replica shows, the elector's status (heard as a term hook) and what the
 //!   gates add, with the history of its changes.
 //! - The gates, outside the core, each named in [`gates`]: [`eviction`] (Redis's eviction
-//!   policy), [`candidacy`] (the candidate check; its flags in `cli/candidacy.rs`) and
+//!   policy, as [`eviction_policy`] reads it), [`candidacy`] (the candidate check; its flags in `cli/candidacy.rs`) and
 //!   [`clock_gate`] (Redis's clock runs too far off for a useful term). [`clock_watch`] keeps
 //!   what the clocks showed (Redis's rate for `/leader`, this host's boot clock against its
 //!   oscillator).
@@ -69,6 +69,7 @@ pub mod candidacy;
 pub mod clock_gate;
 pub mod clock_watch;
 pub mod eviction;
+pub mod eviction_policy;
 pub mod exec;
 pub mod fence;
 pub mod gates;

@@ -5,7 +5,7 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 
 use crate::elector::{RedisHealth, Status};
-use crate::eviction::EvictionPolicy;
+use crate::eviction_policy::EvictionPolicy;
 use crate::lease::Protocol;
 
 /// The elector's status and what the gates outside the core add. Reads as the status it holds.

@@ -13,12 +13,11 @@
 //! key gone, and an `allkeys-*` policy can take the record too: then only the data-loss cooldown
 //! is left. A Redis that holds leases should not evict.
 
-mod policy;
 mod watch;
 
 pub use crate::board::{Eviction, EvictionRefusal, Shown};
+pub use crate::eviction_policy::EvictionPolicy;
 pub use crate::gates::EVICTION;
-pub use policy::EvictionPolicy;
 pub use watch::EvictionWatch;
 
 /// What to do when Redis may evict the lease.

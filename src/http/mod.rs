@@ -458,7 +458,7 @@ mod tests {
 
     #[test]
     fn redis_that_may_evict_shows_in_leader_and_in_member_readiness_when_refused() {
-        let policy = crate::eviction::EvictionPolicy {
+        let policy = crate::eviction_policy::EvictionPolicy {
             maxmemory: 3_145_728,
             policy: "allkeys-lru".into(),
         };

@@ -1,4 +1,5 @@
-//! Redis's memory limit and eviction policy, read from `INFO memory` on the lease's node.
+//! Redis's memory limit and eviction policy, read from `INFO memory` on the lease's node: what the
+//! eviction gate judges and the status board shows.
 
 use std::time::Duration;
 
