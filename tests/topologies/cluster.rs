@@ -244,3 +244,32 @@ async fn a_seed_named_by_an_ipv6_address_is_dialled() {
         .unwrap_or_else(|e| panic!("{url}: {e}"));
     assert!(matches!(acquired, Acquired::Leader(_)), "{acquired:?}");
 }
+
+/// A node frozen elsewhere in the cluster (the replica of another shard, still a seed) costs
+/// the lease nothing: a dial asks the seeds at once and goes to the lease's master alone, so
+/// replicas that start while it is frozen elect a leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_frozen_elsewhere_in_the_cluster_does_not_stop_the_election() {
+    let cluster = RedisCluster::start();
+    let name = unique_lease("cluster-frozen-node");
+    let owner = cluster.master_of(slot_of(&cluster, &name)).unwrap();
+    let other = (0..16384u16)
+        .step_by(512)
+        .filter_map(|s| cluster.master_of(s))
+        .find(|&m| m != owner)
+        .expect("another master");
+    let frozen = &cluster.nodes[replica_of(&cluster, other)];
+    frozen.pause();
+    let pid = frozen.pid().as_raw();
+    eventually("the node to stop", Duration::from_secs(5), || async {
+        testbed::process_tree::is_stopped(pid).then_some(())
+    })
+    .await;
+    let log: ActionLog = Arc::default();
+    let (contenders, _) = a_leader(&cluster, &name, &log).await;
+    frozen.resume();
+    for c in contenders {
+        c.shutdown().await;
+    }
+    assert_no_overlap(&log.lock().unwrap());
+}

@@ -12,70 +12,18 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::cluster::ClusterClient;
-use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use redis::{Client, Cmd, ConnectionAddr, Pipeline, RedisFuture, Value};
+use redis::aio::MultiplexedConnection;
+use redis::{Client, ConnectionAddr};
 
+use super::cluster;
 use super::error::{Credentials, PasswordFrom};
 use super::password_file::PasswordFile;
 use super::sentinels::Sentinels;
 use super::target::{Access, RedisTarget, Target, connect_node};
 use super::{LeaseError, Secret};
 
-/// A connection to one node, or to a cluster.
-#[derive(Clone)]
-pub(crate) enum Conn {
-    Node(MultiplexedConnection),
-    Cluster(ClusterConnection),
-}
-
-impl ConnectionLike for Conn {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Conn::Node(c) => c.req_packed_command(cmd),
-            Conn::Cluster(c) => c.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        pipeline: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Conn::Node(c) => c.req_packed_commands(pipeline, offset, count),
-            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Conn::Node(c) => c.get_db(),
-            Conn::Cluster(c) => c.get_db(),
-        }
-    }
-}
-
-impl Conn {
-    /// Runs `cmd` on the node that owns `key`'s slot (on one Redis: on that Redis). For
-    /// commands without keys that must reach that node: `INFO`, `WAIT`.
-    pub(crate) async fn on_node_of(&mut self, key: &str, cmd: Cmd) -> redis::RedisResult<Value> {
-        match self {
-            Conn::Node(c) => cmd.query_async(c).await,
-            Conn::Cluster(c) => {
-                let route = Route::with_key(key, SlotAddr::Master);
-                c.route_command(
-                    cmd,
-                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
-                )
-                .await
-            }
-        }
-    }
-}
+/// A connection to the one node that serves the lease.
+pub(crate) type Conn = MultiplexedConnection;
 
 #[derive(Clone)]
 pub(crate) struct Live {
@@ -118,10 +66,7 @@ pub(crate) struct Connection {
 enum Behind {
     Single(Client),
     Sentinel(Arc<Sentinels>),
-    Cluster {
-        client: Box<ClusterClient>,
-        seeds: Vec<Client>,
-    },
+    Cluster { seeds: Vec<Client>, access: Access },
 }
 
 #[derive(Default)]
@@ -137,7 +82,7 @@ impl Behind {
             Target::Sentinel(sentinel) => {
                 Behind::Sentinel(Arc::new(Sentinels::new(sentinel, access)))
             }
-            Target::Cluster { client, seeds } => Behind::Cluster { client, seeds },
+            Target::Cluster(seeds) => Behind::Cluster { seeds, access },
         }
     }
 }
@@ -154,7 +99,7 @@ impl Connection {
         let tls = match &target {
             Target::Single(client) => over_tls(client),
             Target::Sentinel(sentinel) => sentinel.tls,
-            Target::Cluster { seeds, .. } => seeds.first().is_some_and(over_tls),
+            Target::Cluster(seeds) => seeds.first().is_some_and(over_tls),
         };
         let password_file = parsed
             .access
@@ -176,7 +121,7 @@ impl Connection {
 
     /// Whether the target is a Redis Cluster, where a script sees one node's pub/sub alone.
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self.target.target, Target::Cluster { .. })
+        matches!(self.target.target, Target::Cluster(_))
     }
 
     /// A call's result, with a hint at TLS on the failures that a URL of the wrong scheme
@@ -238,15 +183,15 @@ impl Connection {
     ) -> Result<(Conn, Option<(String, u16)>), LeaseError> {
         let err = |e: redis::RedisError| self.refusal(op, &e);
         match behind {
-            Behind::Single(client) => {
-                Ok((Conn::Node(connect_node(client).await.map_err(err)?), None))
-            }
+            Behind::Single(client) => Ok((connect_node(client).await.map_err(err)?, None)),
             Behind::Sentinel(sentinels) => {
                 let master = sentinels.find_master(op, |e| self.refusal(op, e)).await?;
-                Ok((Conn::Node(master.conn), Some(master.addr)))
+                Ok((master.conn, Some(master.addr)))
             }
-            Behind::Cluster { client, .. } => Ok((
-                Conn::Cluster(client.get_async_connection().await.map_err(err)?),
+            Behind::Cluster { seeds, access } => Ok((
+                cluster::slot_master(seeds, &self.lease_key, access)
+                    .await
+                    .map_err(err)?,
                 None,
             )),
         }

@@ -146,6 +146,16 @@ pub enum LeaseError {
         /// Replicas wanted.
         wanted: u32,
     },
+    /// A Redis Cluster redirected or refused the call (`MOVED`, `ASK`, `TRYAGAIN`,
+    /// `CLUSTERDOWN`): the slot moved or a failover is under way. The next call asks the seeds
+    /// for the lease's node again.
+    #[error("the redis cluster redirected the call while {}: {detail}", doing(op))]
+    Cluster {
+        /// The primitive.
+        op: &'static str,
+        /// Redis's words.
+        detail: String,
+    },
     /// A reply leasehold does not understand.
     #[error("unexpected reply from redis while {}: {detail}", doing(op))]
     Protocol {
@@ -194,6 +204,7 @@ impl LeaseError {
             LeaseError::Tls { .. } => ("tls", BackOff, false, false, true),
             LeaseError::TooFewReplicas { .. } => ("too_few_replicas", Soon, false, true, false),
             LeaseError::OutOfMemory { .. } => ("out_of_memory", Soon, true, true, false),
+            LeaseError::Cluster { .. } => ("cluster", Soon, false, true, true),
             LeaseError::Protocol { .. } => ("protocol", BackOff, false, false, true),
             LeaseError::Other { .. } => ("other", Soon, false, false, false),
         }
@@ -245,6 +256,15 @@ impl LeaseError {
                 lease: lease.to_owned(),
                 detail: err.detail().unwrap_or(&detail).to_owned(),
             },
+            (
+                ErrorKind::Server(
+                    ServerErrorKind::Moved
+                    | ServerErrorKind::Ask
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown,
+                ),
+                _,
+            ) => LeaseError::Cluster { op, detail },
             (ErrorKind::Server(ServerErrorKind::BusyLoading), _) | (_, "LOADING") => {
                 LeaseError::Loading { op }
             }

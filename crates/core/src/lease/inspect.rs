@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use redis::Value;
+
 use super::connection::Live;
 use super::reply::{protocol, text};
 use super::{LeaseError, RedisLease};
@@ -14,8 +16,9 @@ impl RedisLease {
         const OP: &str = "info";
         let reply = self
             .call(OP, timeout, |mut live| async move {
-                live.conn
-                    .on_node_of(&self.keys.lease, redis::cmd("INFO").arg(section).clone())
+                redis::cmd("INFO")
+                    .arg(section)
+                    .query_async(&mut live.conn)
                     .await
                     .map_err(self.fail(OP))
             })
@@ -29,9 +32,9 @@ impl RedisLease {
     pub(super) async fn wrong_types(&self, mut live: Live) -> Vec<(String, String)> {
         let mut found = Vec::new();
         for key in self.keys.written() {
-            let kind = live
-                .conn
-                .on_node_of(&self.keys.lease, redis::cmd("TYPE").arg(key).clone())
+            let kind = redis::cmd("TYPE")
+                .arg(key)
+                .query_async::<Value>(&mut live.conn)
                 .await
                 .ok()
                 .and_then(|v| text(&v));

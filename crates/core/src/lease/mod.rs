@@ -4,6 +4,7 @@
 //! bounded by the timeout its caller gives, and answers with an outcome or a typed error. The
 //! safety rules are in the scripts (`scripts.rs`; docs/DESIGN.md, "How it works").
 
+mod cluster;
 mod connection;
 mod error;
 mod handover;
@@ -183,10 +184,7 @@ impl RedisLease {
             .arg(wait.replicas)
             .arg(millis(wait.timeout))
             .clone();
-        let reply = conn
-            .on_node_of(&self.keys.lease, cmd)
-            .await
-            .map_err(self.fail(op))?;
+        let reply = cmd.query_async(conn).await.map_err(self.fail(op))?;
         let acked = int(&reply).ok_or_else(|| protocol(op, &reply))?;
         if acked < i64::from(wait.replicas) {
             return Err(LeaseError::TooFewReplicas {

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::{
     AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, IntoConnectionInfo,
     TlsCertificates,
@@ -83,11 +82,9 @@ pub(crate) enum Target {
     Single(Client),
     /// A master found through Sentinel.
     Sentinel(SentinelTarget),
-    /// A Redis Cluster; `seeds` serve the pub/sub connection.
-    Cluster {
-        client: Box<ClusterClient>,
-        seeds: Vec<Client>,
-    },
+    /// A Redis Cluster: its seed nodes, asked for the lease's node at each dial and serving the
+    /// pub/sub connection.
+    Cluster(Vec<Client>),
 }
 
 /// Where a lease lives and how to reach it: a Redis URL parsed with the credentials and TLS
@@ -283,34 +280,12 @@ impl Target {
                     let scheme = if tls { "rediss" } else { "redis" };
                     format!("{scheme}://{}:{port}", url_host(host))
                 };
-                let infos = nodes
+                let seeds = nodes
                     .iter()
-                    .map(|n| node_url(n).into_connection_info())
+                    .map(|n| node_client(node_url(n).into_connection_info()?, access))
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|e| bad(&e.to_string()))?;
-                let mut builder = ClusterClientBuilder::new(infos.clone());
-                if let Some(user) = &access.username {
-                    builder = builder.username(user);
-                }
-                if let Some(password) = &access.password {
-                    builder = builder.password(password.expose());
-                }
-                if tls {
-                    builder = builder.tls(redis::TlsMode::Secure);
-                    if let Some(files) = &access.tls {
-                        builder = builder.certs(files.certificates());
-                    }
-                }
-                let client = builder.build().map_err(|e| bad(&e.to_string()))?;
-                let seeds = infos
-                    .into_iter()
-                    .map(|info| node_client(info, access))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| bad(&e.to_string()))?;
-                Ok(Target::Cluster {
-                    client: Box::new(client),
-                    seeds,
-                })
+                Ok(Target::Cluster(seeds))
             }
             _ => Err(bad(
                 "the scheme must be redis://, rediss:// (TLS), unix://, redis+sentinel:// or redis+cluster://",
