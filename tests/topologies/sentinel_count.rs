@@ -217,6 +217,36 @@ fn a_sentinel_back_on_another_address_is_found_by_resolving_the_name_again() {
     set.signal_sentinel(1, Signal::SIGCONT);
 }
 
+/// A name that stood for three Sentinels and for a while stands for four (a pod surged in
+/// beside them during a rollout) is no misconfiguration: the majority counts the four, and once
+/// they answer again the replica leads. The count rule is for what the name stood for at first.
+#[test]
+fn a_fourth_sentinel_seen_for_a_while_does_not_refuse_the_lease_for_good() {
+    let set = SentinelSet::start_on_addresses(&ADDRESSES);
+    let hosts = Hosts::new(&[("sentinels.test", &ADDRESSES)]);
+    let a = by_name(&hosts, &set, "sentinel-surge");
+    wait_for("a to lead", Duration::from_secs(10), || {
+        a.is_ready().then_some(())
+    });
+    // A fourth address, where nothing listens yet; an ask that fails has the names resolved
+    // again, and the fourth is counted from then on.
+    let surged = [ADDRESSES[0], ADDRESSES[1], ADDRESSES[2], "127.0.0.9"];
+    hosts.set(&[("sentinels.test", &surged)]);
+    set.signal_sentinel(1, Signal::SIGSTOP);
+    wait_for(
+        "a to step down without a majority of four",
+        Duration::from_secs(10),
+        || (!a.is_ready()).then_some(()),
+    );
+    set.signal_sentinel(1, Signal::SIGCONT);
+    hosts.set(&[("sentinels.test", &ADDRESSES)]);
+    wait_for(
+        "a to lead again with three answers of the four counted",
+        Duration::from_secs(15),
+        || a.is_ready().then_some(()),
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_of_the_library_keeps_the_rule_while_it_runs() {
     use leasehold::lease::{LeaseError, LeaseName, LeaseOptions, OwnerId, RedisLease};

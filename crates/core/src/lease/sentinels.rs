@@ -47,6 +47,10 @@ struct Roster {
     counted: usize,
     /// An ask failed since the last resolution: resolve again before the next round.
     stale: bool,
+    /// A resolution found a number of Sentinels the count rule accepts: the names stand for a
+    /// safe set, and a later count that breaks the rule (a pod surged in beside them) is no
+    /// misconfiguration. The majority still counts every Sentinel ever resolved.
+    kept_the_rule: bool,
 }
 
 /// A master a majority of the Sentinels named, whose `ROLE` agreed on `conn`.
@@ -178,7 +182,8 @@ impl Sentinels {
             let roster = self.roster();
             (Arc::clone(&roster.members), roster.counted)
         };
-        if let Some(weakness) = roster::weakness(count) {
+        let kept_the_rule = self.roster().kept_the_rule;
+        if let Some(weakness) = roster::weakness(count).filter(|_| !kept_the_rule) {
             if !self.target.unsafe_count_allowed {
                 // Resolve again before the next call: the names may stand for more by then.
                 self.roster().stale = true;
@@ -209,6 +214,7 @@ impl Sentinels {
         {
             let mut roster = self.roster();
             roster.counted = roster.counted.max(members.len());
+            roster.kept_the_rule |= roster::weakness(members.len()).is_none();
             roster.members = Arc::clone(&members);
             roster.stale = false;
         }
