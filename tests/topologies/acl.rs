@@ -22,7 +22,7 @@ use testbed::wait::{eventually, holds_for, until};
 const CALL: Duration = Duration::from_secs(2);
 const TTL: Duration = Duration::from_secs(1);
 
-fn acl_lease(url: &str, name: &str, identity: &str, user: &str, pw: &str) -> RedisLease {
+pub(crate) fn acl_lease(url: &str, name: &str, identity: &str, user: &str, pw: &str) -> RedisLease {
     let options = LeaseOptions {
         username: Some(user.to_owned()),
         password: Some(Secret::new(pw)),

@@ -305,8 +305,8 @@ pub(crate) async fn connect_node(client: &Client) -> redis::RedisResult<Multiple
         .await
 }
 
-/// How long one ask of a Sentinel (naming the master, and the master confirming its role) may
-/// take before it is given up; and resolving one of the URL's Sentinel hosts.
+/// How long one ask of a Sentinel (naming the master) may take before it is given up; and
+/// resolving one of the URL's Sentinel hosts.
 pub(crate) const SENTINEL_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[cfg(test)]
