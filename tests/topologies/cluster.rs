@@ -13,6 +13,7 @@ use leasehold::elector::Timing;
 use leasehold::lease::{Acquired, FencingToken, split_term};
 use testbed::cluster::RedisCluster;
 use testbed::on_engines;
+use testbed::proxy::{Fault, FaultProxy};
 use testbed::redis_server::Engine;
 use testbed::wait::eventually;
 
@@ -272,4 +273,36 @@ async fn a_node_frozen_elsewhere_in_the_cluster_does_not_stop_the_election() {
         c.shutdown().await;
     }
     assert_no_overlap(&log.lock().unwrap());
+}
+
+/// A Redis of its own among the seeds (a wrong port, a stray server) answers a read like the
+/// slot's master; the lease is never taken there. The cluster's seeds answer later (behind a
+/// delay), so the stray one is the first to answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seed_that_is_no_cluster_node_never_holds_the_lease() {
+    let cluster = RedisCluster::start();
+    let stray = testbed::redis_server::RedisServer::start();
+    let slow: Vec<FaultProxy> = cluster.nodes[..3]
+        .iter()
+        .map(|n| FaultProxy::start(n.addr()))
+        .collect();
+    for proxy in &slow {
+        proxy.set(Fault::DelayRequests(Duration::from_millis(200)));
+    }
+    let mut seeds: Vec<String> = slow.iter().map(|p| p.addr().to_string()).collect();
+    seeds.insert(0, stray.addr().to_string());
+    let url = format!("redis+cluster://{}", seeds.join(","));
+    let name = unique_lease("cluster-stray-seed");
+    let lease = harness::contenders::lease(&url, &name, "pod-a", false);
+    let acquired = lease
+        .acquire(Duration::from_secs(5), Duration::from_secs(5))
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    assert!(matches!(acquired, Acquired::Leader(_)), "{acquired:?}");
+    let key = format!("leasehold:{{{name}}}");
+    let on_stray: Option<String> = stray.cmd(&["GET", &key]);
+    assert_eq!(on_stray, None, "the stray Redis holds no lease");
+    let owner = cluster.master_of(slot_of(&cluster, &name)).unwrap();
+    let on_cluster: Option<String> = cluster.nodes[owner].cmd(&["GET", &key]);
+    assert!(on_cluster.is_some(), "the lease is on the slot's master");
 }

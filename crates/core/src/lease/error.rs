@@ -147,9 +147,12 @@ pub enum LeaseError {
         wanted: u32,
     },
     /// A Redis Cluster redirected or refused the call (`MOVED`, `ASK`, `TRYAGAIN`,
-    /// `CLUSTERDOWN`): the slot moved or a failover is under way. The next call asks the seeds
-    /// for the lease's node again.
-    #[error("the redis cluster redirected the call while {}: {detail}", doing(op))]
+    /// `CLUSTERDOWN`, a script's write while the cluster is down): the slot moved or a failover
+    /// is under way. The next call asks the seeds for the lease's node again.
+    #[error(
+        "the redis cluster redirected or refused the call while {}: {detail}",
+        doing(op)
+    )]
     Cluster {
         /// The primitive.
         op: &'static str,
@@ -265,6 +268,9 @@ impl LeaseError {
                 ),
                 _,
             ) => LeaseError::Cluster { op, detail },
+            // A node that keeps serving reads while its cluster is down
+            // (`cluster-allow-reads-when-down`) runs a script until its first write.
+            _ if detail.contains("while the cluster is down") => LeaseError::Cluster { op, detail },
             (ErrorKind::Server(ServerErrorKind::BusyLoading), _) | (_, "LOADING") => {
                 LeaseError::Loading { op }
             }

@@ -257,3 +257,28 @@ fn the_client_library_type_names_and_the_primitives_names_stay_out_of_the_words(
         }
     }
 }
+
+#[test]
+fn a_cluster_that_moved_the_slot_or_is_down_is_a_cluster_error() {
+    let cases = [
+        "-MOVED 3999 127.0.0.1:6381\r\n",
+        "-ASK 3999 127.0.0.1:6381\r\n",
+        "-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+        "-CLUSTERDOWN The cluster is down\r\n",
+        // Redis 7.0 with `cluster-allow-reads-when-down yes`, the cluster down.
+        "-ERR Script attempted to execute a write command while the cluster is down and readonly script: bd6f, on @user_script:1.\r\n",
+    ];
+    for reply in cases {
+        let Ok(redis::Value::ServerError(server)) = redis::parse_redis_value(reply.as_bytes())
+        else {
+            panic!("{reply} is an error reply");
+        };
+        let ours = LeaseError::from_redis("acquire", "leasehold:{a}", &server.into());
+        assert!(
+            matches!(ours, LeaseError::Cluster { .. }),
+            "{reply}: {ours:?}"
+        );
+        assert!(ours.spoils_connection() && ours.is_answer(), "{reply}");
+        assert!(!ours.is_lasting_refusal(), "{reply}");
+    }
+}
