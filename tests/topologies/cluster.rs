@@ -306,3 +306,48 @@ async fn a_seed_that_is_no_cluster_node_never_holds_the_lease() {
     let on_cluster: Option<String> = cluster.nodes[owner].cmd(&["GET", &key]);
     assert!(on_cluster.is_some(), "the lease is on the slot's master");
 }
+
+/// A redirect that names an address where another Redis now listens (a slot's master announced
+/// at an address a pod gave up) is not followed into that Redis: the node named must serve the
+/// slot in cluster mode, as a seed must.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_to_a_redis_outside_the_cluster_is_not_followed() {
+    let cluster = RedisCluster::start();
+    let stray = testbed::redis_server::RedisServer::start();
+    let name = unique_lease("cluster-stray-redirect");
+    let owner = cluster.master_of(slot_of(&cluster, &name)).unwrap();
+    let port = stray.port().to_string();
+    let _: String = cluster.nodes[owner].cmd(&["CONFIG", "SET", "cluster-announce-port", &port]);
+    let others: Vec<usize> = (0..cluster.nodes.len()).filter(|&i| i != owner).collect();
+    eventually(
+        "the others to hear the new port",
+        Duration::from_secs(10),
+        || async {
+            others
+                .iter()
+                .all(|&i| {
+                    let nodes: String = cluster.nodes[i].cmd(&["CLUSTER", "NODES"]);
+                    nodes.contains(&format!(":{port}@"))
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    // Seeds that do not serve the slot: each redirects to the stray Redis.
+    let seeds: Vec<String> = others
+        .iter()
+        .map(|&i| cluster.nodes[i].addr().to_string())
+        .collect();
+    let url = format!("redis+cluster://{}", seeds.join(","));
+    let lease = harness::contenders::lease(&url, &name, "pod-a", false);
+    let taken = lease
+        .acquire(Duration::from_secs(5), Duration::from_secs(2))
+        .await;
+    let key = format!("leasehold:{{{name}}}");
+    let on_stray: Option<String> = stray.cmd(&["GET", &key]);
+    assert_eq!(on_stray, None, "the stray Redis holds no lease: {taken:?}");
+    assert!(
+        taken.is_err(),
+        "no node serves the slot where the redirects point: {taken:?}"
+    );
+}

@@ -1,6 +1,7 @@
 //! The lease's node in a Redis Cluster: the master that serves the lease's slot, found by asking
 //! every seed at once. Only that node serves the lease, so a node that is slow, frozen or cut off
-//! elsewhere in the cluster costs nothing (a cluster client waits for every node it knows).
+//! elsewhere in the cluster holds up no dial that another seed answers (a cluster client waits for
+//! every node it knows).
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
@@ -11,14 +12,12 @@ use redis::{
 
 use super::target::{Access, connect_node, node_client, url_host};
 
-/// A connection to the master that serves `key`'s slot: the first seed to answer a read of
-/// `key` (`PTTL`, which leasehold's ACL rule allows) serves it, or names the node that does in
-/// its `MOVED` redirect, which is followed once. A node that does not serve the slot (a stale
-/// view, a slot moved since) answers the lease's calls with another redirect, which spoils the
-/// connection, and the next call asks the seeds again. A refused password ends the dial at once
-/// (the seeds are one cluster's, with one set of users): a seed that hangs must not turn it
-/// into a timeout, which would never read a rotated password. When every seed failed, the
-/// error that says the most is the dial's.
+/// A connection to the master that serves `key`'s slot: the first seed that [serves](serves)
+/// it, or the node that a seed's `MOVED` redirect names, once it serves it too (a redirect is
+/// followed once). A node that stops serving the slot later (a slot moved, a failover) answers
+/// the lease's calls with another redirect, which spoils the connection, and the next call asks
+/// the seeds again. Users are each node's own, so one seed's refusal does not end the dial; when
+/// every seed failed, the error that says the most is the dial's.
 pub(crate) async fn slot_master(
     seeds: &[Client],
     key: &str,
@@ -29,26 +28,25 @@ pub(crate) async fn slot_master(
     while let Some(answer) = asks.next().await {
         match answer {
             Ok(conn) => return Ok(conn),
-            Err(err) if refuses_credentials(&err) => return Err(err),
-            Err(err) => {
-                if telling.as_ref().is_none_or(|t| says_more(&err, t)) {
-                    telling = Some(err);
-                }
+            Err(err) if telling.as_ref().is_none_or(|t| rank(&err) > rank(t)) => {
+                telling = Some(err);
             }
+            Err(_) => {}
         }
     }
     Err(telling.unwrap_or_else(|| (ErrorKind::InvalidClientConfig, "no seed node").into()))
 }
 
-/// Whether Redis refused the credentials (a wrong password, or none given).
-fn refuses_credentials(err: &RedisError) -> bool {
-    err.kind() == ErrorKind::AuthenticationFailed
-        || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"))
-}
-
-/// Whether `err` says more than `than`: Redis's own answer says more than a failed link.
-fn says_more(err: &RedisError, than: &RedisError) -> bool {
-    err.code().is_some() && than.code().is_none()
+/// How much an error says: refused credentials (the password file is read again on it), then
+/// any other answer of Redis's, then a failed link.
+fn rank(err: &RedisError) -> u8 {
+    let refused = err.kind() == ErrorKind::AuthenticationFailed
+        || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"));
+    match (refused, err.code()) {
+        (true, _) => 2,
+        (false, Some(_)) => 1,
+        (false, None) => 0,
+    }
 }
 
 /// `seed`'s connection when it serves `key`, else one to the node its redirect names.
@@ -58,12 +56,8 @@ async fn served_by(
     access: &Access,
 ) -> RedisResult<MultiplexedConnection> {
     let mut conn = connect_node(seed).await?;
-    let err = match redis::cmd("PTTL")
-        .arg(key)
-        .query_async::<i64>(&mut conn)
-        .await
-    {
-        Ok(_) => return in_cluster_mode(conn).await,
+    let err = match serves(&mut conn, key).await {
+        Ok(()) => return Ok(conn),
         Err(err) => err,
     };
     let moved = err.kind() == ErrorKind::Server(ServerErrorKind::Moved);
@@ -83,23 +77,34 @@ async fn served_by(
     let host = if host.is_empty() { seed_host } else { host };
     let scheme = if tls { "rediss" } else { "redis" };
     let info = format!("{scheme}://{}:{port}", url_host(host)).into_connection_info()?;
-    connect_node(&node_client(info, access)?).await
+    let mut there = connect_node(&node_client(info, access)?).await?;
+    serves(&mut there, key).await?;
+    Ok(there)
 }
 
-/// `conn` when its node runs in cluster mode: a Redis of its own among the seeds (a wrong port,
-/// a stray server) answers the read too, and a lease there would be another lease.
-async fn in_cluster_mode(mut conn: MultiplexedConnection) -> RedisResult<MultiplexedConnection> {
-    let info: String = redis::cmd("INFO")
+/// Whether the node on `conn` serves `key`'s slot in cluster mode, in one round trip: it
+/// answers a read of the key (`PTTL`, which leasehold's ACL rule allows) instead of a redirect,
+/// and `INFO server` says cluster mode (`redis_mode`, or Valkey's `server_mode`). A Redis of its
+/// own at a seed's or a redirect's address (a wrong port, a stray server, an address a pod gave
+/// up) answers the read too, and a lease there would be another lease.
+async fn serves(conn: &mut MultiplexedConnection, key: &str) -> RedisResult<()> {
+    let (read, info): (RedisResult<i64>, RedisResult<String>) = redis::pipe()
+        .ignore_errors()
+        .cmd("PTTL")
+        .arg(key)
+        .cmd("INFO")
         .arg("server")
-        .query_async(&mut conn)
+        .query_async(conn)
         .await?;
+    read?;
+    let info = info?;
     let cluster = ["redis_mode:cluster", "server_mode:cluster"];
     if info.lines().any(|l| cluster.contains(&l.trim_end())) {
-        Ok(conn)
+        Ok(())
     } else {
         Err((
             ErrorKind::InvalidClientConfig,
-            "a seed node of the URL is no Redis Cluster node (its INFO server says another mode)",
+            "a node of the URL or of a redirect is no Redis Cluster node (its INFO server says another mode)",
         )
             .into())
     }
