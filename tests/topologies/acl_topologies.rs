@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness::contenders::{ActionLog, Contender, acting_work, fast_timing, unique_lease};
-use leasehold::lease::{Acquired, minimal_acl_rule};
+use leasehold::lease::{Acquired, LeaseError, minimal_acl_rule};
 use testbed::cluster::RedisCluster;
 use testbed::proxy::{Fault, FaultProxy};
 use testbed::redis_server::RedisServer;
@@ -101,4 +101,18 @@ async fn a_seed_that_refuses_the_user_does_not_keep_the_lease_from_the_others() 
         matches!(acquired, Acquired::CoolingDown { .. }),
         "{acquired:?}"
     );
+    // The slot's master dies: until its replica takes over, the seeds' redirects end at a dead
+    // node. The refusal is not the reason then (the other nodes took the password): the lost
+    // link is, retried soon, not a refusal that backs off.
+    let key = format!("leasehold:{{{name}}}");
+    let slot: i64 = others[0].cmd(&["CLUSTER", "KEYSLOT", &key]);
+    let owner = cluster.master_of(u16::try_from(slot).unwrap()).unwrap();
+    cluster.nodes[owner]
+        .try_signal(nix::sys::signal::Signal::SIGKILL)
+        .expect("kill the slot's master");
+    let err = lease
+        .observe(Duration::from_secs(2))
+        .await
+        .expect_err("the slot's master is dead");
+    assert!(!matches!(err, LeaseError::Authentication { .. }), "{err}");
 }

@@ -16,46 +16,85 @@ use super::target::{Access, connect_node, node_client, url_host};
 /// it, or the node that a seed's `MOVED` redirect names, once it serves it too (a redirect is
 /// followed once). A node that stops serving the slot later (a slot moved, a failover) answers
 /// the lease's calls with another redirect, which spoils the connection, and the next call asks
-/// the seeds again. Users are each node's own, so one seed's refusal does not end the dial; when
-/// every seed failed, the error that says the most is the dial's.
+/// the seeds again. When every seed failed, the dial's error is the one that says the most
+/// ([`rank`]); users are each node's own, so a refused password is the reason only when no node
+/// took it.
 pub(crate) async fn slot_master(
     seeds: &[Client],
     key: &str,
     access: &Access,
 ) -> RedisResult<MultiplexedConnection> {
     let mut asks: FuturesUnordered<_> = seeds.iter().map(|s| served_by(s, key, access)).collect();
-    let mut telling: Option<RedisError> = None;
+    let (mut refusal, mut other, mut taken) = (None, None::<RedisError>, false);
     while let Some(answer) = asks.next().await {
-        match answer {
+        let (err, took) = match answer {
             Ok(conn) => return Ok(conn),
-            Err(err) if telling.as_ref().is_none_or(|t| rank(&err) > rank(t)) => {
-                telling = Some(err);
-            }
-            Err(_) => {}
+            Err(failed) => failed,
+        };
+        taken |= took;
+        if refuses_credentials(&err) {
+            refusal = Some(err);
+        } else if other.as_ref().is_none_or(|o| rank(&err) > rank(o)) {
+            other = Some(err);
         }
     }
-    Err(telling.unwrap_or_else(|| (ErrorKind::InvalidClientConfig, "no seed node").into()))
+    let (first, then) = if taken {
+        (other, refusal)
+    } else {
+        (refusal, other)
+    };
+    Err(first
+        .or(then)
+        .unwrap_or_else(|| (ErrorKind::InvalidClientConfig, "no seed node").into()))
 }
 
-/// How much an error says: refused credentials (the password file is read again on it), then
-/// any other answer of Redis's, then a failed link.
+/// Whether Redis refused the credentials (a wrong password, or none given).
+fn refuses_credentials(err: &RedisError) -> bool {
+    err.kind() == ErrorKind::AuthenticationFailed
+        || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"))
+}
+
+/// How much a failure other than refused credentials says: an answer of Redis's that the
+/// lease cannot pass (a missing permission, another mode), then a redirect or a cluster that is
+/// down (which passes), then a failed link.
 fn rank(err: &RedisError) -> u8 {
-    let refused = err.kind() == ErrorKind::AuthenticationFailed
-        || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"));
-    match (refused, err.code()) {
-        (true, _) => 2,
-        (false, Some(_)) => 1,
-        (false, None) => 0,
+    let passing = matches!(
+        err.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::Moved
+                | ServerErrorKind::Ask
+                | ServerErrorKind::TryAgain
+                | ServerErrorKind::ClusterDown
+        )
+    );
+    let answered = err.code().is_some() || err.kind() == ErrorKind::InvalidClientConfig;
+    match (answered, passing) {
+        (true, false) => 2,
+        (true, true) => 1,
+        (false, _) => 0,
     }
 }
 
-/// `seed`'s connection when it serves `key`, else one to the node its redirect names.
+/// `seed`'s connection when it serves `key`, else one to the node its redirect names; or why
+/// not, and whether the seed took the credentials.
 async fn served_by(
     seed: &Client,
     key: &str,
     access: &Access,
+) -> Result<MultiplexedConnection, (RedisError, bool)> {
+    let conn = connect_node(seed).await.map_err(|e| (e, false))?;
+    redirected(seed, conn, key, access)
+        .await
+        .map_err(|e| (e, true))
+}
+
+/// `conn` (to `seed`) when it serves `key`, else a connection to the node its redirect names.
+async fn redirected(
+    seed: &Client,
+    mut conn: MultiplexedConnection,
+    key: &str,
+    access: &Access,
 ) -> RedisResult<MultiplexedConnection> {
-    let mut conn = connect_node(seed).await?;
     let err = match serves(&mut conn, key).await {
         Ok(()) => return Ok(conn),
         Err(err) => err,
