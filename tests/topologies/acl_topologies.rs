@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use harness::contenders::{ActionLog, Contender, acting_work, fast_timing, unique_lease};
 use leasehold::lease::{Acquired, LeaseError, minimal_acl_rule};
-use testbed::cluster::RedisCluster;
-use testbed::proxy::{Fault, FaultProxy};
+use testbed::cluster::{RedisCluster, url_first};
 use testbed::redis_server::RedisServer;
 use testbed::sentinel::SentinelSet;
 use testbed::wait::eventually;
@@ -66,11 +65,7 @@ async fn the_minimal_acl_user_leads_on_a_cluster() {
 async fn a_seed_that_refuses_the_user_does_not_keep_the_lease_from_the_others() {
     let cluster = RedisCluster::start();
     // A replica: the lease's slot is served elsewhere, by a master that has the user.
-    let is_replica = |n: &&RedisServer| {
-        let role: Vec<redis::Value> = n.cmd(&["ROLE"]);
-        matches!(role.first(), Some(redis::Value::BulkString(r)) if r.as_slice() == b"slave")
-    };
-    let lacking = cluster.nodes.iter().find(is_replica).expect("a replica");
+    let lacking = cluster.replicas().next().expect("a replica");
     let others: Vec<&RedisServer> = cluster
         .nodes
         .iter()
@@ -83,13 +78,7 @@ async fn a_seed_that_refuses_the_user_does_not_keep_the_lease_from_the_others() 
             "s3cret",
         );
     }
-    let slow: Vec<FaultProxy> = others.iter().map(|n| FaultProxy::start(n.addr())).collect();
-    for proxy in &slow {
-        proxy.set(Fault::DelayRequests(Duration::from_millis(200)));
-    }
-    let mut seeds: Vec<String> = slow.iter().map(|p| p.addr().to_string()).collect();
-    seeds.insert(0, lacking.addr().to_string());
-    let url = format!("redis+cluster://{}", seeds.join(","));
+    let (url, _slow) = url_first(lacking.addr(), &others, Duration::from_millis(200));
     let name = unique_lease("acl-cluster-lacking");
     let lease = acl_lease(&url, &name, "pod-a", "leasehold", "s3cret");
     let acquired = lease

@@ -11,10 +11,9 @@ use harness::contenders::{
 };
 use leasehold::elector::Timing;
 use leasehold::lease::{Acquired, FencingToken, split_term};
-use testbed::cluster::RedisCluster;
+use testbed::cluster::{RedisCluster, url_first};
 use testbed::on_engines;
-use testbed::proxy::{Fault, FaultProxy};
-use testbed::redis_server::Engine;
+use testbed::redis_server::{Engine, RedisServer};
 use testbed::wait::eventually;
 
 fn timing() -> Timing {
@@ -232,10 +231,9 @@ async fn a_manual_failover_starts_the_cooldown_even_on_a_connection_kept_from_be
 /// to the client: the lease is taken there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seed_named_by_an_ipv6_address_is_dialled() {
-    let cluster = RedisCluster::try_create(|_| {
-        testbed::redis_server::RedisServer::builder().args(["--bind", "127.0.0.1", "::1"])
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
+    let cluster =
+        RedisCluster::try_create(|_| RedisServer::builder().args(["--bind", "127.0.0.1", "::1"]))
+            .unwrap_or_else(|e| panic!("{e}"));
     cluster.wait_ok(Duration::from_secs(30));
     let url = format!("redis+cluster://[::1]:{}", cluster.nodes[0].port());
     let lease = harness::contenders::lease(&url, &unique_lease("cluster-v6"), "a", false);
@@ -281,17 +279,9 @@ async fn a_node_frozen_elsewhere_in_the_cluster_does_not_stop_the_election() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seed_that_is_no_cluster_node_never_holds_the_lease() {
     let cluster = RedisCluster::start();
-    let stray = testbed::redis_server::RedisServer::start();
-    let slow: Vec<FaultProxy> = cluster.nodes[..3]
-        .iter()
-        .map(|n| FaultProxy::start(n.addr()))
-        .collect();
-    for proxy in &slow {
-        proxy.set(Fault::DelayRequests(Duration::from_millis(200)));
-    }
-    let mut seeds: Vec<String> = slow.iter().map(|p| p.addr().to_string()).collect();
-    seeds.insert(0, stray.addr().to_string());
-    let url = format!("redis+cluster://{}", seeds.join(","));
+    let stray = RedisServer::start();
+    let seeds: Vec<&RedisServer> = cluster.nodes[..3].iter().collect();
+    let (url, _slow) = url_first(stray.addr(), &seeds, Duration::from_millis(200));
     let name = unique_lease("cluster-stray-seed");
     let lease = harness::contenders::lease(&url, &name, "pod-a", false);
     let acquired = lease
@@ -313,7 +303,7 @@ async fn a_seed_that_is_no_cluster_node_never_holds_the_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redirect_to_a_redis_outside_the_cluster_is_not_followed() {
     let cluster = RedisCluster::start();
-    let stray = testbed::redis_server::RedisServer::start();
+    let stray = RedisServer::start();
     let name = unique_lease("cluster-stray-redirect");
     let owner = cluster.master_of(slot_of(&cluster, &name)).unwrap();
     let port = stray.port().to_string();

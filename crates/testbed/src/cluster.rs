@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::Engine;
 use crate::port::try_free_addr;
+use crate::proxy::{Fault, FaultProxy};
 use crate::redis_server::{RedisBuilder, RedisServer};
 
 pub struct RedisCluster {
@@ -92,6 +93,14 @@ impl RedisCluster {
         format!("redis+cluster://{}", seeds.join(","))
     }
 
+    /// The nodes that replicate a master now (their `ROLE`).
+    pub fn replicas(&self) -> impl Iterator<Item = &RedisServer> {
+        self.nodes.iter().filter(|n| {
+            let role: Vec<redis::Value> = n.cmd(&["ROLE"]);
+            matches!(role.first(), Some(redis::Value::BulkString(r)) if r.as_slice() == b"slave")
+        })
+    }
+
     /// Waits until every live node reports `cluster_state:ok` and every live replica is in
     /// sync with its master (a replica that never synced cannot stand for election).
     pub fn wait_ok(&self, timeout: Duration) {
@@ -168,4 +177,21 @@ impl RedisCluster {
     pub fn node_id(&self, i: usize) -> String {
         self.nodes[i].cmd(&["CLUSTER", "MYID"])
     }
+}
+
+/// A `redis+cluster://` URL whose first seed is `first` and whose others are `nodes`, each behind
+/// a fault proxy that holds every request `delay`: `first` answers before any of them. The
+/// proxies pass until they are dropped.
+pub fn url_first(
+    first: std::net::SocketAddr,
+    nodes: &[&RedisServer],
+    delay: Duration,
+) -> (String, Vec<FaultProxy>) {
+    let proxies: Vec<FaultProxy> = nodes.iter().map(|n| FaultProxy::start(n.addr())).collect();
+    let mut seeds = vec![first.to_string()];
+    for proxy in &proxies {
+        proxy.set(Fault::DelayRequests(delay));
+        seeds.push(proxy.addr().to_string());
+    }
+    (format!("redis+cluster://{}", seeds.join(",")), proxies)
 }

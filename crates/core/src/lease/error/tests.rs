@@ -2,6 +2,14 @@
 
 use super::*;
 
+/// The error of an acquire that Redis answered with the error reply `reply` (RESP).
+fn acquire_answered(reply: &str) -> LeaseError {
+    let Ok(redis::Value::ServerError(server)) = redis::parse_redis_value(reply.as_bytes()) else {
+        panic!("{reply} is an error reply");
+    };
+    LeaseError::from_redis("acquire", "leasehold:{a}", &server.into())
+}
+
 #[test]
 fn redact_url_hides_every_password_shape() {
     let cases = [
@@ -118,11 +126,7 @@ fn a_readonly_inside_a_script_is_a_replica_on_every_version() {
     ];
     for (code, message) in cases {
         let reply = format!("-{code} {message}\r\n");
-        let Ok(redis::Value::ServerError(server)) = redis::parse_redis_value(reply.as_bytes())
-        else {
-            panic!("{reply} is an error reply");
-        };
-        let ours = LeaseError::from_redis("acquire", "leasehold:{a}", &server.into());
+        let ours = acquire_answered(&reply);
         assert!(
             matches!(ours, LeaseError::ReadOnly { .. }),
             "{code}: {ours:?}"
@@ -199,11 +203,7 @@ fn a_permission_refused_inside_a_script_is_named_on_every_engine() {
     ];
     for message in cases {
         let reply = format!("-ERR {message}\r\n");
-        let Ok(redis::Value::ServerError(server)) = redis::parse_redis_value(reply.as_bytes())
-        else {
-            panic!("{reply} is an error reply");
-        };
-        let ours = LeaseError::from_redis("acquire", "leasehold:{a}", &server.into());
+        let ours = acquire_answered(&reply);
         assert!(
             matches!(ours, LeaseError::NoPermission { .. }),
             "{message}: {ours:?}"
@@ -269,11 +269,7 @@ fn a_cluster_that_moved_the_slot_or_is_down_is_a_cluster_error() {
         "-ERR Script attempted to execute a write command while the cluster is down and readonly script: bd6f, on @user_script:1.\r\n",
     ];
     for reply in cases {
-        let Ok(redis::Value::ServerError(server)) = redis::parse_redis_value(reply.as_bytes())
-        else {
-            panic!("{reply} is an error reply");
-        };
-        let ours = LeaseError::from_redis("acquire", "leasehold:{a}", &server.into());
+        let ours = acquire_answered(reply);
         assert!(
             matches!(ours, LeaseError::Cluster { .. }),
             "{reply}: {ours:?}"
