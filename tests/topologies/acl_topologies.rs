@@ -58,14 +58,19 @@ async fn the_minimal_acl_user_leads_on_a_cluster() {
     leads_as_the_minimal_user(&cluster.url(), "acl-cluster").await;
 }
 
-/// Users are each node's own: a seed that lacks leasehold's user (a node restarted without a
-/// saved ACL) refuses the password, but the others accept it, so the lease is taken there. The
-/// other seeds answer later (behind a delay), so the refusal is the first answer.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_seed_that_refuses_the_user_does_not_keep_the_lease_from_the_others() {
-    let cluster = RedisCluster::start();
-    // A replica: the lease's slot is served elsewhere, by a master that has the user.
-    let lacking = cluster.replicas().next().expect("a replica");
+/// The slot of lease `name` on `cluster`, and the index of the master that serves it.
+fn owner_of(cluster: &RedisCluster, name: &str) -> usize {
+    let key = format!("leasehold:{{{name}}}");
+    let slot: i64 = cluster.nodes[0].cmd(&["CLUSTER", "KEYSLOT", &key]);
+    cluster.master_of(u16::try_from(slot).unwrap()).unwrap()
+}
+
+/// `cluster` with leasehold's user on every node but `lacking`, and a URL whose first seed is
+/// `lacking` (the others answer after it, behind a delay), with the proxies that delay them.
+fn without_the_user_on(
+    cluster: &RedisCluster,
+    lacking: &RedisServer,
+) -> (String, Vec<testbed::proxy::FaultProxy>) {
     let others: Vec<&RedisServer> = cluster
         .nodes
         .iter()
@@ -78,8 +83,27 @@ async fn a_seed_that_refuses_the_user_does_not_keep_the_lease_from_the_others() 
             "s3cret",
         );
     }
-    let (url, _slow) = url_first(lacking.addr(), &others, Duration::from_millis(200));
+    url_first(lacking.addr(), &others, Duration::from_millis(200))
+}
+
+/// Users are each node's own: a seed that lacks leasehold's user (a node restarted without a
+/// saved ACL) refuses the password, but the others accept it, so the lease is taken there. The
+/// other seeds answer later (behind a delay), so the refusal is the first answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seed_that_refuses_the_user_does_not_keep_the_lease_from_the_others() {
+    let cluster = RedisCluster::start();
     let name = unique_lease("acl-cluster-lacking");
+    let owner = owner_of(&cluster, &name);
+    // A replica of another master: the slot's master and its replica have the user.
+    let owner_port = i64::from(cluster.nodes[owner].port());
+    let lacking = cluster
+        .replicas()
+        .find(|r| {
+            let role: Vec<redis::Value> = r.cmd(&["ROLE"]);
+            !matches!(role.get(2), Some(redis::Value::Int(p)) if *p == owner_port)
+        })
+        .expect("a replica of another master");
+    let (url, _slow) = without_the_user_on(&cluster, lacking);
     let lease = acl_lease(&url, &name, "pod-a", "leasehold", "s3cret");
     let acquired = lease
         .acquire(Duration::from_secs(5), Duration::from_secs(5))
@@ -93,9 +117,6 @@ async fn a_seed_that_refuses_the_user_does_not_keep_the_lease_from_the_others() 
     // The slot's master dies: until its replica takes over, the seeds' redirects end at a dead
     // node. The refusal is not the reason then (the other nodes took the password): the lost
     // link is, retried soon, not a refusal that backs off.
-    let key = format!("leasehold:{{{name}}}");
-    let slot: i64 = others[0].cmd(&["CLUSTER", "KEYSLOT", &key]);
-    let owner = cluster.master_of(u16::try_from(slot).unwrap()).unwrap();
     cluster.nodes[owner]
         .try_signal(nix::sys::signal::Signal::SIGKILL)
         .expect("kill the slot's master");
@@ -103,5 +124,24 @@ async fn a_seed_that_refuses_the_user_does_not_keep_the_lease_from_the_others() 
         .observe(Duration::from_secs(2))
         .await
         .expect_err("the slot's master is dead");
-    assert!(!matches!(err, LeaseError::Authentication { .. }), "{err}");
+    assert!(matches!(err, LeaseError::Connection { .. }), "{err}");
+}
+
+/// The slot's own master refusing the password is the reason, even while a seed is down: its
+/// answer is the lease's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_slot_masters_refusal_is_said_while_a_seed_is_down() {
+    let cluster = RedisCluster::start();
+    let name = unique_lease("acl-cluster-master-lacking");
+    let owner = owner_of(&cluster, &name);
+    let (url, _slow) = without_the_user_on(&cluster, &cluster.nodes[owner]);
+    let down = cluster.replicas().next().expect("a replica");
+    down.try_signal(nix::sys::signal::Signal::SIGKILL)
+        .expect("kill a replica");
+    let lease = acl_lease(&url, &name, "pod-a", "leasehold", "s3cret");
+    let err = lease
+        .observe(Duration::from_secs(5))
+        .await
+        .expect_err("the slot's master lacks the user");
+    assert!(matches!(err, LeaseError::Authentication { .. }), "{err}");
 }

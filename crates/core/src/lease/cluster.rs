@@ -16,48 +16,56 @@ use super::target::{Access, connect_node, node_client, url_host};
 /// it, or the node that a seed's `MOVED` redirect names, once it serves it too (a redirect is
 /// followed once). A node that stops serving the slot later (a slot moved, a failover) answers
 /// the lease's calls with another redirect, which spoils the connection, and the next call asks
-/// the seeds again. When every seed failed, the dial's error is the one that says the most
-/// ([`rank`]); users are each node's own, so a refused password is the reason only when no node
-/// took it.
+/// the seeds again. When every seed failed, see [`reason`].
 pub(crate) async fn slot_master(
     seeds: &[Client],
     key: &str,
     access: &Access,
 ) -> RedisResult<MultiplexedConnection> {
     let mut asks: FuturesUnordered<_> = seeds.iter().map(|s| served_by(s, key, access)).collect();
-    let (mut refusal, mut other, mut taken) = (None, None::<RedisError>, false);
+    let mut failed = Vec::new();
     while let Some(answer) = asks.next().await {
-        let (err, took) = match answer {
+        match answer {
             Ok(conn) => return Ok(conn),
-            Err(failed) => failed,
-        };
-        taken |= took;
-        if refuses_credentials(&err) {
-            refusal = Some(err);
-        } else if other.as_ref().is_none_or(|o| rank(&err) > rank(o)) {
-            other = Some(err);
+            Err(failure) => failed.push(failure),
         }
     }
-    let (first, then) = if taken {
-        (other, refusal)
-    } else {
-        (refusal, other)
-    };
-    Err(first
-        .or(then)
-        .unwrap_or_else(|| (ErrorKind::InvalidClientConfig, "no seed node").into()))
+    Err(reason(failed))
 }
 
-/// Whether Redis refused the credentials (a wrong password, or none given).
-fn refuses_credentials(err: &RedisError) -> bool {
-    err.kind() == ErrorKind::AuthenticationFailed
-        || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"))
+/// The dial's error when no seed led to the master, from each seed's failure and whether the
+/// node a redirect named as the slot's master gave it. An answer the lease cannot pass (a
+/// refused password, a missing permission, another mode) is the reason when the master gave it,
+/// or when every seed ended in one; otherwise a failure that passes is (a redirect, a cluster
+/// that is down, a failed link), retried soon: users and their rules are each node's own, and
+/// one node's refusal must not end a term that a master which takes them could keep.
+fn reason(mut failed: Vec<(RedisError, bool)>) -> RedisError {
+    let lasting = |err: &RedisError| rank(err) >= 2;
+    let from_master = failed.iter().any(|(err, master)| *master && lasting(err));
+    let all_lasting = failed.iter().all(|(err, _)| lasting(err));
+    let best = failed
+        .iter()
+        .enumerate()
+        .filter(|(_, (err, master))| {
+            if from_master {
+                *master && lasting(err)
+            } else {
+                all_lasting || !lasting(err)
+            }
+        })
+        .max_by_key(|(_, (err, _))| rank(err))
+        .map(|(i, _)| i);
+    match best {
+        Some(i) => failed.swap_remove(i).0,
+        None => (ErrorKind::InvalidClientConfig, "no seed node").into(),
+    }
 }
 
-/// How much a failure other than refused credentials says: an answer of Redis's that the
-/// lease cannot pass (a missing permission, another mode), then a redirect or a cluster that is
-/// down (which passes), then a failed link.
+/// How much a failure says: refused credentials (3), another answer the lease cannot pass (2: a
+/// missing permission, another mode), a redirect or a cluster that is down (1), a failed link (0).
 fn rank(err: &RedisError) -> u8 {
+    let refused = err.kind() == ErrorKind::AuthenticationFailed
+        || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"));
     let passing = matches!(
         err.kind(),
         ErrorKind::Server(
@@ -68,44 +76,45 @@ fn rank(err: &RedisError) -> u8 {
         )
     );
     let answered = err.code().is_some() || err.kind() == ErrorKind::InvalidClientConfig;
-    match (answered, passing) {
-        (true, false) => 2,
-        (true, true) => 1,
-        (false, _) => 0,
+    match (refused, answered, passing) {
+        (true, _, _) => 3,
+        (false, true, false) => 2,
+        (false, true, true) => 1,
+        (false, false, _) => 0,
     }
 }
 
 /// `seed`'s connection when it serves `key`, else one to the node its redirect names; or why
-/// not, and whether the seed took the credentials.
+/// not, and whether the node a redirect named as the slot's master said so.
 async fn served_by(
     seed: &Client,
     key: &str,
     access: &Access,
 ) -> Result<MultiplexedConnection, (RedisError, bool)> {
-    let conn = connect_node(seed).await.map_err(|e| (e, false))?;
-    redirected(seed, conn, key, access)
-        .await
-        .map_err(|e| (e, true))
-}
-
-/// `conn` (to `seed`) when it serves `key`, else a connection to the node its redirect names.
-async fn redirected(
-    seed: &Client,
-    mut conn: MultiplexedConnection,
-    key: &str,
-    access: &Access,
-) -> RedisResult<MultiplexedConnection> {
+    let mut conn = connect_node(seed).await.map_err(|e| (e, false))?;
     let err = match serves(&mut conn, key).await {
         Ok(()) => return Ok(conn),
         Err(err) => err,
     };
+    let target = redirect(seed, &err, access).map_err(|e| (e, false))?;
+    let Some(target) = target else {
+        return Err((err, false));
+    };
+    let at_master = |e| (e, true);
+    let mut there = connect_node(&target).await.map_err(at_master)?;
+    serves(&mut there, key).await.map_err(at_master)?;
+    Ok(there)
+}
+
+/// The node that `err` redirects to, when it is a `MOVED`.
+fn redirect(seed: &Client, err: &RedisError, access: &Access) -> RedisResult<Option<Client>> {
     let moved = err.kind() == ErrorKind::Server(ServerErrorKind::Moved);
     let Some((host, port)) = err
         .redirect_node()
         .filter(|_| moved)
         .and_then(|(addr, _)| addr.rsplit_once(':'))
     else {
-        return Err(err);
+        return Ok(None);
     };
     let (seed_host, tls) = match seed.get_connection_info().addr() {
         ConnectionAddr::TcpTls { host, .. } => (host.as_str(), true),
@@ -116,9 +125,7 @@ async fn redirected(
     let host = if host.is_empty() { seed_host } else { host };
     let scheme = if tls { "rediss" } else { "redis" };
     let info = format!("{scheme}://{}:{port}", url_host(host)).into_connection_info()?;
-    let mut there = connect_node(&node_client(info, access)?).await?;
-    serves(&mut there, key).await?;
-    Ok(there)
+    node_client(info, access).map(Some)
 }
 
 /// Whether the node on `conn` serves `key`'s slot in cluster mode, in one round trip: it
