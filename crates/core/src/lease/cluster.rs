@@ -33,76 +33,91 @@ pub(crate) async fn slot_master(
     Err(reason(failed))
 }
 
-/// The dial's error when no seed led to the master, from each seed's failure and whether the
-/// node a redirect named as the slot's master gave it. An answer the lease cannot pass (a
-/// refused password, a missing permission, another mode) is the reason when the master gave it,
-/// or when every seed ended in one; otherwise a failure that passes is (a redirect, a cluster
-/// that is down, a failed link), retried soon: users and their rules are each node's own, and
-/// one node's refusal must not end a term that a master which takes them could keep.
-fn reason(mut failed: Vec<(RedisError, bool)>) -> RedisError {
-    let lasting = |err: &RedisError| rank(err) >= 2;
-    let from_master = failed.iter().any(|(err, master)| *master && lasting(err));
-    let all_lasting = failed.iter().all(|(err, _)| lasting(err));
-    let best = failed
-        .iter()
-        .enumerate()
-        .filter(|(_, (err, master))| {
-            if from_master {
-                *master && lasting(err)
-            } else {
-                all_lasting || !lasting(err)
-            }
-        })
-        .max_by_key(|(_, (err, _))| rank(err))
-        .map(|(i, _)| i);
+/// Why one seed led to no connection to the slot's master.
+struct Failure {
+    err: RedisError,
+    /// The node a redirect named as the slot's master gave the error.
+    at_master: bool,
+    /// Some node on the way took the credentials (the seed answered past them).
+    took: bool,
+}
+
+/// The dial's error when no seed led to the master. An answer the lease cannot pass (a refused
+/// password, a missing permission, another mode) is the reason when the master a redirect named
+/// gave it, when no node took the credentials, or when every seed ended in one; otherwise a
+/// failure that passes is (a redirect, a cluster that is down, a node loading, a failed link),
+/// retried soon: users and their rules are each node's own, and one node's refusal must not end
+/// a term that a master which takes them could keep.
+fn reason(mut failed: Vec<Failure>) -> RedisError {
+    let lasting = |f: &Failure| rank(&f.err) >= 2;
+    let from_master = failed.iter().any(|f| f.at_master && lasting(f));
+    let none_took = !failed.iter().any(|f| f.took);
+    let all_lasting = failed.iter().all(lasting);
+    let counts = |f: &Failure| match (from_master, none_took || all_lasting) {
+        (true, _) => f.at_master && lasting(f),
+        (false, true) => true,
+        (false, false) => !lasting(f),
+    };
+    let best = (0..failed.len())
+        .filter(|&i| counts(&failed[i]))
+        .max_by_key(|&i| rank(&failed[i].err));
     match best {
-        Some(i) => failed.swap_remove(i).0,
+        Some(i) => failed.swap_remove(i).err,
         None => (ErrorKind::InvalidClientConfig, "no seed node").into(),
     }
 }
 
 /// How much a failure says: refused credentials (3), another answer the lease cannot pass (2: a
-/// missing permission, another mode), a redirect or a cluster that is down (1), a failed link (0).
+/// missing permission, another mode), any other answer (1: a redirect, a cluster that is down,
+/// a node loading), a failed link (0).
 fn rank(err: &RedisError) -> u8 {
-    let refused = err.kind() == ErrorKind::AuthenticationFailed
-        || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"));
-    let passing = matches!(
-        err.kind(),
-        ErrorKind::Server(
-            ServerErrorKind::Moved
-                | ServerErrorKind::Ask
-                | ServerErrorKind::TryAgain
-                | ServerErrorKind::ClusterDown
-        )
-    );
-    let answered = err.code().is_some() || err.kind() == ErrorKind::InvalidClientConfig;
-    match (refused, answered, passing) {
-        (true, _, _) => 3,
-        (false, true, false) => 2,
-        (false, true, true) => 1,
-        (false, false, _) => 0,
+    if refuses_credentials(err) {
+        3
+    } else if err.code() == Some("NOPERM") || err.kind() == ErrorKind::InvalidClientConfig {
+        2
+    } else if err.code().is_some() {
+        1
+    } else {
+        0
     }
 }
 
+/// Whether Redis refused the credentials (a wrong password, or none given).
+fn refuses_credentials(err: &RedisError) -> bool {
+    err.kind() == ErrorKind::AuthenticationFailed
+        || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"))
+}
+
 /// `seed`'s connection when it serves `key`, else one to the node its redirect names; or why
-/// not, and whether the node a redirect named as the slot's master said so.
+/// not.
 async fn served_by(
     seed: &Client,
     key: &str,
     access: &Access,
-) -> Result<MultiplexedConnection, (RedisError, bool)> {
-    let mut conn = connect_node(seed).await.map_err(|e| (e, false))?;
+) -> Result<MultiplexedConnection, Failure> {
+    let failure = |err, at_master, took| Failure {
+        err,
+        at_master,
+        took,
+    };
+    let mut conn = connect_node(seed)
+        .await
+        .map_err(|e| failure(e, false, false))?;
     let err = match serves(&mut conn, key).await {
         Ok(()) => return Ok(conn),
         Err(err) => err,
     };
-    let target = redirect(seed, &err, access).map_err(|e| (e, false))?;
+    let target = redirect(seed, &err, access).map_err(|e| failure(e, false, true))?;
     let Some(target) = target else {
-        return Err((err, false));
+        let took = !refuses_credentials(&err);
+        return Err(failure(err, false, took));
     };
-    let at_master = |e| (e, true);
-    let mut there = connect_node(&target).await.map_err(at_master)?;
-    serves(&mut there, key).await.map_err(at_master)?;
+    let mut there = connect_node(&target)
+        .await
+        .map_err(|e| failure(e, true, true))?;
+    serves(&mut there, key)
+        .await
+        .map_err(|e| failure(e, true, true))?;
     Ok(there)
 }
 
@@ -155,3 +170,6 @@ async fn serves(conn: &mut MultiplexedConnection, key: &str) -> RedisResult<()> 
             .into())
     }
 }
+
+#[cfg(test)]
+mod tests;
