@@ -204,6 +204,10 @@ fn won_unknowingly(
             .ok()??;
         holder.starts_with("slow-").then_some(())
     });
+    assert!(
+        slow.events("became leader").is_empty(),
+        "the slow replica heard of its win"
+    );
     slow
 }
 

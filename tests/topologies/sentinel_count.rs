@@ -239,7 +239,6 @@ fn a_fourth_sentinel_seen_for_a_while_does_not_refuse_the_lease_for_good() {
         || (!a.is_ready()).then_some(()),
     );
     set.signal_sentinel(1, Signal::SIGCONT);
-    hosts.set(&[("sentinels.test", &ADDRESSES)]);
     wait_for(
         "a to lead again with three answers of the four counted",
         Duration::from_secs(15),
