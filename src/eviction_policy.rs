@@ -40,9 +40,7 @@ impl EvictionPolicy {
             policy: field("maxmemory_policy")?.to_owned(),
         })
     }
-}
 
-impl EvictionPolicy {
     /// Reads the policy of the Redis that holds `lease`.
     pub async fn read(lease: &RedisLease, timeout: Duration) -> Result<Self, LeaseError> {
         let info = lease.info("memory", timeout).await?;

@@ -16,7 +16,7 @@
 mod watch;
 
 pub use crate::board::{Eviction, EvictionRefusal, Shown};
-pub use crate::eviction_policy::EvictionPolicy;
+use crate::eviction_policy::EvictionPolicy;
 pub use crate::gates::EVICTION;
 pub use watch::EvictionWatch;
 

@@ -9,10 +9,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-use super::EvictionPolicy;
 use super::{EVICTION, Eviction, EvictionMode, EvictionRefusal, refusal};
 use crate::board::{Board, GateHooks};
 use crate::elector::{Gates, Role, Standing, Status, Timing};
+use crate::eviction_policy::EvictionPolicy;
 use crate::lease::{LeaseError, RedisLease};
 
 /// The eviction gate of one replica, not started.

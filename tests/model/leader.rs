@@ -95,22 +95,16 @@ impl Replica {
         };
         let t = self.timing();
         let lasted = now.saturating_duration_since(lead.acquired_at);
-        self.short_terms = if decide::is_short_term(reason, lasted, &t) {
-            self.short_terms + 1
-        } else {
-            0
+        // The model's step-down pauses in full; whether the release lands is the network's.
+        // The model has no release channel to count listeners on: never alone.
+        let ended = decide::TermEnd {
+            reason,
+            released: true,
+            alone: false,
         };
-        let pause = decide::pause_after_term(self.short_terms, &t)
-            // The model's step-down pauses in full; whether the release lands is the network's.
-            // The model has no release channel to count listeners on: never alone.
-            .max(decide::hold_off_after(
-                &decide::TermEnd {
-                    reason,
-                    released: true,
-                    alone: false,
-                },
-                &t,
-            ));
+        let between = decide::between_terms(self.short_terms, &ended, lasted, &t);
+        self.short_terms = between.short_terms;
+        let pause = between.paced.max(between.hold_off);
         self.observed = None;
         self.announced = false;
         self.role = if self.terms >= max_terms {

@@ -40,8 +40,9 @@ use crate::docs::sources;
 /// a redirect's node, one node's refusal ending the dial (8,089), and a refusal ranked above a
 /// dead master's link, which would have ended a term as a lasting refusal (8,128), and the
 /// slot master's own refusal hidden behind a seed that was down (8,135), then a refusal by every
-/// live node hidden behind a dead one and a loading master taken for a lasting refusal (8,150).
-const CORE_CEILING: usize = 8_150;
+/// live node hidden behind a dead one and a loading master taken for a lasting refusal (8,150),
+/// less a reread's tidies (8,147).
+const CORE_CEILING: usize = 8_147;
 
 /// The core and the product together, set the same way (the goal is 16,600). Last raised from
 /// 19,855 for a lock that named no gate and exited 75 on a signal, a time before 1970 that
@@ -64,8 +65,9 @@ const CORE_CEILING: usize = 8_150;
 /// burst and unbounded receive buffers (20,237), and what a review of those found (20,256),
 /// then replicas kept out that still listened and what a review of that found (20,309), less a
 /// reread's cuts (20,303); then the core's cuts and fixes above, and a Valkey wording of a
-/// missing command taken for an unreachable Redis (20,040), and the refusal's rank (20,101).
-const CORE_AND_PRODUCT_CEILING: usize = 20_101;
+/// missing command taken for an unreachable Redis (20,040), and the refusal's rank (20,101), less
+/// a reread's tidies (20,096).
+const CORE_AND_PRODUCT_CEILING: usize = 20_096;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

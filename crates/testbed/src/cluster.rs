@@ -85,12 +85,7 @@ impl RedisCluster {
 
     /// `redis+cluster://` URL with every node as a seed.
     pub fn url(&self) -> String {
-        let seeds: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port()))
-            .collect();
-        format!("redis+cluster://{}", seeds.join(","))
+        cluster_url(self.nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())))
     }
 
     /// The nodes that replicate a master now (their `ROLE`).
@@ -188,10 +183,14 @@ pub fn url_first(
     delay: Duration,
 ) -> (String, Vec<FaultProxy>) {
     let proxies: Vec<FaultProxy> = nodes.iter().map(|n| FaultProxy::start(n.addr())).collect();
-    let mut seeds = vec![first.to_string()];
     for proxy in &proxies {
         proxy.set(Fault::DelayRequests(delay));
-        seeds.push(proxy.addr().to_string());
     }
-    (format!("redis+cluster://{}", seeds.join(",")), proxies)
+    let seeds = std::iter::once(first).chain(proxies.iter().map(FaultProxy::addr));
+    (cluster_url(seeds.map(|a| a.to_string())), proxies)
+}
+
+/// The `redis+cluster://` URL over `seeds` (`host:port`), in their order.
+fn cluster_url(seeds: impl Iterator<Item = String>) -> String {
+    format!("redis+cluster://{}", seeds.collect::<Vec<_>>().join(","))
 }

@@ -118,9 +118,7 @@ impl SentinelSet {
             .args(users.iter().copied())
             .start();
         let master_port = master.port().to_string();
-        let master_proxy = proxied.then(|| {
-            FaultProxy::start(std::net::SocketAddr::from(([127, 0, 0, 1], master.port())))
-        });
+        let master_proxy = proxied.then(|| FaultProxy::start(master.addr()));
         let monitored_port = master_proxy
             .as_ref()
             .map_or(master.port(), |proxy| proxy.addr().port());

@@ -171,12 +171,13 @@ impl Elector {
                     // Time the boot clock did not count since the last renewal was sent (a
                     // freeze, or this host's wall clock set forward) is no step of Redis's
                     // clock, and no baseline across it bounds the rate.
-                    if clock.wall_lead().gained_since(leadership.lead()) > FIXED_DRIFT {
+                    let (wall_lead, received) = (clock.wall_lead(), clock.now());
+                    if wall_lead.gained_since(leadership.lead()) > FIXED_DRIFT {
                         rate.forget();
                     }
                     let jump = rate.record(Reading {
                         sent: sent_at,
-                        received: clock.now(),
+                        received,
                         redis_us: renewal.redis_us,
                     });
                     if let Some(ending) = clock_jumped(jump, &identity, &lease_name, grant.token) {
@@ -186,12 +187,11 @@ impl Elector {
                         self.hooks.clock_rate(bound);
                         self.keep_rate(Some(bound));
                         // About once per lease duration: the next renewal writes it.
-                        let now = clock.now();
                         if rate_noted.is_none_or(|at| {
-                            now.saturating_duration_since(at) >= timing.lease_duration
+                            received.saturating_duration_since(at) >= timing.lease_duration
                         }) {
                             self.lease.note_rate(bound.low, bound.high);
-                            rate_noted = Some(now);
+                            rate_noted = Some(received);
                         }
                     }
                     self.redis_ok();
@@ -206,7 +206,7 @@ impl Elector {
                     // This window's bound, or the last that said something while a step has
                     // started the window anew or its baseline is short.
                     let bound = self.kept_rate();
-                    let unseen = clock.wall_lead().gained_since(lead);
+                    let unseen = wall_lead.gained_since(lead);
                     let boot_now = clock.now();
                     let now = boot_now.saturating_add(unseen);
                     deadlines = match decide::after_renewal(now, sent_at, &timing, bound) {

@@ -131,12 +131,15 @@ fn set_subscribed(status: &StatusBoard, subscribed: bool) {
 async fn until_in(want: bool, gates: &mut Gates, seen: &mut watch::Receiver<Status>) {
     loop {
         let stands = gates.standing().stands();
-        if (stands && seen.borrow_and_update().sitting_out.is_none()) == want {
+        let sits_out = seen.borrow_and_update().sitting_out.is_some();
+        if (stands && !sits_out) == want {
             return;
         }
+        // Only a change of the sit-out: the status changes at every renewal too.
+        let changed = seen.wait_for(|s| s.sitting_out.is_some() != sits_out);
         tokio::select! {
             _ = gates.wait_until(|s| s.stands() != stands) => {}
-            changed = seen.changed() => if changed.is_err() { std::future::pending::<()>().await },
+            closed = async { changed.await.is_err() } => if closed { std::future::pending::<()>().await },
         }
     }
 }

@@ -6,11 +6,10 @@
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use redis::aio::MultiplexedConnection;
-use redis::{
-    Client, ConnectionAddr, ErrorKind, IntoConnectionInfo, RedisError, RedisResult, ServerErrorKind,
-};
+use redis::{Client, ConnectionAddr, ErrorKind, RedisError, RedisResult, ServerErrorKind};
 
-use super::target::{Access, connect_node, node_client, url_host};
+use super::error::refuses_credentials;
+use super::target::{Access, connect_node, node_at};
 
 /// A connection to the master that serves `key`'s slot: the first seed that [serves](serves)
 /// it, or the node that a seed's `MOVED` redirect names, once it serves it too (a redirect is
@@ -48,7 +47,7 @@ struct Failure {
 /// failure that passes is (a redirect, a cluster that is down, a node loading, a failed link),
 /// retried soon: users and their rules are each node's own, and one node's refusal must not end
 /// a term that a master which takes them could keep.
-fn reason(mut failed: Vec<Failure>) -> RedisError {
+fn reason(failed: Vec<Failure>) -> RedisError {
     let lasting = |f: &Failure| rank(&f.err) >= 2;
     let from_master = failed.iter().any(|f| f.at_master && lasting(f));
     let none_took = !failed.iter().any(|f| f.took);
@@ -58,13 +57,14 @@ fn reason(mut failed: Vec<Failure>) -> RedisError {
         (false, true) => true,
         (false, false) => !lasting(f),
     };
-    let best = (0..failed.len())
-        .filter(|&i| counts(&failed[i]))
-        .max_by_key(|&i| rank(&failed[i].err));
-    match best {
-        Some(i) => failed.swap_remove(i).err,
-        None => (ErrorKind::InvalidClientConfig, "no seed node").into(),
-    }
+    failed
+        .into_iter()
+        .filter(counts)
+        .max_by_key(|f| rank(&f.err))
+        .map_or_else(
+            || (ErrorKind::InvalidClientConfig, "no seed node").into(),
+            |f| f.err,
+        )
 }
 
 /// How much a failure says: refused credentials (3), another answer the lease cannot pass (2: a
@@ -80,12 +80,6 @@ fn rank(err: &RedisError) -> u8 {
     } else {
         0
     }
-}
-
-/// Whether Redis refused the credentials (a wrong password, or none given).
-fn refuses_credentials(err: &RedisError) -> bool {
-    err.kind() == ErrorKind::AuthenticationFailed
-        || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"))
 }
 
 /// `seed`'s connection when it serves `key`, else one to the node its redirect names; or why
@@ -138,9 +132,7 @@ fn redirect(seed: &Client, err: &RedisError, access: &Access) -> RedisResult<Opt
     };
     // An empty host in a redirect is the node's own, unknown to it: the one the seed was dialled at.
     let host = if host.is_empty() { seed_host } else { host };
-    let scheme = if tls { "rediss" } else { "redis" };
-    let info = format!("{scheme}://{}:{port}", url_host(host)).into_connection_info()?;
-    node_client(info, access).map(Some)
+    node_at(host, port, 0, tls, access).map(Some)
 }
 
 /// Whether the node on `conn` serves `key`'s slot in cluster mode, in one round trip: it

@@ -22,12 +22,9 @@ use super::sentinels::Sentinels;
 use super::target::{Access, RedisTarget, Target, connect_node};
 use super::{LeaseError, Secret};
 
-/// A connection to the one node that serves the lease.
-pub(crate) type Conn = MultiplexedConnection;
-
 #[derive(Clone)]
 pub(crate) struct Live {
-    pub(crate) conn: Conn,
+    pub(crate) conn: MultiplexedConnection,
     generation: u64,
     /// On a Sentinel target: the node (host, port) a Sentinel named when this was dialled.
     node: Option<(String, u16)>,
@@ -180,7 +177,7 @@ impl Connection {
         &self,
         behind: &Behind,
         op: &'static str,
-    ) -> Result<(Conn, Option<(String, u16)>), LeaseError> {
+    ) -> Result<(MultiplexedConnection, Option<(String, u16)>), LeaseError> {
         let err = |e: redis::RedisError| self.refusal(op, &e);
         match behind {
             Behind::Single(client) => Ok((connect_node(client).await.map_err(err)?, None)),

@@ -308,16 +308,10 @@ impl LeaseError {
             }
             // The client keeps none of Redis's words for a refused password; its user and where
             // the password comes from are added by the connection (`hint_at_credentials`).
-            (_, "NOAUTH") => LeaseError::Authentication {
+            _ if refuses_credentials(err) => LeaseError::Authentication {
                 op,
-                detail: NO_PASSWORD.to_owned(),
+                detail: if code == "NOAUTH" { NO_PASSWORD } else { PASSWORD_REFUSED }.to_owned(),
             },
-            (ErrorKind::AuthenticationFailed, _) | (_, "WRONGPASS") => {
-                LeaseError::Authentication {
-                    op,
-                    detail: PASSWORD_REFUSED.to_owned(),
-                }
-            }
             (ErrorKind::Io | ErrorKind::InvalidClientConfig, _) if looks_like_tls(&detail) => {
                 let detail = if detail.contains("UnknownIssuer") {
                     UNKNOWN_ISSUER.to_owned()
@@ -446,6 +440,12 @@ pub(crate) enum PasswordFrom {
     Options,
     /// No password is sent.
     None,
+}
+
+/// Whether Redis refused the credentials: a wrong password, or none given where one is asked.
+pub(crate) fn refuses_credentials(err: &RedisError) -> bool {
+    err.kind() == ErrorKind::AuthenticationFailed
+        || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"))
 }
 
 #[cfg(test)]

@@ -34,9 +34,10 @@ use std::future::Future;
 use std::time::Duration;
 
 use redis::Value;
+use redis::aio::MultiplexedConnection;
 
 use crate::clock::SharedClock;
-use connection::{Conn, Connection, Dialled, Live};
+use connection::{Connection, Dialled, Live};
 pub use error::{LeaseError, Retry, redact_url};
 pub use handover::{HandoverRequested, Reservation};
 pub use keys::{
@@ -147,7 +148,7 @@ impl RedisLease {
     async fn run_release(
         &self,
         op: &'static str,
-        conn: &mut Conn,
+        conn: &mut MultiplexedConnection,
         term: Term,
         reserve: Option<&Reservation>,
     ) -> Result<Value, LeaseError> {
@@ -175,7 +176,7 @@ impl RedisLease {
     async fn await_replicas(
         &self,
         op: &'static str,
-        conn: &mut connection::Conn,
+        conn: &mut MultiplexedConnection,
     ) -> Result<(), LeaseError> {
         let Some(wait) = self.wait_replicas else {
             return Ok(());

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use redis::Client;
 use redis::aio::MultiplexedConnection;
-use redis::{Client, IntoConnectionInfo};
 use tokio::task::JoinSet;
 use tracing::warn;
 
@@ -19,8 +19,7 @@ use super::LeaseError;
 use super::quorum::{Addr, Tally, Verdict};
 use super::roster::{self, Member};
 use super::target::{
-    Access, RedisTarget, SENTINEL_TIMEOUT, SentinelTarget, Target, connect_node, node_client,
-    url_host,
+    Access, RedisTarget, SENTINEL_TIMEOUT, SentinelTarget, Target, connect_node, node_at,
 };
 
 /// The Sentinels of one target, and the connections kept to them.
@@ -178,12 +177,15 @@ impl Sentinels {
                 sentinels.resolving.store(false, Ordering::Release);
             });
         }
-        let (members, count) = {
+        let (members, count, kept_the_rule) = {
             let roster = self.roster();
-            (Arc::clone(&roster.members), roster.counted)
+            (
+                Arc::clone(&roster.members),
+                roster.counted,
+                roster.kept_the_rule,
+            )
         };
-        let kept_the_rule = self.roster().kept_the_rule;
-        if let Some(weakness) = roster::weakness(count).filter(|_| !kept_the_rule) {
+        if !kept_the_rule && let Some(weakness) = roster::weakness(count) {
             if !self.target.unsafe_count_allowed {
                 // Resolve again before the next call: the names may stand for more by then.
                 self.roster().stale = true;
@@ -227,7 +229,6 @@ impl Sentinels {
         if let Some(conn) = self.lock().get(member) {
             return Ok(conn.clone());
         }
-        let scheme = if self.target.tls { "rediss" } else { "redis" };
         let sentinel_access = Access {
             username: None,
             password: self.access.sentinel_password.clone(),
@@ -235,10 +236,9 @@ impl Sentinels {
             tls: self.access.tls.clone(),
             sentinel_password: None,
         };
-        let info = format!("{scheme}://{}:{}", member.host(), member.port())
-            .into_connection_info()
-            .map_err(|e| e.to_string())?;
-        let client = node_client(info, &sentinel_access).map_err(|e| e.to_string())?;
+        let (host, tls) = (member.host(), self.target.tls);
+        let client =
+            node_at(&host, member.port(), 0, tls, &sentinel_access).map_err(|e| e.to_string())?;
         let conn = connect_node(&client).await.map_err(|e| e.to_string())?;
         self.lock().insert(member.clone(), conn.clone());
         Ok(conn)
@@ -278,7 +278,6 @@ impl Sentinels {
         addr: Addr,
         refused: impl Fn(&redis::RedisError) -> LeaseError,
     ) -> Result<Master, LeaseError> {
-        let scheme = if self.target.tls { "rediss" } else { "redis" };
         let (host, port) = &addr;
         let at_master = |detail: &dyn std::fmt::Display| LeaseError::Connection {
             op,
@@ -289,9 +288,8 @@ impl Sentinels {
             LeaseError::Connection { detail, .. } => at_master(&detail),
             other => other,
         };
-        let url = format!("{scheme}://{}:{port}/{}", url_host(host), self.target.db);
-        let info = url.into_connection_info().map_err(|e| at_master(&e))?;
-        let client = node_client(info, &self.access).map_err(|e| at_master(&e))?;
+        let client = node_at(host, port, self.target.db, self.target.tls, &self.access)
+            .map_err(|e| at_master(&e))?;
         let mut conn = connect_node(&client).await.map_err(failed)?;
         // `INFO replication`, not `ROLE`: leasehold's ACL rule allows the one, not the other.
         let info: String = redis::cmd("INFO")

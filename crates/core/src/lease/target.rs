@@ -184,6 +184,20 @@ pub(crate) fn node_client(
     }
 }
 
+/// A client for the node at `host` and `port` (database `db`, over TLS when `tls`), with
+/// `access`.
+pub(crate) fn node_at(
+    host: &str,
+    port: impl fmt::Display,
+    db: i64,
+    tls: bool,
+    access: &Access,
+) -> Result<Client, redis::RedisError> {
+    let scheme = if tls { "rediss" } else { "redis" };
+    let url = format!("{scheme}://{}:{port}/{db}", url_host(host));
+    node_client(url.into_connection_info()?, access)
+}
+
 /// Splits `scheme://authority/path` into its parts; the authority may list several hosts.
 fn split(url: &str) -> Option<(&str, &str, &str)> {
     let (scheme, rest) = url.split_once("://")?;
@@ -276,13 +290,9 @@ impl Target {
                 if !path.is_empty() {
                     return Err(bad("a Redis Cluster has only database 0: drop the path"));
                 }
-                let node_url = |(host, port): &(String, u16)| {
-                    let scheme = if tls { "rediss" } else { "redis" };
-                    format!("{scheme}://{}:{port}", url_host(host))
-                };
                 let seeds = nodes
                     .iter()
-                    .map(|n| node_client(node_url(n).into_connection_info()?, access))
+                    .map(|(host, port)| node_at(host, port, 0, tls, access))
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|e| bad(&e.to_string()))?;
                 Ok(Target::Cluster(seeds))

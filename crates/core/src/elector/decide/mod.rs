@@ -14,12 +14,8 @@ use std::time::Duration;
 
 pub use between::{
     HoldOff, TermEnd, between_terms, contends_again, held_off_wait, nobody_else_listens,
-    reservation,
+    pause_after_term, reservation,
 };
-// What only the model reads apart: the parts `between_terms` is made of.
-pub use between::pause_after_term;
-#[cfg(feature = "test-internals")]
-pub use between::{BetweenTerms, hold_off_after, is_short_term, yield_to_others};
 pub(crate) use channel::Wakeup;
 pub use channel::{Keepalive, keepalive, resubscribe_backoff};
 pub use follower::{FollowerStrategy, Next, Seen, follower_wait, next_try, seen_by};
