@@ -50,17 +50,40 @@ fn a_rotated_password_file_is_read_again_through_sentinel() {
     );
 }
 
+/// Through Sentinel, what the replica learnt of the Sentinels outlives the rotation: an unsafe
+/// count of them (two named, accepted by the flag) is said once, not again at the first dial
+/// with the new password.
+#[test]
+fn a_rotation_through_sentinel_keeps_what_was_learnt_of_the_sentinels() {
+    let password = format!(">{BEFORE}");
+    let set = SentinelSet::start_with_master_args(&[
+        "--user", "app", "on", &password, "~*", "&*", "+@all",
+    ]);
+    let mut admin = set.master.connection();
+    let reset = format!(">{AFTER}");
+    let a = follows_a_rotation(
+        &set.url_in_order(&[0, 1]),
+        &["--redis-username", "app", "--allow-unsafe-sentinel-count"],
+        &mut admin,
+        &["ACL", "SETUSER", "app", "resetpass", &reset],
+        &["CLIENT", "KILL", "USER", "app"],
+    );
+    let said = a.events("an unsafe number of Sentinels is accepted");
+    assert_eq!(said.len(), 1, "said once: {said:?}");
+}
+
 /// A replica on `url` (with `extra` arguments) whose password comes from a file leads; then the
 /// rotation: the Secret's file first (the kubelet updates it in place), Redis's password
 /// (`rotate`, sent on `admin`), then leasehold's connections dropped (`kill`), so that only a
 /// new dial can renew the lease. The same process leads again, and neither password is logged.
+/// Returns the replica, still leading.
 fn follows_a_rotation(
     url: &str,
     extra: &[&str],
     admin: &mut redis::Connection,
     rotate: &[&str],
     kill: &[&str],
-) {
+) -> Replica {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let file = dir.path().join("password");
     std::fs::write(&file, format!("{BEFORE}\n")).expect("write the password file");
@@ -110,4 +133,5 @@ fn follows_a_rotation(
         !log.contains(BEFORE) && !log.contains(AFTER),
         "a password was logged:\n{log}"
     );
+    a
 }

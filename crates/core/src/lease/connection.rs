@@ -62,8 +62,15 @@ pub(crate) struct Connection {
 #[allow(clippy::large_enum_variant)]
 enum Behind {
     Single(Client),
-    Sentinel(Arc<Sentinels>),
-    Cluster { seeds: Vec<Client>, access: Access },
+    /// The Sentinels outlive a rotated password: only the nodes' `access` is built anew.
+    Sentinel {
+        sentinels: Arc<Sentinels>,
+        access: Access,
+    },
+    Cluster {
+        seeds: Vec<Client>,
+        access: Access,
+    },
 }
 
 #[derive(Default)]
@@ -76,9 +83,10 @@ impl Behind {
     fn new(target: Target, access: Access) -> Self {
         match target {
             Target::Single(client) => Behind::Single(client),
-            Target::Sentinel(sentinel) => {
-                Behind::Sentinel(Arc::new(Sentinels::new(sentinel, access)))
-            }
+            Target::Sentinel(sentinel) => Behind::Sentinel {
+                sentinels: Arc::new(Sentinels::new(sentinel, &access)),
+                access,
+            },
             Target::Cluster(seeds) => Behind::Cluster { seeds, access },
         }
     }
@@ -181,8 +189,10 @@ impl Connection {
         let err = |e: redis::RedisError| self.refusal(op, &e);
         match behind {
             Behind::Single(client) => Ok((connect_node(client).await.map_err(err)?, None)),
-            Behind::Sentinel(sentinels) => {
-                let master = sentinels.find_master(op, |e| self.refusal(op, e)).await?;
+            Behind::Sentinel { sentinels, access } => {
+                let master = sentinels
+                    .find_master(op, access, |e| self.refusal(op, e))
+                    .await?;
                 Ok((master.conn, Some(master.addr)))
             }
             Behind::Cluster { seeds, access } => Ok((
@@ -203,7 +213,7 @@ impl Connection {
         live: &Live,
     ) -> Result<(), LeaseError> {
         let behind = self.behind();
-        let (Behind::Sentinel(sentinels), Some(node)) = (&*behind, &live.node) else {
+        let (Behind::Sentinel { sentinels, .. }, Some(node)) = (&*behind, &live.node) else {
             return Ok(());
         };
         let named = sentinels.majority_named(op).await?;
@@ -233,8 +243,10 @@ impl Connection {
     ) -> Result<Client, LeaseError> {
         match &*self.behind() {
             Behind::Single(client) => Ok(client.clone()),
-            Behind::Sentinel(sentinels) => {
-                let master = sentinels.find_master(op, |e| self.refusal(op, e)).await?;
+            Behind::Sentinel { sentinels, access } => {
+                let master = sentinels
+                    .find_master(op, access, |e| self.refusal(op, e))
+                    .await?;
                 Ok(master.client)
             }
             Behind::Cluster { seeds, .. } => Ok(seeds[attempt % seeds.len()].clone()),
@@ -277,7 +289,10 @@ impl Connection {
         if let Ok(target) = self.target.with_password(password) {
             let mut behind = self.behind.lock().unwrap_or_else(PoisonError::into_inner);
             let next = match &**behind {
-                Behind::Sentinel(old) => Behind::Sentinel(Arc::new(old.with_access(target.access))),
+                Behind::Sentinel { sentinels, .. } => Behind::Sentinel {
+                    sentinels: Arc::clone(sentinels),
+                    access: target.access,
+                },
                 _ => Behind::new(target.target, target.access),
             };
             *behind = Arc::new(next);

@@ -25,7 +25,7 @@ use super::target::{
 /// The Sentinels of one target, and the connections kept to them.
 pub(crate) struct Sentinels {
     target: SentinelTarget,
-    /// Credentials and TLS for the Redis nodes (the Sentinels' own password is in it too).
+    /// Credentials and TLS for the Sentinels themselves (the nodes' are the caller's).
     access: Access,
     /// Who the Sentinels are, as last resolved.
     roster: Mutex<Roster>,
@@ -38,7 +38,7 @@ pub(crate) struct Sentinels {
 }
 
 /// The Sentinels as last resolved.
-#[derive(Default, Clone)]
+#[derive(Default)]
 struct Roster {
     members: Arc<[Member]>,
     /// The most Sentinels ever resolved at once: the majority is counted from it, so that a
@@ -60,7 +60,13 @@ pub(crate) struct Master {
 }
 
 impl Sentinels {
-    pub(crate) fn new(target: SentinelTarget, access: Access) -> Self {
+    /// The Sentinels of `target`, asked with the Sentinel password and TLS of `nodes`.
+    pub(crate) fn new(target: SentinelTarget, nodes: &Access) -> Self {
+        let access = Access {
+            password: nodes.sentinel_password.clone(),
+            tls: nodes.tls.clone(),
+            ..Access::default()
+        };
         Self {
             target,
             access,
@@ -71,29 +77,22 @@ impl Sentinels {
         }
     }
 
-    /// The same Sentinels for nodes reached with `access` (a rotated password): the Sentinels
-    /// counted so far still count, so the majority cannot drop below theirs.
-    pub(crate) fn with_access(&self, access: Access) -> Self {
-        let next = Self::new(self.target.clone(), access);
-        *next.roster() = self.roster().clone();
-        next
-    }
-
     /// The master's name, as the Sentinels know it.
     pub(crate) fn master(&self) -> &str {
         &self.target.master
     }
 
     /// The master a majority of the Sentinels names, once the node there says it is the
-    /// master (a promotion may still be under way).
-    /// `refused` makes a node's error the lease's (a refused password, read anew).
+    /// master (a promotion may still be under way), reached with `access`. `refused` makes a
+    /// node's error the lease's (a refused password, read anew).
     pub(crate) async fn find_master(
         self: &Arc<Self>,
         op: &'static str,
+        access: &Access,
         refused: impl Fn(&redis::RedisError) -> LeaseError,
     ) -> Result<Master, LeaseError> {
         let addr = self.majority_named(op).await?;
-        self.master_at(op, addr, refused).await
+        self.master_at(op, addr, access, refused).await
     }
 
     /// Asks every Sentinel at once and returns the address a majority of them names, as soon
@@ -229,16 +228,9 @@ impl Sentinels {
         if let Some(conn) = self.lock().get(member) {
             return Ok(conn.clone());
         }
-        let sentinel_access = Access {
-            username: None,
-            password: self.access.sentinel_password.clone(),
-            password_file: None,
-            tls: self.access.tls.clone(),
-            sentinel_password: None,
-        };
         let (host, tls) = (member.host(), self.target.tls);
         let client =
-            node_at(&host, member.port(), 0, tls, &sentinel_access).map_err(|e| e.to_string())?;
+            node_at(&host, member.port(), 0, tls, &self.access).map_err(|e| e.to_string())?;
         let conn = connect_node(&client).await.map_err(|e| e.to_string())?;
         self.lock().insert(member.clone(), conn.clone());
         Ok(conn)
@@ -276,6 +268,7 @@ impl Sentinels {
         &self,
         op: &'static str,
         addr: Addr,
+        access: &Access,
         refused: impl Fn(&redis::RedisError) -> LeaseError,
     ) -> Result<Master, LeaseError> {
         let (host, port) = &addr;
@@ -288,7 +281,7 @@ impl Sentinels {
             LeaseError::Connection { detail, .. } => at_master(&detail),
             other => other,
         };
-        let client = node_at(host, port, self.target.db, self.target.tls, &self.access)
+        let client = node_at(host, port, self.target.db, self.target.tls, access)
             .map_err(|e| at_master(&e))?;
         let mut conn = connect_node(&client).await.map_err(failed)?;
         // `INFO replication`, not `ROLE`: leasehold's ACL rule allows the one, not the other.
