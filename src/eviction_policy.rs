@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::lease::{LeaseError, RedisLease};
+use crate::lease::{LeaseError, RedisLease, info_field};
 
 /// Redis's memory limit and eviction policy, from `INFO memory`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,10 +31,7 @@ impl EvictionPolicy {
 
     /// Reads the two fields from the text of `INFO memory`.
     pub fn parse(info: &str) -> Option<Self> {
-        let field = |name: &str| {
-            info.lines()
-                .find_map(|l| l.trim_end().strip_prefix(name)?.strip_prefix(':'))
-        };
+        let field = |name| info_field(info, name);
         Some(Self {
             maxmemory: field("maxmemory")?.parse().ok()?,
             policy: field("maxmemory_policy")?.to_owned(),

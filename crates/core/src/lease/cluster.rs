@@ -9,6 +9,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{Client, ConnectionAddr, ErrorKind, RedisError, RedisResult, ServerErrorKind};
 
 use super::error::refuses_credentials;
+use super::info_field;
 use super::target::{Access, connect_node, node_at};
 
 /// A connection to the master that serves `key`'s slot: the first seed that [serves](serves)
@@ -151,8 +152,8 @@ async fn serves(conn: &mut MultiplexedConnection, key: &str) -> RedisResult<()> 
         .await?;
     read?;
     let info = info?;
-    let cluster = ["redis_mode:cluster", "server_mode:cluster"];
-    if info.lines().any(|l| cluster.contains(&l.trim_end())) {
+    let mode = |field| info_field(&info, field) == Some("cluster");
+    if mode("redis_mode") || mode("server_mode") {
         Ok(())
     } else {
         Err((

@@ -10,6 +10,13 @@ use super::connection::Live;
 use super::reply::{protocol, text};
 use super::{LeaseError, RedisLease};
 
+/// The value of field `name` in the text of an `INFO` reply (`role` in `role:master`), if it
+/// has one: the one reader of INFO's `name:value` lines.
+pub fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.trim_end().strip_prefix(name)?.strip_prefix(':'))
+}
+
 impl RedisLease {
     /// The text of `INFO section` on the node that holds the lease.
     pub async fn info(&self, section: &str, timeout: Duration) -> Result<String, LeaseError> {
@@ -43,5 +50,20 @@ impl RedisLease {
             }
         }
         found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::info_field;
+
+    #[test]
+    fn a_field_is_found_by_its_whole_name() {
+        let info = "# Replication\r\nrole_seen:slave\r\nrole:master\r\nempty:\r\n";
+        assert_eq!(info_field(info, "role"), Some("master"));
+        assert_eq!(info_field(info, "role_seen"), Some("slave"));
+        assert_eq!(info_field(info, "empty"), Some(""));
+        assert_eq!(info_field(info, "rol"), None);
+        assert_eq!(info_field(info, "Replication"), None);
     }
 }

@@ -40,6 +40,7 @@ use crate::clock::SharedClock;
 use connection::{Connection, Dialled, Live};
 pub use error::{LeaseError, Retry, redact_url};
 pub use handover::{HandoverRequested, Reservation};
+pub use inspect::info_field;
 pub use keys::{
     DEFAULT_KEY_PREFIX, FencingToken, LeaseKeys, LeaseName, NameError, OwnerId, identity_of,
     split_term,

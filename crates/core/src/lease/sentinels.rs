@@ -15,12 +15,12 @@ use redis::aio::MultiplexedConnection;
 use tokio::task::JoinSet;
 use tracing::warn;
 
-use super::LeaseError;
 use super::quorum::{Addr, Tally, Verdict};
 use super::roster::{self, Member};
 use super::target::{
     Access, RedisTarget, SENTINEL_TIMEOUT, SentinelTarget, Target, connect_node, node_at,
 };
+use super::{LeaseError, info_field};
 
 /// The Sentinels of one target, and the connections kept to them.
 pub(crate) struct Sentinels {
@@ -290,7 +290,7 @@ impl Sentinels {
             .query_async(&mut conn)
             .await
             .map_err(failed)?;
-        if !info.lines().any(|l| l.trim_end() == "role:master") {
+        if info_field(&info, "role") != Some("master") {
             return Err(at_master(&"not a master (yet)"));
         }
         Ok(Master { client, conn, addr })
