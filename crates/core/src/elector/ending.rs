@@ -72,24 +72,23 @@ pub(super) fn clock_jumped(
     }
 }
 
-/// A deadline (the validity's or the renew deadline) that passed only counting `unseen`, time the
-/// boot clock did not count (`seen`: whether the boot clock alone says one passed), is a pause of
-/// its own (`pause`), said with its length; any other reason stays as it is.
+/// A deadline (the validity's or the renew deadline, `reason`) that passed only counting `unseen`,
+/// time the boot clock did not count, is a pause of its own (`pause`), said with its length; the
+/// deadline the boot clock alone says passed (`seen`), if one did, is the reason instead.
 pub(super) fn unseen_pause(
     reason: StepDownReason,
+    seen: Option<StepDownReason>,
     unseen: Duration,
-    seen: bool,
     identity: &str,
     lease: &str,
 ) -> Ending {
-    let outlasted = match reason {
-        StepDownReason::ValidityDeadlinePassed => "the term",
-        StepDownReason::RenewDeadlinePassed => "the renew deadline",
-        _ => return Ending::new(reason),
-    };
-    if seen {
-        return Ending::new(reason);
+    if let Some(seen) = seen {
+        return Ending::new(seen);
     }
+    let outlasted = match reason {
+        StepDownReason::RenewDeadlinePassed => "the renew deadline",
+        _ => "the term",
+    };
     let unseen_ms = unseen.as_millis() as u64;
     warn!(
         %identity,

@@ -137,9 +137,7 @@ impl Elector {
                         WatchdogStep::StepDown(seen) => Some(seen),
                         WatchdogStep::Renew { .. } => None,
                     };
-                    let reason = seen.unwrap_or(reason);
-                    let ending =
-                        unseen_pause(reason, unseen, seen.is_some(), &identity, &lease_name);
+                    let ending = unseen_pause(reason, seen, unseen, &identity, &lease_name);
                     break (ending, true);
                 }
                 WatchdogStep::Renew { timeout } => timeout,
@@ -213,10 +211,9 @@ impl Elector {
                         Ok(deadlines) => deadlines,
                         // The reply came back after a pause longer than the TTL.
                         Err(reason) => {
-                            let seen =
-                                decide::after_renewal(boot_now, sent_at, &timing, bound).is_err();
+                            let seen = decide::after_renewal(boot_now, sent_at, &timing, bound);
                             break (
-                                unseen_pause(reason, unseen, seen, &identity, &lease_name),
+                                unseen_pause(reason, seen.err(), unseen, &identity, &lease_name),
                                 true,
                             );
                         }
