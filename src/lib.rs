@@ -39,6 +39,8 @@
 //! - [`guard`]: the guard file, the term's token and boot-clock deadline published for the
 //!   command (and sidecars) to check without leasehold running; `leasehold guard` reads it.
 //! - [`owned_file`]: one live leasehold per guard or status file (a `flock` beside it).
+//! - [`secret_file`]: the rule for a file that holds a secret, and the Redis password file the
+//!   lease asks again when Redis refuses the password.
 //! - [`k8s`]: Deployment discovery, the leader label, the Lease mirror, events, the RBAC list,
 //!   and `reconcile_while_leading` for reconcilers of your own.
 //! - [`fence`]: fencing the resources the leader writes to (Kubernetes objects; PostgreSQL and
@@ -84,6 +86,7 @@ pub mod leader_view;
 pub mod metrics;
 pub mod notices;
 pub mod owned_file;
+pub mod secret_file;
 pub mod shutdown;
 #[cfg(feature = "http")]
 pub mod sse;

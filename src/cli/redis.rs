@@ -1,6 +1,7 @@
 //! The Redis flags into [`RedisSettings`]: the URL parsed once into a target with its
 //! credentials and TLS files, the options of the lease, and the Sentinel count checked at start.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::resolve::above_zero;
@@ -8,9 +9,10 @@ use super::secrets::{read_pem, read_secret};
 use super::settings::RedisSettings;
 use super::{CliError, ContenderRedisArgs, RedisArgs};
 use crate::lease::{
-    LeaseError, LeaseKeys, LeaseOptions, RedisTarget, TlsFiles, WaitReplicas, check_sentinels,
-    redact_url,
+    LeaseError, LeaseKeys, LeaseOptions, PasswordSource, RedisTarget, Remedies, TlsFiles,
+    WaitReplicas, check_sentinels, redact_url,
 };
+use crate::secret_file::PasswordFile;
 
 /// The URL without its password (LEASEHOLD_REDIS_URL may carry one).
 impl std::fmt::Debug for RedisArgs {
@@ -80,7 +82,11 @@ impl RedisArgs {
             key_prefix: self.key_prefix.clone(),
             username,
             password,
-            password_file: self.redis_password_file.clone(),
+            password_source: self
+                .redis_password_file
+                .clone()
+                .map(|path| Arc::new(PasswordFile(path)) as Arc<dyn PasswordSource>),
+            remedies: self.remedies(redact_url(&url) != url),
             tls,
             sentinel_password,
             allow_unsafe_sentinel_count: self.allow_unsafe_sentinel_count,
@@ -93,6 +99,33 @@ impl RedisArgs {
             other => bad(&other.to_string()),
         })?;
         Ok(RedisSettings { target, options })
+    }
+
+    /// What a refused password or an untrusted certificate says of the flags: where the password
+    /// came from (`url_has_password`: the URL holds one), how to give one or a CA.
+    fn remedies(&self, url_has_password: bool) -> Remedies {
+        const GIVE_ONE: &str =
+            "put it in a file and pass --redis-password-file, or in the URL of LEASEHOLD_REDIS_URL";
+        let refused_password = match &self.redis_password_file {
+            Some(path) => format!(
+                "the password comes from --redis-password-file {}",
+                path.display()
+            ),
+            None if url_has_password => {
+                "the password comes from the URL (LEASEHOLD_REDIS_URL)".to_owned()
+            }
+            None => format!("no password was given: {GIVE_ONE}"),
+        };
+        let unknown_issuer = if self.redis_ca_file.is_some() {
+            "the CA in --redis-ca-file did not sign it"
+        } else {
+            "the system's CAs did not sign it: pass the CA that signed it with --redis-ca-file"
+        };
+        Remedies {
+            no_password: GIVE_ONE.to_owned(),
+            refused_password,
+            unknown_issuer: unknown_issuer.to_owned(),
+        }
     }
 
     fn tls_files(&self) -> Result<Option<TlsFiles>, CliError> {

@@ -1,11 +1,12 @@
 //! Files that flags name and that hold secrets or certificates: read once at start, refused when
-//! unreadable, empty or of the wrong kind, and never shown. The rule for a secret's file is the
-//! lease's ([`Secret::from_file`]), which reads the Redis password file again on a refusal.
+//! unreadable, empty or of the wrong kind, and never shown, by the one rule of
+//! [`secret_file`](crate::secret_file).
 
 use std::path::Path;
 
 use super::CliError;
-use crate::lease::{Secret, SecretFileError, read_nonempty};
+use crate::lease::Secret;
+use crate::secret_file::{SecretFileError, read_nonempty};
 
 /// The refusal of the file `path` that `flag` names.
 fn refused<'a>(flag: &'static str, path: &'a Path) -> impl Fn(SecretFileError) -> CliError + 'a {
@@ -18,7 +19,7 @@ fn refused<'a>(flag: &'static str, path: &'a Path) -> impl Fn(SecretFileError) -
 
 /// A secret from a file, trailing newlines removed.
 pub(super) fn read_secret(flag: &'static str, path: &Path) -> Result<Secret, CliError> {
-    Secret::from_file(path).map_err(refused(flag, path))
+    crate::secret_file::read_secret(path).map_err(refused(flag, path))
 }
 
 /// A PEM file: must hold at least one `-----BEGIN` block.

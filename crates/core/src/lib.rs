@@ -17,7 +17,8 @@
 //! - [`clock`]: the boot-time clock every safety decision reads (it counts through suspend).
 //! - [`lease`]: the Redis primitives and their Lua scripts: acquire, renew, release, observe,
 //!   the release channel; the targets (one Redis, Sentinel, Cluster) and their TLS and ACL,
-//!   with a password file read again when Redis refuses the password. No loops, no policy.
+//!   with a new password asked of its source ([`lease::PasswordSource`]) when Redis refuses the
+//!   one in use. No loops, no policy.
 //! - [`elector`]: the state machine around them: follower waits, the leader's watchdog,
 //!   step-down, the [`Leadership`](elector::Leadership) handle and its `check()`, the observable
 //!   [`Status`](elector::Status). Its decisions are pure functions in `elector/decide/`

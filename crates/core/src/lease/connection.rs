@@ -16,8 +16,6 @@ use redis::aio::MultiplexedConnection;
 use redis::{Client, ConnectionAddr};
 
 use super::cluster;
-use super::error::{Credentials, PasswordFrom};
-use super::password_file::PasswordFile;
 use super::sentinels::Sentinels;
 use super::target::{Access, RedisTarget, Target, connect_node};
 use super::{LeaseError, Secret};
@@ -45,9 +43,10 @@ pub(crate) struct Connection {
     behind: Mutex<Arc<Behind>>,
     /// The target as parsed, to build `behind` again with a new password.
     target: RedisTarget,
-    password_file: Option<PasswordFile>,
-    /// What a refused password or an untrusted certificate says of our side.
-    credentials: Credentials,
+    /// The password `behind` dials with.
+    in_use: Mutex<Option<Secret>>,
+    /// The user Redis is asked to authenticate, for the words of a refusal.
+    user: String,
     lease_key: String,
     slot: Mutex<Slot>,
     /// The URL asks for TLS (`rediss://`).
@@ -106,17 +105,12 @@ impl Connection {
             Target::Sentinel(sentinel) => sentinel.tls,
             Target::Cluster(seeds) => seeds.first().is_some_and(over_tls),
         };
-        let password_file = parsed
-            .access
-            .password_file
-            .clone()
-            .map(|path| PasswordFile::new(path, parsed.access.password.clone()));
-        let credentials = credentials(&target, &parsed.access);
+        let user = user(&target, &parsed.access);
         Self {
             behind: Mutex::new(Arc::new(Behind::new(target, parsed.access.clone()))),
             target: parsed.clone(),
-            password_file,
-            credentials,
+            in_use: Mutex::new(parsed.access.password.clone()),
+            user,
             lease_key,
             slot: Mutex::new(Slot::default()),
             tls,
@@ -148,7 +142,8 @@ impl Connection {
 
     /// A client error of primitive `op` as ours, with [`LeaseError::hint_at_credentials`].
     pub(crate) fn refusal(&self, op: &'static str, err: &redis::RedisError) -> LeaseError {
-        LeaseError::from_redis(op, &self.lease_key, err).hint_at_credentials(&self.credentials)
+        LeaseError::from_redis(op, &self.lease_key, err)
+            .hint_at_credentials(&self.user, &self.target.remedies)
     }
 
     /// The current connection, dialling a new one when there is none, and which of the two
@@ -271,20 +266,23 @@ impl Connection {
         self.lock().live = None;
     }
 
-    /// After an error: when Redis refused the password and it came from a file, reads the file
-    /// again, and builds the target anew with a new password it holds, for the next dial (the
-    /// command's or the subscription's; docs/REFERENCE.md, "Password rotation").
+    /// After an error: when Redis refused the password and its source holds another, builds
+    /// the target anew with that one, for the next dial (the command's or the subscription's;
+    /// docs/REFERENCE.md, "Password rotation").
     pub(crate) fn after_refusal(&self, err: &LeaseError) {
+        let Some(source) = &self.target.password_source else {
+            return;
+        };
         if !matches!(err, LeaseError::Authentication { .. }) {
             return;
         }
-        let Some(password) = self.password_file.as_ref().and_then(PasswordFile::reread) else {
-            return;
+        let password = {
+            let mut in_use = self.in_use.lock().unwrap_or_else(PoisonError::into_inner);
+            let Some(changed) = source.changed(in_use.as_ref()) else {
+                return;
+            };
+            in_use.insert(changed).clone()
         };
-        self.use_password(password);
-    }
-
-    fn use_password(&self, password: Secret) {
         // The URL parsed with the first password; only the password differs now.
         if let Ok(target) = self.target.with_password(password) {
             let mut behind = self.behind.lock().unwrap_or_else(PoisonError::into_inner);
@@ -312,29 +310,17 @@ impl Connection {
     }
 }
 
-/// Our side of a refusal. Only one Redis's URL carries credentials; Sentinel and Cluster URLs
-/// take them from the options alone.
-fn credentials(target: &Target, access: &Access) -> Credentials {
-    let settings = match target {
-        Target::Single(client) => Some(client.get_connection_info().redis_settings()),
+/// The user Redis is asked to authenticate (`default` when none is named). Only one Redis's
+/// URL carries credentials; Sentinel and Cluster URLs take them from the options alone.
+fn user(target: &Target, access: &Access) -> String {
+    let from_url = match target {
+        Target::Single(client) => client.get_connection_info().redis_settings().username(),
         _ => None,
     };
-    let user = access
+    access
         .username
         .as_deref()
-        .or_else(|| settings.and_then(|s| s.username()))
+        .or(from_url)
         .unwrap_or("default")
-        .to_owned();
-    let password = match (&access.password_file, &access.password) {
-        (Some(path), _) => PasswordFrom::File(path.clone()),
-        (None, Some(_)) => PasswordFrom::Options,
-        (None, None) if settings.and_then(|s| s.password()).is_some() => PasswordFrom::Url,
-        (None, None) => PasswordFrom::None,
-    };
-    let ca_file = access.tls.as_ref().is_some_and(|tls| tls.ca_pem.is_some());
-    Credentials {
-        user,
-        password,
-        ca_file,
-    }
+        .to_owned()
 }

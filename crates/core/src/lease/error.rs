@@ -1,7 +1,6 @@
 //! What can go wrong talking to Redis, as one typed error, and the one place that decides
 //! whether an error is worth retrying soon.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use redis::{ErrorKind, RedisError, ServerErrorKind};
@@ -367,79 +366,52 @@ impl LeaseError {
         }
     }
 
-    /// The error with leasehold's side of a refused password or of a server certificate it does
-    /// not trust ([`Credentials`]; docs/REFERENCE.md, "ACL user with least privilege").
-    pub(crate) fn hint_at_credentials(self, credentials: &Credentials) -> Self {
-        const GIVE_ONE: &str =
-            "put it in a file and pass --redis-password-file, or in the URL of LEASEHOLD_REDIS_URL";
+    /// The error with the caller's side of a refused password or of a server certificate no
+    /// trusted CA signed: the user, and the caller's [`Remedies`].
+    pub(crate) fn hint_at_credentials(self, user: &str, remedies: &Remedies) -> Self {
+        let and = |sep: &str, words: &str| {
+            if words.is_empty() {
+                String::new()
+            } else {
+                format!("{sep}{words}")
+            }
+        };
         match self {
             LeaseError::Authentication { op, detail } if detail == NO_PASSWORD => {
                 LeaseError::Authentication {
                     op,
-                    detail: format!("{NO_PASSWORD}; {GIVE_ONE}"),
+                    detail: format!("{NO_PASSWORD}{}", and("; ", &remedies.no_password)),
                 }
             }
             LeaseError::Authentication { op, detail } if detail == PASSWORD_REFUSED => {
-                let user = &credentials.user;
-                let from = match &credentials.password {
-                    PasswordFrom::File(path) => format!(
-                        "the password comes from --redis-password-file {}",
-                        path.display()
-                    ),
-                    PasswordFrom::Url => {
-                        "the password comes from the URL (LEASEHOLD_REDIS_URL)".to_owned()
-                    }
-                    PasswordFrom::Options => {
-                        "the password comes from the lease's options".to_owned()
-                    }
-                    PasswordFrom::None => format!("no password was given: {GIVE_ONE}"),
-                };
                 LeaseError::Authentication {
                     op,
                     detail: format!(
-                        "{PASSWORD_REFUSED} of user `{user}` (a wrong password, a user that is disabled or unknown, or a Redis without a password set); {from}"
+                        "{PASSWORD_REFUSED} of user `{user}` (a wrong password, a user that is disabled or unknown, or a Redis without a password set){}",
+                        and("; ", &remedies.refused_password)
                     ),
                 }
             }
-            LeaseError::Tls { op, detail } if detail == UNKNOWN_ISSUER => {
-                let hint = if credentials.ca_file {
-                    "the CA in --redis-ca-file did not sign it"
-                } else {
-                    "the system's CAs did not sign it: pass the CA that signed it with --redis-ca-file"
-                };
-                LeaseError::Tls {
-                    op,
-                    detail: format!("{UNKNOWN_ISSUER}: {hint}"),
-                }
-            }
+            LeaseError::Tls { op, detail } if detail == UNKNOWN_ISSUER => LeaseError::Tls {
+                op,
+                detail: format!("{UNKNOWN_ISSUER}{}", and(": ", &remedies.unknown_issuer)),
+            },
             other => other,
         }
     }
 }
 
-/// What a refused password or an untrusted certificate says of leasehold's side, known when
-/// the URL is parsed; never the password itself.
-#[derive(Debug, Clone)]
-pub(crate) struct Credentials {
-    /// The user Redis is asked to authenticate (`default` when none is named).
-    pub(crate) user: String,
-    /// Where the password comes from.
-    pub(crate) password: PasswordFrom,
-    /// A CA was given (`--redis-ca-file`) instead of the system's.
-    pub(crate) ca_file: bool,
-}
-
-/// Where the password sent to Redis comes from.
-#[derive(Debug, Clone)]
-pub(crate) enum PasswordFrom {
-    /// A file (`--redis-password-file`).
-    File(PathBuf),
-    /// The URL's user info (`redis://user:password@host`).
-    Url,
-    /// The lease's options, without a file.
-    Options,
-    /// No password is sent.
-    None,
+/// What a refusal says of the caller's side, in the caller's own words (its flags and
+/// variables); never a password itself. Empty words add nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Remedies {
+    /// After "redis asks for a password and none was given": how to give one.
+    pub no_password: String,
+    /// After a refused password: where the one sent came from, or that none was.
+    pub refused_password: String,
+    /// After a server certificate from an issuer not trusted: which CAs were trusted, and how
+    /// to trust another.
+    pub unknown_issuer: String,
 }
 
 /// Whether Redis refused the credentials: a wrong password, or none given where one is asked.

@@ -13,7 +13,6 @@ mod kept;
 mod keys;
 mod options;
 mod outcome;
-mod password_file;
 mod pubsub;
 // Public only to the model (`test-internals`), which counts the Sentinels' answers with it.
 #[cfg(feature = "test-internals")]
@@ -25,7 +24,6 @@ mod remove;
 mod reply;
 mod roster;
 mod scripts;
-mod secret_file;
 mod sentinels;
 mod target;
 
@@ -38,14 +36,14 @@ use redis::aio::MultiplexedConnection;
 
 use crate::clock::SharedClock;
 use connection::{Connection, Dialled, Live};
-pub use error::{LeaseError, Retry, redact_url};
+pub use error::{LeaseError, Remedies, Retry, redact_url};
 pub use handover::{HandoverRequested, Reservation};
 pub use inspect::info_field;
 pub use keys::{
     DEFAULT_KEY_PREFIX, FencingToken, LeaseKeys, LeaseName, NameError, OwnerId, identity_of,
     split_term,
 };
-pub use options::{LeaseOptions, Secret, WaitReplicas, minimal_acl_rule};
+pub use options::{LeaseOptions, PasswordSource, Secret, WaitReplicas, minimal_acl_rule};
 pub use outcome::{
     Acquired, CooldownState, Grant, Holder, NotedRate, Observation, PreviousTerm, Protocol,
     Reading, Released, Renewal, Renewed,
@@ -55,10 +53,6 @@ pub use remove::{InForce, Removal};
 use reply::{int, millis, parse_acquire, parse_observe, parse_renew, protocol};
 pub use scripts::PROTOCOL;
 use scripts::{ACQUIRE_SCRIPT, OBSERVE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
-pub use secret_file::SecretFileError;
-/// The rule for a file that must not be empty, which the command line's certificate files
-/// follow too.
-pub use secret_file::read_nonempty;
 // The scripts' text and the commands they call, for the model's mirror of them and the
 // benchmark's count of commands (`test-internals`).
 #[cfg(feature = "test-internals")]

@@ -1,10 +1,10 @@
 //! What a lease is given: the ACL rule its Redis user needs, secrets, and the optional settings.
 
 use std::fmt;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::Remedies;
 use super::keys::DEFAULT_KEY_PREFIX;
 use super::target::TlsFiles;
 use crate::clock::{BootClock, SharedClock};
@@ -47,6 +47,14 @@ impl fmt::Display for Secret {
     }
 }
 
+/// Where the password comes from when it may change while the lease runs (a mounted Secret's
+/// file, which Kubernetes updates in place): asked again only when Redis refuses the password,
+/// so that a rotation needs no restart.
+pub trait PasswordSource: fmt::Debug + Send + Sync {
+    /// After Redis refused `in_use`: the password the source holds now, when it is another.
+    fn changed(&self, in_use: Option<&Secret>) -> Option<Secret>;
+}
+
 /// Optional settings of a [`RedisLease`](super::RedisLease).
 #[derive(Debug, Clone)]
 pub struct LeaseOptions {
@@ -59,9 +67,11 @@ pub struct LeaseOptions {
     pub username: Option<String>,
     /// Password (overrides one in the URL). Read it from a file; never pass it on a command line.
     pub password: Option<Secret>,
-    /// The file `password` was read from (a mounted Secret): read again when Redis refuses the
-    /// password, and dialled with when it holds a new one, so that a rotation needs no restart.
-    pub password_file: Option<PathBuf>,
+    /// Where `password` came from, asked for a new one when Redis refuses it; dialled with
+    /// when it has one.
+    pub password_source: Option<Arc<dyn PasswordSource>>,
+    /// What a refused password or an untrusted certificate says of the caller's side.
+    pub remedies: Remedies,
     /// TLS material for `rediss://` targets (CA bundle, client certificate and key).
     pub tls: Option<TlsFiles>,
     /// Password of the Sentinels, for `redis+sentinel://` targets whose Sentinels require one.
@@ -92,7 +102,8 @@ impl Default for LeaseOptions {
             cooldown_on_data_loss: true,
             username: None,
             password: None,
-            password_file: None,
+            password_source: None,
+            remedies: Remedies::default(),
             tls: None,
             sentinel_password: None,
             allow_unsafe_sentinel_count: false,

@@ -2,7 +2,7 @@
 //! TLS and ACL credentials. Parsed once, before anything connects.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -11,7 +11,7 @@ use redis::{
     TlsCertificates,
 };
 
-use super::{LeaseError, LeaseOptions, Secret, redact_url};
+use super::{LeaseError, LeaseOptions, PasswordSource, Remedies, Secret, redact_url};
 
 /// TLS material, read from files (mounted Secrets).
 #[derive(Clone, Default)]
@@ -54,8 +54,6 @@ impl TlsFiles {
 pub(crate) struct Access {
     pub(crate) username: Option<String>,
     pub(crate) password: Option<Secret>,
-    /// The file the password came from, read again when Redis refuses it.
-    pub(crate) password_file: Option<PathBuf>,
     pub(crate) tls: Option<TlsFiles>,
     /// Password of the Sentinels themselves, when they require one.
     pub(crate) sentinel_password: Option<Secret>,
@@ -99,6 +97,10 @@ pub struct RedisTarget {
     url: String,
     /// The URL as given, to build the target again with a new password.
     given_url: Secret,
+    /// Asked for a new password when Redis refuses the one in use.
+    pub(crate) password_source: Option<Arc<dyn PasswordSource>>,
+    /// What a refusal says of the caller's side.
+    pub(crate) remedies: Remedies,
 }
 
 impl RedisTarget {
@@ -109,7 +111,6 @@ impl RedisTarget {
         let access = Access {
             username: options.username.clone(),
             password: options.password.clone(),
-            password_file: options.password_file.clone(),
             tls: options.tls.clone(),
             sentinel_password: options.sentinel_password.clone(),
         };
@@ -122,6 +123,8 @@ impl RedisTarget {
             access,
             url: redact_url(redis_url),
             given_url: Secret::new(redis_url),
+            password_source: options.password_source.clone(),
+            remedies: options.remedies.clone(),
         })
     }
 
@@ -139,8 +142,7 @@ impl RedisTarget {
         Ok(Self {
             target,
             access,
-            url: self.url.clone(),
-            given_url: self.given_url.clone(),
+            ..self.clone()
         })
     }
 

@@ -237,14 +237,13 @@ fn the_client_library_type_names_and_the_primitives_names_stay_out_of_the_words(
             "TLS to redis failed while taking the lease: the server's certificate comes from an issuer leasehold does not trust: the system's CAs did not sign it",
         ),
     ];
-    let credentials = Credentials {
-        user: "app".into(),
-        password: PasswordFrom::Url,
-        ca_file: false,
+    let remedies = Remedies {
+        unknown_issuer: "the system's CAs did not sign it".into(),
+        ..Remedies::default()
     };
     for (err, want) in cases {
         let text = LeaseError::from_redis("acquire", "k", &err)
-            .hint_at_credentials(&credentials)
+            .hint_at_credentials("app", &remedies)
             .to_string();
         assert!(text.starts_with(want), "{text}");
         for internal in [
@@ -276,5 +275,52 @@ fn a_cluster_that_moved_the_slot_or_is_down_is_a_cluster_error() {
         );
         assert!(ours.spoils_connection() && ours.is_answer(), "{reply}");
         assert!(!ours.is_lasting_refusal(), "{reply}");
+    }
+}
+
+#[test]
+fn the_callers_remedies_follow_a_refusal_and_none_add_nothing() {
+    let refused = || {
+        LeaseError::from_redis(
+            "renew",
+            "k",
+            &(ErrorKind::AuthenticationFailed, "refused").into(),
+        )
+    };
+    let no_password = || acquire_answered("-NOAUTH Authentication required.\r\n");
+    let untrusted = || {
+        LeaseError::from_redis(
+            "renew",
+            "k",
+            &(ErrorKind::Io, "invalid peer certificate: UnknownIssuer").into(),
+        )
+    };
+    let remedies = Remedies {
+        no_password: "give one".into(),
+        refused_password: "it came from a file".into(),
+        unknown_issuer: "trust another CA".into(),
+    };
+    let words =
+        |err: LeaseError, remedies: &Remedies| match err.hint_at_credentials("app", remedies) {
+            LeaseError::Authentication { detail, .. } | LeaseError::Tls { detail, .. } => detail,
+            other => panic!("{other:?}"),
+        };
+    let cases: [(&dyn Fn() -> LeaseError, &str, &str); 3] = [
+        (
+            &refused,
+            "of user `app` (a wrong password, a user that is disabled or unknown, or a Redis without a password set)",
+            "; it came from a file",
+        ),
+        (
+            &no_password,
+            "redis asks for a password and none was given",
+            "; give one",
+        ),
+        (&untrusted, "leasehold does not trust", ": trust another CA"),
+    ];
+    for (err, bare, added) in cases {
+        let without = words(err(), &Remedies::default());
+        assert!(without.ends_with(bare), "{without}");
+        assert_eq!(words(err(), &remedies), format!("{without}{added}"));
     }
 }
