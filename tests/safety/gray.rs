@@ -307,7 +307,7 @@ fn a_lone_leader_that_could_not_renew_takes_the_next_term_at_once() {
     });
     // Its renewals count nobody else on the release channel: no follower to go first.
     alone.wait_events("renewed", 2, 5 * LEASE);
-    let (stepped, again) = frozen_past_its_term_leads_again_at_once(&alone);
+    let (stepped, again) = frozen_past_its_term_leads_again_at_once(&redis, &lease, &alone);
     let gap = Replica::logged_at(&again)
         .zip(Replica::logged_at(&stepped))
         .and_then(|(won, stepped)| won.duration_since(stepped).ok())
@@ -326,10 +326,18 @@ fn a_lone_leader_that_could_not_renew_takes_the_next_term_at_once() {
 /// singleton without a leader for nobody's benefit: it tries again at once. Its step-down and
 /// its next `became leader`.
 fn frozen_past_its_term_leads_again_at_once(
+    redis: &RedisServer,
+    lease: &str,
     leader: &Replica,
 ) -> (serde_json::Value, serde_json::Value) {
+    let keys = LeaseKeys::new("leasehold:", &LeaseName::new(lease).unwrap()).unwrap();
     leader.signal(Signal::SIGSTOP);
-    std::thread::sleep(LEASE + GRAY_RETRY);
+    wait_for("the leader to stop", 5 * LEASE, || {
+        testbed::process_tree::is_stopped(leader.pid().as_raw()).then_some(())
+    });
+    wait_for("its term to expire in Redis", 5 * LEASE, || {
+        (redis.cmd::<i64>(&["EXISTS", &keys.lease]) == 0).then_some(())
+    });
     leader.signal(Signal::SIGCONT);
     let stepped = leader.wait_events("stepped down", 1, 5 * LEASE);
     assert_eq!(
@@ -389,7 +397,7 @@ fn replicas_kept_out_do_not_make_a_leader_that_could_not_renew_hold_off() {
     // Renewals that counted the listeners while the other replica was out.
     let renewed = leader.events("renewed").len();
     leader.wait_events("renewed", renewed + 2, 5 * LEASE);
-    frozen_past_its_term_leads_again_at_once(&leader);
+    frozen_past_its_term_leads_again_at_once(&redis, &lease, &leader);
 }
 
 /// A gate that says no while a replica holds off (after a term it could not renew) keeps it out

@@ -7,7 +7,7 @@
 //! freeze.
 
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use harness::command::timing_flags;
 use harness::contenders::{Contender, lease_on_clock, unique_lease};
@@ -144,7 +144,19 @@ fn a_freeze_within_the_deadlines_is_not_taken_for_a_step_of_redis_clock() {
     let host = FrozenHost::new();
     let redis = RedisServer::builder().clock_file(&host.offset).start();
     let leader = leading_on(&host, &redis, "unseen-short");
+    let redis_now = || {
+        let time: Vec<u64> = redis.cmd(&["TIME"]);
+        Duration::from_secs(time[0]) + Duration::from_micros(time[1])
+    };
+    let (before, started) = (redis_now(), Instant::now());
     host.jump(5);
+    // The premise: Redis's clock jumped with the host's, so a renewal that took the jump for a
+    // step of Redis's clock would end the term.
+    let gained = redis_now().saturating_sub(before + started.elapsed());
+    assert!(
+        gained >= Duration::from_millis(4900),
+        "Redis's clock gained {gained:?}"
+    );
     leader.wait_events("renewed", 5, Duration::from_secs(10));
     assert!(
         leader.events("stepped down").is_empty(),
