@@ -261,6 +261,33 @@ fn a_refusal_while_an_acquire_is_unanswered_is_said_and_backed_off() {
         5 * LEASE,
     );
     assert_eq!(said[0]["level"], "ERROR", "{said:?}");
+    assert_eq!(said[0]["failures"], 1, "{said:?}");
+    // Each try after it waits twice as long as the one before: the retry period, then twice
+    // it, then four times (with jitter on top; tries without back-off come every 0.4–0.9 s).
+    let tries = wait_for("three more refused tries", 10 * LEASE, || {
+        let tries: Vec<_> = (2..=4)
+            .filter_map(|n| {
+                slow.events("redis call failed").into_iter().find(|l| {
+                    let error = l["error"].as_str().unwrap_or("");
+                    l["failures"] == n
+                        && error.contains("while taking the lease")
+                        && error.contains("refused the password")
+                })
+            })
+            .collect();
+        (tries.len() == 3).then_some(tries)
+    });
+    let at = |l: &serde_json::Value| Replica::logged_at(l).expect("a timestamp");
+    let mut before = at(&said[0]);
+    for (n, tried) in (1u32..).zip(&tries) {
+        let gap = at(tried).duration_since(before).unwrap_or_default();
+        assert!(
+            gap >= GRAY_RETRY * (1 << (n - 1)),
+            "try {}: {gap:?} after the one before",
+            n + 1
+        );
+        before = at(tried);
+    }
 }
 
 #[test]
