@@ -29,7 +29,7 @@ mod serve;
 pub use readiness::readiness;
 pub use serve::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_EVENT_STREAMS, HEADER_READ_TIMEOUT, Limits, PROBE_RESERVE,
-    RETRY_AFTER_SECONDS,
+    RECEIVE_BUFFER, RETRY_AFTER_SECONDS,
 };
 
 /// What `/readyz` means.
