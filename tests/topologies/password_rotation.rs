@@ -35,19 +35,7 @@ fn a_rotated_password_file_is_read_again_without_a_restart() {
 /// default user), and a dial that the master refuses reads the file again too.
 #[test]
 fn a_rotated_password_file_is_read_again_through_sentinel() {
-    let password = format!(">{BEFORE}");
-    let set = SentinelSet::start_with_master_args(&[
-        "--user", "app", "on", &password, "~*", "&*", "+@all",
-    ]);
-    let mut admin = set.master.connection();
-    let reset = format!(">{AFTER}");
-    follows_a_rotation(
-        &set.url(),
-        &["--redis-username", "app"],
-        &mut admin,
-        &["ACL", "SETUSER", "app", "resetpass", &reset],
-        &["CLIENT", "KILL", "USER", "app"],
-    );
+    follows_a_rotation_through_sentinel(&[0, 1, 2], &[]);
 }
 
 /// Through Sentinel, what the replica learnt of the Sentinels outlives the rotation: an unsafe
@@ -55,21 +43,29 @@ fn a_rotated_password_file_is_read_again_through_sentinel() {
 /// with the new password.
 #[test]
 fn a_rotation_through_sentinel_keeps_what_was_learnt_of_the_sentinels() {
+    let a = follows_a_rotation_through_sentinel(&[0, 1], &["--allow-unsafe-sentinel-count"]);
+    let said = a.events("an unsafe number of Sentinels is accepted");
+    assert_eq!(said.len(), 1, "said once: {said:?}");
+}
+
+/// [`follows_a_rotation`] through the Sentinels `sentinels` names (indexes of three), with
+/// `extra` arguments, for the master's ACL user `app`.
+fn follows_a_rotation_through_sentinel(sentinels: &[usize], extra: &[&str]) -> Replica {
     let password = format!(">{BEFORE}");
     let set = SentinelSet::start_with_master_args(&[
         "--user", "app", "on", &password, "~*", "&*", "+@all",
     ]);
     let mut admin = set.master.connection();
     let reset = format!(">{AFTER}");
-    let a = follows_a_rotation(
-        &set.url_in_order(&[0, 1]),
-        &["--redis-username", "app", "--allow-unsafe-sentinel-count"],
+    let mut args = vec!["--redis-username", "app"];
+    args.extend(extra);
+    follows_a_rotation(
+        &set.url_in_order(sentinels),
+        &args,
         &mut admin,
         &["ACL", "SETUSER", "app", "resetpass", &reset],
         &["CLIENT", "KILL", "USER", "app"],
-    );
-    let said = a.events("an unsafe number of Sentinels is accepted");
-    assert_eq!(said.len(), 1, "said once: {said:?}");
+    )
 }
 
 /// A replica on `url` (with `extra` arguments) whose password comes from a file leads; then the
