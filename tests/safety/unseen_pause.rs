@@ -151,10 +151,10 @@ fn a_freeze_within_the_deadlines_is_not_taken_for_a_step_of_redis_clock() {
     let (before, started) = (redis_now(), Instant::now());
     host.jump(5);
     // The premise: Redis's clock jumped with the host's, so a renewal that took the jump for a
-    // step of Redis's clock would end the term.
+    // step of Redis's clock would end the term (the bound leaves room for the replies' latency).
     let gained = redis_now().saturating_sub(before + started.elapsed());
     assert!(
-        gained >= Duration::from_millis(4900),
+        gained >= Duration::from_secs(4),
         "Redis's clock gained {gained:?}"
     );
     leader.wait_events("renewed", 5, Duration::from_secs(10));

@@ -67,8 +67,8 @@ pub struct LeaseOptions {
     pub username: Option<String>,
     /// Password (overrides one in the URL). Read it from a file; never pass it on a command line.
     pub password: Option<Secret>,
-    /// Where `password` came from, asked for a new one when Redis refuses it; dialled with
-    /// when it has one.
+    /// Where `password` came from (the first dial uses `password`): asked for another when
+    /// Redis refuses the one in use, and dialled with when it has one.
     pub password_source: Option<Arc<dyn PasswordSource>>,
     /// What a refused password or an untrusted certificate says of the caller's side.
     pub remedies: Remedies,
