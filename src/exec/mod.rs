@@ -283,7 +283,10 @@ impl Supervisor {
                         _ = leadership.clock().sleep_until(leadership.valid_until()) => {}
                     }
                     self.stop(&mut running, &leadership).await;
-                    if leadership.is_lost() {
+                    if leadership.check().is_err() {
+                        // The term is over: the elector ends it at once (after a pause it may
+                        // wake a moment after this). The command did not end on its own.
+                        leadership.lost().await;
                         return Ok(());
                     }
                     if self.settings.restart {
