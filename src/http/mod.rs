@@ -313,6 +313,18 @@ mod tests {
         }
     }
 
+    /// `/leader`'s JSON of `s`, read now, with no clock rate measured.
+    fn leader_json(s: &Shown, lease_key: &str) -> serde_json::Value {
+        let view = LeaderView::of(
+            s,
+            lease_key,
+            crate::clock::BootInstant::now(),
+            crate::clock::WallLead::now(),
+            None,
+        );
+        serde_json::to_value(&view).unwrap()
+    }
+
     fn follower_role() -> Role {
         Role::Follower {
             leader: Some(LeaderInfo {
@@ -432,14 +444,7 @@ mod tests {
     #[test]
     fn leader_view_serializes_the_election() {
         let s = status(follower_role(), true);
-        let view = LeaderView::of(
-            &s,
-            "leasehold:{shop/web}",
-            crate::clock::BootInstant::now(),
-            crate::clock::WallLead::now(),
-            None,
-        );
-        let json = serde_json::to_value(&view).unwrap();
+        let json = leader_json(&s, "leasehold:{shop/web}");
         assert_eq!(json["identity"], "web-a");
         assert_eq!(json["role"], "follower");
         assert_eq!(json["is_leader"], false);
@@ -466,14 +471,7 @@ mod tests {
         s.eviction = Eviction::Read(policy);
         // --redis-eviction warn: shown, still ready.
         assert!(readiness(&s, ReadinessMode::Member, false).0);
-        let json = serde_json::to_value(LeaderView::of(
-            &s,
-            "k",
-            crate::clock::BootInstant::now(),
-            crate::clock::WallLead::now(),
-            None,
-        ))
-        .unwrap();
+        let json = leader_json(&s, "k");
         assert_eq!(json["redis"]["eviction"]["policy"], "allkeys-lru");
         assert_eq!(json["redis"]["eviction"]["maxmemory"], 3_145_728);
         assert_eq!(json["redis"]["eviction"]["may_evict"], true);

@@ -158,22 +158,16 @@ fn a_follower_names_only_the_leader_it_sees_now() {
 fn readiness_is_exported_as_given() {
     let m = Metrics::new("web-a", "shop/web");
     let now = BootInstant::now();
-    let text = m.render(
-        &status(following("web-b")),
-        now,
-        WallLead::default(),
-        false,
-        Exposition::OpenMetrics,
-    );
-    assert!(text.contains("leasehold_ready 0"), "{text}");
-    let text = m.render(
-        &status(following("web-b")),
-        now,
-        WallLead::default(),
-        true,
-        Exposition::OpenMetrics,
-    );
-    assert!(text.contains("leasehold_ready 1"), "{text}");
+    for (ready, shown) in [(false, "leasehold_ready 0"), (true, "leasehold_ready 1")] {
+        let text = m.render(
+            &status(following("web-b")),
+            now,
+            WallLead::default(),
+            ready,
+            Exposition::OpenMetrics,
+        );
+        assert!(text.contains(shown), "{text}");
+    }
 }
 
 #[test]
