@@ -8,11 +8,11 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use harness::clock::ShiftedClock;
 use harness::contenders::{lease_with, unique_lease};
 use harness::leasehold_bin;
 use harness::replica::{FAST, Replica};
 use harness::timings::THIRTY_SECOND_TERM;
-use leasehold::clock::ShiftedClock;
 use leasehold::elector::{Elector, Leadership, Timing};
 use leasehold::exec::ExecSettings;
 use leasehold::exec::Supervisor;

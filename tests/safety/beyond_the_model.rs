@@ -7,14 +7,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use harness::clock::ShiftedClock;
 use harness::contenders::{
     ActionLog, ChildContender, Contender, Did, acting_work, assert_no_overlap, fast_timing, lease,
     lease_on_clock, unique_lease, until_leading, until_led_by,
 };
 use harness::timings::{FIFTEEN_SECOND_TERM, TEN_SECOND_TERM_SLOW_RETRY, THREE_SECOND_TERM};
-use leasehold::clock::{BootInstant, ShiftedClock, WallLead};
+use leasehold::clock::{BootInstant, WallLead};
 use leasehold::elector::benchmark_only::FollowerStrategy;
-use leasehold::elector::{Elector, Leadership, Role, Timing};
+use leasehold::elector::{Elector, Leadership, NotLeader, Role, Timing};
 use leasehold::lease::{Acquired, LeaseError, Released};
 use testbed::proxy::{Fault, FaultProxy};
 use testbed::redis_server::RedisServer;
@@ -276,6 +277,50 @@ async fn a_suspend_ends_the_term_at_its_deadline_without_waiting_for_a_timer() {
         Some(leasehold::elector::StepDownReason::ValidityDeadlinePassed)
     );
     a.shutdown().await;
+}
+
+/// `check()` reads the clock itself: after a suspend, or a pause the boot clock did not count,
+/// that outlasted the term, it refuses at once, before the watchdog has run (on this one thread
+/// nothing else runs between the jump and the check); an unseen pause shorter than the term
+/// shortens what is left, and the term goes on.
+#[tokio::test]
+async fn check_refuses_at_once_after_a_suspend_or_an_unseen_pause_that_outlasted_the_term() {
+    let redis = RedisServer::start();
+    for (name, suspend) in [("check-suspend", true), ("check-unseen", false)] {
+        let clock = ShiftedClock::new();
+        let (tx, mut terms) = tokio::sync::mpsc::unbounded_channel();
+        let a = Contender::spawn(
+            lease_on_clock(&redis.url(), &unique_lease(name), "pod-a", &clock),
+            FIFTEEN_SECOND_TERM,
+            move |l: Leadership| {
+                let _ = tx.send(l.clone());
+                async move {
+                    l.lost().await;
+                    Ok(())
+                }
+            },
+        );
+        let l = tokio::time::timeout(Duration::from_secs(10), terms.recv())
+            .await
+            .expect("a term within 10 s")
+            .expect("its leadership");
+        let token = l.check().expect("valid once it leads");
+        if suspend {
+            clock.advance(Duration::from_secs(60));
+        } else {
+            let left = l.remaining();
+            clock.pass_unseen(Duration::from_secs(4));
+            assert_eq!(l.check(), Ok(token), "{name}");
+            assert!(l.remaining() + Duration::from_secs(4) <= left, "{name}");
+            clock.pass_unseen(Duration::from_secs(12));
+        }
+        let refused = l.check();
+        assert!(
+            matches!(refused, Err(NotLeader::ValidityDeadlinePassed { .. })),
+            "{name}: {refused:?}"
+        );
+        a.shutdown().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,11 +9,12 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use harness::clock::ShiftedClock;
 use harness::command::timing_flags;
 use harness::contenders::{Contender, lease_on_clock, unique_lease};
 use harness::replica::{Replica, TWO_SECOND_TERM, run_to_end};
 use harness::timings::{FIFTEEN_SECOND_TERM, THIRTY_SECOND_TERM};
-use leasehold::clock::{BootInstant, ShiftedClock, WallLead};
+use leasehold::clock::{BootInstant, WallLead};
 use leasehold::elector::{Leadership, Role, StepDownReason};
 use leasehold::guard::{GuardRecord, read_guard_file};
 use nix::sys::signal::Signal;

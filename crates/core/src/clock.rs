@@ -151,7 +151,8 @@ fn monotonic_fallback() -> Duration {
 pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// Where the elector and `Leadership::check` read the time from. The default is [`BootClock`];
-/// tests inject a `ShiftedClock` (test-only) to simulate a suspend without suspending the machine.
+/// tests inject one that jumps (the test kit's `ShiftedClock`) to simulate a suspend without
+/// suspending the machine.
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// The current instant on this clock.
     fn now(&self) -> BootInstant;
@@ -264,14 +265,6 @@ mod boot_timer {
         }
     }
 }
-
-/// Only for tests (the crate's own, and with the `test-internals` feature, which the integration
-/// tests turn on through the dev-dependency on this crate): not API.
-#[cfg(any(test, feature = "test-internals"))]
-mod shifted;
-#[cfg(any(test, feature = "test-internals"))]
-#[doc(hidden)]
-pub use shifted::ShiftedClock;
 
 /// A shared clock handle.
 pub type SharedClock = Arc<dyn Clock>;

@@ -5,8 +5,9 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::clock::ShiftedClock;
 use crate::timings::{FAST, STEADY};
-use leasehold::clock::{BootInstant, Clock, ShiftedClock, WallLead};
+use leasehold::clock::{BootInstant, Clock, WallLead};
 use leasehold::elector::{Elector, Leadership, Role, Status, Timing};
 use leasehold::k8s::Publisher;
 use leasehold::lease::{FencingToken, LeaseName, LeaseOptions, OwnerId, RedisLease};

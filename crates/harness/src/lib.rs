@@ -13,7 +13,8 @@
 //! - [`replica`]: a started replica ([`Replica`]): its process, its endpoints, its metrics, its
 //!   JSON logs, its exit; the process tests' timing flags.
 //! - [`timings`]: named timing presets for electors; [`contenders`]: electors in this process
-//!   with shared action logs, and the `contender` example as a child process.
+//!   with shared action logs, and the `contender` example as a child process; [`clock`]: a
+//!   clock for them that jumps (a suspend, a pause the boot clock did not count).
 //! - [`guarded_command`]: a singleton command that asks `leasehold guard` before each write, and
 //!   the judge of its writes.
 //! - [`helm`]: the real helm and the offline checkers; [`chart_settings`]: the chart's container
@@ -22,6 +23,7 @@
 //! - [`markdown`]: the docs' tables as data.
 
 pub mod chart_settings;
+pub mod clock;
 pub mod command;
 pub mod contenders;
 pub mod guarded_command;

@@ -1,11 +1,12 @@
 //! A test clock: the boot clock plus an offset that can only grow, so that a test simulates a
-//! system suspend without suspending the machine. Built only for tests (see `clock.rs`).
+//! system suspend (or a pause the boot clock did not count) without suspending the machine. A
+//! lease takes it through `LeaseOptions::clock` ([`lease_on_clock`](crate::contenders::lease_on_clock)).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::{BootClock, BootInstant, Clock, Sleep, WallLead};
+use leasehold::clock::{BootClock, BootInstant, Clock, Sleep, WallLead};
 
 /// The boot clock plus an offset that can only grow: `advance(1h)` looks, to everything that
 /// reads this clock, exactly like a one-hour system suspend (tokio's timers do not see it,
