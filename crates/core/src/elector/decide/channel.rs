@@ -59,7 +59,7 @@ pub fn resubscribe_backoff(timing: &Timing, failures: u32) -> Duration {
 
 #[cfg(test)]
 mod tests {
-    use super::super::rows::{ms, timing};
+    use super::super::tests::{ms, timing};
     use super::*;
 
     #[test]

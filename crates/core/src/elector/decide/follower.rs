@@ -98,7 +98,7 @@ pub fn next_try(wait: Duration, now: BootInstant, give_up_at: Option<BootInstant
 
 #[cfg(test)]
 mod tests {
-    use super::super::rows::{at, ms};
+    use super::super::tests::{at, ms};
     use super::*;
 
     #[test]

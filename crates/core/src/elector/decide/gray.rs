@@ -42,7 +42,7 @@ pub fn unknown_term_of_ours(
 
 #[cfg(test)]
 mod tests {
-    use super::super::rows::{ms, timing};
+    use super::super::tests::{ms, timing};
     use super::*;
 
     #[test]

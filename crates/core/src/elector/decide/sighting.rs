@@ -67,7 +67,7 @@ pub fn leader_changed(before: &Role, leader: Option<&LeaderInfo>) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::rows::{at, ms};
+    use super::super::tests::{at, ms};
     use super::*;
     use crate::lease::Grant;
 

@@ -159,7 +159,7 @@ pub fn work_stop(now: BootInstant, valid_until: BootInstant) -> WorkStop {
 
 #[cfg(test)]
 mod tests {
-    use super::super::rows::{at, ms, timing};
+    use super::super::tests::{at, ms, timing};
     use super::*;
 
     #[test]

@@ -1,6 +1,6 @@
 //! The tables of the decisions between two terms.
 
-use super::super::rows::{ms, timing};
+use super::super::tests::{ms, timing};
 use super::*;
 use StepDownReason::*;
 
@@ -298,7 +298,7 @@ fn nobody_else_listens_when_the_count_is_the_leaders_own_at_most() {
 
 #[test]
 fn a_replica_holding_off_goes_last_but_goes() {
-    use super::super::rows::at;
+    use super::super::tests::at;
     let t = Timing::default(); // 15 s / 10 s / 2 s
     let fast = timing(1_500, 900, 250);
     let hold = |since: u64, t: &Timing| HoldOff {

@@ -1,4 +1,4 @@
-use super::super::rows::{at, ms, timing};
+use super::super::tests::{at, ms, timing};
 use super::*;
 
 /// A reply sent at `sent` ms, received at `received` ms, with Redis's clock at `redis` ms.
