@@ -69,8 +69,9 @@ const CORE_CEILING: usize = 7_930;
 /// reread's cuts (20,303); then the core's cuts and fixes above, and a Valkey wording of a
 /// missing command taken for an unreachable Redis (20,040), and the refusal's rank (20,101), less
 /// a reread's tidies (20,096); less the core's moves and tidies above (20,087) and the test
-/// clock and the table-test rows (19,979).
-const CORE_AND_PRODUCT_CEILING: usize = 19_979;
+/// clock and the table-test rows (19,979), and the supervisor's bounded wait for the elector's
+/// turn after a pause, which had taken a command it killed for one that exited (19,986).
+const CORE_AND_PRODUCT_CEILING: usize = 19_986;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
