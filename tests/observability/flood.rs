@@ -248,12 +248,12 @@ fn probes_answer_at_once_while_every_connection_is_taken_and_open_files_stay_bou
     });
 }
 
-/// A probe that waited in the kernel's accept queue behind more connections than the reserve has
-/// places (they came while leasehold could not run: frozen here, throttled by a CPU quota in a
-/// pod) is answered, not shed before it was ever read. One worker thread, as the chart's CPU
-/// limit gives: the accept loop then runs on the probe's own thread.
+/// A probe that waited in the kernel's accept queue ahead of more connections than the reserve
+/// has places (they came after it while leasehold could not run: frozen here, throttled by a CPU
+/// quota in a pod) is answered, not shed by them before it was ever read. One worker thread, as
+/// the chart's CPU limit gives: the accept loop then runs on the probe's own thread.
 #[test]
-fn a_probe_queued_behind_a_burst_larger_than_the_reserve_is_answered() {
+fn a_probe_queued_ahead_of_a_burst_larger_than_the_reserve_is_answered() {
     let redis = RedisServer::start();
     let mut args = FAST.to_vec();
     args.extend([
