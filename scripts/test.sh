@@ -33,6 +33,9 @@ static=$!
 pids+=("$static")
 
 cargo test --workspace --doc --all-features --locked
+# Every link in the docs of the published crates and the test kits resolves.
+RUSTDOCFLAGS="-D warnings" cargo doc -p leasehold -p leasehold-core -p testbed -p harness \
+  --no-deps --all-features --locked
 if ! wait "$tools"; then
   cat "$logs/tools" >&2
   exit 1

@@ -1,5 +1,5 @@
 //! The clock-rate gate: a replica whose Redis's clock runs so far off its own boot clock that a
-//! renewal cannot keep a useful term ([`leaves_a_useful_term`]) stays out of the election
+//! renewal cannot keep a useful term (`leaves_a_useful_term`) stays out of the election
 //! ([`CLOCK_RATE`]): a leader steps down with `clock_rate`, and the replica tries again after a
 //! pause that doubles with each term the rate ended, from the retry period up to 30 s, since only
 //! a term can measure the rate again. Said at warn the first time, then at debug until a term's

@@ -53,8 +53,8 @@ where
     Ok(Cli::from_arg_matches(&matches)?)
 }
 
-/// The clap tree, with every switch reading its variable through [`parse_switch`], and `-h`
-/// shorter than `--help` ([`concise`](super::help::concise)).
+/// The clap tree, with every switch reading its variable through `parse_switch`, and `-h`
+/// shorter than `--help` (`help::concise`).
 pub fn command() -> Command {
     super::help::concise(Cli::command()).mut_subcommands(|sub| {
         sub.mut_args(|arg| {

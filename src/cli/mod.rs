@@ -5,15 +5,15 @@
 //! anything connects.
 //!
 //! - [`file`]: the `--config` file, whose values are the flags' defaults.
-//! - [`resolve`]: from flags to settings, with the rules and the upper bounds.
-//! - [`redis`]: the Redis flags into a parsed target and the lease's options.
-//! - [`candidacy`]: the candidate check's flags.
-//! - [`http`]: the flags of the HTTP endpoints and the status file, with their limits.
-//! - [`ops`]: the flags of `step-down` and `lock`.
-//! - [`help`]: `-h` short and `--help` long, and `leasehold completions`.
-//! - [`secrets`]: reading secret and PEM files that flags name.
-//! - [`settings`]: what the commands run with.
-//! - [`error`]: the one error type, and the exit code each refusal means.
+//! - `resolve`: from flags to settings, with the rules and the upper bounds.
+//! - `redis`: the Redis flags into a parsed target and the lease's options.
+//! - `candidacy`: the candidate check's flags.
+//! - `http`: the flags of the HTTP endpoints and the status file, with their limits.
+//! - `ops`: the flags of `step-down` and `lock`.
+//! - `help`: `-h` short and `--help` long, and `leasehold completions`.
+//! - `secrets`: reading secret and PEM files that flags name.
+//! - `settings`: what the commands run with.
+//! - `error`: the one error type, and the exit code each refusal means.
 
 mod candidacy;
 mod error;

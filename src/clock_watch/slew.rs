@@ -9,7 +9,7 @@
 //!
 //! Each sample is two clock reads; a thread preempted between them would put an error of the
 //! preemption into the ratio, so a read of the oscillator on each side bounds it, and a sample
-//! read over more than [`READ_WITHIN`] is read again. Under a baseline of [`MIN_BASELINE`] the
+//! read over more than `READ_WITHIN` is read again. Under a baseline of [`MIN_BASELINE`] the
 //! window says nothing: the reads' error over it stays below a hundredth of a 1 % margin.
 
 use std::collections::VecDeque;
@@ -18,7 +18,7 @@ use std::time::Duration;
 /// The longest one sample's reads may take: its error on the ratio's baseline.
 const READ_WITHIN: Duration = Duration::from_micros(100);
 
-/// The shortest baseline that says a ratio: twice [`READ_WITHIN`] over it is 0.02 %.
+/// The shortest baseline that says a ratio: twice `READ_WITHIN` over it is 0.02 %.
 pub const MIN_BASELINE: Duration = Duration::from_secs(1);
 
 /// How many samples a window keeps at most: a sample closer to the last kept one than a share

@@ -6,11 +6,11 @@
 //! command is another process and runs on; that is why the token is in its environment, for it
 //! to fence its writes.)
 //!
-//! - [`procs`]: the processes under this one as `/proc` shows them, read in few system calls.
-//! - [`tree`]: which of them are the command's, and signalling them.
-//! - [`reaper`]: the child subreaper, and reaping orphans without taking the command's status.
-//! - [`running`]: a started command and the stop sequence.
-//! - [`program`]: finding the command at start as `execvp` will.
+//! - `procs`: the processes under this one as `/proc` shows them, read in few system calls.
+//! - `tree`: which of them are the command's, and signalling them.
+//! - `reaper`: the child subreaper, and reaping orphans without taking the command's status.
+//! - `running`: a started command and the stop sequence.
+//! - `program`: finding the command at start as `execvp` will.
 
 mod program;
 mod reaper;

@@ -52,7 +52,7 @@ use tracing::{debug, info, warn};
 use crate::metrics::Metrics;
 
 /// Connections served at once by default: a few dozen dashboards and sidecars, a scraper or two,
-/// the kubelet, with room to spare; each holds a file and at most [`MAX_BUF`] twice.
+/// the kubelet, with room to spare; each holds a file and at most `MAX_BUF` twice.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 
 /// Event-stream clients served at once by default: a few dozen dashboards and sidecars.

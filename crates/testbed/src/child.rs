@@ -193,7 +193,7 @@ impl Guarded {
 
     /// The exit code once the process has exited (`-1` for a signal), without waiting for the
     /// exit. The first time it sees the exit, it lets the readers take in the rest of the
-    /// output (for at most [`READ_REST`]), so that what the process wrote before it exited is
+    /// output (for at most `READ_REST`), so that what the process wrote before it exited is
     /// in [`stdout`](Self::stdout) and [`stderr`](Self::stderr) when this returns.
     pub fn try_exit(&mut self) -> io::Result<Option<i32>> {
         if self.exited.is_none()

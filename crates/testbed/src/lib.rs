@@ -8,7 +8,7 @@
 //! - [`cargo`]: cargo run from inside a test, without the variables of the package under test.
 //! - [`wait`]: waiting for a condition with a bound, never a bare sleep.
 //! - [`child`]: a guarded child process (parent-death signal, kill and reap on drop) and the
-//!   [`Lines`](child::Lines) collector of its output.
+//!   [`Lines`] collector of its output.
 //! - [`process_tree`]: watching processes from the outside through `/proc`, and a pid file
 //!   whose processes die with it.
 //! - [`redis_server`]: one `redis-server`, built with [`RedisServer::builder`]; [`sentinel`]

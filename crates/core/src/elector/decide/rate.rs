@@ -60,7 +60,7 @@ pub enum Jump {
     /// No step.
     None,
     /// Redis's clock advanced this much more than the boot clock's interval allows at the
-    /// fastest rate known (the bound's high end, at least [`FASTEST_SLEW`]'s), beyond the fixed
+    /// fastest rate known (the bound's high end, at least `FASTEST_SLEW`'s), beyond the fixed
     /// margin. Seen from the third reply of a term on (the first two give the rate).
     Forward(Duration),
     /// Redis's clock went back this much: keys live longer, which is harmless to a lease.
