@@ -23,8 +23,8 @@ impl Nemesis<'_> {
         hold_ms: u64,
     ) -> anyhow::Result<()> {
         let redis = &self.system.redis;
-        let used = info_field(&redis.cli(0, &["INFO", "memory"])?, "used_memory")?;
-        let evicted_before = info_field(&redis.cli(0, &["INFO", "stats"])?, "evicted_keys")?;
+        let used = info_number(&redis.cli(0, &["INFO", "memory"])?, "used_memory")?;
+        let evicted_before = info_number(&redis.cli(0, &["INFO", "stats"])?, "evicted_keys")?;
         let limit = used + 2 * 1024 * 1024;
         record.inject = time::now();
         redis.cli(0, &["CONFIG", "SET", "maxmemory-policy", policy])?;
@@ -54,7 +54,7 @@ impl Nemesis<'_> {
             redis.cli(0, &["CONFIG", "SET", "maxmemory-policy", "noeviction"])
         })();
         record.clear = time::now();
-        let evicted = info_field(&redis.cli(0, &["INFO", "stats"])?, "evicted_keys")?;
+        let evicted = info_number(&redis.cli(0, &["INFO", "stats"])?, "evicted_keys")?;
         restored.context("cannot take the eviction settings back")?;
         record.detail = Some(format!(
             "{policy}, maxmemory {limit} (used {used}), {flood_keys} keys, {} evicted, {refused} batches refused",
@@ -120,9 +120,8 @@ impl Nemesis<'_> {
 }
 
 /// A number from `INFO`'s `name:value` lines.
-fn info_field(info: &str, name: &str) -> anyhow::Result<u64> {
-    info.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-        .and_then(|v| v.trim().parse().ok())
+fn info_number(info: &str, name: &str) -> anyhow::Result<u64> {
+    leasehold::lease::info_field(info, name)
+        .and_then(|v| v.parse().ok())
         .with_context(|| format!("INFO has no number {name}"))
 }

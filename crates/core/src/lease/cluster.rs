@@ -1,7 +1,5 @@
 //! The lease's node in a Redis Cluster: the master that serves the lease's slot, found by asking
-//! every seed at once. Only that node serves the lease, so a node that is slow, frozen or cut off
-//! elsewhere in the cluster holds up no dial that another seed answers (a cluster client waits for
-//! every node it knows).
+//! every seed at once (docs/REFERENCE.md, "Cluster").
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
@@ -14,9 +12,7 @@ use super::target::{Access, connect_node, node_at};
 
 /// A connection to the master that serves `key`'s slot: the first seed that [serves](serves)
 /// it, or the node that a seed's `MOVED` redirect names, once it serves it too (a redirect is
-/// followed once). A node that stops serving the slot later (a slot moved, a failover) answers
-/// the lease's calls with another redirect, which spoils the connection, and the next call asks
-/// the seeds again. When every seed failed, see [`reason`].
+/// followed once). When every seed failed, see [`reason`].
 pub(crate) async fn slot_master(
     seeds: &[Client],
     key: &str,
@@ -42,12 +38,9 @@ struct Failure {
     took: bool,
 }
 
-/// The dial's error when no seed led to the master. An answer the lease cannot pass (a refused
-/// password, a missing permission, another mode) is the reason when the master a redirect named
-/// gave it, when no node took the credentials, or when every seed ended in one; otherwise a
-/// failure that passes is (a redirect, a cluster that is down, a node loading, a failed link),
-/// retried soon: users and their rules are each node's own, and one node's refusal must not end
-/// a term that a master which takes them could keep.
+/// The dial's error when no seed led to the master, by REFERENCE's rule ("Cluster"): one node's
+/// refusal must not end a term that a master which takes the credentials could keep. `failed`
+/// holds one failure per seed (there is at least one).
 fn reason(failed: Vec<Failure>) -> RedisError {
     let lasting = |f: &Failure| rank(&f.err) >= 2;
     let from_master = failed.iter().any(|f| f.at_master && lasting(f));
@@ -138,9 +131,7 @@ fn redirect(seed: &Client, err: &RedisError, access: &Access) -> RedisResult<Opt
 
 /// Whether the node on `conn` serves `key`'s slot in cluster mode, in one round trip: it
 /// answers a read of the key (`PTTL`, which leasehold's ACL rule allows) instead of a redirect,
-/// and `INFO server` says cluster mode (`redis_mode`, or Valkey's `server_mode`). A Redis of its
-/// own at a seed's or a redirect's address (a wrong port, a stray server, an address a pod gave
-/// up) answers the read too, and a lease there would be another lease.
+/// and `INFO server` says cluster mode. A Redis of its own there would hold another lease.
 async fn serves(conn: &mut MultiplexedConnection, key: &str) -> RedisResult<()> {
     let (read, info): (RedisResult<i64>, RedisResult<String>) = redis::pipe()
         .ignore_errors()

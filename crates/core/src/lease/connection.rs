@@ -105,7 +105,16 @@ impl Connection {
             Target::Sentinel(sentinel) => sentinel.tls,
             Target::Cluster(seeds) => seeds.first().is_some_and(over_tls),
         };
-        let user = user(&target, &parsed.access);
+        // Only one Redis's URL carries credentials; Sentinel and Cluster URLs take them from
+        // the options alone.
+        let from_url = match &target {
+            Target::Single(client) => client.get_connection_info().redis_settings().username(),
+            _ => None,
+        };
+        let user = (parsed.access.username.as_deref())
+            .or(from_url)
+            .unwrap_or("default")
+            .to_owned();
         Self {
             behind: Mutex::new(Arc::new(Behind::new(target, parsed.access.clone()))),
             target: parsed.clone(),
@@ -155,7 +164,7 @@ impl Connection {
         let behind = self.behind();
         let (conn, node) = match self.dial(&behind, op).await {
             Err(refused @ LeaseError::Authentication { .. }) => {
-                // A rotated password: dial at once with the one the file holds now.
+                // A rotated password: dial at once with the one its source holds now.
                 self.after_refusal(&refused);
                 let now = self.behind();
                 if Arc::ptr_eq(&now, &behind) {
@@ -276,25 +285,28 @@ impl Connection {
         if !matches!(err, LeaseError::Authentication { .. }) {
             return;
         }
-        let password = {
-            let mut in_use = self.in_use.lock().unwrap_or_else(PoisonError::into_inner);
-            let Some(changed) = source.changed(in_use.as_ref()) else {
-                return;
-            };
-            in_use.insert(changed).clone()
+        let mut in_use = self.in_use.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(password) = source.changed(in_use.as_ref()) else {
+            return;
         };
-        // The URL parsed with the first password; only the password differs now.
-        if let Ok(target) = self.target.with_password(password) {
-            let mut behind = self.behind.lock().unwrap_or_else(PoisonError::into_inner);
-            let next = match &**behind {
-                Behind::Sentinel { sentinels, .. } => Behind::Sentinel {
-                    sentinels: Arc::clone(sentinels),
-                    access: target.access,
-                },
-                _ => Behind::new(target.target, target.access),
-            };
-            *behind = Arc::new(next);
-        }
+        let access = Access {
+            password: Some(password.clone()),
+            ..self.target.access.clone()
+        };
+        let mut behind = self.behind.lock().unwrap_or_else(PoisonError::into_inner);
+        let next = match &**behind {
+            // The Sentinels take no node's password: only the nodes' access is new.
+            Behind::Sentinel { sentinels, .. } => Behind::Sentinel {
+                sentinels: Arc::clone(sentinels),
+                access,
+            },
+            _ => match self.target.parse_with(&access) {
+                Ok(target) => Behind::new(target, access),
+                Err(_) => return,
+            },
+        };
+        *behind = Arc::new(next);
+        *in_use = Some(password);
     }
 
     fn behind(&self) -> Arc<Behind> {
@@ -308,19 +320,4 @@ impl Connection {
         // The slot holds no invariant that a panic could break halfway.
         self.slot.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
-
-/// The user Redis is asked to authenticate (`default` when none is named). Only one Redis's
-/// URL carries credentials; Sentinel and Cluster URLs take them from the options alone.
-fn user(target: &Target, access: &Access) -> String {
-    let from_url = match target {
-        Target::Single(client) => client.get_connection_info().redis_settings().username(),
-        _ => None,
-    };
-    access
-        .username
-        .as_deref()
-        .or(from_url)
-        .unwrap_or("default")
-        .to_owned()
 }

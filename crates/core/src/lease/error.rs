@@ -421,4 +421,4 @@ pub(crate) fn refuses_credentials(err: &RedisError) -> bool {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

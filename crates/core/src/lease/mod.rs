@@ -285,26 +285,22 @@ impl RedisLease {
                 u64::try_from(longest.as_millis()).unwrap_or(u64::MAX),
                 std::sync::atomic::Ordering::Relaxed,
             );
-            if let Err(replaced) = confirmed {
-                // The node is no longer the master Sentinel names: the term does not count.
-                // Give it back there, best effort, by its own term value.
-                if let Acquired::Leader(grant) = acquired {
-                    let _ = self
-                        .run_release(OP, &mut live.conn, Term::Of(grant.token), None)
-                        .await;
-                }
-                return Err(replaced);
-            }
-            if let Acquired::Leader(grant) = acquired
-                && let Err(too_few) = self.await_replicas(OP, &mut live.conn).await
-            {
-                // A term that the replicas may not have: give it back, best effort, as above.
+            let Acquired::Leader(grant) = &acquired else {
+                return confirmed.map(|()| acquired);
+            };
+            // A term won on a node that is no longer the master Sentinel names, or that the
+            // replicas may not have, does not count: give it back there, best effort, by its
+            // own term value.
+            let counts = match confirmed {
+                Ok(()) => self.await_replicas(OP, &mut live.conn).await,
+                replaced => replaced,
+            };
+            if counts.is_err() {
                 let _ = self
                     .run_release(OP, &mut live.conn, Term::Of(grant.token), None)
                     .await;
-                return Err(too_few);
             }
-            Ok(acquired)
+            counts.map(|()| acquired)
         })
         .await
     }

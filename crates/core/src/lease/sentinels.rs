@@ -46,9 +46,8 @@ struct Roster {
     counted: usize,
     /// An ask failed since the last resolution: resolve again before the next round.
     stale: bool,
-    /// A resolution found a number of Sentinels the count rule accepts: the names stand for a
-    /// safe set, and a later count that breaks the rule (a pod surged in beside them) is no
-    /// misconfiguration. The majority still counts every Sentinel ever resolved.
+    /// A resolution found a count the rule accepts: a later one that breaks it is no
+    /// misconfiguration (docs/REFERENCE.md, "How many Sentinels").
     kept_the_rule: bool,
 }
 

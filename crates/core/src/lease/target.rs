@@ -128,22 +128,10 @@ impl RedisTarget {
         })
     }
 
-    /// The same target with `password` instead of the one it was parsed with (a rotated
-    /// password read from its file).
-    pub(crate) fn with_password(&self, password: Secret) -> Result<Self, LeaseError> {
-        let access = Access {
-            password: Some(password),
-            ..self.access.clone()
-        };
-        let mut target = Target::parse(self.given_url.expose(), &access)?;
-        if let (Target::Sentinel(new), Target::Sentinel(old)) = (&mut target, &self.target) {
-            new.unsafe_count_allowed = old.unsafe_count_allowed;
-        }
-        Ok(Self {
-            target,
-            access,
-            ..self.clone()
-        })
+    /// The URL parsed again with `access` (a rotated password): one Redis's client and a
+    /// Cluster's seeds carry the password.
+    pub(crate) fn parse_with(&self, access: &Access) -> Result<Target, LeaseError> {
+        Target::parse(self.given_url.expose(), access)
     }
 
     /// The URL with its password redacted.

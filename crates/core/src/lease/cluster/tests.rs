@@ -1,6 +1,7 @@
 //! Which failure a dial that reached no master reports, one sentence per row.
 
 use super::*;
+use crate::lease::error::tests::said;
 
 fn link() -> RedisError {
     std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into()
@@ -16,15 +17,6 @@ fn refused() -> RedisError {
 
 fn other_mode() -> RedisError {
     (ErrorKind::InvalidClientConfig, "no Redis Cluster node").into()
-}
-
-/// Redis's error reply `reply` (RESP, without its line end).
-fn said(reply: &str) -> RedisError {
-    let reply = format!("{reply}\r\n");
-    let Ok(redis::Value::ServerError(err)) = redis::parse_redis_value(reply.as_bytes()) else {
-        panic!("{reply} is an error reply");
-    };
-    err.into()
 }
 
 /// A seed's own failure, past the credentials (`took`) or not.
@@ -130,7 +122,6 @@ fn a_dial_that_reached_no_master_reports_what_the_lease_would_meet() {
             "CLUSTERDOWN",
             "a cluster that is down says more than a lost link",
         ),
-        (vec![], "mode", "no seed at all"),
     ];
     for (failed, want, why) in cases {
         assert_eq!(word(&reason(failed)), want, "{why}");

@@ -2,12 +2,18 @@
 
 use super::*;
 
-/// The error of an acquire that Redis answered with the error reply `reply` (RESP).
-fn acquire_answered(reply: &str) -> LeaseError {
-    let Ok(redis::Value::ServerError(server)) = redis::parse_redis_value(reply.as_bytes()) else {
+/// Redis's error reply `reply` (RESP, its line end optional) as the client gives it.
+pub(crate) fn said(reply: &str) -> RedisError {
+    let reply = format!("{}\r\n", reply.trim_end());
+    let Ok(redis::Value::ServerError(err)) = redis::parse_redis_value(reply.as_bytes()) else {
         panic!("{reply} is an error reply");
     };
-    LeaseError::from_redis("acquire", "leasehold:{a}", &server.into())
+    err.into()
+}
+
+/// The error of an acquire that Redis answered with the error reply `reply`.
+fn acquire_answered(reply: &str) -> LeaseError {
+    LeaseError::from_redis("acquire", "leasehold:{a}", &said(reply))
 }
 
 #[test]
