@@ -205,13 +205,12 @@ impl Elector {
                     // started the window anew or its baseline is short.
                     let bound = self.kept_rate();
                     let unseen = wall_lead.gained_since(lead);
-                    let boot_now = clock.now();
-                    let now = boot_now.saturating_add(unseen);
+                    let now = received.saturating_add(unseen);
                     deadlines = match decide::after_renewal(now, sent_at, &timing, bound) {
                         Ok(deadlines) => deadlines,
                         // The reply came back after a pause longer than the TTL.
                         Err(reason) => {
-                            let seen = decide::after_renewal(boot_now, sent_at, &timing, bound);
+                            let seen = decide::after_renewal(received, sent_at, &timing, bound);
                             break (
                                 unseen_pause(reason, seen.err(), unseen, &identity, &lease_name),
                                 true,
@@ -236,7 +235,7 @@ impl Elector {
                         lease = %lease_name,
                         token = grant.token.0,
                         latency_us = latency.as_micros() as u64,
-                        valid_for_ms = clock.now().until(valid_until).as_millis() as u64,
+                        valid_for_ms = received.until(valid_until).as_millis() as u64,
                         "renewed"
                     );
                     if let Some(to) = handover {

@@ -92,13 +92,9 @@ pub enum TimingError {
     },
     /// Two durations in the wrong order.
     Order {
-        /// The field that must be larger.
         larger: TimingField,
-        /// Its value.
         larger_value: Duration,
-        /// What it must exceed.
         than: TimingBound,
-        /// The value of that.
         smaller_value: Duration,
     },
     /// The drift factor outside [0, 0.5).

@@ -24,7 +24,7 @@ pub fn contends_again(ending: StepDownReason, stop_when_work_ends: bool, one_ter
 
 /// Whether a term was cut short by a fault the next term would meet again (docs/DESIGN.md,
 /// "Step-down", "Gray failures"). Work that returns on its own hands over on purpose: not paced.
-pub fn is_short_term(reason: StepDownReason, lasted: Duration, timing: &Timing) -> bool {
+fn is_short_term(reason: StepDownReason, lasted: Duration, timing: &Timing) -> bool {
     match reason {
         StepDownReason::RenewRefused => true,
         StepDownReason::WorkFailed | StepDownReason::WorkPanicked => lasted < timing.lease_duration,
@@ -63,7 +63,7 @@ pub fn nobody_else_listens(listeners: Option<u32>, subscribed: bool) -> bool {
 
 /// How long a replica holds off after a term `ended` (docs/DESIGN.md, "After a handover", "Gray
 /// failures"): a place at the back of the queue, not a ban (see [`held_off_wait`]).
-pub fn hold_off_after(ended: &TermEnd, timing: &Timing) -> Duration {
+fn hold_off_after(ended: &TermEnd, timing: &Timing) -> Duration {
     let could_not_renew = matches!(
         ended.reason,
         StepDownReason::RenewDeadlinePassed
@@ -98,7 +98,7 @@ pub struct HoldOff {
 /// follower's try takes (the herd's spread twice, then a round trip), a quarter of a retry
 /// period when that is longer, and never as long as the retry period, so that a reservation
 /// (two retry periods) is still there when the replica it names tries.
-pub fn yield_to_others(timing: &Timing) -> Duration {
+fn yield_to_others(timing: &Timing) -> Duration {
     (timing.retry_period / 4)
         .max(MAX_SPREAD.saturating_mul(2))
         .min(timing.retry_period)
