@@ -107,10 +107,6 @@ const KILL_MARGIN: Duration = Duration::from_millis(100);
 /// Pause before starting the command again with `--restart-command`.
 const RESTART_PAUSE: Duration = Duration::from_secs(1);
 
-/// How long the supervisor waits, once the validity deadline has passed, for the elector's turn:
-/// it ends the term then, unless a renewal answered before a pause extends it.
-const ELECTOR_TURN: Duration = Duration::from_secs(1);
-
 /// How a term of the command ended badly.
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
@@ -287,11 +283,8 @@ impl Supervisor {
                         _ = leadership.clock().sleep_until(leadership.valid_until()) => {}
                     }
                     self.stop(&mut running, &leadership).await;
-                    if leadership.check().is_err() {
-                        // After a pause the elector may wake a moment after this: at its turn it
-                        // ends the term, or a renewal answered before the pause extends it.
-                        let _ = tokio::time::timeout(ELECTOR_TURN, leadership.lost()).await;
-                    }
+                    // After a pause the elector may wake a moment after this.
+                    leadership.settled().await;
                     if leadership.is_lost() {
                         // The command did not end on its own.
                         return Ok(());

@@ -31,6 +31,8 @@ struct Inner {
     valid_until: AtomicU64,
     /// The wall clock's lead in nanoseconds, read before the call that set `valid_until`.
     lead: AtomicI64,
+    /// Told at each renewal (see [`Leadership::settled`]).
+    extended: tokio::sync::Notify,
     /// Set once, at step-down; from then on `check()` refuses.
     revoked: OnceLock<StepDownReason>,
     cancel: CancellationToken,
@@ -90,6 +92,7 @@ impl Leadership {
                 acquired_at: grant.sent_at,
                 valid_until: AtomicU64::new(nanos(valid_until)),
                 lead: AtomicI64::new(grant.lead.as_nanos()),
+                extended: tokio::sync::Notify::new(),
                 revoked: OnceLock::new(),
                 cancel: CancellationToken::new(),
                 clock,
@@ -175,6 +178,24 @@ impl Leadership {
         }
     }
 
+    /// Resolves once the term is valid, or ended: after its validity deadline passed, at the
+    /// elector's next turn, which ends the term or extends it (a renewal answered before a
+    /// pause, read after it). Work that acted on the deadline itself waits here for the verdict.
+    pub async fn settled(&self) {
+        loop {
+            let extended = self.inner.extended.notified();
+            tokio::pin!(extended);
+            extended.as_mut().enable();
+            if self.is_lost() || self.check().is_ok() {
+                return;
+            }
+            tokio::select! {
+                _ = self.lost() => return,
+                _ = extended => {}
+            }
+        }
+    }
+
     /// The clock this term's deadlines are read on.
     pub fn clock(&self) -> &SharedClock {
         &self.inner.clock
@@ -238,6 +259,7 @@ impl Leadership {
         }
         self.inner.lead.store(lead.as_nanos(), Ordering::SeqCst);
         self.inner.valid_until.store(nanos(until), Ordering::SeqCst);
+        self.inner.extended.notify_waiters();
     }
 
     /// Ends the term: `check()` refuses from this instant on. Cancellation of the work is a
@@ -256,16 +278,17 @@ mod tests {
     use super::*;
     use crate::clock::{BootClock, Clock};
 
-    /// A term valid for `valid_for` from now, on the boot clock. (Its check after a suspend, or
-    /// a pause the boot clock did not count, is tested on a clock that jumps, beside the
-    /// in-process electors: tests/safety/beyond_the_model.rs.)
-    fn leadership(valid_for: Duration) -> Leadership {
-        let clock = BootClock;
-        let now = clock.now();
+    /// A term valid for `valid_for` from now, on the boot clock, whose wall clock's lead was read
+    /// `gained` ago as far as the wall clock knows: as after a pause of `gained` that the boot
+    /// clock did not count. (A suspend is tested on a clock that jumps, beside the in-process
+    /// electors: tests/safety/beyond_the_model.rs.)
+    fn leadership_gained(valid_for: Duration, gained: Duration) -> Leadership {
+        let now = BootClock.now();
+        let gained = i64::try_from(gained.as_nanos()).unwrap();
         let grant = Grant {
             token: FencingToken(9),
             sent_at: now,
-            lead: clock.wall_lead(),
+            lead: WallLead::from_nanos(WallLead::now().as_nanos() - gained),
             ttl: valid_for,
             previous: crate::lease::PreviousTerm::None,
             redis_us: 0,
@@ -275,8 +298,68 @@ mod tests {
             now.saturating_add(valid_for),
             "ns/app",
             "pod-a",
-            Arc::new(clock),
+            Arc::new(BootClock),
         )
+    }
+
+    fn leadership(valid_for: Duration) -> Leadership {
+        leadership_gained(valid_for, Duration::ZERO)
+    }
+
+    #[test]
+    fn time_the_boot_clock_did_not_count_passes_for_the_check_until_a_renewal_sets_a_new_lead() {
+        // A short pause shortens what is left; the term goes on.
+        let l = leadership_gained(Duration::from_secs(10), Duration::from_secs(4));
+        assert_eq!(l.check(), Ok(FencingToken(9)));
+        assert!(
+            l.remaining() <= Duration::from_secs(6),
+            "{:?}",
+            l.remaining()
+        );
+        // One that outlasts the term ends it, though the boot clock counted none of it.
+        let l = leadership_gained(Duration::from_secs(10), Duration::from_secs(11));
+        assert!(matches!(
+            l.check(),
+            Err(NotLeader::ValidityDeadlinePassed { late, .. }) if late >= Duration::from_millis(900)
+        ));
+        // A renewal sent after the pause counts from the wall clock's new lead.
+        l.extend(
+            BootInstant::now().saturating_add(Duration::from_secs(10)),
+            WallLead::now(),
+        );
+        assert_eq!(l.check(), Ok(FencingToken(9)));
+        assert!(l.remaining() > Duration::from_secs(9));
+    }
+
+    #[tokio::test]
+    async fn settled_waits_past_the_deadline_for_the_term_to_end_or_be_extended() {
+        let within = |l: &Leadership| {
+            let l = l.clone();
+            async move { tokio::time::timeout(Duration::from_secs(5), l.settled()).await }
+        };
+        assert!(
+            within(&leadership(Duration::from_secs(10))).await.is_ok(),
+            "valid: at once"
+        );
+        // Past its deadline: settled once a renewal extends it.
+        let l = leadership_gained(Duration::from_secs(1), Duration::from_secs(2));
+        let waiting = tokio::spawn(within(&l));
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "no verdict yet");
+        l.extend(
+            BootInstant::now().saturating_add(Duration::from_secs(10)),
+            WallLead::now(),
+        );
+        assert!(waiting.await.unwrap().is_ok(), "extended");
+        // Past its deadline: settled once the term ends.
+        let l = leadership_gained(Duration::from_secs(1), Duration::from_secs(2));
+        let waiting = tokio::spawn(within(&l));
+        tokio::task::yield_now().await;
+        l.revoke(StepDownReason::ValidityDeadlinePassed);
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "revoked, not yet cancelled");
+        l.cancel();
+        assert!(waiting.await.unwrap().is_ok(), "ended");
     }
 
     #[test]
