@@ -28,11 +28,13 @@ impl RedisArgs {
     /// the command line (where a password would show in `ps`).
     pub(super) fn resolve(&self, url_from_command_line: bool) -> Result<RedisSettings, CliError> {
         let url = self.redis_url.trim().to_owned();
+        let redacted = redact_url(&url);
+        let has_password = redacted != url;
         let bad = |rule: &str| CliError::RedisUrl {
-            url: redact_url(&url),
+            url: redacted.clone(),
             rule: rule.to_owned(),
         };
-        if redact_url(&url) != url && url_from_command_line {
+        if has_password && url_from_command_line {
             return Err(bad(
                 "a password on the command line shows in `ps`; put it in a file and pass --redis-password-file (or set LEASEHOLD_REDIS_URL)",
             ));
@@ -86,7 +88,7 @@ impl RedisArgs {
                 .redis_password_file
                 .clone()
                 .map(|path| Arc::new(PasswordFile(path)) as Arc<dyn PasswordSource>),
-            remedies: self.remedies(redact_url(&url) != url),
+            remedies: self.remedies(has_password),
             tls,
             sentinel_password,
             allow_unsafe_sentinel_count: self.allow_unsafe_sentinel_count,

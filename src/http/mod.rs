@@ -152,7 +152,7 @@ pub async fn bind(
 ) -> std::io::Result<(SocketAddr, impl Future<Output = std::io::Result<()>>)> {
     let listener = TcpListener::bind(addr).await?;
     // Every connection it accepts inherits it.
-    socket2::SockRef::from(&listener).set_recv_buffer_size(serve::RECEIVE_BUFFER)?;
+    socket2::SockRef::from(&listener).set_recv_buffer_size(RECEIVE_BUFFER)?;
     let bound = listener.local_addr()?;
     let (limits, metrics) = (endpoints.limits, endpoints.metrics.clone());
     let routers = serve::Routers {
