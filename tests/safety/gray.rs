@@ -263,7 +263,8 @@ fn a_refusal_while_an_acquire_is_unanswered_is_said_and_backed_off() {
     assert_eq!(said[0]["level"], "ERROR", "{said:?}");
     assert_eq!(said[0]["failures"], 1, "{said:?}");
     // Each try after it waits twice as long as the one before: the retry period, then twice
-    // it, then four times (with jitter on top; tries without back-off come every 0.4–0.9 s).
+    // it, then four times (with jitter on top). Tries without back-off come every 0.4–0.9 s,
+    // so the fourth try's gap (at least 1.6 s) is the one that tells them apart.
     let tries = wait_for("three more refused tries", 10 * LEASE, || {
         let tries: Vec<_> = (2..=4)
             .filter_map(|n| {

@@ -5,12 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use harness::contenders::{ActionLog, Contender, acting_work, fast_timing, unique_lease};
+use harness::contenders::{
+    ActionLog, Contender, acting_work, fast_timing, unique_lease, until_leading,
+};
 use leasehold::lease::{Acquired, LeaseError, minimal_acl_rule};
 use testbed::cluster::{RedisCluster, url_first};
 use testbed::redis_server::RedisServer;
 use testbed::sentinel::SentinelSet;
-use testbed::wait::eventually;
 
 use crate::acl::acl_lease;
 
@@ -24,10 +25,10 @@ async fn leads_as_the_minimal_user(url: &str, test: &str, nodes: &[&RedisServer]
         fast_timing(),
         acting_work(log, Duration::from_millis(20), None),
     );
-    eventually(
+    until_leading(
         "a leader as the minimal user",
+        &mut a.status.clone(),
         Duration::from_secs(15),
-        || async { a.is_leader().then_some(()) },
     )
     .await;
     for node in nodes {
@@ -62,7 +63,7 @@ async fn the_minimal_acl_user_leads_on_a_cluster() {
     leads_as_the_minimal_user(&cluster.url(), "acl-cluster", &nodes).await;
 }
 
-/// The slot of lease `name` on `cluster`, and the index of the master that serves it.
+/// The index of the master of `cluster` that serves lease `name`'s slot.
 fn owner_of(cluster: &RedisCluster, name: &str) -> usize {
     let key = format!("leasehold:{{{name}}}");
     let slot: i64 = cluster.nodes[0].cmd(&["CLUSTER", "KEYSLOT", &key]);
@@ -117,6 +118,11 @@ async fn a_seed_that_refuses_the_user_does_not_keep_the_lease_from_the_others() 
     assert!(
         matches!(acquired, Acquired::CoolingDown { .. }),
         "{acquired:?}"
+    );
+    let refused: Vec<redis::Value> = lacking.cmd(&["ACL", "LOG"]);
+    assert!(
+        !refused.is_empty(),
+        "the premise: the lacking seed refused the password"
     );
     // The slot's master dies: until its replica takes over, the seeds' redirects end at a dead
     // node. The refusal is not the reason then (the other nodes took the password): the lost

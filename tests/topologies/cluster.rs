@@ -289,6 +289,10 @@ async fn a_seed_that_is_no_cluster_node_never_holds_the_lease() {
         .await
         .unwrap_or_else(|e| panic!("{url}: {e}"));
     assert!(matches!(acquired, Acquired::Leader(_)), "{acquired:?}");
+    assert!(
+        stray.calls("pttl") >= 1,
+        "the premise: the stray Redis was asked"
+    );
     let key = format!("leasehold:{{{name}}}");
     let on_stray: Option<String> = stray.cmd(&["GET", &key]);
     assert_eq!(on_stray, None, "the stray Redis holds no lease");

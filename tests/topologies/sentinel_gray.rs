@@ -3,11 +3,10 @@
 
 use std::time::Duration;
 
-use harness::contenders::{ActionLog, Contender, acting_work, lease, unique_lease};
+use harness::contenders::{ActionLog, Contender, acting_work, lease, unique_lease, until_leading};
 use harness::timings::TEN_SECOND_TERM_SLOW_RETRY;
 use testbed::proxy::Fault;
 use testbed::sentinel::SentinelSet;
-use testbed::wait::eventually;
 
 /// Every request to the master waits 600 ms, past the 500 ms that the Redis client gives a
 /// reply by default; the lease's bounds (3 s a call) hold the dial, as on one Redis.
@@ -26,10 +25,10 @@ async fn a_link_to_the_master_slower_than_half_a_second_still_elects() {
         TEN_SECOND_TERM_SLOW_RETRY,
         acting_work(log, Duration::from_millis(100), None),
     );
-    eventually(
+    until_leading(
         "a leader over a 600 ms link to the master",
+        &mut a.status.clone(),
         Duration::from_secs(30),
-        || async { a.is_leader().then_some(()) },
     )
     .await;
 }
