@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use harness::contenders::{
     ActionLog, Did, acting_contenders, acting_work, assert_no_overlap, fast_timing, handoff_gaps,
-    leader_and_follower, lease, summary, unique_lease, until_leading,
+    leader_and_follower, lease, shut_down_all, summary, unique_lease, until_leading,
 };
 use harness::timings::{TEN_SECOND_TERM, TEN_SECOND_TERM_QUICK_RETRY};
 use leasehold::elector::Timing;
@@ -42,11 +42,7 @@ async fn twenty_four_contenders_never_overlap_across_many_handoffs() {
         (terms >= 60).then_some(())
     })
     .await;
-    for c in contenders {
-        c.shutdown().await;
-    }
-    let log = log.lock().unwrap().clone();
-    let tokens = assert_no_overlap(&log);
+    let (log, tokens) = shut_down_all(contenders, &log).await;
     assert!(tokens.len() >= 60, "{} terms acted", tokens.len());
     assert!(
         tokens.windows(2).all(|w| w[0] < w[1]),
@@ -90,11 +86,7 @@ async fn graceful_handoff_reaches_a_follower_well_within_the_ttl() {
         (handoff_gaps(&log.lock().unwrap()).len() >= 20).then_some(())
     })
     .await;
-    for c in contenders {
-        c.shutdown().await;
-    }
-    let log = log.lock().unwrap().clone();
-    assert_no_overlap(&log);
+    let (log, _) = shut_down_all(contenders, &log).await;
     let gaps = handoff_gaps(&log);
     eprintln!(
         "graceful handoff (work end → next work start): {}",
@@ -134,7 +126,7 @@ async fn the_polling_baseline_waits_for_its_next_poll_instead_of_the_release() {
         let lease = lease(&redis.url(), &name, who, false);
         let elector = leasehold::elector::Elector::new(lease, timing)
             .unwrap()
-            .with_follower_strategy(leasehold::elector::benchmark_only::FollowerStrategy::Polling)
+            .with_follower_strategy(leasehold::elector::decide::FollowerStrategy::Polling)
             .stop_when_work_ends();
         let status = elector.status();
         let shutdown = tokio_util::sync::CancellationToken::new();

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use harness::contenders::{
-    ActionLog, Contender, Did, acting_contenders, acting_work, assert_no_overlap, fast_timing,
-    last_valid_until, lease, record_statuses, unique_lease, until_leading, until_led_by,
+    ActionLog, Contender, Did, acting_contenders, acting_work, fast_timing, last_valid_until,
+    lease, record_statuses, shut_down_all, unique_lease, until_leading, until_led_by,
 };
 use leasehold::clock::BootInstant;
 use leasehold::elector::{Role, StepDownReason};
@@ -133,10 +133,7 @@ async fn redis_going_away_makes_the_leader_step_down_and_an_empty_restart_elects
         waited >= timing.lease_duration - Duration::from_millis(50),
         "led {waited:?} after the empty restart: inside the cooldown"
     );
-    for c in contenders {
-        c.shutdown().await;
-    }
-    assert_no_overlap(&log.lock().unwrap());
+    shut_down_all(contenders, &log).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

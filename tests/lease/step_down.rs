@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use harness::contenders::{
-    ActionLog, Contender, assert_no_overlap, fast_timing, leader_and_follower, lease,
-    record_statuses, unique_lease, until_leading,
+    ActionLog, Contender, fast_timing, leader_and_follower, lease, record_statuses, shut_down_all,
+    unique_lease, until_leading,
 };
 use harness::timings::TEN_SECOND_TERM;
 use leasehold::clock::BootInstant;
@@ -48,8 +48,7 @@ async fn shutdown_releases_the_lease_and_a_follower_takes_over_at_once() {
         took < Duration::from_secs(3),
         "took {took:?}; expiry would take up to 10 s"
     );
-    b.shutdown().await;
-    assert_no_overlap(&log.lock().unwrap());
+    shut_down_all([b], &log).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

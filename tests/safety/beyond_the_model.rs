@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use harness::clock::ShiftedClock;
 use harness::contenders::{
-    ActionLog, ChildContender, Contender, Did, acting_work, assert_no_overlap, fast_timing, lease,
-    lease_on_clock, unique_lease, until_leading, until_led_by,
+    ActionLog, ChildContender, Contender, Did, acting_work, fast_timing, lease, lease_on_clock,
+    shut_down_all, unique_lease, until_leading, until_led_by,
 };
 use harness::timings::{FIFTEEN_SECOND_TERM, TEN_SECOND_TERM_SLOW_RETRY, THREE_SECOND_TERM};
 use leasehold::clock::{BootInstant, WallLead};
-use leasehold::elector::benchmark_only::FollowerStrategy;
+use leasehold::elector::decide::FollowerStrategy;
 use leasehold::elector::{Elector, Leadership, NotLeader, Role, Timing};
 use leasehold::lease::{Acquired, LeaseError, Released};
 use testbed::proxy::{Fault, FaultProxy};
@@ -146,9 +146,7 @@ async fn a_deleted_lease_is_not_taken_by_a_fresh_replica_while_its_holder_is_val
         stored.starts_with(&a.owner),
         "the lease key is back: {stored}"
     );
-    c.shutdown().await;
-    a.shutdown().await;
-    assert_no_overlap(&log.lock().unwrap());
+    shut_down_all([c, a], &log).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -183,9 +181,7 @@ async fn a_flushed_lease_is_not_taken_by_a_follower_before_the_ttl_it_observed()
         || async { (a.is_leader() || b.is_leader()).then_some(()) },
     )
     .await;
-    b.shutdown().await;
-    a.shutdown().await;
-    assert_no_overlap(&log.lock().unwrap());
+    shut_down_all([b, a], &log).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -229,11 +225,7 @@ async fn eviction_under_maxmemory_never_makes_two_leaders() {
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or(0);
     assert!(evicted > 0, "the flood evicted nothing:\n{info}");
-    for x in [c, b, a] {
-        x.shutdown().await;
-    }
-    let log = log.lock().unwrap();
-    let tokens = assert_no_overlap(&log);
+    let (_, tokens) = shut_down_all([c, b, a], &log).await;
     eprintln!(
         "eviction: {evicted} keys evicted; terms that acted: {}",
         tokens.len()
@@ -435,9 +427,7 @@ async fn nobody_leads_after_a_flush_before_a_longer_term_could_end() {
         "a replica led {:?} before the long term could end",
         first.until(valid_until)
     );
-    short.shutdown().await;
-    long.shutdown().await;
-    assert_no_overlap(&log.lock().unwrap());
+    shut_down_all([short, long], &log).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

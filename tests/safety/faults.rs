@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness::contenders::{
-    ActionLog, Contender, Did, acting_work, assert_no_overlap, fast_timing, last_valid_until,
-    leader_and_follower, lease, record_statuses, unique_lease, until_leading,
+    ActionLog, Contender, Did, acting_work, fast_timing, last_valid_until, leader_and_follower,
+    lease, record_statuses, shut_down_all, unique_lease, until_leading,
 };
 use harness::timings::{SIX_SECOND_TERM, TEN_SECOND_TERM_SLOW_RETRY};
 use leasehold::clock::BootInstant;
@@ -90,10 +90,7 @@ async fn assert_safe_failover(mut setup: Setup, reason: StepDownReason) {
     })
     .await;
     setup.proxy.set(Fault::Pass);
-    setup.leader.shutdown().await;
-    setup.follower.shutdown().await;
-    let log = setup.log.lock().unwrap().clone();
-    let tokens = assert_no_overlap(&log);
+    let (log, tokens) = shut_down_all([setup.leader, setup.follower], &setup.log).await;
     assert_eq!(tokens.len(), 2, "one term each: {tokens:?}");
     let old_last = log
         .iter()
@@ -374,11 +371,7 @@ impl Silenced {
     }
 
     async fn finish(self) {
-        self.follower.shutdown().await;
-        if let Some(leader) = self.leader {
-            leader.shutdown().await;
-        }
-        assert_no_overlap(&self.log.lock().unwrap());
+        shut_down_all(std::iter::once(self.follower).chain(self.leader), &self.log).await;
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness::contenders::{
-    ActionLog, Contender, acting_work, assert_no_overlap, fast_timing, handoff_gaps, summary,
+    ActionLog, Contender, acting_work, fast_timing, handoff_gaps, shut_down_all, summary,
     unique_lease, until_leading,
 };
 use harness::timings::QUICK_RETRY;
@@ -76,11 +76,7 @@ async fn the_minimal_acl_user_can_do_everything_leasehold_needs(engine: Engine) 
     .await;
     let refused: Vec<redis::Value> = redis.cmd(&["ACL", "LOG"]);
     assert!(refused.is_empty(), "the ACL refused: {refused:?}");
-    for c in contenders {
-        c.shutdown().await;
-    }
-    let log = log.lock().unwrap().clone();
-    assert_no_overlap(&log);
+    let (log, _) = shut_down_all(contenders, &log).await;
     let gaps = handoff_gaps(&log);
     eprintln!("handoff as the minimal ACL user: {}", summary(&gaps));
     assert!(

@@ -63,13 +63,6 @@ async fn the_minimal_acl_user_leads_on_a_cluster() {
     leads_as_the_minimal_user(&cluster.url(), "acl-cluster", &nodes).await;
 }
 
-/// The index of the master of `cluster` that serves lease `name`'s slot.
-fn owner_of(cluster: &RedisCluster, name: &str) -> usize {
-    let key = format!("leasehold:{{{name}}}");
-    let slot: i64 = cluster.nodes[0].cmd(&["CLUSTER", "KEYSLOT", &key]);
-    cluster.master_of(u16::try_from(slot).unwrap()).unwrap()
-}
-
 /// `cluster` with leasehold's user on every node but `lacking`, and a URL whose first seed is
 /// `lacking` (the others answer after it, behind a delay), with the proxies that delay them.
 fn without_the_user_on(
@@ -98,15 +91,11 @@ fn without_the_user_on(
 async fn a_seed_that_refuses_the_user_does_not_keep_the_lease_from_the_others() {
     let cluster = RedisCluster::start();
     let name = unique_lease("acl-cluster-lacking");
-    let owner = owner_of(&cluster, &name);
+    let owner = cluster.master_of(cluster.lease_slot(&name)).unwrap();
     // A replica of another master: the slot's master and its replica have the user.
-    let owner_port = i64::from(cluster.nodes[owner].port());
     let lacking = cluster
         .replicas()
-        .find(|r| {
-            let role: Vec<redis::Value> = r.cmd(&["ROLE"]);
-            !matches!(role.get(2), Some(redis::Value::Int(p)) if *p == owner_port)
-        })
+        .find(|r| cluster.replicates(r) != Some(owner))
         .expect("a replica of another master");
     let (url, _slow) = without_the_user_on(&cluster, lacking);
     let lease = acl_lease(&url, &name, "pod-a", "leasehold", "s3cret");
@@ -150,7 +139,7 @@ async fn a_seed_that_refuses_the_user_does_not_keep_the_lease_from_the_others() 
 async fn the_slot_masters_refusal_is_said_while_a_seed_is_down() {
     let cluster = RedisCluster::start();
     let name = unique_lease("acl-cluster-master-lacking");
-    let owner = owner_of(&cluster, &name);
+    let owner = cluster.master_of(cluster.lease_slot(&name)).unwrap();
     let (url, _slow) = without_the_user_on(&cluster, &cluster.nodes[owner]);
     let down = cluster.replicas().next().expect("a replica");
     down.try_signal(nix::sys::signal::Signal::SIGKILL)

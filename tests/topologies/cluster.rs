@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness::contenders::{
-    ActionLog, Contender, acting_contenders, assert_no_overlap, handoff_gaps, summary, unique_lease,
+    ActionLog, Contender, acting_contenders, handoff_gaps, shut_down_all, summary, unique_lease,
 };
 use leasehold::elector::Timing;
 use leasehold::lease::{Acquired, FencingToken, split_term};
@@ -18,12 +18,6 @@ use testbed::wait::eventually;
 
 fn timing() -> Timing {
     harness::contenders::steady_timing()
-}
-
-/// The slot of a lease's keys (all share the hash tag), as the cluster computes it.
-fn slot_of(cluster: &RedisCluster, name: &str) -> u16 {
-    let slot: i64 = cluster.nodes[0].cmd(&["CLUSTER", "KEYSLOT", &format!("leasehold:{{{name}}}")]);
-    u16::try_from(slot).unwrap()
 }
 
 fn spawn(
@@ -60,11 +54,7 @@ async fn contenders_elect_and_hand_over_on_a_cluster() {
         (handoff_gaps(&log.lock().unwrap()).len() >= 5).then_some(())
     })
     .await;
-    for c in contenders {
-        c.shutdown().await;
-    }
-    let log = log.lock().unwrap().clone();
-    let tokens = assert_no_overlap(&log);
+    let (log, tokens) = shut_down_all(contenders, &log).await;
     assert!(tokens.windows(2).all(|w| w[0] < w[1]));
     let gaps = handoff_gaps(&log);
     eprintln!("cluster handoff: {}", summary(&gaps));
@@ -73,11 +63,11 @@ async fn contenders_elect_and_hand_over_on_a_cluster() {
         "release is announced across the cluster: {gaps:?}"
     );
     // All three keys live in one slot, on its master.
-    let owner = cluster.master_of(slot_of(&cluster, &name)).unwrap();
+    let owner = cluster.master_of(cluster.lease_slot(&name)).unwrap();
     let keys: Vec<String> = cluster.nodes[owner].cmd(&[
         "CLUSTER",
         "GETKEYSINSLOT",
-        &slot_of(&cluster, &name).to_string(),
+        &cluster.lease_slot(&name).to_string(),
         "10",
     ]);
     assert!(
@@ -92,7 +82,7 @@ async fn a_failed_master_is_replaced_and_leadership_recovers_safely() {
     let name = unique_lease("cluster-failover");
     let log: ActionLog = Arc::default();
     let (contenders, first_token) = a_leader(&cluster, &name, &log).await;
-    let slot = slot_of(&cluster, &name);
+    let slot = cluster.lease_slot(&name);
     let owner = cluster.master_of(slot).unwrap();
     cluster.nodes[owner].kill();
     // The replica takes over the slot after the node timeout.
@@ -110,10 +100,7 @@ async fn a_failed_master_is_replaced_and_leadership_recovers_safely() {
     assert_ne!(new_owner, owner, "a replica was promoted");
     let holder: String = cluster.nodes[new_owner].cmd(&["GET", &format!("leasehold:{{{name}}}")]);
     assert_eq!(split_term(&holder).0, contenders[second].owner);
-    for c in contenders {
-        c.shutdown().await;
-    }
-    assert_no_overlap(&log.lock().unwrap());
+    shut_down_all(contenders, &log).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -122,7 +109,7 @@ async fn moving_the_lease_slot_to_another_master_keeps_leadership_safe() {
     let name = unique_lease("cluster-move");
     let log: ActionLog = Arc::default();
     let (contenders, first_token) = a_leader(&cluster, &name, &log).await;
-    let slot = slot_of(&cluster, &name);
+    let slot = cluster.lease_slot(&name);
     let src = cluster.master_of(slot).unwrap();
     // Another master: one that serves some slot and is not the source.
     let dst = (0..cluster.nodes.len())
@@ -144,11 +131,9 @@ async fn moving_the_lease_slot_to_another_master_keeps_leadership_safe() {
     migrate.extend(keys.iter().map(String::as_str));
     let _: String = cluster.nodes[src].cmd(&migrate);
     // SETSLOT goes to the masters; the replicas learn it from them.
-    for node in cluster.nodes.iter() {
-        let role: Vec<redis::Value> = node.cmd(&["ROLE"]);
-        if matches!(role.first(), Some(redis::Value::BulkString(r)) if r.as_slice() == b"master") {
-            let _: redis::Value = node.cmd(&["CLUSTER", "SETSLOT", &slot_s, "NODE", &dst_id]);
-        }
+    for master in cluster.masters().collect::<Vec<_>>() {
+        let _: redis::Value =
+            cluster.nodes[master].cmd(&["CLUSTER", "SETSLOT", &slot_s, "NODE", &dst_id]);
     }
     cluster.until_master_of(slot, dst).await;
     // The lease moved with its TTL; a leader exists again (the same one renewing through MOVED,
@@ -166,22 +151,7 @@ async fn moving_the_lease_slot_to_another_master_keeps_leadership_safe() {
         "the lease lives on the new master"
     );
     assert!(contenders[after].token().unwrap() >= first_token);
-    for c in contenders {
-        c.shutdown().await;
-    }
-    assert_no_overlap(&log.lock().unwrap());
-}
-
-/// The node that replicates master `master`.
-fn replica_of(cluster: &RedisCluster, master: usize) -> usize {
-    let port = i64::from(cluster.nodes[master].port());
-    (0..cluster.nodes.len())
-        .find(|&i| {
-            let role: Vec<redis::Value> = cluster.nodes[i].cmd(&["ROLE"]);
-            matches!(role.as_slice(),
-                [redis::Value::BulkString(r), _, redis::Value::Int(p), ..] if r.as_slice() == b"slave" && *p == port)
-        })
-        .expect("every master has a replica")
+    shut_down_all(contenders, &log).await;
 }
 
 on_engines!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn a_manual_failover_starts_the_cooldown_even_on_a_connection_kept_from_before);
@@ -205,9 +175,9 @@ async fn a_manual_failover_starts_the_cooldown_even_on_a_connection_kept_from_be
         },
     )
     .await;
-    let slot = slot_of(&cluster, &name);
+    let slot = cluster.lease_slot(&name);
     let master = cluster.master_of(slot).unwrap();
-    let replica = replica_of(&cluster, master);
+    let replica = cluster.replica_of(master).expect("its replica");
     // The replica takes the slot over without the master's agreement, as an operator would
     // after losing the master's writes; the client keeps its connection and follows MOVED.
     let _: String = cluster.nodes[replica].cmd(&["CLUSTER", "FAILOVER", "TAKEOVER"]);
@@ -251,13 +221,12 @@ async fn a_seed_named_by_an_ipv6_address_is_dialled() {
 async fn a_node_frozen_elsewhere_in_the_cluster_does_not_stop_the_election() {
     let cluster = RedisCluster::start();
     let name = unique_lease("cluster-frozen-node");
-    let owner = cluster.master_of(slot_of(&cluster, &name)).unwrap();
-    let other = (0..16384u16)
-        .step_by(512)
-        .filter_map(|s| cluster.master_of(s))
+    let owner = cluster.master_of(cluster.lease_slot(&name)).unwrap();
+    let other = cluster
+        .masters()
         .find(|&m| m != owner)
         .expect("another master");
-    let frozen = &cluster.nodes[replica_of(&cluster, other)];
+    let frozen = &cluster.nodes[cluster.replica_of(other).expect("its replica")];
     frozen.pause();
     let pid = frozen.pid().as_raw();
     eventually("the node to stop", Duration::from_secs(5), || async {
@@ -267,10 +236,7 @@ async fn a_node_frozen_elsewhere_in_the_cluster_does_not_stop_the_election() {
     let log: ActionLog = Arc::default();
     let (contenders, _) = a_leader(&cluster, &name, &log).await;
     frozen.resume();
-    for c in contenders {
-        c.shutdown().await;
-    }
-    assert_no_overlap(&log.lock().unwrap());
+    shut_down_all(contenders, &log).await;
 }
 
 /// A Redis of its own among the seeds (a wrong port, a stray server) answers a read like the
@@ -296,7 +262,7 @@ async fn a_seed_that_is_no_cluster_node_never_holds_the_lease() {
     let key = format!("leasehold:{{{name}}}");
     let on_stray: Option<String> = stray.cmd(&["GET", &key]);
     assert_eq!(on_stray, None, "the stray Redis holds no lease");
-    let owner = cluster.master_of(slot_of(&cluster, &name)).unwrap();
+    let owner = cluster.master_of(cluster.lease_slot(&name)).unwrap();
     let on_cluster: Option<String> = cluster.nodes[owner].cmd(&["GET", &key]);
     assert!(on_cluster.is_some(), "the lease is on the slot's master");
 }
@@ -309,7 +275,7 @@ async fn a_redirect_to_a_redis_outside_the_cluster_is_not_followed() {
     let cluster = RedisCluster::start();
     let stray = RedisServer::start();
     let name = unique_lease("cluster-stray-redirect");
-    let owner = cluster.master_of(slot_of(&cluster, &name)).unwrap();
+    let owner = cluster.master_of(cluster.lease_slot(&name)).unwrap();
     let port = stray.port().to_string();
     let _: String = cluster.nodes[owner].cmd(&["CONFIG", "SET", "cluster-announce-port", &port]);
     let others: Vec<usize> = (0..cluster.nodes.len()).filter(|&i| i != owner).collect();

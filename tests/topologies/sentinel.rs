@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness::contenders::{
-    ActionLog, Contender, Did, acting_work, assert_no_overlap, lease, unique_lease,
+    ActionLog, Contender, Did, acting_work, lease, shut_down_all, unique_lease,
 };
 use leasehold::clock::BootInstant;
 use leasehold::elector::{Role, StepDownReason, Timing};
@@ -100,11 +100,7 @@ async fn a_master_failover_moves_leadership_safely_to_the_new_master(engine: Eng
         format!("{}#{second_token}", contenders[second].owner),
         "the lease is on the new master"
     );
-    for c in contenders {
-        c.shutdown().await;
-    }
-    let log = log.lock().unwrap().clone();
-    let tokens = assert_no_overlap(&log);
+    let (log, tokens) = shut_down_all(contenders, &log).await;
     assert!(tokens.len() >= 2, "{tokens:?}");
     // The old leader's last action came before the new leader's first.
     let old_last = log
@@ -264,10 +260,7 @@ async fn a_leader_kept_on_a_master_that_sentinel_replaced_never_leads_beside_the
          pod-a leading now: {:?}",
         old.token()
     );
-    old.shutdown().await;
-    new.shutdown().await;
-    let log = log.lock().unwrap().clone();
-    assert_no_overlap(&log);
+    shut_down_all([old, new], &log).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -328,10 +321,7 @@ async fn a_sentinel_that_missed_the_failover_does_not_keep_a_leader_on_the_old_m
         BootInstant::now().saturating_duration_since(switched),
         old.token()
     );
-    old.shutdown().await;
-    new.shutdown().await;
-    let log = log.lock().unwrap().clone();
-    assert_no_overlap(&log);
+    shut_down_all([old, new], &log).await;
 }
 
 /// Master arguments that keep the old master writable after a failover: Sentinel cannot make

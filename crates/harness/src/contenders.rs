@@ -333,6 +333,20 @@ pub fn assert_no_overlap(log: &[Action]) -> Vec<FencingToken> {
     tokens
 }
 
+/// Shuts `contenders` down in order, then checks what they did ([`assert_no_overlap`]): the log
+/// as it ended, and the tokens in order.
+pub async fn shut_down_all(
+    contenders: impl IntoIterator<Item = Contender>,
+    log: &ActionLog,
+) -> (Vec<Action>, Vec<FencingToken>) {
+    for c in contenders {
+        c.shutdown().await;
+    }
+    let log = log.lock().unwrap().clone();
+    let tokens = assert_no_overlap(&log);
+    (log, tokens)
+}
+
 /// Handoff gaps: for each term that ended on its own, the time from its end to the next
 /// term's start.
 pub fn handoff_gaps(log: &[Action]) -> Vec<Duration> {

@@ -90,10 +90,34 @@ impl RedisCluster {
 
     /// The nodes that replicate a master now (their `ROLE`).
     pub fn replicas(&self) -> impl Iterator<Item = &RedisServer> {
-        self.nodes.iter().filter(|n| {
-            let role: Vec<redis::Value> = n.cmd(&["ROLE"]);
-            matches!(role.first(), Some(redis::Value::BulkString(r)) if r.as_slice() == b"slave")
-        })
+        self.nodes.iter().filter(|n| self.replicates(n).is_some())
+    }
+
+    /// The indices of the nodes that are masters now (their `ROLE`).
+    pub fn masters(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.nodes.len()).filter(|&i| self.replicates(&self.nodes[i]).is_none())
+    }
+
+    /// The index of the master that `node` replicates now (its `ROLE`); `None` for a master.
+    pub fn replicates(&self, node: &RedisServer) -> Option<usize> {
+        let role: Vec<redis::Value> = node.cmd(&["ROLE"]);
+        let [redis::Value::BulkString(r), _, redis::Value::Int(port), ..] = role.as_slice() else {
+            return None;
+        };
+        let port = (r.as_slice() == b"slave").then_some(*port)?;
+        self.nodes.iter().position(|n| i64::from(n.port()) == port)
+    }
+
+    /// The index of the node that replicates master `master` now.
+    pub fn replica_of(&self, master: usize) -> Option<usize> {
+        (0..self.nodes.len()).find(|&i| self.replicates(&self.nodes[i]) == Some(master))
+    }
+
+    /// The slot of lease `name`'s keys (all share its hash tag), as the cluster computes it.
+    pub fn lease_slot(&self, name: &str) -> u16 {
+        let key = format!("leasehold:{{{name}}}");
+        let slot: i64 = self.nodes[0].cmd(&["CLUSTER", "KEYSLOT", &key]);
+        u16::try_from(slot).expect("CLUSTER KEYSLOT answers a slot")
     }
 
     /// Waits until every live node reports `cluster_state:ok` and every live replica is in
