@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use leasehold::clock::BootInstant;
-use leasehold::elector::benchmark_only::FollowerStrategy;
+use leasehold::elector::decide::FollowerStrategy;
 use leasehold::elector::{Elector, Leadership, Role, Status, Timing};
 use leasehold::lease::{LeaseName, LeaseOptions, OwnerId, RedisLease};
 use tokio::sync::{mpsc, watch};

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use leasehold::clock::BootInstant;
 use leasehold::elector::Timing;
-use leasehold::elector::benchmark_only::FollowerStrategy;
+use leasehold::elector::decide::FollowerStrategy;
 use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 

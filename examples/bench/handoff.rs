@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result, bail};
 use leasehold::clock::BootInstant;
 use leasehold::elector::Timing;
-use leasehold::elector::benchmark_only::FollowerStrategy;
+use leasehold::elector::decide::FollowerStrategy;
 use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 

@@ -8,7 +8,7 @@
 
 use anyhow::Result;
 use leasehold::elector::Timing;
-use leasehold::elector::benchmark_only::FollowerStrategy;
+use leasehold::elector::decide::FollowerStrategy;
 
 use crate::stats::{Summary, cells};
 use crate::{handoff, start_redis};

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use leasehold::clock::BootInstant;
 use leasehold::elector::Timing;
-use leasehold::elector::benchmark_only::FollowerStrategy;
+use leasehold::elector::decide::FollowerStrategy;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::mpsc;
 

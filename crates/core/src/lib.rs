@@ -78,3 +78,4 @@
 pub mod clock;
 pub mod elector;
 pub mod lease;
+mod locked;

@@ -12,7 +12,7 @@ use std::fmt::Write;
 use std::time::{Duration, SystemTime};
 
 use leasehold::elector::Timing;
-use leasehold::elector::benchmark_only::FollowerStrategy;
+use leasehold::elector::decide::FollowerStrategy;
 
 use crate::Plan;
 use crate::failover;

@@ -271,12 +271,7 @@ impl Elector {
     }
 
     pub(super) fn redis_ok(&self) {
-        self.status.modify_if(|s| {
-            let changed = !s.redis.reachable || s.redis.last_error.is_some();
-            s.redis.reachable = true;
-            s.redis.last_error = None;
-            changed
-        });
+        self.redis_seen(true, None);
     }
 
     pub(super) fn redis_failed(&self, op: &'static str, err: &LeaseError, failures: u32) {
@@ -294,14 +289,15 @@ impl Elector {
                 debug!(%identity, %lease, error = %err, failures, "redis call failed")
             }
         }
-        let message = err.to_string();
-        let answered = err.is_answer();
-        // The same failure again (an outage, every retry) is no news to the status's watchers.
+        self.redis_seen(err.is_answer(), Some(err.to_string()));
+    }
+
+    /// The same answer or failure again (an outage, every retry) is no news to the watchers.
+    fn redis_seen(&self, reachable: bool, last_error: Option<String>) {
         self.status.modify_if(|s| {
-            let changed =
-                s.redis.reachable != answered || s.redis.last_error.as_ref() != Some(&message);
-            s.redis.reachable = answered;
-            s.redis.last_error = Some(message);
+            let changed = s.redis.reachable != reachable || s.redis.last_error != last_error;
+            s.redis.reachable = reachable;
+            s.redis.last_error = last_error;
             changed
         });
     }

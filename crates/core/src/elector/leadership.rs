@@ -69,13 +69,6 @@ pub enum NotLeader {
     },
 }
 
-fn nanos(t: BootInstant) -> u64 {
-    // Boot time in nanoseconds fits u64 for 584 years; never 0 after boot.
-    u64::try_from(t.since_boot().as_nanos())
-        .unwrap_or(u64::MAX)
-        .max(1)
-}
-
 impl Leadership {
     pub(crate) fn new(
         grant: &Grant,
@@ -90,7 +83,7 @@ impl Leadership {
                 lease: lease.to_owned(),
                 identity: identity.to_owned(),
                 acquired_at: grant.sent_at,
-                valid_until: AtomicU64::new(nanos(valid_until)),
+                valid_until: AtomicU64::new(valid_until.as_nanos()),
                 lead: AtomicI64::new(grant.lead.as_nanos()),
                 extended: tokio::sync::Notify::new(),
                 revoked: OnceLock::new(),
@@ -258,7 +251,9 @@ impl Leadership {
             return;
         }
         self.inner.lead.store(lead.as_nanos(), Ordering::SeqCst);
-        self.inner.valid_until.store(nanos(until), Ordering::SeqCst);
+        self.inner
+            .valid_until
+            .store(until.as_nanos(), Ordering::SeqCst);
         self.inner.extended.notify_waiters();
     }
 

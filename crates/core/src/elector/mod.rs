@@ -21,15 +21,6 @@ mod standing;
 mod status;
 mod timing;
 
-/// Not API (only with `test-internals`): the polling follower, client-go's way, kept only as the
-/// baseline that the benchmark harness (and the tests that compare against it) measure
-/// leasehold's follower against. It may change or go without notice.
-#[cfg(feature = "test-internals")]
-#[doc(hidden)]
-pub mod benchmark_only {
-    pub use super::decide::FollowerStrategy;
-}
-
 use std::fmt::Display;
 use std::future::Future;
 use std::sync::Arc;
@@ -49,6 +40,7 @@ pub use status::{
 pub use timing::{FIXED_DRIFT, TIMING_RULE, Timing, TimingBound, TimingError, TimingField};
 
 use crate::lease::RedisLease;
+use crate::locked::locked;
 use board::StatusBoard;
 use decide::FollowerStrategy;
 use hooks::Hooks;
@@ -195,26 +187,18 @@ impl Elector {
             "elector stopped"
         );
     }
-}
 
-impl Elector {
     /// Keeps the latest bound of Redis's clock rate (a term's, or a follower's tries') that says
     /// something, for the validity until a window bounds the rate again: a term's first, and
     /// those after a step started the window anew. A wide bound would say nothing, and forget
     /// a Redis known fast.
     pub(super) fn keep_rate(&self, bound: Option<decide::RateBound>) {
         if let Some(bound) = bound.filter(|b| b.says_something(self.timing.drift_factor)) {
-            *self
-                .last_rate
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(bound);
+            *locked(&self.last_rate) = Some(bound);
         }
     }
 
     fn kept_rate(&self) -> Option<decide::RateBound> {
-        *self
-            .last_rate
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        *locked(&self.last_rate)
     }
 }

@@ -10,7 +10,7 @@
 //! ones. Here a timeout spoils the connection too, and the next call dials again.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use redis::aio::MultiplexedConnection;
 use redis::{Client, ConnectionAddr};
@@ -19,6 +19,7 @@ use super::cluster;
 use super::sentinels::Sentinels;
 use super::target::{Access, RedisTarget, Target, connect_node};
 use super::{LeaseError, Secret};
+use crate::locked::locked;
 
 #[derive(Clone)]
 pub(crate) struct Live {
@@ -158,7 +159,7 @@ impl Connection {
     /// The current connection, dialling a new one when there is none, and which of the two
     /// it is. The caller bounds the time this takes.
     pub(crate) async fn get(&self, op: &'static str) -> Result<(Live, Dialled), LeaseError> {
-        if let Some(live) = self.lock().live.clone() {
+        if let Some(live) = locked(&self.slot).live.clone() {
             return Ok((live, Dialled::Earlier));
         }
         let behind = self.behind();
@@ -174,7 +175,7 @@ impl Connection {
             }
             dialled => dialled?,
         };
-        let mut slot = self.lock();
+        let mut slot = locked(&self.slot);
         slot.generation += 1;
         let live = Live {
             conn,
@@ -259,7 +260,7 @@ impl Connection {
 
     /// Throws `live` away if it is still the current connection, so the next call dials anew.
     pub(crate) fn discard(&self, live: &Live) {
-        let mut slot = self.lock();
+        let mut slot = locked(&self.slot);
         if slot
             .live
             .as_ref()
@@ -272,7 +273,7 @@ impl Connection {
     /// Throws away whatever connection there is (used when a call timed out before it even had
     /// a connection to blame).
     pub(crate) fn discard_current(&self) {
-        self.lock().live = None;
+        locked(&self.slot).live = None;
     }
 
     /// After an error: when Redis refused the password and its source holds another, builds
@@ -285,7 +286,7 @@ impl Connection {
         if !matches!(err, LeaseError::Authentication { .. }) {
             return;
         }
-        let mut in_use = self.in_use.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut in_use = locked(&self.in_use);
         let Some(password) = source.changed(in_use.as_ref()) else {
             return;
         };
@@ -293,7 +294,7 @@ impl Connection {
             password: Some(password.clone()),
             ..self.target.access.clone()
         };
-        let mut behind = self.behind.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut behind = locked(&self.behind);
         let next = match &**behind {
             // The Sentinels take no node's password: only the nodes' access is new.
             Behind::Sentinel { sentinels, .. } => Behind::Sentinel {
@@ -310,14 +311,6 @@ impl Connection {
     }
 
     fn behind(&self) -> Arc<Behind> {
-        self.behind
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
-        // The slot holds no invariant that a panic could break halfway.
-        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+        locked(&self.behind).clone()
     }
 }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::{Reading, RedisLease};
+use crate::locked::locked;
 
 impl RedisLease {
     /// The longest lease duration that Redis has said a term of this lease runs with (zero until
@@ -14,19 +15,12 @@ impl RedisLease {
     /// Redis's `TIME` as the last answered acquire carried it, between its call's send and reply:
     /// a follower's tries bound the clock rate too (docs/DESIGN.md, "Validity").
     pub fn last_reading(&self) -> Option<Reading> {
-        *self
-            .last_reading
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        *locked(&self.last_reading)
     }
 
     /// Has the next renewal note that Redis's clock runs between `low` and `high` times as fast as
     /// this process's, for `leasehold status` (the leader notes about once per lease duration).
     pub fn note_rate(&self, low: f64, high: f64) {
-        *self
-            .rate_note
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) =
-            Some(format!("{low:.6} {high:.6}"));
+        *locked(&self.rate_note) = Some(format!("{low:.6} {high:.6}"));
     }
 }

@@ -35,6 +35,7 @@ use redis::Value;
 use redis::aio::MultiplexedConnection;
 
 use crate::clock::SharedClock;
+use crate::locked::locked;
 use connection::{Connection, Dialled, Live};
 pub use error::{LeaseError, Remedies, Retry, redact_url};
 pub use handover::{HandoverRequested, Reservation};
@@ -273,10 +274,7 @@ impl RedisLease {
             let reply = reply.map_err(self.fail(OP))?;
             let (acquired, redis_us, longest) =
                 parse_acquire(&reply, (sent_at, lead), ttl).ok_or_else(|| protocol(OP, &reply))?;
-            *self
-                .last_reading
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Reading {
+            *locked(&self.last_reading) = Some(Reading {
                 sent: sent_at,
                 received: self.clock.now(),
                 redis_us,
@@ -315,12 +313,7 @@ impl RedisLease {
         const OP: &str = "renew";
         let sent_at = self.clock.now();
         let term = self.owner.term(token);
-        let note = self
-            .rate_note
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-            .unwrap_or_default();
+        let note = locked(&self.rate_note).take().unwrap_or_default();
         let reply: Value = self
             .call(OP, timeout, |mut live| {
                 let (term, note) = (term.clone(), note.clone());

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use redis::Client;
 use redis::aio::MultiplexedConnection;
@@ -21,6 +21,7 @@ use super::target::{
     Access, RedisTarget, SENTINEL_TIMEOUT, SentinelTarget, Target, connect_node, node_at,
 };
 use super::{LeaseError, info_field};
+use crate::locked::locked;
 
 /// The Sentinels of one target, and the connections kept to them.
 pub(crate) struct Sentinels {
@@ -114,8 +115,7 @@ impl Sentinels {
                 (member, answer)
             });
         }
-        // Asks still under way when this returns go on to their own bound (see the module's
-        // docs): detach them rather than abort them.
+        // Asks still under way when this returns go on to their own bound: detached.
         let verdict = loop {
             match tally.verdict() {
                 Verdict::Open => {}
@@ -155,7 +155,7 @@ impl Sentinels {
         op: &'static str,
     ) -> Result<(Arc<[Member]>, usize), LeaseError> {
         let (known, stale) = {
-            let roster = self.roster();
+            let roster = locked(&self.roster);
             (!roster.members.is_empty(), roster.stale)
         };
         if !known {
@@ -176,7 +176,7 @@ impl Sentinels {
             });
         }
         let (members, count, kept_the_rule) = {
-            let roster = self.roster();
+            let roster = locked(&self.roster);
             (
                 Arc::clone(&roster.members),
                 roster.counted,
@@ -186,7 +186,7 @@ impl Sentinels {
         if !kept_the_rule && let Some(weakness) = roster::weakness(count) {
             if !self.target.unsafe_count_allowed {
                 // Resolve again before the next call: the names may stand for more by then.
-                self.roster().stale = true;
+                locked(&self.roster).stale = true;
                 return Err(LeaseError::BadUrl {
                     url: self.target.url.clone(),
                     reason: roster::refusal(count, &members).unwrap_or(weakness),
@@ -212,26 +212,26 @@ impl Sentinels {
             .await?
             .into();
         {
-            let mut roster = self.roster();
+            let mut roster = locked(&self.roster);
             roster.counted = roster.counted.max(members.len());
             roster.kept_the_rule |= roster::weakness(members.len()).is_none();
             roster.members = Arc::clone(&members);
             roster.stale = false;
         }
-        self.lock().retain(|member, _| members.contains(member));
+        locked(&self.conns).retain(|member, _| members.contains(member));
         Ok(())
     }
 
     /// A connection to Sentinel `member`, kept from an earlier ask or dialled now.
     async fn conn(&self, member: &Member) -> Result<MultiplexedConnection, String> {
-        if let Some(conn) = self.lock().get(member) {
+        if let Some(conn) = locked(&self.conns).get(member) {
             return Ok(conn.clone());
         }
         let (host, tls) = (member.host(), self.target.tls);
         let client =
             node_at(&host, member.port(), 0, tls, &self.access).map_err(|e| e.to_string())?;
         let conn = connect_node(&client).await.map_err(|e| e.to_string())?;
-        self.lock().insert(member.clone(), conn.clone());
+        locked(&self.conns).insert(member.clone(), conn.clone());
         Ok(conn)
     }
 
@@ -254,8 +254,8 @@ impl Sentinels {
             .map_err(|_| format!("no answer within {SENTINEL_TIMEOUT:?}"))
             .and_then(|answer| answer);
         if answer.is_err() {
-            self.lock().remove(member);
-            self.roster().stale = true;
+            locked(&self.conns).remove(member);
+            locked(&self.roster).stale = true;
         }
         answer
     }
@@ -293,16 +293,6 @@ impl Sentinels {
             return Err(at_master(&"not a master (yet)"));
         }
         Ok(Master { client, conn, addr })
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Member, MultiplexedConnection>> {
-        // A map of connections: nothing a panic could leave half-changed.
-        self.conns.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn roster(&self) -> std::sync::MutexGuard<'_, Roster> {
-        // Each field is written whole under the lock: nothing a panic could leave half-changed.
-        self.roster.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

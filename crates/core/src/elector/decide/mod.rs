@@ -24,8 +24,6 @@ pub(crate) use herd::herd_delay;
 pub use rate::{Jump, RateBound, RateWindow, Reading, validity_at};
 pub(crate) use sighting::announces_release;
 pub use sighting::{GiveBack, give_back, leader_changed, observation_stands};
-#[cfg(feature = "test-internals")]
-pub use watchdog::LAST_TURN;
 pub use watchdog::{
     Deadlines, WatchdogStep, WorkStop, after_renewal, label_work_end, retry_after_failure,
     watchdog_step, within_validity, work_stop,
