@@ -3,13 +3,7 @@
 //! Pure: the connection asks every Sentinel at once and feeds each answer in as it comes;
 //! [`Tally::verdict`] says whether a majority named one address, whether one still can, or
 //! whether no address can reach a majority any more (too many disagreed or did not answer).
-//! Why a majority: each Sentinel moves to a new master only with a higher configuration epoch,
-//! and two majorities of the same Sentinels share one, so a renewal that a majority confirmed
-//! on the old master and a dial that a majority sent to the new one are ordered
-//! (docs/DESIGN.md, "Sentinel").
-//!
-//! Public (and hidden from the docs) only so that the model checker in `tests/model` counts
-//! the Sentinels' views with this very tally; not a stable API.
+//! Why a majority: docs/DESIGN.md, "Sentinel".
 
 /// A master's address as a Sentinel names it.
 pub type Addr = (String, u16);

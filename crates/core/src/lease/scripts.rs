@@ -27,23 +27,15 @@ use redis::Script;
 ///
 /// Beside it, the key `:longest` (no TTL) holds `<ms> <claim_until_us> <loss_us>`: the longest
 /// lease duration of the lease's recent terms, until when that claim stands, and when the last
-/// data loss was found (0 for none). Contenders may run different lease durations (a rolling
-/// change of `--lease-duration`, a `leasehold lock` beside a Deployment configured longer), and
-/// a term of the longest may be valid when the loss is found, so the cooldown covers the longest
-/// duration known: the caller's own, the one it remembers (`RedisLease` keeps the longest it
-/// was told), and this key's. Each acquire and renewal claims its own duration: it raises a
-/// shorter claim, and keeps an equal one standing a lease duration ahead by writing it two lease
-/// durations ahead, so a holder writes it about once per lease duration, not at every renewal.
-/// A longer claim stands until it runs out; then a shorter holder's replaces it, so a change to
-/// a shorter duration takes effect.
+/// data loss was found (0 for none); the cooldown covers the longest of the caller's own, the
+/// one `RedisLease` remembers, and this key's (docs/DESIGN.md, "Mixed lease durations"). Each
+/// acquire and renewal raises a shorter claim, and keeps an equal one standing a lease duration
+/// ahead by writing it two lease durations ahead: about once per lease duration.
 ///
-/// The key `:protocol` (no TTL) holds `<version> <release>`: the protocol of these keys and
-/// scripts ([`PROTOCOL`]) and the leasehold release of the last replica that won a term under
-/// it. Each win writes it when it differs; an acquire that finds a higher version, or a value it
-/// cannot read, answers `NEWER` and writes nothing, so that a replica never reads or writes keys
-/// in a format it does not know. Every later protocol keeps the first two fields. It is a key of
-/// its own, not a field of the record, because replicas of 0.2.0 (protocol 1, which never
-/// wrote it) would read a record with a field more as lost data.
+/// The key `:protocol` (no TTL) holds `<version> <release>` ([`PROTOCOL`], and the release of
+/// the last replica that won a term under it). Each win writes it when it differs; an acquire
+/// that finds a higher version, or a value it cannot read, answers `NEWER` and writes nothing.
+/// Every later protocol keeps the first two fields; why it is a key of its own: docs/DESIGN.md.
 const RECORD: &str = include_str!("scripts/record.lua");
 
 /// The version of the protocol that the lease's keys are written in and these scripts speak.
