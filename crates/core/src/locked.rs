@@ -1,5 +1,5 @@
 //! The one way the core takes a lock: a lock whose holder panicked is taken as it is, because
-//! every value the core keeps under a lock is written whole.
+//! no value the core keeps under a lock holds an invariant that a panic could break halfway.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 

@@ -88,12 +88,14 @@ impl RedisCluster {
         cluster_url(self.nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())))
     }
 
-    /// The nodes that replicate a master now (their `ROLE`).
+    /// The nodes that replicate a master of this cluster now (their `ROLE`). Like the two below,
+    /// it asks every node: each must be running.
     pub fn replicas(&self) -> impl Iterator<Item = &RedisServer> {
         self.nodes.iter().filter(|n| self.replicates(n).is_some())
     }
 
-    /// The indices of the nodes that are masters now (their `ROLE`).
+    /// The indices of the nodes that replicate no node of this cluster now (their `ROLE`): the
+    /// masters.
     pub fn masters(&self) -> impl Iterator<Item = usize> + '_ {
         (0..self.nodes.len()).filter(|&i| self.replicates(&self.nodes[i]).is_none())
     }

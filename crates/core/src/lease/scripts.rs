@@ -29,13 +29,15 @@ use redis::Script;
 /// lease duration of the lease's recent terms, until when that claim stands, and when the last
 /// data loss was found (0 for none); the cooldown covers the longest of the caller's own, the
 /// one `RedisLease` remembers, and this key's (docs/DESIGN.md, "Mixed lease durations"). Each
-/// acquire and renewal raises a shorter claim, and keeps an equal one standing a lease duration
-/// ahead by writing it two lease durations ahead: about once per lease duration.
+/// acquire and renewal claims its own duration: it raises a shorter claim, and keeps an equal
+/// one standing a lease duration ahead by writing it two lease durations ahead (about once per
+/// lease duration). A longer claim stands until it runs out; then a shorter holder's replaces it.
 ///
 /// The key `:protocol` (no TTL) holds `<version> <release>` ([`PROTOCOL`], and the release of
 /// the last replica that won a term under it). Each win writes it when it differs; an acquire
 /// that finds a higher version, or a value it cannot read, answers `NEWER` and writes nothing.
-/// Every later protocol keeps the first two fields; why it is a key of its own: docs/DESIGN.md.
+/// Every later protocol keeps the first two fields. Why it is a key of its own: docs/DESIGN.md,
+/// "How it works", after the keys' hash tag.
 const RECORD: &str = include_str!("scripts/record.lua");
 
 /// The version of the protocol that the lease's keys are written in and these scripts speak.
