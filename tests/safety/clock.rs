@@ -11,6 +11,7 @@ use harness::replica::{Replica, TWO_SECOND_TERM, lease_status, lease_status_json
 use harness::timings::SIXTY_SECOND_TERM_QUICK_RETRY;
 use leasehold::clock::BootInstant;
 use leasehold::elector::{Leadership, Role, Status, Timing};
+use nix::sys::signal::Signal;
 use testbed::redis_server::RedisServer;
 use testbed::wait::{until, wait_for};
 
@@ -179,6 +180,46 @@ fn a_step_forward_right_after_a_step_back_is_a_step_not_a_rate() {
     wait_for("terms that renew again", 10 * LEASE, || {
         (leader.events("renewed").len() >= renewed + 3).then_some(())
     });
+}
+
+/// Redis's clock steps 60 s forward between the first two tries of a replica that just handed
+/// over (its successor frozen, the key expired by the step), and the replica is left alone.
+/// Taken for a rate (some forty times as fast), the pair made each of its terms valid for less
+/// than a retry period, ending before the first renewal that alone could measure again: nobody
+/// led for good.
+#[test]
+fn a_step_between_a_followers_first_two_tries_is_a_step_not_a_rate() {
+    let (_dir, offset, redis) = redis_on_a_clock_file();
+    let lease = unique_lease("clock-step-following");
+    let key = format!("leasehold:{{{lease}}}");
+    let first = Replica::spawn(&redis.url(), &lease, "first", &TIMING, &[]);
+    wait_for("first to lead", 5 * LEASE, || {
+        first.is_ready().then_some(())
+    });
+    let holder = Replica::spawn(&redis.url(), &lease, "holder", &TIMING, &[]);
+    hand_to(&redis, &lease, &holder, "holder");
+    // The first try of the window that `first` follows in again: it sees the holder.
+    first.wait_events("following leader", 1, 5 * LEASE);
+    holder.signal(Signal::SIGSTOP);
+    let left: i64 = redis.cmd(&["PTTL", &key]);
+    std::fs::write(&offset, "+60 x1.0").expect("step the clock");
+    assert!(
+        left > 0,
+        "the premise: the step, not the TTL, expired the holder's key ({left} ms left)"
+    );
+    holder.signal(Signal::SIGKILL);
+    let began = first.wait_events("became leader", 2, 5 * LEASE);
+    let valid_for_ms = began[1]["valid_for_ms"].as_u64().unwrap_or_default();
+    assert!(
+        valid_for_ms > 1_000,
+        "the term began with the step taken for a rate: {began:?}"
+    );
+    let renewed = first.events("renewed").len();
+    wait_for("the term to renew", 5 * LEASE, || {
+        (first.events("renewed").len() >= renewed + 3).then_some(())
+    });
+    let stepped = first.events("stepped down");
+    assert_eq!(stepped.len(), 1, "only the handover: {stepped:?}");
 }
 
 #[test]

@@ -73,8 +73,9 @@ pub struct RateWindow {
     span: Duration,
     drift_factor: f64,
     readings: VecDeque<Reading>,
-    /// Once a step, a late reply or a freeze started the window anew: the high end of the last
-    /// bound before that said something (1 for none), which holds the first reply after it.
+    /// Once a step, a late reply or a freeze started the window anew, or from the start in a
+    /// follower's: the high end of the last bound that said something (1 for none), which holds
+    /// the first reply after it.
     before_restart: Option<f64>,
 }
 
@@ -87,6 +88,17 @@ impl RateWindow {
             drift_factor: timing.drift_factor,
             readings: VecDeque::new(),
             before_restart: None,
+        }
+    }
+
+    /// A follower's window, which `known` (a bound that said something) or else the rate 1 holds
+    /// from its first pair on, as after a restart: its tries come up to a lease duration apart,
+    /// and a step between the first two (which may end the holder's term) must not pass for a
+    /// rate that would leave each term it carries into too short to renew.
+    pub fn following(timing: &Timing, known: Option<RateBound>) -> Self {
+        Self {
+            before_restart: Some(known.map_or(1.0, |b| b.high)),
+            ..Self::new(timing)
         }
     }
 
@@ -138,7 +150,8 @@ impl RateWindow {
         };
         // Without a bound yet, an advance is the rate's (a clock that runs fast from the start
         // shrinks the validity instead of ending term after term), unless the window started
-        // anew: then the rate bounded before holds it (docs/DESIGN.md, "Validity").
+        // anew or is a follower's: then the rate bounded before holds it (docs/DESIGN.md,
+        // "Validity").
         let fastest = match self.bound() {
             Some(bound) if bound.says_something(self.drift_factor) => bound.high,
             Some(_) => 1.0,

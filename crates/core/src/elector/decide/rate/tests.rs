@@ -246,3 +246,47 @@ fn after_a_restart_the_first_reply_is_held_to_the_rate_bounded_before() {
     w.record(reading(1_200, 1_201, 11_560));
     assert_eq!(w.record(reading(1_600, 1_601, 12_080)), Jump::None);
 }
+
+#[test]
+fn a_followers_first_pair_is_held_to_the_rate_known_and_a_terms_gives_it() {
+    let t = timing(2_000, 1_400, 400);
+    let fast = RateBound {
+        low: 1.29,
+        high: 1.3,
+    };
+    // (window, Redis's clock over the 2 s between two tries, ms) -> jump
+    let cases = [
+        (
+            RateWindow::new(&t),
+            62_000,
+            Jump::None,
+            "a term's first pair gives the rate",
+        ),
+        (
+            RateWindow::following(&t, None),
+            62_000,
+            Jump::Forward(Duration::from_micros(59_796_900)),
+            "a follower's: a step between its tries (2 001 ms × 1.1 and 2 ms are allowed)",
+        ),
+        (
+            RateWindow::following(&t, None),
+            2_150,
+            Jump::None,
+            "a follower's, within a slew's fastest",
+        ),
+        (
+            RateWindow::following(&t, Some(fast)),
+            2_600,
+            Jump::None,
+            "a follower's, within the rate bounded before",
+        ),
+    ];
+    for (mut window, redis, want, why) in cases {
+        assert_eq!(window.record(reading(0, 1, 100_000)), Jump::None, "{why}");
+        assert_eq!(
+            window.record(reading(2_000, 2_001, 100_000 + redis)),
+            want,
+            "{why}"
+        );
+    }
+}
