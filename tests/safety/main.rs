@@ -7,6 +7,7 @@
 mod beyond_the_model;
 mod clock;
 mod clock_overlap;
+mod clock_steps;
 mod faults;
 mod fence;
 mod gray;

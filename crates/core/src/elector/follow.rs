@@ -40,7 +40,7 @@ impl Elector {
         let mut gates = self.gates.clone();
         let gates_heard_by = clock.now().saturating_add(timing.call_timeout());
         // Redis's clock rate from this replica's tries, so that a term it wins begins with it.
-        let mut rate = decide::RateWindow::following(&timing, self.kept_rate());
+        let mut rate = decide::RateWindow::new(&timing);
         loop {
             self.hooks.beat(Some(Duration::ZERO));
             releases.mark_seen();

@@ -61,7 +61,7 @@ pub enum Jump {
     None,
     /// Redis's clock advanced this much more than the boot clock's interval allows at the
     /// fastest rate known (the bound's high end, at least `FASTEST_SLEW`'s), beyond the fixed
-    /// margin. Seen from the third reply of a term on (the first two give the rate).
+    /// margin. The first two replies give the rate, up to the fastest a term could renew under.
     Forward(Duration),
     /// Redis's clock went back this much: keys live longer, which is harmless to a lease.
     Back(Duration),
@@ -73,10 +73,12 @@ pub struct RateWindow {
     span: Duration,
     drift_factor: f64,
     readings: VecDeque<Reading>,
-    /// Once a step, a late reply or a freeze started the window anew, or from the start in a
-    /// follower's: the high end of the last bound that said something (1 for none), which holds
-    /// the first reply after it.
+    /// Once a step, a late reply or a freeze started the window anew: the high end of the last
+    /// bound before that said something (1 for none), which holds the first reply after it.
     before_restart: Option<f64>,
+    /// What holds a window's first pair otherwise: the fastest rate under which a term is still
+    /// valid for two retry periods, so that its first renewal comes with one to spare.
+    renewable: f64,
 }
 
 impl RateWindow {
@@ -88,17 +90,8 @@ impl RateWindow {
             drift_factor: timing.drift_factor,
             readings: VecDeque::new(),
             before_restart: None,
-        }
-    }
-
-    /// A follower's window, which `known` (a bound that said something) or else the rate 1 holds
-    /// from its first pair on, as after a restart: its tries come up to a lease duration apart,
-    /// and a step between the first two (which may end the holder's term) must not pass for a
-    /// rate that would leave each term it carries into too short to renew.
-    pub fn following(timing: &Timing, known: Option<RateBound>) -> Self {
-        Self {
-            before_restart: Some(known.map_or(1.0, |b| b.high)),
-            ..Self::new(timing)
+            renewable: timing.lease_duration.as_secs_f64()
+                / timing.retry_period.saturating_mul(2).as_secs_f64(),
         }
     }
 
@@ -150,15 +143,13 @@ impl RateWindow {
         };
         // Without a bound yet, an advance is the rate's (a clock that runs fast from the start
         // shrinks the validity instead of ending term after term), unless the window started
-        // anew or is a follower's: then the rate bounded before holds it (docs/DESIGN.md,
-        // "Validity").
+        // anew (the rate bounded before holds it) or no term could renew at it: a rate that
+        // ends each term before its first renewal would never be measured again
+        // (docs/DESIGN.md, "Validity").
         let fastest = match self.bound() {
             Some(bound) if bound.says_something(self.drift_factor) => bound.high,
             Some(_) => 1.0,
-            None => match self.before_restart {
-                Some(high) => high,
-                None => return Jump::None,
-            },
+            None => self.before_restart.unwrap_or(self.renewable),
         }
         .max(1.0 + self.drift_factor.max(FASTEST_SLEW));
         let allowed = longest.mul_f64(fastest) + FIXED_DRIFT;

@@ -132,10 +132,10 @@ fn an_advance_beyond_the_fastest_slew_is_a_step() {
         let got = window.record(reading(800, 801, 100_400 + redis));
         assert_eq!(got, want, "{why}");
     }
-    // The second reply gives the rate, whatever it is.
+    // The second reply gives the rate, up to the fastest a term could renew under (below).
     let mut window = RateWindow::new(&t);
     window.record(reading(0, 1, 100_000));
-    assert_eq!(window.record(reading(400, 401, 103_400)), Jump::None);
+    assert_eq!(window.record(reading(400, 401, 100_900)), Jump::None);
     // With a narrow bound faster than the slew, the bound's high end is the fastest.
     let mut window = RateWindow::new(&t);
     for i in 0..=10u64 {
@@ -248,45 +248,49 @@ fn after_a_restart_the_first_reply_is_held_to_the_rate_bounded_before() {
 }
 
 #[test]
-fn a_followers_first_pair_is_held_to_the_rate_known_and_a_terms_gives_it() {
+fn a_first_pair_faster_than_any_term_could_renew_under_is_a_step() {
+    // TTL 2 s, retry 400 ms: a term stays valid for two retry periods up to 2.5 times as fast.
     let t = timing(2_000, 1_400, 400);
-    let fast = RateBound {
-        low: 1.29,
-        high: 1.3,
-    };
-    // (window, Redis's clock over the 2 s between two tries, ms) -> jump
+    // (Redis's clock between two replies, ms, over the boot clock's longest interval) -> jump
     let cases = [
         (
-            RateWindow::new(&t),
+            400,
+            401,
+            1_000,
+            Jump::None,
+            "2.5 times as fast over a term's first renewal: a rate",
+        ),
+        (
+            400,
+            401,
+            1_300,
+            Jump::Forward(Duration::from_micros(295_500)),
+            "beyond it: 401 ms × 2.5 and 2 ms are allowed",
+        ),
+        (
+            2_000,
+            2_001,
+            3_200,
+            Jump::None,
+            "1.6 times as fast between a follower's tries",
+        ),
+        (
+            2_000,
+            2_001,
             62_000,
-            Jump::None,
-            "a term's first pair gives the rate",
-        ),
-        (
-            RateWindow::following(&t, None),
-            62_000,
-            Jump::Forward(Duration::from_micros(59_796_900)),
-            "a follower's: a step between its tries (2 001 ms × 1.1 and 2 ms are allowed)",
-        ),
-        (
-            RateWindow::following(&t, None),
-            2_150,
-            Jump::None,
-            "a follower's, within a slew's fastest",
-        ),
-        (
-            RateWindow::following(&t, Some(fast)),
-            2_600,
-            Jump::None,
-            "a follower's, within the rate bounded before",
+            Jump::Forward(Duration::from_micros(56_995_500)),
+            "a 60 s step between a follower's tries (the holder's key expired by it)",
         ),
     ];
-    for (mut window, redis, want, why) in cases {
+    for (sent, received, redis, want, why) in cases {
+        let mut window = RateWindow::new(&t);
         assert_eq!(window.record(reading(0, 1, 100_000)), Jump::None, "{why}");
+        let got = window.record(reading(sent, received, 100_000 + redis));
+        assert_eq!(got, want, "{why}");
         assert_eq!(
-            window.record(reading(2_000, 2_001, 100_000 + redis)),
-            want,
-            "{why}"
+            window.bound().is_some(),
+            want == Jump::None,
+            "{why}: a step forgets"
         );
     }
 }
