@@ -48,8 +48,10 @@ use crate::docs::sources;
 /// way to take a lock, five tidies and the scripts' docs pointing at DESIGN (7,863); then raised
 /// for a step of Redis's clock between a follower's first two tries, or between a grant and its
 /// first renewal, taken for a rate that left a lone replica's every term too short to renew
-/// (7,867).
-const CORE_CEILING: usize = 7_867;
+/// (7,867), and for what a review of the lease layer found: a channel refused inside a script
+/// (Redis 6.2 and 7.0's words) and a wrong type or a full Redis met inside one (6.2's) taken for
+/// an unreachable Redis, and a password shown from a URL a slash short (7,893).
+const CORE_CEILING: usize = 7_893;
 
 /// The core and the product together, set the same way (the goal is 16,600). Last raised from
 /// 19,855 for a lock that named no gate and exited 75 on a signal, a time before 1970 that
@@ -76,8 +78,9 @@ const CORE_CEILING: usize = 7_867;
 /// a reread's tidies (20,096); less the core's moves and tidies above (20,087) and the test
 /// clock and the table-test rows (19,979), and the supervisor's bounded wait for the elector's
 /// turn after a pause, which had taken a command it killed for one that exited (19,986); a
-/// reread's cuts (19,972), and the core's tidies (19,914); raised for the steps above (19,918).
-const CORE_AND_PRODUCT_CEILING: usize = 19_918;
+/// reread's cuts (19,972), and the core's tidies (19,914); raised for the steps above (19,918)
+/// and the lease layer's words above (19,944).
+const CORE_AND_PRODUCT_CEILING: usize = 19_944;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -9,8 +9,8 @@ mod words;
 
 pub use words::redact_url;
 use words::{
-    NO_PASSWORD, PASSWORD_REFUSED, READONLY_IN_SCRIPT, UNKNOWN_ISSUER, doing, looks_like_tls,
-    missing_scripting, said, within, wrong_type_words,
+    NO_PASSWORD, PASSWORD_REFUSED, UNKNOWN_ISSUER, doing, looks_like_tls, missing_scripting, said,
+    script_code, within, wrong_type_words,
 };
 
 /// An error from a lease primitive. Losing a race is not an error (see
@@ -243,7 +243,10 @@ impl LeaseError {
     /// Maps a client error to ours. `lease` is the lease key, for messages.
     pub(crate) fn from_redis(op: &'static str, lease: &str, err: &RedisError) -> Self {
         let detail = said(err);
-        let code = err.code().unwrap_or_default();
+        let code = match err.code() {
+            Some("ERR") => script_code(&detail).unwrap_or("ERR"),
+            code => code.unwrap_or_default(),
+        };
         match (err.kind(), code) {
             // The lease's keys and the culprit are filled in by the call that ran into it.
             (_, "WRONGTYPE") => LeaseError::WrongType {
@@ -276,9 +279,6 @@ impl LeaseError {
             (ErrorKind::Server(ServerErrorKind::ReadOnly), _) | (_, "READONLY") => {
                 LeaseError::ReadOnly { op }
             }
-            // Redis 6.2 words a READONLY inside a script as the script's error (`ERR Error
-            // running script … -READONLY You can't write against a read only replica.`).
-            _ if detail.contains(READONLY_IN_SCRIPT) => LeaseError::ReadOnly { op },
             // `EVALSHA`, `EVAL` or `SCRIPT` renamed away, or a command the script calls.
             _ if missing_scripting(&detail) => {
                 let command = super::scripts::command_at(op, &detail)
@@ -292,13 +292,21 @@ impl LeaseError {
             (ErrorKind::Server(ServerErrorKind::NoPerm), _) | (_, "NOPERM") => {
                 LeaseError::NoPermission { op, detail }
             }
-            // A command refused inside a script comes back as a plain error: name it. Redis
-            // says "can't run this command" or "No permissions", Valkey "no permissions".
-            _ if detail.contains("can't run this command")
-                || detail.to_ascii_lowercase().contains("no permissions") =>
+            // A command or channel refused inside a script comes back as a plain error: name
+            // it. Redis 6.2 and 7.0 say "The user executing the script can't" (run this
+            // command, publish to the channel), later ones "No permissions", Valkey "no
+            // permissions".
+            _ if ["the user executing the script can't", "no permissions"]
+                .iter()
+                .any(|w| detail.to_ascii_lowercase().contains(w)) =>
             {
+                let refused = if detail.to_ascii_lowercase().contains("channel") {
+                    "is refused the lease's channels"
+                } else {
+                    "is not allowed"
+                };
                 let command = super::scripts::command_at(op, &detail)
-                    .map(|c| format!("the script's `{c}` is not allowed; "))
+                    .map(|c| format!("the script's `{c}` {refused}; "))
                     .unwrap_or_default();
                 LeaseError::NoPermission {
                     op,

@@ -206,6 +206,10 @@ fn a_permission_refused_inside_a_script_is_named_on_every_engine() {
         "The user executing the script can't run this command or subcommand script: 7569, on @user_script:7.",
         // Valkey 9.1.
         "ACL failure in script: User no-info has no permissions to run the 'info' command script: on @user_script:7.",
+        // Redis 7.0 and 6.2, a channel; Valkey 9.1's.
+        "The user executing the script can't publish to the channel mentioned in the command script: 5874, on @user_script:1.",
+        "Error running script (call to f_5874): @user_script:1: @user_script: 1: The user executing the script can't publish to the channel mentioned in the command",
+        "ACL failure in script: No permissions to access a channel script: on @user_script:1.",
     ];
     for message in cases {
         let reply = format!("-ERR {message}\r\n");
@@ -329,4 +333,38 @@ fn the_callers_remedies_follow_a_refusal_and_none_add_nothing() {
         assert!(without.ends_with(bare), "{without}");
         assert_eq!(words(err(), &remedies), format!("{without}{added}"));
     }
+}
+
+#[test]
+fn an_error_a_script_ran_into_on_redis_6_2_is_read_by_its_own_code() {
+    // (Redis 6.2's words of an error inside a script, the code found in them)
+    let cases = [
+        (
+            "Error running script (call to f_d3c2): @user_script:1: WRONGTYPE Operation against a key holding the wrong kind of value",
+            Some("WRONGTYPE"),
+        ),
+        (
+            "Error running script (call to f_4f93): @user_script:1: @user_script: 1: -OOM command not allowed when used memory > 'maxmemory'.",
+            Some("OOM"),
+        ),
+        (
+            "Error running script (call to f_75): @user_script:1: @user_script: 1: -READONLY You can't write against a read only replica.",
+            Some("READONLY"),
+        ),
+        (
+            "Error running script (call to f_5874): @user_script:1: @user_script: 1: The user executing the script can't publish to the channel mentioned in the command",
+            None,
+        ),
+        (
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+            None,
+        ),
+    ];
+    for (detail, want) in cases {
+        assert_eq!(words::script_code(detail), want, "{detail}");
+    }
+    let wrong = acquire_answered(&format!("-ERR {}", cases[0].0));
+    assert!(matches!(wrong, LeaseError::WrongType { .. }), "{wrong:?}");
+    let full = acquire_answered(&format!("-ERR {}", cases[1].0));
+    assert!(matches!(full, LeaseError::OutOfMemory { .. }), "{full:?}");
 }

@@ -70,8 +70,20 @@ pub(super) fn wrong_type_words(lease: &str, keys: &[String], found: &[(String, S
     format!("{}, not a string", found.join(" and "))
 }
 
-/// What a replica answers to a write, also inside a script.
-pub(super) const READONLY_IN_SCRIPT: &str = "READONLY You can't write against a read only replica";
+/// The code of the error a script ran into, which Redis 6.2 words as the script's own `ERR`
+/// (`Error running script (call to f_…): @user_script:1: WRONGTYPE …`, at times with another
+/// `@user_script: 1:` and a `-` before the code); `None` for words that start with no code.
+pub(super) fn script_code(detail: &str) -> Option<&str> {
+    let (_, inner) = detail.split_once("Error running script")?;
+    let word = inner
+        .rsplit("@user_script")
+        .next()?
+        .trim_start_matches([':', ' '])
+        .trim_start_matches(|c: char| c.is_ascii_digit())
+        .trim_start_matches([':', ' ', '-']);
+    let code = word.split(' ').next()?;
+    (!code.is_empty() && code.bytes().all(|b| b.is_ascii_uppercase())).then_some(code)
+}
 
 /// Whether Redis's message says a command leasehold's scripting needs is unknown to it:
 /// `EVALSHA`, `EVAL` or `SCRIPT` itself (`unknown command `evalsha``, quoted with backticks
