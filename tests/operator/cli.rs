@@ -55,6 +55,10 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
             "--redis-url `redis://:***@x`: a password on the command line shows in `ps`",
         ),
         (
+            &["--redis-url", "redis:/:hunter2@x"],
+            "--redis-url `redis:***@x`: a password on the command line shows in `ps`",
+        ),
+        (
             &["--redis-url", "redis://x:notaport"],
             "--redis-url `redis://x:notaport`:",
         ),

@@ -32,6 +32,10 @@ fn redact_url_hides_every_password_shape() {
             "redis://host/0?password=***&protocol=resp3",
         ),
         ("not a url", "not a url"),
+        // Not a URL (a slash short): what comes before its last `@` may still be a password.
+        ("redis:/:s3cret@host:6379", "redis:***@host:6379"),
+        ("redis:s3cret@host", "redis:***@host"),
+        ("s3cret@host:6379", "***@host:6379"),
         // A Unix socket's password is its `pass` parameter.
         (
             "unix:///run/redis.sock?db=1&pass=s3cret",

@@ -152,7 +152,13 @@ fn redact_query_password(url: &str) -> String {
 
 fn redact_userinfo(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
+        // Not a URL (a slash short, say): whatever comes before its last `@`, after a scheme's
+        // `:`, may be a password.
+        return match (url.find(':'), url.rfind('@')) {
+            (Some(colon), Some(at)) if colon < at => format!("{}***{}", &url[..=colon], &url[at..]),
+            (_, Some(at)) => format!("***{}", &url[at..]),
+            _ => url.to_owned(),
+        };
     };
     let rest_start = scheme_end + 3;
     // The user info ends at the last `@`, not at the first `/`, `?` or `#`: a password that
