@@ -1,8 +1,8 @@
 //! The elector when Redis is not as it left it, against a real redis-server with all contenders
 //! in this process: a fresh Redis (nobody leads during the cooldown), Redis gone (the leader
 //! steps down before its deadline) and back empty (a higher token, after the cooldown), the
-//! lease overwritten by someone else (a step-down with reason lost), and a key of the wrong type
-//! (in the status, and nobody leads).
+//! lease overwritten by someone else (a step-down with reason lost), a key of the wrong type
+//! (in the status, and nobody leads), and a failover behind one address (the term goes on).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,6 +13,7 @@ use harness::contenders::{
 };
 use leasehold::clock::BootInstant;
 use leasehold::elector::{Role, StepDownReason};
+use testbed::proxy::FaultProxy;
 use testbed::redis_server::RedisServer;
 use testbed::wait::{eventually, until};
 
@@ -203,4 +204,62 @@ async fn a_key_of_the_wrong_type_shows_in_the_status_and_nobody_leads() {
     assert!(s.redis.reachable);
     assert!(!matches!(s.role, Role::Leader { .. }));
     c.shutdown().await;
+}
+
+/// A failover behind one address (a Service or a cloud endpoint that moves to the promoted
+/// replica): the leader's kept connection still reaches the old master, now a replica that
+/// answers READONLY, while a fresh dial reaches the new master, which holds the replicated
+/// term. The leader renews there and keeps its term, instead of stepping down as refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_behind_one_address_keeps_the_leaders_term() {
+    // Its replica syncs at once, not after the default 5 s wait for more replicas.
+    let old = RedisServer::builder()
+        .args(["--repl-diskless-sync-delay", "0"])
+        .start();
+    let port = old.port().to_string();
+    let new = RedisServer::builder()
+        .args(["--replicaof", "127.0.0.1", &port])
+        .start();
+    let proxy = FaultProxy::start(old.addr());
+    let name = unique_lease("failover-one-address");
+    let log: ActionLog = Arc::default();
+    let c = Contender::spawn(
+        lease(&proxy.url(), &name, "pod-a", false),
+        fast_timing(),
+        acting_work(log.clone(), Duration::from_millis(5), None),
+    );
+    let mut status = c.status.clone();
+    let led = until_leading("a to lead", &mut status, Duration::from_secs(5)).await;
+    let key = format!("leasehold:{{{name}}}");
+    eventually(
+        "the term on the replica",
+        Duration::from_secs(5),
+        || async { new.cmd::<Option<String>>(&["GET", &key]) },
+    )
+    .await;
+    // The replica is promoted, the old master follows it, and the address moves.
+    new.cmd::<String>(&["REPLICAOF", "NO", "ONE"]);
+    old.cmd::<String>(&["REPLICAOF", "127.0.0.1", &new.port().to_string()]);
+    proxy.point_new_connections_at(new.addr());
+    let moved = BootInstant::now();
+    // Only a renewal sent after the move extends the term a whole lease duration past it.
+    let ttl = fast_timing().lease_duration;
+    let after = until(
+        "a renewal after the move, or a step-down",
+        &mut status,
+        Duration::from_secs(5),
+        |s| match s.role {
+            Role::Leader { valid_until, .. } => valid_until > moved.saturating_add(ttl),
+            _ => true,
+        },
+    )
+    .await;
+    assert_eq!(after.last_step_down, None, "{after:?}");
+    assert_eq!(after.token(), led.token(), "{after:?}");
+    let held: Option<String> = new.cmd(&["GET", &key]);
+    assert!(
+        held.is_some_and(|v| v.starts_with(&c.owner)),
+        "the term lives on"
+    );
+    shut_down_all([c], &log).await;
 }

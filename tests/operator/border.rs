@@ -50,8 +50,10 @@ use crate::docs::sources;
 /// first renewal, taken for a rate that left a lone replica's every term too short to renew
 /// (7,867), and for what a review of the lease layer found: a channel refused inside a script
 /// (Redis 6.2 and 7.0's words) and a wrong type or a full Redis met inside one (6.2's) taken for
-/// an unreachable Redis, and a password shown from a URL a slash short (7,893).
-const CORE_CEILING: usize = 7_893;
+/// an unreachable Redis, a password shown from a URL a slash short (7,893), and a failover
+/// behind one address that ended the leader's term as refused, the READONLY of a connection
+/// kept from before it taken for a replica's (7,898).
+const CORE_CEILING: usize = 7_898;
 
 /// The core and the product together, set the same way (the goal is 16,600). Last raised from
 /// 19,855 for a lock that named no gate and exited 75 on a signal, a time before 1970 that
@@ -79,8 +81,8 @@ const CORE_CEILING: usize = 7_893;
 /// clock and the table-test rows (19,979), and the supervisor's bounded wait for the elector's
 /// turn after a pause, which had taken a command it killed for one that exited (19,986); a
 /// reread's cuts (19,972), and the core's tidies (19,914); raised for the steps above (19,918)
-/// and the lease layer's words above (19,944).
-const CORE_AND_PRODUCT_CEILING: usize = 19_944;
+/// and the lease layer's words and the failover behind one address above (19,949).
+const CORE_AND_PRODUCT_CEILING: usize = 19_949;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -2,7 +2,8 @@
 //! (blackhole: connections stay open, nothing arrives until the fault ends), or drops the link
 //! (every connection, and every new one, is reset). A fault may also be set for one connection
 //! alone, named by the local port of its upstream side (the port a Redis server's `CLIENT
-//! LIST` shows as that client's address).
+//! LIST` shows as that client's address). New connections may be sent to another server while
+//! the open ones keep theirs, as a failover behind one address does.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -98,16 +99,11 @@ impl FaultProxy {
         let (faults, faults_rx) = watch::channel(Faults {
             all: Fault::Pass,
             one: BTreeMap::new(),
+            upstream,
         });
         let open = Open::default();
         let stop = CancellationToken::new();
-        runtime.spawn(accept(
-            listener,
-            upstream,
-            faults_rx,
-            open.clone(),
-            stop.clone(),
-        ));
+        runtime.spawn(accept(listener, faults_rx, open.clone(), stop.clone()));
         Ok(Self {
             addr,
             faults,
@@ -141,6 +137,11 @@ impl FaultProxy {
         });
     }
 
+    /// Sends every new connection to `upstream`; the open ones keep their server.
+    pub fn point_new_connections_at(&self, upstream: SocketAddr) {
+        self.faults.send_modify(|f| f.upstream = upstream);
+    }
+
     /// Lifts the fault of one connection: it follows the whole proxy's again.
     pub fn clear_one(&self, upstream_port: u16) {
         self.faults.send_modify(|f| {
@@ -161,12 +162,13 @@ impl Drop for FaultProxy {
     }
 }
 
-/// What the proxy does to every connection, and to single ones.
+/// What the proxy does to every connection, and to single ones, and where new ones go.
 #[derive(Debug, Clone)]
 struct Faults {
     all: Fault,
     /// By the local port of the connection's upstream side.
     one: BTreeMap<u16, Fault>,
+    upstream: SocketAddr,
 }
 
 impl Faults {
@@ -180,12 +182,12 @@ type Open = Arc<Mutex<BTreeSet<u16>>>;
 
 async fn accept(
     listener: TcpListener,
-    upstream: SocketAddr,
     faults: watch::Receiver<Faults>,
     open: Open,
     stop: CancellationToken,
 ) {
     while let Some(client) = next_connection(&listener, &stop).await {
+        let upstream = faults.borrow().upstream;
         tokio::spawn(connection(
             client,
             upstream,

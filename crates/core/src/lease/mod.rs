@@ -407,8 +407,9 @@ impl RedisLease {
 
     /// Runs one command within `timeout` (dialling included), and throws the connection away
     /// when the error says it can no longer be trusted. A kept connection that turns out dead
-    /// (Redis restarted since the last call) gets one more try on a fresh one, inside the same
-    /// timeout: every script is safe to repeat for its owner.
+    /// (Redis restarted since the last call), or on a node that is a replica now (a failover
+    /// behind one address), gets one more try on a fresh one, inside the same timeout: every
+    /// script is safe to repeat for its owner, and a replica wrote nothing.
     async fn call<'a, T, F, Fut>(
         &'a self,
         op: &'static str,
@@ -432,7 +433,11 @@ impl RedisLease {
                 match &result {
                     Err(e) if e.spoils_connection() => {
                         self.conn.discard(&live);
-                        if dialled == Dialled::Earlier && matches!(e, LeaseError::Connection { .. })
+                        if dialled == Dialled::Earlier
+                            && matches!(
+                                e,
+                                LeaseError::Connection { .. } | LeaseError::ReadOnly { .. }
+                            )
                         {
                             continue;
                         }
