@@ -52,8 +52,10 @@ use crate::docs::sources;
 /// (Redis 6.2 and 7.0's words) and a wrong type or a full Redis met inside one (6.2's) taken for
 /// an unreachable Redis, a password shown from a URL a slash short (7,893), and a failover
 /// behind one address that ended the leader's term as refused, the READONLY of a connection
-/// kept from before it taken for a replica's (7,898).
-const CORE_CEILING: usize = 7_898;
+/// kept from before it taken for a replica's (7,898), and what a review of those found: a
+/// command's argument such as `deploy@host` shown redacted, and a refused key said as a refused
+/// command (7,906).
+const CORE_CEILING: usize = 7_906;
 
 /// The core and the product together, set the same way (the goal is 16,600). Last raised from
 /// 19,855 for a lock that named no gate and exited 75 on a signal, a time before 1970 that
@@ -81,8 +83,9 @@ const CORE_CEILING: usize = 7_898;
 /// clock and the table-test rows (19,979), and the supervisor's bounded wait for the elector's
 /// turn after a pause, which had taken a command it killed for one that exited (19,986); a
 /// reread's cuts (19,972), and the core's tidies (19,914); raised for the steps above (19,918)
-/// and the lease layer's words and the failover behind one address above (19,949).
-const CORE_AND_PRODUCT_CEILING: usize = 19_949;
+/// and the lease layer's words and the failover behind one address above, and the review of
+/// those (19,957).
+const CORE_AND_PRODUCT_CEILING: usize = 19_957;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -32,7 +32,8 @@ pub(crate) struct Live {
 /// Where a call's connection came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dialled {
-    /// Kept from an earlier call: a connection error on it may mean Redis restarted; try again.
+    /// Kept from an earlier call: a connection error on it may mean Redis restarted, a
+    /// READONLY a failover behind its address; try again.
     Earlier,
     /// Dialled for this very call: a connection error on it is the answer.
     Now,

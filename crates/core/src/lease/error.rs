@@ -294,14 +294,17 @@ impl LeaseError {
             }
             // A command or channel refused inside a script comes back as a plain error: name
             // it. Redis 6.2 and 7.0 say "The user executing the script can't" (run this
-            // command, publish to the channel), later ones "No permissions", Valkey "no
-            // permissions".
+            // command, access the keys, publish to the channel), later ones "No permissions",
+            // Valkey "no permissions".
             _ if ["the user executing the script can't", "no permissions"]
                 .iter()
                 .any(|w| detail.to_ascii_lowercase().contains(w)) =>
             {
-                let refused = if detail.to_ascii_lowercase().contains("channel") {
+                let lower = detail.to_ascii_lowercase();
+                let refused = if lower.contains("channel") {
                     "is refused the lease's channels"
+                } else if lower.contains("key") {
+                    "is refused the lease's keys"
                 } else {
                     "is not allowed"
                 };

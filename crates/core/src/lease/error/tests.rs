@@ -32,10 +32,13 @@ fn redact_url_hides_every_password_shape() {
             "redis://host/0?password=***&protocol=resp3",
         ),
         ("not a url", "not a url"),
-        // Not a URL (a slash short): what comes before its last `@` may still be a password.
+        // Not a URL (a slash short): what comes before its last `@` may still be a password;
+        // a word with no scheme before its `@` stays whole (a command's argument).
         ("redis:/:s3cret@host:6379", "redis:***@host:6379"),
         ("redis:s3cret@host", "redis:***@host"),
-        ("s3cret@host:6379", "***@host:6379"),
+        ("deploy@host", "deploy@host"),
+        ("git@github.com:org/repo", "git@github.com:org/repo"),
+        ("--to=ops@example.com", "--to=ops@example.com"),
         // A Unix socket's password is its `pass` parameter.
         (
             "unix:///run/redis.sock?db=1&pass=s3cret",

@@ -152,11 +152,15 @@ fn redact_query_password(url: &str) -> String {
 
 fn redact_userinfo(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
-        // Not a URL (a slash short, say): whatever comes before its last `@`, after a scheme's
-        // `:`, may be a password.
-        return match (url.find(':'), url.rfind('@')) {
-            (Some(colon), Some(at)) if colon < at => format!("{}***{}", &url[..=colon], &url[at..]),
-            (_, Some(at)) => format!("***{}", &url[at..]),
+        // A URL a slash short (`redis:/:pw@host`): after its scheme's `:`, whatever comes before
+        // its last `@` may be a password. Words without a scheme (`deploy@host`) stay whole.
+        let scheme = url.split_once(':').map(|(s, _)| s).filter(|s| {
+            s.starts_with(|c: char| c.is_ascii_alphabetic())
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+        });
+        return match (scheme, url.rfind('@')) {
+            (Some(s), Some(at)) if s.len() < at => format!("{s}:***{}", &url[at..]),
             _ => url.to_owned(),
         };
     };
