@@ -4,7 +4,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::{Engine, RedisServer};
-use crate::port::on_a_free_port;
+use crate::port::{on_a_free_port, try_free_addr};
 
 /// How the server keeps its data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -119,8 +119,19 @@ impl RedisBuilder {
             clock: self.clock,
             starts: 0,
         };
+        let mut retry = false;
         match on_a_free_port(|port| {
             server.port = port;
+            // A cluster node's bus port was free when chosen; a retry chooses it anew, since
+            // what took it meanwhile (a client's ephemeral port) may hold it still.
+            let bus = server.extra.iter().position(|a| a == "--cluster-port");
+            if let Some(value) = bus
+                .and_then(|i| server.extra.get_mut(i + 1))
+                .filter(|_| retry)
+            {
+                *value = try_free_addr()?.port().to_string();
+            }
+            retry = true;
             server.spawn_and_wait()
         }) {
             Ok(_) => Ok(server),
