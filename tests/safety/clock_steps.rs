@@ -112,16 +112,7 @@ fn a_step_between_a_followers_first_two_tries_is_a_step_not_a_rate() {
         "the premise: the step, not the TTL, expired the holder's key ({left} ms left)"
     );
     holder.signal(Signal::SIGKILL);
-    let began = first.wait_events("became leader", 2, 5 * LEASE);
-    let valid_for_ms = began[1]["valid_for_ms"].as_u64().unwrap_or_default();
-    assert!(
-        valid_for_ms > 1_000,
-        "the term began with the step taken for a rate: {began:?}"
-    );
-    let renewed = first.events("renewed").len();
-    wait_for("the term to renew", 5 * LEASE, || {
-        (first.events("renewed").len() >= renewed + 3).then_some(())
-    });
+    the_next_term_is_whole_and_renews(&first);
     let stepped = first.events("stepped down");
     assert_eq!(stepped.len(), 1, "only the handover: {stepped:?}");
 }
@@ -143,14 +134,20 @@ fn a_step_between_a_grant_and_its_first_renewal_is_a_step_not_a_rate() {
     );
     let stepped = replica.wait_events("stepped down", 1, 5 * LEASE);
     assert_eq!(stepped[0]["reason"], "clock_step", "{stepped:?}");
+    the_next_term_is_whole_and_renews(&replica);
+}
+
+/// `replica`'s second term begins valid for most of its TTL (the step was not taken for a rate)
+/// and renews three times.
+fn the_next_term_is_whole_and_renews(replica: &Replica) {
     let began = replica.wait_events("became leader", 2, 5 * LEASE);
     let valid_for_ms = began[1]["valid_for_ms"].as_u64().unwrap_or_default();
     assert!(
         valid_for_ms > 1_000,
-        "the next term began with the step taken for a rate: {began:?}"
+        "the term began with the step taken for a rate: {began:?}"
     );
     let renewed = replica.events("renewed").len();
-    wait_for("the next term to renew", 5 * LEASE, || {
+    wait_for("the term to renew", 5 * LEASE, || {
         (replica.events("renewed").len() >= renewed + 3).then_some(())
     });
 }

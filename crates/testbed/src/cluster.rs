@@ -6,7 +6,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::engine::Engine;
-use crate::port::try_free_addr;
 use crate::proxy::{Fault, FaultProxy};
 use crate::redis_server::{RedisBuilder, RedisServer};
 
@@ -34,30 +33,26 @@ impl RedisCluster {
         let nodes = (0..6)
             .map(|i| {
                 let node = node(i);
-                let bus = if node.chosen_engine().has_cluster_port() {
-                    vec![
-                        "--cluster-port".to_owned(),
-                        try_free_addr()?.port().to_string(),
-                    ]
+                let node = if node.chosen_engine().has_cluster_port() {
+                    node.cluster_bus()
                 } else {
-                    Vec::new()
+                    node
                 };
-                node.args(bus)
-                    .args([
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        "nodes.conf",
-                        "--cluster-node-timeout",
-                        "1000",
-                        "--cluster-announce-ip",
-                        "127.0.0.1",
-                        // A replica may stand for election however long ago it last heard its
-                        // master: tests kill masters soon after the cluster formed.
-                        "--cluster-replica-validity-factor",
-                        "0",
-                    ])
-                    .try_start()
+                node.args([
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "1000",
+                    "--cluster-announce-ip",
+                    "127.0.0.1",
+                    // A replica may stand for election however long ago it last heard its
+                    // master: tests kill masters soon after the cluster formed.
+                    "--cluster-replica-validity-factor",
+                    "0",
+                ])
+                .try_start()
             })
             .collect::<io::Result<Vec<RedisServer>>>()?;
         let addrs: Vec<String> = nodes

@@ -243,6 +243,7 @@ impl LeaseError {
     /// Maps a client error to ours. `lease` is the lease key, for messages.
     pub(crate) fn from_redis(op: &'static str, lease: &str, err: &RedisError) -> Self {
         let detail = said(err);
+        let lower = detail.to_ascii_lowercase();
         let code = match err.code() {
             Some("ERR") => script_code(&detail).unwrap_or("ERR"),
             code => code.unwrap_or_default(),
@@ -298,9 +299,8 @@ impl LeaseError {
             // Valkey "no permissions".
             _ if ["the user executing the script can't", "no permissions"]
                 .iter()
-                .any(|w| detail.to_ascii_lowercase().contains(w)) =>
+                .any(|w| lower.contains(w)) =>
             {
-                let lower = detail.to_ascii_lowercase();
                 let refused = if lower.contains("channel") {
                     "is refused the lease's channels"
                 } else if lower.contains("key") {

@@ -28,6 +28,7 @@ pub struct RedisBuilder {
     extra: Vec<String>,
     dir: Option<PathBuf>,
     clock: Option<FakeClock>,
+    cluster_bus: bool,
 }
 
 /// A clock of the server's own, from libfaketime.
@@ -81,6 +82,13 @@ impl RedisBuilder {
         self
     }
 
+    /// A cluster node's bus on a free port of its own (`--cluster-port`), chosen anew with the
+    /// client port at each try of the start, and kept across restarts.
+    pub fn cluster_bus(mut self) -> Self {
+        self.cluster_bus = true;
+        self
+    }
+
     /// The engine it will run.
     pub(crate) fn chosen_engine(&self) -> Engine {
         self.engine
@@ -117,21 +125,14 @@ impl RedisBuilder {
             persistence: self.persistence,
             extra: self.extra,
             clock: self.clock,
+            cluster_bus: None,
             starts: 0,
         };
-        let mut retry = false;
         match on_a_free_port(|port| {
             server.port = port;
-            // A cluster node's bus port was free when chosen; a retry chooses it anew, since
-            // what took it meanwhile (a client's ephemeral port) may hold it still.
-            let bus = server.extra.iter().position(|a| a == "--cluster-port");
-            if let Some(value) = bus
-                .and_then(|i| server.extra.get_mut(i + 1))
-                .filter(|_| retry)
-            {
-                *value = try_free_addr()?.port().to_string();
+            if self.cluster_bus {
+                server.cluster_bus = Some(try_free_addr()?.port());
             }
-            retry = true;
             server.spawn_and_wait()
         }) {
             Ok(_) => Ok(server),

@@ -27,6 +27,8 @@ pub struct RedisServer {
     persistence: Persistence,
     extra: Vec<String>,
     clock: Option<FakeClock>,
+    /// A cluster node's bus port ([`RedisBuilder::cluster_bus`]).
+    cluster_bus: Option<u16>,
     starts: u32,
 }
 
@@ -118,6 +120,9 @@ impl RedisServer {
             Persistence::AofAlways => cmd.args(["--appendonly", "yes", "--appendfsync", "always"]),
         };
         cmd.args(&self.extra);
+        if let Some(bus) = self.cluster_bus {
+            cmd.args(["--cluster-port".to_owned(), bus.to_string()]);
+        }
         if let Some(clock) = &self.clock {
             if !Path::new(FAKETIME).is_file() {
                 return Err(io::Error::other(format!(
