@@ -54,8 +54,9 @@ use crate::docs::sources;
 /// behind one address that ended the leader's term as refused, the READONLY of a connection
 /// kept from before it taken for a replica's (7,898), and what a review of those found: a
 /// command's argument such as `deploy@host` shown redacted, and a refused key said as a refused
-/// command (7,906).
-const CORE_CEILING: usize = 7_906;
+/// command (7,906); less the follower's next try as an `Option` and the crate map's file tour,
+/// which repeated each file's first line (7,895).
+const CORE_CEILING: usize = 7_895;
 
 /// The core and the product together, set the same way (the goal is 16,600). Last raised from
 /// 19,855 for a lock that named no gate and exited 75 on a signal, a time before 1970 that
@@ -84,8 +85,8 @@ const CORE_CEILING: usize = 7_906;
 /// turn after a pause, which had taken a command it killed for one that exited (19,986); a
 /// reread's cuts (19,972), and the core's tidies (19,914); raised for the steps above (19,918)
 /// and the lease layer's words and the failover behind one address above, and the review of
-/// those (19,957).
-const CORE_AND_PRODUCT_CEILING: usize = 19_957;
+/// those (19,957), less the core's cuts after them (19,946).
+const CORE_AND_PRODUCT_CEILING: usize = 19_946;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

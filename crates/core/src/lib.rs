@@ -22,11 +22,8 @@
 //! - [`elector`]: the state machine around them: follower waits, the leader's watchdog,
 //!   step-down, the [`Leadership`](elector::Leadership) handle and its `check()`, the observable
 //!   [`Status`](elector::Status). Its decisions are pure functions in `elector/decide/`
-//!   (table-tested, and called by the model checker); the files around it do the I/O:
-//!   `follow.rs` (the follower loop), `sit_out.rs` (an acquire nobody answered), `lead.rs` (one
-//!   term: the watchdog and step-down), `ending.rs` (the reason and words a term ends with),
-//!   `cycle.rs` (between terms), `notify.rs` (the release channel), `board.rs` (the status's
-//!   one way in), `hooks.rs` (the term hooks, out), `standing.rs` (the gates, in).
+//!   (table-tested, and called by the model checker); the files around it do the I/O, each
+//!   saying in its first line what it holds.
 //!
 //! # The public API
 //!

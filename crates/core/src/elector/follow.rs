@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use super::decide::{self, GiveBack, Next, Seen, Wakeup};
+use super::decide::{self, GiveBack, Seen, Wakeup};
 use super::notify::Releases;
 use super::{Elector, LeaderInfo, Role, Standing, TermHooks};
 use crate::clock::BootInstant;
@@ -203,10 +203,8 @@ impl Elector {
             let seen = decide::seen_by(self.followers, seen);
             let subscribed = self.status.borrow().redis.subscribed;
             let wait = decide::follower_wait(seen, subscribed, &timing, rand::random());
-            let wait = match decide::next_try(wait, clock.now(), give_up_at) {
-                Next::Sleep(wait) => wait,
-                Next::GiveUp => return None,
-            };
+            // `None`: a one-shot lock whose wait is over.
+            let wait = decide::next_try(wait, clock.now(), give_up_at)?;
             self.hooks.beat(Some(wait));
             tokio::select! {
                 biased;

@@ -3,7 +3,7 @@
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::decide::{self, Next, Seen};
+use super::decide::{self, Seen};
 use super::{Elector, SitOut, SitOutReason, TermHooks};
 use crate::clock::BootInstant;
 use crate::lease::{FencingToken, LeaseError, Released, Retry};
@@ -73,9 +73,8 @@ impl Elector {
                 failures: failures.max(1),
             };
             let wait = decide::follower_wait(probe, false, &timing, rand::random());
-            let wait = match decide::next_try(wait, clock.now(), give_up_at) {
-                Next::Sleep(wait) => wait,
-                Next::GiveUp => return false,
+            let Some(wait) = decide::next_try(wait, clock.now(), give_up_at) else {
+                return false;
             };
             self.hooks.beat(Some(wait));
             tokio::select! {

@@ -76,23 +76,18 @@ pub fn seen_by(strategy: FollowerStrategy, seen: Seen) -> Seen {
     }
 }
 
-/// What a follower does after a try that did not win.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Next {
-    /// Sleep this long (a release may cut it short), then try again.
-    Sleep(Duration),
-    /// A one-shot lock whose wait is over: stop contending.
-    GiveUp,
-}
-
-/// After a try at `now` with `wait` to the next one: a one-shot lock that gives up at
-/// `give_up_at` stops once that instant has come (it has tried at least once by now), and
-/// otherwise has one last try at it; without one, the wait stands.
-pub fn next_try(wait: Duration, now: BootInstant, give_up_at: Option<BootInstant>) -> Next {
+/// After a try at `now` with `wait` to the next one, how long to sleep before it (a release may
+/// cut it short); `None`: a one-shot lock that gives up at `give_up_at` stops, once that instant
+/// has come (it has tried at least once by now), and otherwise has one last try at it.
+pub fn next_try(
+    wait: Duration,
+    now: BootInstant,
+    give_up_at: Option<BootInstant>,
+) -> Option<Duration> {
     match give_up_at {
-        Some(at) if now >= at => Next::GiveUp,
-        Some(at) => Next::Sleep(wait.min(now.until(at))),
-        None => Next::Sleep(wait),
+        Some(at) if now >= at => None,
+        Some(at) => Some(wait.min(now.until(at))),
+        None => Some(wait),
     }
 }
 
@@ -264,35 +259,29 @@ mod tests {
                 ms(2_000),
                 1_000,
                 None,
-                Next::Sleep(ms(2_000)),
+                Some(ms(2_000)),
                 "an elector without a one-shot wait keeps its waits",
             ),
             (
                 ms(2_000),
                 1_000,
                 Some(10_000),
-                Next::Sleep(ms(2_000)),
+                Some(ms(2_000)),
                 "a wait that ends before giving up stands",
             ),
             (
                 ms(2_000),
                 9_500,
                 Some(10_000),
-                Next::Sleep(ms(500)),
+                Some(ms(500)),
                 "one last try at the end of the wait",
             ),
-            (
-                ms(2_000),
-                10_000,
-                Some(10_000),
-                Next::GiveUp,
-                "the wait is over",
-            ),
+            (ms(2_000), 10_000, Some(10_000), None, "the wait is over"),
             (
                 ms(2_000),
                 12_000,
                 Some(10_000),
-                Next::GiveUp,
+                None,
                 "a try that outlasted the wait gives up too",
             ),
         ];
