@@ -25,8 +25,6 @@ mod redis;
 mod resolve;
 mod secrets;
 mod settings;
-#[cfg(test)]
-mod tests;
 
 use std::ffi::OsString;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -479,3 +477,6 @@ where
                 .is_some_and(|flag| longs.contains(&flag))
         })
 }
+
+#[cfg(test)]
+mod tests;

@@ -5,7 +5,7 @@
 //!
 //! Production lines are every line of a `.rs` file, comments and blank lines included, except
 //! tests: files named `tests.rs`, files under a `tests/` folder, and a file's tail from its
-//! `#[cfg(test)] mod tests`.
+//! `#[cfg(test)] mod tests` (which, when it names a file of its own, ends the file).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -85,8 +85,10 @@ const CORE_CEILING: usize = 7_895;
 /// turn after a pause, which had taken a command it killed for one that exited (19,986); a
 /// reread's cuts (19,972), and the core's tidies (19,914); raised for the steps above (19,918)
 /// and the lease layer's words and the failover behind one address above, and the review of
-/// those (19,957), less the core's cuts after them (19,946).
-const CORE_AND_PRODUCT_CEILING: usize = 19_946;
+/// those (19,957), less the core's cuts after them (19,946); then set to the count made
+/// honest: 453 lines of `src/cli/mod.rs` below a `#[cfg(test)] mod tests;` had never been
+/// counted, since the count stops there (20,399).
+const CORE_AND_PRODUCT_CEILING: usize = 20_399;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
@@ -111,17 +113,26 @@ fn production_lines(dir: &str) -> usize {
     files
         .iter()
         .filter(|(path, _)| !is_test_file(path.strip_prefix(repo()).unwrap_or(path)))
-        .map(|(_, text)| {
+        .map(|(path, text)| {
             let lines: Vec<&str> = text.split('\n').collect();
-            lines
-                .windows(2)
-                .position(|pair| {
-                    pair[0].trim() == "#[cfg(test)]"
-                        && ["mod tests", "pub mod tests", "pub(crate) mod tests"]
-                            .iter()
-                            .any(|m| pair[1].trim_start().starts_with(m))
-                })
-                .unwrap_or(lines.len())
+            let tests = lines.windows(2).position(|pair| {
+                pair[0].trim() == "#[cfg(test)]"
+                    && ["mod tests", "pub mod tests", "pub(crate) mod tests"]
+                        .iter()
+                        .any(|m| pair[1].trim_start().starts_with(m))
+            });
+            let Some(at) = tests else {
+                return lines.len();
+            };
+            // A `mod tests;` names a file of its own: whatever follows it would go uncounted.
+            assert!(
+                !lines[at + 1].trim_end().ends_with(';')
+                    || lines[at + 2..].iter().all(|l| l.trim().is_empty()),
+                "{}: move `#[cfg(test)] mod tests;` to the end of the file, where the count of \
+                 production lines stops",
+                path.display()
+            );
+            at
         })
         .sum()
 }
