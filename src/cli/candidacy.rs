@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::resolve::{MAX_DURATION, at_most};
+use super::resolve::at_most;
 use super::{CliError, parse_duration};
 use crate::candidacy::{
     CandidateCheck, DEFAULT_FAILURE_THRESHOLD, DEFAULT_PERIOD, DEFAULT_SUCCESS_THRESHOLD,
     DEFAULT_TIMEOUT, Probe, Scope,
 };
+use crate::elector::Timing;
 
 /// Health-gated candidacy.
 #[derive(Debug, Clone, Default, Args)]
@@ -113,7 +114,7 @@ impl CandidacyArgs {
         // A replica is judged within threshold × period: at most an hour, as any duration.
         let threshold = |flag, value: Option<u32>, default| match value.unwrap_or(default) {
             0 => Err(CliError::value(flag, 0, "must be at least 1")),
-            n if period.saturating_mul(n) > MAX_DURATION => Err(CliError::value(
+            n if period.saturating_mul(n) > Timing::MAX => Err(CliError::value(
                 flag,
                 n,
                 format!(
@@ -149,31 +150,25 @@ impl CandidacyArgs {
     }
 
     fn refuse_tuning_without_a_check(&self) -> Result<(), CliError> {
-        let given: [(&'static str, Option<String>); 5] = [
-            (
-                "candidate-check-period",
-                self.candidate_check_period
-                    .map(|d| humantime::format_duration(d).to_string()),
-            ),
+        let time = |d: Option<Duration>| d.map(|d| humantime::format_duration(d).to_string());
+        let count = |n: Option<u32>| n.map(|n| n.to_string());
+        let given = [
+            ("candidate-check-period", time(self.candidate_check_period)),
             (
                 "candidate-check-timeout",
-                self.candidate_check_timeout
-                    .map(|d| humantime::format_duration(d).to_string()),
+                time(self.candidate_check_timeout),
             ),
             (
                 "candidate-check-failure-threshold",
-                self.candidate_check_failure_threshold
-                    .map(|n| n.to_string()),
+                count(self.candidate_check_failure_threshold),
             ),
             (
                 "candidate-check-success-threshold",
-                self.candidate_check_success_threshold
-                    .map(|n| n.to_string()),
+                count(self.candidate_check_success_threshold),
             ),
             (
                 "candidate-check-initial-delay",
-                self.candidate_check_initial_delay
-                    .map(|d| humantime::format_duration(d).to_string()),
+                time(self.candidate_check_initial_delay),
             ),
         ];
         match given.into_iter().find_map(|(f, v)| v.map(|v| (f, v))) {

@@ -144,8 +144,8 @@ fn file_defaults(
             // Off is a switch's default already.
             (true, FileValue::Bool(false)) => continue,
             (true, FileValue::Bool(true)) => "true".to_owned(),
-            (true, other) => {
-                return Err(invalid(format!("`{key}` takes true or false, not {other}")));
+            (true, FileValue::Text(t)) => {
+                return Err(invalid(format!("`{key}` takes true or false, not `{t}`")));
             }
             (false, FileValue::Bool(b)) => b.to_string(),
             (false, FileValue::Text(text)) => text,
@@ -228,15 +228,6 @@ fn unknown_key(sub: &Command, path: &Path, key: &str) -> CliError {
 enum FileValue {
     Bool(bool),
     Text(String),
-}
-
-impl std::fmt::Display for FileValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FileValue::Bool(b) => write!(f, "{b}"),
-            FileValue::Text(t) => write!(f, "`{t}`"),
-        }
-    }
 }
 
 fn read_config_file(path: &Path) -> Result<BTreeMap<String, FileValue>, CliError> {

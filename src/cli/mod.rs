@@ -3,17 +3,6 @@
 //! with. Flags beat the environment, which beats the file, which beats the defaults. Every
 //! refusal names the flag, the value and the rule, and the binary exits with code 2 before
 //! anything connects.
-//!
-//! - [`file`]: the `--config` file, whose values are the flags' defaults.
-//! - `resolve`: from flags to settings, with the rules and the upper bounds.
-//! - `redis`: the Redis flags into a parsed target and the lease's options.
-//! - `candidacy`: the candidate check's flags.
-//! - `http`: the flags of the HTTP endpoints and the status file, with their limits.
-//! - `ops`: the flags of `step-down` and `lock`.
-//! - `help`: `-h` short and `--help` long, and `leasehold completions`.
-//! - `secrets`: reading secret and PEM files that flags name.
-//! - `settings`: what the commands run with.
-//! - `error`: the one error type, and the exit code each refusal means.
 
 mod candidacy;
 mod error;
@@ -39,7 +28,7 @@ pub use file::{command, parse_from};
 pub use help::{CompletionsArgs, completions};
 pub use http::HttpArgs;
 pub use ops::{LockArgs, RemoveKeysArgs, StepDownArgs};
-pub use resolve::{MAX_DURATION, invocation};
+pub use resolve::invocation;
 pub use settings::{
     ContenderSettings, Environment, Invocation, LeaseSource, LockSettings, RedisSettings,
     RemoveKeysSettings, RunSettings, StatusSettings, StepDownSettings,
@@ -55,11 +44,7 @@ use crate::telemetry::LogFormat;
 pub fn from_process() -> Result<Invocation, CliError> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let cli = parse_from(&argv)?;
-    invocation(
-        cli,
-        &Environment::from_process(),
-        redis_url_on_command_line(&argv),
-    )
+    invocation(cli, &Environment::from_process())
 }
 
 /// What `--version` says: the crate's version and the commit it was built from (build.rs), as

@@ -30,12 +30,8 @@ pub struct StepDownArgs {
 
 impl StepDownArgs {
     /// Validates the step-down settings.
-    pub fn resolve(
-        &self,
-        env: &Environment,
-        url_from_command_line: bool,
-    ) -> Result<StepDownSettings, CliError> {
-        let status = self.status.resolve(env, url_from_command_line)?;
+    pub fn resolve(&self, env: &Environment) -> Result<StepDownSettings, CliError> {
+        let status = self.status.resolve(env)?;
         if let Some(to) = &self.to {
             OwnerId::check_identity(to).map_err(|e| {
                 CliError::value(
@@ -77,13 +73,9 @@ pub struct RemoveKeysArgs {
 
 impl RemoveKeysArgs {
     /// Validates the removal settings.
-    pub fn resolve(
-        &self,
-        env: &Environment,
-        url_from_command_line: bool,
-    ) -> Result<RemoveKeysSettings, CliError> {
+    pub fn resolve(&self, env: &Environment) -> Result<RemoveKeysSettings, CliError> {
         Ok(RemoveKeysSettings {
-            status: self.status.resolve(env, url_from_command_line)?,
+            status: self.status.resolve(env)?,
             force: self.force,
         })
     }
@@ -117,11 +109,7 @@ pub struct LockArgs {
 impl LockArgs {
     /// Validates the lock settings: a contender's, as for `leasehold run` (the same rules, the
     /// same messages), and a command.
-    pub fn resolve(
-        &self,
-        env: &Environment,
-        url_from_command_line: bool,
-    ) -> Result<LockSettings, CliError> {
+    pub fn resolve(&self, env: &Environment) -> Result<LockSettings, CliError> {
         at_most(
             "wait",
             self.wait,
@@ -141,7 +129,7 @@ impl LockArgs {
             guard_file: self.guard_file.as_ref(),
         };
         Ok(LockSettings {
-            contender: self.contender.resolve(parts, env, url_from_command_line)?,
+            contender: self.contender.resolve(parts, env)?,
             wait: self.wait,
         })
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::resolve::above_zero;
 use super::secrets::{read_pem, read_secret};
 use super::settings::RedisSettings;
-use super::{CliError, ContenderRedisArgs, RedisArgs};
+use super::{CliError, ContenderRedisArgs, Environment, RedisArgs};
 use crate::lease::{
     LeaseError, LeaseKeys, LeaseOptions, PasswordSource, RedisTarget, Remedies, TlsFiles,
     WaitReplicas, check_sentinels, redact_url,
@@ -24,9 +24,8 @@ impl std::fmt::Debug for RedisArgs {
 }
 
 impl RedisArgs {
-    /// The connection's settings. `url_from_command_line` says whether --redis-url was typed on
-    /// the command line (where a password would show in `ps`).
-    pub(super) fn resolve(&self, url_from_command_line: bool) -> Result<RedisSettings, CliError> {
+    /// The connection's settings.
+    pub(super) fn resolve(&self, env: &Environment) -> Result<RedisSettings, CliError> {
         let url = self.redis_url.trim().to_owned();
         let redacted = redact_url(&url);
         let has_password = redacted != url;
@@ -34,7 +33,7 @@ impl RedisArgs {
             url: redacted.clone(),
             rule: rule.to_owned(),
         };
-        if has_password && url_from_command_line {
+        if has_password && env.redis_url_on_command_line {
             return Err(bad(
                 "a password on the command line shows in `ps`; put it in a file and pass --redis-password-file (or set LEASEHOLD_REDIS_URL)",
             ));

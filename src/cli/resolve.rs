@@ -1,5 +1,6 @@
 //! From flags to settings: every rule a value must keep, checked before anything connects,
-//! including the upper bounds of durations (see [`MAX_DURATION`]).
+//! including the upper bounds of durations ([`Timing::MAX`]: an hour, which kept
+//! `--lease-duration 1000000h` from reaching Redis as a `PX` of 3.6e12 ms).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,13 +20,6 @@ use crate::k8s::{KubeSettings, names};
 use crate::lease::{LeaseName, OwnerId};
 use crate::telemetry::LogSettings;
 
-/// The longest duration any flag takes: one hour. The lease duration is the longest duration
-/// that means something (every other is shorter by the timing rule, or cannot pass once it
-/// outlasts a term), and an hour is already far past any failover a Deployment waits for;
-/// without a bound, `--lease-duration 1000000h` went to Redis as a `PX` of 3.6e12 ms and
-/// `--grace-period` fed a shutdown bound of centuries.
-pub const MAX_DURATION: Duration = Timing::MAX;
-
 const LEASE_DURATION_BOUND: &str = "must be at most 1h: a leader that dies without releasing holds the lease this long, and after Redis lost its data every replica waits this long";
 const BELOW_LEASE_DURATION_BOUND: &str =
     "must be at most 1h, like the lease duration that it must be shorter than";
@@ -33,13 +27,13 @@ const GRACE_PERIOD_BOUND: &str = "must be at most 1h: the shutdown bound and the
 const VALID_FOR_BOUND: &str =
     "must be at most 1h: no term stays valid longer than a lease duration, which is at most 1h";
 
-/// Refuses a duration over [`MAX_DURATION`], with the flag's reason.
+/// Refuses a duration over [`Timing::MAX`], with the flag's reason.
 pub(super) fn at_most(
     flag: &'static str,
     value: Duration,
     rule: &'static str,
 ) -> Result<(), CliError> {
-    if value > MAX_DURATION {
+    if value > Timing::MAX {
         return Err(CliError::Duration { flag, value, rule });
     }
     Ok(())
@@ -57,35 +51,19 @@ pub(super) fn above_zero(
     Ok(())
 }
 
-/// Validates a parsed command line into what to run. `url_from_command_line` says whether
-/// --redis-url was typed on the command line (where a password would show in `ps`).
-pub fn invocation(
-    cli: Cli,
-    env: &Environment,
-    url_from_command_line: bool,
-) -> Result<Invocation, CliError> {
+/// Validates a parsed command line into what to run.
+pub fn invocation(cli: Cli, env: &Environment) -> Result<Invocation, CliError> {
     let invocation = match cli.command {
-        Command::Run(args) => Invocation::Run(
-            args.resolve(env, url_from_command_line)?,
-            args.log.settings(env),
-        ),
-        Command::Status(args) => Invocation::Status(
-            args.resolve(env, url_from_command_line)?,
-            args.log.settings(env),
-        ),
+        Command::Run(args) => Invocation::Run(args.resolve(env)?, args.log.settings(env)),
+        Command::Status(args) => Invocation::Status(args.resolve(env)?, args.log.settings(env)),
         Command::Guard(args) => Invocation::Guard(args.check()?),
-        Command::StepDown(args) => Invocation::StepDown(
-            args.resolve(env, url_from_command_line)?,
-            args.status.log.settings(env),
-        ),
-        Command::RemoveKeys(args) => Invocation::RemoveKeys(
-            args.resolve(env, url_from_command_line)?,
-            args.status.log.settings(env),
-        ),
-        Command::Lock(args) => Invocation::Lock(
-            args.resolve(env, url_from_command_line)?,
-            args.log.settings(env),
-        ),
+        Command::StepDown(args) => {
+            Invocation::StepDown(args.resolve(env)?, args.status.log.settings(env))
+        }
+        Command::RemoveKeys(args) => {
+            Invocation::RemoveKeys(args.resolve(env)?, args.status.log.settings(env))
+        }
+        Command::Lock(args) => Invocation::Lock(args.resolve(env)?, args.log.settings(env)),
         Command::Completions(args) => Invocation::Completions(args.shell),
     };
     if let Some(redis) = invocation.redis() {
@@ -227,13 +205,11 @@ pub(super) struct ContenderParts<'a> {
 }
 
 impl ContenderArgs {
-    /// Validates what a contender runs with; `url_from_command_line` says whether --redis-url
-    /// was typed on the command line (where a password would show in `ps`).
+    /// Validates what a contender runs with.
     pub(super) fn resolve(
         &self,
         parts: ContenderParts<'_>,
         env: &Environment,
-        url_from_command_line: bool,
     ) -> Result<ContenderSettings, CliError> {
         for (flag, value, rule) in [
             (
@@ -268,7 +244,7 @@ impl ContenderArgs {
         };
         timing.validate()?;
         let wait_replicas = self.contender_redis.wait_replicas(timing.retry_period)?;
-        let mut redis = self.redis.resolve(url_from_command_line)?;
+        let mut redis = self.redis.resolve(env)?;
         redis.options.wait_replicas = wait_replicas;
         redis.options.cooldown_on_data_loss = !self.timing.no_data_loss_cooldown;
         let lease = self.lease.resolve(env)?;
@@ -355,13 +331,8 @@ fn exec(parts: &ContenderParts<'_>) -> Result<Option<ExecSettings>, CliError> {
 }
 
 impl RunArgs {
-    /// Validates the run settings. `url_from_command_line` says whether --redis-url was typed
-    /// on the command line (where a password would show in `ps`).
-    pub fn resolve(
-        &self,
-        env: &Environment,
-        url_from_command_line: bool,
-    ) -> Result<RunSettings, CliError> {
+    /// Validates the run settings.
+    pub fn resolve(&self, env: &Environment) -> Result<RunSettings, CliError> {
         let parts = ContenderParts {
             kube: &self.kube,
             command: &self.command,
@@ -369,7 +340,7 @@ impl RunArgs {
             restart_command: self.exec.restart_command,
             guard_file: self.guard_file.as_ref(),
         };
-        let contender = self.contender.resolve(parts, env, url_from_command_line)?;
+        let contender = self.contender.resolve(parts, env)?;
         Ok(RunSettings {
             candidacy: self
                 .candidacy
@@ -385,13 +356,9 @@ impl RunArgs {
 
 impl StatusArgs {
     /// Validates the status settings.
-    pub fn resolve(
-        &self,
-        env: &Environment,
-        url_from_command_line: bool,
-    ) -> Result<StatusSettings, CliError> {
+    pub fn resolve(&self, env: &Environment) -> Result<StatusSettings, CliError> {
         Ok(StatusSettings {
-            redis: self.redis.resolve(url_from_command_line)?,
+            redis: self.redis.resolve(env)?,
             lease: self.lease.resolve(env)?,
             output: self.output,
         })

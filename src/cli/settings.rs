@@ -120,10 +120,12 @@ pub struct Environment {
     pub rust_log: Option<String>,
     /// The hostname.
     pub hostname: Option<String>,
+    /// Whether --redis-url was typed on the command line, where a password shows in `ps`.
+    pub redis_url_on_command_line: bool,
 }
 
 impl Environment {
-    /// Reads the real environment.
+    /// Reads the real environment and command line.
     pub fn from_process() -> Self {
         let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
         Self {
@@ -134,6 +136,7 @@ impl Environment {
                 .ok()
                 .and_then(|h| h.into_string().ok())
                 .filter(|h| !h.is_empty()),
+            redis_url_on_command_line: super::redis_url_on_command_line(std::env::args_os()),
         }
     }
 }

@@ -14,6 +14,7 @@ fn env() -> Environment {
         pod_namespace: Some("shop".into()),
         rust_log: None,
         hostname: Some("host".into()),
+        redis_url_on_command_line: false,
     }
 }
 
@@ -24,7 +25,10 @@ fn run(argv: &[&str]) -> Result<RunSettings, CliError> {
     let Command::Run(args) = cli.command else {
         panic!("run")
     };
-    args.resolve(&env(), redis_url_on_command_line(&full))
+    args.resolve(&Environment {
+        redis_url_on_command_line: redis_url_on_command_line(&full),
+        ..env()
+    })
 }
 
 fn error(argv: &[&str]) -> String {
@@ -95,8 +99,8 @@ fn an_hour_is_the_longest_duration_accepted() {
         "sh",
     ])
     .unwrap();
-    assert_eq!(s.contender.timing.lease_duration, MAX_DURATION);
-    assert_eq!(s.contender.exec.unwrap().grace_period, MAX_DURATION);
+    assert_eq!(s.contender.timing.lease_duration, Timing::MAX);
+    assert_eq!(s.contender.exec.unwrap().grace_period, Timing::MAX);
     let err = error(&["--lease-duration", "3600001ms"]);
     assert!(
         err.starts_with("--lease-duration 3600.001s: must be at most 1h"),
@@ -165,7 +169,7 @@ fn a_debug_print_of_the_flags_or_the_settings_shows_no_secret() {
     let shown = format!("{args:?}");
     assert!(shown.contains("redis://:***@redis:6379"), "{shown}");
     assert!(!shown.contains("hunter2"), "{shown}");
-    let s = args.resolve(&env(), false).unwrap();
+    let s = args.resolve(&env()).unwrap();
     let shown = format!("{s:?}");
     assert!(shown.contains("postgres://app:***@db/app"), "{shown}");
     assert!(
@@ -213,6 +217,6 @@ fn a_password_in_the_url_is_accepted_from_the_environment() {
         panic!()
     };
     args.contender.redis.redis_url = "redis://:hunter2@x:6379".into();
-    let s = args.resolve(&env(), false).unwrap();
+    let s = args.resolve(&env()).unwrap();
     assert_eq!(s.contender.redis.redacted_url(), "redis://:***@x:6379");
 }

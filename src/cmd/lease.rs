@@ -1,10 +1,12 @@
 //! Naming the lease: from the flag, or after the workload that owns this pod (its Deployment,
 //! or for `lock` its Job or CronJob), the one place every command names it.
 
+use std::time::Duration;
+
 use tracing::info;
 
-use crate::cli::{CliError, LeaseSource, StatusSettings};
-use crate::k8s::{self, K8sError, KubernetesMode, OwningDeployment};
+use crate::cli::{CliError, ContenderSettings, LeaseSource, StatusSettings};
+use crate::k8s::{self, K8sError, KubernetesMode, OwningDeployment, Publisher};
 use crate::lease::{LeaseName, OwnerId, RedisLease};
 
 /// The kind of workload a lease is named after when no flag names it.
@@ -88,6 +90,9 @@ pub async fn name_lease(
     }
 }
 
+/// How long each Redis call of an operator command may take.
+pub(super) const CALL: Duration = Duration::from_secs(5);
+
 /// The lease an operator command (`status`, `step-down`, `remove-keys`, without
 /// `--kubernetes`) asks about, for a throwaway owner named `owner`: the name given, else the
 /// Deployment of this pod, with the cluster found as `auto` finds it. Nothing connects yet.
@@ -121,15 +126,34 @@ pub async fn deployment_of(
     }
 }
 
-/// The refusal of a Publisher: a lease name that the Lease mirror cannot take is the input's
-/// fault; nothing else refuses one.
-pub fn publisher_refused(e: K8sError) -> CliError {
-    match e {
+/// The contender's Kubernetes parts, when a cluster is at hand. A lease name that the Lease
+/// mirror cannot take is the input's fault; nothing else refuses one.
+pub fn publisher(
+    client: Option<kube::Client>,
+    common: &ContenderSettings,
+    lease: &LeaseName,
+    deployment: Option<OwningDeployment>,
+) -> Result<Option<Publisher>, CliError> {
+    let Some(client) = client else {
+        return Ok(None);
+    };
+    let kube = common.kube.clone();
+    Publisher::new(
+        client,
+        &common.namespace,
+        &common.identity,
+        lease.as_str(),
+        deployment,
+        kube,
+        common.timing,
+    )
+    .map(Some)
+    .map_err(|e| match e {
         K8sError::NoMirrorName { ref lease, .. } => {
             CliError::value("lease-name", lease, e.to_string())
         }
         other => CliError::Failed(other.into()),
-    }
+    })
 }
 
 /// Connects to the cluster as `mode` says; `--kubernetes on` without a cluster is a refusal.

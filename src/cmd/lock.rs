@@ -10,7 +10,7 @@ use std::time::Duration;
 use tracing::{info, warn};
 
 use super::contender::Contender;
-use super::lease::{Workload, connect, name_lease, publisher_refused};
+use super::lease::{Workload, connect, name_lease, publisher};
 use crate::cli::{CliError, LockSettings};
 use crate::elector::{Role, Standing, StepDownReason};
 use crate::exec::ExecSettings;
@@ -69,20 +69,8 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
     // and its Job (for the name).
     let kube = &common.kube;
     let parts_on = kube.leader_label.is_some() || kube.lease_mirror || kube.events;
-    let publisher = client.filter(|_| parts_on).map(|client| {
-        Publisher::new(
-            client,
-            &common.namespace,
-            &common.identity,
-            lease_name.as_str(),
-            None,
-            kube.clone(),
-            common.timing,
-        )
-        .map(Publisher::without_handover_annotation)
-        .map_err(publisher_refused)
-    });
-    let publisher = publisher.transpose()?;
+    let publisher = publisher(client.filter(|_| parts_on), &common, &lease_name, None)?
+        .map(Publisher::without_handover_annotation);
     let mut contender = Contender::new(&common, &lease_name, publisher, &shutdown)?;
     contender.elector = contender.elector.stop_when_work_ends().for_one_term(wait);
     // The elector's status as shown, with what reads heard of Redis while a gate kept it out.

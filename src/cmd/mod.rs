@@ -1,15 +1,6 @@
 //! The commands of the binary: what each subcommand does with validated settings.
 //! They start the runtime, name the lease and call the library; every error they return says
 //! its exit code ([`CliError`]).
-//!
-//! - [`run`]: one replica, until shutdown.
-//! - [`status`]: who holds the lease now.
-//! - [`step_down`]: ask the leader to hand over, and wait for the next one.
-//! - [`remove_keys`]: remove the lease's keys from Redis, after uninstalling.
-//! - [`lock`]: run a command once under the lease, for Jobs and CronJobs.
-//! - `completions`: the shell's completion script, from `cli::completions`.
-//! - [`contender`]: a contender for the lease, wired once for `run` and `lock`.
-//! - [`lease`]: naming the lease, by flag or after the workload that owns the pod.
 
 pub mod contender;
 pub mod lease;
@@ -32,18 +23,9 @@ pub fn execute(invocation: Invocation) -> Result<ExitCode, CliError> {
         // The guard answers at once: no runtime, no logs, no connection.
         Invocation::Guard(check) => Ok(ExitCode::from(crate::guard::check::run(&check))),
         Invocation::Run(settings, _) => until_signalled(|shutdown| run::run(settings, shutdown)),
-        Invocation::Status(settings, _) => {
-            let code = runtime()?.block_on(status::status(settings))?;
-            Ok(exit_code(code))
-        }
-        Invocation::StepDown(settings, _) => {
-            let code = runtime()?.block_on(step_down::step_down(settings))?;
-            Ok(exit_code(code))
-        }
-        Invocation::RemoveKeys(settings, _) => {
-            let code = runtime()?.block_on(remove_keys::remove_keys(settings))?;
-            Ok(exit_code(code))
-        }
+        Invocation::Status(settings, _) => to_end(status::status(settings)),
+        Invocation::StepDown(settings, _) => to_end(step_down::step_down(settings)),
+        Invocation::RemoveKeys(settings, _) => to_end(remove_keys::remove_keys(settings)),
         Invocation::Lock(settings, _) => until_signalled(|shutdown| lock::lock(settings, shutdown)),
         Invocation::Completions(shell) => {
             std::io::stdout()
@@ -60,17 +42,18 @@ where
     F: FnOnce(Shutdown) -> Fut,
     Fut: Future<Output = Result<i32, CliError>>,
 {
-    let code = runtime()?.block_on(async {
+    to_end(async {
         let shutdown = Shutdown::on_signals()
             .map_err(|e| anyhow::Error::new(e).context("cannot install the signal handlers"))?;
         command(shutdown).await
-    })?;
-    Ok(exit_code(code))
+    })
 }
 
-/// A process exit code from a command's code (out of range is a failure).
-fn exit_code(code: i32) -> ExitCode {
-    ExitCode::from(u8::try_from(code).unwrap_or(1))
+/// Runs `command` to its end on a runtime of its own; its code is the process's exit code (out
+/// of range is a failure).
+fn to_end(command: impl Future<Output = Result<i32, CliError>>) -> Result<ExitCode, CliError> {
+    let code = runtime()?.block_on(command)?;
+    Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
 }
 
 /// The async runtime of `run` and `status`.

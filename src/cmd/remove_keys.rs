@@ -2,16 +2,11 @@
 //! (its Deployment uninstalled). Refused while a term may still be valid unless `--force`, in
 //! the same script step as the deletes; prints each key it removed, and nothing else it read.
 
-use std::time::Duration;
-
 use serde::Serialize;
 
-use super::lease::asked_lease;
+use super::lease::{CALL, asked_lease};
 use crate::cli::{CliError, RemoveKeysSettings};
 use crate::lease::{InForce, Removal, identity_of, split_term};
-
-/// How long the Redis call may take.
-const CALL: Duration = Duration::from_secs(5);
 
 /// What `leasehold remove-keys --output json` prints.
 #[derive(Debug, Serialize, PartialEq, Eq)]
@@ -92,6 +87,8 @@ pub async fn remove_keys(settings: RemoveKeysSettings) -> Result<i32, CliError> 
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]

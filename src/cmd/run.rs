@@ -10,11 +10,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use super::contender::Contender;
-use super::lease::{Workload, connect, deployment_of, name_lease, publisher_refused};
+use super::lease::{Workload, connect, deployment_of, name_lease, publisher};
 use crate::cli::{CliError, RunSettings};
 use crate::exec::ExecSettings;
 use crate::http::{self, Endpoints};
-use crate::k8s::Publisher;
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
 use crate::status_file::{StatusDocument, StatusFile};
@@ -31,19 +30,7 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
         _ => None,
     };
     let kubernetes = client.is_some();
-    let publisher = client.map(|client| {
-        Publisher::new(
-            client,
-            &common.namespace,
-            &common.identity,
-            lease_name.as_str(),
-            deployment,
-            common.kube.clone(),
-            common.timing,
-        )
-        .map_err(publisher_refused)
-    });
-    let publisher = publisher.transpose()?;
+    let publisher = publisher(client, common, &lease_name, deployment)?;
     if let Some(publisher) = &publisher {
         publisher.withdraw_earlier_label().await;
     }

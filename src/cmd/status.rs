@@ -5,7 +5,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use super::lease::asked_lease;
+use super::lease::{CALL, asked_lease};
 use crate::cli::{CliError, StatusSettings};
 use crate::clock_watch::RedisClockView;
 use crate::leader_view::ProtocolView;
@@ -184,7 +184,7 @@ impl StatusView {
 pub async fn status(settings: StatusSettings) -> Result<i32, CliError> {
     let lease = asked_lease(&settings, "leasehold-status").await?;
     let seen = lease
-        .observe(Duration::from_secs(5))
+        .observe(CALL)
         .await
         .map_err(|e| settings.redis.failed(e))?;
     let view = StatusView::of(lease.name(), &lease.keys().lease, &seen);

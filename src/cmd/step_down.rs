@@ -13,15 +13,13 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use serde::Serialize;
 
-use super::lease::asked_lease;
+use super::lease::{CALL, asked_lease};
 use crate::cli::{CliError, StepDownSettings};
 use crate::lease::{
     HandoverRequested, Heard, Holder, LeaseError, LeaseName, Observation, RedisLease,
     ReleaseSubscription,
 };
 
-/// How long each Redis call of the command may take.
-const CALL: Duration = Duration::from_secs(5);
 /// How often the command looks whether the lease changed hands when it cannot hear releases.
 const POLL: Duration = Duration::from_millis(50);
 /// How often it looks while the old term's release is not heard.

@@ -71,9 +71,7 @@ fn the_cronjob_example_forbids_overlap_and_runs_leasehold_lock_with_valid_flags(
         pod_namespace: Some("reports".into()),
         ..Environment::default()
     };
-    let settings = lock
-        .resolve(&env, false)
-        .expect("the example's flags validate");
+    let settings = lock.resolve(&env).expect("the example's flags validate");
     assert!(
         settings.wait.is_zero(),
         "a run that finds the lock held exits at once"

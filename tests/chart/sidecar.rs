@@ -62,13 +62,10 @@ fn the_status_file_and_its_example_sidecar_share_an_emptydir_and_the_args_parse(
         panic!("not run")
     };
     let settings = run
-        .resolve(
-            &Environment {
-                pod_name: Some("web-1".into()),
-                ..Environment::default()
-            },
-            false,
-        )
+        .resolve(&Environment {
+            pod_name: Some("web-1".into()),
+            ..Environment::default()
+        })
         .unwrap_or_else(|e| panic!("{e}"));
     let check = settings.candidacy.expect("a candidate check");
     assert_eq!(check.failure_threshold, 2);

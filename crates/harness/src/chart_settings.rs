@@ -87,9 +87,10 @@ pub fn resolve(container: &Container) -> RunSettings {
         pod_namespace: Some("shop".into()),
         rust_log: None,
         hostname: Some("lh-leasehold-7d4f9c-x2x9q".into()),
+        // In the pod the URL comes from the environment, not the command line.
+        redis_url_on_command_line: false,
     };
-    // `false`: in the pod the URL comes from the environment, not the command line.
-    run.resolve(&env, false)
+    run.resolve(&env)
         .unwrap_or_else(|e| panic!("the binary refuses the chart's arguments {argv:?}: {e}"))
 }
 
