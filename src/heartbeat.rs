@@ -48,20 +48,6 @@ impl Heartbeat {
         }))
     }
 
-    /// The loop is at a turn and will be back within `wait` (plus one bounded call).
-    fn beat(&self, wait: Duration) {
-        let at = self.0.origin.elapsed().saturating_add(wait);
-        let nanos = u64::try_from(at.as_nanos()).unwrap_or(PARKED - 1);
-        self.0
-            .back_by
-            .store(nanos.min(PARKED - 1), Ordering::Relaxed);
-    }
-
-    /// The loop waits for an event with no bound of its own; not a wedge.
-    fn park(&self) {
-        self.0.back_by.store(PARKED, Ordering::Relaxed);
-    }
-
     /// How long the loop is overdue beyond the slack, if it is: it has wedged.
     pub fn wedged(&self) -> Option<Duration> {
         self.wedged_at(self.0.origin.elapsed())
@@ -78,11 +64,14 @@ impl Heartbeat {
 }
 
 impl TermHooks for Heartbeat {
+    /// The loop is at a turn and will be back within `wait` (plus one bounded call); without a
+    /// wait it waits for an event with no bound of its own (parked: not a wedge).
     fn beat(&self, wait: Option<Duration>) {
-        match wait {
-            Some(wait) => Heartbeat::beat(self, wait),
-            None => self.park(),
-        }
+        let back_by = wait.map_or(PARKED, |wait| {
+            let at = self.0.origin.elapsed().saturating_add(wait);
+            u64::try_from(at.as_nanos()).map_or(PARKED - 1, |n| n.min(PARKED - 1))
+        });
+        self.0.back_by.store(back_by, Ordering::Relaxed);
     }
 }
 
@@ -96,13 +85,13 @@ mod tests {
         let h = Heartbeat::new(slack);
         let at = |s: u64| h.wedged_at(h.0.origin.elapsed() + Duration::from_secs(s));
         assert_eq!(at(1_000), None, "parked before the first beat");
-        h.beat(Duration::from_secs(2));
+        h.beat(Some(Duration::from_secs(2)));
         assert_eq!(at(0), None);
         assert_eq!(at(16), None, "late by less than the slack");
         assert!(at(18).is_some_and(|late| late > slack));
-        h.park();
+        h.beat(None);
         assert_eq!(at(1_000), None);
-        h.beat(Duration::MAX);
+        h.beat(Some(Duration::MAX));
         assert_eq!(at(1_000), None, "a promise too far to count saturates");
     }
 }

@@ -5,9 +5,10 @@
 //! than this replica's. A term hook ([`TermHooks::tried`]): none of it changes a term.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use leasehold_core::locked;
 use tracing::{error, info, warn};
 
 use crate::board::{Blocked, BlockingKey, Board};
@@ -138,10 +139,7 @@ impl Notices {
         self.note_blocked(never_expires.then(|| (BlockingKey::Lease, holder.term_value())));
         let own = self.lease.owner();
         if holder.identity() == own.identity() && holder.owner != own.as_str() {
-            let mut said = self
-                .shared_identity
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut said = locked(&self.shared_identity);
             if said.as_deref() != Some(holder.owner.as_str()) {
                 warn!(
                     identity = %own.identity(),

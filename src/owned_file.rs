@@ -109,11 +109,6 @@ impl FileClaim {
             "the lock file was replaced at every attempt",
         )))
     }
-
-    /// The lock file.
-    pub fn lock_path(&self) -> &Path {
-        &self.path
-    }
 }
 
 impl Drop for FileClaim {
@@ -159,7 +154,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("guard");
         let first = FileClaim::claim(&file, "lease shop/web").unwrap();
-        assert_eq!(first.lock_path(), dir.path().join(".guard.lock"));
+        assert_eq!(first.path, dir.path().join(".guard.lock"));
         let err = FileClaim::claim(&file, "lease shop/web").unwrap_err();
         let said = err.to_string();
         let pid = std::process::id();

@@ -5,8 +5,9 @@
 //! SIGTERM because its default action kills the process without a release: a closed terminal,
 //! or a supervisor that hangs up, would leave the successor waiting out the lease's TTL.
 
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use leasehold_core::locked;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -23,15 +24,10 @@ pub struct Shutdown {
 }
 
 impl Shutdown {
-    /// A shutdown that only [`begin`](Self::begin) starts: for running a replica in-process.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// A shutdown that SIGTERM, SIGINT and SIGHUP start; a second signal exits the process at
     /// once with 128 + the signal's number. Needs a tokio runtime.
     pub fn on_signals() -> std::io::Result<Self> {
-        let shutdown = Self::new();
+        let shutdown = Self::default();
         let mut signals = Signals {
             term: signal(SignalKind::terminate())?,
             int: signal(SignalKind::interrupt())?,
@@ -45,7 +41,7 @@ impl Shutdown {
                 "shutting down: stepping down and releasing the lease"
             );
             let _ = this.signal.set(number);
-            this.begin();
+            this.token.cancel();
             let (second, number) = signals.next().await;
             warn!(
                 signal = second,
@@ -54,11 +50,6 @@ impl Shutdown {
             this.exit_at_once(128 + number);
         });
         Ok(shutdown)
-    }
-
-    /// Starts the drain: cancels the root token.
-    pub fn begin(&self) {
-        self.token.cancel();
     }
 
     /// 128 + the number of the signal that started the drain (SIGTERM's for a drain begun
@@ -79,7 +70,7 @@ impl Shutdown {
     }
 
     fn hooks(&self) -> std::sync::MutexGuard<'_, Vec<Hook>> {
-        self.at_once.lock().unwrap_or_else(PoisonError::into_inner)
+        locked(&self.at_once)
     }
 
     fn exit_at_once(&self, code: i32) -> ! {

@@ -30,7 +30,7 @@ pub enum TelemetryError {
 }
 
 /// Checks a filter without installing it, so that a bad one is refused with exit code 2.
-pub fn parse_filter(filter: &str) -> Result<EnvFilter, TelemetryError> {
+fn parse_filter(filter: &str) -> Result<EnvFilter, TelemetryError> {
     EnvFilter::try_new(filter).map_err(|e| TelemetryError::Filter {
         filter: filter.to_owned(),
         reason: e.to_string(),
@@ -46,16 +46,11 @@ pub struct LogSettings {
     pub filter: String,
 }
 
-/// Checks the filter and installs the global subscriber.
+/// Checks the filter and installs the global subscriber, writing to stderr (stdout belongs to
+/// the singleton command and to `leasehold status`).
 pub fn start(settings: &LogSettings) -> Result<(), TelemetryError> {
-    init(settings.format, parse_filter(&settings.filter)?);
-    Ok(())
-}
-
-/// Installs the global subscriber, writing to stderr (stdout belongs to the singleton command
-/// and to `leasehold status`).
-pub fn init(format: LogFormat, filter: EnvFilter) {
-    let json = match format {
+    let filter = parse_filter(&settings.filter)?;
+    let json = match settings.format {
         LogFormat::Json => true,
         LogFormat::Text => false,
         LogFormat::Auto => !std::io::stderr().is_terminal(),
@@ -75,6 +70,7 @@ pub fn init(format: LogFormat, filter: EnvFilter) {
             .with_ansi(std::env::var_os("NO_COLOR").is_none() && std::io::stderr().is_terminal())
             .init();
     }
+    Ok(())
 }
 
 #[cfg(test)]

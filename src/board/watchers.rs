@@ -9,8 +9,10 @@
 //! the current status, as any new watcher does.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::mem::{Discriminant, discriminant};
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use leasehold_core::locked;
 use tokio::sync::{mpsc, watch};
 use tracing::debug;
 
@@ -22,7 +24,7 @@ use crate::lease::FencingToken;
 /// What a watcher is told about: a change in any of these is an event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Key {
-    role: &'static str,
+    role: Discriminant<Role>,
     leader: Option<String>,
     token: Option<FencingToken>,
     candidacy: Candidacy,
@@ -31,7 +33,7 @@ struct Key {
 impl Key {
     fn of(status: &Shown) -> Self {
         Self {
-            role: role_name(status),
+            role: discriminant(&status.role),
             leader: status.leader_identity().map(str::to_owned),
             token: status.token(),
             candidacy: status.candidacy.clone(),
@@ -41,19 +43,10 @@ impl Key {
     /// Whether `status` has this key, without copying it (most changes, renewals among them,
     /// do not change it).
     fn matches(&self, status: &Shown) -> bool {
-        self.role == role_name(status)
+        self.role == discriminant(&status.role)
             && self.leader.as_deref() == status.leader_identity()
             && self.token == status.token()
             && self.candidacy == status.candidacy
-    }
-}
-
-fn role_name(status: &Shown) -> &'static str {
-    match status.role {
-        Role::Starting => "starting",
-        Role::Follower { .. } => "follower",
-        Role::Leader { .. } => "leader",
-        Role::Stopped => "stopped",
     }
 }
 
@@ -226,7 +219,7 @@ impl Watchers {
 
     fn lock(&self) -> MutexGuard<'_, Hub> {
         // The hub's state stays consistent whatever panicked while holding it.
-        self.hub.lock().unwrap_or_else(PoisonError::into_inner)
+        locked(&self.hub)
     }
 }
 

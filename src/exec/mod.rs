@@ -23,9 +23,10 @@ mod tree;
 pub use program::find_program;
 
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, Once, PoisonError};
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
+use leasehold_core::locked;
 use nix::sys::signal::Signal;
 use tokio::process::Command;
 use tracing::{info, warn};
@@ -85,16 +86,12 @@ impl ExecSettings {
     }
 }
 
-/// The environment variable that carries the fencing token (the guard compares it with the
-/// guard file's term).
-pub const TOKEN_ENV: &str = crate::guard::caller::TOKEN_ENV;
 /// The environment variable that carries this replica's identity.
 pub const IDENTITY_ENV: &str = "LEASEHOLD_IDENTITY";
-/// The environment variable that carries the lease name (the guard compares it with the guard
-/// file's lease).
-pub const LEASE_ENV: &str = crate::guard::caller::LEASE_ENV;
-/// The environment variable that names the guard file, when there is one.
-pub const GUARD_FILE_ENV: &str = crate::guard::GUARD_ENV;
+// The guard reads these: the fencing token and the lease name it compares with the guard
+// file's term, and the guard file's path.
+pub use crate::guard::GUARD_ENV as GUARD_FILE_ENV;
+pub use crate::guard::caller::{LEASE_ENV, TOKEN_ENV};
 /// The environment variable that marks a helper's processes (a candidate check's) with this
 /// process's pid: one that leaves the helper's process group is still never the command's.
 pub const HELPER_ENV: &str = "LEASEHOLD_CHECK_OF";
@@ -197,20 +194,14 @@ impl Supervisor {
     /// as the `leasehold` binary: without it, only what the supervisor saw in the command's
     /// tree, or what carries the command's environment, is stopped and reaped.
     pub fn owns_every_orphan(self) -> Self {
-        self.family
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .owns_every_orphan();
+        locked(&self.family).owns_every_orphan();
         self
     }
 
     /// SIGKILLs every process of the command found now, without waiting: for a process that
     /// exits at once, so that its command does not outlive it.
     pub fn kill_now(&self) {
-        self.family
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .signal_all(Signal::SIGKILL);
+        locked(&self.family).signal_all(Signal::SIGKILL);
     }
 
     /// Whether the process should end with the command (no `--restart-command`).
@@ -220,17 +211,11 @@ impl Supervisor {
 
     /// The exit code of the command, once it ended on its own.
     pub fn exit_code(&self) -> Option<i32> {
-        *self
-            .exit_code
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        *locked(&self.exit_code)
     }
 
     fn finish(&self, code: i32) {
-        *self
-            .exit_code
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(code);
+        *locked(&self.exit_code) = Some(code);
     }
 
     /// One term: start the command, and stop it when the term ends or its validity deadline
@@ -382,10 +367,7 @@ impl Supervisor {
             });
         }
         let (child, proc) = reaper::spawn_tracked(&mut command)?;
-        self.family
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .started(proc);
+        locked(&self.family).started(proc);
         Ok(Running::new(child, proc.id.pid, self.family.clone()))
     }
 }

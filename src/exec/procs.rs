@@ -141,14 +141,8 @@ impl Table {
     }
 
     /// This process's descendants (itself not included), walked down from it through the
-    /// children files; [`scan`](Self::scan) where the kernel has none. A supervisor walks
-    /// through [`Family::walk`], which keeps what earlier walks saw exited.
-    #[cfg(test)]
-    pub fn descendants() -> Self {
-        Self::descendants_after(&mut HashSet::new())
-    }
-
-    /// This process's descendants, given the exited processes that earlier walks saw.
+    /// children files ([`scan`](Self::scan) where the kernel has none), given the exited
+    /// processes that earlier walks saw ([`Family::walk`] keeps them).
     ///
     /// A process that exits hands its children to this process before it shows as a zombie. A
     /// walk that read this process's children before that move and the exited one's after it
@@ -281,7 +275,7 @@ mod tests {
         )
         .expect("the sleep's pid");
         let sleep: i32 = line.trim().parse().expect("a pid");
-        let table = Table::descendants();
+        let table = Table::descendants_after(&mut HashSet::new());
         let found: HashSet<i32> = table.all().map(|p| p.id.pid).collect();
         assert!(found.contains(&(shell.id() as i32)), "{found:?}");
         assert!(found.contains(&sleep), "{found:?}");

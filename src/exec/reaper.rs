@@ -5,9 +5,10 @@
 //! tracked from spawn until they are gone. As PID 1 (a container) it reaps every orphan.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard, Once, PoisonError, Weak};
+use std::sync::{Mutex, MutexGuard, Once, Weak};
 use std::time::Duration;
 
+use leasehold_core::locked;
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -27,7 +28,7 @@ static TRACKED: Mutex<BTreeMap<i32, Option<u64>>> = Mutex::new(BTreeMap::new());
 const NOTE_INTERVAL: Duration = Duration::from_secs(1);
 
 fn tracked() -> MutexGuard<'static, BTreeMap<i32, Option<u64>>> {
-    TRACKED.lock().unwrap_or_else(PoisonError::into_inner)
+    locked(&TRACKED)
 }
 
 /// Makes this process a child subreaper (`PR_SET_CHILD_SUBREAPER`, no privilege needed), once.
@@ -93,12 +94,8 @@ pub(crate) fn untrack(pid: i32) {
 /// Reaps every zombie child of this process that `family` owns (every one, as PID 1), except
 /// the tracked commands. The number reaped.
 pub(crate) fn reap(family: &Mutex<Family>) -> usize {
-    let table = lock(family).walk();
+    let table = locked(family).walk();
     reap_in(family, &table)
-}
-
-fn lock(family: &Mutex<Family>) -> MutexGuard<'_, Family> {
-    family.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// [`reap`] from a walk already taken. A command spawned after the walk is not in it; one
@@ -111,7 +108,7 @@ pub(crate) fn reap_in(family: &Mutex<Family>, table: &Table) -> usize {
         read_proc(*pid).is_some_and(|p| start.is_none_or(|s| s == p.id.start))
     });
     let me = std::process::id() as i32;
-    let family = lock(family);
+    let family = locked(family);
     let mut reaped = 0;
     for child in table.children_of(me).filter(|c| c.is_zombie()) {
         if tracked.contains_key(&child.id.pid) || !(me == 1 || family.owns(child)) {
@@ -142,7 +139,7 @@ pub(crate) fn spawn_reaper(family: Weak<Mutex<Family>>) {
                 None
             }
         };
-        let Some(stopping) = family.upgrade().map(|f| lock(&f).stopping_flag()) else {
+        let Some(stopping) = family.upgrade().map(|f| locked(&f).stopping_flag()) else {
             return;
         };
         let mut note = tokio::time::interval(NOTE_INTERVAL);
@@ -171,7 +168,7 @@ pub(crate) fn spawn_reaper(family: Weak<Mutex<Family>>) {
                 continue;
             }
             let pass = tokio::task::spawn_blocking(move || {
-                let mut tree = lock(&family);
+                let mut tree = locked(&family);
                 let busy = !tree.is_empty();
                 if tree.is_stopping() || !(child_exited || busy) {
                     return;

@@ -5,9 +5,10 @@
 //! look walks the command's tree only ([`Family::walk`]).
 
 use std::process::ExitStatus;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use leasehold_core::locked;
 use nix::sys::signal::Signal;
 use tokio::process::Child;
 use tracing::warn;
@@ -59,10 +60,6 @@ impl Running {
         self.pid
     }
 
-    fn family(&self) -> MutexGuard<'_, Family> {
-        self.family.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// The command's own exit status (the direct child), once it exited.
     pub async fn wait(&mut self) -> Option<ExitStatus> {
         if self.status.is_none() {
@@ -75,12 +72,12 @@ impl Running {
 
     /// SIGKILLs every process of the command found now, without waiting.
     pub fn kill_now(&mut self) {
-        self.family().signal_all(Signal::SIGKILL);
+        locked(&self.family).signal_all(Signal::SIGKILL);
     }
 
     /// How many processes of the command are alive.
     pub fn alive(&self) -> usize {
-        let mut family = self.family();
+        let mut family = locked(&self.family);
         let table = family.walk();
         let members = family.members(&table);
         members.iter().filter(|p| p.is_alive()).count()
@@ -94,16 +91,16 @@ impl Running {
         let grace_end = clock.now().saturating_add(grace);
         // Listening before the first signal goes out, so that no exit goes unheard.
         let mut exits = ChildExits::listen();
-        self.family().set_stopping(true);
+        locked(&self.family).set_stopping(true);
         // Walks in a row that found nothing alive.
         let mut clean = 0;
         if leadership.remaining() > KILL_MARGIN {
             // The process groups first, which as a rule hold the whole command; the walk for
             // what left them waits for the first exit (or FIRST_LOOK), so that it does not
             // race the deaths it just caused, and finds them done instead of still running.
-            self.family().signal(&[], Signal::SIGTERM);
+            locked(&self.family).signal(&[], Signal::SIGTERM);
             exits.next_within(FIRST_LOOK).await;
-            let alive = self.family().signal_all(Signal::SIGTERM);
+            let alive = locked(&self.family).signal_all(Signal::SIGTERM);
             if alive.is_empty() {
                 clean = 1;
             } else {
@@ -155,7 +152,7 @@ impl Running {
         while clean < 2 {
             // What is heard from here on came after this walk began.
             exits.forget_heard();
-            let (alive, table) = self.family().signal_all_in(Signal::SIGKILL);
+            let (alive, table) = locked(&self.family).signal_all_in(Signal::SIGKILL);
             last = Some(table);
             if alive.is_empty() {
                 clean += 1;
@@ -181,14 +178,14 @@ impl Running {
             // off this path (before the release).
             Some(table) if clean >= 2 => {
                 reaper::reap_in(&self.family, &table);
-                self.family().set_stopping(false);
+                locked(&self.family).set_stopping(false);
                 self.stopped = true;
                 if exits.heard_since_forgotten() {
                     let _ = nix::sys::signal::raise(Signal::SIGCHLD);
                 }
             }
             _ => {
-                self.family().set_stopping(false);
+                locked(&self.family).set_stopping(false);
                 reaper::reap(&self.family);
             }
         }
@@ -256,7 +253,7 @@ impl Drop for Running {
         if self.stopped {
             return;
         }
-        let mut family = self.family();
+        let mut family = locked(&self.family);
         // A stop cut short (an aborted term) leaves the reaping to the reaper again, before
         // the SIGKILLs below make the exits it will hear.
         family.set_stopping(false);

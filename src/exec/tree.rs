@@ -17,8 +17,9 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use leasehold_core::locked;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
@@ -31,7 +32,7 @@ static HELPER_GROUPS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 
 /// The helpers' process groups ([`HELPER_GROUPS`]).
 pub(crate) fn helper_groups() -> MutexGuard<'static, BTreeSet<i32>> {
-    HELPER_GROUPS.lock().unwrap_or_else(PoisonError::into_inner)
+    locked(&HELPER_GROUPS)
 }
 
 /// Which processes are one supervisor's commands'. Remembers what it has seen, so that an

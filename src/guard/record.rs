@@ -63,25 +63,31 @@ impl CheckedAt {
 }
 
 /// Why a record does not let the caller act.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// The record is another lease's than the caller's.
+    #[error("the file is lease {lease}'s, not the caller's lease {mine}")]
     OtherLease {
         /// The record's lease.
         lease: LeaseName,
         /// The caller's.
         mine: LeaseName,
     },
-    /// The record is zeroed.
+    /// The record is zeroed: leasehold stepped down, or has not led yet.
+    #[error("no term (leasehold stepped down, or has not led yet)")]
     NoTerm,
     /// The record holds another term than the caller's (a later one, or another process's).
+    #[error(
+        "the file holds term {token}, not the caller's term {mine} (a later term, or another process's)"
+    )]
     OtherTerm {
         /// The record's term.
         token: FencingToken,
         /// The caller's.
         mine: FencingToken,
     },
-    /// The validity deadline passed `late` ago.
+    /// The validity deadline passed `late` ago (leasehold is frozen or gone, or could not renew).
+    #[error("the validity deadline of term {token} passed {late:?} ago")]
     Expired {
         /// The term.
         token: FencingToken,
@@ -89,6 +95,7 @@ pub enum Refusal {
         late: Duration,
     },
     /// Still valid, but for `left`, less than the `wanted` margin.
+    #[error("term {token} is valid for {left:?} more, not the {wanted:?} asked for")]
     TooShort {
         /// The term.
         token: FencingToken,

@@ -4,7 +4,9 @@
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
+
+use leasehold_core::locked;
 
 use super::{GuardError, GuardRecord};
 use crate::clock::{BootInstant, WallLead};
@@ -127,7 +129,7 @@ impl GuardFile {
     }
 
     fn write(&self, record: &GuardRecord) -> std::io::Result<()> {
-        let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        let _writing = locked(&self.writing);
         // A file left beside by a crash (ours, or a symlink planted in a shared directory) is
         // removed, and the new one created exclusively: `O_EXCL` follows no symlink.
         match std::fs::remove_file(&self.next) {
@@ -146,7 +148,7 @@ impl GuardFile {
 
     /// Removes the guard file (also done on drop).
     pub fn remove(&self) {
-        let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        let _writing = locked(&self.writing);
         let _ = std::fs::remove_file(&self.path);
         let _ = std::fs::remove_file(&self.next);
     }
@@ -190,7 +192,9 @@ mod tests {
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
     use super::*;
-    use crate::guard::{CallerTerm, GuardError, check_guard_file_for_term, read_guard_file};
+    use crate::guard::{
+        CallerTerm, GuardError, Refusal, check_guard_file_for_term, read_guard_file,
+    };
 
     fn lease() -> LeaseName {
         LeaseName::new("shop/web").unwrap()
@@ -209,7 +213,13 @@ mod tests {
             read_guard_file(&path).unwrap(),
             GuardRecord::NoTerm { lease: lease() }
         );
-        assert!(matches!(check(&path), Err(GuardError::NoTerm { .. })));
+        assert!(matches!(
+            check(&path),
+            Err(GuardError::Refused {
+                refusal: Refusal::NoTerm,
+                ..
+            })
+        ));
         let until = BootInstant::now().saturating_add(Duration::from_secs(10));
         guard
             .publish(FencingToken(7), until, WallLead::now())
@@ -237,7 +247,13 @@ mod tests {
         );
         assert_eq!(check(&path).unwrap(), FencingToken(7));
         guard.revoke().unwrap();
-        assert!(matches!(check(&path), Err(GuardError::NoTerm { .. })));
+        assert!(matches!(
+            check(&path),
+            Err(GuardError::Refused {
+                refusal: Refusal::NoTerm,
+                ..
+            })
+        ));
         drop(guard);
         assert!(!path.exists(), "removed on drop");
         assert!(matches!(check(&path), Err(GuardError::Missing { .. })));

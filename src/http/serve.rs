@@ -35,13 +35,14 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use leasehold_core::locked;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_io_timeout::TimeoutStream;
@@ -246,7 +247,7 @@ impl Reserve {
     fn admit(self: &Arc<Self>) -> (ReservePlace, bool) {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let shed = CancellationToken::new();
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut held = locked(&self.held);
         let shed_oldest = held.len() >= PROBE_RESERVE;
         if shed_oldest && let Some((_, oldest)) = held.pop_front() {
             oldest.cancel();
@@ -270,11 +271,7 @@ struct ReservePlace {
 
 impl Drop for ReservePlace {
     fn drop(&mut self) {
-        let mut held = self
-            .reserve
-            .held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut held = locked(&self.reserve.held);
         held.retain(|(id, _)| *id != self.id);
     }
 }

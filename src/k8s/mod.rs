@@ -20,7 +20,7 @@ mod settings;
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -29,6 +29,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
+use leasehold_core::locked;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -148,10 +149,7 @@ pub async fn reconcile_while_leading<K, C, R, Fut, E>(
         async move {
             let outcome = outcome.await;
             if outcome.is_ok() {
-                counted
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&key);
+                locked(&counted).remove(&key);
             }
             outcome
         }
@@ -162,7 +160,7 @@ pub async fn reconcile_while_leading<K, C, R, Fut, E>(
             reconcile,
             move |object, error, _ctx| {
                 let failed = if refused(error) {
-                    let mut refusals = refusals.lock().unwrap_or_else(PoisonError::into_inner);
+                    let mut refusals = locked(&refusals);
                     let count = refusals.entry(object.name_any()).or_default();
                     *count = count.saturating_add(1);
                     *count

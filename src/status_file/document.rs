@@ -1,13 +1,8 @@
 //! The status file's JSON: what `/leader` says, made impossible to misread once its writer is
-//! dead or frozen.
-//!
-//! `/leader` is answered live, so its `is_leader` and `valid_for_ms` are true when read. A file
-//! is read later, perhaps long after leasehold was SIGKILLed or frozen, and nothing rewrites it
-//! then. So the file carries no claim that stands on its own: no `is_leader`, no `role:
-//! "leader"`, no duration relative to a write the reader cannot see. It says until when its
-//! writer leads, as an instant of the boot clock that the reader compares with its own reading
-//! (`leader_until_boot_ns`), and states that rule in the file itself (`rule`). A reader that
-//! looks for the old fields finds none and concludes "not leader": old readers fail safe.
+//! dead or frozen. It carries no claim that stands on its own (no `is_leader`, no `role:
+//! "leader"`): it says until when its writer leads on the boot clock, and the reader's rule
+//! (docs/REFERENCE.md, "The status file"). A reader that looks for the old fields finds none and
+//! concludes "not leader": old readers fail safe.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

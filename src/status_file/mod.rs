@@ -1,12 +1,7 @@
 //! `--status-file`: the elector's status kept in a file for apps that share a volume with
-//! leasehold ([`document`] says what it holds and the rule its reader follows). Rewritten at
-//! every change of role, leader, token or candidacy, and at every renewal while leading (the
-//! deadline in the file moves with the term's). Each write goes to a temporary file in the same
-//! directory that is then renamed over the old one, so a reader sees the old JSON or the new
-//! one, never half of one. It is a watcher like an event stream's, with a bounded buffer: a disk
-//! so slow that it falls behind makes it start again from the current status (skipping states),
-//! never holds the elector back. One live leasehold writes one status file: it claims the file
-//! at start, and a second leasehold given the same path is refused.
+//! leasehold (docs/REFERENCE.md, "The status file"; [`document`] says what it holds). A watcher
+//! like an event stream's, with a bounded buffer: a disk so slow that it falls behind makes it
+//! start again from the current status, never holds the elector back.
 
 pub mod document;
 
@@ -40,11 +35,6 @@ impl StatusFile {
     pub fn claim(path: PathBuf, lease: &LeaseName) -> Result<Self, ClaimError> {
         let claim = FileClaim::claim(&path, &format!("lease {lease}"))?;
         Ok(Self { path, claim })
-    }
-
-    /// Where the file is.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Starts the writer; it writes the current status at once, then every event in order and

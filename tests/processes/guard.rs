@@ -19,7 +19,7 @@ use harness::guarded_command::{Counts, Kind, Resource, env, judge, script};
 use harness::replica::{FAST, Replica, run_to_end};
 use harness::{RunCommand, leasehold_bin};
 use leasehold::clock::{BootInstant, WallLead};
-use leasehold::guard::{GuardError, GuardRecord, check_guard_file, read_guard_file};
+use leasehold::guard::{GuardError, GuardRecord, Refusal, check_guard_file, read_guard_file};
 use leasehold::lease::{FencingToken, LeaseName};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
@@ -297,7 +297,7 @@ fn a_successor_sees_its_own_guard_valid_and_the_frozen_leaders_invalid() {
     assert_eq!(guard(&guard_a), 1, "the frozen leader's guard");
     assert_eq!(check_guard_file(&guard_b).unwrap(), token_b);
     assert!(
-        matches!(check_guard_file(&guard_a), Err(GuardError::Expired { token, .. }) if token == token_a),
+        matches!(check_guard_file(&guard_a), Err(GuardError::Refused { refusal: Refusal::Expired { token, .. }, .. }) if token == token_a),
         "{:?}",
         check_guard_file(&guard_a)
     );

@@ -76,3 +76,7 @@ pub mod clock;
 pub mod elector;
 pub mod lease;
 mod locked;
+
+// The product takes its locks by the same rule; not part of the library's API.
+#[doc(hidden)]
+pub use locked::locked;
