@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold_core::locked;
+use leasehold_core::locked::locked;
 use tracing::{error, info, warn};
 
 use crate::board::{Blocked, BlockingKey, Board};

@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::mem::{Discriminant, discriminant};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use leasehold_core::locked;
+use leasehold_core::locked::locked;
 use tokio::sync::{mpsc, watch};
 use tracing::debug;
 

@@ -33,15 +33,6 @@ pub use settings::{
     DEFAULT_TIMEOUT, Probe, Scope,
 };
 
-impl CandidateCheck {
-    fn thresholds(&self) -> Thresholds {
-        Thresholds {
-            failure: self.failure_threshold,
-            success: self.success_threshold,
-        }
-    }
-}
-
 /// Starts the check; its verdicts go to the returned receiver (for [`follow`], the gate).
 /// `status` is the elector's, read for the terms in [`Scope::Command`]. Stops when `stop` is cancelled.
 pub fn spawn(
@@ -110,10 +101,14 @@ impl Verdicts {
 /// replica's app from start, forever; the singleton command's during each term.
 async fn probe_after_grace(check: &CandidateCheck, verdicts: &Verdicts) {
     tokio::time::sleep(check.initial_delay).await;
+    let thresholds = Thresholds {
+        failure: check.failure_threshold,
+        success: check.success_threshold,
+    };
     let mut tally = Tally::default();
     loop {
         let result = check.probe.run(check.timeout).await;
-        let (verdict, next) = judge(&verdicts.now(), tally, result, check.thresholds());
+        let (verdict, next) = judge(&verdicts.now(), tally, result, thresholds);
         tally = next;
         verdicts.set(verdict);
         tokio::time::sleep(check.period).await;

@@ -38,11 +38,7 @@ impl Sample {
     /// Reads both clocks, `None` when a read fails or no try read them close enough together.
     pub fn now() -> Option<Self> {
         use nix::time::{ClockId, clock_gettime};
-        let read = |id| {
-            clock_gettime(id)
-                .ok()
-                .map(|ts| Duration::new(ts.tv_sec() as u64, ts.tv_nsec() as u32))
-        };
+        let read = |id| clock_gettime(id).ok().map(Duration::from);
         (0..3).find_map(|_| {
             let before = read(ClockId::CLOCK_MONOTONIC_RAW)?;
             let slewed = read(ClockId::CLOCK_MONOTONIC)?;

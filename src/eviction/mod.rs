@@ -1,17 +1,8 @@
 //! Redis's eviction policy, a gate outside the core: read at start, at once when this replica
-//! becomes leader, and then again every few lease durations (while Redis answers the elector;
-//! `watch.rs`), so that a Redis whose `maxmemory` policy may evict the lease is said out loud (a
-//! log event, a metric, a field in what the replica shows), and, with [`EvictionMode::Refuse`],
-//! keeps this replica out of the election ([`EVICTION`]).
-//!
-//! The leader reads it every few lease durations, a follower rarely: the policy is the same
-//! Redis's for all of them, and the one whose term it could end is the leader. A follower kept out
-//! by what it read looks every lease duration, so that it comes back soon after Redis is fixed.
-//!
-//! The state record keeps eviction safe (a follower refuses a term the record still names, and
-//! the holder puts its evicted key back), but under memory pressure every renewal may find the
-//! key gone, and an `allkeys-*` policy can take the record too: then only the data-loss cooldown
-//! is left. A Redis that holds leases should not evict.
+//! becomes leader, and then again every few lease durations (`watch.rs`), so that a Redis whose
+//! `maxmemory` policy may evict the lease is said out loud (a log event, a metric, a field in
+//! what the replica shows), and, with [`EvictionMode::Refuse`], keeps this replica out of the
+//! election ([`EVICTION`]). Why and how often: docs/DESIGN.md, "Eviction".
 
 mod watch;
 

@@ -178,10 +178,7 @@ const LEADER_READS_EVERY: u32 = 4;
 const FOLLOWER_READS_EVERY: u32 = 64;
 
 /// How long after a read the policy is read again: every lease duration while a gate keeps this
-/// replica out of the election (to notice a fix; the read is then its only command, and says
-/// whether Redis answers), every [`LEADER_READS_EVERY`] lease durations on the leader, every
-/// [`FOLLOWER_READS_EVERY`] on a follower. An idle follower's try is its only command of every
-/// lease duration; a read each time would be a second one.
+/// replica out of the election (to notice a fix), else as the two constants above say.
 fn reread_after(timing: &Timing, leading: bool, out: bool) -> Duration {
     let every = match (out, leading) {
         (true, _) => 1,

@@ -26,7 +26,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
-use leasehold_core::locked;
+use leasehold_core::locked::locked;
 use nix::sys::signal::Signal;
 use tokio::process::Command;
 use tracing::{info, warn};

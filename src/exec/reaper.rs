@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, Once, Weak};
 use std::time::Duration;
 
-use leasehold_core::locked;
+use leasehold_core::locked::locked;
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};

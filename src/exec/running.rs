@@ -8,7 +8,7 @@ use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold_core::locked;
+use leasehold_core::locked::locked;
 use nix::sys::signal::Signal;
 use tokio::process::Child;
 use tracing::warn;

@@ -19,7 +19,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use leasehold_core::locked;
+use leasehold_core::locked::locked;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 

@@ -68,12 +68,7 @@ pub fn stored_token<K: Resource>(
     object: &K,
     name: &str,
 ) -> Result<Option<FencingToken>, FenceError> {
-    let Some(stored) = object
-        .meta()
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION))
-    else {
+    let Some(stored) = object.annotations().get(ANNOTATION) else {
         return Ok(None);
     };
     match stored.parse() {

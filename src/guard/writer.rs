@@ -6,7 +6,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use leasehold_core::locked;
+use leasehold_core::locked::locked;
 
 use super::{GuardError, GuardRecord};
 use crate::clock::{BootInstant, WallLead};

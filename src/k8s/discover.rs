@@ -62,6 +62,10 @@ pub async fn owning_deployment(
     pod: &str,
 ) -> Result<OwningDeployment, K8sError> {
     let this: Pod = get(client, namespace, pod).await?;
+    let not_a_deployment = |owners: String| K8sError::NotADeployment {
+        pod: format!("{namespace}/{pod}"),
+        owners,
+    };
     let describe = |owners: &[OwnerReference]| {
         if owners.is_empty() {
             "no owner".to_owned()
@@ -73,45 +77,27 @@ pub async fn owning_deployment(
                 .join(", ")
         }
     };
-    let rs_ref = controller_of(this.owner_references(), "ReplicaSet").ok_or_else(|| {
-        K8sError::NotADeployment {
-            pod: format!("{namespace}/{pod}"),
-            owners: describe(this.owner_references()),
-        }
-    })?;
+    let rs_ref = controller_of(this.owner_references(), "ReplicaSet")
+        .ok_or_else(|| not_a_deployment(describe(this.owner_references())))?;
     let rs: ReplicaSet = get(client, namespace, &rs_ref.name).await?;
     let deploy_ref = controller_of(rs.owner_references(), "Deployment").ok_or_else(|| {
-        K8sError::NotADeployment {
-            pod: format!("{namespace}/{pod}"),
-            owners: format!(
-                "ReplicaSet {} owned by {}",
-                rs_ref.name,
-                describe(rs.owner_references())
-            ),
-        }
+        let owners = describe(rs.owner_references());
+        not_a_deployment(format!("ReplicaSet {} owned by {owners}", rs_ref.name))
     })?;
     let deployment: Deployment = get(client, namespace, &deploy_ref.name).await?;
     let selector = Selector::try_from(deployment.spec.selector.clone())
         .ok()
         .map(|s| s.to_string())
         .filter(|s| !s.is_empty())
-        .ok_or_else(|| K8sError::NotADeployment {
-            pod: format!("{namespace}/{pod}"),
-            owners: format!(
+        .ok_or_else(|| {
+            not_a_deployment(format!(
                 "Deployment {} without a usable pod selector",
                 deploy_ref.name
-            ),
+            ))
         })?;
     // Not the controller (the Deployment controller does not manage Leases), and no
     // blockOwnerDeletion, which would need `update` on deployments/finalizers.
-    let owner = deployment.uid().map(|uid| OwnerReference {
-        api_version: Deployment::api_version(&()).into_owned(),
-        kind: Deployment::kind(&()).into_owned(),
-        name: deployment.name_any(),
-        uid,
-        controller: None,
-        block_owner_deletion: None,
-    });
+    let owner = deployment.owner_ref(&());
     Ok(OwningDeployment {
         name: deployment.name_any(),
         selector,

@@ -5,14 +5,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::K8sError;
+use super::{K8sError, OwningDeployment};
 use crate::elector::{Leadership, Timing, backoff};
 
 /// The mirror's name: the Deployment's, else the last part of the lease name; refused when it
@@ -29,27 +29,21 @@ pub(super) fn lease_name(deployment: Option<&str>, lease: &str) -> Result<String
     }
 }
 
-/// What the mirror carries besides the holder: the owning Deployment's labels and an owner
-/// reference to it, so that `kubectl get lease -l app.kubernetes.io/instance=…` finds it and
-/// deleting the Deployment deletes it.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Belonging {
-    pub labels: BTreeMap<String, String>,
-    pub owner: Option<OwnerReference>,
-}
-
-impl Belonging {
-    /// Puts the labels and the owner reference on `meta`, keeping what else it has.
-    fn apply(&self, meta: &mut ObjectMeta) {
-        if !self.labels.is_empty() {
-            let labels = meta.labels.get_or_insert_with(BTreeMap::new);
-            labels.extend(self.labels.clone());
-        }
-        if let Some(owner) = &self.owner {
-            let owners = meta.owner_references.get_or_insert_with(Vec::new);
-            if !owners.iter().any(|o| o.uid == owner.uid) {
-                owners.push(owner.clone());
-            }
+/// Puts on `meta` what the mirror carries besides the holder, keeping what else it has: the
+/// owning Deployment's labels and an owner reference to it, so that `kubectl get lease -l
+/// app.kubernetes.io/instance=…` finds it and deleting the Deployment deletes it.
+fn belong(deployment: Option<&OwningDeployment>, meta: &mut ObjectMeta) {
+    let Some(deployment) = deployment else {
+        return;
+    };
+    if !deployment.labels.is_empty() {
+        let labels = meta.labels.get_or_insert_with(BTreeMap::new);
+        labels.extend(deployment.labels.clone());
+    }
+    if let Some(owner) = &deployment.owner {
+        let owners = meta.owner_references.get_or_insert_with(Vec::new);
+        if !owners.iter().any(|o| o.uid == owner.uid) {
+            owners.push(owner.clone());
         }
     }
 }
@@ -64,14 +58,14 @@ pub(super) async fn keep(
     leases: Api<Lease>,
     name: &str,
     identity: &str,
-    belonging: &Belonging,
+    deployment: Option<&OwningDeployment>,
     timing: &Timing,
     leadership: &Leadership,
     stop: &CancellationToken,
 ) {
     let mut failures = 0u32;
     loop {
-        let pause = match write(&leases, name, identity, belonging, timing, leadership).await {
+        let pause = match write(&leases, name, identity, deployment, timing, leadership).await {
             Ok(()) => {
                 failures = 0;
                 interval(timing)
@@ -107,7 +101,7 @@ async fn write(
     leases: &Api<Lease>,
     name: &str,
     identity: &str,
-    belonging: &Belonging,
+    deployment: Option<&OwningDeployment>,
     timing: &Timing,
     leadership: &Leadership,
 ) -> Result<(), K8sError> {
@@ -129,7 +123,7 @@ async fn write(
                 name: Some(name.to_owned()),
                 ..ObjectMeta::default()
             };
-            belonging.apply(&mut metadata);
+            belong(deployment, &mut metadata);
             let lease = Lease {
                 metadata,
                 spec: Some(LeaseSpec {
@@ -149,7 +143,7 @@ async fn write(
         }
         Some(mut lease) => {
             // A mirror written before it carried them, or by an earlier release of the chart.
-            belonging.apply(&mut lease.metadata);
+            belong(deployment, &mut lease.metadata);
             let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
             if spec.holder_identity.as_deref() != Some(identity) {
                 let had_holder = spec.holder_identity.is_some();

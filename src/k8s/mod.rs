@@ -29,7 +29,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use leasehold_core::locked;
+use leasehold_core::locked::locked;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -291,11 +291,6 @@ impl Publisher {
         }
     }
 
-    /// The owning Deployment, if known.
-    pub fn deployment(&self) -> Option<&OwningDeployment> {
-        self.inner.deployment.as_ref()
-    }
-
     /// The leader's Kubernetes work for one term; returns when `stop` is cancelled.
     pub async fn lead(&self, leadership: Leadership, stop: CancellationToken) {
         // The notes run however the term ends: also when the elector aborts work that did
@@ -312,7 +307,7 @@ impl Publisher {
                 tokio::select! {
                     biased;
                     _ = stop.cancelled() => {}
-                    _ = self.event(EventType::Normal, "LeaderElected", note) => {}
+                    _ = self.event("LeaderElected", note) => {}
                 }
             }
         };
@@ -333,19 +328,11 @@ impl Publisher {
         };
         let lease = async {
             if let Some(name) = &inner.mirror_name {
-                let belonging = inner
-                    .deployment
-                    .as_ref()
-                    .map(|d| mirror::Belonging {
-                        labels: d.labels.clone(),
-                        owner: d.owner.clone(),
-                    })
-                    .unwrap_or_default();
                 mirror::keep(
                     Api::namespaced(inner.client.clone(), &inner.namespace),
                     name,
                     &inner.identity,
-                    &belonging,
+                    inner.deployment.as_ref(),
                     &inner.timing,
                     &leadership,
                     &stop,
@@ -401,7 +388,6 @@ impl Publisher {
                         .step_down_reason()
                         .map_or_else(|| "term ended".to_owned(), |r| r.to_string());
                     this.event(
-                        EventType::Normal,
                         "LeadershipLost",
                         format!(
                             "{} stopped leading (fencing token {}): {reason}",
@@ -427,7 +413,8 @@ impl Publisher {
         let _ = tokio::time::timeout(bound, self.inner.background.wait()).await;
     }
 
-    async fn event(&self, type_: EventType, reason: &str, note: String) {
+    /// Records a Normal Event on the Deployment (or this pod when none is known).
+    async fn event(&self, reason: &str, note: String) {
         let inner = &self.inner;
         let reference = match &inner.deployment {
             Some(d) => d.reference.clone(),
@@ -440,7 +427,7 @@ impl Publisher {
             },
         };
         let event = Event {
-            type_,
+            type_: EventType::Normal,
             reason: reason.to_owned(),
             note: Some(note),
             action: "Elect".into(),

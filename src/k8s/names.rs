@@ -26,24 +26,17 @@ pub fn is_dns_subdomain(value: &str) -> bool {
 /// A label key: an optional DNS-subdomain prefix and `/`, then a name of 1 to 63 characters of
 /// letters, digits, `-`, `_` and `.`, a letter or digit at both ends.
 pub fn is_label_key(key: &str) -> bool {
-    let (prefix, name) = match key.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
-    let name_ok = !name.is_empty()
-        && name.len() <= 63
+    let (prefix, name) = key
+        .rsplit_once('/')
+        .map_or((None, key), |(p, n)| (Some(p), n));
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    name.len() <= 63
+        && name.starts_with(alnum)
+        && name.ends_with(alnum)
         && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        && name
-            .bytes()
-            .next()
-            .is_some_and(|b| b.is_ascii_alphanumeric())
-        && name
-            .bytes()
-            .last()
-            .is_some_and(|b| b.is_ascii_alphanumeric());
-    name_ok && prefix.is_none_or(is_dns_subdomain)
+            .chars()
+            .all(|c| alnum(c) || matches!(c, '-' | '_' | '.'))
+        && prefix.is_none_or(is_dns_subdomain)
 }
 
 /// The label-key rule in words, for refusals.

@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+use leasehold_core::locked::locked;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::{prometheus_text, text};
 use prometheus_client::metrics::counter::Counter;
@@ -438,9 +439,7 @@ impl Metrics {
 
     fn lock_rewrite(&self) -> std::sync::MutexGuard<'_, ()> {
         // The lock guards no data, so a panic while it was held left nothing half-done.
-        self.rewrite
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        locked(&self.rewrite)
     }
 }
 

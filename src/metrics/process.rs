@@ -1,12 +1,13 @@
 //! The `process_*` metrics every Prometheus exporter has (CPU seconds, resident and virtual
-//! memory, open and allowed file descriptors, start time), read from `/proc/self` at each scrape
-//! like the Go and Python clients' process collectors. prometheus-client has no such collector,
+//! memory, open and allowed file descriptors, start time), read from `/proc/self` (the limit
+//! from `getrlimit`) at each scrape like the Go and Python clients' process collectors. prometheus-client has no such collector,
 //! and the crates that offer one are written for other metric libraries, so this is a
 //! [`Collector`] of its own: a few reads of `/proc`, nothing kept between scrapes. A file it
 //! cannot read leaves its metrics out of that scrape rather than failing it.
 
 use std::fmt;
 
+use nix::sys::resource::{RLIM_INFINITY, Resource, getrlimit};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -48,16 +49,6 @@ fn parse_boot_time(text: &str) -> Option<u64> {
     text.lines()
         .find_map(|line| line.strip_prefix("btime "))
         .and_then(|v| v.trim().parse().ok())
-}
-
-/// The soft limit of open files, from `/proc/self/limits`' `Max open files` row.
-fn parse_max_fds(text: &str) -> Option<u64> {
-    let row = text.lines().find(|l| l.starts_with("Max open files"))?;
-    row["Max open files".len()..]
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
 }
 
 /// The page size: resident memory is counted in pages.
@@ -130,9 +121,9 @@ impl Collector for Process {
                 open as f64,
             )?;
         }
-        if let Some(max) = std::fs::read_to_string("/proc/self/limits")
-            .ok()
-            .and_then(|t| parse_max_fds(&t))
+        // The soft limit, as `process_max_fds` means it; none shown when unlimited.
+        if let Ok((max, _)) = getrlimit(Resource::RLIMIT_NOFILE)
+            && max != RLIM_INFINITY
         {
             gauge(
                 &mut encoder,
@@ -167,19 +158,11 @@ mod tests {
     }
 
     #[test]
-    fn boot_time_and_the_open_files_limit_are_read_from_their_rows() {
+    fn boot_time_is_read_from_its_row() {
         assert_eq!(
             parse_boot_time("cpu  1 2 3\nbtime 1764720000\nprocesses 9\n"),
             Some(1764720000)
         );
         assert_eq!(parse_boot_time("cpu 1\n"), None);
-        let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
-                      Max cpu time              unlimited            unlimited            seconds   \n\
-                      Max open files            1024                 524288               files     \n";
-        assert_eq!(parse_max_fds(limits), Some(1024));
-        assert_eq!(
-            parse_max_fds("Max open files unlimited unlimited files"),
-            None
-        );
     }
 }

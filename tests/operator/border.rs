@@ -87,8 +87,11 @@ const CORE_CEILING: usize = 7_895;
 /// and the lease layer's words and the failover behind one address above, and the review of
 /// those (19,957), less the core's cuts after them (19,946); then set to the count made
 /// honest: 453 lines of `src/cli/mod.rs` below a `#[cfg(test)] mod tests;` had never been
-/// counted, since the count stops there (20,399).
-const CORE_AND_PRODUCT_CEILING: usize = 20_399;
+/// counted, since the count stops there (20,399); less the product's cuts: one Publisher
+/// construction, one lock helper (the core's), a guard refusal said by the record's own
+/// `Refusal`, kube's owner reference and nix's limits instead of hand-built ones, and module
+/// docs that repeated REFERENCE and DESIGN (20,038).
+const CORE_AND_PRODUCT_CEILING: usize = 20_038;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

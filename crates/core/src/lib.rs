@@ -75,8 +75,5 @@
 pub mod clock;
 pub mod elector;
 pub mod lease;
-mod locked;
-
-// The product takes its locks by the same rule; not part of the library's API.
-#[doc(hidden)]
-pub use locked::locked;
+#[doc(hidden)] // The product takes its locks by the same rule; not the library's API.
+pub mod locked;

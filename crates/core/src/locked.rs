@@ -1,6 +1,5 @@
 //! The one way the core and the product take a lock: a lock whose holder panicked is taken as
-//! it is, because no value either keeps under a lock holds an invariant that a panic could
-//! break halfway.
+//! it is, because no value either keeps under one holds an invariant a panic could break.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 

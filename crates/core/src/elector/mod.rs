@@ -2,9 +2,8 @@
 
 mod board;
 mod cycle;
-/// The pure core: the elector's decisions as functions of time and of what Redis said. Public
-/// only with the test-only `test-internals` feature, so that the model checker in `tests/model`
-/// calls the very functions the elector calls; not API.
+/// The elector's decisions as pure functions, public only under `test-internals` so that the
+/// model checker (`tests/model`) calls the very functions the elector calls; not API.
 #[cfg(feature = "test-internals")]
 #[doc(hidden)]
 pub mod decide;
