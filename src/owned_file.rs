@@ -14,6 +14,7 @@
 //!   the lock, so a command that outlives a killed leasehold does not keep the file claimed.
 //!
 //! The lock file holds the owner's pid and a few words about it, for the refusal's message.
+//! Each update is a whole new file renamed over the old one ([`replace`]).
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -62,7 +63,7 @@ impl FileClaim {
     /// Claims `file` for this process; `about` says who claims it (for a refused process's
     /// message), for example `lease shop/web`.
     pub fn claim(file: &Path, about: &str) -> Result<Self, ClaimError> {
-        let path = lock_path(file).ok_or_else(|| ClaimError::Io {
+        let path = beside(file, ".lock").ok_or_else(|| ClaimError::Io {
             path: file.to_owned(),
             source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
         })?;
@@ -118,13 +119,38 @@ impl Drop for FileClaim {
     }
 }
 
-/// `.<name>.lock` beside `file`.
-fn lock_path(file: &Path) -> Option<PathBuf> {
+/// `.<name><suffix>` beside `file`.
+pub fn beside(file: &Path, suffix: &str) -> Option<PathBuf> {
     let name = file.file_name().filter(|n| !n.is_empty())?;
-    let mut lock = std::ffi::OsString::from(".");
-    lock.push(name);
-    lock.push(".lock");
-    Some(file.with_file_name(lock))
+    let mut hidden = std::ffi::OsString::from(".");
+    hidden.push(name);
+    hidden.push(suffix);
+    Some(file.with_file_name(hidden))
+}
+
+/// Replaces `file` with `bytes`: written to `.<name>.next` beside it, then renamed over it, so a
+/// reader that opens the path gets the old file or the new one, whole. A file already at that
+/// name (left by a crash, or a symlink planted in a shared directory) is removed, and the new one
+/// created exclusively: `O_EXCL` follows no symlink. No fsync: both files are for readers on the
+/// same machine, and a rename is atomic for them without one.
+pub fn replace(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let next = beside(file, ".next")
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"))?;
+    match std::fs::remove_file(&next) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(&next)
+        .and_then(|mut f| f.write_all(bytes));
+    if let Err(err) = written.and_then(|()| std::fs::rename(&next, file)) {
+        let _ = std::fs::remove_file(&next);
+        return Err(err);
+    }
+    Ok(())
 }
 
 /// `pid N (about)` from the lock file's line `N about`.

@@ -1,8 +1,6 @@
 //! The writer of the guard file: where it lives, claiming it, publishing a term, zeroing it,
 //! removing it.
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -11,19 +9,17 @@ use leasehold_core::locked::locked;
 use super::{GuardError, GuardRecord};
 use crate::clock::{BootInstant, WallLead};
 use crate::lease::{FencingToken, LeaseName};
-use crate::owned_file::FileClaim;
+use crate::owned_file::{FileClaim, replace};
 
 /// The guard file of one leasehold process and one lease. Claimed for this process (a second
 /// live leasehold given the same path is refused) and created with the zeroed record; removed,
 /// and the claim released, on drop.
 ///
-/// Every update writes the record to a new file beside the guard file (`.<name>.next`) and
-/// renames it over the guard file, so that a reader that opens the path reads one complete
-/// record (see the [format](super)). No fsync: the file is for processes of this boot.
+/// Every update replaces the whole file ([`replace`]), so that a reader that opens the path
+/// reads one complete record (see the [format](super)).
 #[derive(Debug)]
 pub struct GuardFile {
     path: PathBuf,
-    next: PathBuf,
     lease: LeaseName,
     /// Serialises updates, which share the file beside.
     writing: Mutex<()>,
@@ -38,21 +34,18 @@ impl GuardFile {
     /// leasehold writes it.
     pub fn create(path: impl Into<PathBuf>, lease: &LeaseName) -> Result<Self, GuardError> {
         let path = path.into();
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-        let Some(name) = name.filter(|n| !n.is_empty()) else {
+        if path.file_name().is_none_or(|n| n.is_empty()) {
             return Err(GuardError::Unwritable {
                 path,
                 source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
             });
-        };
+        }
         let claim = match FileClaim::claim(&path, &format!("lease {lease}")) {
             Ok(claim) => claim,
             Err(source) => return Err(GuardError::Unclaimable { path, source }),
         };
-        let next = path.with_file_name(format!(".{name}.next"));
         let guard = Self {
             path,
-            next,
             lease: lease.clone(),
             writing: Mutex::new(()),
             _claim: claim,
@@ -130,27 +123,13 @@ impl GuardFile {
 
     fn write(&self, record: &GuardRecord) -> std::io::Result<()> {
         let _writing = locked(&self.writing);
-        // A file left beside by a crash (ours, or a symlink planted in a shared directory) is
-        // removed, and the new one created exclusively: `O_EXCL` follows no symlink.
-        match std::fs::remove_file(&self.next) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-        let mut next = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&self.next)?;
-        next.write_all(record.encode().as_bytes())?;
-        drop(next);
-        std::fs::rename(&self.next, &self.path)
+        replace(&self.path, record.encode().as_bytes())
     }
 
     /// Removes the guard file (also done on drop).
     pub fn remove(&self) {
         let _writing = locked(&self.writing);
         let _ = std::fs::remove_file(&self.path);
-        let _ = std::fs::remove_file(&self.next);
     }
 }
 

@@ -5,7 +5,6 @@
 
 pub mod document;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use tokio::sync::watch;
@@ -17,7 +16,7 @@ pub use document::StatusDocument;
 use crate::board::{Shown, Watchers};
 use crate::elector::Role;
 use crate::lease::LeaseName;
-use crate::owned_file::{ClaimError, FileClaim};
+use crate::owned_file::{ClaimError, FileClaim, replace};
 
 /// Events the file may fall behind by before it skips to the current status.
 const FILE_BUFFER: usize = 64;
@@ -150,25 +149,9 @@ impl Writer {
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename. No
-/// fsync: the file is state for readers on the same machine, rewritten at every start, and a
-/// rename is atomic for them without one.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::other("the status file has no file name"))?;
-    let mut temp_name = std::ffi::OsString::from(".");
-    temp_name.push(name);
-    temp_name.push(format!(".{}.tmp", std::process::id()));
-    let temp = path.with_file_name(temp_name);
-    let mut file = std::fs::File::create(&temp)?;
-    let written = file.write_all(bytes).and_then(|()| file.write_all(b"\n"));
-    drop(file);
-    if let Err(err) = written.and_then(|()| std::fs::rename(&temp, path)) {
-        let _ = std::fs::remove_file(&temp);
-        return Err(err);
-    }
-    Ok(())
+/// Replaces the file at `path` with `json` and a newline ([`replace`]).
+pub fn write_atomically(path: &Path, json: &[u8]) -> std::io::Result<()> {
+    replace(path, &[json, b"\n"].concat())
 }
 
 #[cfg(test)]
@@ -187,6 +170,23 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("leader.json")]);
+    }
+
+    #[test]
+    fn a_symlink_planted_where_the_next_file_is_written_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("leader.json");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "kept").unwrap();
+        let next = dir.path().join(".leader.json.next");
+        std::os::unix::fs::symlink(&victim, &next).unwrap();
+        write_atomically(&path, b"{}").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "kept",
+            "the write went through the symlink"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{}\n");
     }
 
     #[test]

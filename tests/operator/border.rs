@@ -90,8 +90,9 @@ const CORE_CEILING: usize = 7_895;
 /// counted, since the count stops there (20,399); less the product's cuts: one Publisher
 /// construction, one lock helper (the core's), a guard refusal said by the record's own
 /// `Refusal`, kube's owner reference and nix's limits instead of hand-built ones, and module
-/// docs that repeated REFERENCE and DESIGN (20,038).
-const CORE_AND_PRODUCT_CEILING: usize = 20_038;
+/// docs that repeated REFERENCE and DESIGN (20,038), and the status file's writer, which
+/// followed a symlink planted at its temporary name, replaced by the guard file's (20,026).
+const CORE_AND_PRODUCT_CEILING: usize = 20_026;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
