@@ -16,7 +16,7 @@ use crate::owned_file::{FileClaim, replace};
 /// and the claim released, on drop.
 ///
 /// Every update replaces the whole file ([`replace`]), so that a reader that opens the path
-/// reads one complete record (see the [format](super)).
+/// reads one complete record (docs/REFERENCE.md, "The format").
 #[derive(Debug)]
 pub struct GuardFile {
     path: PathBuf,

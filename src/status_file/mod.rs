@@ -176,16 +176,22 @@ mod tests {
     fn a_symlink_planted_where_the_next_file_is_written_is_not_followed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("leader.json");
-        let victim = dir.path().join("victim");
-        std::fs::write(&victim, "kept").unwrap();
-        let next = dir.path().join(".leader.json.next");
-        std::os::unix::fs::symlink(&victim, &next).unwrap();
+        // The temporary file's name, and the one it had before (with this process's id).
+        let names = [
+            ".leader.json.next",
+            &format!(".leader.json.{}.tmp", std::process::id()),
+        ];
+        for name in names {
+            let victim = dir.path().join(format!("victim{name}"));
+            std::fs::write(&victim, "kept").unwrap();
+            std::os::unix::fs::symlink(&victim, dir.path().join(name)).unwrap();
+        }
         write_atomically(&path, b"{}").unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&victim).unwrap(),
-            "kept",
-            "the write went through the symlink"
-        );
+        for name in names {
+            let victim = dir.path().join(format!("victim{name}"));
+            let kept = std::fs::read_to_string(&victim).unwrap();
+            assert_eq!(kept, "kept", "the write went through the symlink at {name}");
+        }
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{}\n");
     }
 

@@ -123,17 +123,29 @@ fn production_lines(dir: &str) -> usize {
                 pair[0].trim() == "#[cfg(test)]"
                     && ["mod tests", "pub mod tests", "pub(crate) mod tests"]
                         .iter()
-                        .any(|m| pair[1].trim_start().starts_with(m))
+                        .filter_map(|m| pair[1].trim_start().strip_prefix(m))
+                        .any(|rest| rest.is_empty() || rest.starts_with([' ', ';', '{']))
             });
             let Some(at) = tests else {
                 return lines.len();
             };
-            // A `mod tests;` names a file of its own: whatever follows it would go uncounted.
+            // The count stops here, so the tests must end the file: a `mod tests;` (a file of
+            // its own) or a block up to its closing brace in the first column.
+            let declared = lines[at + 1].split("//").next().unwrap_or_default();
+            let end = if declared.trim_end().ends_with(';') {
+                at + 1
+            } else {
+                let close = lines[at..].iter().position(|l| l.starts_with('}'));
+                close.map_or(lines.len(), |i| at + i)
+            };
             assert!(
-                !lines[at + 1].trim_end().ends_with(';')
-                    || lines[at + 2..].iter().all(|l| l.trim().is_empty()),
-                "{}: move `#[cfg(test)] mod tests;` to the end of the file, where the count of \
-                 production lines stops",
+                lines
+                    .get(end + 1..)
+                    .unwrap_or_default()
+                    .iter()
+                    .all(|l| l.trim().is_empty()),
+                "{}: the count of production lines stops at `#[cfg(test)] mod tests`, which must \
+                 end the file",
                 path.display()
             );
             at
