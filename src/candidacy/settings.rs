@@ -77,7 +77,9 @@ impl fmt::Display for Probe {
                 }
                 None => write!(f, "GET http://{host}{path}"),
             },
-            Probe::Command(command) => write!(f, "`{command}`"),
+            Probe::Command(command) => {
+                write!(f, "`{}`", crate::exec::shown(std::slice::from_ref(command)))
+            }
         }
     }
 }

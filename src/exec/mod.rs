@@ -58,32 +58,37 @@ impl std::fmt::Debug for ExecSettings {
 }
 
 impl ExecSettings {
-    /// The command line as the logs show it: no password of a URL (`postgres://u:pw@…`), and
-    /// `***` for the value of a `NAME=value` word (also inside an argument: a shell script, a
-    /// libpq string) or of an option whose name says pass, pwd, secret, token, key or auth.
-    /// A short option's value (`-pPASS`) is not recognised.
+    /// The command line as the logs show it ([`shown`]).
     pub fn shown(&self) -> String {
-        let secret = |name: &str| {
-            let name = name.to_ascii_lowercase();
-            ["pass", "pwd", "secret", "token", "key", "auth"]
-                .iter()
-                .any(|w| name.contains(w))
-        };
-        let word = |w: &str| match w.split_once('=') {
-            Some((name, _)) if !name.contains("://") && secret(name) => format!("{name}=***"),
-            _ => crate::lease::redact_url(w),
-        };
-        let mut shown = Vec::with_capacity(self.command.len());
-        for (i, arg) in self.command.iter().enumerate() {
-            let option = i.checked_sub(1).map(|i| self.command[i].as_str());
-            if option.is_some_and(|o| o.starts_with('-') && !o.contains('=') && secret(o)) {
-                shown.push("***".to_owned());
-            } else {
-                shown.push(arg.split(' ').map(word).collect::<Vec<_>>().join(" "));
-            }
-        }
-        shown.join(" ")
+        shown(&self.command)
     }
+}
+
+/// A command line as leasehold shows it (its logs, and a candidate check's on the HTTP port):
+/// no password of a URL (`postgres://u:pw@…`), and `***` for the value of a `NAME=value` word
+/// (also inside an argument: a shell script, a libpq string) or of an option whose name says
+/// pass, pwd, secret, token, key or auth. A short option's value (`-pPASS`) is not recognised.
+pub fn shown(command: &[String]) -> String {
+    let secret = |name: &str| {
+        let name = name.to_ascii_lowercase();
+        ["pass", "pwd", "secret", "token", "key", "auth"]
+            .iter()
+            .any(|w| name.contains(w))
+    };
+    let word = |w: &str| match w.split_once('=') {
+        Some((name, _)) if !name.contains("://") && secret(name) => format!("{name}=***"),
+        _ => crate::lease::redact_url(w),
+    };
+    let mut shown = Vec::with_capacity(command.len());
+    for (i, arg) in command.iter().enumerate() {
+        let option = i.checked_sub(1).map(|i| command[i].as_str());
+        if option.is_some_and(|o| o.starts_with('-') && !o.contains('=') && secret(o)) {
+            shown.push("***".to_owned());
+        } else {
+            shown.push(arg.split(' ').map(word).collect::<Vec<_>>().join(" "));
+        }
+    }
+    shown.join(" ")
 }
 
 /// The environment variable that carries this replica's identity.

@@ -76,3 +76,32 @@ fn what_a_read_heard_while_out_ends_when_the_replica_stands_again() {
     set_healthy(dir.path(), "a", true);
     wait_for("a ready again", within, || a.is_ready().then_some(()));
 }
+
+/// The check's command is shown on the unauthenticated port (`/readyz`, `/leader`) as the
+/// command leasehold supervises is logged: without a secret's value.
+#[test]
+fn a_check_command_is_shown_without_its_secrets() {
+    let redis = RedisServer::start();
+    let mut args = FAST.to_vec();
+    args.extend(["--candidate-check-command", "TOKEN=s3cret false"]);
+    let a = Replica::spawn(
+        &redis.url(),
+        &unique_lease("kept-out-secret"),
+        "a",
+        &args,
+        &[],
+    );
+    let (_, readyz) = wait_for(
+        "the failed check in /readyz",
+        Duration::from_secs(10),
+        || {
+            a.get("/readyz")
+                .filter(|(code, body)| *code == 503 && body.contains("exit code"))
+        },
+    );
+    let reason = a.leader()["candidacy"]["reason"].to_string();
+    for shown in [&readyz, &reason] {
+        assert!(shown.contains("TOKEN=***"), "{shown}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+}
