@@ -131,10 +131,15 @@ impl Watchers {
             (kept && missed.len() <= buffer).then_some(missed)
         });
         let first = match missed {
-            // Up to date already: the current status once more, under its number.
-            Some(missed) if missed.is_empty() => vec![self.numbered(hub.number)],
-            Some(missed) => missed,
-            None => vec![self.numbered(hub.number)],
+            // The last change is the current status as it is now: a renewal since changed its
+            // deadline, not its key, and rendered as kept it would say the term had ended.
+            Some(mut missed) if !missed.is_empty() => {
+                missed.pop();
+                missed.push(self.numbered(hub.number));
+                missed
+            }
+            // Up to date already (or too far behind): the current status, under its number.
+            _ => vec![self.numbered(hub.number)],
         };
         let sent = first.into_iter().all(|event| tx.try_send(event).is_ok());
         if sent && !hub.closed {

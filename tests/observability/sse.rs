@@ -298,6 +298,17 @@ fn a_watcher_that_comes_back_with_its_last_event_id_gets_every_change_it_missed(
         assert_eq!(first.id, now.id, "{resume:?}");
         assert_eq!(first.json["is_leader"], true, "{resume:?}: {}", first.json);
     }
+    // Two lease durations on, past the deadline b's first event carried: the missed changes
+    // end with b's term as it is now, renewed.
+    let since = Instant::now();
+    wait_for("b to lead on, renewing", WAIT, || {
+        (since.elapsed() > Duration::from_secs(3) && b.is_ready()).then_some(())
+    });
+    let later = EventWatcher::resume(b.http, last.id.as_deref());
+    let again = wait_for("the missed changes again", WAIT, || {
+        Some(later.events()).filter(|e| e.len() == caught_up.len())
+    });
+    assert_eq!(again.last().unwrap().json["is_leader"], true, "{again:?}");
 }
 
 #[test]
