@@ -91,19 +91,21 @@ impl CandidacyArgs {
         };
         let period = self.candidate_check_period.unwrap_or(DEFAULT_PERIOD);
         let timeout = self.candidate_check_timeout.unwrap_or(DEFAULT_TIMEOUT);
-        if period.is_zero() {
+        // Each check forks a shell or opens a connection: a period of nanoseconds is a core
+        // kept busy forking, so both are bounded below as the lease's timing is.
+        if period < Timing::MIN {
             return Err(CliError::value(
                 "candidate-check-period",
                 humantime::format_duration(period),
-                "must be greater than zero",
+                "must be at least 10ms",
             ));
         }
-        if timeout.is_zero() || timeout > period {
+        if timeout < Timing::MIN || timeout > period {
             return Err(CliError::value(
                 "candidate-check-timeout",
                 humantime::format_duration(timeout),
                 format!(
-                    "must be greater than zero and no longer than --candidate-check-period ({})",
+                    "must be at least 10ms and no longer than --candidate-check-period ({})",
                     humantime::format_duration(period)
                 ),
             ));

@@ -376,6 +376,15 @@ mod tests {
             (Member, leader_role(), true, true, true, "member: leader"),
             // A failed renewal (here: no answer) does not take a valid term's readiness.
             (Member, leader_role(), false, true, true, "member: leader"),
+            // Past its deadline, it takes part still, and says it steps down.
+            (
+                Member,
+                leader_role(),
+                true,
+                false,
+                true,
+                "member: validity deadline passed, stepping down",
+            ),
             (
                 Member,
                 follower_role(),

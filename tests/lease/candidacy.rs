@@ -362,9 +362,9 @@ fn every_candidate_check_and_status_file_flag_refuses_bad_input_with_exit_code_2
                 "--candidate-check-command",
                 "true",
                 "--candidate-check-period",
-                "0s",
+                "1ns",
             ],
-            "--candidate-check-period `0s`: must be greater than zero",
+            "--candidate-check-period `1ns`: must be at least 10ms",
         ),
         (
             &[
@@ -382,7 +382,7 @@ fn every_candidate_check_and_status_file_flag_refuses_bad_input_with_exit_code_2
                 "--candidate-check-timeout",
                 "20s",
             ],
-            "--candidate-check-timeout `20s`: must be greater than zero and no longer than --candidate-check-period (10s)",
+            "--candidate-check-timeout `20s`: must be at least 10ms and no longer than --candidate-check-period (10s)",
         ),
         (
             &[
