@@ -193,6 +193,7 @@ fn parse_url(url: &str) -> Result<Probe, CliError> {
     if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(bad("must not contain spaces or control characters"));
     }
+    let rest = rest.split_once('#').map_or(rest, |(before, _)| before);
     let (authority, path) = match rest.find(['/', '?']) {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
@@ -266,6 +267,9 @@ mod tests {
         ok("http://127.0.0.1:8081?x", "127.0.0.1:8081", "/?x");
         ok("http://[::1]/healthz", "[::1]:80", "/healthz");
         ok("http://[::1]", "[::1]:80", "/");
+        // A fragment is the client's own, never sent.
+        ok("http://127.0.0.1:8081/healthz#top", "127.0.0.1:8081", "/healthz");
+        ok("http://127.0.0.1:8081#top", "127.0.0.1:8081", "/");
         let shown = parse_url("http://127.0.0.1:8081/h?token=abc&full").map(|p| p.to_string());
         assert_eq!(
             shown.ok().as_deref(),
