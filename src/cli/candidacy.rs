@@ -268,7 +268,11 @@ mod tests {
         ok("http://[::1]/healthz", "[::1]:80", "/healthz");
         ok("http://[::1]", "[::1]:80", "/");
         // A fragment is the client's own, never sent.
-        ok("http://127.0.0.1:8081/healthz#top", "127.0.0.1:8081", "/healthz");
+        ok(
+            "http://127.0.0.1:8081/healthz#top",
+            "127.0.0.1:8081",
+            "/healthz",
+        );
         ok("http://127.0.0.1:8081#top", "127.0.0.1:8081", "/");
         let shown = parse_url("http://127.0.0.1:8081/h?token=abc&full").map(|p| p.to_string());
         assert_eq!(

@@ -107,9 +107,10 @@ pub fn readiness(status: &Shown, mode: ReadinessMode, leading: bool) -> (bool, S
         (ReadinessMode::Leader, _) => out(format!("{}{}{cooldown}", leader(), last_step())),
         (ReadinessMode::Member, Role::Starting) => out("starting".into()),
         (ReadinessMode::Member, Role::Leader { .. }) if leading => (true, "member: leader".into()),
-        (ReadinessMode::Member, Role::Leader { .. }) if status.redis.reachable => {
-            (true, "member: validity deadline passed, stepping down".into())
-        }
+        (ReadinessMode::Member, Role::Leader { .. }) if status.redis.reachable => (
+            true,
+            "member: validity deadline passed, stepping down".into(),
+        ),
         (ReadinessMode::Member, _) if !status.redis.reachable => {
             out("redis unreachable: no answer yet".into())
         }

@@ -55,8 +55,11 @@ use crate::docs::sources;
 /// kept from before it taken for a replica's (7,898), and what a review of those found: a
 /// command's argument such as `deploy@host` shown redacted, and a refused key said as a refused
 /// command (7,906); less the follower's next try as an `Option` and the crate map's file tour,
-/// which repeated each file's first line (7,895).
-const CORE_CEILING: usize = 7_895;
+/// which repeated each file's first line (7,895); less the scripts' docs that repeated DESIGN,
+/// the errors' field docs that repeated the enum's, the client's own test for a Cluster
+/// redirect and its codes for the server's kinds, two functions nothing called, and smaller
+/// tidies (7,781).
+const CORE_CEILING: usize = 7_781;
 
 /// The core and the product together, set the same way (the goal is 16,600). Last raised from
 /// 19,855 for a lock that named no gate and exited 75 on a signal, a time before 1970 that
@@ -91,8 +94,12 @@ const CORE_CEILING: usize = 7_895;
 /// construction, one lock helper (the core's), a guard refusal said by the record's own
 /// `Refusal`, kube's owner reference and nix's limits instead of hand-built ones, and module
 /// docs that repeated REFERENCE and DESIGN (20,038), and the status file's writer, which
-/// followed a symlink planted at its temporary name, replaced by the guard file's (20,026).
-const CORE_AND_PRODUCT_CEILING: usize = 20_026;
+/// followed a symlink planted at its temporary name, replaced by the guard file's (20,026);
+/// then what a review of the HTTP port found: a candidate check's command served with its
+/// secrets, a watcher's resumed stream whose last event said a renewed term had ended, a check
+/// period of nanoseconds, a member leader past its deadline following itself, a URL's fragment
+/// sent (20,044); less the core's cuts above (19,931).
+const CORE_AND_PRODUCT_CEILING: usize = 19_931;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

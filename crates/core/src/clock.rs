@@ -77,12 +77,7 @@ impl WallLead {
         let wall = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
-        let after = read_boot_clock();
-        Self::between(wall, before + after.saturating_sub(before) / 2)
-    }
-
-    /// The lead of `wall` (since the epoch) over `boot` (since boot).
-    pub fn between(wall: Duration, boot: Duration) -> Self {
+        let boot = before + read_boot_clock().saturating_sub(before) / 2;
         let nanos = |d: Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
         Self(nanos(wall).saturating_sub(nanos(boot)))
     }

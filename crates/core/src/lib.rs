@@ -4,10 +4,9 @@
 //!
 //! # The border
 //!
-//! **A feature that does not change when a term begins or ends lives outside this crate.** The
-//! core depends on no Kubernetes, HTTP, command-line or metrics crate and imports nothing from
-//! the product (`leasehold`: the binary, its probes and metrics, the guard file, the Kubernetes
-//! side, the operator tools), which reaches the loop through two seams of [`elector::Elector`]:
+//! **A feature that does not change when a term begins or ends lives outside this crate**, in
+//! the product (`leasehold`); the core depends on no Kubernetes, HTTP, command-line or metrics
+//! crate. The product reaches the loop through two seams of [`elector::Elector`]:
 //!
 //! - out: [`elector::TermHooks`], told in order of each term's moments and each status change;
 //! - in: [`elector::Standing`], what the gates say, read before each try and watched in a term.

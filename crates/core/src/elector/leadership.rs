@@ -100,11 +100,6 @@ impl Leadership {
         self.inner.token
     }
 
-    /// The lease name.
-    pub fn lease(&self) -> &str {
-        &self.inner.lease
-    }
-
     /// Our identity.
     pub fn identity(&self) -> &str {
         &self.inner.identity

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use redis::{ErrorKind, RedisError, ServerErrorKind};
+use redis::{ErrorKind, RedisError};
 
 mod words;
 
@@ -14,7 +14,9 @@ use words::{
 };
 
 /// An error from a lease primitive. Losing a race is not an error (see
-/// [`Acquired`](super::Acquired)); these are failures to get an answer at all.
+/// [`Acquired`](super::Acquired)); these are failures to get an answer at all. `op` names the
+/// primitive (acquire, renew, release, observe, subscribe, …); `detail` holds the words of Redis
+/// or of the library that failed, unless its variant says otherwise.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LeaseError {
     /// The Redis URL could not be understood. The URL shown has its password redacted.
@@ -28,41 +30,28 @@ pub enum LeaseError {
     /// No answer within the call's timeout (connecting included).
     #[error("redis did not answer{} while {}", within(*after), doing(op))]
     Timeout {
-        /// The primitive: acquire, renew, release, observe, subscribe.
         op: &'static str,
         /// The timeout that ran out.
         after: Duration,
     },
     /// The connection could not be made or broke (refused, reset, closed).
     #[error("redis connection failed while {}: {detail}", doing(op))]
-    Connection {
-        /// The primitive.
-        op: &'static str,
-        /// What the client library said.
-        detail: String,
-    },
+    Connection { op: &'static str, detail: String },
     /// Redis is loading its dataset after a restart.
     #[error("redis is loading its dataset (while {})", doing(op))]
-    Loading {
-        /// The primitive.
-        op: &'static str,
-    },
+    Loading { op: &'static str },
     /// The server is a read-only replica, not the master.
     #[error(
         "redis answered READONLY while {}: connected to a replica, not the master",
         doing(op)
     )]
-    ReadOnly {
-        /// The primitive.
-        op: &'static str,
-    },
+    ReadOnly { op: &'static str },
     /// A key of the lease holds a value of another type (someone else uses the key).
     #[error(
         "{} (while {}); leasehold writes strings at {}: delete or rename the key that is not one",
         wrong_type_words(lease, keys, found), doing(op), keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
     )]
     WrongType {
-        /// The primitive.
         op: &'static str,
         /// The lease key.
         lease: String,
@@ -76,16 +65,10 @@ pub enum LeaseError {
         "redis refuses writes while {}: out of memory (`maxmemory` reached, and its `maxmemory-policy` evicts nothing more): {detail}",
         doing(op)
     )]
-    OutOfMemory {
-        /// The primitive.
-        op: &'static str,
-        /// Redis's message.
-        detail: String,
-    },
+    OutOfMemory { op: &'static str, detail: String },
     /// A key of the lease holds a value that leasehold did not write.
     #[error("lease `{lease}` is corrupt (found while {}): {detail}", doing(op))]
     Corrupt {
-        /// The primitive.
         op: &'static str,
         /// The lease key.
         lease: String,
@@ -98,7 +81,6 @@ pub enum LeaseError {
         doing(op)
     )]
     NoPermission {
-        /// The primitive.
         op: &'static str,
         /// Redis's message, which names the command or key.
         detail: String,
@@ -110,35 +92,23 @@ pub enum LeaseError {
         doing(op)
     )]
     NoScripting {
-        /// The primitive.
         op: &'static str,
         /// Redis's message, with the script's command named where it can be.
         detail: String,
     },
     /// Wrong username or password, or authentication required.
     #[error("redis authentication failed while {}: {detail}", doing(op))]
-    Authentication {
-        /// The primitive.
-        op: &'static str,
-        /// Redis's message.
-        detail: String,
-    },
+    Authentication { op: &'static str, detail: String },
     /// The TLS handshake failed: an untrusted or expired certificate, a name that does not
     /// match, a server that does not speak TLS. Never retried in plain text.
     #[error("TLS to redis failed while {}: {detail}", doing(op))]
-    Tls {
-        /// The primitive.
-        op: &'static str,
-        /// What the TLS library said.
-        detail: String,
-    },
+    Tls { op: &'static str, detail: String },
     /// `WAIT` saw fewer replicas acknowledge the write than configured.
     #[error(
         "only {acked} of {wanted} replicas acknowledged the write in time while {} (--redis-wait-replicas)",
         doing(op)
     )]
     TooFewReplicas {
-        /// The primitive.
         op: &'static str,
         /// Replicas that acknowledged.
         acked: u32,
@@ -152,28 +122,17 @@ pub enum LeaseError {
         "the redis cluster redirected or refused the call while {}: {detail}",
         doing(op)
     )]
-    Cluster {
-        /// The primitive.
-        op: &'static str,
-        /// Redis's words.
-        detail: String,
-    },
+    Cluster { op: &'static str, detail: String },
     /// A reply leasehold does not understand.
     #[error("unexpected reply from redis while {}: {detail}", doing(op))]
     Protocol {
-        /// The primitive.
         op: &'static str,
         /// What was wrong with the reply.
         detail: String,
     },
     /// Any other error Redis or the client reported.
     #[error("redis error while {}: {detail}", doing(op))]
-    Other {
-        /// The primitive.
-        op: &'static str,
-        /// The message.
-        detail: String,
-    },
+    Other { op: &'static str, detail: String },
 }
 
 /// How the elector should treat an error.
@@ -262,24 +221,14 @@ impl LeaseError {
                 lease: lease.to_owned(),
                 detail: err.detail().unwrap_or(&detail).to_owned(),
             },
-            (
-                ErrorKind::Server(
-                    ServerErrorKind::Moved
-                    | ServerErrorKind::Ask
-                    | ServerErrorKind::TryAgain
-                    | ServerErrorKind::ClusterDown,
-                ),
-                _,
-            ) => LeaseError::Cluster { op, detail },
-            // A node that keeps serving reads while its cluster is down
-            // (`cluster-allow-reads-when-down`) runs a script until its first write.
-            _ if detail.contains("while the cluster is down") => LeaseError::Cluster { op, detail },
-            (ErrorKind::Server(ServerErrorKind::BusyLoading), _) | (_, "LOADING") => {
-                LeaseError::Loading { op }
+            // MOVED, ASK, TRYAGAIN, CLUSTERDOWN; and a node that keeps serving reads while its
+            // cluster is down (`cluster-allow-reads-when-down`) runs a script until its first write.
+            _ if err.is_cluster_error() || detail.contains("while the cluster is down") => {
+                LeaseError::Cluster { op, detail }
             }
-            (ErrorKind::Server(ServerErrorKind::ReadOnly), _) | (_, "READONLY") => {
-                LeaseError::ReadOnly { op }
-            }
+            // A server error's code is its kind's (`RedisError::code`).
+            (_, "LOADING") => LeaseError::Loading { op },
+            (_, "READONLY") => LeaseError::ReadOnly { op },
             // `EVALSHA`, `EVAL` or `SCRIPT` renamed away, or a command the script calls.
             _ if missing_scripting(&detail) => {
                 let command = super::scripts::command_at(op, &detail)
@@ -290,9 +239,7 @@ impl LeaseError {
                     detail: format!("{command}{detail}"),
                 }
             }
-            (ErrorKind::Server(ServerErrorKind::NoPerm), _) | (_, "NOPERM") => {
-                LeaseError::NoPermission { op, detail }
-            }
+            (_, "NOPERM") => LeaseError::NoPermission { op, detail },
             // A command or channel refused inside a script comes back as a plain error: name
             // it. Redis 6.2 and 7.0 say "The user executing the script can't" (run this
             // command, access the keys, publish to the channel), later ones "No permissions",

@@ -44,11 +44,8 @@ impl RedisLease {
         const OP: &str = "remove";
         let reply: Value = self
             .call(OP, timeout, |mut live| async move {
-                let mut script = REMOVE_SCRIPT.prepare_invoke();
-                for key in self.keys.written() {
-                    script.key(key);
-                }
-                script
+                REMOVE_SCRIPT
+                    .key(self.keys.written())
                     .arg(if force { "force" } else { "" })
                     .invoke_async(&mut live.conn)
                     .await

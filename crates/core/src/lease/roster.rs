@@ -75,12 +75,8 @@ fn members(
         let v4: Vec<SocketAddr> = addrs.iter().copied().filter(SocketAddr::is_ipv4).collect();
         let mut kept = if v4.is_empty() { addrs.clone() } else { v4 };
         // getaddrinfo may give an address more than once: keep the first.
-        let mut seen = Vec::new();
-        kept.retain(|a| {
-            let new = !seen.contains(a);
-            seen.push(*a);
-            new
-        });
+        let mut seen = std::collections::HashSet::new();
+        kept.retain(|a| seen.insert(*a));
         if kept.is_empty() {
             return Err(format!("Sentinel host `{host}` resolves to no address"));
         }

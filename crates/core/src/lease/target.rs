@@ -246,7 +246,6 @@ impl Target {
                     .split(',')
                     .map(|p| host_port(p, 26379))
                     .collect::<Option<Vec<_>>>()
-                    .filter(|s| !s.is_empty())
                     .ok_or_else(|| {
                         bad("list the Sentinels as host:port,host:port (credentials go in --redis-username and the password files)")
                     })?;
@@ -275,7 +274,6 @@ impl Target {
                     .split(',')
                     .map(|p| host_port(p, 6379))
                     .collect::<Option<Vec<_>>>()
-                    .filter(|s| !s.is_empty())
                     .ok_or_else(|| bad("list the seed nodes as host:port,host:port"))?;
                 if !path.is_empty() {
                     return Err(bad("a Redis Cluster has only database 0: drop the path"));

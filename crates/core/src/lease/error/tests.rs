@@ -1,5 +1,7 @@
 //! The error classification's tables: redaction, retry, and the replies of every version.
 
+use redis::ServerErrorKind;
+
 use super::*;
 
 /// Redis's error reply `reply` (RESP, its line end optional) as the client gives it.
