@@ -76,7 +76,8 @@ pub struct Versions {
     pub crates: Vec<(String, String)>,
 }
 
-fn first_line(cmd: &str, args: &[&str]) -> String {
+fn first_line(cmd: impl AsRef<Path>, args: &[&str]) -> String {
+    let cmd = cmd.as_ref();
     Command::new(cmd)
         .args(args)
         .output()
@@ -91,7 +92,7 @@ fn first_line(cmd: &str, args: &[&str]) -> String {
                 .to_owned()
         })
         .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| format!("unknown ({cmd} not found)"))
+        .unwrap_or_else(|| format!("unknown ({} not found)", cmd.display()))
 }
 
 /// The 1, 5 and 15 minute load averages.
@@ -157,21 +158,25 @@ pub fn machine() -> Machine {
     }
 }
 
-pub fn versions(repo: &Path) -> Versions {
+/// The versions measured: `bin`'s build (which its `--version` names) and, when another, the
+/// bench's own, which the in-process parts run; the repository only for Cargo.lock.
+pub fn versions(repo: &Path, bin: &Path) -> Versions {
     let lock = std::fs::read_to_string(repo.join("Cargo.lock")).unwrap_or_default();
     let crates = ["rslock", "redis", "tokio"]
         .iter()
         .map(|name| ((*name).to_owned(), locked_version(&lock, name)))
         .collect();
-    let commit = Command::new("git")
-        .args(["-C"])
-        .arg(repo)
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_else(|| "unknown".into());
+    let shown = first_line(bin, &["--version"]);
+    let of_bin = shown
+        .split_once('(')
+        .and_then(|(_, rest)| rest.strip_suffix(')'))
+        .unwrap_or("unknown");
+    let own = env!("LEASEHOLD_COMMIT");
+    let commit = if of_bin == own {
+        own.to_owned()
+    } else {
+        format!("{of_bin}` (the in-process parts: `{own}`)")
+    };
     Versions {
         leasehold: env!("CARGO_PKG_VERSION").to_owned(),
         commit,

@@ -105,7 +105,7 @@ async fn run(cli: Cli) -> Result<()> {
         );
     }
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut results = Results::new(machine::machine(), machine::versions(repo));
+    let mut results = Results::new(machine::machine(), machine::versions(repo, &bin));
     let cpu_at_start = machine::CpuTicks::now();
     if !results.machine.busy_before.is_empty() {
         progress(

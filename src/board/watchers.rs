@@ -132,10 +132,15 @@ impl Watchers {
         });
         let first = match missed {
             // The last change is the current status as it is now: a renewal since changed its
-            // deadline, not its key, and rendered as kept it would say the term had ended.
+            // deadline, not its key, and rendered as kept it would say the term had ended. Not
+            // when a writer changed the key since (its publish, waiting for the lock, sends it).
             Some(mut missed) if !missed.is_empty() => {
-                missed.pop();
-                missed.push(self.numbered(hub.number));
+                let now = self.status.borrow().clone();
+                if let Some(last) = missed.last_mut()
+                    && hub.last.as_ref().is_some_and(|k| k.matches(&now))
+                {
+                    last.status = now;
+                }
                 missed
             }
             // Up to date already (or too far behind): the current status, under its number.

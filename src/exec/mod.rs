@@ -66,8 +66,9 @@ impl ExecSettings {
 
 /// A command line as leasehold shows it (its logs, and a candidate check's on the HTTP port):
 /// no password of a URL (`postgres://u:pw@…`), and `***` for the value of a `NAME=value` word
-/// (also inside an argument: a shell script, a libpq string) or of an option whose name says
-/// pass, pwd, secret, token, key or auth. A short option's value (`-pPASS`) is not recognised.
+/// or of an option whose name says pass, pwd, secret, token, key or auth, also inside an
+/// argument (a shell script, a libpq string). A short option's value (`-pPASS`) is not
+/// recognised.
 pub fn shown(command: &[String]) -> String {
     let secret = |name: &str| {
         let name = name.to_ascii_lowercase();
@@ -79,13 +80,21 @@ pub fn shown(command: &[String]) -> String {
         Some((name, _)) if !name.contains("://") && secret(name) => format!("{name}=***"),
         _ => crate::lease::redact_url(w),
     };
+    let secret_option = |o: &str| o.starts_with('-') && !o.contains('=') && secret(o);
     let mut shown = Vec::with_capacity(command.len());
     for (i, arg) in command.iter().enumerate() {
-        let option = i.checked_sub(1).map(|i| command[i].as_str());
-        if option.is_some_and(|o| o.starts_with('-') && !o.contains('=') && secret(o)) {
+        if i.checked_sub(1).is_some_and(|i| secret_option(&command[i])) {
             shown.push("***".to_owned());
-        } else {
-            shown.push(arg.split(' ').map(word).collect::<Vec<_>>().join(" "));
+            continue;
+        }
+        let words: Vec<&str> = arg.split(' ').collect();
+        for (k, &w) in words.iter().enumerate() {
+            let after_option = k.checked_sub(1).is_some_and(|k| secret_option(words[k]));
+            shown.push(if after_option {
+                "***".to_owned()
+            } else {
+                word(w)
+            });
         }
     }
     shown.join(" ")

@@ -98,8 +98,10 @@ const CORE_CEILING: usize = 7_781;
 /// then what a review of the HTTP port found: a candidate check's command served with its
 /// secrets, a watcher's resumed stream whose last event said a renewed term had ended, a check
 /// period of nanoseconds, a member leader past its deadline following itself, a URL's fragment
-/// sent (20,044); less the core's cuts above (19,931).
-const CORE_AND_PRODUCT_CEILING: usize = 19_931;
+/// sent (20,044); less the core's cuts above (19,931); then what a review of those found: an
+/// option's secret inside one argument shown, and a resumed stream's last change replaced by a
+/// status a writer had not published yet (19,945).
+const CORE_AND_PRODUCT_CEILING: usize = 19_945;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -292,8 +292,8 @@ fn a_lease_named_as_long_as_allowed_runs_its_command() {
 }
 
 /// No secret of the command line reaches the log: not the password of a URL, nor the value of
-/// an option named for a password, a secret or a token (in `leasehold starting` and in
-/// `started the command` alike).
+/// an option named for a password, a secret or a token, also inside one argument (in
+/// `leasehold starting` and in `started the command` alike).
 #[test]
 fn the_command_line_is_logged_without_its_secrets() {
     let redis = RedisServer::start();
@@ -307,6 +307,7 @@ fn the_command_line_is_logged_without_its_secrets() {
         "--api-token=hunter4",
         "PGPASSWORD=hunter5 psql",
         "host=db password=hunter6",
+        "redis-cli --pass hunter7 ping",
     ];
     let a = Replica::spawn(
         &redis.url(),
@@ -325,7 +326,9 @@ fn the_command_line_is_logged_without_its_secrets() {
         "{shown}"
     );
     let log = a.log_text();
-    for secret in ["hunter2", "hunter3", "hunter4", "hunter5", "hunter6"] {
+    for secret in [
+        "hunter2", "hunter3", "hunter4", "hunter5", "hunter6", "hunter7",
+    ] {
         assert!(!log.contains(secret), "{secret} in the log:\n{log}");
     }
 }
