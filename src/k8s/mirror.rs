@@ -15,16 +15,23 @@ use tracing::{debug, info, warn};
 use super::{K8sError, OwningDeployment};
 use crate::elector::{Leadership, Timing, backoff};
 
-/// The mirror's name: the Deployment's, else the last part of the lease name; refused when it
-/// is no valid object name (a DNS subdomain).
+/// The mirror's name: the Deployment's, else the lease name after its namespace with `/` as
+/// `.` (a lock's `shop/cronjob/web` is `cronjob.web`, not Deployment `web`'s mirror); refused
+/// when it is no valid object name (a DNS subdomain).
 pub(super) fn lease_name(deployment: Option<&str>, lease: &str) -> Result<String, K8sError> {
-    let name = deployment.unwrap_or_else(|| lease.rsplit('/').next().unwrap_or(lease));
-    if super::names::is_dns_subdomain(name) {
-        Ok(name.to_owned())
+    let name = match deployment {
+        Some(name) => name.to_owned(),
+        None => lease
+            .split_once('/')
+            .map_or(lease, |(_, name)| name)
+            .replace('/', "."),
+    };
+    if super::names::is_dns_subdomain(&name) {
+        Ok(name)
     } else {
         Err(K8sError::NoMirrorName {
             lease: lease.to_owned(),
-            name: name.to_owned(),
+            name,
         })
     }
 }
@@ -182,6 +189,14 @@ mod tests {
             "not a DNS subdomain"
         );
         assert!(lease_name(None, "shop/").is_err());
+        // A lock's lease is named after its Job or CronJob: its mirror is not the Deployment's
+        // of the same name, which another leader keeps.
+        let lock = lease_name(None, "shop/cronjob/web").ok();
+        assert_eq!(lock.as_deref(), Some("cronjob.web"));
+        assert_eq!(
+            lease_name(None, "shop/job/web").ok().as_deref(),
+            Some("job.web")
+        );
     }
 
     #[test]

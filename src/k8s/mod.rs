@@ -77,7 +77,7 @@ pub enum K8sError {
         pod: String,
     },
     /// The Lease mirror is on, and neither a Deployment nor the lease name gives it a valid
-    /// object name (the last part of the lease name is used without a Deployment).
+    /// object name (without a Deployment, the lease name after its namespace, `/` as `.`).
     #[error(
         "the Lease mirror is named after it, and `{name}` {}; pass --no-lease-mirror to keep no mirror",
         names::DNS_SUBDOMAIN_RULE
