@@ -140,23 +140,27 @@ fn file_defaults(
             .find(|a| a.get_long() == Some(key.as_str()) && key != "config")
             .ok_or_else(|| unknown_key(sub, path, &key))?;
         let is_switch = matches!(arg.get_action(), ArgAction::SetTrue);
-        let value = match (is_switch, value) {
-            // Off is a switch's default already.
-            (true, FileValue::Bool(false)) => continue,
-            (true, FileValue::Bool(true)) => "true".to_owned(),
-            (true, FileValue::Text(t)) => {
-                return Err(invalid(format!("`{key}` takes true or false, not `{t}`")));
-            }
-            (false, FileValue::Bool(b)) => b.to_string(),
-            (false, FileValue::Text(text)) => text,
+        let value = match value {
+            FileValue::Bool(b) => b.to_string(),
+            FileValue::Text(text) => text,
         };
         // What the command line or the environment gives, the file does not.
         if is_given(arg.get_id().as_str()) {
             continue;
         }
-        if !is_switch {
-            check_value(sub, arg, &value)?;
+        if is_switch {
+            // In the spellings its variable takes; off is a switch's default already.
+            match super::parse_switch(&value) {
+                Ok(true) => defaults.push((arg, "true".to_owned())),
+                Ok(false) => {}
+                Err(_) => {
+                    let rule = "takes true or false (or 1/0, yes/no, on/off)";
+                    return Err(invalid(format!("`{key}` {rule}, not `{value}`")));
+                }
+            }
+            continue;
         }
+        check_value(sub, arg, &value)?;
         defaults.push((arg, value));
     }
     // clap checks conflicts among given values only; a file's value is given here.

@@ -208,6 +208,12 @@ fn the_config_file_sets_what_flags_do_not() {
         s.contender.lease,
         LeaseSource::Named(LeaseName::new("shop/web").unwrap())
     );
+    // A switch quoted as a string (Helm's `quote`), in the spellings its variable takes.
+    for on in ["\"true\"", "yes", "on", "1"] {
+        let (_dir, path) = write_config(&format!("no-events: {on}\n"));
+        let s = run(&["--config", &path]).unwrap_or_else(|e| panic!("{on}: {e}"));
+        assert!(!s.contender.kube.events, "{on}");
+    }
 }
 
 #[test]

@@ -19,7 +19,7 @@ fn config_file_mistakes_are_refused() {
         ),
         (
             "no-events: sometimes\n",
-            "`no-events` takes true or false, not `sometimes`",
+            "`no-events` takes true or false (or 1/0, yes/no, on/off), not `sometimes`",
         ),
         (
             "lease-duration: 3s\n",
