@@ -2,6 +2,7 @@
 //! used by the command line at start, and the Redis password file that the lease asks again
 //! when Redis refuses the password ([`PasswordFile`]). The password itself is never logged.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use tracing::{info, warn};
@@ -20,11 +21,23 @@ pub enum SecretFileError {
     /// The file is not UTF-8 text.
     #[error("is not UTF-8 text")]
     NotText,
+    /// The file is larger than any secret or certificate file (named by mistake: a log, a disk).
+    #[error("is larger than 1 MiB, more than any secret or certificate file")]
+    TooLarge,
 }
+
+/// The most read of a secret's file: a bundle of CA certificates is a few hundred KiB.
+const MAX_LEN: u64 = 1 << 20;
 
 /// The bytes of a file that must not be empty (whitespace alone counts as empty).
 pub fn read_nonempty(path: &Path) -> Result<Vec<u8>, SecretFileError> {
-    let bytes = std::fs::read(path)?;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_LEN + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_LEN {
+        return Err(SecretFileError::TooLarge);
+    }
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(SecretFileError::Empty);
     }

@@ -3,7 +3,7 @@
 //! password file for a URL without Sentinels, and a singleton command that is not executable, is
 //! a directory or is not found.
 
-use crate::refusal::{refused, run_refused};
+use crate::refusal::{refused, run_refused, run_refused_not_run};
 
 #[test]
 fn tls_and_sentinel_files_are_checked_before_anything_connects() {
@@ -29,6 +29,14 @@ fn tls_and_sentinel_files_are_checked_before_anything_connects() {
     run_refused(
         &["--redis-password-file", empty],
         &format!("--redis-password-file {empty}: the file is empty"),
+    );
+    // A file named by mistake (a log, a disk image) is refused, not read whole.
+    let big = dir.path().join("big");
+    std::fs::write(&big, vec![b'a'; 2 << 20]).unwrap();
+    let big = big.to_str().unwrap();
+    run_refused_not_run(
+        &["--redis-password-file", big],
+        &format!("--redis-password-file {big}: is larger than 1 MiB"),
     );
     run_refused(
         &["--sentinel-password-file", "/etc/hostname"],
