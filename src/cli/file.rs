@@ -165,7 +165,17 @@ fn file_defaults(
     }
     // clap checks conflicts among given values only; a file's value is given here.
     for (arg, _) in &defaults {
-        for other in sub.get_arg_conflicts_with(arg) {
+        // Either of the two may name the conflict (clap's list is one way only); two keys of
+        // the file meet here from the side that names it.
+        let conflicts = sub.get_arguments().filter(|other| {
+            let names = |a: &Arg, b: &Arg| {
+                sub.get_arg_conflicts_with(a)
+                    .iter()
+                    .any(|c| c.get_id() == b.get_id())
+            };
+            names(arg, other) || (names(other, arg) && is_given(other.get_id().as_str()))
+        });
+        for other in conflicts {
             let long = |a: &Arg| a.get_long().unwrap_or_default().to_owned();
             let with = if is_given(other.get_id().as_str()) {
                 format!("--{}, which is given", long(other))

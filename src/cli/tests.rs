@@ -216,6 +216,29 @@ fn the_config_file_sets_what_flags_do_not() {
     }
 }
 
+/// A key of the file that conflicts with a given flag is refused, whichever of the two names
+/// the conflict: the file must not win over the flag.
+#[test]
+fn a_file_key_that_a_given_flag_conflicts_with_is_refused() {
+    let (dir, path) = write_config("redis-username: bob\n");
+    let user = dir.path().join("user");
+    std::fs::write(&user, "alice\n").unwrap();
+    let given = [
+        "--config",
+        &path,
+        "--redis-username-file",
+        user.to_str().unwrap(),
+    ];
+    let refused = run(&given)
+        .map(|s| s.contender.redis.options.username)
+        .unwrap_err();
+    let words = refused.to_string();
+    assert!(
+        words.contains("`redis-username` cannot be used with --redis-username-file"),
+        "{words}"
+    );
+}
+
 #[test]
 fn a_password_in_the_url_is_accepted_from_the_environment() {
     let cli = parse_from(["leasehold", "run"]).unwrap();
