@@ -106,18 +106,27 @@ async fn reconcile(
 }
 
 /// Takes the label off this replica's own pod (after a term: withdraws a claim, needs no
-/// leadership).
+/// leadership). Tried again until it lands, a refusal (401, 403) aside, within the caller's
+/// bound: without a Deployment's selector no other replica takes it off.
 pub(super) async fn remove_own(client: &Client, namespace: &str, identity: &str, key: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let patch = claim_patch(key, None, None);
-    match pods
-        .patch(identity, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-    {
-        Ok(_) => debug!(pod = %identity, label = %key, "removed the leader label from this pod"),
-        Err(err) => {
-            debug!(pod = %identity, error = %err, "could not remove the leader label from this pod")
+    let mut pause = Duration::from_millis(100);
+    loop {
+        let patch = Patch::Merge(claim_patch(key, None, None));
+        match pods.patch(identity, &PatchParams::default(), &patch).await {
+            Ok(_) => {
+                debug!(pod = %identity, label = %key, "removed the leader label from this pod");
+                return;
+            }
+            Err(err) => {
+                debug!(pod = %identity, error = %err, "could not remove the leader label from this pod");
+                if super::refused(&err) {
+                    return;
+                }
+            }
         }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(1));
     }
 }
 

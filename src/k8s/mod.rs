@@ -380,23 +380,29 @@ impl Publisher {
                 // The parts may end before the elector ends the term (a command that exited):
                 // the notes wait for its end, when its reason is set.
                 leadership.lost().await;
-                if let Some(key) = &inner.settings.leader_label {
-                    label::remove_own(&inner.client, &inner.namespace, &inner.identity, key).await;
-                }
-                if inner.settings.events {
-                    let reason = leadership
-                        .step_down_reason()
-                        .map_or_else(|| "term ended".to_owned(), |r| r.to_string());
-                    this.event(
-                        "LeadershipLost",
-                        format!(
-                            "{} stopped leading (fencing token {}): {reason}",
-                            inner.identity,
-                            leadership.token()
-                        ),
-                    )
-                    .await;
-                }
+                let label = async {
+                    if let Some(key) = &inner.settings.leader_label {
+                        label::remove_own(&inner.client, &inner.namespace, &inner.identity, key)
+                            .await;
+                    }
+                };
+                let event = async {
+                    if inner.settings.events {
+                        let reason = leadership
+                            .step_down_reason()
+                            .map_or_else(|| "term ended".to_owned(), |r| r.to_string());
+                        this.event(
+                            "LeadershipLost",
+                            format!(
+                                "{} stopped leading (fencing token {}): {reason}",
+                                inner.identity,
+                                leadership.token()
+                            ),
+                        )
+                        .await;
+                    }
+                };
+                tokio::join!(label, event);
             };
             if tokio::time::timeout(Duration::from_secs(5), work)
                 .await

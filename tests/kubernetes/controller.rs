@@ -197,6 +197,8 @@ async fn without_a_deployment_only_the_own_pod_is_labelled() {
         },
     )
     .await;
+    // Without a Deployment nobody else takes this pod's label off: a failed removal is retried.
+    api.fail_next_writes("pods", 3);
     shutdown.cancel();
     task.await.unwrap();
     cluster.flush(Duration::from_secs(5)).await;
