@@ -160,7 +160,17 @@ fn file_defaults(
             }
             continue;
         }
-        check_value(sub, arg, &value)?;
+        check_value(sub, arg, &value).map_err(|mut error| {
+            let tip = format!(
+                "the value comes from `{key}` in --config {}",
+                path.display()
+            );
+            error.insert(
+                ContextKind::Suggested,
+                ContextValue::StyledStrs(vec![tip.into()]),
+            );
+            error
+        })?;
         defaults.push((arg, value));
     }
     // clap checks conflicts among given values only; a file's value is given here.

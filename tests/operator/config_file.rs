@@ -42,6 +42,10 @@ fn config_file_mistakes_are_refused() {
             "1: 30s\n",
             "--config {}: a key must be a long flag name, not `1`",
         ),
+        (
+            "lease-duration: soon\n",
+            "the value comes from `lease-duration` in --config {}",
+        ),
     ];
     for (i, (text, want)) in cases.into_iter().enumerate() {
         let path = dir.path().join(format!("c{i}.yaml"));
