@@ -125,8 +125,8 @@ pub struct Environment {
 }
 
 impl Environment {
-    /// Reads the real environment and command line.
-    pub fn from_process() -> Self {
+    /// Reads the real environment; `argv` is the process's command line, read once.
+    pub fn from_process(argv: &[std::ffi::OsString]) -> Self {
         let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
         Self {
             pod_name: var("POD_NAME"),
@@ -136,7 +136,7 @@ impl Environment {
                 .ok()
                 .and_then(|h| h.into_string().ok())
                 .filter(|h| !h.is_empty()),
-            redis_url_on_command_line: super::redis_url_on_command_line(std::env::args_os()),
+            redis_url_on_command_line: super::redis_url_on_command_line(argv),
         }
     }
 }
