@@ -78,8 +78,9 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<LeaderContext<OwnPod>>) -> Result<Act
     let Some(value) = pod.annotations().get(STEP_DOWN_ANNOTATION) else {
         return Ok(Action::await_change());
     };
-    // Removed before acting: the request is for this term, and an annotation left behind would
-    // end this pod's next term too. A failed removal is retried, and nothing is done until then.
+    // Removed before acting, by a term still valid (a late reconcile leaves it to the next): an
+    // annotation left behind would end the next term too. A failed removal is retried.
+    let token = ctx.leadership.check()?.0;
     let patch = json!({ "metadata": { "annotations": { STEP_DOWN_ANNOTATION: null } } });
     c.pods
         .patch(&c.identity, &PatchParams::default(), &Patch::Merge(patch))
@@ -91,7 +92,6 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<LeaderContext<OwnPod>>) -> Result<Act
             ),
             source,
         })?;
-    let token = ctx.leadership.token().0;
     match request(value, &c.identity) {
         Request::Anyone => {
             info!(pod = %c.identity, token, "the step-down annotation asks for a handover to any replica");

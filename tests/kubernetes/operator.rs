@@ -109,6 +109,96 @@ async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed
     c.shutdown().await;
 }
 
+/// A reconcile that starts after its term ended (a pause past the validity deadline, before the
+/// watchdog steps down) leaves the request for the replica's next term instead of using it up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_term_leaves_the_step_down_annotation_to_the_next() {
+    let redis = RedisServer::start();
+    let api = FakeApiServer::start().await;
+    for name in ["web-a", "web-c"] {
+        api.insert(&pod(name, vec![]));
+    }
+    let timing = fast_timing();
+    let name = unique_lease("annotation-ended");
+    let settings = KubeSettings {
+        mode: KubernetesMode::On,
+        leader_label: None,
+        lease_mirror: false,
+        events: false,
+    };
+    let cluster = Publisher::new(api.client(), NS, "web-a", &name, None, settings, timing)
+        .expect("a publisher");
+    // web-a's first term, ended.
+    let (terms, mut taken) = tokio::sync::mpsc::unbounded_channel();
+    let first = Contender::spawn(
+        lease(&redis.url(), &name, "web-a", false),
+        timing,
+        move |l: Leadership| {
+            let _ = terms.send(l.clone());
+            async move {
+                l.lost().await;
+                Ok::<(), String>(())
+            }
+        },
+    );
+    let ended = tokio::time::timeout(Duration::from_secs(5), taken.recv())
+        .await
+        .expect("web-a leads within 5 s")
+        .expect("a term");
+    first.shutdown().await;
+    assert!(ended.check().is_err(), "the first term has ended");
+    let mut annotated: Pod = api.get(NS, "web-a").expect("web-a");
+    annotated
+        .annotations_mut()
+        .insert(STEP_DOWN_ANNOTATION.into(), "web-c".into());
+    api.insert(&annotated);
+    // The ended term's work still runs, and lists the pod.
+    let late = CancellationToken::new();
+    let late_work = tokio::spawn({
+        let (cluster, late) = (cluster.clone(), late.clone());
+        async move { cluster.lead(ended, late).await }
+    });
+    eventually(
+        "the ended term's watch on web-a's pod",
+        Duration::from_secs(5),
+        || async {
+            api.requests()
+                .iter()
+                .any(|r| r.query_param("fieldSelector").as_deref() == Some("metadata.name=web-a"))
+                .then_some(())
+        },
+    )
+    .await;
+    // web-a's next term takes the request up.
+    let idle = |l: Leadership| async move {
+        l.lost().await;
+        Ok::<(), String>(())
+    };
+    let elector = Elector::new(lease(&redis.url(), &name, "web-a", false), timing).unwrap();
+    let mut a = elector.status();
+    let shutdown = CancellationToken::new();
+    let task = spawn_publishing(elector, &cluster, &shutdown);
+    until_leading("web-a's next term", &mut a, Duration::from_secs(5)).await;
+    let c = Contender::spawn(lease(&redis.url(), &name, "web-c", false), timing, idle);
+    let stepped = until(
+        "web-a's next term to hand over",
+        &mut a,
+        Duration::from_secs(5),
+        |s| s.last_step_down.is_some(),
+    )
+    .await;
+    let step = stepped.last_step_down.expect("a step-down");
+    assert_eq!(step.reason, StepDownReason::Handover);
+    assert_eq!(step.detail.as_deref(), Some("handing over to web-c"));
+    let mut c_status = c.status.clone();
+    until_leading("web-c to lead", &mut c_status, Duration::from_secs(5)).await;
+    late.cancel();
+    let _ = late_work.await;
+    shutdown.cancel();
+    let _ = task.await;
+    c.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_in_a_jobs_pod_is_named_after_its_cronjob_or_its_job() {
     let api = FakeApiServer::start().await;
