@@ -58,9 +58,12 @@ fn wanted(pod: &str, identity: &str) -> Option<&'static str> {
     (pod == identity).then_some("true")
 }
 
-/// The pod-deletion cost `pod` should carry: high on the leader, none elsewhere.
-fn wanted_cost(pod: &str, identity: &str) -> Option<&'static str> {
-    (pod == identity).then_some("1000")
+/// The pod-deletion cost `pod` (now `have`) should carry: high on the leader; elsewhere none
+/// in place of ours, and a cost its owner chose left as it is.
+fn wanted_cost<'a>(pod: &str, identity: &str, have: Option<&'a str>) -> Option<&'a str> {
+    (pod == identity)
+        .then_some("1000")
+        .or(have.filter(|&cost| cost != "1000"))
 }
 
 /// A merge patch that sets or removes the label and the deletion cost.
@@ -79,9 +82,9 @@ async fn reconcile(
     let c = &ctx.inner;
     let name = pod.name_any();
     let want = wanted(&name, &c.identity);
-    let want_cost = wanted_cost(&name, &c.identity);
     let have = pod.labels().get(&c.key).map(String::as_str);
     let have_cost = pod.annotations().get(DELETION_COST).map(String::as_str);
+    let want_cost = wanted_cost(&name, &c.identity, have_cost);
     if have == want && have_cost == want_cost {
         return Ok(Action::await_change());
     }
@@ -146,8 +149,11 @@ mod tests {
 
     #[test]
     fn only_the_leader_carries_the_label() {
-        assert_eq!(wanted_cost("web-a", "web-a"), Some("1000"));
-        assert_eq!(wanted_cost("web-b", "web-a"), None);
+        assert_eq!(wanted_cost("web-a", "web-a", None), Some("1000"));
+        assert_eq!(wanted_cost("web-a", "web-a", Some("5")), Some("1000"));
+        assert_eq!(wanted_cost("web-b", "web-a", Some("1000")), None);
+        assert_eq!(wanted_cost("web-b", "web-a", Some("5")), Some("5"));
+        assert_eq!(wanted_cost("web-b", "web-a", None), None);
         assert_eq!(wanted("web-a", "web-a"), Some("true"));
         assert_eq!(wanted("web-b", "web-a"), None);
     }

@@ -28,15 +28,19 @@ use testbed::redis_server::RedisServer;
 use testbed::wait::eventually;
 use tokio_util::sync::CancellationToken;
 
+/// The annotation that orders a ReplicaSet's scale-down.
+const COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_leader_label_mirror_and_events_follow_leadership() {
     let api = FakeApiServer::start().await;
     let redis = RedisServer::start();
     let pods = ["web-7d4f-a", "web-7d4f-b", "web-7d4f-c"];
     deployment_with_pods(&api, &pods);
-    // A stale label from an earlier leader.
+    // A stale label from an earlier leader, on a pod whose deletion cost its owner chose.
     let mut stale = api.get::<Pod>(NS, "web-7d4f-c").unwrap();
     stale.labels_mut().insert(LABEL.into(), "true".into());
+    stale.annotations_mut().insert(COST.into(), "250".into());
     api.insert(&stale);
     let lease_name = format!("{NS}/web");
     let lease_name = unique_lease(&lease_name).replace("test/", "");
@@ -55,6 +59,20 @@ async fn the_leader_label_mirror_and_events_follow_leadership() {
         label_of(&api, "other-app-1").as_deref(),
         Some("true"),
         "another app's pod is left alone"
+    );
+    let cost = |pod: &str| {
+        api.get::<Pod>(NS, pod)
+            .and_then(|p| p.annotations().get(COST).cloned())
+    };
+    assert_eq!(
+        cost("web-7d4f-a").as_deref(),
+        Some("1000"),
+        "the leader's cost"
+    );
+    assert_eq!(
+        cost("web-7d4f-c").as_deref(),
+        Some("250"),
+        "a cost its owner chose"
     );
     let mirror = eventually("the Lease mirror", Duration::from_secs(5), || async {
         api.get::<Lease>(NS, "web")
@@ -76,6 +94,16 @@ async fn the_leader_label_mirror_and_events_follow_leadership() {
         .then_some(())
     })
     .await;
+    assert_eq!(
+        cost("web-7d4f-a"),
+        None,
+        "the old leader's cost is taken off"
+    );
+    assert_eq!(
+        cost("web-7d4f-c").as_deref(),
+        Some("250"),
+        "a cost its owner chose"
+    );
     let spec = eventually("the mirror to name b", Duration::from_secs(5), || async {
         api.get::<Lease>(NS, "web")
             .and_then(|l| l.spec)
