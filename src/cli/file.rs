@@ -121,7 +121,7 @@ fn file_defaults(
     sub: &Command,
     given: &ArgMatches,
     path: &Path,
-    file: BTreeMap<String, FileValue>,
+    file: BTreeMap<String, String>,
 ) -> Result<Vec<(String, String)>, CliError> {
     let is_given = |id: &str| {
         matches!(
@@ -140,10 +140,6 @@ fn file_defaults(
             .find(|a| a.get_long() == Some(key.as_str()) && key != "config")
             .ok_or_else(|| unknown_key(sub, path, &key))?;
         let is_switch = matches!(arg.get_action(), ArgAction::SetTrue);
-        let value = match value {
-            FileValue::Bool(b) => b.to_string(),
-            FileValue::Text(text) => text,
-        };
         // What the command line or the environment gives, the file does not.
         if is_given(arg.get_id().as_str()) {
             continue;
@@ -247,14 +243,7 @@ fn unknown_key(sub: &Command, path: &Path, key: &str) -> CliError {
     }
 }
 
-/// A scalar value of the config file.
-#[derive(Debug)]
-enum FileValue {
-    Bool(bool),
-    Text(String),
-}
-
-fn read_config_file(path: &Path) -> Result<BTreeMap<String, FileValue>, CliError> {
+fn read_config_file(path: &Path) -> Result<BTreeMap<String, String>, CliError> {
     let text = std::fs::read_to_string(path).map_err(|source| CliError::ConfigUnreadable {
         path: path.to_owned(),
         source,
@@ -263,38 +252,35 @@ fn read_config_file(path: &Path) -> Result<BTreeMap<String, FileValue>, CliError
         path: path.to_owned(),
         reason,
     };
-    let doc: serde_yaml::Value =
-        serde_yaml::from_str(&text).map_err(|e| invalid(format!("not valid YAML: {e}")))?;
+    let not_yaml = |e: serde_yaml::Error| invalid(format!("not valid YAML: {e}"));
+    let doc: serde_yaml::Value = serde_yaml::from_str(&text).map_err(not_yaml)?;
     let mapping = match doc {
         serde_yaml::Value::Mapping(m) => m,
         serde_yaml::Value::Null => return Ok(BTreeMap::new()),
         _ => return Err(invalid("must be a mapping of flag names to values".into())),
     };
-    let mut out = BTreeMap::new();
     for (key, value) in mapping {
-        let key = key
-            .as_str()
-            .ok_or_else(|| {
-                invalid(format!(
-                    "a key must be a long flag name, not {}",
-                    yaml_words(&key)
-                ))
-            })?
-            .to_owned();
-        let value = match value {
-            serde_yaml::Value::Bool(b) => FileValue::Bool(b),
-            serde_yaml::Value::String(s) => FileValue::Text(s),
-            serde_yaml::Value::Number(n) => FileValue::Text(n.to_string()),
-            other => {
-                return Err(invalid(format!(
-                    "`{key}` must be a string, number or boolean, not {}",
-                    yaml_words(&other)
-                )));
-            }
-        };
-        out.insert(key, value);
+        let key = key.as_str().ok_or_else(|| {
+            invalid(format!(
+                "a key must be a long flag name, not {}",
+                yaml_words(&key)
+            ))
+        })?;
+        if !matches!(
+            value,
+            serde_yaml::Value::Bool(_)
+                | serde_yaml::Value::String(_)
+                | serde_yaml::Value::Number(_)
+        ) {
+            return Err(invalid(format!(
+                "`{key}` must be a string, number or boolean, not {}",
+                yaml_words(&value)
+            )));
+        }
     }
-    Ok(out)
+    // Each scalar as written: YAML reads `1.10` as the number 1.1 and `0x10` as 16, which a
+    // text flag would take for other text than its variable given the same.
+    serde_yaml::from_str(&text).map_err(not_yaml)
 }
 
 /// A YAML value in the words of a refusal: a scalar as written, anything else by its kind

@@ -216,6 +216,20 @@ fn the_config_file_sets_what_flags_do_not() {
     }
 }
 
+/// YAML would read `1.10` as the number 1.1 and `0x10` as 16: a replica configured by the file
+/// would then use another lease than one given the same text by flag or variable.
+#[test]
+fn the_config_file_gives_text_as_written() {
+    let (_dir, path) = write_config("lease-name: 1.10\nidentity: 0x10\nno-events: True\n");
+    let s = run(&["--config", &path]).unwrap();
+    assert_eq!(
+        s.contender.lease,
+        LeaseSource::Named(LeaseName::new("shop/1.10").unwrap())
+    );
+    assert_eq!(s.contender.identity, "0x10");
+    assert!(!s.contender.kube.events);
+}
+
 /// A key of the file that conflicts with a given flag is refused, whichever of the two names
 /// the conflict: the file must not win over the flag.
 #[test]
