@@ -12,7 +12,7 @@ use crate::fixtures::{
     label_of, labels, member,
 };
 use harness::contenders::{
-    Contender, fast_timing, lease, spawn_publishing, unique_lease, until_leading,
+    Contender, fast_timing, idle, lease, spawn_publishing, unique_lease, until_leading,
 };
 use harness::timings::{SIX_SECOND_TERM, TEN_SECOND_TERM};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
-use leasehold::elector::{Elector, Leadership};
+use leasehold::elector::Elector;
 use leasehold::k8s::{self, Publisher};
 use testbed::fake_api::{FakeApiServer, Recorded};
 use testbed::proxy::{Fault, FaultProxy};
@@ -280,10 +280,7 @@ async fn a_silent_api_holds_up_neither_the_step_down_nor_the_release() {
     let task = spawn_publishing(elector, &cluster, &shutdown);
     until_leading("a to lead", &mut status, Duration::from_secs(5)).await;
     let follower = lease(&redis.url(), &lease_name, pods[1], false);
-    let mut b = Contender::spawn(follower, timing, |l: Leadership| async move {
-        l.lost().await;
-        Ok(())
-    });
+    let mut b = Contender::spawn(follower, timing, idle);
     shutdown.cancel();
     until_leading("b to lead", &mut b.status, Duration::from_secs(6)).await;
     task.await.unwrap();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::calls::assert_within_rbac;
 use crate::fixtures::NS;
 use harness::contenders::{
-    Contender, fast_timing, lease, spawn_publishing, unique_lease, until_leading,
+    Contender, fast_timing, idle, lease, spawn_publishing, unique_lease, until_leading,
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -45,32 +45,42 @@ fn controller(kind: &str, api_version: &str, name: &str) -> OwnerReference {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed() {
-    let redis = RedisServer::start();
-    let api = FakeApiServer::start().await;
-    for name in ["web-a", "web-b", "web-c"] {
+/// `pods` in the fake API, and `web-a`'s publisher with the step-down annotation alone (no
+/// label, mirror or Events).
+fn web_a_publisher(api: &FakeApiServer, lease: &str, pods: &[&str]) -> Publisher {
+    for name in pods {
         api.insert(&pod(name, vec![]));
     }
-    let timing = fast_timing();
-    let name = unique_lease("annotation");
     let settings = KubeSettings {
         mode: KubernetesMode::On,
         leader_label: None,
         lease_mirror: false,
         events: false,
     };
-    let cluster = Publisher::new(api.client(), NS, "web-a", &name, None, settings, timing)
-        .expect("a publisher");
+    Publisher::new(
+        api.client(),
+        NS,
+        "web-a",
+        lease,
+        None,
+        settings,
+        fast_timing(),
+    )
+    .expect("a publisher")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed() {
+    let redis = RedisServer::start();
+    let api = FakeApiServer::start().await;
+    let timing = fast_timing();
+    let name = unique_lease("annotation");
+    let cluster = web_a_publisher(&api, &name, &["web-a", "web-b", "web-c"]);
     let elector = Elector::new(lease(&redis.url(), &name, "web-a", false), timing).unwrap();
     let mut a = elector.status();
     let shutdown = CancellationToken::new();
     let task = spawn_publishing(elector, &cluster, &shutdown);
     until_leading("web-a to lead", &mut a, Duration::from_secs(5)).await;
-    let idle = |l: Leadership| async move {
-        l.lost().await;
-        Ok::<(), String>(())
-    };
     let b = Contender::spawn(lease(&redis.url(), &name, "web-b", false), timing, idle);
     let c = Contender::spawn(lease(&redis.url(), &name, "web-c", false), timing, idle);
     // Give the leader's watch on its own pod its first list, then annotate.
@@ -115,19 +125,9 @@ async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed
 async fn an_ended_term_leaves_the_step_down_annotation_to_the_next() {
     let redis = RedisServer::start();
     let api = FakeApiServer::start().await;
-    for name in ["web-a", "web-c"] {
-        api.insert(&pod(name, vec![]));
-    }
     let timing = fast_timing();
     let name = unique_lease("annotation-ended");
-    let settings = KubeSettings {
-        mode: KubernetesMode::On,
-        leader_label: None,
-        lease_mirror: false,
-        events: false,
-    };
-    let cluster = Publisher::new(api.client(), NS, "web-a", &name, None, settings, timing)
-        .expect("a publisher");
+    let cluster = web_a_publisher(&api, &name, &["web-a", "web-c"]);
     // web-a's first term, ended.
     let (terms, mut taken) = tokio::sync::mpsc::unbounded_channel();
     let first = Contender::spawn(
@@ -170,10 +170,6 @@ async fn an_ended_term_leaves_the_step_down_annotation_to_the_next() {
     )
     .await;
     // web-a's next term takes the request up.
-    let idle = |l: Leadership| async move {
-        l.lost().await;
-        Ok::<(), String>(())
-    };
     let elector = Elector::new(lease(&redis.url(), &name, "web-a", false), timing).unwrap();
     let mut a = elector.status();
     let shutdown = CancellationToken::new();

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use harness::contenders::{
-    ActionLog, Contender, fast_timing, leader_and_follower, lease, record_statuses, shut_down_all,
-    unique_lease, until_leading,
+    ActionLog, Contender, fast_timing, idle, leader_and_follower, lease, record_statuses,
+    shut_down_all, unique_lease, until_leading,
 };
 use harness::timings::TEN_SECOND_TERM;
 use leasehold::clock::BootInstant;
@@ -162,10 +162,7 @@ async fn a_work_closure_that_panics_when_called_steps_down_and_releases() {
     let mut b = Contender::spawn(
         lease(&redis.url(), &name, "pod-b", false),
         TEN_SECOND_TERM,
-        |leadership: Leadership| async move {
-            leadership.lost().await;
-            Ok(())
-        },
+        idle,
     );
     until_leading("b to lead", &mut b.status, Duration::from_secs(3)).await;
     b.shutdown().await;

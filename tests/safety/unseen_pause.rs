@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use harness::clock::ShiftedClock;
 use harness::command::timing_flags;
-use harness::contenders::{Contender, lease_on_clock, unique_lease};
+use harness::contenders::{Contender, idle, lease_on_clock, unique_lease};
 use harness::replica::{Replica, TWO_SECOND_TERM, run_to_end};
 use harness::timings::{FIFTEEN_SECOND_TERM, THIRTY_SECOND_TERM};
 use leasehold::clock::{BootInstant, WallLead};
@@ -314,10 +314,7 @@ async fn a_freeze_inside_the_acquires_round_trip_ends_the_term_it_won_as_a_pause
     let clock = ShiftedClock::new();
     let name = unique_lease("freeze-in-acquire");
     let lease = lease_on_clock(&proxy.url(), &name, "a", &clock);
-    let a = Contender::spawn(lease, FIFTEEN_SECOND_TERM, |l: Leadership| async move {
-        l.lost().await;
-        Ok(())
-    });
+    let a = Contender::spawn(lease, FIFTEEN_SECOND_TERM, idle);
     let key = format!("leasehold:{{{name}}}");
     eventually(
         "the acquire to run on Redis",

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness::contenders::{
-    ActionLog, Contender, acting_work, fast_timing, handoff_gaps, shut_down_all, summary,
+    ActionLog, Contender, acting_work, fast_timing, handoff_gaps, idle, shut_down_all, summary,
     unique_lease, until_leading,
 };
 use harness::timings::QUICK_RETRY;
@@ -433,10 +433,6 @@ async fn the_minimal_acl_user_can_ask_for_a_handover_and_hand_over() {
     let name = unique_lease("acl-handover");
     let timing = fast_timing();
     let acl = |who: &str| acl_lease(&redis.url(), &name, who, "leasehold", "s3cret");
-    let idle = |l: leasehold::elector::Leadership| async move {
-        l.lost().await;
-        Ok::<(), String>(())
-    };
     let a = Contender::spawn(acl("pod-a"), timing, idle);
     let mut a_status = a.status.clone();
     until_leading("pod-a to lead", &mut a_status, Duration::from_secs(10)).await;

@@ -225,6 +225,12 @@ impl Contender {
     }
 }
 
+/// A term's work that does nothing and holds the term until it is lost.
+pub async fn idle(leadership: Leadership) -> Result<(), String> {
+    leadership.lost().await;
+    Ok(())
+}
+
 /// Waits until the watched status says this replica leads, or panics after `timeout` naming
 /// `what`.
 pub async fn until_leading(
