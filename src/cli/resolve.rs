@@ -247,6 +247,15 @@ impl ContenderArgs {
         let mut redis = self.redis.resolve(env)?;
         redis.options.wait_replicas = wait_replicas;
         redis.options.cooldown_on_data_loss = !self.timing.no_data_loss_cooldown;
+        let url = redis.target.redacted_url();
+        if self.timing.no_data_loss_cooldown
+            && (url.contains("+sentinel://") || url.contains("+cluster://"))
+        {
+            return Err(CliError::Misplaced {
+                flag: "--no-data-loss-cooldown",
+                rule: "is only for a Redis that never fails over, and a redis+sentinel:// or redis+cluster:// target does: a promoted replica may lack the last term, and only the cooldown keeps it from granting another while that one is valid",
+            });
+        }
         let lease = self.lease.resolve(env)?;
         let identity = self
             .identity

@@ -78,6 +78,32 @@ fn every_lock_flag_rule_is_refused_with_exit_code_2() {
             &["--restart-command", "--", "true"],
             &["unexpected argument '--restart-command'"],
         ),
+        // Without the cooldown only the Redis's own persistence keeps two leaders apart: a
+        // target built to fail over refuses it (the rule is `run`'s too).
+        (
+            &[
+                "--no-data-loss-cooldown",
+                "--lease-name",
+                "web",
+                "--redis-url",
+                "redis+sentinel://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/m",
+                "--",
+                "true",
+            ],
+            &["--no-data-loss-cooldown: is only for a Redis that never fails over"],
+        ),
+        (
+            &[
+                "--no-data-loss-cooldown",
+                "--lease-name",
+                "web",
+                "--redis-url",
+                "redis+cluster://127.0.0.1:1",
+                "--",
+                "true",
+            ],
+            &["--no-data-loss-cooldown: is only for a Redis that never fails over"],
+        ),
     ];
     for (args, want) in cases {
         let mut full = vec!["lock", "--kubernetes", "off"];

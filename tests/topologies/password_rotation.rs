@@ -24,7 +24,7 @@ fn a_rotated_password_file_is_read_again_without_a_restart() {
     let mut admin = redis.connection();
     follows_a_rotation(
         &redis.url(),
-        &[],
+        &["--no-data-loss-cooldown"],
         &mut admin,
         &["CONFIG", "SET", "requirepass", AFTER],
         &["CLIENT", "KILL", "TYPE", "normal"],
@@ -85,11 +85,7 @@ fn follows_a_rotation(
     std::fs::write(&file, format!("{BEFORE}\n")).expect("write the password file");
     let file_arg = file.display().to_string();
     let mut args = FAST.to_vec();
-    args.extend([
-        "--no-data-loss-cooldown",
-        "--redis-password-file",
-        &file_arg,
-    ]);
+    args.extend(["--redis-password-file", &file_arg]);
     args.extend(extra);
     let a = Replica::spawn(url, &unique_lease("rotation"), "a", &args, &[]);
     wait_for("the replica to lead", Duration::from_secs(10), || {
