@@ -100,7 +100,7 @@ impl Running {
             // race the deaths it just caused, and finds them done instead of still running.
             locked(&self.family).signal(&[], Signal::SIGTERM);
             exits.next_within(FIRST_LOOK).await;
-            let alive = locked(&self.family).signal_all(Signal::SIGTERM);
+            let alive = locked(&self.family).signal_strays(Signal::SIGTERM);
             if alive.is_empty() {
                 clean = 1;
             } else {

@@ -208,6 +208,22 @@ impl Family {
         }
     }
 
+    /// Walks the command's tree and sends `signal` to the live members outside the process
+    /// groups, which had it already (a second SIGTERM means "now" to many programs); the live
+    /// members found.
+    pub fn signal_strays(&mut self, signal: Signal) -> Vec<Proc> {
+        let table = self.walk();
+        let alive: Vec<Proc> = self
+            .members(&table)
+            .into_iter()
+            .filter(Proc::is_alive)
+            .collect();
+        for proc in alive.iter().filter(|p| !self.groups.contains(&p.pgid)) {
+            let _ = kill(Pid::from_raw(proc.id.pid), signal);
+        }
+        alive
+    }
+
     /// Walks the command's tree, then sends `signal` to what is alive; the live members found.
     /// The process groups known already get it first.
     pub fn signal_all(&mut self, signal: Signal) -> Vec<Proc> {

@@ -233,6 +233,45 @@ fn a_double_forked_daemon_is_adopted_by_leasehold_and_gone_when_leasehold_is_ter
     );
 }
 
+/// Notes its pid in `$PIDS` once it listens, then each SIGTERM it gets in `$PIDS.<argv[1]>`,
+/// and exits half a second after the first.
+const TERM_COUNTER: &str = r#"import os, signal, sys, time
+got = []
+def note(*_):
+    got.append(1)
+    with open(os.environ["PIDS"] + "." + sys.argv[1], "a") as f:
+        f.write("term\n")
+signal.signal(signal.SIGTERM, note)
+with open(os.environ["PIDS"], "a") as f:
+    f.write(f"{os.getpid()}\n")
+while not got:
+    time.sleep(0.01)
+time.sleep(0.5)
+"#;
+
+/// A second SIGTERM means "now" to many programs (leasehold among them): the command's process
+/// in its group and a daemon that left it each get one, then the grace period.
+#[test]
+fn each_process_of_the_command_gets_one_sigterm() {
+    let redis = RedisServer::start();
+    let pids = PidFile::new();
+    let counter = pids.path.with_extension("py");
+    std::fs::write(&counter, TERM_COUNTER).unwrap();
+    let script = format!(
+        "setsid python3 {c} daemon & exec python3 {c} command",
+        c = counter.display()
+    );
+    let mut replica = spawn(&redis, "one-sigterm", &with_grace("5s"), &script, &pids);
+    wait_pids(&pids.path, 2, Duration::from_secs(5));
+    replica.signal(Signal::SIGTERM);
+    assert_eq!(replica.wait_exit(Duration::from_secs(10)), 0);
+    for name in ["command", "daemon"] {
+        let got =
+            std::fs::read_to_string(format!("{}.{name}", pids.path.display())).unwrap_or_default();
+        assert_eq!(got.lines().count(), 1, "the {name} got {got:?}");
+    }
+}
+
 #[test]
 fn a_command_with_a_daemon_still_hands_its_exit_code_to_leasehold() {
     let redis = RedisServer::start();
