@@ -228,8 +228,12 @@ impl Supervisor {
         *locked(&self.exit_code)
     }
 
+    /// Keeps `code` for the process to exit with; with `--restart-command` the process does not
+    /// end with the command, and a later shutdown exits 0.
     fn finish(&self, code: i32) {
-        *locked(&self.exit_code) = Some(code);
+        if !self.settings.restart {
+            *locked(&self.exit_code) = Some(code);
+        }
     }
 
     /// One term: start the command, and stop it when the term ends or its validity deadline

@@ -233,6 +233,42 @@ fn a_double_forked_daemon_is_adopted_by_leasehold_and_gone_when_leasehold_is_ter
     );
 }
 
+/// With `--restart-command` the process does not end with the command: a term whose command
+/// could not start hands no exit code on to a later shutdown, which exits 0.
+#[test]
+fn a_command_that_could_not_start_in_an_earlier_term_leaves_shutdown_its_0() {
+    let redis = RedisServer::start();
+    let pids = PidFile::new();
+    let program = pids.path.with_extension("sh");
+    let script = "#!/bin/sh\necho $$ >> \"$PIDS\"\nexec sleep 300\n";
+    let write_program = || {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(&program, script).unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    write_program();
+    let mut args = with_grace("5s");
+    args.push("--restart-command");
+    let (key, value) = pids.env();
+    let mut replica = Replica::spawn_with_env(
+        &redis.url(),
+        &unique_lease("restart-code"),
+        "a",
+        &args,
+        &[program.to_str().unwrap()],
+        &[(key, value.as_str())],
+    );
+    let first = wait_pids(&pids.path, 1, Duration::from_secs(10))[0];
+    std::fs::remove_file(&program).unwrap();
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(first), Signal::SIGKILL);
+    let failed = replica.wait_events("stepped down", 1, Duration::from_secs(10));
+    assert_eq!(failed[0]["reason"], "work_failed", "{failed:?}");
+    write_program();
+    wait_pids(&pids.path, 2, Duration::from_secs(20));
+    replica.signal(Signal::SIGTERM);
+    assert_eq!(replica.wait_exit(Duration::from_secs(10)), 0);
+}
+
 /// Notes its pid in `$PIDS` once it listens, then each SIGTERM it gets in `$PIDS.<argv[1]>`,
 /// and exits half a second after the first.
 const TERM_COUNTER: &str = r#"import os, signal, sys, time
