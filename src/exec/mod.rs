@@ -185,7 +185,7 @@ impl Supervisor {
     /// then stop ([`Elector::stop_when_work_ends`](crate::elector::Elector::stop_when_work_ends)).
     pub fn new(settings: ExecSettings, identity: &str, lease: &str) -> Self {
         reaper::become_subreaper();
-        Self {
+        let supervisor = Self {
             settings: Arc::new(settings),
             identity: identity.into(),
             lease: lease.into(),
@@ -193,7 +193,18 @@ impl Supervisor {
             family: Arc::new(Mutex::new(Family::new(lease, identity))),
             reaper: Arc::new(Once::new()),
             guard_file: None,
+        };
+        // Orphans come before the first term too (as PID 1, a `kubectl exec` session's).
+        if tokio::runtime::Handle::try_current().is_ok() {
+            supervisor.reap();
         }
+        supervisor
+    }
+
+    /// Starts reaping the orphans, once.
+    fn reap(&self) {
+        self.reaper
+            .call_once(|| reaper::spawn_reaper(Arc::downgrade(&self.family)));
     }
 
     /// Names `path` in the command's environment as its guard file ([`GUARD_FILE_ENV`]).
@@ -241,8 +252,7 @@ impl Supervisor {
     /// `--restart-command`). Whatever the command leaves running is stopped before the term
     /// ends and before a restart.
     pub async fn lead(&self, leadership: Leadership) -> Result<(), ExecError> {
-        self.reaper
-            .call_once(|| reaper::spawn_reaper(Arc::downgrade(&self.family)));
+        self.reap();
         loop {
             let token = leadership.check()?;
             let mut running = match self.spawn(&leadership) {

@@ -385,6 +385,65 @@ fn leasehold_as_pid_one_reaps_every_orphan_and_keeps_the_exit_code() {
     assert_eq!(status.code(), Some(7), "{stderr}");
 }
 
+/// As PID 1 a follower reaps the orphans re-parented to it (a `kubectl exec` session's), also
+/// before its first term.
+#[test]
+fn leasehold_as_pid_one_reaps_orphans_while_it_follows() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("pid-one-following");
+    let holder = Replica::spawn(&redis.url(), &lease, "holder", &args(), &[]);
+    wait_for("holder to lead", Duration::from_secs(10), || {
+        holder.is_ready().then_some(())
+    });
+    let mut unshare = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", leasehold_bin(), "run"])
+        .args(["--redis-url", &redis.url(), "--lease-name", &lease])
+        .args(["--kubernetes", "off", "--identity", "pid1"])
+        .args(["--http-addr", "127.0.0.1:0"])
+        .args(args())
+        .args(["--", "sleep", "300"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("unshare");
+    let leasehold = wait_for("leasehold as PID 1", Duration::from_secs(5), || {
+        children_of(unshare.id() as i32).first().map(|p| p.pid)
+    });
+    // Orphans of a session entered into its namespace note their parent, then exit.
+    let dir = tempfile::tempdir().unwrap();
+    let parents = dir.path().join("parents");
+    let orphan = format!(
+        r#"(sh -c 'sleep 0.2; cut -d" " -f4 /proc/$$/stat >> {0}' &); (sh -c 'sleep 0.2; cut -d" " -f4 /proc/$$/stat >> {0}' &)"#,
+        parents.display()
+    );
+    let target = leasehold.to_string();
+    let entered = Command::new("nsenter")
+        .args(["-t", &target, "-p", "-m", "sh", "-c", &orphan])
+        .status()
+        .expect("nsenter");
+    assert!(entered.success(), "nsenter: {entered}");
+    wait_for(
+        "the orphans to note PID 1 as their parent",
+        Duration::from_secs(5),
+        || {
+            let noted = std::fs::read_to_string(&parents).unwrap_or_default();
+            (noted.lines().filter(|l| *l == "1").count() == 2).then_some(())
+        },
+    );
+    let reaped = first_instant(Duration::from_secs(3), || {
+        zombie_children_of(leasehold).is_empty()
+    });
+    let zombies = zombie_children_of(leasehold);
+    assert!(holder.is_ready(), "the premise: holder leads throughout");
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(leasehold), Signal::SIGKILL);
+    let _ = unshare.wait();
+    assert!(
+        reaped.is_some(),
+        "zombies stayed under a following PID 1: {zombies:?}"
+    );
+}
+
 // ---- a simulated suspend, in-process with a shifted boot clock ----
 
 /// Long enough that no tokio timer of the elector or the supervisor fires during the test.
