@@ -66,17 +66,9 @@ pub enum Probe {
 impl fmt::Display for Probe {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            // The query's values are not shown: one may be a token.
-            Probe::Http { host, path, .. } => match path.split_once('?') {
-                Some((path, query)) => {
-                    let hidden: Vec<String> = query
-                        .split('&')
-                        .map(|p| format!("{}=***", p.split_once('=').map_or(p, |(name, _)| name)))
-                        .collect();
-                    write!(f, "GET http://{host}{path}?{}", hidden.join("&"))
-                }
-                None => write!(f, "GET http://{host}{path}"),
-            },
+            Probe::Http { host, path, .. } => {
+                write!(f, "GET http://{host}{}", crate::exec::query_hidden(path))
+            }
             Probe::Command(command) => {
                 write!(f, "`{}`", crate::exec::shown(std::slice::from_ref(command)))
             }

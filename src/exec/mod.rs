@@ -65,7 +65,8 @@ impl ExecSettings {
 }
 
 /// A command line as leasehold shows it (its logs, and a candidate check's on the HTTP port):
-/// no password of a URL (`postgres://u:pw@…`), and `***` for the value of a `NAME=value` word
+/// no password of a URL (`postgres://u:pw@…`) nor its query's values ([`query_hidden`]), and
+/// `***` for the value of a `NAME=value` word
 /// or of an option whose name says pass, pwd, secret, token, key or auth, also inside an
 /// argument (a shell script, a libpq string). A short option's value (`-pPASS`) is not
 /// recognised.
@@ -78,6 +79,7 @@ pub fn shown(command: &[String]) -> String {
     };
     let word = |w: &str| match w.split_once('=') {
         Some((name, _)) if !name.contains("://") && secret(name) => format!("{name}=***"),
+        _ if w.contains("://") => crate::lease::redact_url(&query_hidden(w)),
         _ => crate::lease::redact_url(w),
     };
     let secret_option = |o: &str| o.starts_with('-') && !o.contains('=') && secret(o);
@@ -98,6 +100,18 @@ pub fn shown(command: &[String]) -> String {
         }
     }
     shown.join(" ")
+}
+
+/// `url` with each value of its query as `***`: one may be a token (`?access_token=…`).
+pub fn query_hidden(url: &str) -> String {
+    let Some((head, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let hidden: Vec<String> = query
+        .split('&')
+        .map(|p| format!("{}=***", p.split_once('=').map_or(p, |(name, _)| name)))
+        .collect();
+    format!("{head}?{}", hidden.join("&"))
 }
 
 /// The environment variable that carries this replica's identity.
