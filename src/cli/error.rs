@@ -1,5 +1,6 @@
 //! The one error type of the command line: every refusal, and the exit code it means.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -119,6 +120,14 @@ pub enum CliError {
     /// Input that is the user's to fix, found only once the command ran (no Deployment to
     /// name the lease after, no cluster for `--kubernetes on`, a guard file that cannot be
     /// written).
+    /// A refusal of a value that was not typed, and where it came from (`$VARIABLE`, the file).
+    #[error("{error} (the value comes from {from})")]
+    From {
+        /// The refusal.
+        error: Box<CliError>,
+        /// Where the value came from.
+        from: String,
+    },
     #[error("{0}")]
     Refused(String),
     /// A failure at run time that is not the input's fault.
@@ -160,9 +169,31 @@ impl CliError {
 
     /// The exit code: clap's for the command line (0 for `--help`), 1 for a failure at run
     /// time, 2 for every refusal of input.
+    /// This refusal, saying where the value of the flag it names came from when `sources` (by
+    /// long flag) says it was not typed.
+    pub fn sourced(self, sources: &BTreeMap<String, String>) -> Self {
+        let flag = match &self {
+            CliError::Value { flag, .. }
+            | CliError::Duration { flag, .. }
+            | CliError::File { flag, .. }
+            | CliError::Order { flag, .. }
+            | CliError::Misplaced { flag, .. } => *flag,
+            CliError::RedisUrl { .. } => "redis-url",
+            _ => return self,
+        };
+        match sources.get(flag.trim_start_matches('-')) {
+            Some(from) => CliError::From {
+                error: Box::new(self),
+                from: from.clone(),
+            },
+            None => self,
+        }
+    }
+
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Usage(e) => u8::try_from(e.exit_code()).unwrap_or(2),
+            CliError::From { error, .. } => error.exit_code(),
             CliError::Failed(_) => 1,
             _ => 2,
         }

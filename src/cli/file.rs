@@ -34,15 +34,16 @@ where
     let Some((subcommand, given)) = matches.subcommand() else {
         return Ok(Cli::from_arg_matches(&matches)?);
     };
-    // Not every subcommand has --config (`guard` does not).
-    let Some(path) = given.try_get_one::<PathBuf>("config").ok().flatten() else {
-        return Ok(Cli::from_arg_matches(&matches)?);
-    };
-    let file = read_config_file(path)?;
     let sub_command = command
         .find_subcommand(subcommand)
         .ok_or_else(|| anyhow::anyhow!("clap matched `{subcommand}`, which it does not know"))?;
+    // Not every subcommand has --config (`guard` does not).
+    let Some(path) = given.try_get_one::<PathBuf>("config").ok().flatten() else {
+        return with_sources(&matches, sub_command, None);
+    };
+    let file = read_config_file(path)?;
     let defaults = file_defaults(sub_command, given, path, file)?;
+    let keys: Vec<String> = defaults.iter().map(|(id, _)| id.clone()).collect();
     let with_file = command.clone().mut_subcommand(subcommand, |mut sub| {
         for (id, value) in defaults {
             sub = sub.mut_arg(id, |arg| arg.default_value(value));
@@ -50,7 +51,38 @@ where
         sub
     });
     let matches = with_file.try_get_matches_from(&argv).map_err(refused)?;
-    Ok(Cli::from_arg_matches(&matches)?)
+    with_sources(&matches, sub_command, Some((path, &keys)))
+}
+
+/// The parsed command line, with where each value of `sub`'s that was not typed came from: its
+/// variable, or a key of the `file` (its path, and the argument ids it gave).
+fn with_sources(
+    matches: &ArgMatches,
+    sub: &Command,
+    file: Option<(&Path, &[String])>,
+) -> Result<Cli, CliError> {
+    let mut cli = Cli::from_arg_matches(matches)?;
+    let Some((_, given)) = matches.subcommand() else {
+        return Ok(cli);
+    };
+    for arg in sub.get_arguments() {
+        let (Some(long), id) = (arg.get_long(), arg.get_id().as_str()) else {
+            continue;
+        };
+        let from = match (given.value_source(id), file) {
+            (Some(ValueSource::EnvVariable), _) => {
+                arg.get_env().map(|v| format!("${}", v.to_string_lossy()))
+            }
+            (Some(ValueSource::DefaultValue), Some((path, ids))) if ids.iter().any(|i| i == id) => {
+                Some(format!("`{long}` in --config {}", path.display()))
+            }
+            _ => None,
+        };
+        if let Some(from) = from {
+            cli.sources.insert(long.to_owned(), from);
+        }
+    }
+    Ok(cli)
 }
 
 /// The clap tree, with every switch reading its variable through `parse_switch`, and `-h`
@@ -88,8 +120,16 @@ fn name_the_variable(mut error: clap::Error, command: &Command, argv: &[OsString
         .next()
         .unwrap_or_default()
         .trim_start_matches('-');
+    // The subcommand run (`lock`'s `--wait`, not `step-down`'s), read leniently.
+    let run = command
+        .clone()
+        .ignore_errors(true)
+        .try_get_matches_from(argv)
+        .ok()
+        .and_then(|m| m.subcommand_name().map(str::to_owned));
     let Some(arg) = command
         .get_subcommands()
+        .filter(|s| run.as_deref().is_none_or(|run| s.get_name() == run))
         .flat_map(Command::get_arguments)
         .find(|a| a.get_long() == Some(long))
     else {

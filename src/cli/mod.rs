@@ -15,6 +15,7 @@ mod resolve;
 mod secrets;
 mod settings;
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -63,6 +64,10 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// Where each value that was not typed came from, by long flag: `$VARIABLE`, or the key in
+    /// the `--config` file; a refusal of it says so.
+    #[arg(skip)]
+    pub sources: BTreeMap<String, String>,
 }
 
 /// The subcommands.

@@ -52,7 +52,12 @@ pub(super) fn above_zero(
 }
 
 /// Validates a parsed command line into what to run.
-pub fn invocation(cli: Cli, env: &Environment) -> Result<Invocation, CliError> {
+pub fn invocation(mut cli: Cli, env: &Environment) -> Result<Invocation, CliError> {
+    let sources = std::mem::take(&mut cli.sources);
+    resolved(cli, env).map_err(|e| e.sourced(&sources))
+}
+
+fn resolved(cli: Cli, env: &Environment) -> Result<Invocation, CliError> {
     let invocation = match cli.command {
         Command::Run(args) => Invocation::Run(args.resolve(env)?, args.log.settings(env)),
         Command::Status(args) => Invocation::Status(args.resolve(env)?, args.log.settings(env)),

@@ -46,6 +46,10 @@ fn config_file_mistakes_are_refused() {
             "lease-duration: soon\n",
             "the value comes from `lease-duration` in --config {}",
         ),
+        (
+            "key-prefix: a b\n",
+            "contains ' '; braces are not allowed because the lease name is the Redis Cluster hash tag, and whitespace or control characters are not allowed (the value comes from `key-prefix` in --config {})",
+        ),
     ];
     for (i, (text, want)) in cases.into_iter().enumerate() {
         let path = dir.path().join(format!("c{i}.yaml"));

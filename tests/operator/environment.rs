@@ -47,6 +47,35 @@ fn a_bad_value_from_the_environment_names_the_variable() {
     }
 }
 
+/// A value that clap takes and a later rule refuses names its variable too, and clap's refusal
+/// names the variable of the subcommand that was run (`lock`'s `--wait`, not `step-down`'s).
+#[test]
+fn a_value_from_the_environment_refused_after_parsing_names_the_variable() {
+    refused(
+        &["status", "--lease-name", "web"],
+        &[("LEASEHOLD_KEY_PREFIX", "a b")],
+        "(the value comes from $LEASEHOLD_KEY_PREFIX)",
+    );
+    refused(
+        &["run", "--kubernetes", "off", "--lease-name", "web"],
+        &[("LEASEHOLD_REDIS_URL", "http://x")],
+        "(the value comes from $LEASEHOLD_REDIS_URL)",
+    );
+    refused(
+        &[
+            "lock",
+            "--kubernetes",
+            "off",
+            "--lease-name",
+            "web",
+            "--",
+            "true",
+        ],
+        &[("LEASEHOLD_LOCK_WAIT", "-2s")],
+        "the value comes from $LEASEHOLD_LOCK_WAIT",
+    );
+}
+
 #[test]
 fn switches_in_the_environment_read_as_kubernetes_users_write_them() {
     let base = ["run", "--kubernetes", "off", "--lease-name", "web"];

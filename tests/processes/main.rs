@@ -7,6 +7,7 @@ mod client_view;
 mod command;
 mod configuration;
 mod exec;
+mod exec_suspend;
 mod guard;
 mod guard_check;
 mod killed_and_paused;
