@@ -38,6 +38,10 @@ impl RedisArgs {
                 "a password on the command line shows in `ps`; put it in a file and pass --redis-password-file (or set LEASEHOLD_REDIS_URL)",
             ));
         }
+        if self.key_prefix.is_empty() {
+            let rule = "must not be empty (the default is `leasehold:`)";
+            return Err(CliError::value("key-prefix", "", rule));
+        }
         LeaseKeys::check_prefix(&self.key_prefix)
             .map_err(|e| CliError::value("key-prefix", &self.key_prefix, e.to_string()))?;
         let password = self

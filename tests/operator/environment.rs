@@ -56,6 +56,13 @@ fn a_value_from_the_environment_refused_after_parsing_names_the_variable() {
         &[("LEASEHOLD_KEY_PREFIX", "a b")],
         "(the value comes from $LEASEHOLD_KEY_PREFIX)",
     );
+    // An empty variable (a ConfigMap's empty key) would put this replica's lease under other
+    // keys than its peers'.
+    refused(
+        &["status", "--lease-name", "web"],
+        &[("LEASEHOLD_KEY_PREFIX", "")],
+        "--key-prefix ``: must not be empty (the default is `leasehold:`) (the value comes from $LEASEHOLD_KEY_PREFIX)",
+    );
     refused(
         &["run", "--kubernetes", "off", "--lease-name", "web"],
         &[("LEASEHOLD_REDIS_URL", "http://x")],
