@@ -74,9 +74,15 @@ fn print<V: serde::Serialize>(
     view: &V,
     text: fn(&V) -> String,
 ) -> anyhow::Result<()> {
-    match output {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(view)?),
-        OutputFormat::Text => print!("{}", text(view)),
+    let answer = match output {
+        OutputFormat::Json => format!("{}\n", serde_json::to_string_pretty(view)?),
+        OutputFormat::Text => text(view),
+    };
+    match std::io::stdout().lock().write_all(answer.as_bytes()) {
+        // The reader stopped reading (`| head`): the command's work is done all the same.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(e).context("cannot write the answer"))
+        }
+        _ => Ok(()),
     }
-    Ok(())
 }

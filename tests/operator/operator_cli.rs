@@ -177,6 +177,26 @@ fn status_shows_a_clock_note_from_past_the_year_9999() {
     );
 }
 
+/// A reader that stopped reading (`| head`) is no failure of the command, which has done its
+/// work: no panic, exit 0.
+#[test]
+fn an_answer_nobody_reads_ends_the_command_cleanly() {
+    let redis = testbed::RedisServer::start();
+    let url = redis.url();
+    let (read, write) = nix::unistd::pipe().expect("a pipe");
+    drop(read);
+    let out = harness::command::leasehold_command(harness::leasehold_bin())
+        .args(["status", "--lease-name", "web", "--redis-url", &url])
+        .args(["--output", "json"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::from(write))
+        .output()
+        .expect("run leasehold");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
+
 /// A URL that only looks like one is refused with words, not a panic.
 #[test]
 fn an_odd_redis_url_is_refused_without_a_panic() {
