@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::resolve::above_zero;
-use super::secrets::{read_pem, read_secret};
+use super::secrets::{check_client_pair, read_ca, read_pem, read_secret};
 use super::settings::RedisSettings;
 use super::{CliError, ContenderRedisArgs, Environment, RedisArgs};
 use crate::lease::{
@@ -148,10 +148,10 @@ impl RedisArgs {
                 rule: "mutual TLS needs both --redis-client-cert-file and --redis-client-key-file",
             });
         }
-        Ok(Some(TlsFiles {
+        let files = TlsFiles {
             ca_pem: ca
                 .as_deref()
-                .map(|p| read_pem("redis-ca-file", p))
+                .map(|p| read_ca("redis-ca-file", p))
                 .transpose()?,
             client_cert_pem: cert
                 .as_deref()
@@ -161,7 +161,13 @@ impl RedisArgs {
                 .as_deref()
                 .map(|p| read_secret("redis-client-key-file", p))
                 .transpose()?,
-        }))
+        };
+        if let (Some(cert), Some(cert_pem), Some(key), Some(key_pem)) =
+            (cert, &files.client_cert_pem, key, &files.client_key_pem)
+        {
+            check_client_pair((cert, cert_pem), (key, key_pem))?;
+        }
+        Ok(Some(files))
     }
 }
 

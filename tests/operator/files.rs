@@ -44,6 +44,62 @@ fn tls_and_sentinel_files_are_checked_before_anything_connects() {
     );
 }
 
+/// TLS files that are PEM but hold no certificate or key rustls can use, or a key that is not
+/// the certificate's, are refused at start naming their own flag, not the URL, nor found at the
+/// first dial.
+#[test]
+fn tls_files_that_rustls_cannot_use_are_refused_naming_their_flag() {
+    let pki = testbed::pki::Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let bad_ca = write(
+        "ca.pem",
+        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    );
+    let bad_key = write(
+        "key.pem",
+        "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+    );
+    let (cert, other_key) = (
+        pki.client_cert.to_str().unwrap(),
+        pki.server_key.to_str().unwrap(),
+    );
+    let url = ["--redis-url", "rediss://127.0.0.1:1"];
+    let cases = [
+        (
+            vec!["--redis-ca-file", &bad_ca],
+            format!("--redis-ca-file {bad_ca}: "),
+        ),
+        (
+            vec![
+                "--redis-client-cert-file",
+                cert,
+                "--redis-client-key-file",
+                &bad_key,
+            ],
+            format!("--redis-client-key-file {bad_key}: "),
+        ),
+        (
+            vec![
+                "--redis-client-cert-file",
+                cert,
+                "--redis-client-key-file",
+                other_key,
+            ],
+            format!("--redis-client-key-file {other_key}: "),
+        ),
+    ];
+    for (files, want) in cases {
+        let mut args = url.to_vec();
+        args.extend(files);
+        run_refused_not_run(&args, &want);
+    }
+}
+
 #[test]
 fn a_command_that_cannot_be_executed_is_refused_at_start() {
     use std::os::unix::fs::PermissionsExt;
