@@ -41,13 +41,15 @@ pub fn run_refused(args: &[&str], want: &str) {
     refused(&full, &[("LEASEHOLD_LEASE_NAME", "web")], want);
 }
 
-/// `leasehold run` without Kubernetes, against a Redis that is not there (by its variable, so
-/// that `args` may name another), with `args`.
+/// `leasehold run` without Kubernetes, against a Redis that is not there (unless `args` name
+/// another), with `args`.
 pub fn run_without_redis(args: &[&str]) -> Command {
     let mut cmd = Command::new(leasehold_bin());
-    cmd.args(["run", "--kubernetes", "off"])
-        .env("LEASEHOLD_REDIS_URL", "redis://127.0.0.1:1")
-        .args(args);
+    cmd.args(["run", "--kubernetes", "off"]);
+    if !args.contains(&"--redis-url") {
+        cmd.args(["--redis-url", "redis://127.0.0.1:1"]);
+    }
+    cmd.args(args);
     cmd
 }
 
