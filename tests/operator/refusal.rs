@@ -56,9 +56,9 @@ pub fn run_without_redis(args: &[&str]) -> Command {
 /// Like [`run_refused`], for values that a binary without the rule would accept and then run
 /// with: such a run is stopped after a bound and reported as accepted.
 pub fn run_refused_not_run(args: &[&str], want: &str) {
-    let mut cmd = run_without_redis(&["--http-addr", "127.0.0.1:0"]);
-    cmd.args(args);
-    let (code, stderr) = exit_within(cmd, Duration::from_secs(20));
+    let mut full = vec!["--http-addr", "127.0.0.1:0"];
+    full.extend_from_slice(args);
+    let (code, stderr) = exit_within(run_without_redis(&full), Duration::from_secs(20));
     let Some(code) = code else {
         panic!("{args:?} was accepted: still running after 20s; stderr:\n{stderr}");
     };
