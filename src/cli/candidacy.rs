@@ -83,7 +83,15 @@ impl CandidacyArgs {
                     "must not be empty: a shell command that exits 0 while healthy",
                 ));
             }
-            (None, Some(cmd)) => Some(Probe::Command(cmd.clone())),
+            (None, Some(cmd)) => {
+                // Without a shell every check fails and no replica leads (leasehold's own image
+                // has none).
+                crate::exec::find_program("/bin/sh").map_err(|e| {
+                    let rule = format!("runs by /bin/sh -c, and /bin/sh {e}: where there is no shell, use --candidate-check (HTTP)");
+                    CliError::value("candidate-check-command", cmd, rule)
+                })?;
+                Some(Probe::Command(cmd.clone()))
+            }
             (None, None) => None,
         };
         let Some(probe) = probe else {

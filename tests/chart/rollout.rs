@@ -125,7 +125,16 @@ fn the_chart_refuses_exactly_the_leader_mode_strategies_that_would_stall() {
                     .expect("unavailable")
             ),
         );
+        // Without `type`, the API server takes the strategy for RollingUpdate all the same.
+        let untyped =
+            helm::template_as("lh", "shop", &values.replace("  type: RollingUpdate\n", ""));
         let out = helm::template_as("lh", "shop", &values);
+        assert_eq!(
+            untyped.ok(),
+            out.ok(),
+            "{strategy:?} without its type: {}",
+            untyped.stderr
+        );
         let model = rollout::roll_out(&strategy, 3, Mode::Leader);
         if model.controller_finished() {
             assert!(

@@ -194,6 +194,40 @@ fn a_candidate_check_the_binary_would_refuse_is_refused() {
     );
 }
 
+/// Values the binary would take and that leave no replica leading, or that bind the Role to the
+/// namespace's every pod, or that skip the cooldown on a Redis that fails over.
+#[test]
+fn values_that_break_the_election_or_the_roles_bound_are_refused() {
+    let err = refused("candidateCheck:\n  command: \"true\"\n");
+    assert!(
+        err.contains(
+            "candidateCheck.command runs by /bin/sh -c, and leasehold's image has no shell"
+        ),
+        "{err}"
+    );
+    render(
+        "exec:\n  enabled: true\n  image:\n    repository: example/app\n  command: [\"/app\"]\ncandidateCheck:\n  command: \"true\"\n",
+    );
+    let err = refused("serviceAccount:\n  create: false\n");
+    assert!(
+        err.contains("serviceAccount.create=false: name the ServiceAccount the pods run as"),
+        "{err}"
+    );
+    render("serviceAccount:\n  create: false\n  name: app\n");
+    for url in [
+        "redis+sentinel://s1:26379,s2:26379,s3:26379/main",
+        "redis+cluster://n1:7000",
+    ] {
+        let err = refused(&format!(
+            "redis:\n  urlKey: \"\"\n  url: {url}\ntiming:\n  dataLossCooldown: false\n"
+        ));
+        assert!(
+            err.contains("timing.dataLossCooldown=false is only for a Redis that never fails over"),
+            "{err}"
+        );
+    }
+}
+
 #[test]
 fn a_redis_url_with_a_password_parameter_is_refused() {
     for url in [

@@ -133,3 +133,22 @@ fn a_command_that_cannot_be_executed_is_refused_at_start() {
         "-- CMD `no-such-program-anywhere`: not found",
     );
 }
+
+/// A candidate check command runs by `/bin/sh -c`: where there is none (leasehold's own image
+/// is `FROM scratch`) every check would fail and no replica ever lead, so it is refused at start.
+/// The shell is hidden by a bind mount in a mount namespace of the run's own.
+#[test]
+fn a_candidate_check_command_without_a_shell_is_refused_at_start() {
+    let run = format!(
+        "mount --bind /dev/null /bin/sh && exec {} run --kubernetes off --redis-url redis://127.0.0.1:1 --http-addr 127.0.0.1:0 --candidate-check-command true",
+        harness::leasehold_bin()
+    );
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["--mount", "sh", "-c", &run]);
+    let (code, stderr) = harness::replica::exit_within(cmd, std::time::Duration::from_secs(20));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--candidate-check-command `true`: runs by /bin/sh -c, and /bin/sh is not a regular file"),
+        "{stderr}"
+    );
+}

@@ -302,6 +302,15 @@ value and the rule.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if and .Values.candidateCheck.command (not .Values.exec.enabled) }}
+{{- fail "candidateCheck.command runs by /bin/sh -c, and leasehold's image has no shell: every check would fail and no replica lead; use candidateCheck.url, or exec.enabled with your image" }}
+{{- end }}
+{{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) .Values.rbac.create }}
+{{- fail "serviceAccount.create=false: name the ServiceAccount the pods run as (serviceAccount.name); the Role would else be bound to the namespace's `default`, which every pod without its own runs as" }}
+{{- end }}
+{{- if and (not .Values.timing.dataLossCooldown) (regexMatch "\\+(sentinel|cluster)://" (.Values.redis.url | default "")) }}
+{{- fail "timing.dataLossCooldown=false is only for a Redis that never fails over, and a redis+sentinel:// or redis+cluster:// one does: leasehold refuses it at start" }}
+{{- end }}
 {{- if regexMatch "[?&](?i:pass|password)=" (.Values.redis.url | default "") }}
 {{- fail "redis.url: carries a password (a pass= or password= parameter), which would show in the Deployment; put it in the Secret (redis.passwordKey)" }}
 {{- end }}
@@ -340,7 +349,8 @@ value and the rule.
 {{- fail "readiness=leader: only the leader pod is ever ready, so a PodDisruptionBudget would block every eviction of the leader (node drains hang), and `helm --wait` and `kubectl rollout status` never see the Deployment rolled out (they count ready replicas). Set podDisruptionBudget.enabled=false, install without --wait (or with --wait=legacy), and watch leadership with the leader label; or keep readiness=member, whose Service still routes to the leader alone. See docs/DEPLOY.md." }}
 {{- end }}
 {{- with .Values.strategy }}
-{{- if eq (toString .type) "RollingUpdate" }}
+{{- /* Without a type the API server takes it for RollingUpdate. */}}
+{{- if eq (toString (.type | default "RollingUpdate")) "RollingUpdate" }}
 {{- $mu := "" }}
 {{- if .rollingUpdate }}{{ $mu = .rollingUpdate.maxUnavailable }}{{ end }}
 {{- $ok := false }}
