@@ -126,6 +126,14 @@ harness::schema_rule! {
         "exec:\n  leaseholdPath: bin/leasehold\n" => ["at '/exec/leaseholdPath': 'bin/leasehold' does not match pattern '^/'"];
     schema_refuses_an_extra_argument_that_is_no_flag:
         "extraArgs: [\"--\", worker]\n" => ["at '/extraArgs/0'", "at '/extraArgs/1': 'worker' does not match pattern '^-'"];
+    schema_refuses_a_lease_name_without_a_name_after_its_namespace:
+        "leaseName: \"shop/\"\n" => ["at '/leaseName': 'shop/' does not match pattern"];
+    schema_refuses_a_lease_name_with_braces:
+        "leaseName: \"web{1}\"\n" => ["at '/leaseName': 'web{1}' does not match pattern"];
+    schema_refuses_a_key_prefix_with_whitespace:
+        "redis:\n  keyPrefix: \"my app:\"\n" => ["at '/redis/keyPrefix': 'my app:' does not match pattern"];
+    schema_refuses_a_username_of_whitespace:
+        "redis:\n  username: \" \"\n" => ["at '/redis/username': ' ' does not match pattern"];
     schema_refuses_a_scrape_interval_prometheus_cannot_read:
         "serviceMonitor:\n  interval: 30 seconds\n" => ["at '/serviceMonitor/interval': '30 seconds' does not match pattern"];
 }
