@@ -12,6 +12,8 @@ pub struct ApiCalls {
     pub verbs: &'static [&'static str],
     /// Why leasehold needs them.
     pub why: &'static str,
+    /// Whether `leasehold run` makes them (the chart's pods); else only `leasehold lock` does.
+    pub run: bool,
 }
 
 /// Every call, in the namespace of the Deployment only.
@@ -21,36 +23,43 @@ pub const API_CALLS: &[ApiCalls] = &[
         resource: "pods",
         verbs: &["get", "list", "watch", "patch"],
         why: "find this pod's owner; watch the Deployment's pods and keep the leader label on the leader alone; read and remove the step-down annotation on the leader's pod",
+        run: true,
     },
     ApiCalls {
         group: "apps",
         resource: "replicasets",
         verbs: &["get"],
         why: "follow the pod's owner to its Deployment",
+        run: true,
     },
     ApiCalls {
         group: "apps",
         resource: "deployments",
         verbs: &["get"],
         why: "name the lease after the Deployment and read its pod selector",
+        run: true,
     },
     ApiCalls {
         group: "batch",
         resource: "jobs",
         verbs: &["get"],
         why: "name a one-shot lock (`leasehold lock`) after the CronJob that owns its Job, or the Job",
+        run: false,
     },
     ApiCalls {
         group: "coordination.k8s.io",
         resource: "leases",
         verbs: &["get", "create", "update"],
         why: "mirror leadership into a Lease for `kubectl get lease`",
+        run: true,
     },
     ApiCalls {
         group: "events.k8s.io",
         resource: "events",
-        verbs: &["create", "patch"],
+        // A Recorder of its own for each Event, so never the patch of a repeat's count.
+        verbs: &["create"],
         why: "record leadership changes as Events on the Deployment",
+        run: true,
     },
 ];
 
