@@ -42,7 +42,7 @@ where
         return with_sources(&matches, sub_command, None);
     };
     let file = read_config_file(path)?;
-    let defaults = file_defaults(sub_command, given, path, file)?;
+    let defaults = file_defaults(&command, sub_command, given, path, file)?;
     let keys: Vec<String> = defaults.iter().map(|(id, _)| id.clone()).collect();
     let with_file = command.clone().mut_subcommand(subcommand, |mut sub| {
         for (id, value) in defaults {
@@ -154,10 +154,12 @@ fn name_the_variable(mut error: clap::Error, command: &Command, argv: &[OsString
 }
 
 /// The file's values as defaults of `sub`'s arguments (by id), each checked by the argument's
-/// own value parser; those the command line or the environment give are left out. A key that
-/// is no long flag, a switch given other than true or false, and a key that conflicts with a
-/// flag given or with another key of the file are refused.
+/// own value parser; those the command line or the environment give are left out, and so are
+/// another subcommand's (one file serves `run` and the operator commands in its pod). A key
+/// that is no long flag of any, a switch given other than true or false, and a key that
+/// conflicts with a flag given or with another key of the file are refused.
 fn file_defaults(
+    root: &Command,
     sub: &Command,
     given: &ArgMatches,
     path: &Path,
@@ -175,10 +177,17 @@ fn file_defaults(
     };
     let mut defaults = Vec::new();
     for (key, value) in file {
-        let arg = sub
-            .get_arguments()
-            .find(|a| a.get_long() == Some(key.as_str()) && key != "config")
-            .ok_or_else(|| unknown_key(sub, path, &key))?;
+        let named = |a: &Arg| a.get_long() == Some(key.as_str()) && key != "config";
+        let Some(arg) = sub.get_arguments().find(|a| named(a)) else {
+            if root
+                .get_subcommands()
+                .flat_map(Command::get_arguments)
+                .any(named)
+            {
+                continue;
+            }
+            return Err(unknown_key(sub, path, &key));
+        };
         let is_switch = matches!(arg.get_action(), ArgAction::SetTrue);
         // What the command line or the environment gives, the file does not.
         if is_given(arg.get_id().as_str()) {

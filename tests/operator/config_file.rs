@@ -78,11 +78,11 @@ fn an_unknown_config_key_is_answered_with_the_nearest_flag() {
             &["run"],
             "--config {}: unknown key `xyzzy`; the keys are the long flag names of `leasehold run`: redis-url, ",
         ),
-        // A command's keys are its own flags: status waits for no replicas.
+        // A key of no command at all, given to status.
         (
-            "redis-wait-replicas: 1\n",
+            "redis-wait-replicaz: 1\n",
             &["status"],
-            "unknown key `redis-wait-replicas`; the keys are the long flag names of `leasehold status`",
+            "unknown key `redis-wait-replicaz`; the keys are the long flag names of `leasehold status`",
         ),
         // The file's values meet the flags' parsers and conflicts.
         (
@@ -113,4 +113,21 @@ fn an_unknown_config_key_is_answered_with_the_nearest_flag() {
             &want.replace("{}", p),
         );
     }
+}
+
+/// One file serves `run` and the operator commands run in its pod (`kubectl exec … leasehold
+/// status` inherits `LEASEHOLD_CONFIG`): a key of another command is left to it.
+#[test]
+fn one_config_file_serves_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leasehold.yaml");
+    let text = "identity: web-a\nlease-duration: 30s\nredis-wait-replicas: 1\nlease-name: web\nredis-url: redis://127.0.0.1:1\n";
+    std::fs::write(&path, text).unwrap();
+    let (code, _stdout, stderr) =
+        harness::replica::run_to_end(&["status"], &[("LEASEHOLD_CONFIG", path.to_str().unwrap())]);
+    assert_eq!(
+        code, 1,
+        "status read the file and tried the Redis it names: {stderr}"
+    );
+    assert!(stderr.contains("redis at redis://127.0.0.1:1"), "{stderr}");
 }
