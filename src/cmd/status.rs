@@ -176,6 +176,10 @@ impl StatusView {
                 ),
             ));
         }
+        if self.holder.is_none() && self.last_token.is_none() && self.protocol.is_none() {
+            let note = "no key of this lease exists: a lease never taken, or the replicas use another --key-prefix or --lease-name";
+            rows.push(("note", note.to_owned()));
+        }
         rows.iter().map(|(k, v)| format!("{k:<11} {v}\n")).collect()
     }
 }

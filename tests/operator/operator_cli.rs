@@ -177,6 +177,31 @@ fn status_shows_a_clock_note_from_past_the_year_9999() {
     );
 }
 
+/// A lease without a single key (never taken, or the replicas use another prefix or name) is
+/// said so, not shown as merely free.
+#[test]
+fn status_says_when_no_key_of_the_lease_exists() {
+    let redis = testbed::RedisServer::start();
+    let url = redis.url();
+    let (code, stdout, stderr) = run_to_end(
+        &[
+            "status",
+            "--lease-name",
+            "web",
+            "--redis-url",
+            &url,
+            "--key-prefix",
+            "other:",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "exited {code}; stderr:\n{stderr}");
+    assert!(
+        stdout.contains("no key of this lease exists: a lease never taken, or the replicas use another --key-prefix or --lease-name"),
+        "{stdout}"
+    );
+}
+
 /// A reader that stopped reading (`| head`) is no failure of the command, which has done its
 /// work: no panic, exit 0.
 #[test]
