@@ -130,6 +130,14 @@ impl Contender {
         if let Some(guard) = &guard {
             elector = elector.with_hooks(GuardHooks::new(guard.clone(), &settings.identity));
         }
+        if let Some(guard) = &guard {
+            // A second signal exits without drops: the file is zeroed first, then removed.
+            let guard = guard.clone();
+            shutdown.before_exit_at_once(move || {
+                let _ = guard.revoke();
+                guard.remove();
+            });
+        }
         let supervisor = settings.exec.clone().map(|exec| {
             let supervisor =
                 Supervisor::new(exec, &settings.identity, lease_name.as_str()).owns_every_orphan();

@@ -73,9 +73,12 @@ fn a_second_sigterm_exits_at_once_and_takes_the_command_with_it() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("record");
     let out_env = out.to_str().unwrap().to_owned();
+    let guard = dir.path().join("guard");
     // A drain would last the whole grace period: the command ignores SIGTERM, and the
     // validity deadline (about a minute) comes later still.
     let args = [
+        "--guard-file",
+        guard.to_str().unwrap(),
         "--lease-duration",
         "60s",
         "--renew-deadline",
@@ -125,4 +128,5 @@ fn a_second_sigterm_exits_at_once_and_takes_the_command_with_it() {
             .len(),
         1
     );
+    assert!(!guard.exists(), "the guard file is left at {}", guard.display());
 }
