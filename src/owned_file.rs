@@ -112,10 +112,18 @@ impl FileClaim {
     }
 }
 
+impl FileClaim {
+    /// Removes the lock file while still locked, as the drop does: also for a process about to
+    /// exit without drops, whose lock the kernel then lets go.
+    pub fn unlink(&self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 impl Drop for FileClaim {
     fn drop(&mut self) {
         // Unlinked while still locked (see `claim`); the lock goes with `self._lock` after this.
-        let _ = std::fs::remove_file(&self.path);
+        self.unlink();
     }
 }
 

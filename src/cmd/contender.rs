@@ -131,12 +131,8 @@ impl Contender {
             elector = elector.with_hooks(GuardHooks::new(guard.clone(), &settings.identity));
         }
         if let Some(guard) = &guard {
-            // A second signal exits without drops: the file is zeroed first, then removed.
             let guard = guard.clone();
-            shutdown.before_exit_at_once(move || {
-                let _ = guard.revoke();
-                guard.remove();
-            });
+            shutdown.before_exit_at_once(move || guard.end_at_exit());
         }
         let supervisor = settings.exec.clone().map(|exec| {
             let supervisor =

@@ -131,6 +131,14 @@ impl GuardFile {
         let _writing = locked(&self.writing);
         let _ = std::fs::remove_file(&self.path);
     }
+
+    /// Zeroes and removes the file and its lock file, for a process that exits at once, without
+    /// drops (a second signal): only then, as the claim is let go by the exit alone.
+    pub fn end_at_exit(&self) {
+        let _ = self.revoke();
+        self.remove();
+        self._claim.unlink();
+    }
 }
 
 impl Drop for GuardFile {

@@ -128,5 +128,7 @@ fn a_second_sigterm_exits_at_once_and_takes_the_command_with_it() {
             .len(),
         1
     );
-    assert!(!guard.exists(), "the guard file is left at {}", guard.display());
+    for left in [guard.clone(), dir.path().join(".guard.lock")] {
+        assert!(!left.exists(), "{} is left", left.display());
+    }
 }
