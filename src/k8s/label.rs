@@ -109,14 +109,22 @@ async fn reconcile(
 }
 
 /// Takes the label off this replica's own pod (after a term: withdraws a claim, needs no
-/// leadership). Tried again until it lands, a refusal (401, 403) aside, within the caller's
-/// bound: without a Deployment's selector no other replica takes it off.
+/// leadership), and the deletion cost when it is ours. Tried again until it lands, a refusal
+/// (401, 403) aside, within the caller's bound: without a Deployment's selector no other replica
+/// takes it off.
 pub(super) async fn remove_own(client: &Client, namespace: &str, identity: &str, key: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let mut pause = Duration::from_millis(100);
     loop {
-        let patch = Patch::Merge(claim_patch(key, None, None));
-        match pods.patch(identity, &PatchParams::default(), &patch).await {
+        let removed = async {
+            let pod = pods.get(identity).await?;
+            let cost = pod.annotations().get(DELETION_COST).map(String::as_str);
+            // As on a follower's pod (led by nobody here): only our cost goes.
+            let patch = claim_patch(key, None, wanted_cost(identity, "", cost));
+            pods.patch(identity, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+        };
+        match removed.await {
             Ok(_) => {
                 debug!(pod = %identity, label = %key, "removed the leader label from this pod");
                 return;

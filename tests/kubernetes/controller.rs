@@ -84,8 +84,18 @@ async fn the_leader_label_mirror_and_events_follow_leadership() {
     assert_eq!(spec.lease_transitions, Some(0));
     assert!(spec.acquire_time.is_some() && spec.renew_time.is_some());
 
-    // Hand over to b: a shuts down (releases), b leads.
+    // Hand over to b: a shuts down (releases), b leads. b's pod carries its owner's cost, which
+    // b's start (taking off a label an earlier process left) leaves alone.
+    let mut owned = api.get::<Pod>(NS, "web-7d4f-b").unwrap();
+    owned.annotations_mut().insert(COST.into(), "250".into());
+    api.insert(&owned);
     let mut b = member(&api, &redis, &lease_name, "web-7d4f-b", timing).await;
+    b.withdraw_earlier_label().await;
+    assert_eq!(
+        cost("web-7d4f-b").as_deref(),
+        Some("250"),
+        "a cost its owner chose"
+    );
     a.stop().await;
     b.wait_leading().await;
     eventually("the label to move to b", Duration::from_secs(5), || async {

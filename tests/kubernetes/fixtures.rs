@@ -219,6 +219,11 @@ pub async fn member(
 }
 
 impl Member {
+    /// What `leasehold run` does at start: a label an earlier process of the pod left goes.
+    pub async fn withdraw_earlier_label(&self) {
+        self.cluster.withdraw_earlier_label().await;
+    }
+
     pub async fn wait_leading(&mut self) {
         until_leading("leadership", &mut self.status, Duration::from_secs(5)).await;
     }
