@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::clock::shown;
-use crate::elector::{TimingError, TimingField};
+use crate::elector::{TimingBound, TimingError, TimingField};
 use crate::telemetry::TelemetryError;
 
 /// Why the binary stops before or instead of doing its work. Each refusal names the flag (or
@@ -117,9 +117,6 @@ pub enum CliError {
         /// The rule.
         rule: &'static str,
     },
-    /// Input that is the user's to fix, found only once the command ran (no Deployment to
-    /// name the lease after, no cluster for `--kubernetes on`, a guard file that cannot be
-    /// written).
     /// A refusal of a value that was not typed, and where it came from (`$VARIABLE`, the file).
     #[error("{error} (the value comes from {from})")]
     From {
@@ -128,6 +125,9 @@ pub enum CliError {
         /// Where the value came from.
         from: String,
     },
+    /// Input that is the user's to fix, found only once the command ran (no Deployment to
+    /// name the lease after, no cluster for `--kubernetes on`, a guard file that cannot be
+    /// written).
     #[error("{0}")]
     Refused(String),
     /// A failure at run time that is not the input's fault.
@@ -167,29 +167,49 @@ impl CliError {
         }
     }
 
-    /// The exit code: clap's for the command line (0 for `--help`), 1 for a failure at run
-    /// time, 2 for every refusal of input.
-    /// This refusal, saying where the value of the flag it names came from when `sources` (by
-    /// long flag) says it was not typed.
+    /// This refusal, saying where the values of the flags it names came from when `sources` (by
+    /// long flag) says they were not typed.
     pub fn sourced(self, sources: &BTreeMap<String, String>) -> Self {
-        let flag = match &self {
+        use TimingError::{DriftFactor, Order, TooLong, TooShort};
+        let timing = |field: TimingField| timing_flag(field).split_off(2);
+        let flags = match &self {
             CliError::Value { flag, .. }
             | CliError::Duration { flag, .. }
             | CliError::File { flag, .. }
             | CliError::Order { flag, .. }
-            | CliError::Misplaced { flag, .. } => *flag,
-            CliError::RedisUrl { .. } => "redis-url",
+            | CliError::Misplaced { flag, .. } => vec![flag.trim_start_matches('-').to_owned()],
+            CliError::RedisUrl { .. } => vec!["redis-url".to_owned()],
+            CliError::Timing(TooShort { field, .. } | TooLong { field, .. }) => {
+                vec![timing(*field)]
+            }
+            CliError::Timing(Order { larger, than, .. }) => {
+                let than = match than {
+                    TimingBound::Field(field) => *field,
+                    TimingBound::JitteredRetry | TimingBound::DriftAndRetry => {
+                        TimingField::RetryPeriod
+                    }
+                };
+                vec![timing(*larger), timing(than)]
+            }
+            CliError::Timing(DriftFactor { .. }) => vec!["drift-factor".to_owned()],
             _ => return self,
         };
-        match sources.get(flag.trim_start_matches('-')) {
-            Some(from) => CliError::From {
-                error: Box::new(self),
-                from: from.clone(),
-            },
-            None => self,
+        let from: Vec<&str> = flags
+            .iter()
+            .filter_map(|f| sources.get(f))
+            .map(String::as_str)
+            .collect();
+        if from.is_empty() {
+            return self;
+        }
+        CliError::From {
+            error: Box::new(self),
+            from: from.join(" and "),
         }
     }
 
+    /// The exit code: clap's for the command line (0 for `--help`), 1 for a failure at run
+    /// time, 2 for every refusal of input.
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Usage(e) => u8::try_from(e.exit_code()).unwrap_or(2),

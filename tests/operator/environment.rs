@@ -14,7 +14,7 @@ fn environment_values_are_validated_like_flags() {
     refused(
         &["run", "--lease-name", "web", "--kubernetes", "off"],
         &[("LEASEHOLD_RENEW_DEADLINE", "20s")],
-        "--lease-duration 15s must be greater than --renew-deadline 20s",
+        "--lease-duration 15s must be greater than --renew-deadline 20s (rule: lease duration > renew deadline > retry period × 1.2) (the value comes from $LEASEHOLD_RENEW_DEADLINE)",
     );
 }
 
