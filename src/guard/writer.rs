@@ -21,8 +21,9 @@ use crate::owned_file::{FileClaim, replace};
 pub struct GuardFile {
     path: PathBuf,
     lease: LeaseName,
-    /// Serialises updates, which share the file beside.
-    writing: Mutex<()>,
+    /// Serialises updates, which share the file beside; `true` once the file ended at an exit
+    /// without drops ([`end_at_exit`](Self::end_at_exit)), after which nothing is written.
+    writing: Mutex<bool>,
     /// Released last (fields drop after `Drop::drop` removed the file): the file is gone before
     /// another leasehold may claim the path.
     _claim: FileClaim,
@@ -47,7 +48,7 @@ impl GuardFile {
         let guard = Self {
             path,
             lease: lease.clone(),
-            writing: Mutex::new(()),
+            writing: Mutex::new(false),
             _claim: claim,
         };
         guard.revoke().map_err(|source| GuardError::Unwritable {
@@ -122,7 +123,10 @@ impl GuardFile {
     }
 
     fn write(&self, record: &GuardRecord) -> std::io::Result<()> {
-        let _writing = locked(&self.writing);
+        let ended = locked(&self.writing);
+        if *ended {
+            return Ok(());
+        }
         replace(&self.path, record.encode().as_bytes())
     }
 
@@ -133,11 +137,17 @@ impl GuardFile {
     }
 
     /// Zeroes and removes the file and its lock file, for a process that exits at once, without
-    /// drops (a second signal): only then, as the claim is let go by the exit alone.
+    /// drops (a second signal): only then, as the claim is let go by the exit alone. A renewal
+    /// that would publish after it writes nothing.
     pub fn end_at_exit(&self) {
-        let _ = self.revoke();
-        self.remove();
+        let mut ended = locked(&self.writing);
+        let zeroed = GuardRecord::NoTerm {
+            lease: self.lease.clone(),
+        };
+        let _ = replace(&self.path, zeroed.encode().as_bytes());
+        let _ = std::fs::remove_file(&self.path);
         self._claim.unlink();
+        *ended = true;
     }
 }
 
