@@ -154,10 +154,11 @@ fn name_the_variable(mut error: clap::Error, command: &Command, argv: &[OsString
 }
 
 /// The file's values as defaults of `sub`'s arguments (by id), each checked by the argument's
-/// own value parser; those the command line or the environment give are left out, and so are
-/// another subcommand's (one file serves `run` and the operator commands in its pod). A key
-/// that is no long flag of any, a switch given other than true or false, and a key that
-/// conflicts with a flag given or with another key of the file are refused.
+/// own value parser; those the command line or the environment give are left out, and so are,
+/// for an operator command, the keys of `run` and `lock` (one file serves them and the
+/// operator commands run in their pod). Any other key that is no long flag of `sub`, a switch
+/// given other than true or false, and a key that conflicts with a flag given or with another
+/// key of the file are refused.
 fn file_defaults(
     root: &Command,
     sub: &Command,
@@ -179,11 +180,12 @@ fn file_defaults(
     for (key, value) in file {
         let named = |a: &Arg| a.get_long() == Some(key.as_str()) && key != "config";
         let Some(arg) = sub.get_arguments().find(|a| named(a)) else {
-            if root
+            let operator = ["status", "step-down", "remove-keys"].contains(&sub.get_name());
+            let mut served = root
                 .get_subcommands()
-                .flat_map(Command::get_arguments)
-                .any(named)
-            {
+                .filter(|s| ["run", "lock"].contains(&s.get_name()))
+                .flat_map(Command::get_arguments);
+            if operator && served.any(named) {
                 continue;
             }
             return Err(unknown_key(sub, path, &key));

@@ -132,6 +132,8 @@ harness::schema_rule! {
         "leaseName: \"web{1}\"\n" => ["at '/leaseName': 'web{1}' does not match pattern"];
     schema_refuses_a_key_prefix_with_whitespace:
         "redis:\n  keyPrefix: \"my app:\"\n" => ["at '/redis/keyPrefix': 'my app:' does not match pattern"];
+    schema_refuses_a_key_prefix_with_a_no_break_space:
+        "redis:\n  keyPrefix: \"my\\u00a0app:\"\n" => ["at '/redis/keyPrefix':", "does not match pattern"];
     schema_refuses_a_username_of_whitespace:
         "redis:\n  username: \" \"\n" => ["at '/redis/username': ' ' does not match pattern"];
     schema_refuses_a_scrape_interval_prometheus_cannot_read:

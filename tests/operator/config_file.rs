@@ -78,11 +78,22 @@ fn an_unknown_config_key_is_answered_with_the_nearest_flag() {
             &["run"],
             "--config {}: unknown key `xyzzy`; the keys are the long flag names of `leasehold run`: redis-url, ",
         ),
-        // A key of no command at all, given to status.
+        // A key of no command at all, given to status; `guard`'s key given to `run` (a slip
+        // for `lease-name`); `run`'s key given to `lock`.
         (
             "redis-wait-replicaz: 1\n",
             &["status"],
             "unknown key `redis-wait-replicaz`; the keys are the long flag names of `leasehold status`",
+        ),
+        (
+            "lease: shop/web\n",
+            &["run"],
+            "unknown key `lease`; the keys are the long flag names of `leasehold run`; did you mean `lease-name`?",
+        ),
+        (
+            "readiness: leader\n",
+            &["lock", "--", "true"],
+            "unknown key `readiness`; the keys are the long flag names of `leasehold lock`",
         ),
         // The file's values meet the flags' parsers and conflicts.
         (

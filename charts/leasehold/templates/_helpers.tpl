@@ -308,7 +308,7 @@ value and the rule.
 {{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) .Values.rbac.create }}
 {{- fail "serviceAccount.create=false: name the ServiceAccount the pods run as (serviceAccount.name); the Role would else be bound to the namespace's `default`, which every pod without its own runs as" }}
 {{- end }}
-{{- if and (not .Values.timing.dataLossCooldown) (regexMatch "\\+(sentinel|cluster)://" (.Values.redis.url | default "")) }}
+{{- if and (not .Values.timing.dataLossCooldown) (not .Values.redis.urlKey) (regexMatch "\\+(sentinel|cluster)://" (.Values.redis.url | default "")) }}
 {{- fail "timing.dataLossCooldown=false is only for a Redis that never fails over, and a redis+sentinel:// or redis+cluster:// one does: leasehold refuses it at start" }}
 {{- end }}
 {{- if regexMatch "[?&](?i:pass|password)=" (.Values.redis.url | default "") }}
