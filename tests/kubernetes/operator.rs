@@ -14,12 +14,14 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
-use leasehold::elector::{Elector, Leadership, StepDownReason};
+use leasehold::elector::{Elector, Leadership, Status, StepDownReason};
 use leasehold::k8s::{self, K8sError, OwningJob, Publisher, STEP_DOWN_ANNOTATION};
 use leasehold::k8s::{KubeSettings, KubernetesMode};
 use testbed::RedisServer;
 use testbed::fake_api::FakeApiServer;
 use testbed::wait::{eventually, until};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 fn pod(name: &str, owners: Vec<OwnerReference>) -> Pod {
@@ -45,9 +47,10 @@ fn controller(kind: &str, api_version: &str, name: &str) -> OwnerReference {
     }
 }
 
-/// `pods` in the fake API, and `web-a`'s publisher with the step-down annotation alone (no
-/// label, mirror or Events).
-fn web_a_publisher(api: &FakeApiServer, lease: &str, pods: &[&str]) -> Publisher {
+/// A Redis, the fake API with `pods`, a lease for `test`, and `web-a`'s publisher with the
+/// step-down annotation alone (no label, mirror or Events).
+async fn web_a(test: &str, pods: &[&str]) -> (RedisServer, FakeApiServer, String, Publisher) {
+    let (redis, api) = (RedisServer::start(), FakeApiServer::start().await);
     for name in pods {
         api.insert(&pod(name, vec![]));
     }
@@ -57,46 +60,37 @@ fn web_a_publisher(api: &FakeApiServer, lease: &str, pods: &[&str]) -> Publisher
         lease_mirror: false,
         events: false,
     };
-    Publisher::new(
+    let name = unique_lease(test);
+    let publisher = Publisher::new(
         api.client(),
         NS,
         "web-a",
-        lease,
+        &name,
         None,
         settings,
         fast_timing(),
     )
-    .expect("a publisher")
+    .expect("a publisher");
+    (redis, api, name, publisher)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed() {
-    let redis = RedisServer::start();
-    let api = FakeApiServer::start().await;
-    let timing = fast_timing();
-    let name = unique_lease("annotation");
-    let cluster = web_a_publisher(&api, &name, &["web-a", "web-b", "web-c"]);
-    let elector = Elector::new(lease(&redis.url(), &name, "web-a", false), timing).unwrap();
-    let mut a = elector.status();
+/// `web-a` contending through `publisher` until it leads: its status, shutdown and task.
+async fn web_a_leads(
+    redis: &RedisServer,
+    name: &str,
+    publisher: &Publisher,
+) -> (watch::Receiver<Status>, CancellationToken, JoinHandle<()>) {
+    let elector = Elector::new(lease(&redis.url(), name, "web-a", false), fast_timing()).unwrap();
+    let mut status = elector.status();
     let shutdown = CancellationToken::new();
-    let task = spawn_publishing(elector, &cluster, &shutdown);
-    until_leading("web-a to lead", &mut a, Duration::from_secs(5)).await;
-    let b = Contender::spawn(lease(&redis.url(), &name, "web-b", false), timing, idle);
-    let c = Contender::spawn(lease(&redis.url(), &name, "web-c", false), timing, idle);
-    // Give the leader's watch on its own pod its first list, then annotate.
-    eventually("a watch on web-a's pod", Duration::from_secs(5), || async {
-        api.requests()
-            .iter()
-            .any(|r| r.query_param("fieldSelector").as_deref() == Some("metadata.name=web-a"))
-            .then_some(())
-    })
-    .await;
-    let mut annotated: Pod = api.get(NS, "web-a").expect("web-a");
-    annotated
-        .annotations_mut()
-        .insert(STEP_DOWN_ANNOTATION.into(), "web-c".into());
-    api.insert(&annotated);
-    let stepped = until("web-a to hand over", &mut a, Duration::from_secs(5), |s| {
+    let task = spawn_publishing(elector, publisher, &shutdown);
+    until_leading("web-a to lead", &mut status, Duration::from_secs(5)).await;
+    (status, shutdown, task)
+}
+
+/// Waits until web-a (its status `a`) hands over, as the annotation asked, and `c` leads.
+async fn hands_over_to_web_c(a: &mut watch::Receiver<Status>, c: &Contender) {
+    let stepped = until("web-a to hand over", a, Duration::from_secs(5), |s| {
         s.last_step_down.is_some()
     })
     .await;
@@ -105,6 +99,34 @@ async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed
     assert_eq!(step.detail.as_deref(), Some("handing over to web-c"));
     let mut c_status = c.status.clone();
     until_leading("web-c to lead", &mut c_status, Duration::from_secs(5)).await;
+}
+
+/// Waits until a watch of web-a's own pod (the step-down annotation's) has listed it.
+async fn watched_own_pod(api: &FakeApiServer) {
+    eventually("a watch on web-a's pod", Duration::from_secs(5), || async {
+        api.requests()
+            .iter()
+            .any(|r| r.query_param("fieldSelector").as_deref() == Some("metadata.name=web-a"))
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed() {
+    let (redis, api, name, cluster) = web_a("annotation", &["web-a", "web-b", "web-c"]).await;
+    let timing = fast_timing();
+    let (mut a, shutdown, task) = web_a_leads(&redis, &name, &cluster).await;
+    let b = Contender::spawn(lease(&redis.url(), &name, "web-b", false), timing, idle);
+    let c = Contender::spawn(lease(&redis.url(), &name, "web-c", false), timing, idle);
+    // Give the leader's watch on its own pod its first list, then annotate.
+    watched_own_pod(&api).await;
+    let mut annotated: Pod = api.get(NS, "web-a").expect("web-a");
+    annotated
+        .annotations_mut()
+        .insert(STEP_DOWN_ANNOTATION.into(), "web-c".into());
+    api.insert(&annotated);
+    hands_over_to_web_c(&mut a, &c).await;
     assert!(!b.is_leader(), "the reservation was web-c's");
     let after: Pod = api.get(NS, "web-a").expect("web-a");
     assert!(
@@ -123,11 +145,8 @@ async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed
 /// watchdog steps down) leaves the request for the replica's next term instead of using it up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ended_term_leaves_the_step_down_annotation_to_the_next() {
-    let redis = RedisServer::start();
-    let api = FakeApiServer::start().await;
+    let (redis, api, name, cluster) = web_a("annotation-ended", &["web-a", "web-c"]).await;
     let timing = fast_timing();
-    let name = unique_lease("annotation-ended");
-    let cluster = web_a_publisher(&api, &name, &["web-a", "web-c"]);
     // web-a's first term, ended.
     let (terms, mut taken) = tokio::sync::mpsc::unbounded_channel();
     let first = Contender::spawn(
@@ -158,36 +177,11 @@ async fn an_ended_term_leaves_the_step_down_annotation_to_the_next() {
         let (cluster, late) = (cluster.clone(), late.clone());
         async move { cluster.lead(ended, late).await }
     });
-    eventually(
-        "the ended term's watch on web-a's pod",
-        Duration::from_secs(5),
-        || async {
-            api.requests()
-                .iter()
-                .any(|r| r.query_param("fieldSelector").as_deref() == Some("metadata.name=web-a"))
-                .then_some(())
-        },
-    )
-    .await;
+    watched_own_pod(&api).await;
     // web-a's next term takes the request up.
-    let elector = Elector::new(lease(&redis.url(), &name, "web-a", false), timing).unwrap();
-    let mut a = elector.status();
-    let shutdown = CancellationToken::new();
-    let task = spawn_publishing(elector, &cluster, &shutdown);
-    until_leading("web-a's next term", &mut a, Duration::from_secs(5)).await;
+    let (mut a, shutdown, task) = web_a_leads(&redis, &name, &cluster).await;
     let c = Contender::spawn(lease(&redis.url(), &name, "web-c", false), timing, idle);
-    let stepped = until(
-        "web-a's next term to hand over",
-        &mut a,
-        Duration::from_secs(5),
-        |s| s.last_step_down.is_some(),
-    )
-    .await;
-    let step = stepped.last_step_down.expect("a step-down");
-    assert_eq!(step.reason, StepDownReason::Handover);
-    assert_eq!(step.detail.as_deref(), Some("handing over to web-c"));
-    let mut c_status = c.status.clone();
-    until_leading("web-c to lead", &mut c_status, Duration::from_secs(5)).await;
+    hands_over_to_web_c(&mut a, &c).await;
     late.cancel();
     let _ = late_work.await;
     shutdown.cancel();

@@ -319,6 +319,20 @@ fn a_command_with_a_daemon_still_hands_its_exit_code_to_leasehold() {
 }
 
 /// `leasehold run` as PID 1 of a new PID namespace, as in a container.
+/// `leasehold run` of `lease` as the PID 1 of a PID namespace of its own, with `command`.
+fn as_pid_one(redis: &RedisServer, lease: &str, command: &[&str]) -> Command {
+    let mut unshare = Command::new("unshare");
+    unshare
+        .args(["--pid", "--fork", "--mount-proc", leasehold_bin(), "run"])
+        .args(["--redis-url", &redis.url(), "--lease-name", lease])
+        .args(["--kubernetes", "off", "--identity", "pid1"])
+        .args(["--http-addr", "127.0.0.1:0"])
+        .args(args())
+        .arg("--")
+        .args(command);
+    unshare
+}
+
 #[test]
 fn leasehold_as_pid_one_reaps_every_orphan_and_keeps_the_exit_code() {
     let redis = RedisServer::start();
@@ -326,13 +340,7 @@ fn leasehold_as_pid_one_reaps_every_orphan_and_keeps_the_exit_code() {
     // Orphans with and without the command's environment, re-parented to PID 1 and exiting.
     let script =
         r#"for i in 1 2 3 4 5; do (sleep 0.05 &); (env -i sleep 0.05 &); done; sleep 1; exit 7"#;
-    let mut unshare = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", leasehold_bin(), "run"])
-        .args(["--redis-url", &redis.url(), "--lease-name", &lease])
-        .args(["--kubernetes", "off", "--identity", "pid1"])
-        .args(["--http-addr", "127.0.0.1:0"])
-        .args(args())
-        .args(["--", "sh", "-c", script])
+    let mut unshare = as_pid_one(&redis, &lease, &["sh", "-c", script])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -388,13 +396,7 @@ fn leasehold_as_pid_one_reaps_orphans_while_it_follows() {
     wait_for("holder to lead", Duration::from_secs(10), || {
         holder.is_ready().then_some(())
     });
-    let mut unshare = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", leasehold_bin(), "run"])
-        .args(["--redis-url", &redis.url(), "--lease-name", &lease])
-        .args(["--kubernetes", "off", "--identity", "pid1"])
-        .args(["--http-addr", "127.0.0.1:0"])
-        .args(args())
-        .args(["--", "sleep", "300"])
+    let mut unshare = as_pid_one(&redis, &lease, &["sleep", "300"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
