@@ -136,6 +136,12 @@ harness::schema_rule! {
         "redis:\n  keyPrefix: \"my\\u00a0app:\"\n" => ["at '/redis/keyPrefix':", "does not match pattern"];
     schema_refuses_a_username_of_whitespace:
         "redis:\n  username: \" \"\n" => ["at '/redis/username': ' ' does not match pattern"];
+    schema_refuses_a_bind_address_in_brackets:
+        "http:\n  bindAddress: \"[::]\"\n" => ["at '/http/bindAddress': '[::]' does not match pattern"];
+    schema_refuses_a_user_in_a_sentinel_url:
+        "redis:\n  urlKey: \"\"\n  url: redis+sentinel://app@s1:26379,s2:26379,s3:26379/main\n" => ["at '/redis/url':", "does not match pattern"];
+    schema_refuses_a_recreate_strategy_with_rolling_update_settings:
+        "strategy:\n  type: Recreate\n  rollingUpdate:\n    maxSurge: 1\n" => ["at '/strategy'"];
     schema_refuses_a_scrape_interval_prometheus_cannot_read:
         "serviceMonitor:\n  interval: 30 seconds\n" => ["at '/serviceMonitor/interval': '30 seconds' does not match pattern"];
 }
