@@ -1,6 +1,7 @@
 //! Files that hold a secret (a mounted Secret's password or key): the one rule for reading one,
 //! used by the command line at start, and the Redis password file that the lease asks again
 //! when Redis refuses the password ([`PasswordFile`]). The password itself is never logged.
+//! The bound on what is read ([`read_bounded`]) holds for the `--config` file too.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -29,8 +30,9 @@ pub enum SecretFileError {
 /// The most read of a secret's file: a bundle of CA certificates is a few hundred KiB.
 const MAX_LEN: u64 = 1 << 20;
 
-/// The bytes of a file that must not be empty (whitespace alone counts as empty).
-pub fn read_nonempty(path: &Path) -> Result<Vec<u8>, SecretFileError> {
+/// The bytes of a file a flag names, at most [`MAX_LEN`] of them: a larger one (a log, a
+/// device such as `/dev/zero`) is refused, not read whole.
+pub fn read_bounded(path: &Path) -> Result<Vec<u8>, SecretFileError> {
     let mut bytes = Vec::new();
     std::fs::File::open(path)?
         .take(MAX_LEN + 1)
@@ -38,6 +40,12 @@ pub fn read_nonempty(path: &Path) -> Result<Vec<u8>, SecretFileError> {
     if bytes.len() as u64 > MAX_LEN {
         return Err(SecretFileError::TooLarge);
     }
+    Ok(bytes)
+}
+
+/// The bytes of a file that must not be empty (whitespace alone counts as empty).
+pub fn read_nonempty(path: &Path) -> Result<Vec<u8>, SecretFileError> {
+    let bytes = read_bounded(path)?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(SecretFileError::Empty);
     }

@@ -13,6 +13,7 @@ use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command, CommandFactory, FromArgMatches};
 
 use super::{Cli, CliError, on_command_line, parse_switch};
+use crate::secret_file::SecretFileError;
 
 /// Parses `argv` (with the environment and any config file given by `--config` or
 /// `LEASEHOLD_CONFIG`): flags beat the environment, which beats the file, which beats the
@@ -295,13 +296,21 @@ fn unknown_key(sub: &Command, path: &Path, key: &str) -> CliError {
 }
 
 fn read_config_file(path: &Path) -> Result<BTreeMap<String, String>, CliError> {
-    let text = std::fs::read_to_string(path).map_err(|source| CliError::ConfigUnreadable {
-        path: path.to_owned(),
-        source,
-    })?;
     let invalid = |reason: String| CliError::ConfigInvalid {
         path: path.to_owned(),
         reason,
+    };
+    let text = match crate::secret_file::read_bounded(path) {
+        Ok(bytes) => String::from_utf8(bytes).map_err(|_| invalid("is not UTF-8 text".into()))?,
+        Err(SecretFileError::Unreadable(source)) => {
+            let path = path.to_owned();
+            return Err(CliError::ConfigUnreadable { path, source });
+        }
+        Err(_) => {
+            return Err(invalid(
+                "is larger than 1 MiB, more than any config file".into(),
+            ));
+        }
     };
     let not_yaml = |e: serde_yaml::Error| invalid(format!("not valid YAML: {e}"));
     let doc: serde_yaml::Value = serde_yaml::from_str(&text).map_err(not_yaml)?;

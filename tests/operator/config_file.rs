@@ -3,7 +3,7 @@
 //! mapping or no YAML, a value of the wrong shape, a value a flag's parser or conflict refuses,
 //! and a file that cannot be read.
 
-use crate::refusal::{refused, run_refused};
+use crate::refusal::{refused, run_refused, run_refused_not_run};
 
 #[test]
 fn config_file_mistakes_are_refused() {
@@ -60,6 +60,18 @@ fn config_file_mistakes_are_refused() {
     run_refused(
         &["--config", "/nonexistent/c.yaml"],
         "--config /nonexistent/c.yaml: cannot read it",
+    );
+    // A file named by mistake (a log, a device) is refused, not read whole.
+    let big = dir.path().join("big.yaml");
+    std::fs::write(
+        &big,
+        format!("lease-name: web\n# {}\n", "a".repeat(2 << 20)),
+    )
+    .unwrap();
+    let big = big.to_str().unwrap();
+    run_refused_not_run(
+        &["--config", big],
+        &format!("--config {big}: is larger than 1 MiB"),
     );
 }
 
