@@ -107,7 +107,8 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
     let reason = seen.last_step_down.as_ref().map(|s| s.reason);
     let code = exit_code(led, reason, command, signalled);
     if led {
-        report_term(&lease_name, reason, code);
+        let by_signal = reason == Some(StepDownReason::Shutdown) && command.is_none();
+        report_term(&lease_name, reason, code, by_signal);
     } else if signalled.is_some() {
         info!(lease = %lease_name, code, "lock stopped by a signal before it was acquired");
     } else {
@@ -138,10 +139,13 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
     Ok(code)
 }
 
-/// The one log line of how a term of the lock ended.
-fn report_term(lease: &LeaseName, reason: Option<StepDownReason>, code: i32) {
+/// The one log line of how a term of the lock ended (`by_signal`: the code is 128 + the number of
+/// the signal that stopped leasehold, the command having none of its own).
+fn report_term(lease: &LeaseName, reason: Option<StepDownReason>, code: i32, by_signal: bool) {
     if code == LOST {
         warn!(%lease, reason = reason.map(StepDownReason::as_label).unwrap_or_default(), code, "lock lost while the command ran; the command was stopped");
+    } else if by_signal {
+        info!(%lease, code, "lock released; exiting with 128 + the number of the signal that stopped leasehold");
     } else {
         info!(%lease, code, "lock released; exiting with the command's exit code");
     }

@@ -197,6 +197,11 @@ async fn a_signal_ends_a_lock_with_its_own_exit_code() {
         "{}",
         running.logs()
     );
+    let said = running.events(
+        "lock released; exiting with 128 + the number of the signal that stopped leasehold",
+    );
+    assert_eq!(said.len(), 1, "{}", running.logs());
+    assert_eq!(said[0]["code"], 129);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
