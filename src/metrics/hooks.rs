@@ -26,6 +26,9 @@ impl TermHooks for Metrics {
     }
 
     fn ending(&self, _token: FencingToken, reason: StepDownReason) {
+        // A rate is a term's: a follower exports none, and an alert on it resolves.
+        self.redis_clock_rate.set(0.0);
+        self.redis_clock_rate_width.set(0.0);
         self.transitions
             .get_or_create(&ToLabel { to: "follower" })
             .inc();

@@ -319,7 +319,7 @@ impl Metrics {
             "redis_clock_rate",
             "Redis's clock against this replica's boot clock (Redis seconds per local second), \
              the middle of the bound the leader's renewals give; 0 until two renewals of a term \
-             bounded it",
+             bounded it, and again once the term ended",
             redis_clock_rate.clone(),
         );
         let redis_clock_rate_width = Gauge::<f64, AtomicU64>::default();

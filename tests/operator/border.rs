@@ -118,8 +118,9 @@ const CORE_CEILING: usize = 7_781;
 /// guard file left by a second signal, and what a review of those fixes found: an owner's
 /// deletion cost still taken by the pod's own removal, a timing rule's variable unnamed, and the
 /// guard file's exit racing a renewal (20,286), a config file read whole and a lock's last line
-/// that took leasehold's signal for the command's code (20,307).
-const CORE_AND_PRODUCT_CEILING: usize = 20_307;
+/// that took leasehold's signal for the command's code (20,307), and a past term's Redis
+/// clock rate left exported by a follower (20,310).
+const CORE_AND_PRODUCT_CEILING: usize = 20_310;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -96,7 +96,16 @@ fn a_term_begins_with_the_rate_its_replica_measured_following_or_leading() {
     // b follows for several of its tries (one about every lease duration).
     a.wait_events("renewed", 20, 10 * LEASE);
     hand_to(&redis, &lease, &b, "b");
+    b.wait_events("renewed", 4, 5 * LEASE);
+    let rate = |r: &Replica| r.metric("leasehold_redis_clock_rate").unwrap_or(-1.0);
+    assert!(
+        (rate(&b) - RATE).abs() < 0.01,
+        "b's term measured {}",
+        rate(&b)
+    );
     hand_to(&redis, &lease, &a, "a");
+    // A rate is a term's: b, following again, exports none (an alert on it resolves).
+    assert_eq!(rate(&b), 0.0, "b exports its last term's rate");
     // TTL 2 s: the configured drift leaves 1,978 ms; Redis at 1.10 keeps the lease 1,818 ms.
     let kept_ms = (LEASE.as_secs_f64() * 1_000.0 / RATE) as u64;
     let first = began_valid_for(&a, 1);
