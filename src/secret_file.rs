@@ -30,7 +30,7 @@ pub enum SecretFileError {
 /// The most read of a secret's file: a bundle of CA certificates is a few hundred KiB.
 const MAX_LEN: u64 = 1 << 20;
 
-/// The bytes of a file a flag names, at most [`MAX_LEN`] of them: a larger one (a log, a
+/// The bytes of a file a flag names, at most 1 MiB of them: a larger one (a log, a
 /// device such as `/dev/zero`) is refused, not read whole.
 pub fn read_bounded(path: &Path) -> Result<Vec<u8>, SecretFileError> {
     let mut bytes = Vec::new();
