@@ -13,11 +13,7 @@ use crate::secret_file::{SecretFileError, read_nonempty};
 
 /// The refusal of the file `path` that `flag` names.
 fn refused<'a>(flag: &'static str, path: &'a Path) -> impl Fn(SecretFileError) -> CliError + 'a {
-    move |e| CliError::File {
-        flag,
-        path: path.to_owned(),
-        rule: e.to_string(),
-    }
+    move |e| file_rule(flag, path, e.to_string())
 }
 
 /// A secret from a file, trailing newlines removed.
@@ -29,11 +25,11 @@ pub(super) fn read_secret(flag: &'static str, path: &Path) -> Result<Secret, Cli
 pub(super) fn read_pem(flag: &'static str, path: &Path) -> Result<Vec<u8>, CliError> {
     let bytes = read_nonempty(path).map_err(refused(flag, path))?;
     if !bytes.windows(10).any(|w| w == b"-----BEGIN") {
-        return Err(CliError::File {
+        return Err(file_rule(
             flag,
-            path: path.to_owned(),
-            rule: "is not PEM (no -----BEGIN block)".into(),
-        });
+            path,
+            "is not PEM (no -----BEGIN block)".into(),
+        ));
     }
     Ok(bytes)
 }

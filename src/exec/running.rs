@@ -77,10 +77,7 @@ impl Running {
 
     /// How many processes of the command are alive.
     pub fn alive(&self) -> usize {
-        let mut family = locked(&self.family);
-        let table = family.walk();
-        let members = family.members(&table);
-        members.iter().filter(|p| p.is_alive()).count()
+        locked(&self.family).alive_members().0.len()
     }
 
     /// Stops every process of the command: SIGTERM, then SIGKILL at the end of `grace` or

@@ -212,16 +212,18 @@ impl Family {
     /// groups, which had it already (a second SIGTERM means "now" to many programs); the live
     /// members found.
     pub fn signal_strays(&mut self, signal: Signal) -> Vec<Proc> {
-        let table = self.walk();
-        let alive: Vec<Proc> = self
-            .members(&table)
-            .into_iter()
-            .filter(Proc::is_alive)
-            .collect();
+        let (alive, _) = self.alive_members();
         for proc in alive.iter().filter(|p| !self.groups.contains(&p.pgid)) {
             let _ = kill(Pid::from_raw(proc.id.pid), signal);
         }
         alive
+    }
+
+    /// Walks the command's tree: its live members, and the walk.
+    pub fn alive_members(&mut self) -> (Vec<Proc>, Table) {
+        let table = self.walk();
+        let members = self.members(&table);
+        (members.into_iter().filter(Proc::is_alive).collect(), table)
     }
 
     /// Walks the command's tree, then sends `signal` to what is alive; the live members found.
@@ -233,9 +235,7 @@ impl Family {
     /// [`signal_all`](Self::signal_all), and the walk it took.
     pub fn signal_all_in(&mut self, signal: Signal) -> (Vec<Proc>, Table) {
         self.signal(&[], signal);
-        let table = self.walk();
-        let members = self.members(&table);
-        let alive: Vec<Proc> = members.into_iter().filter(Proc::is_alive).collect();
+        let (alive, table) = self.alive_members();
         self.signal(&alive, signal);
         (alive, table)
     }
