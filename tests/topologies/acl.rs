@@ -23,12 +23,25 @@ const CALL: Duration = Duration::from_secs(2);
 const TTL: Duration = Duration::from_secs(1);
 
 pub(crate) fn acl_lease(url: &str, name: &str, identity: &str, user: &str, pw: &str) -> RedisLease {
-    let options = LeaseOptions {
+    harness::contenders::lease_with(url, name, identity, acl_options(user, pw))
+}
+
+/// The options of [`acl_lease`]: the user and its password.
+fn acl_options(user: &str, pw: &str) -> LeaseOptions {
+    LeaseOptions {
         username: Some(user.to_owned()),
         password: Some(Secret::new(pw)),
         ..LeaseOptions::default()
+    }
+}
+
+/// An [`acl_lease`] without the data-loss cooldown, whose first acquire reaches the lease key.
+fn acl_lease_at_once(url: &str, name: &str, user: &str, pw: &str) -> RedisLease {
+    let options = LeaseOptions {
+        cooldown_on_data_loss: false,
+        ..acl_options(user, pw)
     };
-    harness::contenders::lease_with(url, name, identity, options)
+    harness::contenders::lease_with(url, name, "pod-a", options)
 }
 
 on_engines!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn the_minimal_acl_user_can_do_everything_leasehold_needs);
@@ -95,6 +108,22 @@ async fn the_minimal_acl_user_can_do_everything_leasehold_needs(engine: Engine) 
         Released::Released
     );
     lease.observe(CALL).await.unwrap();
+    // A URL that names a database: each connection's SELECT is allowed.
+    let db = format!("{}/1", redis.url());
+    let lease = acl_lease_at_once(&db, &unique_lease("acl-db"), "leasehold", "s3cret");
+    let outcome = lease.acquire(TTL, CALL).await;
+    assert!(matches!(outcome, Ok(Acquired::Leader(_))), "{outcome:?}");
+    // A key of another type is named (TYPE is allowed), so that the error says which to delete.
+    let lease = acl_lease_at_once(
+        &redis.url(),
+        &unique_lease("acl-type"),
+        "leasehold",
+        "s3cret",
+    );
+    redis.cmd::<i64>(&["HSET", &lease.keys().lease, "field", "value"]);
+    let err = lease.acquire(TTL, CALL).await.unwrap_err();
+    let named = format!("`{}` holds a hash, not a string", lease.keys().lease);
+    assert!(err.to_string().contains(&named), "{err}");
     // And nothing more than needed: another key is out of reach.
     let mut conn = redis::Client::open(format!(
         "redis://leasehold:s3cret@127.0.0.1:{}",
@@ -180,6 +209,30 @@ async fn a_user_missing_a_command_gets_an_error_naming_it(engine: Engine) {
         text.contains("the script's `publish` is not allowed"),
         "names the command: {text}"
     );
+}
+
+// A user refused a command that a renewal adds to an acquire's (PEXPIRE, PUBSUB NUMSUB) is
+// refused the term at its acquire, before the lease is written: it never wins a term it could
+// not keep (docs/DESIGN.md, "Gray failures").
+on_engines!(#[tokio::test] async fn a_user_that_could_not_renew_is_refused_the_term);
+async fn a_user_that_could_not_renew_is_refused_the_term(engine: Engine) {
+    let redis = RedisServer::start_on(engine);
+    let full = minimal_acl_rule("leasehold:", false);
+    for (user, command) in [("no-pexpire", "pexpire"), ("no-numsub", "pubsub|numsub")] {
+        redis.set_acl_user(user, &full.replace(&format!(" +{command}"), ""), "pw");
+        let lease = acl_lease_at_once(&redis.url(), &unique_lease(user), user, "pw");
+        let err = lease.acquire(TTL, CALL).await.unwrap_err();
+        assert!(
+            matches!(err, LeaseError::NoPermission { .. }),
+            "{user}: {err:?}"
+        );
+        assert!(err.to_string().contains(&format!("`{command}`")), "{err}");
+        let seen = lease.observe(CALL).await.unwrap();
+        assert!(
+            seen.holder.is_none(),
+            "{user}: a term was written: {seen:?}"
+        );
+    }
 }
 
 /// The `object` of every entry in the ACL log whose `reason` is `reason`.

@@ -114,6 +114,19 @@ async fn an_elector_leads_and_renews_over_tls(engine: Engine) {
     assert_eq!(fence, 1);
 }
 
+// Redis that dies (a crash, a restart) closes a kept TLS connection without TLS's close_notify:
+// a broken connection, made anew at once, not a TLS failure that backs off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_tls_connection_that_redis_closed_is_made_anew() {
+    let mut r = tls_redis(false);
+    let url = format!("rediss://localhost:{}", r.tls_port);
+    let lease = tls_lease(&url, &unique_lease("tls-closed"), files(&r.pki.ca, None));
+    lease.observe(CALL).await.unwrap();
+    r.server.restart();
+    let seen = lease.observe(CALL).await;
+    assert!(seen.is_ok(), "{seen:?}");
+}
+
 async fn tls_error(lease: &RedisLease) -> String {
     match lease.acquire(TTL, CALL).await {
         Err(err @ LeaseError::Tls { .. }) => err.to_string(),

@@ -153,7 +153,7 @@ impl Nemesis<'_> {
                 Ok((Cure::Link, how))
             }
             Sickness::NoPermission => {
-                // docs/REFERENCE.md's rule without `+pexpire`: acquires pass, renewals are not.
+                // docs/REFERENCE.md's rule without `+pexpire`: renewals are refused, and so acquires.
                 let rule = minimal_acl_rule("leasehold:", false).replace(" +pexpire", "");
                 let password = format!(">{}", USER.1);
                 let mut args = vec!["ACL", "SETUSER", USER.0, "reset"];

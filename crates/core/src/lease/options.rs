@@ -15,7 +15,7 @@ use crate::clock::{BootClock, SharedClock};
 pub fn minimal_acl_rule(key_prefix: &str, with_wait: bool) -> String {
     let wait = if with_wait { " +wait" } else { "" };
     format!(
-        "on resetkeys ~{key_prefix}* resetchannels &{key_prefix}* -@all +evalsha +script|load +info|server +info|replication +info|memory +subscribe +ping +pubsub|numsub +get +set +pexpire +pttl +del +incr +time +publish{wait}"
+        "on resetkeys ~{key_prefix}* resetchannels &{key_prefix}* -@all +select +evalsha +script|load +info|server +info|replication +info|memory +subscribe +ping +pubsub|numsub +get +set +pexpire +pttl +type +del +incr +time +publish{wait}"
     )
 }
 

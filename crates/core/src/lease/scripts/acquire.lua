@@ -79,6 +79,13 @@ if reserved and reserved ~= ARGV[5] then
   return {'RESERVED', reserved, redis.call('PTTL', KEYS[4]), now, live}
 end
 
+-- Before the first write of a grant, each command a renewal adds: a user refused one is refused
+-- the term too, rather than winning it and being refused at its first renewal (the key is free
+-- or a term of ours that the SET below replaces, so the PEXPIRE changes nothing).
+redis.call('PUBSUB', 'NUMSUB', ARGV[7])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if reserved then redis.call('DEL', KEYS[4]) end
+
 -- Free, or an earlier term of our own that Redis still keeps (a release that never landed):
 -- we are not leading now, so a new term under a new token is safe, and the new term value
 -- makes every late message of the old term miss.
@@ -110,5 +117,4 @@ write_record(KEYS[3], record)
 claim_longest(KEYS[5], ttl_ms, now)
 local protocol = ARGV[10] .. ' ' .. ARGV[11]
 if redis.call('GET', KEYS[6]) ~= protocol then redis.call('SET', KEYS[6], protocol) end
-if reserved then redis.call('DEL', KEYS[4]) end
 return {'ACQUIRED', token, previous, now, live}
