@@ -4,6 +4,7 @@
 //! scripting renamed away, on Redis 7.0, 6.2 and Valkey), each as real redis-server processes.
 
 mod acl;
+mod acl_passwords;
 mod acl_topologies;
 mod cluster;
 mod password_rotation;
