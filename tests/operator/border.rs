@@ -58,8 +58,9 @@ use crate::docs::sources;
 /// which repeated each file's first line (7,895); less the scripts' docs that repeated DESIGN,
 /// the errors' field docs that repeated the enum's, the client's own test for a Cluster
 /// redirect and its codes for the server's kinds, two functions nothing called, and smaller
-/// tidies (7,781).
-const CORE_CEILING: usize = 7_781;
+/// tidies (7,781); then raised for a rate of Redis's clock that rose mid-window, averaged away
+/// by the window's longest baseline while the leader outlasted the lease on Redis (7,797).
+const CORE_CEILING: usize = 7_797;
 
 /// The core and the product together, set the same way (the goal is 16,600). Last raised from
 /// 19,855 for a lock that named no gate and exited 75 on a signal, a time before 1970 that
@@ -120,8 +121,8 @@ const CORE_CEILING: usize = 7_781;
 /// guard file's exit racing a renewal (20,286), a config file read whole and a lock's last line
 /// that took leasehold's signal for the command's code (20,307), and a past term's Redis
 /// clock rate left exported by a follower (20,310), less a reread's cuts: one refusal of a named
-/// file, one walk for a command's live members (20,303).
-const CORE_AND_PRODUCT_CEILING: usize = 20_303;
+/// file, one walk for a command's live members (20,303); then the core's raise above (20,319).
+const CORE_AND_PRODUCT_CEILING: usize = 20_319;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

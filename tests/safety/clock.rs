@@ -37,17 +37,27 @@ fn a_leader_on_a_redis_whose_clock_runs_fast_is_valid_only_while_redis_keeps_its
         .metric("leasehold_redis_clock_rate")
         .expect("the rate is exported");
     assert!((rate - RATE).abs() < 0.01, "measured {rate}, ran at {RATE}");
-    // How long the leader may still act, then how long Redis keeps the lease, in this machine's
-    // time. The two answers come a moment apart, and either may come from any instant of its
-    // question: only a validity longer than Redis's by more than the time both questions took
-    // proves the leader valid past the lease (1 ms more for PTTL's rounding). Without the
-    // measured rate, it outlasted Redis's by about 160 ms.
+    // Without the measured rate, it outlasted Redis's by about 160 ms.
+    valid_only_while_redis_keeps_the_lease(&leader, &redis, &key, RATE);
+}
+
+/// Asks `leader` ten times, about 100 ms apart, how long it may still act, and Redis, whose clock
+/// runs `rate` times as fast, how long it keeps the lease at `key`, both in this machine's time.
+/// The two answers come a moment apart, and either may come from any instant of its question:
+/// only a validity longer than Redis's by more than the time both questions took proves the
+/// leader valid past the lease (1 ms more for PTTL's rounding).
+pub(super) fn valid_only_while_redis_keeps_the_lease(
+    leader: &Replica,
+    redis: &RedisServer,
+    key: &str,
+    rate: f64,
+) {
     for _ in 0..10 {
         let asked = Instant::now();
         let view = leader.leader();
         let valid_for_ms = view["valid_for_ms"].as_u64().expect("a leader's validity");
-        let pttl: i64 = redis.cmd(&["PTTL", &key]);
-        let kept_ms = pttl as f64 / RATE;
+        let pttl: i64 = redis.cmd(&["PTTL", key]);
+        let kept_ms = pttl as f64 / rate;
         let asking_ms = asked.elapsed().as_secs_f64() * 1_000.0 + 1.0;
         assert!(
             valid_for_ms as f64 <= kept_ms + asking_ms,

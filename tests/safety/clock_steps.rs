@@ -3,7 +3,7 @@
 //! the term it falls in (`clock_step`), and it never passes for a rate that would leave the
 //! terms after it too short to renew.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use harness::contenders::unique_lease;
 use harness::replica::{Replica, TWO_SECOND_TERM};
@@ -11,7 +11,7 @@ use nix::sys::signal::Signal;
 use testbed::redis_server::RedisServer;
 use testbed::wait::wait_for;
 
-use super::clock::hand_to;
+use super::clock::{hand_to, valid_only_while_redis_keeps_the_lease};
 
 /// TTL 2 s, renew deadline 1.4 s, retry 400 ms, no data-loss cooldown.
 const TIMING: [&str; 7] = TWO_SECOND_TERM;
@@ -135,6 +135,34 @@ fn a_step_between_a_grant_and_its_first_renewal_is_a_step_not_a_rate() {
     let stepped = replica.wait_events("stepped down", 1, 5 * LEASE);
     assert_eq!(stepped[0]["reason"], "clock_step", "{stepped:?}");
     the_next_term_is_whole_and_renews(&replica);
+}
+
+/// Redis's clock starts to run 8 % fast (as NTP slews it, no step) once a window of three lease
+/// durations of renewals at rate 1 is full: the validity follows from the next renewals on.
+/// The bound over the whole window averaged the new rate away (1.01 after two renewals), and
+/// the leader outlasted the lease on Redis by about 120 ms.
+#[test]
+fn a_redis_clock_that_starts_to_run_fast_mid_term_shortens_the_validity_at_once() {
+    const RATE: f64 = 1.08;
+    // libfaketime counts a rate from the start of Redis: an offset of -(rate - 1) times the time
+    // since then changes the rate without a step.
+    let started = Instant::now();
+    let (_dir, offset, redis) = redis_on_a_clock_file();
+    let lease = unique_lease("clock-slews");
+    let leader = Replica::spawn(&redis.url(), &lease, "leader", &TIMING, &[]);
+    leader.wait_events("renewed", 16, 5 * LEASE);
+    let since = started.elapsed().as_secs_f64();
+    let slewed = format!("{:+.6} x{RATE}", -(RATE - 1.0) * since);
+    std::fs::write(&offset, slewed).expect("slew the clock");
+    let renewed = leader.events("renewed").len();
+    leader.wait_events("renewed", renewed + 2, LEASE);
+    let key = format!("leasehold:{{{lease}}}");
+    valid_only_while_redis_keeps_the_lease(&leader, &redis, &key, RATE);
+    assert!(
+        leader.events("stepped down").is_empty(),
+        "a slew is no step: {}",
+        leader.log_text()
+    );
 }
 
 /// `replica`'s second term begins valid for most of its TTL (the step was not taken for a rate)

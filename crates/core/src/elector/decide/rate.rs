@@ -4,7 +4,9 @@
 //! Two replies `a` and `b` bound the rate: Redis counted `b.redis - a.redis` while the boot clock
 //! counted at least `b.sent - a.received` and at most `b.received - a.sent`. The longer the
 //! baseline, the narrower the bound (a 1 ms round trip over 10 s is 0.01 %), so the window pairs
-//! its oldest reply with the newest, and forgets replies older than its span.
+//! its oldest reply with the newest, and forgets replies older than its span; a clock whose rate
+//! just changed shows first in the shorter baselines, which that pair averages away, so each
+//! narrow one counts too.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -124,9 +126,23 @@ impl RateWindow {
         self.readings.clear();
     }
 
-    /// The bound over the window's longest baseline, once two replies are in.
+    /// The bound that proves Redis's clock fastest (the highest low end), once two replies are
+    /// in: of the window's longest baseline when it [says something](RateBound::says_something),
+    /// and of each baseline to the newest reply that is narrower than the drift factor (a rate
+    /// that just rose shows there first); otherwise the longest's.
     pub fn bound(&self) -> Option<RateBound> {
-        RateBound::between(*self.readings.front()?, *self.readings.back()?)
+        let newest = *self.readings.back()?;
+        let longest = RateBound::between(*self.readings.front()?, newest);
+        let narrow = self.readings.iter().rev().skip(1);
+        let narrow = narrow
+            .filter_map(|&r| RateBound::between(r, newest))
+            .filter(|b| b.width() <= self.drift_factor);
+        longest
+            .filter(|b| b.says_something(self.drift_factor))
+            .into_iter()
+            .chain(narrow)
+            .max_by(|a, b| a.low.total_cmp(&b.low))
+            .or(longest)
     }
 
     /// Whether Redis's clock stepped between the replies `last` and `new`.

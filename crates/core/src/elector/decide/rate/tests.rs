@@ -66,6 +66,29 @@ fn two_replies_bound_the_rate_by_their_round_trips() {
 }
 
 #[test]
+fn a_rate_that_rises_mid_window_bounds_the_rate_from_the_next_replies() {
+    let t = timing(2_000, 1_400, 400);
+    let mut window = RateWindow::new(&t);
+    // Six seconds of renewals every 400 ms at rate 1, 1 ms round trips: the window is full.
+    for i in 0..=15u64 {
+        window.record(reading(i * 400, i * 400 + 1, 100_000 + i * 400));
+    }
+    assert!(window.bound().expect("a bound").high < 1.001);
+    // Then 8 % fast, from 6,000 ms on: over the whole window the rate is still about 1.01.
+    let (mut sent, mut redis) = (6_000, 106_000);
+    for _ in 0..2 {
+        (sent, redis) = (sent + 400, redis + 432);
+        assert_eq!(window.record(reading(sent, sent + 1, redis)), Jump::None);
+    }
+    let bound = window.bound().expect("a bound");
+    assert!(bound.low > 1.07 && bound.high >= 1.08, "{bound:?}");
+    assert!(
+        validity_at(&t, Some(bound)) < ms(1_852),
+        "Redis keeps it 1,852 ms"
+    );
+}
+
+#[test]
 fn the_window_bounds_from_its_oldest_reply_within_three_lease_durations() {
     let t = timing(2_000, 1_400, 400);
     let mut window = RateWindow::new(&t);
