@@ -2,6 +2,7 @@
 //! elect and renew over TLS, mutual TLS, and clear errors for a wrong CA, a name that does not
 //! match and a server without TLS; never a silent fallback to plain text.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use harness::contenders::{acting_work, fast_timing, unique_lease, until_leading};
@@ -12,6 +13,7 @@ use leasehold::lease::{
 use testbed::free_port;
 use testbed::on_engines;
 use testbed::pki::Pki;
+use testbed::proxy::{Fault, FaultProxy};
 use testbed::redis_server::{Engine, RedisServer};
 use testbed::wait::until;
 
@@ -123,6 +125,23 @@ async fn a_kept_tls_connection_that_redis_closed_is_made_anew() {
     let lease = tls_lease(&url, &unique_lease("tls-closed"), files(&r.pki.ca, None));
     lease.observe(CALL).await.unwrap();
     r.server.restart();
+    let seen = lease.observe(CALL).await;
+    assert!(seen.is_ok(), "{seen:?}");
+}
+
+// A connection cut in order while a call was under way (a server that died after it read the
+// request, a proxy that closed it) ends without TLS's close_notify: a broken connection, whose
+// call is tried again on a new one, not a TLS failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_connection_closed_during_a_call_is_a_broken_connection() {
+    let r = tls_redis(false);
+    let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], r.tls_port)));
+    let url = format!("rediss://localhost:{}", proxy.addr().port());
+    let lease = tls_lease(&url, &unique_lease("tls-cut"), files(&r.pki.ca, None));
+    lease.observe(CALL).await.unwrap();
+    for port in proxy.upstream_ports() {
+        proxy.set_one(port, Fault::CloseReplies);
+    }
     let seen = lease.observe(CALL).await;
     assert!(seen.is_ok(), "{seen:?}");
 }

@@ -39,6 +39,9 @@ pub enum Fault {
     /// Forward requests, and reset the connection instead of delivering a reply: every command
     /// reaches the server and runs, and its caller never hears the answer.
     ResetReplies,
+    /// As `ResetReplies`, but the connection is closed in order (a FIN, no reset), as by a
+    /// server that died after it read the request, and left half open until the client closes.
+    CloseReplies,
     /// Hold every byte in both directions until the fault changes; connections stay open.
     Blackhole,
     /// Reset every connection, and every new one, until the fault changes.
@@ -273,7 +276,8 @@ impl Fault {
 
 /// Moves bytes one way: each chunk is stamped with its delivery time when read, and written
 /// then, in order, but not while the link is blackholed. A reply read while replies are reset
-/// ends the pump, and with it the connection (reset).
+/// ends the pump, and with it the connection (reset); one read while they are closed closes the
+/// client's side in order.
 async fn pump(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
@@ -292,6 +296,11 @@ async fn pump(
             };
             let fault = read_faults.borrow().of(port);
             if fault == Fault::ResetReplies && leg == Leg::Replies {
+                return;
+            }
+            if fault == Fault::CloseReplies && leg == Leg::Replies {
+                // An empty chunk: the writer closes its side, and holds the socket open.
+                let _ = tx.send((Instant::now(), Vec::new()));
                 return;
             }
             let delay = fault.delay(leg);
@@ -313,6 +322,10 @@ async fn pump(
                 .is_err()
             {
                 return;
+            }
+            if bytes.is_empty() {
+                let _ = to.shutdown().await;
+                std::future::pending::<()>().await;
             }
             if to.write_all(&bytes).await.is_err() {
                 return;
