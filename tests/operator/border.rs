@@ -59,8 +59,10 @@ use crate::docs::sources;
 /// the errors' field docs that repeated the enum's, the client's own test for a Cluster
 /// redirect and its codes for the server's kinds, two functions nothing called, and smaller
 /// tidies (7,781); then raised for a rate of Redis's clock that rose mid-window, averaged away
-/// by the window's longest baseline while the leader outlasted the lease on Redis (7,797).
-const CORE_CEILING: usize = 7_797;
+/// by the window's longest baseline while the leader outlasted the lease on Redis (7,797), a
+/// TLS connection cut during a call taken for a TLS failure, and a one-shot lock whose acquire
+/// ran out while reads answered, tried again at once for ever (7,804).
+const CORE_CEILING: usize = 7_804;
 
 /// The core and the product together, set the same way (the goal is 16,600). Last raised from
 /// 19,855 for a lock that named no gate and exited 75 on a signal, a time before 1970 that
@@ -121,8 +123,8 @@ const CORE_CEILING: usize = 7_797;
 /// guard file's exit racing a renewal (20,286), a config file read whole and a lock's last line
 /// that took leasehold's signal for the command's code (20,307), and a past term's Redis
 /// clock rate left exported by a follower (20,310), less a reread's cuts: one refusal of a named
-/// file, one walk for a command's live members (20,303); then the core's raise above (20,319).
-const CORE_AND_PRODUCT_CEILING: usize = 20_319;
+/// file, one walk for a command's live members (20,303); then the core's raises above (20,326).
+const CORE_AND_PRODUCT_CEILING: usize = 20_326;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

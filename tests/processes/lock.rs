@@ -2,6 +2,7 @@
 //! winning and exiting with the command's code, not acquired in time (exit 75 and the holder
 //! named), waiting for a release, and lost while the command runs (exit 76, command stopped).
 
+use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -14,6 +15,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use testbed::Guarded;
 use testbed::RedisServer;
+use testbed::proxy::{Fault, FaultProxy};
 use testbed::wait::wait_for;
 
 const TTL: Duration = Duration::from_millis(1500);
@@ -26,11 +28,22 @@ struct Lock {
 
 impl Lock {
     fn spawn(url: &str, lease: &str, extra: &[&str], command: &[&str]) -> Self {
+        Self::spawn_timed(url, lease, &FAST, extra, command)
+    }
+
+    /// [`spawn`](Self::spawn) with `timing` instead of [`FAST`].
+    fn spawn_timed(
+        url: &str,
+        lease: &str,
+        timing: &[&str],
+        extra: &[&str],
+        command: &[&str],
+    ) -> Self {
         let mut cmd = Command::new(leasehold_bin());
         cmd.args(["lock", "--redis-url", url, "--lease-name", lease])
             .args(["--kubernetes", "off", "--no-data-loss-cooldown"])
             .args(["--identity", "cron-run", "--log-format", "json"])
-            .args(FAST)
+            .args(timing)
             .args(extra)
             .arg("--")
             .args(command)
@@ -293,4 +306,43 @@ fn a_lock_kept_out_by_a_gate_says_what_its_reads_heard_of_redis() {
     assert_eq!(said.len(), 1, "{}", lock.logs());
     let error = said[0]["redis_error"].as_str().unwrap_or_default();
     assert!(!error.is_empty(), "no redis_error: {}", lock.logs());
+}
+
+/// An acquire that runs out of its bound while reads answer in time (here its `WAIT` for a
+/// replica that does not exist, over a link that delays each request 100 ms) is resolved by a
+/// read, which gives its term back. `--wait 0s` is one try: the lock then ends "not acquired",
+/// where it tried again at once, for ever.
+#[test]
+fn a_lock_whose_acquire_runs_out_while_reads_answer_tries_once() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], redis.port())));
+    proxy.set(Fault::DelayRequests(Duration::from_millis(100)));
+    // The acquire bound is the retry period, 2 s, and the WAIT alone takes 1,990 ms; a read on
+    // a new connection (three requests) fits half the bound.
+    let timing = [
+        "--lease-duration",
+        "9s",
+        "--renew-deadline",
+        "6s",
+        "--retry-period",
+        "2s",
+    ];
+    let extra = ["--wait", "0s", "--redis-wait-replicas", "1"];
+    let extra = [&extra[..], &["--redis-wait-timeout", "1990ms"]].concat();
+    let command = ["sh", "-c", "echo ran"];
+    let name = unique_lease("lock-slow-acquire");
+    let mut lock = Lock::spawn_timed(&proxy.url(), &name, &timing, &extra, &command);
+    assert_eq!(
+        lock.wait(Duration::from_secs(15)),
+        NOT_ACQUIRED,
+        "{}",
+        lock.logs()
+    );
+    assert!(
+        lock.stdout().is_empty(),
+        "the command ran: {:?}",
+        lock.stdout()
+    );
+    let gave_back = lock.events("gave back a term whose acquire went unanswered");
+    assert_eq!(gave_back.len(), 1, "{}", lock.logs());
 }

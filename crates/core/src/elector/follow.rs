@@ -190,9 +190,11 @@ impl Elector {
                             }
                             return None;
                         }
-                        // Redis answered in time: the outage, if any, is over.
+                        // Redis answered in time: the outage, if any, is over. The next try
+                        // still waits, as after any failed one (an acquire that keeps running
+                        // out while reads answer, as behind a slow WAIT, tried at once for
+                        // ever, a lock's one try too).
                         failures = 0;
-                        continue;
                     }
                     Seen::Failed {
                         retry: err.retry(),
