@@ -25,7 +25,8 @@
 //!   parses, starts the logs and calls `cmd`; `main.rs` calls it.
 //! - [`http`]: `/healthz`, `/readyz`, `/leader`, `/metrics`; [`metrics`] and [`telemetry`]
 //!   (logs) behind them. [`leader_view`]: the JSON of `/leader`; [`sse`]: the same as
-//!   server-sent events; [`status_file`]: the state in a file, with an absolute deadline
+//!   server-sent events ([`accept`] reads what a request's `Accept` asks for, for both);
+//!   [`status_file`]: the state in a file, with an absolute deadline
 //!   instead of `is_leader` (a file outlives its writer). Both are fed by the watchers of
 //!   [`board`]: what a replica shows, the elector's status (heard as a term hook) and what the
 //!   gates add, with the history of its changes.
@@ -66,6 +67,8 @@
 
 pub use leasehold_core::{clock, elector, lease};
 
+#[cfg(any(feature = "http", feature = "metrics"))]
+pub mod accept;
 pub mod board;
 pub mod candidacy;
 pub mod clock_gate;

@@ -68,10 +68,7 @@ fn event_number(id: &str, owner: &str) -> Option<u64> {
 
 /// Whether a request's `Accept` header asks for an event stream.
 pub fn wants_events(accept: Option<&str>) -> bool {
-    accept.is_some_and(|a| {
-        a.split(',')
-            .any(|part| part.split(';').next().map(str::trim) == Some("text/event-stream"))
-    })
+    crate::accept::names(accept, "text/event-stream")
 }
 
 #[cfg(test)]
@@ -107,6 +104,9 @@ mod tests {
             (Some("text/html, text/event-stream;q=0.9"), true),
             (Some("*/*"), false),
             (Some("text/event-streamx"), false),
+            (Some("Text/Event-Stream"), true),
+            (Some("text/event-stream;q=0"), false),
+            (Some("text/event-stream; q=0.0, application/json"), false),
         ];
         for (accept, want) in cases {
             assert_eq!(wants_events(accept), want, "{accept:?}");

@@ -93,18 +93,7 @@ impl Exposition {
     /// `application/openmetrics-text` without `q=0` (as Prometheus does when it scrapes), the
     /// text format otherwise, a missing header included.
     pub fn negotiate(accept: Option<&str>) -> Self {
-        let asks = accept.is_some_and(|accept| {
-            accept.split(',').any(|range| {
-                let mut parts = range.split(';').map(str::trim);
-                let media = parts.next().unwrap_or_default();
-                let refused = parts.any(|p| {
-                    p.strip_prefix("q=")
-                        .and_then(|q| q.parse::<f32>().ok())
-                        .is_some_and(|q| q <= 0.0)
-                });
-                media.eq_ignore_ascii_case("application/openmetrics-text") && !refused
-            })
-        });
+        let asks = crate::accept::names(accept, "application/openmetrics-text");
         if asks { Self::OpenMetrics } else { Self::Text }
     }
 
