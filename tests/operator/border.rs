@@ -61,8 +61,9 @@ use crate::docs::sources;
 /// tidies (7,781); then raised for a rate of Redis's clock that rose mid-window, averaged away
 /// by the window's longest baseline while the leader outlasted the lease on Redis (7,797), a
 /// TLS connection cut during a call taken for a TLS failure, and a one-shot lock whose acquire
-/// ran out while reads answered, tried again at once for ever (7,804).
-const CORE_CEILING: usize = 7_804;
+/// ran out while reads answered, tried again at once for ever (7,804), less a step-down's dead
+/// keeping of how its stopped work ended, which nothing read (7,796).
+const CORE_CEILING: usize = 7_796;
 
 /// The core and the product together, set the same way (the goal is 16,600). Last raised from
 /// 19,855 for a lock that named no gate and exited 75 on a signal, a time before 1970 that
@@ -125,8 +126,8 @@ const CORE_CEILING: usize = 7_804;
 /// clock rate left exported by a follower (20,310), less a reread's cuts: one refusal of a named
 /// file, one walk for a command's live members (20,303); then the core's raises above (20,326),
 /// and an event stream's `Accept` read case by case and without its `q=0`, now the one reader
-/// that `/metrics` had (20,335).
-const CORE_AND_PRODUCT_CEILING: usize = 20_335;
+/// that `/metrics` had (20,335), less the core's cut above (20,327).
+const CORE_AND_PRODUCT_CEILING: usize = 20_327;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

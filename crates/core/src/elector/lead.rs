@@ -287,7 +287,7 @@ impl Elector {
     ) -> (StepDownReason, bool) {
         let Ending {
             reason,
-            mut detail,
+            detail,
             hand_to,
         } = ending;
         let token = leadership.token();
@@ -335,20 +335,12 @@ impl Elector {
                     _ = leadership.deadline_passed(Duration::ZERO) => None,
                 },
             };
-            match stopped {
-                Some(joined) => {
-                    if let Ending {
-                        detail: Some(d), ..
-                    } = work_ending(joined)
-                    {
-                        detail.get_or_insert(d);
-                    }
-                }
-                None => {
-                    warn!(%identity, %lease, token = token.0, "leader work did not stop by the validity deadline; aborting it");
-                    task.abort();
-                    let _ = task.await;
-                }
+            // How a work stopped for this step-down ended is not its reason (a command's 143 at
+            // SIGTERM): the step-down was said above, with its own detail.
+            if stopped.is_none() {
+                warn!(%identity, %lease, token = token.0, "leader work did not stop by the validity deadline; aborting it");
+                task.abort();
+                let _ = task.await;
             }
         }
 
