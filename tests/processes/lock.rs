@@ -64,6 +64,14 @@ impl Lock {
         }
     }
 
+    /// Waits up to `timeout` for the lock to end "not acquired", its command never run (it
+    /// prints `ran` when it runs).
+    fn not_acquired_within(&mut self, timeout: Duration) {
+        assert_eq!(self.wait(timeout), NOT_ACQUIRED, "{}", self.logs());
+        let printed = self.stdout();
+        assert!(printed.is_empty(), "the command ran: {printed:?}");
+    }
+
     fn stdout(&self) -> Vec<String> {
         self.process.stdout.snapshot()
     }
@@ -270,17 +278,7 @@ fn gated_lock(test: &str, wait: &str) -> (RedisServer, Lock) {
 #[test]
 fn a_lock_kept_out_by_a_gate_gives_up_when_its_wait_is_over() {
     let (_redis, mut lock) = gated_lock("lock-gated", "1s");
-    assert_eq!(
-        lock.wait(Duration::from_secs(10)),
-        NOT_ACQUIRED,
-        "{}",
-        lock.logs()
-    );
-    assert!(
-        lock.stdout().is_empty(),
-        "the command ran: {:?}",
-        lock.stdout()
-    );
+    lock.not_acquired_within(Duration::from_secs(10));
     // Its one line says which gate kept it out, and why.
     let said = lock.events("lock not acquired within --wait");
     assert_eq!(said.len(), 1, "{}", lock.logs());
@@ -332,17 +330,7 @@ fn a_lock_whose_acquire_runs_out_while_reads_answer_tries_once() {
     let command = ["sh", "-c", "echo ran"];
     let name = unique_lease("lock-slow-acquire");
     let mut lock = Lock::spawn_timed(&proxy.url(), &name, &timing, &extra, &command);
-    assert_eq!(
-        lock.wait(Duration::from_secs(15)),
-        NOT_ACQUIRED,
-        "{}",
-        lock.logs()
-    );
-    assert!(
-        lock.stdout().is_empty(),
-        "the command ran: {:?}",
-        lock.stdout()
-    );
+    lock.not_acquired_within(Duration::from_secs(15));
     let gave_back = lock.events("gave back a term whose acquire went unanswered");
     assert_eq!(gave_back.len(), 1, "{}", lock.logs());
 }
