@@ -111,18 +111,22 @@ pub async fn asked_lease(settings: &StatusSettings, owner: &str) -> Result<Redis
 }
 
 /// The Deployment that owns `pod`, when the lease was named by flag: it still scopes the leader
-/// label and carries the events. Not found, the label stays on this pod only.
+/// label and carries the events. A pod no Deployment owns keeps the label on itself only; an
+/// API that does not tell is an error, as when the lease is named after the Deployment.
 pub async fn deployment_of(
     client: &kube::Client,
     namespace: &str,
     pod: &str,
-) -> Option<OwningDeployment> {
+) -> Result<Option<OwningDeployment>, CliError> {
     match k8s::owning_deployment(client, namespace, pod).await {
-        Ok(d) => Some(d),
-        Err(err) => {
+        Ok(d) => Ok(Some(d)),
+        Err(err @ K8sError::NotADeployment { .. }) => {
             info!(error = %err, "no owning Deployment found; the leader label is kept on this pod only");
-            None
+            Ok(None)
         }
+        Err(err) => Err(CliError::Failed(anyhow::Error::new(err).context(
+            "cannot find the Deployment that owns this pod, which scopes the leader label",
+        ))),
     }
 }
 
@@ -137,6 +141,14 @@ pub fn publisher(
     let Some(client) = client else {
         return Ok(None);
     };
+    // The label, the deletion cost, the step-down annotation and the Events find the
+    // leader's pod by its identity.
+    if let Some(pod) = common.pod.as_deref().filter(|&pod| pod != common.identity) {
+        let rule = format!(
+            "with the Kubernetes integration on, the identity is the pod's name ({pod}, POD_NAME), by which the leader label, the deletion cost and the step-down annotation find the leader's pod: leave it unset, or pass --kubernetes off"
+        );
+        return Err(CliError::value("identity", &common.identity, rule));
+    }
     let kube = common.kube.clone();
     Publisher::new(
         client,

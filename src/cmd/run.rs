@@ -26,7 +26,7 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
         name_lease(&common.lease, client.as_ref(), Workload::Deployment).await?;
     let deployment = match (found, &client, &common.pod) {
         (Some(found), _, _) => Some(found),
-        (None, Some(client), Some(pod)) => deployment_of(client, &common.namespace, pod).await,
+        (None, Some(client), Some(pod)) => deployment_of(client, &common.namespace, pod).await?,
         _ => None,
     };
     let kubernetes = client.is_some();

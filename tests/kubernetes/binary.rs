@@ -117,3 +117,70 @@ fn a_restarted_replica_takes_off_the_label_an_earlier_process_left() {
     drop(a);
     drop(runtime);
 }
+
+/// With the lease named by flag, the Deployment that owns the pod still scopes the leader
+/// label. An API that fails the look-up (a 500 here) is an error at start, as when the
+/// name comes from the Deployment: taken for "no Deployment", the process ran for its whole
+/// life labelling its own pod only, and never took off a label an earlier leader left.
+#[test]
+fn a_named_lease_whose_deployment_the_api_does_not_tell_ends_at_start() {
+    use harness::command::RunCommand;
+    use harness::replica::{FAST, Replica};
+    let (runtime, api) = api_on_a_runtime();
+    deployment_with_pods(&api, &["web-7d4f-a"]);
+    api.fail_next_reads("pods", 1);
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = api.write_kubeconfig(dir.path(), NS);
+    let mut args = FAST.to_vec();
+    args.extend(["--no-data-loss-cooldown", "--kubernetes", "on"]);
+    let env = [
+        ("KUBECONFIG", config.to_str().unwrap()),
+        ("POD_NAME", "web-7d4f-a"),
+        ("POD_NAMESPACE", NS),
+    ];
+    let run = RunCommand::new(harness::leasehold_bin())
+        .redis_url(&redis.url())
+        .lease("shop/web")
+        .args(&args);
+    let mut a = Replica::start(run, "web-7d4f-a", &env);
+    let code = a.wait_exit(Duration::from_secs(10));
+    assert_ne!(code, 0, "{}", a.log_text());
+    assert!(a.log_text().contains("internal error"), "{}", a.log_text());
+    assert!(a.events("became leader").is_empty(), "{}", a.log_text());
+    drop(runtime);
+}
+
+/// The leader label, the deletion cost, the step-down annotation and the Events find the
+/// leader's pod by its identity: with the integration on, an identity other than the pod's name
+/// is refused at start. Accepted, the leader labelled no pod, and took the label off its own.
+#[test]
+fn an_identity_other_than_the_pod_name_is_refused_with_the_integration_on() {
+    use harness::command::RunCommand;
+    use harness::replica::{FAST, Replica};
+    let (runtime, api) = api_on_a_runtime();
+    deployment_with_pods(&api, &["web-7d4f-a"]);
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = api.write_kubeconfig(dir.path(), NS);
+    let mut args = FAST.to_vec();
+    args.extend(["--no-data-loss-cooldown", "--kubernetes", "on"]);
+    let env = [
+        ("KUBECONFIG", config.to_str().unwrap()),
+        ("POD_NAME", "web-7d4f-a"),
+        ("POD_NAMESPACE", NS),
+    ];
+    let run = RunCommand::new(harness::leasehold_bin())
+        .redis_url(&redis.url())
+        .args(&args);
+    let mut a = Replica::start(run, "billing-primary", &env);
+    let code = a.wait_exit(Duration::from_secs(10));
+    assert_eq!(code, 2, "{}", a.log_text());
+    let said = a.log_text();
+    assert!(
+        said.contains("billing-primary") && said.contains("web-7d4f-a"),
+        "{said}"
+    );
+    assert!(said.contains("--identity"), "names the flag: {said}");
+    drop(runtime);
+}

@@ -101,9 +101,14 @@ fn serve(
     }
 
     let is_write = [Method::POST, Method::PUT, Method::PATCH, Method::DELETE].contains(method);
-    let injected = is_write
-        .then(|| shared.take_injected(&call.route.resource.plural))
-        .flatten();
+    let plural = &call.route.resource.plural;
+    let injected = if is_write {
+        shared.take_injected(plural)
+    } else if !call.is_watch() {
+        shared.take_injected(&format!("read {plural}"))
+    } else {
+        None
+    };
     let name = call.route.name.as_deref().unwrap_or_default();
     match injected {
         Some(Injected::Conflict) => {
@@ -114,6 +119,7 @@ fn serve(
             ));
         }
         Some(Injected::Forbidden) => return Err(ApiError::forbidden(&call.route.resource, name)),
+        Some(Injected::Internal) => return Err(ApiError::internal(&call.route.resource, name)),
         None => {}
     }
 

@@ -116,6 +116,8 @@ enum Injected {
     Conflict,
     /// 403 Forbidden, as for a Role without the verb.
     Forbidden,
+    /// 500 Internal Server Error, for reads.
+    Internal,
 }
 
 /// The fake API server; it stops (and ends its watch streams) when dropped.
@@ -277,6 +279,12 @@ impl FakeApiServer {
     /// for a Role without the verb.
     pub fn forbid_next_writes(&self, plural: &str, n: usize) {
         self.inject(plural, n, Injected::Forbidden);
+    }
+
+    /// Makes the next `n` reads (GET, one object or a list, not a watch) of this resource
+    /// plural answer 500 Internal Server Error (not a 503, which kube's client retries).
+    pub fn fail_next_reads(&self, plural: &str, n: usize) {
+        self.inject(&format!("read {plural}"), n, Injected::Internal);
     }
 
     fn inject(&self, plural: &str, n: usize, how: Injected) {

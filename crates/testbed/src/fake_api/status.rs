@@ -81,6 +81,15 @@ impl ApiError {
         Self::new(StatusCode::FORBIDDEN, "Forbidden", message).about(resource, name)
     }
 
+    /// 500 for a server that fails to answer (etcd away); kube's client does not retry it.
+    pub fn internal(resource: &ResourceType, name: &str) -> Self {
+        let message = format!(
+            "{} \"{name}\": an internal error occurred",
+            resource.qualified()
+        );
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", message).about(resource, name)
+    }
+
     /// 422 for a well-formed request the server refuses to act on.
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message)
