@@ -1,17 +1,19 @@
 //! What an HTTP `Accept` header asks for: the one reader of its media ranges, for `/leader`'s
 //! event stream and `/metrics`' exposition.
 
-/// Whether `accept` names `media` (case aside, as media types are) without refusing it with
-/// `q=0`; a missing header names nothing.
+/// Whether `accept` names `media` (case aside, as media types and their `q` are) without
+/// refusing it with a weight of 0 (or one that is not a number); a missing header names nothing.
 pub fn names(accept: Option<&str>, media: &str) -> bool {
     accept.is_some_and(|accept| {
         accept.split(',').any(|range| {
             let mut parts = range.split(';').map(str::trim);
             let named = parts.next().unwrap_or_default();
-            let refused = parts.any(|p| {
-                p.strip_prefix("q=")
-                    .and_then(|q| q.parse::<f32>().ok())
-                    .is_some_and(|q| q <= 0.0)
+            let refused = parts.any(|p| match p.split_once('=') {
+                Some((q, weight)) if q.trim().eq_ignore_ascii_case("q") => weight
+                    .trim()
+                    .parse::<f32>()
+                    .map_or(true, |w| w.is_nan() || w <= 0.0),
+                _ => false,
             });
             named.eq_ignore_ascii_case(media) && !refused
         })

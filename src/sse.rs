@@ -107,6 +107,9 @@ mod tests {
             (Some("Text/Event-Stream"), true),
             (Some("text/event-stream;q=0"), false),
             (Some("text/event-stream; q=0.0, application/json"), false),
+            (Some("text/event-stream;Q=0"), false),
+            (Some("text/event-stream; q = 0"), false),
+            (Some("text/event-stream;q=NaN"), false),
         ];
         for (accept, want) in cases {
             assert_eq!(wants_events(accept), want, "{accept:?}");

@@ -358,6 +358,17 @@ async fn a_corrupt_fence_is_refused_and_leaves_no_lease_behind() {
     );
     let exists: i64 = redis.cmd(&["EXISTS", &a.keys().lease]);
     assert_eq!(exists, 0);
+    // Nor does it touch anything before the refusal: a handover's reservation for this very
+    // replica stays, for the try after the fence is mended.
+    let reserved = &a.keys().reserved;
+    redis.cmd::<String>(&["SET", reserved, "pod-a", "PX", "60000"]);
+    let err = a.acquire(TTL, CALL).await.unwrap_err();
+    assert!(matches!(err, LeaseError::Corrupt { .. }), "{err:?}");
+    let kept: i64 = redis.cmd(&["PTTL", reserved]);
+    assert!(
+        kept > 0,
+        "the reservation went with a refused acquire: {kept}"
+    );
 }
 
 #[tokio::test]

@@ -23,7 +23,7 @@ const USER: (&str, &str) = ("chaos-no-pexpire", "chaos-no-pexpire-pw");
 pub enum Sickness {
     /// Its link does this to the bytes.
     Link(Fault, Impairment),
-    /// It connects as an ACL user without `+pexpire`: acquires pass, renewals are refused.
+    /// It connects as an ACL user without `+pexpire`: renewals, and so acquires, are refused.
     NoPermission,
     /// Its leasehold gets this share of a core, in percent.
     Starved(u64),

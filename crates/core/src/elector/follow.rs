@@ -190,11 +190,12 @@ impl Elector {
                             }
                             return None;
                         }
-                        // Redis answered in time: the outage, if any, is over. The next try
-                        // still waits, as after any failed one (an acquire that keeps running
-                        // out while reads answer, as behind a slow WAIT, tried at once for
-                        // ever, a lock's one try too).
+                        // Redis answered in time: the outage, if any, is over; try again at
+                        // once, but not past a one-shot lock's wait (an acquire that keeps
+                        // running out while reads answer, as behind a slow WAIT, tried for ever).
                         failures = 0;
+                        decide::next_try(Duration::ZERO, clock.now(), give_up_at)?;
+                        continue;
                     }
                     Seen::Failed {
                         retry: err.retry(),

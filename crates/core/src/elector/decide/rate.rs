@@ -126,10 +126,12 @@ impl RateWindow {
         self.readings.clear();
     }
 
-    /// The bound that proves Redis's clock fastest (the highest low end), once two replies are
-    /// in: of the window's longest baseline when it [says something](RateBound::says_something),
-    /// and of each baseline to the newest reply that is narrower than the drift factor (a rate
-    /// that just rose shows there first); otherwise the longest's.
+    /// The bound that allows Redis's clock the fastest rate (the highest high end), once two
+    /// replies are in: of the window's longest baseline when it
+    /// [says something](RateBound::says_something), and of each baseline to the newest reply
+    /// that is narrower than the drift factor (a rate that just rose shows there first);
+    /// otherwise the longest's. Never faster than the longest's alone allows, never by more than
+    /// the drift factor beyond the rate.
     pub fn bound(&self) -> Option<RateBound> {
         let newest = *self.readings.back()?;
         let longest = RateBound::between(*self.readings.front()?, newest);
@@ -141,7 +143,7 @@ impl RateWindow {
             .filter(|b| b.says_something(self.drift_factor))
             .into_iter()
             .chain(narrow)
-            .max_by(|a, b| a.low.total_cmp(&b.low))
+            .max_by(|a, b| a.high.total_cmp(&b.high))
             .or(longest)
     }
 

@@ -79,13 +79,6 @@ if reserved and reserved ~= ARGV[5] then
   return {'RESERVED', reserved, redis.call('PTTL', KEYS[4]), now, live}
 end
 
--- Before the first write of a grant, each command a renewal adds: a user refused one is refused
--- the term too, rather than winning it and being refused at its first renewal (the key is free
--- or a term of ours that the SET below replaces, so the PEXPIRE changes nothing).
-redis.call('PUBSUB', 'NUMSUB', ARGV[7])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if reserved then redis.call('DEL', KEYS[4]) end
-
 -- Free, or an earlier term of our own that Redis still keeps (a release that never landed):
 -- we are not leading now, so a new term under a new token is safe, and the new term value
 -- makes every late message of the old term miss.
@@ -104,6 +97,13 @@ if fence then
   end
   if n < now then fence = nil end
 end
+
+-- Before the first write of a grant, each command a renewal adds: a user refused one is refused
+-- the term too, rather than winning it and being refused at its first renewal (the key is free
+-- or a term of ours that the SET below replaces, so the PEXPIRE changes nothing).
+redis.call('PUBSUB', 'NUMSUB', ARGV[7])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if reserved then redis.call('DEL', KEYS[4]) end
 if not fence then
   redis.call('SET', KEYS[2], string.format('%d', now))
 end
