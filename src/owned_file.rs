@@ -9,7 +9,7 @@
 //! - beside the file, not on it: the file is replaced by a rename at every update, and a lock on
 //!   it would stay on the inode the next rename unlinks;
 //! - `flock`, not a pid file alone: the kernel drops the lock when its holder dies (SIGKILL, OOM),
-//!   so a dead leasehold leaves nothing to clean up and never blocks the next one;
+//!   so a dead leasehold never blocks the next one (its lock file stays, to be taken over);
 //! - close-on-exec (std opens every file so): the command that leasehold starts does not inherit
 //!   the lock, so a command that outlives a killed leasehold does not keep the file claimed.
 //!
@@ -100,6 +100,14 @@ impl FileClaim {
                 Ok(_) => continue,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(io(e)),
+            }
+            // A hard link planted in a shared directory passes O_NOFOLLOW: refused, not
+            // truncated (nor a FIFO or a device).
+            if !ours.is_file() || ours.nlink() != 1 {
+                return Err(io(std::io::Error::other(format!(
+                    "not a regular file of one link ({} links): a lock file planted by another is refused, not written",
+                    ours.nlink()
+                ))));
             }
             lock.set_len(0).map_err(io)?;
             lock.write_all(format!("{} {about}\n", std::process::id()).as_bytes())

@@ -17,6 +17,7 @@ pub mod writer;
 
 use std::fmt;
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -137,23 +138,29 @@ impl fmt::Display for GuardError {
 /// Reads the record in the guard file at `path`.
 pub fn read_guard_file(path: impl AsRef<Path>) -> Result<GuardRecord, GuardError> {
     let path = path.as_ref();
-    let file = std::fs::File::open(path).map_err(|source| match source.kind() {
-        std::io::ErrorKind::NotFound => GuardError::Missing {
-            path: path.to_owned(),
-        },
-        _ => GuardError::Unreadable {
-            path: path.to_owned(),
-            source,
-        },
-    })?;
+    let unreadable = |source| GuardError::Unreadable {
+        path: path.to_owned(),
+        source,
+    };
+    // O_NONBLOCK: a FIFO planted in the file's place is refused below, not waited on.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|source| match source.kind() {
+            std::io::ErrorKind::NotFound => GuardError::Missing {
+                path: path.to_owned(),
+            },
+            _ => unreadable(source),
+        })?;
+    if !file.metadata().map_err(unreadable)?.is_file() {
+        return Err(unreadable(std::io::Error::other("not a regular file")));
+    }
     // A record longer than the longest is read one byte past it, for the parser to refuse.
     let mut buf = Vec::with_capacity(record::MAX_LEN + 1);
     file.take(record::MAX_LEN as u64 + 1)
         .read_to_end(&mut buf)
-        .map_err(|source| GuardError::Unreadable {
-            path: path.to_owned(),
-            source,
-        })?;
+        .map_err(unreadable)?;
     GuardRecord::parse(&buf).map_err(|reason| GuardError::Garbled {
         path: path.to_owned(),
         reason,

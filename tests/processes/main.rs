@@ -12,5 +12,6 @@ mod guard;
 mod guard_check;
 mod killed_and_paused;
 mod lock;
+mod planted_files;
 mod shutdown;
 mod status_file;

@@ -1,0 +1,52 @@
+//! Files planted where leasehold keeps its own, as anyone who may write a shared directory
+//! (`/dev/shm`, `/tmp`) can: a FIFO in place of the guard file, which `leasehold guard` must
+//! answer about rather than wait on for ever, and a hard link in place of the guard file's lock
+//! file, which `run` must refuse rather than truncate the file it links to.
+
+use std::process::Command;
+use std::time::Duration;
+
+use harness::leasehold_bin;
+use harness::replica::exit_within;
+
+#[test]
+fn a_fifo_in_place_of_the_guard_file_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let fifo = dir.path().join("guard");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).expect("mkfifo");
+    let mut guard = Command::new(leasehold_bin());
+    guard.args(["guard", "--guard-file"]).arg(&fifo);
+    let (code, stderr) = exit_within(guard, Duration::from_secs(5));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+}
+
+#[test]
+fn a_hard_link_in_place_of_the_lock_file_is_refused_not_truncated() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "somebody's data\n").expect("write the victim");
+    std::fs::hard_link(&victim, dir.path().join(".guard.lock")).expect("link");
+    let guard = dir.path().join("guard");
+    let mut run = Command::new(leasehold_bin());
+    run.args([
+        "run",
+        "--kubernetes",
+        "off",
+        "--redis-url",
+        "redis://127.0.0.1:1",
+    ])
+    .arg("--http-addr")
+    .arg(testbed::free_addr().to_string())
+    .arg("--guard-file")
+    .arg(&guard)
+    .args(["--", "true"]);
+    let (code, stderr) = exit_within(run, Duration::from_secs(5));
+    let kept = std::fs::read_to_string(&victim).expect("read the victim");
+    assert_eq!(
+        kept, "somebody's data\n",
+        "the linked file was written: {stderr}"
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--guard-file"), "{stderr}");
+}
