@@ -1,5 +1,5 @@
 //! The status file's JSON: what `/leader` says, made impossible to misread once its writer is
-//! dead or frozen. It carries no claim that stands on its own (no `is_leader`, no `role:
+//! dead or frozen, by a reader on the writer's boot clock (the same boot and time namespace). It carries no claim that stands on its own (no `is_leader`, no `role:
 //! "leader"`): it says until when its writer leads on the boot clock, and the reader's rule
 //! (docs/REFERENCE.md, "The status file"). A reader that looks for the old fields finds none and
 //! concludes "not leader": old readers fail safe.
