@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use crate::calls::assert_within_rbac;
 use crate::fixtures::{NS, api_on_a_runtime, deployment_with_pods, label_of};
+use harness::command::RunCommand;
+use harness::replica::{FAST, Replica};
 use k8s_openapi::api::coordination::v1::Lease;
+use testbed::fake_api::FakeApiServer;
 use testbed::redis_server::RedisServer;
 
 #[test]
@@ -118,18 +121,16 @@ fn a_restarted_replica_takes_off_the_label_an_earlier_process_left() {
     drop(runtime);
 }
 
-/// With the lease named by flag, the Deployment that owns the pod still scopes the leader
-/// label. An API that fails the look-up (a 500 here) is an error at start, as when the
-/// name comes from the Deployment: taken for "no Deployment", the process ran for its whole
-/// life labelling its own pod only, and never took off a label an earlier leader left.
-#[test]
-fn a_named_lease_whose_deployment_the_api_does_not_tell_ends_at_start() {
-    use harness::command::RunCommand;
-    use harness::replica::{FAST, Replica};
-    let (runtime, api) = api_on_a_runtime();
-    deployment_with_pods(&api, &["web-7d4f-a"]);
-    api.fail_next_reads("pods", 1);
-    let redis = RedisServer::start();
+/// `leasehold run` started (not waited for) as `identity` in pod `web-7d4f-a` of the fake API
+/// server's Deployment `web`, with `lease` named by flag when given; the kubeconfig's directory
+/// beside it.
+fn start_in_pod(
+    api: &FakeApiServer,
+    redis: &RedisServer,
+    identity: &str,
+    lease: Option<&str>,
+) -> (tempfile::TempDir, Replica) {
+    deployment_with_pods(api, &["web-7d4f-a"]);
     let dir = tempfile::tempdir().unwrap();
     let config = api.write_kubeconfig(dir.path(), NS);
     let mut args = FAST.to_vec();
@@ -139,11 +140,25 @@ fn a_named_lease_whose_deployment_the_api_does_not_tell_ends_at_start() {
         ("POD_NAME", "web-7d4f-a"),
         ("POD_NAMESPACE", NS),
     ];
-    let run = RunCommand::new(harness::leasehold_bin())
+    let mut run = RunCommand::new(harness::leasehold_bin())
         .redis_url(&redis.url())
-        .lease("shop/web")
         .args(&args);
-    let mut a = Replica::start(run, "web-7d4f-a", &env);
+    if let Some(lease) = lease {
+        run = run.lease(lease);
+    }
+    (dir, Replica::start(run, identity, &env))
+}
+
+/// With the lease named by flag, the Deployment that owns the pod still scopes the leader
+/// label. An API that fails the look-up (a 500 here) is an error at start, as when the
+/// name comes from the Deployment: taken for "no Deployment", the process ran for its whole
+/// life labelling its own pod only, and never took off a label an earlier leader left.
+#[test]
+fn a_named_lease_whose_deployment_the_api_does_not_tell_ends_at_start() {
+    let (runtime, api) = api_on_a_runtime();
+    api.fail_next_reads("pods", 1);
+    let redis = RedisServer::start();
+    let (_dir, mut a) = start_in_pod(&api, &redis, "web-7d4f-a", Some("shop/web"));
     let code = a.wait_exit(Duration::from_secs(10));
     assert_ne!(code, 0, "{}", a.log_text());
     assert!(a.log_text().contains("internal error"), "{}", a.log_text());
@@ -156,24 +171,9 @@ fn a_named_lease_whose_deployment_the_api_does_not_tell_ends_at_start() {
 /// is refused at start. Accepted, the leader labelled no pod, and took the label off its own.
 #[test]
 fn an_identity_other_than_the_pod_name_is_refused_with_the_integration_on() {
-    use harness::command::RunCommand;
-    use harness::replica::{FAST, Replica};
     let (runtime, api) = api_on_a_runtime();
-    deployment_with_pods(&api, &["web-7d4f-a"]);
     let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let config = api.write_kubeconfig(dir.path(), NS);
-    let mut args = FAST.to_vec();
-    args.extend(["--no-data-loss-cooldown", "--kubernetes", "on"]);
-    let env = [
-        ("KUBECONFIG", config.to_str().unwrap()),
-        ("POD_NAME", "web-7d4f-a"),
-        ("POD_NAMESPACE", NS),
-    ];
-    let run = RunCommand::new(harness::leasehold_bin())
-        .redis_url(&redis.url())
-        .args(&args);
-    let mut a = Replica::start(run, "billing-primary", &env);
+    let (_dir, mut a) = start_in_pod(&api, &redis, "billing-primary", None);
     let code = a.wait_exit(Duration::from_secs(10));
     assert_eq!(code, 2, "{}", a.log_text());
     let said = a.log_text();

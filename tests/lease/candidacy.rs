@@ -470,16 +470,8 @@ fn every_candidate_check_and_status_file_flag_refuses_bad_input_with_exit_code_2
     ];
     for (args, want) in cases {
         // A value accepted runs (against no Redis): stopped after a bound and said so.
-        let mut run = std::process::Command::new(harness::leasehold_bin());
-        run.args([
-            "run",
-            "--kubernetes",
-            "off",
-            "--redis-url",
-            "redis://127.0.0.1:1",
-        ])
-        .args(["--lease-name", "web", "--http-addr", "127.0.0.1:0"])
-        .args(*args);
+        let mut run = harness::replica::run_without_redis(&["--lease-name", "web"]);
+        run.args(["--http-addr", "127.0.0.1:0"]).args(*args);
         let (code, stderr) = exit_within(run, Duration::from_secs(20));
         assert_eq!(code, Some(2), "{args:?} exited {code:?}; stderr:\n{stderr}");
         assert!(

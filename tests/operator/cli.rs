@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use harness::replica::{exit_within, run_to_end};
 
-use crate::refusal::{refused, run_refused, run_without_redis};
+use crate::refusal::{refused, run_refused};
+use harness::replica::run_without_redis;
 
 #[test]
 fn every_flag_rule_is_refused_with_exit_code_2() {

@@ -3,11 +3,9 @@
 //! from the environment, and a run that a binary without the rule would start stopped after a
 //! bound and reported as accepted.
 
-use std::process::Command;
 use std::time::Duration;
 
-use harness::leasehold_bin;
-use harness::replica::{assert_in_plain_words, exit_within, run_to_end};
+use harness::replica::{assert_in_plain_words, exit_within, run_to_end, run_without_redis};
 
 pub fn refused(args: &[&str], env: &[(&str, &str)], want: &str) {
     refused_saying(args, env, &[want]);
@@ -39,18 +37,6 @@ pub fn run_refused(args: &[&str], want: &str) {
     let mut full = vec!["run", "--kubernetes", "off"];
     full.extend_from_slice(args);
     refused(&full, &[("LEASEHOLD_LEASE_NAME", "web")], want);
-}
-
-/// `leasehold run` without Kubernetes, against a Redis that is not there (unless `args` name
-/// another), with `args`.
-pub fn run_without_redis(args: &[&str]) -> Command {
-    let mut cmd = Command::new(leasehold_bin());
-    cmd.args(["run", "--kubernetes", "off"]);
-    if !args.contains(&"--redis-url") {
-        cmd.args(["--redis-url", "redis://127.0.0.1:1"]);
-    }
-    cmd.args(args);
-    cmd
 }
 
 /// Like [`run_refused`], for values that a binary without the rule would accept and then run

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use harness::leasehold_bin;
-use harness::replica::exit_within;
+use harness::replica::{exit_within, run_without_redis};
 
 #[test]
 fn a_fifo_in_place_of_the_guard_file_is_refused_not_waited_on() {
@@ -28,19 +28,15 @@ fn a_hard_link_in_place_of_the_lock_file_is_refused_not_truncated() {
     std::fs::write(&victim, "somebody's data\n").expect("write the victim");
     std::fs::hard_link(&victim, dir.path().join(".guard.lock")).expect("link");
     let guard = dir.path().join("guard");
-    let mut run = Command::new(leasehold_bin());
-    run.args([
-        "run",
-        "--kubernetes",
-        "off",
-        "--redis-url",
-        "redis://127.0.0.1:1",
-    ])
-    .arg("--http-addr")
-    .arg(testbed::free_addr().to_string())
-    .arg("--guard-file")
-    .arg(&guard)
-    .args(["--", "true"]);
+    let guard = guard.display().to_string();
+    let run = run_without_redis(&[
+        "--http-addr",
+        "127.0.0.1:0",
+        "--guard-file",
+        &guard,
+        "--",
+        "true",
+    ]);
     let (code, stderr) = exit_within(run, Duration::from_secs(5));
     let kept = std::fs::read_to_string(&victim).expect("read the victim");
     assert_eq!(

@@ -288,6 +288,18 @@ impl Replica {
     }
 }
 
+/// `leasehold run` without Kubernetes, against a Redis that is not there (unless `args` name
+/// another), with `args`: for a run that must be refused, or stopped by [`exit_within`].
+pub fn run_without_redis(args: &[&str]) -> Command {
+    let mut cmd = Command::new(leasehold_bin());
+    cmd.args(["run", "--kubernetes", "off"]);
+    if !args.contains(&"--redis-url") {
+        cmd.args(["--redis-url", "redis://127.0.0.1:1"]);
+    }
+    cmd.args(args);
+    cmd
+}
+
 /// Runs `cmd` (`leasehold run` with the arguments under test) until it exits, for at most
 /// `bound`: its exit code and stderr, or `None` for the code when it still ran after `bound` (it
 /// accepted the input), and then it is killed. Its environment names the lease (`web`), so that
