@@ -14,31 +14,13 @@ use testbed::redis_server::RedisServer;
 
 #[test]
 fn the_binary_names_its_lease_after_its_deployment_and_labels_the_leader() {
-    use harness::replica::{FAST, Replica};
     use testbed::wait::wait_for;
     let (runtime, api) = api_on_a_runtime();
     deployment_with_pods(&api, &["web-7d4f-a", "web-7d4f-b"]);
     let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let config = api.write_kubeconfig(dir.path(), NS);
-    let config = config.to_str().unwrap().to_owned();
-    let mut args = FAST.to_vec();
-    args.extend(["--no-data-loss-cooldown", "--kubernetes", "on"]);
-    let spawn = |pod: &str| {
-        Replica::spawn_with_env(
-            &redis.url(),
-            "",
-            pod,
-            &args,
-            &[],
-            &[
-                ("KUBECONFIG", config.as_str()),
-                ("POD_NAME", pod),
-                ("POD_NAMESPACE", NS),
-            ],
-        )
-    };
-    let a = spawn("web-7d4f-a");
+    let spawn = |pod: &str| start_in_pod(&api, &redis, pod, pod, None);
+    let (_a_dir, a) = spawn("web-7d4f-a");
+    let a = a.healthy();
     wait_for("a to lead", Duration::from_secs(10), || {
         a.is_ready().then_some(())
     });
@@ -48,7 +30,8 @@ fn the_binary_names_its_lease_after_its_deployment_and_labels_the_leader() {
         "named after the Deployment"
     );
     assert_eq!(a.leader()["lease_key"], "leasehold:{shop/web}");
-    let b = spawn("web-7d4f-b");
+    let (_b_dir, b) = spawn("web-7d4f-b");
+    let b = b.healthy();
     wait_for("b to follow a", Duration::from_secs(5), || {
         (b.leader()["leader"] == "web-7d4f-a").then_some(())
     });
@@ -79,7 +62,6 @@ fn the_binary_names_its_lease_after_its_deployment_and_labels_the_leader() {
 #[test]
 fn a_restarted_replica_takes_off_the_label_an_earlier_process_left() {
     use harness::contenders::{lease, unique_lease};
-    use harness::replica::{FAST, Replica};
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use leasehold::lease::Acquired;
@@ -100,16 +82,8 @@ fn a_restarted_replica_takes_off_the_label_an_earlier_process_left() {
     let holder = lease(&redis.url(), &name, "solo-b", false);
     let held = runtime.block_on(holder.acquire(Duration::from_secs(30), Duration::from_secs(2)));
     assert!(matches!(held, Ok(Acquired::Leader(_))), "{held:?}");
-    let dir = tempfile::tempdir().unwrap();
-    let config = api.write_kubeconfig(dir.path(), NS);
-    let mut args = FAST.to_vec();
-    args.extend(["--no-data-loss-cooldown", "--kubernetes", "on"]);
-    let env = [
-        ("KUBECONFIG", config.to_str().unwrap()),
-        ("POD_NAME", "solo-a"),
-        ("POD_NAMESPACE", NS),
-    ];
-    let a = Replica::spawn_with_env(&redis.url(), &name, "solo-a", &args, &[], &env);
+    let (_dir, a) = start_in_pod(&api, &redis, "solo-a", "solo-a", Some(&name));
+    let a = a.healthy();
     wait_for("the earlier label off", Duration::from_secs(5), || {
         label_of(&api, "solo-a").is_none().then_some(())
     });
@@ -121,23 +95,23 @@ fn a_restarted_replica_takes_off_the_label_an_earlier_process_left() {
     drop(runtime);
 }
 
-/// `leasehold run` started (not waited for) as `identity` in pod `web-7d4f-a` of the fake API
-/// server's Deployment `web`, with `lease` named by flag when given; the kubeconfig's directory
-/// beside it.
+/// `leasehold run` on `redis` started (not waited for) as `identity` in pod `pod` of the fake
+/// API server, through a kubeconfig, with `lease` named by flag when given; the kubeconfig's
+/// directory beside it.
 fn start_in_pod(
     api: &FakeApiServer,
     redis: &RedisServer,
+    pod: &str,
     identity: &str,
     lease: Option<&str>,
 ) -> (tempfile::TempDir, Replica) {
-    deployment_with_pods(api, &["web-7d4f-a"]);
     let dir = tempfile::tempdir().unwrap();
     let config = api.write_kubeconfig(dir.path(), NS);
     let mut args = FAST.to_vec();
     args.extend(["--no-data-loss-cooldown", "--kubernetes", "on"]);
     let env = [
         ("KUBECONFIG", config.to_str().unwrap()),
-        ("POD_NAME", "web-7d4f-a"),
+        ("POD_NAME", pod),
         ("POD_NAMESPACE", NS),
     ];
     let mut run = RunCommand::new(harness::leasehold_bin())
@@ -156,9 +130,10 @@ fn start_in_pod(
 #[test]
 fn a_named_lease_whose_deployment_the_api_does_not_tell_ends_at_start() {
     let (runtime, api) = api_on_a_runtime();
+    deployment_with_pods(&api, &["web-7d4f-a"]);
     api.fail_next_reads("pods", 1);
     let redis = RedisServer::start();
-    let (_dir, mut a) = start_in_pod(&api, &redis, "web-7d4f-a", Some("shop/web"));
+    let (_dir, mut a) = start_in_pod(&api, &redis, "web-7d4f-a", "web-7d4f-a", Some("shop/web"));
     let code = a.wait_exit(Duration::from_secs(10));
     assert_ne!(code, 0, "{}", a.log_text());
     assert!(a.log_text().contains("internal error"), "{}", a.log_text());
@@ -172,8 +147,9 @@ fn a_named_lease_whose_deployment_the_api_does_not_tell_ends_at_start() {
 #[test]
 fn an_identity_other_than_the_pod_name_is_refused_with_the_integration_on() {
     let (runtime, api) = api_on_a_runtime();
+    deployment_with_pods(&api, &["web-7d4f-a"]);
     let redis = RedisServer::start();
-    let (_dir, mut a) = start_in_pod(&api, &redis, "billing-primary", None);
+    let (_dir, mut a) = start_in_pod(&api, &redis, "web-7d4f-a", "billing-primary", None);
     let code = a.wait_exit(Duration::from_secs(10));
     assert_eq!(code, 2, "{}", a.log_text());
     let said = a.log_text();
