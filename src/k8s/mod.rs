@@ -139,9 +139,9 @@ pub async fn reconcile_while_leading<K, C, R, Fut, E>(
 {
     let context = Arc::new(LeaderContext { leadership, inner });
     let stopped = stop.clone();
-    // Refusals in a row, by object; a reconcile of it that passes starts its count again.
-    let refusals: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
-    let counted = refusals.clone();
+    // Failures in a row, by object; a reconcile of it that passes starts its count again.
+    let failures: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+    let counted = failures.clone();
     let mut reconcile = reconcile;
     let reconcile = move |object: Arc<K>, context| {
         let (key, counted) = (object.name_any(), counted.clone());
@@ -159,16 +159,21 @@ pub async fn reconcile_while_leading<K, C, R, Fut, E>(
         .run(
             reconcile,
             move |object, error, _ctx| {
-                let failed = if refused(error) {
-                    let mut refusals = locked(&refusals);
-                    let count = refusals.entry(object.name_any()).or_default();
+                let failed = {
+                    let mut failures = locked(&failures);
+                    let count = failures.entry(object.name_any()).or_default();
                     *count = count.saturating_add(1);
                     *count
-                } else {
-                    1
                 };
-                debug!(error = %error, failed, "reconcile failed; retrying");
-                Action::requeue(backoff(retry, failed))
+                // Said, not only logged at debug: a leader label that never lands leaves the
+                // Service without an endpoint. The first failure in a row and every tenth.
+                let object = object.name_any();
+                if failed == 1 || failed.is_multiple_of(10) {
+                    warn!(%object, error = %error, failed, "a kubernetes write failed; retrying");
+                } else {
+                    debug!(%object, error = %error, failed, "a kubernetes write failed; retrying");
+                }
+                Action::requeue(backoff(retry, if refused(error) { failed } else { 1 }))
             },
             context,
         )

@@ -160,3 +160,30 @@ fn an_identity_other_than_the_pod_name_is_refused_with_the_integration_on() {
     assert!(said.contains("--identity"), "names the flag: {said}");
     drop(runtime);
 }
+
+/// A leader whose label the API refuses (a Role without `patch` on pods, an admission webhook)
+/// says so at warn level, the first time and every tenth, not only at debug: the Service has no
+/// endpoint meanwhile, and nothing else would tell.
+#[test]
+fn a_leader_label_the_api_refuses_is_said_at_warn_level() {
+    use testbed::wait::wait_for;
+    let (runtime, api) = api_on_a_runtime();
+    deployment_with_pods(&api, &["web-7d4f-a"]);
+    api.forbid_next_writes("pods", 1_000);
+    let redis = RedisServer::start();
+    let (_dir, a) = start_in_pod(&api, &redis, "web-7d4f-a", "web-7d4f-a", None);
+    let a = a.healthy();
+    let said = wait_for(
+        "the refusal said at warn level",
+        Duration::from_secs(10),
+        || {
+            a.events("a kubernetes write failed; retrying")
+                .into_iter()
+                .find(|l| l["level"] == "WARN")
+        },
+    );
+    let error = said["error"].as_str().unwrap_or_default();
+    assert!(error.contains("forbidden"), "{said}");
+    assert!(label_of(&api, "web-7d4f-a").is_none());
+    drop(runtime);
+}

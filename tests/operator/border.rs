@@ -133,8 +133,9 @@ const CORE_CEILING: usize = 7_799;
 /// name that left the Service without an endpoint (20,339); then the core's raise above, and an
 /// Accept weight named `Q` or not a number taken for acceptance (20,344); then a hard link
 /// planted as a lock file, truncated and written, and a FIFO planted as the guard file, waited
-/// on for ever (20,359).
-const CORE_AND_PRODUCT_CEILING: usize = 20_359;
+/// on for ever (20,359), and a Kubernetes write failure logged at debug only, which left a
+/// Service without an endpoint unsaid (20,364).
+const CORE_AND_PRODUCT_CEILING: usize = 20_364;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
