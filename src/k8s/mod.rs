@@ -159,15 +159,15 @@ pub async fn reconcile_while_leading<K, C, R, Fut, E>(
         .run(
             reconcile,
             move |object, error, _ctx| {
+                let object = object.name_any();
                 let failed = {
                     let mut failures = locked(&failures);
-                    let count = failures.entry(object.name_any()).or_default();
+                    let count = failures.entry(object.clone()).or_default();
                     *count = count.saturating_add(1);
                     *count
                 };
                 // Said, not only logged at debug: a leader label that never lands leaves the
                 // Service without an endpoint. The first failure in a row and every tenth.
-                let object = object.name_any();
                 if failed == 1 || failed.is_multiple_of(10) {
                     warn!(%object, error = %error, failed, "a kubernetes write failed; retrying");
                 } else {

@@ -64,8 +64,10 @@ use crate::docs::sources;
 /// ran out while reads answered, tried again at once for ever (7,804), less a step-down's dead
 /// keeping of how its stopped work ended, which nothing read (7,796); then what a review of
 /// these found: a rate bound picked by its low end, which could allow less than the longest
-/// baseline's, and a retry after a resolved acquire that its own give-back woke at once (7,799).
-const CORE_CEILING: usize = 7_799;
+/// baseline's, and a retry after a resolved acquire that its own give-back woke at once (7,799),
+/// less a reread's cuts: the TLS close told apart inside the one TLS predicate, the rate
+/// bound's doc (7,792).
+const CORE_CEILING: usize = 7_792;
 
 /// The core and the product together, set the same way (the goal is 16,600). Last raised from
 /// 19,855 for a lock that named no gate and exited 75 on a signal, a time before 1970 that
@@ -134,8 +136,8 @@ const CORE_CEILING: usize = 7_799;
 /// Accept weight named `Q` or not a number taken for acceptance (20,344); then a hard link
 /// planted as a lock file, truncated and written, and a FIFO planted as the guard file, waited
 /// on for ever (20,359), and a Kubernetes write failure logged at debug only, which left a
-/// Service without an endpoint unsaid (20,364).
-const CORE_AND_PRODUCT_CEILING: usize = 20_364;
+/// Service without an endpoint unsaid (20,364), less the core's reread cuts (20,357).
+const CORE_AND_PRODUCT_CEILING: usize = 20_357;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

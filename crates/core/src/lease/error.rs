@@ -269,11 +269,6 @@ impl LeaseError {
                 op,
                 detail: if code == "NOAUTH" { NO_PASSWORD } else { PASSWORD_REFUSED }.to_owned(),
             },
-            // Closed without TLS's close_notify (a server that died, a proxy that cut it): a
-            // broken connection, whose words name TLS.
-            (ErrorKind::Io, _) if detail.contains("close_notify") => {
-                LeaseError::Connection { op, detail }
-            }
             (ErrorKind::Io | ErrorKind::InvalidClientConfig, _) if looks_like_tls(&detail) => {
                 let detail = if detail.contains("UnknownIssuer") {
                     UNKNOWN_ISSUER.to_owned()

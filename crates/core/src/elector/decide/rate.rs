@@ -126,17 +126,13 @@ impl RateWindow {
         self.readings.clear();
     }
 
-    /// The bound that allows Redis's clock the fastest rate (the highest high end), once two
-    /// replies are in: of the window's longest baseline when it
-    /// [says something](RateBound::says_something), and of each baseline to the newest reply
-    /// that is narrower than the drift factor (a rate that just rose shows there first);
-    /// otherwise the longest's. Never faster than the longest's alone allows, never by more than
-    /// the drift factor beyond the rate.
+    /// The bound with the highest high end, once two replies are in: of the longest baseline
+    /// when it [says something](RateBound::says_something), and of each baseline to the newest
+    /// reply narrower than the drift factor; otherwise the longest's.
     pub fn bound(&self) -> Option<RateBound> {
         let newest = *self.readings.back()?;
         let longest = RateBound::between(*self.readings.front()?, newest);
-        let narrow = self.readings.iter().rev().skip(1);
-        let narrow = narrow
+        let narrow = (self.readings.iter())
             .filter_map(|&r| RateBound::between(r, newest))
             .filter(|b| b.width() <= self.drift_factor);
         longest

@@ -111,18 +111,20 @@ pub(super) fn missing_scripting(detail: &str) -> bool {
     matches!(command, "evalsha" | "eval" | "script")
 }
 
-/// Whether a client error comes from the TLS layer (rustls words its errors this way).
+/// Whether a client error comes from the TLS layer (rustls words its errors this way); not a
+/// connection closed without TLS's close_notify (a server that died, a proxy that cut it).
 pub(super) fn looks_like_tls(detail: &str) -> bool {
     let d = detail.to_ascii_lowercase();
-    [
-        "certificate",
-        "tls",
-        "handshake",
-        "peer sent no certificates",
-        "unknownissuer",
-    ]
-    .iter()
-    .any(|w| d.contains(w))
+    !d.contains("close_notify")
+        && [
+            "certificate",
+            "tls",
+            "handshake",
+            "peer sent no certificates",
+            "unknownissuer",
+        ]
+        .iter()
+        .any(|w| d.contains(w))
 }
 
 /// `url` with every password in it (user info, or a `password=` or, for a Unix socket, `pass=`
