@@ -46,13 +46,8 @@ where
     K::DynamicType: Default,
 {
     let kind = K::kind(&K::DynamicType::default()).to_lowercase();
-    Api::<K>::namespaced(client.clone(), namespace)
-        .get(name)
-        .await
-        .map_err(|source| K8sError::Api {
-            what: format!("get {kind} {namespace}/{name}"),
-            source,
-        })
+    let api = Api::<K>::namespaced(client.clone(), namespace);
+    super::call(|| format!("get {kind} {namespace}/{name}"), api.get(name)).await
 }
 
 /// Follows `pod`'s controller owners up to its Deployment.

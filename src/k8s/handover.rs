@@ -81,17 +81,16 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<LeaderContext<OwnPod>>) -> Result<Act
     // Removed before acting, by a term still valid (a late reconcile leaves it to the next): an
     // annotation left behind would end the next term too. A failed removal is retried.
     let token = ctx.leadership.check()?.0;
-    let patch = json!({ "metadata": { "annotations": { STEP_DOWN_ANNOTATION: null } } });
-    c.pods
-        .patch(&c.identity, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-        .map_err(|source| K8sError::Api {
-            what: format!(
-                "remove the {STEP_DOWN_ANNOTATION} annotation of pod {}",
-                c.identity
-            ),
-            source,
-        })?;
+    let patch =
+        Patch::Merge(json!({ "metadata": { "annotations": { STEP_DOWN_ANNOTATION: null } } }));
+    let what = || {
+        format!(
+            "remove the {STEP_DOWN_ANNOTATION} annotation of pod {}",
+            c.identity
+        )
+    };
+    let params = PatchParams::default();
+    super::call(what, c.pods.patch(&c.identity, &params, &patch)).await?;
     match request(value, &c.identity) {
         Request::Anyone => {
             info!(pod = %c.identity, token, "the step-down annotation asks for a handover to any replica");

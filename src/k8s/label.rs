@@ -89,17 +89,10 @@ async fn reconcile(
         return Ok(Action::await_change());
     }
     let token = ctx.leadership.check()?;
-    c.pods
-        .patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(claim_patch(&c.key, want, want_cost)),
-        )
-        .await
-        .map_err(|source| K8sError::Api {
-            what: format!("patch the leader label of pod {name}"),
-            source,
-        })?;
+    let patch = Patch::Merge(claim_patch(&c.key, want, want_cost));
+    let params = PatchParams::default();
+    let write = c.pods.patch(&name, &params, &patch);
+    super::call(|| format!("patch the leader label of pod {name}"), write).await?;
     if want.is_some() {
         info!(pod = %name, label = %c.key, token = token.0, "set the leader label");
     } else {
@@ -117,12 +110,12 @@ pub(super) async fn remove_own(client: &Client, namespace: &str, identity: &str,
     let mut pause = Duration::from_millis(100);
     loop {
         let removed = async {
-            let pod = pods.get(identity).await?;
+            let what = || format!("remove the leader label of pod {identity}");
+            let pod = super::call(what, pods.get(identity)).await?;
             let cost = pod.annotations().get(DELETION_COST).map(String::as_str);
             // As on a follower's pod (led by nobody here): only our cost goes.
-            let patch = claim_patch(key, None, wanted_cost(identity, "", cost));
-            pods.patch(identity, &PatchParams::default(), &Patch::Merge(patch))
-                .await
+            let patch = Patch::Merge(claim_patch(key, None, wanted_cost(identity, "", cost)));
+            super::call(what, pods.patch(identity, &PatchParams::default(), &patch)).await
         };
         match removed.await {
             Ok(_) => {

@@ -112,17 +112,11 @@ async fn write(
     timing: &Timing,
     leadership: &Leadership,
 ) -> Result<(), K8sError> {
-    let api_error = |what: &str, source| K8sError::Api {
-        what: format!("{what} lease {name}"),
-        source,
-    };
+    let what = |verb: &'static str| move || format!("{verb} lease {name}");
     let now = MicroTime(Timestamp::now());
     let duration_seconds =
         i32::try_from(timing.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
-    let existing = leases
-        .get_opt(name)
-        .await
-        .map_err(|e| api_error("get", e))?;
+    let existing = super::call(what("get"), leases.get_opt(name)).await?;
     let token = leadership.check()?;
     match existing {
         None => {
@@ -142,10 +136,11 @@ async fn write(
                     ..LeaseSpec::default()
                 }),
             };
-            leases
-                .create(&PostParams::default(), &lease)
-                .await
-                .map_err(|e| api_error("create", e))?;
+            super::call(
+                what("create"),
+                leases.create(&PostParams::default(), &lease),
+            )
+            .await?;
             info!(lease = %name, holder = %identity, token = token.0, "created the Lease mirror");
         }
         Some(mut lease) => {
@@ -164,10 +159,8 @@ async fn write(
             }
             spec.renew_time = Some(now);
             spec.lease_duration_seconds = Some(duration_seconds);
-            leases
-                .replace(name, &PostParams::default(), &lease)
-                .await
-                .map_err(|e| api_error("update", e))?;
+            let params = PostParams::default();
+            super::call(what("update"), leases.replace(name, &params, &lease)).await?;
         }
     }
     Ok(())

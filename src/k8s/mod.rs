@@ -60,6 +60,14 @@ pub enum K8sError {
         #[source]
         source: kube::Error,
     },
+    /// An API call got no answer within [`CALL_BOUND`].
+    #[error("kubernetes API: {what}: no answer within {after:?}")]
+    Unanswered {
+        /// The call.
+        what: String,
+        /// The bound.
+        after: Duration,
+    },
     /// The pod is not part of a Deployment, so the lease cannot be named after one.
     #[error("pod {pod} is not owned by a Deployment ({owners}); pass --lease-name")]
     NotADeployment {
@@ -91,6 +99,28 @@ pub enum K8sError {
     /// `Leadership::check` refused a leader write.
     #[error(transparent)]
     NotLeader(#[from] NotLeader),
+}
+
+/// How long one API call may take. The client has no read timeout (its watches wait minutes for
+/// a change): unbounded, a call to an API server that stopped answering waited for ever, and
+/// the start, the label or the mirror that made it waited with it.
+const CALL_BOUND: Duration = Duration::from_secs(5);
+
+/// One API call within [`CALL_BOUND`]; an error says what was called.
+async fn call<T>(
+    what: impl FnOnce() -> String,
+    call: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, K8sError> {
+    match tokio::time::timeout(CALL_BOUND, call).await {
+        Ok(answer) => answer.map_err(|source| K8sError::Api {
+            what: what(),
+            source,
+        }),
+        Err(_) => Err(K8sError::Unanswered {
+            what: what(),
+            after: CALL_BOUND,
+        }),
+    }
 }
 
 /// Connects to the cluster as `mode` says: `None` when off, or when `auto` finds no cluster

@@ -187,3 +187,40 @@ fn a_leader_label_the_api_refuses_is_said_at_warn_level() {
     assert!(label_of(&api, "web-7d4f-a").is_none());
     drop(runtime);
 }
+
+/// An API server that stops answering mid-call (a connection kept open and never answered) does
+/// not hold the leader label for the rest of the term: each call of the term is bounded, and a
+/// call given up is tried again. Unbounded (the client has no read timeout, for its watches),
+/// the label's one hung write kept the pod unlabelled, the Service without an endpoint, for as
+/// long as the term lasted.
+#[test]
+fn a_label_write_the_api_never_answers_is_given_up_and_tried_again() {
+    let (runtime, api) = api_on_a_runtime();
+    deployment_with_pods(&api, &["web-7d4f-a"]);
+    // The first write is the start's withdrawal of an earlier label (bounded by its caller);
+    // the second, the term's label.
+    api.hang_next_calls("pods", 2, false);
+    let redis = RedisServer::start();
+    let (_dir, a) = start_in_pod(&api, &redis, "web-7d4f-a", "web-7d4f-a", None);
+    let _a = a.healthy();
+    testbed::wait::wait_for("the leader label", Duration::from_secs(20), || {
+        label_of(&api, "web-7d4f-a").filter(|v| v == "true")
+    });
+    drop(runtime);
+}
+
+/// The start's look-up of the pod's Deployment against an API server that never answers ends
+/// the process (exit 1, as for an API error), where it waited for ever: neither leading nor
+/// following, and saying nothing.
+#[test]
+fn a_deployment_look_up_the_api_never_answers_ends_at_start() {
+    let (runtime, api) = api_on_a_runtime();
+    deployment_with_pods(&api, &["web-7d4f-a"]);
+    api.hang_next_calls("pods", 1, true);
+    let redis = RedisServer::start();
+    let (_dir, mut a) = start_in_pod(&api, &redis, "web-7d4f-a", "web-7d4f-a", None);
+    let code = a.wait_exit(Duration::from_secs(20));
+    assert_eq!(code, 1, "{}", a.log_text());
+    assert!(a.log_text().contains("get pod"), "{}", a.log_text());
+    drop(runtime);
+}

@@ -10,6 +10,7 @@ use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use super::object;
@@ -120,6 +121,12 @@ fn serve(
         }
         Some(Injected::Forbidden) => return Err(ApiError::forbidden(&call.route.resource, name)),
         Some(Injected::Internal) => return Err(ApiError::internal(&call.route.resource, name)),
+        Some(Injected::Hang) => {
+            let stopped = shared.shutdown.clone().cancelled_owned();
+            let never = futures_util::stream::once(stopped)
+                .filter_map(|()| async { None::<Result<Bytes, std::io::Error>> });
+            return Ok(axum::body::Body::from_stream(never).into_response());
+        }
         None => {}
     }
 

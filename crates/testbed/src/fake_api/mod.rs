@@ -118,6 +118,9 @@ enum Injected {
     Forbidden,
     /// 500 Internal Server Error, for reads.
     Internal,
+    /// A 200 whose body never comes (until the server stops): an API server that stopped
+    /// answering mid-reply.
+    Hang,
 }
 
 /// The fake API server; it stops (and ends its watch streams) when dropped.
@@ -285,6 +288,15 @@ impl FakeApiServer {
     /// plural answer 500 Internal Server Error (not a 503, which kube's client retries).
     pub fn fail_next_reads(&self, plural: &str, n: usize) {
         self.inject(&format!("read {plural}"), n, Injected::Internal);
+    }
+
+    /// Makes the next `n` writes to this resource plural, and with `reads` its next `n` reads
+    /// (not watches), never finish: the reply's body never comes.
+    pub fn hang_next_calls(&self, plural: &str, n: usize, reads: bool) {
+        self.inject(plural, n, Injected::Hang);
+        if reads {
+            self.inject(&format!("read {plural}"), n, Injected::Hang);
+        }
     }
 
     fn inject(&self, plural: &str, n: usize, how: Injected) {
