@@ -105,3 +105,37 @@ fn a_check_command_is_shown_without_its_secrets() {
         assert!(!shown.contains("s3cret"), "{shown}");
     }
 }
+
+/// A replica that a gate keeps out stops looking at the lease, so it stops naming the leader it
+/// saw last: that leader may stop or be replaced meanwhile. It went on naming it (in `/leader`,
+/// `leasehold_leader`, `leasehold_fencing_token`) for as long as it was out, a second leader to
+/// a query over every replica once another took over.
+#[test]
+fn a_replica_kept_out_no_longer_names_the_leader_it_saw() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let lease = unique_lease("kept-out-leader");
+    let l = Replica::spawn(&redis.url(), &lease, "l", &FAST, &[]);
+    let within = Duration::from_secs(10);
+    wait_for("l to lead", within, || {
+        (l.leader()["is_leader"] == true).then_some(())
+    });
+    set_healthy(dir.path(), "a", true);
+    let check = format!("test -f {}/a-healthy", dir.path().display());
+    let mut args = FAST.to_vec();
+    args.extend(CHECK);
+    args.extend(["--candidate-check-command", &check]);
+    let a = Replica::spawn(&redis.url(), &lease, "a", &args, &[]);
+    wait_for("a to follow l", within, || {
+        (a.leader()["leader"] == "l" && a.metric("leasehold_fencing_token") > Some(0.0))
+            .then_some(())
+    });
+    set_healthy(dir.path(), "a", false);
+    wait_for("a, kept out, to name no leader", within, || {
+        let view = a.leader();
+        (view["candidacy"]["stands"] == false
+            && view["leader"].is_null()
+            && a.metric("leasehold_fencing_token") == Some(0.0))
+        .then_some(())
+    });
+}

@@ -50,7 +50,11 @@ impl Elector {
             if !gates.standing().stands() {
                 // A gate keeps this replica out until it lets it stand, or a one-shot lock's
                 // wait is over (it never got to try); gates get one call's time to say first.
+                // It stops looking at the lease, so it names no leader it saw before.
                 self.hooks.beat(None);
+                if matches!(self.status.borrow().role, Role::Follower { .. }) {
+                    self.note_follower_view(None, None);
+                }
                 let given_up = async {
                     match give_up_at {
                         Some(at) => clock.sleep_until(at.max(gates_heard_by)).await,
