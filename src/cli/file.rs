@@ -91,6 +91,8 @@ fn with_sources(
 pub fn command() -> Command {
     super::help::concise(Cli::command()).mut_subcommands(|sub| {
         sub.mut_args(|arg| {
+            // Help names each flag's variable, never its value: one may hold a password.
+            let arg = arg.hide_env_values(true);
             if matches!(arg.get_action(), ArgAction::SetTrue) {
                 arg.value_parser(parse_switch as fn(&str) -> Result<bool, String>)
             } else {

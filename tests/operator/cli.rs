@@ -229,10 +229,47 @@ fn help_documents_every_flag_group_and_exits_zero() {
         "--lease-duration",
         "--readiness",
         "--grace-period",
-        "[env: LEASEHOLD_LEASE_DURATION=",
+        "[env: LEASEHOLD_LEASE_DURATION]",
     ] {
         assert!(stdout.contains(flag), "missing {flag}");
     }
+}
+
+/// Help shows which variable each flag reads, never the value it holds: in a pod the chart fills
+/// `LEASEHOLD_REDIS_URL` from a Secret, and `leasehold status --help` printed its password. A
+/// refused health-check URL hides its query's values as the logs do (one may be a token).
+#[test]
+fn help_and_refusals_never_show_a_secret_from_the_environment() {
+    let env = [
+        ("LEASEHOLD_REDIS_URL", "redis://:hunter2@redis:6379"),
+        (
+            "LEASEHOLD_CANDIDATE_CHECK",
+            "http://127.0.0.1:8081/h?token=abc123",
+        ),
+    ];
+    for args in [&["status", "-h"][..], &["run", "--help"], &["lock", "-h"]] {
+        let (code, stdout, stderr) = run_to_end(args, &env);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        for secret in ["hunter2", "abc123"] {
+            assert!(
+                !stdout.contains(secret),
+                "{args:?} shows {secret}:\n{stdout}"
+            );
+        }
+    }
+    let check = [(
+        "LEASEHOLD_CANDIDATE_CHECK",
+        "http://10.0.0.1:1/?token=SECRETTOK",
+    )];
+    let (code, _, stderr) = run_to_end(
+        &["run", "--kubernetes", "off", "--lease-name", "web"],
+        &check,
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("loopback") && !stderr.contains("SECRETTOK"),
+        "{stderr}"
+    );
 }
 
 #[test]
