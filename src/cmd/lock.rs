@@ -37,12 +37,16 @@ pub fn exit_code(
 ) -> i32 {
     use StepDownReason::*;
     let stopped = signalled.unwrap_or(128 + nix::libc::SIGTERM);
-    match (led, reason) {
-        (false, _) => signalled.unwrap_or(NOT_ACQUIRED),
-        (true, Some(WorkEnded | WorkFailed | WorkPanicked) | None) => command.unwrap_or(1),
-        (true, Some(Shutdown)) => command.unwrap_or(stopped),
+    match (led, command, reason) {
+        (false, ..) => signalled.unwrap_or(NOT_ACQUIRED),
+        // It ended on its own, its work done: a term that ended while leasehold stopped what it
+        // left running ended in cleanup.
+        (true, Some(code), _) => code,
+        (true, None, Some(WorkEnded | WorkFailed | WorkPanicked) | None) => 1,
+        (true, None, Some(Shutdown)) => stopped,
         (
             true,
+            None,
             Some(
                 Lost
                 | RenewDeadlinePassed
@@ -165,7 +169,9 @@ mod tests {
             (true, Some(WorkEnded), Some(0), None, 0),
             (true, Some(WorkEnded), Some(7), None, 7),
             (true, Some(WorkFailed), None, None, 1),
-            (true, Some(Lost), Some(143), None, LOST),
+            (true, Some(Lost), None, None, LOST),
+            (true, Some(Lost), Some(0), None, 0),
+            (true, Some(Handover), Some(3), None, 3),
             (true, Some(RenewDeadlinePassed), None, None, LOST),
             (true, Some(ValidityDeadlinePassed), None, None, LOST),
             (true, Some(Handover), None, None, LOST),

@@ -260,6 +260,35 @@ async fn lock_lost_while_the_command_runs_stops_it_and_exits_76() {
     );
 }
 
+/// A command that ended on its own with 0 did its work: a term lost while leasehold stops what
+/// it left running (a child that ignores SIGTERM, for the grace period) is cleanup's, and the
+/// lock exits 0. It exited 76, "lost, the command was stopped", and a Job ran the work again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_lost_while_the_commands_leftovers_stop_exits_with_the_commands_code() {
+    let redis = RedisServer::start();
+    let name = unique_lease("lock-leftovers");
+    let script = "sh -c 'trap \"\" TERM; sleep 30' & sleep 0.2; echo done; exit 0";
+    let mut lock = Lock::spawn(
+        &redis.url(),
+        &name,
+        &["--grace-period", "4s"],
+        &["sh", "-c", script],
+    );
+    wait_for("the leftover's stop", Duration::from_secs(10), || {
+        (!lock
+            .events("stopping what the command left running")
+            .is_empty())
+        .then_some(())
+    });
+    let key = lease(&redis.url(), &name, "observer", false)
+        .keys()
+        .lease
+        .clone();
+    redis.cmd::<()>(&["SET", &key, "intruder-1#1", "PX", "60000"]);
+    assert_eq!(lock.wait(Duration::from_secs(15)), 0, "{}", lock.logs());
+    assert_eq!(lock.stdout(), ["done"]);
+}
+
 /// A Redis that may evict the lease, and a lock that `--redis-eviction refuse` keeps out of the
 /// election for its `--wait` of `wait`, its command `echo ran`.
 fn gated_lock(test: &str, wait: &str) -> (RedisServer, Lock) {
