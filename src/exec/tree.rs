@@ -201,10 +201,14 @@ impl Family {
     pub fn signal(&self, members: &[Proc], signal: Signal) {
         for group in &self.groups {
             // ESRCH: the group is gone already.
-            let _ = killpg(Pid::from_raw(*group), signal);
+            for signal in then_continue(signal) {
+                let _ = killpg(Pid::from_raw(*group), signal);
+            }
         }
         for proc in members.iter().filter(|p| p.is_alive()) {
-            let _ = kill(Pid::from_raw(proc.id.pid), signal);
+            for signal in then_continue(signal) {
+                let _ = kill(Pid::from_raw(proc.id.pid), signal);
+            }
         }
     }
 
@@ -214,7 +218,9 @@ impl Family {
     pub fn signal_strays(&mut self, signal: Signal) -> Vec<Proc> {
         let (alive, _) = self.alive_members();
         for proc in alive.iter().filter(|p| !self.groups.contains(&p.pgid)) {
-            let _ = kill(Pid::from_raw(proc.id.pid), signal);
+            for signal in then_continue(signal) {
+                let _ = kill(Pid::from_raw(proc.id.pid), signal);
+            }
         }
         alive
     }
@@ -248,6 +254,12 @@ fn carries(pid: i32, entries: &[Vec<u8>]) -> bool {
     };
     let held: Vec<&[u8]> = env.split(|b| *b == 0).collect();
     entries.iter().all(|m| held.contains(&m.as_slice()))
+}
+
+/// `signal`, and after a SIGTERM a SIGCONT: a stopped process (SIGSTOP, a terminal's SIGTTIN)
+/// keeps a SIGTERM pending until it runs again, and would run its handler only when SIGKILLed.
+fn then_continue(signal: Signal) -> impl Iterator<Item = Signal> {
+    std::iter::once(signal).chain((signal == Signal::SIGTERM).then_some(Signal::SIGCONT))
 }
 
 #[cfg(test)]
