@@ -4,6 +4,7 @@
 //! for it (killing the command, so that it does not outlive leasehold). SIGHUP is handled like
 //! SIGTERM because its default action kills the process without a release: a closed terminal,
 //! or a supervisor that hangs up, would leave the successor waiting out the lease's TTL.
+//! SIGTSTP (Ctrl-Z) is ignored: the command runs in its own process group, and would go on.
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -33,6 +34,14 @@ impl Shutdown {
             int: signal(SignalKind::interrupt())?,
             hup: signal(SignalKind::hangup())?,
         };
+        let mut suspend = signal(SignalKind::from_raw(nix::libc::SIGTSTP))?;
+        tokio::spawn(async move {
+            while suspend.recv().await.is_some() {
+                warn!(
+                    "ignored SIGTSTP: stopped alone, leasehold would let its command run on past the lease; stop it with SIGTERM or SIGINT"
+                );
+            }
+        });
         let this = shutdown.clone();
         tokio::spawn(async move {
             let (first, number) = signals.next().await;

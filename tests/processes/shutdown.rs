@@ -132,3 +132,66 @@ fn a_second_sigterm_exits_at_once_and_takes_the_command_with_it() {
         assert!(!left.exists(), "{} is left", left.display());
     }
 }
+
+/// A stopped command (SIGSTOP, or a tty's SIGTTIN) runs its SIGTERM handler when leasehold stops
+/// it: a SIGCONT follows the SIGTERM, as the init systems do. Without it the signal waited
+/// for a SIGCONT that never came, and the command was SIGKILLed after the whole grace period,
+/// its cleanup never run.
+#[test]
+fn a_stopped_command_is_continued_so_that_it_can_clean_up() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("record");
+    let out_env = out.to_str().unwrap().to_owned();
+    let script = r#"trap 'echo "cleanup ran" >> "$OUT"; exit 0' TERM; echo "start $$" >> "$OUT"; while true; do sleep 0.02; done"#;
+    let args = ["--grace-period", "20s", "--no-data-loss-cooldown"];
+    let mut a = Replica::spawn_with_env(
+        &redis.url(),
+        &unique_lease("stopped-command"),
+        "a",
+        &args,
+        &["sh", "-c", script],
+        &[("OUT", out_env.as_str())],
+    );
+    let start = wait_for("the command", Duration::from_secs(10), || {
+        lines(&out).first().cloned()
+    });
+    let child: i32 = start.split(' ').nth(1).unwrap().parse().unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child), Signal::SIGSTOP).unwrap();
+    a.signal(Signal::SIGTERM);
+    assert_eq!(a.wait_exit(Duration::from_secs(10)), 0, "{}", a.log_text());
+    assert!(
+        lines(&out).iter().any(|l| l == "cleanup ran"),
+        "{:?}",
+        lines(&out)
+    );
+}
+
+/// Ctrl-Z (SIGTSTP) does not stop leasehold: its command runs in its own process group, so it
+/// went on running past the lease while leasehold, stopped, renewed nothing.
+#[test]
+fn sigtstp_is_ignored_and_the_leader_keeps_renewing() {
+    let redis = RedisServer::start();
+    let mut a = Replica::spawn(
+        &redis.url(),
+        &unique_lease("tstp"),
+        "a",
+        &["--no-data-loss-cooldown"],
+        &[],
+    );
+    wait_for("a to lead", Duration::from_secs(10), || {
+        a.is_ready().then_some(())
+    });
+    a.signal(Signal::SIGTSTP);
+    a.wait_events(
+        "ignored SIGTSTP: stopped alone, leasehold would let its command run on past the lease; stop it with SIGTERM or SIGINT",
+        1,
+        Duration::from_secs(5),
+    );
+    let renewed = a.events("renewed").len();
+    wait_for("a renewal after SIGTSTP", Duration::from_secs(10), || {
+        (a.events("renewed").len() > renewed).then_some(())
+    });
+    a.signal(Signal::SIGTERM);
+    assert_eq!(a.wait_exit(Duration::from_secs(10)), 0);
+}
