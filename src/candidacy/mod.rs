@@ -4,8 +4,8 @@
 //! again, the replica rejoins.
 //!
 //! With a singleton command the check is the command's: it runs only while leading (the
-//! command runs only then) and is not judged before the initial delay has passed since the term
-//! began (the start-up grace); a follower stands. After an unhealthy term the replica sits out
+//! command runs only then) and is not judged before the initial delay has passed since the
+//! command started, at the term's start or a restart (the start-up grace); a follower stands. After an unhealthy term the replica sits out
 //! one lease duration, so that another replica takes the lease first.
 //!
 //! Here: the checking loop; one run of the check in `probe.rs`, the verdict in `judge.rs`
@@ -34,10 +34,13 @@ pub use settings::{
 };
 
 /// Starts the check; its verdicts go to the returned receiver (for [`follow`], the gate).
-/// `status` is the elector's, read for the terms in [`Scope::Command`]. Stops when `stop` is cancelled.
+/// `status` is the elector's, read for the terms in [`Scope::Command`], and `starts` the
+/// command's starts, at each of which its start-up grace begins again. Stops when `stop` is
+/// cancelled.
 pub fn spawn(
     check: CandidateCheck,
     status: watch::Receiver<Status>,
+    starts: Option<watch::Receiver<u64>>,
     stop: CancellationToken,
 ) -> watch::Receiver<Candidacy> {
     let first = match check.scope {
@@ -59,7 +62,7 @@ pub fn spawn(
             _ = async {
                 match check.scope {
                     Scope::Replica => probe_after_grace(&check, &verdicts).await,
-                    Scope::Command { hold_off } => check_command(&check, hold_off, status, &verdicts).await,
+                    Scope::Command { hold_off } => check_command(&check, hold_off, status, starts, &verdicts).await,
                 }
             } => {}
         }
@@ -115,11 +118,13 @@ async fn probe_after_grace(check: &CandidateCheck, verdicts: &Verdicts) {
     }
 }
 
-/// The singleton command: during each term, after the start-up grace.
+/// The singleton command: during each term, after the start-up grace, which begins again at
+/// each start of the command (`--restart-command`).
 async fn check_command(
     check: &CandidateCheck,
     hold_off: Duration,
     mut status: watch::Receiver<Status>,
+    mut starts: Option<watch::Receiver<u64>>,
     verdicts: &Verdicts,
 ) {
     loop {
@@ -131,10 +136,21 @@ async fn check_command(
         let mut ended = status.clone();
         let term_ended = ended.wait_for(|s| leading(s) != Some(token));
         tokio::pin!(term_ended);
-        // The start-up grace, then the checks, until the term ends.
-        tokio::select! {
-            _ = &mut term_ended => {}
-            _ = probe_after_grace(check, verdicts) => {}
+        // The start-up grace, then the checks, until the term ends; again from a new start.
+        loop {
+            let started = async {
+                let Some(starts) = starts.as_mut() else {
+                    return std::future::pending().await;
+                };
+                if starts.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                _ = &mut term_ended => break,
+                _ = started => verdicts.set(Candidacy::Unchecked),
+                _ = probe_after_grace(check, verdicts) => break,
+            }
         }
         if !verdicts.now().stands() {
             // Sit out, so that another replica takes the lease before this one again.

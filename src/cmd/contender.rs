@@ -175,6 +175,11 @@ impl Contender {
         self
     }
 
+    /// The command's starts, if there is a command ([`Supervisor::starts`]).
+    pub(super) fn command_starts(&self) -> Option<watch::Receiver<u64>> {
+        self.supervisor.as_ref().map(Supervisor::starts)
+    }
+
     /// Gates the election on the candidate check's `verdicts`: while they do not
     /// [stand](Candidacy::stands), a follower does not contend and a leader steps down with
     /// reason `unhealthy`.

@@ -29,6 +29,7 @@ use std::time::Duration;
 use leasehold_core::locked::locked;
 use nix::sys::signal::Signal;
 use tokio::process::Command;
+use tokio::sync::watch;
 use tracing::{info, warn};
 
 use running::Running;
@@ -181,6 +182,8 @@ pub struct Supervisor {
     family: Arc<Mutex<Family>>,
     reaper: Arc<Once>,
     guard_file: Option<Arc<std::path::Path>>,
+    /// How many times the command was started.
+    starts: Arc<watch::Sender<u64>>,
 }
 
 /// What ended a run of the command.
@@ -207,12 +210,19 @@ impl Supervisor {
             family: Arc::new(Mutex::new(Family::new(lease, identity))),
             reaper: Arc::new(Once::new()),
             guard_file: None,
+            starts: Arc::new(watch::Sender::new(0)),
         };
         // Orphans come before the first term too (as PID 1, a `kubectl exec` session's).
         if tokio::runtime::Handle::try_current().is_ok() {
             supervisor.reap();
         }
         supervisor
+    }
+
+    /// How many times the command was started, told at each start (a check's start-up grace
+    /// begins at each).
+    pub fn starts(&self) -> watch::Receiver<u64> {
+        self.starts.subscribe()
     }
 
     /// Starts reaping the orphans, once.
@@ -285,6 +295,7 @@ impl Supervisor {
                 }
             };
             let pid = running.pid();
+            self.starts.send_modify(|n| *n += 1);
             info!(pid, token = token.0, command = %self.settings.shown(), "started the command");
             let ended = tokio::select! {
                 biased;

@@ -176,6 +176,38 @@ fn an_http_candidate_check_that_answers_503_makes_the_leader_step_down() {
     wait_for("a leads again", WAIT, || leads(&a).then_some(()));
 }
 
+/// With `--restart-command` the start-up grace begins again at each start of the command: its
+/// first run crashes after a second, and the next takes a second to be ready. The grace was
+/// counted from the term's start alone, so the restarted command was judged while it started,
+/// and the leader stepped down `unhealthy` with a command that was about to be ready.
+#[test]
+fn a_restarted_commands_check_waits_out_a_new_start_up_grace() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    let script = format!(
+        "if [ -e {d}/ran ]; then sleep 1; touch {d}/ready; exec sleep 60; fi; \
+         touch {d}/ran {d}/ready; sleep 1; rm -f {d}/ready; exit 1"
+    );
+    let check = format!("test -f {d}/ready");
+    let mut args = FAST.to_vec();
+    args.extend(CHECK);
+    args.extend(["--candidate-check-command", &check]);
+    args.extend(["--candidate-check-initial-delay", "2s", "--restart-command"]);
+    let a = Replica::spawn(
+        &redis.url(),
+        &lease("regrace"),
+        "a",
+        &args,
+        &["sh", "-c", &script],
+    );
+    wait_for("the restarted command's check to pass", WAIT, || {
+        (a.leader()["candidacy"]["state"] == "healthy").then_some(())
+    });
+    assert!(a.events("stepped down").is_empty(), "{}", a.log_text());
+    assert_eq!(a.events("started the command").len(), 2, "{}", a.log_text());
+}
+
 #[test]
 fn a_commands_check_waits_out_its_start_up_grace_then_ends_the_term_and_sits_out() {
     let redis = RedisServer::start();
