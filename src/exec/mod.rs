@@ -68,8 +68,8 @@ impl ExecSettings {
 /// A command line as leasehold shows it (its logs, and a candidate check's on the HTTP port):
 /// no password of a URL (`postgres://u:pw@…`) nor its query's values ([`query_hidden`]), and
 /// `***` for the value of a `NAME=value` word
-/// or of an option whose name says pass, pwd, secret, token, key or auth, also inside an
-/// argument (a shell script, a libpq string). A short option's value (`-pPASS`) is not
+/// or of an option or an HTTP header whose name says pass, pwd, secret, token, key or auth, also
+/// inside an argument (a shell script, a libpq string). A short option's value (`-pPASS`) is not
 /// recognised.
 pub fn shown(command: &[String]) -> String {
     let secret = |name: &str| {
@@ -84,6 +84,11 @@ pub fn shown(command: &[String]) -> String {
         _ => crate::lease::redact_url(w),
     };
     let secret_option = |o: &str| o.starts_with('-') && !o.contains('=') && secret(o);
+    // A header named so (`Authorization:`, `--header=X-Api-Key:`): the rest of its argument.
+    let secret_header = |w: &str| {
+        w.strip_suffix(':')
+            .is_some_and(|name| secret(name.rsplit('=').next().unwrap_or(name)))
+    };
     let mut shown = Vec::with_capacity(command.len());
     for (i, arg) in command.iter().enumerate() {
         if i.checked_sub(1).is_some_and(|i| secret_option(&command[i])) {
@@ -91,13 +96,15 @@ pub fn shown(command: &[String]) -> String {
             continue;
         }
         let words: Vec<&str> = arg.split(' ').collect();
+        let mut header = false;
         for (k, &w) in words.iter().enumerate() {
             let after_option = k.checked_sub(1).is_some_and(|k| secret_option(words[k]));
-            shown.push(if after_option {
+            shown.push(if after_option || header {
                 "***".to_owned()
             } else {
                 word(w)
             });
+            header |= secret_header(w);
         }
     }
     shown.join(" ")

@@ -292,8 +292,8 @@ fn a_lease_named_as_long_as_allowed_runs_its_command() {
 }
 
 /// No secret of the command line reaches the log: not the password of a URL nor its query's
-/// values, nor the value of an option named for a password, a secret or a token, also inside one
-/// argument (in
+/// values, nor the value of an option named for a password, a secret or a token, nor of an HTTP
+/// header named so (`Authorization: Bearer …`), also inside one argument (in
 /// `leasehold starting` and in `started the command` alike).
 #[test]
 fn the_command_line_is_logged_without_its_secrets() {
@@ -310,6 +310,9 @@ fn the_command_line_is_logged_without_its_secrets() {
         "host=db password=hunter6",
         "redis-cli --pass hunter7 ping",
         "curl https://api.example/x?access_token=hunter8&sig=hunter9",
+        "-H",
+        "Authorization: Bearer hunter10",
+        "--header=X-Api-Key: hunter11",
     ];
     let a = Replica::spawn(
         &redis.url(),
@@ -330,6 +333,7 @@ fn the_command_line_is_logged_without_its_secrets() {
     let log = a.log_text();
     for secret in [
         "hunter2", "hunter3", "hunter4", "hunter5", "hunter6", "hunter7", "hunter8", "hunter9",
+        "hunter10", "hunter11",
     ] {
         assert!(!log.contains(secret), "{secret} in the log:\n{log}");
     }
