@@ -89,8 +89,17 @@ fn with_sources(
 /// The clap tree, with every switch reading its variable through `parse_switch`, and `-h`
 /// shorter than `--help` (`help::concise`).
 pub fn command() -> Command {
+    // Inside a leasehold's command (it has a term's token), `LEASEHOLD_GUARD_FILE` names that
+    // leasehold's guard file: a `run` or `lock` there takes a file of its own.
+    let nested = std::env::var_os(crate::exec::TOKEN_ENV).is_some();
     super::help::concise(Cli::command()).mut_subcommands(|sub| {
+        let writes_a_guard = matches!(sub.get_name(), "run" | "lock");
         sub.mut_args(|arg| {
+            let arg = if nested && writes_a_guard && arg.get_id() == "guard_file" {
+                arg.env(None)
+            } else {
+                arg
+            };
             // Help names each flag's variable, never its value: one may hold a password.
             let arg = arg.hide_env_values(true);
             if matches!(arg.get_action(), ArgAction::SetTrue) {

@@ -5,6 +5,7 @@
 //! releases share.
 
 mod candidacy;
+mod candidacy_flags;
 mod elector;
 mod eviction;
 mod foreign_keys;

@@ -289,6 +289,24 @@ async fn a_lock_lost_while_the_commands_leftovers_stop_exits_with_the_commands_c
     assert_eq!(lock.stdout(), ["done"]);
 }
 
+/// A lock taken inside another leasehold's command claims a guard file of its own: the
+/// `LEASEHOLD_GUARD_FILE` it inherits names its parent's, which it took for its own
+/// `--guard-file` and was refused (exit 2, "another live leasehold writes this file").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_inside_a_lock_takes_its_own_guard_file() {
+    let redis = RedisServer::start();
+    let (outer, inner) = (unique_lease("lock-outer"), unique_lease("lock-inner"));
+    let script = format!(
+        "{} lock --redis-url {} --lease-name {inner} --kubernetes off --no-data-loss-cooldown \
+         -- sh -c 'echo inner ran; leasehold_guard=$LEASEHOLD_GUARD_FILE; [ \"$leasehold_guard\" != \"$0\" ] && echo own file' \"$LEASEHOLD_GUARD_FILE\"",
+        leasehold_bin(),
+        redis.url()
+    );
+    let mut lock = Lock::spawn(&redis.url(), &outer, &[], &["sh", "-c", &script]);
+    assert_eq!(lock.wait(Duration::from_secs(20)), 0, "{}", lock.logs());
+    assert_eq!(lock.stdout(), ["inner ran", "own file"], "{}", lock.logs());
+}
+
 /// A Redis that may evict the lease, and a lock that `--redis-eviction refuse` keeps out of the
 /// election for its `--wait` of `wait`, its command `echo ran`.
 fn gated_lock(test: &str, wait: &str) -> (RedisServer, Lock) {
