@@ -29,12 +29,17 @@ pub enum TelemetryError {
     },
 }
 
-/// Checks a filter without installing it, so that a bad one is refused with exit code 2.
-fn parse_filter(filter: &str) -> Result<EnvFilter, TelemetryError> {
-    EnvFilter::try_new(filter).map_err(|e| TelemetryError::Filter {
+/// Checks a filter without installing it, so that a bad one is refused with exit code 2; also a
+/// blank one, which would keep no line, errors included.
+pub fn parse_filter(filter: &str) -> Result<EnvFilter, TelemetryError> {
+    let refused = |reason: String| TelemetryError::Filter {
         filter: filter.to_owned(),
-        reason: e.to_string(),
-    })
+        reason,
+    };
+    if filter.trim().is_empty() {
+        return Err(refused("empty: it keeps no line, errors included".into()));
+    }
+    EnvFilter::try_new(filter).map_err(|e| refused(e.to_string()))
 }
 
 /// What the logs look like and which lines they keep.

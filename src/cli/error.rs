@@ -179,6 +179,7 @@ impl CliError {
             | CliError::Order { flag, .. }
             | CliError::Misplaced { flag, .. } => vec![flag.trim_start_matches('-').to_owned()],
             CliError::RedisUrl { .. } => vec!["redis-url".to_owned()],
+            CliError::Log(_) => vec!["log".to_owned()],
             CliError::Timing(TooShort { field, .. } | TooLong { field, .. }) => {
                 vec![timing(*field)]
             }

@@ -18,7 +18,7 @@ use crate::guard::caller::{self, CallerError, CallerTerm};
 use crate::guard::check::GuardCheck;
 use crate::k8s::{KubeSettings, names};
 use crate::lease::{LeaseName, OwnerId};
-use crate::telemetry::LogSettings;
+use crate::telemetry::{LogSettings, parse_filter};
 
 const LEASE_DURATION_BOUND: &str = "must be at most 1h: a leader that dies without releasing holds the lease this long, and after Redis lost its data every replica waits this long";
 const BELOW_LEASE_DURATION_BOUND: &str =
@@ -59,16 +59,16 @@ pub fn invocation(mut cli: Cli, env: &Environment) -> Result<Invocation, CliErro
 
 fn resolved(cli: Cli, env: &Environment) -> Result<Invocation, CliError> {
     let invocation = match cli.command {
-        Command::Run(args) => Invocation::Run(args.resolve(env)?, args.log.settings(env)),
-        Command::Status(args) => Invocation::Status(args.resolve(env)?, args.log.settings(env)),
+        Command::Run(args) => Invocation::Run(args.resolve(env)?, args.log.settings(env)?),
+        Command::Status(args) => Invocation::Status(args.resolve(env)?, args.log.settings(env)?),
         Command::Guard(args) => Invocation::Guard(args.check()?),
         Command::StepDown(args) => {
-            Invocation::StepDown(args.resolve(env)?, args.status.log.settings(env))
+            Invocation::StepDown(args.resolve(env)?, args.status.log.settings(env)?)
         }
         Command::RemoveKeys(args) => {
-            Invocation::RemoveKeys(args.resolve(env)?, args.status.log.settings(env))
+            Invocation::RemoveKeys(args.resolve(env)?, args.status.log.settings(env)?)
         }
-        Command::Lock(args) => Invocation::Lock(args.resolve(env)?, args.log.settings(env)),
+        Command::Lock(args) => Invocation::Lock(args.resolve(env)?, args.log.settings(env)?),
         Command::Completions(args) => Invocation::Completions(args.shell),
     };
     if let Some(redis) = invocation.redis() {
@@ -104,15 +104,24 @@ impl GuardArgs {
 }
 
 impl LogArgs {
-    /// The log settings: the filter is `--log`, else `$RUST_LOG`, else `info`.
-    pub fn settings(&self, env: &Environment) -> LogSettings {
-        LogSettings {
-            format: self.log_format,
-            filter: self
-                .log
-                .clone()
-                .or_else(|| env.rust_log.clone())
-                .unwrap_or_else(|| "info".to_owned()),
+    /// The log settings: the filter is `--log`, else `$RUST_LOG`, else `info`; refused when it
+    /// does not parse or keeps nothing ([`parse_filter`]).
+    pub fn settings(&self, env: &Environment) -> Result<LogSettings, CliError> {
+        let (filter, rust_log) = match (&self.log, &env.rust_log) {
+            (Some(log), _) => (log.clone(), false),
+            (None, Some(rust_log)) => (rust_log.clone(), true),
+            (None, None) => ("info".to_owned(), false),
+        };
+        match parse_filter(&filter) {
+            Ok(_) => Ok(LogSettings {
+                format: self.log_format,
+                filter,
+            }),
+            Err(e) if rust_log => Err(CliError::From {
+                error: Box::new(e.into()),
+                from: "$RUST_LOG".to_owned(),
+            }),
+            Err(e) => Err(e.into()),
         }
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use harness::replica::{exit_within, run_to_end};
 
-use crate::refusal::{refused, run_refused};
+use crate::refusal::{refused, refused_saying, run_refused};
 use harness::replica::run_without_redis;
 
 #[test]
@@ -186,6 +186,28 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
     for (args, want) in cases {
         run_refused(args, want);
     }
+}
+
+/// A log filter that keeps nothing (`--log ''`, `LEASEHOLD_LOG=`) is refused: accepted, it kept
+/// no line, errors included. A filter that does not parse names where it came from.
+#[test]
+fn a_log_filter_that_keeps_nothing_or_does_not_parse_is_refused_naming_its_source() {
+    let status = ["status", "--lease-name", "web"];
+    refused(
+        &[&status[..], &["--log", ""]].concat(),
+        &[],
+        "--log ``: not a valid filter",
+    );
+    refused_saying(
+        &status,
+        &[("LEASEHOLD_LOG", " ")],
+        &["--log ` `: not a valid filter", "$LEASEHOLD_LOG"],
+    );
+    refused_saying(
+        &status,
+        &[("RUST_LOG", "info,foo=[")],
+        &["--log `info,foo=[`: not a valid filter", "$RUST_LOG"],
+    );
 }
 
 #[test]
