@@ -92,7 +92,8 @@ fn progress(old: &Holder, to: Option<&str>, seen: &Observation) -> Progress {
         // A value without expiry, which leasehold never writes: nobody leads until it is deleted.
         Some(now) if now.remaining.is_none() && !now.vanished => Progress::Other(now.clone()),
         Some(now) if now.term_value() != old.term_value() => match to {
-            _ if now.identity() == old.identity() => Progress::Other(now.clone()),
+            // The same process (its owner id; two processes may share an identity).
+            _ if now.owner == old.owner => Progress::Other(now.clone()),
             Some(to) if now.identity() != to => Progress::Other(now.clone()),
             _ => Progress::Done(now.clone()),
         },
@@ -275,6 +276,7 @@ mod tests {
     fn progress_table() {
         let a = "web-a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e";
         let b = "web-b-1b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e";
+        let a2 = "web-a-9f3d1c7a-2b4e-4c8d-8e1f-5a6b7c8d9e0f";
         let old = holder(a, 5);
         let foreign = Holder {
             remaining: None,
@@ -288,6 +290,8 @@ mod tests {
             (None, Some(holder(b, 6)), Progress::Done(holder(b, 6))),
             // The old leader in a new term took back what nobody else took: not a handover.
             (None, Some(holder(a, 7)), Progress::Other(holder(a, 7))),
+            // Another process of the same identity (two replicas on one host) took it over.
+            (None, Some(holder(a2, 7)), Progress::Done(holder(a2, 7))),
             (
                 Some("web-b"),
                 Some(holder(b, 6)),
