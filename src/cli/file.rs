@@ -168,7 +168,7 @@ fn name_the_variable(mut error: clap::Error, command: &Command, argv: &[OsString
 /// The file's values as defaults of `sub`'s arguments (by id), each checked by the argument's
 /// own value parser; those the command line or the environment give are left out, and so are,
 /// for an operator command, the keys of `run` and `lock` (one file serves them and the
-/// operator commands run in their pod). Any other key that is no long flag of `sub`, a switch
+/// operator commands run in their pod), also those it shares with another meaning (`wait`). Any other key that is no long flag of `sub`, a switch
 /// given other than true or false, and a key that conflicts with a flag given or with another
 /// key of the file are refused.
 fn file_defaults(
@@ -191,17 +191,23 @@ fn file_defaults(
     let mut defaults = Vec::new();
     for (key, value) in file {
         let named = |a: &Arg| a.get_long() == Some(key.as_str()) && key != "config";
-        let Some(arg) = sub.get_arguments().find(|a| named(a)) else {
-            let operator = ["status", "step-down", "remove-keys"].contains(&sub.get_name());
-            let mut served = root
-                .get_subcommands()
+        let operator = ["status", "step-down", "remove-keys"].contains(&sub.get_name());
+        let served = || {
+            root.get_subcommands()
                 .filter(|s| ["run", "lock"].contains(&s.get_name()))
-                .flat_map(Command::get_arguments);
-            if operator && served.any(named) {
+                .flat_map(Command::get_arguments)
+        };
+        let Some(arg) = sub.get_arguments().find(|a| named(a)) else {
+            if operator && served().any(named) {
                 continue;
             }
             return Err(unknown_key(sub, path, &key));
         };
+        // A key that `run` or `lock` read under another variable means something else there
+        // (`wait`): theirs.
+        if operator && served().any(|a| named(a) && a.get_env() != arg.get_env()) {
+            continue;
+        }
         let is_switch = matches!(arg.get_action(), ArgAction::SetTrue);
         // What the command line or the environment gives, the file does not.
         if is_given(arg.get_id().as_str()) {

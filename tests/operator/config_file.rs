@@ -154,3 +154,21 @@ fn one_config_file_serves_every_command() {
     );
     assert!(stderr.contains("redis at redis://127.0.0.1:1"), "{stderr}");
 }
+
+/// A key that `lock` reads with another meaning (`wait`: how long to try for the lock) is the
+/// lock's in a file that serves both: `step-down` took it for its own wait, and a lock's
+/// `wait: 0s` refused every step-down (exit 2), a `wait: 10m` held it for ten minutes.
+#[test]
+fn a_locks_wait_in_a_shared_file_is_not_step_downs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leasehold.yaml");
+    let text = "wait: 0s\nlease-name: web\nredis-url: redis://127.0.0.1:1\n";
+    std::fs::write(&path, text).unwrap();
+    let env = [("LEASEHOLD_CONFIG", path.to_str().unwrap())];
+    let (code, _stdout, stderr) = harness::replica::run_to_end(&["step-down"], &env);
+    assert_eq!(
+        code, 1,
+        "step-down tried the Redis the file names: {stderr}"
+    );
+    assert!(stderr.contains("redis at redis://127.0.0.1:1"), "{stderr}");
+}
