@@ -47,6 +47,16 @@ fn the_rendered_rules_pass_promtool_check_rules() {
     }
 }
 
+/// The clock alert's step-down part outlasts its `for: 5m` with any pause window: with one of
+/// 5m it was true for 5m after a step-down, and never fired.
+#[test]
+fn a_clock_step_warns_with_a_pause_window_no_longer_than_the_alerts_for() {
+    let file = "short-pause-window.test.yaml";
+    let dir = rules_dir(&rule_values("  pauseWindow: 5m\n", ""), Some(file));
+    let (code, out) = run_promtool(dir.path(), &["test", "rules", file], None);
+    assert_eq!(code, 0, "promtool test rules {file}:\n{out}");
+}
+
 #[test]
 fn every_alert_fires_and_stays_quiet_in_the_promtool_unit_tests() {
     let file = "default-values.test.yaml";
