@@ -134,7 +134,7 @@ fn without_common_metadata_no_object_gains_an_annotations_block() {
 }
 
 #[test]
-fn common_labels_that_would_take_the_charts_own_keys_are_refused() {
+fn common_or_pod_labels_that_would_take_the_charts_own_keys_are_refused() {
     for (values, words) in [
         (
             "commonLabels:\n  app.kubernetes.io/name: other\n",
@@ -151,6 +151,16 @@ fn common_labels_that_would_take_the_charts_own_keys_are_refused() {
         (
             "leaderLabel: example.com/active\ncommonLabels:\n  example.com/active: \"true\"\n",
             "commonLabels: example.com/active is the leader label",
+        ),
+        // The pods' own labels by the same rules: rendered, one unselected the Deployment's
+        // pods (refused by the API server), the other made every pod the leader's to the Service.
+        (
+            "podLabels:\n  app.kubernetes.io/instance: other\n",
+            "podLabels: app.kubernetes.io/instance is one of the chart's own labels",
+        ),
+        (
+            "podLabels:\n  leasehold.io/leader: \"true\"\n",
+            "podLabels: leasehold.io/leader is the leader label (leaderLabel)",
         ),
     ] {
         let err = refused(values);

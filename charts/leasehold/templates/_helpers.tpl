@@ -330,13 +330,16 @@ value and the rule.
 {{- if and .Values.redis.sentinelPasswordKey .Values.redis.url (not .Values.redis.urlKey) (not (contains "+sentinel://" .Values.redis.url)) }}
 {{- fail "redis.sentinelPasswordKey is only for redis+sentinel:// URLs" }}
 {{- end }}
-{{- range $key, $_ := .Values.commonLabels }}
+{{- range $values := list "commonLabels" "podLabels" }}
+{{- $labels := index $.Values $values | default dict }}
+{{- range $key, $_ := $labels }}
 {{- if or (eq $key "helm.sh/chart") (hasPrefix "app.kubernetes.io/" $key) }}
-{{- fail (printf "commonLabels: %s is one of the chart's own labels (helm.sh/chart, app.kubernetes.io/*), which name the release and select its pods; choose another key" $key) }}
+{{- fail (printf "%s: %s is one of the chart's own labels (helm.sh/chart, app.kubernetes.io/*), which name the release and select its pods; choose another key" $values $key) }}
 {{- end }}
 {{- end }}
-{{- if hasKey (.Values.commonLabels | default dict) .Values.leaderLabel }}
-{{- fail (printf "commonLabels: %s is the leader label (leaderLabel), which leasehold keeps on the leader's pod alone; choose another key" .Values.leaderLabel) }}
+{{- if hasKey $labels $.Values.leaderLabel }}
+{{- fail (printf "%s: %s is the leader label (leaderLabel), which leasehold keeps on the leader's pod alone; choose another key" $values $.Values.leaderLabel) }}
+{{- end }}
 {{- end }}
 {{- if and .Values.exec.enabled (not .Values.exec.command) }}
 {{- fail "exec.enabled: exec.command must name the command to run while leading, e.g. [\"/app/worker\"]" }}
