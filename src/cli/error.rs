@@ -203,9 +203,14 @@ impl CliError {
         if from.is_empty() {
             return self;
         }
+        self.came_from(from.join(" and "))
+    }
+
+    /// This refusal, of a value that came from `from` (`$POD_NAME`).
+    pub fn came_from(self, from: impl Into<String>) -> Self {
         CliError::From {
             error: Box::new(self),
-            from: from.join(" and "),
+            from: from.into(),
         }
     }
 

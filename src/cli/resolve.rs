@@ -136,7 +136,10 @@ impl LeaseArgs {
 
     fn resolve(&self, env: &Environment) -> Result<LeaseSource, CliError> {
         let namespace = self.namespace(env);
-        check_dns_label("namespace", &namespace)?;
+        check_dns_label("namespace", &namespace).map_err(|e| match &self.namespace {
+            None if env.pod_namespace.is_some() => e.came_from("$POD_NAMESPACE"),
+            _ => e,
+        })?;
         match &self.lease_name {
             Some(name) => {
                 let full = if name.contains('/') {
@@ -283,8 +286,14 @@ impl ContenderArgs {
                     "no identity: pass --identity, or set POD_NAME (downward API)",
                 )
             })?;
-        OwnerId::check_identity(&identity)
-            .map_err(|e| CliError::value("identity", &identity, e.to_string()))?;
+        OwnerId::check_identity(&identity).map_err(|e| {
+            let refused = CliError::value("identity", &identity, e.to_string());
+            match (&self.identity, &env.pod_name) {
+                (Some(_), _) => refused,
+                (None, Some(_)) => refused.came_from("$POD_NAME"),
+                (None, None) => refused.came_from("the host name"),
+            }
+        })?;
         Ok(ContenderSettings {
             redis,
             eviction: self.contender_redis.redis_eviction,

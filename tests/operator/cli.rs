@@ -210,6 +210,21 @@ fn a_log_filter_that_keeps_nothing_or_does_not_parse_is_refused_naming_its_sourc
     );
 }
 
+/// A namespace or an identity refused names the variable it came from when no flag gave it.
+#[test]
+fn a_refused_namespace_or_identity_from_the_pod_names_its_variable() {
+    refused_saying(
+        &["status", "--lease-name", "web"],
+        &[("POD_NAMESPACE", "Bad_NS")],
+        &["--namespace `Bad_NS`", "$POD_NAMESPACE"],
+    );
+    refused_saying(
+        &["run", "--kubernetes", "off", "--lease-name", "web"],
+        &[("POD_NAME", "web a")],
+        &["--identity `web a`", "$POD_NAME"],
+    );
+}
+
 #[test]
 fn status_refuses_bad_input_too() {
     refused(
