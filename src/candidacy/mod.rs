@@ -25,6 +25,7 @@ use tracing::{info, warn};
 
 pub use crate::board::Candidacy;
 use crate::elector::{Role, Status};
+use crate::exec::CommandRun;
 use crate::lease::FencingToken;
 pub use gate::{CANDIDACY, follow, standing};
 use judge::{Tally, Thresholds, judge};
@@ -34,13 +35,13 @@ pub use settings::{
 };
 
 /// Starts the check; its verdicts go to the returned receiver (for [`follow`], the gate).
-/// `status` is the elector's, read for the terms in [`Scope::Command`], and `starts` the
-/// command's starts, at each of which its start-up grace begins again. Stops when `stop` is
+/// `status` is the elector's, read for the terms in [`Scope::Command`], and `runs` the
+/// command's starts and exits ([`check_command`]). Stops when `stop` is
 /// cancelled.
 pub fn spawn(
     check: CandidateCheck,
     status: watch::Receiver<Status>,
-    starts: Option<watch::Receiver<u64>>,
+    runs: Option<watch::Receiver<CommandRun>>,
     stop: CancellationToken,
 ) -> watch::Receiver<Candidacy> {
     let first = match check.scope {
@@ -61,8 +62,8 @@ pub fn spawn(
             _ = stop.cancelled() => {}
             _ = async {
                 match check.scope {
-                    Scope::Replica => probe_after_grace(&check, &verdicts).await,
-                    Scope::Command { hold_off } => check_command(&check, hold_off, status, starts, &verdicts).await,
+                    Scope::Replica => probe_after_grace(&check, &verdicts, &mut Tally::default()).await,
+                    Scope::Command { hold_off } => check_command(&check, hold_off, status, runs, &verdicts).await,
                 }
             } => {}
         }
@@ -100,31 +101,57 @@ impl Verdicts {
     }
 }
 
-/// The start-up grace, then a probe every period, each judged with the tally so far: a
-/// replica's app from start, forever; the singleton command's during each term.
-async fn probe_after_grace(check: &CandidateCheck, verdicts: &Verdicts) {
+/// The start-up grace, then a probe every period, each judged with `tally`, the results so far:
+/// a replica's app from start, forever; the singleton command's during each term.
+async fn probe_after_grace(check: &CandidateCheck, verdicts: &Verdicts, tally: &mut Tally) {
     tokio::time::sleep(check.initial_delay).await;
-    let thresholds = Thresholds {
-        failure: check.failure_threshold,
-        success: check.success_threshold,
-    };
-    let mut tally = Tally::default();
     loop {
         let result = check.probe.run(check.timeout).await;
-        let (verdict, next) = judge(&verdicts.now(), tally, result, thresholds);
-        tally = next;
-        verdicts.set(verdict);
+        verdicts.judge(tally, result, check);
         tokio::time::sleep(check.period).await;
     }
 }
 
-/// The singleton command: during each term, after the start-up grace, which begins again at
-/// each start of the command (`--restart-command`).
+impl Verdicts {
+    /// The verdict after one more `result`, counted in `tally`.
+    fn judge(&self, tally: &mut Tally, result: Result<(), String>, check: &CandidateCheck) {
+        let thresholds = Thresholds {
+            failure: check.failure_threshold,
+            success: check.success_threshold,
+        };
+        let (verdict, next) = judge(&self.now(), *tally, result, thresholds);
+        *tally = next;
+        self.set(verdict);
+    }
+}
+
+/// The command's next start or exit in term `token`.
+async fn next_run(
+    runs: &mut Option<watch::Receiver<CommandRun>>,
+    token: FencingToken,
+) -> CommandRun {
+    let Some(runs) = runs.as_mut() else {
+        return std::future::pending().await;
+    };
+    loop {
+        if runs.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        let run = *runs.borrow_and_update();
+        if run.term == token {
+            return run;
+        }
+    }
+}
+
+/// The singleton command: during each term while it runs, after the start-up grace, which
+/// begins again at each start; a restart (`--restart-command`) counts as a failed check, so
+/// that a command that crashes again and again is unhealthy within the term.
 async fn check_command(
     check: &CandidateCheck,
     hold_off: Duration,
     mut status: watch::Receiver<Status>,
-    mut starts: Option<watch::Receiver<u64>>,
+    mut runs: Option<watch::Receiver<CommandRun>>,
     verdicts: &Verdicts,
 ) {
     loop {
@@ -136,20 +163,19 @@ async fn check_command(
         let mut ended = status.clone();
         let term_ended = ended.wait_for(|s| leading(s) != Some(token));
         tokio::pin!(term_ended);
-        // The start-up grace, then the checks, until the term ends; again from a new start.
+        // The start-up grace, then the checks, until the term ends; again from each start.
+        let (mut tally, mut running) = (Tally::default(), true);
         loop {
-            let started = async {
-                let Some(starts) = starts.as_mut() else {
-                    return std::future::pending().await;
-                };
-                if starts.changed().await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            };
-            tokio::select! {
+            let run = tokio::select! {
+                biased;
                 _ = &mut term_ended => break,
-                _ = started => verdicts.set(Candidacy::Unchecked),
-                _ = probe_after_grace(check, verdicts) => break,
+                run = next_run(&mut runs, token) => run,
+                _ = probe_after_grace(check, verdicts, &mut tally), if running => break,
+            };
+            running = run.running;
+            if running && run.number > 1 {
+                let exited = "the command exited and was started again".to_owned();
+                verdicts.judge(&mut tally, Err(exited), check);
             }
         }
         if !verdicts.now().stands() {

@@ -54,8 +54,8 @@ pub struct CandidacyArgs {
         allow_negative_numbers = true
     )]
     pub candidate_check_success_threshold: Option<u32>,
-    /// Time before the first check (initialDelaySeconds): from start, or with a command from the
-    /// start of each term, as the command's start-up grace [default: 0s].
+    /// Time before the first check (initialDelaySeconds): from start, or with a command from each
+    /// start of the command, as its start-up grace [default: 0s].
     #[arg(long, env = "LEASEHOLD_CANDIDATE_CHECK_INITIAL_DELAY", value_parser = parse_duration, allow_hyphen_values = true)]
     pub candidate_check_initial_delay: Option<Duration>,
 }

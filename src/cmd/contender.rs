@@ -19,7 +19,7 @@ use crate::clock_gate::ClockRateGate;
 use crate::clock_watch::ClockWatch;
 use crate::elector::{Elector, Leadership, Standing};
 use crate::eviction::{EvictionWatch, refused_as_unsafe};
-use crate::exec::{ExecError, Supervisor};
+use crate::exec::{CommandRun, ExecError, Supervisor};
 use crate::guard::{GuardFile, GuardHooks};
 use crate::heartbeat::Heartbeat;
 use crate::k8s::Publisher;
@@ -175,9 +175,9 @@ impl Contender {
         self
     }
 
-    /// The command's starts, if there is a command ([`Supervisor::starts`]).
-    pub(super) fn command_starts(&self) -> Option<watch::Receiver<u64>> {
-        self.supervisor.as_ref().map(Supervisor::starts)
+    /// The command's starts and exits, if there is a command ([`Supervisor::runs`]).
+    pub(super) fn command_runs(&self) -> Option<watch::Receiver<CommandRun>> {
+        self.supervisor.as_ref().map(Supervisor::runs)
     }
 
     /// Gates the election on the candidate check's `verdicts`: while they do not

@@ -51,7 +51,7 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
         let verdicts = crate::candidacy::spawn(
             check,
             contender.elector.status(),
-            contender.command_starts(),
+            contender.command_runs(),
             shutdown.token().child_token(),
         );
         contender = contender.with_candidacy(verdicts);

@@ -36,6 +36,7 @@ use running::Running;
 use tree::Family;
 
 use crate::elector::{Leadership, NotLeader, StepDownReason};
+use crate::lease::FencingToken;
 
 /// The singleton command and how to stop it. `Debug` shows the command as the logs do.
 #[derive(Clone)]
@@ -189,8 +190,20 @@ pub struct Supervisor {
     family: Arc<Mutex<Family>>,
     reaper: Arc<Once>,
     guard_file: Option<Arc<std::path::Path>>,
-    /// How many times the command was started.
-    starts: Arc<watch::Sender<u64>>,
+    /// The command's last start or exit.
+    runs: Arc<watch::Sender<CommandRun>>,
+}
+
+/// A run of the command, as the supervisor tells it: the `number`-th start in term `term`, and
+/// whether it runs (or exited on its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommandRun {
+    /// The term.
+    pub term: FencingToken,
+    /// Its number in the term (1: the first).
+    pub number: u32,
+    /// Running, or exited.
+    pub running: bool,
 }
 
 /// What ended a run of the command.
@@ -217,7 +230,11 @@ impl Supervisor {
             family: Arc::new(Mutex::new(Family::new(lease, identity))),
             reaper: Arc::new(Once::new()),
             guard_file: None,
-            starts: Arc::new(watch::Sender::new(0)),
+            runs: Arc::new(watch::Sender::new(CommandRun {
+                term: FencingToken(0),
+                number: 0,
+                running: false,
+            })),
         };
         // Orphans come before the first term too (as PID 1, a `kubectl exec` session's).
         if tokio::runtime::Handle::try_current().is_ok() {
@@ -226,10 +243,10 @@ impl Supervisor {
         supervisor
     }
 
-    /// How many times the command was started, told at each start (a check's start-up grace
-    /// begins at each).
-    pub fn starts(&self) -> watch::Receiver<u64> {
-        self.starts.subscribe()
+    /// The command's starts and exits (a check's start-up grace begins at each start, and a
+    /// restart counts as a failed check).
+    pub fn runs(&self) -> watch::Receiver<CommandRun> {
+        self.runs.subscribe()
     }
 
     /// Starts reaping the orphans, once.
@@ -284,6 +301,7 @@ impl Supervisor {
     /// ends and before a restart.
     pub async fn lead(&self, leadership: Leadership) -> Result<(), ExecError> {
         self.reap();
+        let mut started = 0;
         loop {
             let token = leadership.check()?;
             let mut running = match self.spawn(&leadership) {
@@ -302,7 +320,13 @@ impl Supervisor {
                 }
             };
             let pid = running.pid();
-            self.starts.send_modify(|n| *n += 1);
+            started += 1;
+            let mut run = CommandRun {
+                term: token,
+                number: started,
+                running: true,
+            };
+            self.runs.send_replace(run);
             info!(pid, token = token.0, command = %self.settings.shown(), "started the command");
             let ended = tokio::select! {
                 biased;
@@ -342,6 +366,8 @@ impl Supervisor {
                 Ended::Exited(status) => status,
             };
             let code = status.map(exit_code).unwrap_or(1);
+            run.running = false;
+            self.runs.send_replace(run);
             let left = running.alive();
             if left > 0 {
                 info!(

@@ -208,6 +208,25 @@ fn a_restarted_commands_check_waits_out_a_new_start_up_grace() {
     assert_eq!(a.events("started the command").len(), 2, "{}", a.log_text());
 }
 
+/// A command that crashes again and again within its start-up grace is unhealthy all the same:
+/// each restart counts as a failed check, so the leader steps down and sits out (the grace,
+/// begun again at each start, kept it from ever being judged).
+#[test]
+fn a_command_that_crashes_again_and_again_is_unhealthy_within_its_grace() {
+    let redis = RedisServer::start();
+    let mut args = FAST.to_vec();
+    args.extend(CHECK);
+    args.extend(["--candidate-check-command", "true"]);
+    args.extend(["--candidate-check-initial-delay", "1h", "--restart-command"]);
+    let command = ["sh", "-c", "sleep 0.2; exit 3"];
+    let a = Replica::spawn(&redis.url(), &lease("crash-loop"), "a", &args, &command);
+    wait_for("a steps down as unhealthy", WAIT, || {
+        (a.leader()["last_step_down"]["reason"] == "unhealthy").then_some(())
+    });
+    let reason = a.leader()["last_step_down"]["detail"].to_string();
+    assert!(reason.contains("started again"), "{reason}");
+}
+
 #[test]
 fn a_commands_check_waits_out_its_start_up_grace_then_ends_the_term_and_sits_out() {
     let redis = RedisServer::start();
