@@ -156,7 +156,7 @@ fn common_or_pod_labels_that_would_take_the_charts_own_keys_are_refused() {
         // pods (refused by the API server), the other made every pod the leader's to the Service.
         (
             "podLabels:\n  app.kubernetes.io/instance: other\n",
-            "podLabels: app.kubernetes.io/instance is one of the chart's own labels",
+            "podLabels: app.kubernetes.io/instance is one of the labels that select the release's pods",
         ),
         (
             "podLabels:\n  leasehold.io/leader: \"true\"\n",
@@ -166,6 +166,11 @@ fn common_or_pod_labels_that_would_take_the_charts_own_keys_are_refused() {
         let err = refused(values);
         assert!(err.contains(words), "{values}: {err}");
     }
+    // The pods carry the selector's keys alone of the chart's: others are the user's to set.
+    let rendered = helm::render("podLabels:\n  app.kubernetes.io/version: \"1.2\"\n");
+    let (deployment, _) = helm::deployment(&rendered);
+    let labels = deployment.spec.template.metadata.unwrap().labels.unwrap();
+    assert_eq!(labels["app.kubernetes.io/version"], "1.2");
 }
 
 harness::schema_rule! {

@@ -330,13 +330,18 @@ value and the rule.
 {{- if and .Values.redis.sentinelPasswordKey .Values.redis.url (not .Values.redis.urlKey) (not (contains "+sentinel://" .Values.redis.url)) }}
 {{- fail "redis.sentinelPasswordKey is only for redis+sentinel:// URLs" }}
 {{- end }}
+{{- range $key, $_ := .Values.commonLabels }}
+{{- if or (eq $key "helm.sh/chart") (hasPrefix "app.kubernetes.io/" $key) }}
+{{- fail (printf "commonLabels: %s is one of the chart's own labels (helm.sh/chart, app.kubernetes.io/*), which name the release and select its pods; choose another key" $key) }}
+{{- end }}
+{{- end }}
+{{- range $key, $_ := .Values.podLabels }}
+{{- if has $key (list "app.kubernetes.io/name" "app.kubernetes.io/instance") }}
+{{- fail (printf "podLabels: %s is one of the labels that select the release's pods; choose another key" $key) }}
+{{- end }}
+{{- end }}
 {{- range $values := list "commonLabels" "podLabels" }}
 {{- $labels := index $.Values $values | default dict }}
-{{- range $key, $_ := $labels }}
-{{- if or (eq $key "helm.sh/chart") (hasPrefix "app.kubernetes.io/" $key) }}
-{{- fail (printf "%s: %s is one of the chart's own labels (helm.sh/chart, app.kubernetes.io/*), which name the release and select its pods; choose another key" $values $key) }}
-{{- end }}
-{{- end }}
 {{- if hasKey $labels $.Values.leaderLabel }}
 {{- fail (printf "%s: %s is the leader label (leaderLabel), which leasehold keeps on the leader's pod alone; choose another key" $values $.Values.leaderLabel) }}
 {{- end }}
