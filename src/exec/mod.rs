@@ -69,13 +69,14 @@ impl ExecSettings {
 /// A command line as leasehold shows it (its logs, and a candidate check's on the HTTP port):
 /// no password of a URL (`postgres://u:pw@…`) nor its query's values ([`query_hidden`]), and
 /// `***` for the value of a `NAME=value` word
-/// or of an option or an HTTP header whose name says pass, pwd, secret, token, key or auth, also
+/// or of an option or an HTTP header whose name says pass, pwd, secret, token, key, auth or
+/// cookie, also
 /// inside an argument (a shell script, a libpq string). A short option's value (`-pPASS`) is not
 /// recognised.
 pub fn shown(command: &[String]) -> String {
     let secret = |name: &str| {
         let name = name.to_ascii_lowercase();
-        ["pass", "pwd", "secret", "token", "key", "auth"]
+        ["pass", "pwd", "secret", "token", "key", "auth", "cookie"]
             .iter()
             .any(|w| name.contains(w))
     };
@@ -85,10 +86,11 @@ pub fn shown(command: &[String]) -> String {
         _ => crate::lease::redact_url(w),
     };
     let secret_option = |o: &str| o.starts_with('-') && !o.contains('=') && secret(o);
-    // A header named so (`Authorization:`, `--header=X-Api-Key:`): the rest of its argument.
+    // A header named so (`Authorization: …`, `--header=X-Api-Key:…`): its name and colon, and
+    // its value hidden to the end of its argument.
     let secret_header = |w: &str| {
-        w.strip_suffix(':')
-            .is_some_and(|name| secret(name.rsplit('=').next().unwrap_or(name)))
+        let (name, _) = w.split_once(':').filter(|_| !w.contains("://"))?;
+        secret(name.rsplit('=').next().unwrap_or(name)).then(|| format!("{name}:***"))
     };
     let mut shown = Vec::with_capacity(command.len());
     for (i, arg) in command.iter().enumerate() {
@@ -100,12 +102,13 @@ pub fn shown(command: &[String]) -> String {
         let mut header = false;
         for (k, &w) in words.iter().enumerate() {
             let after_option = k.checked_sub(1).is_some_and(|k| secret_option(words[k]));
+            let named = (!header).then(|| secret_header(w)).flatten();
             shown.push(if after_option || header {
                 "***".to_owned()
             } else {
-                word(w)
+                named.clone().unwrap_or_else(|| word(w))
             });
-            header |= secret_header(w);
+            header |= named.is_some();
         }
     }
     shown.join(" ")

@@ -313,6 +313,9 @@ fn the_command_line_is_logged_without_its_secrets() {
         "-H",
         "Authorization: Bearer hunter10",
         "--header=X-Api-Key: hunter11",
+        "-H",
+        "X-Api-Key:hunter12",
+        "Cookie: session=hunter13",
     ];
     let a = Replica::spawn(
         &redis.url(),
@@ -333,7 +336,7 @@ fn the_command_line_is_logged_without_its_secrets() {
     let log = a.log_text();
     for secret in [
         "hunter2", "hunter3", "hunter4", "hunter5", "hunter6", "hunter7", "hunter8", "hunter9",
-        "hunter10", "hunter11",
+        "hunter10", "hunter11", "hunter12", "hunter13",
     ] {
         assert!(!log.contains(secret), "{secret} in the log:\n{log}");
     }
