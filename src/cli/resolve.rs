@@ -2,6 +2,7 @@
 //! including the upper bounds of durations ([`Timing::MAX`]: an hour, which kept
 //! `--lease-duration 1000000h` from reaching Redis as a `PX` of 3.6e12 ms).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -54,14 +55,18 @@ pub(super) fn above_zero(
 /// Validates a parsed command line into what to run.
 pub fn invocation(mut cli: Cli, env: &Environment) -> Result<Invocation, CliError> {
     let sources = std::mem::take(&mut cli.sources);
-    resolved(cli, env).map_err(|e| e.sourced(&sources))
+    resolved(cli, env, &sources).map_err(|e| e.sourced(&sources))
 }
 
-fn resolved(cli: Cli, env: &Environment) -> Result<Invocation, CliError> {
+fn resolved(
+    cli: Cli,
+    env: &Environment,
+    sources: &BTreeMap<String, String>,
+) -> Result<Invocation, CliError> {
     let invocation = match cli.command {
         Command::Run(args) => Invocation::Run(args.resolve(env)?, args.log.settings(env)?),
         Command::Status(args) => Invocation::Status(args.resolve(env)?, args.log.settings(env)?),
-        Command::Guard(args) => Invocation::Guard(args.check()?),
+        Command::Guard(args) => Invocation::Guard(args.check(sources)?),
         Command::StepDown(args) => {
             Invocation::StepDown(args.resolve(env)?, args.status.log.settings(env)?)
         }
@@ -78,18 +83,26 @@ fn resolved(cli: Cli, env: &Environment) -> Result<Invocation, CliError> {
 }
 
 impl GuardArgs {
-    /// What to check.
-    pub fn check(&self) -> Result<GuardCheck, CliError> {
+    /// What to check; `sources` says which flags' values came from a variable.
+    pub fn check(&self, sources: &BTreeMap<String, String>) -> Result<GuardCheck, CliError> {
         at_most("valid-for", self.valid_for, VALID_FOR_BOUND)?;
-        // An empty value is no value: a shell that exports the variable empty means "not set".
-        let given = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
+        // An empty value is no value when a variable gives it: a shell that exports it empty
+        // means "not set". Typed empty, it is refused: it would let any term pass.
+        let given = |flag: &'static str, v: &Option<String>| match v.as_deref() {
+            Some("") if !sources.contains_key(flag) => Err(CliError::value(
+                flag,
+                "",
+                "must not be empty: it would let any term pass; leave the flag out to compare none",
+            )),
+            _ => Ok(v.clone().filter(|v| !v.is_empty())),
+        };
         let refused = |e: CallerError| CliError::value(e.source, e.value, e.rule);
         let caller = CallerTerm {
-            lease: given(&self.lease)
+            lease: given("lease", &self.lease)?
                 .map(|v| caller::parse_lease("--lease (or $LEASEHOLD_LEASE)", &v))
                 .transpose()
                 .map_err(refused)?,
-            token: given(&self.token)
+            token: given("token", &self.token)?
                 .map(|v| caller::parse_token("--token (or $LEASEHOLD_FENCING_TOKEN)", &v))
                 .transpose()
                 .map_err(refused)?,

@@ -210,6 +210,24 @@ fn a_log_filter_that_keeps_nothing_or_does_not_parse_is_refused_naming_its_sourc
     );
 }
 
+/// `guard --token ""` (a script's `--token "$SAVED"` with `$SAVED` unset) is refused: it beat
+/// `$LEASEHOLD_FENCING_TOKEN`, counted as no term, and let any term of the file pass. So is an
+/// empty `--lease`. Empty in the variable, it still means "not set".
+#[test]
+fn guard_refuses_an_empty_token_or_lease_typed_on_the_command_line() {
+    let env = [
+        ("LEASEHOLD_FENCING_TOKEN", "5"),
+        ("LEASEHOLD_LEASE", "shop/web"),
+    ];
+    for flag in ["--token", "--lease"] {
+        refused_saying(
+            &["guard", "--guard-file", "/nonexistent/guard", flag, ""],
+            &env,
+            &[&format!("{flag} ``"), "must not be empty"],
+        );
+    }
+}
+
 /// A namespace or an identity refused names the variable it came from when no flag gave it.
 #[test]
 fn a_refused_namespace_or_identity_from_the_pod_names_its_variable() {
