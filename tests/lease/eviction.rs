@@ -206,6 +206,33 @@ fn refuse_keeps_the_replica_out_of_the_election_until_redis_stops_evicting() {
     });
 }
 
+/// A gate that says no while an acquire runs begins no term: the won term is given back before
+/// anything of a term happens. Here the first read of the policy races the first acquire, which
+/// wins at once (a term before left the state record). The term began (a token, the guard
+/// file, the status) and ended a millisecond later.
+#[test]
+fn a_gate_that_says_no_during_an_acquire_begins_no_term() {
+    let redis = RedisServer::builder()
+        .args(["--maxmemory", "64mb", "--maxmemory-policy", "noeviction"])
+        .start();
+    let lease = unique_lease("evict-race");
+    let mut before = Replica::spawn(&redis.url(), &lease, "before", &FAST, &[]);
+    wait_for("a term before", Duration::from_secs(10), || {
+        (before.leader()["is_leader"] == true).then_some(())
+    });
+    before.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(before.wait_exit(Duration::from_secs(10)), 0);
+    redis.cmd::<String>(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+    let mut args = FAST.to_vec();
+    args.extend(["--redis-eviction", "refuse"]);
+    let a = Replica::spawn(&redis.url(), &lease, "a", &args, &[]);
+    wait_for("the refusal", Duration::from_secs(10), || {
+        a.get("/readyz")
+            .filter(|(code, body)| *code == 503 && body.contains("--redis-eviction refuse"))
+    });
+    assert!(a.events("became leader").is_empty(), "{}", a.log_text());
+}
+
 /// Kept out before its first try: without the data-loss cooldown the replica waits for the
 /// policy before it tries, so its elector has never reached Redis when the refusal comes. The
 /// reads go on all the same: they say whether Redis answers (the elector sends nothing), and

@@ -9,7 +9,8 @@
 //! crate. The product reaches the loop through two seams of [`elector::Elector`]:
 //!
 //! - out: [`elector::TermHooks`], told in order of each term's moments and each status change;
-//! - in: [`elector::Standing`], what the gates say, read before each try and watched in a term.
+//! - in: [`elector::Standing`], what the gates say, read before each try and after a win (given
+//!   back when they said no meanwhile), and watched in a term.
 //!
 //! # Layout
 //!

@@ -122,6 +122,11 @@ impl Elector {
                 self.redis_ok();
             }
             let seen = match attempt {
+                // A gate said no while the acquire ran: no term begins, the win goes back.
+                Ok(Acquired::Leader(grant)) if !gates.standing().stands() => {
+                    self.give_back(GiveBack::Term(grant.token)).await;
+                    continue;
+                }
                 Ok(Acquired::Leader(mut grant)) => {
                     if cooled {
                         grant.previous = PreviousTerm::DataLoss;
