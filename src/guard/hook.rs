@@ -26,18 +26,28 @@ impl GuardHooks {
         })
     }
 
+    /// Publishes the term; when it cannot, withdraws what the file holds, which may be an earlier
+    /// deadline of the term, later than the one this renewal measured.
     fn publish(&self, token: FencingToken, valid_until: BootInstant, lead: WallLead) {
         let Err(err) = self.guard.publish(token, valid_until, lead) else {
             return;
         };
+        let withdrawn = self.withdraw().is_none_or(|(_, removed)| removed);
         warn!(
             identity = %self.identity,
             lease = %self.guard.lease(),
             token = token.0,
             path = %self.guard.path().display(),
             error = %err,
+            withdrawn,
             "could not publish the term in the guard file; the command's checks refuse until the next renewal publishes it"
         );
+    }
+
+    /// Zeroes the file, else removes it: `None` when zeroed, else why not and whether it is gone.
+    fn withdraw(&self) -> Option<(std::io::Error, bool)> {
+        let err = self.guard.revoke().err()?;
+        Some((err, std::fs::remove_file(self.guard.path()).is_ok()))
     }
 }
 
@@ -51,17 +61,16 @@ impl TermHooks for GuardHooks {
     }
 
     fn ending(&self, token: FencingToken, _reason: StepDownReason) {
-        let Err(err) = self.guard.revoke() else {
+        let Some((err, removed)) = self.withdraw() else {
             return;
         };
-        let removed = std::fs::remove_file(self.guard.path());
         warn!(
             identity = %self.identity,
             lease = %self.guard.lease(),
             token = token.0,
             path = %self.guard.path().display(),
             error = %err,
-            removed = removed.is_ok(),
+            removed,
             "could not zero the guard file; removed it instead (unless removed = false: then it holds the term until its deadline)"
         );
     }

@@ -46,3 +46,36 @@ fn a_hard_link_in_place_of_the_lock_file_is_refused_not_truncated() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("--guard-file"), "{stderr}");
 }
+
+/// A renewal that cannot publish its term (here a directory planted at the guard file's
+/// temporary name) zeroes the file, or removes it: the record it leaves may carry an earlier,
+/// later deadline than the term now has (a renewal that measured a fast Redis clock shortens
+/// it). The file kept the last record published, and `leasehold guard` went on passing.
+#[test]
+fn a_term_the_guard_file_cannot_publish_is_withdrawn_from_it() {
+    use harness::replica::{FAST, Replica};
+    use leasehold::guard::{GuardRecord, read_guard_file};
+    use testbed::wait::wait_for;
+    let redis = testbed::RedisServer::start();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let guard = dir.path().join("guard");
+    let mut args = FAST.to_vec();
+    let path = guard.display().to_string();
+    args.extend(["--guard-file", &path]);
+    let lease = harness::contenders::unique_lease("guard-unpublished");
+    let a = Replica::spawn(&redis.url(), &lease, "a", &args, &["sleep", "60"]);
+    wait_for("a term in the guard file", Duration::from_secs(10), || {
+        matches!(read_guard_file(&guard), Ok(GuardRecord::Term { .. })).then_some(())
+    });
+    std::fs::create_dir(dir.path().join(".guard.next")).expect("plant a directory");
+    a.wait_events(
+        "could not publish the term in the guard file; the command's checks refuse until the next renewal publishes it",
+        1,
+        Duration::from_secs(10),
+    );
+    let left = read_guard_file(&guard);
+    assert!(
+        !matches!(left, Ok(GuardRecord::Term { .. })),
+        "the file still holds a term: {left:?}"
+    );
+}
