@@ -33,6 +33,10 @@ impl StepDownArgs {
     pub fn resolve(&self, env: &Environment) -> Result<StepDownSettings, CliError> {
         let status = self.status.resolve(env)?;
         if let Some(to) = &self.to {
+            if to == "-" {
+                let rule = "is how the request says any replica: leave --to out for that";
+                return Err(CliError::value("to", to, rule));
+            }
             OwnerId::check_identity(to).map_err(|e| {
                 CliError::value(
                     "to",

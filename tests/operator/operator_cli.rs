@@ -22,6 +22,11 @@ fn every_step_down_flag_rule_is_refused_with_exit_code_2() {
             &["--to `web{b}`", "must be a replica's identity", "braces"],
         ),
         (&["--to", ""], &["--to ``", "must not be empty"]),
+        // The request's own word for "any replica": it handed over to any, then said it failed.
+        (
+            &["--to", "-"],
+            &["--to `-`", "any replica", "leave --to out"],
+        ),
         (
             &["--wait", "soon"],
             &[
