@@ -89,13 +89,10 @@ fn with_sources(
 /// The clap tree, with every switch reading its variable through `parse_switch`, and `-h`
 /// shorter than `--help` (`help::concise`).
 pub fn command() -> Command {
-    // Inside a leasehold's command (it has a term's token), `LEASEHOLD_GUARD_FILE` names that
-    // leasehold's guard file: a `run` or `lock` there takes a file of its own.
-    let nested = std::env::var_os(crate::exec::TOKEN_ENV).is_some();
     super::help::concise(Cli::command()).mut_subcommands(|sub| {
-        let writes_a_guard = matches!(sub.get_name(), "run" | "lock");
+        let inherited = guard_file_inherited(&sub);
         sub.mut_args(|arg| {
-            let arg = if nested && writes_a_guard && arg.get_id() == "guard_file" {
+            let arg = if inherited && arg.get_id() == "guard_file" {
                 arg.env(None)
             } else {
                 arg
@@ -109,6 +106,13 @@ pub fn command() -> Command {
             }
         })
     })
+}
+
+/// Whether `sub` is a `run` or `lock` inside a leasehold's command (it has a term's token),
+/// whose guard file `LEASEHOLD_GUARD_FILE` and an inherited `LEASEHOLD_CONFIG` name: it takes a
+/// file of its own.
+fn guard_file_inherited(sub: &Command) -> bool {
+    matches!(sub.get_name(), "run" | "lock") && std::env::var_os(crate::exec::TOKEN_ENV).is_some()
 }
 
 /// Clap's refusal of a value, which names the flag, with the variable the value came from when
@@ -206,6 +210,9 @@ fn file_defaults(
         // A key that `run` or `lock` read under another variable means something else there
         // (`wait`): theirs.
         if operator && served().any(|a| named(a) && a.get_env() != arg.get_env()) {
+            continue;
+        }
+        if key == "guard-file" && guard_file_inherited(sub) {
             continue;
         }
         let is_switch = matches!(arg.get_action(), ArgAction::SetTrue);

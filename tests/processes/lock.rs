@@ -307,6 +307,33 @@ async fn a_lock_inside_a_lock_takes_its_own_guard_file() {
     assert_eq!(lock.stdout(), ["inner ran", "own file"], "{}", lock.logs());
 }
 
+/// So does one that inherits a config file whose `guard-file` names its parent's file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_inside_a_lock_takes_its_own_guard_file_whatever_the_config_file_says() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let guard = dir.path().join("guard");
+    let config = dir.path().join("leasehold.yaml");
+    std::fs::write(&config, format!("guard-file: {}\n", guard.display())).unwrap();
+    let (outer, inner) = (unique_lease("conf-outer"), unique_lease("conf-inner"));
+    let script = format!(
+        "LEASEHOLD_CONFIG={} {} lock --redis-url {} --lease-name {inner} --kubernetes off \
+         --no-data-loss-cooldown -- echo inner ran",
+        config.display(),
+        leasehold_bin(),
+        redis.url()
+    );
+    let path = guard.display().to_string();
+    let mut lock = Lock::spawn(
+        &redis.url(),
+        &outer,
+        &["--guard-file", &path],
+        &["sh", "-c", &script],
+    );
+    assert_eq!(lock.wait(Duration::from_secs(20)), 0, "{}", lock.logs());
+    assert_eq!(lock.stdout(), ["inner ran"], "{}", lock.logs());
+}
+
 /// A Redis that may evict the lease, and a lock that `--redis-eviction refuse` keeps out of the
 /// election for its `--wait` of `wait`, its command `echo ran`.
 fn gated_lock(test: &str, wait: &str) -> (RedisServer, Lock) {
