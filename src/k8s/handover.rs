@@ -90,7 +90,17 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<LeaderContext<OwnPod>>) -> Result<Act
         )
     };
     let params = PatchParams::default();
-    super::call(what, c.pods.patch(&c.identity, &params, &patch)).await?;
+    match super::call(what, c.pods.patch(&c.identity, &params, &patch)).await {
+        Ok(_) => {}
+        // It may have landed unanswered: then nothing would see the request again.
+        Err(unanswered @ K8sError::Unanswered { .. }) => {
+            let now = super::call(what, c.pods.get(&c.identity)).await?;
+            if now.annotations().contains_key(STEP_DOWN_ANNOTATION) {
+                return Err(unanswered);
+            }
+        }
+        Err(err) => return Err(err),
+    }
     match request(value, &c.identity) {
         Request::Anyone => {
             info!(pod = %c.identity, token, "the step-down annotation asks for a handover to any replica");

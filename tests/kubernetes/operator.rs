@@ -141,6 +141,36 @@ async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed
     c.shutdown().await;
 }
 
+/// A removal of the annotation that lands but is never answered (given up after the call's
+/// bound) still hands over: the pod read again shows the annotation gone. The request was lost:
+/// the next reconcile found no annotation, and nothing happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removal_of_the_annotation_that_lands_unanswered_still_hands_over() {
+    let (redis, api, name, cluster) = web_a("annotation-unanswered", &["web-a", "web-c"]).await;
+    let timing = fast_timing();
+    let (mut a, shutdown, task) = web_a_leads(&redis, &name, &cluster).await;
+    let c = Contender::spawn(lease(&redis.url(), &name, "web-c", false), timing, idle);
+    watched_own_pod(&api).await;
+    // The publisher keeps no label: the removal is the one write to pods.
+    api.hang_next_writes_after_applying("pods", 1);
+    let mut annotated: Pod = api.get(NS, "web-a").expect("web-a");
+    annotated
+        .annotations_mut()
+        .insert(STEP_DOWN_ANNOTATION.into(), "web-c".into());
+    api.insert(&annotated);
+    let stepped = until("web-a to hand over", &mut a, Duration::from_secs(15), |s| {
+        s.last_step_down.is_some()
+    })
+    .await;
+    assert_eq!(
+        stepped.last_step_down.expect("a step-down").reason,
+        StepDownReason::Handover
+    );
+    shutdown.cancel();
+    let _ = task.await;
+    c.shutdown().await;
+}
+
 /// A reconcile that starts after its term ended (a pause past the validity deadline, before the
 /// watchdog steps down) leaves the request for the replica's next term instead of using it up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -121,17 +121,12 @@ fn serve(
         }
         Some(Injected::Forbidden) => return Err(ApiError::forbidden(&call.route.resource, name)),
         Some(Injected::Internal) => return Err(ApiError::internal(&call.route.resource, name)),
-        Some(Injected::Hang) => {
-            let stopped = shared.shutdown.clone().cancelled_owned();
-            let never = futures_util::stream::once(stopped)
-                .filter_map(|()| async { None::<Result<Bytes, std::io::Error>> });
-            return Ok(axum::body::Body::from_stream(never).into_response());
-        }
-        None => {}
+        Some(Injected::Hang) => return Ok(hung(shared)),
+        Some(Injected::HangAfterApplying) | None => {}
     }
 
     let named = call.route.name.is_some();
-    match (method.clone(), named) {
+    let answer = match (method.clone(), named) {
         (Method::GET, false) if call.is_watch() => call.watch(shared),
         (Method::GET, false) => call.list(shared),
         (Method::GET, true) => call.get(shared),
@@ -141,7 +136,19 @@ fn serve(
         (Method::DELETE, true) => call.delete(shared),
         (Method::DELETE, false) => call.delete_collection(shared),
         (other, _) => Err(ApiError::method_not_allowed(other.as_str())),
+    };
+    match injected {
+        Some(Injected::HangAfterApplying) => answer.map(|_| hung(shared)),
+        _ => answer,
     }
+}
+
+/// A 200 whose body never comes, until the server stops.
+fn hung(shared: &Arc<Shared>) -> Response {
+    let stopped = shared.shutdown.clone().cancelled_owned();
+    let never = futures_util::stream::once(stopped)
+        .filter_map(|()| async { None::<Result<Bytes, std::io::Error>> });
+    axum::body::Body::from_stream(never).into_response()
 }
 
 impl Call<'_> {

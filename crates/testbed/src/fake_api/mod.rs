@@ -121,6 +121,8 @@ enum Injected {
     /// A 200 whose body never comes (until the server stops): an API server that stopped
     /// answering mid-reply.
     Hang,
+    /// The call applied, then [`Injected::Hang`]'s answer: a write that landed unanswered.
+    HangAfterApplying,
 }
 
 /// The fake API server; it stops (and ends its watch streams) when dropped.
@@ -297,6 +299,12 @@ impl FakeApiServer {
         if reads {
             self.inject(&format!("read {plural}"), n, Injected::Hang);
         }
+    }
+
+    /// Makes the next `n` writes to this resource plural land in the store, and their answers
+    /// never come.
+    pub fn hang_next_writes_after_applying(&self, plural: &str, n: usize) {
+        self.inject(plural, n, Injected::HangAfterApplying);
     }
 
     fn inject(&self, plural: &str, n: usize, how: Injected) {
