@@ -10,7 +10,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -65,7 +64,7 @@ pub(super) async fn watch_own_pod(
     retry: Duration,
 ) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let config = watcher::Config::default().fields(&format!("metadata.name={identity}"));
+    let config = super::watch_config().fields(&format!("metadata.name={identity}"));
     let context = OwnPod {
         pods: pods.clone(),
         identity: identity.to_owned(),

@@ -9,7 +9,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -39,8 +38,8 @@ pub(super) async fn keep_on_leader(
 ) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let config = match selector {
-        Some(s) => watcher::Config::default().labels(s),
-        None => watcher::Config::default().fields(&format!("metadata.name={identity}")),
+        Some(s) => super::watch_config().labels(s),
+        None => super::watch_config().fields(&format!("metadata.name={identity}")),
     };
     let context = LabelContext {
         pods: pods.clone(),

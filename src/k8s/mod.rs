@@ -106,6 +106,19 @@ pub enum K8sError {
 /// the start, the label or the mirror that made it waited with it.
 const CALL_BOUND: Duration = Duration::from_secs(5);
 
+/// How long the client waits for a read on a connection: a call the bound above does not cover
+/// (the list that starts a watch inside kube's controller) is given up after it, and the watch
+/// starts again. Above [`WATCH_SECONDS`], after which the API server ends each watch.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the API server keeps one of the term's watches open (`timeoutSeconds`).
+const WATCH_SECONDS: u32 = 25;
+
+/// A watch of the term's, which the API server ends within [`WATCH_SECONDS`].
+fn watch_config() -> watcher::Config {
+    watcher::Config::default().timeout(WATCH_SECONDS)
+}
+
 /// One API call within [`CALL_BOUND`]; an error says what was called.
 async fn call<T>(
     what: impl FnOnce() -> String,
@@ -131,7 +144,10 @@ pub async fn connect(mode: KubernetesMode) -> Result<Option<Client>, K8sError> {
         return Ok(None);
     }
     match kube::Config::infer().await {
-        Ok(config) => Client::try_from(config).map(Some).map_err(K8sError::Client),
+        Ok(mut config) => {
+            config.read_timeout = Some(READ_TIMEOUT);
+            Client::try_from(config).map(Some).map_err(K8sError::Client)
+        }
         Err(err) if mode == KubernetesMode::Auto => {
             info!(error = %err, "no kubernetes cluster found (no in-cluster config, no kubeconfig); the leader label, Lease mirror, events and Deployment discovery are off");
             Ok(None)
@@ -478,7 +494,8 @@ impl Publisher {
         // same object, within minutes) a count on the first one, which keeps the first note (a
         // second term's Event would show the first term's token).
         let recorder = Recorder::new(inner.client.clone(), inner.reporter.clone());
-        if let Err(err) = recorder.publish(&event, &reference).await {
+        let what = || format!("record a {reason} event");
+        if let Err(err) = call(what, recorder.publish(&event, &reference)).await {
             warn!(error = %err, reason, "could not record a kubernetes event");
         }
     }

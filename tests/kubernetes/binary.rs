@@ -209,6 +209,23 @@ fn a_label_write_the_api_never_answers_is_given_up_and_tried_again() {
     drop(runtime);
 }
 
+/// A list that starts the label's watch and never finishes is given up too (the client's read
+/// timeout, above the watches' own): the label's controller listed for the rest of the term.
+#[test]
+fn a_label_watch_whose_list_the_api_never_answers_starts_again() {
+    let (runtime, api) = api_on_a_runtime();
+    deployment_with_pods(&api, &["web-7d4f-a"]);
+    // The label's list and the step-down annotation's.
+    api.hang_next_lists("pods", 2);
+    let redis = RedisServer::start();
+    let (_dir, a) = start_in_pod(&api, &redis, "web-7d4f-a", "web-7d4f-a", None);
+    let _a = a.healthy();
+    testbed::wait::wait_for("the leader label", Duration::from_secs(60), || {
+        label_of(&api, "web-7d4f-a").filter(|v| v == "true")
+    });
+    drop(runtime);
+}
+
 /// The start's look-up of the pod's Deployment against an API server that never answers ends
 /// the process (exit 1, as for an API error), where it waited for ever: neither leading nor
 /// following, and saying nothing.

@@ -106,7 +106,10 @@ fn serve(
     let injected = if is_write {
         shared.take_injected(plural)
     } else if !call.is_watch() {
-        shared.take_injected(&format!("read {plural}"))
+        let listing = call.route.name.is_none();
+        (listing.then(|| shared.take_injected(&format!("list {plural}"))))
+            .flatten()
+            .or_else(|| shared.take_injected(&format!("read {plural}")))
     } else {
         None
     };

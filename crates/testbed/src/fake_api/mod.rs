@@ -301,6 +301,11 @@ impl FakeApiServer {
         }
     }
 
+    /// Makes the next `n` lists (not gets, not watches) of this resource plural never finish.
+    pub fn hang_next_lists(&self, plural: &str, n: usize) {
+        self.inject(&format!("list {plural}"), n, Injected::Hang);
+    }
+
     /// Makes the next `n` writes to this resource plural land in the store, and their answers
     /// never come.
     pub fn hang_next_writes_after_applying(&self, plural: &str, n: usize) {
