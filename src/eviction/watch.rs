@@ -26,15 +26,15 @@ pub struct EvictionWatch {
 impl EvictionWatch {
     /// The gate for `lease`, and the standing it gives
     /// ([`Elector::with_gate`](crate::elector::Elector::with_gate)): without the data-loss
-    /// cooldown an `allkeys-*` Redis is refused (docs/DESIGN.md, "Eviction"), so until the policy
-    /// is read the replica stays out, and not one try goes out before Redis has said which
-    /// policy it has.
+    /// cooldown an `allkeys-*` Redis is refused (docs/DESIGN.md, "Eviction"), and with
+    /// `--redis-eviction refuse` one that may evict, so then until the policy is read the
+    /// replica stays out, and not one try goes out before Redis has said which policy it has.
     pub fn new(
         lease: Arc<RedisLease>,
         timing: Timing,
         mode: EvictionMode,
     ) -> (Self, watch::Receiver<Standing>) {
-        let before_read = if lease.cools_down_on_data_loss() {
+        let before_read = if lease.cools_down_on_data_loss() && mode == EvictionMode::Warn {
             Standing::Stands
         } else {
             Standing::Out {

@@ -195,3 +195,29 @@ fn a_holder_under_this_replicas_identity_is_said_once() {
     assert_eq!(b.events(SHARED)[0]["level"], "WARN");
     assert_eq!(a.leader()["is_leader"], true, "no overlap, no change");
 }
+
+/// Bytes that are no text in the lease's keys (a foreign writer's, a corruption) are shown as
+/// well as they can be: `status` took the whole lease for an unreadable reply and exited 1, for
+/// a clock note that is only for display, or a reservation.
+#[test]
+fn bytes_that_are_no_text_in_the_lease_keys_do_not_break_status() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("no-text");
+    let key = format!("leasehold:{{{lease}}}");
+    let mut conn = redis.connection();
+    for (suffix, value) in [
+        (":clock", &b"\xff\xfe"[..]),
+        (":reserved", &b"web-\xff"[..]),
+        ("", &b"cron\xff#3"[..]),
+    ] {
+        redis::cmd("SET")
+            .arg(format!("{key}{suffix}"))
+            .arg(value)
+            .arg("PX")
+            .arg(60_000)
+            .query::<()>(&mut conn)
+            .unwrap();
+    }
+    let shown = lease_status(&redis.url(), &lease);
+    assert!(shown.contains("cron"), "{shown}");
+}

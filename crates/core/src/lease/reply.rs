@@ -32,9 +32,10 @@ pub(super) fn int(v: &Value) -> Option<i64> {
     }
 }
 
+/// A string reply as text; bytes that are no UTF-8 (a foreign writer's) as well as they can be.
 pub(super) fn text(v: &Value) -> Option<String> {
     match v {
-        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+        Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
         Value::SimpleString(s) => Some(s.clone()),
         Value::VerbatimString { text, .. } => Some(text.clone()),
         _ => None,
