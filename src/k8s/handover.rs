@@ -35,7 +35,8 @@ enum Request {
 
 fn request(value: &str, identity: &str) -> Request {
     let value = value.trim();
-    if value.is_empty() {
+    // `-` is how a request says any replica (`leasehold step-down`'s).
+    if value.is_empty() || value == "-" {
         return Request::Anyone;
     }
     if value == identity {
@@ -125,6 +126,9 @@ mod tests {
         let cases = [
             ("", Request::Anyone),
             ("  ", Request::Anyone),
+            // A request's word for any replica: taken for a replica named `-`, it reserved the
+            // next term for nobody.
+            ("-", Request::Anyone),
             ("web-b", Request::To("web-b".into())),
             (" web-b ", Request::To("web-b".into())),
         ];

@@ -146,6 +146,8 @@ pub async fn connect(mode: KubernetesMode) -> Result<Option<Client>, K8sError> {
     match kube::Config::infer().await {
         Ok(mut config) => {
             config.read_timeout = Some(READ_TIMEOUT);
+            // The countdown starts with each request, not while a kept connection idles.
+            config.reset_reader_on_write = true;
             Client::try_from(config).map(Some).map_err(K8sError::Client)
         }
         Err(err) if mode == KubernetesMode::Auto => {

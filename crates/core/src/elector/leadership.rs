@@ -210,9 +210,11 @@ impl Leadership {
     }
 
     /// Asks the elector to end this term with reason `handover` and release the lease, reserving
-    /// the next term for `to` (anyone when `None`; docs/DESIGN.md, "After a handover"). Only this
-    /// term: a later term of the same process is not touched. The first request of a term counts.
+    /// the next term for `to` (anyone when `None`, or `-`, a request's word for it;
+    /// docs/DESIGN.md, "After a handover"). Only this term: a later term of the same process is
+    /// not touched. The first request of a term counts.
     pub fn hand_over(&self, to: Option<String>) {
+        let to = to.filter(|to| to != "-");
         if self.inner.handover.set(to).is_ok() {
             self.inner.handover_asked.cancel();
         }
