@@ -109,8 +109,8 @@ pub fn command() -> Command {
 }
 
 /// Whether `sub` is a `run` or `lock` inside a leasehold's command (it has a term's token),
-/// whose guard file `LEASEHOLD_GUARD_FILE` and an inherited `LEASEHOLD_CONFIG` name: it takes a
-/// file of its own.
+/// whose guard file `LEASEHOLD_GUARD_FILE` names (and an inherited `LEASEHOLD_CONFIG` may): it
+/// takes a file of its own.
 fn guard_file_inherited(sub: &Command) -> bool {
     matches!(sub.get_name(), "run" | "lock") && std::env::var_os(crate::exec::TOKEN_ENV).is_some()
 }
@@ -212,7 +212,10 @@ fn file_defaults(
         if operator && served().any(|a| named(a) && a.get_env() != arg.get_env()) {
             continue;
         }
-        if key == "guard-file" && guard_file_inherited(sub) {
+        // The parent's file, named by an inherited config file.
+        let parents = std::env::var_os(crate::exec::GUARD_FILE_ENV);
+        if key == "guard-file" && guard_file_inherited(sub) && parents == Some(value.clone().into())
+        {
             continue;
         }
         let is_switch = matches!(arg.get_action(), ArgAction::SetTrue);

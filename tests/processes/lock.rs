@@ -334,6 +334,32 @@ async fn a_lock_inside_a_lock_takes_its_own_guard_file_whatever_the_config_file_
     assert_eq!(lock.stdout(), ["inner ran"], "{}", lock.logs());
 }
 
+/// A config file's guard file of its own is still the nested lock's: only the parent's is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_inside_a_lock_keeps_the_guard_file_its_config_names() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let own = dir.path().join("inner-guard");
+    let config = dir.path().join("inner.yaml");
+    std::fs::write(&config, format!("guard-file: {}\n", own.display())).unwrap();
+    let (outer, inner) = (unique_lease("own-outer"), unique_lease("own-inner"));
+    let script = format!(
+        "{} lock --config {} --redis-url {} --lease-name {inner} --kubernetes off \
+         --no-data-loss-cooldown -- sh -c 'echo $LEASEHOLD_GUARD_FILE'",
+        leasehold_bin(),
+        config.display(),
+        redis.url()
+    );
+    let mut lock = Lock::spawn(&redis.url(), &outer, &[], &["sh", "-c", &script]);
+    assert_eq!(lock.wait(Duration::from_secs(20)), 0, "{}", lock.logs());
+    assert_eq!(
+        lock.stdout(),
+        [own.display().to_string()],
+        "{}",
+        lock.logs()
+    );
+}
+
 /// A Redis that may evict the lease, and a lock that `--redis-eviction refuse` keeps out of the
 /// election for its `--wait` of `wait`, its command `echo ran`.
 fn gated_lock(test: &str, wait: &str) -> (RedisServer, Lock) {
