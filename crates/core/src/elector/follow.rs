@@ -312,14 +312,23 @@ impl Elector {
         });
     }
 
-    /// Gives back, at shutdown, what a try may have won ([`decide::give_back`]).
+    /// Gives back what a try may have won, at shutdown ([`decide::give_back`]) or when a gate
+    /// said no meanwhile; one that cannot be given back is said, and expires on its own.
     async fn give_back(&self, what: GiveBack) {
         let timeout = self.timing.call_timeout();
-        let _ = match what {
+        let given = match what {
             GiveBack::Term(token) => self.lease.release(token, timeout).await,
             GiveBack::AnyTerm => self.lease.release_any_term(timeout).await,
             GiveBack::Nothing => return,
         };
+        if let Err(err) = given {
+            warn!(
+                identity = %self.lease.owner().identity(),
+                lease = %self.lease.name(),
+                error = %err,
+                "could not give back a term won as the replica stopped or a gate said no; it expires on its own"
+            );
+        }
     }
 }
 
