@@ -47,7 +47,11 @@ impl GuardHooks {
     /// Zeroes the file, else removes it: `None` when zeroed, else why not and whether it is gone.
     fn withdraw(&self) -> Option<(std::io::Error, bool)> {
         let err = self.guard.revoke().err()?;
-        Some((err, std::fs::remove_file(self.guard.path()).is_ok()))
+        let removed = match std::fs::remove_file(self.guard.path()) {
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+            Ok(()) => true,
+        };
+        Some((err, removed))
     }
 }
 
