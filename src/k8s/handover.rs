@@ -4,7 +4,7 @@
 //! `handover`. Whoever may patch the pods (RBAC) may ask; the chart's Role already lets
 //! leasehold read and patch its pods, so this needs no new rule.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -18,6 +18,7 @@ use tracing::{info, warn};
 use super::{K8sError, LeaderContext, reconcile_while_leading};
 use crate::elector::Leadership;
 use crate::lease::OwnerId;
+use leasehold_core::locked::locked;
 
 /// The annotation that asks the leader to hand over.
 pub const STEP_DOWN_ANNOTATION: &str = "leasehold.io/step-down";
@@ -53,6 +54,9 @@ fn request(value: &str, identity: &str) -> Request {
 struct OwnPod {
     pods: Api<Pod>,
     identity: String,
+    /// The request whose removal went unanswered: it may have landed, and then no later look
+    /// at the pod shows it again.
+    unanswered: Mutex<Option<String>>,
 }
 
 /// Acts on the annotation of pod `identity` for as long as this term lasts (until `stop`).
@@ -69,6 +73,7 @@ pub(super) async fn watch_own_pod(
     let context = OwnPod {
         pods: pods.clone(),
         identity: identity.to_owned(),
+        unanswered: Mutex::default(),
     };
     reconcile_while_leading(leadership, stop, pods, config, reconcile, context, retry).await;
 }
@@ -76,6 +81,10 @@ pub(super) async fn watch_own_pod(
 async fn reconcile(pod: Arc<Pod>, ctx: Arc<LeaderContext<OwnPod>>) -> Result<Action, K8sError> {
     let c = &ctx.inner;
     let Some(value) = pod.annotations().get(STEP_DOWN_ANNOTATION) else {
+        // A removal that went unanswered landed: its request stands.
+        if let Some(value) = locked(&c.unanswered).take() {
+            act(&ctx, &value, ctx.leadership.check()?.0);
+        }
         return Ok(Action::await_change());
     };
     // Removed before acting, by a term still valid (a late reconcile leaves it to the next): an
@@ -90,17 +99,19 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<LeaderContext<OwnPod>>) -> Result<Act
         )
     };
     let params = PatchParams::default();
-    match super::call(what, c.pods.patch(&c.identity, &params, &patch)).await {
-        Ok(_) => {}
-        // It may have landed unanswered: then nothing would see the request again.
-        Err(unanswered @ K8sError::Unanswered { .. }) => {
-            let now = super::call(what, c.pods.get(&c.identity)).await?;
-            if now.annotations().contains_key(STEP_DOWN_ANNOTATION) {
-                return Err(unanswered);
-            }
-        }
-        Err(err) => return Err(err),
-    }
+    let removed = super::call(what, c.pods.patch(&c.identity, &params, &patch)).await;
+    *locked(&c.unanswered) = match &removed {
+        Err(K8sError::Unanswered { .. }) => Some(value.clone()),
+        _ => None,
+    };
+    removed?;
+    act(&ctx, value, token);
+    Ok(Action::await_change())
+}
+
+/// Hands over as the annotation's `value` asks, in term `token`.
+fn act(ctx: &LeaderContext<OwnPod>, value: &str, token: u64) {
+    let c = &ctx.inner;
     match request(value, &c.identity) {
         Request::Anyone => {
             info!(pod = %c.identity, token, "the step-down annotation asks for a handover to any replica");
@@ -114,7 +125,6 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<LeaderContext<OwnPod>>) -> Result<Act
             warn!(pod = %c.identity, token, value = %value, rule = %rule, "ignored the step-down annotation");
         }
     }
-    Ok(Action::await_change())
 }
 
 #[cfg(test)]

@@ -142,8 +142,8 @@ async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed
 }
 
 /// A removal of the annotation that lands but is never answered (given up after the call's
-/// bound) still hands over: the pod read again shows the annotation gone. The request was lost:
-/// the next reconcile found no annotation, and nothing happened.
+/// bound) still hands over: the request is kept until the pod shows the annotation again or
+/// gone. It was lost: the next reconcile found no annotation, and nothing happened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_removal_of_the_annotation_that_lands_unanswered_still_hands_over() {
     let (redis, api, name, cluster) = web_a("annotation-unanswered", &["web-a", "web-c"]).await;
@@ -151,8 +151,10 @@ async fn a_removal_of_the_annotation_that_lands_unanswered_still_hands_over() {
     let (mut a, shutdown, task) = web_a_leads(&redis, &name, &cluster).await;
     let c = Contender::spawn(lease(&redis.url(), &name, "web-c", false), timing, idle);
     watched_own_pod(&api).await;
-    // The publisher keeps no label: the removal is the one write to pods.
+    // The publisher keeps no label: the removal is the one write to pods. A read of the pod
+    // after it fails too, as it may from an API server that slow.
     api.hang_next_writes_after_applying("pods", 1);
+    api.fail_next_reads("pods", 1);
     let mut annotated: Pod = api.get(NS, "web-a").expect("web-a");
     annotated
         .annotations_mut()
