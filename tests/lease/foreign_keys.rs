@@ -221,3 +221,17 @@ fn bytes_that_are_no_text_in_the_lease_keys_do_not_break_status() {
     let shown = lease_status(&redis.url(), &lease);
     assert!(shown.contains("cron"), "{shown}");
 }
+
+/// A foreign value shaped like a term (`cron-lock#12`) is no term of leasehold's: `status`
+/// showed holder `cron-lock` with fencing token 12, and `remove-keys` named it one of our
+/// replicas. Only an owner id (an identity and a UUID) before the `#` makes a term.
+#[test]
+fn a_foreign_value_shaped_like_a_term_has_no_token() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("term-shaped");
+    let key = format!("leasehold:{{{lease}}}");
+    redis.cmd::<()>(&["SET", &key, "cron-lock#12", "PX", "60000"]);
+    let shown = harness::replica::lease_status_json(&redis.url(), &lease).unwrap();
+    assert_eq!(shown["holder"], "cron-lock#12", "{shown}");
+    assert!(shown["token"].is_null(), "{shown}");
+}

@@ -240,11 +240,12 @@ impl OwnerId {
 }
 
 /// Splits a lease value into the owner id and the term's token: `<owner id>#<token>`, or the
-/// whole value and no token when it is not of that form (a key written by something else).
+/// whole value and no token when it is not of that form (a key written by something else, also
+/// `cron-lock#12`: an owner id ends in a UUID).
 pub fn split_term(value: &str) -> (&str, Option<FencingToken>) {
     match value.rsplit_once('#') {
         Some((owner, digits))
-            if !owner.is_empty()
+            if identity_of(owner) != owner
                 && !digits.is_empty()
                 && digits.bytes().all(|b| b.is_ascii_digit()) =>
         {
@@ -352,7 +353,7 @@ mod tests {
             ("a#", ("a#", None)),
             ("#12", ("#12", None)),
             ("a#1x", ("a#1x", None)),
-            ("a#b#7", ("a#b", Some(FencingToken(7)))),
+            ("cron-lock#12", ("cron-lock#12", None)),
             (
                 "a#99999999999999999999999",
                 ("a#99999999999999999999999", None),
