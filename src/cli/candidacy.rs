@@ -88,7 +88,7 @@ impl CandidacyArgs {
                 // has none).
                 crate::exec::find_program("/bin/sh").map_err(|e| {
                     let rule = format!("runs by /bin/sh -c, and /bin/sh {e}: where there is no shell, use --candidate-check (HTTP)");
-                    CliError::value("candidate-check-command", crate::exec::shown(&[cmd.clone()]), rule)
+                    CliError::value("candidate-check-command", crate::exec::shown(std::slice::from_ref(cmd)), rule)
                 })?;
                 Some(Probe::Command(cmd.clone()))
             }
