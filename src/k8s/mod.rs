@@ -8,6 +8,7 @@
 //!
 //! Rust users run their own reconciler under leadership with [`reconcile_while_leading`].
 
+mod client;
 mod discover;
 mod handover;
 mod job;
@@ -33,8 +34,10 @@ use leasehold_core::locked::locked;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 
+pub use client::connect;
+use client::{call, watch_config};
 pub use discover::{OwningDeployment, owning_deployment};
 pub use handover::STEP_DOWN_ANNOTATION;
 pub use job::{OwningJob, owning_job};
@@ -99,63 +102,6 @@ pub enum K8sError {
     /// `Leadership::check` refused a leader write.
     #[error(transparent)]
     NotLeader(#[from] NotLeader),
-}
-
-/// How long one API call may take. The client has no read timeout (its watches wait minutes for
-/// a change): unbounded, a call to an API server that stopped answering waited for ever, and
-/// the start, the label or the mirror that made it waited with it.
-const CALL_BOUND: Duration = Duration::from_secs(5);
-
-/// How long the client waits for a read on a connection: a call the bound above does not cover
-/// (the list that starts a watch inside kube's controller) is given up after it, and the watch
-/// starts again. Above [`WATCH_SECONDS`], after which the API server ends each watch.
-const READ_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How long the API server keeps one of the term's watches open (`timeoutSeconds`).
-const WATCH_SECONDS: u32 = 25;
-
-/// A watch of the term's, which the API server ends within [`WATCH_SECONDS`].
-fn watch_config() -> watcher::Config {
-    watcher::Config::default().timeout(WATCH_SECONDS)
-}
-
-/// One API call within [`CALL_BOUND`]; an error says what was called.
-async fn call<T>(
-    what: impl FnOnce() -> String,
-    call: impl Future<Output = Result<T, kube::Error>>,
-) -> Result<T, K8sError> {
-    match tokio::time::timeout(CALL_BOUND, call).await {
-        Ok(answer) => answer.map_err(|source| K8sError::Api {
-            what: what(),
-            source,
-        }),
-        Err(_) => Err(K8sError::Unanswered {
-            what: what(),
-            after: CALL_BOUND,
-        }),
-    }
-}
-
-/// Connects to the cluster as `mode` says: `None` when off, or when `auto` finds no cluster
-/// (after one log line saying so).
-pub async fn connect(mode: KubernetesMode) -> Result<Option<Client>, K8sError> {
-    if mode == KubernetesMode::Off {
-        info!("kubernetes integration off (--kubernetes off)");
-        return Ok(None);
-    }
-    match kube::Config::infer().await {
-        Ok(mut config) => {
-            config.read_timeout = Some(READ_TIMEOUT);
-            // The countdown starts with each request, not while a kept connection idles.
-            config.reset_reader_on_write = true;
-            Client::try_from(config).map(Some).map_err(K8sError::Client)
-        }
-        Err(err) if mode == KubernetesMode::Auto => {
-            info!(error = %err, "no kubernetes cluster found (no in-cluster config, no kubeconfig); the leader label, Lease mirror, events and Deployment discovery are off");
-            Ok(None)
-        }
-        Err(err) => Err(K8sError::NoCluster(err.to_string())),
-    }
 }
 
 /// What a reconciler gets: the leadership of the current term, and its own context.

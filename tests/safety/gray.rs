@@ -175,7 +175,13 @@ fn won_unknowingly(
     env: &[(&str, &str)],
 ) -> Replica {
     let keys = LeaseKeys::new("leasehold:", &LeaseName::new(lease).unwrap()).unwrap();
-    redis.cmd::<String>(&["SET", &keys.lease, "someone#1", "PX", "3000"]);
+    redis.cmd::<String>(&[
+        "SET",
+        &keys.lease,
+        "someone-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#1",
+        "PX",
+        "3000",
+    ]);
     let url = if env.is_empty() {
         proxy.url()
     } else {

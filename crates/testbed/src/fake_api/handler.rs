@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
+use super::body::{decode_body, media_type};
 use super::object;
 use super::patch::{self, PatchKind};
 use super::route::Route;
@@ -466,32 +467,6 @@ impl Call<'_> {
             .is_some_and(|modes| modes.iter().any(|m| m == "All"));
         Ok((preconditions, self.dry_run() || dry_run_in_body))
     }
-}
-
-/// The media type of a Content-Type, without parameters, lowercased.
-fn media_type(content_type: &str) -> String {
-    content_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase()
-}
-
-/// The body as JSON (YAML for YAML media types); `None` when empty; 400 when unreadable.
-fn decode_body(media_type: Option<&str>, body: &[u8]) -> Result<Option<Value>, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
-    }
-    let is_yaml = media_type.is_some_and(|m| m.ends_with("yaml"));
-    let decoded = if is_yaml {
-        serde_yaml::from_slice::<Value>(body).map_err(|err| err.to_string())
-    } else {
-        serde_json::from_slice::<Value>(body).map_err(|err| err.to_string())
-    };
-    decoded.map(Some).map_err(|err| {
-        ApiError::bad_request(format!("the request body could not be decoded: {err}"))
-    })
 }
 
 /// What `GET /version` answers, so `Client::apiserver_version` works.

@@ -24,6 +24,7 @@
 //! finalizers, and answers the deleted object (never a `Status`). A watch from a version newer
 //! than the store starts at the current one. No admission, defaulting, validation or auth.
 
+mod body;
 mod handler;
 mod object;
 mod patch;

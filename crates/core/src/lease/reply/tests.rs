@@ -50,12 +50,12 @@ fn acquire_replies_map_to_outcomes() {
         (
             Value::Array(vec![
                 bulk("HELD"),
-                bulk("b-1#6"),
+                bulk("b-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#6"),
                 Value::Int(900),
                 bulk("KEY"),
             ]),
             Some(Acquired::HeldBy(Holder {
-                owner: "b-1".into(),
+                owner: "b-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e".into(),
                 remaining: Some(Duration::from_millis(900)),
                 token: Some(FencingToken(6)),
                 vanished: false,
@@ -73,12 +73,12 @@ fn acquire_replies_map_to_outcomes() {
         (
             Value::Array(vec![
                 bulk("HELD"),
-                bulk("b-1#8"),
+                bulk("b-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#8"),
                 Value::Int(400),
                 bulk("RECORD"),
             ]),
             Some(Acquired::HeldBy(Holder {
-                owner: "b-1".into(),
+                owner: "b-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e".into(),
                 remaining: Some(Duration::from_millis(400)),
                 token: Some(FencingToken(8)),
                 vanished: true,
@@ -270,7 +270,7 @@ fn observe_replies_map_to_observations() {
         })
     );
     let held = Value::Array(vec![
-        bulk("a-1#41"),
+        bulk("a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#41"),
         Value::Int(1200),
         bulk("42"),
         Value::Int(0),
@@ -279,24 +279,24 @@ fn observe_replies_map_to_observations() {
         Value::Int(-1),
         bulk("1"),
         bulk("0.3.0"),
-        bulk("a-1#41 1.049000 1.051000 1800000000000000"),
+        bulk("a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#41 1.049000 1.051000 1800000000000000"),
     ]);
     let seen = parse_observe(&held).unwrap();
     assert_eq!(
         seen.redis_clock,
         Some(NotedRate {
-            term: "a-1#41".into(),
+            term: "a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#41".into(),
             low: 1.049,
             high: 1.051,
             at_us: 1_800_000_000_000_000,
         })
     );
     for bad in [
-        "a-1#41 1.2 1.1 5",
-        "a-1#41 x 1.1 5",
-        "a-1#41 NaN NaN 5",
+        "a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#41 1.2 1.1 5",
+        "a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#41 x 1.1 5",
+        "a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#41 NaN NaN 5",
         " 1 1 5",
-        "a-1#41 1 1",
+        "a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#41 1 1",
     ] {
         assert_eq!(noted_rate(bad), None, "{bad}");
     }
@@ -311,7 +311,10 @@ fn observe_replies_map_to_observations() {
     assert_eq!(holder.remaining, Some(Duration::from_millis(1200)));
     assert_eq!(
         (holder.owner.as_str(), holder.token),
-        ("a-1", Some(FencingToken(41)))
+        (
+            "a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e",
+            Some(FencingToken(41))
+        )
     );
     assert_eq!(seen.token, Some(FencingToken(42)));
     assert_eq!(seen.cooldown, CooldownState::Idle);
