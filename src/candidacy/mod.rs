@@ -36,7 +36,7 @@ pub use settings::{
 
 /// Starts the check; its verdicts go to the returned receiver (for [`follow`], the gate).
 /// `status` is the elector's, read for the terms in [`Scope::Command`], and `runs` the
-/// command's starts and exits ([`check_command`]). Stops when `stop` is
+/// command's starts and exits (the command's check). Stops when `stop` is
 /// cancelled.
 pub fn spawn(
     check: CandidateCheck,

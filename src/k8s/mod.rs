@@ -63,7 +63,7 @@ pub enum K8sError {
         #[source]
         source: kube::Error,
     },
-    /// An API call got no answer within [`CALL_BOUND`].
+    /// An API call got no answer within its bound (5 s).
     #[error("kubernetes API: {what}: no answer within {after:?}")]
     Unanswered {
         /// The call.
