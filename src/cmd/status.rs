@@ -176,7 +176,9 @@ impl StatusView {
                 ),
             ));
         }
-        if self.holder.is_none() && self.last_token.is_none() && self.protocol.is_none() {
+        // A running cooldown is the state record's own.
+        let keyless = self.holder.is_none() && self.last_token.is_none() && self.protocol.is_none();
+        if keyless && self.cooldown_ms.is_none() {
             let note = "no key of this lease exists: a lease never taken, or the replicas use another --key-prefix or --lease-name";
             rows.push(("note", note.to_owned()));
         }
@@ -231,6 +233,26 @@ mod tests {
         assert_eq!(json["cooldown"], "idle");
         assert!(text.contains("protocol    not written yet"), "{text}");
         assert_eq!(json["protocol"], serde_json::Value::Null);
+    }
+
+    /// A running cooldown is the state record's: keys exist, and the note that blamed the key
+    /// prefix or the lease name sent the operator after the wrong fault.
+    #[test]
+    fn a_running_cooldown_is_not_said_to_be_a_lease_without_keys() {
+        let name = LeaseName::new("shop/web").unwrap();
+        let seen = |cooldown| Observation {
+            holder: None,
+            token: None,
+            cooldown,
+            reserved: None,
+            protocol: None,
+            redis_clock: None,
+        };
+        let running = seen(CooldownState::Running(Duration::from_secs(3)));
+        let text = StatusView::of(&name, "leasehold:{shop/web}", &running).text();
+        assert!(!text.contains("no key of this lease exists"), "{text}");
+        let idle = StatusView::of(&name, "leasehold:{shop/web}", &seen(CooldownState::Idle)).text();
+        assert!(idle.contains("no key of this lease exists"), "{idle}");
     }
 
     #[test]

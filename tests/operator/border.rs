@@ -156,8 +156,9 @@ const CORE_CEILING: usize = 7_815;
 /// term; a guard file that kept an earlier deadline when a renewal could not publish; a refusal
 /// that did not name `$POD_NAMESPACE` or `$POD_NAME`; a clock alert that could never fire with a
 /// short pause window; pod labels that unselected the pods (20,636), and the client's bounds
-/// split from the Kubernetes side's file, which passed 500 lines (20,650).
-const CORE_AND_PRODUCT_CEILING: usize = 20_650;
+/// split from the Kubernetes side's file, which passed 500 lines (20,650), and a running cooldown
+/// that `status` said was a lease without keys (20,652).
+const CORE_AND_PRODUCT_CEILING: usize = 20_652;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
