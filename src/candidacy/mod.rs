@@ -5,8 +5,9 @@
 //!
 //! With a singleton command the check is the command's: it runs only while leading (the
 //! command runs only then) and is not judged before the initial delay has passed since the
-//! command started, at the term's start or a restart (the start-up grace); a follower stands. After an unhealthy term the replica sits out
-//! one lease duration, so that another replica takes the lease first.
+//! command started, at the term's start or a restart (the start-up grace); a follower stands.
+//! After an unhealthy term the replica sits out one lease duration, so that another replica
+//! takes the lease first.
 //!
 //! Here: the checking loop; one run of the check in `probe.rs`, the verdict in `judge.rs`
 //! (pure); the verdict as a gate in `gate.rs`; the validated settings in `settings.rs` (the
@@ -36,8 +37,7 @@ pub use settings::{
 
 /// Starts the check; its verdicts go to the returned receiver (for [`follow`], the gate).
 /// `status` is the elector's, read for the terms in [`Scope::Command`], and `runs` the
-/// command's starts and exits (the command's check). Stops when `stop` is
-/// cancelled.
+/// command's starts and exits (the command's check). Stops when `stop` is cancelled.
 pub fn spawn(
     check: CandidateCheck,
     status: watch::Receiver<Status>,
@@ -99,6 +99,17 @@ impl Verdicts {
             changed
         });
     }
+
+    /// The verdict after one more `result`, counted in `tally`.
+    fn judge(&self, tally: &mut Tally, result: Result<(), String>, check: &CandidateCheck) {
+        let thresholds = Thresholds {
+            failure: check.failure_threshold,
+            success: check.success_threshold,
+        };
+        let (verdict, next) = judge(&self.now(), *tally, result, thresholds);
+        *tally = next;
+        self.set(verdict);
+    }
 }
 
 /// The start-up grace, then a probe every period, each judged with `tally`, the results so far:
@@ -109,19 +120,6 @@ async fn probe_after_grace(check: &CandidateCheck, verdicts: &Verdicts, tally: &
         let result = check.probe.run(check.timeout).await;
         verdicts.judge(tally, result, check);
         tokio::time::sleep(check.period).await;
-    }
-}
-
-impl Verdicts {
-    /// The verdict after one more `result`, counted in `tally`.
-    fn judge(&self, tally: &mut Tally, result: Result<(), String>, check: &CandidateCheck) {
-        let thresholds = Thresholds {
-            failure: check.failure_threshold,
-            success: check.success_threshold,
-        };
-        let (verdict, next) = judge(&self.now(), *tally, result, thresholds);
-        *tally = next;
-        self.set(verdict);
     }
 }
 

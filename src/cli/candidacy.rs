@@ -194,7 +194,7 @@ impl CandidacyArgs {
 
 /// `http://HOST[:PORT][/PATH]` with a loopback HOST, as a probe.
 fn parse_url(url: &str) -> Result<Probe, CliError> {
-    let shown = crate::lease::redact_url(&crate::exec::query_hidden(url));
+    let shown = crate::exec::shown(&[url.to_owned()]);
     let bad = |rule: &str| CliError::value("candidate-check", &shown, rule);
     let rest = url
         .strip_prefix("http://")

@@ -68,11 +68,9 @@ impl ExecSettings {
 
 /// A command line as leasehold shows it (its logs, and a candidate check's on the HTTP port):
 /// no password of a URL (`postgres://u:pw@…`) nor its query's values ([`query_hidden`]), and
-/// `***` for the value of a `NAME=value` word
-/// or of an option or an HTTP header whose name says pass, pwd, secret, token, key, auth or
-/// cookie, also
-/// inside an argument (a shell script, a libpq string). A short option's value (`-pPASS`) is not
-/// recognised.
+/// `***` for the value of a `NAME=value` word or of an option or an HTTP header whose name says
+/// pass, pwd, secret, token, key, auth or cookie, also inside an argument (a shell script, a
+/// libpq string). A short option's value (`-pPASS`) is not recognised.
 pub fn shown(command: &[String]) -> String {
     let secret = |name: &str| {
         let name = name.to_ascii_lowercase();
@@ -102,13 +100,13 @@ pub fn shown(command: &[String]) -> String {
         let mut header = false;
         for (k, &w) in words.iter().enumerate() {
             let after_option = k.checked_sub(1).is_some_and(|k| secret_option(words[k]));
-            let named = (!header).then(|| secret_header(w)).flatten();
-            shown.push(if after_option || header {
-                "***".to_owned()
-            } else {
-                named.clone().unwrap_or_else(|| word(w))
-            });
-            header |= named.is_some();
+            if after_option || header {
+                shown.push("***".to_owned());
+                continue;
+            }
+            let named = secret_header(w);
+            header = named.is_some();
+            shown.push(named.unwrap_or_else(|| word(w)));
         }
     }
     shown.join(" ")

@@ -157,8 +157,9 @@ const CORE_CEILING: usize = 7_815;
 /// that did not name `$POD_NAMESPACE` or `$POD_NAME`; a clock alert that could never fire with a
 /// short pause window; pod labels that unselected the pods (20,636), and the client's bounds
 /// split from the Kubernetes side's file, which passed 500 lines (20,650), and a running cooldown
-/// that `status` said was a lease without keys (20,652).
-const CORE_AND_PRODUCT_CEILING: usize = 20_652;
+/// that `status` said was a lease without keys (20,652), less a reread's tidies: one impl of the
+/// check's verdicts, a refused check URL shown by the one `shown` (20,648).
+const CORE_AND_PRODUCT_CEILING: usize = 20_648;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
