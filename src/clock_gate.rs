@@ -2,22 +2,27 @@
 //! renewal cannot keep a useful term (`leaves_a_useful_term`) stays out of the election
 //! ([`CLOCK_RATE`]): a leader steps down with `clock_rate`, and the replica tries again after a
 //! pause that doubles with each term the rate ended, from the retry period up to 30 s, since only
-//! a term can measure the rate again. Said at warn the first time, then at debug until a term's
+//! a term can measure the rate again. The pause counts from the step-down's end, which a command
+//! slow to stop may hold until the term's deadline. Said at warn the first time, then at debug until a term's
 //! rate is back within reach. It changes nothing when a term begins or ends, so it lives outside
 //! the core: the core measures the rate and tells it through [`TermHooks::clock_rate`]. The rate
 //! is Redis's clock against this host's, so its words name the host to look at: this one when
 //! its own boot clock is slewed beyond the margin ([`ClockWatch`]), else the Redis host.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use leasehold_core::locked::locked;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::clock_watch::ClockWatch;
-use crate::elector::{RateBound, Standing, TermHooks, Timing, pause_after_term, validity_at};
+use crate::elector::{
+    RateBound, Standing, StepDownReason, TermHooks, Timing, pause_after_term, validity_at,
+};
 use crate::gates::CLOCK_RATE;
+use crate::lease::FencingToken;
 
 /// The gate: a term hook in, a standing out.
 pub struct ClockRateGate {
@@ -27,6 +32,8 @@ pub struct ClockRateGate {
     standing: Arc<watch::Sender<Standing>>,
     /// Terms in a row that the rate ended.
     ended: AtomicU32,
+    /// The pause to start when the step-down the gate asked for has ended.
+    pending: Mutex<Option<Duration>>,
 }
 
 impl ClockRateGate {
@@ -39,6 +46,7 @@ impl ClockRateGate {
             clocks,
             standing: Arc::new(standing),
             ended: AtomicU32::new(0),
+            pending: Mutex::new(None),
         });
         (gate, said)
     }
@@ -89,10 +97,17 @@ impl TermHooks for ClockRateGate {
                 "redis's clock still runs too far off"
             );
         }
+        *locked(&self.pending) = Some(pause);
         self.standing.send_replace(Standing::Out {
             gate: CLOCK_RATE,
             detail: Some(detail),
         });
+    }
+
+    fn ended(&self, _token: FencingToken, _reason: StepDownReason, _released: bool) {
+        let Some(pause) = locked(&self.pending).take() else {
+            return;
+        };
         let standing = Arc::clone(&self.standing);
         tokio::spawn(async move {
             tokio::time::sleep(pause).await;

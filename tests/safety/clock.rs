@@ -172,6 +172,38 @@ fn a_redis_clock_too_fast_for_a_useful_term_ends_it_and_keeps_the_replica_out_a_
     assert!(replica.metric("leasehold_step_downs_total{reason=\"clock_rate\"}") >= Some(3.0));
 }
 
+/// The pause the clock-rate gate asks for runs from the end of the step-down, not from the
+/// moment the gate said no: a command that ignores SIGTERM keeps the step-down going until the
+/// term's deadline (about 1.2 s here), longer than the first pauses (400 and 800 ms).
+#[test]
+fn the_clock_rate_pause_runs_after_a_slow_step_down_ended() {
+    let redis = RedisServer::builder().clock_rate(1.6).start();
+    let lease = unique_lease("clock-slow-stop");
+    let mut args = TIMING.to_vec();
+    args.extend(["--grace-period", "30s"]);
+    let command = ["sh", "-c", r#"trap "" TERM; while :; do sleep 0.05; done"#];
+    let replica = Replica::spawn(&redis.url(), &lease, "slow", &args, &command);
+    let stepped = replica.wait_events("stepped down", 2, 10 * LEASE);
+    let released = replica.wait_events("released the lease", 2, 5 * LEASE);
+    let began = replica.wait_events("became leader", 3, 10 * LEASE);
+    for term in 0..2 {
+        let detail = stepped[term]["detail"].as_str().unwrap_or_default();
+        let pause: u64 = detail
+            .split("contending again in ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no pause in {detail}"));
+        let at = |e: &serde_json::Value| Replica::logged_at(e).expect("a timestamp");
+        let out = at(&began[term + 1])
+            .duration_since(at(&released[term]))
+            .unwrap_or_default();
+        assert!(
+            out >= Duration::from_millis(pause),
+            "term {}: contended again {out:?} after its step-down ended, asked {pause} ms",
+            term + 1
+        );
+    }
+}
 /// A drift margin so wide that the validity (2 s × 0.6 − 2 ms) is shorter than the renew
 /// deadline (1.4 s) is accepted, and on a Redis whose clock runs true the clock-rate gate must
 /// not find the term useless: the term keeps renewing.
