@@ -176,9 +176,13 @@ impl StatusView {
                 ),
             ));
         }
-        // A running cooldown is the state record's own.
+        // A running cooldown is the state record's own; a reservation and a clock note are keys.
         let keyless = self.holder.is_none() && self.last_token.is_none() && self.protocol.is_none();
-        if keyless && self.cooldown_ms.is_none() {
+        if keyless
+            && self.cooldown_ms.is_none()
+            && self.reserved_for.is_none()
+            && self.redis_clock.is_none()
+        {
             let note = "no key of this lease exists: a lease never taken, or the replicas use another --key-prefix or --lease-name";
             rows.push(("note", note.to_owned()));
         }
@@ -235,24 +239,55 @@ mod tests {
         assert_eq!(json["protocol"], serde_json::Value::Null);
     }
 
-    /// A running cooldown is the state record's: keys exist, and the note that blamed the key
-    /// prefix or the lease name sent the operator after the wrong fault.
+    /// A running cooldown is the state record's, a reservation and a clock note are keys of
+    /// their own: keys exist, and the note that blamed the key prefix or the lease name sent
+    /// the operator after the wrong fault.
     #[test]
-    fn a_running_cooldown_is_not_said_to_be_a_lease_without_keys() {
+    fn a_lease_with_any_key_is_not_said_to_be_without_keys() {
         let name = LeaseName::new("shop/web").unwrap();
-        let seen = |cooldown| Observation {
+        let none = Observation {
             holder: None,
             token: None,
-            cooldown,
+            cooldown: CooldownState::Idle,
             reserved: None,
             protocol: None,
             redis_clock: None,
         };
-        let running = seen(CooldownState::Running(Duration::from_secs(3)));
-        let text = StatusView::of(&name, "leasehold:{shop/web}", &running).text();
-        assert!(!text.contains("no key of this lease exists"), "{text}");
-        let idle = StatusView::of(&name, "leasehold:{shop/web}", &seen(CooldownState::Idle)).text();
-        assert!(idle.contains("no key of this lease exists"), "{idle}");
+        let noted = NotedRate {
+            term: "web-a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#41".into(),
+            low: 1.0,
+            high: 1.0,
+            at_us: 1_796_000_000_000_000,
+        };
+        // (what Redis holds, whether the note is said)
+        let cases = [
+            (none.clone(), true),
+            (
+                Observation {
+                    cooldown: CooldownState::Running(Duration::from_secs(3)),
+                    ..none.clone()
+                },
+                false,
+            ),
+            (
+                Observation {
+                    reserved: Some(("web-b".into(), Some(Duration::from_secs(1)))),
+                    ..none.clone()
+                },
+                false,
+            ),
+            (
+                Observation {
+                    redis_clock: Some(noted),
+                    ..none.clone()
+                },
+                false,
+            ),
+        ];
+        for (seen, said) in cases {
+            let text = StatusView::of(&name, "leasehold:{shop/web}", &seen).text();
+            assert_eq!(text.contains("no key of this lease exists"), said, "{text}");
+        }
     }
 
     #[test]
