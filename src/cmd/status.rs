@@ -9,7 +9,9 @@ use super::lease::{CALL, asked_lease};
 use crate::cli::{CliError, StatusSettings};
 use crate::clock_watch::RedisClockView;
 use crate::leader_view::ProtocolView;
-use crate::lease::{CooldownState, LeaseName, Observation, Protocol, identity_of, split_term};
+use crate::lease::{
+    CooldownState, LeaseName, Observation, Protocol, identity_of, info_field, split_term,
+};
 
 /// The JSON of `leasehold status --output json`.
 #[derive(Debug, Serialize)]
@@ -57,6 +59,14 @@ pub struct StatusView {
     pub redis_clock: Option<RedisClockView>,
     /// The identity of the leader that noted it.
     pub redis_clock_by: Option<String>,
+    /// `master`, or `replica` for a Redis that copies another's data (`replica_of`); absent
+    /// when `INFO replication` did not answer.
+    pub redis_role: Option<&'static str>,
+    /// The master a replica copies, `<host>:<port>`, and whether its link is up: the lease
+    /// lives there, and the copy lags it or, with the link down, stands still.
+    pub replica_of: Option<String>,
+    /// Whether that link is up.
+    pub replica_link_up: Option<bool>,
 }
 
 /// What a key without TTL says in the text output.
@@ -99,7 +109,39 @@ impl StatusView {
                 .redis_clock
                 .as_ref()
                 .map(|noted| identity_of(split_term(&noted.term).0).to_owned()),
+            redis_role: None,
+            replica_of: None,
+            replica_link_up: None,
         }
+    }
+
+    /// The view with what `INFO replication` (`info`) says of the Redis it was read from.
+    fn read_from(self, info: Option<&str>) -> Self {
+        let field = |name| info.and_then(|i| info_field(i, name));
+        let replica = field("role") == Some("slave");
+        let master = (field("master_host"), field("master_port"));
+        Self {
+            redis_role: field("role").map(|_| if replica { "replica" } else { "master" }),
+            replica_of: match master {
+                (Some(host), Some(port)) if replica => Some(format!("{host}:{port}")),
+                _ => None,
+            },
+            replica_link_up: replica.then(|| field("master_link_status") == Some("up")),
+            ..self
+        }
+    }
+
+    /// What a view read from a replica says on stderr, once the view is printed.
+    fn read_from_a_replica(&self) -> Option<String> {
+        let master = self.replica_of.as_deref()?;
+        Some(format!(
+            "this redis is a replica of {master} (link {}): the view above is its copy, which lags the lease or, with the link down, stands still; point --redis-url at the master, or at its Sentinels (redis+sentinel://)",
+            if self.replica_link_up == Some(true) {
+                "up"
+            } else {
+                "down"
+            }
+        ))
     }
 
     /// Aligned text for people.
@@ -176,6 +218,17 @@ impl StatusView {
                 ),
             ));
         }
+        if let Some(master) = &self.replica_of {
+            let link = if self.replica_link_up == Some(true) {
+                "up"
+            } else {
+                "down"
+            };
+            rows.push((
+                "redis",
+                format!("a replica of {master}, link {link}: its copy of the lease"),
+            ));
+        }
         // A running cooldown is the state record's own; a reservation and a clock note are keys.
         let keyless = self.holder.is_none() && self.last_token.is_none() && self.protocol.is_none();
         if keyless
@@ -197,9 +250,17 @@ pub async fn status(settings: StatusSettings) -> Result<i32, CliError> {
         .observe(CALL)
         .await
         .map_err(|e| settings.redis.failed(e))?;
-    let view = StatusView::of(lease.name(), &lease.keys().lease, &seen);
+    // Best effort, after the look: a refused INFO leaves the role unknown.
+    let info = lease.info("replication", CALL).await.ok();
+    let view = StatusView::of(lease.name(), &lease.keys().lease, &seen).read_from(info.as_deref());
     super::print(settings.output, &view, StatusView::text)?;
-    Ok(0)
+    match view.read_from_a_replica() {
+        Some(words) => {
+            eprintln!("{words}");
+            Ok(1)
+        }
+        None => Ok(0),
+    }
 }
 
 #[cfg(test)]

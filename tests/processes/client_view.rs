@@ -190,3 +190,66 @@ async fn status_says_when_the_lease_key_is_gone_before_its_time() {
         "{text}"
     );
 }
+
+/// `status` pointed at a Redis replica: the lease lives on its master, and the replica's copy
+/// lags, or stands still once its link is down. It shows the copy, says where it came from, and
+/// exits 1, so that a script does not take it for the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_pointed_at_a_redis_replica_says_so_and_exits_1() {
+    let master = RedisServer::start();
+    let port = master.port().to_string();
+    let replica = RedisServer::builder()
+        .args(["--replicaof", "127.0.0.1", &port])
+        .start();
+    let lease = unique_lease("status-replica");
+    let holder = lease_of(&master.url(), &lease, "web-a", false);
+    let call = Duration::from_secs(2);
+    let Acquired::Leader(_) = holder.acquire(Duration::from_secs(30), call).await.unwrap() else {
+        panic!("web-a did not lead")
+    };
+    let args = |output: &'static str| {
+        let url = replica.url();
+        let lease = lease.clone();
+        move || {
+            run_to_end(
+                &[
+                    "status",
+                    "--redis-url",
+                    &url,
+                    "--lease-name",
+                    &lease,
+                    "--output",
+                    output,
+                ],
+                &[],
+            )
+        }
+    };
+    let (code, out, err) = wait_for(
+        "the replica to hold the lease",
+        Duration::from_secs(10),
+        || {
+            let seen = args("json")();
+            seen.1.contains("web-a").then_some(seen)
+        },
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    let view: serde_json::Value = serde_json::from_str(&out).expect("a JSON view");
+    assert_eq!(view["holder"], "web-a", "{view}");
+    assert_eq!(view["redis_role"], "replica", "{view}");
+    assert!(
+        err.contains(&format!("a replica of 127.0.0.1:{port}")) && err.contains("--redis-url"),
+        "{err}"
+    );
+    drop(master);
+    let (code, out, err) = wait_for(
+        "the replica to see its link down",
+        Duration::from_secs(10),
+        || {
+            let seen = args("text")();
+            seen.2.contains("link down").then_some(seen)
+        },
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("holder      web-a"), "{out}");
+}
