@@ -98,9 +98,30 @@ impl EvictionWatch {
                     _ = stop.cancelled() => return,
                     r = EvictionPolicy::read(&lease, timing.call_timeout()) => r,
                 };
-                if first && read.as_ref().is_err_and(|e| !e.is_answer()) {
+                // Kept out, the elector sends nothing: this read is the one that says Redis
+                // does not answer.
+                let out = !gates.standing().stands();
+                if let Err(err) = &read
+                    && tells_unreadable(said_unreadable, err, out)
+                {
+                    warn!(
+                        identity = %lease.owner().identity(),
+                        lease = %lease.name(),
+                        error = %err,
+                        "cannot read the eviction policy (INFO memory); going by the last one read, if any"
+                    );
+                    said_unreadable = true;
+                }
+                let answer = match &read {
+                    Ok(_) => (true, None),
+                    Err(err) => (err.is_answer(), Some(err.to_string())),
+                };
+                if first && !answer.0 {
                     // No answer yet (Redis down, or not up yet): ask again a retry period later,
                     // with the policy still unknown.
+                    if out {
+                        board.modify_if(|s| s.hear(Some(answer)));
+                    }
                     tokio::select! {
                         biased;
                         _ = stop.cancelled() => return,
@@ -108,10 +129,6 @@ impl EvictionWatch {
                     }
                 }
                 first = false;
-                let answer = match &read {
-                    Ok(_) => (true, None),
-                    Err(err) => (err.is_answer(), Some(err.to_string())),
-                };
                 let eviction = match read {
                     Ok(policy) => {
                         told.eviction_policy(&policy.policy, policy.may_evict());
@@ -119,26 +136,14 @@ impl EvictionWatch {
                         last_read = Some(policy.clone());
                         Eviction::Read(policy)
                     }
-                    Err(err) => {
-                        if tells_unreadable(said_unreadable, &err) {
-                            warn!(
-                                identity = %lease.owner().identity(),
-                                lease = %lease.name(),
-                                error = %err,
-                                "cannot read the eviction policy (INFO memory); going by the last one read, if any"
-                            );
-                            said_unreadable = true;
-                        }
-                        match &last_read {
-                            Some(policy) => Eviction::Read(policy.clone()),
-                            None => Eviction::Unreadable {
-                                reason: err.to_string(),
-                            },
-                        }
-                    }
+                    Err(err) => match &last_read {
+                        Some(policy) => Eviction::Read(policy.clone()),
+                        None => Eviction::Unreadable {
+                            reason: err.to_string(),
+                        },
+                    },
                 };
                 record(&lease, mode, &board, &gate, eviction);
-                // Kept out, the elector sends nothing: this read says whether Redis answers.
                 let heard = (!gates.standing().stands()).then_some(answer);
                 board.modify_if(|s| s.hear(heard));
                 let read_at = Instant::now();
@@ -256,13 +261,14 @@ fn eviction_news(before: &Eviction, now: &Eviction) -> bool {
 
 /// Whether a failure to read the eviction policy is said (once, until a read succeeds): not
 /// when it was said already, and not for a timeout or a broken link, which the elector's own
-/// calls report.
-fn tells_unreadable(already_told: bool, err: &LeaseError) -> bool {
+/// calls report, unless a gate keeps the replica `out` (the elector then calls nothing).
+fn tells_unreadable(already_told: bool, err: &LeaseError, out: bool) -> bool {
     !already_told
-        && !matches!(
-            err,
-            LeaseError::Timeout { .. } | LeaseError::Connection { .. }
-        )
+        && (out
+            || !matches!(
+                err,
+                LeaseError::Timeout { .. } | LeaseError::Connection { .. }
+            ))
 }
 
 #[cfg(test)]
@@ -370,20 +376,35 @@ mod tests {
             detail: "reset".into(),
         };
         let loading = LeaseError::Loading { op: "info" };
-        // (told already, error) -> tell
+        // (told already, error, kept out) -> tell
         let cases = [
-            (false, &loading, true, "a refusal or an odd answer is said"),
-            (true, &loading, false, "once"),
+            (
+                false,
+                &loading,
+                false,
+                true,
+                "a refusal or an odd answer is said",
+            ),
+            (true, &loading, false, false, "once"),
             (
                 false,
                 &timeout,
                 false,
+                false,
                 "a timeout is the elector's own calls' to report",
             ),
-            (false, &reset, false, "a broken link too"),
+            (false, &reset, false, false, "a broken link too"),
+            (
+                false,
+                &reset,
+                true,
+                true,
+                "unless a gate keeps the replica out: the elector calls nothing",
+            ),
+            (true, &timeout, true, false, "once, there too"),
         ];
-        for (told, err, want, why) in cases {
-            assert_eq!(tells_unreadable(told, err), want, "{why}");
+        for (told, err, out, want, why) in cases {
+            assert_eq!(tells_unreadable(told, err, out), want, "{why}");
         }
     }
 }

@@ -322,6 +322,28 @@ fn an_acl_without_info_memory_is_said_once_and_leasehold_carries_on() {
     assert_eq!(a.leader()["is_leader"], true);
 }
 
+/// Without the data-loss cooldown no try goes out before the policy is read, so the elector
+/// never calls Redis: the gate's own failed reads are what says Redis cannot be reached. It said
+/// nothing at all (a wrong port looked like a replica starting for ever).
+#[test]
+fn a_redis_that_cannot_be_reached_before_the_first_read_is_said() {
+    let nowhere = format!("redis://127.0.0.1:{}", testbed::free_port());
+    let args = ["--no-data-loss-cooldown", "--retry-period", "200ms"];
+    let a = Replica::spawn(&nowhere, &unique_lease("evict-nowhere"), "a", &args, &[]);
+    let said = "cannot read the eviction policy (INFO memory); going by the last one read, if any";
+    let warned = a.wait_events(said, 1, Duration::from_secs(5));
+    let error = warned[0]["error"].as_str().unwrap_or_default().to_owned();
+    assert!(error.contains("refused"), "{error}");
+    wait_for("/leader to show the error", Duration::from_secs(5), || {
+        let redis = a.leader()["redis"].clone();
+        (redis["reachable"] == false && redis["last_error"].is_string()).then_some(())
+    });
+    // Said once while it lasts.
+    holds_on_every_look("no second warning", Duration::from_secs(1), || {
+        a.events(said).len() == 1
+    });
+}
+
 /// The eviction gate runs beside the elector and ends with it: once the elector is gone (its
 /// status closed), the watch returns by itself. It used to spin on the closed status until it
 /// was told to stop, taking a core from Redis and the successor exactly while a leader that had
