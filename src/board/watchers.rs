@@ -11,6 +11,7 @@
 use std::collections::VecDeque;
 use std::mem::{Discriminant, discriminant};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use leasehold_core::locked::locked;
 use tokio::sync::{mpsc, watch};
@@ -18,6 +19,7 @@ use tracing::debug;
 
 use super::Candidacy;
 use super::Shown;
+use crate::clock::BootInstant;
 use crate::elector::Role;
 use crate::lease::FencingToken;
 
@@ -136,6 +138,9 @@ impl Watchers {
             // when a writer changed the key since (its publish, waiting for the lock, sends it).
             Some(mut missed) if !missed.is_empty() => {
                 let now = self.status.borrow().clone();
+                for event in &mut missed {
+                    replayed(&mut event.status, &now);
+                }
                 if let Some(last) = missed.last_mut()
                     && hub.last.as_ref().is_some_and(|k| k.matches(&now))
                 {
@@ -230,6 +235,30 @@ impl Watchers {
     fn lock(&self) -> MutexGuard<'_, Hub> {
         // The hub's state stays consistent whatever panicked while holding it.
         locked(&self.hub)
+    }
+}
+
+/// A kept change as a replay shows it, `now` the current status: a term that has ended since
+/// reads as over however far off its deadline was (a handover, a shutdown, a lost renewal end
+/// it early), and one that goes on has the deadline of its last renewal.
+fn replayed(kept: &mut Shown, now: &Shown) {
+    let Role::Leader {
+        token,
+        valid_until,
+        lead,
+        ..
+    } = &mut kept.role
+    else {
+        return;
+    };
+    match now.role {
+        Role::Leader {
+            token: current,
+            valid_until: renewed,
+            lead: set,
+            ..
+        } if current == *token => (*valid_until, *lead) = (renewed, set),
+        _ => *valid_until = BootInstant::from_since_boot(Duration::ZERO),
     }
 }
 

@@ -7,3 +7,4 @@ mod flood;
 mod liveness;
 mod prometheus;
 mod sse;
+mod sse_replay;

@@ -29,12 +29,12 @@ const WAIT: Duration = Duration::from_secs(20);
 #[derive(Debug, Clone)]
 pub(crate) struct Seen {
     at: Instant,
-    json: serde_json::Value,
+    pub(crate) json: serde_json::Value,
     id: Option<String>,
 }
 
 impl Seen {
-    fn role(&self) -> &str {
+    pub(crate) fn role(&self) -> &str {
         self.json["role"].as_str().unwrap_or_default()
     }
 }
@@ -54,7 +54,7 @@ impl EventWatcher {
 
     /// A watcher that sends `Last-Event-ID: last_event_id` when given, as a reconnecting
     /// `EventSource` does.
-    fn resume(addr: SocketAddr, last_event_id: Option<&str>) -> Self {
+    pub(crate) fn resume(addr: SocketAddr, last_event_id: Option<&str>) -> Self {
         let mut stream = TcpStream::connect(addr).expect("connect");
         let resume = last_event_id
             .map(|id| format!("Last-Event-ID: {id}\r\n"))
@@ -243,7 +243,7 @@ fn events_and_the_status_file_follow_every_transition_and_the_stream_ends_at_exi
 }
 
 /// An event id: `<owner id>:<n>`.
-fn id_parts(seen: &Seen) -> (String, u64) {
+pub(crate) fn id_parts(seen: &Seen) -> (String, u64) {
     let id = seen.id.as_deref().expect("every event has an id");
     let (owner, n) = id.rsplit_once(':').expect("<owner id>:<n>");
     (owner.to_owned(), n.parse().expect("a number"))
