@@ -181,9 +181,11 @@ impl LeaderView {
         let leading = until.is_some_and(|until| now < until);
         let (role, valid_for_ms, cooldown_ms) = match (&status.role, until) {
             (Role::Starting, _) => ("starting", None, None),
-            (Role::Follower { cooldown, .. }, _) => {
-                ("follower", None, cooldown.map(|c| c.as_millis() as u64))
-            }
+            (Role::Follower { .. }, _) => (
+                "follower",
+                None,
+                status.cooldown_left(now).map(|c| c.as_millis() as u64),
+            ),
             (Role::Leader { .. }, until) => (
                 "leader",
                 until.map(|until| now.until(until).as_millis() as u64),

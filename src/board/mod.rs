@@ -70,9 +70,7 @@ impl TermHooks for Board {
     fn status(&self, status: &Status) {
         // The core tells only changes: no comparison needed here.
         self.modify_if(|s| {
-            s.status.clone_from(status);
-            s.elector_redis.clone_from(&status.redis);
-            s.hear(s.heard_while_out.clone());
+            s.told(status);
             true
         });
         if status.role == Role::Stopped {

@@ -3,8 +3,10 @@
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
+use std::time::Duration;
 
-use crate::elector::{RedisHealth, Status};
+use crate::clock::BootInstant;
+use crate::elector::{RedisHealth, Role, Status};
 use crate::eviction_policy::EvictionPolicy;
 use crate::lease::Protocol;
 
@@ -30,6 +32,9 @@ pub struct Shown {
     pub heard_while_out: Option<(bool, Option<String>)>,
     /// What the elector last said of Redis, shown again once nothing heard while out stands.
     pub elector_redis: RedisHealth,
+    /// When the data-loss cooldown in the role ends on the boot clock, reckoned as the role was
+    /// told from the time left then: the follower looks again only once it is over.
+    pub cooldown_until: Option<BootInstant>,
 }
 
 impl Shown {
@@ -37,6 +42,7 @@ impl Shown {
     pub fn of(status: Status) -> Self {
         Self {
             elector_redis: status.redis.clone(),
+            cooldown_until: cooldown_end(&status.role),
             status,
             candidacy: Candidacy::Unchecked,
             eviction: Eviction::NotRead,
@@ -45,6 +51,21 @@ impl Shown {
             newer_protocol: None,
             heard_while_out: None,
         }
+    }
+
+    /// Takes `status`, the elector's new one.
+    pub fn told(&mut self, status: &Status) {
+        if self.status.role != status.role {
+            self.cooldown_until = cooldown_end(&status.role);
+        }
+        self.status.clone_from(status);
+        self.elector_redis.clone_from(&status.redis);
+        self.hear(self.heard_while_out.clone());
+    }
+
+    /// Time left at `now` in the data-loss cooldown the role names.
+    pub fn cooldown_left(&self, now: BootInstant) -> Option<Duration> {
+        self.cooldown_until.map(|until| now.until(until))
     }
 
     /// Shows what was `heard` of Redis while a gate keeps this replica out over the elector's
@@ -58,6 +79,17 @@ impl Shown {
         }
         self.heard_while_out = heard;
         before != self.status.redis
+    }
+}
+
+/// When the cooldown a follower's `role` names ends, from now.
+fn cooldown_end(role: &Role) -> Option<BootInstant> {
+    match role {
+        Role::Follower {
+            cooldown: Some(left),
+            ..
+        } => Some(BootInstant::now().saturating_add(*left)),
+        _ => None,
     }
 }
 

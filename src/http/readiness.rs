@@ -4,6 +4,7 @@
 use super::ReadinessMode;
 use crate::board::Shown;
 use crate::candidacy::Candidacy;
+use crate::clock::BootInstant;
 use crate::elector::Role;
 use crate::eviction::{Eviction, EvictionRefusal};
 use crate::lease::Protocol;
@@ -87,11 +88,8 @@ pub fn readiness(status: &Shown, mode: ReadinessMode, leading: bool) -> (bool, S
             blocked.key, blocked.value
         ));
     }
-    let cooldown = match &status.role {
-        Role::Follower {
-            cooldown: Some(left),
-            ..
-        } => format!(
+    let cooldown = match status.cooldown_left(BootInstant::now()) {
+        Some(left) => format!(
             "; cooling down for {} ms more: Redis lost the lease's state record (a restart without its data, FLUSHALL, a failover{}), and nobody leads until a lease duration has passed",
             left.as_millis(),
             match &status.eviction {

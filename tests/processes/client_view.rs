@@ -253,3 +253,33 @@ async fn status_pointed_at_a_redis_replica_says_so_and_exits_1() {
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.contains("holder      web-a"), "{out}");
 }
+
+/// A data-loss cooldown counts down in `/leader` and `/readyz` as it runs: both are read at
+/// request time. They showed the time left at the follower's last look for the whole cooldown
+/// (the follower does not look again before it is over).
+#[test]
+fn the_cooldown_counts_down_in_leader_and_readyz() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("cooldown-counts");
+    let timing = [
+        "--lease-duration",
+        "6s",
+        "--renew-deadline",
+        "4s",
+        "--retry-period",
+        "500ms",
+    ];
+    let a = Replica::spawn(&redis.url(), &lease, "a", &timing, &[]);
+    let left = || a.leader()["cooldown_ms"].as_u64();
+    let first = wait_for("a cooldown", Duration::from_secs(5), left);
+    let later = wait_for("the cooldown to count down", Duration::from_secs(3), || {
+        left().filter(|ms| *ms + 1_000 <= first)
+    });
+    let said = a.get("/readyz").map(|(_, body)| body).unwrap_or_default();
+    let readyz: u64 = said
+        .split("cooling down for ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no cooldown in {said}"));
+    assert!(readyz <= later, "/readyz {readyz} ms, /leader {later} ms");
+}
