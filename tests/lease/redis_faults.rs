@@ -212,6 +212,28 @@ async fn a_key_of_the_wrong_type_shows_in_the_status_and_nobody_leads() {
 /// term. The leader renews there and keeps its term, instead of stepping down as refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_behind_one_address_keeps_the_leaders_term() {
+    failover_behind_one_address(|old, new| {
+        old.cmd::<String>(&["REPLICAOF", "127.0.0.1", &new.port().to_string()]);
+    })
+    .await;
+}
+
+/// The same, with the old master cut off from every master and told not to serve stale data:
+/// it answers MASTERDOWN, as much a replica's word as READONLY. The leader kept that connection
+/// and renewed on it until its renew deadline, then stepped down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_behind_one_address_to_a_cut_off_old_master_keeps_the_leaders_term() {
+    failover_behind_one_address(|old, _| {
+        old.cmd::<String>(&["CONFIG", "SET", "replica-serve-stale-data", "no"]);
+        let nowhere = testbed::free_port().to_string();
+        old.cmd::<String>(&["REPLICAOF", "127.0.0.1", &nowhere]);
+    })
+    .await;
+}
+
+/// A leader on `old` behind one address, which then moves to `new`, its replica promoted, once
+/// `demote` has made `old` a replica: the term lives on.
+async fn failover_behind_one_address(demote: impl Fn(&RedisServer, &RedisServer)) {
     // Its replica syncs at once, not after the default 5 s wait for more replicas.
     let old = RedisServer::builder()
         .args(["--repl-diskless-sync-delay", "0"])
@@ -239,7 +261,7 @@ async fn a_failover_behind_one_address_keeps_the_leaders_term() {
     .await;
     // The replica is promoted, the old master follows it, and the address moves.
     new.cmd::<String>(&["REPLICAOF", "NO", "ONE"]);
-    old.cmd::<String>(&["REPLICAOF", "127.0.0.1", &new.port().to_string()]);
+    demote(&old, &new);
     proxy.point_new_connections_at(new.addr());
     let moved = BootInstant::now();
     // Only a renewal sent after the move extends the term a whole lease duration past it.

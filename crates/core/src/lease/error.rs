@@ -40,9 +40,10 @@ pub enum LeaseError {
     /// Redis is loading its dataset after a restart.
     #[error("redis is loading its dataset (while {})", doing(op))]
     Loading { op: &'static str },
-    /// The server is a read-only replica, not the master.
+    /// The server is a replica, not the master: READONLY, or MASTERDOWN from a replica cut off
+    /// from its master that serves no stale data.
     #[error(
-        "redis answered READONLY while {}: connected to a replica, not the master",
+        "redis answered as a replica (READONLY or MASTERDOWN) while {}: connected to a replica, not the master",
         doing(op)
     )]
     ReadOnly { op: &'static str },
@@ -228,7 +229,7 @@ impl LeaseError {
             }
             // A server error's code is its kind's (`RedisError::code`).
             (_, "LOADING") => LeaseError::Loading { op },
-            (_, "READONLY") => LeaseError::ReadOnly { op },
+            (_, "READONLY" | "MASTERDOWN") => LeaseError::ReadOnly { op },
             // `EVALSHA`, `EVAL` or `SCRIPT` renamed away, or a command the script calls.
             _ if missing_scripting(&detail) => {
                 let command = super::scripts::command_at(op, &detail)

@@ -126,7 +126,7 @@ fn scripting_that_redis_lacks_is_told_from_other_unknown_commands() {
 }
 
 #[test]
-fn a_readonly_inside_a_script_is_a_replica_on_every_version() {
+fn a_readonly_inside_a_script_or_a_masterdown_is_a_replica_on_every_version() {
     let cases = [
         // Redis 6.2: the script's error wraps it.
         (
@@ -137,6 +137,11 @@ fn a_readonly_inside_a_script_is_a_replica_on_every_version() {
         (
             "READONLY",
             "You can't write against a read only replica. script: 7569, on @user_script:1.",
+        ),
+        // A replica cut off from its master that serves no stale data, before the script runs.
+        (
+            "MASTERDOWN",
+            "Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
         ),
     ];
     for (code, message) in cases {
