@@ -235,3 +235,37 @@ fn a_foreign_value_shaped_like_a_term_has_no_token() {
     assert_eq!(shown["holder"], "cron-lock#12", "{shown}");
     assert!(shown["token"].is_null(), "{shown}");
 }
+
+/// Numbers longer than any leasehold writes (16 digits) in `:longest` or the state record are
+/// unreadable, as any foreign value there: the keys are written anew. A 20-digit claim made
+/// every acquire win a term whose reply no client could read (Redis turns the number into
+/// i64::MIN), so the lease looked held while nobody led, for ever; a 20-digit term deadline in
+/// the record kept everyone out as a vanished term that never expires.
+#[test]
+fn numbers_too_long_to_be_leaseholds_in_its_records_are_foreign() {
+    let redis = RedisServer::start();
+    for (suffix, foreign) in [
+        ("longest", "99999999999999999999 99999999999999999999 0"),
+        (
+            "state",
+            "x/y 0 web-b-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#7 99999999999999999999",
+        ),
+    ] {
+        let lease = unique_lease("long-numbers");
+        let key = format!("leasehold:{{{lease}}}:{suffix}");
+        let _: () = redis.cmd(&["SET", &key, foreign]);
+        let args: Vec<&str> = FAST
+            .iter()
+            .copied()
+            .chain(["--no-data-loss-cooldown"])
+            .collect();
+        let a = Replica::spawn(&redis.url(), &lease, "a", &args, &[]);
+        wait_for(
+            &format!("a to lead past {suffix}"),
+            Duration::from_secs(10),
+            || a.is_ready().then_some(()),
+        );
+        let written: String = redis.cmd(&["GET", &key]);
+        assert_ne!(written, foreign, "{suffix}");
+    }
+}

@@ -369,6 +369,16 @@ async fn a_corrupt_fence_is_refused_and_leaves_no_lease_behind() {
         kept > 0,
         "the reservation went with a refused acquire: {kept}"
     );
+    // Numbers Lua reads but INCR does not: refused as corrupt too, before any write (they
+    // passed the check and failed at INCR, an `other` error naming no key).
+    for foreign in ["9000000000000000.0", "2e15", " 9000000000000000", "0x1F"] {
+        redis.cmd::<String>(&["SET", &a.keys().fence, foreign]);
+        let err = a.acquire(TTL, CALL).await.unwrap_err();
+        assert!(
+            matches!(err, LeaseError::Corrupt { .. }),
+            "{foreign}: {err:?}"
+        );
+    }
 }
 
 #[tokio::test]

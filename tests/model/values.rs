@@ -150,7 +150,7 @@ impl Longest {
     /// split by single spaces; anything else reads as no claim at all.
     pub fn parse(text: &str) -> Option<Longest> {
         let digits = |f: &str| {
-            (!f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()))
+            (!f.is_empty() && f.len() <= 16 && f.bytes().all(|b| b.is_ascii_digit()))
                 .then(|| f.parse::<u64>().ok())
                 .flatten()
         };

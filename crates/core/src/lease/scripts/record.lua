@@ -9,12 +9,19 @@ local function server_identity()
   local replid = string.match(replication, 'master_replid:(%w+)') or '?'
   return run .. '/' .. replid
 end
+-- A whole number as leasehold writes them (at most 16 digits: below 2^53, which a double
+-- holds and a reply's integer carries); nil for anything longer, which it never wrote.
+local function count(digits)
+  if not digits or string.len(digits) > 16 or not string.match(digits, '^%d+$') then return nil end
+  return tonumber(digits)
+end
 local function read_record(key)
   local raw = redis.call('GET', key)
   if not raw then return nil end
   local server, cool, term, term_until = string.match(raw, '^(%S+) (%d+) (%S+) (%d+)$')
-  if not server then return nil end
-  return {server = server, cool = tonumber(cool), term = term, term_until = tonumber(term_until)}
+  cool, term_until = count(cool), count(term_until)
+  if not (server and cool and term_until) then return nil end
+  return {server = server, cool = cool, term = term, term_until = term_until}
 end
 local function write_record(key, r)
   redis.call('SET', key, r.server .. ' ' .. string.format('%d', r.cool) .. ' ' .. r.term .. ' ' .. string.format('%d', r.term_until))
@@ -23,8 +30,9 @@ local function read_longest(key)
   local raw = redis.call('GET', key)
   if not raw then return nil end
   local ms, claim_until, loss = string.match(raw, '^(%d+) (%d+) (%d+)$')
-  if not ms then return nil end
-  return {ms = tonumber(ms), claim_until = tonumber(claim_until), loss = tonumber(loss)}
+  ms, claim_until, loss = count(ms), count(claim_until), count(loss)
+  if not (ms and claim_until and loss) then return nil end
+  return {ms = ms, claim_until = claim_until, loss = loss}
 end
 local function write_longest(key, l)
   redis.call('SET', key, string.format('%d', l.ms) .. ' ' .. string.format('%d', l.claim_until) .. ' ' .. string.format('%d', l.loss))
