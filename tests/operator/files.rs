@@ -26,6 +26,16 @@ fn tls_and_sentinel_files_are_checked_before_anything_connects() {
         ],
         "TLS files are given but the URL does not use TLS: use rediss://",
     );
+    // A unix socket has no TLS either: the files were ignored without a word.
+    run_refused_not_run(
+        &[
+            "--redis-url",
+            "unix:///run/redis/redis.sock",
+            "--redis-ca-file",
+            "/etc/ssl/certs/ca-certificates.crt",
+        ],
+        "TLS files are given but the URL does not use TLS: use rediss://",
+    );
     run_refused(
         &["--redis-password-file", empty],
         &format!("--redis-password-file {empty}: the file is empty"),

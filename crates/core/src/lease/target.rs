@@ -228,7 +228,7 @@ impl Target {
         };
         let (scheme, authority, path) = split(url).ok_or_else(|| bad("not a URL"))?;
         let tls = scheme.starts_with("rediss");
-        if access.tls.is_some() && !tls && !scheme.starts_with("unix") {
+        if access.tls.is_some() && !tls {
             return Err(bad(
                 "TLS files are given but the URL does not use TLS: use rediss://, rediss+sentinel:// or rediss+cluster://",
             ));
@@ -365,7 +365,13 @@ mod tests {
             tls: Some(TlsFiles::default()),
             ..Access::default()
         };
-        let err = Target::parse("redis://x", &tls).err().unwrap().to_string();
-        assert!(err.contains("the URL does not use TLS"), "{err}");
+        for url in [
+            "redis://x",
+            "unix:///run/redis.sock",
+            "redis+unix:///run/redis.sock",
+        ] {
+            let err = Target::parse(url, &tls).err().expect(url).to_string();
+            assert!(err.contains("the URL does not use TLS"), "{url}: {err}");
+        }
     }
 }
