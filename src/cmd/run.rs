@@ -57,6 +57,22 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
         contender = contender.with_candidacy(verdicts);
     }
     let watchers = contender.board.watchers().clone();
+    let http_stop = CancellationToken::new();
+    let endpoints = Endpoints::new(
+        contender.board.subscribe(),
+        metrics,
+        settings.readiness,
+        lease_key.clone(),
+        clock.clone(),
+    )
+    .with_watchers(watchers.clone())
+    .with_clocks(contender.clocks.clone())
+    .with_heartbeat(contender.heartbeat.clone())
+    .with_limits(settings.http_limits);
+    let (bound, serve) = http::bind(settings.http_addr, endpoints, http_stop.clone())
+        .await
+        .with_context(|| format!("cannot listen on --http-addr {}", settings.http_addr))?;
+    // After the bind: a port already taken ends the start before the file's first write.
     let status_file_stop = CancellationToken::new();
     let status_file = status_file.map(|file| {
         let (lease_key, clock) = (lease_key.clone(), clock.clone());
@@ -71,22 +87,6 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
             status_file_stop.clone(),
         )
     });
-
-    let http_stop = CancellationToken::new();
-    let endpoints = Endpoints::new(
-        contender.board.subscribe(),
-        metrics,
-        settings.readiness,
-        lease_key.clone(),
-        clock,
-    )
-    .with_watchers(watchers)
-    .with_clocks(contender.clocks.clone())
-    .with_heartbeat(contender.heartbeat.clone())
-    .with_limits(settings.http_limits);
-    let (bound, serve) = http::bind(settings.http_addr, endpoints, http_stop.clone())
-        .await
-        .with_context(|| format!("cannot listen on --http-addr {}", settings.http_addr))?;
 
     info!(
         identity = %common.identity,
