@@ -131,16 +131,16 @@ impl StatusView {
         }
     }
 
-    /// What a view read from a replica says on stderr, once the view is printed.
-    fn read_from_a_replica(&self) -> Option<String> {
-        let master = self.replica_of.as_deref()?;
+    /// Whose replica the Redis it was read from is, and its link: `None` for a master.
+    fn replica(&self) -> Option<String> {
+        let link = if self.replica_link_up == Some(true) {
+            "up"
+        } else {
+            "down"
+        };
         Some(format!(
-            "this redis is a replica of {master} (link {}): the view above is its copy, which lags the lease or, with the link down, stands still; point --redis-url at the master, or at its Sentinels (redis+sentinel://)",
-            if self.replica_link_up == Some(true) {
-                "up"
-            } else {
-                "down"
-            }
+            "a replica of {}, link {link}",
+            self.replica_of.as_deref()?
         ))
     }
 
@@ -218,16 +218,8 @@ impl StatusView {
                 ),
             ));
         }
-        if let Some(master) = &self.replica_of {
-            let link = if self.replica_link_up == Some(true) {
-                "up"
-            } else {
-                "down"
-            };
-            rows.push((
-                "redis",
-                format!("a replica of {master}, link {link}: its copy of the lease"),
-            ));
+        if let Some(replica) = self.replica() {
+            rows.push(("redis", format!("{replica}: its copy of the lease")));
         }
         // A running cooldown is the state record's own; a reservation and a clock note are keys.
         let keyless = self.holder.is_none() && self.last_token.is_none() && self.protocol.is_none();
@@ -254,13 +246,13 @@ pub async fn status(settings: StatusSettings) -> Result<i32, CliError> {
     let info = lease.info("replication", CALL).await.ok();
     let view = StatusView::of(lease.name(), &lease.keys().lease, &seen).read_from(info.as_deref());
     super::print(settings.output, &view, StatusView::text)?;
-    match view.read_from_a_replica() {
-        Some(words) => {
-            eprintln!("{words}");
-            Ok(1)
-        }
-        None => Ok(0),
-    }
+    let Some(replica) = view.replica() else {
+        return Ok(0);
+    };
+    eprintln!(
+        "this redis is {replica}: the view above is its copy, which lags the lease or, with the link down, stands still; point --redis-url at the master, or at its Sentinels (redis+sentinel://)"
+    );
+    Ok(1)
 }
 
 #[cfg(test)]

@@ -40,8 +40,7 @@ pub enum LeaseError {
     /// Redis is loading its dataset after a restart.
     #[error("redis is loading its dataset (while {})", doing(op))]
     Loading { op: &'static str },
-    /// The server is a replica, not the master: READONLY, or MASTERDOWN from a replica cut off
-    /// from its master that serves no stale data.
+    /// The server is a replica, not the master (READONLY; MASTERDOWN when cut off from it).
     #[error(
         "redis answered as a replica (READONLY or MASTERDOWN) while {}: connected to a replica, not the master",
         doing(op)
