@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use harness::contenders::unique_lease;
 use harness::replica::{Replica, run_to_end};
+use harness::timing_flags;
+use harness::timings::TEN_SECOND_TERM_QUICK_RETRY;
 use testbed::RedisServer;
 use testbed::wait::wait_for;
 
@@ -18,15 +20,9 @@ const WAIT: Duration = Duration::from_secs(20);
 fn a_replayed_event_of_a_term_handed_over_before_its_deadline_reads_as_over() {
     let redis = RedisServer::start();
     let name = unique_lease("sse-replay-ended");
-    let timing = [
-        "--lease-duration",
-        "10s",
-        "--renew-deadline",
-        "6s",
-        "--retry-period",
-        "500ms",
-        "--no-data-loss-cooldown",
-    ];
+    let mut flags = timing_flags(&TEN_SECOND_TERM_QUICK_RETRY);
+    flags.push("--no-data-loss-cooldown".into());
+    let timing: Vec<&str> = flags.iter().map(String::as_str).collect();
     let a = Replica::spawn(&redis.url(), &name, "a", &timing, &[]);
     let watcher = EventWatcher::connect(a.http);
     let led = wait_for("a's event as leader", WAIT, || {

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use harness::contenders::{lease as lease_of, unique_lease};
 use harness::replica::{Replica, lease_status, lease_status_json, run_to_end};
+use harness::timing_flags;
+use harness::timings::SIX_SECOND_TERM;
 use leasehold::lease::Acquired;
 use nix::sys::signal::Signal;
 use testbed::redis_server::RedisServer;
@@ -261,14 +263,8 @@ async fn status_pointed_at_a_redis_replica_says_so_and_exits_1() {
 fn the_cooldown_counts_down_in_leader_and_readyz() {
     let redis = RedisServer::start();
     let lease = unique_lease("cooldown-counts");
-    let timing = [
-        "--lease-duration",
-        "6s",
-        "--renew-deadline",
-        "4s",
-        "--retry-period",
-        "500ms",
-    ];
+    let flags = timing_flags(&SIX_SECOND_TERM);
+    let timing: Vec<&str> = flags.iter().map(String::as_str).collect();
     let a = Replica::spawn(&redis.url(), &lease, "a", &timing, &[]);
     let left = || a.leader()["cooldown_ms"].as_u64();
     let first = wait_for("a cooldown", Duration::from_secs(5), left);
