@@ -118,14 +118,14 @@ impl EvictionWatch {
                 };
                 if first && !answer.0 {
                     // No answer yet (Redis down, or not up yet): ask again a retry period later,
-                    // with the policy still unknown.
-                    if out {
-                        board.modify_if(|s| s.hear(Some(answer)));
-                    }
+                    // with the policy still unknown, or as soon as the gates let the replica
+                    // stand (then the elector's word of Redis is shown, not this read's).
+                    board.modify_if(|s| s.hear(out.then_some(answer)));
                     tokio::select! {
                         biased;
                         _ = stop.cancelled() => return,
                         _ = tokio::time::sleep(timing.retry_period) => continue,
+                        _ = gates.wait_until(|s| s.stands()), if out => continue,
                     }
                 }
                 first = false;

@@ -10,9 +10,11 @@ use std::time::Duration;
 use harness::contenders::{lease, steady_timing, unique_lease};
 use harness::leasehold_bin;
 use harness::replica::{FAST, Replica, exit_within};
+use harness::timings::THIRTY_SECOND_TERM;
 use leasehold::board::Board;
-use leasehold::elector::Elector;
+use leasehold::elector::{Elector, Standing};
 use leasehold::eviction::{Eviction, EvictionMode, EvictionWatch};
+use leasehold::gates::CANDIDACY;
 use leasehold::lease::minimal_acl_rule;
 use testbed::on_engines;
 use testbed::redis_server::{Engine, RedisServer};
@@ -342,6 +344,50 @@ fn a_redis_that_cannot_be_reached_before_the_first_read_is_said() {
     holds_on_every_look("no second warning", Duration::from_secs(1), || {
         a.events(said).len() == 1
     });
+}
+
+/// A failed first read while another gate keeps the replica out is what the replica shows of
+/// Redis; once the gates let it stand, the elector's word is shown again at once. The read's
+/// error stood over every word of the elector's until the next read, a retry period later (a
+/// readiness probe failed on it with Redis back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_first_read_shown_while_out_gives_way_once_the_replica_stands() {
+    let nowhere = format!("redis://127.0.0.1:{}", testbed::free_port());
+    let timing = THIRTY_SECOND_TERM;
+    let (gate, said) = tokio::sync::watch::channel(Standing::Out {
+        gate: CANDIDACY,
+        detail: None,
+    });
+    let lease = lease(&nowhere, &unique_lease("evict-first-out"), "a", true);
+    let elector = Elector::new(lease, timing)
+        .expect("an elector")
+        .with_gate(said);
+    let board = Board::new(elector.status().borrow().clone());
+    let (watch, _standing) =
+        EvictionWatch::new(elector.lease().clone(), timing, EvictionMode::Warn);
+    let _task = watch.spawn(
+        elector.status(),
+        elector.gates(),
+        board.clone(),
+        Arc::new(()),
+        CancellationToken::new(),
+    );
+    let mut shown = board.subscribe();
+    let read_failed = |s: &leasehold::board::Shown| {
+        s.redis
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("INFO"))
+    };
+    tokio::time::timeout(Duration::from_secs(5), shown.wait_for(read_failed))
+        .await
+        .expect("the failed read shown while out")
+        .expect("the board is there");
+    gate.send_replace(Standing::Stands);
+    tokio::time::timeout(Duration::from_secs(3), shown.wait_for(|s| !read_failed(s)))
+        .await
+        .expect("the read's error gives way once the replica stands")
+        .expect("the board is there");
 }
 
 /// The eviction gate runs beside the elector and ends with it: once the elector is gone (its
