@@ -78,4 +78,11 @@ impl TermHooks for Board {
             self.watchers.close();
         }
     }
+
+    fn cooldown_started(&self) {
+        self.modify_if(|s| {
+            s.reckon_cooldown();
+            true
+        });
+    }
 }

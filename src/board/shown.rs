@@ -55,12 +55,19 @@ impl Shown {
 
     /// Takes `status`, the elector's new one.
     pub fn told(&mut self, status: &Status) {
-        if self.status.role != status.role {
-            self.cooldown_until = cooldown_end(&status.role);
-        }
+        let reckon = self.status.role != status.role;
         self.status.clone_from(status);
+        if reckon {
+            self.reckon_cooldown();
+        }
         self.elector_redis.clone_from(&status.redis);
         self.hear(self.heard_while_out.clone());
+    }
+
+    /// Counts the cooldown the role names from now: when it is told, and when this replica
+    /// started one again (the same time left then leaves the role as it was).
+    pub fn reckon_cooldown(&mut self) {
+        self.cooldown_until = cooldown_end(&self.role);
     }
 
     /// Time left at `now` in the data-loss cooldown the role names.
@@ -260,5 +267,31 @@ pub(crate) mod tests {
             },
             sitting_out: None,
         })
+    }
+
+    /// A cooldown started again with the same time left as the one before leaves the role as
+    /// it was, so the elector tells no status: its start is what counts the time left anew.
+    #[test]
+    fn a_cooldown_started_again_with_the_same_time_left_counts_from_its_start() {
+        use crate::board::Board;
+        use crate::elector::TermHooks;
+        let cover = Duration::from_secs(60);
+        let cooling = shown(Role::Follower {
+            leader: None,
+            cooldown: Some(cover),
+        });
+        let board = Board::new(shown(Role::Starting).status);
+        board.status(&cooling.status);
+        let first = board.subscribe().borrow().cooldown_until;
+        std::thread::sleep(Duration::from_millis(2));
+        let again_at = BootInstant::now();
+        board.cooldown_started();
+        board.status(&cooling.status);
+        let again = board.subscribe().borrow().cooldown_until;
+        assert!(first.is_some_and(|f| f < again_at.saturating_add(cover)));
+        assert!(
+            again.is_some_and(|a| a >= again_at.saturating_add(cover)),
+            "{again:?}, from {again_at:?}"
+        );
     }
 }

@@ -59,9 +59,9 @@ pub struct StatusView {
     pub redis_clock: Option<RedisClockView>,
     /// The identity of the leader that noted it.
     pub redis_clock_by: Option<String>,
-    /// `master`, or `replica` for a Redis that copies another's data (`replica_of`); absent
-    /// when `INFO replication` did not answer.
-    pub redis_role: Option<&'static str>,
+    /// The `role` of `INFO replication`, with `slave` said `replica` (`master`, or an engine's
+    /// own word); absent when `INFO replication` did not answer.
+    pub redis_role: Option<String>,
     /// The master a replica copies, `<host>:<port>`, and whether its link is up: the lease
     /// lives there, and the copy lags it or, with the link down, stands still.
     pub replica_of: Option<String>,
@@ -121,7 +121,7 @@ impl StatusView {
         let replica = field("role") == Some("slave");
         let master = (field("master_host"), field("master_port"));
         Self {
-            redis_role: field("role").map(|_| if replica { "replica" } else { "master" }),
+            redis_role: field("role").map(|r| if replica { "replica" } else { r }.to_owned()),
             replica_of: match master {
                 (Some(host), Some(port)) if replica => Some(format!("{host}:{port}")),
                 _ => None,

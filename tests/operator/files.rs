@@ -34,7 +34,7 @@ fn tls_and_sentinel_files_are_checked_before_anything_connects() {
             "--redis-ca-file",
             "/etc/ssl/certs/ca-certificates.crt",
         ],
-        "TLS files are given but the URL does not use TLS: use rediss://",
+        "TLS files are given but a unix socket has no TLS: leave them out",
     );
     run_refused(
         &["--redis-password-file", empty],

@@ -10,6 +10,7 @@ use harness::contenders::unique_lease;
 use harness::replica::{FAST, Replica, run_to_end};
 use testbed::on_engines;
 use testbed::redis_server::{Engine, RedisServer};
+use testbed::sentinel::SentinelSet;
 use testbed::wait::wait_for;
 
 /// `FAST` timings, and readiness that says why in either role.
@@ -133,4 +134,29 @@ fn a_database_the_redis_does_not_have_is_named_in_plain_words() {
         assert!(stderr.contains(words), "want {words:?} in:\n{stderr}");
     }
     harness::replica::assert_in_plain_words(&stderr);
+}
+
+/// Sentinels that refuse the Sentinel password (here: they have none, and one is given) are a
+/// refusal that lasts until someone fixes it, said once at error level and backed off; they were
+/// said as Sentinels that could not be reached, tried again at the usual pace for ever.
+#[test]
+fn sentinels_that_refuse_the_sentinel_password_are_a_refusal() {
+    let set = SentinelSet::start();
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("sentinel-password");
+    std::fs::write(&password, "not-theirs\n").unwrap();
+    let mut args = member();
+    let password = password.to_str().unwrap();
+    args.extend(["--sentinel-password-file", password]);
+    let a = Replica::spawn(&set.url(), &unique_lease("sentinel-auth"), "a", &args, &[]);
+    let refused = a.wait_events(
+        "redis refuses leasehold; backing off until it is fixed",
+        1,
+        Duration::from_secs(10),
+    );
+    assert_eq!(refused[0]["level"], "ERROR", "{:?}", refused[0]);
+    let error = refused[0]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("Sentinel"), "{error}");
+    let body = a.wait_not_ready_reason(Duration::from_secs(5));
+    assert!(!body.contains("unreachable"), "{body}");
 }

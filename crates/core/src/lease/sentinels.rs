@@ -23,6 +23,13 @@ use super::target::{
 use super::{LeaseError, info_field};
 use crate::locked::locked;
 
+/// Why an ask of a Sentinel failed, and whether it refused the Sentinel password.
+type Failed = (String, bool);
+
+fn failed(e: redis::RedisError) -> Failed {
+    (e.to_string(), super::error::refuses_credentials(&e))
+}
+
 /// The Sentinels of one target, and the connections kept to them.
 pub(crate) struct Sentinels {
     target: SentinelTarget,
@@ -116,6 +123,7 @@ impl Sentinels {
             });
         }
         // Asks still under way when this returns go on to their own bound: detached.
+        let mut refused = 0;
         let verdict = loop {
             match tally.verdict() {
                 Verdict::Open => {}
@@ -126,24 +134,32 @@ impl Sentinels {
             };
             match joined {
                 Ok((_, Ok(addr))) => tally.named(addr),
-                Ok((member, Err(e))) => tally.failed(format!("sentinel {member}: {e}")),
+                Ok((member, Err((e, credentials)))) => {
+                    refused += usize::from(credentials);
+                    tally.failed(format!("sentinel {member}: {e}"));
+                }
                 Err(e) => tally.failed(format!("an ask of a Sentinel ended: {e}")),
             }
         };
         asking.detach_all();
-        match verdict {
-            Verdict::Named(addr) => Ok(addr),
-            _ => Err(LeaseError::Connection {
-                op,
-                detail: format!(
-                    "no majority ({} of {}) of the Sentinels names master `{}`: {}",
-                    tally.majority(),
-                    count,
-                    self.target.master,
-                    tally.describe()
-                ),
-            }),
-        }
+        let Verdict::Named(addr) = verdict else {
+            let detail = format!(
+                "no majority ({} of {}) of the Sentinels names master `{}`: {}",
+                tally.majority(),
+                count,
+                self.target.master,
+                tally.describe()
+            );
+            // A refusal lasts until someone fixes the password: not a Sentinel that is down.
+            return Err(match refused {
+                0 => LeaseError::Connection { op, detail },
+                n => LeaseError::Authentication {
+                    op,
+                    detail: format!("{n} Sentinel(s) refused the Sentinel password; {detail}"),
+                },
+            });
+        };
+        Ok(addr)
     }
 
     /// The Sentinels to ask and the number the majority is counted from. Resolves their names
@@ -223,14 +239,14 @@ impl Sentinels {
     }
 
     /// A connection to Sentinel `member`, kept from an earlier ask or dialled now.
-    async fn conn(&self, member: &Member) -> Result<MultiplexedConnection, String> {
+    async fn conn(&self, member: &Member) -> Result<MultiplexedConnection, Failed> {
         if let Some(conn) = locked(&self.conns).get(member) {
             return Ok(conn.clone());
         }
         let (host, tls) = (member.host(), self.target.tls);
-        let client =
-            node_at(&host, member.port(), 0, tls, &self.access).map_err(|e| e.to_string())?;
-        let conn = connect_node(&client).await.map_err(|e| e.to_string())?;
+        let client = node_at(&host, member.port(), 0, tls, &self.access)
+            .map_err(|e| (e.to_string(), false))?;
+        let conn = connect_node(&client).await.map_err(failed)?;
         locked(&self.conns).insert(member.clone(), conn.clone());
         Ok(conn)
     }
@@ -238,7 +254,7 @@ impl Sentinels {
     /// The master's address as Sentinel `member` names it, within [`SENTINEL_TIMEOUT`]. A
     /// connection that failed or timed out is not kept, and the names are resolved again
     /// before the next round (the Sentinel may have moved).
-    async fn named_master(&self, member: &Member) -> Result<Addr, String> {
+    async fn named_master(&self, member: &Member) -> Result<Addr, Failed> {
         let ask = async {
             let mut conn = self.conn(member).await?;
             let addr: Option<Addr> = redis::cmd("SENTINEL")
@@ -246,12 +262,17 @@ impl Sentinels {
                 .arg(&self.target.master)
                 .query_async(&mut conn)
                 .await
-                .map_err(|e| e.to_string())?;
-            addr.ok_or_else(|| format!("does not know master `{}`", self.target.master))
+                .map_err(failed)?;
+            addr.ok_or_else(|| {
+                (
+                    format!("does not know master `{}`", self.target.master),
+                    false,
+                )
+            })
         };
         let answer = tokio::time::timeout(SENTINEL_TIMEOUT, ask)
             .await
-            .map_err(|_| format!("no answer within {SENTINEL_TIMEOUT:?}"))
+            .map_err(|_| (format!("no answer within {SENTINEL_TIMEOUT:?}"), false))
             .and_then(|answer| answer);
         if answer.is_err() {
             locked(&self.conns).remove(member);

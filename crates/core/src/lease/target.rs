@@ -229,9 +229,11 @@ impl Target {
         let (scheme, authority, path) = split(url).ok_or_else(|| bad("not a URL"))?;
         let tls = scheme.starts_with("rediss");
         if access.tls.is_some() && !tls {
-            return Err(bad(
-                "TLS files are given but the URL does not use TLS: use rediss://, rediss+sentinel:// or rediss+cluster://",
-            ));
+            return Err(bad(if scheme.ends_with("unix") {
+                "TLS files are given but a unix socket has no TLS: leave them out"
+            } else {
+                "TLS files are given but the URL does not use TLS: use rediss://, rediss+sentinel:// or rediss+cluster://"
+            }));
         }
         match scheme {
             "redis" | "rediss" | "unix" | "redis+unix" => {
@@ -365,13 +367,17 @@ mod tests {
             tls: Some(TlsFiles::default()),
             ..Access::default()
         };
-        for url in [
-            "redis://x",
-            "unix:///run/redis.sock",
-            "redis+unix:///run/redis.sock",
-        ] {
+        let cases = [
+            ("redis://x", "the URL does not use TLS: use rediss://"),
+            (
+                "unix:///run/redis.sock",
+                "a unix socket has no TLS: leave them out",
+            ),
+            ("redis+unix:///run/redis.sock", "a unix socket has no TLS"),
+        ];
+        for (url, want) in cases {
             let err = Target::parse(url, &tls).err().expect(url).to_string();
-            assert!(err.contains("the URL does not use TLS"), "{url}: {err}");
+            assert!(err.contains(want), "{url}: {err}");
         }
     }
 }
