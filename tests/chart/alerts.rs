@@ -157,22 +157,40 @@ fn rule(spec: &serde_yaml::Value, alert: &str) -> serde_yaml::Value {
         .1
 }
 
+/// A renewal attempt is cut at its bound (`Timing::renew_attempt_timeout`), so a threshold at
+/// half the renew deadline, above that bound, could never be crossed: the chart's is half the
+/// bound, as the binary computes it.
+#[test]
+fn the_slow_renewal_threshold_is_half_of_what_the_binary_gives_one_attempt() {
+    let spec = rule_spec(&helm::render(&rule_values("", "")));
+    let expr = rule(&spec, "LeaseholdRenewalSlow")["expr"]
+        .as_str()
+        .expect("expr")
+        .to_owned();
+    let half = leasehold::elector::Timing::default().renew_attempt_timeout() / 2;
+    let threshold = format!("> {:.3}", half.as_secs_f64());
+    assert!(
+        expr.trim_end().ends_with(&threshold),
+        "{threshold}:\n{expr}"
+    );
+}
+
 #[test]
 fn alert_waits_derive_from_the_timing_and_the_scrape_interval() {
     // (timing and scrape interval; the `for` of no leader, multiple leaders, redis unreachable and
     // slow renewals; the slow-renewal threshold in seconds)
     let cases = [
-        ("", ["60s", "60s", "60s", "120s"], "5"),
+        ("", ["60s", "60s", "60s", "120s"], "1.667"),
         (
             "serviceMonitor:\n  interval: 5s\n",
             ["30s", "10s", "10s", "60s"],
-            "5",
+            "1.667",
         ),
-        (FAST_TIMING_VALUES, ["2s", "1s", "1s", "6s"], "0.3"),
+        (FAST_TIMING_VALUES, ["2s", "1s", "1s", "6s"], "0.1"),
         (
             "timing:\n  leaseDurationSeconds: 60\n  renewDeadlineSeconds: 40\n  retryPeriodSeconds: 10\nserviceMonitor:\n  interval: 1m30s\n",
             ["180s", "180s", "180s", "360s"],
-            "20",
+            "6.667",
         ),
         (
             "timing:\n  leaseDurationSeconds: 300\n  renewDeadlineSeconds: 200\n  retryPeriodSeconds: 20\n",

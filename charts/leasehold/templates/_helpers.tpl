@@ -182,7 +182,7 @@ renewalWindow and renewalSlowSeconds.
   "multipleLeadersFor" $twoScrapes
   "redisUnreachableFor" (maxf $renew $twoScrapes)
   "renewalWindow" (maxf (mulf 4.0 $scrape) (mulf 30.0 $retry))
-  "renewalSlowSeconds" (minf (divf $renew 2.0) 26.0)
+  "renewalSlowSeconds" (round (minf (divf (maxf $retry (divf $renew 3.0)) 2.0) 26.0) 3)
   | toJson }}
 {{- end }}
 
