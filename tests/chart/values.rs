@@ -230,6 +230,34 @@ fn values_that_break_the_election_or_the_roles_bound_are_refused() {
         "{err}"
     );
     render("serviceAccount:\n  create: false\n  name: app\n");
+    // Values a review found rendered and broken at install or at run: (values, the refusal).
+    let cases = [
+        (
+            "serviceAccount:\n  create: false\n  name: default\n",
+            "serviceAccount.name default: every pod of the namespace",
+        ),
+        (
+            "http:\n  bindAddress: 127.0.0.1\n",
+            "http.bindAddress 127.0.0.1: the kubelet probes the pod's IP",
+        ),
+        ("http:\n  bindAddress: \"::1\"\n", "http.bindAddress ::1"),
+        (
+            "strategy:\n  type: RollingUpdate\n  rollingUpdate:\n    maxSurge: 0\n    maxUnavailable: 0\n",
+            "maxSurge and maxUnavailable both 0",
+        ),
+        (
+            "redis:\n  tls:\n    existingSecret: redis-tls\n",
+            "redis.tls.existingSecret: name the keys it holds",
+        ),
+    ];
+    for (values, want) in cases {
+        let err = refused(values);
+        assert!(err.contains(want), "{values}: {err}");
+    }
+    render("http:\n  bindAddress: \"::\"\n");
+    // A Secret's key that reads as a number stays a string.
+    let quoted = render("redis:\n  passwordKey: \"6379\"\n");
+    assert!(quoted.yaml.contains("- key: \"6379\""), "{}", quoted.yaml);
     for url in [
         "redis+sentinel://s1:26379,s2:26379,s3:26379/main",
         "redis+cluster://n1:7000",

@@ -308,6 +308,19 @@ value and the rule.
 {{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) .Values.rbac.create }}
 {{- fail "serviceAccount.create=false: name the ServiceAccount the pods run as (serviceAccount.name); the Role would else be bound to the namespace's `default`, which every pod without its own runs as" }}
 {{- end }}
+{{- if and .Values.rbac.create (eq (toString .Values.serviceAccount.name) "default") }}
+{{- fail "serviceAccount.name default: every pod of the namespace without its own ServiceAccount runs as it, and the Role (patch on pods) would be bound to it; name one for leasehold" }}
+{{- end }}
+{{- if regexMatch "^(127\\.|::1$|localhost$)" (toString .Values.http.bindAddress) }}
+{{- fail (printf "http.bindAddress %s: the kubelet probes the pod's IP, which a loopback address does not listen on; every probe would fail" .Values.http.bindAddress) }}
+{{- end }}
+{{- with .Values.strategy }}
+{{- with .rollingUpdate }}
+{{- if and (hasKey . "maxSurge") (hasKey . "maxUnavailable") (eq (toString .maxSurge) "0") (eq (toString .maxUnavailable) "0") }}
+{{- fail "strategy.rollingUpdate: maxSurge and maxUnavailable both 0 leave a rollout nothing to do; the API server refuses it" }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if and (not .Values.timing.dataLossCooldown) (not .Values.redis.urlKey) (regexMatch "\\+(sentinel|cluster)://" (.Values.redis.url | default "")) }}
 {{- fail "timing.dataLossCooldown=false is only for a Redis that never fails over, and a redis+sentinel:// or redis+cluster:// one does: leasehold refuses it at start" }}
 {{- end }}
@@ -318,6 +331,9 @@ value and the rule.
 {{- fail "redis: set redis.urlKey (a key of the Secret redis.existingSecret that holds the URL) or redis.url" }}
 {{- end }}
 {{- $tls := .Values.redis.tls }}
+{{- if and $tls.existingSecret (not (include "leasehold.tlsVolume" .)) }}
+{{- fail "redis.tls.existingSecret: name the keys it holds (redis.tls.caKey, and clientCertKey with clientKeyKey for mutual TLS); without them nothing of it is mounted" }}
+{{- end }}
 {{- if and (include "leasehold.tlsVolume" .) (not $tls.existingSecret) }}
 {{- fail "redis.tls: caKey, clientCertKey and clientKeyKey name keys of a Secret; set redis.tls.existingSecret" }}
 {{- end }}
