@@ -249,12 +249,21 @@ fn values_that_break_the_election_or_the_roles_bound_are_refused() {
             "redis:\n  tls:\n    existingSecret: redis-tls\n",
             "redis.tls.existingSecret: name the keys it holds",
         ),
+        (
+            "podDisruptionBudget:\n  minAvailable: 3\n",
+            "podDisruptionBudget.minAvailable 3 with replicaCount 3 lets no healthy replica",
+        ),
+        (
+            "replicaCount: 1\npodDisruptionBudget:\n  minAvailable: 100%\n",
+            "podDisruptionBudget.minAvailable 100% with replicaCount 1",
+        ),
     ];
     for (values, want) in cases {
         let err = refused(values);
         assert!(err.contains(want), "{values}: {err}");
     }
     render("http:\n  bindAddress: \"::\"\n");
+    render("podDisruptionBudget:\n  minAvailable: 2\n");
     // A Secret's key that reads as a number stays a string.
     let quoted = render("redis:\n  passwordKey: \"6379\"\n");
     assert!(quoted.yaml.contains("- key: \"6379\""), "{}", quoted.yaml);
