@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::resolve::above_zero;
-use super::secrets::{check_client_pair, read_ca, read_pem, read_secret};
+use super::secrets::{check_client_pair, read_ca, read_pem, read_secret, read_username};
 use super::settings::RedisSettings;
 use super::{CliError, ContenderRedisArgs, Environment, RedisArgs};
 use crate::lease::{
@@ -58,11 +58,7 @@ impl RedisArgs {
                 ));
             }
             (Some(name), _) => Some(name.trim().to_owned()),
-            (None, Some(path)) => Some(
-                read_secret("redis-username-file", path)?
-                    .expose()
-                    .to_owned(),
-            ),
+            (None, Some(path)) => Some(read_username("redis-username-file", path)?),
             (None, None) => None,
         };
         let tls = self.tls_files()?;

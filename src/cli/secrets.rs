@@ -21,6 +21,12 @@ pub(super) fn read_secret(flag: &'static str, path: &Path) -> Result<Secret, Cli
     crate::secret_file::read_secret(path).map_err(refused(flag, path))
 }
 
+/// A user name from a file, trimmed as `--redis-username` is: no ACL user name holds
+/// whitespace (a file of whitespace alone is refused as empty).
+pub(super) fn read_username(flag: &'static str, path: &Path) -> Result<String, CliError> {
+    Ok(read_secret(flag, path)?.expose().trim().to_owned())
+}
+
 /// A PEM file: must hold at least one `-----BEGIN` block.
 pub(super) fn read_pem(flag: &'static str, path: &Path) -> Result<Vec<u8>, CliError> {
     let bytes = read_nonempty(path).map_err(refused(flag, path))?;

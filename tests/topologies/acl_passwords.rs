@@ -177,3 +177,32 @@ fn a_refused_password_names_the_user_and_where_the_password_comes_from() {
         }
     }
 }
+
+/// A username file ends as a person's editor leaves it, with a newline and maybe a space: the
+/// name is read trimmed, as `--redis-username` is (no ACL user name holds whitespace). A space
+/// after the name made every login fail for user `leasehold `.
+#[test]
+fn a_username_file_is_read_trimmed_as_the_flag_is() {
+    let redis = RedisServer::start();
+    redis.set_acl_user(
+        "leasehold",
+        &minimal_acl_rule("leasehold:", false),
+        "s3cret",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (user, password) = (dir.path().join("user"), dir.path().join("password"));
+    std::fs::write(&user, "leasehold \n").unwrap();
+    std::fs::write(&password, "s3cret\n").unwrap();
+    let mut args = harness::replica::FAST.to_vec();
+    args.extend([
+        "--redis-username-file",
+        user.to_str().unwrap(),
+        "--redis-password-file",
+        password.to_str().unwrap(),
+    ]);
+    let a =
+        harness::replica::Replica::spawn(&redis.url(), &unique_lease("user-file"), "a", &args, &[]);
+    testbed::wait::wait_for("a to lead", Duration::from_secs(10), || {
+        a.is_ready().then_some(())
+    });
+}
