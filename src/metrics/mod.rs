@@ -199,7 +199,7 @@ impl Metrics {
         }
         registry.register("renewals", "Lease renewals by result", renewals.clone());
         // 0.1 ms to about 52 s: a renewal may take as long as the validity left, and the alert on
-        // slow renewals compares a quantile with half the renew deadline.
+        // slow renewals compares a quantile with half of what one attempt may take.
         let renewal_seconds = Histogram::new(exponential_buckets(0.0001, 2.0, 20));
         registry.register(
             "renewal_duration_seconds",

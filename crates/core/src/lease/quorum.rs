@@ -41,6 +41,13 @@ impl Tally {
         self.count / 2 + 1
     }
 
+    /// Whether `refused` Sentinels that refused the password alone keep any majority out (the
+    /// others could not make one even all agreeing): then the password is the fault, not one
+    /// Sentinel down beside a refusing one, which a term outlives.
+    pub fn refused_a_majority(&self, refused: usize) -> bool {
+        self.count.saturating_sub(refused) < self.majority()
+    }
+
     /// One Sentinel named `addr`.
     pub fn named(&mut self, addr: Addr) {
         match self.named.iter_mut().find(|(named, _)| *named == addr) {
@@ -194,5 +201,26 @@ mod tests {
             tally.describe(),
             "2 named 10.0.0.1:1; 1 named 10.0.0.1:2; sentinel 127.0.0.1:26379: refused"
         );
+    }
+
+    #[test]
+    fn a_password_refused_by_sentinels_is_the_fault_only_when_they_keep_a_majority_out() {
+        // (Sentinels, how many refused) -> the refusal is the fault
+        let cases = [
+            ((3, 0), false),
+            ((3, 1), false),
+            ((3, 2), true),
+            ((3, 3), true),
+            ((5, 2), false),
+            ((5, 3), true),
+        ];
+        for ((count, refused), want) in cases {
+            let tally = Tally::new(count);
+            assert_eq!(
+                tally.refused_a_majority(refused),
+                want,
+                "{count}, {refused}"
+            );
+        }
     }
 }

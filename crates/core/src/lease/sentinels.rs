@@ -150,12 +150,13 @@ impl Sentinels {
                 self.target.master,
                 tally.describe()
             );
-            // A refusal lasts until someone fixes the password: not a Sentinel that is down.
-            return Err(match refused {
-                0 => LeaseError::Connection { op, detail },
-                n => LeaseError::Authentication {
+            // A refusal that keeps any majority out lasts until someone fixes the password; one
+            // beside a Sentinel that is down is an outage a term may outlive.
+            return Err(match tally.refused_a_majority(refused) {
+                false => LeaseError::Connection { op, detail },
+                true => LeaseError::Authentication {
                     op,
-                    detail: format!("{n} Sentinel(s) refused the Sentinel password; {detail}"),
+                    detail: format!("{refused} Sentinels refused the Sentinel password; {detail}"),
                 },
             });
         };
