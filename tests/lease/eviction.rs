@@ -12,7 +12,7 @@ use harness::leasehold_bin;
 use harness::replica::{FAST, Replica, exit_within};
 use harness::timings::THIRTY_SECOND_TERM;
 use leasehold::board::Board;
-use leasehold::elector::{Elector, Standing};
+use leasehold::elector::{Elector, Standing, Timing};
 use leasehold::eviction::{Eviction, EvictionMode, EvictionWatch};
 use leasehold::gates::CANDIDACY;
 use leasehold::lease::minimal_acl_rule;
@@ -346,6 +346,22 @@ fn a_redis_that_cannot_be_reached_before_the_first_read_is_said() {
     });
 }
 
+/// The eviction gate (warn mode) of `elector` with `timing`, started: the board it shows on,
+/// and its task.
+fn watched(elector: &Elector, timing: Timing) -> (Board, tokio::task::JoinHandle<()>) {
+    let board = Board::new(elector.status().borrow().clone());
+    let (watch, _standing) =
+        EvictionWatch::new(elector.lease().clone(), timing, EvictionMode::Warn);
+    let task = watch.spawn(
+        elector.status(),
+        elector.gates(),
+        board.clone(),
+        Arc::new(()),
+        CancellationToken::new(),
+    );
+    (board, task)
+}
+
 /// A failed first read while another gate keeps the replica out is what the replica shows of
 /// Redis; once the gates let it stand, the elector's word is shown again at once. The read's
 /// error stood over every word of the elector's until the next read, a retry period later (a
@@ -362,16 +378,7 @@ async fn a_failed_first_read_shown_while_out_gives_way_once_the_replica_stands()
     let elector = Elector::new(lease, timing)
         .expect("an elector")
         .with_gate(said);
-    let board = Board::new(elector.status().borrow().clone());
-    let (watch, _standing) =
-        EvictionWatch::new(elector.lease().clone(), timing, EvictionMode::Warn);
-    let _task = watch.spawn(
-        elector.status(),
-        elector.gates(),
-        board.clone(),
-        Arc::new(()),
-        CancellationToken::new(),
-    );
+    let (board, _task) = watched(&elector, timing);
     let mut shown = board.subscribe();
     let read_failed = |s: &leasehold::board::Shown| {
         s.redis
@@ -403,16 +410,7 @@ async fn the_eviction_watch_ends_once_the_elector_is_gone() {
         timing,
     )
     .expect("an elector");
-    let board = Board::new(elector.status().borrow().clone());
-    let (watch, _standing) =
-        EvictionWatch::new(elector.lease().clone(), timing, EvictionMode::Warn);
-    let task = watch.spawn(
-        elector.status(),
-        elector.gates(),
-        board.clone(),
-        Arc::new(()),
-        CancellationToken::new(),
-    );
+    let (board, task) = watched(&elector, timing);
     let mut shown = board.subscribe();
     tokio::time::timeout(
         Duration::from_secs(10),
