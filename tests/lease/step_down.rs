@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use harness::contenders::{
-    ActionLog, Contender, fast_timing, idle, leader_and_follower, lease, record_statuses,
-    shut_down_all, unique_lease, until_leading,
+    ActionLog, Contender, fast_timing, idle, leader_and_follower, lease, shut_down_all,
+    unique_lease, until_leading,
 };
 use harness::timings::TEN_SECOND_TERM;
 use leasehold::clock::BootInstant;
@@ -81,7 +81,6 @@ async fn work_that_ends_fails_or_panics_steps_down_and_releases() {
         .unwrap()
         .with_hooks(releases.clone());
     let c = Contender::spawn_elector(elector, work);
-    let history = record_statuses(c.status.clone());
     let mut status = c.status.clone();
     until("a fourth term", &mut status, Duration::from_secs(10), |s| {
         matches!(s.role, Role::Leader { .. }) && s.transitions >= 7
@@ -89,7 +88,7 @@ async fn work_that_ends_fails_or_panics_steps_down_and_releases() {
     .await;
     let steps: Vec<(StepDownReason, Option<String>)> = {
         let mut seen = Vec::new();
-        for (_, s) in history.lock().unwrap().iter() {
+        for s in releases.1.lock().unwrap().iter() {
             if let Some(step) = &s.last_step_down {
                 let entry = (step.reason, step.detail.clone());
                 if seen.last() != Some(&entry) {
@@ -119,13 +118,20 @@ async fn work_that_ends_fails_or_panics_steps_down_and_releases() {
     c.shutdown().await;
 }
 
-/// The `released` of every term's end, in order.
+/// The `released` of every term's end, in order, and every status the elector told (each
+/// change, in order: a watch of the status may skip one that a quick next term replaced).
 #[derive(Default)]
-struct Releases(std::sync::Mutex<Vec<bool>>);
+struct Releases(
+    std::sync::Mutex<Vec<bool>>,
+    std::sync::Mutex<Vec<leasehold::elector::Status>>,
+);
 
 impl TermHooks for Releases {
     fn ended(&self, _token: FencingToken, _reason: StepDownReason, released: bool) {
         self.0.lock().unwrap().push(released);
+    }
+    fn status(&self, status: &leasehold::elector::Status) {
+        self.1.lock().unwrap().push(status.clone());
     }
 }
 
