@@ -118,11 +118,10 @@ impl StatusView {
     /// The view with what `INFO replication` (`info`) says of the Redis it was read from.
     fn read_from(self, info: Option<&str>) -> Self {
         let field = |name| info.and_then(|i| info_field(i, name));
-        let role = field("role");
-        let replica = role == Some("slave");
+        let replica = field("role") == Some("slave");
         let master = (field("master_host"), field("master_port"));
         Self {
-            redis_role: role.map(|r| if replica { "replica" } else { r }.to_owned()),
+            redis_role: field("role").map(|r| if replica { "replica" } else { r }.to_owned()),
             replica_of: match master {
                 (Some(host), Some(port)) if replica => Some(format!("{host}:{port}")),
                 _ => None,
