@@ -93,7 +93,7 @@ fn each_image_takes_its_registry_and_global_image_registry_takes_every_images_pl
             vec!["mirror.example.com/team/worker:3".to_owned()],
         ),
         (
-            "exec:\n  enabled: true\n  image:\n    registry: registry.example.com\n    repository: team/worker\n  command: [/app/worker]\n",
+            "exec:\n  enabled: true\n  image:\n    registry: registry.example.com\n    repository: team/worker\n    tag: latest\n  command: [/app/worker]\n",
             vec!["registry.example.com/team/worker:latest".to_owned()],
         ),
     ];

@@ -116,6 +116,53 @@ fn the_role_binding_grants_the_role_to_the_pods_service_account() {
         assert_eq!(subjects[0].kind, "ServiceAccount");
         assert_eq!(subjects[0].name, account);
         assert_eq!(subjects[0].namespace.as_deref(), Some("shop"));
-        assert_eq!(pod_spec(&d).automount_service_account_token, Some(true));
     }
+}
+
+#[test]
+fn the_api_token_is_mounted_into_the_leasehold_container_alone() {
+    const TOKEN_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+    let r = render(
+        "statusFile:\n  enabled: true\n  exampleSidecar:\n    enabled: true\nsidecars:\n  - name: app\n    image: app:1\ninitContainers:\n  - name: setup\n    image: app:1\n",
+    );
+    let (d, _) = deployment(&r);
+    let spec = pod_spec(&d);
+    assert_eq!(spec.automount_service_account_token, Some(false));
+    let volume = spec
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == "leasehold-api-token")
+        .expect("the token's volume");
+    let sources = volume
+        .projected
+        .as_ref()
+        .and_then(|p| p.sources.clone())
+        .expect("a projected volume");
+    assert!(
+        sources.iter().any(|s| s
+            .service_account_token
+            .as_ref()
+            .is_some_and(|t| t.path == "token")),
+        "{sources:?}"
+    );
+    let containers = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten());
+    let mounting: Vec<&str> = containers
+        .filter(|c| {
+            c.volume_mounts
+                .iter()
+                .flatten()
+                .any(|m| m.name == "leasehold-api-token" && m.mount_path == TOKEN_DIR)
+        })
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(mounting, ["leasehold"]);
+    assert_eq!(
+        spec.init_containers.iter().flatten().count() + spec.containers.len(),
+        4,
+        "leasehold, the example sidecar, the user's sidecar and init container"
+    );
 }

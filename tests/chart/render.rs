@@ -406,10 +406,12 @@ fn the_password_secret_is_mounted_where_the_flag_points() {
         "a Secret without the password key must not hold the pod in FailedMount"
     );
 
-    // No password key: no flag, no volume.
+    // No password key: no flag, no volume but the API token's.
     let (d, c) = deployment(&render("redis:\n  passwordKey: \"\"\n"));
     assert!(flag(&args(&c), "redis-password-file").is_none());
-    assert!(pod_spec(&d).volumes.unwrap_or_default().is_empty());
+    let volumes = pod_spec(&d).volumes.unwrap_or_default();
+    let names: Vec<&str> = volumes.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, ["leasehold-api-token"]);
 
     // A Redis without a password, its URL in the values: no Secret at all.
     let values =
@@ -418,6 +420,7 @@ fn the_password_secret_is_mounted_where_the_flag_points() {
     assert!(lint.ok(), "{}{}", lint.stdout, lint.stderr);
     let (d, _) = deployment(&render(values));
     let spec = serde_yaml::to_string(&pod_spec(&d)).expect("the pod spec as YAML");
+    let spec = spec.replace("/var/run/secrets/kubernetes.io/", "");
     assert!(
         !spec.contains("secret") && !spec.contains("leasehold-redis"),
         "a passwordless Redis needs no Secret:\n{spec}"

@@ -222,7 +222,7 @@ fn values_that_break_the_election_or_the_roles_bound_are_refused() {
         "{err}"
     );
     render(
-        "exec:\n  enabled: true\n  image:\n    repository: example/app\n  command: [\"/app\"]\ncandidateCheck:\n  command: \"true\"\n",
+        "exec:\n  enabled: true\n  image:\n    repository: example/app\n    tag: \"1\"\n  command: [\"/app\"]\ncandidateCheck:\n  command: \"true\"\n",
     );
     let err = refused("serviceAccount:\n  create: false\n");
     assert!(
@@ -257,12 +257,26 @@ fn values_that_break_the_election_or_the_roles_bound_are_refused() {
             "replicaCount: 1\npodDisruptionBudget:\n  minAvailable: 100%\n",
             "podDisruptionBudget.minAvailable 100% with replicaCount 1",
         ),
+        (
+            "exec:\n  enabled: true\n  image:\n    repository: example/app\n  command: [\"/app\"]\n",
+            "exec.enabled: set exec.image.tag or exec.image.digest",
+        ),
+        (
+            "extraArgs: [\"--lease-duration=20s\"]\n",
+            "extraArgs: --lease-duration repeats a flag the chart sets from its values",
+        ),
+        (
+            "statusFile:\n  enabled: true\nextraArgs: [\"--status-file=/tmp/x.json\"]\n",
+            "extraArgs: --status-file repeats a flag the chart sets",
+        ),
     ];
     for (values, want) in cases {
         let err = refused(values);
         assert!(err.contains(want), "{values}: {err}");
     }
     render("http:\n  bindAddress: \"::\"\n");
+    // A flag the chart does not set passes, as does one it sets only for other values.
+    render("extraArgs: [\"--drift-factor=0.02\", \"--status-file=/tmp/x.json\"]\n");
     render("podDisruptionBudget:\n  minAvailable: 2\n");
     // A Secret's key that reads as a number stays a string.
     let quoted = render("redis:\n  passwordKey: \"6379\"\n");

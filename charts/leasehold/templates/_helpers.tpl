@@ -362,11 +362,24 @@ value and the rule.
 {{- fail (printf "%s: %s is the leader label (leaderLabel), which leasehold keeps on the leader's pod alone; choose another key" $values $.Values.leaderLabel) }}
 {{- end }}
 {{- end }}
+{{- $chartFlags := list }}
+{{- range include "leasehold.runArgs" . | fromYamlArray }}
+{{- $chartFlags = append $chartFlags (regexReplaceAll "=.*$" . "") }}
+{{- end }}
+{{- range .Values.extraArgs }}
+{{- $flag := regexReplaceAll "=.*$" . "" }}
+{{- if has $flag $chartFlags }}
+{{- fail (printf "extraArgs: %s repeats a flag the chart sets from its values (see the chart's README): set that value instead; leasehold refuses a flag given twice, at every start" $flag) }}
+{{- end }}
+{{- end }}
 {{- if and .Values.exec.enabled (not .Values.exec.command) }}
 {{- fail "exec.enabled: exec.command must name the command to run while leading, e.g. [\"/app/worker\"]" }}
 {{- end }}
 {{- if and .Values.exec.enabled (not .Values.exec.image.repository) }}
 {{- fail "exec.enabled: exec.image.repository must name your image, which holds your command and the leasehold binary at exec.leaseholdPath" }}
+{{- end }}
+{{- if and .Values.exec.enabled (not .Values.exec.image.tag) (not .Values.exec.image.digest) }}
+{{- fail "exec.enabled: set exec.image.tag or exec.image.digest to the version of your image; there is no default, because a floating tag such as `latest` can run different code on different nodes" }}
 {{- end }}
 {{- if eq .Values.readiness "leader" }}
 {{- if .Values.podDisruptionBudget.enabled }}
