@@ -24,7 +24,11 @@ pub(super) fn read_secret(flag: &'static str, path: &Path) -> Result<Secret, Cli
 /// A user name from a file, trimmed as `--redis-username` is: no ACL user name holds
 /// whitespace (a file of whitespace alone is refused as empty).
 pub(super) fn read_username(flag: &'static str, path: &Path) -> Result<String, CliError> {
-    Ok(read_secret(flag, path)?.expose().trim().to_owned())
+    let name = read_secret(flag, path)?.expose().trim().to_owned();
+    if name.is_empty() {
+        return Err(refused(flag, path)(SecretFileError::Empty));
+    }
+    Ok(name)
 }
 
 /// A PEM file: must hold at least one `-----BEGIN` block.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use harness::replica::{exit_within, run_to_end};
 
-use crate::refusal::{refused, refused_saying, run_refused};
+use crate::refusal::{refused, refused_saying, run_refused, run_refused_not_run};
 use harness::replica::run_without_redis;
 
 #[test]
@@ -186,6 +186,15 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
     for (args, want) in cases {
         run_refused(args, want);
     }
+    // A user name file of a no-break space alone trims to nothing, as a blank one does.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("username");
+    std::fs::write(&file, "\u{a0}\n").expect("write the file");
+    let file = file.to_str().expect("a UTF-8 path");
+    run_refused_not_run(
+        &["--redis-username-file", file],
+        &format!("--redis-username-file {file}: the file is empty"),
+    );
 }
 
 /// A log filter that keeps nothing (`--log ''`, `LEASEHOLD_LOG=`) is refused: accepted, it kept

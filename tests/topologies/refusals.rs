@@ -134,6 +134,22 @@ fn a_database_the_redis_does_not_have_is_named_in_plain_words() {
         assert!(stderr.contains(words), "want {words:?} in:\n{stderr}");
     }
     harness::replica::assert_in_plain_words(&stderr);
+
+    // A replica run against it: a refusal that lasts until the URL or Redis is fixed, said once
+    // at error level and backed off, and an answer in readiness, not an unreachable Redis (which
+    // would fire the alert for an outage).
+    let a = Replica::spawn(&url, &unique_lease("no-database"), "a", &member(), &[]);
+    let body = a.wait_not_ready_reason(Duration::from_secs(5));
+    assert!(!body.contains("unreachable"), "{body}");
+    assert!(body.contains("must be one this Redis has"), "{body}");
+    let refused = a.wait_events(
+        "redis refuses leasehold; backing off until it is fixed",
+        1,
+        Duration::from_secs(5),
+    );
+    assert_eq!(refused[0]["level"], "ERROR", "{:?}", refused[0]);
+    a.metric("leasehold_redis_errors_total{op=\"acquire\",kind=\"no_database\"}")
+        .expect("the refusals counted as no_database");
 }
 
 /// Sentinels that refuse the Sentinel password (here: they have none, and one is given) are a

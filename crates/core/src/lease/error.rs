@@ -96,6 +96,9 @@ pub enum LeaseError {
         /// Redis's message, with the script's command named where it can be.
         detail: String,
     },
+    /// The URL's database is not one this Redis has (`SELECT` refused).
+    #[error("redis error while {}: {detail}", doing(op))]
+    NoDatabase { op: &'static str, detail: String },
     /// Wrong username or password, or authentication required.
     #[error("redis authentication failed while {}: {detail}", doing(op))]
     Authentication { op: &'static str, detail: String },
@@ -161,6 +164,7 @@ impl LeaseError {
             LeaseError::Corrupt { .. } => ("corrupt", BackOff, true, true, false),
             LeaseError::NoPermission { .. } => ("no_permission", BackOff, true, true, false),
             LeaseError::NoScripting { .. } => ("no_scripting", BackOff, true, true, false),
+            LeaseError::NoDatabase { .. } => ("no_database", BackOff, true, true, false),
             LeaseError::Authentication { .. } => ("authentication", BackOff, true, true, true),
             LeaseError::Tls { .. } => ("tls", BackOff, false, false, true),
             LeaseError::TooFewReplicas { .. } => ("too_few_replicas", Soon, false, true, false),
@@ -289,7 +293,7 @@ impl LeaseError {
                 detail: "this does not answer like Redis (its reply is no RESP): is the URL's host and port a Redis server's?".to_owned(),
             },
             (ErrorKind::UnexpectedReturnType, _) => LeaseError::Protocol { op, detail },
-            _ if detail.contains("refused to switch database") => LeaseError::Other {
+            _ if detail.contains("refused to switch database") => LeaseError::NoDatabase {
                 op,
                 detail: format!(
                     "{detail}; the URL's database (the number after the host) must be one this Redis has (`databases` in its config, 16 by default)"

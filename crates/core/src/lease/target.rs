@@ -205,18 +205,25 @@ pub(crate) fn url_host(host: &str) -> String {
     }
 }
 
+/// One `host[:port]` of a list; an IPv6 address in brackets, as in any URL.
 fn host_port(part: &str, default_port: u16) -> Option<(String, u16)> {
     let part = part.trim();
-    if part.is_empty() || part.contains('@') {
+    if part.contains('@') {
         return None;
     }
-    match part.rsplit_once(':') {
-        Some((host, port)) if !host.is_empty() => {
-            Some((host.trim_matches(['[', ']']).to_owned(), port.parse().ok()?))
-        }
-        Some(_) => None,
-        None => Some((part.to_owned(), default_port)),
-    }
+    let (host, port) = match part.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']')? {
+            (host, "") => (host, None),
+            (host, after) => (host, Some(after.strip_prefix(':')?)),
+        },
+        None => match part.split_once(':') {
+            Some((_, port)) if port.contains(':') => return None,
+            Some((host, port)) => (host, Some(port)),
+            None => (part, None),
+        },
+    };
+    let port = port.map_or(Some(default_port), |p| p.parse().ok())?;
+    (!host.is_empty()).then(|| (host.to_owned(), port))
 }
 
 impl Target {
@@ -249,7 +256,7 @@ impl Target {
                     .map(|p| host_port(p, 26379))
                     .collect::<Option<Vec<_>>>()
                     .ok_or_else(|| {
-                        bad("list the Sentinels as host:port,host:port (credentials go in --redis-username and the password files)")
+                        bad("list the Sentinels as host:port,host:port, an IPv6 address in brackets (credentials go in --redis-username and the password files)")
                     })?;
                 let mut segments = path.split('/').filter(|s| !s.is_empty());
                 let master = segments
@@ -336,6 +343,18 @@ mod tests {
             Target::parse("redis+cluster://n1:7000,n2:7001", &access),
             Ok(Target::Cluster { .. })
         ));
+        // IPv6 addresses in brackets, with their port or without.
+        match Target::parse("redis+sentinel://[fd00::1],[::1]:26380,s3/m", &access) {
+            Ok(Target::Sentinel(t)) => assert_eq!(
+                t.sentinels,
+                vec![
+                    ("fd00::1".to_owned(), 26379),
+                    ("::1".to_owned(), 26380),
+                    ("s3".to_owned(), 26379)
+                ]
+            ),
+            other => panic!("{:?}", other.err()),
+        }
     }
 
     #[test]
@@ -358,6 +377,14 @@ mod tests {
             ("redis+cluster://", "list the seed nodes"),
             ("redis+cluster://n1:7000/1", "only database 0"),
             ("redis+cluster://n1:notaport", "list the seed nodes"),
+            // Bare, the address's own colons would be read as a port.
+            ("redis+sentinel://fd00::1/m", "an IPv6 address in brackets"),
+            ("redis+sentinel://[fd00::1/m", "an IPv6 address in brackets"),
+            (
+                "redis+sentinel://[fd00::1]x/m",
+                "an IPv6 address in brackets",
+            ),
+            ("redis+cluster://[]:7000", "list the seed nodes"),
         ];
         for (url, want) in cases {
             let err = Target::parse(url, &access).err().expect(url).to_string();
