@@ -121,5 +121,8 @@ pub fn main() -> std::process::ExitCode {
     {
         return cli::CliError::from(e).report();
     }
-    cmd::execute(invocation).unwrap_or_else(|e| e.report())
+    let result = cmd::execute(invocation);
+    // The log's last lines before the error's, which is printed at once.
+    telemetry::flush();
+    result.unwrap_or_else(|e| e.report())
 }

@@ -86,6 +86,8 @@ impl Shutdown {
         for hook in self.hooks().iter() {
             hook();
         }
+        #[cfg(feature = "cli")]
+        crate::telemetry::flush();
         std::process::exit(code)
     }
 }

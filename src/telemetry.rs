@@ -1,9 +1,21 @@
 //! Logs: JSON lines when nobody is watching a terminal, readable text when someone is, with a
-//! RUST_LOG-style filter. Messages are constant strings; values go in named fields.
+//! RUST_LOG-style filter. Messages are constant strings; values go in named fields. A thread of
+//! their own writes them: a reader of stderr that stops reading makes lines dropped, never the
+//! election wait.
 
 use std::io::IsTerminal;
+use std::sync::Mutex;
 
+use leasehold_core::locked::locked;
+use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
+
+/// The writing thread's guard, until [`flush`].
+static WRITER: Mutex<Option<WorkerGuard>> = Mutex::new(None);
+
+/// Lines kept for the writing thread while stderr does not take them (a few MiB); more are
+/// dropped.
+const BUFFERED_LINES: usize = 16_384;
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -60,9 +72,15 @@ pub fn start(settings: &LogSettings) -> Result<(), TelemetryError> {
         LogFormat::Text => false,
         LogFormat::Auto => !std::io::stderr().is_terminal(),
     };
+    let (writer, guard) = NonBlockingBuilder::default()
+        .lossy(true)
+        .buffered_lines_limit(BUFFERED_LINES)
+        .thread_name("leasehold-logs")
+        .finish(std::io::stderr());
+    *locked(&WRITER) = Some(guard);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         .with_target(true);
     if json {
         builder
@@ -76,6 +94,12 @@ pub fn start(settings: &LogSettings) -> Result<(), TelemetryError> {
             .init();
     }
     Ok(())
+}
+
+/// Writes what is buffered before the process ends (waiting a second at most for a stalled
+/// stderr); lines logged after it are dropped.
+pub fn flush() {
+    drop(locked(&WRITER).take());
 }
 
 #[cfg(test)]

@@ -14,4 +14,5 @@ mod killed_and_paused;
 mod lock;
 mod planted_files;
 mod shutdown;
+mod stalled_stderr;
 mod status_file;

@@ -150,7 +150,7 @@ fn rust_version_is_at_least_every_dependencys_own() {
 
 /// What only the binary (the `cli` feature) and the parts behind `kubernetes`, `http` and
 /// `metrics` bring.
-const BINARY_ONLY: [&str; 9] = [
+const BINARY_ONLY: [&str; 10] = [
     "kube",
     "k8s-openapi",
     "axum",
@@ -158,6 +158,7 @@ const BINARY_ONLY: [&str; 9] = [
     "clap",
     "prometheus-client",
     "tracing-subscriber",
+    "tracing-appender",
     "serde_yaml",
     "anyhow",
 ];
