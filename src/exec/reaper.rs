@@ -50,7 +50,8 @@ fn spawn_locked(
     tracked: &mut BTreeMap<i32, Option<u64>>,
     command: &mut Command,
 ) -> std::io::Result<(Child, Proc)> {
-    let child = command.spawn()?;
+    // The Redis password it may carry stays leasehold's.
+    let child = command.env_remove("LEASEHOLD_REDIS_URL").spawn()?;
     let pid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())

@@ -173,8 +173,9 @@ const CORE_CEILING: usize = 7_857;
 /// step-down (20,822), and a username file read untrimmed (20,824), and the core's raise above
 /// (20,832); then the core's raise above, and a username file of Unicode whitespace alone sent
 /// as an empty user name (20,847), and logs written in the election's own threads, which a
-/// reader of stderr that stopped reading froze, its command running on past the lease (20,876).
-const CORE_AND_PRODUCT_CEILING: usize = 20_876;
+/// reader of stderr that stopped reading froze, its command running on past the lease (20,876),
+/// and the Redis URL, with its password, passed on to the command's environment (20,877).
+const CORE_AND_PRODUCT_CEILING: usize = 20_877;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

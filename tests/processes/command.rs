@@ -341,3 +341,38 @@ fn the_command_line_is_logged_without_its_secrets() {
         assert!(!log.contains(secret), "{secret} in the log:\n{log}");
     }
 }
+
+/// The command's environment is leasehold's, with the term's variables, less
+/// `LEASEHOLD_REDIS_URL`: the Redis password it may carry never reaches what leasehold runs (a
+/// crash reporter's dump, `env` in a log, every process the command starts).
+#[test]
+fn the_redis_url_and_its_password_stay_out_of_the_commands_environment() {
+    let redis = RedisServer::builder()
+        .args(["--requirepass", "hunter2"])
+        .start();
+    let url = format!("redis://:hunter2@127.0.0.1:{}", redis.port());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("env");
+    let out_env = out.to_str().unwrap().to_owned();
+    let a = Replica::spawn_with_env(
+        "",
+        &unique_lease("env"),
+        "a",
+        &fast(),
+        &[
+            "sh",
+            "-c",
+            r#"env > "$OUT.tmp"; mv "$OUT.tmp" "$OUT"; sleep 60"#,
+        ],
+        &[("OUT", &out_env), ("LEASEHOLD_REDIS_URL", &url)],
+    );
+    let env = wait_for("the command's environment", Duration::from_secs(10), || {
+        std::fs::read_to_string(&out).ok()
+    });
+    assert!(env.contains("LEASEHOLD_FENCING_TOKEN="), "{env}");
+    assert!(
+        !env.contains("hunter2") && !env.contains("LEASEHOLD_REDIS_URL"),
+        "{env}"
+    );
+    drop(a);
+}
