@@ -221,13 +221,22 @@ impl Contender {
         let candidacy = verdicts.map(|verdicts| {
             crate::candidacy::follow(verdicts, candidacy, board.clone(), told, gates_stop.clone())
         });
+        let elector_stop = shutdown.child_token();
         let work = {
             let publisher = publisher.clone();
             let supervisor = supervisor.clone();
-            move |leadership: Leadership| term(leadership, publisher.clone(), supervisor.clone())
+            let elector_stop = elector_stop.clone();
+            move |leadership: Leadership| {
+                term(
+                    leadership,
+                    publisher.clone(),
+                    supervisor.clone(),
+                    elector_stop.clone(),
+                )
+            }
         };
         let mut unsafe_eviction = board.subscribe();
-        let mut elector_task = tokio::spawn(elector.run(shutdown.clone(), work));
+        let mut elector_task = tokio::spawn(elector.run(elector_stop, work));
         let mut refused = None;
         let ended = tokio::select! {
             _ = shutdown.cancelled() => None,
@@ -293,16 +302,25 @@ fn guard_file(
 
 /// One term of leadership: the Kubernetes parts and the command side by side. The term ends
 /// when leadership ends, or when the command ends on its own (then the Kubernetes parts stop
-/// with it).
+/// with it). A command that ended the process (it exited while leading, and is not restarted)
+/// stops the elector (`elector_stop`) even when its term ended meanwhile, as it may while
+/// what the command left running is stopped: no later term starts it again.
 async fn term(
     leadership: Leadership,
     publisher: Option<Publisher>,
     supervisor: Option<Supervisor>,
+    elector_stop: CancellationToken,
 ) -> Result<(), ExecError> {
     let stop_kubernetes = leadership.cancellation_token();
     let command = async {
         let result = match &supervisor {
-            Some(s) => s.lead(leadership.clone()).await,
+            Some(s) => {
+                let result = s.lead(leadership.clone()).await;
+                if s.exit_code().is_some() && leadership.is_lost() {
+                    elector_stop.cancel();
+                }
+                result
+            }
             None => {
                 leadership.lost().await;
                 Ok(())

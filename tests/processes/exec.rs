@@ -146,6 +146,53 @@ fn a_group_worker_is_gone_when_the_command_exits_on_its_own_and_its_code_is_kept
     assert_eq!(released.len(), 1, "{}", replica.log_text());
 }
 
+/// A step-down that lands while the supervisor stops what an exited command left running
+/// (a handover asked meanwhile) still ends the process with the command's code: the command
+/// exited while leading. It was started again in a later term instead.
+#[test]
+fn a_command_that_exited_ends_the_process_even_when_its_term_ends_while_its_leftovers_stop() {
+    let redis = RedisServer::start();
+    let pids = PidFile::new();
+    let lease = unique_lease("exit-then-step-down");
+    let script = r#"(trap "" TERM; exec sleep 300) & echo $! >> "$PIDS"; exit 3"#;
+    let (key, value) = pids.env();
+    let mut replica = Replica::spawn_with_env(
+        &redis.url(),
+        &lease,
+        "a",
+        &with_grace("5s"),
+        &["sh", "-c", script],
+        &[(key, value.as_str())],
+    );
+    replica.wait_events(
+        "stopping what the command left running",
+        1,
+        Duration::from_secs(10),
+    );
+    // The worker ignores SIGTERM: the supervisor waits out the grace period meanwhile.
+    let (_, _, stderr) = harness::replica::run_to_end(
+        &[
+            "step-down",
+            "--lease-name",
+            &lease,
+            "--redis-url",
+            &redis.url(),
+            "--wait",
+            "1s",
+        ],
+        &[],
+    );
+    replica.wait_events("stepped down", 1, Duration::from_secs(5));
+    assert_eq!(
+        replica.wait_exit(Duration::from_secs(15)),
+        3,
+        "step-down said: {stderr}\n{}",
+        replica.log_text()
+    );
+    let started = replica.events("started the command");
+    assert_eq!(started.len(), 1, "{}", replica.log_text());
+}
+
 #[test]
 fn restarts_with_restart_command_leave_no_group_worker_of_an_earlier_run_behind() {
     let redis = RedisServer::start();
