@@ -22,6 +22,9 @@ use crate::shutdown::Shutdown;
 pub const NOT_ACQUIRED: i32 = 75;
 /// Exit code when the lock was lost while the command ran; the command was stopped.
 pub const LOST: i32 = 76;
+/// Exit code when the lock was not acquired and Redis did not answer, or refused, to the end:
+/// nothing says that the lock is held elsewhere.
+pub const REDIS_FAILED: i32 = 1;
 /// How long after the contender's end the lock waits to read what ended its loop.
 const AT_STOP: Duration = Duration::from_millis(100);
 
@@ -109,7 +112,7 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
     let seen = shown.borrow().clone();
     let led = seen.transitions > 0;
     let reason = seen.last_step_down.as_ref().map(|s| s.reason);
-    let code = exit_code(led, reason, command, signalled);
+    let mut code = exit_code(led, reason, command, signalled);
     if led {
         let by_signal = reason == Some(StepDownReason::Shutdown) && command.is_none();
         report_term(&lease_name, reason, code, by_signal);
@@ -117,7 +120,11 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
         info!(lease = %lease_name, code, "lock stopped by a signal before it was acquired");
     } else {
         // Who holds it now, for the one line that says why the command did not run.
-        let now = lease.observe(common.timing.call_timeout()).await.ok();
+        let now = lease.observe(common.timing.call_timeout()).await;
+        if now.is_err() && seen.redis.last_error.is_some() {
+            code = REDIS_FAILED;
+        }
+        let now = now.ok();
         let holder = now.as_ref().and_then(|o| o.holder.as_ref());
         let cooldown_ms = match now.as_ref().map(|o| o.cooldown) {
             Some(CooldownState::Running(left)) => Some(left.as_millis() as u64),

@@ -30,8 +30,9 @@ const CORE_CEILING: usize = 7_857;
 /// election's own threads, which a reader of stderr that stopped reading froze, its command
 /// running on past the lease (20,876), and the Redis URL, with its password, passed on to the
 /// command's environment (20,877), and a command that exited while leading started again in a
-/// later term when a step-down landed while its leftovers were stopped (20,895).
-const CORE_AND_PRODUCT_CEILING: usize = 20_895;
+/// later term when a step-down landed while its leftovers were stopped (20,895), and a lock
+/// that could not reach Redis exiting 75, "try again later" (20,902).
+const CORE_AND_PRODUCT_CEILING: usize = 20_902;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

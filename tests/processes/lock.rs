@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use harness::contenders::{lease, unique_lease};
 use harness::leasehold_bin;
 use harness::replica::FAST;
-use leasehold::cmd::lock::{LOST, NOT_ACQUIRED};
+use leasehold::cmd::lock::{LOST, NOT_ACQUIRED, REDIS_FAILED};
 use leasehold::lease::{Acquired, Grant, RedisLease};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -399,11 +399,43 @@ fn a_lock_kept_out_by_a_gate_says_what_its_reads_heard_of_redis() {
     redis.pause();
     let code = lock.process.wait_exit(Duration::from_secs(20));
     redis.resume();
-    assert_eq!(code.ok().flatten(), Some(NOT_ACQUIRED), "{}", lock.logs());
+    // Redis did not answer at the end: not "busy, try later" (75), a failure (1).
+    assert_eq!(code.ok().flatten(), Some(REDIS_FAILED), "{}", lock.logs());
     let said = lock.events("lock not acquired within --wait");
     assert_eq!(said.len(), 1, "{}", lock.logs());
     let error = said[0]["redis_error"].as_str().unwrap_or_default();
     assert!(!error.is_empty(), "no redis_error: {}", lock.logs());
+}
+
+/// A lock that cannot read the lease at all, Redis down or refusing its password, fails (exit 1)
+/// rather than saying "not acquired, try again later" (75), which a wrapper that skips a busy
+/// lock would take for a lock held elsewhere, for ever.
+#[test]
+fn a_lock_that_cannot_reach_redis_fails_instead_of_saying_try_later() {
+    let nobody = format!("redis://{}", testbed::free_addr());
+    let protected = RedisServer::builder()
+        .args(["--requirepass", "theirs"])
+        .start();
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("password");
+    std::fs::write(&password, "not-theirs\n").unwrap();
+    let password = ["--redis-password-file", password.to_str().unwrap()];
+    for (url, extra) in [(nobody, &[][..]), (protected.url(), &password[..])] {
+        let extra = [&["--wait", "0s"][..], extra].concat();
+        let mut lock = Lock::spawn(&url, &unique_lease("lock-no-redis"), &extra, &["true"]);
+        assert_eq!(
+            lock.wait(Duration::from_secs(15)),
+            REDIS_FAILED,
+            "{}",
+            lock.logs()
+        );
+        let said = lock.events("lock not acquired within --wait");
+        assert!(
+            said.len() == 1 && said[0]["redis_error"] != "",
+            "{}",
+            lock.logs()
+        );
+    }
 }
 
 /// An acquire that runs out of its bound while reads answer in time (here its `WAIT` for a
