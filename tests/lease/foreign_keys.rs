@@ -246,6 +246,8 @@ fn numbers_too_long_to_be_leaseholds_in_its_records_are_foreign() {
     let redis = RedisServer::start();
     for (suffix, foreign) in [
         ("longest", "99999999999999999999 99999999999999999999 0"),
+        // Sixteen digits, but above 2^53: a double rounds them, and `now + ms × 1000` overflowed.
+        ("longest", "9300000000000000 9300000000000000 0"),
         (
             "state",
             "x/y 0 web-b-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#7 99999999999999999999",

@@ -153,6 +153,7 @@ impl Longest {
             (!f.is_empty() && f.len() <= 16 && f.bytes().all(|b| b.is_ascii_digit()))
                 .then(|| f.parse::<u64>().ok())
                 .flatten()
+                .filter(|n| *n < 1 << 53)
         };
         let mut fields = text.split(' ');
         let longest = Longest {

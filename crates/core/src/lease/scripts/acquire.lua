@@ -90,9 +90,9 @@ elseif current or record.term ~= '-' then previous = 'expired'
 elseif fence then previous = 'released'
 end
 if fence then
+  -- Tokens stay below 2^53 (count's rule), and far below INCR's limit.
   local n = count(fence)
-  -- Tokens stay below 2^53, which Lua's numbers hold exactly (and far below INCR's limit).
-  if n == nil or n >= 9007199254740992 then
+  if n == nil then
     return redis.error_reply('LEASEHOLD fence key ' .. KEYS[2] .. ' holds ' .. fence .. ', not a token; delete it (the next token is floored at the server time)')
   end
   if n < now then fence = nil end

@@ -9,11 +9,13 @@ local function server_identity()
   local replid = string.match(replication, 'master_replid:(%w+)') or '?'
   return run .. '/' .. replid
 end
--- A whole number as leasehold writes them (at most 16 digits: below 2^53, which a double
--- holds and a reply's integer carries); nil for anything longer, which it never wrote.
+-- A whole number as leasehold writes them (below 2^53, which a double holds exactly and a
+-- reply's integer carries); nil for anything larger, which it never wrote.
 local function count(digits)
   if not digits or string.len(digits) > 16 or not string.match(digits, '^%d+$') then return nil end
-  return tonumber(digits)
+  local n = tonumber(digits)
+  if n >= 9007199254740992 then return nil end
+  return n
 end
 local function read_record(key)
   local raw = redis.call('GET', key)
