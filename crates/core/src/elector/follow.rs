@@ -187,6 +187,13 @@ impl Elector {
                 Err(err) => {
                     failures = failures.saturating_add(1);
                     self.redis_failed("acquire", &err, failures);
+                    // The holder last seen is no longer vouched for once its TTL ran out.
+                    if observed.is_none() {
+                        self.status.modify_if(|s| match &mut s.role {
+                            Role::Follower { leader, .. } => leader.take().is_some(),
+                            _ => false,
+                        });
+                    }
                     if decide::outcome_unknown(&err) {
                         // Before anything else (docs/DESIGN.md, "Gray failures").
                         if !self
