@@ -12,7 +12,7 @@ use kube::runtime::controller::Action;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::{K8sError, LeaderContext, reconcile_while_leading};
 use crate::elector::Leadership;
@@ -102,12 +102,19 @@ async fn reconcile(
 
 /// Takes the label off this replica's own pod (after a term: withdraws a claim, needs no
 /// leadership), and the deletion cost when it is ours. Tried again until it lands, a refusal
-/// (401, 403) aside, within the caller's bound: without a Deployment's selector no other replica
-/// takes it off.
-pub(super) async fn remove_own(client: &Client, namespace: &str, identity: &str, key: &str) {
+/// (401, 403) aside, while `still` holds (no later term of ours began) and within the caller's
+/// bound, if any: without a Deployment's selector no other replica takes it off.
+pub(super) async fn remove_own(
+    client: &Client,
+    namespace: &str,
+    identity: &str,
+    key: &str,
+    still: impl Fn() -> bool,
+) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let mut pause = Duration::from_millis(100);
-    loop {
+    let mut failed = false;
+    while still() {
         let removed = async {
             let what = || format!("remove the leader label of pod {identity}");
             let pod = super::call(what, pods.get(identity)).await?;
@@ -122,10 +129,17 @@ pub(super) async fn remove_own(client: &Client, namespace: &str, identity: &str,
                 return;
             }
             Err(err) => {
-                debug!(pod = %identity, error = %err, "could not remove the leader label from this pod");
-                if super::refused(&err) {
+                // Said once (and a refusal, which ends the tries); the retries quietly.
+                let refused = super::refused(&err);
+                if failed && !refused {
+                    debug!(pod = %identity, error = %err, "could not remove the leader label from this pod");
+                } else {
+                    warn!(pod = %identity, error = %err, retrying = !refused, "could not remove the leader label from this pod");
+                }
+                if refused {
                     return;
                 }
+                failed = true;
             }
         }
         tokio::time::sleep(pause).await;

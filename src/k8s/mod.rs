@@ -21,6 +21,7 @@ mod settings;
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -232,6 +233,8 @@ struct Inner {
     background: TaskTracker,
     /// Act on the step-down annotation of this pod while leading.
     handover_annotation: bool,
+    /// Terms begun: a former term's label removal stops once a later one begins.
+    terms: AtomicU64,
 }
 
 impl Publisher {
@@ -267,6 +270,7 @@ impl Publisher {
                 reporter,
                 background: TaskTracker::new(),
                 handover_annotation: true,
+                terms: AtomicU64::new(0),
             }),
         })
     }
@@ -285,7 +289,13 @@ impl Publisher {
     pub async fn withdraw_earlier_label(&self) {
         let inner = &self.inner;
         if let Some(key) = &inner.settings.leader_label {
-            let remove = label::remove_own(&inner.client, &inner.namespace, &inner.identity, key);
+            let remove = label::remove_own(
+                &inner.client,
+                &inner.namespace,
+                &inner.identity,
+                key,
+                || true,
+            );
             let _ = tokio::time::timeout(inner.timing.call_timeout(), remove).await;
         }
     }
@@ -294,6 +304,7 @@ impl Publisher {
     pub async fn lead(&self, leadership: Leadership, stop: CancellationToken) {
         // The notes run however the term ends: also when the elector aborts work that did
         // not stop by the validity deadline (dropping this future).
+        self.inner.terms.fetch_add(1, Ordering::Relaxed);
         let _notes = AfterTerm {
             publisher: self.clone(),
             leadership: leadership.clone(),
@@ -370,45 +381,43 @@ impl Publisher {
         }
     }
 
-    /// The notes of a term that ended, in the background: this pod's label off, and an Event.
+    /// The notes of a term that ended, in the background: this pod's label off (until it
+    /// lands or a later term begins), and an Event (within 5 s).
     fn after_term(&self, leadership: Leadership) {
         let this = self.clone();
+        let term = self.inner.terms.load(Ordering::Relaxed);
         self.inner.background.spawn(async move {
             let inner = &this.inner;
-            let work = async {
-                // The parts may end before the elector ends the term (a command that exited):
-                // the notes wait for its end, when its reason is set.
-                leadership.lost().await;
-                let label = async {
-                    if let Some(key) = &inner.settings.leader_label {
-                        label::remove_own(&inner.client, &inner.namespace, &inner.identity, key)
-                            .await;
-                    }
-                };
-                let event = async {
-                    if inner.settings.events {
-                        let reason = leadership
-                            .step_down_reason()
-                            .map_or_else(|| "term ended".to_owned(), |r| r.to_string());
-                        this.event(
-                            "LeadershipLost",
-                            format!(
-                                "{} stopped leading (fencing token {}): {reason}",
-                                inner.identity,
-                                leadership.token()
-                            ),
-                        )
+            // The parts may end before the elector ends the term (a command that exited): the
+            // notes wait for its end, when its reason is set.
+            leadership.lost().await;
+            let label = async {
+                if let Some(key) = &inner.settings.leader_label {
+                    let still = || inner.terms.load(Ordering::Relaxed) == term;
+                    label::remove_own(&inner.client, &inner.namespace, &inner.identity, key, still)
                         .await;
-                    }
-                };
-                tokio::join!(label, event);
+                }
             };
-            if tokio::time::timeout(Duration::from_secs(5), work)
-                .await
-                .is_err()
-            {
-                debug!("step-down notes to kubernetes timed out");
-            }
+            let event = async {
+                if inner.settings.events {
+                    let reason = leadership
+                        .step_down_reason()
+                        .map_or_else(|| "term ended".to_owned(), |r| r.to_string());
+                    let note = format!(
+                        "{} stopped leading (fencing token {}): {reason}",
+                        inner.identity,
+                        leadership.token()
+                    );
+                    let recorded = this.event("LeadershipLost", note);
+                    if tokio::time::timeout(Duration::from_secs(5), recorded)
+                        .await
+                        .is_err()
+                    {
+                        debug!("the step-down's Event to kubernetes timed out");
+                    }
+                }
+            };
+            tokio::join!(label, event);
         });
     }
 

@@ -255,6 +255,67 @@ async fn without_a_deployment_only_the_own_pod_is_labelled() {
     assert_within_rbac(&api);
 }
 
+/// Without a Deployment nobody else takes a former leader's label off, so its removal goes on
+/// until it lands: here pod writes fail for longer than the 5 s the term's notes get. The label
+/// was given up after those 5 s and stayed for good, the Service routing to two pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_deployment_a_former_leaders_label_comes_off_after_a_long_api_outage() {
+    let api = FakeApiServer::start().await;
+    let redis = RedisServer::start();
+    for pod in ["solo-a", "solo-b"] {
+        api.insert(&Pod {
+            metadata: ObjectMeta {
+                name: Some(pod.into()),
+                namespace: Some(NS.into()),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        });
+    }
+    let (timing, lease_name) = (fast_timing(), unique_lease("solo-outage"));
+    let redis_addr = std::net::SocketAddr::from(([127, 0, 0, 1], redis.port()));
+    // a reaches Redis through a proxy, cut below to end its term; b directly.
+    let proxy = FaultProxy::start(redis_addr);
+    let shutdown = CancellationToken::new();
+    let mut tasks = Vec::new();
+    let mut statuses = Vec::new();
+    for (pod, url) in [("solo-a", proxy.url()), ("solo-b", redis.url())] {
+        let publisher = Publisher::new(
+            api.client(),
+            NS,
+            pod,
+            &lease_name,
+            None,
+            kube_settings(),
+            timing,
+        )
+        .expect("a mirror name");
+        let elector = Elector::new(lease(&url, &lease_name, pod, false), timing).unwrap();
+        statuses.push(elector.status());
+        tasks.push(spawn_publishing(elector, &publisher, &shutdown));
+        if pod == "solo-a" {
+            until_leading("a leading", &mut statuses[0], Duration::from_secs(5)).await;
+            eventually("a's label", Duration::from_secs(5), || async {
+                label_of(&api, "solo-a").map(|_| ())
+            })
+            .await;
+        }
+    }
+    api.fail_next_writes("pods", 40);
+    proxy.set(Fault::Drop);
+    until_leading("b leading", &mut statuses[1], Duration::from_secs(10)).await;
+    eventually(
+        "a's label off once the API takes writes again",
+        Duration::from_secs(40),
+        || async { label_of(&api, "solo-a").is_none().then_some(()) },
+    )
+    .await;
+    shutdown.cancel();
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
 /// A Kubernetes API that stops answering holds up neither the step-down nor the release: the
 /// term's Kubernetes work (an Event first) ends when the term does, after a grace of 1 s for its
 /// calls in flight, and a follower leads then, not when the 10 s lease would have run out.
