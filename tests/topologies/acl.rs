@@ -136,6 +136,25 @@ async fn the_minimal_acl_user_can_do_everything_leasehold_needs(engine: Engine) 
     assert_eq!(refused.unwrap_err().code(), Some("NOPERM"));
 }
 
+/// A key prefix with characters that a Redis ACL pattern reads as glob syntax (`[`, `*`, `?`)
+/// is escaped in the rule: unescaped, `~app[1]*?:*` did not cover the user's own keys, and the
+/// user REFERENCE's rule made was refused on every call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_minimal_acl_rule_covers_a_prefix_with_glob_characters() {
+    let redis = RedisServer::start();
+    let prefix = "app[1]*?:";
+    redis.set_acl_user("globbed", &minimal_acl_rule(prefix, false), "pw");
+    let options = LeaseOptions {
+        key_prefix: prefix.to_owned(),
+        cooldown_on_data_loss: false,
+        ..acl_options("globbed", "pw")
+    };
+    let name = unique_lease("acl-glob");
+    let lease = harness::contenders::lease_with(&redis.url(), &name, "pod-a", options);
+    let acquired = lease.acquire(TTL, CALL).await;
+    assert!(matches!(acquired, Ok(Acquired::Leader(_))), "{acquired:?}");
+}
+
 on_engines!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn a_user_missing_a_command_gets_an_error_naming_it);
 async fn a_user_missing_a_command_gets_an_error_naming_it(engine: Engine) {
     let redis = RedisServer::start_on(engine);

@@ -12,10 +12,18 @@ use crate::clock::{BootClock, SharedClock};
 /// The Redis ACL rule for leasehold's user, with keys and channels under `key_prefix`: exactly
 /// the commands leasehold and its scripts send, and `WAIT` when `with_wait` (docs/REFERENCE.md,
 /// "ACL user with least privilege"). Append `>password` (or `#sha256`) to set the password.
+/// A prefix's glob characters are escaped: the rule's patterns are globs.
 pub fn minimal_acl_rule(key_prefix: &str, with_wait: bool) -> String {
     let wait = if with_wait { " +wait" } else { "" };
+    let mut escaped = String::with_capacity(key_prefix.len());
+    for c in key_prefix.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
     format!(
-        "on resetkeys ~{key_prefix}* resetchannels &{key_prefix}* -@all +select +evalsha +script|load +info|server +info|replication +info|memory +subscribe +ping +pubsub|numsub +get +set +pexpire +pttl +type +del +incr +time +publish{wait}"
+        "on resetkeys ~{escaped}* resetchannels &{escaped}* -@all +select +evalsha +script|load +info|server +info|replication +info|memory +subscribe +ping +pubsub|numsub +get +set +pexpire +pttl +type +del +incr +time +publish{wait}"
     )
 }
 
