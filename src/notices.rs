@@ -12,7 +12,7 @@ use leasehold_core::locked::locked;
 use tracing::{error, info, warn};
 
 use crate::board::{Blocked, BlockingKey, Board};
-use crate::elector::TermHooks;
+use crate::elector::{TermHooks, Timing};
 use crate::lease::{Acquired, Holder, Protocol, RedisLease};
 
 /// The notices of one replica.
@@ -34,14 +34,11 @@ impl TermHooks for Notices {
         match acquired {
             Acquired::Leader(_) | Acquired::CoolingDown { .. } => self.note_blocked(None),
             Acquired::HeldBy(holder) => self.note_holder(holder),
-            // A reservation without expiry was not written by leasehold.
             Acquired::Reserved {
                 identity,
                 remaining,
             } => self.note_blocked(
-                remaining
-                    .is_none()
-                    .then(|| (BlockingKey::Reservation, identity.clone())),
+                outlasts_any_term(*remaining).then(|| (BlockingKey::Reservation, identity.clone())),
             ),
             Acquired::NewerProtocol(_) => {}
         }
@@ -135,7 +132,7 @@ impl Notices {
     /// with one `--identity` (they never overlap, each term has its own owner id, but every
     /// log, label and `step-down --to` is ambiguous), said once per such holder.
     fn note_holder(&self, holder: &Holder) {
-        let never_expires = holder.remaining.is_none() && !holder.vanished;
+        let never_expires = outlasts_any_term(holder.remaining) && !holder.vanished;
         self.note_blocked(never_expires.then(|| (BlockingKey::Lease, holder.term_value())));
         let own = self.lease.owner();
         if holder.identity() == own.identity() && holder.owner != own.as_str() {
@@ -171,4 +168,10 @@ impl Notices {
             "another contender of the lease runs a longer --lease-duration; the data-loss cooldown covers it, but give every contender the same one"
         );
     }
+}
+
+/// A TTL that no key leasehold writes has (so not leasehold's key): none at all, or one longer
+/// than any term or reservation lasts.
+fn outlasts_any_term(remaining: Option<Duration>) -> bool {
+    remaining.is_none_or(|left| left > Timing::MAX)
 }

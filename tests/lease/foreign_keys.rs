@@ -27,6 +27,22 @@ fn metric_line(replica: &Replica, line: &str) -> bool {
         .is_some_and(|(_, body)| body.lines().any(|l| l == line))
 }
 
+/// A key that outlasts any term leasehold writes (over an hour) blocks the lease as one without
+/// expiry does: the replicas followed its "holder" in silence, for 292 million years.
+#[test]
+fn a_lease_key_that_outlasts_any_term_blocks_the_lease_too() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("long-ttl");
+    let key = format!("leasehold:{{{lease}}}");
+    let _: () = redis.cmd(&["SET", &key, "foreign", "PX", "9223370000000000000"]);
+    let a = Replica::spawn(&redis.url(), &lease, "a", &FAST, &[]);
+    wait_for("/leader to name the key", Duration::from_secs(15), || {
+        (!a.leader()["redis"]["blocked"].is_null()).then_some(())
+    });
+    assert_eq!(a.events(BLOCKED).len(), 1, "{}", a.log_text());
+    assert!(metric_line(&a, "leasehold_lease_blocked{key=\"lease\"} 1"));
+}
+
 #[test]
 fn a_lease_key_without_expiry_blocks_the_lease_and_is_said_once_where_operators_look() {
     for value in ["garbage", "pod-x-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#17"] {
