@@ -11,7 +11,9 @@
 //! - `reaper`: the child subreaper, and reaping orphans without taking the command's status.
 //! - `running`: a started command and the stop sequence.
 //! - `program`: finding the command at start as `execvp` will.
+//! - `interpreter`: what starts it besides its own file (a `#!` line, a dynamic loader).
 
+mod interpreter;
 mod program;
 mod reaper;
 // Probes (the candidate check) start children too: tracked, so that no reaper takes their exit.
@@ -174,6 +176,15 @@ pub enum ExecError {
         on_path: bool,
         /// What stands in the way.
         why: &'static str,
+    },
+    /// At start: what starts the program (a script's `#!` interpreter, a binary's dynamic
+    /// loader) is missing or cannot be executed.
+    #[error("is started by {}, which {why} (a script's #! line, or a binary's dynamic loader: built for another C library?)", .interpreter.display())]
+    NoInterpreter {
+        /// The interpreter or loader.
+        interpreter: std::path::PathBuf,
+        /// What stands in the way.
+        why: String,
     },
 }
 

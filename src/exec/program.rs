@@ -5,7 +5,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::ExecError;
+use super::{ExecError, interpreter};
 
 /// The search path `execvp` takes when `$PATH` is not set (glibc's `_CS_PATH`).
 const DEFAULT_PATH: &str = "/bin:/usr/bin";
@@ -32,11 +32,34 @@ fn candidate(path: &Path) -> Candidate {
     }
 }
 
+/// Finds `program` as `execvp` does ([`find`]), and what starts it ([`startable`]).
+pub fn find_program(program: &str) -> Result<PathBuf, ExecError> {
+    startable(find(program)?)
+}
+
+/// `path`, once what starts it is there too ([`interpreter::of`]); for `#!/usr/bin/env NAME`,
+/// NAME on `$PATH` as `env` looks for it.
+fn startable(path: PathBuf) -> Result<PathBuf, ExecError> {
+    let Some((interpreter, argument)) = interpreter::of(&path) else {
+        return Ok(path);
+    };
+    let why = match (candidate(&interpreter), argument) {
+        (Candidate::Executable, Some(name)) if interpreter.ends_with("env") => match find(&name) {
+            Err(e) if !name.starts_with('-') => format!("cannot find {name}: {e}"),
+            _ => return Ok(path),
+        },
+        (Candidate::Executable, _) => return Ok(path),
+        (Candidate::Missing, _) => "does not exist".to_owned(),
+        (Candidate::Refused(why), _) => why.to_owned(),
+    };
+    Err(ExecError::NoInterpreter { interpreter, why })
+}
+
 /// Finds `program` as `execvp` does: a name with a `/` is that path; any other name is the first
 /// executable regular file of that name in a directory of `$PATH`. A name that only matches a
 /// directory or a file without an x bit is refused with the first such match, as `execvp` fails
 /// with `EACCES` then.
-pub fn find_program(program: &str) -> Result<PathBuf, ExecError> {
+fn find(program: &str) -> Result<PathBuf, ExecError> {
     let refused = |path: &Path, on_path: bool, why: &'static str| ExecError::NotExecutable {
         path: path.to_owned(),
         on_path,
@@ -96,5 +119,35 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn a_script_whose_interpreter_is_missing_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("script");
+        let cases = [
+            (
+                "#!/nonexistent/python9\n",
+                Some("/nonexistent/python9, which does not exist"),
+            ),
+            (
+                "#!/usr/bin/env no-such-interpreter-x\n",
+                Some("cannot find no-such-interpreter-x"),
+            ),
+            ("#!/bin/sh\n", None),
+            ("#!/usr/bin/env sh\n", None),
+        ];
+        for (first_line, refused) in cases {
+            std::fs::write(&script, first_line).unwrap();
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let found = find_program(script.to_str().unwrap());
+            match refused {
+                Some(words) => {
+                    let err = found.expect_err(first_line).to_string();
+                    assert!(err.contains(words), "{first_line}: {err}");
+                }
+                None => assert!(found.is_ok(), "{first_line}: {found:?}"),
+            }
+        }
     }
 }

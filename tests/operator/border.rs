@@ -36,8 +36,10 @@ const CORE_CEILING: usize = 7_872;
 /// that could not reach Redis exiting 75, "try again later" (20,902), and the core's raise for
 /// a follower's stale leader (20,909), and a former leader's label without a Deployment given
 /// up after 5 s of a failing API, left for good (20,932), and the core's ACL rule above (20,940),
-/// and a foreign lease key with a TTL of centuries followed in silence (20,944).
-const CORE_AND_PRODUCT_CEILING: usize = 20_944;
+/// and a foreign lease key with a TTL of centuries followed in silence (20,944), and a command
+/// whose `#!` interpreter or dynamic loader is missing, accepted at start and failing with 127
+/// at every leader's term (21,036).
+const CORE_AND_PRODUCT_CEILING: usize = 21_036;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

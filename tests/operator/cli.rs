@@ -4,6 +4,7 @@
 //! aliases of ours, the HTTP address may name a host, `leasehold status` refuses bad input too,
 //! and `--help` documents every flag group.
 
+use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use harness::replica::{exit_within, run_to_end};
@@ -195,6 +196,27 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
         &["--redis-username-file", file],
         &format!("--redis-username-file {file}: the file is empty"),
     );
+    // A command whose interpreter is missing: a script's `#!` line, and a binary whose dynamic
+    // loader is not there (here /bin/true with its loader's name changed). execve fails with
+    // "No such file or directory" for both, at every leader's term (exit 127).
+    let script = dir.path().join("script");
+    std::fs::write(&script, "#!/nonexistent/python9\n").expect("write the script");
+    let binary = dir.path().join("true");
+    let mut elf = std::fs::read("/bin/true").expect("read /bin/true");
+    let at = elf
+        .windows(6)
+        .position(|w| w == b"/lib64" || w == b"/lib/l")
+        .expect("/bin/true names its loader");
+    elf[at + 1] = b'X';
+    std::fs::write(&binary, elf).expect("write the binary");
+    for program in [&script, &binary] {
+        std::fs::set_permissions(program, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let program = program.to_str().expect("a UTF-8 path");
+        run_refused_not_run(
+            &["--", program],
+            &format!("-- CMD `{program}`: is started by /"),
+        );
+    }
 }
 
 /// A log filter that keeps nothing (`--log ''`, `LEASEHOLD_LOG=`) is refused: accepted, it kept
