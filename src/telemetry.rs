@@ -51,7 +51,28 @@ pub fn parse_filter(filter: &str) -> Result<EnvFilter, TelemetryError> {
     if filter.trim().is_empty() {
         return Err(refused("empty: it keeps no line, errors included".into()));
     }
-    EnvFilter::try_new(filter).map_err(|e| refused(e.to_string()))
+    let parsed = EnvFilter::try_new(filter).map_err(|e| refused(e.to_string()))?;
+    if !keeps_leaseholds_errors(filter) {
+        return Err(refused(
+            "it keeps no line of leasehold's, errors included: give a level for it too".into(),
+        ));
+    }
+    Ok(parsed)
+}
+
+/// Whether `filter`'s level for leasehold's own lines (a `leasehold…` directive, else the bare
+/// default level) keeps errors: `kube=debug` alone, or `off`, keeps none.
+fn keeps_leaseholds_errors(filter: &str) -> bool {
+    let mut level = None;
+    for directive in filter.split(',').map(str::trim) {
+        match directive.split_once('=') {
+            Some((target, to)) if target.starts_with("leasehold") => return to != "off",
+            Some(_) => {}
+            None if !directive.is_empty() => level = Some(directive),
+            None => {}
+        }
+    }
+    level.is_some_and(|level| level != "off")
 }
 
 /// What the logs look like and which lines they keep.
@@ -109,6 +130,26 @@ mod tests {
     #[test]
     fn a_bad_filter_names_the_filter() {
         assert!(parse_filter("leasehold=debug,kube=warn").is_ok());
+        for keeps_none in [
+            "off",
+            "kube=debug",
+            "leasehold=off,info",
+            "info,leasehold=off",
+        ] {
+            let err = parse_filter(keeps_none).unwrap_err().to_string();
+            assert!(
+                err.contains("keeps no line of leasehold's"),
+                "{keeps_none}: {err}"
+            );
+        }
+        for keeps in [
+            "error",
+            "warn,kube=debug",
+            "kube=debug,leasehold=info",
+            "leasehold_core=warn",
+        ] {
+            assert!(parse_filter(keeps).is_ok(), "{keeps}");
+        }
         let err = parse_filter("leasehold=loud").unwrap_err().to_string();
         assert!(
             err.starts_with("`leasehold=loud`: not a valid filter"),

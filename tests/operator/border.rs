@@ -38,8 +38,9 @@ const CORE_CEILING: usize = 7_872;
 /// up after 5 s of a failing API, left for good (20,932), and the core's ACL rule above (20,940),
 /// and a foreign lease key with a TTL of centuries followed in silence (20,944), and a command
 /// whose `#!` interpreter or dynamic loader is missing, accepted at start and failing with 127
-/// at every leader's term (21,036).
-const CORE_AND_PRODUCT_CEILING: usize = 21_036;
+/// at every leader's term (21,036), and a log filter that kept none of leasehold's lines
+/// (`kube=debug` alone), errors included (21,057).
+const CORE_AND_PRODUCT_CEILING: usize = 21_057;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -219,8 +219,8 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
     }
 }
 
-/// A log filter that keeps nothing (`--log ''`, `LEASEHOLD_LOG=`) is refused: accepted, it kept
-/// no line, errors included. A filter that does not parse names where it came from.
+/// A log filter that keeps nothing of leasehold's (`--log ''`, `LEASEHOLD_LOG=`, `RUST_LOG=kube=debug`)
+/// is refused: accepted, it kept no line of leasehold's, errors included. A filter that does not parse names where it came from.
 #[test]
 fn a_log_filter_that_keeps_nothing_or_does_not_parse_is_refused_naming_its_source() {
     let status = ["status", "--lease-name", "web"];
@@ -238,6 +238,16 @@ fn a_log_filter_that_keeps_nothing_or_does_not_parse_is_refused_naming_its_sourc
         &status,
         &[("RUST_LOG", "info,foo=[")],
         &["--log `info,foo=[`: not a valid filter", "$RUST_LOG"],
+    );
+    // One that keeps only another crate's lines keeps none of leasehold's, errors included.
+    refused_saying(
+        &status,
+        &[("RUST_LOG", "kube=debug")],
+        &[
+            "--log `kube=debug`: not a valid filter",
+            "keeps no line of leasehold's",
+            "$RUST_LOG",
+        ],
     );
 }
 
