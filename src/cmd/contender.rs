@@ -303,8 +303,9 @@ fn guard_file(
 /// One term of leadership: the Kubernetes parts and the command side by side. The term ends
 /// when leadership ends, or when the command ends on its own (then the Kubernetes parts stop
 /// with it). A command that ended the process (it exited while leading, and is not restarted)
-/// stops the elector (`elector_stop`) even when its term ended meanwhile, as it may while
-/// what the command left running is stopped: no later term starts it again.
+/// stops the elector (`elector_stop`) once its term is over, for whatever reason the term
+/// ended (a step-down may land while what the command left running is stopped, or a renewal in
+/// flight may come back as a handover): no later term starts it again.
 async fn term(
     leadership: Leadership,
     publisher: Option<Publisher>,
@@ -314,10 +315,19 @@ async fn term(
     let stop_kubernetes = leadership.cancellation_token();
     let command = async {
         let result = match &supervisor {
+            // A term after the command ended the process (one the elector began before it
+            // stopped) runs nothing.
+            Some(s) if s.exit_code().is_some() => Ok(()),
             Some(s) => {
                 let result = s.lead(leadership.clone()).await;
-                if s.exit_code().is_some() && leadership.is_lost() {
-                    elector_stop.cancel();
+                if s.exit_code().is_some() {
+                    // Once the term is over, whatever its reason says (a renewal in flight may
+                    // end it as a handover): so its reason stays the elector's.
+                    let (leadership, elector_stop) = (leadership.clone(), elector_stop.clone());
+                    tokio::spawn(async move {
+                        leadership.lost().await;
+                        elector_stop.cancel();
+                    });
                 }
                 result
             }
