@@ -104,14 +104,15 @@ async fn redis_going_away_makes_the_leader_step_down_and_an_empty_restart_elects
         stepped.saturating_duration_since(killed_at)
     );
     assert_eq!(leader_of(&contenders), None, "nobody leads without redis");
-    // Nor does a follower name one once the TTL it last saw has run out unconfirmed: it named
-    // the old leader (in `/leader`, `leasehold_leader`) for as long as Redis stayed away.
+    // Nor does a follower name one once the TTL it last saw, plus a lease duration for a renewal
+    // just before it, has run out unconfirmed: it named the old leader (in `/leader`,
+    // `leasehold_leader`) for as long as Redis stayed away.
     for (i, contender) in contenders.iter().enumerate() {
         let mut status = contender.status.clone();
         until(
             &format!("contender {i} to name no leader"),
             &mut status,
-            timing.lease_duration * 2,
+            timing.lease_duration * 4,
             |s| matches!(&s.role, Role::Follower { leader: None, .. }),
         )
         .await;

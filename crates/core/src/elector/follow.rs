@@ -34,6 +34,9 @@ impl Elector {
         // The holder seen last and until when it keeps its term as far as this follower knows,
         // and whether a release was announced since (client-go's observed-time rule).
         let mut observed: Option<(Holder, BootInstant)> = None;
+        // The last instant the leader seen may still hold the lease: the TTL seen, plus one lease
+        // duration for a renewal just before it ran out.
+        let mut vouched_until: Option<BootInstant> = None;
         let mut announced = false;
         // Whether the last wake-up was anything but the announcement of our own release.
         let mut woken = false;
@@ -136,6 +139,8 @@ impl Elector {
                 Ok(Acquired::HeldBy(holder)) => {
                     // A term after the loss: the one before a later win is this holder's.
                     cooled = false;
+                    vouched_until = (holder.remaining)
+                        .map(|left| clock.now().saturating_add(left + timing.lease_duration));
                     if let Some(left) = holder.remaining {
                         observed = Some((holder.clone(), clock.now().saturating_add(left)));
                     }
@@ -187,17 +192,12 @@ impl Elector {
                 Err(err) => {
                     failures = failures.saturating_add(1);
                     self.redis_failed("acquire", &err, failures);
-                    // The holder last seen is no longer vouched for once its TTL ran out.
-                    if observed.is_none() {
-                        self.status.modify_if(|s| match &mut s.role {
-                            Role::Follower { leader, .. } => leader.take().is_some(),
-                            _ => false,
-                        });
-                    }
+                    self.forget_leader_after(vouched_until);
                     if decide::outcome_unknown(&err) {
                         // Before anything else (docs/DESIGN.md, "Gray failures").
+                        let (led, vouched) = (last_led, vouched_until);
                         if !self
-                            .resolve_unknown_acquire(shutdown, last_led, give_up_at, failures)
+                            .resolve_unknown_acquire(shutdown, led, vouched, give_up_at, failures)
                             .await
                         {
                             // At shutdown, a term the acquire won is given back, not waited out.
@@ -261,6 +261,17 @@ impl Elector {
                 wakeup = releases.next() => woken |= wakes_held_off(&wakeup, own_term),
                 _ = clock.sleep_until(clock.now().saturating_add(wait)) => return true,
             }
+        }
+    }
+
+    /// After a failed call: the leader last seen is no longer named once nothing vouches for it
+    /// (`vouched_until`: the TTL seen plus a lease duration; `None`, no TTL seen).
+    pub(super) fn forget_leader_after(&self, vouched_until: Option<BootInstant>) {
+        if vouched_until.is_none_or(|until| self.lease.clock().now() > until) {
+            self.status.modify_if(|s| match &mut s.role {
+                Role::Follower { leader, .. } => leader.take().is_some(),
+                _ => false,
+            });
         }
     }
 

@@ -13,12 +13,14 @@ impl Elector {
     /// until Redis answers within [`decide::link_fits`], giving back every term of ours that
     /// this replica never led ([`decide::unknown_term_of_ours`]), and sitting out meanwhile: one
     /// read per retry period (with jitter). `failures`: failed calls in a row so far (the
-    /// acquire's), which the reads go on counting, so that an outage is said once. `false` at
-    /// shutdown, or when a one-shot lock's wait is over.
+    /// acquire's), which the reads go on counting, so that an outage is said once; the leader
+    /// seen is forgotten once nothing vouches for it (`vouched_until`). `false` at shutdown, or
+    /// when a one-shot lock's wait is over.
     pub(super) async fn resolve_unknown_acquire(
         &self,
         shutdown: &CancellationToken,
         last_led: Option<FencingToken>,
+        vouched_until: Option<BootInstant>,
         give_up_at: Option<BootInstant>,
         mut failures: u32,
     ) -> bool {
@@ -45,6 +47,7 @@ impl Elector {
                 Err(err) => {
                     failures = failures.saturating_add(1);
                     self.redis_failed("observe", &err, failures);
+                    self.forget_leader_after(vouched_until);
                     if let LeaseError::Timeout { after, .. } = err {
                         self.sit_out(Some(slow_link(format!(
                             "redis did not answer within {} ms",
