@@ -38,7 +38,8 @@ impl TermHooks for Notices {
                 identity,
                 remaining,
             } => self.note_blocked(
-                outlasts_any_term(*remaining).then(|| (BlockingKey::Reservation, identity.clone())),
+                reservation_not_leaseholds(*remaining)
+                    .then(|| (BlockingKey::Reservation, identity.clone())),
             ),
             Acquired::NewerProtocol(_) => {}
         }
@@ -132,8 +133,8 @@ impl Notices {
     /// with one `--identity` (they never overlap, each term has its own owner id, but every
     /// log, label and `step-down --to` is ambiguous), said once per such holder.
     fn note_holder(&self, holder: &Holder) {
-        let never_expires = outlasts_any_term(holder.remaining) && !holder.vanished;
-        self.note_blocked(never_expires.then(|| (BlockingKey::Lease, holder.term_value())));
+        let blocks = not_leaseholds(holder);
+        self.note_blocked(blocks.then(|| (BlockingKey::Lease, holder.term_value())));
         let own = self.lease.owner();
         if holder.identity() == own.identity() && holder.owner != own.as_str() {
             let mut said = locked(&self.shared_identity);
@@ -170,8 +171,13 @@ impl Notices {
     }
 }
 
-/// A TTL that no key leasehold writes has (so not leasehold's key): none at all, or one longer
-/// than any term or reservation lasts.
-fn outlasts_any_term(remaining: Option<Duration>) -> bool {
-    remaining.is_none_or(|left| left > Timing::MAX)
+/// Whether a holder's lease key was not written by leasehold: it has no TTL, or one longer than
+/// any term lasts (`status`, `step-down` and the notices judge by this one rule).
+pub fn not_leaseholds(holder: &Holder) -> bool {
+    !holder.vanished && holder.remaining.is_none_or(|left| left > Timing::MAX)
+}
+
+/// The same of a handover reservation's TTL: it lasts two retry periods, under two hours.
+pub fn reservation_not_leaseholds(remaining: Option<Duration>) -> bool {
+    remaining.is_none_or(|left| left > Timing::MAX * 2)
 }

@@ -11,6 +11,7 @@ use tracing::{info, warn};
 
 use super::contender::Contender;
 use super::lease::{Workload, connect, name_lease, publisher};
+use crate::board::Shown;
 use crate::cli::{CliError, LockSettings};
 use crate::elector::{Role, Standing, StepDownReason};
 use crate::exec::ExecSettings;
@@ -22,8 +23,8 @@ use crate::shutdown::Shutdown;
 pub const NOT_ACQUIRED: i32 = 75;
 /// Exit code when the lock was lost while the command ran; the command was stopped.
 pub const LOST: i32 = 76;
-/// Exit code when the lock was not acquired and Redis did not answer, or refused, to the end:
-/// nothing says that the lock is held elsewhere.
+/// Exit code when the lock was not acquired and Redis did not answer, or refused, to the end,
+/// and named no holder while it waited: nothing says that the lock is held elsewhere.
 pub const REDIS_FAILED: i32 = 1;
 /// How long after the contender's end the lock waits to read what ended its loop.
 const AT_STOP: Duration = Duration::from_millis(100);
@@ -93,6 +94,20 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
             (shutdown.signalled(), gates.standing())
         })
     };
+    // Whether another holder was ever named while the lock waited.
+    let held_elsewhere = {
+        let mut status = shown.clone();
+        let named = |s: &Shown| {
+            matches!(
+                &s.status.role,
+                Role::Follower {
+                    leader: Some(_),
+                    ..
+                }
+            )
+        };
+        tokio::spawn(async move { status.wait_for(named).await.is_ok() })
+    };
     let lease = contender.elector.lease().clone();
     info!(
         identity = %common.identity,
@@ -121,7 +136,11 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
     } else {
         // Who holds it now, for the one line that says why the command did not run.
         let now = lease.observe(common.timing.call_timeout()).await;
-        if now.is_err() && seen.redis.last_error.is_some() {
+        let named_a_holder = match held_elsewhere.is_finished() {
+            true => held_elsewhere.await.unwrap_or(false),
+            false => false,
+        };
+        if now.is_err() && seen.redis.last_error.is_some() && !named_a_holder {
             code = REDIS_FAILED;
         }
         let now = now.ok();

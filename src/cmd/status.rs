@@ -12,6 +12,7 @@ use crate::leader_view::ProtocolView;
 use crate::lease::{
     CooldownState, LeaseName, Observation, Protocol, identity_of, info_field, split_term,
 };
+use crate::notices::{not_leaseholds, reservation_not_leaseholds};
 
 /// The JSON of `leasehold status --output json`.
 #[derive(Debug, Serialize)]
@@ -91,11 +92,12 @@ impl StatusView {
             token: holder.and_then(|h| h.token).map(|t| t.0),
             last_token: seen.token.map(|t| t.0),
             expires_in_ms: holder.and_then(|h| h.remaining).map(ms),
-            never_expires: holder.is_some_and(|h| h.remaining.is_none() && !h.vanished),
+            never_expires: holder.is_some_and(not_leaseholds),
             vanished: holder.is_some_and(|h| h.vanished),
             reserved_for: seen.reserved.as_ref().map(|(who, _)| who.clone()),
             reserved_ms: seen.reserved.as_ref().and_then(|(_, left)| left.map(ms)),
-            reservation_never_expires: seen.reserved.as_ref().is_some_and(|(_, l)| l.is_none()),
+            reservation_never_expires: (seen.reserved.as_ref())
+                .is_some_and(|(_, left)| reservation_not_leaseholds(*left)),
             cooldown,
             cooldown_ms,
             protocol: seen.protocol.as_ref().map(ProtocolView::from),
@@ -168,20 +170,20 @@ impl StatusView {
             (
                 "expires in",
                 match self.expires_in_ms {
+                    _ if self.never_expires => NEVER.to_owned(),
                     Some(ms) if self.vanished => format!(
                         "{}, but the lease key is gone before its time (evicted or deleted); the holder puts it back at its next renewal, or its term runs out",
                         human(ms)
                     ),
                     Some(ms) => human(ms),
-                    None if self.never_expires => NEVER.to_owned(),
                     None => dash(),
                 },
             ),
         ];
         if let Some(who) = &self.reserved_for {
             let left = match self.reserved_ms {
-                Some(ms) => format!("for {}", human(ms)),
-                None => NEVER.to_owned(),
+                Some(ms) if !self.reservation_never_expires => format!("for {}", human(ms)),
+                _ => NEVER.to_owned(),
             };
             rows.push(("reserved", format!("for {who}, {left}")));
         }

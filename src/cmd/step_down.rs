@@ -19,6 +19,7 @@ use crate::lease::{
     HandoverRequested, Heard, Holder, LeaseError, LeaseName, Observation, RedisLease,
     ReleaseSubscription,
 };
+use crate::notices::not_leaseholds;
 
 /// How often the command looks whether the lease changed hands when it cannot hear releases.
 const POLL: Duration = Duration::from_millis(50);
@@ -90,7 +91,7 @@ enum Progress {
 fn progress(old: &Holder, to: Option<&str>, seen: &Observation) -> Progress {
     match &seen.holder {
         // A value without expiry, which leasehold never writes: nobody leads until it is deleted.
-        Some(now) if now.remaining.is_none() && !now.vanished => Progress::Other(now.clone()),
+        Some(now) if not_leaseholds(now) => Progress::Other(now.clone()),
         Some(now) if now.term_value() != old.term_value() => match to {
             // The same process (its owner id; two processes may share an identity).
             _ if now.owner == old.owner => Progress::Other(now.clone()),
@@ -119,7 +120,7 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
         .await
         .map_err(|e| status.redis.failed(e))?;
     let old = match seen.holder {
-        Some(holder) if holder.remaining.is_none() => {
+        Some(holder) if not_leaseholds(&holder) => {
             eprintln!(
                 "{}, and there is no leader to step down",
                 never_expires(lease_name, &holder)
@@ -167,7 +168,7 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
             .map_err(|e| status.redis.failed(e))?;
     // A key without expiry that appeared meanwhile is nobody's term.
     let (blocked, now) = match now {
-        Some(now) if now.remaining.is_none() && !now.vanished => (Some(now), None),
+        Some(now) if not_leaseholds(&now) => (Some(now), None),
         now => (None, now),
     };
     let view = HandoverView {

@@ -41,6 +41,38 @@ fn a_lease_key_that_outlasts_any_term_blocks_the_lease_too() {
     });
     assert_eq!(a.events(BLOCKED).len(), 1, "{}", a.log_text());
     assert!(metric_line(&a, "leasehold_lease_blocked{key=\"lease\"} 1"));
+    // `status` and `step-down` judge it by the same rule.
+    let text = lease_status(&redis.url(), &lease);
+    assert!(
+        text.contains("never expires: not written by leasehold"),
+        "{text}"
+    );
+    let (code, _, stderr) = harness::replica::run_to_end(
+        &[
+            "step-down",
+            "--lease-name",
+            &lease,
+            "--redis-url",
+            &redis.url(),
+            "--wait",
+            "1s",
+        ],
+        &[],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("never expires (not written by leasehold)"),
+        "{stderr}"
+    );
+
+    // A handover's reservation lasts two retry periods, which may pass an hour: leasehold's own.
+    let lease = unique_lease("long-reservation");
+    let key = format!("leasehold:{{{lease}}}:reserved");
+    let _: () = redis.cmd(&["SET", &key, "pod-x", "PX", "5400000"]);
+    let b = Replica::spawn(&redis.url(), &lease, "b", &FAST, &[]);
+    wait_tries(&redis, 4);
+    assert!(b.leader()["redis"]["blocked"].is_null(), "{}", b.leader());
+    assert!(b.events(BLOCKED).is_empty(), "{}", b.log_text());
 }
 
 #[test]

@@ -43,8 +43,10 @@ const CORE_CEILING: usize = 7_886;
 /// at every leader's term (21,036), and a log filter that kept none of leasehold's lines
 /// (`kube=debug` alone), errors included (21,057), and a command started again when a renewal
 /// in flight ended its term as a handover after it exited (21,067), and the core's raise for
-/// the stale leader's review (21,081).
-const CORE_AND_PRODUCT_CEILING: usize = 21_081;
+/// the stale leader's review (21,081), and what a review of this round's diff found: a lock that
+/// named a holder, then lost Redis, exiting 1; `status` and `step-down` on the old rule for a
+/// foreign key; a reservation of two long retry periods taken for a foreign key (21,109).
+const CORE_AND_PRODUCT_CEILING: usize = 21_109;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

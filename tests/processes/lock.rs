@@ -438,6 +438,33 @@ fn a_lock_that_cannot_reach_redis_fails_instead_of_saying_try_later() {
     }
 }
 
+/// A lock that named a holder while it waited, and then lost Redis, says "not acquired" (75):
+/// the lock was held elsewhere, as far as it knows.
+#[test]
+fn a_lock_that_saw_a_holder_before_redis_went_away_says_not_acquired() {
+    let redis = RedisServer::start();
+    let name = unique_lease("lock-seen-then-gone");
+    let mut holder = Lock::spawn(&redis.url(), &name, &["--wait", "0s"], &["sleep", "30"]);
+    wait_for("the holder's command", Duration::from_secs(10), || {
+        (!holder.events("started the command").is_empty()).then_some(())
+    });
+    let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], redis.port())));
+    let mut waiting = Lock::spawn(&proxy.url(), &name, &["--wait", "3s"], &["true"]);
+    wait_for(
+        "the waiting lock to follow",
+        Duration::from_secs(10),
+        || (!waiting.events("following leader").is_empty()).then_some(()),
+    );
+    proxy.set(Fault::Drop);
+    assert_eq!(
+        waiting.wait(Duration::from_secs(15)),
+        NOT_ACQUIRED,
+        "{}",
+        waiting.logs()
+    );
+    holder.process.kill();
+}
+
 /// An acquire that runs out of its bound while reads answer in time (here its `WAIT` for a
 /// replica that does not exist, over a link that delays each request 100 ms) is resolved by a
 /// read, which gives its term back. `--wait 0s` is one try: the lock then ends "not acquired",
