@@ -269,6 +269,10 @@ fn values_that_break_the_election_or_the_roles_bound_are_refused() {
             "statusFile:\n  enabled: true\nextraArgs: [\"--status-file=/tmp/x.json\"]\n",
             "extraArgs: --status-file repeats a flag the chart sets",
         ),
+        (
+            "extraArgs: [\"--leader-elect-retry-period=3s\"]\n",
+            "extraArgs: --retry-period repeats a flag the chart sets",
+        ),
     ];
     for (values, want) in cases {
         let err = refused(values);
@@ -293,6 +297,31 @@ fn values_that_break_the_election_or_the_roles_bound_are_refused() {
             "{err}"
         );
     }
+}
+
+/// `leasehold run` takes client-go's names as aliases of its flags: an extra argument under one
+/// repeats the chart's flag as much as under the flag's own name.
+#[test]
+fn an_extra_argument_under_an_alias_of_a_chart_flag_is_refused_too() {
+    use clap::CommandFactory;
+    let cli = leasehold::cli::Cli::command();
+    let run = cli.find_subcommand("run").expect("the run command");
+    let (_, leasehold) = deployment(&render("leaseName: web\n"));
+    let chart_args = harness::helm::args(&leasehold);
+    let mut checked = 0;
+    for arg in run.get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        if !chart_args.iter().any(|a| a.starts_with(&format!("--{long}="))) {
+            continue;
+        }
+        for alias in arg.get_visible_aliases().unwrap_or_default() {
+            let err = refused(&format!("leaseName: web\nextraArgs: [\"--{alias}=1s\"]\n"));
+            let want = format!("extraArgs: --{long} repeats a flag the chart sets");
+            assert!(err.contains(&want), "--{alias}: {err}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 4, "the aliases of the chart's flags");
 }
 
 #[test]

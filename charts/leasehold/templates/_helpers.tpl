@@ -366,8 +366,11 @@ value and the rule.
 {{- range include "leasehold.runArgs" . | fromYamlArray }}
 {{- $chartFlags = append $chartFlags (regexReplaceAll "=.*$" . "") }}
 {{- end }}
+{{- /* client-go's names, which `leasehold run` takes as aliases. */}}
+{{- $aliases := dict "--leader-elect-resource-name" "--lease-name" "--leader-elect-lease-duration" "--lease-duration" "--leader-elect-renew-deadline" "--renew-deadline" "--leader-elect-retry-period" "--retry-period" }}
 {{- range .Values.extraArgs }}
 {{- $flag := regexReplaceAll "=.*$" . "" }}
+{{- $flag = get $aliases $flag | default $flag }}
 {{- if has $flag $chartFlags }}
 {{- fail (printf "extraArgs: %s repeats a flag the chart sets from its values (see the chart's README): set that value instead; leasehold refuses a flag given twice, at every start" $flag) }}
 {{- end }}
