@@ -311,7 +311,10 @@ fn an_extra_argument_under_an_alias_of_a_chart_flag_is_refused_too() {
     let mut checked = 0;
     for arg in run.get_arguments() {
         let Some(long) = arg.get_long() else { continue };
-        if !chart_args.iter().any(|a| a.starts_with(&format!("--{long}="))) {
+        if !chart_args
+            .iter()
+            .any(|a| a.starts_with(&format!("--{long}=")))
+        {
             continue;
         }
         for alias in arg.get_visible_aliases().unwrap_or_default() {
