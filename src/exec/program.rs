@@ -32,7 +32,7 @@ fn candidate(path: &Path) -> Candidate {
     }
 }
 
-/// Finds `program` as `execvp` does ([`find`]), and what starts it ([`startable`]).
+/// Finds `program` as `execvp` does, and what starts it (a `#!` interpreter, a dynamic loader).
 pub fn find_program(program: &str) -> Result<PathBuf, ExecError> {
     startable(find(program)?)
 }

@@ -47,18 +47,7 @@ fn a_lease_key_that_outlasts_any_term_blocks_the_lease_too() {
         text.contains("never expires: not written by leasehold"),
         "{text}"
     );
-    let (code, _, stderr) = harness::replica::run_to_end(
-        &[
-            "step-down",
-            "--lease-name",
-            &lease,
-            "--redis-url",
-            &redis.url(),
-            "--wait",
-            "1s",
-        ],
-        &[],
-    );
+    let (code, _, stderr) = harness::replica::step_down(&redis.url(), &lease, &["--wait", "1s"]);
     assert_eq!(code, 1, "{stderr}");
     assert!(
         stderr.contains("never expires (not written by leasehold)"),

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use harness::contenders::{lease, unique_lease};
-use harness::replica::{FAST, Replica, run_to_end};
+use harness::replica::{FAST, Replica, step_down};
 use leasehold::lease::{Acquired, HandoverRequested, Holder, Renewed, Reservation};
 use nix::sys::signal::Signal;
 use testbed::on_engines;
@@ -47,23 +47,6 @@ fn leader_of(replicas: &[Replica]) -> usize {
             .collect();
         (ready.len() == 1).then(|| ready[0])
     })
-}
-
-/// Runs `leasehold step-down` to the end: exit code, the JSON it printed, stderr.
-fn step_down(url: &str, lease: &str, extra: &[&str]) -> (i32, serde_json::Value, String) {
-    let mut argv = vec![
-        "step-down",
-        "--redis-url",
-        url,
-        "--lease-name",
-        lease,
-        "--output",
-        "json",
-    ];
-    argv.extend_from_slice(extra);
-    let (code, stdout, stderr) = run_to_end(&argv, &[]);
-    let json = serde_json::from_str(&stdout).unwrap_or(serde_json::Value::Null);
-    (code, json, stderr)
 }
 
 /// A replica that leads, then frozen (it neither hands over nor takes the lease back, so the

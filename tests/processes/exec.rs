@@ -170,18 +170,7 @@ fn a_command_that_exited_ends_the_process_even_when_its_term_ends_while_its_left
         Duration::from_secs(10),
     );
     // The worker ignores SIGTERM: the supervisor waits out the grace period meanwhile.
-    let (_, _, stderr) = harness::replica::run_to_end(
-        &[
-            "step-down",
-            "--lease-name",
-            &lease,
-            "--redis-url",
-            &redis.url(),
-            "--wait",
-            "1s",
-        ],
-        &[],
-    );
+    let (_, _, stderr) = harness::replica::step_down(&redis.url(), &lease, &["--wait", "1s"]);
     replica.wait_events("stepped down", 1, Duration::from_secs(5));
     assert_eq!(
         replica.wait_exit(Duration::from_secs(15)),

@@ -400,6 +400,17 @@ pub fn assert_in_plain_words(message: &str) {
     }
 }
 
+/// Runs `leasehold step-down` for `lease` on `url` with `extra` to the end: exit code, the JSON
+/// it printed (`Null` when none), stderr.
+pub fn step_down(url: &str, lease: &str, extra: &[&str]) -> (i32, serde_json::Value, String) {
+    let mut argv = vec!["step-down", "--redis-url", url, "--lease-name", lease];
+    argv.extend_from_slice(&["--output", "json"]);
+    argv.extend_from_slice(extra);
+    let (code, stdout, stderr) = run_to_end(&argv, &[]);
+    let json = serde_json::from_str(&stdout).unwrap_or(serde_json::Value::Null);
+    (code, json, stderr)
+}
+
 /// Runs the binary with `args` to completion: exit code, stdout, stderr.
 pub fn run_to_end(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let out = leasehold_command(leasehold_bin())
