@@ -97,15 +97,7 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
     // Whether another holder was ever named while the lock waited.
     let held_elsewhere = {
         let mut status = shown.clone();
-        let named = |s: &Shown| {
-            matches!(
-                &s.status.role,
-                Role::Follower {
-                    leader: Some(_),
-                    ..
-                }
-            )
-        };
+        let named = |s: &Shown| s.status.leader_identity().is_some();
         tokio::spawn(async move { status.wait_for(named).await.is_ok() })
     };
     let lease = contender.elector.lease().clone();
