@@ -10,7 +10,8 @@ use crate::cli::{CliError, StatusSettings};
 use crate::clock_watch::RedisClockView;
 use crate::leader_view::ProtocolView;
 use crate::lease::{
-    CooldownState, LeaseName, Observation, Protocol, identity_of, info_field, split_term,
+    CooldownState, LeaseName, Observation, Protocol, RedisLease, identity_of, info_field,
+    split_term,
 };
 use crate::notices::{not_leaseholds, reservation_not_leaseholds};
 
@@ -244,17 +245,28 @@ pub async fn status(settings: StatusSettings) -> Result<i32, CliError> {
         .observe(CALL)
         .await
         .map_err(|e| settings.redis.failed(e))?;
-    // Best effort, after the look: a refused INFO leaves the role unknown.
-    let info = lease.info("replication", CALL).await.ok();
-    let view = StatusView::of(lease.name(), &lease.keys().lease, &seen).read_from(info.as_deref());
+    let view = view_of(&lease, &seen).await;
     super::print(settings.output, &view, StatusView::text)?;
+    Ok(if said_if_replica(&view) { 1 } else { 0 })
+}
+
+/// The view of `seen` with the role of the Redis it was read from (best effort, after the look:
+/// a refused INFO leaves the role unknown).
+pub(super) async fn view_of(lease: &RedisLease, seen: &Observation) -> StatusView {
+    let info = lease.info("replication", CALL).await.ok();
+    StatusView::of(lease.name(), &lease.keys().lease, seen).read_from(info.as_deref())
+}
+
+/// Says on stderr that `view` was read from a replica, if it was (`status` and `step-down`
+/// then exit 1): its copy is no lease's word.
+pub(super) fn said_if_replica(view: &StatusView) -> bool {
     let Some(replica) = view.replica() else {
-        return Ok(0);
+        return false;
     };
     eprintln!(
-        "this redis is {replica}: the view above is its copy, which lags the lease or, with the link down, stands still; point --redis-url at the master, or at its Sentinels (redis+sentinel://)"
+        "this redis is {replica}: its copy of the lease lags the lease or, with the link down, stands still; point --redis-url at the master, or at its Sentinels (redis+sentinel://)"
     );
-    Ok(1)
+    true
 }
 
 #[cfg(test)]

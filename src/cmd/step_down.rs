@@ -14,12 +14,13 @@ use futures_util::StreamExt;
 use serde::Serialize;
 
 use super::lease::{CALL, asked_lease};
+use super::status::{said_if_replica, view_of};
 use crate::cli::{CliError, StepDownSettings};
 use crate::lease::{
     HandoverRequested, Heard, Holder, LeaseError, LeaseName, Observation, RedisLease,
     ReleaseSubscription,
 };
-use crate::notices::not_leaseholds;
+use crate::notices::{not_leaseholds, reservation_not_leaseholds};
 
 /// How often the command looks whether the lease changed hands when it cannot hear releases.
 const POLL: Duration = Duration::from_millis(50);
@@ -119,6 +120,9 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
         .observe(CALL)
         .await
         .map_err(|e| status.redis.failed(e))?;
+    if said_if_replica(&view_of(&lease, &seen).await) {
+        return Ok(1);
+    }
     let old = match seen.holder {
         Some(holder) if not_leaseholds(&holder) => {
             eprintln!(
@@ -139,6 +143,17 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
             return Ok(1);
         }
     };
+    // A reservation without expiry keeps every replica but the one it names out: the leader's
+    // renewals do not read it, so it leads on, but after a handover nobody could.
+    if let Some((who, _)) =
+        (seen.reserved.as_ref()).filter(|(_, left)| reservation_not_leaseholds(*left))
+    {
+        eprintln!(
+            "{} holds `{who}` and never expires (not written by leasehold): after a handover nobody could lead {lease_name}; delete it first (`DEL {0}`)",
+            lease.keys().reserved
+        );
+        return Ok(1);
+    }
     if to.as_deref() == Some(old.identity()) {
         return Err(CliError::Refused(format!(
             "--to `{}`: is the leader already; name another replica, or leave --to out to hand over to any",

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use harness::contenders::unique_lease;
 use harness::replica::{FAST, Replica, lease_status};
+use leasehold::lease::{Acquired, Reservation};
 use testbed::redis_server::RedisServer;
 use testbed::wait::wait_for;
 
@@ -169,6 +170,64 @@ fn a_reservation_without_expiry_is_said_once_and_does_not_make_followers_spin() 
         Duration::from_secs(15),
         || replicas.iter().find(|r| r.leader()["is_leader"] == true),
     );
+}
+
+/// A reservation without expiry does not stop the leader (its renewals never read it), but it
+/// keeps every other replica out: a step-down would leave nobody able to lead, and a handover
+/// to a named replica would write over a key leasehold does not own. Both are refused.
+#[test]
+fn step_down_refuses_a_reservation_that_leasehold_did_not_write() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("reserved-under-leader");
+    let replicas: Vec<Replica> = ["a", "b"]
+        .iter()
+        .map(|name| Replica::spawn(&redis.url(), &lease, name, &FAST, &[]))
+        .collect();
+    let leader = wait_for("a leader", Duration::from_secs(15), || {
+        replicas.iter().position(|r| r.is_ready())
+    });
+    let key = format!("leasehold:{{{lease}}}:reserved");
+    let _: () = redis.cmd(&["SET", &key, "foo"]);
+    let other = ["b", "a"][leader];
+    for extra in [vec!["--wait", "2s"], vec!["--wait", "2s", "--to", other]] {
+        let (code, json, stderr) = harness::replica::step_down(&redis.url(), &lease, &extra);
+        assert_eq!(code, 1, "{extra:?}: {stderr}\n{json}");
+        assert!(
+            stderr.contains(&format!("{key} holds `foo` and never expires")),
+            "{extra:?}: {stderr}"
+        );
+        let request: i64 = redis.cmd(&["EXISTS", &format!("leasehold:{{{lease}}}:handover")]);
+        assert_eq!(request, 0, "{extra:?}: a handover request was stored");
+    }
+    assert!(replicas[leader].is_ready(), "the leader was asked to go");
+    let kept: String = redis.cmd(&["GET", &key]);
+    assert_eq!(kept, "foo");
+}
+
+/// The release that hands the next term over writes the reservation only where no key without
+/// expiry stands: a handover request stored past `step-down`'s look does not take it over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_handing_over_leaves_a_reservation_without_expiry_alone() {
+    let redis = RedisServer::start();
+    let name = unique_lease("reserved-release");
+    let a = harness::contenders::lease(&redis.url(), &name, "web-a", false);
+    let call = Duration::from_secs(2);
+    let Acquired::Leader(grant) = a.acquire(Duration::from_secs(2), call).await.unwrap() else {
+        panic!("a leads")
+    };
+    let key = format!("leasehold:{{{name}}}:reserved");
+    let _: () = redis.cmd(&["SET", &key, "foo"]);
+    let reserve = Reservation {
+        identity: "web-b".into(),
+        duration: Duration::from_millis(400),
+    };
+    a.release_handing_over(grant.token, Some(&reserve), call)
+        .await
+        .unwrap();
+    let kept: String = redis.cmd(&["GET", &key]);
+    assert_eq!(kept, "foo");
+    let ttl: i64 = redis.cmd(&["PTTL", &key]);
+    assert_eq!(ttl, -1);
 }
 
 #[test]

@@ -256,6 +256,23 @@ async fn status_pointed_at_a_redis_replica_says_so_and_exits_1() {
     assert!(out.contains("holder      web-a"), "{out}");
 }
 
+/// `step-down` pointed at a replica whose master is gone: its copy names nobody, but that is
+/// no lease's word. It says what `status` says of a replica (it used to say "nobody leads").
+#[test]
+fn step_down_pointed_at_a_redis_replica_says_so() {
+    let nowhere = testbed::free_port().to_string();
+    let replica = RedisServer::builder()
+        .args(["--replicaof", "127.0.0.1", &nowhere])
+        .start();
+    let lease = unique_lease("step-down-replica");
+    let (code, _, err) = harness::replica::step_down(&replica.url(), &lease, &["--wait", "1s"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!("a replica of 127.0.0.1:{nowhere}")) && !err.contains("nobody"),
+        "{err}"
+    );
+}
+
 /// A data-loss cooldown counts down in `/leader` and `/readyz` as it runs: both are read at
 /// request time. They showed the time left at the follower's last look for the whole cooldown
 /// (the follower does not look again before it is over).

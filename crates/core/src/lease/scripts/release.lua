@@ -22,7 +22,8 @@ if released then
   if request and string.sub(request, 1, string.len(released) + 1) == released .. ' ' then
     redis.call('DEL', KEYS[3])
   end
-  if ARGV[4] ~= '' then
+  -- A reservation key without expiry is not leasehold's: it is never written over.
+  if ARGV[4] ~= '' and redis.call('PTTL', KEYS[4]) ~= -1 then
     redis.call('SET', KEYS[4], ARGV[4], 'PX', ARGV[5])
   end
   -- The message carries how many followers listen, so that a large herd can thin itself.
