@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::error;
+use tracing::{error, warn};
 
 use crate::board::{Board, GateHooks};
 use crate::candidacy::Candidacy;
@@ -135,6 +135,15 @@ impl Contender {
             shutdown.before_exit_at_once(move || guard.end_at_exit());
         }
         let supervisor = settings.exec.clone().map(|exec| {
+            // Given in full only to what a command leaves running while its term lasts.
+            let lease_duration = settings.timing.lease_duration;
+            if exec.grace_period >= lease_duration {
+                warn!(
+                    grace_period_ms = exec.grace_period.as_millis() as u64,
+                    lease_duration_ms = lease_duration.as_millis() as u64,
+                    "--grace-period is as long as --lease-duration or longer: at a step-down the command is killed 100 ms before the validity deadline, at most one lease duration after the last renewal"
+                );
+            }
             let supervisor =
                 Supervisor::new(exec, &settings.identity, lease_name.as_str()).owns_every_orphan();
             match &guard {

@@ -416,7 +416,7 @@ pub const VALUE_SETS: &[(&str, &str)] = &[
     ("leader mode", LEADER_MODE),
     (
         "exec mode",
-        "exec:\n  enabled: true\n  image:\n    repository: registry.example.com/worker\n    tag: \"2.1\"\n  command: [/app/worker, --once]\n  gracePeriodSeconds: 30\n  restartCommand: true\nextraVolumes:\n  - name: scratch\n    emptyDir: {}\nextraVolumeMounts:\n  - name: scratch\n    mountPath: /tmp\n",
+        "exec:\n  enabled: true\n  image:\n    repository: registry.example.com/worker\n    tag: \"2.1\"\n  command: [/app/worker]\n  gracePeriodSeconds: 12\n  restartCommand: true\nextraVolumes:\n  - name: scratch\n    emptyDir: {}\nextraVolumeMounts:\n  - name: scratch\n    mountPath: /tmp\n",
     ),
     (
         "sidecar",

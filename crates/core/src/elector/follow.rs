@@ -162,7 +162,7 @@ impl Elector {
                             identity = %self.lease.owner().identity(),
                             lease = %self.lease.name(),
                             cooldown_ms = remaining.as_millis() as u64,
-                            "redis is new or lost its data (state record missing or written by another redis process); nobody leads until the cooldown ends"
+                            "redis is new or lost its data (state record missing or written by another redis process, as also at a lease name's first use); nobody leads until the cooldown ends"
                         );
                     }
                     self.note_follower_view(None, Some(remaining));
