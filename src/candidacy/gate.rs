@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::judge::newly_unhealthy;
 use crate::board::{Board, Candidacy, GateHooks};
 use crate::elector::Standing;
 pub use crate::gates::CANDIDACY;
@@ -56,11 +57,6 @@ pub fn standing(candidacy: &Candidacy) -> Standing {
             detail: candidacy.reason().map(str::to_owned),
         },
     }
-}
-
-/// Whether the candidate check has just put this replica out (the metric counts these).
-fn newly_unhealthy(before: &Candidacy, now: &Candidacy) -> bool {
-    matches!(now, Candidacy::Unhealthy { .. }) && !matches!(before, Candidacy::Unhealthy { .. })
 }
 
 #[cfg(test)]

@@ -58,6 +58,11 @@ pub(crate) fn judge(
     }
 }
 
+/// Whether the check has just put this replica out, also from pending (said, and counted).
+pub(super) fn newly_unhealthy(before: &Candidacy, now: &Candidacy) -> bool {
+    matches!(now, Candidacy::Unhealthy { .. }) && !matches!(before, Candidacy::Unhealthy { .. })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

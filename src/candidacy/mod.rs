@@ -29,7 +29,7 @@ use crate::elector::{Role, Status};
 use crate::exec::CommandRun;
 use crate::lease::FencingToken;
 pub use gate::{CANDIDACY, follow, standing};
-use judge::{Tally, Thresholds, judge};
+use judge::{Tally, Thresholds, judge, newly_unhealthy};
 pub use settings::{
     CandidateCheck, DEFAULT_FAILURE_THRESHOLD, DEFAULT_PERIOD, DEFAULT_SUCCESS_THRESHOLD,
     DEFAULT_TIMEOUT, Probe, Scope,
@@ -84,7 +84,7 @@ impl Verdicts {
 
     fn set(&self, verdict: Candidacy) {
         let was = self.now();
-        if was.stands() && !verdict.stands() {
+        if newly_unhealthy(&was, &verdict) {
             warn!(
                 identity = %self.identity,
                 reason = verdict.reason().unwrap_or(""),

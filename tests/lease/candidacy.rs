@@ -120,6 +120,9 @@ fn an_unhealthy_follower_does_not_contend_until_its_check_passes() {
     let (code, words) = a.get("/readyz").expect("/readyz answers");
     assert_eq!(code, 503, "{words}");
     assert!(words.contains("candidate check"), "{words}");
+    // Never healthy, then unhealthy: said once, as when a healthy check fails (it was silent).
+    let failed = "the candidate check failed; standing aside from the election";
+    assert_eq!(a.events(failed).len(), 1, "{}", a.log_text());
     let held: Option<String> = redis.cmd(&["GET", &format!("leasehold:{{{name}}}")]);
     assert_eq!(held, None, "nobody took the lease");
 
