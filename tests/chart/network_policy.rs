@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use harness::helm::{labels, leasehold_container, render};
+use harness::helm::{self, labels, leasehold_container, render};
 
 use crate::extras::extra_value_sets;
 
@@ -124,5 +124,20 @@ fn the_network_policy_admits_the_http_port_and_reaches_only_redis_the_api_and_dn
         spec.ingress.expect("ingress").len(),
         2,
         "the HTTP port and the extra rule"
+    );
+
+    // The ports the leader Service adds for an app (a sidecar's, the command's) are admitted
+    // as the HTTP port is: they used to be dropped, the Service routing to a closed port.
+    let sidecar = helm::VALUE_SETS.iter().find(|(name, _)| *name == "sidecar");
+    let values = format!(
+        "{}{}",
+        extra_value_sets()[1].1,
+        sidecar.expect("a sidecar").1
+    );
+    let np: NetworkPolicy = render(&values).one();
+    let ingress = np.spec.expect("spec").ingress.expect("ingress");
+    assert_eq!(
+        port_numbers(ingress[0].ports.as_deref().expect("ports")),
+        ["http/TCP", "app/TCP"]
     );
 }
