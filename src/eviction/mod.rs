@@ -48,13 +48,17 @@ pub async fn refused_as_unsafe(shown: &mut tokio::sync::watch::Receiver<Shown>) 
 
 /// Whether this replica stays out of the election for what was read of the eviction policy, and
 /// why: an `allkeys-*` policy without the data-loss cooldown always (known to make two leaders);
-/// else only with [`EvictionMode::Refuse`], and only when Redis is known to be able to evict.
+/// else only with [`EvictionMode::Refuse`], when Redis is known to be able to evict or its
+/// policy was never readable (a refused `INFO memory`): `refuse` holds until Redis says it won't.
 fn refusal(mode: EvictionMode, eviction: &Eviction, cooldown: bool) -> Option<EvictionRefusal> {
+    let unknown = matches!(eviction, Eviction::Unreadable { .. });
     match eviction {
         Eviction::Read(read) if read.may_evict_record() && !cooldown => {
             Some(EvictionRefusal::Unsafe)
         }
-        _ if mode == EvictionMode::Refuse && eviction.may_evict() => Some(EvictionRefusal::Asked),
+        _ if mode == EvictionMode::Refuse && (eviction.may_evict() || unknown) => {
+            Some(EvictionRefusal::Asked)
+        }
         _ => None,
     }
 }
@@ -112,8 +116,8 @@ mod tests {
                 Refuse,
                 unreadable.clone(),
                 true,
-                None,
-                "not known to evict: take part",
+                Some(Asked),
+                "never readable: refuse holds until Redis says",
             ),
             (
                 Refuse,

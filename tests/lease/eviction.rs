@@ -1,7 +1,8 @@
 //! A Redis that may evict the lease, said out loud: read from `INFO memory` at start and once
 //! per lease duration; `--redis-eviction warn` (the default) says so and takes part,
 //! `--redis-eviction refuse` stays out of the election with the reason in `/readyz` until Redis
-//! no longer evicts; an ACL without `+info|memory` does not stop leasehold. The policy is read
+//! no longer evicts; an ACL without `+info|memory` does not stop leasehold in `warn` mode, and
+//! keeps it out in `refuse` mode (the policy is not known). The policy is read
 //! on each engine.
 
 use std::sync::Arc;
@@ -291,6 +292,27 @@ fn a_failed_read_of_the_policy_does_not_lift_the_refusal() {
     // Two lease durations: with the refusal lifted, a would lead within a retry period.
     holds_on_every_look("a stays out", Duration::from_secs(3), || {
         redis.cmd::<i64>(&["EXISTS", &key]) == 0 && a.leader()["is_leader"] == false
+    });
+}
+
+/// `refuse` is the fail-closed choice: a Redis whose ACL hides `INFO memory` from the start
+/// keeps the replica out, the reason in `/readyz` (it led: "not known to evict" took part).
+#[test]
+fn refuse_with_an_acl_that_hides_the_policy_keeps_the_replica_out() {
+    let redis = RedisServer::start();
+    let rule = minimal_acl_rule("leasehold:", false).replace(" +info|memory", "");
+    let dir = tempfile::tempdir().unwrap();
+    let args = as_acl_user(&redis, &rule, dir.path());
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend(["--redis-eviction", "refuse"]);
+    let a = Replica::spawn(&redis.url(), &unique_lease("evict-hidden"), "a", &args, &[]);
+    wait_for("the refusal", Duration::from_secs(10), || {
+        a.get("/readyz")
+            .filter(|(code, body)| *code == 503 && body.contains("policy unreadable"))
+    });
+    // Past the cooldown (one lease duration, 1.5 s) and a retry period: a standing replica leads.
+    holds_on_every_look("a stays out", Duration::from_secs(3), || {
+        a.leader()["is_leader"] == false
     });
 }
 
