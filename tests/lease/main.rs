@@ -14,5 +14,6 @@ mod kept_out;
 mod primitives;
 mod protocol;
 mod redis_faults;
+mod refused_publish;
 mod step_down;
 mod succession;
