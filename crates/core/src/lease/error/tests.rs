@@ -382,3 +382,24 @@ fn an_error_a_script_ran_into_on_redis_6_2_is_read_by_its_own_code() {
     let full = acquire_answered(&format!("-ERR {}", cases[1].0));
     assert!(matches!(full, LeaseError::OutOfMemory { .. }), "{full:?}");
 }
+
+/// A call bound derived from the timing (a third of a renew deadline) is said in whole
+/// milliseconds: it read `within 666.666666ms`.
+#[test]
+fn a_timeout_is_said_in_whole_milliseconds() {
+    let words = |after| {
+        LeaseError::Timeout {
+            op: "renew",
+            after,
+        }
+        .to_string()
+    };
+    assert_eq!(
+        words(Duration::from_nanos(666_666_666)),
+        "redis did not answer within 666ms while renewing the lease"
+    );
+    assert_eq!(
+        words(Duration::from_secs(5)),
+        "redis did not answer within 5s while renewing the lease"
+    );
+}

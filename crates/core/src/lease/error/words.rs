@@ -30,12 +30,12 @@ pub(super) fn doing(op: &str) -> &str {
     }
 }
 
-/// ` within 2s`, or nothing for a timeout whose bound is not known (the client's own).
+/// ` within 666ms` (whole milliseconds), or nothing for a bound not known (the client's own).
 pub(super) fn within(after: Duration) -> String {
     if after.is_zero() {
         String::new()
     } else {
-        format!(" within {after:?}")
+        format!(" within {:?}", Duration::from_millis(after.as_millis() as u64))
     }
 }
 
