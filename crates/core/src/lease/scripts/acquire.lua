@@ -24,16 +24,13 @@ if record == nil or record.server ~= server then
   if record == nil and observed ~= '' then r.term = observed end
   r.server = server
   r.cool = now
-  if ARGV[3] == '1' then
-    -- Announced first: a user refused the PUBLISH starts no cooldown it cannot tell of.
-    redis.call('PUBLISH', ARGV[7], 'data-loss ' .. string.format('%d', cover))
-    r.cool = now + cover * 1000
-  end
+  if ARGV[3] == '1' then r.cool = now + cover * 1000 end
   write_record(KEYS[3], r)
   if ARGV[3] == '1' then
     local l = longest or {ms = 0, claim_until = 0}
     l.loss = now
     write_longest(KEYS[5], l)
+    redis.call('PUBLISH', ARGV[7], 'data-loss ' .. string.format('%d', cover))
     return {'COOLDOWN', cover, 1, now, live}
   end
   lost = true
