@@ -19,7 +19,7 @@ use crate::clock_gate::ClockRateGate;
 use crate::clock_watch::ClockWatch;
 use crate::elector::{Elector, Leadership, Standing};
 use crate::eviction::{EvictionWatch, refused_as_unsafe};
-use crate::exec::{CommandRun, ExecError, Supervisor};
+use crate::exec::{CommandRun, ExecError, KILL_MARGIN, Supervisor};
 use crate::guard::{GuardFile, GuardHooks};
 use crate::heartbeat::Heartbeat;
 use crate::k8s::Publisher;
@@ -136,12 +136,12 @@ impl Contender {
         }
         let supervisor = settings.exec.clone().map(|exec| {
             // Given in full only to what a command leaves running while its term lasts.
-            let lease_duration = settings.timing.lease_duration;
-            if exec.grace_period >= lease_duration {
+            let at_most = settings.timing.validity().saturating_sub(KILL_MARGIN);
+            if exec.grace_period > at_most {
                 warn!(
                     grace_period_ms = exec.grace_period.as_millis() as u64,
-                    lease_duration_ms = lease_duration.as_millis() as u64,
-                    "--grace-period is as long as --lease-duration or longer: at a step-down the command is killed 100 ms before the validity deadline, at most one lease duration after the last renewal"
+                    at_most_ms = at_most.as_millis() as u64,
+                    "--grace-period is longer than a step-down gives (for `lock`, the loss of the lock): the command is killed 100 ms before the validity deadline, at most a term's validity after the last renewal"
                 );
             }
             let supervisor =

@@ -139,7 +139,7 @@ pub const HELPER_ENV: &str = "LEASEHOLD_CHECK_OF";
 /// SIGKILL goes out this long before the validity deadline, so that every process of the
 /// command is dead, seen dead in `/proc` and reaped before the deadline rather than at it (on a
 /// loaded machine a process can take milliseconds to die, and a walk of its tree to run).
-const KILL_MARGIN: Duration = Duration::from_millis(100);
+pub const KILL_MARGIN: Duration = Duration::from_millis(100);
 
 /// Pause before starting the command again with `--restart-command`.
 const RESTART_PAUSE: Duration = Duration::from_secs(1);
