@@ -144,12 +144,12 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
         }
     };
     // A reservation without expiry keeps every replica but the one it names out: the leader's
-    // renewals do not read it, so it leads on, but after a handover nobody could.
-    if let Some((who, _)) =
-        (seen.reserved.as_ref()).filter(|(_, left)| reservation_not_leaseholds(*left))
+    // renewals do not read it, so it leads on, but after a handover only that one could.
+    if let Some((who, _)) = (seen.reserved.as_ref())
+        .filter(|(who, left)| reservation_not_leaseholds(*left) && to.as_ref() != Some(who))
     {
         eprintln!(
-            "{} holds `{who}` and never expires (not written by leasehold): after a handover nobody could lead {lease_name}; delete it first (`DEL {0}`)",
+            "{} holds `{who}` and never expires (not written by leasehold): after a handover nobody but `{who}` could lead {lease_name}; delete it first (`DEL {0}`), or hand over with --to {who}",
             lease.keys().reserved
         );
         return Ok(1);

@@ -59,8 +59,13 @@ pub fn readiness(status: &Shown, mode: ReadinessMode, leading: bool) -> (bool, S
     }
     match status.eviction_refusal {
         Some(EvictionRefusal::Asked) => {
+            let may = if status.eviction.may_evict() {
+                "may evict the lease"
+            } else {
+                "does not say whether it evicts"
+            };
             return out(format!(
-                "redis may evict the lease ({}); --redis-eviction refuse keeps this replica out of the election",
+                "redis {may} ({}); --redis-eviction refuse keeps this replica out of the election",
                 status.eviction
             ));
         }

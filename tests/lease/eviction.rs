@@ -309,6 +309,7 @@ fn refuse_with_an_acl_that_hides_the_policy_keeps_the_replica_out() {
     wait_for("the refusal", Duration::from_secs(10), || {
         a.get("/readyz")
             .filter(|(code, body)| *code == 503 && body.contains("policy unreadable"))
+            .filter(|(_, body)| body.contains("redis does not say whether it evicts"))
     });
     // Past the cooldown (one lease duration, 1.5 s) and a retry period: a standing replica leads.
     holds_on_every_look("a stays out", Duration::from_secs(3), || {

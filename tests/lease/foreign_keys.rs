@@ -202,6 +202,12 @@ fn step_down_refuses_a_reservation_that_leasehold_did_not_write() {
     assert!(replicas[leader].is_ready(), "the leader was asked to go");
     let kept: String = redis.cmd(&["GET", &key]);
     assert_eq!(kept, "foo");
+    // To the one replica it names, the handover goes ahead, and leaves the key alone.
+    let _: () = redis.cmd(&["SET", &key, other]);
+    let (code, json, stderr) =
+        harness::replica::step_down(&redis.url(), &lease, &["--wait", "5s", "--to", other]);
+    assert_eq!(code, 0, "{stderr}\n{json}");
+    assert_eq!(json["leader"], other, "{json}");
 }
 
 /// The release that hands the next term over writes the reservation only where no key without
