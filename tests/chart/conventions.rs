@@ -162,15 +162,15 @@ fn common_or_pod_labels_that_would_take_the_charts_own_keys_are_refused() {
             "podLabels:\n  leasehold.io/leader: \"true\"\n",
             "podLabels: leasehold.io/leader is the leader label (leaderLabel)",
         ),
-        // A leader label among the chart's own keys: the Service's selector named it twice, and
+        // A leader label that selects the pods: the Service's selector named it twice, and
         // leasehold would take the selector's key off the followers (rendered, unrefused).
         (
             "leaderLabel: app.kubernetes.io/instance\n",
-            "leaderLabel: app.kubernetes.io/instance is one of the chart's own labels",
+            "leaderLabel: app.kubernetes.io/instance is a label that selects the release's pods",
         ),
         (
-            "leaderLabel: helm.sh/chart\n",
-            "leaderLabel: helm.sh/chart is one of the chart's own labels",
+            "leaderLabel: pod-template-hash\n",
+            "leaderLabel: pod-template-hash is a label that selects the release's pods",
         ),
     ] {
         let err = refused(values);

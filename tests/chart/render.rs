@@ -290,6 +290,11 @@ fn the_service_routes_to_the_leader_alone() {
     for (values, key) in [
         ("", "leasehold.io/leader"),
         ("leaderLabel: example.com/active\n", "example.com/active"),
+        // A key under the chart's prefix that selects nothing is the user's to choose.
+        (
+            "leaderLabel: app.kubernetes.io/leader\n",
+            "app.kubernetes.io/leader",
+        ),
         (LEADER_MODE, "leasehold.io/leader"),
     ] {
         let r = render(values);

@@ -356,8 +356,8 @@ value and the rule.
 {{- fail (printf "podLabels: %s is one of the labels that select the release's pods; choose another key" $key) }}
 {{- end }}
 {{- end }}
-{{- if or (eq .Values.leaderLabel "helm.sh/chart") (hasPrefix "app.kubernetes.io/" .Values.leaderLabel) }}
-{{- fail (printf "leaderLabel: %s is one of the chart's own labels (helm.sh/chart, app.kubernetes.io/*), which every pod of the release carries and its selector names; leasehold keeps the leader label on the leader's pod alone: choose another key" .Values.leaderLabel) }}
+{{- if has .Values.leaderLabel (list "app.kubernetes.io/name" "app.kubernetes.io/instance" "pod-template-hash") }}
+{{- fail (printf "leaderLabel: %s is a label that selects the release's pods (app.kubernetes.io/name, app.kubernetes.io/instance, and the Deployment's pod-template-hash); leasehold keeps the leader label on the leader's pod alone, so the followers would lose it: choose another key" .Values.leaderLabel) }}
 {{- end }}
 {{- range $values := list "commonLabels" "podLabels" }}
 {{- $labels := index $.Values $values | default dict }}
