@@ -19,8 +19,10 @@ use crate::docs::sources;
 /// or ends goes to the product instead of raising it. Defect fixes are the one exception: each
 /// raise names its defects in the commit that made it (`git log -p tests/operator/border.rs`
 /// has them all), and a later cut pays the lines back. Last raised from 7,886 for a call bound
-/// said as `within 666.666666ms`, and `within 0ns` below a millisecond (7,887).
-const CORE_CEILING: usize = 7_887;
+/// said as `within 666.666666ms`, and `within 0ns` below a millisecond (7,887), and a one-shot
+/// lock that gave up at a data-loss cooldown, no holder, so that every new CronJob's first run
+/// exited 75 (7,892).
+const CORE_CEILING: usize = 7_892;
 
 /// The core and the product together, set the same way (the goal is 16,600), each raise's
 /// defects named in its commit. Last raised from 21,101 for `step-down` over a reservation
@@ -31,8 +33,9 @@ const CORE_CEILING: usize = 7_887;
 /// (21,138), and `--redis-eviction refuse` taking part when an ACL hid `INFO memory` from
 /// the start (21,142), and the review of these fixes: a reservation naming a live replica
 /// called a dead end, `refuse` saying an unread policy may evict, a grace period of more than
-/// a validity less 100 ms (and not a lease duration) cut short, and the core's raise (21,148).
-const CORE_AND_PRODUCT_CEILING: usize = 21_148;
+/// a validity less 100 ms (and not a lease duration) cut short, and the core's raise (21,148),
+/// and the core's raise for the lock that gave up at a cooldown (21,153).
+const CORE_AND_PRODUCT_CEILING: usize = 21_153;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

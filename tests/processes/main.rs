@@ -12,6 +12,7 @@ mod guard;
 mod guard_check;
 mod killed_and_paused;
 mod lock;
+mod lock_cooldown;
 mod planted_files;
 mod shutdown;
 mod stalled_stderr;

@@ -21,7 +21,7 @@ impl Elector {
         &self,
         shutdown: &CancellationToken,
         releases: &mut Releases,
-        give_up_at: Option<BootInstant>,
+        mut give_up_at: Option<BootInstant>,
         held: Option<(decide::HoldOff, &str)>,
         last_led: Option<FencingToken>,
     ) -> Option<Grant> {
@@ -166,6 +166,11 @@ impl Elector {
                         );
                     }
                     self.note_follower_view(None, Some(remaining));
+                    // A cooldown is no holder: a one-shot lock waits it out, and tries after it.
+                    let after = clock
+                        .now()
+                        .saturating_add(remaining + timing.call_timeout());
+                    give_up_at = give_up_at.map(|at| at.max(after));
                     Seen::CoolingDown(remaining)
                 }
                 Ok(Acquired::Reserved {

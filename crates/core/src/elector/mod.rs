@@ -113,9 +113,9 @@ impl Elector {
     }
 
     /// Makes [`run`](Self::run) a one-shot lock: contend until this replica leads or `wait`
-    /// has passed (after at least one try), lead at most one term, and return however that
-    /// term ended. The status tells what happened (`transitions` 0: never led; else
-    /// `last_step_down`).
+    /// has passed (after at least one try, and one after a cooldown it found), lead at most
+    /// one term, and return however that term ended. The status tells what happened
+    /// (`transitions` 0: never led; else `last_step_down`).
     pub fn for_one_term(mut self, wait: Duration) -> Self {
         self.one_term = Some(wait);
         self
