@@ -349,7 +349,7 @@ impl Elector {
                 identity = %self.lease.owner().identity(),
                 lease = %self.lease.name(),
                 error = %err,
-                "could not give back a term won as the replica stopped or a gate said no; it expires on its own"
+                "could not give back a term a try won or may have won (its answer lost) as the replica stopped or a gate said no; if won, it expires on its own"
             );
         }
     }
