@@ -59,8 +59,12 @@ impl HttpArgs {
                 p
             }
         });
+        // A trailing slash names a directory (`Path` reads `d/` as the name `d`).
+        let slash = path.as_os_str().as_encoded_bytes().ends_with(b"/");
         match (name, dir) {
-            (Some(_), Some(dir)) if dir.is_dir() && !path.is_dir() => Ok(Some(path.clone())),
+            (Some(_), Some(dir)) if dir.is_dir() && !path.is_dir() && !slash => {
+                Ok(Some(path.clone()))
+            }
             _ => Err(CliError::value(
                 "status-file",
                 path.display(),

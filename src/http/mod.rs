@@ -215,18 +215,28 @@ async fn readyz(State(e): State<Endpoints>) -> Response {
     (code, format!("{words}\n")).into_response()
 }
 
+/// The `Accept` header, its lines joined into one list (RFC 9110: a proxy may split it).
+fn accept(headers: &HeaderMap) -> Option<String> {
+    let lines: Vec<&str> = (headers.get_all(header::ACCEPT).iter())
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    (!lines.is_empty()).then(|| lines.join(", "))
+}
+
 async fn leader(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
-    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let accept = accept(&headers);
     if let Some(watchers) = e
         .watchers
         .as_ref()
-        .filter(|_| crate::sse::wants_events(accept))
+        .filter(|_| crate::sse::wants_events(accept.as_deref()))
     {
         let Ok(slot) = e.event_streams.clone().try_acquire_owned() else {
             e.metrics.http_event_stream_refused();
             return busy("busy: every event stream is taken\n");
         };
-        let last_event_id = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+        // UTF-8, as identities may be (a `pöd`'s ids are no ASCII).
+        let last_event_id =
+            (headers.get("last-event-id")).and_then(|v| std::str::from_utf8(v.as_bytes()).ok());
         let endpoints = e.clone();
         return crate::sse::events(watchers, last_event_id, slot, move |status| {
             let now = endpoints.clock.now();
@@ -248,8 +258,7 @@ async fn leader(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
 }
 
 async fn metrics(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
-    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-    let format = Exposition::negotiate(accept);
+    let format = Exposition::negotiate(accept(&headers).as_deref());
     let status = e.status.borrow().clone();
     let (now, lead) = (e.clock.now(), e.clock.wall_lead());
     let (ready, _) = readiness(&status, e.readiness, status.is_leading_at(now, lead));

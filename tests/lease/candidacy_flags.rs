@@ -116,6 +116,11 @@ fn every_candidate_check_and_status_file_flag_refuses_bad_input_with_exit_code_2
             &["--status-file", "/tmp"],
             "--status-file `/tmp`: must name a file in an existing directory",
         ),
+        // A trailing slash names a directory: it was taken for its last name, and never written.
+        (
+            &["--status-file", "/tmp/leasehold-no-such-dir/"],
+            "--status-file `/tmp/leasehold-no-such-dir/`: must name a file in an existing directory",
+        ),
         (
             &[
                 "--candidate-check-command",
