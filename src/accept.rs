@@ -1,6 +1,16 @@
 //! What an HTTP `Accept` header asks for: the one reader of its media ranges, for `/leader`'s
 //! event stream and `/metrics`' exposition.
 
+use axum::http::{HeaderMap, header};
+
+/// The `Accept` header, its lines joined into one list (RFC 9110: a proxy may split it).
+pub fn header(headers: &HeaderMap) -> Option<String> {
+    let lines: Vec<&str> = (headers.get_all(header::ACCEPT).iter())
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    (!lines.is_empty()).then(|| lines.join(", "))
+}
+
 /// Whether `accept` names `media` (case aside, as media types and their `q` are) without
 /// refusing it with a weight of 0 (or one that is not a number); a missing header names nothing.
 pub fn names(accept: Option<&str>, media: &str) -> bool {

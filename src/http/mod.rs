@@ -215,16 +215,8 @@ async fn readyz(State(e): State<Endpoints>) -> Response {
     (code, format!("{words}\n")).into_response()
 }
 
-/// The `Accept` header, its lines joined into one list (RFC 9110: a proxy may split it).
-fn accept(headers: &HeaderMap) -> Option<String> {
-    let lines: Vec<&str> = (headers.get_all(header::ACCEPT).iter())
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    (!lines.is_empty()).then(|| lines.join(", "))
-}
-
 async fn leader(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
-    let accept = accept(&headers);
+    let accept = crate::accept::header(&headers);
     if let Some(watchers) = e
         .watchers
         .as_ref()
@@ -258,7 +250,7 @@ async fn leader(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
 }
 
 async fn metrics(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
-    let format = Exposition::negotiate(accept(&headers).as_deref());
+    let format = Exposition::negotiate(crate::accept::header(&headers).as_deref());
     let status = e.status.borrow().clone();
     let (now, lead) = (e.clock.now(), e.clock.wall_lead());
     let (ready, _) = readiness(&status, e.readiness, status.is_leading_at(now, lead));
