@@ -5,6 +5,7 @@
 //! keeps it out in `refuse` mode (the policy is not known). The policy is read
 //! on each engine.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -284,8 +285,7 @@ fn a_failed_read_of_the_policy_does_not_lift_the_refusal() {
         a.get("/readyz")
             .filter(|(code, body)| *code == 503 && body.contains("evict"))
     });
-    let without_info_memory = minimal_acl_rule("leasehold:", false).replace(" +info|memory", "");
-    redis.set_acl_user("leasehold", &without_info_memory, "s3cret");
+    redis.set_acl_user("leasehold", &without_info_memory(), "s3cret");
     let said = "cannot read the eviction policy (INFO memory); going by the last one read, if any";
     a.wait_events(said, 1, Duration::from_secs(10));
     let key = format!("leasehold:{{{}}}", a.leader()["lease"].as_str().unwrap());
@@ -295,17 +295,28 @@ fn a_failed_read_of_the_policy_does_not_lift_the_refusal() {
     });
 }
 
+/// docs/REFERENCE.md's ACL rule without `+info|memory`: the policy cannot be read.
+fn without_info_memory() -> String {
+    minimal_acl_rule("leasehold:", false).replace(" +info|memory", "")
+}
+
+/// Replica `a` of a new lease named after `test`, as that user (its password file in `dir`),
+/// with `extra` flags.
+fn policy_hidden_replica(redis: &RedisServer, test: &str, extra: &[&str], dir: &Path) -> Replica {
+    let args = as_acl_user(redis, &without_info_memory(), dir);
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend(extra);
+    Replica::spawn(&redis.url(), &unique_lease(test), "a", &args, &[])
+}
+
 /// `refuse` is the fail-closed choice: a Redis whose ACL hides `INFO memory` from the start
 /// keeps the replica out, the reason in `/readyz` (it led: "not known to evict" took part).
 #[test]
 fn refuse_with_an_acl_that_hides_the_policy_keeps_the_replica_out() {
     let redis = RedisServer::start();
-    let rule = minimal_acl_rule("leasehold:", false).replace(" +info|memory", "");
     let dir = tempfile::tempdir().unwrap();
-    let args = as_acl_user(&redis, &rule, dir.path());
-    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
-    args.extend(["--redis-eviction", "refuse"]);
-    let a = Replica::spawn(&redis.url(), &unique_lease("evict-hidden"), "a", &args, &[]);
+    let extra = ["--redis-eviction", "refuse"];
+    let a = policy_hidden_replica(&redis, "evict-hidden", &extra, dir.path());
     wait_for("the refusal", Duration::from_secs(10), || {
         a.get("/readyz")
             .filter(|(code, body)| *code == 503 && body.contains("policy unreadable"))
@@ -320,11 +331,8 @@ fn refuse_with_an_acl_that_hides_the_policy_keeps_the_replica_out() {
 #[test]
 fn an_acl_without_info_memory_is_said_once_and_leasehold_carries_on() {
     let redis = RedisServer::start();
-    let rule = minimal_acl_rule("leasehold:", false).replace(" +info|memory", "");
     let dir = tempfile::tempdir().unwrap();
-    let args = as_acl_user(&redis, &rule, dir.path());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let a = Replica::spawn(&redis.url(), &unique_lease("evict-acl"), "a", &args, &[]);
+    let a = policy_hidden_replica(&redis, "evict-acl", &[], dir.path());
     wait_for("a to lead", Duration::from_secs(10), || {
         (a.leader()["is_leader"] == true).then_some(())
     });

@@ -10,9 +10,26 @@ use harness::timings::TEN_SECOND_TERM_QUICK_RETRY;
 use testbed::RedisServer;
 use testbed::wait::wait_for;
 
-use crate::sse::{EventWatcher, id_parts};
+use crate::sse::{EventWatcher, Seen, id_parts};
 
 const WAIT: Duration = Duration::from_secs(20);
+
+/// A 10 s term with a quick retry and no cooldown: the flags of every replica here.
+fn flags() -> Vec<String> {
+    let mut flags = timing_flags(&TEN_SECOND_TERM_QUICK_RETRY);
+    flags.push("--no-data-loss-cooldown".into());
+    flags
+}
+
+/// The event in which `replica` became leader, from a watcher closed after it.
+fn leading_event(replica: &Replica) -> Seen {
+    let watcher = EventWatcher::connect(replica.http);
+    let led = wait_for("the event as leader", WAIT, || {
+        watcher.events().into_iter().find(|e| e.role() == "leader")
+    });
+    watcher.close();
+    led
+}
 
 /// A term of 10 s handed over at once: its deadline is some 9 s away when the watcher comes
 /// back, and the replayed event of that term said `is_leader: true`.
@@ -20,16 +37,10 @@ const WAIT: Duration = Duration::from_secs(20);
 fn a_replayed_event_of_a_term_handed_over_before_its_deadline_reads_as_over() {
     let redis = RedisServer::start();
     let name = unique_lease("sse-replay-ended");
-    let mut flags = timing_flags(&TEN_SECOND_TERM_QUICK_RETRY);
-    flags.push("--no-data-loss-cooldown".into());
+    let flags = flags();
     let timing: Vec<&str> = flags.iter().map(String::as_str).collect();
     let a = Replica::spawn(&redis.url(), &name, "a", &timing, &[]);
-    let watcher = EventWatcher::connect(a.http);
-    let led = wait_for("a's event as leader", WAIT, || {
-        let events = watcher.events();
-        events.into_iter().find(|e| e.role() == "leader")
-    });
-    watcher.close();
+    let led = leading_event(&a);
     let b = Replica::spawn(&redis.url(), &name, "b", &timing, &[]);
     wait_for("b to follow a", WAIT, || {
         (b.leader()["leader"] == "a").then_some(())
@@ -70,15 +81,10 @@ fn a_replayed_event_of_a_term_handed_over_before_its_deadline_reads_as_over() {
 fn a_resume_under_an_identity_beyond_ascii_is_replayed() {
     let redis = RedisServer::start();
     let name = unique_lease("sse-replay-utf8");
-    let mut flags = timing_flags(&TEN_SECOND_TERM_QUICK_RETRY);
-    flags.push("--no-data-loss-cooldown".into());
+    let flags = flags();
     let timing: Vec<&str> = flags.iter().map(String::as_str).collect();
     let a = Replica::spawn(&redis.url(), &name, "pöd", &timing, &[]);
-    let watcher = EventWatcher::connect(a.http);
-    let led = wait_for("the event as leader", WAIT, || {
-        watcher.events().into_iter().find(|e| e.role() == "leader")
-    });
-    watcher.close();
+    let led = leading_event(&a);
     let (owner, n) = id_parts(&led);
     assert!(n >= 1, "{led:?}");
     let back = EventWatcher::resume(a.http, Some(&format!("{owner}:0")));

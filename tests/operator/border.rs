@@ -21,8 +21,8 @@ use crate::docs::sources;
 /// has them all), and a later cut pays the lines back. Last raised from 7,886 for a call bound
 /// said as `within 666.666666ms`, and `within 0ns` below a millisecond (7,887), and a one-shot
 /// lock that gave up at a data-loss cooldown, no holder, so that every new CronJob's first run
-/// exited 75 (7,892).
-const CORE_CEILING: usize = 7_892;
+/// exited 75 (7,892), less its give-up arithmetic written in two lines instead of four (7,890).
+const CORE_CEILING: usize = 7_890;
 
 /// The core and the product together, set the same way (the goal is 16,600), each raise's
 /// defects named in its commit. Last raised from 21,101 for `step-down` over a reservation
@@ -36,8 +36,9 @@ const CORE_CEILING: usize = 7_892;
 /// a validity less 100 ms (and not a lease duration) cut short, and the core's raise (21,148),
 /// and the core's raise for the lock that gave up at a cooldown (21,153), and an `Accept`
 /// split over two lines read as its first, a `Last-Event-ID` beyond ASCII never resumed, and
-/// a `--status-file` ending in `/` accepted and never written (21,168).
-const CORE_AND_PRODUCT_CEILING: usize = 21_168;
+/// a `--status-file` ending in `/` accepted and never written (21,168), less the core's two
+/// lines (21,166).
+const CORE_AND_PRODUCT_CEILING: usize = 21_166;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

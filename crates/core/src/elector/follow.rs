@@ -167,10 +167,8 @@ impl Elector {
                     }
                     self.note_follower_view(None, Some(remaining));
                     // A cooldown is no holder: a one-shot lock waits it out, and tries after it.
-                    let after = clock
-                        .now()
-                        .saturating_add(remaining + timing.call_timeout());
-                    give_up_at = give_up_at.map(|at| at.max(after));
+                    let after = remaining + timing.call_timeout();
+                    give_up_at = give_up_at.map(|at| at.max(clock.now().saturating_add(after)));
                     Seen::CoolingDown(remaining)
                 }
                 Ok(Acquired::Reserved {

@@ -32,10 +32,10 @@ pub(super) fn doing(op: &str) -> &str {
 
 /// ` within 667ms` (whole milliseconds, up), or nothing for a bound not known (the client's own).
 pub(super) fn within(after: Duration) -> String {
-    let ms = Duration::from_millis(after.as_micros().div_ceil(1000) as u64);
     if after.is_zero() {
         String::new()
     } else {
+        let ms = Duration::from_millis(after.as_micros().div_ceil(1000) as u64);
         format!(" within {ms:?}")
     }
 }
