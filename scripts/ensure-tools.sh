@@ -53,6 +53,13 @@ if ! command -v podman >/dev/null 2>&1 || ! command -v buildah >/dev/null 2>&1 \
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman buildah runc >/dev/null
 fi
 
+# A filesystem that stops answering (testbed's StallingDir): a fuse-overlayfs mount, frozen.
+if ! command -v fuse-overlayfs >/dev/null 2>&1 || ! command -v fusermount3 >/dev/null 2>&1; then
+  echo "installing fuse-overlayfs (Debian package)" >&2
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse-overlayfs fuse3 >/dev/null
+fi
+
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "installing cargo-nextest" >&2
   cargo install --locked cargo-nextest >/dev/null

@@ -15,5 +15,6 @@ mod lock;
 mod lock_cooldown;
 mod planted_files;
 mod shutdown;
+mod stalled_files;
 mod stalled_stderr;
 mod status_file;

@@ -16,6 +16,7 @@
 //!   Valkey 9.1).
 //! - [`accept`]: a test server's accept loop that ends when the server is told to stop.
 //! - [`proxy`]: a TCP fault proxy (pass, delay, blackhole, drop; per connection too).
+//! - [`stalling_dir`]: a directory whose filesystem stops answering when told (a FUSE mount).
 //! - [`pki`]: a throwaway CA with server and client certificates.
 //! - [`http`]: a minimal HTTP/1.x GET for loopback endpoints.
 //! - [`svg`]: escaping the text of a hand-written SVG report.
@@ -48,6 +49,7 @@ pub mod prometheus;
 pub mod proxy;
 pub mod redis_server;
 pub mod sentinel;
+pub mod stalling_dir;
 pub mod svg;
 pub mod wait;
 

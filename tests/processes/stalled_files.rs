@@ -1,0 +1,187 @@
+//! The guard and status files on a filesystem that stops answering (a hung network or FUSE
+//! volume), as real processes: the files' writes wait, and nothing else may. The process keeps
+//! answering and renewing, its command is still killed by the term's deadline, a guard file
+//! that cannot be zeroed keeps the lease until the deadline it names (no early release lets
+//! a successor's term overlap it), and the shutdown stays within its bound.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use harness::contenders::unique_lease;
+use harness::replica::Replica;
+use leasehold::clock::BootInstant;
+use leasehold::guard::{GuardRecord, check_guard_file, read_guard_file};
+use testbed::proxy::{Fault, FaultProxy};
+use testbed::redis_server::RedisServer;
+use testbed::stalling_dir::StallingDir;
+use testbed::wait::wait_for;
+
+use crate::binary::{fast, process_alive};
+
+/// The shutdown bound of a replica at `fast()` timings without a command: a release (1 s), the
+/// slack (5 s) and the Kubernetes notes (2 s).
+const FAST_SHUTDOWN_BOUND: Duration = Duration::from_secs(8);
+
+fn plain() -> Vec<String> {
+    fast().iter().map(|s| s.to_string()).collect()
+}
+
+fn with_file(flag: &str, path: &Path) -> Vec<String> {
+    let mut args = plain();
+    args.extend([flag.to_owned(), path.display().to_string()]);
+    args
+}
+
+fn spawn(url: &str, lease: &str, name: &str, args: &[String], command: &[&str]) -> Replica {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Replica::spawn(url, lease, name, &args, command)
+}
+
+fn renewals(replica: &Replica) -> f64 {
+    replica
+        .metric("leasehold_renewals_total{result=\"renewed\"}")
+        .unwrap_or(0.0)
+}
+
+/// A leader whose guard file's filesystem hangs still answers its probes and renews; when it
+/// then loses Redis, its command is killed by the term's validity deadline, before the next
+/// leader's term begins. (Before, the guard's write held a runtime worker and then, through
+/// the writer's lock, every other: the process froze and its command ran on beside the next
+/// leader.)
+#[test]
+fn a_hung_guard_file_holds_up_neither_the_process_nor_the_deadline_kill() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(redis.addr());
+    let lease = unique_lease("hung-guard");
+    let stalling = StallingDir::mount();
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let script = format!(
+        "echo $$ > {}; while :; do sleep 0.05; done",
+        pid_file.display()
+    );
+    let args = with_file("--guard-file", &stalling.path().join("guard"));
+    let a = spawn(&proxy.url(), &lease, "a", &args, &["sh", "-c", &script]);
+    wait_for("a to lead", Duration::from_secs(10), || {
+        a.is_ready().then_some(())
+    });
+    let command: i32 = wait_for("the command's pid", Duration::from_secs(5), || {
+        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    });
+    stalling.freeze();
+    // Three renewals later, the process still answers and leads.
+    let before = renewals(&a);
+    wait_for("a to renew three times", Duration::from_secs(5), || {
+        (renewals(&a) >= before + 3.0).then_some(())
+    });
+    assert!(
+        a.is_ready(),
+        "the leader stopped leading:\n{}",
+        a.log_text()
+    );
+    // Then Redis goes out of reach: the term ends, and its command with it.
+    let b = spawn(&redis.url(), &lease, "b", &plain(), &[]);
+    proxy.set(Fault::Blackhole);
+    wait_for("b to lead", Duration::from_secs(10), || {
+        b.is_ready().then_some(())
+    });
+    assert!(
+        !process_alive(command),
+        "a's command still runs beside the next leader:\n{}",
+        a.log_text()
+    );
+    stalling.thaw();
+}
+
+/// A guard file that cannot be zeroed at step-down still says the term is valid until its
+/// deadline: the lease is kept until then rather than released, so a successor's term does
+/// not begin while the file still vouches for this one. The shutdown stays within its bound.
+#[test]
+fn a_guard_file_that_cannot_be_zeroed_keeps_the_lease_to_its_deadline() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("unzeroed-guard");
+    let stalling = StallingDir::mount();
+    let dir = tempfile::tempdir().unwrap();
+    let a_guard = stalling.path().join("guard");
+    let b_guard = dir.path().join("guard");
+    let mut a = spawn(
+        &redis.url(),
+        &lease,
+        "a",
+        &with_file("--guard-file", &a_guard),
+        &[],
+    );
+    wait_for("a to lead", Duration::from_secs(10), || {
+        a.is_ready().then_some(())
+    });
+    let b = spawn(
+        &redis.url(),
+        &lease,
+        "b",
+        &with_file("--guard-file", &b_guard),
+        &[],
+    );
+    wait_for("b to follow a", Duration::from_secs(5), || {
+        (b.leader()["leader"] == "a").then_some(())
+    });
+    // The deadline the file names when it stops answering, or a later one that a renewal
+    // wrote in between: a successor's term must begin after it.
+    let Ok(GuardRecord::Term { valid_until, .. }) = read_guard_file(&a_guard) else {
+        panic!("a's guard file holds no term:\n{}", a.log_text());
+    };
+    stalling.freeze();
+    a.signal(nix::sys::signal::Signal::SIGTERM);
+    let sent = Instant::now();
+    let valid: BootInstant = wait_for("b's term", Duration::from_secs(10), || {
+        check_guard_file(&b_guard).ok().map(|_| BootInstant::now())
+    });
+    assert!(
+        valid > valid_until,
+        "b's term was valid {:?} before a's guard file stopped vouching for a's:\n{}",
+        valid_until.since_boot().saturating_sub(valid.since_boot()),
+        a.log_text()
+    );
+    let code = a
+        .process
+        .wait_exit(FAST_SHUTDOWN_BOUND + Duration::from_secs(1));
+    let took = sent.elapsed();
+    stalling.thaw();
+    assert_eq!(
+        code.unwrap(),
+        Some(0),
+        "a did not exit within {took:?}:\n{}",
+        a.log_text()
+    );
+}
+
+/// A status file whose filesystem hangs does not hold up the shutdown past its bound; the
+/// release is not held up either.
+#[test]
+fn a_hung_status_file_does_not_hold_up_the_shutdown() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("hung-status");
+    let stalling = StallingDir::mount();
+    let args = with_file("--status-file", &stalling.path().join("status.json"));
+    let mut a = spawn(&redis.url(), &lease, "a", &args, &[]);
+    wait_for("a to lead", Duration::from_secs(10), || {
+        a.is_ready().then_some(())
+    });
+    let b = spawn(&redis.url(), &lease, "b", &plain(), &[]);
+    wait_for("b to follow a", Duration::from_secs(5), || {
+        (b.leader()["leader"] == "a").then_some(())
+    });
+    stalling.freeze();
+    a.signal(nix::sys::signal::Signal::SIGTERM);
+    let sent = Instant::now();
+    a.wait_events("released the lease", 1, Duration::from_secs(5));
+    let code = a
+        .process
+        .wait_exit(FAST_SHUTDOWN_BOUND + Duration::from_secs(1));
+    let took = sent.elapsed();
+    stalling.thaw();
+    assert!(
+        code.unwrap().is_some(),
+        "a did not exit within {took:?}:\n{}",
+        a.log_text()
+    );
+}
