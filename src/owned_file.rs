@@ -24,6 +24,10 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
+/// The longest a shutdown or a step-down waits for one write of such a file: on a filesystem
+/// that stopped answering (a hung network or FUSE volume) it goes on without it.
+pub const WRITE_BOUND: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How often a claim starts again when the lock file it locked was unlinked in between (its
 /// owner leaving at that instant); more would mean someone keeps replacing it.
 const ATTEMPTS: usize = 8;

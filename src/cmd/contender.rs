@@ -22,16 +22,21 @@ use crate::eviction::{EvictionWatch, refused_as_unsafe};
 use crate::exec::{CommandRun, ExecError, KILL_MARGIN, Supervisor};
 use crate::guard::{GuardFile, GuardHooks};
 use crate::heartbeat::Heartbeat;
+use crate::http::DRAIN;
 use crate::k8s::Publisher;
 use crate::lease::{LeaseName, OwnerId};
 use crate::metrics::Metrics;
 use crate::notices::Notices;
+use crate::owned_file::WRITE_BOUND;
 use crate::shutdown::Shutdown;
 
 /// Slack for stepping down, releasing and stopping the HTTP server after the command stopped.
 const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
 /// How long the Kubernetes step-down notes (label removal, event) may take at exit.
 const NOTES_BOUND: Duration = Duration::from_secs(2);
+/// What follows the notes at exit, within the bound: the guard file's removal, the status
+/// file's last write (each as long as a file's write may take) and the HTTP server's drain.
+pub(super) const AFTER_THE_NOTES: Duration = WRITE_BOUND.saturating_mul(2).saturating_add(DRAIN);
 
 /// The longest a graceful shutdown of a contender takes, from SIGTERM to exit: the command's
 /// grace period, a release (the call timeout), and slack. A pod's
@@ -51,7 +56,7 @@ pub(super) struct Contender {
     /// What it shows: the elector's status and its gates'.
     pub(super) board: Board,
     /// The guard file of its terms, if any.
-    pub(super) guard: Option<Arc<GuardFile>>,
+    pub(super) guard: Option<Arc<GuardHooks>>,
     /// Its elector loop's progress, for liveness.
     pub(super) heartbeat: Heartbeat,
     /// What its terms saw of the clocks: Redis's rate, this host's slew.
@@ -127,12 +132,16 @@ impl Contender {
             ))
             .with_hooks(clock_gate)
             .with_hooks(clocks.clone());
+        let guard = guard
+            .map(|file| GuardHooks::new(file, &settings.identity))
+            .transpose()
+            .context("cannot start the guard file's writer")?;
         if let Some(guard) = &guard {
-            elector = elector.with_hooks(GuardHooks::new(guard.clone(), &settings.identity));
-        }
-        if let Some(guard) = &guard {
+            elector = elector.with_hooks(guard.clone());
             let guard = guard.clone();
-            shutdown.before_exit_at_once(move || guard.end_at_exit());
+            shutdown.before_exit_at_once(move || {
+                guard.end_at_exit();
+            });
         }
         let supervisor = settings.exec.clone().map(|exec| {
             // Given in full only to what a command leaves running while its term lasts.
@@ -173,7 +182,8 @@ impl Contender {
             told: Arc::new(()),
             supervisor,
             publisher,
-            bound: shutdown_bound(settings).saturating_sub(NOTES_BOUND),
+            bound: shutdown_bound(settings)
+                .saturating_sub(NOTES_BOUND.saturating_add(AFTER_THE_NOTES)),
         })
     }
 
@@ -281,8 +291,10 @@ impl Contender {
         if let Some(publisher) = &publisher {
             publisher.flush(NOTES_BOUND).await;
         }
-        if let Some(guard) = &guard {
-            guard.remove();
+        if let Some(guard) = &guard
+            && !guard.end_at_exit()
+        {
+            warn!(path = %guard.path().display(), "the guard file did not answer at exit; left in place");
         }
         Ended {
             command: supervisor.and_then(|s| s.exit_code()),

@@ -52,8 +52,12 @@ where
 /// Runs `command` to its end on a runtime of its own; its code is the process's exit code (out
 /// of range is a failure).
 fn to_end(command: impl Future<Output = Result<i32, CliError>>) -> Result<ExitCode, CliError> {
-    let code = runtime()?.block_on(command)?;
-    Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+    let runtime = runtime()?;
+    let code = runtime.block_on(command);
+    // Without waiting for a blocking call left behind (a write to a file on a filesystem that
+    // stopped answering): the command ended, and the process exits.
+    runtime.shutdown_background();
+    Ok(ExitCode::from(u8::try_from(code?).unwrap_or(1)))
 }
 
 /// The async runtime of `run` and `status`.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::contender::Contender;
 use super::lease::{Workload, connect, deployment_of, name_lease, publisher};
@@ -15,6 +15,7 @@ use crate::cli::{CliError, RunSettings};
 use crate::exec::ExecSettings;
 use crate::http::{self, Endpoints};
 use crate::metrics::Metrics;
+use crate::owned_file::WRITE_BOUND;
 use crate::shutdown::Shutdown;
 use crate::status_file::{StatusDocument, StatusFile};
 
@@ -110,8 +111,10 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
     // to be unsafe ends it too, and the process exits 2.
     let ended = contender.run(shutdown.token()).await;
     status_file_stop.cancel();
-    if let Some(task) = status_file {
-        let _ = task.await;
+    if let Some(task) = status_file
+        && tokio::time::timeout(WRITE_BOUND, task).await.is_err()
+    {
+        warn!("the status file did not answer at exit; its last write is left undone");
     }
     http_stop.cancel();
     let _ = server.await;

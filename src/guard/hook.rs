@@ -1,81 +1,242 @@
 //! The guard file as a subscriber of the elector's term hooks: published when a term begins
 //! and at each renewal, zeroed first thing when it ends.
+//!
+//! Every write runs on a thread of the file's own. A filesystem that stops answering (a hung
+//! network or FUSE volume) holds up that thread alone, never the runtime's workers, where the
+//! renewals, the probes and the command's deadline kill run. A hook waits for its write only
+//! where the order matters (the term's publication before the work starts, its withdrawal
+//! before the release), and then at most [`WRITE_BOUND`]. A write asked for while another is
+//! under way replaces any still waiting: a hung file keeps one write, however many renewals.
 
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
+use leasehold_core::locked::locked;
 use tracing::warn;
 
 use super::GuardFile;
 use crate::clock::{BootInstant, WallLead};
 use crate::elector::{StepDownReason, TermHooks};
-use crate::lease::FencingToken;
+use crate::lease::{FencingToken, LeaseName};
+use crate::owned_file::WRITE_BOUND;
+
+/// What the file's thread is asked to do.
+#[derive(Debug, Clone, Copy)]
+enum Job {
+    Publish(FencingToken, BootInstant, WallLead),
+    Withdraw(FencingToken),
+    End,
+}
+
+/// The jobs between the hooks and the file's thread.
+#[derive(Default)]
+struct Desk {
+    /// The job waiting, if any, and the number of the last job asked for.
+    next: Option<Job>,
+    asked: u64,
+    /// The number of the last job done (a job replaced counts as done with the one after it),
+    /// and whether the file named no term after it.
+    done: u64,
+    cleared: bool,
+    /// No job follows: the thread ends, and says so once it let go of the file (`ended`).
+    closed: bool,
+    ended: bool,
+}
 
 /// The hooks that keep `guard` in step with this replica's terms (`identity` names it in the
 /// logs).
 pub struct GuardHooks {
-    guard: Arc<GuardFile>,
+    path: PathBuf,
+    lease: LeaseName,
     identity: String,
+    desk: Arc<(Mutex<Desk>, Condvar)>,
 }
 
 impl GuardHooks {
-    /// Hooks writing `guard` for the replica `identity`.
-    pub fn new(guard: Arc<GuardFile>, identity: impl Into<String>) -> Arc<Self> {
-        Arc::new(Self {
-            guard,
-            identity: identity.into(),
-        })
+    /// Hooks writing `guard` for the replica `identity`, on a thread started for it.
+    pub fn new(guard: Arc<GuardFile>, identity: impl Into<String>) -> std::io::Result<Arc<Self>> {
+        let desk = Arc::new((Mutex::new(Desk::default()), Condvar::new()));
+        let identity: String = identity.into();
+        let (path, lease) = (guard.path().to_owned(), guard.lease().clone());
+        let (jobs, writer) = (desk.clone(), identity.clone());
+        std::thread::Builder::new()
+            .name("guard-file".into())
+            .spawn(move || work(guard, &jobs, &writer))?;
+        Ok(Arc::new(Self {
+            path,
+            lease,
+            identity,
+            desk,
+        }))
     }
 
-    /// Publishes the term; when it cannot, withdraws what the file holds, which may be an earlier
-    /// deadline of the term, later than the one this renewal measured.
-    fn publish(&self, token: FencingToken, valid_until: BootInstant, lead: WallLead) {
-        let Err(err) = self.guard.publish(token, valid_until, lead) else {
-            return;
-        };
-        let withdrawn = self.withdraw().is_none_or(|(_, removed)| removed);
-        warn!(
-            identity = %self.identity,
-            lease = %self.guard.lease(),
-            token = token.0,
-            path = %self.guard.path().display(),
-            error = %err,
-            withdrawn,
-            "could not publish the term in the guard file; the command's checks refuse until the next renewal publishes it"
-        );
+    /// Where the file is.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
-    /// Zeroes the file, else removes it: `None` when zeroed, else why not and whether it is gone.
-    fn withdraw(&self) -> Option<(std::io::Error, bool)> {
-        let err = self.guard.revoke().err()?;
-        let removed = match std::fs::remove_file(self.guard.path()) {
-            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-            Ok(()) => true,
+    /// Zeroes and removes the file and its lock file for a process about to exit
+    /// ([`GuardFile::end_at_exit`]), waiting at most [`WRITE_BOUND`]: whether it is done.
+    pub fn end_at_exit(&self) -> bool {
+        self.wait(self.ask(Job::End)).is_some()
+    }
+
+    fn ask(&self, job: Job) -> u64 {
+        let (desk, bell) = &*self.desk;
+        let mut desk = locked(desk);
+        desk.next = Some(job);
+        desk.asked += 1;
+        bell.notify_all();
+        desk.asked
+    }
+
+    /// Waits at most [`WRITE_BOUND`] for job `number`: whether the file named no term after it,
+    /// or `None` when it was not done in time. Off the runtime's worker, where there is one.
+    fn wait(&self, number: u64) -> Option<bool> {
+        let (desk, bell) = &*self.desk;
+        let wait = || {
+            let (desk, _) = bell
+                .wait_timeout_while(locked(desk), WRITE_BOUND, |d| d.done < number)
+                .unwrap_or_else(PoisonError::into_inner);
+            (desk.done >= number).then_some(desk.cleared)
         };
-        Some((err, removed))
+        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(wait),
+            _ => wait(),
+        }
+    }
+}
+
+impl Drop for GuardHooks {
+    /// Ends the thread, and waits at most [`WRITE_BOUND`] for it to let go of the file (removed
+    /// and unclaimed when nothing else holds it).
+    fn drop(&mut self) {
+        let (desk, bell) = &*self.desk;
+        let mut d = locked(desk);
+        d.closed = true;
+        bell.notify_all();
+        let _ = bell.wait_timeout_while(d, WRITE_BOUND, |d| !d.ended);
     }
 }
 
 impl TermHooks for GuardHooks {
     fn began(&self, token: FencingToken, valid_until: BootInstant, lead: WallLead) {
-        self.publish(token, valid_until, lead);
+        let asked = self.ask(Job::Publish(token, valid_until, lead));
+        if self.wait(asked).is_none() {
+            warn!(
+                identity = %self.identity,
+                lease = %self.lease,
+                token = token.0,
+                path = %self.path.display(),
+                bound_ms = WRITE_BOUND.as_millis() as u64,
+                "the guard file did not answer as the term began; the command's checks refuse until the term is written"
+            );
+        }
     }
 
     fn extended(&self, token: FencingToken, valid_until: BootInstant, lead: WallLead) {
-        self.publish(token, valid_until, lead);
+        // Not waited for: until it is written, the file names an earlier deadline of the term.
+        self.ask(Job::Publish(token, valid_until, lead));
     }
 
-    fn ending(&self, token: FencingToken, _reason: StepDownReason) {
-        let Some((err, removed)) = self.withdraw() else {
-            return;
-        };
-        warn!(
-            identity = %self.identity,
-            lease = %self.guard.lease(),
-            token = token.0,
-            path = %self.guard.path().display(),
-            error = %err,
-            removed,
-            "could not zero the guard file; removed it instead (unless removed = false: then it holds the term until its deadline)"
-        );
+    fn ending(&self, token: FencingToken, _reason: StepDownReason) -> bool {
+        let cleared = self.wait(self.ask(Job::Withdraw(token)));
+        if cleared.is_none() {
+            warn!(
+                identity = %self.identity,
+                lease = %self.lease,
+                token = token.0,
+                path = %self.path.display(),
+                bound_ms = WRITE_BOUND.as_millis() as u64,
+                "the guard file did not answer at step-down; it may name the term until its deadline"
+            );
+        }
+        cleared == Some(true)
     }
+}
+
+/// The file's thread: does the jobs in the order asked, the last waiting one only, until the
+/// hooks are dropped.
+fn work(guard: Arc<GuardFile>, desk: &(Mutex<Desk>, Condvar), identity: &str) {
+    let (desk, bell) = desk;
+    loop {
+        let (job, number) = {
+            let mut d = bell
+                .wait_while(locked(desk), |d| d.next.is_none() && !d.closed)
+                .unwrap_or_else(PoisonError::into_inner);
+            match d.next.take() {
+                Some(job) => (job, d.asked),
+                None => break,
+            }
+        };
+        let cleared = match job {
+            Job::Publish(token, valid_until, lead) => {
+                publish(&guard, identity, token, valid_until, lead)
+            }
+            Job::Withdraw(token) => withdraw(&guard, identity, token),
+            Job::End => {
+                guard.end_at_exit();
+                true
+            }
+        };
+        let mut d = locked(desk);
+        (d.done, d.cleared) = (number, cleared);
+        bell.notify_all();
+    }
+    drop(guard);
+    locked(desk).ended = true;
+    bell.notify_all();
+}
+
+/// Publishes the term; when it cannot, withdraws what the file holds, which may be an earlier
+/// deadline of the term, later than the one this renewal measured. Whether the file names no
+/// term after it.
+fn publish(
+    guard: &GuardFile,
+    identity: &str,
+    token: FencingToken,
+    valid_until: BootInstant,
+    lead: WallLead,
+) -> bool {
+    let Err(err) = guard.publish(token, valid_until, lead) else {
+        return false;
+    };
+    let withdrawn = zero_or_remove(guard).is_none_or(|(_, removed)| removed);
+    warn!(
+        %identity,
+        lease = %guard.lease(),
+        token = token.0,
+        path = %guard.path().display(),
+        error = %err,
+        withdrawn,
+        "could not publish the term in the guard file; the command's checks refuse until the next renewal publishes it"
+    );
+    withdrawn
+}
+
+/// Withdraws the term at step-down: whether the file names no term after it.
+fn withdraw(guard: &GuardFile, identity: &str, token: FencingToken) -> bool {
+    let Some((err, removed)) = zero_or_remove(guard) else {
+        return true;
+    };
+    warn!(
+        %identity,
+        lease = %guard.lease(),
+        token = token.0,
+        path = %guard.path().display(),
+        error = %err,
+        removed,
+        "could not zero the guard file; removed it instead (unless removed = false: then it holds the term until its deadline)"
+    );
+    removed
+}
+
+/// Zeroes the file, else removes it: `None` when zeroed, else why not and whether it is gone.
+fn zero_or_remove(guard: &GuardFile) -> Option<(std::io::Error, bool)> {
+    let err = guard.revoke().err()?;
+    let removed = match std::fs::remove_file(guard.path()) {
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        Ok(()) => true,
+    };
+    Some((err, removed))
 }

@@ -21,8 +21,8 @@ use crate::owned_file::{FileClaim, replace};
 pub struct GuardFile {
     path: PathBuf,
     lease: LeaseName,
-    /// Serialises updates, which share the file beside; `true` once the file ended at an exit
-    /// without drops ([`end_at_exit`](Self::end_at_exit)), after which nothing is written.
+    /// Serialises updates, which share the file beside; `true` once the file ended at exit
+    /// ([`end_at_exit`](Self::end_at_exit)), after which nothing is written.
     writing: Mutex<bool>,
     /// Released last (fields drop after `Drop::drop` removed the file): the file is gone before
     /// another leasehold may claim the path.
@@ -136,9 +136,9 @@ impl GuardFile {
         let _ = std::fs::remove_file(&self.path);
     }
 
-    /// Zeroes and removes the file and its lock file, for a process that exits at once, without
-    /// drops (a second signal): only then, as the claim is let go by the exit alone. A renewal
-    /// that would publish after it writes nothing.
+    /// Zeroes and removes the file and its lock file, for a process about to exit (at once, on
+    /// a second signal, without drops: the claim is let go by the exit alone). A renewal that
+    /// would publish after it writes nothing.
     pub fn end_at_exit(&self) {
         let mut ended = locked(&self.writing);
         let zeroed = GuardRecord::NoTerm {

@@ -92,7 +92,7 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const RETRY_AFTER_SECONDS: &str = "10";
 
 /// How long shutdown waits for connections to finish after it asked them to.
-const DRAIN: Duration = Duration::from_secs(2);
+pub const DRAIN: Duration = Duration::from_secs(2);
 
 /// After a failed accept (out of files, most often), the pause before the next one, so that the
 /// loop does not spin while nothing can be accepted.

@@ -25,7 +25,7 @@ impl TermHooks for Metrics {
             .inc();
     }
 
-    fn ending(&self, _token: FencingToken, reason: StepDownReason) {
+    fn ending(&self, _token: FencingToken, reason: StepDownReason) -> bool {
         // A rate is a term's: a follower exports none, and an alert on it resolves.
         self.redis_clock_rate.set(0.0);
         self.redis_clock_rate_width.set(0.0);
@@ -37,6 +37,7 @@ impl TermHooks for Metrics {
                 reason: reason.as_label(),
             })
             .inc();
+        true
     }
 
     fn redis_error(&self, op: &'static str, error: &LeaseError) {

@@ -373,7 +373,7 @@ async fn one_term(
     let timing = fast_timing();
     let elector = Elector::new(lease(&redis.url(), lease_name, "a", false), timing)
         .unwrap()
-        .with_hooks(GuardHooks::new(guard.clone(), "a"));
+        .with_hooks(GuardHooks::new(guard.clone(), "a").unwrap());
     let mut status = elector.status();
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let spinning = Arc::new(tokio::sync::Notify::new());

@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -11,11 +13,17 @@ use nix::sys::signal::Signal;
 use crate::child::Guarded;
 use crate::wait::wait_for;
 
+/// The longest a freeze lasts: a test that fails while the directory is frozen still ends (its
+/// processes, stuck in calls to the directory, cannot be reaped before the thaw).
+const THAW_AFTER: Duration = Duration::from_secs(20);
+
 /// A mounted directory whose answers can be stopped; unmounted when dropped.
 pub struct StallingDir {
     /// Holds the upper, lower and work directories and the mount point.
     root: tempfile::TempDir,
     daemon: Guarded,
+    /// Cleared when dropped: a late thaw leaves a pid that may be another process's alone.
+    mounted: Arc<AtomicBool>,
 }
 
 impl StallingDir {
@@ -37,7 +45,11 @@ impl StallingDir {
         let daemon = Guarded::spawn(cmd, "fuse-overlayfs")
             .unwrap_or_else(|e| panic!("{e} (apt-get install fuse-overlayfs)"));
         let point = at("mnt");
-        let dir = Self { root, daemon };
+        let dir = Self {
+            root,
+            daemon,
+            mounted: Arc::new(AtomicBool::new(true)),
+        };
         let mounts = || std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         wait_for("the fuse-overlayfs mount", Duration::from_secs(10), || {
             mounts().contains(&format!(" {point} ")).then_some(())
@@ -50,11 +62,19 @@ impl StallingDir {
         self.root.path().join("mnt")
     }
 
-    /// Stops the filesystem's answers: every call under [`path`](Self::path) waits from now on.
+    /// Stops the filesystem's answers: every call under [`path`](Self::path) waits from now on,
+    /// until [`thaw`](Self::thaw), and at most [`THAW_AFTER`].
     pub fn freeze(&self) {
         self.daemon
             .signal(Signal::SIGSTOP)
             .expect("SIGSTOP fuse-overlayfs");
+        let (pid, mounted) = (self.daemon.pid(), self.mounted.clone());
+        std::thread::spawn(move || {
+            std::thread::sleep(THAW_AFTER);
+            if mounted.load(Ordering::SeqCst) {
+                let _ = nix::sys::signal::kill(pid, Signal::SIGCONT);
+            }
+        });
     }
 
     /// Lets the calls waiting, and those to come, be answered again.
@@ -70,6 +90,7 @@ impl StallingDir {
 impl Drop for StallingDir {
     fn drop(&mut self) {
         self.thaw();
+        self.mounted.store(false, Ordering::SeqCst);
         Self::unmount(&self.path());
     }
 }

@@ -33,7 +33,12 @@ pub trait TermHooks: Send + Sync + 'static {
     /// before the renewal was sent (as for [`began`](Self::began)).
     fn extended(&self, _token: FencingToken, _valid_until: BootInstant, _lead: WallLead) {}
     /// The term ends for `reason`: the first step of the step-down (docs/DESIGN.md, "Step-down").
-    fn ending(&self, _token: FencingToken, _reason: StepDownReason) {}
+    /// `false` when what the hook published of the term, saying it is valid, could not be
+    /// withdrawn (a file on a filesystem that stopped answering): the lease is then not
+    /// released, and the next term begins only after the term's deadline.
+    fn ending(&self, _token: FencingToken, _reason: StepDownReason) -> bool {
+        true
+    }
     /// The step-down is over: the work stopped and the lease was released if it may still
     /// have been ours (`released`: and its release was announced).
     fn ended(&self, _token: FencingToken, _reason: StepDownReason, _released: bool) {}
@@ -67,7 +72,7 @@ impl Hooks {
         self.0.push(hooks);
     }
 
-    fn each(&self, f: impl Fn(&dyn TermHooks)) {
+    fn each(&self, mut f: impl FnMut(&dyn TermHooks)) {
         for hooks in &self.0 {
             f(hooks.as_ref());
         }
@@ -81,8 +86,11 @@ impl TermHooks for Hooks {
     fn extended(&self, token: FencingToken, valid_until: BootInstant, lead: WallLead) {
         self.each(|h| h.extended(token, valid_until, lead));
     }
-    fn ending(&self, token: FencingToken, reason: StepDownReason) {
-        self.each(|h| h.ending(token, reason));
+    fn ending(&self, token: FencingToken, reason: StepDownReason) -> bool {
+        // Every hook is told, whatever an earlier one answered.
+        let mut withdrawn = true;
+        self.each(|h| withdrawn &= h.ending(token, reason));
+        withdrawn
     }
     fn ended(&self, token: FencingToken, reason: StepDownReason, released: bool) {
         self.each(|h| h.ended(token, reason, released));

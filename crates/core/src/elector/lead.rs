@@ -296,7 +296,7 @@ impl Elector {
         self.hooks.beat(Some(left + self.timing.call_timeout()));
         // Before anything else: the guard file is zeroed here (the command checks it by itself,
         // also while this process is slow to reach the steps below).
-        self.hooks.ending(token, reason);
+        let withdrawn = self.hooks.ending(token, reason);
         leadership.revoke(reason);
         self.status.modify(|s| {
             s.role = Role::Follower {
@@ -345,7 +345,9 @@ impl Elector {
         }
 
         let mut released = false;
-        if reason.may_still_hold() {
+        if reason.may_still_hold() && !withdrawn {
+            warn!(%identity, %lease, token = token.0, "not releasing the lease: a trace of the term could not be withdrawn; it expires at the term's deadline");
+        } else if reason.may_still_hold() {
             let reserve = hand_to.map(|identity| Reservation {
                 identity,
                 duration: decide::reservation(&self.timing),
