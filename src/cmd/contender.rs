@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
@@ -22,7 +23,6 @@ use crate::eviction::{EvictionWatch, refused_as_unsafe};
 use crate::exec::{CommandRun, ExecError, KILL_MARGIN, Supervisor};
 use crate::guard::{GuardFile, GuardHooks};
 use crate::heartbeat::Heartbeat;
-use crate::http::DRAIN;
 use crate::k8s::Publisher;
 use crate::lease::{LeaseName, OwnerId};
 use crate::metrics::Metrics;
@@ -34,10 +34,6 @@ use crate::shutdown::Shutdown;
 const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
 /// How long the Kubernetes step-down notes (label removal, event) may take at exit.
 const NOTES_BOUND: Duration = Duration::from_secs(2);
-/// What follows the notes at exit, within the bound: the guard file's removal, the status
-/// file's last write (each as long as a file's write may take) and the HTTP server's drain.
-pub(super) const AFTER_THE_NOTES: Duration = WRITE_BOUND.saturating_mul(2).saturating_add(DRAIN);
-
 /// The longest a graceful shutdown of a contender takes, from SIGTERM to exit: the command's
 /// grace period, a release (the call timeout), and slack. A pod's
 /// `terminationGracePeriodSeconds` must exceed it.
@@ -81,9 +77,19 @@ pub(super) struct Ended {
     command: Option<i32>,
     /// Why a configuration known to be unsafe ended it (exit code 2).
     refused: Option<String>,
+    /// When the shutdown bound ends, for a contender that a shutdown ended.
+    ends_by: Option<Instant>,
 }
 
 impl Ended {
+    /// How long a step at the end may take: `own`, its own bound, but not past the shutdown
+    /// bound (when the elector took most of it, a file that does not answer is left as it is).
+    pub(super) fn left(&self, own: Duration) -> Duration {
+        self.ends_by.map_or(own, |by| {
+            own.min(by.saturating_duration_since(Instant::now()))
+        })
+    }
+
     /// The command's exit code, or the refusal that ended it.
     pub(super) fn command_code(self) -> Result<Option<i32>, CliError> {
         match self.refused {
@@ -138,10 +144,6 @@ impl Contender {
             .context("cannot start the guard file's writer")?;
         if let Some(guard) = &guard {
             elector = elector.with_hooks(guard.clone());
-            let guard = guard.clone();
-            shutdown.before_exit_at_once(move || {
-                guard.end_at_exit();
-            });
         }
         let supervisor = settings.exec.clone().map(|exec| {
             // Given in full only to what a command leaves running while its term lasts.
@@ -164,6 +166,13 @@ impl Contender {
             let supervisor = supervisor.clone();
             shutdown.before_exit_at_once(move || supervisor.kill_now());
         }
+        // After the command's kill: a guard file that does not answer must not delay it.
+        if let Some(guard) = &guard {
+            let guard = guard.clone();
+            shutdown.before_exit_at_once(move || {
+                guard.end_at_exit(WRITE_BOUND);
+            });
+        }
         if supervisor
             .as_ref()
             .is_some_and(Supervisor::ends_with_command)
@@ -182,8 +191,7 @@ impl Contender {
             told: Arc::new(()),
             supervisor,
             publisher,
-            bound: shutdown_bound(settings)
-                .saturating_sub(NOTES_BOUND.saturating_add(AFTER_THE_NOTES)),
+            bound: shutdown_bound(settings).saturating_sub(NOTES_BOUND),
         })
     }
 
@@ -266,6 +274,10 @@ impl Contender {
                 None
             }
         };
+        // From the drain's start, the whole bound: the elector's share, then the notes'.
+        let ends_by = ended
+            .is_none()
+            .then(|| Instant::now() + bound + NOTES_BOUND);
         let ended = match ended {
             Some(ended) => ended,
             // Stepping down stops the command (within its grace period) and releases the lease.
@@ -288,18 +300,21 @@ impl Contender {
         if let Some(task) = candidacy {
             let _ = task.await;
         }
+        let mut ended = Ended {
+            command: None,
+            refused,
+            ends_by,
+        };
         if let Some(publisher) = &publisher {
-            publisher.flush(NOTES_BOUND).await;
+            publisher.flush(ended.left(NOTES_BOUND)).await;
         }
         if let Some(guard) = &guard
-            && !guard.end_at_exit()
+            && !guard.end_at_exit(ended.left(WRITE_BOUND))
         {
             warn!(path = %guard.path().display(), "the guard file did not answer at exit; left in place");
         }
-        Ended {
-            command: supervisor.and_then(|s| s.exit_code()),
-            refused,
-        }
+        ended.command = supervisor.and_then(|s| s.exit_code());
+        ended
     }
 }
 

@@ -13,7 +13,7 @@ use super::contender::Contender;
 use super::lease::{Workload, connect, deployment_of, name_lease, publisher};
 use crate::cli::{CliError, RunSettings};
 use crate::exec::ExecSettings;
-use crate::http::{self, Endpoints};
+use crate::http::{self, DRAIN, Endpoints};
 use crate::metrics::Metrics;
 use crate::owned_file::WRITE_BOUND;
 use crate::shutdown::Shutdown;
@@ -111,13 +111,15 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
     // to be unsafe ends it too, and the process exits 2.
     let ended = contender.run(shutdown.token()).await;
     status_file_stop.cancel();
-    if let Some(task) = status_file
-        && tokio::time::timeout(WRITE_BOUND, task).await.is_err()
+    if let (Some(task), Some(path)) = (status_file, &settings.status_file)
+        && tokio::time::timeout(ended.left(WRITE_BOUND), task)
+            .await
+            .is_err()
     {
-        warn!("the status file did not answer at exit; its last write is left undone");
+        warn!(path = %path.display(), "the status file did not answer at exit; its last write is left undone");
     }
     http_stop.cancel();
-    let _ = server.await;
+    let _ = tokio::time::timeout(ended.left(DRAIN), server).await;
     let code = ended.command_code()?.unwrap_or(0);
     info!(code, "leasehold stopped");
     Ok(code)

@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
 
 use leasehold_core::locked::locked;
 use tracing::warn;
@@ -76,27 +77,31 @@ impl GuardHooks {
     }
 
     /// Zeroes and removes the file and its lock file for a process about to exit
-    /// ([`GuardFile::end_at_exit`]), waiting at most [`WRITE_BOUND`]: whether it is done.
-    pub fn end_at_exit(&self) -> bool {
-        self.wait(self.ask(Job::End)).is_some()
+    /// ([`GuardFile::end_at_exit`]), waiting at most `within`: whether the file is gone.
+    pub fn end_at_exit(&self, within: Duration) -> bool {
+        self.wait(self.ask(Job::End), within) == Some(true)
     }
 
+    /// Asks for `job`, in place of the one waiting, unless that is the end (which stays the
+    /// last): its number.
     fn ask(&self, job: Job) -> u64 {
         let (desk, bell) = &*self.desk;
         let mut desk = locked(desk);
-        desk.next = Some(job);
-        desk.asked += 1;
-        bell.notify_all();
+        if !matches!(desk.next, Some(Job::End)) {
+            desk.next = Some(job);
+            desk.asked += 1;
+            bell.notify_all();
+        }
         desk.asked
     }
 
-    /// Waits at most [`WRITE_BOUND`] for job `number`: whether the file named no term after it,
-    /// or `None` when it was not done in time. Off the runtime's worker, where there is one.
-    fn wait(&self, number: u64) -> Option<bool> {
+    /// Waits at most `within` for job `number`: whether the file named no term after it, or
+    /// `None` when it was not done in time. Off the runtime's worker, where there is one.
+    fn wait(&self, number: u64, within: Duration) -> Option<bool> {
         let (desk, bell) = &*self.desk;
         let wait = || {
             let (desk, _) = bell
-                .wait_timeout_while(locked(desk), WRITE_BOUND, |d| d.done < number)
+                .wait_timeout_while(locked(desk), within, |d| d.done < number)
                 .unwrap_or_else(PoisonError::into_inner);
             (desk.done >= number).then_some(desk.cleared)
         };
@@ -122,7 +127,7 @@ impl Drop for GuardHooks {
 impl TermHooks for GuardHooks {
     fn began(&self, token: FencingToken, valid_until: BootInstant, lead: WallLead) {
         let asked = self.ask(Job::Publish(token, valid_until, lead));
-        if self.wait(asked).is_none() {
+        if self.wait(asked, WRITE_BOUND).is_none() {
             warn!(
                 identity = %self.identity,
                 lease = %self.lease,
@@ -140,7 +145,7 @@ impl TermHooks for GuardHooks {
     }
 
     fn ending(&self, token: FencingToken, _reason: StepDownReason) -> bool {
-        let cleared = self.wait(self.ask(Job::Withdraw(token)));
+        let cleared = self.wait(self.ask(Job::Withdraw(token)), WRITE_BOUND);
         if cleared.is_none() {
             warn!(
                 identity = %self.identity,
@@ -174,10 +179,7 @@ fn work(guard: Arc<GuardFile>, desk: &(Mutex<Desk>, Condvar), identity: &str) {
                 publish(&guard, identity, token, valid_until, lead)
             }
             Job::Withdraw(token) => withdraw(&guard, identity, token),
-            Job::End => {
-                guard.end_at_exit();
-                true
-            }
+            Job::End => guard.end_at_exit(),
         };
         let mut d = locked(desk);
         (d.done, d.cleared) = (number, cleared);

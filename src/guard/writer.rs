@@ -125,29 +125,34 @@ impl GuardFile {
     fn write(&self, record: &GuardRecord) -> std::io::Result<()> {
         let ended = locked(&self.writing);
         if *ended {
-            return Ok(());
+            return Err(std::io::Error::other("the guard file ended at exit"));
         }
         replace(&self.path, record.encode().as_bytes())
     }
 
-    /// Removes the guard file (also done on drop).
+    /// Removes the guard file (also done on drop), unless it ended at exit: the path may be
+    /// another leasehold's by then.
     pub fn remove(&self) {
-        let _writing = locked(&self.writing);
-        let _ = std::fs::remove_file(&self.path);
+        let ended = locked(&self.writing);
+        if !*ended {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 
     /// Zeroes and removes the file and its lock file, for a process about to exit (at once, on
     /// a second signal, without drops: the claim is let go by the exit alone). A renewal that
-    /// would publish after it writes nothing.
-    pub fn end_at_exit(&self) {
+    /// would publish after it fails. Whether the file is gone.
+    pub fn end_at_exit(&self) -> bool {
         let mut ended = locked(&self.writing);
         let zeroed = GuardRecord::NoTerm {
             lease: self.lease.clone(),
         };
         let _ = replace(&self.path, zeroed.encode().as_bytes());
-        let _ = std::fs::remove_file(&self.path);
+        let gone = std::fs::remove_file(&self.path)
+            .map_or_else(|e| e.kind() == std::io::ErrorKind::NotFound, |()| true);
         self._claim.unlink();
         *ended = true;
+        gone
     }
 }
 

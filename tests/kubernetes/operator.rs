@@ -10,11 +10,12 @@ use crate::fixtures::NS;
 use harness::contenders::{
     Contender, fast_timing, idle, lease, spawn_publishing, unique_lease, until_leading,
 };
+use harness::timings::THREE_SECOND_TERM;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
-use leasehold::elector::{Elector, Leadership, Status, StepDownReason};
+use leasehold::elector::{Elector, Leadership, Status, StepDownReason, Timing};
 use leasehold::k8s::{self, K8sError, OwningJob, Publisher, STEP_DOWN_ANNOTATION};
 use leasehold::k8s::{KubeSettings, KubernetesMode};
 use testbed::RedisServer;
@@ -79,8 +80,9 @@ async fn web_a_leads(
     redis: &RedisServer,
     name: &str,
     publisher: &Publisher,
+    timing: Timing,
 ) -> (watch::Receiver<Status>, CancellationToken, JoinHandle<()>) {
-    let elector = Elector::new(lease(&redis.url(), name, "web-a", false), fast_timing()).unwrap();
+    let elector = Elector::new(lease(&redis.url(), name, "web-a", false), timing).unwrap();
     let mut status = elector.status();
     let shutdown = CancellationToken::new();
     let task = spawn_publishing(elector, publisher, &shutdown);
@@ -116,7 +118,7 @@ async fn watched_own_pod(api: &FakeApiServer) {
 async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed() {
     let (redis, api, name, cluster) = web_a("annotation", &["web-a", "web-b", "web-c"]).await;
     let timing = fast_timing();
-    let (mut a, shutdown, task) = web_a_leads(&redis, &name, &cluster).await;
+    let (mut a, shutdown, task) = web_a_leads(&redis, &name, &cluster, timing).await;
     let b = Contender::spawn(lease(&redis.url(), &name, "web-b", false), timing, idle);
     let c = Contender::spawn(lease(&redis.url(), &name, "web-c", false), timing, idle);
     // Give the leader's watch on its own pod its first list, then annotate.
@@ -148,7 +150,7 @@ async fn the_step_down_annotation_hands_over_to_the_named_replica_and_is_removed
 async fn a_removal_of_the_annotation_that_lands_unanswered_still_hands_over() {
     let (redis, api, name, cluster) = web_a("annotation-unanswered", &["web-a", "web-c"]).await;
     let timing = fast_timing();
-    let (mut a, shutdown, task) = web_a_leads(&redis, &name, &cluster).await;
+    let (mut a, shutdown, task) = web_a_leads(&redis, &name, &cluster, timing).await;
     let c = Contender::spawn(lease(&redis.url(), &name, "web-c", false), timing, idle);
     watched_own_pod(&api).await;
     // The publisher keeps no label: the removal is the one write to pods. A read of the pod
@@ -178,7 +180,11 @@ async fn a_removal_of_the_annotation_that_lands_unanswered_still_hands_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ended_term_leaves_the_step_down_annotation_to_the_next() {
     let (redis, api, name, cluster) = web_a("annotation-ended", &["web-a", "web-c"]).await;
-    let timing = fast_timing();
+    // The request is there before web-a's next term begins, so web-a hands over at once, maybe
+    // before web-c's first try: web-c has the reservation (two retry periods), then web-a's
+    // hold-off (a lease duration), to start. FAST gives 300 ms and 1 s: on a loaded CI machine
+    // web-c once never led (web-a, it seems, took the lease back first).
+    let timing = THREE_SECOND_TERM;
     // web-a's first term, ended.
     let (terms, mut taken) = tokio::sync::mpsc::unbounded_channel();
     let first = Contender::spawn(
@@ -211,7 +217,7 @@ async fn an_ended_term_leaves_the_step_down_annotation_to_the_next() {
     });
     watched_own_pod(&api).await;
     // web-a's next term takes the request up.
-    let (mut a, shutdown, task) = web_a_leads(&redis, &name, &cluster).await;
+    let (mut a, shutdown, task) = web_a_leads(&redis, &name, &cluster, timing).await;
     let c = Contender::spawn(lease(&redis.url(), &name, "web-c", false), timing, idle);
     hands_over_to_web_c(&mut a, &c).await;
     late.cancel();

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use harness::contenders::unique_lease;
-use harness::replica::Replica;
+use harness::replica::{Replica, step_down};
 use leasehold::clock::BootInstant;
 use leasehold::guard::{GuardRecord, check_guard_file, read_guard_file};
 use testbed::proxy::{Fault, FaultProxy};
@@ -177,4 +177,59 @@ fn stops_within_its_bound(a: &mut Replica, sent: Instant, stalling: &StallingDir
     stalling.thaw();
     let code = a.process.wait_exit(Duration::from_secs(5)).unwrap();
     assert_eq!(code, Some(0), "{}", a.log_text());
+}
+
+/// A handover asked of a leader whose guard file cannot be zeroed waits for the deadline the
+/// file names, then goes to the replica it names (the reservation written with the release),
+/// and `leasehold step-down` says so.
+#[test]
+fn a_handover_from_a_guard_file_that_cannot_be_zeroed_waits_for_its_deadline() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("unzeroed-handover");
+    let stalling = StallingDir::mount();
+    let dir = tempfile::tempdir().unwrap();
+    let a_guard = stalling.path().join("guard");
+    let b_guard = dir.path().join("guard");
+    let a = spawn(
+        &redis.url(),
+        &lease,
+        "a",
+        &with_file("--guard-file", &a_guard),
+        &[],
+    );
+    wait_for("a to lead", Duration::from_secs(10), || {
+        a.is_ready().then_some(())
+    });
+    let b = spawn(
+        &redis.url(),
+        &lease,
+        "b",
+        &with_file("--guard-file", &b_guard),
+        &[],
+    );
+    let c = spawn(&redis.url(), &lease, "c", &plain(), &[]);
+    wait_for("b and c to follow a", Duration::from_secs(5), || {
+        (b.leader()["leader"] == "a" && c.leader()["leader"] == "a").then_some(())
+    });
+    let Ok(GuardRecord::Term { valid_until, .. }) = read_guard_file(&a_guard) else {
+        panic!("a's guard file holds no term:\n{}", a.log_text());
+    };
+    stalling.freeze();
+    let (valid, (code, _, said)) = std::thread::scope(|s| {
+        let b_valid = s.spawn(|| {
+            wait_for("b's term", Duration::from_secs(10), || {
+                check_guard_file(&b_guard).ok().map(|_| BootInstant::now())
+            })
+        });
+        let asked = step_down(&redis.url(), &lease, &["--to", "b"]);
+        (b_valid.join().unwrap(), asked)
+    });
+    stalling.thaw();
+    assert_eq!(code, 0, "{said}\n{}", a.log_text());
+    assert!(
+        valid > valid_until,
+        "b's term was valid {:?} before a's guard file stopped vouching for a's",
+        valid_until.since_boot().saturating_sub(valid.since_boot()),
+    );
+    a.wait_events("released the lease", 1, Duration::from_secs(5));
 }

@@ -34,8 +34,8 @@ pub trait TermHooks: Send + Sync + 'static {
     fn extended(&self, _token: FencingToken, _valid_until: BootInstant, _lead: WallLead) {}
     /// The term ends for `reason`: the first step of the step-down (docs/DESIGN.md, "Step-down").
     /// `false` when what the hook published of the term, saying it is valid, could not be
-    /// withdrawn (a file on a filesystem that stopped answering): the lease is then not
-    /// released, and the next term begins only after the term's deadline.
+    /// withdrawn (a file on a filesystem that stopped answering): the lease is then released
+    /// only once the term's deadline passed (at shutdown not at all: it expires).
     fn ending(&self, _token: FencingToken, _reason: StepDownReason) -> bool {
         true
     }

@@ -267,8 +267,9 @@ impl Elector {
                 }
             }
         };
+        let work_task = work_running.then_some(work_task);
         let (reason, released) = self
-            .step_down(&leadership, ending, work_running.then_some(work_task))
+            .step_down(&leadership, ending, work_task, shutdown)
             .await;
         TermEnd {
             reason,
@@ -284,6 +285,7 @@ impl Elector {
         leadership: &Leadership,
         ending: Ending,
         work_task: Option<JoinHandle<Result<(), String>>>,
+        shutdown: &CancellationToken,
     ) -> (StepDownReason, bool) {
         let Ending {
             reason,
@@ -344,10 +346,19 @@ impl Elector {
             }
         }
 
+        // A term a hook still names (its guard file) is released only once its deadline passed,
+        // so that no reader sees two valid terms; at shutdown not at all: it expires.
+        let withheld = reason.may_still_hold() && !withdrawn;
+        if withheld {
+            warn!(%identity, %lease, token = token.0, "a trace of the term could not be withdrawn; the lease is released at the term's deadline, or expires if leasehold stops first");
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => {}
+                _ = leadership.deadline_passed(Duration::ZERO) => {}
+            }
+        }
         let mut released = false;
-        if reason.may_still_hold() && !withdrawn {
-            warn!(%identity, %lease, token = token.0, "not releasing the lease: a trace of the term could not be withdrawn; it expires at the term's deadline");
-        } else if reason.may_still_hold() {
+        if reason.may_still_hold() && !(withheld && shutdown.is_cancelled()) {
             let reserve = hand_to.map(|identity| Reservation {
                 identity,
                 duration: decide::reservation(&self.timing),
