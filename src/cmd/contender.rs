@@ -34,6 +34,7 @@ use crate::shutdown::Shutdown;
 const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
 /// How long the Kubernetes step-down notes (label removal, event) may take at exit.
 const NOTES_BOUND: Duration = Duration::from_secs(2);
+
 /// The longest a graceful shutdown of a contender takes, from SIGTERM to exit: the command's
 /// grace period, a release (the call timeout), and slack. A pod's
 /// `terminationGracePeriodSeconds` must exceed it.

@@ -164,6 +164,8 @@ impl TermHooks for GuardHooks {
 /// hooks are dropped.
 fn work(guard: Arc<GuardFile>, desk: &(Mutex<Desk>, Condvar), identity: &str) {
     let (desk, bell) = desk;
+    // Once the file ended at exit, whether it is gone: nothing touches the path after that.
+    let mut ended = None;
     loop {
         let (job, number) = {
             let mut d = bell
@@ -174,12 +176,13 @@ fn work(guard: Arc<GuardFile>, desk: &(Mutex<Desk>, Condvar), identity: &str) {
                 None => break,
             }
         };
-        let cleared = match job {
-            Job::Publish(token, valid_until, lead) => {
+        let cleared = match (ended, job) {
+            (Some(gone), _) => gone,
+            (None, Job::Publish(token, valid_until, lead)) => {
                 publish(&guard, identity, token, valid_until, lead)
             }
-            Job::Withdraw(token) => withdraw(&guard, identity, token),
-            Job::End => guard.end_at_exit(),
+            (None, Job::Withdraw(token)) => withdraw(&guard, identity, token),
+            (None, Job::End) => *ended.insert(guard.end_at_exit()),
         };
         let mut d = locked(desk);
         (d.done, d.cleared) = (number, cleared);

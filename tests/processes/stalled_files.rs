@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use harness::contenders::unique_lease;
-use harness::replica::{Replica, step_down};
+use harness::replica::{Replica, TWO_SECOND_TERM, step_down};
 use leasehold::clock::BootInstant;
 use leasehold::guard::{GuardRecord, check_guard_file, read_guard_file};
 use testbed::proxy::{Fault, FaultProxy};
@@ -27,9 +27,23 @@ fn plain() -> Vec<String> {
 }
 
 fn with_file(flag: &str, path: &Path) -> Vec<String> {
-    let mut args = plain();
+    with_file_at(&plain(), flag, path)
+}
+
+/// `timing` (flags) with `flag path`.
+fn with_file_at(timing: &[String], flag: &str, path: &Path) -> Vec<String> {
+    let mut args = timing.to_vec();
     args.extend([flag.to_owned(), path.display().to_string()]);
     args
+}
+
+/// The deadline of the term that the frozen guard file `name` of `stalling` names, as it will
+/// be read once thawed.
+fn frozen_deadline(stalling: &StallingDir, name: &str, a: &Replica) -> BootInstant {
+    match read_guard_file(stalling.behind().join(name)) {
+        Ok(GuardRecord::Term { valid_until, .. }) => valid_until,
+        other => panic!("a's guard file holds no term: {other:?}\n{}", a.log_text()),
+    }
 }
 
 fn spawn(url: &str, lease: &str, name: &str, args: &[String], command: &[&str]) -> Replica {
@@ -124,12 +138,8 @@ fn a_guard_file_that_cannot_be_zeroed_keeps_the_lease_to_its_deadline() {
     wait_for("b to follow a", Duration::from_secs(5), || {
         (b.leader()["leader"] == "a").then_some(())
     });
-    // The deadline the file names when it stops answering, or a later one that a renewal
-    // wrote in between: a successor's term must begin after it.
-    let Ok(GuardRecord::Term { valid_until, .. }) = read_guard_file(&a_guard) else {
-        panic!("a's guard file holds no term:\n{}", a.log_text());
-    };
     stalling.freeze();
+    let valid_until = frozen_deadline(&stalling, "guard", &a);
     a.signal(nix::sys::signal::Signal::SIGTERM);
     let sent = Instant::now();
     let valid: BootInstant = wait_for("b's term", Duration::from_secs(10), || {
@@ -142,6 +152,14 @@ fn a_guard_file_that_cannot_be_zeroed_keeps_the_lease_to_its_deadline() {
         a.log_text()
     );
     stops_within_its_bound(&mut a, sent, &stalling);
+    // At shutdown the lease was left to expire, not released at the deadline.
+    assert!(
+        a.events("released the lease").is_empty(),
+        "{}",
+        a.log_text()
+    );
+    let kept = "a trace of the term could not be withdrawn; the lease is released at the term's deadline, or left to expire at shutdown";
+    assert_eq!(a.events(kept).len(), 1, "{}", a.log_text());
 }
 
 /// A status file whose filesystem hangs does not hold up the shutdown past its bound; the
@@ -190,11 +208,14 @@ fn a_handover_from_a_guard_file_that_cannot_be_zeroed_waits_for_its_deadline() {
     let dir = tempfile::tempdir().unwrap();
     let a_guard = stalling.path().join("guard");
     let b_guard = dir.path().join("guard");
+    // Long enough a reservation (two retry periods, 800 ms) for b to take it on a loaded
+    // machine: else c may, and step-down rightly fails.
+    let timing: Vec<String> = TWO_SECOND_TERM.iter().map(|s| s.to_string()).collect();
     let a = spawn(
         &redis.url(),
         &lease,
         "a",
-        &with_file("--guard-file", &a_guard),
+        &with_file_at(&timing, "--guard-file", &a_guard),
         &[],
     );
     wait_for("a to lead", Duration::from_secs(10), || {
@@ -204,17 +225,15 @@ fn a_handover_from_a_guard_file_that_cannot_be_zeroed_waits_for_its_deadline() {
         &redis.url(),
         &lease,
         "b",
-        &with_file("--guard-file", &b_guard),
+        &with_file_at(&timing, "--guard-file", &b_guard),
         &[],
     );
-    let c = spawn(&redis.url(), &lease, "c", &plain(), &[]);
+    let c = spawn(&redis.url(), &lease, "c", &timing, &[]);
     wait_for("b and c to follow a", Duration::from_secs(5), || {
         (b.leader()["leader"] == "a" && c.leader()["leader"] == "a").then_some(())
     });
-    let Ok(GuardRecord::Term { valid_until, .. }) = read_guard_file(&a_guard) else {
-        panic!("a's guard file holds no term:\n{}", a.log_text());
-    };
     stalling.freeze();
+    let valid_until = frozen_deadline(&stalling, "guard", &a);
     let (valid, (code, _, said)) = std::thread::scope(|s| {
         let b_valid = s.spawn(|| {
             wait_for("b's term", Duration::from_secs(10), || {
@@ -232,4 +251,37 @@ fn a_handover_from_a_guard_file_that_cannot_be_zeroed_waits_for_its_deadline() {
         valid_until.since_boot().saturating_sub(valid.since_boot()),
     );
     a.wait_events("released the lease", 1, Duration::from_secs(5));
+}
+
+/// A command that ends by itself while its guard file cannot be zeroed (the process ends with
+/// it): the lease is released once the term's deadline passed, not left to expire as at a
+/// shutdown, and leasehold exits with the command's code.
+#[test]
+fn a_command_ending_beside_a_hung_guard_file_releases_at_the_deadline() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("hung-guard-command-ends");
+    let stalling = StallingDir::mount();
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let script = format!("while [ ! -e {} ]; do sleep 0.02; done", go.display());
+    let args = with_file("--guard-file", &stalling.path().join("guard"));
+    let mut a = spawn(&redis.url(), &lease, "a", &args, &["sh", "-c", &script]);
+    wait_for("a to lead", Duration::from_secs(10), || {
+        a.is_ready().then_some(())
+    });
+    stalling.freeze();
+    let valid_until = frozen_deadline(&stalling, "guard", &a);
+    std::fs::write(&go, "").unwrap();
+    a.wait_events("released the lease", 1, Duration::from_secs(5));
+    assert!(
+        BootInstant::now() > valid_until,
+        "released before the deadline the file names"
+    );
+    stalling.thaw();
+    assert_eq!(
+        a.process.wait_exit(Duration::from_secs(5)).unwrap(),
+        Some(0),
+        "{}",
+        a.log_text()
+    );
 }

@@ -62,8 +62,14 @@ impl StallingDir {
         self.root.path().join("mnt")
     }
 
+    /// The directory behind the mount, where what the filesystem answered is kept: read there,
+    /// a file shows what the mount answers once thawed, also while it is frozen.
+    pub fn behind(&self) -> PathBuf {
+        self.root.path().join("upper")
+    }
+
     /// Stops the filesystem's answers: every call under [`path`](Self::path) waits from now on,
-    /// until [`thaw`](Self::thaw), and at most [`THAW_AFTER`].
+    /// until [`thaw`](Self::thaw), and at most 20 s.
     pub fn freeze(&self) {
         self.daemon
             .signal(Signal::SIGSTOP)

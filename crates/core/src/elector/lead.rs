@@ -267,9 +267,8 @@ impl Elector {
                 }
             }
         };
-        let work_task = work_running.then_some(work_task);
         let (reason, released) = self
-            .step_down(&leadership, ending, work_task, shutdown)
+            .step_down(&leadership, ending, work_running.then_some(work_task))
             .await;
         TermEnd {
             reason,
@@ -285,7 +284,6 @@ impl Elector {
         leadership: &Leadership,
         ending: Ending,
         work_task: Option<JoinHandle<Result<(), String>>>,
-        shutdown: &CancellationToken,
     ) -> (StepDownReason, bool) {
         let Ending {
             reason,
@@ -349,16 +347,15 @@ impl Elector {
         // A term a hook still names (its guard file) is released only once its deadline passed,
         // so that no reader sees two valid terms; at shutdown not at all: it expires.
         let withheld = reason.may_still_hold() && !withdrawn;
+        let shutdown = reason == StepDownReason::Shutdown;
         if withheld {
-            warn!(%identity, %lease, token = token.0, "a trace of the term could not be withdrawn; the lease is released at the term's deadline, or expires if leasehold stops first");
-            tokio::select! {
-                biased;
-                _ = shutdown.cancelled() => {}
-                _ = leadership.deadline_passed(Duration::ZERO) => {}
+            warn!(%identity, %lease, token = token.0, shutdown, "a trace of the term could not be withdrawn; the lease is released at the term's deadline, or left to expire at shutdown");
+            if !shutdown {
+                leadership.deadline_passed(Duration::ZERO).await;
             }
         }
         let mut released = false;
-        if reason.may_still_hold() && !(withheld && shutdown.is_cancelled()) {
+        if reason.may_still_hold() && !(withheld && shutdown) {
             let reserve = hand_to.map(|identity| Reservation {
                 identity,
                 duration: decide::reservation(&self.timing),
