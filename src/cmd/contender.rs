@@ -301,8 +301,8 @@ impl Contender {
         if let Some(task) = candidacy {
             let _ = task.await;
         }
-        let mut ended = Ended {
-            command: None,
+        let ended = Ended {
+            command: supervisor.and_then(|s| s.exit_code()),
             refused,
             ends_by,
         };
@@ -314,7 +314,6 @@ impl Contender {
         {
             warn!(path = %guard.path().display(), "the guard file did not answer at exit; left in place");
         }
-        ended.command = supervisor.and_then(|s| s.exit_code());
         ended
     }
 }

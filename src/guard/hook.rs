@@ -164,8 +164,6 @@ impl TermHooks for GuardHooks {
 /// hooks are dropped.
 fn work(guard: Arc<GuardFile>, desk: &(Mutex<Desk>, Condvar), identity: &str) {
     let (desk, bell) = desk;
-    // Once the file ended at exit, whether it is gone: nothing touches the path after that.
-    let mut ended = None;
     loop {
         let (job, number) = {
             let mut d = bell
@@ -176,13 +174,12 @@ fn work(guard: Arc<GuardFile>, desk: &(Mutex<Desk>, Condvar), identity: &str) {
                 None => break,
             }
         };
-        let cleared = match (ended, job) {
-            (Some(gone), _) => gone,
-            (None, Job::Publish(token, valid_until, lead)) => {
+        let cleared = match job {
+            Job::Publish(token, valid_until, lead) => {
                 publish(&guard, identity, token, valid_until, lead)
             }
-            (None, Job::Withdraw(token)) => withdraw(&guard, identity, token),
-            (None, Job::End) => *ended.insert(guard.end_at_exit()),
+            Job::Withdraw(token) => withdraw(&guard, identity, token),
+            Job::End => guard.end_at_exit(),
         };
         let mut d = locked(desk);
         (d.done, d.cleared) = (number, cleared);
@@ -239,9 +236,5 @@ fn withdraw(guard: &GuardFile, identity: &str, token: FencingToken) -> bool {
 /// Zeroes the file, else removes it: `None` when zeroed, else why not and whether it is gone.
 fn zero_or_remove(guard: &GuardFile) -> Option<(std::io::Error, bool)> {
     let err = guard.revoke().err()?;
-    let removed = match std::fs::remove_file(guard.path()) {
-        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-        Ok(()) => true,
-    };
-    Some((err, removed))
+    Some((err, guard.remove()))
 }

@@ -21,9 +21,9 @@ use crate::owned_file::{FileClaim, replace};
 pub struct GuardFile {
     path: PathBuf,
     lease: LeaseName,
-    /// Serialises updates, which share the file beside; `true` once the file ended at exit
-    /// ([`end_at_exit`](Self::end_at_exit)), after which nothing is written.
-    writing: Mutex<bool>,
+    /// Serialises updates, which share the file beside; once the file ended at exit
+    /// ([`end_at_exit`](Self::end_at_exit)), whether it is gone, and nothing touches it more.
+    writing: Mutex<Option<bool>>,
     /// Released last (fields drop after `Drop::drop` removed the file): the file is gone before
     /// another leasehold may claim the path.
     _claim: FileClaim,
@@ -48,7 +48,7 @@ impl GuardFile {
         let guard = Self {
             path,
             lease: lease.clone(),
-            writing: Mutex::new(false),
+            writing: Mutex::new(None),
             _claim: claim,
         };
         guard.revoke().map_err(|source| GuardError::Unwritable {
@@ -123,43 +123,45 @@ impl GuardFile {
     }
 
     fn write(&self, record: &GuardRecord) -> std::io::Result<()> {
-        let ended = locked(&self.writing);
-        if *ended {
+        if locked(&self.writing).is_some() {
             return Err(std::io::Error::other("the guard file ended at exit"));
         }
         replace(&self.path, record.encode().as_bytes())
     }
 
-    /// Removes the guard file (also done on drop), unless it ended at exit: the path may be
-    /// another leasehold's by then.
-    pub fn remove(&self) {
-        let ended = locked(&self.writing);
-        if !*ended {
-            let _ = std::fs::remove_file(&self.path);
-        }
+    /// Removes the guard file (also done on drop): whether it is gone. Once it ended at exit,
+    /// the path is left alone (it may be another leasehold's by then).
+    pub fn remove(&self) -> bool {
+        locked(&self.writing).unwrap_or_else(|| gone(&self.path))
     }
 
     /// Zeroes and removes the file and its lock file, for a process about to exit (at once, on
-    /// a second signal, without drops: the claim is let go by the exit alone). A renewal that
-    /// would publish after it fails. Whether the file is gone.
+    /// a second signal, without drops: the claim is let go by the exit alone); nothing touches
+    /// the path after it. Whether the file is gone.
     pub fn end_at_exit(&self) -> bool {
         let mut ended = locked(&self.writing);
+        if let Some(gone) = *ended {
+            return gone;
+        }
         let zeroed = GuardRecord::NoTerm {
             lease: self.lease.clone(),
         };
         let _ = replace(&self.path, zeroed.encode().as_bytes());
-        let gone = std::fs::remove_file(&self.path)
-            .map_or_else(|e| e.kind() == std::io::ErrorKind::NotFound, |()| true);
+        let gone = *ended.insert(gone(&self.path));
         self._claim.unlink();
-        *ended = true;
         gone
     }
 }
 
 impl Drop for GuardFile {
     fn drop(&mut self) {
-        self.remove();
+        let _ = self.remove();
     }
+}
+
+/// Removes `path`: whether it is gone (removed, or not there).
+fn gone(path: &Path) -> bool {
+    std::fs::remove_file(path).map_or_else(|e| e.kind() == std::io::ErrorKind::NotFound, |()| true)
 }
 
 /// The most of the lease name a default guard file's name carries: a file name is at most

@@ -48,8 +48,9 @@ const CORE_CEILING: usize = 7_908;
 /// and the review of that fix: the elector's share of the shutdown cut by 4 s, the end of the
 /// guard file overtaken by later writes and told done, the second signal's kill 1 s late, and
 /// the core's raise (21,396), and from a second review, a guard file touched again after its
-/// end at exit, less the core's three lines (21,397).
-const CORE_AND_PRODUCT_CEILING: usize = 21_397;
+/// end at exit, less the core's three lines (21,397), less "ended at exit" kept once, in the
+/// guard file itself, instead of also in its writer thread (21,391).
+const CORE_AND_PRODUCT_CEILING: usize = 21_391;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
