@@ -17,11 +17,14 @@ tools=$!
 pids+=("$tools")
 
 cargo fmt --all -- --check
-# --workspace: the test kit (crates/testbed) has tests of its own.
-cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+# One build that lints too: clippy's driver compiles the workspace's crates, with every lint
+# an error (what `cargo clippy -- -D warnings` checks), and rustc the dependencies, once,
+# instead of a check of everything for clippy and then a build. Every cargo below and in the
+# tests sees the same two variables, so it finds this build up to date.
+export RUSTC_WORKSPACE_WRAPPER=clippy-driver CLIPPY_ARGS=-Dwarnings
 # Everything the tests run, with the features nextest resolves (so that it builds nothing
 # more): the test programs, the bench example its smoke test runs as a program, the test kit's
-# static-binary.
+# static-binary. --workspace: the test kit (crates/testbed) has tests of its own.
 cargo build --workspace --all-targets --all-features --locked
 
 # What ships (tests/ship): the image tests build the static release binary as the Dockerfile

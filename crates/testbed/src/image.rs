@@ -135,7 +135,10 @@ pub fn static_binary(repo: &Path, target_dir: &Path) -> io::Result<StaticBinary>
     cmd.args(["-c", build])
         .current_dir(repo)
         .env("CARGO_TARGET_DIR", target_dir)
-        .envs(stage_env(&dockerfile, BUILD_STAGE));
+        .envs(stage_env(&dockerfile, BUILD_STAGE))
+        // The stage's build is rustc's alone: not the linting one scripts/test.sh sets up.
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("CLIPPY_ARGS");
     crate::cargo::without_package_variables(&mut cmd);
     let out = cmd.output()?;
     if !out.status.success() {
