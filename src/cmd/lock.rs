@@ -132,11 +132,13 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
             true => held_elsewhere.await.unwrap_or(false),
             false => false,
         };
-        if now.is_err() && seen.redis.last_error.is_some() && !named_a_holder {
-            code = REDIS_FAILED;
-        }
         let now = now.ok();
         let holder = now.as_ref().and_then(|o| o.holder.as_ref());
+        // Redis failed or refused the tries and nobody holds the lock, whether or not a read
+        // still answers (a missing permission, out of memory, a replica): a failure.
+        if seen.redis.last_error.is_some() && !named_a_holder && holder.is_none() {
+            code = REDIS_FAILED;
+        }
         let cooldown_ms = match now.as_ref().map(|o| o.cooldown) {
             Some(CooldownState::Running(left)) => Some(left.as_millis() as u64),
             _ => None,

@@ -438,6 +438,40 @@ fn a_lock_that_cannot_reach_redis_fails_instead_of_saying_try_later() {
     }
 }
 
+/// A lock whose every try Redis refuses while it still answers reads fails too (exit 1): a user
+/// without `+set` (a missing permission), a Redis out of memory, a replica's URL. No holder was
+/// named, so nothing says the lock is held elsewhere; 75 sent the wrapper to try again later,
+/// for ever.
+#[test]
+fn a_lock_whose_tries_redis_refuses_while_it_reads_fails() {
+    let redis = RedisServer::start();
+    let rule = leasehold::lease::minimal_acl_rule("leasehold:", false).replace(" +set", "");
+    redis.set_acl_user("locker", &rule, "s3cret");
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("password");
+    std::fs::write(&password, "s3cret\n").unwrap();
+    let as_user = ["--redis-username", "locker", "--redis-password-file"];
+    let extra = [&as_user[..], &[password.to_str().unwrap(), "--wait", "1s"]].concat();
+    let command = ["sh", "-c", "echo ran"];
+    let mut lock = Lock::spawn(
+        &redis.url(),
+        &unique_lease("lock-refused"),
+        &extra,
+        &command,
+    );
+    assert_eq!(
+        lock.wait(Duration::from_secs(15)),
+        REDIS_FAILED,
+        "{}",
+        lock.logs()
+    );
+    assert!(lock.stdout().is_empty(), "the command ran: {}", lock.logs());
+    let said = lock.events("lock not acquired within --wait");
+    assert_eq!(said.len(), 1, "{}", lock.logs());
+    let error = said[0]["redis_error"].as_str().unwrap_or_default();
+    assert!(error.contains("permission"), "{error}");
+}
+
 /// A lock that named a holder while it waited, and then lost Redis, says "not acquired" (75):
 /// the lock was held elsewhere, as far as it knows.
 #[test]
