@@ -166,8 +166,10 @@ impl Elector {
                         );
                     }
                     self.note_follower_view(None, Some(remaining));
-                    // A cooldown is no holder: a one-shot lock waits it out, and tries after it.
-                    let after = remaining + timing.call_timeout();
+                    // A cooldown is no holder: a one-shot lock waits it out, and its try as it
+                    // ends (the wait below) is its last.
+                    let after =
+                        decide::follower_wait(Seen::CoolingDown(remaining), true, &timing, 0.0);
                     give_up_at = give_up_at.map(|at| at.max(clock.now().saturating_add(after)));
                     Seen::CoolingDown(remaining)
                 }
