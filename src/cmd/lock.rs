@@ -132,11 +132,14 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
             true => held_elsewhere.await.unwrap_or(false),
             false => false,
         };
+        // What Redis failed or refused last: the tries (a missing permission, out of memory, a
+        // replica, whether or not a read still answers), else this read.
+        let read_failed = now.as_ref().err().map(ToString::to_string);
+        let redis_error = seen.redis.last_error.clone().or(read_failed);
         let now = now.ok();
         let holder = now.as_ref().and_then(|o| o.holder.as_ref());
-        // Redis failed or refused the tries and nobody holds the lock, whether or not a read
-        // still answers (a missing permission, out of memory, a replica): a failure.
-        if seen.redis.last_error.is_some() && !named_a_holder && holder.is_none() {
+        // Nobody holds the lock, and Redis is why it was not taken: a failure.
+        if redis_error.is_some() && !named_a_holder && holder.is_none() {
             code = REDIS_FAILED;
         }
         let cooldown_ms = match now.as_ref().map(|o| o.cooldown) {
@@ -153,7 +156,7 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
             holder = holder.map(|h| h.identity()).unwrap_or(""),
             token = holder.and_then(|h| h.token).map(|t| t.0),
             cooldown_ms,
-            redis_error = seen.redis.last_error.as_deref().unwrap_or(""),
+            redis_error = redis_error.as_deref().unwrap_or(""),
             kept_out_by,
             kept_out,
             code,

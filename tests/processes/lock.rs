@@ -407,20 +407,29 @@ fn a_lock_kept_out_by_a_gate_says_what_its_reads_heard_of_redis() {
     assert!(!error.is_empty(), "no redis_error: {}", lock.logs());
 }
 
-/// A lock that cannot read the lease at all, Redis down or refusing its password, fails (exit 1)
-/// rather than saying "not acquired, try again later" (75), which a wrapper that skips a busy
-/// lock would take for a lock held elsewhere, for ever.
+/// A lock that cannot read the lease at all, Redis down, frozen or refusing its password, fails
+/// (exit 1) rather than saying "not acquired, try again later" (75), which a wrapper that skips
+/// a busy lock would take for a lock held elsewhere, for ever. Frozen, Redis answers nothing
+/// before the wait ends: the eviction gate, waiting for its first read, kept the lock from
+/// trying, and the lock said 75 unless that read's own bound ran out first.
 #[test]
 fn a_lock_that_cannot_reach_redis_fails_instead_of_saying_try_later() {
     let nobody = format!("redis://{}", testbed::free_addr());
     let protected = RedisServer::builder()
         .args(["--requirepass", "theirs"])
         .start();
+    let frozen = RedisServer::start();
+    frozen.pause();
     let dir = tempfile::tempdir().unwrap();
     let password = dir.path().join("password");
     std::fs::write(&password, "not-theirs\n").unwrap();
     let password = ["--redis-password-file", password.to_str().unwrap()];
-    for (url, extra) in [(nobody, &[][..]), (protected.url(), &password[..])] {
+    let cases = [
+        (nobody, &[][..]),
+        (protected.url(), &password[..]),
+        (frozen.url(), &[][..]),
+    ];
+    for (url, extra) in cases {
         let extra = [&["--wait", "0s"][..], extra].concat();
         let mut lock = Lock::spawn(&url, &unique_lease("lock-no-redis"), &extra, &["true"]);
         assert_eq!(
