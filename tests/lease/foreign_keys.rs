@@ -373,3 +373,22 @@ fn numbers_too_long_to_be_leaseholds_in_its_records_are_foreign() {
         assert_ne!(written, foreign, "{suffix}");
     }
 }
+
+/// A claim in `:longest` of more than an hour, the most any leasehold grants, is foreign too.
+/// Read as a lease duration, it made the data-loss cooldown end past 2^53 µs: the state record
+/// written with it read back as missing, so every acquire found a new data loss, announced it
+/// and woke every replica at once: about a thousand tries a second, and nobody led.
+#[test]
+fn a_longest_claim_beyond_an_hour_is_foreign() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("longest-beyond");
+    let key = format!("leasehold:{{{lease}}}:longest");
+    let foreign = "7300000000000 0 0";
+    let _: () = redis.cmd(&["SET", &key, foreign]);
+    let a = Replica::spawn(&redis.url(), &lease, "a", &FAST, &[]);
+    wait_for("a to lead past the claim", Duration::from_secs(10), || {
+        a.is_ready().then_some(())
+    });
+    let written: String = redis.cmd(&["GET", &key]);
+    assert_ne!(written, foreign);
+}

@@ -147,7 +147,8 @@ impl Longest {
     }
 
     /// `read_longest`: Lua's `string.match(raw, '^(%d+) (%d+) (%d+)$')`, three runs of digits
-    /// split by single spaces; anything else reads as no claim at all.
+    /// split by single spaces; anything else, or a claim of more than an hour (the longest lease
+    /// duration), reads as no claim at all.
     pub fn parse(text: &str) -> Option<Longest> {
         let digits = |f: &str| {
             (!f.is_empty() && f.len() <= 16 && f.bytes().all(|b| b.is_ascii_digit()))
@@ -161,7 +162,8 @@ impl Longest {
             claim_until_us: digits(fields.next()?)?,
             loss_us: digits(fields.next()?)?,
         };
-        fields.next().is_none().then_some(longest)
+        let longest_lease = leasehold::elector::Timing::MAX.as_millis() as u64;
+        (fields.next().is_none() && longest.ms <= longest_lease).then_some(longest)
     }
 }
 

@@ -33,7 +33,8 @@ local function read_longest(key)
   if not raw then return nil end
   local ms, claim_until, loss = string.match(raw, '^(%d+) (%d+) (%d+)$')
   ms, claim_until, loss = count(ms), count(claim_until), count(loss)
-  if not (ms and claim_until and loss) then return nil end
+  -- No leasehold claims more than an hour (Timing::MAX): a longer claim is foreign.
+  if not (ms and claim_until and loss) or ms > 3600000 then return nil end
   return {ms = ms, claim_until = claim_until, loss = loss}
 end
 local function write_longest(key, l)
