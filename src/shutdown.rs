@@ -54,7 +54,7 @@ impl Shutdown {
             let (second, number) = signals.next().await;
             warn!(
                 signal = second,
-                "second signal: exiting at once, without releasing the lease"
+                "second signal: exiting at once, without waiting for the lease's release"
             );
             this.exit_at_once(128 + number);
         });

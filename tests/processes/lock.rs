@@ -2,37 +2,35 @@
 //! winning and exiting with the command's code, not acquired in time (exit 75 and the holder
 //! named), waiting for a release, and lost while the command runs (exit 76, command stopped).
 
-use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use harness::contenders::{lease, unique_lease};
 use harness::leasehold_bin;
 use harness::replica::FAST;
-use leasehold::cmd::lock::{LOST, NOT_ACQUIRED, REDIS_FAILED};
+use leasehold::cmd::lock::{LOST, NOT_ACQUIRED};
 use leasehold::lease::{Acquired, Grant, RedisLease};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use testbed::Guarded;
 use testbed::RedisServer;
-use testbed::proxy::{Fault, FaultProxy};
 use testbed::wait::wait_for;
 
 const TTL: Duration = Duration::from_millis(1500);
 const CALL: Duration = Duration::from_secs(2);
 
 /// A running `leasehold lock` with its output collected.
-struct Lock {
-    process: Guarded,
+pub(crate) struct Lock {
+    pub(crate) process: Guarded,
 }
 
 impl Lock {
-    fn spawn(url: &str, lease: &str, extra: &[&str], command: &[&str]) -> Self {
+    pub(crate) fn spawn(url: &str, lease: &str, extra: &[&str], command: &[&str]) -> Self {
         Self::spawn_timed(url, lease, &FAST, extra, command)
     }
 
     /// [`spawn`](Self::spawn) with `timing` instead of [`FAST`].
-    fn spawn_timed(
+    pub(crate) fn spawn_timed(
         url: &str,
         lease: &str,
         timing: &[&str],
@@ -54,7 +52,7 @@ impl Lock {
         }
     }
 
-    fn wait(&mut self, timeout: Duration) -> i32 {
+    pub(crate) fn wait(&mut self, timeout: Duration) -> i32 {
         match self.process.wait_exit(timeout).expect("poll the exit") {
             Some(code) => code,
             None => panic!(
@@ -66,21 +64,21 @@ impl Lock {
 
     /// Waits up to `timeout` for the lock to end "not acquired", its command never run (it
     /// prints `ran` when it runs).
-    fn not_acquired_within(&mut self, timeout: Duration) {
+    pub(crate) fn not_acquired_within(&mut self, timeout: Duration) {
         assert_eq!(self.wait(timeout), NOT_ACQUIRED, "{}", self.logs());
         let printed = self.stdout();
         assert!(printed.is_empty(), "the command ran: {printed:?}");
     }
 
-    fn stdout(&self) -> Vec<String> {
+    pub(crate) fn stdout(&self) -> Vec<String> {
         self.process.stdout.snapshot()
     }
 
-    fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         self.process.stderr.text()
     }
 
-    fn events(&self, message: &str) -> Vec<serde_json::Value> {
+    pub(crate) fn events(&self, message: &str) -> Vec<serde_json::Value> {
         self.process
             .stderr
             .snapshot()
@@ -358,181 +356,4 @@ async fn a_lock_inside_a_lock_keeps_the_guard_file_its_config_names() {
         "{}",
         lock.logs()
     );
-}
-
-/// A Redis that may evict the lease, and a lock that `--redis-eviction refuse` keeps out of the
-/// election for its `--wait` of `wait`, its command `echo ran`.
-fn gated_lock(test: &str, wait: &str) -> (RedisServer, Lock) {
-    let redis = RedisServer::builder()
-        .args(["--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"])
-        .start();
-    let extra = ["--wait", wait, "--redis-eviction", "refuse"];
-    let command = ["sh", "-c", "echo ran"];
-    let lock = Lock::spawn(&redis.url(), &unique_lease(test), &extra, &command);
-    (redis, lock)
-}
-
-/// `--wait` bounds the wait also while a gate keeps the lock out of the election and it never
-/// gets to try: `--redis-eviction refuse` against a Redis that may evict the lease exits
-/// "not acquired" once the wait is over, instead of waiting for the gate for ever.
-#[test]
-fn a_lock_kept_out_by_a_gate_gives_up_when_its_wait_is_over() {
-    let (_redis, mut lock) = gated_lock("lock-gated", "1s");
-    lock.not_acquired_within(Duration::from_secs(10));
-    // Its one line says which gate kept it out, and why.
-    let said = lock.events("lock not acquired within --wait");
-    assert_eq!(said.len(), 1, "{}", lock.logs());
-    assert_eq!(said[0]["kept_out_by"], "redis_may_evict", "{}", lock.logs());
-    let why = said[0]["kept_out"].as_str().unwrap_or_default();
-    assert!(why.contains("volatile-lru"), "{why}");
-}
-
-/// The lock's one line carries what its reads heard of Redis while the gate kept it out: here
-/// Redis stops answering during the wait, and the elector, which never tried, heard nothing.
-#[test]
-fn a_lock_kept_out_by_a_gate_says_what_its_reads_heard_of_redis() {
-    let (redis, mut lock) = gated_lock("lock-gated-unheard", "5s");
-    let refused = "redis may evict the lease under memory pressure (maxmemory with an evicting policy); give leases a redis with maxmemory-policy noeviction";
-    wait_for("the refusal", Duration::from_secs(10), || {
-        (!lock.events(refused).is_empty()).then_some(())
-    });
-    redis.pause();
-    let code = lock.process.wait_exit(Duration::from_secs(20));
-    redis.resume();
-    // Redis did not answer at the end: not "busy, try later" (75), a failure (1).
-    assert_eq!(code.ok().flatten(), Some(REDIS_FAILED), "{}", lock.logs());
-    let said = lock.events("lock not acquired within --wait");
-    assert_eq!(said.len(), 1, "{}", lock.logs());
-    let error = said[0]["redis_error"].as_str().unwrap_or_default();
-    assert!(!error.is_empty(), "no redis_error: {}", lock.logs());
-}
-
-/// A lock that cannot read the lease at all, Redis down, frozen or refusing its password, fails
-/// (exit 1) rather than saying "not acquired, try again later" (75), which a wrapper that skips
-/// a busy lock would take for a lock held elsewhere, for ever. Frozen, Redis answers nothing
-/// before the wait ends: the eviction gate, waiting for its first read, kept the lock from
-/// trying, and the lock said 75 unless that read's own bound ran out first.
-#[test]
-fn a_lock_that_cannot_reach_redis_fails_instead_of_saying_try_later() {
-    let nobody = format!("redis://{}", testbed::free_addr());
-    let protected = RedisServer::builder()
-        .args(["--requirepass", "theirs"])
-        .start();
-    let frozen = RedisServer::start();
-    frozen.pause();
-    let dir = tempfile::tempdir().unwrap();
-    let password = dir.path().join("password");
-    std::fs::write(&password, "not-theirs\n").unwrap();
-    let password = ["--redis-password-file", password.to_str().unwrap()];
-    let cases = [
-        (nobody, &[][..]),
-        (protected.url(), &password[..]),
-        (frozen.url(), &[][..]),
-    ];
-    for (url, extra) in cases {
-        let extra = [&["--wait", "0s"][..], extra].concat();
-        let mut lock = Lock::spawn(&url, &unique_lease("lock-no-redis"), &extra, &["true"]);
-        assert_eq!(
-            lock.wait(Duration::from_secs(15)),
-            REDIS_FAILED,
-            "{}",
-            lock.logs()
-        );
-        let said = lock.events("lock not acquired within --wait");
-        assert!(
-            said.len() == 1 && said[0]["redis_error"] != "",
-            "{}",
-            lock.logs()
-        );
-    }
-}
-
-/// A lock whose every try Redis refuses while it still answers reads fails too (exit 1): a user
-/// without `+set` (a missing permission), a Redis out of memory, a replica's URL. No holder was
-/// named, so nothing says the lock is held elsewhere; 75 sent the wrapper to try again later,
-/// for ever.
-#[test]
-fn a_lock_whose_tries_redis_refuses_while_it_reads_fails() {
-    let redis = RedisServer::start();
-    let rule = leasehold::lease::minimal_acl_rule("leasehold:", false).replace(" +set", "");
-    redis.set_acl_user("locker", &rule, "s3cret");
-    let dir = tempfile::tempdir().unwrap();
-    let password = dir.path().join("password");
-    std::fs::write(&password, "s3cret\n").unwrap();
-    let as_user = ["--redis-username", "locker", "--redis-password-file"];
-    let extra = [&as_user[..], &[password.to_str().unwrap(), "--wait", "1s"]].concat();
-    let command = ["sh", "-c", "echo ran"];
-    let mut lock = Lock::spawn(
-        &redis.url(),
-        &unique_lease("lock-refused"),
-        &extra,
-        &command,
-    );
-    assert_eq!(
-        lock.wait(Duration::from_secs(15)),
-        REDIS_FAILED,
-        "{}",
-        lock.logs()
-    );
-    assert!(lock.stdout().is_empty(), "the command ran: {}", lock.logs());
-    let said = lock.events("lock not acquired within --wait");
-    assert_eq!(said.len(), 1, "{}", lock.logs());
-    let error = said[0]["redis_error"].as_str().unwrap_or_default();
-    assert!(error.contains("permission"), "{error}");
-}
-
-/// A lock that named a holder while it waited, and then lost Redis, says "not acquired" (75):
-/// the lock was held elsewhere, as far as it knows.
-#[test]
-fn a_lock_that_saw_a_holder_before_redis_went_away_says_not_acquired() {
-    let redis = RedisServer::start();
-    let name = unique_lease("lock-seen-then-gone");
-    let mut holder = Lock::spawn(&redis.url(), &name, &["--wait", "0s"], &["sleep", "30"]);
-    wait_for("the holder's command", Duration::from_secs(10), || {
-        (!holder.events("started the command").is_empty()).then_some(())
-    });
-    let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], redis.port())));
-    let mut waiting = Lock::spawn(&proxy.url(), &name, &["--wait", "3s"], &["true"]);
-    wait_for(
-        "the waiting lock to follow",
-        Duration::from_secs(10),
-        || (!waiting.events("following leader").is_empty()).then_some(()),
-    );
-    proxy.set(Fault::Drop);
-    assert_eq!(
-        waiting.wait(Duration::from_secs(15)),
-        NOT_ACQUIRED,
-        "{}",
-        waiting.logs()
-    );
-    holder.process.kill();
-}
-
-/// An acquire that runs out of its bound while reads answer in time (here its `WAIT` for a
-/// replica that does not exist, over a link that delays each request 100 ms) is resolved by a
-/// read, which gives its term back. `--wait 0s` is one try: the lock then ends "not acquired",
-/// where it tried again at once, for ever.
-#[test]
-fn a_lock_whose_acquire_runs_out_while_reads_answer_tries_once() {
-    let redis = RedisServer::start();
-    let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], redis.port())));
-    proxy.set(Fault::DelayRequests(Duration::from_millis(100)));
-    // The acquire bound is the retry period, 2 s, and the WAIT alone takes 1,990 ms; a read on
-    // a new connection (three requests) fits half the bound.
-    let timing = [
-        "--lease-duration",
-        "9s",
-        "--renew-deadline",
-        "6s",
-        "--retry-period",
-        "2s",
-    ];
-    let extra = ["--wait", "0s", "--redis-wait-replicas", "1"];
-    let extra = [&extra[..], &["--redis-wait-timeout", "1990ms"]].concat();
-    let command = ["sh", "-c", "echo ran"];
-    let name = unique_lease("lock-slow-acquire");
-    let mut lock = Lock::spawn_timed(&proxy.url(), &name, &timing, &extra, &command);
-    lock.not_acquired_within(Duration::from_secs(15));
-    let gave_back = lock.events("gave back a term whose acquire went unanswered");
-    assert_eq!(gave_back.len(), 1, "{}", lock.logs());
 }

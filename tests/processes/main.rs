@@ -13,6 +13,7 @@ mod guard_check;
 mod killed_and_paused;
 mod lock;
 mod lock_cooldown;
+mod lock_not_acquired;
 mod planted_files;
 mod shutdown;
 mod stalled_files;

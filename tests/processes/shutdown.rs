@@ -124,7 +124,7 @@ fn a_second_sigterm_exits_at_once_and_takes_the_command_with_it() {
         sent.elapsed()
     );
     assert_eq!(
-        a.events("second signal: exiting at once, without releasing the lease")
+        a.events("second signal: exiting at once, without waiting for the lease's release")
             .len(),
         1
     );

@@ -48,9 +48,3 @@ fn every_script_starts_with_the_record_prelude() {
         assert!(full.ends_with(body(op).unwrap()), "{op}");
     }
 }
-
-#[test]
-fn the_longest_claim_read_is_the_longest_lease_duration() {
-    let max = crate::elector::Timing::MAX.as_millis();
-    assert!(RECORD.contains(&format!("or ms > {max} then return nil")));
-}
