@@ -46,7 +46,8 @@ pub struct StatusView {
     /// The reservation has no TTL: not written by leasehold; nobody else leads until it is
     /// deleted.
     pub reservation_never_expires: bool,
-    /// `idle`, `running` or `pending` (the next acquire starts one).
+    /// `idle`, `running` or `pending` (the next acquire starts one); `unknown` for `pending`
+    /// read from a Redis replica, which cannot tell.
     pub cooldown: &'static str,
     /// Milliseconds left in a running cooldown.
     pub cooldown_ms: Option<u64>,
@@ -130,6 +131,11 @@ impl StatusView {
                 _ => None,
             },
             replica_link_up: replica.then(|| field("master_link_status") == Some("up")),
+            // A replica's own identity never names the record's writer: the master's to say.
+            cooldown: match self.cooldown {
+                "pending" if replica => "unknown",
+                cooldown => cooldown,
+            },
             ..self
         }
     }

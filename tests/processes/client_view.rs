@@ -239,6 +239,9 @@ async fn status_pointed_at_a_redis_replica_says_so_and_exits_1() {
     let view: serde_json::Value = serde_json::from_str(&out).expect("a JSON view");
     assert_eq!(view["holder"], "web-a", "{view}");
     assert_eq!(view["redis_role"], "replica", "{view}");
+    // Whether the next acquire starts a cooldown is the master's to say: the replica's own
+    // identity never names the record's writer (it said "pending" while the master's was idle).
+    assert_eq!(view["cooldown"], "unknown", "{view}");
     assert!(
         err.contains(&format!("a replica of 127.0.0.1:{port}")) && err.contains("--redis-url"),
         "{err}"
