@@ -52,7 +52,8 @@ fn refusal(lease: &str, why: &InForce) -> String {
             value,
             remaining: None,
         } => format!(
-            "lease {lease} holds `{value}`, which never expires (not written by leasehold); pass --force to remove it"
+            "lease {lease} holds `{}`, which never expires (not written by leasehold); pass --force to remove it",
+            super::printable(value)
         ),
         InForce::CoolingDown(left) => format!(
             "lease {lease} is in a data-loss cooldown for {} ms more: a term that Redis lost may still be valid; run this again after it, or pass --force",

@@ -240,7 +240,8 @@ impl StatusView {
             let note = "no key of this lease exists: a lease never taken, or the replicas use another --key-prefix or --lease-name";
             rows.push(("note", note.to_owned()));
         }
-        rows.iter().map(|(k, v)| format!("{k:<11} {v}\n")).collect()
+        let row = |(k, v): &(&str, String)| format!("{k:<11} {}\n", super::printable(v));
+        rows.iter().map(row).collect()
     }
 }
 

@@ -107,7 +107,7 @@ fn progress(old: &Holder, to: Option<&str>, seen: &Observation) -> Progress {
 fn never_expires(lease: &LeaseName, holder: &Holder) -> String {
     format!(
         "the lease key of {lease} holds `{}` and never expires (not written by leasehold): nobody leads until it is deleted",
-        holder.owner
+        super::printable(&holder.owner)
     )
 }
 

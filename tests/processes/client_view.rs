@@ -299,3 +299,22 @@ fn the_cooldown_counts_down_in_leader_and_readyz() {
         .unwrap_or_else(|| panic!("no cooldown in {said}"));
     assert!(readyz <= later, "/readyz {readyz} ms, /leader {later} ms");
 }
+
+/// A value leasehold did not write is shown as text, never acted on by the terminal: a lease
+/// key holding a line break and an escape sequence drew a row of its own (a second `holder`)
+/// and coloured what followed.
+#[test]
+fn status_shows_a_foreign_values_control_characters_escaped() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("status-control");
+    let key = format!("leasehold:{{{lease}}}");
+    let foreign = "evil\n\u{1b}[31mholder      fake-leader#999";
+    let _: () = redis.cmd(&["SET", &key, foreign, "PX", "60000"]);
+    let url = redis.url();
+    let args = ["status", "--redis-url", &url, "--lease-name", &lease];
+    let (_, out, err) = run_to_end(&args, &[]);
+    assert!(out.contains("evil\\n\\u{1b}[31mholder"), "{out}{err}");
+    assert!(!out.contains('\u{1b}'), "{out}");
+    let holders = out.lines().filter(|l| l.starts_with("holder")).count();
+    assert_eq!(holders, 1, "{out}");
+}
