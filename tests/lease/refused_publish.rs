@@ -20,19 +20,21 @@ fn mute_url(redis: &RedisServer) -> String {
     format!("redis://mute:pw@{}", redis.addr())
 }
 
-/// A replica on `redis` as that user.
-fn mute_replica(redis: &RedisServer, lease: &str, args: &[&str]) -> Replica {
+/// A replica on `redis` as that user, leading: the user may `PUBLISH` until the replica leads.
+/// (A user refused it from the start is refused its acquire's probe of the release channel
+/// too, so it led only when its first try went out before its subscription was made.)
+fn mute_leader(redis: &RedisServer, lease: &str, args: &[&str]) -> Replica {
     let url = mute_url(redis);
+    redis.set_acl_user("mute", &minimal_acl_rule("leasehold:", false), "pw");
     let mut all = FAST.to_vec();
     all.extend(args);
-    Replica::spawn_with_env(
-        "",
-        lease,
-        "mute",
-        &all,
-        &[],
-        &[("LEASEHOLD_REDIS_URL", &url)],
-    )
+    let env = [("LEASEHOLD_REDIS_URL", url.as_str())];
+    let replica = Replica::spawn_with_env("", lease, "mute", &all, &[], &env);
+    wait_for("the replica to lead", Duration::from_secs(10), || {
+        replica.is_ready().then_some(())
+    });
+    let _: () = redis.cmd(&["ACL", "SETUSER", "mute", "-publish"]);
+    replica
 }
 
 /// The release deleted the lease key, then was refused its PUBLISH: the replica said it could
@@ -41,10 +43,7 @@ fn mute_replica(redis: &RedisServer, lease: &str, args: &[&str]) -> Replica {
 fn a_release_refused_its_announcement_leaves_the_term_as_it_was() {
     let redis = RedisServer::start();
     let lease = unique_lease("mute-release");
-    let mut a = mute_replica(&redis, &lease, &["--no-data-loss-cooldown"]);
-    wait_for("the mute replica to lead", Duration::from_secs(10), || {
-        a.is_ready().then_some(())
-    });
+    let mut a = mute_leader(&redis, &lease, &["--no-data-loss-cooldown"]);
     a.signal(Signal::SIGTERM);
     assert_eq!(a.wait_exit(Duration::from_secs(10)), 0, "{}", a.log_text());
     assert_eq!(
