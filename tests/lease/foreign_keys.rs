@@ -40,6 +40,10 @@ fn a_lease_key_that_outlasts_any_term_blocks_the_lease_too() {
     wait_for("/leader to name the key", Duration::from_secs(15), || {
         (!a.leader()["redis"]["blocked"].is_null()).then_some(())
     });
+    // The line may reach the log a moment after `/leader` shows the key.
+    wait_for("the log to say it", Duration::from_secs(5), || {
+        (!a.events(BLOCKED).is_empty()).then_some(())
+    });
     assert_eq!(a.events(BLOCKED).len(), 1, "{}", a.log_text());
     assert!(metric_line(&a, "leasehold_lease_blocked{key=\"lease\"} 1"));
     // `status` and `step-down` judge it by the same rule.
