@@ -116,26 +116,9 @@ fn guard_file_inherited(sub: &Command) -> bool {
 }
 
 /// Clap's refusal of a value, which names the flag, with the variable the value came from when
-/// it came from one (the flag was not typed, and its variable holds the value refused).
+/// it came from one (the flag was not typed, and its variable holds the value refused); and its
+/// refusal of a value that is not UTF-8, which names nothing, with the variable that holds it.
 fn name_the_variable(mut error: clap::Error, command: &Command, argv: &[OsString]) -> clap::Error {
-    if !matches!(
-        error.kind(),
-        ErrorKind::ValueValidation | ErrorKind::InvalidValue
-    ) {
-        return error;
-    }
-    let (Some(ContextValue::String(flag)), Some(ContextValue::String(value))) = (
-        error.get(ContextKind::InvalidArg),
-        error.get(ContextKind::InvalidValue),
-    ) else {
-        return error;
-    };
-    // `--lease-duration <LEASE_DURATION>`: the long flag is the first word.
-    let long = flag
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .trim_start_matches('-');
     // The subcommand run (`lock`'s `--wait`, not `step-down`'s), read leniently.
     let run = command
         .clone()
@@ -143,24 +126,44 @@ fn name_the_variable(mut error: clap::Error, command: &Command, argv: &[OsString
         .try_get_matches_from(argv)
         .ok()
         .and_then(|m| m.subcommand_name().map(str::to_owned));
-    let Some(arg) = command
+    let mut args = command
         .get_subcommands()
         .filter(|s| run.as_deref().is_none_or(|run| s.get_name() == run))
-        .flat_map(Command::get_arguments)
-        .find(|a| a.get_long() == Some(long))
-    else {
-        return error;
+        .flat_map(Command::get_arguments);
+    let tip = match (
+        error.kind(),
+        error.get(ContextKind::InvalidArg),
+        error.get(ContextKind::InvalidValue),
+    ) {
+        (ErrorKind::InvalidUtf8, ..) => args
+            .filter_map(Arg::get_env)
+            .find(|v| std::env::var_os(v).is_some_and(|v| v.to_str().is_none()))
+            .map(|v| format!("the value of ${} is not UTF-8", v.to_string_lossy())),
+        (
+            ErrorKind::ValueValidation | ErrorKind::InvalidValue,
+            Some(ContextValue::String(flag)),
+            Some(ContextValue::String(value)),
+        ) => {
+            // `--lease-duration <LEASE_DURATION>`: the long flag is the first word.
+            let long = flag
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches('-');
+            args.find(|a| a.get_long() == Some(long)).and_then(|arg| {
+                let variable = arg.get_env()?;
+                let from_variable = std::env::var_os(variable).is_some_and(|v| v == value.as_str());
+                let typed = on_command_line(
+                    argv,
+                    &arg.get_long_and_visible_aliases().unwrap_or_default(),
+                );
+                (from_variable && !typed)
+                    .then(|| format!("the value comes from ${}", variable.to_string_lossy()))
+            })
+        }
+        _ => None,
     };
-    let Some(variable) = arg.get_env() else {
-        return error;
-    };
-    let from_variable = std::env::var_os(variable).is_some_and(|v| v == value.as_str());
-    let typed = on_command_line(
-        argv,
-        &arg.get_long_and_visible_aliases().unwrap_or_default(),
-    );
-    if from_variable && !typed {
-        let tip = format!("the value comes from ${}", variable.to_string_lossy());
+    if let Some(tip) = tip {
         error.insert(
             ContextKind::Suggested,
             ContextValue::StyledStrs(vec![tip.into()]),

@@ -45,7 +45,7 @@ use crate::telemetry::LogFormat;
 pub fn from_process() -> Result<Invocation, CliError> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let cli = parse_from(&argv)?;
-    invocation(cli, &Environment::from_process(&argv))
+    invocation(cli, &Environment::from_process(&argv)?)
 }
 
 /// What `--version` says: the crate's version and the commit it was built from (build.rs), as

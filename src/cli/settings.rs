@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::OutputFormat;
+use super::{CliError, OutputFormat};
 use crate::candidacy::CandidateCheck;
 use crate::elector::Timing;
 use crate::eviction::EvictionMode;
@@ -125,19 +125,30 @@ pub struct Environment {
 }
 
 impl Environment {
-    /// Reads the real environment; `argv` is the process's command line, read once.
-    pub fn from_process(argv: &[std::ffi::OsString]) -> Self {
-        let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
-        Self {
-            pod_name: var("POD_NAME"),
-            pod_namespace: var("POD_NAMESPACE"),
-            rust_log: var("RUST_LOG"),
+    /// Reads the real environment; `argv` is the process's command line, read once. A variable
+    /// that is not UTF-8 is refused, not taken as unset: a namespace or pod name taken as absent
+    /// would put this replica on another lease or identity than its peers'.
+    pub fn from_process(argv: &[std::ffi::OsString]) -> Result<Self, CliError> {
+        let var = |name: &str, flag| match std::env::var(name) {
+            Ok(v) => Ok(Some(v).filter(|v| !v.is_empty())),
+            Err(std::env::VarError::NotPresent) => Ok(None),
+            Err(std::env::VarError::NotUnicode(v)) => {
+                Err(
+                    CliError::value(flag, v.to_string_lossy(), "must be UTF-8 text")
+                        .came_from(format!("${name}")),
+                )
+            }
+        };
+        Ok(Self {
+            pod_name: var("POD_NAME", "identity")?,
+            pod_namespace: var("POD_NAMESPACE", "namespace")?,
+            rust_log: var("RUST_LOG", "log")?,
             hostname: nix::unistd::gethostname()
                 .ok()
                 .and_then(|h| h.into_string().ok())
                 .filter(|h| !h.is_empty()),
             redis_url_on_command_line: super::redis_url_on_command_line(argv),
-        }
+        })
     }
 }
 

@@ -78,7 +78,7 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
         ),
         (
             &["--key-prefix", "lh{}:"],
-            "--key-prefix `lh{}:`: key prefix `lh{}:` contains '{'; braces are not allowed",
+            "--key-prefix `lh{}:`: key prefix `lh{}:` contains '{'; braces, whitespace and control characters are not allowed",
         ),
         (
             &["--key-prefix", "lh :"],
@@ -135,7 +135,11 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
         ),
         (
             &["--redis-url", "redis+sentinel://s1/m/x"],
-            "the database after the master name must be a number",
+            "the database after the master name must be a number of 0 or more",
+        ),
+        (
+            &["--redis-url", "redis+sentinel://s1/m/-1"],
+            "the database after the master name must be a number of 0 or more",
         ),
         (
             &["--redis-url", "redis+cluster://n1:7000/2"],
@@ -269,7 +273,8 @@ fn guard_refuses_an_empty_token_or_lease_typed_on_the_command_line() {
     }
 }
 
-/// A namespace or an identity refused names the variable it came from when no flag gave it.
+/// A namespace or an identity refused names the variable it came from when no flag gave it, and
+/// the identity's own rule (not the lease name's, which it once quoted).
 #[test]
 fn a_refused_namespace_or_identity_from_the_pod_names_its_variable() {
     refused_saying(
@@ -280,7 +285,11 @@ fn a_refused_namespace_or_identity_from_the_pod_names_its_variable() {
     refused_saying(
         &["run", "--kubernetes", "off", "--lease-name", "web"],
         &[("POD_NAME", "web a")],
-        &["--identity `web a`", "$POD_NAME"],
+        &[
+            "--identity `web a`",
+            "$POD_NAME",
+            "an identity is one word of the keys and values leasehold writes",
+        ],
     );
 }
 

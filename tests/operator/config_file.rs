@@ -48,7 +48,7 @@ fn config_file_mistakes_are_refused() {
         ),
         (
             "key-prefix: a b\n",
-            "contains ' '; braces are not allowed because the lease name is the Redis Cluster hash tag, and whitespace or control characters are not allowed (the value comes from `key-prefix` in --config {})",
+            "contains ' '; braces, whitespace and control characters are not allowed: the lease name is the Redis Cluster hash tag of every key, and a key prefix or an identity is one word of the keys and values leasehold writes (the value comes from `key-prefix` in --config {})",
         ),
     ];
     for (i, (text, want)) in cases.into_iter().enumerate() {

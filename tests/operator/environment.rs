@@ -2,7 +2,10 @@
 //! the variable they came from, and switches read as Kubernetes users write them (`true`, `1`,
 //! `yes`, `on` and their opposites, in any case).
 
-use crate::refusal::refused;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+
+use crate::refusal::{refused, refused_with};
 
 #[test]
 fn environment_values_are_validated_like_flags() {
@@ -103,4 +106,35 @@ fn switches_in_the_environment_read_as_kubernetes_users_write_them() {
             "--status-file `/nonexistent/dir/status`",
         );
     }
+}
+
+/// A variable leasehold reads that is not UTF-8 is refused by name, never read as unset: a
+/// namespace or pod name taken as absent would put this replica on another lease (`default/…`)
+/// or under another identity than its peers'.
+#[test]
+fn a_variable_that_is_not_utf8_is_refused_by_name() {
+    let garbled = OsStr::from_bytes(b"pr\xffd");
+    let redis = ["--redis-url", "redis://127.0.0.1:1"];
+    let status = [&["status", "--lease-name", "web"][..], &redis].concat();
+    refused_with(
+        &status,
+        &[("POD_NAMESPACE", garbled)],
+        "--namespace `pr\u{fffd}d`: must be UTF-8 text (the value comes from $POD_NAMESPACE)",
+    );
+    let lock = [
+        &["lock", "--kubernetes", "off", "--lease-name", "web"][..],
+        &redis,
+        &["--", "true"],
+    ]
+    .concat();
+    refused_with(
+        &lock,
+        &[("POD_NAME", garbled)],
+        "--identity `pr\u{fffd}d`: must be UTF-8 text (the value comes from $POD_NAME)",
+    );
+    refused_with(
+        &status,
+        &[("LEASEHOLD_KEY_PREFIX", garbled)],
+        "the value of $LEASEHOLD_KEY_PREFIX is not UTF-8",
+    );
 }

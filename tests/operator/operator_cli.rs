@@ -243,3 +243,23 @@ fn an_odd_redis_url_is_refused_without_a_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(code, 2, "exited {code}; stderr:\n{stderr}");
 }
+
+/// A URL that the client library cannot parse is refused with its form, not the library's
+/// type names: a port beyond 65535, a database that is no number or below 0 (which passed, and
+/// failed only once Redis refused it).
+#[test]
+fn a_url_that_does_not_parse_is_refused_with_its_form() {
+    for url in [
+        "redis://127.0.0.1:99999",
+        "redis://127.0.0.1:6379/abc",
+        "redis://127.0.0.1:6379/-1",
+    ] {
+        refused(
+            &["status", "--lease-name", "web", "--redis-url", url],
+            &[
+                &format!("--redis-url `{url}`: "),
+                "the form is redis://[user:password@]host[:port][/database]",
+            ],
+        );
+    }
+}

@@ -3,9 +3,12 @@
 //! from the environment, and a run that a binary without the rule would start stopped after a
 //! bound and reported as accepted.
 
+use std::ffi::OsStr;
 use std::time::Duration;
 
-use harness::replica::{assert_in_plain_words, exit_within, run_to_end, run_without_redis};
+use harness::replica::{
+    assert_in_plain_words, exit_within, run_to_end, run_to_end_with, run_without_redis,
+};
 
 pub fn refused(args: &[&str], env: &[(&str, &str)], want: &str) {
     refused_saying(args, env, &[want]);
@@ -15,6 +18,12 @@ pub fn refused(args: &[&str], env: &[(&str, &str)], want: &str) {
 pub fn refused_saying(args: &[&str], env: &[(&str, &str)], want: &[&str]) {
     let (code, _stdout, stderr) = run_to_end(args, env);
     assert_refusal(args, code, &stderr, want);
+}
+
+/// Like [`refused`], with variables that need not be UTF-8.
+pub fn refused_with(args: &[&str], env: &[(&str, &OsStr)], want: &str) {
+    let (code, _stdout, stderr) = run_to_end_with(args, env);
+    assert_refusal(args, code, &stderr, &[want]);
 }
 
 /// The run of `args` ended with exit code 2 and one message in plain words that says each of

@@ -3,6 +3,7 @@
 //! of a lease on a Redis, leader readiness and debug logs unless asked otherwise), and what
 //! callers read of it: its endpoints, its metrics, its JSON log lines, its exit.
 
+use std::ffi::OsStr;
 use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -413,6 +414,12 @@ pub fn step_down(url: &str, lease: &str, extra: &[&str]) -> (i32, serde_json::Va
 
 /// Runs the binary with `args` to completion: exit code, stdout, stderr.
 pub fn run_to_end(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let env: Vec<(&str, &OsStr)> = env.iter().map(|(k, v)| (*k, OsStr::new(v))).collect();
+    run_to_end_with(args, &env)
+}
+
+/// [`run_to_end`] with variables that need not be UTF-8.
+pub fn run_to_end_with(args: &[&str], env: &[(&str, &OsStr)]) -> (i32, String, String) {
     let out = leasehold_command(leasehold_bin())
         .args(args)
         .envs(env.iter().copied())

@@ -50,7 +50,7 @@ pub enum NameError {
     },
 }
 
-const BRACES_RULE: &str = "braces are not allowed because the lease name is the Redis Cluster hash tag, and whitespace or control characters are not allowed";
+const BRACES_RULE: &str = "braces, whitespace and control characters are not allowed: the lease name is the Redis Cluster hash tag of every key, and a key prefix or an identity is one word of the keys and values leasehold writes";
 
 fn check(what: &'static str, value: &str, max: usize, allow_empty: bool) -> Result<(), NameError> {
     if value.is_empty() && !allow_empty {

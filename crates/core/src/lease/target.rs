@@ -188,6 +188,9 @@ pub(crate) fn node_at(
     node_client(url.into_connection_info()?, access)
 }
 
+/// What a URL for one Redis looks like, for a refusal of one the client library cannot parse.
+const FORM: &str = "the form is redis://[user:password@]host[:port][/database] (rediss:// for TLS) with a port from 1 to 65535 and a database number of 0 or more, or unix:///path/to/socket";
+
 /// Splits `scheme://authority/path` into its parts; the authority may list several hosts.
 fn split(url: &str) -> Option<(&str, &str, &str)> {
     let (scheme, rest) = url.split_once("://")?;
@@ -246,7 +249,9 @@ impl Target {
             "redis" | "rediss" | "unix" | "redis+unix" => {
                 let info = url
                     .into_connection_info()
-                    .map_err(|e| bad(&e.to_string()))?;
+                    .ok()
+                    .filter(|info| info.redis_settings().db() >= 0)
+                    .ok_or_else(|| bad(FORM))?;
                 let client = node_client(info, access).map_err(|e| bad(&e.to_string()))?;
                 Ok(Target::Single(client))
             }
@@ -264,9 +269,9 @@ impl Target {
                     .ok_or_else(|| bad("name the master after the Sentinels: redis+sentinel://host:26379/mymaster"))?
                     .to_owned();
                 let db = match segments.next() {
-                    Some(db) => db
-                        .parse()
-                        .map_err(|_| bad("the database after the master name must be a number"))?,
+                    Some(db) => db.parse::<u32>().map(i64::from).map_err(|_| {
+                        bad("the database after the master name must be a number of 0 or more")
+                    })?,
                     None => 0,
                 };
                 Ok(Target::Sentinel(SentinelTarget {
