@@ -1,14 +1,17 @@
-//! Shutdown: one root [`CancellationToken`] for the whole replica. The first SIGTERM, SIGINT or
-//! SIGHUP cancels it, and the replica drains (steps down, stops the command within its grace
-//! period, releases the lease, exits); a second one exits at once, after the hooks registered
-//! for it (killing the command, so that it does not outlive leasehold). SIGHUP is handled like
-//! SIGTERM because its default action kills the process without a release: a closed terminal,
-//! or a supervisor that hangs up, would leave the successor waiting out the lease's TTL.
-//! SIGTSTP (Ctrl-Z) is ignored: the command runs in its own process group, and would go on.
+//! Shutdown: one root [`CancellationToken`] for the whole replica. The first signal whose
+//! default action would end the process ([`DRAIN`]) cancels it, and the replica drains (steps
+//! down, stops the command within its grace period, releases the lease, exits); a second one
+//! exits at once, after the hooks registered for it (killing the command, so that it does not
+//! outlive leasehold). Left to their default, such signals (a closed terminal's SIGHUP, Ctrl-\'s
+//! SIGQUIT, a stray SIGUSR1) killed leasehold without a release: the successor waited out the
+//! TTL, and the command's children ran on beside its command. The signals that would stop it
+//! are ignored: the command runs in its own process group, and would go on.
 
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use leasehold_core::locked::locked;
+use nix::sys::signal::{SigHandler, Signal as NixSignal};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -25,15 +28,23 @@ pub struct Shutdown {
 }
 
 impl Shutdown {
-    /// A shutdown that SIGTERM, SIGINT and SIGHUP start; a second signal exits the process at
-    /// once with 128 + the signal's number. Needs a tokio runtime.
+    /// A shutdown that any of [`DRAIN`] starts; a second signal, later than [`SAME_SIGNAL`],
+    /// exits the process at once with 128 + the signal's number. Needs a tokio runtime.
     pub fn on_signals() -> std::io::Result<Self> {
         let shutdown = Self::default();
-        let mut signals = Signals {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
-            hup: signal(SignalKind::hangup())?,
-        };
+        let mut signals = Signals(
+            DRAIN
+                .iter()
+                .map(|&s| Ok((s, signal(SignalKind::from_raw(s as i32))?)))
+                .collect::<std::io::Result<_>>()?,
+        );
+        // A handler would not do for these: a background write to the terminal would be refused
+        // with the signal again and again. The command gets them back (`exec`'s pre_exec).
+        for s in [NixSignal::SIGTTIN, NixSignal::SIGTTOU] {
+            // SAFETY: ignoring a signal installs no handler; nothing else sets these two.
+            unsafe { nix::sys::signal::signal(s, SigHandler::SigIgn) }
+                .map_err(std::io::Error::from)?;
+        }
         let mut suspend = signal(SignalKind::from_raw(nix::libc::SIGTSTP))?;
         tokio::spawn(async move {
             while suspend.recv().await.is_some() {
@@ -44,19 +55,25 @@ impl Shutdown {
         });
         let this = shutdown.clone();
         tokio::spawn(async move {
-            let (first, number) = signals.next().await;
+            let first = signals.next().await;
+            let at = std::time::Instant::now();
             info!(
-                signal = first,
+                signal = first.as_str(),
                 "shutting down: stepping down and releasing the lease"
             );
-            let _ = this.signal.set(number);
+            let _ = this.signal.set(first as i32);
             this.token.cancel();
-            let (second, number) = signals.next().await;
+            let second = loop {
+                let next = signals.next().await;
+                if at.elapsed() > SAME_SIGNAL {
+                    break next;
+                }
+            };
             warn!(
-                signal = second,
+                signal = second.as_str(),
                 "second signal: exiting at once, without waiting for the lease's release"
             );
-            this.exit_at_once(128 + number);
+            this.exit_at_once(128 + second as i32);
         });
         Ok(shutdown)
     }
@@ -92,20 +109,33 @@ impl Shutdown {
     }
 }
 
-/// The signals that shut leasehold down.
-struct Signals {
-    term: Signal,
-    int: Signal,
-    hup: Signal,
-}
+/// The signals that start the drain: every one whose default action ends the process, but for
+/// SIGKILL (which cannot be caught) and those that say the process itself is at fault (SIGSEGV
+/// and the like).
+pub const DRAIN: [NixSignal; 13] = {
+    use NixSignal::*;
+    [
+        SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO,
+        SIGPWR, SIGXCPU, SIGXFSZ,
+    ]
+};
+
+/// A signal this soon after the one that started the drain is the same request: GNU `timeout`
+/// sends its signal to the process and again to its process group, microseconds apart.
+pub const SAME_SIGNAL: Duration = Duration::from_millis(100);
+
+/// The handlers of [`DRAIN`].
+struct Signals(Vec<(NixSignal, Signal)>);
 
 impl Signals {
-    /// The next SIGTERM, SIGINT or SIGHUP: its name and number.
-    async fn next(&mut self) -> (&'static str, i32) {
-        tokio::select! {
-            _ = self.term.recv() => ("SIGTERM", nix::libc::SIGTERM),
-            _ = self.int.recv() => ("SIGINT", nix::libc::SIGINT),
-            _ = self.hup.recv() => ("SIGHUP", nix::libc::SIGHUP),
-        }
+    /// The next of them.
+    async fn next(&mut self) -> NixSignal {
+        let each = self.0.iter_mut().map(|(s, handler)| {
+            Box::pin(async move {
+                handler.recv().await;
+                *s
+            })
+        });
+        futures_util::future::select_all(each).await.0
     }
 }

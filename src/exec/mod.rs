@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 use leasehold_core::locked::locked;
-use nix::sys::signal::Signal;
+use nix::sys::signal::{SigHandler, Signal};
 use tokio::process::Command;
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -457,10 +457,14 @@ impl Supervisor {
         // run on beside the next leader's. (A *frozen* leasehold is another matter: the token
         // in the environment is for that. The signal reaches the command only, not its own
         // children.)
-        // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory of the
-        // parent; it runs in the forked child before exec.
+        // The command gets back the defaults of the signals leasehold ignores (shutdown.rs).
+        // SAFETY: prctl(PR_SET_PDEATHSIG) and sigaction are async-signal-safe and touch no
+        // memory of the parent; they run in the forked child before exec.
         unsafe {
             command.pre_exec(|| {
+                for s in [Signal::SIGTTIN, Signal::SIGTTOU] {
+                    nix::sys::signal::signal(s, SigHandler::SigDfl)?;
+                }
                 nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
             });
         }

@@ -26,6 +26,27 @@ fn sighup_steps_down_releases_and_exits_zero_like_sigterm() {
     signal_steps_down_releases_and_exits_zero(Signal::SIGHUP);
 }
 
+/// Every other signal whose default action ends a process (but for its own faults, and SIGKILL)
+/// is a shutdown too: SIGQUIT (Ctrl-\\), SIGUSR1 and SIGALRM killed leasehold without a release,
+/// and the command's children ran on beside the next leader's command.
+#[test]
+fn every_signal_that_would_end_leasehold_is_a_shutdown_like_sigterm() {
+    for signal in [
+        Signal::SIGQUIT,
+        Signal::SIGUSR1,
+        Signal::SIGUSR2,
+        Signal::SIGALRM,
+        Signal::SIGVTALRM,
+        Signal::SIGPROF,
+        Signal::SIGIO,
+        Signal::SIGPWR,
+        Signal::SIGXCPU,
+        Signal::SIGXFSZ,
+    ] {
+        signal_steps_down_releases_and_exits_zero(signal);
+    }
+}
+
 /// `signal` to the leader: it steps down, releases, exits 0, and the follower leads long
 /// before the TTL (10 s) could have run out.
 fn signal_steps_down_releases_and_exits_zero(signal: Signal) {
@@ -106,9 +127,12 @@ fn a_second_sigterm_exits_at_once_and_takes_the_command_with_it() {
     let child: i32 = start.split(' ').nth(1).unwrap().parse().unwrap();
 
     a.signal(Signal::SIGTERM);
+    let first = Instant::now();
     a.wait_events("stopping the command", 1, Duration::from_secs(5));
     assert!(process_alive(child), "the command ignores SIGTERM");
 
+    // A person's second signal, later than one sent twice at once (which is one shutdown).
+    std::thread::sleep(Duration::from_millis(300).saturating_sub(first.elapsed()));
     a.signal(Signal::SIGTERM);
     let sent = Instant::now();
     assert_eq!(
@@ -165,6 +189,92 @@ fn a_stopped_command_is_continued_so_that_it_can_clean_up() {
         "{:?}",
         lines(&out)
     );
+}
+
+/// One signal sent twice at once is one shutdown: GNU `timeout` sends its signal to the process
+/// and again to its process group, microseconds apart. Taken as a second signal, it killed the
+/// command without its SIGTERM and left the lease to expire.
+#[test]
+fn a_signal_sent_twice_at_once_is_one_shutdown() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("record");
+    let out_env = out.to_str().unwrap().to_owned();
+    let script = r#"trap 'sleep 0.3; echo "cleanup ran" >> "$OUT"; exit 0' TERM; echo "start $$" >> "$OUT"; while true; do sleep 0.02; done"#;
+    let mut a = Replica::spawn_with_env(
+        &redis.url(),
+        &unique_lease("twice-at-once"),
+        "a",
+        &["--grace-period", "20s", "--no-data-loss-cooldown"],
+        &["sh", "-c", script],
+        &[("OUT", out_env.as_str())],
+    );
+    wait_for("the command", Duration::from_secs(10), || {
+        lines(&out).first().cloned()
+    });
+    a.signal(Signal::SIGTERM);
+    // Delivered apart: a signal sent while the first is still pending would merge with it.
+    std::thread::sleep(Duration::from_millis(5));
+    a.signal(Signal::SIGTERM);
+    assert_eq!(a.wait_exit(Duration::from_secs(10)), 0, "{}", a.log_text());
+    assert!(
+        lines(&out).iter().any(|l| l == "cleanup ran"),
+        "{:?}",
+        lines(&out)
+    );
+    assert_eq!(
+        a.events("shutting down: stepping down and releasing the lease")
+            .len(),
+        1
+    );
+    assert_eq!(a.events("released the lease").len(), 1);
+}
+
+/// SIGTTIN and SIGTTOU (a background leasehold reading or writing its terminal) do not stop it
+/// either: stopped, it let its command run on past the lease, as with SIGTSTP. The command does
+/// not inherit leasehold's ignoring them.
+#[test]
+fn sigttin_and_sigttou_do_not_stop_the_leader() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("record");
+    let out_env = out.to_str().unwrap().to_owned();
+    let mut a = Replica::spawn_with_env(
+        &redis.url(),
+        &unique_lease("ttin-ttou"),
+        "a",
+        &["--no-data-loss-cooldown"],
+        &[
+            "sh",
+            "-c",
+            r#"grep SigIgn /proc/$$/status >> "$OUT"; exec sleep 60"#,
+        ],
+        &[("OUT", out_env.as_str())],
+    );
+    let ignored = wait_for(
+        "the command's ignored signals",
+        Duration::from_secs(10),
+        || lines(&out).first().cloned(),
+    );
+    let mask = u64::from_str_radix(ignored.split_whitespace().nth(1).unwrap(), 16).unwrap();
+    for signal in [Signal::SIGTTIN, Signal::SIGTTOU] {
+        assert_eq!(
+            mask & (1 << (signal as u64 - 1)),
+            0,
+            "{signal} ignored: {ignored}"
+        );
+    }
+    for signal in [Signal::SIGTTIN, Signal::SIGTTOU] {
+        a.signal(signal);
+        let renewed = a.events("renewed").len();
+        wait_for(
+            &format!("a renewal after {signal}"),
+            Duration::from_secs(10),
+            || (a.events("renewed").len() > renewed).then_some(()),
+        );
+    }
+    a.signal(Signal::SIGTERM);
+    assert_eq!(a.wait_exit(Duration::from_secs(10)), 0);
 }
 
 /// Ctrl-Z (SIGTSTP) does not stop leasehold: its command runs in its own process group, so it
