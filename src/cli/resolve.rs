@@ -317,7 +317,17 @@ impl ContenderArgs {
             timing,
             kube: parts.kube.settings()?,
             exec: exec(&parts)?,
-            guard_file: parts.guard_file.cloned(),
+            // Absolute: the command is told this path, and may change its directory.
+            guard_file: parts
+                .guard_file
+                .map(|path| {
+                    std::path::absolute(path).map_err(|e| CliError::File {
+                        flag: "guard-file",
+                        path: path.clone(),
+                        rule: format!("cannot make it absolute: {e}"),
+                    })
+                })
+                .transpose()?,
         })
     }
 }

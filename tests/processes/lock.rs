@@ -2,6 +2,7 @@
 //! winning and exiting with the command's code, not acquired in time (exit 75 and the holder
 //! named), waiting for a release, and lost while the command runs (exit 76, command stopped).
 
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -37,6 +38,18 @@ impl Lock {
         extra: &[&str],
         command: &[&str],
     ) -> Self {
+        Self::spawn_in(Path::new("."), url, lease, timing, extra, command)
+    }
+
+    /// [`spawn_timed`](Self::spawn_timed) in the working directory `dir`.
+    pub(crate) fn spawn_in(
+        dir: &Path,
+        url: &str,
+        lease: &str,
+        timing: &[&str],
+        extra: &[&str],
+        command: &[&str],
+    ) -> Self {
         let mut cmd = Command::new(leasehold_bin());
         cmd.args(["lock", "--redis-url", url, "--lease-name", lease])
             .args(["--kubernetes", "off", "--no-data-loss-cooldown"])
@@ -45,6 +58,7 @@ impl Lock {
             .args(extra)
             .arg("--")
             .args(command)
+            .current_dir(dir)
             .env_remove("POD_NAME")
             .env_remove("POD_NAMESPACE");
         Self {
@@ -94,6 +108,26 @@ async fn hold(lease: &RedisLease, ttl: Duration) -> Grant {
         Acquired::Leader(grant) => grant,
         other => panic!("the test's holder did not lead: {other:?}"),
     }
+}
+
+/// A relative `--guard-file` reaches the command as an absolute path: given as typed, the
+/// command's `leasehold guard` refused a valid term once it changed directory.
+#[test]
+fn a_relative_guard_file_is_named_to_the_command_by_its_absolute_path() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let check = r#"echo "$LEASEHOLD_GUARD_FILE"; cd / && "$0" guard"#;
+    let mut lock = Lock::spawn_in(
+        dir.path(),
+        &redis.url(),
+        &unique_lease("relative-guard"),
+        &FAST,
+        &["--guard-file", "relative.guard"],
+        &["sh", "-c", check, leasehold_bin()],
+    );
+    assert_eq!(lock.wait(Duration::from_secs(10)), 0, "{}", lock.logs());
+    let named = dir.path().join("relative.guard");
+    assert_eq!(lock.stdout(), [named.to_str().unwrap()], "{}", lock.logs());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
