@@ -380,6 +380,19 @@ impl Supervisor {
             let code = status.map(exit_code).unwrap_or(1);
             run.running = false;
             self.runs.send_replace(run);
+            // Said as it happens: stopping what it left running may outlast the term.
+            let restart = self.settings.restart && !leadership.is_lost();
+            if restart {
+                warn!(
+                    token = token.0,
+                    code, "the command exited while leading; starting it again"
+                );
+            } else {
+                info!(
+                    token = token.0,
+                    code, "the command exited while leading; stepping down"
+                );
+            }
             let left = running.alive();
             if left > 0 {
                 info!(
@@ -390,20 +403,12 @@ impl Supervisor {
                 );
                 running.stop(&leadership, self.settings.grace_period).await;
             }
-            if self.settings.restart && !leadership.is_lost() {
-                warn!(
-                    token = token.0,
-                    code, "the command exited while leading; starting it again"
-                );
+            if restart && !leadership.is_lost() {
                 tokio::select! {
                     _ = leadership.lost() => return Ok(()),
                     _ = tokio::time::sleep(RESTART_PAUSE) => continue,
                 }
             }
-            info!(
-                token = token.0,
-                code, "the command exited while leading; stepping down"
-            );
             self.finish(code);
             return if code == 0 {
                 Ok(())

@@ -180,6 +180,19 @@ fn a_command_that_exited_ends_the_process_even_when_its_term_ends_while_its_left
     );
     let started = replica.events("started the command");
     assert_eq!(started.len(), 1, "{}", replica.log_text());
+    // The exit is said as it happens, before its leftovers stop: it was said after the term
+    // had ended for another reason, as if it had ended it.
+    let log = replica.log_text();
+    let at = |message: &str| {
+        let message = format!("\"message\":\"{message}\"");
+        let at = log.lines().position(|l| l.contains(&message));
+        at.unwrap_or_else(|| panic!("no {message}:\n{log}"))
+    };
+    assert!(
+        at("the command exited while leading; stepping down")
+            < at("stopping what the command left running"),
+        "{log}"
+    );
 }
 
 #[test]
