@@ -96,6 +96,44 @@ fn began_valid_for(replica: &Replica, terms: usize) -> u64 {
         .expect("the term's validity")
 }
 
+/// A Redis clock faster than a slew goes (10 %) is measured by a follower's tries too. Its first
+/// two tries come a moment apart (the second once its probe channel is subscribed), and the
+/// bound of so short a pair says nothing: the next pair was then held to the rate 1 and taken
+/// for a step, and so was every pair after it, and the term it won began with the configured
+/// drift, valid about 470 ms past Redis's expiry of its lease.
+#[test]
+fn a_follower_bounds_a_redis_clock_20_percent_fast_from_its_tries() {
+    const RATE: f64 = 1.2;
+    let redis = RedisServer::builder().clock_rate(RATE).start();
+    let lease = unique_lease("clock-follower");
+    // A fresh Redis: both start in the data-loss cooldown, as the review's run did.
+    let timing = [
+        "--lease-duration",
+        "3s",
+        "--renew-deadline",
+        "2s",
+        "--retry-period",
+        "500ms",
+    ];
+    let replicas = [
+        Replica::spawn(&redis.url(), &lease, "a", &timing, &[]),
+        Replica::spawn(&redis.url(), &lease, "b", &timing, &[]),
+    ];
+    let leader = wait_for("a leader", 10 * LEASE, || {
+        replicas.iter().position(Replica::is_ready)
+    });
+    let (leader, follower) = (&replicas[leader], &replicas[1 - leader]);
+    // Three of the follower's tries, one about every lease duration.
+    leader.wait_events("renewed", 18, 10 * LEASE);
+    leader.signal(nix::sys::signal::Signal::SIGTERM);
+    let kept_ms = (3_000.0 / RATE) as u64;
+    let valid = began_valid_for(follower, 1);
+    assert!(
+        valid <= kept_ms,
+        "began valid for {valid} ms, past the {kept_ms} ms Redis keeps the lease"
+    );
+}
+
 #[test]
 fn a_term_begins_with_the_rate_its_replica_measured_following_or_leading() {
     let redis = RedisServer::builder().clock_rate(RATE).start();

@@ -76,7 +76,9 @@ pub struct RateWindow {
     drift_factor: f64,
     readings: VecDeque<Reading>,
     /// Once a step, a late reply or a freeze started the window anew: the high end of the last
-    /// bound before that said something (1 for none), which holds the first reply after it.
+    /// bound before that said something, which holds the first reply after it (none: the first
+    /// pair's rule, as in a fresh window; the rate 1 would take every pair of a clock faster
+    /// than a slew for a step, and the rate would never be bounded).
     before_restart: Option<f64>,
     /// What holds a window's first pair otherwise: the fastest rate under which a term is still
     /// valid for two retry periods, so that its first renewal comes with one to spare.
@@ -122,7 +124,7 @@ impl RateWindow {
     /// no baseline across it bounds the rate, nor shows a step.
     pub fn forget(&mut self) {
         let known = self.bound().filter(|b| b.says_something(self.drift_factor));
-        self.before_restart = Some(known.map(|b| b.high).or(self.before_restart).unwrap_or(1.0));
+        self.before_restart = known.map(|b| b.high).or(self.before_restart);
         self.readings.clear();
     }
 
@@ -155,15 +157,14 @@ impl RateWindow {
         else {
             return Jump::None;
         };
-        // Without a bound yet, an advance is the rate's (a clock that runs fast from the start
-        // shrinks the validity instead of ending term after term), unless the window started
-        // anew (the rate bounded before holds it) or no term could renew at it: a rate that
-        // ends each term before its first renewal would never be measured again
-        // (docs/DESIGN.md, "Validity").
+        // Without a bound that says something yet (a pair a moment apart says nothing), an
+        // advance is the rate's (a clock that runs fast from the start shrinks the validity
+        // instead of ending term after term), unless the window started anew (the rate bounded
+        // before holds it) or no term could renew at it: a rate that ends each term before its
+        // first renewal would never be measured again (docs/DESIGN.md, "Validity").
         let fastest = match self.bound() {
             Some(bound) if bound.says_something(self.drift_factor) => bound.high,
-            Some(_) => 1.0,
-            None => self.before_restart.unwrap_or(self.renewable),
+            _ => self.before_restart.unwrap_or(self.renewable),
         }
         .max(1.0 + self.drift_factor.max(FASTEST_SLEW));
         let allowed = longest.mul_f64(fastest) + FIXED_DRIFT;
