@@ -60,3 +60,10 @@ impl StatusBoard {
         self.status.subscribe()
     }
 }
+
+/// Sets `field` to `value`, and says whether that changed it (for [`StatusBoard::modify_if`]).
+pub(crate) fn set<T: PartialEq>(field: &mut T, value: T) -> bool {
+    let changed = *field != value;
+    *field = value;
+    changed
+}

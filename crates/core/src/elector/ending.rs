@@ -54,8 +54,7 @@ pub(super) fn clock_jumped(
     match jump {
         Jump::None => None,
         Jump::Back(back) => {
-            let back_ms = back.as_millis() as u64;
-            warn!(%identity, %lease, token = token.0, back_ms, "redis's clock stepped back; keys live longer, the term goes on");
+            warn!(%identity, %lease, token = token.0, back_ms = back.as_millis() as u64, "redis's clock stepped back; keys live longer, the term goes on");
             None
         }
         Jump::Forward(step) => {

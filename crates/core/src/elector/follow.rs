@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
+use super::board::set;
 use super::decide::{self, GiveBack, Seen, Wakeup};
 use super::notify::Releases;
 use super::{Elector, LeaderInfo, Role, Standing, TermHooks};
@@ -73,12 +74,8 @@ impl Elector {
                 continue;
             }
             let now = clock.now();
-            if observed
-                .as_ref()
-                .is_some_and(|(_, until)| !decide::observation_stands(now, *until, announced))
-            {
-                observed = None;
-            }
+            observed =
+                observed.filter(|(_, until)| decide::observation_stands(now, *until, announced));
             announced = false;
             if let Some((hold, own_term)) = held {
                 if !self
@@ -105,9 +102,7 @@ impl Elector {
                     probe,
                 )
                 .await;
-            if let Some(n) = probe
-                && attempt.is_ok()
-            {
+            if let (Some(n), Ok(_)) = (probe, &attempt) {
                 releases.answered(n);
             }
             if shutdown.is_cancelled() {
@@ -297,9 +292,7 @@ impl Elector {
                     "following leader"
                 );
             }
-            let changed = s.role != new_role;
-            s.role = new_role;
-            changed
+            set(&mut s.role, new_role)
         });
     }
 
@@ -328,10 +321,7 @@ impl Elector {
     /// The same answer or failure again (an outage, every retry) is no news to the watchers.
     fn redis_seen(&self, reachable: bool, last_error: Option<String>) {
         self.status.modify_if(|s| {
-            let changed = s.redis.reachable != reachable || s.redis.last_error != last_error;
-            s.redis.reachable = reachable;
-            s.redis.last_error = last_error;
-            changed
+            set(&mut s.redis.reachable, reachable) | set(&mut s.redis.last_error, last_error)
         });
     }
 

@@ -13,7 +13,8 @@ use tracing::{debug, info, warn};
 use super::decide::{self, Deadlines, RateWindow, Reading, TermEnd, WatchdogStep, WorkStop};
 use super::ending::{Ending, clock_jumped, unseen_pause, work_ending};
 use super::{
-    Elector, FIXED_DRIFT, Leadership, RenewalOutcome, Role, StepDown, StepDownReason, TermHooks,
+    Elector, FIXED_DRIFT, Leadership, RenewalOutcome, Role, Standing, StepDown, StepDownReason,
+    TermHooks,
 };
 use crate::lease::{Grant, Released, Renewal, Renewed, Reservation};
 
@@ -94,7 +95,8 @@ impl Elector {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break (Ending::new(StepDownReason::Shutdown), true),
-                (gate, detail) = gates.until_out() => {
+                // Only `Out` is not standing: the pattern always matches.
+                Standing::Out { gate, detail } = gates.wait_until(|s| !s.stands()) => {
                     break (Ending::said(StepDownReason::Gate(gate), detail), true);
                 }
                 to = leadership.handover_asked() => break (Ending::handover(to), true),
@@ -120,20 +122,14 @@ impl Elector {
             let unseen = lead.gained_since(leadership.lead());
             let boot_now = clock.now();
             let attempt_started = boot_now.saturating_add(unseen);
-            let timeout = match decide::watchdog_step(
-                attempt_started,
-                deadlines.valid_until,
-                deadlines.renew_by,
-                timing.renew_attempt_timeout(),
-            ) {
+            let (valid_until, renew_by) = (deadlines.valid_until, deadlines.renew_by);
+            let step = |at| {
+                decide::watchdog_step(at, valid_until, renew_by, timing.renew_attempt_timeout())
+            };
+            let timeout = match step(attempt_started) {
                 WatchdogStep::StepDown(reason) => {
                     // A deadline that the boot clock alone says passed is the reason.
-                    let seen = match decide::watchdog_step(
-                        boot_now,
-                        deadlines.valid_until,
-                        deadlines.renew_by,
-                        timing.renew_attempt_timeout(),
-                    ) {
+                    let seen = match step(boot_now) {
                         WatchdogStep::StepDown(seen) => Some(seen),
                         WatchdogStep::Renew { .. } => None,
                     };

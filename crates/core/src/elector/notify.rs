@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::board::StatusBoard;
+use super::board::{StatusBoard, set};
 use super::decide::{self, Keepalive, Wakeup};
 use super::{Gates, Status, Timing};
 use crate::lease::{Heard, LeaseError, RedisLease, ReleaseSubscription};
@@ -117,15 +117,6 @@ fn wake(wakeups: &mpsc::Sender<Pending>, wakeup: Wakeup, delay: Duration) {
     });
 }
 
-/// Records in the status whether a release would be heard right now.
-fn set_subscribed(status: &StatusBoard, subscribed: bool) {
-    status.modify_if(|s| {
-        let changed = s.redis.subscribed != subscribed;
-        s.redis.subscribed = subscribed;
-        changed
-    });
-}
-
 /// Waits until this replica is in the election (`true`: no gate keeps it out and it does not sit
 /// out) or out of it (`false`).
 async fn until_in(want: bool, gates: &mut Gates, seen: &mut watch::Receiver<Status>) {
@@ -178,7 +169,7 @@ pub(crate) fn spawn(
             match attempt {
                 Ok(mut subscription) => {
                     failures = 0;
-                    set_subscribed(&status, true);
+                    status.modify_if(|s| set(&mut s.redis.subscribed, true));
                     let wakeup = if rejoined {
                         Wakeup::Rejoined
                     } else {
@@ -201,7 +192,7 @@ pub(crate) fn spawn(
                     )
                     .await;
                     heard.heard_from.store(NOT_HEARD, Ordering::SeqCst);
-                    set_subscribed(&status, false);
+                    status.modify_if(|s| set(&mut s.redis.subscribed, false));
                     match ended {
                         Ended::Stopped => return,
                         Ended::Out => {

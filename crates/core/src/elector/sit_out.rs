@@ -3,6 +3,7 @@
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::board::set;
 use super::decide::{self, Seen};
 use super::{Elector, SitOut, SitOutReason, TermHooks};
 use crate::clock::BootInstant;
@@ -134,9 +135,7 @@ impl Elector {
                 ),
                 _ => {}
             }
-            let changed = s.sitting_out != sit_out;
-            s.sitting_out = sit_out.clone();
-            changed
+            set(&mut s.sitting_out, sit_out.clone())
         });
     }
 }

@@ -46,15 +46,6 @@ impl Gates {
             .unwrap_or_default()
     }
 
-    /// Waits until a gate keeps this replica out; the gate, and why.
-    pub(super) async fn until_out(&mut self) -> (Gate, Option<String>) {
-        loop {
-            if let Standing::Out { gate, detail } = self.wait_until(|s| !s.stands()).await {
-                return (gate, detail);
-            }
-        }
-    }
-
     /// Waits until what the gates say satisfies `pred`, and returns it. A gate whose sender is
     /// gone keeps saying what it said last.
     pub async fn wait_until(&mut self, pred: impl Fn(&Standing) -> bool) -> Standing {

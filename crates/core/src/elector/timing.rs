@@ -105,14 +105,12 @@ impl TimingError {
     /// The message, with each field called what `name` calls it.
     pub fn describe(&self, name: impl Fn(TimingField) -> String) -> String {
         match self {
-            TimingError::TooShort { field, value, min } => {
-                format!(
-                    "{} {} is too short: it must be at least {}",
-                    name(*field),
-                    shown(*value),
-                    shown(*min)
-                )
-            }
+            TimingError::TooShort { field, value, min } => format!(
+                "{} {} is too short: it must be at least {}",
+                name(*field),
+                shown(*value),
+                shown(*min)
+            ),
             TimingError::TooLong { field, value, max } => format!(
                 "{} {} is too long: it must be at most {}",
                 name(*field),

@@ -262,11 +262,7 @@ impl Connection {
     /// Throws `live` away if it is still the current connection, so the next call dials anew.
     pub(crate) fn discard(&self, live: &Live) {
         let mut slot = locked(&self.slot);
-        if slot
-            .live
-            .as_ref()
-            .is_some_and(|current| current.generation == live.generation)
-        {
+        if slot.live.as_ref().map(|current| current.generation) == Some(live.generation) {
             slot.live = None;
         }
     }

@@ -207,6 +207,11 @@ impl LeaseError {
     pub(crate) fn from_redis(op: &'static str, lease: &str, err: &RedisError) -> Self {
         let detail = said(err);
         let lower = detail.to_ascii_lowercase();
+        // Redis's words, after the command of the script's line they name, when they name one.
+        let naming_command = |what: &str| match super::scripts::command_at(op, &detail) {
+            Some(c) => format!("the script's `{c}` {what}; {detail}"),
+            None => detail.clone(),
+        };
         let code = match err.code() {
             Some("ERR") => script_code(&detail).unwrap_or("ERR"),
             code => code.unwrap_or_default(),
@@ -234,15 +239,10 @@ impl LeaseError {
             (_, "LOADING") => LeaseError::Loading { op },
             (_, "READONLY" | "MASTERDOWN") => LeaseError::ReadOnly { op },
             // `EVALSHA`, `EVAL` or `SCRIPT` renamed away, or a command the script calls.
-            _ if missing_scripting(&detail) => {
-                let command = super::scripts::command_at(op, &detail)
-                    .map(|c| format!("the script's `{c}` is unknown; "))
-                    .unwrap_or_default();
-                LeaseError::NoScripting {
-                    op,
-                    detail: format!("{command}{detail}"),
-                }
-            }
+            _ if missing_scripting(&detail) => LeaseError::NoScripting {
+                op,
+                detail: naming_command("is unknown"),
+            },
             (_, "NOPERM") => LeaseError::NoPermission { op, detail },
             // A command or channel refused inside a script comes back as a plain error: name
             // it. Redis 6.2 and 7.0 say "The user executing the script can't" (run this
@@ -259,12 +259,9 @@ impl LeaseError {
                 } else {
                     "is not allowed"
                 };
-                let command = super::scripts::command_at(op, &detail)
-                    .map(|c| format!("the script's `{c}` {refused}; "))
-                    .unwrap_or_default();
                 LeaseError::NoPermission {
                     op,
-                    detail: format!("{command}{detail}"),
+                    detail: naming_command(refused),
                 }
             }
             // The client keeps none of Redis's words for a refused password; its user and where
@@ -331,12 +328,9 @@ impl LeaseError {
     /// The error with the caller's side of a refused password or of a server certificate no
     /// trusted CA signed: the user, and the caller's [`Remedies`].
     pub(crate) fn hint_at_credentials(self, user: &str, remedies: &Remedies) -> Self {
-        let and = |sep: &str, words: &str| {
-            if words.is_empty() {
-                String::new()
-            } else {
-                format!("{sep}{words}")
-            }
+        let and = |sep: &str, words: &str| match words {
+            "" => String::new(),
+            words => format!("{sep}{words}"),
         };
         match self {
             LeaseError::Authentication { op, detail } if detail == NO_PASSWORD => {

@@ -44,21 +44,19 @@ impl RedisLease {
     ) -> Result<HandoverRequested, LeaseError> {
         const OP: &str = "handover";
         let term = holder.term_value();
+        let term = term.as_str();
         let reply: Value = self
-            .call(OP, timeout, |mut live| {
-                let term = term.clone();
-                async move {
-                    HANDOVER_SCRIPT
-                        .key(&self.keys.lease)
-                        .key(&self.keys.handover)
-                        .arg(term)
-                        .arg(to.unwrap_or("-"))
-                        .arg(millis(ttl))
-                        .arg(&self.keys.channel)
-                        .invoke_async(&mut live.conn)
-                        .await
-                        .map_err(self.fail(OP))
-                }
+            .call(OP, timeout, |mut live| async move {
+                HANDOVER_SCRIPT
+                    .key(&self.keys.lease)
+                    .key(&self.keys.handover)
+                    .arg(term)
+                    .arg(to.unwrap_or("-"))
+                    .arg(millis(ttl))
+                    .arg(&self.keys.channel)
+                    .invoke_async(&mut live.conn)
+                    .await
+                    .map_err(self.fail(OP))
             })
             .await?;
         match int(&reply) {

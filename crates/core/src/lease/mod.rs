@@ -314,37 +314,34 @@ impl RedisLease {
         let sent_at = self.clock.now();
         let term = self.owner.term(token);
         let note = locked(&self.rate_note).take().unwrap_or_default();
+        let (term, note) = (term.as_str(), note.as_str());
         let reply: Value = self
-            .call(OP, timeout, |mut live| {
-                let (term, note) = (term.clone(), note.clone());
-                async move {
-                    let mut conn = live.conn.clone();
-                    let script = async {
-                        RENEW_SCRIPT
-                            .key(&self.keys.lease)
-                            .key(&self.keys.state)
-                            .key(&self.keys.handover)
-                            .key(&self.keys.longest)
-                            .key(&self.keys.clock)
-                            .arg(term)
-                            .arg(millis(ttl))
-                            .arg(&self.keys.channel)
-                            .arg(note)
-                            .invoke_async::<Value>(&mut conn)
-                            .await
-                    };
-                    let (reply, confirmed) =
-                        tokio::join!(script, self.conn.confirm_master(OP, &live));
-                    let reply = reply.map_err(self.fail(OP))?;
-                    confirmed?;
-                    if !matches!(
-                        parse_renew(&reply, sent_at, true),
-                        Some(Renewed::NotHeld) | None
-                    ) {
-                        self.await_replicas(OP, &mut live.conn).await?;
-                    }
-                    Ok(reply)
+            .call(OP, timeout, |mut live| async move {
+                let mut conn = live.conn.clone();
+                let script = async {
+                    RENEW_SCRIPT
+                        .key(&self.keys.lease)
+                        .key(&self.keys.state)
+                        .key(&self.keys.handover)
+                        .key(&self.keys.longest)
+                        .key(&self.keys.clock)
+                        .arg(term)
+                        .arg(millis(ttl))
+                        .arg(&self.keys.channel)
+                        .arg(note)
+                        .invoke_async::<Value>(&mut conn)
+                        .await
+                };
+                let (reply, confirmed) = tokio::join!(script, self.conn.confirm_master(OP, &live));
+                let reply = reply.map_err(self.fail(OP))?;
+                confirmed?;
+                if !matches!(
+                    parse_renew(&reply, sent_at, true),
+                    Some(Renewed::NotHeld) | None
+                ) {
+                    self.await_replicas(OP, &mut live.conn).await?;
                 }
+                Ok(reply)
             })
             .await?;
         parse_renew(&reply, sent_at, !self.conn.is_cluster()).ok_or_else(|| protocol(OP, &reply))
@@ -430,19 +427,18 @@ impl RedisLease {
                     *keys = self.keys.written().into_iter().map(str::to_owned).collect();
                     *found = self.wrong_types(live.clone()).await;
                 }
-                match &result {
-                    Err(e) if e.spoils_connection() => {
-                        self.conn.discard(&live);
-                        if dialled == Dialled::Earlier
-                            && matches!(
-                                e,
-                                LeaseError::Connection { .. } | LeaseError::ReadOnly { .. }
-                            )
-                        {
-                            continue;
-                        }
+                if let Err(e) = &result
+                    && e.spoils_connection()
+                {
+                    self.conn.discard(&live);
+                    if dialled == Dialled::Earlier
+                        && matches!(
+                            e,
+                            LeaseError::Connection { .. } | LeaseError::ReadOnly { .. }
+                        )
+                    {
+                        continue;
                     }
-                    _ => {}
                 }
                 return result;
             }

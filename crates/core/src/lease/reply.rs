@@ -66,30 +66,28 @@ pub(super) fn parse_acquire(
     let (time, items) = items.split_last()?;
     let redis_us = u64::try_from(int(time)?).ok()?;
     let acquired = match (text(items.first()?)?.as_str(), &items[1..]) {
-        ("ACQUIRED", [t, previous]) => Some(Acquired::Leader(Grant {
+        ("ACQUIRED", [t, previous]) => Acquired::Leader(Grant {
             token: token(t)?,
             sent_at,
             lead,
             ttl,
             previous: PreviousTerm::from_label(&text(previous)?)?,
             redis_us,
-        })),
+        }),
         ("HELD", [value, pttl, source]) => {
-            Some(Acquired::HeldBy(holder(&text(value)?, int(pttl)?, source)?))
+            Acquired::HeldBy(holder(&text(value)?, int(pttl)?, source)?)
         }
-        ("COOLDOWN", [ms, started]) => Some(Acquired::CoolingDown {
+        ("COOLDOWN", [ms, started]) => Acquired::CoolingDown {
             remaining: Duration::from_millis(u64::try_from(int(ms)?).ok()?),
             started: int(started)? == 1,
-        }),
-        ("RESERVED", [identity, pttl]) => Some(Acquired::Reserved {
+        },
+        ("RESERVED", [identity, pttl]) => Acquired::Reserved {
             identity: text(identity)?,
             remaining: remaining(int(pttl)?),
-        }),
-        ("NEWER", [version, release]) => {
-            Some(Acquired::NewerProtocol(protocol_of(version, release)??))
-        }
-        _ => None,
-    }?;
+        },
+        ("NEWER", [version, release]) => Acquired::NewerProtocol(protocol_of(version, release)??),
+        _ => return None,
+    };
     Some((acquired, redis_us, longest))
 }
 
@@ -163,7 +161,6 @@ pub(super) fn parse_observe(reply: &Value) -> Option<Observation> {
         Value::Nil => None,
         identity => Some((text(identity)?, remaining(int(reserved_pttl)?))),
     };
-    let token = token(fence);
     let holder = match value {
         Value::Nil => None,
         v => Some(holder(&text(v)?, int(pttl)?, source)?),
@@ -175,7 +172,7 @@ pub(super) fn parse_observe(reply: &Value) -> Option<Observation> {
     };
     Some(Observation {
         holder,
-        token,
+        token: token(fence),
         cooldown,
         reserved,
         protocol: protocol_of(protocol_version, protocol_release)?,

@@ -22,12 +22,10 @@ pub(crate) struct Member {
 impl Member {
     /// The host to dial, as it goes into a `redis://host:port` URL.
     pub(crate) fn host(&self) -> String {
-        url_host(
-            &self
-                .name
-                .clone()
-                .unwrap_or_else(|| self.addr.ip().to_string()),
-        )
+        match &self.name {
+            Some(name) => url_host(name),
+            None => url_host(&self.addr.ip().to_string()),
+        }
     }
 
     pub(crate) fn port(&self) -> u16 {

@@ -128,9 +128,7 @@ pub fn source(op: &str) -> Option<String> {
 /// calls it, named as ACL rules and `INFO commandstats` name it: `info|server` and
 /// `pubsub|numsub` for the section or subcommand the call names. Empty for an unknown `op`.
 pub fn calls(op: &str) -> Vec<(usize, String)> {
-    let Some(source) = source(op) else {
-        return Vec::new();
-    };
+    let source = source(op).unwrap_or_default();
     let mut calls = Vec::new();
     for (k, text) in source.split('\n').enumerate() {
         for call in text.split("redis.call('").skip(1) {
@@ -139,13 +137,11 @@ pub fn calls(op: &str) -> Vec<(usize, String)> {
             let part = quoted
                 .nth(1)
                 .filter(|_| matches!(command.as_str(), "info" | "pubsub"));
-            calls.push((
-                k + 1,
-                match part {
-                    Some(part) => format!("{command}|{}", part.to_ascii_lowercase()),
-                    None => command,
-                },
-            ));
+            let command = match part {
+                Some(part) => format!("{command}|{}", part.to_ascii_lowercase()),
+                None => command,
+            };
+            calls.push((k + 1, command));
         }
     }
     calls
