@@ -65,34 +65,6 @@ async fn only_the_owner_can_renew_or_release(engine: Engine) {
     assert!(t2 > t1, "{t2} > {t1}");
 }
 
-on_engines!(#[tokio::test] async fn a_renewal_puts_back_a_deleted_lease_but_not_an_expired_one);
-/// A renewal puts back a lease key that vanished before its time, never one that expired: a
-/// renewal queued behind a frozen Redis put it back for a holder that had stepped down.
-async fn a_renewal_puts_back_a_deleted_lease_but_not_an_expired_one(engine: Engine) {
-    let redis = RedisServer::start_on(engine);
-    let a = lease(&redis.url(), &unique_lease("put-back"), "pod-a", false);
-    let t = must_lead(&a).await;
-    let _: i64 = redis.cmd(&["DEL", &a.keys().lease]);
-    assert!(matches!(
-        a.renew(t, TTL, CALL).await.unwrap(),
-        Renewed::Held(Renewal { repaired: true, .. })
-    ));
-    let renewed_at = server_time_us(&redis);
-    assert!(matches!(
-        a.renew(t, Duration::from_millis(50), CALL).await.unwrap(),
-        Renewed::Held(Renewal {
-            repaired: false,
-            ..
-        })
-    ));
-    // Redis's clock past the term's expiry (with a margin for the key's millisecond expiry).
-    let expired = renewed_at + 60_000;
-    testbed::wait::wait_for("the term to expire", Duration::from_secs(5), || {
-        (server_time_us(&redis) > expired).then_some(())
-    });
-    assert_eq!(a.renew(t, TTL, CALL).await.unwrap(), Renewed::NotHeld);
-}
-
 on_engines!(#[tokio::test] async fn renew_restarts_the_ttl_and_a_sent_at_precedes_the_reply);
 async fn renew_restarts_the_ttl_and_a_sent_at_precedes_the_reply(engine: Engine) {
     let redis = RedisServer::start_on(engine);

@@ -24,10 +24,8 @@ if current == ARGV[1] then
   claim_longest(KEYS[4], tonumber(ARGV[2]), now)
   return answer(1, now)
 end
--- Put back a key that vanished before its time (evicted, deleted), never one that expired: the
--- holder of an expired term is past its deadline, and the others may be about to take the lease.
-local now = now_us()
-if current == false and record and record.term == ARGV[1] and record.server == server_identity() and now < record.term_until then
+if current == false and record and record.term == ARGV[1] and record.server == server_identity() then
+  local now = now_us()
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   record.term_until = now + tonumber(ARGV[2]) * 1000
   write_record(KEYS[2], record)
