@@ -181,31 +181,53 @@ fn a_second_sigterm_exits_at_once_and_takes_the_command_with_it() {
 #[test]
 fn a_stopped_command_is_continued_so_that_it_can_clean_up() {
     let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("record");
-    let out_env = out.to_str().unwrap().to_owned();
-    let script = r#"trap 'echo "cleanup ran" >> "$OUT"; exit 0' TERM; echo "start $$" >> "$OUT"; while true; do sleep 0.02; done"#;
-    let args = ["--grace-period", "20s", "--no-data-loss-cooldown"];
-    let mut a = Replica::spawn_with_env(
-        &redis.url(),
-        &unique_lease("stopped-command"),
-        "a",
-        &args,
-        &["sh", "-c", script],
-        &[("OUT", out_env.as_str())],
-    );
-    let start = wait_for("the command", Duration::from_secs(10), || {
-        lines(&out).first().cloned()
-    });
-    let child: i32 = start.split(' ').nth(1).unwrap().parse().unwrap();
+    let (mut a, out) = leading_with_a_cleanup(&redis, "stopped-command", "");
+    let child: i32 = lines(&out.path)[0]
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child), Signal::SIGSTOP).unwrap();
     a.signal(Signal::SIGTERM);
     assert_eq!(a.wait_exit(Duration::from_secs(10)), 0, "{}", a.log_text());
-    assert!(
-        lines(&out).iter().any(|l| l == "cleanup ran"),
-        "{:?}",
-        lines(&out)
+    out.assert_cleanup_ran();
+}
+
+/// A command's record: it writes `start <pid>` when it starts, and `cleanup ran` on SIGTERM.
+struct Record {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+}
+
+impl Record {
+    fn assert_cleanup_ran(&self) {
+        let lines = lines(&self.path);
+        assert!(lines.iter().any(|l| l == "cleanup ran"), "{lines:?}");
+    }
+}
+
+/// A leader (grace period 20 s) whose command, on SIGTERM, runs `before` and then writes
+/// `cleanup ran` to its record; returned once the command started.
+fn leading_with_a_cleanup(redis: &RedisServer, name: &str, before: &str) -> (Replica, Record) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("record");
+    let out_env = path.to_str().unwrap().to_owned();
+    let script = format!(
+        r#"trap '{before} echo "cleanup ran" >> "$OUT"; exit 0' TERM; echo "start $$" >> "$OUT"; while true; do sleep 0.02; done"#
     );
+    let a = Replica::spawn_with_env(
+        &redis.url(),
+        &unique_lease(name),
+        "a",
+        &["--grace-period", "20s", "--no-data-loss-cooldown"],
+        &["sh", "-c", &script],
+        &[("OUT", out_env.as_str())],
+    );
+    wait_for("the command", Duration::from_secs(10), || {
+        lines(&path).first().cloned()
+    });
+    (a, Record { _dir: dir, path })
 }
 
 /// One signal sent twice at once is one shutdown: GNU `timeout` sends its signal to the process
@@ -214,31 +236,13 @@ fn a_stopped_command_is_continued_so_that_it_can_clean_up() {
 #[test]
 fn a_signal_sent_twice_at_once_is_one_shutdown() {
     let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("record");
-    let out_env = out.to_str().unwrap().to_owned();
-    let script = r#"trap 'sleep 0.3; echo "cleanup ran" >> "$OUT"; exit 0' TERM; echo "start $$" >> "$OUT"; while true; do sleep 0.02; done"#;
-    let mut a = Replica::spawn_with_env(
-        &redis.url(),
-        &unique_lease("twice-at-once"),
-        "a",
-        &["--grace-period", "20s", "--no-data-loss-cooldown"],
-        &["sh", "-c", script],
-        &[("OUT", out_env.as_str())],
-    );
-    wait_for("the command", Duration::from_secs(10), || {
-        lines(&out).first().cloned()
-    });
+    let (mut a, out) = leading_with_a_cleanup(&redis, "twice-at-once", "sleep 0.3;");
     a.signal(Signal::SIGTERM);
     // Delivered apart: a signal sent while the first is still pending would merge with it.
     std::thread::sleep(Duration::from_millis(5));
     a.signal(Signal::SIGTERM);
     assert_eq!(a.wait_exit(Duration::from_secs(10)), 0, "{}", a.log_text());
-    assert!(
-        lines(&out).iter().any(|l| l == "cleanup ran"),
-        "{:?}",
-        lines(&out)
-    );
+    out.assert_cleanup_ran();
     assert_eq!(
         a.events("shutting down: stepping down and releasing the lease")
             .len(),
