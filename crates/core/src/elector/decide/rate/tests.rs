@@ -327,30 +327,38 @@ fn a_first_pair_faster_than_any_term_could_renew_under_is_a_step() {
 }
 
 #[test]
-fn a_pair_too_close_to_bound_anything_does_not_hold_the_next_reply_to_the_rate_1() {
-    // TTL 3 s, retry 500 ms: a first pair may show up to 3 times as fast. A follower's first two
-    // tries 2 ms apart, then one try a lease duration later, on a Redis clock 20 % fast.
-    let mut w = RateWindow::new(&timing(3_000, 2_000, 500));
-    w.record(reading(0, 1, 0));
-    w.record(reading(2, 3, 2));
-    assert!(!w.bound().expect("a bound").says_something(0.01));
-    assert_eq!(w.record(reading(3_000, 3_001, 3_600)), Jump::None);
-    let bound = w.bound().expect("a bound");
-    assert!(bound.says_something(0.01) && bound.high > 1.19, "{bound:?}");
-}
-
-#[test]
-fn a_restart_with_no_rate_known_holds_the_next_pair_as_a_fresh_window_does() {
-    // A step back while nothing was bounded, on a Redis clock 20 % fast: the pairs after it are
-    // the rate's, not steps, else no pair would ever bound it.
-    let mut w = RateWindow::new(&timing(3_000, 2_000, 500));
-    w.record(reading(0, 1, 10_000));
-    assert_eq!(
-        w.record(reading(3_000, 3_001, 5_000)),
-        Jump::Back(ms(5_000))
-    );
-    assert_eq!(w.record(reading(6_000, 6_001, 8_600)), Jump::None);
-    assert_eq!(w.record(reading(9_000, 9_001, 12_200)), Jump::None);
-    let bound = w.bound().expect("a bound");
-    assert!(bound.says_something(0.01) && bound.high > 1.19, "{bound:?}");
+fn after_a_pair_that_bounds_nothing_or_a_restart_with_nothing_known_a_fast_clock_is_a_rate() {
+    // TTL 3 s, retry 500 ms: a first pair may show up to 3 times as fast. On a Redis clock 20 %
+    // fast, (why, each reply's (sent ms, Redis ms) and the jump it shows): held to the rate 1
+    // instead, every later pair was a step, and the window never bounded the rate.
+    let cases: [(&str, &[(u64, u64, Jump)]); 2] = [
+        (
+            "a follower's first two tries 2 ms apart (their bound says nothing), then its next",
+            &[
+                (0, 0, Jump::None),
+                (2, 2, Jump::None),
+                (3_000, 3_600, Jump::None),
+            ],
+        ),
+        (
+            "a step back while nothing was bounded, then the next tries",
+            &[
+                (0, 10_000, Jump::None),
+                (3_000, 5_000, Jump::Back(ms(5_000))),
+                (6_000, 8_600, Jump::None),
+                (9_000, 12_200, Jump::None),
+            ],
+        ),
+    ];
+    for (why, replies) in cases {
+        let mut w = RateWindow::new(&timing(3_000, 2_000, 500));
+        for &(sent, redis, want) in replies {
+            assert_eq!(w.record(reading(sent, sent + 1, redis)), want, "{why}");
+        }
+        let bound = w.bound().expect("a bound");
+        assert!(
+            bound.says_something(0.01) && bound.high > 1.19,
+            "{why}: {bound:?}"
+        );
+    }
 }
