@@ -27,21 +27,10 @@ pub(crate) struct Lock {
 
 impl Lock {
     pub(crate) fn spawn(url: &str, lease: &str, extra: &[&str], command: &[&str]) -> Self {
-        Self::spawn_timed(url, lease, &FAST, extra, command)
+        Self::spawn_in(Path::new("."), url, lease, &FAST, extra, command)
     }
 
-    /// [`spawn`](Self::spawn) with `timing` instead of [`FAST`].
-    pub(crate) fn spawn_timed(
-        url: &str,
-        lease: &str,
-        timing: &[&str],
-        extra: &[&str],
-        command: &[&str],
-    ) -> Self {
-        Self::spawn_in(Path::new("."), url, lease, timing, extra, command)
-    }
-
-    /// [`spawn_timed`](Self::spawn_timed) in the working directory `dir`.
+    /// [`spawn`](Self::spawn) in the working directory `dir`, with `timing` instead of [`FAST`].
     pub(crate) fn spawn_in(
         dir: &Path,
         url: &str,
@@ -321,6 +310,17 @@ async fn a_lock_lost_while_the_commands_leftovers_stop_exits_with_the_commands_c
     assert_eq!(lock.stdout(), ["done"]);
 }
 
+/// The shell line of a lock of `inner` inside the outer lock's command: `env` before it, `args`
+/// after `lock`, and `command` after `--`.
+fn inner_lock(redis: &RedisServer, inner: &str, env: &str, args: &str, command: &str) -> String {
+    format!(
+        "{env} {} lock {args} --redis-url {} --lease-name {inner} --kubernetes off \
+         --no-data-loss-cooldown -- {command}",
+        leasehold_bin(),
+        redis.url()
+    )
+}
+
 /// A lock taken inside another leasehold's command claims a guard file of its own: the
 /// `LEASEHOLD_GUARD_FILE` it inherits names its parent's, which it took for its own
 /// `--guard-file` and was refused (exit 2, "another live leasehold writes this file").
@@ -328,33 +328,37 @@ async fn a_lock_lost_while_the_commands_leftovers_stop_exits_with_the_commands_c
 async fn a_lock_inside_a_lock_takes_its_own_guard_file() {
     let redis = RedisServer::start();
     let (outer, inner) = (unique_lease("lock-outer"), unique_lease("lock-inner"));
-    let script = format!(
-        "{} lock --redis-url {} --lease-name {inner} --kubernetes off --no-data-loss-cooldown \
-         -- sh -c 'echo inner ran; leasehold_guard=$LEASEHOLD_GUARD_FILE; [ \"$leasehold_guard\" != \"$0\" ] && echo own file' \"$LEASEHOLD_GUARD_FILE\"",
-        leasehold_bin(),
-        redis.url()
+    let script = inner_lock(
+        &redis,
+        &inner,
+        "",
+        "",
+        r#"sh -c 'echo inner ran; leasehold_guard=$LEASEHOLD_GUARD_FILE; [ "$leasehold_guard" != "$0" ] && echo own file' "$LEASEHOLD_GUARD_FILE""#,
     );
     let mut lock = Lock::spawn(&redis.url(), &outer, &[], &["sh", "-c", &script]);
     assert_eq!(lock.wait(Duration::from_secs(20)), 0, "{}", lock.logs());
     assert_eq!(lock.stdout(), ["inner ran", "own file"], "{}", lock.logs());
 }
 
-/// So does one that inherits a config file whose `guard-file` names its parent's file.
+/// A config file in `dir` whose `guard-file` is `dir/name`: the guard file and the config file.
+fn config_naming_a_guard_file(dir: &Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let guard = dir.join(name);
+    let config = dir.join("leasehold.yaml");
+    std::fs::write(&config, format!("guard-file: {}\n", guard.display())).unwrap();
+    (guard, config)
+}
+
+/// So does one that inherits a config file whose `guard-file` names its parent's file; but a
+/// config file's guard file of its own is still the nested lock's: only the parent's is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lock_inside_a_lock_takes_its_own_guard_file_whatever_the_config_file_says() {
+async fn a_lock_inside_a_lock_leaves_only_its_parents_guard_file_that_a_config_file_names() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let guard = dir.path().join("guard");
-    let config = dir.path().join("leasehold.yaml");
-    std::fs::write(&config, format!("guard-file: {}\n", guard.display())).unwrap();
+    // The parent's guard file, in a config file the nested lock inherits through the environment.
+    let (guard, config) = config_naming_a_guard_file(dir.path(), "guard");
     let (outer, inner) = (unique_lease("conf-outer"), unique_lease("conf-inner"));
-    let script = format!(
-        "LEASEHOLD_CONFIG={} {} lock --redis-url {} --lease-name {inner} --kubernetes off \
-         --no-data-loss-cooldown -- echo inner ran",
-        config.display(),
-        leasehold_bin(),
-        redis.url()
-    );
+    let env = format!("LEASEHOLD_CONFIG={}", config.display());
+    let script = inner_lock(&redis, &inner, &env, "", "echo inner ran");
     let path = guard.display().to_string();
     let mut lock = Lock::spawn(
         &redis.url(),
@@ -364,23 +368,17 @@ async fn a_lock_inside_a_lock_takes_its_own_guard_file_whatever_the_config_file_
     );
     assert_eq!(lock.wait(Duration::from_secs(20)), 0, "{}", lock.logs());
     assert_eq!(lock.stdout(), ["inner ran"], "{}", lock.logs());
-}
 
-/// A config file's guard file of its own is still the nested lock's: only the parent's is left.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lock_inside_a_lock_keeps_the_guard_file_its_config_names() {
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let own = dir.path().join("inner-guard");
-    let config = dir.path().join("inner.yaml");
-    std::fs::write(&config, format!("guard-file: {}\n", own.display())).unwrap();
+    // A guard file of the nested lock's own, in the config file it is given.
+    let (own, config) = config_naming_a_guard_file(dir.path(), "inner-guard");
     let (outer, inner) = (unique_lease("own-outer"), unique_lease("own-inner"));
-    let script = format!(
-        "{} lock --config {} --redis-url {} --lease-name {inner} --kubernetes off \
-         --no-data-loss-cooldown -- sh -c 'echo $LEASEHOLD_GUARD_FILE'",
-        leasehold_bin(),
-        config.display(),
-        redis.url()
+    let args = format!("--config {}", config.display());
+    let script = inner_lock(
+        &redis,
+        &inner,
+        "",
+        &args,
+        "sh -c 'echo $LEASEHOLD_GUARD_FILE'",
     );
     let mut lock = Lock::spawn(&redis.url(), &outer, &[], &["sh", "-c", &script]);
     assert_eq!(lock.wait(Duration::from_secs(20)), 0, "{}", lock.logs());

@@ -4,6 +4,7 @@
 //! processes behind gates, ACL users and the fault proxy.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::time::Duration;
 
 use harness::contenders::unique_lease;
@@ -185,7 +186,14 @@ fn a_lock_whose_acquire_runs_out_while_reads_answer_tries_once() {
     let extra = [&extra[..], &["--redis-wait-timeout", "1990ms"]].concat();
     let command = ["sh", "-c", "echo ran"];
     let name = unique_lease("lock-slow-acquire");
-    let mut lock = Lock::spawn_timed(&proxy.url(), &name, &timing, &extra, &command);
+    let mut lock = Lock::spawn_in(
+        Path::new("."),
+        &proxy.url(),
+        &name,
+        &timing,
+        &extra,
+        &command,
+    );
     lock.not_acquired_within(Duration::from_secs(15));
     let gave_back = lock.events("gave back a term whose acquire went unanswered");
     assert_eq!(gave_back.len(), 1, "{}", lock.logs());

@@ -331,7 +331,8 @@ fn after_a_pair_that_bounds_nothing_or_a_restart_with_nothing_known_a_fast_clock
     // TTL 3 s, retry 500 ms: a first pair may show up to 3 times as fast. On a Redis clock 20 %
     // fast, (why, each reply's (sent ms, Redis ms) and the jump it shows): held to the rate 1
     // instead, every later pair was a step, and the window never bounded the rate.
-    let cases: [(&str, &[(u64, u64, Jump)]); 2] = [
+    type Replies<'a> = &'a [(u64, u64, Jump)];
+    let cases: [(&str, Replies<'_>); 2] = [
         (
             "a follower's first two tries 2 ms apart (their bound says nothing), then its next",
             &[
