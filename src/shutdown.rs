@@ -25,6 +25,8 @@ pub struct Shutdown {
     at_once: Arc<Mutex<Vec<Hook>>>,
     /// The number of the signal that started the drain, if one did.
     signal: Arc<OnceLock<i32>>,
+    /// The exit code, once a second signal began exiting at once.
+    at_once_code: Arc<OnceLock<i32>>,
 }
 
 impl Shutdown {
@@ -99,7 +101,16 @@ impl Shutdown {
         locked(&self.at_once)
     }
 
+    /// Returns at once, unless a second signal is exiting the process: then never, so that a
+    /// drain its hooks ended meanwhile cannot exit first, with another code.
+    pub async fn unless_exiting_at_once(&self) {
+        if self.at_once_code.get().is_some() {
+            std::future::pending::<()>().await;
+        }
+    }
+
     fn exit_at_once(&self, code: i32) -> ! {
+        let _ = self.at_once_code.set(code);
         for hook in self.hooks().iter() {
             hook();
         }

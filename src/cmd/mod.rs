@@ -36,7 +36,7 @@ pub fn execute(invocation: Invocation) -> Result<ExitCode, CliError> {
     }
 }
 
-/// Runs `command` on the runtime with SIGTERM, SIGINT and SIGHUP as its shutdown.
+/// Runs `command` on the runtime with the signals that drain as its shutdown (shutdown.rs).
 fn until_signalled<F, Fut>(command: F) -> Result<ExitCode, CliError>
 where
     F: FnOnce(Shutdown) -> Fut,
@@ -45,7 +45,9 @@ where
     to_end(async {
         let shutdown = Shutdown::on_signals()
             .map_err(|e| anyhow::Error::new(e).context("cannot install the signal handlers"))?;
-        command(shutdown).await
+        let code = command(shutdown.clone()).await;
+        shutdown.unless_exiting_at_once().await;
+        code
     })
 }
 
