@@ -272,10 +272,9 @@ impl SentinelSet {
         let deadline = Instant::now() + Duration::from_secs(20);
         // The replica is in sync and every Sentinel knows the master and the other Sentinels.
         loop {
-            let synced = {
-                let info: String = self.replica.cmd(&["INFO", "replication"]);
-                info.contains("master_link_status:up")
-            };
+            // A connection the replica resets meanwhile is one more look, not a failed set-up.
+            let synced = (self.replica.try_cmd::<String>(&["INFO", "replication"]))
+                .is_ok_and(|info| info.contains("master_link_status:up"));
             let count = self.sentinels.len();
             let known = (0..count).all(|index| {
                 // A deaf Sentinel knows no other, and the others know only each other.

@@ -168,10 +168,11 @@ impl RedisServer {
 
     /// A synchronous connection (as the admin, with `--requirepass`) for assertions and set-up.
     pub fn connection(&self) -> redis::Connection {
-        redis::Client::open(self.admin_url())
-            .expect("url")
-            .get_connection_with_timeout(Duration::from_secs(2))
-            .expect("connect to the test redis")
+        self.try_connection().expect("connect to the test redis")
+    }
+
+    fn try_connection(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(self.admin_url())?.get_connection_with_timeout(Duration::from_secs(2))
     }
 
     /// Creates ACL user `name` with `rule` (space-separated ACL words) and password `pw`,
@@ -191,13 +192,15 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("{args:?}: {e}"))
     }
 
-    /// Runs one command and returns its reply, or the words of its error reply.
+    /// Runs one command and returns its reply, or the words of its error reply (or of a failed
+    /// connection).
     pub fn try_cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> Result<T, String> {
         let mut c = redis::cmd(args[0]);
         for a in &args[1..] {
             c.arg(*a);
         }
-        c.query(&mut self.connection()).map_err(|e| e.to_string())
+        let mut connection = self.try_connection().map_err(|e| e.to_string())?;
+        c.query(&mut connection).map_err(|e| e.to_string())
     }
 
     /// How many times this server ran `command` (`INFO commandstats`), scripts' calls included.
