@@ -47,7 +47,10 @@ async fn only_the_owner_can_renew_or_release(engine: Engine) {
         }
         other => panic!("b must lose the race, got {other:?}"),
     }
-    assert_eq!(b.renew(t1, TTL, CALL).await.unwrap(), Renewed::NotHeld);
+    assert!(matches!(
+        b.renew(t1, TTL, CALL).await.unwrap(),
+        Renewed::NotHeld { .. }
+    ));
     assert_eq!(b.release(t1, CALL).await.unwrap(), Released::NotHeld);
     let stored: String = redis.cmd(&["GET", &a.keys().lease]);
     assert_eq!(
@@ -63,6 +66,42 @@ async fn only_the_owner_can_renew_or_release(engine: Engine) {
     assert_eq!(a.release(t1, CALL).await.unwrap(), Released::Released);
     let t2 = must_lead(&b).await;
     assert!(t2 > t1, "{t2} > {t1}");
+}
+
+on_engines!(#[tokio::test] async fn a_renewal_puts_back_a_deleted_lease_but_not_an_expired_one);
+/// A renewal puts back a lease key that vanished before its time (evicted, deleted), never one
+/// that expired: a renewal queued behind a frozen Redis reached it after the term's expiry, put
+/// the lease back for a holder that had stepped down, and the other replicas waited it out while
+/// that holder took the next term.
+async fn a_renewal_puts_back_a_deleted_lease_but_not_an_expired_one(engine: Engine) {
+    let redis = RedisServer::start_on(engine);
+    let a = lease(&redis.url(), &unique_lease("put-back"), "pod-a", false);
+    let t = must_lead(&a).await;
+    let _: i64 = redis.cmd(&["DEL", &a.keys().lease]);
+    assert!(matches!(
+        a.renew(t, TTL, CALL).await.unwrap(),
+        Renewed::Held(Renewal { repaired: true, .. })
+    ));
+    let short = Duration::from_millis(50);
+    let renewed_at = server_time_us(&redis);
+    assert!(matches!(
+        a.renew(t, short, CALL).await.unwrap(),
+        Renewed::Held(Renewal {
+            repaired: false,
+            ..
+        })
+    ));
+    // Redis's clock past the term's expiry (with a margin for the key's millisecond expiry).
+    let expired = renewed_at + 60_000;
+    testbed::wait::wait_for("the term to expire", Duration::from_secs(5), || {
+        (server_time_us(&redis) > expired).then_some(())
+    });
+    assert!(matches!(
+        a.renew(t, TTL, CALL).await.unwrap(),
+        Renewed::NotHeld { .. }
+    ));
+    let left: i64 = redis.cmd(&["EXISTS", &a.keys().lease]);
+    assert_eq!(left, 0, "the expired lease was put back");
 }
 
 on_engines!(#[tokio::test] async fn renew_restarts_the_ttl_and_a_sent_at_precedes_the_reply);

@@ -150,10 +150,10 @@ pub fn same_acquire(real: &Value, mirror: Acquisition) -> bool {
 /// Whether the real renew reply (`code`, or `{code, to}` when a handover of the term was
 /// requested) matches the mirror's.
 pub fn same_renew(real: &Value, mirror: RenewReply) -> bool {
-    // A held term's reply counts the listeners on the release channel (this test's one) and
-    // carries Redis's TIME, which the mirror does not model.
+    // A held term's reply counts the listeners on the release channel (this test's one); every
+    // reply carries Redis's TIME, which the mirror does not model.
     let (code, to) = match real {
-        Value::Int(code) => (*code, None),
+        Value::Array(parts) if parts.len() == 2 => (int(&parts[0]), None),
         Value::Array(parts) if parts.len() == 3 && int(&parts[1]) == 1 => (int(&parts[0]), None),
         Value::Array(parts) if parts.len() == 4 && int(&parts[1]) == 1 => {
             (int(&parts[0]), Some(Successor::parse(&text(&parts[3]))))

@@ -147,36 +147,48 @@ impl Elector {
                 // first deadline on the boot clock cuts it short, and the step above decides.
                 _ = clock.sleep_until(deadlines.first()) => continue,
             };
-            let latency = started.elapsed();
+            let (latency, wall_lead, received) =
+                (started.elapsed(), clock.wall_lead(), clock.now());
             // A requested handover is a renewal like any other, then the end of the term.
             let handover = match &renewed {
                 Ok(Renewed::HandoverRequested { to, .. }) => Some(to.clone()),
                 _ => None,
             };
+            // A step of Redis's clock past the lease's expiry is refused, and its time shows.
+            let (outcome, read) = match &renewed {
+                Ok(Renewed::Held(r) | Renewed::HandoverRequested { renewal: r, .. }) => {
+                    (RenewalOutcome::Renewed, Some((r.sent_at, r.redis_us)))
+                }
+                Ok(Renewed::NotHeld { sent_at, redis_us }) => {
+                    (RenewalOutcome::Lost, Some((*sent_at, *redis_us)))
+                }
+                Err(_) => (RenewalOutcome::Failed, None),
+            };
+            self.hooks.renewal(outcome, latency);
+            if let Some((sent, redis_us)) = read {
+                // Time the boot clock did not count since the last renewal was sent (a freeze,
+                // or this host's wall clock set forward) is no step of Redis's clock, and no
+                // baseline across it bounds the rate.
+                if wall_lead.gained_since(leadership.lead()) > FIXED_DRIFT {
+                    rate.forget();
+                }
+                let jump = rate.record(Reading {
+                    sent,
+                    received,
+                    redis_us,
+                });
+                if let Some(ending) = clock_jumped(jump, &identity, &lease_name, grant.token) {
+                    break (ending, true);
+                }
+            }
             match renewed {
                 Ok(Renewed::Held(renewal) | Renewed::HandoverRequested { renewal, .. }) => {
-                    self.hooks.renewal(RenewalOutcome::Renewed, latency);
                     failures = 0;
                     let subscribed = self.status.borrow().redis.subscribed;
                     alone = decide::nobody_else_listens(renewal.listeners, subscribed);
                     let Renewal {
                         sent_at, repaired, ..
                     } = renewal;
-                    // Time the boot clock did not count since the last renewal was sent (a
-                    // freeze, or this host's wall clock set forward) is no step of Redis's
-                    // clock, and no baseline across it bounds the rate.
-                    let (wall_lead, received) = (clock.wall_lead(), clock.now());
-                    if wall_lead.gained_since(leadership.lead()) > FIXED_DRIFT {
-                        rate.forget();
-                    }
-                    let jump = rate.record(Reading {
-                        sent: sent_at,
-                        received,
-                        redis_us: renewal.redis_us,
-                    });
-                    if let Some(ending) = clock_jumped(jump, &identity, &lease_name, grant.token) {
-                        break (ending, true);
-                    }
                     if let Some(bound) = rate.bound() {
                         self.hooks.clock_rate(bound);
                         self.keep_rate(Some(bound));
@@ -238,13 +250,11 @@ impl Elector {
                         break (Ending::handover(to), true);
                     }
                 }
-                Ok(Renewed::NotHeld) => {
-                    self.hooks.renewal(RenewalOutcome::Lost, latency);
+                Ok(Renewed::NotHeld { .. }) => {
                     self.redis_ok();
                     break (Ending::new(StepDownReason::Lost), true);
                 }
                 Err(err) => {
-                    self.hooks.renewal(RenewalOutcome::Failed, latency);
                     failures = failures.saturating_add(1);
                     self.redis_failed("renew", &err, failures);
                     if err.is_lasting_refusal() {

@@ -337,7 +337,7 @@ impl RedisLease {
                 confirmed?;
                 if !matches!(
                     parse_renew(&reply, sent_at, true),
-                    Some(Renewed::NotHeld) | None
+                    Some(Renewed::NotHeld { .. }) | None
                 ) {
                     self.await_replicas(OP, &mut live.conn).await?;
                 }

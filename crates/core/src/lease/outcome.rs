@@ -178,8 +178,9 @@ pub enum Renewed {
         /// The identity to hand to, or `None` for anyone.
         to: Option<String>,
     },
-    /// The lease holds another owner id or is gone.
-    NotHeld,
+    /// The lease holds another owner id or is gone (also when Redis's clock stepped past its
+    /// expiry, which `redis_us`, its `TIME`, shows); the renewal was sent at `sent_at`.
+    NotHeld { sent_at: BootInstant, redis_us: u64 },
 }
 
 /// A renewal that found the term still ours, and what its reply said besides.

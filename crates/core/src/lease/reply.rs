@@ -95,9 +95,13 @@ pub(super) fn parse_acquire(
 /// counts are all there are (not in a Cluster, where it counts one node's).
 pub(super) fn parse_renew(reply: &Value, sent_at: BootInstant, counted: bool) -> Option<Renewed> {
     let Value::Array(items) = reply else {
-        return (int(reply)? == 0).then_some(Renewed::NotHeld);
+        return None;
     };
     let (code, listeners, time, to) = match items.as_slice() {
+        [code, time] if int(code)? == 0 => {
+            let redis_us = u64::try_from(int(time)?).ok()?;
+            return Some(Renewed::NotHeld { sent_at, redis_us });
+        }
         [code, listeners, time] => (code, listeners, time, None),
         [code, listeners, time, to] => (code, listeners, time, Some(text(to)?)),
         _ => return None,

@@ -56,7 +56,8 @@ pub const PROTOCOL: u32 = 1;
 const ACQUIRE: &str = include_str!("scripts/acquire.lua");
 
 /// Renew: compare-and-PEXPIRE on the term value, and the record's expiry with it; a key that
-/// vanished while the record, written by this very Redis, still names our term is put back.
+/// vanished before the term's expiry while the record, written by this very Redis, still names
+/// our term is put back.
 /// In the same step it answers a handover request for this very term (and no other), claims
 /// the term's duration in `:longest`, counts the listeners on the release channel (the
 /// leader's own among them), and notes the leader's bound of Redis's clock rate in `:clock`
@@ -66,7 +67,7 @@ const ACQUIRE: &str = include_str!("scripts/acquire.lua");
 /// channel, and optionally the rate's bound (`<low> <high>`) to note.
 /// Reply: `{code, listeners, time_us}` when held, code 1, or 2 after putting the vanished key
 /// back; `{code, listeners, time_us, to}` when held and a handover of this term was requested
-/// (`to` an identity, or `-` for anyone); 0 not ours.
+/// (`to` an identity, or `-` for anyone); `{0, time_us}` not ours.
 const RENEW: &str = include_str!("scripts/renew.lua");
 
 /// Release: compare-and-DEL on the term value (ARGV[3] `any`: every term of the owner id in

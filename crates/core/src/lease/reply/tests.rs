@@ -209,7 +209,13 @@ fn renew_replies_map_to_outcomes() {
             reply(vec![Value::Int(2), Value::Int(4)]),
             held(true, Some(4)),
         ),
-        (Value::Int(0), Some(Renewed::NotHeld)),
+        (
+            reply(vec![Value::Int(0)]),
+            Some(Renewed::NotHeld {
+                sent_at: at,
+                redis_us: 1_700_000_000_000_000,
+            }),
+        ),
         (
             reply(vec![Value::Int(1), Value::Int(3), bulk("web-b")]),
             handover(false, Some("web-b")),
@@ -222,6 +228,9 @@ fn renew_replies_map_to_outcomes() {
         // negative.
         (reply(vec![Value::Int(3), Value::Int(0)]), None),
         (Value::Int(1), None),
+        (Value::Int(0), None),
+        (Value::Array(vec![Value::Int(0), Value::Int(-5)]), None),
+        (reply(vec![Value::Int(1)]), None),
         (Value::Array(vec![Value::Int(1), Value::Int(0)]), None),
         (reply(vec![Value::Int(1), Value::Int(-1)]), None),
         (reply(vec![Value::Int(1), bulk("web-b")]), None),

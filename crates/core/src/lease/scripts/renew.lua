@@ -13,8 +13,8 @@ local function answer(code, now)
 end
 local current = redis.call('GET', KEYS[1])
 local record = read_record(KEYS[2])
+local now = now_us()
 if current == ARGV[1] then
-  local now = now_us()
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   if record then
     record.term = ARGV[1]
@@ -24,12 +24,14 @@ if current == ARGV[1] then
   claim_longest(KEYS[4], tonumber(ARGV[2]), now)
   return answer(1, now)
 end
-if current == false and record and record.term == ARGV[1] and record.server == server_identity() then
-  local now = now_us()
+-- Put back a key that vanished before its time (evicted, deleted), never one that expired: the
+-- holder of an expired term is past its deadline, and the others may take the lease.
+if current == false and record and record.term == ARGV[1] and record.server == server_identity() and now < record.term_until then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   record.term_until = now + tonumber(ARGV[2]) * 1000
   write_record(KEYS[2], record)
   claim_longest(KEYS[4], tonumber(ARGV[2]), now)
   return answer(2, now)
 end
-return 0
+-- With the time: a step of Redis's clock past the lease's expiry is refused too, and shows.
+return {0, now}
