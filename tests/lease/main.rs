@@ -17,3 +17,4 @@ mod redis_faults;
 mod refused_publish;
 mod step_down;
 mod succession;
+mod typed_errors;

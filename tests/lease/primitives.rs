@@ -1,7 +1,7 @@
 //! The lease primitives against a real redis-server: atomic acquire with fencing, compare-and-set
-//! renew and release, the release channel, the data-loss cooldown, and typed errors. What reads
-//! the server (acquire, renew and release, tokens from `TIME`, the run id that tells a restart,
-//! the channel) runs on each engine.
+//! renew and release, the release channel and the data-loss cooldown (typed errors in
+//! `typed_errors.rs`). What reads the server (acquire, renew and release, tokens from `TIME`,
+//! the run id that tells a restart, the channel) runs on each engine.
 
 use std::time::Duration;
 
@@ -14,15 +14,15 @@ use leasehold::lease::{
 use testbed::on_engines;
 use testbed::redis_server::{Engine, Persistence, RedisServer};
 
-const TTL: Duration = Duration::from_millis(1000);
-const CALL: Duration = Duration::from_secs(2);
+pub(crate) const TTL: Duration = Duration::from_millis(1000);
+pub(crate) const CALL: Duration = Duration::from_secs(2);
 
 fn server_time_us(redis: &RedisServer) -> u64 {
     let t: Vec<u64> = redis.cmd(&["TIME"]);
     t[0] * 1_000_000 + t[1]
 }
 
-async fn must_lead(lease: &RedisLease) -> FencingToken {
+pub(crate) async fn must_lead(lease: &RedisLease) -> FencingToken {
     match lease.acquire(TTL, CALL).await.unwrap() {
         Acquired::Leader(grant) => grant.token,
         other => panic!("expected to lead, got {other:?}"),
@@ -362,149 +362,3 @@ async fn scripts_are_reloaded_after_script_flush(engine: Engine) {
 }
 
 // Redis 6.2 words the wrong type met inside a script as the script's own error.
-on_engines!(#[tokio::test] async fn a_key_of_the_wrong_type_is_a_clear_error);
-async fn a_key_of_the_wrong_type_is_a_clear_error(engine: Engine) {
-    let redis = RedisServer::start_on(engine);
-    let a = lease(&redis.url(), &unique_lease("wrongtype"), "pod-a", false);
-    redis.cmd::<i64>(&["HSET", &a.keys().lease, "field", "value"]);
-    let err = a.acquire(TTL, CALL).await.unwrap_err();
-    assert!(matches!(err, LeaseError::WrongType { .. }), "{err:?}");
-    let text = err.to_string();
-    assert!(
-        text.contains(&format!("`{}` holds a hash, not a string", a.keys().lease)),
-        "{text}"
-    );
-    assert!(
-        text.contains(&a.keys().lease),
-        "the message names the key: {text}"
-    );
-    assert!(matches!(
-        a.renew(FencingToken(1), TTL, CALL).await.unwrap_err(),
-        LeaseError::WrongType { .. }
-    ));
-}
-
-#[tokio::test]
-async fn a_corrupt_fence_is_refused_and_leaves_no_lease_behind() {
-    let redis = RedisServer::start();
-    let a = lease(&redis.url(), &unique_lease("corrupt"), "pod-a", false);
-    redis.cmd::<String>(&["SET", &a.keys().fence, "banana"]);
-    let err = a.acquire(TTL, CALL).await.unwrap_err();
-    assert!(matches!(err, LeaseError::Corrupt { .. }), "{err:?}");
-    assert!(
-        err.to_string().contains("holds banana, not a token"),
-        "{err}"
-    );
-    let exists: i64 = redis.cmd(&["EXISTS", &a.keys().lease]);
-    assert_eq!(exists, 0);
-    // Nor does it touch anything before the refusal: a handover's reservation for this very
-    // replica stays, for the try after the fence is mended.
-    let reserved = &a.keys().reserved;
-    redis.cmd::<String>(&["SET", reserved, "pod-a", "PX", "60000"]);
-    let err = a.acquire(TTL, CALL).await.unwrap_err();
-    assert!(matches!(err, LeaseError::Corrupt { .. }), "{err:?}");
-    let kept: i64 = redis.cmd(&["PTTL", reserved]);
-    assert!(
-        kept > 0,
-        "the reservation went with a refused acquire: {kept}"
-    );
-    // Numbers Lua reads but INCR does not: refused as corrupt too, before any write (they
-    // passed the check and failed at INCR, an `other` error naming no key).
-    for foreign in ["9000000000000000.0", "2e15", " 9000000000000000", "0x1F"] {
-        redis.cmd::<String>(&["SET", &a.keys().fence, foreign]);
-        let err = a.acquire(TTL, CALL).await.unwrap_err();
-        assert!(
-            matches!(err, LeaseError::Corrupt { .. }),
-            "{foreign}: {err:?}"
-        );
-    }
-}
-
-#[tokio::test]
-async fn a_replica_answers_readonly() {
-    let master = RedisServer::start();
-    let port = master.port().to_string();
-    let replica = RedisServer::builder()
-        .args(["--replicaof", "127.0.0.1", &port])
-        .start();
-    let a = lease(&replica.url(), &unique_lease("readonly"), "pod-a", false);
-    let err = a.acquire(TTL, CALL).await.unwrap_err();
-    assert!(matches!(err, LeaseError::ReadOnly { .. }), "{err:?}");
-    assert!(err.to_string().contains("connected to a replica"), "{err}");
-}
-
-#[tokio::test]
-async fn a_loading_redis_is_a_typed_error_then_works() {
-    let mut redis = RedisServer::builder()
-        .persistence(Persistence::AofAlways)
-        .start();
-    let a = lease(&redis.url(), &unique_lease("loading"), "pod-a", false);
-    // 20 000 keys, loaded at 100 µs each after the restart: about two seconds of LOADING.
-    let mut conn = redis.connection();
-    for chunk in 0..20 {
-        let mut pipe = redis::pipe();
-        for i in 0..1000 {
-            pipe.cmd("SET")
-                .arg(format!("filler:{chunk}:{i}"))
-                .arg("x")
-                .ignore();
-        }
-        let _: () = pipe.query(&mut conn).unwrap();
-    }
-    redis.set_extra_args(&["--key-load-delay", "100"]);
-    redis.restart_without_waiting();
-    let err = a.acquire(TTL, CALL).await.unwrap_err();
-    assert!(matches!(err, LeaseError::Loading { .. }), "{err:?}");
-    let outcome = testbed::wait::eventually(
-        "redis to finish loading",
-        Duration::from_secs(20),
-        || async { a.acquire(TTL, CALL).await.ok() },
-    )
-    .await;
-    assert!(matches!(outcome, Acquired::Leader(_)), "{outcome:?}");
-}
-
-#[tokio::test]
-async fn a_paused_redis_times_out_and_the_connection_recovers() {
-    let redis = RedisServer::start();
-    let a = lease(&redis.url(), &unique_lease("pause"), "pod-a", false);
-    let t = must_lead(&a).await;
-    redis.pause();
-    let started = std::time::Instant::now();
-    let err = a
-        .renew(t, TTL, Duration::from_millis(200))
-        .await
-        .unwrap_err();
-    assert!(matches!(err, LeaseError::Timeout { .. }), "{err:?}");
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "bounded by the timeout"
-    );
-    redis.resume();
-    // The timed-out connection was thrown away; the next call dials a new one.
-    let renewed = a.renew(t, TTL, CALL).await.unwrap();
-    assert!(matches!(renewed, Renewed::Held(_)), "{renewed:?}");
-}
-
-#[tokio::test]
-async fn a_dead_redis_is_a_connection_error_and_observe_reports_the_holder() {
-    let mut redis = RedisServer::start();
-    let name = unique_lease("observe");
-    let a = lease(&redis.url(), &name, "pod-a", false);
-    let t = must_lead(&a).await;
-    let seen = a.observe(CALL).await.unwrap();
-    let holder = seen.holder.expect("a holder");
-    assert_eq!(holder.identity(), "pod-a");
-    assert_eq!(seen.token, Some(t));
-    assert_eq!(seen.cooldown, CooldownState::Idle);
-
-    redis.kill();
-    let err = a.observe(CALL).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            LeaseError::Connection { .. } | LeaseError::Timeout { .. }
-        ),
-        "{err:?}"
-    );
-}
