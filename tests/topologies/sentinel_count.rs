@@ -278,3 +278,34 @@ async fn a_lease_of_the_library_keeps_the_rule_while_it_runs() {
         .await
         .expect("accepted by the option");
 }
+
+/// One Sentinel reached at two listed addresses (a Service's address beside its pod's; here a
+/// proxy in front of it) counts once: with the only other Sentinel listed frozen, its two answers
+/// are no majority of three, and nobody takes the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_sentinel_at_two_addresses_counts_once() {
+    use harness::contenders::lease;
+    use leasehold::lease::Acquired;
+    use testbed::proxy::FaultProxy;
+    let set = SentinelSet::start();
+    let first = set.addresses()[0].parse().expect("a Sentinel's address");
+    let again = FaultProxy::start(first);
+    let [a, b] = [0, 1].map(|i| set.addresses()[i].clone());
+    let url = format!("redis+sentinel://{a},{},{b}/mymaster", again.addr());
+    let call = Duration::from_secs(5);
+    let (ttl, name) = (Duration::from_secs(2), unique_lease("sentinel-twice"));
+    let first = lease(&url, &name, "pod-a", false);
+    let acquired = first
+        .acquire(ttl, call)
+        .await
+        .expect("two Sentinels answer");
+    assert!(matches!(acquired, Acquired::Leader(_)), "{acquired:?}");
+    set.signal_sentinel(1, Signal::SIGSTOP);
+    let other = lease(&url, &name, "pod-b", false);
+    let refused = other.acquire(ttl, call).await;
+    set.signal_sentinel(1, Signal::SIGCONT);
+    let err = refused.expect_err("one Sentinel's two answers are a majority of three");
+    let err = err.to_string();
+    assert!(err.contains("no majority (2 of 3)"), "{err}");
+    assert!(err.contains("counted once"), "{err}");
+}

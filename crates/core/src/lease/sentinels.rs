@@ -41,8 +41,9 @@ pub(crate) struct Sentinels {
     resolving: AtomicBool,
     /// The unsafe count was said (once).
     warned: AtomicBool,
-    /// Connections to the Sentinels, kept between asks.
-    conns: Mutex<HashMap<Member, MultiplexedConnection>>,
+    /// Connections to the Sentinels, kept between asks, each with the id of the Sentinel that
+    /// answered it (`SENTINEL MYID`).
+    conns: Mutex<HashMap<Member, (MultiplexedConnection, Arc<str>)>>,
 }
 
 /// The Sentinels as last resolved.
@@ -124,6 +125,8 @@ impl Sentinels {
         }
         // Asks still under way when this returns go on to their own bound: detached.
         let mut refused = 0;
+        // One Sentinel at two addresses (a Service's beside its pod's) counts once: by its id.
+        let mut counted: HashMap<Arc<str>, Member> = HashMap::new();
         let verdict = loop {
             match tally.verdict() {
                 Verdict::Open => {}
@@ -133,7 +136,15 @@ impl Sentinels {
                 break Verdict::NoMajority;
             };
             match joined {
-                Ok((_, Ok(addr))) => tally.named(addr),
+                Ok((member, Ok((addr, id)))) => match counted.get(&id) {
+                    Some(first) => tally.failed(format!(
+                        "sentinel {member} is the Sentinel at {first} again, counted once"
+                    )),
+                    None => {
+                        counted.insert(id, member);
+                        tally.named(addr);
+                    }
+                },
                 Ok((member, Err((e, credentials)))) => {
                     refused += usize::from(credentials);
                     tally.failed(format!("sentinel {member}: {e}"));
@@ -239,37 +250,45 @@ impl Sentinels {
         Ok(())
     }
 
-    /// A connection to Sentinel `member`, kept from an earlier ask or dialled now.
-    async fn conn(&self, member: &Member) -> Result<MultiplexedConnection, Failed> {
-        if let Some(conn) = locked(&self.conns).get(member) {
-            return Ok(conn.clone());
+    /// A connection to Sentinel `member` and the id of the Sentinel it reaches, kept from an
+    /// earlier ask or dialled (and asked `SENTINEL MYID`) now.
+    async fn conn(&self, member: &Member) -> Result<(MultiplexedConnection, Arc<str>), Failed> {
+        if let Some(kept) = locked(&self.conns).get(member) {
+            return Ok(kept.clone());
         }
         let (host, tls) = (member.host(), self.target.tls);
         let client = node_at(&host, member.port(), 0, tls, &self.access)
             .map_err(|e| (e.to_string(), false))?;
-        let conn = connect_node(&client).await.map_err(failed)?;
-        locked(&self.conns).insert(member.clone(), conn.clone());
-        Ok(conn)
+        let mut conn = connect_node(&client).await.map_err(failed)?;
+        let id: String = redis::cmd("SENTINEL")
+            .arg("MYID")
+            .query_async(&mut conn)
+            .await
+            .map_err(failed)?;
+        let kept = (conn, Arc::from(id));
+        locked(&self.conns).insert(member.clone(), kept.clone());
+        Ok(kept)
     }
 
-    /// The master's address as Sentinel `member` names it, within [`SENTINEL_TIMEOUT`]. A
-    /// connection that failed or timed out is not kept, and the names are resolved again
-    /// before the next round (the Sentinel may have moved).
-    async fn named_master(&self, member: &Member) -> Result<Addr, Failed> {
+    /// The master's address as Sentinel `member` names it, and that Sentinel's id, within
+    /// [`SENTINEL_TIMEOUT`]. A connection that failed or timed out is not kept, and the names
+    /// are resolved again before the next round (the Sentinel may have moved).
+    async fn named_master(&self, member: &Member) -> Result<(Addr, Arc<str>), Failed> {
         let ask = async {
-            let mut conn = self.conn(member).await?;
+            let (mut conn, id) = self.conn(member).await?;
             let addr: Option<Addr> = redis::cmd("SENTINEL")
                 .arg("get-master-addr-by-name")
                 .arg(&self.target.master)
                 .query_async(&mut conn)
                 .await
                 .map_err(failed)?;
-            addr.ok_or_else(|| {
+            let addr = addr.ok_or_else(|| {
                 (
                     format!("does not know master `{}`", self.target.master),
                     false,
                 )
-            })
+            })?;
+            Ok((addr, id))
         };
         let answer = tokio::time::timeout(SENTINEL_TIMEOUT, ask)
             .await
