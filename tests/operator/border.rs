@@ -38,8 +38,9 @@ use crate::docs::sources;
 /// closures, no `until_out` beside `wait_until`), with no change of behaviour; then raised for
 /// a renewal queued behind a frozen Redis that put an expired lease back for a holder that had
 /// stepped down, whose refusal now carries Redis's time so that a step still shows (7,878), and
-/// one Sentinel at two listed addresses counted twice, its word alone a majority (7,897).
-const CORE_CEILING: usize = 7_897;
+/// one Sentinel at two listed addresses counted twice, its word alone a majority (7,897), and a
+/// silent majority of the Sentinels said as a Redis timeout, a slow link (7,918).
+const CORE_CEILING: usize = 7_918;
 
 /// The core and the product together, set the same way (the goal is 16,600), each raise's
 /// defects named in its commit. Last raised from 21,101 for `step-down` over a reservation
@@ -78,8 +79,8 @@ const CORE_CEILING: usize = 7_897;
 /// its term had ended, and the core's line (21,486), less the core's cut (21,432), and a second
 /// signal whose drain, ended by its own hooks, exited 0 before it could exit 128 + its number
 /// (21,445), and the core's raises for the late renewal's put-back and the Sentinel counted
-/// twice (21,480).
-const CORE_AND_PRODUCT_CEILING: usize = 21_480;
+/// twice (21,480), and for the silent Sentinels (21,501).
+const CORE_AND_PRODUCT_CEILING: usize = 21_501;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

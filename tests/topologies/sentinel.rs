@@ -163,6 +163,35 @@ async fn a_frozen_first_sentinel_does_not_stop_the_election() {
     set.signal_sentinel(0, nix::sys::signal::Signal::SIGCONT);
 }
 
+/// A majority of the Sentinels silent is said as such: a renewal whose call ends before their
+/// asks' own bound is refused for want of a majority, not timed out as if Redis were slow (which
+/// the elector would take for a slow link).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_majority_of_the_sentinels_is_said_as_such() {
+    use leasehold::lease::{Acquired, LeaseError};
+    let set = SentinelSet::start();
+    let leader = lease(&set.url(), &unique_lease("silent"), "pod-a", false);
+    let ttl = Duration::from_secs(5);
+    let Acquired::Leader(grant) = leader.acquire(ttl, ttl).await.unwrap() else {
+        panic!("all Sentinels answer: the acquire leads");
+    };
+    for i in [1, 2] {
+        set.signal_sentinel(i, nix::sys::signal::Signal::SIGSTOP);
+    }
+    // Shorter than an ask's own bound of 2 s.
+    let renewed = leader
+        .renew(grant.token, ttl, Duration::from_millis(800))
+        .await;
+    for i in [1, 2] {
+        set.signal_sentinel(i, nix::sys::signal::Signal::SIGCONT);
+    }
+    let err = renewed.expect_err("two of three Sentinels are silent");
+    assert!(matches!(err, LeaseError::Connection { .. }), "{err:?}");
+    let said = err.to_string();
+    assert!(said.contains("no majority (2 of 3)"), "{said}");
+    assert!(said.contains("2 did not answer"), "{said}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_replicas_refuses_leadership_when_too_few_acknowledge() {
     use leasehold::lease::{

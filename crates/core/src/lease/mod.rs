@@ -418,6 +418,9 @@ impl RedisLease {
         Fut: Future<Output = Result<T, LeaseError>> + 'a,
     {
         let connected = std::sync::atomic::AtomicBool::new(false);
+        // The Sentinels' round is decided a little before the call ends (`DECIDE_BY`), and no
+        // second try starts after that: its error would hide the first's.
+        let decide_by = tokio::time::Instant::now() + timeout.mul_f64(0.95);
         let attempt = async {
             loop {
                 let (live, dialled) = self.conn.get(op).await?;
@@ -432,6 +435,7 @@ impl RedisLease {
                 {
                     self.conn.discard(&live);
                     if dialled == Dialled::Earlier
+                        && tokio::time::Instant::now() < decide_by
                         && matches!(
                             e,
                             LeaseError::Connection { .. } | LeaseError::ReadOnly { .. }
@@ -443,6 +447,7 @@ impl RedisLease {
                 return result;
             }
         };
+        let attempt = sentinels::DECIDE_BY.scope(decide_by, attempt);
         let result = match tokio::time::timeout(timeout, attempt).await {
             Ok(result) => result,
             Err(_) => {

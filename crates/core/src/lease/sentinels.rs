@@ -26,6 +26,12 @@ use crate::locked::locked;
 /// Why an ask of a Sentinel failed, and whether it refused the Sentinel password.
 type Failed = (String, bool);
 
+tokio::task_local! {
+    /// When a round of asks must be decided, set by a call a little before its own timeout:
+    /// Sentinels that have not answered by then are said as such, not as a Redis that is slow.
+    pub(crate) static DECIDE_BY: tokio::time::Instant;
+}
+
 fn failed(e: redis::RedisError) -> Failed {
     (e.to_string(), super::error::refuses_credentials(&e))
 }
@@ -127,14 +133,24 @@ impl Sentinels {
         let mut refused = 0;
         // One Sentinel at two addresses (a Service's beside its pod's) counts once: by its id.
         let mut counted: HashMap<Arc<str>, Member> = HashMap::new();
+        // Outside a call, each ask's own bound ends the round.
+        let by = DECIDE_BY.try_with(|by| *by);
+        let by = by.unwrap_or_else(|_| tokio::time::Instant::now() + SENTINEL_TIMEOUT * 2);
+        let mut silent = members.len();
         let verdict = loop {
             match tally.verdict() {
                 Verdict::Open => {}
                 decided => break decided,
             }
-            let Some(joined) = asking.join_next().await else {
-                break Verdict::NoMajority;
+            let joined = match tokio::time::timeout_at(by, asking.join_next()).await {
+                Ok(Some(joined)) => joined,
+                Ok(None) => break Verdict::NoMajority,
+                Err(_) => {
+                    tally.failed(format!("{silent} did not answer in time"));
+                    break Verdict::NoMajority;
+                }
             };
+            silent -= 1;
             match joined {
                 Ok((member, Ok((addr, id)))) => match counted.get(&id) {
                     Some(first) => tally.failed(format!(
