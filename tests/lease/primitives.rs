@@ -104,6 +104,34 @@ async fn a_renewal_puts_back_a_deleted_lease_but_not_an_expired_one(engine: Engi
     assert_eq!(left, 0, "the expired lease was put back");
 }
 
+on_engines!(#[tokio::test] async fn a_renewal_puts_back_a_lease_lost_with_the_data_while_a_follower_names_it);
+/// After Redis lost its data, a follower that still observes the holder names its term in the
+/// state record with its expiry unknown: the holder's renewal puts the key back (same term), as
+/// it does for a key evicted or deleted.
+async fn a_renewal_puts_back_a_lease_lost_with_the_data_while_a_follower_names_it(engine: Engine) {
+    let redis = RedisServer::start_on(engine);
+    let name = unique_lease("lost-data");
+    let (a, b) = (
+        lease(&redis.url(), &name, "pod-a", false),
+        lease(&redis.url(), &name, "pod-b", false),
+    );
+    let t = must_lead(&a).await;
+    let Acquired::HeldBy(holder) = b.acquire(TTL, CALL).await.unwrap() else {
+        panic!("b must find a's term");
+    };
+    let _: () = redis.cmd(&["FLUSHALL"]);
+    let kept = b
+        .acquire_observing(TTL, CALL, Some(&holder), None)
+        .await
+        .unwrap();
+    assert!(matches!(kept, Acquired::HeldBy(_)), "{kept:?}");
+    let renewed = a.renew(t, TTL, CALL).await.unwrap();
+    assert!(
+        matches!(renewed, Renewed::Held(Renewal { repaired: true, .. })),
+        "{renewed:?}"
+    );
+}
+
 on_engines!(#[tokio::test] async fn renew_restarts_the_ttl_and_a_sent_at_precedes_the_reply);
 async fn renew_restarts_the_ttl_and_a_sent_at_precedes_the_reply(engine: Engine) {
     let redis = RedisServer::start_on(engine);

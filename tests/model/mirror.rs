@@ -380,7 +380,7 @@ impl Data {
             && current.is_none()
             && r.term == Some(term)
             && r.server == server
-            && now_us < r.term_until_us
+            && (r.term_until_us == 0 || now_us < r.term_until_us)
         {
             r.term_until_us = now_us + ttl_ms * 1000;
             self.set_lease(term, now_us, ttl_ms);

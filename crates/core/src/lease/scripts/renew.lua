@@ -24,9 +24,10 @@ if current == ARGV[1] then
   claim_longest(KEYS[4], tonumber(ARGV[2]), now)
   return answer(1, now)
 end
--- Put back a key that vanished before its time (evicted, deleted), never one that expired: the
--- holder of an expired term is past its deadline, and the others may take the lease.
-if current == false and record and record.term == ARGV[1] and record.server == server_identity() and now < record.term_until then
+-- Put back a key that vanished before its time (evicted, deleted, or lost with the data while a
+-- follower named the term, its expiry unknown: 0), never one that expired: the holder of an
+-- expired term is past its deadline, and the others may take the lease.
+if current == false and record and record.term == ARGV[1] and record.server == server_identity() and (record.term_until == 0 or now < record.term_until) then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   record.term_until = now + tonumber(ARGV[2]) * 1000
   write_record(KEYS[2], record)
