@@ -86,6 +86,27 @@ fn a_step_forward_right_after_a_step_back_is_a_step_not_a_rate() {
     });
 }
 
+/// A renewal refused by a Redis whose clock stepped back meanwhile (a failover to a node whose
+/// clock is behind, without the key) ends the term as `lost`, and is not first said to let the
+/// term go on.
+#[test]
+fn a_refusal_that_shows_a_step_back_is_a_loss_not_a_term_that_goes_on() {
+    let (_dir, offset, redis) = redis_on_a_clock_file();
+    let lease = unique_lease("clock-back-refused");
+    let leader = Replica::spawn(&redis.url(), &lease, "leader", &TIMING, &[]);
+    leader.wait_events("renewed", 3, 5 * LEASE);
+    // Frozen a moment, so that its next renewal meets both the step and another holder.
+    leader.signal(Signal::SIGSTOP);
+    std::fs::write(&offset, "-5 x1.0").expect("step the clock back");
+    let key = format!("leasehold:{{{lease}}}");
+    redis.cmd::<String>(&["SET", &key, "elsewhere-1#1", "PX", "3000"]);
+    leader.signal(Signal::SIGCONT);
+    let stepped = leader.wait_events("stepped down", 1, LEASE);
+    assert_eq!(stepped[0]["reason"], "lost", "{stepped:?}");
+    let said = leader.events("redis's clock stepped back; keys live longer, the term goes on");
+    assert!(said.is_empty(), "{said:?}");
+}
+
 /// Redis's clock steps 60 s forward between the first two tries of a replica that just handed
 /// over (its successor frozen, the key expired by the step), and the replica is left alone.
 /// Taken for a rate (some forty times as fast), the pair made each of its terms valid for less

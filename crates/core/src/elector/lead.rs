@@ -10,7 +10,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::decide::{self, Deadlines, RateWindow, Reading, TermEnd, WatchdogStep, WorkStop};
+use super::decide::{self, Deadlines, Jump, RateWindow, Reading, TermEnd, WatchdogStep, WorkStop};
 use super::ending::{Ending, clock_jumped, unseen_pause, work_ending};
 use super::{
     Elector, FIXED_DRIFT, Leadership, RenewalOutcome, Role, Standing, StepDown, StepDownReason,
@@ -172,11 +172,16 @@ impl Elector {
                 if wall_lead.gained_since(leadership.lead()) > FIXED_DRIFT {
                     rate.forget();
                 }
-                let jump = rate.record(Reading {
+                let jump = match rate.record(Reading {
                     sent,
                     received,
                     redis_us,
-                });
+                }) {
+                    // A refusal ends the term whatever the clock did: only a step forward is
+                    // its reason.
+                    Jump::Back(_) if outcome == RenewalOutcome::Lost => Jump::None,
+                    jump => jump,
+                };
                 if let Some(ending) = clock_jumped(jump, &identity, &lease_name, grant.token) {
                     break (ending, true);
                 }
