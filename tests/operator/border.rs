@@ -39,8 +39,11 @@ use crate::docs::sources;
 /// a renewal queued behind a frozen Redis that put an expired lease back for a holder that had
 /// stepped down, whose refusal now carries Redis's time so that a step still shows (7,878), and
 /// one Sentinel at two listed addresses counted twice, its word alone a majority (7,897), and a
-/// silent majority of the Sentinels said as a Redis timeout, a slow link (7,918).
-const CORE_CEILING: usize = 7_918;
+/// silent majority of the Sentinels said as a Redis timeout, a slow link (7,918), and, from the
+/// review of these fixes, a lease lost with Redis's data no longer put back for its holder, a
+/// refusal said to let the term go on, and one Sentinel at two addresses counted once unsaid
+/// (7,930).
+const CORE_CEILING: usize = 7_930;
 
 /// The core and the product together, set the same way (the goal is 16,600), each raise's
 /// defects named in its commit. Last raised from 21,101 for `step-down` over a reservation
@@ -79,8 +82,8 @@ const CORE_CEILING: usize = 7_918;
 /// its term had ended, and the core's line (21,486), less the core's cut (21,432), and a second
 /// signal whose drain, ended by its own hooks, exited 0 before it could exit 128 + its number
 /// (21,445), and the core's raises for the late renewal's put-back and the Sentinel counted
-/// twice (21,480), and for the silent Sentinels (21,501).
-const CORE_AND_PRODUCT_CEILING: usize = 21_501;
+/// twice (21,480), and for the silent Sentinels (21,501), and for their review (21,513).
+const CORE_AND_PRODUCT_CEILING: usize = 21_513;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

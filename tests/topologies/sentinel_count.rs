@@ -309,3 +309,31 @@ async fn one_sentinel_at_two_addresses_counts_once() {
     assert!(err.contains("no majority (2 of 3)"), "{err}");
     assert!(err.contains("counted once"), "{err}");
 }
+
+/// The replica says which two addresses answer as one Sentinel, as it dials the second.
+#[test]
+fn one_sentinel_at_two_addresses_is_said_as_it_is_dialled() {
+    let set = SentinelSet::start();
+    let first: std::net::SocketAddr = set.addresses()[0].parse().expect("an address");
+    let again = testbed::proxy::FaultProxy::start(first);
+    let url = format!(
+        "redis+sentinel://{first},{},{}/mymaster",
+        again.addr(),
+        set.addresses()[1]
+    );
+    let solo = Replica::spawn(
+        &url,
+        &unique_lease("sentinel-twice-said"),
+        "solo",
+        &FAST,
+        &[],
+    );
+    let message = "two of the Sentinels' addresses answer with one SENTINEL MYID; they count once in the majority";
+    let said = solo.wait_events(message, 1, Duration::from_secs(10));
+    let mut pair = [&said[0]["sentinel"], &said[0]["same_as"]]
+        .map(|a| a.as_str().unwrap_or_default().to_owned());
+    pair.sort();
+    let mut want = [first.to_string(), again.addr().to_string()];
+    want.sort();
+    assert_eq!(pair, want, "{}", said[0]);
+}

@@ -281,8 +281,15 @@ impl Sentinels {
             .query_async(&mut conn)
             .await
             .map_err(failed)?;
-        let kept = (conn, Arc::from(id));
-        locked(&self.conns).insert(member.clone(), kept.clone());
+        let kept = (conn, Arc::<str>::from(id));
+        let mut conns = locked(&self.conns);
+        if let Some((first, _)) = conns
+            .iter()
+            .find(|(m, (_, i))| *i == kept.1 && *m != member)
+        {
+            warn!(sentinel = %member, same_as = %first, id = %kept.1, "two of the Sentinels' addresses answer with one SENTINEL MYID; they count once in the majority");
+        }
+        conns.insert(member.clone(), kept.clone());
         Ok(kept)
     }
 
