@@ -42,8 +42,9 @@ use crate::docs::sources;
 /// silent majority of the Sentinels said as a Redis timeout, a slow link (7,918), and, from the
 /// review of these fixes, a lease lost with Redis's data no longer put back for its holder, a
 /// refusal said to let the term go on, and one Sentinel at two addresses counted once unsaid
-/// (7,930).
-const CORE_CEILING: usize = 7_930;
+/// (7,930), and a Sentinel's first ask that took a round trip more for its id, so that a
+/// Sentinel on a link of 1 to 2 s a round trip no longer counted (7,942).
+const CORE_CEILING: usize = 7_942;
 
 /// The core and the product together, set the same way (the goal is 16,600), each raise's
 /// defects named in its commit. Last raised from 21,101 for `step-down` over a reservation
@@ -82,8 +83,9 @@ const CORE_CEILING: usize = 7_930;
 /// its term had ended, and the core's line (21,486), less the core's cut (21,432), and a second
 /// signal whose drain, ended by its own hooks, exited 0 before it could exit 128 + its number
 /// (21,445), and the core's raises for the late renewal's put-back and the Sentinel counted
-/// twice (21,480), and for the silent Sentinels (21,501), and for their review (21,513).
-const CORE_AND_PRODUCT_CEILING: usize = 21_513;
+/// twice (21,480), and for the silent Sentinels (21,501), and for their review (21,513), and
+/// for the Sentinel's id asked beside its first ask (21,525).
+const CORE_AND_PRODUCT_CEILING: usize = 21_525;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -337,3 +337,30 @@ fn one_sentinel_at_two_addresses_is_said_as_it_is_dialled() {
     want.sort();
     assert_eq!(pair, want, "{}", said[0]);
 }
+
+/// A Sentinel on a slow link still counts: its first ask (a new connection's handshake, its id
+/// and the master's address) fits the ask's 2 s bound at 1.1 s a round trip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_on_a_slow_link_counts_from_its_first_ask() {
+    use harness::contenders::lease;
+    use leasehold::lease::Acquired;
+    use testbed::proxy::{Fault, FaultProxy};
+    let set = SentinelSet::start();
+    let slow: Vec<FaultProxy> = [1, 2]
+        .map(|i| FaultProxy::start(set.addresses()[i].parse().expect("an address")))
+        .into();
+    for proxy in &slow {
+        proxy.set(Fault::DelayReplies(Duration::from_millis(1100)));
+    }
+    // Sentinel 0 alone is no majority: one of the slow two must count.
+    let url = format!(
+        "redis+sentinel://{},{},{}/mymaster",
+        set.addresses()[0],
+        slow[0].addr(),
+        slow[1].addr()
+    );
+    let call = Duration::from_secs(5);
+    let leader = lease(&url, &unique_lease("sentinel-slow"), "pod-a", false);
+    let acquired = leader.acquire(Duration::from_secs(5), call).await;
+    assert!(matches!(acquired, Ok(Acquired::Leader(_))), "{acquired:?}");
+}

@@ -267,20 +267,22 @@ impl Sentinels {
     }
 
     /// A connection to Sentinel `member` and the id of the Sentinel it reaches, kept from an
-    /// earlier ask or dialled (and asked `SENTINEL MYID`) now.
-    async fn conn(&self, member: &Member) -> Result<(MultiplexedConnection, Arc<str>), Failed> {
-        if let Some(kept) = locked(&self.conns).get(member) {
-            return Ok(kept.clone());
+    /// earlier ask; or one dialled now, without its id yet.
+    async fn conn(
+        &self,
+        member: &Member,
+    ) -> Result<(MultiplexedConnection, Option<Arc<str>>), Failed> {
+        if let Some((conn, id)) = locked(&self.conns).get(member) {
+            return Ok((conn.clone(), Some(Arc::clone(id))));
         }
         let (host, tls) = (member.host(), self.target.tls);
         let client = node_at(&host, member.port(), 0, tls, &self.access)
             .map_err(|e| (e.to_string(), false))?;
-        let mut conn = connect_node(&client).await.map_err(failed)?;
-        let id: String = redis::cmd("SENTINEL")
-            .arg("MYID")
-            .query_async(&mut conn)
-            .await
-            .map_err(failed)?;
+        Ok((connect_node(&client).await.map_err(failed)?, None))
+    }
+
+    /// Keeps a connection to Sentinel `member` that answered `SENTINEL MYID` with `id`.
+    fn keep(&self, member: &Member, conn: MultiplexedConnection, id: String) -> Arc<str> {
         let kept = (conn, Arc::<str>::from(id));
         let mut conns = locked(&self.conns);
         if let Some((first, _)) = conns
@@ -290,7 +292,7 @@ impl Sentinels {
             warn!(sentinel = %member, same_as = %first, id = %kept.1, "two of the Sentinels' addresses answer with one SENTINEL MYID; they count once in the majority");
         }
         conns.insert(member.clone(), kept.clone());
-        Ok(kept)
+        kept.1
     }
 
     /// The master's address as Sentinel `member` names it, and that Sentinel's id, within
@@ -298,14 +300,24 @@ impl Sentinels {
     /// are resolved again before the next round (the Sentinel may have moved).
     async fn named_master(&self, member: &Member) -> Result<(Addr, Arc<str>), Failed> {
         let ask = async {
-            let (mut conn, id) = self.conn(member).await?;
-            let addr: Option<Addr> = redis::cmd("SENTINEL")
+            let (conn, id) = self.conn(member).await?;
+            let (mut asking, mut naming) = (conn.clone(), conn.clone());
+            let mut named = redis::cmd("SENTINEL");
+            named
                 .arg("get-master-addr-by-name")
-                .arg(&self.target.master)
-                .query_async(&mut conn)
-                .await
-                .map_err(failed)?;
-            let addr = addr.ok_or_else(|| {
+                .arg(&self.target.master);
+            let addr = named.query_async::<Option<Addr>>(&mut asking);
+            // A new connection's id is asked beside its first ask: one round trip for both.
+            let (addr, id) = match id {
+                Some(id) => (addr.await, id),
+                None => {
+                    let mut myid = redis::cmd("SENTINEL");
+                    myid.arg("MYID");
+                    let (addr, myid) = tokio::join!(addr, myid.query_async(&mut naming));
+                    (addr, self.keep(member, conn, myid.map_err(failed)?))
+                }
+            };
+            let addr = addr.map_err(failed)?.ok_or_else(|| {
                 (
                     format!("does not know master `{}`", self.target.master),
                     false,
