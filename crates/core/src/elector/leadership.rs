@@ -281,7 +281,6 @@ mod tests {
             token: FencingToken(9),
             sent_at: now,
             lead: WallLead::from_nanos(WallLead::now().as_nanos() - gained),
-            ttl: valid_for,
             previous: crate::lease::PreviousTerm::None,
             redis_us: 0,
         };

@@ -273,7 +273,7 @@ impl RedisLease {
             let (reply, confirmed) = tokio::join!(script, self.conn.confirm_master(OP, &live));
             let reply = reply.map_err(self.fail(OP))?;
             let (acquired, redis_us, longest) =
-                parse_acquire(&reply, (sent_at, lead), ttl).ok_or_else(|| protocol(OP, &reply))?;
+                parse_acquire(&reply, (sent_at, lead)).ok_or_else(|| protocol(OP, &reply))?;
             *locked(&self.last_reading) = Some(Reading {
                 sent: sent_at,
                 received: self.clock.now(),

@@ -15,8 +15,6 @@ pub struct Grant {
     /// The wall clock's lead over the boot clock, read just before the acquire was sent
     /// (docs/DESIGN.md, "Pauses the boot clock did not count").
     pub lead: WallLead,
-    /// The TTL that was set.
-    pub ttl: Duration,
     /// How the term before this one ended, as Redis kept it; for the operator's log.
     pub previous: PreviousTerm,
     /// Redis's `TIME` when it granted the term, in microseconds: the first reading of the

@@ -56,7 +56,6 @@ pub(super) fn remaining(pttl: i64) -> Option<Duration> {
 pub(super) fn parse_acquire(
     reply: &Value,
     (sent_at, lead): (BootInstant, WallLead),
-    ttl: Duration,
 ) -> Option<(Acquired, u64, Duration)> {
     let Value::Array(items) = reply else {
         return None;
@@ -70,7 +69,6 @@ pub(super) fn parse_acquire(
             token: token(t)?,
             sent_at,
             lead,
-            ttl,
             previous: PreviousTerm::from_label(&text(previous)?)?,
             redis_us,
         }),

@@ -136,7 +136,6 @@ impl Sentinels {
         // Outside a call, each ask's own bound ends the round.
         let by = DECIDE_BY.try_with(|by| *by);
         let by = by.unwrap_or_else(|_| tokio::time::Instant::now() + SENTINEL_TIMEOUT * 2);
-        let mut silent = members.len();
         let verdict = loop {
             match tally.verdict() {
                 Verdict::Open => {}
@@ -146,11 +145,10 @@ impl Sentinels {
                 Ok(Some(joined)) => joined,
                 Ok(None) => break Verdict::NoMajority,
                 Err(_) => {
-                    tally.failed(format!("{silent} did not answer in time"));
+                    tally.failed(format!("{} did not answer in time", asking.len()));
                     break Verdict::NoMajority;
                 }
             };
-            silent -= 1;
             match joined {
                 Ok((member, Ok((addr, id)))) => match counted.get(&id) {
                     Some(first) => tally.failed(format!(

@@ -159,7 +159,6 @@ mod tests {
             token: FencingToken(9),
             sent_at: at(1_000),
             lead: crate::clock::WallLead::default(),
-            ttl: ms(15_000),
             previous: crate::lease::PreviousTerm::None,
             redis_us: 0,
         }));

@@ -10,7 +10,6 @@ const TIME: u64 = 1_800_000_000_000_000;
 #[test]
 fn acquire_replies_map_to_outcomes() {
     let at = BootInstant::default();
-    let ttl = Duration::from_secs(15);
     let cases = [
         (
             Value::Array(vec![bulk("ACQUIRED"), Value::Int(7), bulk("expired")]),
@@ -18,7 +17,6 @@ fn acquire_replies_map_to_outcomes() {
                 token: FencingToken(7),
                 sent_at: at,
                 lead: WallLead::default(),
-                ttl,
                 previous: PreviousTerm::Expired,
                 redis_us: TIME,
             })),
@@ -29,7 +27,6 @@ fn acquire_replies_map_to_outcomes() {
                 token: FencingToken(7),
                 sent_at: at,
                 lead: WallLead::default(),
-                ttl,
                 previous: PreviousTerm::HandedOver,
                 redis_us: TIME,
             })),
@@ -137,7 +134,7 @@ fn acquire_replies_map_to_outcomes() {
         // Every reply ends with Redis's time and the longest live claim.
         let Value::Array(mut items) = reply else {
             assert_eq!(
-                parse_acquire(&reply, (at, WallLead::default()), ttl),
+                parse_acquire(&reply, (at, WallLead::default())),
                 None,
                 "{reply:?}"
             );
@@ -146,24 +143,21 @@ fn acquire_replies_map_to_outcomes() {
         items.extend([Value::Int(TIME as i64), Value::Int(10_000)]);
         let reply = Value::Array(items);
         assert_eq!(
-            parse_acquire(&reply, (at, WallLead::default()), ttl),
+            parse_acquire(&reply, (at, WallLead::default())),
             want.map(|a| (a, TIME, Duration::from_secs(10))),
             "{reply:?}"
         );
     }
     // Without them, or with a negative one, the reply is not the script's.
     let bare = Value::Array(vec![bulk("ACQUIRED"), Value::Int(7), bulk("none")]);
-    assert_eq!(parse_acquire(&bare, (at, WallLead::default()), ttl), None);
+    assert_eq!(parse_acquire(&bare, (at, WallLead::default())), None);
     let untimed = Value::Array(vec![
         bulk("ACQUIRED"),
         Value::Int(7),
         bulk("none"),
         Value::Int(10_000),
     ]);
-    assert_eq!(
-        parse_acquire(&untimed, (at, WallLead::default()), ttl),
-        None
-    );
+    assert_eq!(parse_acquire(&untimed, (at, WallLead::default())), None);
     for (time, longest) in [(-1, 10_000), (TIME as i64, -1)] {
         let negative = Value::Array(vec![
             bulk("ACQUIRED"),
@@ -172,10 +166,7 @@ fn acquire_replies_map_to_outcomes() {
             Value::Int(time),
             Value::Int(longest),
         ]);
-        assert_eq!(
-            parse_acquire(&negative, (at, WallLead::default()), ttl),
-            None
-        );
+        assert_eq!(parse_acquire(&negative, (at, WallLead::default())), None);
     }
 }
 
