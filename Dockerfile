@@ -20,18 +20,20 @@ ENV RUSTFLAGS="-C target-feature=+crt-static" \
     CARGO_PROFILE_RELEASE_STRIP=symbols
 
 # The dependencies first, in their own layer: rebuilt only when a manifest or Cargo.lock change.
-# The workspace's other members (the test kit, the replica layer on it, the chaos harness) are
-# only dev-dependencies: cargo needs their manifests to load the workspace, never their sources
-# (an empty lib.rs stands in for each). The core's empty lib.rs stands in for it the same way,
-# so that its dependencies are built in this layer too.
+# The workspace's other members (the test kit, the replica layer on it, the chaos harness, the
+# model) are only for the tests: cargo needs their manifests to load the workspace, never their
+# sources (an empty lib.rs stands in for each). The core's empty lib.rs stands in for it the
+# same way, so that its dependencies are built in this layer too.
 COPY Cargo.toml Cargo.lock ./
 COPY crates/core/Cargo.toml ./crates/core/
 COPY crates/testbed/Cargo.toml ./crates/testbed/
 COPY crates/harness/Cargo.toml ./crates/harness/
 COPY crates/chaos/Cargo.toml ./crates/chaos/
-RUN mkdir -p src crates/core/src crates/testbed/src crates/harness/src crates/chaos/src \
+COPY crates/model/Cargo.toml ./crates/model/
+RUN mkdir -p src crates/core/src crates/testbed/src crates/harness/src crates/chaos/src crates/model/src \
  && echo 'fn main() {}' > src/main.rs \
  && touch src/lib.rs crates/core/src/lib.rs crates/testbed/src/lib.rs crates/harness/src/lib.rs crates/chaos/src/lib.rs \
+    crates/model/src/lib.rs \
  && cargo build --release --locked --target "$(uname -m)-unknown-linux-gnu" --bin leasehold \
  && rm -rf src crates/core/src
 

@@ -3,7 +3,7 @@
 mod board;
 mod cycle;
 /// The elector's decisions as pure functions, public only under `test-internals` so that the
-/// model checker (`tests/model`) calls the very functions the elector calls; not API.
+/// model checker (`crates/model`) calls the very functions the elector calls; not API.
 #[cfg(feature = "test-internals")]
 #[doc(hidden)]
 pub mod decide;

@@ -5,7 +5,7 @@
 use crate::config::{Config, TICK_MS, Timings};
 use crate::link::Request;
 use crate::mirror::{Acquisition, Data, Longest, Record, RenewReply, Successor, Term};
-use leasehold::elector::decide;
+use leasehold_core::elector::decide;
 
 /// How long an operator's handover request lives (`step-down --wait`): one lease duration, the
 /// standard one (the handover configurations run no other).

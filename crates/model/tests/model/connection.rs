@@ -12,7 +12,7 @@ use crate::link::Request;
 use crate::redis::Redis;
 use crate::sentinels::PROMOTED;
 use crate::system::{Msg, State};
-use leasehold::clock::BootInstant;
+use leasehold_core::clock::BootInstant;
 
 /// The server identity of the promoted node: another `run_id/master_replid` than any the first
 /// master has had.

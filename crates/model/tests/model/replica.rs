@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use leasehold::clock::BootInstant;
-use leasehold::elector::{StepDownReason, Timing, decide};
+use leasehold_core::clock::BootInstant;
+use leasehold_core::elector::{StepDownReason, Timing, decide};
 
 use crate::config::{Timings, instant};
 use crate::link::{Health, Link};

@@ -2,7 +2,7 @@
 //! follower wakes at once), the data-loss notice (a leader renews at once, a follower tries at
 //! once), and a handover's nudge (a leader renews at once).
 
-use leasehold::clock::BootInstant;
+use leasehold_core::clock::BootInstant;
 
 use crate::mirror::Term;
 use crate::replica::{Replica, Role};

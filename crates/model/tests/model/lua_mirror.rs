@@ -59,7 +59,7 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 11]), String> {
     let mut listener = redis.connection();
     let mut channel = subscribe(&mut listener);
     let script = |op: &str| {
-        Script::new(&leasehold::lease::script_source(op).expect("a script for each primitive"))
+        Script::new(&leasehold_core::lease::script_source(op).expect("a script for each primitive"))
     };
     let (acquire, renew, release, observe, handover) = (
         script("acquire"),
@@ -118,7 +118,7 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 11]), String> {
                     .arg(CHANNEL)
                     .arg("")
                     .arg("")
-                    .arg(leasehold::lease::PROTOCOL)
+                    .arg(leasehold_core::lease::PROTOCOL)
                     .arg(env!("CARGO_PKG_VERSION"))
                     .invoke(&mut conn)
                     .expect("acquire runs");

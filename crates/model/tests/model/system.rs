@@ -12,8 +12,8 @@ use crate::redis::{Fault, Redis};
 use crate::replica::{Ending, Renewal, Replica, Role};
 use crate::sentinels::{SentinelWord, Sentinels};
 use crate::symmetry;
-use leasehold::clock::BootInstant;
-use leasehold::elector::StepDownReason;
+use leasehold_core::clock::BootInstant;
+use leasehold_core::elector::StepDownReason;
 
 /// A message in flight. Requests carry the instant their attempt was sent, so that a reply
 /// finds the attempt it answers (or nothing, when the sender gave up on it); the Redis node

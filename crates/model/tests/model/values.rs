@@ -162,7 +162,7 @@ impl Longest {
             claim_until_us: digits(fields.next()?)?,
             loss_us: digits(fields.next()?)?,
         };
-        let longest_lease = leasehold::elector::Timing::MAX.as_millis() as u64;
+        let longest_lease = leasehold_core::elector::Timing::MAX.as_millis() as u64;
         (fields.next().is_none() && longest.ms <= longest_lease).then_some(longest)
     }
 }

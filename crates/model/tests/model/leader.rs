@@ -2,9 +2,9 @@
 //! reply or its timeout, and the step-down, with the release to send and the pause before the
 //! next term. Each step decides by leasehold's own pure decisions (`elector::decide`).
 
-use leasehold::clock::BootInstant;
-use leasehold::elector::StepDownReason;
-use leasehold::elector::decide::{self, RateBound, WatchdogStep};
+use leasehold_core::clock::BootInstant;
+use leasehold_core::elector::StepDownReason;
+use leasehold_core::elector::decide::{self, RateBound, WatchdogStep};
 
 use crate::link::Request;
 use crate::mirror::{RenewReply, Successor};

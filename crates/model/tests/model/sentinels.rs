@@ -1,13 +1,13 @@
 //! The Sentinels in the model: three of them, each with the node it names as the master, and
 //! the rules by which a replica takes their word: where a dial goes and whether a reply counts.
-//! The majority is counted by the client's own tally (`leasehold::lease::quorum::Tally`).
+//! The majority is counted by the client's own tally (`leasehold_core::lease::quorum::Tally`).
 //!
 //! Node 0 is the first master; a Sentinel failover promotes node 1 while node 0 keeps running
 //! and writable. Sentinel 0 is deaf: it never learns of the failover. The failover makes
 //! Sentinel 1 name node 1; Sentinel 2 learns it in a later step of its own. Sentinels 1 and 2
 //! are alike but for that order, so which of them hears first is fixed rather than chosen.
 
-use leasehold::lease::quorum::{Addr, Tally, Verdict};
+use leasehold_core::lease::quorum::{Addr, Tally, Verdict};
 
 /// How many Sentinels the replicas list.
 pub const SENTINELS: usize = 3;

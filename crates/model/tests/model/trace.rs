@@ -20,7 +20,7 @@ fn ms(ms: u64) -> String {
     format!("{}s", ms as f64 / 1000.0)
 }
 
-fn secs(i: leasehold::clock::BootInstant) -> String {
+fn secs(i: leasehold_core::clock::BootInstant) -> String {
     format!("{:.3}s", i.since_boot().as_secs_f64())
 }
 

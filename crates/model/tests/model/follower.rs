@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use leasehold::clock::BootInstant;
-use leasehold::elector::decide::{self, RateBound, Seen};
-use leasehold::lease::{FencingToken, Holder, Retry};
+use leasehold_core::clock::BootInstant;
+use leasehold_core::elector::decide::{self, RateBound, Seen};
+use leasehold_core::lease::{FencingToken, Holder, Retry};
 
 use crate::link::Request;
 use crate::mirror::{AcquireReply, Term};

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use leasehold::clock::BootInstant;
-use leasehold::elector::Timing;
-use leasehold::elector::decide::RateBound;
+use leasehold_core::clock::BootInstant;
+use leasehold_core::elector::Timing;
+use leasehold_core::elector::decide::RateBound;
 
 use crate::link::Health;
 use crate::mirror::Semantics;
