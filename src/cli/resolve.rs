@@ -3,7 +3,8 @@
 //! `--lease-duration 1000000h` from reaching Redis as a `PX` of 3.6e12 ms).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::settings::{
@@ -396,17 +397,41 @@ impl RunArgs {
             guard_file: self.guard_file.as_ref(),
         };
         let contender = self.contender.resolve(parts, env)?;
+        let status_file = self.http.status_file()?;
+        // The status file's folder exists (it was checked), so `None` never matches here.
+        if let (Some(status), Some(guard)) = (&status_file, &self.guard_file)
+            && place(status) == place(guard)
+        {
+            return Err(CliError::File {
+                flag: "status-file",
+                path: status.clone(),
+                rule: format!(
+                    "is the file --guard-file names ({}): a status file and a guard file must be two files",
+                    guard.display()
+                ),
+            });
+        }
         Ok(RunSettings {
             candidacy: self
                 .candidacy
                 .resolve(contender.exec.is_some(), contender.timing.lease_duration)?,
-            status_file: self.http.status_file()?,
+            status_file,
             http_addr: self.http.http_addr,
             readiness: self.http.readiness,
             http_limits: self.http.limits()?,
             contender,
         })
     }
+}
+
+/// A file's folder with its links resolved (`None` if there is no such folder) and its name:
+/// the same for one file however it is spelled, whether it exists yet or not.
+fn place(path: &Path) -> (Option<PathBuf>, Option<&OsStr>) {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    (
+        dir.unwrap_or(Path::new(".")).canonicalize().ok(),
+        path.file_name(),
+    )
 }
 
 impl StatusArgs {

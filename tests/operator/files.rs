@@ -1,7 +1,7 @@
 //! Files and programs named on the command line, checked at start through the real binary: a
 //! CA file that is not PEM, TLS files for a URL without TLS, an empty password file, a Sentinel
-//! password file for a URL without Sentinels, and a singleton command that is not executable, is
-//! a directory or is not found.
+//! password file for a URL without Sentinels, a singleton command that is not executable, is a
+//! directory or is not found, and one file given as both the guard file and the status file.
 
 use crate::refusal::{refused, run_refused, run_refused_not_run};
 
@@ -161,4 +161,37 @@ fn a_candidate_check_command_without_a_shell_is_refused_at_start() {
         stderr.contains("--candidate-check-command `true`: runs by /bin/sh -c, and /bin/sh is not a regular file"),
         "{stderr}"
     );
+}
+
+/// One file given as both `--guard-file` and `--status-file`, however it is spelled, is refused
+/// naming both flags: the status file is rewritten whole at every change, and the guard file is
+/// the command's, so one file cannot be both.
+#[test]
+fn one_file_as_guard_and_status_file_is_refused_naming_both_flags() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).expect("a folder");
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).expect("a link to the folder");
+    let path = |p: std::path::PathBuf| p.to_str().expect("a UTF-8 path").to_owned();
+    let status = path(real.join("state"));
+    for guard in [
+        status.clone(),
+        path(real.join(".").join("state")),
+        path(link.join("state")),
+    ] {
+        run_refused_not_run(
+            &[
+                "--guard-file",
+                &guard,
+                "--status-file",
+                &status,
+                "--",
+                "true",
+            ],
+            &format!(
+                "--status-file {status}: is the file --guard-file names ({guard}): a status file and a guard file must be two files"
+            ),
+        );
+    }
 }
