@@ -83,8 +83,8 @@ impl RedisServer {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 
-    /// Starts the process on `self.port`; true when it answers PING, false when it exited (it
-    /// lost the race for the port, or an argument is bad) or stayed silent for 10 s.
+    /// Starts the process on `self.port`; true when it answers, false when it exited (it lost
+    /// the race for the port, or an argument is bad) or stayed silent for 10 s.
     fn spawn_and_wait(&mut self) -> io::Result<bool> {
         self.spawn_only()?;
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -95,7 +95,7 @@ impl RedisServer {
                 self.child = None;
                 return Ok(false);
             }
-            if self.ping() {
+            if self.answers() {
                 return Ok(true);
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -156,14 +156,24 @@ impl RedisServer {
         }
     }
 
-    fn ping(&self) -> bool {
+    /// Whether this server's own process answers on the port: the server of another test that
+    /// took the same free port answers too, until that test ends and its server with it, while
+    /// this one's exits for want of the port.
+    fn answers(&self) -> bool {
+        let Some(child) = &self.child else {
+            return false;
+        };
         let Ok(client) = redis::Client::open(self.admin_url()) else {
             return false;
         };
         let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
             return false;
         };
-        redis::cmd("PING").query::<String>(&mut conn).is_ok()
+        let ours = format!("process_id:{}", child.pid());
+        redis::cmd("INFO")
+            .arg("server")
+            .query::<String>(&mut conn)
+            .is_ok_and(|info| info.lines().any(|l| l.trim_end() == ours))
     }
 
     /// A synchronous connection (as the admin, with `--requirepass`) for assertions and set-up.
