@@ -299,7 +299,7 @@ impl Sentinels {
     async fn named_master(&self, member: &Member) -> Result<(Addr, Arc<str>), Failed> {
         let ask = async {
             let (conn, id) = self.conn(member).await?;
-            let (mut asking, mut naming) = (conn.clone(), conn.clone());
+            let mut asking = conn.clone();
             let mut named = redis::cmd("SENTINEL");
             named
                 .arg("get-master-addr-by-name")
@@ -309,7 +309,7 @@ impl Sentinels {
             let (addr, id) = match id {
                 Some(id) => (addr.await, id),
                 None => {
-                    let mut myid = redis::cmd("SENTINEL");
+                    let (mut myid, mut naming) = (redis::cmd("SENTINEL"), conn.clone());
                     myid.arg("MYID");
                     let (addr, myid) = tokio::join!(addr, myid.query_async(&mut naming));
                     (addr, self.keep(member, conn, myid.map_err(failed)?))
