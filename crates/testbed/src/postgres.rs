@@ -24,7 +24,7 @@ pub struct PostgresServer {
     process: Option<Guarded>,
 }
 
-/// Where the server's programs (`initdb`, `postgres`, `pg_isready`) are: `$TESTBED_PG_BINDIR`,
+/// Where the server's programs (`initdb`, `postgres`) are: `$TESTBED_PG_BINDIR`,
 /// else the newest `/usr/lib/postgresql/<version>/bin` (Debian's layout), else the PATH (an
 /// empty path).
 fn bin_dir() -> PathBuf {
@@ -86,8 +86,19 @@ impl PostgresServer {
 
     /// [`start`](Self::start), as an error for callers outside a test.
     pub fn try_start() -> io::Result<Self> {
+        let mut server = Self::initialized()?;
+        let started = on_a_free_port(|port| {
+            server.port = port;
+            server.spawn()
+        });
+        let why = |e| io::Error::other(format!("postgres {e}:\n{}", server.log()));
+        started.map_err(why).map(|_| server)
+    }
+
+    /// A fresh cluster in a temporary directory, not started.
+    fn initialized() -> io::Result<Self> {
         let dir = tempfile::tempdir()?;
-        let mut server = Self {
+        let server = Self {
             port: 0,
             dir,
             bin: bin_dir(),
@@ -124,12 +135,7 @@ impl PostgresServer {
                 String::from_utf8_lossy(&initdb.stderr)
             )));
         }
-        let started = on_a_free_port(|port| {
-            server.port = port;
-            server.spawn()
-        });
-        let why = |e| io::Error::other(format!("postgres {e}:\n{}", server.log()));
-        started.map_err(why).map(|_| server)
+        Ok(server)
     }
 
     fn data(&self) -> PathBuf {
@@ -151,9 +157,11 @@ impl PostgresServer {
             .map_err(|e| io::Error::new(e.kind(), format!("run {}: {e}", path.display())))
     }
 
-    /// Starts `postgres` on `self.port`. True once `pg_isready` says it accepts connections
-    /// (not merely its port: it refuses them while starting up); false when it exited (the
-    /// port was taken).
+    /// Starts `postgres` on `self.port`. True once the server says in its lock file
+    /// (`postmaster.pid`: its pid on the first line, its state on the eighth) that it is the
+    /// one that accepts connections: not merely its port, which it refuses while starting up,
+    /// and which a server of another test that took the same free port answers too, until this
+    /// one exits for want of it. False when it exited.
     fn spawn(&mut self) -> io::Result<bool> {
         let log = std::fs::File::create(self.log_path())?;
         let mut cmd = as_postgres(&self.bin.join("postgres"));
@@ -167,27 +175,17 @@ impl PostgresServer {
             .stdout(Stdio::null())
             .stderr(log);
         let mut process = Guarded::spawn_unread(cmd, "postgres")?;
+        let pid = process.pid().to_string();
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if process.try_exit()?.is_some() {
                 return Ok(false);
             }
-            let ready = Command::new(self.bin.join("pg_isready"))
-                .args([
-                    "-q",
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    &port,
-                    "-U",
-                    "postgres",
-                    "-t",
-                    "1",
-                ])
-                .stdin(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if ready {
+            let lock = std::fs::read_to_string(self.data().join("postmaster.pid"));
+            let lines: Vec<&str> = lock.as_deref().unwrap_or("").lines().collect();
+            if lines.first() == Some(&pid.as_str())
+                && lines.get(7).map(|s| s.trim()) == Some("ready")
+            {
                 self.process = Some(process);
                 return Ok(true);
             }
@@ -276,6 +274,18 @@ mod tests {
         assert!(
             !crate::process_tree::is_running(pid),
             "postgres {pid} still runs"
+        );
+    }
+
+    #[test]
+    fn a_server_that_lost_its_port_does_not_count_as_started() {
+        let first = PostgresServer::start();
+        let mut second = PostgresServer::initialized().expect("initdb");
+        second.port = first.port();
+        assert!(
+            !second.spawn().expect("spawn"),
+            "the second server took the first one's answer on port {} for its own",
+            first.port()
         );
     }
 }

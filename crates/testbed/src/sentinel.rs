@@ -15,6 +15,7 @@
 //! ([`SentinelSet::start_with_a_proxied_master`]): they name the proxy, so every client that asks
 //! them reaches the master through it.
 
+use std::io;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -23,9 +24,9 @@ use nix::sys::signal::Signal;
 
 use crate::child::Guarded;
 use crate::engine::Engine;
-use crate::port::free_port;
+use crate::port::on_a_free_port;
 use crate::proxy::FaultProxy;
-use crate::redis_server::RedisServer;
+use crate::redis_server::{RedisServer, answers_as_itself};
 
 /// The name the Sentinels monitor the master by.
 pub const MASTER_NAME: &str = "mymaster";
@@ -128,45 +129,35 @@ impl SentinelSet {
             .args(["--replica-announce-ip", "127.0.0.1"])
             .args(users.iter().copied())
             .start();
-        let (hosts, shared_port): (Vec<&str>, Option<u16>) = match placement {
-            Placement::OwnPorts => (vec!["127.0.0.1"; 3], None),
-            Placement::OnePort(addresses) => (addresses.to_vec(), Some(free_port())),
+        // Each group of Sentinels shares a port: one each, or all three on the addresses given.
+        let groups: Vec<Vec<&str>> = match placement {
+            Placement::OwnPorts => vec![vec!["127.0.0.1"]; 3],
+            Placement::OnePort(addresses) => vec![addresses.to_vec()],
         };
-        let sentinels = hosts
-            .iter()
-            .enumerate()
-            .map(|(index, host)| {
-                let login = if deaf && index == 2 {
-                    format!(
-                        "sentinel auth-user {MASTER_NAME} {DEAF_USER}\n\
-                         sentinel auth-pass {MASTER_NAME} {DEAF_PASSWORD}\n"
-                    )
-                } else {
-                    String::new()
-                };
-                let dir = tempfile::tempdir().expect("sentinel dir");
-                let port = shared_port.unwrap_or_else(free_port);
-                let conf: PathBuf = dir.path().join("sentinel.conf");
-                std::fs::write(
-                    &conf,
-                    format!(
-                        "port {port}\nbind {host}\ndir {dir}\nlogfile {dir}/sentinel.log\n\
-                         sentinel announce-ip {host}\n\
-                         sentinel monitor {MASTER_NAME} 127.0.0.1 {monitored_port} 2\n\
-                         sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
-                         sentinel failover-timeout {MASTER_NAME} 4000\n\
-                         sentinel parallel-syncs {MASTER_NAME} 1\n{login}",
-                        dir = dir.path().display()
-                    ),
-                )
-                .expect("write sentinel.conf");
-                let mut cmd = Command::new(engine.binary());
-                cmd.arg(&conf).arg("--sentinel");
-                let child = Guarded::spawn(cmd, &format!("sentinel on {host}:{port}"))
-                    .unwrap_or_else(|e| panic!("{e}"));
-                ((*host).to_owned(), port, child, dir)
+        let mut sentinels = Vec::new();
+        for group in groups {
+            let mut started = Vec::new();
+            on_a_free_port(|port| {
+                started.clear();
+                for host in &group {
+                    let login = if deaf && sentinels.len() + started.len() == 2 {
+                        format!(
+                            "sentinel auth-user {MASTER_NAME} {DEAF_USER}\n\
+                             sentinel auth-pass {MASTER_NAME} {DEAF_PASSWORD}\n"
+                        )
+                    } else {
+                        String::new()
+                    };
+                    match start_sentinel(engine, host, port, monitored_port, &login)? {
+                        Some((child, dir)) => started.push(((*host).to_owned(), port, child, dir)),
+                        None => return Ok(false),
+                    }
+                }
+                Ok(true)
             })
-            .collect();
+            .unwrap_or_else(|e| panic!("start the Sentinels {group:?}: {e}"));
+            sentinels.append(&mut started);
+        }
         let set = Self {
             master,
             replica,
@@ -315,6 +306,37 @@ impl SentinelSet {
     }
 }
 
+/// Starts a Sentinel on `host:port` that monitors the master at `monitored_port`, with `login`
+/// (lines of its configuration) for the Redis nodes: its process and directory once it answers
+/// as itself, `None` when it exited (it lost the race for the port).
+fn start_sentinel(
+    engine: Engine,
+    host: &str,
+    port: u16,
+    monitored_port: u16,
+    login: &str,
+) -> io::Result<Option<(Guarded, tempfile::TempDir)>> {
+    let dir = tempfile::tempdir()?;
+    let conf: PathBuf = dir.path().join("sentinel.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "port {port}\nbind {host}\ndir {dir}\nlogfile {dir}/sentinel.log\n\
+             sentinel announce-ip {host}\n\
+             sentinel monitor {MASTER_NAME} 127.0.0.1 {monitored_port} 2\n\
+             sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
+             sentinel failover-timeout {MASTER_NAME} 4000\n\
+             sentinel parallel-syncs {MASTER_NAME} 1\n{login}",
+            dir = dir.path().display()
+        ),
+    )?;
+    let mut cmd = Command::new(engine.binary());
+    cmd.arg(&conf).arg("--sentinel");
+    let mut child = Guarded::spawn(cmd, &format!("sentinel on {host}:{port}"))?;
+    let url = format!("redis://{host}:{port}");
+    Ok(answers_as_itself(&mut child, &url)?.then_some((child, dir)))
+}
+
 impl Drop for SentinelSet {
     fn drop(&mut self) {
         for (host, port, child, dir) in &mut self.sentinels {
@@ -325,5 +347,28 @@ impl Drop for SentinelSet {
                 eprintln!("---- sentinel {host}:{port} log ----\n{log}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sentinel_that_lost_its_port_is_not_taken_for_started() {
+        let other = RedisServer::start();
+        let started = start_sentinel(
+            Engine::default(),
+            "127.0.0.1",
+            other.port(),
+            other.port(),
+            "",
+        )
+        .expect("spawn a sentinel");
+        assert!(
+            started.is_none(),
+            "a Sentinel on port {} took the Redis there for itself",
+            other.port()
+        );
     }
 }

@@ -87,21 +87,15 @@ impl RedisServer {
     /// the race for the port, or an argument is bad) or stayed silent for 10 s.
     fn spawn_and_wait(&mut self) -> io::Result<bool> {
         self.spawn_only()?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Some(child) = self.child.as_mut()
-                && child.try_exit()?.is_some()
-            {
-                self.child = None;
-                return Ok(false);
-            }
-            if self.answers() {
-                return Ok(true);
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        let url = self.admin_url();
+        let up = match self.child.as_mut() {
+            Some(child) => answers_as_itself(child, &url)?,
+            None => false,
+        };
+        if !up {
+            self.kill();
         }
-        self.kill();
-        Ok(false)
+        Ok(up)
     }
 
     fn spawn_only(&mut self) -> io::Result<()> {
@@ -154,26 +148,6 @@ impl RedisServer {
             Some(pw) => format!("redis://:{pw}@127.0.0.1:{}", self.port),
             None => self.url(),
         }
-    }
-
-    /// Whether this server's own process answers on the port: the server of another test that
-    /// took the same free port answers too, until that test ends and its server with it, while
-    /// this one's exits for want of the port.
-    fn answers(&self) -> bool {
-        let Some(child) = &self.child else {
-            return false;
-        };
-        let Ok(client) = redis::Client::open(self.admin_url()) else {
-            return false;
-        };
-        let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
-            return false;
-        };
-        let ours = format!("process_id:{}", child.pid());
-        redis::cmd("INFO")
-            .arg("server")
-            .query::<String>(&mut conn)
-            .is_ok_and(|info| info.lines().any(|l| l.trim_end() == ours))
     }
 
     /// A synchronous connection (as the admin, with `--requirepass`) for assertions and set-up.
@@ -370,6 +344,29 @@ impl RedisServer {
     pub fn starts(&self) -> u32 {
         self.starts
     }
+}
+
+/// Waits until `child`, a Redis or Sentinel process just started, answers at `url` as itself
+/// (`INFO server`'s `process_id` is its pid): true then; false when it exited (it lost the race
+/// for its port, or an argument is bad) or stayed silent for 10 s. A port answering is not
+/// enough: the server of another test that took the same free port answers too, until that
+/// test ends and its server with it, while this one exits for want of the port.
+pub(crate) fn answers_as_itself(child: &mut Guarded, url: &str) -> io::Result<bool> {
+    let ours = format!("process_id:{}", child.pid());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if child.try_exit()?.is_some() {
+            return Ok(false);
+        }
+        let info = redis::Client::open(url)
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+            .and_then(|mut c| redis::cmd("INFO").arg("server").query::<String>(&mut c));
+        if info.is_ok_and(|info| info.lines().any(|l| l.trim_end() == ours)) {
+            return Ok(true);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(false)
 }
 
 impl Drop for RedisServer {
