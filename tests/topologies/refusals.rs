@@ -176,3 +176,31 @@ fn sentinels_that_refuse_the_sentinel_password_are_a_refusal() {
     let body = a.wait_not_ready_reason(Duration::from_secs(5));
     assert!(!body.contains("unreachable"), "{body}");
 }
+
+/// Sentinels whose ACL refuses `SENTINEL MYID` (an upgrade that kept the rule of a version that
+/// did not ask it) are a refusal that names the command, backed off and said once at error
+/// level; they were said as Sentinels that could not be reached, and readiness as unreachable.
+#[test]
+fn sentinels_that_refuse_sentinel_myid_are_a_refusal_naming_it() {
+    let set = SentinelSet::start();
+    set.on_every_sentinel(&["ACL", "SETUSER", "default", "-sentinel|myid"]);
+    let a = Replica::spawn(
+        &set.url(),
+        &unique_lease("sentinel-myid"),
+        "a",
+        &member(),
+        &[],
+    );
+    let refused = a.wait_events(
+        "redis refuses leasehold; backing off until it is fixed",
+        1,
+        Duration::from_secs(10),
+    );
+    assert_eq!(refused[0]["level"], "ERROR", "{:?}", refused[0]);
+    let error = refused[0]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("sentinel|myid"), "{error}");
+    let body = a.wait_not_ready_reason(Duration::from_secs(5));
+    assert!(!body.contains("unreachable"), "{body}");
+    a.metric("leasehold_redis_errors_total{op=\"acquire\",kind=\"no_permission\"}")
+        .expect("the refusals counted as no_permission");
+}

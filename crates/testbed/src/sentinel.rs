@@ -233,6 +233,19 @@ impl SentinelSet {
         child.signal(signal).expect("signal a sentinel");
     }
 
+    /// Runs one command on every Sentinel (as its default user); panics on an error reply.
+    pub fn on_every_sentinel(&self, args: &[&str]) {
+        for index in 0..self.sentinels.len() {
+            let mut conn = (self.client(index))
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+                .unwrap_or_else(|e| panic!("connect to sentinel {index}: {e}"));
+            let mut cmd = redis::cmd(args[0]);
+            cmd.arg(&args[1..]);
+            cmd.query::<redis::Value>(&mut conn)
+                .unwrap_or_else(|e| panic!("sentinel {index}: {args:?}: {e}"));
+        }
+    }
+
     /// Asks the first Sentinel to fail over now, without the others' agreement.
     pub fn failover(&self) {
         let client = self.client(0).expect("sentinel");

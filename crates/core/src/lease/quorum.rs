@@ -41,9 +41,9 @@ impl Tally {
         self.count / 2 + 1
     }
 
-    /// Whether `refused` Sentinels that refused the password alone keep any majority out (the
-    /// others could not make one even all agreeing): then the password is the fault, not one
-    /// Sentinel down beside a refusing one, which a term outlives.
+    /// Whether `refused` Sentinels that refused leasehold alone (its password, or a command)
+    /// keep any majority out (the others could not make one even all agreeing): then the
+    /// refusal is the fault, not one Sentinel down beside a refusing one, which a term outlives.
     pub fn refused_a_majority(&self, refused: usize) -> bool {
         self.count.saturating_sub(refused) < self.majority()
     }

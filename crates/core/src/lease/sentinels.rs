@@ -23,8 +23,17 @@ use super::target::{
 use super::{LeaseError, info_field};
 use crate::locked::locked;
 
-/// Why an ask of a Sentinel failed, and whether it refused the Sentinel password.
-type Failed = (String, bool);
+/// Why an ask of a Sentinel failed, and whether and how the Sentinel refused leasehold.
+type Failed = (String, Option<Refusal>);
+
+/// A Sentinel's refusal, which lasts until someone fixes it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// Of the Sentinel password.
+    Credentials,
+    /// Of a command its ACL does not allow.
+    Permission,
+}
 
 tokio::task_local! {
     /// When a round of asks must be decided, set by a call a little before its own timeout:
@@ -33,7 +42,12 @@ tokio::task_local! {
 }
 
 fn failed(e: redis::RedisError) -> Failed {
-    (e.to_string(), super::error::refuses_credentials(&e))
+    let refusal = match e.code() {
+        _ if super::error::refuses_credentials(&e) => Some(Refusal::Credentials),
+        Some("NOPERM") => Some(Refusal::Permission),
+        _ => None,
+    };
+    (e.to_string(), refusal)
 }
 
 /// The Sentinels of one target, and the connections kept to them.
@@ -130,7 +144,7 @@ impl Sentinels {
             });
         }
         // Asks still under way when this returns go on to their own bound: detached.
-        let mut refused = 0;
+        let mut refused = Vec::new();
         // One Sentinel at two addresses (a Service's beside its pod's) counts once: by its id.
         let mut counted: HashMap<Arc<str>, Member> = HashMap::new();
         // Outside a call, each ask's own bound ends the round.
@@ -159,8 +173,8 @@ impl Sentinels {
                         tally.named(addr);
                     }
                 },
-                Ok((member, Err((e, credentials)))) => {
-                    refused += usize::from(credentials);
+                Ok((member, Err((e, refusal)))) => {
+                    refused.extend(refusal);
                     tally.failed(format!("sentinel {member}: {e}"));
                 }
                 Err(e) => tally.failed(format!("an ask of a Sentinel ended: {e}")),
@@ -175,14 +189,26 @@ impl Sentinels {
                 self.target.master,
                 tally.describe()
             );
-            // A refusal that keeps any majority out lasts until someone fixes the password; one
-            // beside a Sentinel that is down is an outage a term may outlive.
-            return Err(match tally.refused_a_majority(refused) {
-                false => LeaseError::Connection { op, detail },
-                true => LeaseError::Authentication {
+            // A refusal that keeps any majority out lasts until someone fixes the password or
+            // the ACL; one beside a Sentinel that is down is an outage a term may outlive.
+            let of = |kind| refused.iter().filter(|r| **r == kind).count();
+            let (credentials, commands) = (of(Refusal::Credentials), of(Refusal::Permission));
+            return Err(if tally.refused_a_majority(credentials) {
+                LeaseError::Authentication {
                     op,
-                    detail: format!("{refused} Sentinels refused the Sentinel password; {detail}"),
-                },
+                    detail: format!(
+                        "{credentials} Sentinels refused the Sentinel password; {detail}"
+                    ),
+                }
+            } else if tally.refused_a_majority(credentials + commands) {
+                LeaseError::NoPermission {
+                    op,
+                    detail: format!(
+                        "{commands} Sentinels refused a command: their ACL must allow `sentinel|get-master-addr-by-name` and `sentinel|myid`; {detail}"
+                    ),
+                }
+            } else {
+                LeaseError::Connection { op, detail }
             });
         };
         Ok(addr)
@@ -275,7 +301,7 @@ impl Sentinels {
         }
         let (host, tls) = (member.host(), self.target.tls);
         let client = node_at(&host, member.port(), 0, tls, &self.access)
-            .map_err(|e| (e.to_string(), false))?;
+            .map_err(|e| (e.to_string(), None))?;
         Ok((connect_node(&client).await.map_err(failed)?, None))
     }
 
@@ -318,14 +344,14 @@ impl Sentinels {
             let addr = addr.map_err(failed)?.ok_or_else(|| {
                 (
                     format!("does not know master `{}`", self.target.master),
-                    false,
+                    None,
                 )
             })?;
             Ok((addr, id))
         };
         let answer = tokio::time::timeout(SENTINEL_TIMEOUT, ask)
             .await
-            .map_err(|_| (format!("no answer within {SENTINEL_TIMEOUT:?}"), false))
+            .map_err(|_| (format!("no answer within {SENTINEL_TIMEOUT:?}"), None))
             .and_then(|answer| answer);
         if answer.is_err() {
             locked(&self.conns).remove(member);
