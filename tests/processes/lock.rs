@@ -18,7 +18,7 @@ use testbed::RedisServer;
 use testbed::wait::wait_for;
 
 const TTL: Duration = Duration::from_millis(1500);
-const CALL: Duration = Duration::from_secs(2);
+pub(crate) const CALL: Duration = Duration::from_secs(2);
 
 /// A running `leasehold lock` with its output collected.
 pub(crate) struct Lock {
@@ -92,7 +92,7 @@ impl Lock {
     }
 }
 
-async fn hold(lease: &RedisLease, ttl: Duration) -> Grant {
+pub(crate) async fn hold(lease: &RedisLease, ttl: Duration) -> Grant {
     match lease.acquire(ttl, CALL).await.unwrap() {
         Acquired::Leader(grant) => grant,
         other => panic!("the test's holder did not lead: {other:?}"),

@@ -7,13 +7,14 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use harness::contenders::unique_lease;
+use harness::contenders::{lease, unique_lease};
 use leasehold::cmd::lock::{NOT_ACQUIRED, REDIS_FAILED};
+use nix::sys::signal::Signal;
 use testbed::RedisServer;
 use testbed::proxy::{Fault, FaultProxy};
 use testbed::wait::wait_for;
 
-use crate::lock::Lock;
+use crate::lock::{CALL, Lock, hold};
 
 /// A Redis that may evict the lease, and a lock that `--redis-eviction refuse` keeps out of the
 /// election for its `--wait` of `wait`, its command `echo ran`.
@@ -197,4 +198,26 @@ fn a_lock_whose_acquire_runs_out_while_reads_answer_tries_once() {
     lock.not_acquired_within(Duration::from_secs(15));
     let gave_back = lock.events("gave back a term whose acquire went unanswered");
     assert_eq!(gave_back.len(), 1, "{}", lock.logs());
+}
+
+/// A lock frozen (SIGSTOP, as a paused VM) past its `--wait` does not try as it thaws: its wait
+/// is over, and it ends "not acquired" although the lease is free by then. It made one more try
+/// as it thawed, however late, and ran its command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_frozen_past_its_wait_does_not_try_as_it_thaws() {
+    let redis = RedisServer::start();
+    let name = unique_lease("lock-frozen");
+    let other = lease(&redis.url(), &name, "cron-other", false);
+    let grant = hold(&other, Duration::from_secs(30)).await;
+    let tried = redis.calls("evalsha");
+    let mut lock = Lock::spawn(&redis.url(), &name, &["--wait", "1s"], &["echo", "ran"]);
+    wait_for("the lock's first try", Duration::from_secs(10), || {
+        (redis.calls("evalsha") > tried).then_some(())
+    });
+    lock.process.signal(Signal::SIGSTOP).expect("SIGSTOP");
+    // Frozen past the wait (set-up, not the assertion): then the lease is free.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    other.release(grant.token, CALL).await.expect("release");
+    lock.process.signal(Signal::SIGCONT).expect("SIGCONT");
+    lock.not_acquired_within(Duration::from_secs(10));
 }

@@ -235,6 +235,11 @@ impl Elector {
                 }
                 _ = tokio::time::sleep(wait) => {}
             }
+            // A one-shot lock frozen past its wait (SIGSTOP, a paused VM) does not try as it
+            // thaws: its last try was due at the wait's end, not a retry period or more after.
+            if give_up_at.is_some_and(|at| clock.now() > at.saturating_add(timing.retry_period)) {
+                return None;
+            }
         }
     }
 
