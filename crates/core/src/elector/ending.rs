@@ -64,7 +64,7 @@ pub(super) fn clock_jumped(
                 StepDownReason::ClockStep,
                 Some(format!(
                     "redis's clock stepped {step_ms} ms forward between two renewals: check NTP \
-                     on the Redis host"
+                     on the Redis host (after a failover: the new master's clock against the old)"
                 )),
             ))
         }
