@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args};
 
-use super::resolve::{ContenderParts, above_zero, at_most};
+use super::resolve::{ContenderParts, at_least, at_most};
 use super::settings::{Environment, LockSettings, RemoveKeysSettings, StepDownSettings};
 use super::{CliError, ContenderArgs, KubeArgs, LogArgs, StatusArgs, parse_duration};
 use crate::lease::OwnerId;
@@ -22,8 +22,8 @@ pub struct StepDownArgs {
     /// lease for two retry periods, then anyone may [default: any replica but the leader].
     #[arg(long, env = "LEASEHOLD_STEP_DOWN_TO", help_heading = "Handover")]
     pub to: Option<String>,
-    /// How long to wait for another replica (or the named one) to lead; exit code 1 after.
-    /// The request to the leader lives as long.
+    /// How long to wait for another replica (or the named one) to lead, at least 1s; exit code 1
+    /// after. The request to the leader lives as long.
     #[arg(long, env = "LEASEHOLD_STEP_DOWN_WAIT", default_value = "30s", value_parser = parse_duration, allow_hyphen_values = true, help_heading = "Handover")]
     pub wait: Duration,
 }
@@ -50,10 +50,11 @@ impl StepDownArgs {
             self.wait,
             "must be at most 1h: the request to the leader lives as long",
         )?;
-        above_zero(
+        at_least(
             "wait",
             self.wait,
-            "must be greater than zero: the leader needs up to a retry period to see the request",
+            Duration::from_secs(1),
+            "must be at least 1s: the request ends the term once the leader sees it (at once, or at its next renewal when its release channel is down), and the successor leads after it; a shorter wait ends the term and then says the handover failed",
         )?;
         Ok(StepDownSettings {
             status,

@@ -47,7 +47,17 @@ pub(super) fn above_zero(
     value: Duration,
     rule: &'static str,
 ) -> Result<(), CliError> {
-    if value.is_zero() {
+    at_least(flag, value, Duration::from_nanos(1), rule)
+}
+
+/// Refuses a duration shorter than `min`, with the flag's reason.
+pub(super) fn at_least(
+    flag: &'static str,
+    value: Duration,
+    min: Duration,
+    rule: &'static str,
+) -> Result<(), CliError> {
+    if value < min {
         return Err(CliError::Duration { flag, value, rule });
     }
     Ok(())

@@ -304,10 +304,10 @@ fn step_down_times_out_with_exit_code_1_when_nobody_else_can_lead() {
     let lease = unique_lease("handover-alone");
     let replicas = spawn(&redis.url(), &lease, &["web-a"]);
     leader_of(&replicas);
-    let (code, json, stderr) = step_down(&redis.url(), &lease, &["--wait", "600ms"]);
+    let (code, json, stderr) = step_down(&redis.url(), &lease, &["--wait", "1s"]);
     assert_eq!(code, 1, "{stderr}\n{json}");
     assert_eq!(json["handed_over"], false, "{json}");
-    assert!(stderr.contains("within --wait 600ms"), "{stderr}");
+    assert!(stderr.contains("within --wait 1s"), "{stderr}");
 }
 
 #[test]
