@@ -204,3 +204,37 @@ fn sentinels_that_refuse_sentinel_myid_are_a_refusal_naming_it() {
     a.metric("leasehold_redis_errors_total{op=\"acquire\",kind=\"no_permission\"}")
         .expect("the refusals counted as no_permission");
 }
+
+on_engines!(#[test] fn a_redis_that_cannot_persist_is_a_refusal);
+/// A Redis that cannot persist (a failed background save with `stop-writes-on-bgsave-error`, as
+/// when its disk is full) refuses every write with `MISCONF` until a save succeeds: a refusal
+/// that ends a leader's term at once (`renew_refused`), backed off, and that readiness says. It
+/// was said as "redis unreachable", and the leader tried to renew until its deadline.
+fn a_redis_that_cannot_persist_is_a_refusal(engine: Engine) {
+    // A directory it cannot write in: every background save fails.
+    let redis = RedisServer::builder()
+        .engine(engine)
+        .args(["--dir", "/proc"])
+        .start();
+    let a = Replica::spawn(
+        &redis.url(),
+        &unique_lease("cannot-persist"),
+        "a",
+        &member(),
+        &[],
+    );
+    a.wait_events("became leader", 1, Duration::from_secs(10));
+    let _: String = redis.cmd(&["CONFIG", "SET", "save", "3600 1"]);
+    let _: String = redis.cmd(&["BGSAVE"]);
+    wait_for("the save to fail", Duration::from_secs(10), || {
+        let info: String = redis.cmd(&["INFO", "persistence"]);
+        info.contains("rdb_last_bgsave_status:err").then_some(())
+    });
+    let stepped = a.wait_events("stepped down", 1, Duration::from_secs(10));
+    assert_eq!(stepped[0]["reason"], "renew_refused", "{stepped:?}");
+    let body = a.wait_not_ready_reason(Duration::from_secs(5));
+    assert!(!body.contains("unreachable"), "{body}");
+    assert!(body.contains("cannot persist"), "{body}");
+    a.metric("leasehold_redis_errors_total{op=\"renew\",kind=\"cannot_persist\"}")
+        .expect("the refusal counted as cannot_persist");
+}

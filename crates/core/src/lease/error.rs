@@ -66,6 +66,13 @@ pub enum LeaseError {
         doing(op)
     )]
     OutOfMemory { op: &'static str, detail: String },
+    /// Redis refuses writes: a background save failed (`stop-writes-on-bgsave-error`), as when
+    /// its disk is full, until one succeeds.
+    #[error(
+        "redis refuses writes while {}: it cannot persist to disk (a background save failed, and `stop-writes-on-bgsave-error` is on): {detail}",
+        doing(op)
+    )]
+    CannotPersist { op: &'static str, detail: String },
     /// A key of the lease holds a value that leasehold did not write.
     #[error("lease `{lease}` is corrupt (found while {}): {detail}", doing(op))]
     Corrupt {
@@ -169,6 +176,7 @@ impl LeaseError {
             LeaseError::Tls { .. } => ("tls", BackOff, false, false, true),
             LeaseError::TooFewReplicas { .. } => ("too_few_replicas", Soon, false, true, false),
             LeaseError::OutOfMemory { .. } => ("out_of_memory", Soon, true, true, false),
+            LeaseError::CannotPersist { .. } => ("cannot_persist", Soon, true, true, false),
             LeaseError::Cluster { .. } => ("cluster", Soon, false, true, true),
             LeaseError::Protocol { .. } => ("protocol", BackOff, false, false, true),
             LeaseError::Other { .. } => ("other", Soon, false, false, false),
@@ -225,6 +233,7 @@ impl LeaseError {
                 found: Vec::new(),
             },
             (_, "OOM") => LeaseError::OutOfMemory { op, detail },
+            (_, "MISCONF") => LeaseError::CannotPersist { op, detail },
             (_, "LEASEHOLD") => LeaseError::Corrupt {
                 op,
                 lease: lease.to_owned(),

@@ -182,6 +182,14 @@ fn a_refusal_that_does_not_pass_by_itself_is_told_from_a_passing_fault() {
             "a full Redis with nothing to evict",
         ),
         (
+            LeaseError::CannotPersist {
+                op,
+                detail: "MISCONF".into(),
+            },
+            true,
+            "a failed save stops writes until a save succeeds",
+        ),
+        (
             LeaseError::Timeout {
                 op,
                 after: Duration::from_millis(400),
