@@ -54,7 +54,7 @@ impl StepDownArgs {
             "wait",
             self.wait,
             Duration::from_secs(1),
-            "must be at least 1s: the request ends the term once the leader sees it (at once, or at its next renewal when its release channel is down), and the successor leads after it; a shorter wait ends the term and then says the handover failed",
+            "must be at least 1s: the leader ends its term when it sees the request (at once, or at its next renewal when its release channel is down) and the successor leads a moment later; a wait too short to see that ends the term and then says the handover failed",
         )?;
         Ok(StepDownSettings {
             status,

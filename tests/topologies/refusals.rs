@@ -207,9 +207,10 @@ fn sentinels_that_refuse_sentinel_myid_are_a_refusal_naming_it() {
 
 on_engines!(#[test] fn a_redis_that_cannot_persist_is_a_refusal);
 /// A Redis that cannot persist (a failed background save with `stop-writes-on-bgsave-error`, as
-/// when its disk is full) refuses every write with `MISCONF` until a save succeeds: a refusal
-/// that ends a leader's term at once (`renew_refused`), backed off, and that readiness says. It
-/// was said as "redis unreachable", and the leader tried to renew until its deadline.
+/// when its disk is full) refuses every write with `MISCONF` until a save succeeds: Redis
+/// answered, so readiness says what it refuses, and `leasehold_redis_up` stays 1; it was said
+/// as "redis unreachable". Redis tries the save again every few seconds, so the leader renews
+/// on until its deadline, as before, and does not end its term at once.
 fn a_redis_that_cannot_persist_is_a_refusal(engine: Engine) {
     // A directory it cannot write in: every background save fails.
     let redis = RedisServer::builder()
@@ -231,10 +232,11 @@ fn a_redis_that_cannot_persist_is_a_refusal(engine: Engine) {
         info.contains("rdb_last_bgsave_status:err").then_some(())
     });
     let stepped = a.wait_events("stepped down", 1, Duration::from_secs(10));
-    assert_eq!(stepped[0]["reason"], "renew_refused", "{stepped:?}");
+    assert_eq!(stepped[0]["reason"], "renew_deadline_passed", "{stepped:?}");
     let body = a.wait_not_ready_reason(Duration::from_secs(5));
     assert!(!body.contains("unreachable"), "{body}");
     assert!(body.contains("cannot persist"), "{body}");
+    assert_eq!(a.metric("leasehold_redis_up"), Some(1.0));
     a.metric("leasehold_redis_errors_total{op=\"renew\",kind=\"cannot_persist\"}")
         .expect("the refusal counted as cannot_persist");
 }

@@ -66,8 +66,8 @@ pub enum LeaseError {
         doing(op)
     )]
     OutOfMemory { op: &'static str, detail: String },
-    /// Redis refuses writes: a background save failed (`stop-writes-on-bgsave-error`), as when
-    /// its disk is full, until one succeeds.
+    /// Redis refuses writes until a background save succeeds (`stop-writes-on-bgsave-error`, a
+    /// full disk); it tries again every few seconds, so a leader renews on to its deadline.
     #[error(
         "redis refuses writes while {}: it cannot persist to disk (a background save failed, and `stop-writes-on-bgsave-error` is on): {detail}",
         doing(op)
@@ -176,7 +176,7 @@ impl LeaseError {
             LeaseError::Tls { .. } => ("tls", BackOff, false, false, true),
             LeaseError::TooFewReplicas { .. } => ("too_few_replicas", Soon, false, true, false),
             LeaseError::OutOfMemory { .. } => ("out_of_memory", Soon, true, true, false),
-            LeaseError::CannotPersist { .. } => ("cannot_persist", Soon, true, true, false),
+            LeaseError::CannotPersist { .. } => ("cannot_persist", Soon, false, true, false),
             LeaseError::Cluster { .. } => ("cluster", Soon, false, true, true),
             LeaseError::Protocol { .. } => ("protocol", BackOff, false, false, true),
             LeaseError::Other { .. } => ("other", Soon, false, false, false),

@@ -186,8 +186,8 @@ fn a_refusal_that_does_not_pass_by_itself_is_told_from_a_passing_fault() {
                 op,
                 detail: "MISCONF".into(),
             },
-            true,
-            "a failed save stops writes until a save succeeds",
+            false,
+            "Redis tries a failed save again every few seconds",
         ),
         (
             LeaseError::Timeout {
