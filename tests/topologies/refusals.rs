@@ -205,13 +205,13 @@ fn sentinels_that_refuse_sentinel_myid_are_a_refusal_naming_it() {
         .expect("the refusals counted as no_permission");
 }
 
-on_engines!(#[test] fn a_redis_that_cannot_persist_is_a_refusal);
+on_engines!(#[test] fn a_redis_that_cannot_persist_is_an_answer);
 /// A Redis that cannot persist (a failed background save with `stop-writes-on-bgsave-error`, as
 /// when its disk is full) refuses every write with `MISCONF` until a save succeeds: Redis
-/// answered, so readiness says what it refuses, and `leasehold_redis_up` stays 1; it was said
-/// as "redis unreachable". Redis tries the save again every few seconds, so the leader renews
-/// on until its deadline, as before, and does not end its term at once.
-fn a_redis_that_cannot_persist_is_a_refusal(engine: Engine) {
+/// answered, so readiness says its words, and `leasehold_redis_up` stays 1; it was said as
+/// "redis unreachable". Redis tries the save again every few seconds, so the leader renews on
+/// until its deadline, as before, and does not end its term at once.
+fn a_redis_that_cannot_persist_is_an_answer(engine: Engine) {
     // A directory it cannot write in: every background save fails.
     let redis = RedisServer::builder()
         .engine(engine)
@@ -235,8 +235,31 @@ fn a_redis_that_cannot_persist_is_a_refusal(engine: Engine) {
     assert_eq!(stepped[0]["reason"], "renew_deadline_passed", "{stepped:?}");
     let body = a.wait_not_ready_reason(Duration::from_secs(5));
     assert!(!body.contains("unreachable"), "{body}");
-    assert!(body.contains("cannot persist"), "{body}");
+    assert!(body.contains("MISCONF"), "{body}");
     assert_eq!(a.metric("leasehold_redis_up"), Some(1.0));
-    a.metric("leasehold_redis_errors_total{op=\"renew\",kind=\"cannot_persist\"}")
-        .expect("the refusal counted as cannot_persist");
+    a.metric("leasehold_redis_errors_total{op=\"renew\",kind=\"error_reply\"}")
+        .expect("the refusal counted as error_reply");
+}
+
+/// A master below its `min-replicas-to-write` refuses every write with `NOREPLICAS` until a
+/// replica is back: Redis answered, so readiness says so, not "redis unreachable", and
+/// `leasehold_redis_up` stays 1.
+#[test]
+fn a_master_without_its_replicas_refusing_writes_is_an_answer() {
+    let redis = RedisServer::builder()
+        .args(["--min-replicas-to-write", "1"])
+        .start();
+    let a = Replica::spawn(
+        &redis.url(),
+        &unique_lease("no-replicas"),
+        "a",
+        &member(),
+        &[],
+    );
+    let body = a.wait_not_ready_reason(Duration::from_secs(5));
+    assert!(!body.contains("unreachable"), "{body}");
+    assert!(body.contains("NOREPLICAS"), "{body}");
+    assert_eq!(a.metric("leasehold_redis_up"), Some(1.0));
+    a.metric("leasehold_redis_errors_total{op=\"acquire\",kind=\"error_reply\"}")
+        .expect("the refusals counted as error_reply");
 }

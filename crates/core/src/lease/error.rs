@@ -66,13 +66,6 @@ pub enum LeaseError {
         doing(op)
     )]
     OutOfMemory { op: &'static str, detail: String },
-    /// Redis refuses writes until a background save succeeds (`stop-writes-on-bgsave-error`, a
-    /// full disk); it tries again every few seconds, so a leader renews on to its deadline.
-    #[error(
-        "redis refuses writes while {}: it cannot persist to disk (a background save failed, and `stop-writes-on-bgsave-error` is on): {detail}",
-        doing(op)
-    )]
-    CannotPersist { op: &'static str, detail: String },
     /// A key of the lease holds a value that leasehold did not write.
     #[error("lease `{lease}` is corrupt (found while {}): {detail}", doing(op))]
     Corrupt {
@@ -140,7 +133,11 @@ pub enum LeaseError {
         /// What was wrong with the reply.
         detail: String,
     },
-    /// Any other error Redis or the client reported.
+    /// An error reply of a kind not named above, which may pass by itself: `BUSY` while a
+    /// script runs, `NOREPLICAS` below `min-replicas-to-write`, `MISCONF` after a failed save.
+    #[error("redis answered with an error while {}: {detail}", doing(op))]
+    ErrorReply { op: &'static str, detail: String },
+    /// Any other error the client reported.
     #[error("redis error while {}: {detail}", doing(op))]
     Other { op: &'static str, detail: String },
 }
@@ -176,9 +173,9 @@ impl LeaseError {
             LeaseError::Tls { .. } => ("tls", BackOff, false, false, true),
             LeaseError::TooFewReplicas { .. } => ("too_few_replicas", Soon, false, true, false),
             LeaseError::OutOfMemory { .. } => ("out_of_memory", Soon, true, true, false),
-            LeaseError::CannotPersist { .. } => ("cannot_persist", Soon, false, true, false),
             LeaseError::Cluster { .. } => ("cluster", Soon, false, true, true),
             LeaseError::Protocol { .. } => ("protocol", BackOff, false, false, true),
+            LeaseError::ErrorReply { .. } => ("error_reply", Soon, false, true, false),
             LeaseError::Other { .. } => ("other", Soon, false, false, false),
         }
     }
@@ -233,7 +230,6 @@ impl LeaseError {
                 found: Vec::new(),
             },
             (_, "OOM") => LeaseError::OutOfMemory { op, detail },
-            (_, "MISCONF") => LeaseError::CannotPersist { op, detail },
             (_, "LEASEHOLD") => LeaseError::Corrupt {
                 op,
                 lease: lease.to_owned(),
@@ -305,6 +301,7 @@ impl LeaseError {
                     "{detail}; the URL's database (the number after the host) must be one this Redis has (`databases` in its config, 16 by default)"
                 ),
             },
+            _ if err.code().is_some() => LeaseError::ErrorReply { op, detail },
             _ => LeaseError::Other { op, detail },
         }
     }

@@ -155,6 +155,27 @@ fn a_readonly_inside_a_script_or_a_masterdown_is_a_replica_on_every_version() {
     }
 }
 
+/// An error reply of no kind of its own is still an answer: readiness says Redis's words, not
+/// "unreachable", and `leasehold_redis_up` stays 1. Each passes by itself (a save tried again, a
+/// replica back, a script ended), so none ends a term at once.
+#[test]
+fn an_error_reply_of_no_kind_of_its_own_is_an_answer_that_passes() {
+    let cases = [
+        "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+        "-NOREPLICAS Not enough good replicas to write.",
+        "-MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.",
+        // Redis 6.2 wraps what a script ran into.
+        "-ERR Error running script (call to f_1): @user_script:1: @user_script: 1: -MISCONF Redis is configured to save RDB snapshots",
+        "-ERR max number of clients reached",
+    ];
+    for reply in cases {
+        let ours = acquire_answered(&format!("{reply}\r\n"));
+        assert!(matches!(ours, LeaseError::ErrorReply { .. }), "{ours:?}");
+        assert!(ours.is_answer() && !ours.is_lasting_refusal(), "{ours:?}");
+        assert_eq!(ours.retry(), Retry::Soon, "{ours:?}");
+    }
+}
+
 #[test]
 fn a_refusal_that_does_not_pass_by_itself_is_told_from_a_passing_fault() {
     let op = "renew";
@@ -182,7 +203,7 @@ fn a_refusal_that_does_not_pass_by_itself_is_told_from_a_passing_fault() {
             "a full Redis with nothing to evict",
         ),
         (
-            LeaseError::CannotPersist {
+            LeaseError::ErrorReply {
                 op,
                 detail: "MISCONF".into(),
             },
