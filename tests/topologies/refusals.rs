@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use harness::contenders::unique_lease;
 use harness::replica::{FAST, Replica, run_to_end};
+use leasehold::lease::minimal_acl_rule;
 use testbed::on_engines;
 use testbed::redis_server::{Engine, RedisServer};
 use testbed::sentinel::SentinelSet;
@@ -262,4 +263,33 @@ fn a_master_without_its_replicas_refusing_writes_is_an_answer() {
     assert_eq!(a.metric("leasehold_redis_up"), Some(1.0));
     a.metric("leasehold_redis_errors_total{op=\"acquire\",kind=\"error_reply\"}")
         .expect("the refusals counted as error_reply");
+}
+
+/// A replica whose ACL lets it hear the release channel but not its own probe channel keeps its
+/// subscription alive with `PING`, which a Redis that cannot persist refuses too (`MISCONF`):
+/// that refusal is an answer, and the link works. The subscription was taken for silent and
+/// made again at every keepalive, each time waking the followers.
+#[test]
+fn a_ping_refused_by_a_redis_that_cannot_persist_keeps_the_subscription() {
+    let redis = RedisServer::builder().args(["--dir", "/proc"]).start();
+    let _: String = redis.cmd(&["CONFIG", "SET", "save", "3600 1"]);
+    let _: String = redis.cmd(&["BGSAVE"]);
+    wait_for("the save to fail", Duration::from_secs(10), || {
+        let info: String = redis.cmd(&["INFO", "persistence"]);
+        info.contains("rdb_last_bgsave_status:err").then_some(())
+    });
+    let lease = unique_lease("ping-misconf");
+    let channels = format!("&leasehold:{{{lease}}}:released");
+    let rule = minimal_acl_rule("leasehold:", false).replace("&leasehold:*", &channels);
+    redis.set_acl_user("no-probe", &rule, "pw");
+    let url = format!("redis://no-probe:pw@{}", redis.addr());
+    let env = [("LEASEHOLD_REDIS_URL", url.as_str())];
+    let a = Replica::spawn_with_env("", &lease, "a", &member(), &[], &env);
+    // Keepalives every retry period (250 ms): a dozen refused PINGs.
+    wait_for("a dozen refused PINGs", Duration::from_secs(10), || {
+        (redis.rejected_calls("ping") >= 12).then_some(())
+    });
+    let silent =
+        a.events("release channel went silent (a probe or PING not heard back); subscribing again");
+    assert!(silent.is_empty(), "{silent:?}");
 }

@@ -336,9 +336,10 @@ async fn listen(
                 ping = None;
                 match answer {
                     Ok(()) => heard = Instant::now(),
-                    Err(err @ LeaseError::NoPermission { .. }) => {
+                    // A refusal is an answer too: the link works.
+                    Err(err) if LeaseError::is_answer(&err) => {
                         heard = Instant::now();
-                        if !*ping_refused {
+                        if matches!(err, LeaseError::NoPermission { .. }) && !*ping_refused {
                             *ping_refused = true;
                             warn!(error = %err, "redis refuses PING on the release channel; add +ping to the ACL user (it still proves the link)");
                         }
