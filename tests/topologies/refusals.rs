@@ -89,12 +89,7 @@ fn says_what_leasehold_needs(engine: Engine, renamed: &[&str]) {
             engine.name()
         );
     }
-    let refused = a.wait_events(
-        "redis refuses leasehold; backing off until it is fixed",
-        1,
-        Duration::from_secs(5),
-    );
-    assert_eq!(refused[0]["level"], "ERROR", "{:?}", refused[0]);
+    refusal_said(&a, Duration::from_secs(5));
     // Said once: two more refused tries later, still one error.
     wait_for("two more refused tries", Duration::from_secs(10), || {
         let tries =
@@ -143,12 +138,7 @@ fn a_database_the_redis_does_not_have_is_named_in_plain_words() {
     let body = a.wait_not_ready_reason(Duration::from_secs(5));
     assert!(!body.contains("unreachable"), "{body}");
     assert!(body.contains("must be one this Redis has"), "{body}");
-    let refused = a.wait_events(
-        "redis refuses leasehold; backing off until it is fixed",
-        1,
-        Duration::from_secs(5),
-    );
-    assert_eq!(refused[0]["level"], "ERROR", "{:?}", refused[0]);
+    refusal_said(&a, Duration::from_secs(5));
     a.metric("leasehold_redis_errors_total{op=\"acquire\",kind=\"no_database\"}")
         .expect("the refusals counted as no_database");
 }
@@ -166,13 +156,7 @@ fn sentinels_that_refuse_the_sentinel_password_are_a_refusal() {
     let password = password.to_str().unwrap();
     args.extend(["--sentinel-password-file", password]);
     let a = Replica::spawn(&set.url(), &unique_lease("sentinel-auth"), "a", &args, &[]);
-    let refused = a.wait_events(
-        "redis refuses leasehold; backing off until it is fixed",
-        1,
-        Duration::from_secs(10),
-    );
-    assert_eq!(refused[0]["level"], "ERROR", "{:?}", refused[0]);
-    let error = refused[0]["error"].as_str().unwrap_or_default();
+    let error = refusal_said(&a, Duration::from_secs(10));
     assert!(error.contains("Sentinel"), "{error}");
     let body = a.wait_not_ready_reason(Duration::from_secs(5));
     assert!(!body.contains("unreachable"), "{body}");
@@ -192,13 +176,7 @@ fn sentinels_that_refuse_sentinel_myid_are_a_refusal_naming_it() {
         &member(),
         &[],
     );
-    let refused = a.wait_events(
-        "redis refuses leasehold; backing off until it is fixed",
-        1,
-        Duration::from_secs(10),
-    );
-    assert_eq!(refused[0]["level"], "ERROR", "{:?}", refused[0]);
-    let error = refused[0]["error"].as_str().unwrap_or_default();
+    let error = refusal_said(&a, Duration::from_secs(10));
     assert!(error.contains("sentinel|myid"), "{error}");
     let body = a.wait_not_ready_reason(Duration::from_secs(5));
     assert!(!body.contains("unreachable"), "{body}");
@@ -226,20 +204,10 @@ fn a_redis_that_cannot_persist_is_an_answer(engine: Engine) {
         &[],
     );
     a.wait_events("became leader", 1, Duration::from_secs(10));
-    let _: String = redis.cmd(&["CONFIG", "SET", "save", "3600 1"]);
-    let _: String = redis.cmd(&["BGSAVE"]);
-    wait_for("the save to fail", Duration::from_secs(10), || {
-        let info: String = redis.cmd(&["INFO", "persistence"]);
-        info.contains("rdb_last_bgsave_status:err").then_some(())
-    });
+    fail_a_save(&redis);
     let stepped = a.wait_events("stepped down", 1, Duration::from_secs(10));
     assert_eq!(stepped[0]["reason"], "renew_deadline_passed", "{stepped:?}");
-    let body = a.wait_not_ready_reason(Duration::from_secs(5));
-    assert!(!body.contains("unreachable"), "{body}");
-    assert!(body.contains("MISCONF"), "{body}");
-    assert_eq!(a.metric("leasehold_redis_up"), Some(1.0));
-    a.metric("leasehold_redis_errors_total{op=\"renew\",kind=\"error_reply\"}")
-        .expect("the refusal counted as error_reply");
+    said_as_an_answer(&a, "MISCONF", "renew");
 }
 
 /// A master below its `min-replicas-to-write` refuses every write with `NOREPLICAS` until a
@@ -257,12 +225,7 @@ fn a_master_without_its_replicas_refusing_writes_is_an_answer() {
         &member(),
         &[],
     );
-    let body = a.wait_not_ready_reason(Duration::from_secs(5));
-    assert!(!body.contains("unreachable"), "{body}");
-    assert!(body.contains("NOREPLICAS"), "{body}");
-    assert_eq!(a.metric("leasehold_redis_up"), Some(1.0));
-    a.metric("leasehold_redis_errors_total{op=\"acquire\",kind=\"error_reply\"}")
-        .expect("the refusals counted as error_reply");
+    said_as_an_answer(&a, "NOREPLICAS", "acquire");
 }
 
 /// A replica whose ACL lets it hear the release channel but not its own probe channel keeps its
@@ -272,12 +235,7 @@ fn a_master_without_its_replicas_refusing_writes_is_an_answer() {
 #[test]
 fn a_ping_refused_by_a_redis_that_cannot_persist_keeps_the_subscription() {
     let redis = RedisServer::builder().args(["--dir", "/proc"]).start();
-    let _: String = redis.cmd(&["CONFIG", "SET", "save", "3600 1"]);
-    let _: String = redis.cmd(&["BGSAVE"]);
-    wait_for("the save to fail", Duration::from_secs(10), || {
-        let info: String = redis.cmd(&["INFO", "persistence"]);
-        info.contains("rdb_last_bgsave_status:err").then_some(())
-    });
+    fail_a_save(&redis);
     let lease = unique_lease("ping-misconf");
     let channels = format!("&leasehold:{{{lease}}}:released");
     let rule = minimal_acl_rule("leasehold:", false).replace("&leasehold:*", &channels);
@@ -292,4 +250,38 @@ fn a_ping_refused_by_a_redis_that_cannot_persist_keeps_the_subscription() {
     let silent =
         a.events("release channel went silent (a probe or PING not heard back); subscribing again");
     assert!(silent.is_empty(), "{silent:?}");
+}
+
+/// Makes `redis`, started with a directory it cannot write in (`--dir /proc`), refuse writes
+/// with `MISCONF`: a save point, then a background save that fails.
+fn fail_a_save(redis: &RedisServer) {
+    let _: String = redis.cmd(&["CONFIG", "SET", "save", "3600 1"]);
+    let _: String = redis.cmd(&["BGSAVE"]);
+    wait_for("the save to fail", Duration::from_secs(10), || {
+        let info: String = redis.cmd(&["INFO", "persistence"]);
+        info.contains("rdb_last_bgsave_status:err").then_some(())
+    });
+}
+
+/// `a`'s readiness says Redis's error reply (`code`), not "redis unreachable"; it counts Redis
+/// as up and the replies of `op` as `error_reply`.
+fn said_as_an_answer(a: &Replica, code: &str, op: &str) {
+    let body = a.wait_not_ready_reason(Duration::from_secs(5));
+    assert!(!body.contains("unreachable"), "{body}");
+    assert!(body.contains(code), "{body}");
+    assert_eq!(a.metric("leasehold_redis_up"), Some(1.0));
+    let counted = format!("leasehold_redis_errors_total{{op=\"{op}\",kind=\"error_reply\"}}");
+    a.metric(&counted)
+        .expect("the replies counted as error_reply");
+}
+
+/// The line `a` logs once Redis refuses it for good, within `within`, at error level: its error.
+fn refusal_said(a: &Replica, within: Duration) -> String {
+    let refused = a.wait_events(
+        "redis refuses leasehold; backing off until it is fixed",
+        1,
+        within,
+    );
+    assert_eq!(refused[0]["level"], "ERROR", "{:?}", refused[0]);
+    refused[0]["error"].as_str().unwrap_or_default().to_owned()
 }
