@@ -12,7 +12,7 @@ use nix::unistd::Pid;
 use harness::chart_settings::{resolve, shutdown_bound};
 use harness::helm::{LEADER_MODE, args, deployment, pod_spec, render};
 use harness::leasehold_bin;
-use testbed::free_port;
+use harness::startup::bound_http;
 use testbed::http::http_get;
 use testbed::redis_server::RedisServer;
 use testbed::wait::wait_for;
@@ -34,8 +34,6 @@ struct Pod {
 impl Pod {
     fn start(container: &Container, name: &str, redis: &RedisServer, password: &str) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let port = free_port();
-        let http: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
         let mut argv = Vec::new();
         for arg in args(container) {
             if let Some(path) = arg.strip_prefix("--redis-password-file=") {
@@ -46,7 +44,8 @@ impl Pod {
             } else if arg == "--kubernetes=on" {
                 argv.push("--kubernetes=off".to_owned());
             } else if arg.starts_with("--http-addr=") {
-                argv.push(format!("--http-addr={http}"));
+                // The kernel picks the port; the start line names it.
+                argv.push("--http-addr=127.0.0.1:0".to_owned());
             } else {
                 argv.push(arg);
             }
@@ -65,12 +64,16 @@ impl Pod {
             .stderr(stderr)
             .spawn()
             .expect("spawn leasehold");
-        Self {
+        let mut pod = Self {
             child,
-            http,
+            http: (std::net::Ipv4Addr::LOCALHOST, 0).into(),
             _dir: dir,
             stderr_path,
-        }
+        };
+        pod.http = wait_for("the start line", Duration::from_secs(15), || {
+            pod.log().lines().find_map(bound_http)
+        });
+        pod
     }
 
     fn get(&self, path: &str) -> Option<(u16, String)> {

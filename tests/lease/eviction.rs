@@ -84,8 +84,7 @@ fn allkeys_eviction_without_the_data_loss_cooldown_is_refused_with_exit_code_2(e
     // `run` and `lock` refuse to go on without it, naming the policy and the flag.
     let redis = evicting_redis(engine);
     let lease = unique_lease("evict-unsafe");
-    let http = testbed::free_addr().to_string();
-    let run: &[&str] = &["run", "--http-addr", &http];
+    let run: &[&str] = &["run", "--http-addr", "127.0.0.1:0"];
     let lock: &[&str] = &["lock", "--wait", "30s"];
     for (sub, command) in [(run, &["sleep", "30"]), (lock, &["sleep", "30"])] {
         let mut cmd = std::process::Command::new(leasehold_bin());

@@ -162,7 +162,8 @@ impl Replica {
     }
 
     fn try_start(&mut self) -> anyhow::Result<Running> {
-        let http = try_free_addr().context("no free loopback port")?;
+        // Its stderr goes to the run's reader, not to `process`: the port is chosen here.
+        let mut http = try_free_addr().context("no free loopback port")?;
         let number = self.done.len();
         let s = &self.settings;
         let url = s.redis_url.clone().unwrap_or_else(|| self.proxy.url());
@@ -242,7 +243,7 @@ impl Replica {
             reader_done,
             paused: false,
         };
-        match wait_healthy(&mut running.process, http, Duration::from_secs(10)) {
+        match wait_healthy(&mut running.process, &mut http, Duration::from_secs(10)) {
             Ok(()) => Ok(running),
             Err(why) => {
                 let end = match why {

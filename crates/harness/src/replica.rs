@@ -5,7 +5,7 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -60,15 +60,16 @@ pub const TWO_SECOND_TERM: [&str; 7] = [
 pub struct Replica {
     /// Its `--identity`.
     pub identity: String,
-    /// Its `--http-addr`.
+    /// Its `--http-addr`; for a replica given port 0, the port it is bound to once it is up
+    /// ([`wait_healthy`](Self::wait_healthy)).
     pub http: SocketAddr,
     /// The process; dropping it kills it and, when the caller panics, prints its output.
     pub process: Guarded,
 }
 
 impl Replica {
-    /// Starts `run` as `identity` with its HTTP server on `http` (a free port), once
-    /// `configure` has had the command (for its environment); does not wait for it.
+    /// Starts `run` as `identity` with its HTTP server on `http` (port 0: one the kernel picks),
+    /// once `configure` has had the command (for its environment); does not wait for it.
     pub fn launch(
         run: RunCommand,
         identity: &str,
@@ -117,8 +118,8 @@ impl Replica {
         Self::start(run.args(args).command(command), name, env).healthy()
     }
 
-    /// Starts `run` as `name` the way the tests start a replica: its HTTP server on a free
-    /// port, debug logs and `env` added to its environment; does not wait for it to answer
+    /// Starts `run` as `name` the way the tests start a replica: its HTTP server on a port the
+    /// kernel picks (no other test's process can take it first, or answer for it), debug logs and `env` added to its environment; does not wait for it to answer
     /// (see [`healthy`](Self::healthy)), so it also serves a replica that must be refused at
     /// start. `run` may wrap the binary in another command (as
     /// [`testbed::hosts::Hosts::command`] does).
@@ -128,7 +129,8 @@ impl Replica {
         if !run.names("--config") {
             run = run.default_arg("--readiness", "leader");
         }
-        Self::launch(run, name, testbed::free_addr(), |cmd| {
+        let any_port = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        Self::launch(run, name, any_port, |cmd| {
             cmd.env("RUST_LOG", "leasehold=debug")
                 .envs(env.iter().copied());
         })
@@ -145,7 +147,7 @@ impl Replica {
 
     /// Waits up to `within` until it answers `/healthz`, or has exited.
     pub fn wait_healthy(&mut self, within: Duration) -> Result<(), NotStarted> {
-        wait_healthy(&mut self.process, self.http, within)
+        wait_healthy(&mut self.process, &mut self.http, within)
     }
 
     /// Its process id.
