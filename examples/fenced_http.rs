@@ -93,7 +93,8 @@ async fn main() -> anyhow::Result<()> {
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:8080".to_owned());
     let listener = tokio::net::TcpListener::bind(&addr).await?;
-    eprintln!("fenced_http listening on {addr}");
+    // The bound address: with port 0 the kernel picked one.
+    eprintln!("fenced_http listening on {}", listener.local_addr()?);
     axum::serve(listener, router()).await?;
     Ok(())
 }

@@ -32,7 +32,7 @@ fn a_stalled_stderr_does_not_keep_the_command_running_past_the_validity_deadline
         .redis_url(&redis.url())
         .lease(&unique_lease("stalled-stderr"))
         .identity("a")
-        .http_addr(testbed::free_addr())
+        .http_addr((std::net::Ipv4Addr::LOCALHOST, 0).into())
         .args(&args)
         .command(["sh", "-c", FLOODS_STDERR])
         .build();

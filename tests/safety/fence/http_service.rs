@@ -11,18 +11,17 @@ use tokio::net::TcpStream;
 
 use super::docs::{run_sh, snippet};
 
-/// `examples/fenced_http.rs` as the program it is, on a free loopback port, once it listens.
-/// It serves for as long as the returned process lives.
+/// `examples/fenced_http.rs` as the program it is, on a loopback port the kernel picks, once it
+/// listens. It serves for as long as the returned process lives.
 fn serve() -> (Guarded, SocketAddr) {
-    let addr = testbed::free_addr();
     let mut cmd = Command::new(harness::example("fenced_http"));
-    cmd.arg(addr.to_string());
+    cmd.arg("127.0.0.1:0");
     let service = Guarded::spawn(cmd, "fenced_http").expect("start the example");
-    service.stderr.wait_from(
+    let addr = service.stderr.wait_from(
         0,
         "fenced_http to listen",
         Duration::from_secs(10),
-        |line| line.contains("listening on").then_some(()),
+        |line| line.split_once("listening on ")?.1.trim().parse().ok(),
     );
     (service, addr)
 }
