@@ -13,6 +13,7 @@ use super::contender::Contender;
 use super::lease::{Workload, connect, name_lease, publisher};
 use crate::board::Shown;
 use crate::cli::{CliError, LockSettings};
+use crate::clock::BootInstant;
 use crate::elector::{Role, Standing, StepDownReason};
 use crate::exec::ExecSettings;
 use crate::k8s::Publisher;
@@ -109,6 +110,8 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
         command = common.exec.as_ref().map(ExecSettings::shown).unwrap_or_default(),
         "leasehold lock starting"
     );
+    // Counted through pauses: a lock frozen past its wait says so by how long it waited.
+    let started = BootInstant::now();
     // A configuration known to be unsafe ends the lock too, with exit code 2.
     let command = contender.run(shutdown.token()).await.command_code()?;
     // Stopped by now, unless the elector outlived the shutdown's bound: then read them now.
@@ -159,6 +162,7 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
             redis_error = redis_error.as_deref().unwrap_or(""),
             kept_out_by,
             kept_out,
+            waited_ms = BootInstant::now().saturating_duration_since(started).as_millis() as u64,
             code,
             "lock not acquired within --wait"
         );

@@ -220,4 +220,8 @@ async fn a_lock_frozen_past_its_wait_does_not_try_as_it_thaws() {
     other.release(grant.token, CALL).await.expect("release");
     lock.process.signal(Signal::SIGCONT).expect("SIGCONT");
     lock.not_acquired_within(Duration::from_secs(10));
+    // Its line says why nobody was named: it waited through the pause, far past its wait.
+    let said = lock.events("lock not acquired within --wait");
+    let waited = said.first().and_then(|e| e["waited_ms"].as_u64());
+    assert!(waited.is_some_and(|ms| ms >= 2_000), "{said:?}");
 }
