@@ -10,7 +10,6 @@ use leasehold::elector::{Elector, Role};
 use leasehold::lease::{
     Acquired, LeaseError, LeaseName, LeaseOptions, OwnerId, RedisLease, Renewed, Secret, TlsFiles,
 };
-use testbed::free_port;
 use testbed::on_engines;
 use testbed::pki::Pki;
 use testbed::proxy::{Fault, FaultProxy};
@@ -32,10 +31,12 @@ fn tls_redis(verify_clients: bool) -> TlsRedis {
 
 fn tls_redis_on(engine: Engine, verify_clients: bool) -> TlsRedis {
     let pki = Pki::new();
-    let tls_port = free_port();
-    let args = pki.redis_args(tls_port, verify_clients);
+    let args = pki.redis_args(verify_clients);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let server = RedisServer::builder().engine(engine).args(args).start();
+    let server = (RedisServer::builder().engine(engine).tls_port())
+        .args(args)
+        .start();
+    let tls_port = server.tls_port().expect("built with a TLS port");
     TlsRedis {
         server,
         tls_port,

@@ -74,14 +74,12 @@ impl Pki {
         }
     }
 
-    /// redis-server arguments for a TLS port beside the plain one (which the fixture keeps for
-    /// its own checks); `verify_clients` demands client certificates. Pick `tls_port` with
-    /// [`free_port`](crate::port::free_port).
-    pub fn redis_args(&self, tls_port: u16, verify_clients: bool) -> Vec<String> {
+    /// redis-server arguments for TLS beside the plain port (which the fixture keeps for its
+    /// own checks); `verify_clients` demands client certificates. The TLS port comes from
+    /// [`RedisBuilder::tls_port`](crate::redis_server::RedisBuilder::tls_port).
+    pub fn redis_args(&self, verify_clients: bool) -> Vec<String> {
         let p = |p: &PathBuf| p.to_str().expect("utf-8 path").to_owned();
         vec![
-            "--tls-port".into(),
-            tls_port.to_string(),
             "--tls-cert-file".into(),
             p(&self.server_cert),
             "--tls-key-file".into(),

@@ -28,7 +28,8 @@ pub struct RedisBuilder {
     extra: Vec<String>,
     dir: Option<PathBuf>,
     clock: Option<FakeClock>,
-    cluster_bus: bool,
+    /// The flag of a second port of its own (`--cluster-port`, `--tls-port`).
+    second_port: Option<&'static str>,
 }
 
 /// A clock of the server's own, from libfaketime.
@@ -85,7 +86,14 @@ impl RedisBuilder {
     /// A cluster node's bus on a free port of its own (`--cluster-port`), chosen anew with the
     /// client port at each try of the start, and kept across restarts.
     pub fn cluster_bus(mut self) -> Self {
-        self.cluster_bus = true;
+        self.second_port = Some("--cluster-port");
+        self
+    }
+
+    /// A TLS port of its own (`--tls-port`, [`RedisServer::tls_port`]), chosen and kept as the
+    /// cluster bus's is; the certificates go in with [`arg`](Self::arg).
+    pub fn tls_port(mut self) -> Self {
+        self.second_port = Some("--tls-port");
         self
     }
 
@@ -125,13 +133,13 @@ impl RedisBuilder {
             persistence: self.persistence,
             extra: self.extra,
             clock: self.clock,
-            cluster_bus: None,
+            second_port: None,
             starts: 0,
         };
         match on_a_free_port(|port| {
             server.port = port;
-            if self.cluster_bus {
-                server.cluster_bus = Some(try_free_addr()?.port());
+            if let Some(flag) = self.second_port {
+                server.second_port = Some((flag, try_free_addr()?.port()));
             }
             server.spawn_and_wait()
         }) {

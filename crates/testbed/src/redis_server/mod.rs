@@ -27,8 +27,8 @@ pub struct RedisServer {
     persistence: Persistence,
     extra: Vec<String>,
     clock: Option<FakeClock>,
-    /// A cluster node's bus port ([`RedisBuilder::cluster_bus`]).
-    cluster_bus: Option<u16>,
+    /// A second port and its flag ([`RedisBuilder::cluster_bus`], [`RedisBuilder::tls_port`]).
+    second_port: Option<(&'static str, u16)>,
     starts: u32,
 }
 
@@ -49,6 +49,13 @@ impl RedisServer {
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Its TLS port, when it was built with one ([`RedisBuilder::tls_port`]).
+    pub fn tls_port(&self) -> Option<u16> {
+        self.second_port
+            .filter(|(flag, _)| *flag == "--tls-port")
+            .map(|(_, port)| port)
     }
 
     /// The server binary it runs.
@@ -114,8 +121,8 @@ impl RedisServer {
             Persistence::AofAlways => cmd.args(["--appendonly", "yes", "--appendfsync", "always"]),
         };
         cmd.args(&self.extra);
-        if let Some(bus) = self.cluster_bus {
-            cmd.args(["--cluster-port".to_owned(), bus.to_string()]);
+        if let Some((flag, port)) = self.second_port {
+            cmd.args([flag.to_owned(), port.to_string()]);
         }
         if let Some(clock) = &self.clock {
             if !Path::new(FAKETIME).is_file() {
