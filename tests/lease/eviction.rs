@@ -359,9 +359,9 @@ fn an_acl_without_info_memory_is_said_once_and_leasehold_carries_on() {
 /// nothing at all (a wrong port looked like a replica starting for ever).
 #[test]
 fn a_redis_that_cannot_be_reached_before_the_first_read_is_said() {
-    let nowhere = format!("redis://127.0.0.1:{}", testbed::free_port());
+    let nowhere = "redis://127.0.0.1:1";
     let args = ["--no-data-loss-cooldown", "--retry-period", "200ms"];
-    let a = Replica::spawn(&nowhere, &unique_lease("evict-nowhere"), "a", &args, &[]);
+    let a = Replica::spawn(nowhere, &unique_lease("evict-nowhere"), "a", &args, &[]);
     let said = "cannot read the eviction policy (INFO memory); going by the last one read, if any";
     let warned = a.wait_events(said, 1, Duration::from_secs(5));
     let error = warned[0]["error"].as_str().unwrap_or_default().to_owned();
@@ -398,13 +398,13 @@ fn watched(elector: &Elector, timing: Timing) -> (Board, tokio::task::JoinHandle
 /// readiness probe failed on it with Redis back).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_first_read_shown_while_out_gives_way_once_the_replica_stands() {
-    let nowhere = format!("redis://127.0.0.1:{}", testbed::free_port());
+    let nowhere = "redis://127.0.0.1:1";
     let timing = THIRTY_SECOND_TERM;
     let (gate, said) = tokio::sync::watch::channel(Standing::Out {
         gate: CANDIDACY,
         detail: None,
     });
-    let lease = lease(&nowhere, &unique_lease("evict-first-out"), "a", true);
+    let lease = lease(nowhere, &unique_lease("evict-first-out"), "a", true);
     let elector = Elector::new(lease, timing)
         .expect("an elector")
         .with_gate(said);

@@ -263,9 +263,9 @@ async fn status_pointed_at_a_redis_replica_says_so_and_exits_1() {
 /// no lease's word. It says what `status` says of a replica (it used to say "nobody leads").
 #[test]
 fn step_down_pointed_at_a_redis_replica_says_so() {
-    let nowhere = testbed::free_port().to_string();
+    let nowhere = "1";
     let replica = RedisServer::builder()
-        .args(["--replicaof", "127.0.0.1", &nowhere])
+        .args(["--replicaof", "127.0.0.1", nowhere])
         .start();
     let lease = unique_lease("step-down-replica");
     let (code, _, err) = harness::replica::step_down(&replica.url(), &lease, &["--wait", "1s"]);

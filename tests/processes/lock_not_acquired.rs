@@ -70,7 +70,7 @@ fn a_lock_kept_out_by_a_gate_says_what_its_reads_heard_of_redis() {
 /// trying, and the lock said 75 unless that read's own bound ran out first.
 #[test]
 fn a_lock_that_cannot_reach_redis_fails_instead_of_saying_try_later() {
-    let nobody = format!("redis://{}", testbed::free_addr());
+    let nobody = "redis://127.0.0.1:1".to_owned();
     let protected = RedisServer::builder()
         .args(["--requirepass", "theirs"])
         .start();
