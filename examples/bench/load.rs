@@ -5,9 +5,10 @@
 //! scripts run inside Redis are counted there too; they are not commands a client sent, so they
 //! are shown apart, and used to tell the leader's commands from the followers': a renewal runs
 //! `PEXPIRE` inside its script, and nothing else an idle elector sends does. `INFO` is both:
-//! every acquire script runs `INFO server` and `INFO replication` for the server's identity
-//! (and nothing else an idle elector sends runs `INFO` inside Redis), so two per try are
-//! counted inside, and the rest as sent (the eviction check's `INFO memory`).
+//! every acquire script runs `INFO server` and `INFO replication` for the server's identity,
+//! and every renewal's `INFO replication` for its role (nothing else an idle elector sends runs
+//! `INFO` inside Redis), so two per try and one per renewal are counted inside, and the rest as
+//! sent (the eviction check's `INFO memory`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
@@ -42,6 +43,8 @@ static INSIDE_SCRIPTS: LazyLock<BTreeSet<String>> = LazyLock::new(|| {
 
 /// `INFO` calls inside each acquire script: `INFO server` and `INFO replication`.
 const INFO_PER_TRY: u64 = 2;
+/// `INFO` calls inside each renewal's script: `INFO replication` (a replica is refused).
+const INFO_PER_RENEWAL: u64 = 1;
 
 /// One configuration.
 #[derive(Debug, Clone, Copy)]
@@ -306,7 +309,8 @@ fn delta(before: &Snapshot, after: &Snapshot) -> BTreeMap<String, u64> {
 }
 
 /// What the clients sent and what the scripts ran inside Redis, from one delta in which the
-/// leader renewed `renewals` times: every other `EVALSHA` is a try, with its `INFO` calls.
+/// leader renewed `renewals` times: every other `EVALSHA` is a try; each script's `INFO`
+/// calls.
 fn split_inside(
     delta: BTreeMap<String, u64>,
     renewals: u64,
@@ -320,10 +324,10 @@ fn split_inside(
         .unwrap_or(0)
         .saturating_sub(renewals);
     if let Some(info) = sent.get_mut("info") {
-        let of_tries = (tries * INFO_PER_TRY).min(*info);
-        *info -= of_tries;
-        if of_tries > 0 {
-            inside.insert("info".to_owned(), of_tries);
+        let of_scripts = (tries * INFO_PER_TRY + renewals * INFO_PER_RENEWAL).min(*info);
+        *info -= of_scripts;
+        if of_scripts > 0 {
+            inside.insert("info".to_owned(), of_scripts);
         }
     }
     sent.retain(|_, n| *n > 0);
@@ -353,10 +357,10 @@ mod tests {
             ("evalsha".to_owned(), 5),
             ("pexpire".to_owned(), 2),
             ("pubsub|numsub".to_owned(), 2),
-            ("info".to_owned(), 7),
+            ("info".to_owned(), 9),
             ("ping".to_owned(), 1),
         ]);
-        // Two renewals, so three tries, whose scripts ran six of the seven INFO.
+        // Two renewals, so three tries: their scripts ran eight of the nine INFO.
         let (sent, inside) = split_inside(delta, 2);
         assert_eq!(
             sent,
@@ -367,6 +371,6 @@ mod tests {
             ])
         );
         assert_eq!(inside["pubsub|numsub"], 2);
-        assert_eq!(inside["info"], 6);
+        assert_eq!(inside["info"], 8);
     }
 }

@@ -194,9 +194,9 @@ async fn an_idle_follower_sends_only_its_tries_and_the_leader_only_its_renewals(
     let [evalsha, renewals, pings, info] =
         std::array::from_fn(|i| after[i].saturating_sub(before[i]));
     let tries = evalsha - renewals;
-    // The one INFO commandstats of `before`, and two INFO inside each try's script (the
-    // server's identity): the rest the electors sent.
-    let info_sent = info.saturating_sub(1 + 2 * tries);
+    // The one INFO commandstats of `before`, two INFO inside each try's script (the server's
+    // identity) and one inside each renewal's (its role): the rest the electors sent.
+    let info_sent = info.saturating_sub(1 + 2 * tries + renewals);
     let counted = format!(
         "over {window:?}: {tries} tries, {renewals} renewals, {pings} PING, {info_sent} INFO sent"
     );

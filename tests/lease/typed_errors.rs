@@ -82,6 +82,49 @@ async fn a_replica_answers_readonly() {
     assert!(err.to_string().contains("connected to a replica"), "{err}");
 }
 
+on_engines!(#[tokio::test] async fn a_writable_replica_answers_readonly_too);
+/// A replica that takes writes (`replica-read-only no`) is still a replica: a term won or kept
+/// there is not on the master, which every other replica reads. The acquire and the removal
+/// are refused as on a read-only replica (they won and removed there); and so is the renewal of
+/// a leader whose master became such a replica, here of a master it cannot reach (it renewed
+/// there, its term kept alive on a copy nobody else reads).
+async fn a_writable_replica_answers_readonly_too(engine: Engine) {
+    let master = RedisServer::start_on(engine);
+    let port = master.port().to_string();
+    let replica = (RedisServer::builder().engine(engine))
+        .args([
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+            "--replica-read-only",
+            "no",
+        ])
+        .start();
+    let a = lease(
+        &replica.url(),
+        &unique_lease("writable-replica"),
+        "pod-a",
+        false,
+    );
+    let err = a.acquire(TTL, CALL).await.unwrap_err();
+    assert!(matches!(err, LeaseError::ReadOnly { .. }), "{err:?}");
+    let err = a.remove_keys(true, CALL).await.unwrap_err();
+    assert!(matches!(err, LeaseError::ReadOnly { .. }), "{err:?}");
+
+    let b = lease(
+        &master.url(),
+        &unique_lease("writable-demoted"),
+        "pod-b",
+        false,
+    );
+    let token = must_lead(&b).await;
+    master.cmd::<String>(&["CONFIG", "SET", "replica-read-only", "no"]);
+    // Port 1: nothing listens there; the old master keeps its data and takes writes.
+    master.cmd::<String>(&["REPLICAOF", "127.0.0.1", "1"]);
+    let err = b.renew(token, TTL, CALL).await.unwrap_err();
+    assert!(matches!(err, LeaseError::ReadOnly { .. }), "{err:?}");
+}
+
 #[tokio::test]
 async fn a_loading_redis_is_a_typed_error_then_works() {
     let mut redis = RedisServer::builder()

@@ -84,8 +84,9 @@ pub(super) fn load_section(w: &mut String, r: &Results, plan: &Plan) {
          `PEXPIRE`, `PTTL`, …) are counted there too but were never sent, so they are left out; the \
          leader's renewals are told from the followers' tries by the `PEXPIRE` that only a renewal \
          runs. `INFO commandstats` counts the acquire script's own `INFO server` and `INFO \
-         replication` as `info`, like the clients' `INFO memory`; two per try are taken as the \
-         script's (no other script an idle elector runs calls `INFO`), the rest as sent. A \
+         replication`, and the renewal's `INFO replication`, as `info`, like the clients' `INFO \
+         memory`; two per try and one per renewal are taken as the scripts' (no other script an \
+         idle elector runs calls `INFO`), the rest as sent. A \
          follower's figure is (all sent − the leader's renewals) ÷ followers, everything else \
          counted, the leader's rare `INFO memory` too (it cannot be told apart, so the figure errs \
          high). Redis CPU is `used_cpu_user + \

@@ -197,7 +197,7 @@ pub(super) fn summary(w: &mut String, r: &Results, plan: &Plan) {
             let of_tries = (l.inside_total() as f64 - per_renewal * l.leader as f64).max(0.0);
             let _ = writeln!(
                 w,
-                "  Inside Redis, never sent and shown apart: each try's script runs {} commands (the probe's `PUBLISH`, `TIME`, `INFO server` and `INFO replication` for the server's identity, and the reads of the lease's keys), and each renewal's {}.",
+                "  Inside Redis, never sent and shown apart: each try's script runs {} commands (the probe's `PUBLISH`, `TIME`, `INFO server` and `INFO replication` for the server's identity, and the reads of the lease's keys), and each renewal's {} (its `INFO replication` for the role).",
                 count(of_tries / tries as f64),
                 count(per_renewal),
             );

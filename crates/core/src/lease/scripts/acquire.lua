@@ -1,10 +1,13 @@
 local probe = ARGV[8] or ''
 if probe ~= '' then redis.call('PUBLISH', probe, ARGV[9] or '') end
+local replication = redis.call('INFO', 'replication')
+local replica = refuse_replica(replication)
+if replica then return replica end
 local newer = newer_protocol(KEYS[6], tonumber(ARGV[10]))
 if newer then return {'NEWER', newer[1], newer[2], now_us(), 0} end
 local now = now_us()
 local ttl_ms = tonumber(ARGV[2])
-local server = server_identity()
+local server = server_identity(replication)
 local record = read_record(KEYS[3])
 local observed = ARGV[4]
 local longest = read_longest(KEYS[5])

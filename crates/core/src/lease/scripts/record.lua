@@ -2,9 +2,17 @@ local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local function server_identity()
+-- A replica holds no term and takes none of the lease's writes, also one that accepts writes
+-- (`replica-read-only no`): what it keeps is its own, not the master's that the others read.
+-- Refused as a read-only replica refuses (READONLY); nil on a master.
+local function refuse_replica(replication)
+  if string.find(replication, 'role:slave', 1, true) then
+    return redis.error_reply('READONLY leasehold: this redis is a replica that accepts writes (replica-read-only no), not the master')
+  end
+end
+local function server_identity(replication)
   local server = redis.call('INFO', 'server')
-  local replication = redis.call('INFO', 'replication')
+  replication = replication or redis.call('INFO', 'replication')
   local run = string.match(server, 'run_id:(%w+)') or '?'
   local replid = string.match(replication, 'master_replid:(%w+)') or '?'
   return run .. '/' .. replid

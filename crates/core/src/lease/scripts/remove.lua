@@ -1,3 +1,6 @@
+local replication = redis.call('INFO', 'replication')
+local replica = refuse_replica(replication)
+if replica then return replica end
 if ARGV[1] ~= 'force' then
   local now = now_us()
   local holder = redis.call('GET', KEYS[1])
@@ -6,7 +9,7 @@ if ARGV[1] ~= 'force' then
   if record and record.term ~= '-' and record.term_until > now then
     return {0, 'HELD', record.term, math.ceil((record.term_until - now) / 1000)}
   end
-  if record and record.cool > now and record.server == server_identity() then
+  if record and record.cool > now and record.server == server_identity(replication) then
     return {0, 'COOLDOWN', '', math.ceil((record.cool - now) / 1000)}
   end
 end

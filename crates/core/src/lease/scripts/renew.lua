@@ -11,6 +11,9 @@ local function answer(code, now)
   end
   return {code, listeners, now}
 end
+local replication = redis.call('INFO', 'replication')
+local replica = refuse_replica(replication)
+if replica then return replica end
 local current = redis.call('GET', KEYS[1])
 local record = read_record(KEYS[2])
 local now = now_us()
@@ -27,7 +30,7 @@ end
 -- Put back a key that vanished before its time (evicted, deleted, or lost with the data while a
 -- follower named the term, its expiry unknown: 0), never one that expired: the holder of an
 -- expired term is past its deadline, and the others may take the lease.
-if current == false and record and record.term == ARGV[1] and record.server == server_identity() and (record.term_until == 0 or now < record.term_until) then
+if current == false and record and record.term == ARGV[1] and record.server == server_identity(replication) and (record.term_until == 0 or now < record.term_until) then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   record.term_until = now + tonumber(ARGV[2]) * 1000
   write_record(KEYS[2], record)
