@@ -125,6 +125,24 @@ async fn a_writable_replica_answers_readonly_too(engine: Engine) {
     assert!(matches!(err, LeaseError::ReadOnly { .. }), "{err:?}");
 }
 
+on_engines!(#[tokio::test] async fn a_long_call_without_the_password_is_said_as_no_password);
+/// A Redis that asks for a password, given none, refuses a command of more than ten arguments
+/// before it would say `NOAUTH` (`Protocol error: unauthenticated multibulk length`) and closes
+/// the connection; the acquire and the removal send that many. Said as a read's `NOAUTH` is:
+/// no password was given.
+async fn a_long_call_without_the_password_is_said_as_no_password(engine: Engine) {
+    let redis = (RedisServer::builder().engine(engine))
+        .args(["--requirepass", "s3cret"])
+        .start();
+    let a = lease(&redis.url(), &unique_lease("no-password"), "pod-a", false);
+    let acquired = a.acquire(TTL, CALL).await.unwrap_err();
+    let removed = a.remove_keys(true, CALL).await.unwrap_err();
+    for err in [acquired, removed] {
+        assert!(matches!(err, LeaseError::Authentication { .. }), "{err:?}");
+        assert!(err.to_string().contains("none was given"), "{err}");
+    }
+}
+
 #[tokio::test]
 async fn a_loading_redis_is_a_typed_error_then_works() {
     let mut redis = RedisServer::builder()

@@ -273,7 +273,7 @@ impl LeaseError {
             // the password comes from are added by the connection (`hint_at_credentials`).
             _ if refuses_credentials(err) => LeaseError::Authentication {
                 op,
-                detail: if code == "NOAUTH" { NO_PASSWORD } else { PASSWORD_REFUSED }.to_owned(),
+                detail: if asked_none(err) { NO_PASSWORD } else { PASSWORD_REFUSED }.to_owned(),
             },
             (ErrorKind::Io | ErrorKind::InvalidClientConfig, _) if looks_like_tls(&detail) => {
                 let detail = if detail.contains("UnknownIssuer") {
@@ -379,7 +379,17 @@ pub struct Remedies {
 /// Whether Redis refused the credentials: a wrong password, or none given where one is asked.
 pub(crate) fn refuses_credentials(err: &RedisError) -> bool {
     err.kind() == ErrorKind::AuthenticationFailed
-        || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"))
+        || err.code() == Some("WRONGPASS")
+        || asked_none(err)
+}
+
+/// Whether Redis asks for a password and none was given: `NOAUTH`, or, for a command of more
+/// than ten arguments, `Protocol error: unauthenticated …` (and the connection closed).
+fn asked_none(err: &RedisError) -> bool {
+    err.code() == Some("NOAUTH")
+        || err
+            .detail()
+            .is_some_and(|d| d.starts_with("Protocol error: unauthenticated"))
 }
 
 #[cfg(test)]
