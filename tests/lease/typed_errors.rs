@@ -33,6 +33,31 @@ async fn a_key_of_the_wrong_type_is_a_clear_error(engine: Engine) {
     ));
 }
 
+on_engines!(#[tokio::test] async fn a_handover_key_of_the_wrong_type_refuses_the_term_not_its_renewal);
+/// Every renewal reads the handover request: a `:handover` key of another type refuses each one.
+/// The acquire reads it before its first write, so that a term is not won only to end at its
+/// first renewal (a `lock` ran its command and had it killed half a second later).
+async fn a_handover_key_of_the_wrong_type_refuses_the_term_not_its_renewal(engine: Engine) {
+    let redis = RedisServer::start_on(engine);
+    let a = lease(
+        &redis.url(),
+        &unique_lease("wrongtype-handover"),
+        "pod-a",
+        false,
+    );
+    let handover = &a.keys().handover;
+    redis.cmd::<i64>(&["RPUSH", handover, "x"]);
+    let err = a.acquire(TTL, CALL).await.unwrap_err();
+    assert!(matches!(err, LeaseError::WrongType { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains(&format!("`{handover}` holds a list")),
+        "{err}"
+    );
+    let exists: i64 = redis.cmd(&["EXISTS", &a.keys().lease]);
+    assert_eq!(exists, 0, "no term begun");
+}
+
 #[tokio::test]
 async fn a_corrupt_fence_is_refused_and_leaves_no_lease_behind() {
     let redis = RedisServer::start();

@@ -256,6 +256,7 @@ impl RedisLease {
                     .key(&self.keys.reserved)
                     .key(&self.keys.longest)
                     .key(&self.keys.protocol)
+                    .key(&self.keys.handover)
                     .arg(self.owner.as_str())
                     .arg(millis(ttl))
                     .arg(if self.cooldown_on_data_loss { "1" } else { "0" })

@@ -29,7 +29,8 @@ pub const PROTOCOL: u32 = 1;
 
 /// Acquire.
 ///
-/// KEYS: lease, fence, state record, handover reservation, longest, protocol. ARGV: owner id,
+/// KEYS: lease, fence, state record, handover reservation, longest, protocol, handover request
+/// (read as a renewal reads it, before the first write, and nothing more). ARGV: owner id,
 /// ttl in ms, `1` to cool down after data loss or `0` not to, the term value of a holder this
 /// follower saw and whose TTL has not run out by its own clock (empty for none; DESIGN,
 /// "Followers keep what they saw"), our identity (a reservation names one), the longest lease

@@ -109,6 +109,7 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 11]), String> {
                     .key(RESERVED)
                     .key(LONGEST)
                     .key(PROTOCOL_KEY)
+                    .key(HANDOVER)
                     .arg(owner_id(owner))
                     .arg(ttl)
                     .arg(if cool { "1" } else { "0" })

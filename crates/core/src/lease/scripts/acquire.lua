@@ -101,10 +101,12 @@ if fence then
   if n < now then fence = nil end
 end
 
--- Before the first write of a grant, each command a renewal adds: a user refused one is refused
--- the term too, rather than winning it and being refused at its first renewal (the key is free
--- or a term of ours that the SET below replaces, so the PEXPIRE changes nothing).
+-- Before the first write of a grant, each command a renewal adds, and its read of the handover
+-- request: a user refused one (or a request key of another type) is refused the term too,
+-- rather than winning it and being refused at its first renewal (the key is free or a term of
+-- ours that the SET below replaces, so the PEXPIRE changes nothing).
 redis.call('PUBSUB', 'NUMSUB', ARGV[7])
+redis.call('GET', KEYS[7])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 if reserved then redis.call('DEL', KEYS[4]) end
 if not fence then
