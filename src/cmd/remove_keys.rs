@@ -44,7 +44,7 @@ fn refusal(lease: &str, why: &InForce) -> String {
             let token = token.map_or_else(String::new, |t| format!(" (token {t})"));
             format!(
                 "lease {lease} is held by {}{token} for {} ms more: removing its keys now could let two replicas lead; stop its replicas (helm uninstall) and run this again once the term expired, or pass --force",
-                identity_of(owner),
+                super::printable(identity_of(owner)),
                 left.as_millis()
             )
         }

@@ -26,6 +26,8 @@ use crate::notices::{not_leaseholds, reservation_not_leaseholds};
 const POLL: Duration = Duration::from_millis(50);
 /// How often it looks while the old term's release is not heard.
 const UNHEARD: Duration = Duration::from_secs(1);
+/// The least a look is given, also the last one, at the wait's end.
+const LAST_LOOK: Duration = Duration::from_millis(250);
 /// The first pause between looks after the release was heard, doubling up to [`UNHEARD`].
 const AFTER_RELEASE: Duration = Duration::from_millis(2);
 
@@ -52,25 +54,28 @@ impl HandoverView {
     /// Aligned text for people.
     pub fn text(&self) -> String {
         let token = |t: Option<u64>| t.map_or_else(|| "-".to_owned(), |t| t.to_string());
-        match (&self.leader, self.handed_over) {
+        // Identities as Redis holds them: a value leasehold did not write is shown escaped.
+        let (leader, previous) = (
+            self.leader.as_deref().map(super::printable),
+            super::printable(&self.previous),
+        );
+        match (leader, self.handed_over) {
             (Some(leader), true) => format!(
-                "{leader} leads {} with token {} (was {}, token {}; after {} ms)\n",
+                "{leader} leads {} with token {} (was {previous}, token {}; after {} ms)\n",
                 self.lease,
                 token(self.token),
-                self.previous,
                 token(self.previous_token),
                 self.waited_ms
             ),
             (Some(leader), false) => format!(
-                "{leader} leads {} with token {} (asked {} to step down {} ms ago)\n",
+                "{leader} leads {} with token {} (asked {previous} to step down {} ms ago)\n",
                 self.lease,
                 token(self.token),
-                self.previous,
                 self.waited_ms
             ),
             (None, _) => format!(
-                "nobody leads {} (asked {} to step down {} ms ago)\n",
-                self.lease, self.previous, self.waited_ms
+                "nobody leads {} (asked {previous} to step down {} ms ago)\n",
+                self.lease, self.waited_ms
             ),
         }
     }
@@ -148,6 +153,7 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
     if let Some((who, _)) = (seen.reserved.as_ref())
         .filter(|(who, left)| reservation_not_leaseholds(*left) && to.as_ref() != Some(who))
     {
+        let who = super::printable(who);
         eprintln!(
             "{} holds `{who}` and never expires (not written by leasehold): after a handover nobody but `{who}` could lead {lease_name}; delete it first (`DEL {0}`), or hand over with --to {who}",
             lease.keys().reserved
@@ -164,19 +170,24 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
     // a subscription (an ACL without the channel) it looks every POLL, then less and less often.
     let releases = lease.subscribe_releases(CALL).await.ok();
     let started = Instant::now();
-    if lease
+    let unanswered = match lease
         .request_handover(&old, to.as_deref(), wait, CALL)
         .await
-        .map_err(|e| status.redis.failed(e))?
-        == HandoverRequested::TermEnded
     {
-        eprintln!(
-            "the term of {} (token {}) ended before the request reached it; nothing was asked",
-            old.identity(),
-            old.token.map(|t| t.0).unwrap_or_default()
-        );
-        return Ok(1);
-    }
+        Ok(HandoverRequested::Requested) => None,
+        Ok(HandoverRequested::TermEnded) => {
+            eprintln!(
+                "the term of {} (token {}) ended before the request reached it; nothing was asked",
+                super::printable(old.identity()),
+                old.token.map(|t| t.0).unwrap_or_default()
+            );
+            return Ok(1);
+        }
+        // Sent, and its answer lost: it may yet reach Redis and the leader, and lives as long as
+        // the wait, which looks for its effect as for any request.
+        Err(err @ LeaseError::Timeout { .. }) => Some(err),
+        Err(err) => return Err(status.redis.failed(err).into()),
+    };
     let (handed_over, now) =
         wait_for_successor(&lease, &old, to.as_deref(), started, wait, releases)
             .await
@@ -201,11 +212,15 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
     } else if !handed_over {
         match (&to, &view.leader) {
             (Some(to), Some(leader)) if leader != &view.previous => eprintln!(
-                "{leader} took the lease, not {to} (it did not take it within its reservation)"
+                "{} took the lease, not {to} (it did not take it within its reservation)",
+                super::printable(leader)
             ),
             _ => eprintln!(
-                "no other replica led {lease_name} within --wait {}",
-                humantime::format_duration(wait)
+                "no other replica led {lease_name} within --wait {}{}",
+                humantime::format_duration(wait),
+                unanswered.map_or_else(String::new, |err| format!(
+                    "; the request went unanswered ({err}), so it may not have reached the leader"
+                ))
             ),
         }
     }
@@ -228,7 +243,9 @@ async fn wait_for_successor(
     let released = old.term_value();
     let mut pause = if releases.is_some() { UNHEARD } else { POLL };
     loop {
-        let looked = lease.observe(CALL.min(wait)).await;
+        // Within the wait: a look that Redis leaves unanswered ends with it, or a moment after.
+        let left = end.saturating_duration_since(Instant::now());
+        let looked = lease.observe(CALL.min(left).max(LAST_LOOK)).await;
         let over = Instant::now() >= end;
         match looked {
             Ok(seen) => match progress(old, to, &seen) {

@@ -10,6 +10,7 @@ mod elector;
 mod eviction;
 mod foreign_keys;
 mod handover;
+mod handover_faults;
 mod kept_out;
 mod primitives;
 mod protocol;

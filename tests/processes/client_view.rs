@@ -302,9 +302,10 @@ fn the_cooldown_counts_down_in_leader_and_readyz() {
 
 /// A value leasehold did not write is shown as text, never acted on by the terminal: a lease
 /// key holding a line break and an escape sequence drew a row of its own (a second `holder`)
-/// and coloured what followed.
+/// and coloured what followed. `step-down` and `remove-keys`, which name the holder too, wrote
+/// it as it stood.
 #[test]
-fn status_shows_a_foreign_values_control_characters_escaped() {
+fn operator_commands_show_a_foreign_values_control_characters_escaped() {
     let redis = RedisServer::start();
     let lease = unique_lease("status-control");
     let key = format!("leasehold:{{{lease}}}");
@@ -317,4 +318,20 @@ fn status_shows_a_foreign_values_control_characters_escaped() {
     assert!(!out.contains('\u{1b}'), "{out}");
     let holders = out.lines().filter(|l| l.starts_with("holder")).count();
     assert_eq!(holders, 1, "{out}");
+    let step_down = [
+        "step-down",
+        "--redis-url",
+        &url,
+        "--lease-name",
+        &lease,
+        "--wait",
+        "1s",
+    ];
+    let remove = ["remove-keys", "--redis-url", &url, "--lease-name", &lease];
+    for args in [&step_down[..], &remove[..]] {
+        let (_, out, err) = run_to_end(args, &[]);
+        let said = format!("{out}{err}");
+        assert!(said.contains("evil\\n\\u{1b}[31m"), "{args:?}: {said}");
+        assert!(!said.contains('\u{1b}'), "{args:?}: {said}");
+    }
 }

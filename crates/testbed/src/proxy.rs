@@ -36,6 +36,10 @@ pub enum Fault {
     /// whose return leg is slow (each round trip costs this, and a new connection's first
     /// command twice as much, after its handshake's reply).
     DelayReplies(Duration),
+    /// Forward each request chunk that calls the script of this SHA1 (`EVALSHA <sha>`, the hex
+    /// digest) this long after it was read, and every other chunk at once, in order (behind a
+    /// delayed one): a link slow for one command, the others' replies coming back at once.
+    DelayScript { sha: [u8; 40], delay: Duration },
     /// Forward requests, and reset the connection instead of delivering a reply: every command
     /// reaches the server and runs, and its caller never hears the answer.
     ResetReplies,
@@ -263,12 +267,19 @@ enum Leg {
 }
 
 impl Fault {
-    /// How long a chunk read on `leg` waits before it is written.
-    fn delay(self, leg: Leg) -> Duration {
+    /// How long `chunk`, read on `leg`, waits before it is written.
+    fn delay(self, leg: Leg, chunk: &[u8]) -> Duration {
         match (self, leg) {
             (Fault::Delay(d), _)
             | (Fault::DelayRequests(d), Leg::Requests)
             | (Fault::DelayReplies(d), Leg::Replies) => d,
+            (Fault::DelayScript { sha, delay }, Leg::Requests)
+                if chunk
+                    .windows(sha.len())
+                    .any(|w| w.eq_ignore_ascii_case(&sha)) =>
+            {
+                delay
+            }
             _ => Duration::ZERO,
         }
     }
@@ -303,7 +314,7 @@ async fn pump(
                 let _ = tx.send((Instant::now(), Vec::new()));
                 return;
             }
-            let delay = fault.delay(leg);
+            let delay = fault.delay(leg, &buf[..n]);
             if tx
                 .send((Instant::now() + delay, buf[..n].to_vec()))
                 .is_err()
