@@ -230,10 +230,11 @@ impl StatusView {
         if let Some(replica) = self.replica() {
             rows.push(("redis", format!("{replica}: its copy of the lease")));
         }
-        // A running cooldown is the state record's own; a reservation and a clock note are keys.
+        // A cooldown idle or running is the state record's own (only a missing record, or one
+        // of another Redis process, is pending); a reservation and a clock note are keys.
         let keyless = self.holder.is_none() && self.last_token.is_none() && self.protocol.is_none();
         if keyless
-            && self.cooldown_ms.is_none()
+            && self.cooldown == "pending"
             && self.reserved_for.is_none()
             && self.redis_clock.is_none()
         {
@@ -313,16 +314,17 @@ mod tests {
         assert_eq!(json["protocol"], serde_json::Value::Null);
     }
 
-    /// A running cooldown is the state record's, a reservation and a clock note are keys of
-    /// their own: keys exist, and the note that blamed the key prefix or the lease name sent
-    /// the operator after the wrong fault.
+    /// A cooldown idle or running is the state record's, a reservation and a clock note are keys
+    /// of their own: keys exist, and the note that blamed the key prefix or the lease name sent
+    /// the operator after the wrong fault (a lock stopped in a lease's first cooldown left the
+    /// record alone, and `status` said no key existed).
     #[test]
     fn a_lease_with_any_key_is_not_said_to_be_without_keys() {
         let name = LeaseName::new("shop/web").unwrap();
         let none = Observation {
             holder: None,
             token: None,
-            cooldown: CooldownState::Idle,
+            cooldown: CooldownState::Pending,
             reserved: None,
             protocol: None,
             redis_clock: None,
@@ -336,6 +338,13 @@ mod tests {
         // (what Redis holds, whether the note is said)
         let cases = [
             (none.clone(), true),
+            (
+                Observation {
+                    cooldown: CooldownState::Idle,
+                    ..none.clone()
+                },
+                false,
+            ),
             (
                 Observation {
                     cooldown: CooldownState::Running(Duration::from_secs(3)),
