@@ -5,6 +5,8 @@
 //! Not acquired in time: [`NOT_ACQUIRED`] and one log line naming the holder (or the gate that
 //! kept it out). Lost while the command ran (the command is stopped first): [`LOST`].
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tracing::{info, warn};
@@ -14,10 +16,10 @@ use super::lease::{Workload, connect, name_lease, publisher};
 use crate::board::Shown;
 use crate::cli::{CliError, LockSettings};
 use crate::clock::BootInstant;
-use crate::elector::{Role, Standing, StepDownReason};
+use crate::elector::{Role, Standing, StepDownReason, TermHooks};
 use crate::exec::ExecSettings;
 use crate::k8s::Publisher;
-use crate::lease::{CooldownState, LeaseName};
+use crate::lease::{CooldownState, FencingToken, LeaseName};
 use crate::shutdown::Shutdown;
 
 /// Exit code when the lock was not acquired within `--wait` (EX_TEMPFAIL: try again later).
@@ -81,7 +83,9 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
     let publisher = publisher(client.filter(|_| parts_on), &common, &lease_name, None)?
         .map(Publisher::without_handover_annotation);
     let mut contender = Contender::new(&common, &lease_name, publisher, &shutdown)?;
-    contender.elector = contender.elector.stop_when_work_ends().for_one_term(wait);
+    let released = Arc::new(Released::default());
+    contender.elector =
+        (contender.elector.stop_when_work_ends().for_one_term(wait)).with_hooks(released.clone());
     // The elector's status as shown, with what reads heard of Redis while a gate kept it out.
     let shown = contender.board.subscribe();
     let mut gates_now = contender.elector.gates();
@@ -125,7 +129,8 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
     let mut code = exit_code(led, reason, command, signalled);
     if led {
         let by_signal = reason == Some(StepDownReason::Shutdown) && command.is_none();
-        report_term(&lease_name, reason, code, by_signal);
+        let released = released.0.load(Ordering::Relaxed);
+        report_term(&lease_name, reason, code, by_signal, released);
     } else if signalled.is_some() {
         info!(lease = %lease_name, code, "lock stopped by a signal before it was acquired");
     } else {
@@ -172,13 +177,32 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
 
 /// The one log line of how a term of the lock ended (`by_signal`: the code is 128 + the number of
 /// the signal that stopped leasehold, the command having none of its own).
-fn report_term(lease: &LeaseName, reason: Option<StepDownReason>, code: i32, by_signal: bool) {
+fn report_term(
+    lease: &LeaseName,
+    reason: Option<StepDownReason>,
+    code: i32,
+    by_signal: bool,
+    released: bool,
+) {
+    let reason = reason.map(StepDownReason::as_label).unwrap_or_default();
     if code == LOST {
-        warn!(%lease, reason = reason.map(StepDownReason::as_label).unwrap_or_default(), code, "lock lost while the command ran; the command was stopped");
+        warn!(%lease, reason, code, "lock lost while the command ran; the command was stopped");
+    } else if !released {
+        warn!(%lease, reason, code, "lock not released (the lease expires on its own); exiting with the command's exit code, or 128 + the number of the signal that stopped leasehold");
     } else if by_signal {
         info!(%lease, code, "lock released; exiting with 128 + the number of the signal that stopped leasehold");
     } else {
         info!(%lease, code, "lock released; exiting with the command's exit code");
+    }
+}
+
+/// Whether the lock's term ended with its lease released, as the elector tells its hooks.
+#[derive(Default)]
+struct Released(AtomicBool);
+
+impl TermHooks for Released {
+    fn ended(&self, _token: FencingToken, _reason: StepDownReason, released: bool) {
+        self.0.store(released, Ordering::Relaxed);
     }
 }
 

@@ -10,7 +10,7 @@ use harness::contenders::{lease, unique_lease};
 use harness::leasehold_bin;
 use harness::replica::FAST;
 use leasehold::cmd::lock::{LOST, NOT_ACQUIRED};
-use leasehold::lease::{Acquired, Grant, RedisLease};
+use leasehold::lease::{Acquired, Grant, RedisLease, minimal_acl_rule};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use testbed::Guarded;
@@ -117,6 +117,29 @@ fn a_relative_guard_file_is_named_to_the_command_by_its_absolute_path() {
     assert_eq!(lock.wait(Duration::from_secs(10)), 0, "{}", lock.logs());
     let named = dir.path().join("relative.guard");
     assert_eq!(lock.stdout(), [named.to_str().unwrap()], "{}", lock.logs());
+}
+
+/// A release Redis refuses (an ACL without `+del`) leaves the lease to expire: the lock's last
+/// line says so. It said "lock released" right after the warning that it could not release.
+#[test]
+fn a_lock_whose_release_is_refused_does_not_say_it_released() {
+    let redis = RedisServer::start();
+    let rule = minimal_acl_rule("leasehold:", false).replace(" +del", "");
+    redis.set_acl_user("nodel", &rule, "nodel-pw");
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("password");
+    std::fs::write(&password, "nodel-pw\n").unwrap();
+    let user = ["--redis-username", "nodel", "--redis-password-file"];
+    let mut extra = user.to_vec();
+    extra.push(password.to_str().unwrap());
+    let lease = unique_lease("lock-unreleased");
+    let mut lock = Lock::spawn(&redis.url(), &lease, &extra, &["echo", "ran"]);
+    assert_eq!(lock.wait(Duration::from_secs(10)), 0, "{}", lock.logs());
+    assert_eq!(lock.stdout(), ["ran"], "{}", lock.logs());
+    let claimed = lock.events("lock released; exiting with the command's exit code");
+    assert!(claimed.is_empty(), "{}", lock.logs());
+    let said = lock.events("lock not released (the lease expires on its own); exiting with the command's exit code, or 128 + the number of the signal that stopped leasehold");
+    assert_eq!(said.len(), 1, "{}", lock.logs());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
