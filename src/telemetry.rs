@@ -9,6 +9,9 @@ use std::sync::Mutex;
 use leasehold_core::locked::locked;
 use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::field::MakeExt;
+use tracing_subscriber::fmt::FormatFields;
+use tracing_subscriber::fmt::format::debug_fn;
 
 /// The writing thread's guard, until [`flush`].
 static WRITER: Mutex<Option<WorkerGuard>> = Mutex::new(None);
@@ -112,9 +115,33 @@ pub fn start(settings: &LogSettings) -> Result<(), TelemetryError> {
     } else {
         builder
             .with_ansi(std::env::var_os("NO_COLOR").is_none() && std::io::stderr().is_terminal())
+            .fmt_fields(escaped_fields())
             .init();
     }
     Ok(())
+}
+
+/// The text format's fields as the default writes them (the message, then `name=value`), each
+/// with its control characters escaped: a value read from Redis that leasehold did not write (a
+/// holder's identity) would otherwise forge a log line with its line break and act on the
+/// terminal with its escape sequence. JSON escapes them by itself.
+fn escaped_fields() -> impl for<'w> FormatFields<'w> + 'static {
+    debug_fn(|writer, field, value| match field.name() {
+        "message" => write!(writer, "{}", printable(&format!("{value:?}"))),
+        name => write!(writer, "{name}={}", printable(&format!("{value:?}"))),
+    })
+    .delimited(" ")
+}
+
+/// `value` with each control character (a line break, an escape) written as its escape: a
+/// value from Redis that leasehold did not write is shown to an operator, never acted on by
+/// the terminal.
+pub fn printable(value: &str) -> String {
+    let char = |c: char| match c.is_control() {
+        true => c.escape_default().to_string(),
+        false => c.to_string(),
+    };
+    value.chars().map(char).collect()
 }
 
 /// Writes what is buffered before the process ends (waiting a second at most for a stalled

@@ -16,6 +16,7 @@ use std::process::ExitCode;
 
 use crate::cli::{CliError, Invocation, OutputFormat};
 use crate::shutdown::Shutdown;
+use crate::telemetry::printable;
 
 /// Runs a validated command line; returns the exit code.
 pub fn execute(invocation: Invocation) -> Result<ExitCode, CliError> {
@@ -74,16 +75,6 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
         })
 }
 
-/// `value` with each control character (a line break, an escape) written as its escape: a
-/// value from Redis that leasehold did not write is shown to an operator, never acted on by
-/// the terminal.
-fn printable(value: &str) -> String {
-    let char = |c: char| match c.is_control() {
-        true => c.escape_default().to_string(),
-        false => c.to_string(),
-    };
-    value.chars().map(char).collect()
-}
 
 /// Prints an operator command's answer as `--output` asks: `view` as pretty JSON, or `text`.
 fn print<V: serde::Serialize>(

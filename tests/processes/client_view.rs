@@ -335,3 +335,25 @@ fn operator_commands_show_a_foreign_values_control_characters_escaped() {
         assert!(!said.contains('\u{1b}'), "{args:?}: {said}");
     }
 }
+
+/// The text log format writes a value from Redis as text too: a follower of a foreign value
+/// logged it as it stood, its line break forging a log line of its own and its escape sequence
+/// acting on the terminal that shows the log.
+#[test]
+fn text_logs_show_a_foreign_values_control_characters_escaped() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("text-log-control");
+    let key = format!("leasehold:{{{lease}}}");
+    let foreign = "evil\n\u{1b}[31mfake: line";
+    let _: () = redis.cmd(&["SET", &key, foreign, "PX", "60000"]);
+    let mut args = fast();
+    args.extend(["--log-format", "text"]);
+    let a = Replica::spawn(&redis.url(), &lease, "a", &args, &[]);
+    let log = wait_for("a's view of the holder", Duration::from_secs(10), || {
+        let log = a.log_text();
+        log.contains("evil").then_some(log)
+    });
+    assert!(!log.contains('\u{1b}'), "{log}");
+    assert!(!log.lines().any(|l| l.starts_with("fake")), "{log}");
+    assert!(log.contains("evil\\n\\u{1b}[31mfake: line"), "{log}");
+}
