@@ -99,11 +99,14 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
             (shutdown.signalled(), gates.standing())
         })
     };
-    // Whether another holder was ever named while the lock waited.
+    // The first other holder named while the lock waited.
     let held_elsewhere = {
         let mut status = shown.clone();
         let named = |s: &Shown| s.status.leader_identity().is_some();
-        tokio::spawn(async move { status.wait_for(named).await.is_ok() })
+        tokio::spawn(async move {
+            let seen = status.wait_for(named).await.ok()?;
+            seen.status.leader_identity().map(str::to_owned)
+        })
     };
     let lease = contender.elector.lease().clone();
     info!(
@@ -136,9 +139,9 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
     } else {
         // Who holds it now, for the one line that says why the command did not run.
         let now = lease.observe(common.timing.call_timeout()).await;
-        let named_a_holder = match held_elsewhere.is_finished() {
-            true => held_elsewhere.await.unwrap_or(false),
-            false => false,
+        let named = match held_elsewhere.is_finished() {
+            true => held_elsewhere.await.ok().flatten(),
+            false => None,
         };
         // What Redis failed or refused last: the tries (a missing permission, out of memory, a
         // replica, whether or not a read still answers), else this read.
@@ -147,7 +150,7 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
         let now = now.ok();
         let holder = now.as_ref().and_then(|o| o.holder.as_ref());
         // Nobody holds the lock, and Redis is why it was not taken: a failure.
-        if redis_error.is_some() && !named_a_holder && holder.is_none() {
+        if redis_error.is_some() && named.is_none() && holder.is_none() {
             code = REDIS_FAILED;
         }
         let cooldown_ms = match now.as_ref().map(|o| o.cooldown) {
@@ -161,7 +164,9 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
         };
         warn!(
             lease = %lease_name,
-            holder = holder.map(|h| h.identity()).unwrap_or(""),
+            // Who holds it now, else who held it while the lock waited (also when that read failed).
+            holder = holder.map(|h| h.identity()).or(named.as_deref()).unwrap_or(""),
+            reserved_for = now.as_ref().and_then(|o| o.reserved.as_ref()).map_or("", |(who, _)| who),
             token = holder.and_then(|h| h.token).map(|t| t.0),
             cooldown_ms,
             redis_error = redis_error.as_deref().unwrap_or(""),

@@ -75,7 +75,6 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
         })
 }
 
-
 /// Prints an operator command's answer as `--output` asks: `view` as pretty JSON, or `text`.
 fn print<V: serde::Serialize>(
     output: OutputFormat,

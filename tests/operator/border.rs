@@ -106,8 +106,9 @@ const CORE_CEILING: usize = 7_986;
 /// its looks that overran `--wait`, `step-down` and `remove-keys` printing Redis's values
 /// unescaped, `status` saying no key existed beside the state record, and a lock saying it
 /// released when its release was refused (21,649), and the core's raise for the handover key
-/// (21,651), and text logs that wrote Redis's values unescaped (21,669).
-const CORE_AND_PRODUCT_CEILING: usize = 21_669;
+/// (21,651), and text logs that wrote Redis's values unescaped (21,669), and a lock's
+/// not-acquired line that named neither the reservation nor the holder it saw (21,673).
+const CORE_AND_PRODUCT_CEILING: usize = 21_673;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -225,3 +225,45 @@ async fn a_lock_frozen_past_its_wait_does_not_try_as_it_thaws() {
     let waited = said.first().and_then(|e| e["waited_ms"].as_u64());
     assert!(waited.is_some_and(|ms| ms >= 2_000), "{said:?}");
 }
+
+/// A reservation for another identity (a handover's `--to`) keeps the lock out: its line names
+/// it, where it named neither a holder nor a cause.
+#[test]
+fn a_lock_kept_out_by_a_reservation_names_it() {
+    let redis = RedisServer::start();
+    let name = unique_lease("lock-reserved");
+    let reserved = format!("leasehold:{{{name}}}:reserved");
+    redis.cmd::<String>(&["SET", &reserved, "someone", "PX", "10000"]);
+    let mut lock = Lock::spawn(&redis.url(), &name, &[], &["echo", "ran"]);
+    lock.not_acquired_within(Duration::from_secs(10));
+    let said = lock.events("lock not acquired within --wait");
+    assert_eq!(
+        said.first().map(|e| &e["reserved_for"]),
+        Some(&"someone".into()),
+        "{said:?}"
+    );
+}
+
+/// A lock that saw the lease held and then could not read it at the end (Redis frozen) exits
+/// 75, the lease held elsewhere: its line names that holder, where it named nobody.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_that_cannot_read_at_its_end_names_the_holder_it_saw() {
+    let redis = RedisServer::start();
+    let name = unique_lease("lock-held-then-frozen");
+    let other = lease(&redis.url(), &name, "cron-other", false);
+    let _grant = hold(&other, Duration::from_secs(30)).await;
+    let tried = redis.calls("evalsha");
+    let mut lock = Lock::spawn(&redis.url(), &name, &["--wait", "1s"], &["echo", "ran"]);
+    wait_for("the lock's first try", Duration::from_secs(10), || {
+        (redis.calls("evalsha") > tried).then_some(())
+    });
+    redis.pause();
+    lock.not_acquired_within(Duration::from_secs(15));
+    redis.resume();
+    let said = lock.events("lock not acquired within --wait");
+    assert_eq!(
+        said.first().map(|e| &e["holder"]),
+        Some(&"cron-other".into()),
+        "{said:?}"
+    );
+}
