@@ -136,6 +136,14 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
             );
             return Ok(1);
         }
+        // Not `<owner id>#<token>`: a value some other program wrote, with an expiry.
+        Some(holder) if holder.token.is_none() && !holder.vanished => {
+            eprintln!(
+                "the lease key of {lease_name} holds `{}`, no term of a replica (not written by leasehold): there is no leader to step down",
+                super::printable(&holder.owner)
+            );
+            return Ok(1);
+        }
         Some(holder) if !holder.vanished => holder,
         Some(_) => {
             eprintln!(

@@ -253,6 +253,20 @@ fn step_down_refuses_a_lease_key_that_leasehold_did_not_write() {
         request, 0,
         "a handover request was stored for a key nobody holds"
     );
+    // With an expiry it is no replica's term either (no owner id and token): nobody to ask. It
+    // was asked all the same, and said to lead.
+    redis.cmd::<String>(&["SET", &key, "cron-lock", "PX", "60000"]);
+    let (code, json, stderr) = step_down(&redis.url(), &lease, &["--wait", "2s"]);
+    assert_eq!(code, 1, "{stderr}\n{json}");
+    assert!(
+        stderr.contains("holds `cron-lock`, no term of a replica"),
+        "{stderr}"
+    );
+    let request: i64 = redis.cmd(&["EXISTS", &format!("{key}:handover")]);
+    assert_eq!(
+        request, 0,
+        "a handover request was stored for a foreign value"
+    );
 }
 
 /// A value without expiry written over the lease key during the wait is nobody's term: not a
