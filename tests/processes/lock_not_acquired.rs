@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use harness::contenders::{lease, unique_lease};
 use leasehold::cmd::lock::{NOT_ACQUIRED, REDIS_FAILED};
+use leasehold::lease::{Grant, RedisLease};
 use nix::sys::signal::Signal;
 use testbed::RedisServer;
 use testbed::proxy::{Fault, FaultProxy};
@@ -200,20 +201,27 @@ fn a_lock_whose_acquire_runs_out_while_reads_answer_tries_once() {
     assert_eq!(gave_back.len(), 1, "{}", lock.logs());
 }
 
+/// A lease held for 30 s by `cron-other`, and a lock with `--wait 1s` on it (its command `echo
+/// ran`) once its first try reached Redis: the holder's lease, its grant, the lock.
+async fn a_lock_past_its_first_try(redis: &RedisServer, test: &str) -> (RedisLease, Grant, Lock) {
+    let name = unique_lease(test);
+    let other = lease(&redis.url(), &name, "cron-other", false);
+    let grant = hold(&other, Duration::from_secs(30)).await;
+    let tried = redis.calls("evalsha");
+    let lock = Lock::spawn(&redis.url(), &name, &["--wait", "1s"], &["echo", "ran"]);
+    wait_for("the lock's first try", Duration::from_secs(10), || {
+        (redis.calls("evalsha") > tried).then_some(())
+    });
+    (other, grant, lock)
+}
+
 /// A lock frozen (SIGSTOP, as a paused VM) past its `--wait` does not try as it thaws: its wait
 /// is over, and it ends "not acquired" although the lease is free by then. It made one more try
 /// as it thawed, however late, and ran its command.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_frozen_past_its_wait_does_not_try_as_it_thaws() {
     let redis = RedisServer::start();
-    let name = unique_lease("lock-frozen");
-    let other = lease(&redis.url(), &name, "cron-other", false);
-    let grant = hold(&other, Duration::from_secs(30)).await;
-    let tried = redis.calls("evalsha");
-    let mut lock = Lock::spawn(&redis.url(), &name, &["--wait", "1s"], &["echo", "ran"]);
-    wait_for("the lock's first try", Duration::from_secs(10), || {
-        (redis.calls("evalsha") > tried).then_some(())
-    });
+    let (other, grant, mut lock) = a_lock_past_its_first_try(&redis, "lock-frozen").await;
     lock.process.signal(Signal::SIGSTOP).expect("SIGSTOP");
     // Frozen past the wait (set-up, not the assertion): then the lease is free.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -249,14 +257,7 @@ fn a_lock_kept_out_by_a_reservation_names_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_that_cannot_read_at_its_end_names_the_holder_it_saw() {
     let redis = RedisServer::start();
-    let name = unique_lease("lock-held-then-frozen");
-    let other = lease(&redis.url(), &name, "cron-other", false);
-    let _grant = hold(&other, Duration::from_secs(30)).await;
-    let tried = redis.calls("evalsha");
-    let mut lock = Lock::spawn(&redis.url(), &name, &["--wait", "1s"], &["echo", "ran"]);
-    wait_for("the lock's first try", Duration::from_secs(10), || {
-        (redis.calls("evalsha") > tried).then_some(())
-    });
+    let (_other, _grant, mut lock) = a_lock_past_its_first_try(&redis, "lock-held-seen").await;
     redis.pause();
     lock.not_acquired_within(Duration::from_secs(15));
     redis.resume();
