@@ -150,6 +150,34 @@ async fn a_writable_replica_answers_readonly_too(engine: Engine) {
     assert!(matches!(err, LeaseError::ReadOnly { .. }), "{err:?}");
 }
 
+on_engines!(#[tokio::test] async fn a_master_is_told_by_its_role_line_not_by_a_replicas_words);
+/// A master lists each replica in `INFO replication` by the address the replica announces,
+/// whatever it is: a replica announcing `role:slave` made the master look like a replica to a
+/// check that searched the whole text, and no term could be won or renewed there.
+async fn a_master_is_told_by_its_role_line_not_by_a_replicas_words(engine: Engine) {
+    let master = RedisServer::start_on(engine);
+    let port = master.port().to_string();
+    let _replica = (RedisServer::builder().engine(engine))
+        .args(["--replicaof", "127.0.0.1", &port])
+        .args(["--replica-announce-ip", "role:slave"])
+        .start();
+    testbed::wait::wait_for("the replica listed", Duration::from_secs(10), || {
+        let info: String = master.cmd(&["INFO", "replication"]);
+        info.contains("ip=role:slave").then_some(())
+    });
+    let a = lease(
+        &master.url(),
+        &unique_lease("announced-role"),
+        "pod-a",
+        false,
+    );
+    let token = must_lead(&a).await;
+    assert!(matches!(
+        a.renew(token, TTL, CALL).await,
+        Ok(Renewed::Held(_))
+    ));
+}
+
 on_engines!(#[tokio::test] async fn a_long_call_without_the_password_is_said_as_no_password);
 /// A Redis that asks for a password, given none, refuses a command of more than ten arguments
 /// before it would say `NOAUTH` (`Protocol error: unauthenticated multibulk length`) and closes

@@ -4,9 +4,10 @@ local function now_us()
 end
 -- A replica holds no term and takes none of the lease's writes, also one that accepts writes
 -- (`replica-read-only no`): what it keeps is its own, not the master's that the others read.
--- Refused as a read-only replica refuses (READONLY); nil on a master.
+-- Refused as a read-only replica refuses (READONLY); nil on a master. The role is the section's
+-- first field: a master's own lines name each replica by the address it announces, any text.
 local function refuse_replica(replication)
-  if string.find(replication, 'role:slave', 1, true) then
+  if string.match(replication, '^[^\n]*\nrole:(%w+)') == 'slave' then
     return redis.error_reply('READONLY leasehold: this redis is a replica that accepts writes (replica-read-only no), not the master')
   end
 end
