@@ -26,8 +26,9 @@ use crate::notices::{not_leaseholds, reservation_not_leaseholds};
 const POLL: Duration = Duration::from_millis(50);
 /// How often it looks while the old term's release is not heard.
 const UNHEARD: Duration = Duration::from_secs(1);
-/// The least a look is given, also the last one, at the wait's end.
-const LAST_LOOK: Duration = Duration::from_millis(250);
+/// The least a look is given, also the last one, at the wait's end: a Redis slow for a moment
+/// then (a fork, a slow command) is still read, and the wait runs over by a second at most.
+const LAST_LOOK: Duration = Duration::from_secs(1);
 /// The first pause between looks after the release was heard, doubling up to [`UNHEARD`].
 const AFTER_RELEASE: Duration = Duration::from_millis(2);
 

@@ -72,4 +72,9 @@ fn a_step_down_whose_request_went_unanswered_waits_for_its_effect() {
     assert_eq!(code, 0, "{stderr}\n{json}");
     assert_eq!(json["handed_over"], true, "{json}");
     assert_eq!(json["leader"], "web-b", "{json}");
+    // The request's answer was lost indeed: the handover came after the call's 5 s bound.
+    assert!(
+        json["waited_ms"].as_u64().is_some_and(|ms| ms >= 5_000),
+        "{json}"
+    );
 }
