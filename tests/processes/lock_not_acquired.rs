@@ -209,9 +209,11 @@ async fn a_lock_past_its_first_try(redis: &RedisServer, test: &str) -> (RedisLea
     let other = lease(&redis.url(), &name, "cron-other", false);
     let grant = hold(&other, Duration::from_secs(30)).await;
     let lock = Lock::spawn(&redis.url(), &name, &["--wait", "1s"], &["echo", "ran"]);
-    wait_for("the lock's first try answered", Duration::from_secs(10), || {
-        (!lock.events("following leader").is_empty()).then_some(())
-    });
+    wait_for(
+        "the lock's first try answered",
+        Duration::from_secs(10),
+        || (!lock.events("following leader").is_empty()).then_some(()),
+    );
     (other, grant, lock)
 }
 
