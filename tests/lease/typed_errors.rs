@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use harness::contenders::{lease, unique_lease};
-use leasehold::lease::{Acquired, CooldownState, FencingToken, LeaseError, Renewed};
+use leasehold::lease::{Acquired, CooldownState, FencingToken, LeaseError, PreviousTerm, Renewed};
 use testbed::on_engines;
 use testbed::redis_server::{Engine, Persistence, RedisServer};
 
@@ -176,6 +176,45 @@ async fn a_master_is_told_by_its_role_line_not_by_a_replicas_words(engine: Engin
         a.renew(token, TTL, CALL).await,
         Ok(Renewed::Held(_))
     ));
+}
+
+on_engines!(#[tokio::test] async fn a_replicas_announced_address_does_not_rename_its_master);
+/// The same for the server's identity, which the state record keeps: a replica announcing
+/// `master_replid:…` came before the master's own field in `INFO replication`, and the master
+/// took the new id for another dataset (a term that ended by its release said `data_loss`,
+/// and with the cooldown on, nobody would have led for a lease duration).
+async fn a_replicas_announced_address_does_not_rename_its_master(engine: Engine) {
+    let master = RedisServer::start_on(engine);
+    let port = master.port().to_string();
+    let replica = |announced: &str| {
+        (RedisServer::builder().engine(engine))
+            .args(["--replicaof", "127.0.0.1", &port])
+            .args(["--replica-announce-ip", announced])
+            .start()
+    };
+    let listed = |announced: &str| {
+        testbed::wait::wait_for("the replica listed", Duration::from_secs(10), || {
+            let info: String = master.cmd(&["INFO", "replication"]);
+            info.contains(&format!("ip={announced},")).then_some(())
+        })
+    };
+    // A master gets a new replication id with its first replica: that one comes before.
+    let _first = replica("127.0.0.1");
+    listed("127.0.0.1");
+    let a = lease(
+        &master.url(),
+        &unique_lease("announced-replid"),
+        "pod-a",
+        false,
+    );
+    let token = must_lead(&a).await;
+    let _forged = replica("master_replid:0123456789abcdef");
+    listed("master_replid:0123456789abcdef");
+    a.release(token, CALL).await.unwrap();
+    match a.acquire(TTL, CALL).await.unwrap() {
+        Acquired::Leader(grant) => assert_eq!(grant.previous, PreviousTerm::Released),
+        other => panic!("expected to lead, got {other:?}"),
+    }
 }
 
 on_engines!(#[tokio::test] async fn a_long_call_without_the_password_is_said_as_no_password);

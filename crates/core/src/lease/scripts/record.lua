@@ -14,8 +14,9 @@ end
 local function server_identity(replication)
   local server = redis.call('INFO', 'server')
   replication = replication or redis.call('INFO', 'replication')
-  local run = string.match(server, 'run_id:(%w+)') or '?'
-  local replid = string.match(replication, 'master_replid:(%w+)') or '?'
+  -- Each field at the start of its line: a master's replica lines hold announced addresses.
+  local run = string.match(server, '\nrun_id:(%w+)') or '?'
+  local replid = string.match(replication, '\nmaster_replid:(%w+)') or '?'
   return run .. '/' .. replid
 end
 -- A whole number as leasehold writes them (below 2^53, which a double holds exactly and a
