@@ -150,21 +150,27 @@ async fn a_writable_replica_answers_readonly_too(engine: Engine) {
     assert!(matches!(err, LeaseError::ReadOnly { .. }), "{err:?}");
 }
 
+/// A replica of `master` that announces `announced` as its address, once the master lists it.
+fn announcing_replica(master: &RedisServer, engine: Engine, announced: &str) -> RedisServer {
+    let port = master.port().to_string();
+    let replica = (RedisServer::builder().engine(engine))
+        .args(["--replicaof", "127.0.0.1", &port])
+        .args(["--replica-announce-ip", announced])
+        .start();
+    testbed::wait::wait_for("the replica listed", Duration::from_secs(10), || {
+        let info: String = master.cmd(&["INFO", "replication"]);
+        info.contains(&format!("ip={announced},")).then_some(())
+    });
+    replica
+}
+
 on_engines!(#[tokio::test] async fn a_master_is_told_by_its_role_line_not_by_a_replicas_words);
 /// A master lists each replica in `INFO replication` by the address the replica announces,
 /// whatever it is: a replica announcing `role:slave` made the master look like a replica to a
 /// check that searched the whole text, and no term could be won or renewed there.
 async fn a_master_is_told_by_its_role_line_not_by_a_replicas_words(engine: Engine) {
     let master = RedisServer::start_on(engine);
-    let port = master.port().to_string();
-    let _replica = (RedisServer::builder().engine(engine))
-        .args(["--replicaof", "127.0.0.1", &port])
-        .args(["--replica-announce-ip", "role:slave"])
-        .start();
-    testbed::wait::wait_for("the replica listed", Duration::from_secs(10), || {
-        let info: String = master.cmd(&["INFO", "replication"]);
-        info.contains("ip=role:slave").then_some(())
-    });
+    let _replica = announcing_replica(&master, engine, "role:slave");
     let a = lease(
         &master.url(),
         &unique_lease("announced-role"),
@@ -185,22 +191,8 @@ on_engines!(#[tokio::test] async fn a_replicas_announced_address_does_not_rename
 /// and with the cooldown on, nobody would have led for a lease duration).
 async fn a_replicas_announced_address_does_not_rename_its_master(engine: Engine) {
     let master = RedisServer::start_on(engine);
-    let port = master.port().to_string();
-    let replica = |announced: &str| {
-        (RedisServer::builder().engine(engine))
-            .args(["--replicaof", "127.0.0.1", &port])
-            .args(["--replica-announce-ip", announced])
-            .start()
-    };
-    let listed = |announced: &str| {
-        testbed::wait::wait_for("the replica listed", Duration::from_secs(10), || {
-            let info: String = master.cmd(&["INFO", "replication"]);
-            info.contains(&format!("ip={announced},")).then_some(())
-        })
-    };
     // A master gets a new replication id with its first replica: that one comes before.
-    let _first = replica("127.0.0.1");
-    listed("127.0.0.1");
+    let _first = announcing_replica(&master, engine, "127.0.0.1");
     let a = lease(
         &master.url(),
         &unique_lease("announced-replid"),
@@ -208,8 +200,7 @@ async fn a_replicas_announced_address_does_not_rename_its_master(engine: Engine)
         false,
     );
     let token = must_lead(&a).await;
-    let _forged = replica("master_replid:0123456789abcdef");
-    listed("master_replid:0123456789abcdef");
+    let _forged = announcing_replica(&master, engine, "master_replid:0123456789abcdef");
     a.release(token, CALL).await.unwrap();
     match a.acquire(TTL, CALL).await.unwrap() {
         Acquired::Leader(grant) => assert_eq!(grant.previous, PreviousTerm::Released),
