@@ -4,6 +4,8 @@
 //! a server restarts on its own port, keeping what its persistence kept.
 
 mod builder;
+#[cfg(test)]
+mod tests;
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -357,7 +359,9 @@ impl RedisServer {
 /// (`INFO server`'s `process_id` is its pid): true then; false when it exited (it lost the race
 /// for its port, or an argument is bad) or stayed silent for 10 s. A port answering is not
 /// enough: the server of another test that took the same free port answers too, until that
-/// test ends and its server with it, while this one exits for want of the port.
+/// test ends and its server with it, while this one exits for want of the port. A server still
+/// loading its data (`loading:1`) answers `INFO` but refuses reads with `LOADING`, so it has
+/// not started yet; a Sentinel has no `loading` field.
 pub(crate) fn answers_as_itself(child: &mut Guarded, url: &str) -> io::Result<bool> {
     let ours = format!("process_id:{}", child.pid());
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -367,8 +371,12 @@ pub(crate) fn answers_as_itself(child: &mut Guarded, url: &str) -> io::Result<bo
         }
         let info = redis::Client::open(url)
             .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
-            .and_then(|mut c| redis::cmd("INFO").arg("server").query::<String>(&mut c));
-        if info.is_ok_and(|info| info.lines().any(|l| l.trim_end() == ours)) {
+            .and_then(|mut c| redis::cmd("INFO").query::<String>(&mut c));
+        let started = |info: String| {
+            let mut lines = info.lines().map(str::trim_end);
+            lines.clone().any(|l| l == ours) && !lines.any(|l| l == "loading:1")
+        };
+        if info.is_ok_and(started) {
             return Ok(true);
         }
         std::thread::sleep(Duration::from_millis(10));
