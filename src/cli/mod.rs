@@ -362,7 +362,7 @@ pub struct StatusArgs {
     #[command(flatten)]
     pub lease: LeaseArgs,
     /// Output format.
-    #[arg(long, short, env = "LEASEHOLD_OUTPUT", value_enum, default_value_t = OutputFormat::Text)]
+    #[arg(long, short, env = "LEASEHOLD_OUTPUT", value_enum, default_value_t = OutputFormat::Text, help_heading = "Output")]
     pub output: OutputFormat,
     #[command(flatten)]
     pub log: LogArgs,

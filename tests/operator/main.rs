@@ -13,6 +13,7 @@ mod docs;
 mod durations;
 mod environment;
 mod files;
+mod help;
 mod lease_name;
 mod operator_cli;
 mod readme;
