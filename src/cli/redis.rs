@@ -87,7 +87,7 @@ impl RedisArgs {
                 .redis_password_file
                 .clone()
                 .map(|path| Arc::new(PasswordFile(path)) as Arc<dyn PasswordSource>),
-            remedies: self.remedies(has_password),
+            remedies: self.remedies(has_password.then_some(&env.redis_url_from)),
             tls,
             sentinel_password,
             allow_unsafe_sentinel_count: self.allow_unsafe_sentinel_count,
@@ -103,8 +103,9 @@ impl RedisArgs {
     }
 
     /// What a refused password or an untrusted certificate says of the flags: where the password
-    /// came from (`url_has_password`: the URL holds one), how to give one or a CA.
-    fn remedies(&self, url_has_password: bool) -> Remedies {
+    /// came from (`url_with_password`: the URL holds one, and where the URL came from), how to
+    /// give one or a CA.
+    fn remedies(&self, url_with_password: Option<&Option<String>>) -> Remedies {
         const GIVE_ONE: &str =
             "put it in a file and pass --redis-password-file, or in the URL of LEASEHOLD_REDIS_URL";
         let refused_password = match &self.redis_password_file {
@@ -112,10 +113,14 @@ impl RedisArgs {
                 "the password comes from --redis-password-file {}",
                 path.display()
             ),
-            None if url_has_password => {
-                "the password comes from the URL (LEASEHOLD_REDIS_URL)".to_owned()
-            }
-            None => format!("no password was given: {GIVE_ONE}"),
+            // A URL with a password is refused on the command line: it came from elsewhere.
+            None => match url_with_password {
+                Some(from) => format!(
+                    "the password comes from the URL in {}",
+                    from.as_deref().unwrap_or("$LEASEHOLD_REDIS_URL")
+                ),
+                None => format!("no password was given: {GIVE_ONE}"),
+            },
         };
         let unknown_issuer = if self.redis_ca_file.is_some() {
             "the CA in --redis-ca-file did not sign it"

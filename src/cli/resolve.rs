@@ -66,6 +66,10 @@ pub(super) fn at_least(
 /// Validates a parsed command line into what to run.
 pub fn invocation(mut cli: Cli, env: &Environment) -> Result<Invocation, CliError> {
     let sources = std::mem::take(&mut cli.sources);
+    let env = &Environment {
+        redis_url_from: sources.get("redis-url").cloned(),
+        ..env.clone()
+    };
     resolved(cli, env, &sources).map_err(|e| e.sourced(&sources))
 }
 

@@ -122,6 +122,9 @@ pub struct Environment {
     pub hostname: Option<String>,
     /// Whether --redis-url was typed on the command line, where a password shows in `ps`.
     pub redis_url_on_command_line: bool,
+    /// Where --redis-url came from when it was not typed (`$LEASEHOLD_REDIS_URL`, a key of
+    /// the --config file): what a refused password names.
+    pub redis_url_from: Option<String>,
 }
 
 impl Environment {
@@ -148,6 +151,8 @@ impl Environment {
                 .and_then(|h| h.into_string().ok())
                 .filter(|h| !h.is_empty()),
             redis_url_on_command_line: super::redis_url_on_command_line(argv),
+            // Known once the command line is parsed (`invocation`).
+            redis_url_from: None,
         })
     }
 }

@@ -15,6 +15,7 @@ fn env() -> Environment {
         rust_log: None,
         hostname: Some("host".into()),
         redis_url_on_command_line: false,
+        redis_url_from: None,
     }
 }
 

@@ -119,7 +119,7 @@ fn a_wrong_password_shows_in_readiness_and_the_log() {
 }
 
 /// A refused password through the real binary: Redis's refusal in plain words, the user, and
-/// where the password comes from (the file's flag, or the variable that holds the URL), never
+/// where the password comes from (the file's flag, or the variable or file that holds the URL), never
 /// the password itself.
 #[test]
 fn a_refused_password_names_the_user_and_where_the_password_comes_from() {
@@ -134,6 +134,9 @@ fn a_refused_password_names_the_user_and_where_the_password_comes_from() {
     let file = file.to_str().unwrap();
     let url = redis.url();
     let with_password = format!("redis://app:wrong-pw@127.0.0.1:{}", redis.port());
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, format!("redis-url: {with_password}\n")).unwrap();
+    let config = config.to_str().unwrap();
     let status = ["status", "--lease-name", "web"];
     /// Flags, environment, words the refusal holds.
     type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a [&'a str]);
@@ -151,7 +154,15 @@ fn a_refused_password_names_the_user_and_where_the_password_comes_from() {
             &[("LEASEHOLD_REDIS_URL", &with_password)],
             &[
                 "redis refused the password of user `app`",
-                "the password comes from the URL (LEASEHOLD_REDIS_URL)",
+                "the password comes from the URL in $LEASEHOLD_REDIS_URL",
+            ],
+        ),
+        (
+            &["--config", config],
+            &[],
+            &[
+                "redis refused the password of user `app`",
+                &format!("the password comes from the URL in `redis-url` in --config {config}"),
             ],
         ),
         (

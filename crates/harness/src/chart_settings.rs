@@ -89,6 +89,7 @@ pub fn resolve(container: &Container) -> RunSettings {
         hostname: Some("lh-leasehold-7d4f9c-x2x9q".into()),
         // In the pod the URL comes from the environment, not the command line.
         redis_url_on_command_line: false,
+        redis_url_from: Some("$LEASEHOLD_REDIS_URL".into()),
     };
     run.resolve(&env)
         .unwrap_or_else(|e| panic!("the binary refuses the chart's arguments {argv:?}: {e}"))

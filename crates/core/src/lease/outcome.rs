@@ -26,7 +26,7 @@ pub struct Grant {
 /// elector saw it, a cooldown before the win). Words for the log; it decides nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PreviousTerm {
-    /// No earlier term is known: a fresh lease (or its keys were removed).
+    /// The state record names no earlier term (a fresh lease has none: `DataLoss`).
     None,
     /// The holder released it (a shutdown, its work ended, a handover to any replica).
     Released,
@@ -35,8 +35,8 @@ pub enum PreviousTerm {
     /// The holder did not release it and its TTL ran out (a crash, a pause, a lost link, or a
     /// lease key deleted or evicted before its term ended).
     Expired,
-    /// Redis lost the lease's data (a restart without it, `FLUSHALL`, a failover, `allkeys-*`
-    /// eviction): the term ended unseen, and the data-loss cooldown (when on) covered it.
+    /// No state record: Redis lost the lease's data (`FLUSHALL`, a failover…) or is new, or the
+    /// lease is; a term may have ended unseen, and the data-loss cooldown (when on) covered it.
     DataLoss,
 }
 

@@ -300,7 +300,7 @@ impl Target {
                 Ok(Target::Cluster(seeds))
             }
             _ => Err(bad(
-                "the scheme must be redis://, rediss:// (TLS), unix://, redis+sentinel:// or redis+cluster://",
+                "the scheme must be redis://, rediss:// (TLS), unix://, redis+sentinel:// or redis+cluster:// (rediss+… with TLS)",
             )),
         }
     }
