@@ -24,12 +24,16 @@ use harness::repo;
 // ---------------------------------------------------------------------------------------------
 // Reading the reference
 
-fn reference() -> String {
+pub(crate) fn reference() -> String {
     std::fs::read_to_string(repo().join("docs/REFERENCE.md")).expect("docs/REFERENCE.md")
 }
 
 /// Fails, when either side has what the other lacks, with both lists.
-fn assert_same<T: Ord + std::fmt::Debug>(what: &str, code: &BTreeSet<T>, doc: &BTreeSet<T>) {
+pub(crate) fn assert_same<T: Ord + std::fmt::Debug>(
+    what: &str,
+    code: &BTreeSet<T>,
+    doc: &BTreeSet<T>,
+) {
     let undocumented: Vec<_> = code.difference(doc).collect();
     let stale: Vec<_> = doc.difference(code).collect();
     assert!(

@@ -16,6 +16,7 @@ mod files;
 mod help;
 mod lease_name;
 mod operator_cli;
+mod printed;
 mod readme;
 mod refusal;
 mod uninstall;
