@@ -70,7 +70,7 @@ impl fmt::Display for Probe {
                 write!(f, "GET http://{host}{}", crate::exec::query_hidden(path))
             }
             Probe::Command(command) => {
-                write!(f, "`{}`", crate::exec::shown(std::slice::from_ref(command)))
+                write!(f, "`{}`", crate::exec::hidden(command))
             }
         }
     }

@@ -88,7 +88,7 @@ impl CandidacyArgs {
                 // has none).
                 crate::exec::find_program("/bin/sh").map_err(|e| {
                     let rule = format!("runs by /bin/sh -c, and /bin/sh {e}: where there is no shell, use --candidate-check (HTTP)");
-                    CliError::value("candidate-check-command", crate::exec::shown(std::slice::from_ref(cmd)), rule)
+                    CliError::value("candidate-check-command", crate::exec::hidden(cmd), rule)
                 })?;
                 Some(Probe::Command(cmd.clone()))
             }
@@ -194,7 +194,7 @@ impl CandidacyArgs {
 
 /// `http://HOST[:PORT][/PATH]` with a loopback HOST, as a probe.
 fn parse_url(url: &str) -> Result<Probe, CliError> {
-    let shown = crate::exec::shown(&[url.to_owned()]);
+    let shown = crate::exec::hidden(url);
     let bad = |rule: &str| CliError::value("candidate-check", &shown, rule);
     let rest = url
         .strip_prefix("http://")

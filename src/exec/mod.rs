@@ -12,6 +12,7 @@
 //! - `running`: a started command and the stop sequence.
 //! - `program`: finding the command at start as `execvp` will.
 //! - `interpreter`: what starts it besides its own file (a `#!` line, a dynamic loader).
+//! - `shown`: the command line as the logs show it, its secrets hidden.
 
 mod interpreter;
 mod program;
@@ -20,9 +21,11 @@ mod reaper;
 pub(crate) use reaper::{forget_helper_group, spawn_helper, untrack};
 mod procs;
 mod running;
+mod shown;
 mod tree;
 
 pub use program::find_program;
+pub use shown::{hidden, query_hidden, shown};
 
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, Once};
@@ -66,64 +69,6 @@ impl ExecSettings {
     pub fn shown(&self) -> String {
         shown(&self.command)
     }
-}
-
-/// A command line as leasehold shows it (its logs, and a candidate check's on the HTTP port):
-/// no password of a URL (`postgres://u:pw@…`) nor its query's values ([`query_hidden`]), and
-/// `***` for the value of a `NAME=value` word or of an option or an HTTP header whose name says
-/// pass, pwd, secret, token, key, auth or cookie, also inside an argument (a shell script, a
-/// libpq string). A short option's value (`-pPASS`) is not recognised.
-pub fn shown(command: &[String]) -> String {
-    let secret = |name: &str| {
-        let name = name.to_ascii_lowercase();
-        ["pass", "pwd", "secret", "token", "key", "auth", "cookie"]
-            .iter()
-            .any(|w| name.contains(w))
-    };
-    let word = |w: &str| match w.split_once('=') {
-        Some((name, _)) if !name.contains("://") && secret(name) => format!("{name}=***"),
-        _ if w.contains("://") => crate::lease::redact_url(&query_hidden(w)),
-        _ => crate::lease::redact_url(w),
-    };
-    let secret_option = |o: &str| o.starts_with('-') && !o.contains('=') && secret(o);
-    // A header named so (`Authorization: …`, `--header=X-Api-Key:…`): its name and colon, and
-    // its value hidden to the end of its argument.
-    let secret_header = |w: &str| {
-        let (name, _) = w.split_once(':').filter(|_| !w.contains("://"))?;
-        secret(name.rsplit('=').next().unwrap_or(name)).then(|| format!("{name}:***"))
-    };
-    let mut shown = Vec::with_capacity(command.len());
-    for (i, arg) in command.iter().enumerate() {
-        if i.checked_sub(1).is_some_and(|i| secret_option(&command[i])) {
-            shown.push("***".to_owned());
-            continue;
-        }
-        let words: Vec<&str> = arg.split(' ').collect();
-        let mut header = false;
-        for (k, &w) in words.iter().enumerate() {
-            let after_option = k.checked_sub(1).is_some_and(|k| secret_option(words[k]));
-            if after_option || header {
-                shown.push("***".to_owned());
-                continue;
-            }
-            let named = secret_header(w);
-            header = named.is_some();
-            shown.push(named.unwrap_or_else(|| word(w)));
-        }
-    }
-    shown.join(" ")
-}
-
-/// `url` with each value of its query as `***`: one may be a token (`?access_token=…`).
-pub fn query_hidden(url: &str) -> String {
-    let Some((head, query)) = url.split_once('?') else {
-        return url.to_owned();
-    };
-    let hidden: Vec<String> = query
-        .split('&')
-        .map(|p| format!("{}=***", p.split_once('=').map_or(p, |(name, _)| name)))
-        .collect();
-    format!("{head}?{}", hidden.join("&"))
 }
 
 /// The environment variable that carries this replica's identity.

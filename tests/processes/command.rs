@@ -333,6 +333,12 @@ fn the_command_line_is_logged_without_its_secrets() {
         shown.contains("--password ***") && shown.contains("--api-token=***"),
         "{shown}"
     );
+    // Each argument stays one, quoted as a shell would need it: where one ends can be read.
+    assert!(
+        shown.starts_with("sh -c 'sleep 60' postgres://app:***@db:5432/app ")
+            && shown.contains(" 'PGPASSWORD=*** psql' "),
+        "{shown}"
+    );
     let log = a.log_text();
     for secret in [
         "hunter2", "hunter3", "hunter4", "hunter5", "hunter6", "hunter7", "hunter8", "hunter9",
