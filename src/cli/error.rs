@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::clock::shown;
 use crate::elector::{TimingBound, TimingError, TimingField};
 use crate::telemetry::TelemetryError;
 
@@ -76,7 +75,7 @@ pub enum CliError {
         rule: String,
     },
     /// A duration that must be shorter than another.
-    #[error("--{flag} {} must be shorter than {other} {}", shown(*value), shown(*other_value))]
+    #[error("--{flag} {} must be shorter than {other} {}", humantime::format_duration(*value), humantime::format_duration(*other_value))]
     Order {
         /// The flag.
         flag: &'static str,
@@ -98,8 +97,8 @@ pub enum CliError {
         /// The rule it breaks.
         rule: String,
     },
-    /// A duration outside its range.
-    #[error("--{flag} {}: {rule}", shown(*value))]
+    /// A duration outside its range, in the units people type (`2h`, not `Debug`'s `7200s`).
+    #[error("--{flag} {}: {rule}", humantime::format_duration(*value))]
     Duration {
         /// The flag.
         flag: &'static str,
