@@ -300,25 +300,13 @@ impl Supervisor {
                     // Nothing of the command may run past the deadline, whatever the elector
                     // does (after a suspend its timers are late): SIGKILL first.
                     running.kill_now();
-                    // The term ends at the deadline itself, a margin later (unless a renewal
-                    // landed meanwhile: then the term goes on, and the command starts again with
-                    // `--restart-command`; without it, it ended killed: `lock` runs it once).
-                    tokio::select! {
-                        biased;
-                        _ = leadership.lost() => {}
-                        _ = leadership.clock().sleep_until(leadership.valid_until()) => {}
-                    }
                     self.stop(&mut running, &leadership).await;
-                    // After a pause the elector may wake a moment after this.
-                    leadership.settled().await;
-                    if leadership.is_lost() {
-                        // The command did not end on its own.
-                        return Ok(());
-                    }
-                    if self.settings.restart {
-                        continue;
-                    }
-                    running.wait().await
+                    // A renewal in flight (sent before the kill, its answer read after it, as
+                    // on a throttled CPU) may have moved the deadline: the command did not end
+                    // on its own, and the term does not go on without it.
+                    leadership.deadline_missed();
+                    leadership.lost().await;
+                    return Ok(());
                 }
                 Ended::Exited(status) => status,
             };

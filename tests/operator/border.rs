@@ -53,8 +53,9 @@ use crate::docs::sources;
 /// them taken for a silent link (7,974), and a missing password that Redis refused as
 /// `Protocol error: unauthenticated multibulk length` said as an error reply (7,984), and a
 /// `:handover` key of another type that the acquire did not read, so that terms were won only
-/// to end at their first renewal (7,986).
-const CORE_CEILING: usize = 7_986;
+/// to end at their first renewal (7,986). Lowered to 7,982 when `Leadership::settled` gave way
+/// to `deadline_missed`.
+const CORE_CEILING: usize = 7_982;
 
 /// The core and the product together, set the same way (the goal is 16,600), each raise's
 /// defects named in its commit. Last raised from 21,101 for `step-down` over a reservation
@@ -114,8 +115,8 @@ const CORE_CEILING: usize = 7_986;
 /// had failed (21,725), and a password in a URL from the `--config` file said to come from
 /// `$LEASEHOLD_REDIS_URL`, where an operator rotating it would look first (21,739), and a
 /// logged command line whose arguments ran together, so that nobody could tell what ran
-/// (`sh -c echo "ran token=*** exit 7`; 21,771).
-const CORE_AND_PRODUCT_CEILING: usize = 21_771;
+/// (`sh -c echo "ran token=*** exit 7`; 21,771). Lowered to 21,754 with the core's.
+const CORE_AND_PRODUCT_CEILING: usize = 21_754;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -32,6 +32,10 @@ struct InProcess {
     elector: tokio::task::JoinHandle<()>,
     /// Aborts the supervisor's task of the current term (its future is dropped).
     terms: tokio::sync::mpsc::UnboundedReceiver<tokio::task::AbortHandle>,
+    /// Each term's leadership, as its work got it.
+    leaderships: tokio::sync::mpsc::UnboundedReceiver<Leadership>,
+    status: tokio::sync::watch::Receiver<leasehold::elector::Status>,
+    supervisor: Supervisor,
     pids: PidFile,
     command: i32,
 }
@@ -39,6 +43,10 @@ struct InProcess {
 /// An in-process elector on a shifted clock whose work runs `script` through a supervisor, on
 /// a task of its own.
 async fn in_process_leader(test: &str, script: &str) -> InProcess {
+    in_process_leader_with(test, script, slow_timing()).await
+}
+
+async fn in_process_leader_with(test: &str, script: &str, timing: Timing) -> InProcess {
     let redis = RedisServer::start();
     let clock = ShiftedClock::new();
     let lease = lease_with(
@@ -69,13 +77,15 @@ async fn in_process_leader(test: &str, script: &str) -> InProcess {
         test,
     );
     // As in `leasehold run` without `--restart-command`: a term whose work ended is the last.
-    let elector = Elector::new(lease, slow_timing())
-        .unwrap()
-        .stop_when_work_ends();
+    let elector = Elector::new(lease, timing).unwrap().stop_when_work_ends();
+    let status = elector.status();
     let shutdown = CancellationToken::new();
     let (terms_tx, terms) = tokio::sync::mpsc::unbounded_channel();
+    let (leaderships_tx, leaderships) = tokio::sync::mpsc::unbounded_channel();
+    let ours = supervisor.clone();
     let work = move |leadership: Leadership| {
         let supervisor = supervisor.clone();
+        let _ = leaderships_tx.send(leadership.clone());
         let term = tokio::spawn(async move { supervisor.lead(leadership).await });
         let _ = terms_tx.send(term.abort_handle());
         async move {
@@ -96,6 +106,9 @@ async fn in_process_leader(test: &str, script: &str) -> InProcess {
         shutdown,
         elector,
         terms,
+        leaderships,
+        status,
+        supervisor: ours,
         pids,
         command,
     }
@@ -197,5 +210,60 @@ async fn an_aborted_term_kills_the_group_worker_and_the_daemon_too() {
     tokio::time::timeout(Duration::from_secs(10), t.elector)
         .await
         .expect("the elector stops after the failed term")
+        .unwrap();
+}
+
+/// The supervisor kills the command 100 ms before the validity deadline; a renewal that lands
+/// after the kill (sent in that window, or answered before a freeze and read after it, as on a
+/// CPU-throttled node) extends the term, but the command is dead. The term ends then, as if its
+/// deadline had passed: the command's death is no exit of its own, so leasehold neither counts
+/// it as the work failing nor exits with its 137 (an OOM kill's code to Kubernetes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_killed_at_the_deadline_ends_the_term_as_the_deadline_though_a_renewal_landed() {
+    // A renew deadline just short of the validity, so that the watchdog renews, not steps down,
+    // inside the kill window.
+    let timing = Timing {
+        renew_deadline: Duration::from_millis(29_690),
+        ..THIRTY_SECOND_TERM
+    };
+    let mut t = in_process_leader_with("killed-at-deadline", STUBBORN, timing).await;
+    let leadership = t.leaderships.recv().await.expect("a term");
+    let token = leadership.token();
+    // Into the window: 50 ms before the deadline, after the supervisor's kill instant.
+    let now = leadership.clock().now();
+    t.clock.advance(
+        leadership
+            .valid_until()
+            .saturating_duration_since(now)
+            .saturating_sub(Duration::from_millis(50)),
+    );
+    let took = gone_within(t.command, Duration::from_secs(3)).await;
+    assert!(took.is_some(), "the supervisor killed the command");
+    let mut status = t.status.clone();
+    let ended = tokio::time::timeout(
+        Duration::from_secs(10),
+        status.wait_for(|s| s.last_step_down.as_ref().is_some_and(|d| d.token == token)),
+    )
+    .await
+    .expect("the term ends within 10 s, not at its renewed deadline")
+    .expect("the elector runs")
+    .last_step_down
+    .clone()
+    .expect("a step-down");
+    assert_eq!(
+        ended.reason,
+        leasehold::elector::StepDownReason::ValidityDeadlinePassed,
+        "{ended:?}"
+    );
+    assert_eq!(
+        t.supervisor.exit_code(),
+        None,
+        "leasehold would exit with the code of the command it killed itself"
+    );
+    t.shutdown.cancel();
+    t.clock.advance(Duration::from_secs(3600));
+    tokio::time::timeout(Duration::from_secs(15), t.elector)
+        .await
+        .expect("the elector stops")
         .unwrap();
 }

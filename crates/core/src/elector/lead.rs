@@ -100,6 +100,9 @@ impl Elector {
                     break (Ending::said(StepDownReason::Gate(gate), detail), true);
                 }
                 to = leadership.handover_asked() => break (Ending::handover(to), true),
+                _ = leadership.missed() => {
+                    break (Ending::new(StepDownReason::ValidityDeadlinePassed), true);
+                }
                 // A handover request was nudged on the channel, or a data loss told: renew now.
                 // The renewal reads the request (which names its term), or finds the lease gone.
                 Ok(()) = nudges.changed() => {}

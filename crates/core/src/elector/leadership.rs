@@ -31,8 +31,6 @@ struct Inner {
     valid_until: AtomicU64,
     /// The wall clock's lead in nanoseconds, read before the call that set `valid_until`.
     lead: AtomicI64,
-    /// Told at each renewal (see [`Leadership::settled`]).
-    extended: tokio::sync::Notify,
     /// Set once, at step-down; from then on `check()` refuses.
     revoked: OnceLock<StepDownReason>,
     cancel: CancellationToken,
@@ -40,6 +38,8 @@ struct Inner {
     /// A handover asked for in this term: the identity to hand to, or `None` for anyone.
     handover: OnceLock<Option<String>>,
     handover_asked: CancellationToken,
+    /// Told by work that acted on the validity deadline ([`Leadership::deadline_missed`]).
+    missed: CancellationToken,
 }
 
 /// Why [`Leadership::check`] refused.
@@ -85,12 +85,12 @@ impl Leadership {
                 acquired_at: grant.sent_at,
                 valid_until: AtomicU64::new(valid_until.as_nanos()),
                 lead: AtomicI64::new(grant.lead.as_nanos()),
-                extended: tokio::sync::Notify::new(),
                 revoked: OnceLock::new(),
                 cancel: CancellationToken::new(),
                 clock,
                 handover: OnceLock::new(),
                 handover_asked: CancellationToken::new(),
+                missed: CancellationToken::new(),
             }),
         }
     }
@@ -166,24 +166,6 @@ impl Leadership {
         }
     }
 
-    /// Resolves once the term is valid, or ended: after its validity deadline passed, at the
-    /// elector's next turn, which ends the term or extends it (a renewal answered before a
-    /// pause, read after it). Work that acted on the deadline itself waits here for the verdict.
-    pub async fn settled(&self) {
-        loop {
-            let extended = self.inner.extended.notified();
-            tokio::pin!(extended);
-            extended.as_mut().enable();
-            if self.is_lost() || self.check().is_ok() {
-                return;
-            }
-            tokio::select! {
-                _ = self.lost() => return,
-                _ = extended => {}
-            }
-        }
-    }
-
     /// The clock this term's deadlines are read on.
     pub fn clock(&self) -> &SharedClock {
         &self.inner.clock
@@ -220,6 +202,18 @@ impl Leadership {
         }
     }
 
+    /// Ends this term as if its validity deadline had passed: for work that acted on the
+    /// deadline (the supervisor killed the command at it) before a renewal in flight, read
+    /// late, moved it. The term does not go on without that work, and its end is not the work's.
+    pub fn deadline_missed(&self) {
+        self.inner.missed.cancel();
+    }
+
+    /// Resolves once [`deadline_missed`](Self::deadline_missed) was called.
+    pub(crate) fn missed(&self) -> WaitForCancellationFuture<'_> {
+        self.inner.missed.cancelled()
+    }
+
     /// Resolves with the identity to hand to (or `None` for anyone) once a handover of this
     /// term was asked for.
     pub(crate) async fn handover_asked(&self) -> Option<String> {
@@ -251,7 +245,6 @@ impl Leadership {
         self.inner
             .valid_until
             .store(until.as_nanos(), Ordering::SeqCst);
-        self.inner.extended.notify_waiters();
     }
 
     /// Ends the term: `check()` refuses from this instant on. Cancellation of the work is a
@@ -320,37 +313,6 @@ mod tests {
         );
         assert_eq!(l.check(), Ok(FencingToken(9)));
         assert!(l.remaining() > Duration::from_secs(9));
-    }
-
-    #[tokio::test]
-    async fn settled_waits_past_the_deadline_for_the_term_to_end_or_be_extended() {
-        let within = |l: &Leadership| {
-            let l = l.clone();
-            async move { tokio::time::timeout(Duration::from_secs(5), l.settled()).await }
-        };
-        assert!(
-            within(&leadership(Duration::from_secs(10))).await.is_ok(),
-            "valid: at once"
-        );
-        // Past its deadline: settled once a renewal extends it.
-        let l = leadership_gained(Duration::from_secs(1), Duration::from_secs(2));
-        let waiting = tokio::spawn(within(&l));
-        tokio::task::yield_now().await;
-        assert!(!waiting.is_finished(), "no verdict yet");
-        l.extend(
-            BootInstant::now().saturating_add(Duration::from_secs(10)),
-            WallLead::now(),
-        );
-        assert!(waiting.await.unwrap().is_ok(), "extended");
-        // Past its deadline: settled once the term ends.
-        let l = leadership_gained(Duration::from_secs(1), Duration::from_secs(2));
-        let waiting = tokio::spawn(within(&l));
-        tokio::task::yield_now().await;
-        l.revoke(StepDownReason::ValidityDeadlinePassed);
-        tokio::task::yield_now().await;
-        assert!(!waiting.is_finished(), "revoked, not yet cancelled");
-        l.cancel();
-        assert!(waiting.await.unwrap().is_ok(), "ended");
     }
 
     #[test]
