@@ -9,19 +9,15 @@
 //! is Redis's clock against this host's, so its words name the host to look at: this one when
 //! its own boot clock is slewed beyond the margin ([`ClockWatch`]), else the Redis host.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_core::locked::locked;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::clock_watch::ClockWatch;
-use crate::elector::{
-    RateBound, Standing, StepDownReason, TermHooks, Timing, pause_after_term, validity_at,
-};
-use crate::gates::CLOCK_RATE;
+use crate::elector::{RateBound, Standing, StepDownReason, TermHooks, Timing, validity_at};
+use crate::gates::{CLOCK_RATE, TermBackoff};
 use crate::lease::FencingToken;
 
 /// The gate: a term hook in, a standing out.
@@ -29,24 +25,19 @@ pub struct ClockRateGate {
     timing: Timing,
     /// This host's clocks: whether its own boot clock is slewed.
     clocks: Arc<ClockWatch>,
-    standing: Arc<watch::Sender<Standing>>,
-    /// Terms in a row that the rate ended.
-    ended: AtomicU32,
-    /// The pause to start when the step-down the gate asked for has ended.
-    pending: Mutex<Option<Duration>>,
+    /// Out for the terms in a row that the rate ended.
+    backoff: Arc<TermBackoff>,
 }
 
 impl ClockRateGate {
     /// The gate for an elector with `timing`, whose host's clocks `clocks` watches, and the
     /// standing it gives ([`Elector::with_gate`](crate::elector::Elector::with_gate)).
     pub fn new(timing: Timing, clocks: Arc<ClockWatch>) -> (Arc<Self>, watch::Receiver<Standing>) {
-        let (standing, said) = watch::channel(Standing::Stands);
+        let (backoff, said) = TermBackoff::new(CLOCK_RATE, timing);
         let gate = Arc::new(Self {
             timing,
             clocks,
-            standing: Arc::new(standing),
-            ended: AtomicU32::new(0),
-            pending: Mutex::new(None),
+            backoff,
         });
         (gate, said)
     }
@@ -55,32 +46,33 @@ impl ClockRateGate {
 impl TermHooks for ClockRateGate {
     fn clock_rate(&self, bound: RateBound) {
         if leaves_a_useful_term(&self.timing, bound) {
-            self.ended.store(0, Ordering::Relaxed);
+            self.backoff.clear();
             return;
         }
-        if !self.standing.borrow().stands() {
-            return;
-        }
-        let ended = self.ended.fetch_add(1, Ordering::Relaxed).saturating_add(1);
-        let pause = pause_after_term(ended, &self.timing);
         let needed = useful_validity(&self.timing);
-        let detail = format!(
-            "redis's clock runs {:.3} to {:.3} times as fast as this replica's: a TTL of {} ms \
-             leaves a term of at most {} ms here, less than {} ({} ms); contending again in {} \
-             ms. {}",
-            bound.low,
-            bound.high,
-            self.timing.lease_duration.as_millis(),
-            validity_at(&self.timing, Some(bound)).as_millis(),
-            if needed < self.timing.renew_deadline {
-                "the validity the drift factor leaves"
-            } else {
-                "the renew deadline"
-            },
-            needed.as_millis(),
-            pause.as_millis(),
-            where_to_look(self.clocks.local_slew_beyond_margin())
-        );
+        let mut pause = Duration::ZERO;
+        let Some(ended) = self.backoff.close(|_, p| {
+            pause = p;
+            format!(
+                "redis's clock runs {:.3} to {:.3} times as fast as this replica's: a TTL of {} \
+                 ms leaves a term of at most {} ms here, less than {} ({} ms); contending again \
+                 in {} ms. {}",
+                bound.low,
+                bound.high,
+                self.timing.lease_duration.as_millis(),
+                validity_at(&self.timing, Some(bound)).as_millis(),
+                if needed < self.timing.renew_deadline {
+                    "the validity the drift factor leaves"
+                } else {
+                    "the renew deadline"
+                },
+                needed.as_millis(),
+                p.as_millis(),
+                where_to_look(self.clocks.local_slew_beyond_margin())
+            )
+        }) else {
+            return;
+        };
         if ended == 1 {
             warn!(
                 low = bound.low,
@@ -97,23 +89,11 @@ impl TermHooks for ClockRateGate {
                 "redis's clock still runs too far off"
             );
         }
-        *locked(&self.pending) = Some(pause);
-        self.standing.send_replace(Standing::Out {
-            gate: CLOCK_RATE,
-            detail: Some(detail),
-        });
     }
 
     fn ended(&self, _token: FencingToken, _reason: StepDownReason, _released: bool) {
-        let Some(pause) = locked(&self.pending).take() else {
-            return;
-        };
-        let standing = Arc::clone(&self.standing);
-        tokio::spawn(async move {
-            tokio::time::sleep(pause).await;
-            standing.send_replace(Standing::Stands);
-            info!("contending again to measure redis's clock");
-        });
+        self.backoff
+            .term_ended(|| info!("contending again to measure redis's clock"));
     }
 }
 

@@ -139,13 +139,15 @@ impl Contender {
             ))
             .with_hooks(clock_gate)
             .with_hooks(clocks.clone());
-        let guard = guard
-            .map(|file| GuardHooks::new(file, &settings.identity))
-            .transpose()
-            .context("cannot start the guard file's writer")?;
-        if let Some(guard) = &guard {
-            elector = elector.with_hooks(guard.clone());
-        }
+        let guard = match guard {
+            Some(file) => {
+                let (hooks, standing) = GuardHooks::new(file, &settings.identity, settings.timing)
+                    .context("cannot start the guard file's writer")?;
+                elector = elector.with_gate(standing).with_hooks(hooks.clone());
+                Some(hooks)
+            }
+            None => None,
+        };
         let supervisor = settings.exec.clone().map(|exec| {
             // Given in full only to what a command leaves running while its term lasts.
             let at_most = settings.timing.validity().saturating_sub(KILL_MARGIN);

@@ -7,17 +7,24 @@
 //! where the order matters (the term's publication before the work starts, its withdrawal
 //! before the release), and then at most [`WRITE_BOUND`]. A write asked for while another is
 //! under way replaces any still waiting: a hung file keeps one write, however many renewals.
+//!
+//! A write the filesystem refuses (full, read-only) is another matter: the command's checks
+//! refuse for as long as it lasts, so the leader leads for nothing. It steps down and stays out
+//! ([`GUARD_FILE`], a [`TermBackoff`]) so that a healthy replica leads, and tries again with a
+//! term after a pause. Said at warn the first time, at debug after, at info once written again.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use leasehold_core::locked::locked;
-use tracing::warn;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
 
 use super::GuardFile;
 use crate::clock::{BootInstant, WallLead};
-use crate::elector::{StepDownReason, TermHooks};
+use crate::elector::{Standing, StepDownReason, TermHooks, Timing};
+use crate::gates::{GUARD_FILE, TermBackoff};
 use crate::lease::{FencingToken, LeaseName};
 use crate::owned_file::WRITE_BOUND;
 
@@ -51,24 +58,34 @@ pub struct GuardHooks {
     lease: LeaseName,
     identity: String,
     desk: Arc<(Mutex<Desk>, Condvar)>,
+    /// Out while the file cannot be written.
+    backoff: Arc<TermBackoff>,
 }
 
 impl GuardHooks {
-    /// Hooks writing `guard` for the replica `identity`, on a thread started for it.
-    pub fn new(guard: Arc<GuardFile>, identity: impl Into<String>) -> std::io::Result<Arc<Self>> {
+    /// Hooks writing `guard` for the replica `identity` (at `timing`), on a thread started for
+    /// it, and the standing they give ([`Elector::with_gate`](crate::elector::Elector::with_gate)).
+    pub fn new(
+        guard: Arc<GuardFile>,
+        identity: impl Into<String>,
+        timing: Timing,
+    ) -> std::io::Result<(Arc<Self>, watch::Receiver<Standing>)> {
         let desk = Arc::new((Mutex::new(Desk::default()), Condvar::new()));
         let identity: String = identity.into();
         let (path, lease) = (guard.path().to_owned(), guard.lease().clone());
-        let (jobs, writer) = (desk.clone(), identity.clone());
+        let (backoff, standing) = TermBackoff::new(GUARD_FILE, timing);
+        let (jobs, writer, gate) = (desk.clone(), identity.clone(), backoff.clone());
         std::thread::Builder::new()
             .name("guard-file".into())
-            .spawn(move || work(guard, &jobs, &writer))?;
-        Ok(Arc::new(Self {
+            .spawn(move || work(guard, &jobs, &writer, &gate))?;
+        let hooks = Arc::new(Self {
             path,
             lease,
             identity,
             desk,
-        }))
+            backoff,
+        });
+        Ok((hooks, standing))
     }
 
     /// Where the file is.
@@ -158,11 +175,16 @@ impl TermHooks for GuardHooks {
         }
         cleared == Some(true)
     }
+
+    fn ended(&self, _token: FencingToken, _reason: StepDownReason, _released: bool) {
+        self.backoff
+            .term_ended(|| info!("contending again to write the guard file"));
+    }
 }
 
 /// The file's thread: does the jobs in the order asked, the last waiting one only, until the
 /// hooks are dropped.
-fn work(guard: Arc<GuardFile>, desk: &(Mutex<Desk>, Condvar), identity: &str) {
+fn work(guard: Arc<GuardFile>, desk: &(Mutex<Desk>, Condvar), identity: &str, gate: &TermBackoff) {
     let (desk, bell) = desk;
     loop {
         let (job, number) = {
@@ -176,7 +198,7 @@ fn work(guard: Arc<GuardFile>, desk: &(Mutex<Desk>, Condvar), identity: &str) {
         };
         let cleared = match job {
             Job::Publish(token, valid_until, lead) => {
-                publish(&guard, identity, token, valid_until, lead)
+                publish(&guard, identity, gate, token, valid_until, lead)
             }
             Job::Withdraw(token) => withdraw(&guard, identity, token),
             Job::End => guard.end_at_exit(),
@@ -191,28 +213,49 @@ fn work(guard: Arc<GuardFile>, desk: &(Mutex<Desk>, Condvar), identity: &str) {
 }
 
 /// Publishes the term; when it cannot, withdraws what the file holds, which may be an earlier
-/// deadline of the term, later than the one this renewal measured. Whether the file names no
-/// term after it.
+/// deadline of the term, later than the one this renewal measured, and closes the `gate`.
+/// Whether the file names no term after it.
 fn publish(
     guard: &GuardFile,
     identity: &str,
+    gate: &TermBackoff,
     token: FencingToken,
     valid_until: BootInstant,
     lead: WallLead,
 ) -> bool {
     let Err(err) = guard.publish(token, valid_until, lead) else {
+        if gate.clear() {
+            info!(%identity, lease = %guard.lease(), token = token.0, "the guard file is written again");
+        }
         return false;
     };
     let withdrawn = zero_or_remove(guard).is_none_or(|(_, removed)| removed);
-    warn!(
-        %identity,
-        lease = %guard.lease(),
-        token = token.0,
-        path = %guard.path().display(),
-        error = %err,
-        withdrawn,
-        "could not publish the term in the guard file; the command's checks refuse until the next renewal publishes it"
-    );
+    let terms = gate.close(|_, pause| {
+        format!(
+            "cannot write the guard file {}: {err}; contending again in {} ms",
+            guard.path().display(),
+            pause.as_millis()
+        )
+    });
+    if terms == Some(1) {
+        warn!(
+            %identity,
+            lease = %guard.lease(),
+            token = token.0,
+            path = %guard.path().display(),
+            error = %err,
+            withdrawn,
+            "could not publish the term in the guard file; the command's checks refuse, so this replica steps down and stays out until it can write it"
+        );
+    } else {
+        debug!(
+            %identity,
+            token = token.0,
+            error = %err,
+            withdrawn,
+            "could not publish the term in the guard file again"
+        );
+    }
     withdrawn
 }
 

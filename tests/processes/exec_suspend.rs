@@ -114,6 +114,21 @@ async fn in_process_leader_with(test: &str, script: &str, timing: Timing) -> InP
     }
 }
 
+impl InProcess {
+    /// Shuts the elector down. The lease was still this replica's on Redis (only its clock
+    /// jumped), so after stepping down it may have won a new term at once and started the
+    /// stubborn command again, whose grace period would hold the shutdown until that term's
+    /// deadline: a second jump ends it.
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.clock.advance(Duration::from_secs(3600));
+        tokio::time::timeout(Duration::from_secs(15), self.elector)
+            .await
+            .expect("the elector stops")
+            .unwrap();
+    }
+}
+
 async fn stubborn_leader(test: &str) -> InProcess {
     in_process_leader(test, STUBBORN).await
 }
@@ -168,15 +183,7 @@ async fn a_suspend_while_leading_kills_the_command_by_the_deadline() {
         "the command ran on after the deadline passed on the boot clock: {:?}",
         stat(t.command)
     );
-    t.shutdown.cancel();
-    // The lease was still this replica's on Redis (only its clock jumped), so after stepping
-    // down it may have won a new term at once and started the stubborn command again, whose
-    // grace period would hold the shutdown until that term's deadline. A second jump ends it.
-    t.clock.advance(Duration::from_secs(3600));
-    tokio::time::timeout(Duration::from_secs(15), t.elector)
-        .await
-        .expect("the elector stops")
-        .unwrap();
+    t.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -260,10 +267,5 @@ async fn a_command_killed_at_the_deadline_ends_the_term_as_the_deadline_though_a
         None,
         "leasehold would exit with the code of the command it killed itself"
     );
-    t.shutdown.cancel();
-    t.clock.advance(Duration::from_secs(3600));
-    tokio::time::timeout(Duration::from_secs(15), t.elector)
-        .await
-        .expect("the elector stops")
-        .unwrap();
+    t.stop().await;
 }

@@ -371,9 +371,11 @@ async fn one_term(
         "no term before the first"
     );
     let timing = fast_timing();
+    let (hooks, standing) = GuardHooks::new(guard.clone(), "a", timing).unwrap();
     let elector = Elector::new(lease(&redis.url(), lease_name, "a", false), timing)
         .unwrap()
-        .with_hooks(GuardHooks::new(guard.clone(), "a").unwrap());
+        .with_gate(standing)
+        .with_hooks(hooks);
     let mut status = elector.status();
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let spinning = Arc::new(tokio::sync::Notify::new());

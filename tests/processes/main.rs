@@ -8,6 +8,7 @@ mod command;
 mod configuration;
 mod exec;
 mod exec_suspend;
+mod full_disk;
 mod guard;
 mod guard_check;
 mod killed_and_paused;

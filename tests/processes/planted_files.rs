@@ -50,7 +50,8 @@ fn a_hard_link_in_place_of_the_lock_file_is_refused_not_truncated() {
 /// A renewal that cannot publish its term (here a directory planted at the guard file's
 /// temporary name) zeroes the file, or removes it: the record it leaves may carry an earlier,
 /// later deadline than the term now has (a renewal that measured a fast Redis clock shortens
-/// it). The file kept the last record published, and `leasehold guard` went on passing.
+/// it). The file kept the last record published, and `leasehold guard` went on passing. (The
+/// replica then steps down: `full_disk.rs`.)
 #[test]
 fn a_term_the_guard_file_cannot_publish_is_withdrawn_from_it() {
     use harness::replica::{FAST, Replica};
@@ -69,7 +70,7 @@ fn a_term_the_guard_file_cannot_publish_is_withdrawn_from_it() {
     });
     std::fs::create_dir(dir.path().join(".guard.next")).expect("plant a directory");
     a.wait_events(
-        "could not publish the term in the guard file; the command's checks refuse until the next renewal publishes it",
+        "could not publish the term in the guard file; the command's checks refuse, so this replica steps down and stays out until it can write it",
         1,
         Duration::from_secs(10),
     );

@@ -16,7 +16,8 @@
 //!   Valkey 9.1).
 //! - [`accept`]: a test server's accept loop that ends when the server is told to stop.
 //! - [`proxy`]: a TCP fault proxy (pass, delay, blackhole, drop; per connection too).
-//! - [`stalling_dir`]: a directory whose filesystem stops answering when told (a FUSE mount).
+//! - [`stalling_dir`]: a directory whose filesystem stops answering when told (a FUSE mount);
+//!   [`full_dir`]: one whose filesystem can be filled (a small tmpfs).
 //! - [`pki`]: a throwaway CA with server and client certificates.
 //! - [`http`]: a minimal HTTP/1.x GET for loopback endpoints.
 //! - [`svg`]: escaping the text of a hand-written SVG report.
@@ -38,6 +39,7 @@ pub mod cluster;
 pub mod dockerfile;
 pub mod engine;
 pub mod fake_api;
+pub mod full_dir;
 pub mod hosts;
 pub mod http;
 pub mod image;
