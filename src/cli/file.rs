@@ -91,7 +91,8 @@ fn with_sources(
 pub fn command() -> Command {
     super::help::concise(Cli::command()).mut_subcommands(|sub| {
         let inherited = guard_file_inherited(&sub);
-        sub.mut_args(|arg| {
+        // `-V` says `leasehold 0.2.0 (…)` as the binary does, not `leasehold-status …`.
+        sub.display_name("leasehold").mut_args(|arg| {
             let arg = if inherited && arg.get_id() == "guard_file" {
                 arg.env(None)
             } else {

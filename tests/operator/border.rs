@@ -118,8 +118,8 @@ const CORE_CEILING: usize = 7_982;
 /// (`sh -c echo "ran token=*** exit 7`; 21,771). Lowered to 21,754 with the core's. Raised
 /// for a leader whose guard file could not be written (a full `/dev/shm`): it led on for ever
 /// while its command's checks refused, now a gate of its own on the clock gate's back-off, which
-/// both share (21,859).
-const CORE_AND_PRODUCT_CEILING: usize = 21_859;
+/// both share (21,859), and a subcommand's `-V` that said `leasehold-status 0.2.0` (21,860).
+const CORE_AND_PRODUCT_CEILING: usize = 21_860;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

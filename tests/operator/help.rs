@@ -102,3 +102,17 @@ fn help_and_refusals_never_show_a_secret_from_the_environment() {
         "{stderr}"
     );
 }
+
+/// `--version` (`-V`) says the same for every subcommand as for the binary, as REFERENCE shows
+/// it (`leasehold 0.2.0 (4ce6637)`), not clap's `leasehold-status 0.2.0 (…)`.
+#[test]
+fn every_subcommand_says_its_version_as_the_binary_does() {
+    let (code, binary, _) = run_to_end(&["--version"], &[]);
+    assert_eq!(code, 0);
+    assert!(binary.starts_with("leasehold "), "{binary}");
+    for command in ["run", "status", "guard", "step-down", "remove-keys", "lock"] {
+        let (code, stdout, stderr) = run_to_end(&[command, "-V"], &[]);
+        assert_eq!(code, 0, "{command}: {stderr}");
+        assert_eq!(stdout, binary, "{command} -V");
+    }
+}
