@@ -11,5 +11,6 @@ mod clock_steps;
 mod faults;
 mod fence;
 mod gray;
+mod late_win;
 mod short_chaos;
 mod unseen_pause;

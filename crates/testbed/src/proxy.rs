@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc as std_mpsc};
 use std::time::Duration;
 
@@ -107,6 +108,7 @@ impl FaultProxy {
             all: Fault::Pass,
             one: BTreeMap::new(),
             upstream,
+            held: Arc::default(),
         });
         let open = Open::default();
         let stop = CancellationToken::new();
@@ -118,6 +120,12 @@ impl FaultProxy {
             stop,
             _own_runtime: None,
         })
+    }
+
+    /// How many requests [`Fault::DelayScript`] has held so far: a test that acts while one is
+    /// in flight waits for this.
+    pub fn scripts_held(&self) -> u64 {
+        self.faults.borrow().held.load(Ordering::SeqCst)
     }
 
     /// The proxy's own address.
@@ -176,6 +184,8 @@ struct Faults {
     /// By the local port of the connection's upstream side.
     one: BTreeMap<u16, Fault>,
     upstream: SocketAddr,
+    /// Requests held by `DelayScript` so far.
+    held: Arc<AtomicU64>,
 }
 
 impl Faults {
@@ -315,6 +325,9 @@ async fn pump(
                 return;
             }
             let delay = fault.delay(leg, &buf[..n]);
+            if matches!(fault, Fault::DelayScript { .. }) && !delay.is_zero() {
+                read_faults.borrow().held.fetch_add(1, Ordering::SeqCst);
+            }
             if tx
                 .send((Instant::now() + delay, buf[..n].to_vec()))
                 .is_err()

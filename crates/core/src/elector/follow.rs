@@ -109,6 +109,27 @@ impl Elector {
                 self.give_back(decide::give_back(&attempt)).await;
                 return None;
             }
+            // A win read after its validity (a starved CPU, a link slower than a term) begins no
+            // term: it is taken for an answer that never came (docs/DESIGN.md, "Gray failures").
+            let validity = || decide::validity_at(&timing, self.kept_rate());
+            let attempt = match attempt {
+                Ok(Acquired::Leader(grant))
+                    if clock.now() >= grant.sent_at.saturating_add(validity()) =>
+                {
+                    debug!(
+                        identity = %self.lease.owner().identity(),
+                        lease = %self.lease.name(),
+                        token = grant.token.0,
+                        "won a term whose answer came after its validity; taken for an answer that never came"
+                    );
+                    let after = timing.acquire_timeout();
+                    Err(LeaseError::Timeout {
+                        op: "acquire",
+                        after,
+                    })
+                }
+                attempt => attempt,
+            };
             if let Ok(acquired) = &attempt {
                 self.hooks.tried(acquired);
                 if let Some(reading) = self.lease.last_reading() {
