@@ -151,7 +151,7 @@ impl TermHooks for GuardHooks {
                 token = token.0,
                 path = %self.path.display(),
                 bound_ms = WRITE_BOUND.as_millis() as u64,
-                "the guard file did not answer as the term began; the command's checks refuse until the term is written"
+                "the guard file was not written within its bound as the term began (its filesystem stopped answering, or the host is too starved to run the writer); the command's checks refuse until the term is written"
             );
         }
     }
@@ -170,7 +170,7 @@ impl TermHooks for GuardHooks {
                 token = token.0,
                 path = %self.path.display(),
                 bound_ms = WRITE_BOUND.as_millis() as u64,
-                "the guard file did not answer at step-down; it may name the term until its deadline"
+                "the guard file was not zeroed within its bound at step-down (its filesystem stopped answering, or the host is too starved to run the writer); it may name the term until its deadline"
             );
         }
         cleared == Some(true)
