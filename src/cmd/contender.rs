@@ -141,8 +141,12 @@ impl Contender {
             .with_hooks(clocks.clone());
         let guard = match guard {
             Some(file) => {
-                let (hooks, standing) = GuardHooks::new(file, &settings.identity, settings.timing)
-                    .context("cannot start the guard file's writer")?;
+                // A file the user named is one the command reads: a leader that cannot write
+                // it steps down. The default one may be read by nobody.
+                let named = settings.guard_file.is_some();
+                let (hooks, standing) =
+                    GuardHooks::new(file, &settings.identity, settings.timing, named)
+                        .context("cannot start the guard file's writer")?;
                 elector = elector.with_gate(standing).with_hooks(hooks.clone());
                 Some(hooks)
             }

@@ -300,11 +300,11 @@ impl Supervisor {
                     // Nothing of the command may run past the deadline, whatever the elector
                     // does (after a suspend its timers are late): SIGKILL first.
                     running.kill_now();
-                    self.stop(&mut running, &leadership).await;
                     // A renewal in flight (sent before the kill, its answer read after it, as
                     // on a throttled CPU) may have moved the deadline: the command did not end
                     // on its own, and the term does not go on without it.
                     leadership.deadline_missed();
+                    self.stop(&mut running, &leadership).await;
                     leadership.lost().await;
                     return Ok(());
                 }

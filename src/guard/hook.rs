@@ -9,11 +9,14 @@
 //! under way replaces any still waiting: a hung file keeps one write, however many renewals.
 //!
 //! A write the filesystem refuses (full, read-only) is another matter: the command's checks
-//! refuse for as long as it lasts, so the leader leads for nothing. It steps down and stays out
+//! refuse for as long as it lasts. With a guard file the user named (`--guard-file`), which says
+//! the command reads it, the leader leads for nothing: it steps down and stays out
 //! ([`GUARD_FILE`], a [`TermBackoff`]) so that a healthy replica leads, and tries again with a
-//! term after a pause. Said at warn the first time, at debug after, at info once written again.
+//! term after a pause. The default file may be read by nobody, and a replica leads on. Said at
+//! warn once a streak, at debug after, at info once written again.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -51,6 +54,21 @@ struct Desk {
     ended: bool,
 }
 
+/// What a refused write does, shared by the hooks and the file's thread.
+struct Refusals {
+    /// Closed while the file cannot be written, when `steps_down`.
+    gate: Arc<TermBackoff>,
+    steps_down: bool,
+    /// The term under way: a write for one that ended meanwhile closes nothing, since no term's
+    /// end would open the gate again.
+    current: Mutex<Option<FencingToken>>,
+    /// A streak of refused writes is under way (said once), and the writes that succeeded since
+    /// its last refusal: it ends at the second in a row, since on a full filesystem each refusal
+    /// frees the page the withdrawn file held, and the next write succeeds.
+    failing: AtomicBool,
+    written: AtomicU32,
+}
+
 /// The hooks that keep `guard` in step with this replica's terms (`identity` names it in the
 /// logs).
 pub struct GuardHooks {
@@ -58,32 +76,40 @@ pub struct GuardHooks {
     lease: LeaseName,
     identity: String,
     desk: Arc<(Mutex<Desk>, Condvar)>,
-    /// Out while the file cannot be written.
-    backoff: Arc<TermBackoff>,
+    refusals: Arc<Refusals>,
 }
 
 impl GuardHooks {
     /// Hooks writing `guard` for the replica `identity` (at `timing`), on a thread started for
-    /// it, and the standing they give ([`Elector::with_gate`](crate::elector::Elector::with_gate)).
+    /// it, and the standing they give ([`Elector::with_gate`](crate::elector::Elector::with_gate)):
+    /// out while the file refuses writes, when it `steps_down` for that (a file the user named).
     pub fn new(
         guard: Arc<GuardFile>,
         identity: impl Into<String>,
         timing: Timing,
+        steps_down: bool,
     ) -> std::io::Result<(Arc<Self>, watch::Receiver<Standing>)> {
         let desk = Arc::new((Mutex::new(Desk::default()), Condvar::new()));
         let identity: String = identity.into();
         let (path, lease) = (guard.path().to_owned(), guard.lease().clone());
-        let (backoff, standing) = TermBackoff::new(GUARD_FILE, timing);
-        let (jobs, writer, gate) = (desk.clone(), identity.clone(), backoff.clone());
+        let (gate, standing) = TermBackoff::new(GUARD_FILE, timing);
+        let refusals = Arc::new(Refusals {
+            gate,
+            steps_down,
+            current: Mutex::new(None),
+            failing: AtomicBool::new(false),
+            written: AtomicU32::new(0),
+        });
+        let (jobs, writer, shared) = (desk.clone(), identity.clone(), refusals.clone());
         std::thread::Builder::new()
             .name("guard-file".into())
-            .spawn(move || work(guard, &jobs, &writer, &gate))?;
+            .spawn(move || work(guard, &jobs, &writer, &shared))?;
         let hooks = Arc::new(Self {
             path,
             lease,
             identity,
             desk,
-            backoff,
+            refusals,
         });
         Ok((hooks, standing))
     }
@@ -143,6 +169,7 @@ impl Drop for GuardHooks {
 
 impl TermHooks for GuardHooks {
     fn began(&self, token: FencingToken, valid_until: BootInstant, lead: WallLead) {
+        *locked(&self.refusals.current) = Some(token);
         let asked = self.ask(Job::Publish(token, valid_until, lead));
         if self.wait(asked, WRITE_BOUND).is_none() {
             warn!(
@@ -162,6 +189,7 @@ impl TermHooks for GuardHooks {
     }
 
     fn ending(&self, token: FencingToken, _reason: StepDownReason) -> bool {
+        *locked(&self.refusals.current) = None;
         let cleared = self.wait(self.ask(Job::Withdraw(token)), WRITE_BOUND);
         if cleared.is_none() {
             warn!(
@@ -177,14 +205,13 @@ impl TermHooks for GuardHooks {
     }
 
     fn ended(&self, _token: FencingToken, _reason: StepDownReason, _released: bool) {
-        self.backoff
-            .term_ended(|| info!("contending again to write the guard file"));
+        (self.refusals.gate).term_ended(|| info!("contending again to write the guard file"));
     }
 }
 
 /// The file's thread: does the jobs in the order asked, the last waiting one only, until the
 /// hooks are dropped.
-fn work(guard: Arc<GuardFile>, desk: &(Mutex<Desk>, Condvar), identity: &str, gate: &TermBackoff) {
+fn work(guard: Arc<GuardFile>, desk: &(Mutex<Desk>, Condvar), identity: &str, refusals: &Refusals) {
     let (desk, bell) = desk;
     loop {
         let (job, number) = {
@@ -198,7 +225,7 @@ fn work(guard: Arc<GuardFile>, desk: &(Mutex<Desk>, Condvar), identity: &str, ga
         };
         let cleared = match job {
             Job::Publish(token, valid_until, lead) => {
-                publish(&guard, identity, gate, token, valid_until, lead)
+                publish(&guard, identity, refusals, token, valid_until, lead)
             }
             Job::Withdraw(token) => withdraw(&guard, identity, token),
             Job::End => guard.end_at_exit(),
@@ -213,31 +240,45 @@ fn work(guard: Arc<GuardFile>, desk: &(Mutex<Desk>, Condvar), identity: &str, ga
 }
 
 /// Publishes the term; when it cannot, withdraws what the file holds, which may be an earlier
-/// deadline of the term, later than the one this renewal measured, and closes the `gate`.
-/// Whether the file names no term after it.
+/// deadline of the term, later than the one this renewal measured, and closes the gate when
+/// the replica steps down for that and the term is still under way. Whether the file names no
+/// term after it.
 fn publish(
     guard: &GuardFile,
     identity: &str,
-    gate: &TermBackoff,
+    refusals: &Refusals,
     token: FencingToken,
     valid_until: BootInstant,
     lead: WallLead,
 ) -> bool {
     let Err(err) = guard.publish(token, valid_until, lead) else {
-        if gate.clear() {
+        refusals.gate.clear();
+        let written = refusals
+            .written
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
+        if written >= 2 && refusals.failing.swap(false, Ordering::Relaxed) {
             info!(%identity, lease = %guard.lease(), token = token.0, "the guard file is written again");
         }
         return false;
     };
     let withdrawn = zero_or_remove(guard).is_none_or(|(_, removed)| removed);
-    let terms = gate.close(|_, pause| {
-        format!(
-            "cannot write the guard file {}: {err}; contending again in {} ms",
-            guard.path().display(),
-            pause.as_millis()
-        )
-    });
-    if terms == Some(1) {
+    refusals.written.store(0, Ordering::Relaxed);
+    let stepping_down = refusals.steps_down && {
+        // Held while the gate closes: a term's end waits for it, and then opens it again.
+        let current = locked(&refusals.current);
+        *current == Some(token)
+            && (refusals.gate)
+                .close(|_, pause| {
+                    format!(
+                        "cannot write the guard file {}: {err}; contending again in {} ms",
+                        guard.path().display(),
+                        pause.as_millis()
+                    )
+                })
+                .is_some()
+    };
+    if !refusals.failing.swap(true, Ordering::Relaxed) {
         warn!(
             %identity,
             lease = %guard.lease(),
@@ -245,7 +286,8 @@ fn publish(
             path = %guard.path().display(),
             error = %err,
             withdrawn,
-            "could not publish the term in the guard file; the command's checks refuse, so this replica steps down and stays out until it can write it"
+            stepping_down,
+            "could not publish the term in the guard file; the command's checks refuse until it is written"
         );
     } else {
         debug!(
@@ -253,6 +295,7 @@ fn publish(
             token = token.0,
             error = %err,
             withdrawn,
+            stepping_down,
             "could not publish the term in the guard file again"
         );
     }

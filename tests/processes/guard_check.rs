@@ -371,7 +371,7 @@ async fn one_term(
         "no term before the first"
     );
     let timing = fast_timing();
-    let (hooks, standing) = GuardHooks::new(guard.clone(), "a", timing).unwrap();
+    let (hooks, standing) = GuardHooks::new(guard.clone(), "a", timing, true).unwrap();
     let elector = Elector::new(lease(&redis.url(), lease_name, "a", false), timing)
         .unwrap()
         .with_gate(standing)

@@ -109,18 +109,20 @@ impl Elector {
                 self.give_back(decide::give_back(&attempt)).await;
                 return None;
             }
-            // A win read after its validity (a starved CPU, a link slower than a term) begins no
-            // term: it is taken for an answer that never came (docs/DESIGN.md, "Gray failures").
+            // A win read with less than a retry period of its validity left (a starved CPU, a
+            // link slower than a term) begins no term: it is taken for an answer that never
+            // came (docs/DESIGN.md, "Gray failures"), and is no failure of Redis's.
             let validity = || decide::validity_at(&timing, self.kept_rate());
+            let late = matches!(&attempt, Ok(Acquired::Leader(grant))
+                if clock.now().saturating_add(timing.retry_period)
+                    >= grant.sent_at.saturating_add(validity()));
             let attempt = match attempt {
-                Ok(Acquired::Leader(grant))
-                    if clock.now() >= grant.sent_at.saturating_add(validity()) =>
-                {
+                Ok(Acquired::Leader(grant)) if late => {
                     debug!(
                         identity = %self.lease.owner().identity(),
                         lease = %self.lease.name(),
                         token = grant.token.0,
-                        "won a term whose answer came after its validity; taken for an answer that never came"
+                        "won a term whose answer came too late to lead it; taken for an answer that never came"
                     );
                     let after = timing.acquire_timeout();
                     Err(LeaseError::Timeout {
@@ -211,8 +213,10 @@ impl Elector {
                     Seen::Held(None)
                 }
                 Err(err) => {
-                    failures = failures.saturating_add(1);
-                    self.redis_failed("acquire", &err, failures);
+                    if !late {
+                        failures = failures.saturating_add(1);
+                        self.redis_failed("acquire", &err, failures);
+                    }
                     self.forget_leader_after(vouched_until);
                     if decide::outcome_unknown(&err) {
                         // Before anything else (docs/DESIGN.md, "Gray failures").
