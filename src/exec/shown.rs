@@ -34,20 +34,28 @@ pub fn hidden(arg: &str) -> String {
         let (name, _) = w.split_once(':').filter(|_| !w.contains("://"))?;
         secret(name.rsplit('=').next().unwrap_or(name)).then(|| format!("{name}:***"))
     };
-    let words: Vec<&str> = arg.split(' ').collect();
+    // Words end at any white space (a script's tab or line break too), which is kept.
+    let (words, gaps): (Vec<&str>, Vec<&str>) = arg
+        .split_inclusive(char::is_whitespace)
+        .map(|piece| match piece.char_indices().last() {
+            Some((at, c)) if c.is_whitespace() => piece.split_at(at),
+            _ => (piece, ""),
+        })
+        .unzip();
     let mut header = false;
-    let mut parts = Vec::with_capacity(words.len());
-    for (k, &w) in words.iter().enumerate() {
+    let mut shown = String::with_capacity(arg.len());
+    for (k, (&w, gap)) in words.iter().zip(gaps).enumerate() {
         let after_option = k.checked_sub(1).is_some_and(|k| secret_option(words[k]));
         if after_option || header {
-            parts.push("***".to_owned());
-            continue;
+            shown.push_str("***");
+        } else {
+            let named = secret_header(w);
+            header = named.is_some();
+            shown.push_str(&named.unwrap_or_else(|| word(w)));
         }
-        let named = secret_header(w);
-        header = named.is_some();
-        parts.push(named.unwrap_or_else(|| word(w)));
+        shown.push_str(gap);
     }
-    parts.join(" ")
+    shown
 }
 
 /// Whether a name says it names a secret.
@@ -63,11 +71,11 @@ fn secret_option(o: &str) -> bool {
     o.starts_with('-') && !o.contains('=') && secret(o)
 }
 
-/// One argument as a shell would need it typed: as it is when every character is plain (`*`,
+/// One argument as a shell would need it typed: as it is when every character is plain (`***`,
 /// the mark of a hidden value, counts as plain), else in single quotes.
 fn shell_quoted(arg: String) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-*".contains(c);
-    if !arg.is_empty() && arg.chars().all(plain) {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
+    if !arg.is_empty() && arg.replace("***", "").chars().all(plain) {
         return arg;
     }
     format!("'{}'", arg.replace('\'', "'\\''"))

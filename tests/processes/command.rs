@@ -316,6 +316,8 @@ fn the_command_line_is_logged_without_its_secrets() {
         "-H",
         "X-Api-Key:hunter12",
         "Cookie: session=hunter13",
+        "mysql --password\thunter14",
+        "*.log",
     ];
     let a = Replica::spawn(
         &redis.url(),
@@ -336,13 +338,15 @@ fn the_command_line_is_logged_without_its_secrets() {
     // Each argument stays one, quoted as a shell would need it: where one ends can be read.
     assert!(
         shown.starts_with("sh -c 'sleep 60' postgres://app:***@db:5432/app ")
-            && shown.contains(" 'PGPASSWORD=*** psql' "),
+            && shown.contains(" 'PGPASSWORD=*** psql' ")
+            // A literal `*` is quoted, as a shell needs it; a hidden value's `***` is not.
+            && shown.ends_with(" '*.log'"),
         "{shown}"
     );
     let log = a.log_text();
     for secret in [
         "hunter2", "hunter3", "hunter4", "hunter5", "hunter6", "hunter7", "hunter8", "hunter9",
-        "hunter10", "hunter11", "hunter12", "hunter13",
+        "hunter10", "hunter11", "hunter12", "hunter13", "hunter14",
     ] {
         assert!(!log.contains(secret), "{secret} in the log:\n{log}");
     }
