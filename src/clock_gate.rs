@@ -50,9 +50,7 @@ impl TermHooks for ClockRateGate {
             return;
         }
         let needed = useful_validity(&self.timing);
-        let mut pause = Duration::ZERO;
-        let Some(ended) = self.backoff.close(|_, p| {
-            pause = p;
+        let Some((ended, pause)) = self.backoff.close(|p| {
             format!(
                 "redis's clock runs {:.3} to {:.3} times as fast as this replica's: a TTL of {} \
                  ms leaves a term of at most {} ms here, less than {} ({} ms); contending again \

@@ -83,9 +83,9 @@ impl TermBackoff {
     }
 
     /// Closes the gate for a term that met the trouble, with the words `detail` gives for the
-    /// number of such terms in a row and the pause: that number (1: the first, said at warn),
-    /// or `None` when the gate is closed already.
-    pub fn close(&self, detail: impl FnOnce(u32, Duration) -> String) -> Option<u32> {
+    /// pause: the number of such terms in a row (1: the first, said at warn) and the pause, or
+    /// `None` when the gate is closed already.
+    pub fn close(&self, detail: impl FnOnce(Duration) -> String) -> Option<(u32, Duration)> {
         if !self.standing.borrow().stands() {
             return None;
         }
@@ -94,9 +94,9 @@ impl TermBackoff {
         *locked(&self.pending) = Some(pause);
         self.standing.send_replace(Standing::Out {
             gate: self.gate,
-            detail: Some(detail(terms, pause)),
+            detail: Some(detail(pause)),
         });
-        Some(terms)
+        Some((terms, pause))
     }
 
     /// The trouble is over: the count starts again. Whether it had counted any term.

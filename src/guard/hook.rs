@@ -269,7 +269,7 @@ fn publish(
         let current = locked(&refusals.current);
         *current == Some(token)
             && (refusals.gate)
-                .close(|_, pause| {
+                .close(|pause| {
                     format!(
                         "cannot write the guard file {}: {err}; contending again in {} ms",
                         guard.path().display(),

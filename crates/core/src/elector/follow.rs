@@ -109,13 +109,11 @@ impl Elector {
                 self.give_back(decide::give_back(&attempt)).await;
                 return None;
             }
-            // A win read with less than a retry period of its validity left (a starved CPU, a
-            // link slower than a term) begins no term: it is taken for an answer that never
-            // came (docs/DESIGN.md, "Gray failures"), and is no failure of Redis's.
+            // A win read too late to lead is no failure of Redis's (docs/DESIGN.md, "Gray
+            // failures"); the validity is read for a win only.
             let validity = || decide::validity_at(&timing, self.kept_rate());
             let late = matches!(&attempt, Ok(Acquired::Leader(grant))
-                if clock.now().saturating_add(timing.retry_period)
-                    >= grant.sent_at.saturating_add(validity()));
+                if decide::won_too_late(grant.sent_at, clock.now(), validity(), &timing));
             let attempt = match attempt {
                 Ok(Acquired::Leader(grant)) if late => {
                     debug!(

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::clock::BootInstant;
 use crate::elector::Timing;
 use crate::lease::{FencingToken, Holder, LeaseError};
 
@@ -23,6 +24,18 @@ pub fn outcome_unknown(err: &LeaseError) -> bool {
 /// link whose round trips fit only the whole bound times out at every other call.
 pub fn link_fits(took: Duration, timing: &Timing) -> bool {
     took <= timing.acquire_timeout() / 2
+}
+
+/// Whether a win sent at `sent_at`, read at `now`, came too late to lead: less than a retry
+/// period of its `validity` was left (a starved CPU, a link slower than a term). It begins no
+/// term, and is taken for an answer that never came.
+pub fn won_too_late(
+    sent_at: BootInstant,
+    now: BootInstant,
+    validity: Duration,
+    timing: &Timing,
+) -> bool {
+    now.saturating_add(timing.retry_period) >= sent_at.saturating_add(validity)
 }
 
 /// The term of ours that the lease (or its state record) holds and that this replica never
@@ -113,6 +126,31 @@ mod tests {
         ];
         for (took, want, why) in cases {
             assert_eq!(link_fits(ms(took), &t), want, "{took} ms: {why}");
+        }
+    }
+
+    #[test]
+    fn a_win_with_less_than_a_retry_period_left_came_too_late() {
+        use super::super::tests::at;
+        // 2 s / 1.4 s / 0.4 s, a validity of 1.978 s from the try sent at 1 s.
+        let (t, validity) = (timing(2_000, 1_400, 400), ms(1_978));
+        // (read at ms, too late, why)
+        let cases = [
+            (1_001, false, "a fresh answer"),
+            (2_577, false, "a retry period and a millisecond left"),
+            (
+                2_578,
+                true,
+                "a retry period left: the first renewal would come too late",
+            ),
+            (3_000, true, "read after the term's validity"),
+        ];
+        for (now, want, why) in cases {
+            assert_eq!(
+                won_too_late(at(1_000), at(now), validity, &t),
+                want,
+                "{now} ms: {why}"
+            );
         }
     }
 

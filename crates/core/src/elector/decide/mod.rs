@@ -19,7 +19,7 @@ pub use between::{
 pub(crate) use channel::Wakeup;
 pub use channel::{Keepalive, keepalive, resubscribe_backoff};
 pub use follower::{FollowerStrategy, Seen, follower_wait, next_try, seen_by};
-pub use gray::{link_fits, outcome_unknown, unknown_term_of_ours};
+pub use gray::{link_fits, outcome_unknown, unknown_term_of_ours, won_too_late};
 pub(crate) use herd::herd_delay;
 pub use rate::{Jump, RateBound, RateWindow, Reading, validity_at};
 pub(crate) use sighting::announces_release;
