@@ -2,12 +2,13 @@
 //! log of real replicas on a real redis-server: a Redis that is new (or lost its data), a
 //! release at shutdown, a holder killed (its term expired), a handover that names the
 //! successor, and Redis losing its data under a running term; and replicas that all waited out
-//! a new Redis's cooldown, whose later terms did not end with the data.
+//! a new Redis's cooldown, whose later terms did not end with the data. The other followers of a
+//! handover learn the successor as it takes the term.
 
 use std::time::Duration;
 
 use harness::contenders::unique_lease;
-use harness::replica::{FAST, Replica, run_to_end};
+use harness::replica::{FAST, Replica, run_to_end, step_down};
 use nix::sys::signal::Signal;
 use testbed::redis_server::RedisServer;
 use testbed::wait::wait_for;
@@ -122,4 +123,37 @@ fn followers_that_waited_out_the_first_cooldown_say_how_later_terms_ended() {
     }
 
     released_then_expired(&replicas, first);
+}
+
+/// A handover to a named replica reserves the next term for it for two retry periods (10 s
+/// here); the other followers learn who leads when it takes the term, not at the reservation's
+/// end (they used to name no leader until then, and never saw a shorter term).
+#[test]
+fn followers_learn_the_successor_of_a_handover_as_it_takes_the_term() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("succession-seen");
+    let timing = [
+        "--lease-duration",
+        "30s",
+        "--renew-deadline",
+        "20s",
+        "--retry-period",
+        "5s",
+        "--no-data-loss-cooldown",
+    ];
+    let spawn = |name: &str| Replica::spawn(&redis.url(), &lease, name, &timing, &[]);
+    let a = spawn("a");
+    wait_for("a to lead", WAIT, || a.is_ready().then_some(()));
+    let (b, c) = (spawn("b"), spawn("c"));
+    for follower in [&b, &c] {
+        follower.wait_events("following leader", 1, WAIT);
+    }
+
+    let (code, json, stderr) =
+        step_down(&redis.url(), &lease, &["--to", &b.identity, "--wait", "5s"]);
+    assert_eq!(code, 0, "{stderr}\n{json}");
+    assert_eq!(json["leader"], b.identity.as_str(), "{json}");
+    // Well inside the reservation: c heard of the new term, it did not wait the reservation out.
+    let seen = c.wait_events("following leader", 2, Duration::from_secs(3));
+    assert_eq!(seen[1]["leader"], b.identity.as_str(), "{}", c.log_text());
 }

@@ -202,6 +202,11 @@ mod tests {
             ("pod-a-1b4e#17", release("pod-a-1b4e#17", None)),
             ("pod-a-1b4e#17 250", release("pod-a-1b4e#17", Some(250))),
             ("pod-a-1b4e 0", release("pod-a-1b4e", Some(0))),
+            // A reserved term taken (acquire.lua): no term a follower saw, so it looks at once.
+            (
+                "taken pod-b-2c5f#18 3",
+                release("taken pod-b-2c5f#18", Some(3)),
+            ),
             // Not a count: the whole payload is the term.
             ("pod-a-1b4e x", release("pod-a-1b4e x", None)),
             ("pod-a-1b4e -3", release("pod-a-1b4e -3", None)),
@@ -216,6 +221,7 @@ mod tests {
             ("handover pod-a-1b4e#17", Some("pod-a-1b4e#17")),
             ("pod-a-1b4e#17 3", None),
             ("handover", None),
+            ("taken pod-b-2c5f#18 3", None),
         ];
         for (payload, want) in nudges {
             assert_eq!(Release::parse(payload).nudged_term(), want, "{payload:?}");
@@ -226,6 +232,7 @@ mod tests {
             ("data-loss", false),
             ("pod-a-1b4e#17 3", false),
             ("handover pod-a-1b4e#17", false),
+            ("taken pod-b-2c5f#18 3", false),
         ];
         for (payload, want) in losses {
             let release = Release::parse(payload);

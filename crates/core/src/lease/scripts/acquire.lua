@@ -105,7 +105,7 @@ end
 -- request: a user refused one (or a request key of another type) is refused the term too,
 -- rather than winning it and being refused at its first renewal (the key is free or a term of
 -- ours that the SET below replaces, so the PEXPIRE changes nothing).
-redis.call('PUBSUB', 'NUMSUB', ARGV[7])
+local listening = redis.call('PUBSUB', 'NUMSUB', ARGV[7])[2]
 redis.call('GET', KEYS[7])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 if reserved then redis.call('DEL', KEYS[4]) end
@@ -120,6 +120,9 @@ record.term = term
 record.term_until = now + ttl_ms * 1000
 write_record(KEYS[3], record)
 claim_longest(KEYS[5], ttl_ms, now)
+-- The others read a reservation as a holder until its end: they learn now who took it. Read
+-- as a release announcement of no term they saw, it wakes them to look at once.
+if reserved then redis.call('PUBLISH', ARGV[7], 'taken ' .. term .. ' ' .. listening) end
 local protocol = ARGV[10] .. ' ' .. ARGV[11]
 if redis.call('GET', KEYS[6]) ~= protocol then redis.call('SET', KEYS[6], protocol) end
 return {'ACQUIRED', token, previous, now, live}
