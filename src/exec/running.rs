@@ -254,12 +254,17 @@ impl Drop for Running {
         // A stop cut short (an aborted term) leaves the reaping to the reaper again, before
         // the SIGKILLs below make the exits it will hear.
         family.set_stopping(false);
+        let mut alive = Vec::new();
         for _ in 0..DROP_ROUNDS {
-            if family.signal_all(Signal::SIGKILL).is_empty() {
-                break;
+            alive = family.signal_all(Signal::SIGKILL);
+            if alive.is_empty() {
+                return;
             }
             std::thread::sleep(Duration::from_millis(1));
         }
+        // The reaper hears of their deaths; the lease of the aborted term is left to expire.
+        let pids: Vec<i32> = alive.iter().map(|p| p.id.pid).collect();
+        warn!(pid = self.pid, pids = ?pids, "processes of the command are still alive after SIGKILL");
     }
 }
 

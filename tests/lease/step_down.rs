@@ -1,6 +1,7 @@
 //! A term ended by the elector's own side, against a real redis-server with all contenders in
 //! this process: shutdown releases the lease and a follower takes over at once; work that ends,
-//! fails or panics steps down with that reason and releases.
+//! fails or panics steps down with that reason and releases; work that does not stop is aborted
+//! at the deadline and its lease left to expire.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -15,7 +16,7 @@ use leasehold::clock::BootInstant;
 use leasehold::elector::{Elector, Leadership, Role, StepDownReason, TermHooks};
 use leasehold::lease::FencingToken;
 use testbed::redis_server::RedisServer;
-use testbed::wait::until;
+use testbed::wait::{eventually, until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_releases_the_lease_and_a_follower_takes_over_at_once() {
@@ -172,5 +173,44 @@ async fn a_work_closure_that_panics_when_called_steps_down_and_releases() {
     );
     until_leading("b to lead", &mut b.status, Duration::from_secs(3)).await;
     b.shutdown().await;
+    a.shutdown().await;
+}
+
+/// Work that does not stop when its term ends is aborted at the validity deadline. Nothing then
+/// says that what it started is gone (a command's processes outlive the abort until they are
+/// seen dead), so the lease is left to expire, a moment later, rather than released for a
+/// successor to start beside them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_aborted_at_the_deadline_leaves_the_lease_to_expire() {
+    let redis = RedisServer::start();
+    let name = unique_lease("work-aborted");
+    let releases = Arc::new(Releases::default());
+    let elector = Elector::new(lease(&redis.url(), &name, "pod-a", false), fast_timing())
+        .unwrap()
+        .with_hooks(releases.clone());
+    let mut a = Contender::spawn_elector(elector, |_: Leadership| {
+        std::future::pending::<Result<(), String>>()
+    });
+    until_leading("a to lead", &mut a.status, Duration::from_secs(5)).await;
+    // A handover request ends the term while Redis answers: the release would land.
+    let call = Duration::from_secs(2);
+    let asker = lease(&redis.url(), &name, "operator", false);
+    let holder = asker.observe(call).await.unwrap().holder.expect("a's term");
+    asker
+        .request_handover(&holder, None, Duration::from_secs(30), call)
+        .await
+        .unwrap();
+    let released = eventually("a's term to end", Duration::from_secs(5), || async {
+        releases.0.lock().unwrap().first().copied()
+    })
+    .await;
+    let step = a
+        .status
+        .borrow()
+        .last_step_down
+        .clone()
+        .expect("a step-down");
+    assert_eq!(step.reason, StepDownReason::Handover);
+    assert!(!released, "the lease of aborted work was released");
     a.shutdown().await;
 }

@@ -57,8 +57,9 @@ use crate::docs::sources;
 /// to `deadline_missed`; raised for a win read after its validity (a starved follower), which
 /// began a term with `valid_for_ms=0`, labels and Events included (8,003), and with a retry
 /// period's margin and no Redis error counted for it (8,007), its test moved into `decide/`
-/// as a table-tested decision (8,018).
-const CORE_CEILING: usize = 8_018;
+/// as a table-tested decision (8,018), and a lease released as soon as the leader's work was
+/// aborted at the deadline, while a starved command's processes were not yet seen dead (8,022).
+const CORE_CEILING: usize = 8_022;
 
 /// The core and the product together, set the same way (the goal is 16,600), each raise's
 /// defects named in its commit. Last raised from 21,101 for `step-down` over a reservation
@@ -125,8 +126,9 @@ const CORE_CEILING: usize = 8_018;
 /// and the core's raise for a win read after its validity (21,881), and the guard file's gate
 /// kept to a file the user named, closed only for a term under way, and said once across a full
 /// filesystem's alternating refusals (21,932), and a logged command line that showed a
-/// password after a tab and a literal `*` unquoted (21,940), and the core's decision (21,949).
-const CORE_AND_PRODUCT_CEILING: usize = 21_949;
+/// password after a tab and a literal `*` unquoted (21,940), and the core's decision (21,949),
+/// and aborted work's lease left to expire, with the processes still alive named (21,958).
+const CORE_AND_PRODUCT_CEILING: usize = 21_958;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

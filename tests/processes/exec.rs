@@ -98,7 +98,9 @@ fn assert_gone_by(pid: i32, from: Instant, deadline: Duration, what: &str) -> Du
 /// the validity deadline.
 fn assert_the_supervisor_stopped_it(replica: &Replica) {
     replica.wait_events("the command stopped", 1, Duration::from_secs(10));
-    let aborted = replica.events("leader work did not stop by the validity deadline; aborting it");
+    let aborted = replica.events(
+        "leader work did not stop by the validity deadline; aborting it, and leaving the lease to expire",
+    );
     assert!(aborted.is_empty(), "{}", replica.log_text());
 }
 

@@ -338,6 +338,9 @@ impl Elector {
             "stepped down"
         );
 
+        // Work aborted at the deadline is not known to be gone (a command's processes outlive
+        // the abort until seen dead): its lease is left to expire, not released.
+        let mut aborted = false;
         if let Some(mut task) = work_task {
             // Time the boot clock did not count has passed too: after a pause it may be over.
             let stopped = match decide::work_stop(leadership.now(), leadership.valid_until()) {
@@ -352,9 +355,10 @@ impl Elector {
             // How a work stopped for this step-down ended is not its reason (a command's 143 at
             // SIGTERM): the step-down was said above, with its own detail.
             if stopped.is_none() {
-                warn!(%identity, %lease, token = token.0, "leader work did not stop by the validity deadline; aborting it");
+                warn!(%identity, %lease, token = token.0, "leader work did not stop by the validity deadline; aborting it, and leaving the lease to expire");
                 task.abort();
                 let _ = task.await;
+                aborted = true;
             }
         }
 
@@ -369,7 +373,7 @@ impl Elector {
             }
         }
         let mut released = false;
-        if reason.may_still_hold() && !(withheld && shutdown) {
+        if reason.may_still_hold() && !(withheld && shutdown) && !aborted {
             let reserve = hand_to.map(|identity| Reservation {
                 identity,
                 duration: decide::reservation(&self.timing),
