@@ -101,7 +101,7 @@ pub enum ExecError {
         source: std::io::Error,
     },
     /// The command exited on its own with a non-zero code.
-    #[error("command exited with code {code}")]
+    #[error("command exited with code {code}{}", running::said_signal(*code))]
     Exited {
         /// Its exit code (128 + signal number when a signal ended it).
         code: i32,

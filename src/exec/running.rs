@@ -277,9 +277,40 @@ pub fn exit_code(status: ExitStatus) -> i32 {
         .unwrap_or(1)
 }
 
+/// What an exit code above 128 says as shells mean it, the signal that ended the process (the
+/// kernel's out-of-memory killer sends SIGKILL), to follow the code; empty for other codes.
+pub fn said_signal(code: i32) -> String {
+    match code.checked_sub(128).map(Signal::try_from) {
+        Some(Ok(Signal::SIGKILL)) => {
+            " (128 + SIGKILL: killed, as by the out-of-memory killer)".into()
+        }
+        Some(Ok(signal)) => format!(" (128 + {signal})"),
+        _ => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_code_above_128_names_its_signal() {
+        let said = [
+            (
+                137,
+                " (128 + SIGKILL: killed, as by the out-of-memory killer)",
+            ),
+            (143, " (128 + SIGTERM)"),
+            (130, " (128 + SIGINT)"),
+            (7, ""),
+            (128, ""),
+            (255, ""),
+            (-1, ""),
+        ];
+        for (code, want) in said {
+            assert_eq!(said_signal(code), want, "{code}");
+        }
+    }
 
     #[test]
     fn exit_codes_follow_the_shell() {

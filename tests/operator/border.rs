@@ -127,8 +127,9 @@ const CORE_CEILING: usize = 8_022;
 /// kept to a file the user named, closed only for a term under way, and said once across a full
 /// filesystem's alternating refusals (21,932), and a logged command line that showed a
 /// password after a tab and a literal `*` unquoted (21,940), and the core's decision (21,949),
-/// and aborted work's lease left to expire, with the processes still alive named (21,958).
-const CORE_AND_PRODUCT_CEILING: usize = 21_958;
+/// and aborted work's lease left to expire, with the processes still alive named (21,958),
+/// and an out-of-memory kill said only as `code 137` (21,970).
+const CORE_AND_PRODUCT_CEILING: usize = 21_970;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -244,6 +244,27 @@ fn a_command_that_exits_ends_the_term_and_leasehold_exits_with_its_code() {
     assert_eq!(steps[0]["detail"], "command exited with code 7");
 }
 
+/// A command ended by SIGKILL (as the kernel's out-of-memory killer ends one) is said so, not
+/// only as code 137.
+#[test]
+fn a_command_killed_by_a_signal_is_said_so() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("killed");
+    let mut a = Replica::spawn(
+        &redis.url(),
+        &lease,
+        "a",
+        &RELEASE_ONLY,
+        &["sh", "-c", "sleep 0.5; kill -9 $$"],
+    );
+    assert_eq!(a.wait_exit(Duration::from_secs(10)), 137);
+    let steps = a.events("stepped down");
+    assert_eq!(
+        steps[0]["detail"],
+        "command exited with code 137 (128 + SIGKILL: killed, as by the out-of-memory killer)"
+    );
+}
+
 #[test]
 fn restart_command_keeps_the_leadership_and_restarts_it() {
     let redis = RedisServer::start();
