@@ -164,14 +164,23 @@ async fn run(cli: Cli) -> Result<()> {
         "primitives: leasehold directly and through 3 Sentinels",
     );
     {
-        let set = tokio::task::spawn_blocking(SentinelSet::start)
-            .await
-            .context("starting a master, a replica and three Sentinels")?;
+        // Directly: a master of the same shape that no Sentinel watches (one that Sentinels
+        // watch refuses a term asked by its own address).
+        let (set, plain, _replica) = tokio::task::spawn_blocking(|| {
+            let plain = RedisServer::start();
+            let port = plain.port().to_string();
+            let replica = RedisServer::builder()
+                .args(["--replicaof", "127.0.0.1", &port])
+                .start();
+            (SentinelSet::start(), plain, replica)
+        })
+        .await
+        .context("starting two masters with a replica each, and three Sentinels for one")?;
         let rounds = plan.prim_rounds;
         let one = Amount::Cycles(plan.prim_cycles_one / rounds);
         results
             .primitives
-            .extend(primitives::sentinel_cost(&set.master.url(), &set.url(), one, rounds).await?);
+            .extend(primitives::sentinel_cost(&plain.url(), &set.url(), one, rounds).await?);
     }
 
     let redis = start_redis().await?;

@@ -70,9 +70,11 @@ pub const SENTINEL_DIRECT: &str = "leasehold, the master directly";
 /// The implementation name of leasehold's primitives through the set's three Sentinels.
 pub const SENTINEL_THROUGH: &str = "leasehold, through 3 Sentinels";
 
-/// What the Sentinel majority costs: leasehold's primitives with one client against a
-/// Sentinel set's master, directly (`direct`) and through its Sentinels (`through`, where each
-/// acquire and renewal asks every Sentinel beside the script), in `rounds` rounds.
+/// What the Sentinel majority costs: leasehold's primitives with one client against a master
+/// with one replica, directly (`direct`, a master no Sentinel watches: one that Sentinels watch
+/// is refused by its own address) and a Sentinel set's master through its Sentinels
+/// (`through`, where each acquire and renewal asks every Sentinel beside the script), in
+/// `rounds` rounds.
 /// Returns the direct run, then the one through the Sentinels.
 pub async fn sentinel_cost(
     direct: &str,

@@ -2,7 +2,8 @@
 //! replica (Redis 6.2 words a READONLY inside a script as a script error, 7.0 and Valkey as
 //! READONLY) and a Redis with scripting renamed away (each words the unknown command its way).
 //! Readiness and `leasehold status` say what Redis refuses, never "unreachable"; the log says
-//! it once, at error level.
+//! it once, at error level. A master that Sentinels watch, named by its own address rather than
+//! through them, is refused too: after a failover it would grant terms beside the new master's.
 
 use std::time::Duration;
 
@@ -284,4 +285,41 @@ fn refusal_said(a: &Replica, within: Duration) -> String {
     );
     assert_eq!(refused[0]["level"], "ERROR", "{:?}", refused[0]);
     refused[0]["error"].as_str().unwrap_or_default().to_owned()
+}
+
+/// A replica that reaches a Sentinel-watched master directly wins no term: a failover would
+/// leave it leading on a deposed master beside those that follow the Sentinels (a review saw
+/// two valid leaders for 8 s, and for ever with the old master cut off from the Sentinels).
+/// A replica on the Sentinels' URL leads there.
+#[test]
+fn a_master_that_sentinels_watch_is_refused_by_its_own_address() {
+    let set = SentinelSet::start();
+    let lease = unique_lease("sentinel-direct");
+    let direct = Replica::spawn(&set.master.url(), &lease, "direct", &member(), &[]);
+    let body = wait_for(
+        "the direct replica to say why",
+        Duration::from_secs(8),
+        || {
+            direct
+                .get("/readyz")
+                .filter(|(code, body)| *code == 503 && body.contains("sentinels watch this redis"))
+                .map(|(_, body)| body)
+        },
+    );
+    assert!(
+        body.starts_with("not ready: 3 sentinels watch this redis (while taking the lease)")
+            && body.contains("redis+sentinel://"),
+        "{body}"
+    );
+    let through = Replica::spawn(&set.url(), &lease, "through", &member(), &[]);
+    wait_for(
+        "the replica on the Sentinels' URL to lead",
+        Duration::from_secs(10),
+        || (through.leader()["leader"] == "through").then_some(()),
+    );
+    assert!(
+        direct.events("became leader").is_empty(),
+        "{}",
+        direct.log_text()
+    );
 }

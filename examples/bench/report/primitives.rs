@@ -84,8 +84,10 @@ pub(super) fn primitives_section(w: &mut String, r: &Results, plan: &Plan) {
          compare-and-`PEXPIRE`; release is compare-and-`DEL` plus a `PUBLISH` on the release channel. \
          rslock's lock is a bare `SET NX PX`, extend a compare-and-`SET PX` script, unlock a \
          compare-and-`DEL` script, each behind a `tokio::sync::Mutex` of its lock manager. \
-         The Sentinel rows run one client against a master with one replica and three Sentinels, \
-         all local: directly on the master's URL, and through the `redis+sentinel://` URL, where \
+         The Sentinel rows run one client against a master with one replica, all local: \
+         directly on the URL of a master no Sentinel watches (one that Sentinels watch refuses a \
+         term asked by its own address), and through the `redis+sentinel://` URL of three \
+         Sentinels watching another, where \
          every acquire and renewal also asks all three Sentinels for the master, beside the \
          script, and needs a majority naming the node it ran on (release asks none); the two \
          alternate in the same rounds.\n",

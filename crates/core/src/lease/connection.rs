@@ -129,6 +129,11 @@ impl Connection {
         }
     }
 
+    /// Whether the target is one Redis named by its own address (no Sentinel, no Cluster).
+    pub(crate) fn is_single(&self) -> bool {
+        matches!(self.target.target, Target::Single(_))
+    }
+
     /// Whether the target is a Redis Cluster, where a script sees one node's pub/sub alone.
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self.target.target, Target::Cluster(_))

@@ -46,6 +46,13 @@ pub enum LeaseError {
         doing(op)
     )]
     ReadOnly { op: &'static str },
+    /// A master that Sentinels watch, reached by its own address: after a failover its
+    /// replica would lead on a deposed master beside the new master's leader.
+    #[error(
+        "{detail} sentinels watch this redis (while {}): it fails over, and reached by its own address it would grant terms on a deposed master beside the new one's; name it through the Sentinels, redis+sentinel://host:26379,…/<master>",
+        doing(op)
+    )]
+    SentinelsWatch { op: &'static str, detail: String },
     /// A key of the lease holds a value of another type (someone else uses the key).
     #[error(
         "{} (while {}); leasehold writes strings at {}: delete or rename the key that is not one",
@@ -164,6 +171,7 @@ impl LeaseError {
             LeaseError::Connection { .. } => ("connection", Soon, false, false, true),
             LeaseError::Loading { .. } => ("loading", Soon, false, true, false),
             LeaseError::ReadOnly { .. } => ("readonly", Soon, true, true, true),
+            LeaseError::SentinelsWatch { .. } => ("sentinels_watch", BackOff, true, true, false),
             LeaseError::WrongType { .. } => ("wrong_type", BackOff, true, true, false),
             LeaseError::Corrupt { .. } => ("corrupt", BackOff, true, true, false),
             LeaseError::NoPermission { .. } => ("no_permission", BackOff, true, true, false),
@@ -243,6 +251,10 @@ impl LeaseError {
             // A server error's code is its kind's (`RedisError::code`).
             (_, "LOADING") => LeaseError::Loading { op },
             (_, "READONLY" | "MASTERDOWN") => LeaseError::ReadOnly { op },
+            (_, "SENTINELS") => LeaseError::SentinelsWatch {
+                op,
+                detail: err.detail().unwrap_or(&detail).to_owned(),
+            },
             // `EVALSHA`, `EVAL` or `SCRIPT` renamed away, or a command the script calls.
             _ if missing_scripting(&detail) => LeaseError::NoScripting {
                 op,

@@ -268,6 +268,7 @@ impl RedisLease {
                     .arg(probe)
                     .arg(PROTOCOL)
                     .arg(env!("CARGO_PKG_VERSION"))
+                    .arg(if self.conn.is_single() { "1" } else { "0" })
                     .invoke_async::<Value>(&mut conn)
                     .await
             };

@@ -134,6 +134,18 @@ fn run_cases(sem: Semantics) -> Result<([u32; 5], [u32; 11]), String> {
                         if before.reserved.is_some() {
                             reached[3] += 1;
                         }
+                        // A reservation taken (its grant says `handed_over`; not one whose time
+                        // ran out) is said, the term named as the reply names it, to the one
+                        // listener (this test).
+                        if let Value::Array(parts) = &real
+                            && text(&parts[2]) == "handed_over"
+                        {
+                            announced.push(format!(
+                                "taken {}#{} 1",
+                                owner_id(owner),
+                                text(&parts[1])
+                            ));
+                        }
                         reached[claimed(&before, &mirror, ttl, at)] += 1;
                     }
                     AcquireReply::Cooldown { started: false, .. }

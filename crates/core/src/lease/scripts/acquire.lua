@@ -3,6 +3,12 @@ if probe ~= '' then redis.call('PUBLISH', probe, ARGV[9] or '') end
 local replication = redis.call('INFO', 'replication')
 local replica = refuse_replica(replication)
 if replica then return replica end
+-- A master that Sentinels watch fails over: reached by its own address (ARGV[12] '1'), it would
+-- grant terms on a deposed master beside the new one's, where no Sentinel is asked.
+if ARGV[12] == '1' then
+  local watching = redis.call('PUBSUB', 'NUMSUB', '__sentinel__:hello')[2]
+  if watching > 0 then return redis.error_reply('SENTINELS ' .. watching) end
+end
 local newer = newer_protocol(KEYS[6], tonumber(ARGV[10]))
 if newer then return {'NEWER', newer[1], newer[2], now_us(), 0} end
 local now = now_us()
