@@ -69,6 +69,32 @@ fn a_lease_key_that_outlasts_any_term_blocks_the_lease_too() {
     assert!(b.events(BLOCKED).is_empty(), "{}", b.log_text());
 }
 
+/// A dead leader's key given a foreign TTL of hours, then deleted as the log's `clear` says: a
+/// follower leads at its next try. It went on passing the dead term with the TTL it had seen,
+/// so the state record kept that term held for the whole foreign TTL (2 h here).
+#[test]
+fn a_dead_leaders_key_kept_by_a_foreign_expire_frees_the_lease_once_deleted() {
+    let redis = RedisServer::start();
+    let lease = unique_lease("foreign-expire");
+    let key = format!("leasehold:{{{lease}}}");
+    let mut args = FAST.to_vec();
+    args.push("--no-data-loss-cooldown");
+    let a = Replica::spawn(&redis.url(), &lease, "a", &args, &[]);
+    wait_for("a to lead", Duration::from_secs(10), || {
+        a.is_ready().then_some(())
+    });
+    let b = Replica::spawn(&redis.url(), &lease, "b", &args, &[]);
+    b.wait_events("following leader", 1, Duration::from_secs(5));
+    a.signal(nix::sys::signal::Signal::SIGKILL);
+    let kept: i64 = redis.cmd(&["EXPIRE", &key, "7200"]);
+    assert_eq!(kept, 1, "a's key was gone before the EXPIRE");
+    b.wait_events(BLOCKED, 1, Duration::from_secs(10));
+    let _: () = redis.cmd(&["DEL", &key]);
+    wait_for("b to lead", Duration::from_secs(10), || {
+        b.is_ready().then_some(())
+    });
+}
+
 #[test]
 fn a_lease_key_without_expiry_blocks_the_lease_and_is_said_once_where_operators_look() {
     for value in ["garbage", "pod-x-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#17"] {

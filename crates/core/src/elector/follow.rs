@@ -155,9 +155,11 @@ impl Elector {
                 Ok(Acquired::HeldBy(holder)) => {
                     // A term after the loss: the one before a later win is this holder's.
                     cooled = false;
-                    vouched_until = (holder.remaining)
-                        .map(|left| clock.now().saturating_add(left + timing.lease_duration));
-                    if let Some(left) = holder.remaining {
+                    let longest = timing.lease_duration.max(self.lease.longest_seen());
+                    let left = holder.remaining.map(|l| decide::observed_for(l, longest));
+                    vouched_until =
+                        left.map(|left| clock.now().saturating_add(left + timing.lease_duration));
+                    if let Some(left) = left {
                         observed = Some((holder.clone(), clock.now().saturating_add(left)));
                     }
                     self.note_follower_view(

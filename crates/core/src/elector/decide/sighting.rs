@@ -1,6 +1,8 @@
 //! What a follower makes of what it saw: the observed-time rule and the release that lets go of
 //! it, what to give back after an acquire that raced shutdown, and when the leader is new.
 
+use std::time::Duration;
+
 use super::channel::Wakeup;
 use crate::clock::BootInstant;
 use crate::elector::{LeaderInfo, Role};
@@ -15,6 +17,13 @@ pub fn observation_stands(
     release_announced: bool,
 ) -> bool {
     !release_announced && now < observed_until
+}
+
+/// How long a holder seen with `ttl_left` may keep its term: no longer than the longest lease
+/// duration its lease runs with (`longest`), which no renewal passes. A TTL beyond it is no
+/// term's doing (a foreign `EXPIRE` on a dead leader's key) and must not outlive the key.
+pub fn observed_for(ttl_left: Duration, longest: Duration) -> Duration {
+    ttl_left.min(longest)
 }
 
 /// Whether a wake-up announces the release of the very term observed (and so lets go of its
@@ -99,6 +108,20 @@ mod tests {
                 want,
                 "{why}"
             );
+        }
+    }
+
+    #[test]
+    fn an_observation_lasts_no_longer_than_the_longest_term() {
+        // ttl left, longest lease duration -> observed for
+        let cases = [
+            (3_000, 10_000, 3_000),
+            (10_000, 10_000, 10_000),
+            (7_200_000, 10_000, 10_000),
+            (0, 10_000, 0),
+        ];
+        for (left, longest, want) in cases {
+            assert_eq!(observed_for(ms(left), ms(longest)), ms(want), "{left}");
         }
     }
 
