@@ -2,7 +2,8 @@
 //! in this process: a fresh Redis (nobody leads during the cooldown), Redis gone (the leader
 //! steps down before its deadline) and back empty (a higher token, after the cooldown), the
 //! lease overwritten by someone else (a step-down with reason lost), a key of the wrong type
-//! (in the status, and nobody leads), and a failover behind one address (the term goes on).
+//! (in the status, and nobody leads), a failover behind one address (the term goes on), and too
+//! few replicas acknowledging each win (tried at the retry period, not at each give-back).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -297,4 +298,60 @@ async fn failover_behind_one_address(demote: impl Fn(&RedisServer, &RedisServer)
         "the term lives on"
     );
     shut_down_all([c], &log).await;
+}
+
+/// Redis errors of the acquire, by the boot-clock instant each was told.
+#[derive(Default)]
+struct AcquireErrors(Mutex<Vec<BootInstant>>);
+
+impl leasehold::elector::TermHooks for AcquireErrors {
+    fn redis_error(&self, op: &'static str, _error: &leasehold::lease::LeaseError) {
+        if op == "acquire" {
+            self.0.lock().unwrap().push(BootInstant::now());
+        }
+    }
+}
+
+/// With `--redis-wait-replicas` unmet, each win is given back, and its release announced: the
+/// follower tried again at that announcement of its own, once per `WAIT` timeout (100 ms here)
+/// rather than once per retry period (1 s), a term and a token burned at each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_few_replicas_are_tried_again_at_the_retry_period_not_at_each_give_back() {
+    use leasehold::lease::{LeaseOptions, WaitReplicas};
+    let redis = RedisServer::start();
+    let options = LeaseOptions {
+        cooldown_on_data_loss: false,
+        wait_replicas: Some(WaitReplicas {
+            replicas: 1,
+            timeout: Duration::from_millis(100),
+        }),
+        ..LeaseOptions::default()
+    };
+    let lease = harness::contenders::lease_with(
+        &redis.url(),
+        &unique_lease("too-few-replicas"),
+        "pod-a",
+        options,
+    );
+    let errors = Arc::new(AcquireErrors::default());
+    let timing = harness::timings::THREE_SECOND_TERM;
+    let elector = leasehold::elector::Elector::new(lease, timing)
+        .unwrap()
+        .with_hooks(errors.clone());
+    let a = Contender::spawn_elector(elector, harness::contenders::idle);
+    let seen = eventually("four refused tries", Duration::from_secs(15), || async {
+        let seen = errors.0.lock().unwrap().clone();
+        (seen.len() >= 4).then_some(seen)
+    })
+    .await;
+    // The release channel, subscribed after the first try, wakes the follower once (a release
+    // may have gone unheard before): the gaps after the second try are the retries.
+    for pair in seen[1..].windows(2) {
+        let gap = pair[1].saturating_duration_since(pair[0]);
+        assert!(
+            gap >= timing.retry_period,
+            "tried again {gap:?} after a refused try, within the retry period: {seen:?}"
+        );
+    }
+    a.shutdown().await;
 }

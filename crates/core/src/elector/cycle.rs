@@ -27,13 +27,12 @@ impl Elector {
         let give_up_at = self.one_term.map(|wait| clock.now().saturating_add(wait));
         let mut nudges = releases.handover_nudges();
         let mut short_terms: u32 = 0;
-        // After a handover or a term it could not renew: the hold-off, and the term it ended.
-        let mut held: Option<(decide::HoldOff, String)> = None;
+        // After a handover or a term it could not renew: the hold-off.
+        let mut held: Option<decide::HoldOff> = None;
         let mut last_led = None;
         loop {
-            let holding = held.as_ref().map(|(hold, own)| (*hold, own.as_str()));
             let Some(grant) = self
-                .follow(shutdown, releases, give_up_at, holding, last_led)
+                .follow(shutdown, releases, give_up_at, held, last_led)
                 .await
             else {
                 return;
@@ -63,7 +62,7 @@ impl Elector {
                     until: since.saturating_add(between.hold_off),
                     offered: released,
                 };
-                held = Some((hold, self.lease.owner().term(grant.token)));
+                held = Some(hold);
             }
             if !between.paced.is_zero() {
                 let refused = ending == StepDownReason::RenewRefused;

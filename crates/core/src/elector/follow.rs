@@ -23,7 +23,7 @@ impl Elector {
         shutdown: &CancellationToken,
         releases: &mut Releases,
         mut give_up_at: Option<BootInstant>,
-        held: Option<(decide::HoldOff, &str)>,
+        held: Option<decide::HoldOff>,
         last_led: Option<FencingToken>,
     ) -> Option<Grant> {
         let timing = self.timing;
@@ -77,11 +77,8 @@ impl Elector {
             observed =
                 observed.filter(|(_, until)| decide::observation_stands(now, *until, announced));
             announced = false;
-            if let Some((hold, own_term)) = held {
-                if !self
-                    .hold_off(shutdown, releases, hold, own_term, woken)
-                    .await
-                {
+            if let Some(hold) = held {
+                if !self.hold_off(shutdown, releases, hold, woken).await {
                     return None;
                 }
                 // It may have lasted a lease duration: a gate may have said no since.
@@ -256,7 +253,7 @@ impl Elector {
                 wakeup = releases.next() => {
                     let holder = observed.as_ref().map(|(holder, _)| holder);
                     announced = decide::announces_release(&wakeup, holder);
-                    woken = held.is_some_and(|(_, own)| wakes_held_off(&wakeup, own));
+                    woken = held.is_some() && wakes_held_off(&wakeup);
                 }
                 _ = tokio::time::sleep(wait) => {}
             }
@@ -275,7 +272,6 @@ impl Elector {
         shutdown: &CancellationToken,
         releases: &mut Releases,
         hold: decide::HoldOff,
-        own_term: &str,
         mut woken: bool,
     ) -> bool {
         let clock = self.lease.clock().clone();
@@ -288,7 +284,7 @@ impl Elector {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return false,
-                wakeup = releases.next() => woken |= wakes_held_off(&wakeup, own_term),
+                wakeup = releases.next() => woken |= wakes_held_off(&wakeup),
                 _ = clock.sleep_until(clock.now().saturating_add(wait)) => return true,
             }
         }
@@ -375,10 +371,11 @@ impl Elector {
     }
 }
 
-/// Whether a wake-up calls a replica holding off to try (after a yield): anything but its own
-/// release's announcement (which would only hand the lease back to it) or [`Wakeup::Rejoined`].
-fn wakes_held_off(wakeup: &Wakeup, own_term: &str) -> bool {
-    !matches!(wakeup, Wakeup::Released(term) if term == own_term) && *wakeup != Wakeup::Rejoined
+/// Whether a wake-up calls a replica holding off to try (after a yield): anything but
+/// [`Wakeup::Rejoined`]. Its own release's announcement, which would only hand the lease back to
+/// it, wakes nobody (`notify`).
+fn wakes_held_off(wakeup: &Wakeup) -> bool {
+    *wakeup != Wakeup::Rejoined
 }
 
 /// How a failed Redis call is logged.
@@ -411,21 +408,19 @@ mod tests {
 
     #[test]
     fn a_replica_holding_off_is_woken_by_others_releases_and_resubscriptions_only() {
-        let own = "web-a-1#7";
-        // (wake-up) -> wakes a hold-off
+        // (wake-up) -> wakes a hold-off; its own release is never a wake-up (`notify`)
         let cases = [
             (
                 Wakeup::Released("web-b-2#8".into()),
                 true,
                 "another's release",
             ),
-            (Wakeup::Released(own.into()), false, "its own release"),
             (Wakeup::Resubscribed, true, "a release may have been missed"),
             (Wakeup::DataLoss, true, "redis lost its data"),
             (Wakeup::Rejoined, false, "its own return to the election"),
         ];
         for (wakeup, want, why) in cases {
-            assert_eq!(wakes_held_off(&wakeup, own), want, "{why}");
+            assert_eq!(wakes_held_off(&wakeup), want, "{why}");
         }
     }
 

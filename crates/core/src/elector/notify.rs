@@ -181,6 +181,7 @@ pub(crate) fn spawn(
                         &mut subscription,
                         decide::keepalive(&timing),
                         Channels {
+                            owner: lease.owner().as_str(),
                             wakeups: &wake_tx,
                             nudges: &nudge_tx,
                             probes: &heard,
@@ -251,6 +252,8 @@ enum Ended {
 
 /// What a subscription feeds, and the answers to the follower's probes.
 struct Channels<'a> {
+    /// This process's owner id: its own releases wake nobody here.
+    owner: &'a str,
     wakeups: &'a mpsc::Sender<Pending>,
     nudges: &'a watch::Sender<u64>,
     probes: &'a Probes,
@@ -270,6 +273,7 @@ async fn listen(
     ping_refused: &mut bool,
 ) -> Ended {
     let Channels {
+        owner,
         wakeups,
         nudges,
         probes,
@@ -311,6 +315,10 @@ async fn listen(
                     heard = Instant::now();
                     nudges.send_modify(|n| *n = n.wrapping_add(1));
                     wake(wakeups, Wakeup::DataLoss, Duration::ZERO);
+                }
+                // Its own release (a win `WAIT` did not confirm, given back) tells it nothing.
+                Some(Heard::Release(release)) if decide::own_release(&release.term, owner) => {
+                    heard = Instant::now();
                 }
                 Some(Heard::Release(release)) => {
                     heard = Instant::now();

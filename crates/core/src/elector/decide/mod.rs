@@ -22,8 +22,8 @@ pub use follower::{FollowerStrategy, Seen, follower_wait, next_try, seen_by};
 pub use gray::{link_fits, outcome_unknown, unknown_term_of_ours, won_too_late};
 pub(crate) use herd::herd_delay;
 pub use rate::{Jump, RateBound, RateWindow, Reading, validity_at};
-pub(crate) use sighting::announces_release;
 pub use sighting::{GiveBack, give_back, leader_changed, observation_stands, observed_for};
+pub(crate) use sighting::{announces_release, own_release};
 pub use watchdog::{
     Deadlines, WatchdogStep, WorkStop, after_renewal, label_work_end, retry_after_failure,
     watchdog_step, within_validity, work_stop,

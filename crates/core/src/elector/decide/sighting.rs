@@ -1,5 +1,6 @@
 //! What a follower makes of what it saw: the observed-time rule and the release that lets go of
-//! it, what to give back after an acquire that raced shutdown, and when the leader is new.
+//! it, what to give back after an acquire that raced shutdown, and when the leader is new; how
+//! long a holder's TTL is kept, and which release is a replica's own.
 
 use std::time::Duration;
 
@@ -34,6 +35,13 @@ pub(crate) fn announces_release(wakeup: &Wakeup, observed: Option<&Holder>) -> b
         (Wakeup::Released(term), Some(holder)) => *term == holder.term_value(),
         _ => false,
     }
+}
+
+/// Whether a released `term` is one of this process's own (`owner`), such as the give-back of
+/// a win that `WAIT` did not confirm: its announcement tells this replica nothing.
+pub(crate) fn own_release(term: &str, owner: &str) -> bool {
+    term.strip_prefix(owner)
+        .is_some_and(|token| token.starts_with('#'))
 }
 
 /// What to give back after an acquire whose answer came after shutdown began.
@@ -108,6 +116,20 @@ mod tests {
                 want,
                 "{why}"
             );
+        }
+    }
+
+    #[test]
+    fn only_a_release_of_its_own_process_is_its_own() {
+        let cases = [
+            ("pod-a-1b4e#17", true),
+            ("pod-a-1b4e2#17", false),
+            ("pod-b-9f3c#17", false),
+            ("taken pod-a-1b4e#17", false),
+            ("pod-a-1b4e", false),
+        ];
+        for (term, want) in cases {
+            assert_eq!(own_release(term, "pod-a-1b4e"), want, "{term}");
         }
     }
 
