@@ -7,6 +7,7 @@
 mod watch;
 
 pub use crate::board::{Eviction, EvictionRefusal, Shown};
+use crate::elector::Role;
 use crate::eviction_policy::EvictionPolicy;
 pub use crate::gates::EVICTION;
 pub use watch::EvictionWatch;
@@ -34,10 +35,14 @@ fn unsafe_words(read: &EvictionPolicy) -> String {
 /// Resolves, with the refusal's words, once the replica shown on `shown` has found that Redis
 /// evicts keys without a TTL while the data-loss cooldown is off: a configuration known to make
 /// two leaders, which the binary refuses (exit 2) instead of running without a leader. Never
-/// resolves otherwise; the replica itself already stays out of the election by then.
+/// resolves otherwise; the replica itself already stays out of the election by then, and a
+/// leader has stepped down for the gate (so that its step-down says why, not `shutdown`).
 pub async fn refused_as_unsafe(shown: &mut tokio::sync::watch::Receiver<Shown>) -> String {
     let seen = shown
-        .wait_for(|s| s.eviction_refusal == Some(EvictionRefusal::Unsafe))
+        .wait_for(|s| {
+            s.eviction_refusal == Some(EvictionRefusal::Unsafe)
+                && !matches!(s.status.role, Role::Leader { .. })
+        })
         .await;
     match seen.as_deref().map(|s| &s.eviction) {
         Ok(Eviction::Read(read)) => unsafe_words(read),

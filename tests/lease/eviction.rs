@@ -122,6 +122,33 @@ fn allkeys_eviction_without_the_data_loss_cooldown_is_refused_with_exit_code_2(e
     }
 }
 
+/// The same policy set while a replica leads: it steps down for the eviction gate, as the
+/// step-down reasons' table says, then exits 2 (it used to step down as `shutdown`, which reads
+/// as a stopped pod).
+#[test]
+fn allkeys_eviction_set_under_a_leader_without_the_cooldown_steps_it_down_as_eviction() {
+    let redis = RedisServer::start();
+    let mut args = FAST.to_vec();
+    args.push("--no-data-loss-cooldown");
+    let command = ["sh", "-c", "echo started; exec sleep 1000"];
+    let mut a = Replica::spawn(
+        &redis.url(),
+        &unique_lease("evict-later"),
+        "a",
+        &args,
+        &command,
+    );
+    wait_for("a to lead", Duration::from_secs(10), || {
+        a.is_ready().then_some(())
+    });
+    redis.cmd::<String>(&["CONFIG", "SET", "maxmemory", "64mb"]);
+    redis.cmd::<String>(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+    assert_eq!(a.wait_exit(Duration::from_secs(20)), 2, "{}", a.log_text());
+    let steps = a.events("stepped down");
+    assert_eq!(steps.len(), 1, "{}", a.log_text());
+    assert_eq!(steps[0]["reason"], "redis_may_evict", "{}", a.log_text());
+}
+
 #[test]
 fn cooldowns_are_counted_and_readiness_names_their_cause() {
     // With the cooldown on, allkeys-* is safe but each loss of the record starts a cooldown: the
