@@ -355,3 +355,38 @@ async fn too_few_replicas_are_tried_again_at_the_retry_period_not_at_each_give_b
     }
     a.shutdown().await;
 }
+
+/// Renewals that Redis refuses with a passing error (`NOREPLICAS` below `min-replicas-to-write`)
+/// end the term at the renew deadline; the step-down says what the last renewal heard, where it
+/// used to say nothing (the cause only in an earlier warning, and `redis_up` stays 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_term_that_could_not_renew_says_what_the_last_renewal_heard() {
+    let redis = RedisServer::start();
+    let mut a = Contender::spawn(
+        lease(
+            &redis.url(),
+            &unique_lease("renew-refused-why"),
+            "pod-a",
+            false,
+        ),
+        fast_timing(),
+        harness::contenders::idle,
+    );
+    until_leading("a to lead", &mut a.status, Duration::from_secs(5)).await;
+    redis.cmd::<String>(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    let ended = until(
+        "a's term to end",
+        &mut a.status,
+        Duration::from_secs(5),
+        |s| s.last_step_down.is_some(),
+    )
+    .await;
+    let step = ended.last_step_down.expect("a step-down");
+    assert_eq!(step.reason, StepDownReason::RenewDeadlinePassed);
+    let detail = step.detail.unwrap_or_default();
+    assert!(
+        detail.starts_with("the last renewal failed: ") && detail.contains("NOREPLICAS"),
+        "{detail}"
+    );
+    a.shutdown().await;
+}

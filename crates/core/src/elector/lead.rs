@@ -74,6 +74,8 @@ impl Elector {
             term.await.map_err(|err| err.to_string())
         });
         let mut failures: u32 = 0;
+        // What the last renewal heard, while renewals fail: said if the renew deadline passes.
+        let mut last_failure: Option<String> = None;
         let mut alone = false;
         // The rate of Redis's clock, from this term's grant and renewals. The grant's reading
         // counts as received now: later than its reply, which only widens its interval.
@@ -136,7 +138,11 @@ impl Elector {
                         WatchdogStep::StepDown(seen) => Some(seen),
                         WatchdogStep::Renew { .. } => None,
                     };
-                    let ending = unseen_pause(reason, seen, unseen, &identity, &lease_name);
+                    let mut ending = unseen_pause(reason, seen, unseen, &identity, &lease_name);
+                    if ending.detail.is_none() {
+                        ending.detail =
+                            last_failure.map(|e| format!("the last renewal failed: {e}"));
+                    }
                     break (ending, true);
                 }
                 WatchdogStep::Renew { timeout } => timeout,
@@ -192,6 +198,7 @@ impl Elector {
             match renewed {
                 Ok(Renewed::Held(renewal) | Renewed::HandoverRequested { renewal, .. }) => {
                     failures = 0;
+                    last_failure = None;
                     let subscribed = self.status.borrow().redis.subscribed;
                     alone = decide::nobody_else_listens(renewal.listeners, subscribed);
                     let Renewal {
@@ -265,6 +272,7 @@ impl Elector {
                 Err(err) => {
                     failures = failures.saturating_add(1);
                     self.redis_failed("renew", &err, failures);
+                    last_failure = Some(err.to_string());
                     if err.is_lasting_refusal() {
                         // Retrying until the renew deadline would end the same way, and the
                         // next acquire (which Redis may allow) would start it all again.
