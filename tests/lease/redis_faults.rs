@@ -390,3 +390,72 @@ async fn a_term_that_could_not_renew_says_what_the_last_renewal_heard() {
     );
     a.shutdown().await;
 }
+
+/// A longer lease duration told by Redis (a contender configured longer, since stopped) is
+/// remembered only while a term of it could still run (twice it, as its claim in Redis lasts,
+/// from the last reply that told it): the cooldown after a later data loss covers the durations
+/// still in use. It was remembered for the life of the process, so every later cooldown lasted
+/// the longest duration ever seen (an hour, after a one-off `lock --lease-duration 1h`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_longer_duration_no_contender_runs_any_more_is_forgotten() {
+    let redis = RedisServer::start();
+    let name = unique_lease("longest-forgotten");
+    let long = harness::timings::THREE_SECOND_TERM;
+    let mut a = Contender::spawn(
+        lease(&redis.url(), &name, "pod-long", false),
+        long,
+        harness::contenders::idle,
+    );
+    until_leading("a to lead", &mut a.status, Duration::from_secs(5)).await;
+    let b_elector =
+        leasehold::elector::Elector::new(lease(&redis.url(), &name, "pod-b", true), fast_timing())
+            .unwrap();
+    let b_lease = b_elector.lease().clone();
+    let mut b = Contender::spawn_elector(b_elector, harness::contenders::idle);
+    until_led_by(
+        "b to follow a",
+        &mut b.status,
+        Duration::from_secs(5),
+        "pod-long",
+    )
+    .await;
+    assert_eq!(b_lease.longest_seen(), long.lease_duration);
+    a.shutdown().await;
+    until_leading("b to lead", &mut b.status, Duration::from_secs(5)).await;
+    // a's claim lasts two of its lease durations from its last renewal; b's memory as long from
+    // the last reply that told it.
+    eventually(
+        "b to forget a's duration",
+        Duration::from_secs(15),
+        || async { (b_lease.longest_seen() < long.lease_duration).then_some(()) },
+    )
+    .await;
+    redis.cmd::<String>(&["FLUSHALL"]);
+    let cooling = until(
+        "b to cool down",
+        &mut b.status,
+        Duration::from_secs(5),
+        |s| {
+            matches!(
+                s.role,
+                Role::Follower {
+                    cooldown: Some(_),
+                    ..
+                }
+            )
+        },
+    )
+    .await;
+    let Role::Follower {
+        cooldown: Some(left),
+        ..
+    } = cooling.role
+    else {
+        unreachable!()
+    };
+    assert!(
+        left <= fast_timing().lease_duration,
+        "a cooldown of {left:?}, longer than any duration in use"
+    );
+    b.shutdown().await;
+}

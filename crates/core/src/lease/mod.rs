@@ -34,7 +34,7 @@ use std::time::Duration;
 use redis::Value;
 use redis::aio::MultiplexedConnection;
 
-use crate::clock::SharedClock;
+use crate::clock::{BootInstant, SharedClock};
 use crate::locked::locked;
 use connection::{Connection, Dialled, Live};
 pub use error::{LeaseError, Remedies, Retry, redact_url};
@@ -59,6 +59,10 @@ use scripts::{ACQUIRE_SCRIPT, OBSERVE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
 #[cfg(feature = "test-internals")]
 #[doc(hidden)]
 pub use scripts::{calls as script_calls, source as script_source};
+// How long a told lease duration counts, for the model's replicas (`test-internals`).
+#[cfg(feature = "test-internals")]
+#[doc(hidden)]
+pub use kept::{keep_longest, longest_at};
 pub use sentinels::check_sentinels;
 pub use target::{RedisTarget, TlsFiles};
 
@@ -71,8 +75,9 @@ pub struct RedisLease {
     cooldown_on_data_loss: bool,
     wait_replicas: Option<WaitReplicas>,
     subscriptions: std::sync::atomic::AtomicUsize,
-    /// The longest lease duration Redis said a term runs, in ms (see [`RedisLease::longest_seen`]).
-    longest_seen: std::sync::atomic::AtomicU64,
+    /// The longest lease duration Redis said a term runs, until when it is kept (see
+    /// [`RedisLease::longest_seen`]).
+    longest_seen: std::sync::Mutex<(Duration, BootInstant)>,
     /// Redis's `TIME` as the last acquire's reply carried it (see [`RedisLease::last_reading`]).
     last_reading: std::sync::Mutex<Option<Reading>>,
     /// A bound of Redis's clock rate for the next renewal to note in `:clock`.
@@ -129,7 +134,10 @@ impl RedisLease {
             cooldown_on_data_loss: options.cooldown_on_data_loss,
             wait_replicas: options.wait_replicas,
             subscriptions: std::sync::atomic::AtomicUsize::new(0),
-            longest_seen: std::sync::atomic::AtomicU64::new(0),
+            longest_seen: std::sync::Mutex::new((
+                Duration::ZERO,
+                BootInstant::from_since_boot(Duration::ZERO),
+            )),
             last_reading: std::sync::Mutex::new(None),
             rate_note: std::sync::Mutex::new(None),
             clock: options.clock,
@@ -281,10 +289,7 @@ impl RedisLease {
                 received: self.clock.now(),
                 redis_us,
             });
-            self.longest_seen.fetch_max(
-                u64::try_from(longest.as_millis()).unwrap_or(u64::MAX),
-                std::sync::atomic::Ordering::Relaxed,
-            );
+            self.keep_longest(longest);
             let Acquired::Leader(grant) = &acquired else {
                 return confirmed.map(|()| acquired);
             };
