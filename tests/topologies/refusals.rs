@@ -307,8 +307,9 @@ fn a_master_that_sentinels_watch_is_refused_by_its_own_address() {
         },
     );
     assert!(
-        body.starts_with("not ready: 3 sentinels watch this redis (while taking the lease)")
-            && body.contains("redis+sentinel://"),
+        body.starts_with(
+            "not ready: redis fails over (while taking the lease): 3 sentinels watch this redis"
+        ) && body.contains("redis+sentinel://"),
         "{body}"
     );
     let through = Replica::spawn(&set.url(), &lease, "through", &member(), &[]);
@@ -322,4 +323,40 @@ fn a_master_that_sentinels_watch_is_refused_by_its_own_address() {
         "{}",
         direct.log_text()
     );
+}
+
+/// `--no-data-loss-cooldown` is only for a Redis that never fails over; the URL's scheme said
+/// so for Sentinel and Cluster URLs, but a Cluster node named by its own address was accepted,
+/// whose promoted replica may lack the last term. The acquire refuses it.
+#[test]
+fn a_cluster_node_by_its_own_address_refuses_a_lease_without_the_cooldown() {
+    let node = RedisServer::builder()
+        .args(["--cluster-enabled", "yes"])
+        .start();
+    node.cmd::<String>(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
+    wait_for(
+        "the one-node cluster to serve",
+        Duration::from_secs(10),
+        || {
+            node.cmd::<String>(&["CLUSTER", "INFO"])
+                .contains("cluster_state:ok")
+                .then_some(())
+        },
+    );
+    let mut args = member();
+    args.push("--no-data-loss-cooldown");
+    let a = Replica::spawn(
+        &node.url(),
+        &unique_lease("cluster-direct"),
+        "a",
+        &args,
+        &[],
+    );
+    let body = wait_for("the replica to say why", Duration::from_secs(8), || {
+        a.get("/readyz")
+            .filter(|(code, body)| *code == 503 && body.contains("a Cluster node"))
+            .map(|(_, body)| body)
+    });
+    assert!(body.contains("--no-data-loss-cooldown"), "{body}");
+    assert!(a.events("became leader").is_empty(), "{}", a.log_text());
 }

@@ -46,13 +46,14 @@ pub enum LeaseError {
         doing(op)
     )]
     ReadOnly { op: &'static str },
-    /// A master that Sentinels watch, reached by its own address: after a failover its
-    /// replica would lead on a deposed master beside the new master's leader.
-    #[error(
-        "{detail} sentinels watch this redis (while {}): it fails over, and reached by its own address it would grant terms on a deposed master beside the new one's; name it through the Sentinels, redis+sentinel://host:26379,…/<master>",
-        doing(op)
-    )]
-    SentinelsWatch { op: &'static str, detail: String },
+    /// A Redis that fails over, reached by its own address where that is unsafe: a master that
+    /// Sentinels watch, or a Cluster node without the data-loss cooldown.
+    #[error("redis fails over (while {}): {detail}", doing(op))]
+    FailsOver {
+        op: &'static str,
+        /// The script's words: what watches it or what it is, and what to do.
+        detail: String,
+    },
     /// A key of the lease holds a value of another type (someone else uses the key).
     #[error(
         "{} (while {}); leasehold writes strings at {}: delete or rename the key that is not one",
@@ -171,7 +172,7 @@ impl LeaseError {
             LeaseError::Connection { .. } => ("connection", Soon, false, false, true),
             LeaseError::Loading { .. } => ("loading", Soon, false, true, false),
             LeaseError::ReadOnly { .. } => ("readonly", Soon, true, true, true),
-            LeaseError::SentinelsWatch { .. } => ("sentinels_watch", BackOff, true, true, false),
+            LeaseError::FailsOver { .. } => ("fails_over", BackOff, true, true, false),
             LeaseError::WrongType { .. } => ("wrong_type", BackOff, true, true, false),
             LeaseError::Corrupt { .. } => ("corrupt", BackOff, true, true, false),
             LeaseError::NoPermission { .. } => ("no_permission", BackOff, true, true, false),
@@ -251,7 +252,7 @@ impl LeaseError {
             // A server error's code is its kind's (`RedisError::code`).
             (_, "LOADING") => LeaseError::Loading { op },
             (_, "READONLY" | "MASTERDOWN") => LeaseError::ReadOnly { op },
-            (_, "SENTINELS") => LeaseError::SentinelsWatch {
+            (_, "FAILSOVER") => LeaseError::FailsOver {
                 op,
                 detail: err.detail().unwrap_or(&detail).to_owned(),
             },

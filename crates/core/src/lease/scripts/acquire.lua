@@ -3,11 +3,18 @@ if probe ~= '' then redis.call('PUBLISH', probe, ARGV[9] or '') end
 local replication = redis.call('INFO', 'replication')
 local replica = refuse_replica(replication)
 if replica then return replica end
--- A master that Sentinels watch fails over: reached by its own address (ARGV[12] '1'), it would
--- grant terms on a deposed master beside the new one's, where no Sentinel is asked.
+-- A Redis that fails over, reached by its own address (ARGV[12] '1'): a master that Sentinels
+-- watch would grant terms on a deposed master beside the new one's, where no Sentinel is
+-- asked; a Cluster node's promoted replica may lack the last term, which only the cooldown
+-- covers.
 if ARGV[12] == '1' then
   local watching = redis.call('PUBSUB', 'NUMSUB', '__sentinel__:hello')[2]
-  if watching > 0 then return redis.error_reply('SENTINELS ' .. watching) end
+  if watching > 0 then
+    return redis.error_reply('FAILSOVER ' .. watching .. ' sentinels watch this redis: reached by its own address it would grant terms on a deposed master beside the new master\'s; name it through the Sentinels, redis+sentinel://host:26379,…/<master>')
+  end
+  if ARGV[3] ~= '1' and string.match(redis.call('INFO', 'server'), '\n%w+_mode:cluster') then
+    return redis.error_reply('FAILSOVER this redis is a Cluster node: a replica it fails over to may lack the last term, which only the data-loss cooldown covers; drop --no-data-loss-cooldown (LeaseOptions::cooldown_on_data_loss), or name the cluster, redis+cluster://')
+  end
 end
 local newer = newer_protocol(KEYS[6], tonumber(ARGV[10]))
 if newer then return {'NEWER', newer[1], newer[2], now_us(), 0} end
