@@ -7,12 +7,14 @@ if replica then return replica end
 -- watch would grant terms on a deposed master beside the new one's, where no Sentinel is
 -- asked; a Cluster node's promoted replica may lack the last term, which only the cooldown
 -- covers.
+local server_info = nil
 if ARGV[12] == '1' then
   local watching = redis.call('PUBSUB', 'NUMSUB', '__sentinel__:hello')[2]
   if watching > 0 then
     return redis.error_reply('FAILSOVER ' .. watching .. ' sentinels watch this redis: reached by its own address it would grant terms on a deposed master beside the new master\'s; name it through the Sentinels, redis+sentinel://host:26379,…/<master>')
   end
-  if ARGV[3] ~= '1' and string.match(redis.call('INFO', 'server'), '\n%w+_mode:cluster') then
+  if ARGV[3] ~= '1' then server_info = redis.call('INFO', 'server') end
+  if server_info and string.match(server_info, '\n%w+_mode:cluster') then
     return redis.error_reply('FAILSOVER this redis is a Cluster node: a replica it fails over to may lack the last term, which only the data-loss cooldown covers; drop --no-data-loss-cooldown (LeaseOptions::cooldown_on_data_loss), or name the cluster, redis+cluster://')
   end
 end
@@ -20,7 +22,7 @@ local newer = newer_protocol(KEYS[6], tonumber(ARGV[10]))
 if newer then return {'NEWER', newer[1], newer[2], now_us(), 0} end
 local now = now_us()
 local ttl_ms = tonumber(ARGV[2])
-local server = server_identity(replication)
+local server = server_identity(replication, server_info)
 local record = read_record(KEYS[3])
 local observed = ARGV[4]
 local longest = read_longest(KEYS[5])

@@ -11,8 +11,8 @@ local function refuse_replica(replication)
     return redis.error_reply('READONLY leasehold: this redis is a replica that accepts writes (replica-read-only no), not the master')
   end
 end
-local function server_identity(replication)
-  local server = redis.call('INFO', 'server')
+local function server_identity(replication, server)
+  server = server or redis.call('INFO', 'server')
   replication = replication or redis.call('INFO', 'replication')
   -- Each field at the start of its line: a master's replica lines hold announced addresses.
   local run = string.match(server, '\nrun_id:(%w+)') or '?'
