@@ -290,7 +290,8 @@ fn refusal_said(a: &Replica, within: Duration) -> String {
 /// A replica that reaches a Sentinel-watched master directly wins no term: a failover would
 /// leave it leading on a deposed master beside those that follow the Sentinels (a review saw
 /// two valid leaders for 8 s, and for ever with the old master cut off from the Sentinels).
-/// A replica on the Sentinels' URL leads there.
+/// A replica on the Sentinels' URL leads there. Once the Sentinels' links to the master are
+/// gone (as a master cut off from them closes them), the refusal stands.
 #[test]
 fn a_master_that_sentinels_watch_is_refused_by_its_own_address() {
     let set = SentinelSet::start();
@@ -317,6 +318,39 @@ fn a_master_that_sentinels_watch_is_refused_by_its_own_address() {
         "the replica on the Sentinels' URL to lead",
         Duration::from_secs(10),
         || (through.leader()["leader"] == "through").then_some(()),
+    );
+    assert!(
+        direct.events("became leader").is_empty(),
+        "{}",
+        direct.log_text()
+    );
+
+    for sentinel in 0..3 {
+        set.signal_sentinel(sentinel, nix::sys::signal::Signal::SIGKILL);
+    }
+    wait_for(
+        "the Sentinels' links to close",
+        Duration::from_secs(10),
+        || {
+            let listening: Vec<redis::Value> =
+                set.master.cmd(&["PUBSUB", "NUMSUB", "__sentinel__:hello"]);
+            (listening.get(1) == Some(&redis::Value::Int(0))).then_some(())
+        },
+    );
+    let refusals = || {
+        let (_, body) = direct.get("/metrics")?;
+        body.lines()
+            .find(|l| l.starts_with("leasehold_redis_errors_total") && l.contains("fails_over"))?
+            .rsplit(' ')
+            .next()?
+            .parse::<f64>()
+            .ok()
+    };
+    let before = refusals();
+    wait_for(
+        "another try of the direct replica",
+        Duration::from_secs(40),
+        || (refusals() > before).then_some(()),
     );
     assert!(
         direct.events("became leader").is_empty(),

@@ -15,8 +15,7 @@ use crate::lease::{Acquired, FencingToken, Grant, Holder, LeaseError, PreviousTe
 
 impl Elector {
     /// The follower loop: returns a grant, or `None` at shutdown. `held`: the hold-off after a
-    /// handover or a term it could not renew, and the value of the term it ended
-    /// ([`decide::held_off_wait`]). `last_led`: the token of the last term it led, which tells a
+    /// handover or a term it could not renew ([`decide::held_off_wait`]). `last_led`: the token of the last term it led, which tells a
     /// term of its own that an unanswered acquire won ([`Elector::resolve_unknown_acquire`]).
     pub(super) async fn follow(
         &self,
@@ -152,8 +151,7 @@ impl Elector {
                 Ok(Acquired::HeldBy(holder)) => {
                     // A term after the loss: the one before a later win is this holder's.
                     cooled = false;
-                    let longest = timing.lease_duration.max(self.lease.longest_seen());
-                    let left = holder.remaining.map(|l| decide::observed_for(l, longest));
+                    let left = holder.remaining.and_then(decide::observed_for);
                     vouched_until =
                         left.map(|left| clock.now().saturating_add(left + timing.lease_duration));
                     if let Some(left) = left {

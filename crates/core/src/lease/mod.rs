@@ -34,7 +34,7 @@ use std::time::Duration;
 use redis::Value;
 use redis::aio::MultiplexedConnection;
 
-use crate::clock::{BootInstant, SharedClock};
+use crate::clock::SharedClock;
 use crate::locked::locked;
 use connection::{Connection, Dialled, Live};
 pub use error::{LeaseError, Remedies, Retry, redact_url};
@@ -59,10 +59,6 @@ use scripts::{ACQUIRE_SCRIPT, OBSERVE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
 #[cfg(feature = "test-internals")]
 #[doc(hidden)]
 pub use scripts::{calls as script_calls, source as script_source};
-// How long a told lease duration counts, for the model's replicas (`test-internals`).
-#[cfg(feature = "test-internals")]
-#[doc(hidden)]
-pub use kept::{keep_longest, longest_at};
 pub use sentinels::check_sentinels;
 pub use target::{RedisTarget, TlsFiles};
 
@@ -75,11 +71,12 @@ pub struct RedisLease {
     cooldown_on_data_loss: bool,
     wait_replicas: Option<WaitReplicas>,
     subscriptions: std::sync::atomic::AtomicUsize,
-    /// The longest lease duration Redis said a term runs, until when it is kept (see
-    /// [`RedisLease::longest_seen`]).
-    longest_seen: std::sync::Mutex<(Duration, BootInstant)>,
+    /// The longest lease duration Redis said a term runs, in ms (see [`RedisLease::longest_seen`]).
+    longest_seen: std::sync::atomic::AtomicU64,
     /// Redis's `TIME` as the last acquire's reply carried it (see [`RedisLease::last_reading`]).
     last_reading: std::sync::Mutex<Option<Reading>>,
+    /// The acquire's refusal of a Redis that fails over where that is unsafe, once seen.
+    fails_over: std::sync::OnceLock<LeaseError>,
     /// A bound of Redis's clock rate for the next renewal to note in `:clock`.
     rate_note: std::sync::Mutex<Option<String>>,
     clock: SharedClock,
@@ -134,12 +131,10 @@ impl RedisLease {
             cooldown_on_data_loss: options.cooldown_on_data_loss,
             wait_replicas: options.wait_replicas,
             subscriptions: std::sync::atomic::AtomicUsize::new(0),
-            longest_seen: std::sync::Mutex::new((
-                Duration::ZERO,
-                BootInstant::from_since_boot(Duration::ZERO),
-            )),
+            longest_seen: std::sync::atomic::AtomicU64::new(0),
             last_reading: std::sync::Mutex::new(None),
             rate_note: std::sync::Mutex::new(None),
+            fails_over: std::sync::OnceLock::new(),
             clock: options.clock,
         })
     }
@@ -251,63 +246,76 @@ impl RedisLease {
             None => (String::new(), String::new()),
         };
         let (probe_channel, probe) = (probe_channel.as_str(), probe.as_str());
+        // Refused once, for good: the Sentinels' links to a master cut off from them close
+        // within minutes, and a count of none would then let a try in on the deposed master.
+        if let Some(refused) = self.fails_over.get() {
+            return Err(refused.clone());
+        }
         let cover = millis(ttl.max(self.longest_seen()));
         let sent_at = self.clock.now();
         let lead = self.clock.wall_lead();
-        self.call(OP, timeout, |mut live| async move {
-            let mut conn = live.conn.clone();
-            let script = async {
-                ACQUIRE_SCRIPT
-                    .key(&self.keys.lease)
-                    .key(&self.keys.fence)
-                    .key(&self.keys.state)
-                    .key(&self.keys.reserved)
-                    .key(&self.keys.longest)
-                    .key(&self.keys.protocol)
-                    .key(&self.keys.handover)
-                    .arg(self.owner.as_str())
-                    .arg(millis(ttl))
-                    .arg(if self.cooldown_on_data_loss { "1" } else { "0" })
-                    .arg(observed)
-                    .arg(self.owner.identity())
-                    .arg(cover)
-                    .arg(&self.keys.channel)
-                    .arg(probe_channel)
-                    .arg(probe)
-                    .arg(PROTOCOL)
-                    .arg(env!("CARGO_PKG_VERSION"))
-                    .arg(if self.conn.is_single() { "1" } else { "0" })
-                    .invoke_async::<Value>(&mut conn)
-                    .await
-            };
-            let (reply, confirmed) = tokio::join!(script, self.conn.confirm_master(OP, &live));
-            let reply = reply.map_err(self.fail(OP))?;
-            let (acquired, redis_us, longest) =
-                parse_acquire(&reply, (sent_at, lead)).ok_or_else(|| protocol(OP, &reply))?;
-            *locked(&self.last_reading) = Some(Reading {
-                sent: sent_at,
-                received: self.clock.now(),
-                redis_us,
-            });
-            self.keep_longest(longest);
-            let Acquired::Leader(grant) = &acquired else {
-                return confirmed.map(|()| acquired);
-            };
-            // A term won on a node that is no longer the master Sentinel names, or that the
-            // replicas may not have, does not count: give it back there, best effort, by its
-            // own term value.
-            let counts = match confirmed {
-                Ok(()) => self.await_replicas(OP, &mut live.conn).await,
-                replaced => replaced,
-            };
-            if counts.is_err() {
-                let _ = self
-                    .run_release(OP, &mut live.conn, Term::Of(grant.token), None)
-                    .await;
-            }
-            counts.map(|()| acquired)
-        })
-        .await
+        let tried = self
+            .call(OP, timeout, |mut live| async move {
+                let mut conn = live.conn.clone();
+                let script = async {
+                    ACQUIRE_SCRIPT
+                        .key(&self.keys.lease)
+                        .key(&self.keys.fence)
+                        .key(&self.keys.state)
+                        .key(&self.keys.reserved)
+                        .key(&self.keys.longest)
+                        .key(&self.keys.protocol)
+                        .key(&self.keys.handover)
+                        .arg(self.owner.as_str())
+                        .arg(millis(ttl))
+                        .arg(if self.cooldown_on_data_loss { "1" } else { "0" })
+                        .arg(observed)
+                        .arg(self.owner.identity())
+                        .arg(cover)
+                        .arg(&self.keys.channel)
+                        .arg(probe_channel)
+                        .arg(probe)
+                        .arg(PROTOCOL)
+                        .arg(env!("CARGO_PKG_VERSION"))
+                        .arg(if self.conn.is_single() { "1" } else { "0" })
+                        .invoke_async::<Value>(&mut conn)
+                        .await
+                };
+                let (reply, confirmed) = tokio::join!(script, self.conn.confirm_master(OP, &live));
+                let reply = reply.map_err(self.fail(OP))?;
+                let (acquired, redis_us, longest) =
+                    parse_acquire(&reply, (sent_at, lead)).ok_or_else(|| protocol(OP, &reply))?;
+                *locked(&self.last_reading) = Some(Reading {
+                    sent: sent_at,
+                    received: self.clock.now(),
+                    redis_us,
+                });
+                self.longest_seen.fetch_max(
+                    u64::try_from(longest.as_millis()).unwrap_or(u64::MAX),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+                let Acquired::Leader(grant) = &acquired else {
+                    return confirmed.map(|()| acquired);
+                };
+                // A term won on a node that is no longer the master Sentinel names, or that the
+                // replicas may not have, does not count: give it back there, best effort, by its
+                // own term value.
+                let counts = match confirmed {
+                    Ok(()) => self.await_replicas(OP, &mut live.conn).await,
+                    replaced => replaced,
+                };
+                if counts.is_err() {
+                    let _ = self
+                        .run_release(OP, &mut live.conn, Term::Of(grant.token), None)
+                        .await;
+                }
+                counts.map(|()| acquired)
+            })
+            .await;
+        if let Err(refused @ LeaseError::FailsOver { .. }) = &tried {
+            let _ = self.fails_over.set(refused.clone());
+        }
+        tried
     }
 
     /// Extends the term with `token` by `ttl` if the lease is still in that term.

@@ -36,11 +36,14 @@ pub const PROTOCOL: u32 = 1;
 /// "Followers keep what they saw"), our identity (a reservation names one), the longest lease
 /// duration in ms that the caller knows a term of this lease to run, the channel, and
 /// optionally the caller's probe channel and a probe number, then our protocol version and
-/// release.
+/// release, and `1` when the target is one Redis named by its own address (no Sentinel, no
+/// Cluster URL): a master that Sentinels watch is then refused, and so is a Cluster node
+/// without the cooldown (an error reply `FAILSOVER <words>`).
 ///
 /// The probe is published first, whatever the reply (docs/DESIGN.md, "Followers"); empty or
 /// absent: no probe. The call that finds a data loss announces it on the channel
-/// (`data-loss <ms>`; docs/DESIGN.md, "Mixed lease durations").
+/// (`data-loss <ms>`; docs/DESIGN.md, "Mixed lease durations"), and the one that takes a
+/// reserved term says so (`taken <term> <listeners>`).
 ///
 /// Replies, each ending with Redis's `TIME` in microseconds (for the clock-rate bound, also
 /// while following) and the longest lease duration of a live claim in ms (0 for none):

@@ -166,17 +166,12 @@ impl State {
                     _ => 0,
                 };
                 let replica = &mut self.replicas[usize::from(to)];
-                let now = replica.now(self.time);
                 // The same call sent anew on another connection carries the same arguments.
                 let again = Request::Acquire {
                     observed: replica.observed.map(|(term, _)| term),
-                    cover_ms: replica.knows_ms(now),
+                    cover_ms: replica.knows_ms(),
                 };
-                replica.longest_seen = leasehold_core::lease::keep_longest(
-                    replica.longest_seen,
-                    std::time::Duration::from_millis(longest_ms),
-                    now,
-                );
+                replica.longest_seen = replica.longest_seen.max(longest_ms);
                 if config.loss_after_following {
                     replica.followed_ms = replica.followed_ms.max(held_ms);
                 }

@@ -29,7 +29,7 @@ impl Replica {
         };
         Request::Acquire {
             observed: self.observed.map(|(term, _)| term),
-            cover_ms: self.knows_ms(now),
+            cover_ms: self.knows_ms(),
         }
     }
 

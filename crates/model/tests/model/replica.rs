@@ -72,9 +72,8 @@ pub struct Replica {
     pub id: u8,
     /// The timing it runs; it goes with the replica under a renaming.
     pub timings: Timings,
-    /// `RedisLease::longest_seen`: the longest live claim an acquire reply told, and until when
-    /// it counts (`lease::keep_longest`).
-    pub longest_seen: (Duration, BootInstant),
+    /// `RedisLease::longest_seen`: the longest live claim an acquire reply told, in ms.
+    pub longest_seen: u64,
     /// The model's note (no part of the replica): the longest lease duration, in ms, of a live
     /// term that an acquire reply named as held (kept only when the configuration restricts
     /// data loss by it, [`crate::config::Config::loss_after_following`]).
@@ -116,7 +115,7 @@ impl Replica {
         Replica {
             id,
             timings,
-            longest_seen: (Duration::ZERO, instant(0)),
+            longest_seen: 0,
             followed_ms: 0,
             lag: 0,
             terms: 0,
@@ -136,11 +135,9 @@ impl Replica {
         self.timings.timing()
     }
 
-    /// The longest lease duration it knows at `now`, in ms: its own, or the longest it was told
-    /// while that counts.
-    pub fn knows_ms(&self, now: BootInstant) -> u64 {
-        let told = leasehold_core::lease::longest_at(self.longest_seen, now);
-        self.timings.ttl_ms().max(told.as_millis() as u64)
+    /// The longest lease duration it knows, in ms: its own, or the longest it was told.
+    pub fn knows_ms(&self) -> u64 {
+        self.timings.ttl_ms().max(self.longest_seen)
     }
 
     /// The replica's boot clock at model time `time`.

@@ -234,7 +234,7 @@ fn state(s: &State, nodes: bool, mixed: bool) -> String {
                 out,
                 " (lease {}, knows {})",
                 ms(r.timings.ttl_ms()),
-                ms(r.knows_ms(r.now(s.time)))
+                ms(r.knows_ms())
             );
         }
         if nodes {

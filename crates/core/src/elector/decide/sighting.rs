@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::channel::Wakeup;
 use crate::clock::BootInstant;
-use crate::elector::{LeaderInfo, Role};
+use crate::elector::{LeaderInfo, Role, Timing};
 use crate::lease::{Acquired, FencingToken, Holder, LeaseError};
 
 /// client-go's observed-time rule (docs/DESIGN.md, "Followers keep what they saw"): whether, at
@@ -20,11 +20,11 @@ pub fn observation_stands(
     !release_announced && now < observed_until
 }
 
-/// How long a holder seen with `ttl_left` may keep its term: no longer than the longest lease
-/// duration its lease runs with (`longest`), which no renewal passes. A TTL beyond it is no
-/// term's doing (a foreign `EXPIRE` on a dead leader's key) and must not outlive the key.
-pub fn observed_for(ttl_left: Duration, longest: Duration) -> Duration {
-    ttl_left.min(longest)
+/// How long a holder seen with `ttl_left` keeps its term as far as this follower knows: its
+/// TTL, unless that is longer than any lease duration ([`Timing::MAX`]): such a TTL is no term's
+/// doing (a foreign `EXPIRE` on a dead leader's key), and nothing of it outlives the key.
+pub fn observed_for(ttl_left: Duration) -> Option<Duration> {
+    (ttl_left <= Timing::MAX).then_some(ttl_left)
 }
 
 /// Whether a wake-up announces the release of the very term observed (and so lets go of its
@@ -134,16 +134,18 @@ mod tests {
     }
 
     #[test]
-    fn an_observation_lasts_no_longer_than_the_longest_term() {
-        // ttl left, longest lease duration -> observed for
+    fn a_ttl_longer_than_any_term_is_not_kept() {
+        let hour = Timing::MAX;
+        // ttl left -> kept for
         let cases = [
-            (3_000, 10_000, 3_000),
-            (10_000, 10_000, 10_000),
-            (7_200_000, 10_000, 10_000),
-            (0, 10_000, 0),
+            (ms(3_000), Some(ms(3_000))),
+            (hour, Some(hour)),
+            (hour + ms(1), None),
+            (ms(7_200_000), None),
+            (ms(0), Some(ms(0))),
         ];
-        for (left, longest, want) in cases {
-            assert_eq!(observed_for(ms(left), ms(longest)), ms(want), "{left}");
+        for (left, want) in cases {
+            assert_eq!(observed_for(left), want, "{left:?}");
         }
     }
 
