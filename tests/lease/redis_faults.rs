@@ -374,14 +374,12 @@ async fn a_term_that_could_not_renew_says_what_the_last_renewal_heard() {
     );
     until_leading("a to lead", &mut a.status, Duration::from_secs(5)).await;
     redis.cmd::<String>(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
-    let ended = until(
+    let step = harness::contenders::until_stepped_down(
         "a's term to end",
         &mut a.status,
         Duration::from_secs(5),
-        |s| s.last_step_down.is_some(),
     )
     .await;
-    let step = ended.last_step_down.expect("a step-down");
     assert_eq!(step.reason, StepDownReason::RenewDeadlinePassed);
     let detail = step.detail.unwrap_or_default();
     assert!(

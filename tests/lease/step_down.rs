@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use harness::contenders::{
     ActionLog, Contender, fast_timing, idle, leader_and_follower, lease, shut_down_all,
-    unique_lease, until_leading,
+    unique_lease, until_leading, until_stepped_down,
 };
 use harness::timings::TEN_SECOND_TERM;
 use leasehold::clock::BootInstant;
@@ -150,14 +150,7 @@ async fn a_work_closure_that_panics_when_called_steps_down_and_releases() {
             panic!("boom before the future, term {}", leadership.token())
         },
     );
-    let ended = until(
-        "a's term to end",
-        &mut a.status,
-        Duration::from_secs(5),
-        |s| s.last_step_down.is_some(),
-    )
-    .await;
-    let step = ended.last_step_down.expect("a step-down");
+    let step = until_stepped_down("a's term to end", &mut a.status, Duration::from_secs(5)).await;
     assert_eq!(step.reason, StepDownReason::WorkPanicked);
     assert!(
         step.detail

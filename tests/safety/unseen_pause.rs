@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use harness::clock::ShiftedClock;
 use harness::command::timing_flags;
-use harness::contenders::{Contender, idle, lease_on_clock, unique_lease};
+use harness::contenders::{Contender, idle, lease_on_clock, unique_lease, until_stepped_down};
 use harness::replica::{Replica, TWO_SECOND_TERM, run_to_end};
 use harness::timings::{FIFTEEN_SECOND_TERM, THIRTY_SECOND_TERM};
 use leasehold::clock::{BootInstant, WallLead};
@@ -324,15 +324,8 @@ async fn a_freeze_inside_the_acquires_round_trip_ends_the_term_it_won_as_a_pause
     .await;
     clock.pass_unseen(Duration::from_secs(20));
     let mut status = a.status.clone();
-    let ended = until(
-        "the term to end",
-        &mut status,
-        Duration::from_secs(10),
-        |s| s.last_step_down.is_some(),
-    )
-    .await;
-    let reason = ended.last_step_down.map(|d| d.reason);
-    assert_eq!(reason, Some(StepDownReason::Pause));
+    let step = until_stepped_down("the term to end", &mut status, Duration::from_secs(10)).await;
+    assert_eq!(step.reason, StepDownReason::Pause);
     a.shutdown().await;
 }
 
@@ -367,13 +360,7 @@ async fn the_work_of_a_term_a_pause_ended_is_not_awaited_past_its_deadline() {
     .await;
     clock.pass_unseen(Duration::from_secs(20));
     // The watchdog sees the pause at its next wake (a retry period at most).
-    until(
-        "a to step down",
-        &mut status,
-        Duration::from_secs(10),
-        |s| s.last_step_down.is_some(),
-    )
-    .await;
+    until_stepped_down("a to step down", &mut status, Duration::from_secs(10)).await;
     let stepped_down = std::time::Instant::now();
     tokio::time::timeout(Duration::from_secs(15), gone.recv())
         .await

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::clock::ShiftedClock;
 use crate::timings::{FAST, STEADY};
 use leasehold::clock::{BootInstant, Clock, WallLead};
-use leasehold::elector::{Elector, Leadership, Role, Status, Timing};
+use leasehold::elector::{Elector, Leadership, Role, Status, StepDown, Timing};
 use leasehold::k8s::Publisher;
 use leasehold::lease::{FencingToken, LeaseName, LeaseOptions, OwnerId, RedisLease};
 use nix::sys::signal::Signal;
@@ -242,6 +242,17 @@ pub async fn until_leading(
         matches!(s.role, Role::Leader { .. })
     })
     .await
+}
+
+/// Waits until the watched status tells a step-down, or panics after `timeout` naming `what`;
+/// the step-down.
+pub async fn until_stepped_down(
+    what: &str,
+    status: &mut watch::Receiver<Status>,
+    timeout: Duration,
+) -> StepDown {
+    let ended = testbed::wait::until(what, status, timeout, |s| s.last_step_down.is_some()).await;
+    ended.last_step_down.expect("a step-down")
 }
 
 /// Waits until the watched status names `leader` as the leader (itself when it leads), or
