@@ -184,6 +184,18 @@ impl LeaseArgs {
                 }
                 check_lease_parts(&full)
                     .map_err(|rule| CliError::value("lease-name", name, rule))?;
+                // A namespace given twice, two ways, would leave one of them unused in silence.
+                if let (Some(given), Some((named, _))) = (&self.namespace, name.split_once('/'))
+                    && given != named
+                {
+                    return Err(CliError::value(
+                        "lease-name",
+                        name,
+                        format!(
+                            "names the namespace `{named}`, but --namespace is `{given}`: give the name alone, or the same namespace"
+                        ),
+                    ));
+                }
                 LeaseName::new(full)
                     .map(LeaseSource::Named)
                     .map_err(|e| CliError::value("lease-name", name, e.to_string()))

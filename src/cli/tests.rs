@@ -121,6 +121,17 @@ fn lease_names_take_the_namespace_when_short() {
         s.contender.lease,
         LeaseSource::Named(LeaseName::new("other/web").unwrap())
     );
+    let s = run(&["--namespace", "other", "--lease-name", "other/web"]).unwrap();
+    assert_eq!(
+        s.contender.lease,
+        LeaseSource::Named(LeaseName::new("other/web").unwrap())
+    );
+    // It used to take the name's namespace and drop the flag's in silence.
+    let err = error(&["--namespace", "other", "--lease-name", "shop/web"]);
+    assert_eq!(
+        err,
+        "--lease-name `shop/web`: names the namespace `shop`, but --namespace is `other`: give the name alone, or the same namespace"
+    );
 }
 
 #[test]
