@@ -238,7 +238,7 @@ impl StatusView {
             && self.reserved_for.is_none()
             && self.redis_clock.is_none()
         {
-            let note = "no key of this lease exists: a lease never taken, or the replicas use another --key-prefix or --lease-name";
+            let note = "no key of this lease exists: a lease never taken, or the replicas use another --key-prefix, --lease-name, or Redis (--redis-url, its database)";
             rows.push(("note", note.to_owned()));
         }
         let row = |(k, v): &(&str, String)| format!("{k:<11} {}\n", super::printable(v));

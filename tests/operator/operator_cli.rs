@@ -205,7 +205,7 @@ fn status_says_when_no_key_of_the_lease_exists() {
     );
     assert_eq!(code, 0, "exited {code}; stderr:\n{stderr}");
     assert!(
-        stdout.contains("no key of this lease exists: a lease never taken, or the replicas use another --key-prefix or --lease-name"),
+        stdout.contains("no key of this lease exists: a lease never taken, or the replicas use another --key-prefix, --lease-name, or Redis (--redis-url, its database)"),
         "{stdout}"
     );
 }
