@@ -26,7 +26,8 @@ const STUBBORN: &str =
     r#"echo $$ >> "$PIDS"; trap 'echo term >> "$PIDS.term"' TERM; while :; do sleep 0.05; done"#;
 
 struct InProcess {
-    _redis: RedisServer,
+    /// Kept running; paused where a renewal must land only after the command's kill.
+    redis: RedisServer,
     clock: ShiftedClock,
     shutdown: CancellationToken,
     elector: tokio::task::JoinHandle<()>,
@@ -101,7 +102,7 @@ async fn in_process_leader_with(test: &str, script: &str, timing: Timing) -> InP
         .await
         .unwrap()[0];
     InProcess {
-        _redis: redis,
+        redis,
         clock,
         shutdown,
         elector,
@@ -236,7 +237,10 @@ async fn a_command_killed_at_the_deadline_ends_the_term_as_the_deadline_though_a
     let mut t = in_process_leader_with("killed-at-deadline", STUBBORN, timing).await;
     let leadership = t.leaderships.recv().await.expect("a term");
     let token = leadership.token();
-    // Into the window: 50 ms before the deadline, after the supervisor's kill instant.
+    // Into the window: 50 ms before the deadline, after the supervisor's kill instant. The
+    // watchdog renews at once too: with Redis paused, its renewal lands only after the kill
+    // (on a loaded machine it could otherwise land first and move the kill instant on).
+    t.redis.pause();
     let now = leadership.clock().now();
     t.clock.advance(
         leadership
@@ -245,6 +249,7 @@ async fn a_command_killed_at_the_deadline_ends_the_term_as_the_deadline_though_a
             .saturating_sub(Duration::from_millis(50)),
     );
     let took = gone_within(t.command, Duration::from_secs(3)).await;
+    t.redis.resume();
     assert!(took.is_some(), "the supervisor killed the command");
     let mut status = t.status.clone();
     let ended = tokio::time::timeout(
