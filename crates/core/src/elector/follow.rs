@@ -15,8 +15,9 @@ use crate::lease::{Acquired, FencingToken, Grant, Holder, LeaseError, PreviousTe
 
 impl Elector {
     /// The follower loop: returns a grant, or `None` at shutdown. `held`: the hold-off after a
-    /// handover or a term it could not renew ([`decide::held_off_wait`]). `last_led`: the token of the last term it led, which tells a
-    /// term of its own that an unanswered acquire won ([`Elector::resolve_unknown_acquire`]).
+    /// handover or a term it could not renew ([`decide::held_off_wait`]). `last_led`: the token
+    /// of the last term it led, which tells a term of its own that an unanswered acquire won
+    /// ([`Elector::resolve_unknown_acquire`]).
     pub(super) async fn follow(
         &self,
         shutdown: &CancellationToken,
