@@ -16,24 +16,15 @@ use words::{
 /// An error from a lease primitive. Losing a race is not an error (see
 /// [`Acquired`](super::Acquired)); these are failures to get an answer at all. `op` names the
 /// primitive (acquire, renew, release, observe, subscribe, …); `detail` holds the words of Redis
-/// or of the library that failed, unless its variant says otherwise.
+/// (naming the command or key where it can), of the script, or of the library that failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LeaseError {
-    /// The Redis URL could not be understood. The URL shown has its password redacted.
+    /// The Redis URL could not be understood. The URL has its password replaced by `***`.
     #[error("bad Redis URL `{url}`: {reason}")]
-    BadUrl {
-        /// The URL, password replaced by `***`.
-        url: String,
-        /// What is wrong with it.
-        reason: String,
-    },
+    BadUrl { url: String, reason: String },
     /// No answer within the call's timeout (connecting included).
     #[error("redis did not answer{} while {}", within(*after), doing(op))]
-    Timeout {
-        op: &'static str,
-        /// The timeout that ran out.
-        after: Duration,
-    },
+    Timeout { op: &'static str, after: Duration },
     /// The connection could not be made or broke (refused, reset, closed).
     #[error("redis connection failed while {}: {detail}", doing(op))]
     Connection { op: &'static str, detail: String },
@@ -46,14 +37,9 @@ pub enum LeaseError {
         doing(op)
     )]
     ReadOnly { op: &'static str },
-    /// A Redis that fails over, reached by its own address where that is unsafe: a master that
-    /// Sentinels watch, or a Cluster node without the data-loss cooldown.
+    /// A Redis that fails over, reached by its own address where that is unsafe.
     #[error("redis fails over (while {}): {detail}", doing(op))]
-    FailsOver {
-        op: &'static str,
-        /// The script's words: what watches it or what it is, and what to do.
-        detail: String,
-    },
+    FailsOver { op: &'static str, detail: String },
     /// A key of the lease holds a value of another type (someone else uses the key).
     #[error(
         "{} (while {}); leasehold writes strings at {}: delete or rename the key that is not one",
@@ -78,9 +64,7 @@ pub enum LeaseError {
     #[error("lease `{lease}` is corrupt (found while {}): {detail}", doing(op))]
     Corrupt {
         op: &'static str,
-        /// The lease key.
         lease: String,
-        /// What the script found.
         detail: String,
     },
     /// The ACL user may not run a command leasehold needs.
@@ -88,30 +72,20 @@ pub enum LeaseError {
         "redis refused while {}: the user lacks a permission ({detail}); the rule leasehold needs is in docs/REFERENCE.md, \"ACL user with least privilege\" (`leasehold::lease::minimal_acl_rule`)",
         doing(op)
     )]
-    NoPermission {
-        op: &'static str,
-        /// Redis's message, which names the command or key.
-        detail: String,
-    },
-    /// Redis has no scripting leasehold can use: `EVAL`/`EVALSHA` renamed away
-    /// (`rename-command`), or a command the scripts call missing inside them.
+    NoPermission { op: &'static str, detail: String },
+    /// Redis has no scripting leasehold can use (a command renamed away).
     #[error(
         "redis has no scripting leasehold can use (while {}: {detail}); leasehold needs EVALSHA and SCRIPT LOAD (it never sends EVAL), and inside its scripts TIME and INFO server|replication|memory: a Redis that renames them away (rename-command) cannot hold the lease",
         doing(op)
     )]
-    NoScripting {
-        op: &'static str,
-        /// Redis's message, with the script's command named where it can be.
-        detail: String,
-    },
+    NoScripting { op: &'static str, detail: String },
     /// The URL's database is not one this Redis has (`SELECT` refused).
     #[error("redis error while {}: {detail}", doing(op))]
     NoDatabase { op: &'static str, detail: String },
     /// Wrong username or password, or authentication required.
     #[error("redis authentication failed while {}: {detail}", doing(op))]
     Authentication { op: &'static str, detail: String },
-    /// The TLS handshake failed: an untrusted or expired certificate, a name that does not
-    /// match, a server that does not speak TLS. Never retried in plain text.
+    /// The TLS handshake failed (docs/REFERENCE.md, "TLS": never retried in plain text).
     #[error("TLS to redis failed while {}: {detail}", doing(op))]
     Tls { op: &'static str, detail: String },
     /// `WAIT` saw fewer replicas acknowledge the write than configured.
@@ -121,14 +95,11 @@ pub enum LeaseError {
     )]
     TooFewReplicas {
         op: &'static str,
-        /// Replicas that acknowledged.
         acked: u32,
-        /// Replicas wanted.
         wanted: u32,
     },
-    /// A Redis Cluster redirected or refused the call (`MOVED`, `ASK`, `TRYAGAIN`,
-    /// `CLUSTERDOWN`, a script's write while the cluster is down): the slot moved or a failover
-    /// is under way. The next call asks the seeds for the lease's node again.
+    /// A Redis Cluster redirected or refused the call; the next call asks the seeds for the
+    /// lease's node again (docs/REFERENCE.md, "Cluster").
     #[error(
         "the redis cluster redirected or refused the call while {}: {detail}",
         doing(op)
@@ -136,11 +107,7 @@ pub enum LeaseError {
     Cluster { op: &'static str, detail: String },
     /// A reply leasehold does not understand.
     #[error("unexpected reply from redis while {}: {detail}", doing(op))]
-    Protocol {
-        op: &'static str,
-        /// What was wrong with the reply.
-        detail: String,
-    },
+    Protocol { op: &'static str, detail: String },
     /// An error reply of a kind not named above, which may pass by itself: `BUSY` while a
     /// script runs, `NOREPLICAS` below `min-replicas-to-write`, `MISCONF` after a failed save.
     #[error("redis answered with an error while {}: {detail}", doing(op))]

@@ -7,45 +7,32 @@ use uuid::Uuid;
 /// The default prefix of every key leasehold writes.
 pub const DEFAULT_KEY_PREFIX: &str = "leasehold:";
 
-/// Why a lease name, key prefix or identity was refused.
+/// Why a lease name, key prefix or identity was refused. `what` says which value ("lease
+/// name", "key prefix" or "identity"); lengths are in bytes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
     /// The value is empty.
     #[error("{what} must not be empty")]
-    Empty {
-        /// Which value: "lease name", "key prefix" or "identity".
-        what: &'static str,
-    },
+    Empty { what: &'static str },
     /// The value is longer than the limit.
     #[error("{what} `{value}` is {len} bytes long; the limit is {max}")]
     TooLong {
-        /// Which value.
         what: &'static str,
-        /// The value given.
         value: String,
-        /// Its length in bytes.
         len: usize,
-        /// The limit in bytes.
         max: usize,
     },
     /// The operating system gave no random bytes for the owner id's UUID.
     #[error(
         "cannot make an owner id: the system gave no random bytes ({reason}); is /dev/urandom there?"
     )]
-    NoRandomness {
-        /// The error from the OS.
-        reason: String,
-    },
+    NoRandomness { reason: String },
     /// The value holds a character that is not allowed.
     #[error("{what} `{value}` contains {found:?}; {rule}")]
     BadCharacter {
-        /// Which value.
         what: &'static str,
-        /// The value given.
         value: String,
-        /// The offending character.
         found: char,
-        /// The rule, in words.
         rule: &'static str,
     },
 }
@@ -110,33 +97,28 @@ impl fmt::Display for LeaseName {
     }
 }
 
-/// The Redis keys and the channel of one lease. The lease name is the hash tag of every key, so
-/// all of them live in one Redis Cluster slot and one script can touch them together.
+/// The Redis keys and the channel of one lease: `<prefix>{<name>}` and that with a suffix, so
+/// that one script can touch them all in one Cluster slot. What each holds and when it expires:
+/// docs/DEPLOY.md, "Uninstalling"; the state record's format: `scripts/record.lua`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseKeys {
-    /// The lease itself: `<prefix>{<name>}`, value the holder's term value, with a TTL.
+    /// The lease itself: value the holder's term value, with a TTL.
     pub lease: String,
-    /// The fencing counter: `<prefix>{<name>}:fence`, no TTL.
+    /// `:fence`, the fencing counter.
     pub fence: String,
-    /// The lease's state record: `<prefix>{<name>}:state`, no TTL (see `RECORD` in scripts.rs).
+    /// `:state`, the lease's state record.
     pub state: String,
     /// The pub/sub channel on which a release is announced (and a handover request nudged).
     pub channel: String,
-    /// A handover request: `<prefix>{<name>}:handover`, value `<term value> <identity or ->`,
-    /// with a TTL. Bound to the term it names: the leader's renewal acts on it only in that term.
+    /// `:handover`, a handover request: `<term value> <identity or ->`.
     pub handover: String,
-    /// A handover's reservation: `<prefix>{<name>}:reserved`, value the identity that alone may
-    /// acquire, with a TTL of about a retry period.
+    /// `:reserved`, a handover's reservation: the identity that alone may acquire.
     pub reserved: String,
-    /// The longest lease duration of the lease's recent terms, and when the last data loss was
-    /// found: `<prefix>{<name>}:longest`, no TTL.
+    /// `:longest`, the longest lease duration of recent terms, and the last data loss found.
     pub longest: String,
-    /// The protocol the keys are written in ([`PROTOCOL`](super::PROTOCOL)), and the release that
-    /// last won a term under it: `<prefix>{<name>}:protocol`, value `<version> <release>`, no TTL.
+    /// `:protocol`: `<version> <release>`, the [`PROTOCOL`](super::PROTOCOL) of the keys.
     pub protocol: String,
-    /// The rate of Redis's clock as the leader last measured it: `<prefix>{<name>}:clock`,
-    /// value `<term value> <low> <high> <time_us>`, with a TTL of three lease durations, for
-    /// `leasehold status`.
+    /// `:clock`, the leader's measure of Redis's rate: `<term value> <low> <high> <time_us>`.
     pub clock: String,
 }
 

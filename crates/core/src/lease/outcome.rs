@@ -23,20 +23,14 @@ pub struct Grant {
 }
 
 /// How the term before a new one ended, as the acquire found it in Redis (a data loss: as the
-/// elector saw it, a cooldown before the win). Words for the log; it decides nothing.
+/// elector saw it, a cooldown before the win): the `previous_term` of the `became leader` event,
+/// whose words docs/REFERENCE.md explains. Words for the log; it decides nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PreviousTerm {
-    /// The state record names no earlier term (a fresh lease has none: `DataLoss`).
     None,
-    /// The holder released it (a shutdown, its work ended, a handover to any replica).
     Released,
-    /// A handover named this replica, which took the term reserved for it.
     HandedOver,
-    /// The holder did not release it and its TTL ran out (a crash, a pause, a lost link, or a
-    /// lease key deleted or evicted before its term ended).
     Expired,
-    /// No state record: Redis lost the lease's data (`FLUSHALL`, a failover…) or is new, or the
-    /// lease is; a term may have ended unseen, and the data-loss cooldown (when on) covered it.
     DataLoss,
 }
 
@@ -103,18 +97,13 @@ pub enum Acquired {
     Leader(Grant),
     /// Someone else holds it.
     HeldBy(Holder),
-    /// Redis lost its data (or is new): nobody may acquire for `remaining`.
-    CoolingDown {
-        /// Time left in the cooldown, on Redis's clock.
-        remaining: Duration,
-        /// Whether this very call found the loss and started the cooldown.
-        started: bool,
-    },
+    /// Redis lost its data (or is new): nobody may acquire for `remaining` (on Redis's clock);
+    /// `started`: this very call found the loss and started the cooldown.
+    CoolingDown { remaining: Duration, started: bool },
     /// Free, but a handover reserved the next term for another identity for `remaining`.
     Reserved {
-        /// The identity the term is reserved for.
         identity: String,
-        /// Time left on the reservation; `None`: no TTL, not leasehold's (it blocks the lease).
+        /// `None`: no TTL, not leasehold's (it blocks the lease).
         remaining: Option<Duration>,
     },
     /// The lease's keys are written in a higher protocol than this release speaks (a newer

@@ -25,9 +25,7 @@ pub enum InForce {
     /// more (`None`: it never expires), or its key vanished and the state record names a term
     /// that has not expired.
     Held {
-        /// The lease's value: `<owner id>#<token>` for a term.
         value: String,
-        /// Time left before it expires, `None` without a TTL.
         remaining: Option<Duration>,
     },
     /// A data-loss cooldown runs for this much longer: a term Redis lost may still be valid.

@@ -27,10 +27,6 @@ impl Member {
             None => url_host(&self.addr.ip().to_string()),
         }
     }
-
-    pub(crate) fn port(&self) -> u16 {
-        self.addr.port()
-    }
 }
 
 impl fmt::Display for Member {
@@ -258,7 +254,10 @@ mod tests {
             addr: addr("[fd00::1]:26379"),
             name: None,
         };
-        assert_eq!((plain.host(), plain.port()), ("[fd00::1]".into(), 26379));
+        assert_eq!(
+            (plain.host(), plain.addr.port()),
+            ("[fd00::1]".into(), 26379)
+        );
         assert_eq!(plain.to_string(), "[fd00::1]:26379");
         let tls = Member {
             addr: addr("10.0.0.1:26379"),

@@ -300,7 +300,7 @@ impl Sentinels {
             return Ok((conn.clone(), Some(Arc::clone(id))));
         }
         let (host, tls) = (member.host(), self.target.tls);
-        let client = node_at(&host, member.port(), 0, tls, &self.access)
+        let client = node_at(&host, member.addr.port(), 0, tls, &self.access)
             .map_err(|e| (e.to_string(), None))?;
         Ok((connect_node(&client).await.map_err(failed)?, None))
     }
