@@ -1,18 +1,19 @@
 //! The elector's status and its one way in: every writer changes it through a [`StatusBoard`],
-//! which tells the term hooks of each change in the same step ([`TermHooks::status`]).
+//! which tells the term hooks of each change in the same step ([`TermHooks::status`](super::TermHooks::status)).
 
 use std::sync::{Arc, OnceLock};
 
 use tokio::sync::watch;
 
-use super::{Status, TermHooks};
+use super::Status;
+use super::hooks::Hooks;
 
 /// The status and who hears of its changes. Cheap to clone; all clones share both.
 #[derive(Clone)]
 pub(crate) struct StatusBoard {
     status: watch::Sender<Status>,
     /// Set once, when the elector starts: the hooks are complete by then.
-    hooks: Arc<OnceLock<Arc<dyn TermHooks>>>,
+    hooks: Arc<OnceLock<Hooks>>,
 }
 
 impl StatusBoard {
@@ -24,9 +25,9 @@ impl StatusBoard {
     }
 
     /// From now on every change is told to `hooks`, which hear the current status at once.
-    pub fn tell(&self, hooks: Arc<dyn TermHooks>) {
+    pub fn tell(&self, hooks: Hooks) {
         let hooks = self.hooks.get_or_init(|| hooks);
-        hooks.status(&self.status.borrow());
+        hooks.each(|h| h.status(&self.status.borrow()));
     }
 
     /// Changes the status and tells the hooks, in this step (becoming leader and stepping down
@@ -46,7 +47,7 @@ impl StatusBoard {
         self.status.send_if_modified(|s| {
             let changed = change(s);
             if changed && let Some(hooks) = self.hooks.get() {
-                hooks.status(s);
+                hooks.each(|h| h.status(s));
             }
             changed
         })

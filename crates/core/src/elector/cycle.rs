@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use super::notify::Releases;
-use super::{Elector, Leadership, SitOut, SitOutReason, StepDownReason, TermHooks, decide};
+use super::{Elector, Leadership, SitOut, SitOutReason, StepDownReason, decide};
 
 impl Elector {
     /// Terms one after another until shutdown, or until the elector is done (see
@@ -92,7 +92,7 @@ impl Elector {
                         "the work failed soon after the term began; pausing before contending again"
                     );
                 }
-                self.hooks.beat(Some(between.paced));
+                self.hooks.each(|h| h.beat(Some(between.paced)));
                 tokio::select! {
                     biased;
                     _ = shutdown.cancelled() => return,

@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info, warn};
+use tracing::{Level, debug, error, info, warn};
 
 use super::board::set;
 use super::decide::{self, GiveBack, Seen, Wakeup};
 use super::notify::Releases;
-use super::{Elector, LeaderInfo, Role, Standing, TermHooks};
+use super::{Elector, LeaderInfo, Role, Standing};
 use crate::clock::BootInstant;
 use crate::lease::{Acquired, FencingToken, Grant, Holder, LeaseError, PreviousTerm, Retry};
 
@@ -46,7 +46,7 @@ impl Elector {
         // Redis's clock rate from this replica's tries, so that a term it wins begins with it.
         let mut rate = decide::RateWindow::new(&timing);
         loop {
-            self.hooks.beat(Some(Duration::ZERO));
+            self.hooks.each(|h| h.beat(Some(Duration::ZERO)));
             releases.mark_seen();
             if shutdown.is_cancelled() {
                 return None;
@@ -55,7 +55,7 @@ impl Elector {
                 // A gate keeps this replica out until it lets it stand, or a one-shot lock's
                 // wait is over (it never got to try); gates get one call's time to say first.
                 // It stops looking at the lease, so it names no leader it saw before.
-                self.hooks.beat(None);
+                self.hooks.each(|h| h.beat(None));
                 if matches!(self.status.borrow().role, Role::Follower { .. }) {
                     self.note_follower_view(None, None);
                 }
@@ -128,14 +128,13 @@ impl Elector {
                 attempt => attempt,
             };
             if let Ok(acquired) = &attempt {
-                self.hooks.tried(acquired);
+                self.hooks.each(|h| h.tried(acquired));
                 if let Some(reading) = self.lease.last_reading() {
                     // A step seen while following ends nothing; the window starts anew.
                     let _ = rate.record(reading);
                     self.keep_rate(rate.bound());
                 }
-                failures = 0;
-                self.redis_ok();
+                self.redis_ok(&mut failures);
             }
             let seen = match attempt {
                 // A gate said no while the acquire ran: no term begins, the win goes back.
@@ -171,7 +170,7 @@ impl Elector {
                 Ok(Acquired::CoolingDown { remaining, started }) => {
                     cooled = true;
                     if started {
-                        self.hooks.cooldown_started();
+                        self.hooks.each(|h| h.cooldown_started());
                         warn!(
                             identity = %self.lease.owner().identity(),
                             lease = %self.lease.name(),
@@ -210,8 +209,7 @@ impl Elector {
                 }
                 Err(err) => {
                     if !late {
-                        failures = failures.saturating_add(1);
-                        self.redis_failed("acquire", &err, failures);
+                        self.redis_failed("acquire", &err, &mut failures);
                     }
                     self.forget_leader_after(vouched_until);
                     if decide::outcome_unknown(&err) {
@@ -245,7 +243,7 @@ impl Elector {
             let wait = decide::follower_wait(seen, subscribed, &timing, rand::random());
             // `None`: a one-shot lock whose wait is over.
             let wait = decide::next_try(wait, clock.now(), give_up_at)?;
-            self.hooks.beat(Some(wait));
+            self.hooks.each(|h| h.beat(Some(wait)));
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return None,
@@ -279,7 +277,7 @@ impl Elector {
             if wait.is_zero() {
                 return true;
             }
-            self.hooks.beat(Some(wait));
+            self.hooks.each(|h| h.beat(Some(wait)));
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return false,
@@ -321,24 +319,26 @@ impl Elector {
         });
     }
 
-    pub(super) fn redis_ok(&self) {
+    /// Redis answered: `failures`, the failed calls in a row, start again from none.
+    pub(super) fn redis_ok(&self, failures: &mut u32) {
+        *failures = 0;
         self.redis_seen(true, None);
     }
 
-    pub(super) fn redis_failed(&self, op: &'static str, err: &LeaseError, failures: u32) {
-        self.hooks.redis_error(op, err);
+    /// A call failed: one more of `failures`, logged as loud as [`failure_log`] says.
+    pub(super) fn redis_failed(&self, op: &'static str, err: &LeaseError, failures: &mut u32) {
+        *failures = failures.saturating_add(1);
+        let failures = *failures;
+        self.hooks.each(|h| h.redis_error(op, err));
         let identity = self.lease.owner().identity();
         let lease = self.lease.name();
-        match failure_log(err.retry(), failures) {
-            FailureLog::Refused => {
-                error!(%identity, %lease, error = %err, failures, "redis refuses leasehold; backing off until it is fixed")
-            }
-            FailureLog::Warn => {
-                warn!(%identity, %lease, error = %err, failures, "redis call failed")
-            }
-            FailureLog::Quiet => {
-                debug!(%identity, %lease, error = %err, failures, "redis call failed")
-            }
+        let level = failure_log(err.retry(), failures);
+        if level == Level::ERROR {
+            error!(%identity, %lease, error = %err, failures, "redis refuses leasehold; backing off until it is fixed")
+        } else if level == Level::WARN {
+            warn!(%identity, %lease, error = %err, failures, "redis call failed")
+        } else {
+            debug!(%identity, %lease, error = %err, failures, "redis call failed")
         }
         self.redis_seen(err.is_answer(), Some(err.to_string()));
     }
@@ -377,25 +377,15 @@ fn wakes_held_off(wakeup: &Wakeup) -> bool {
     *wakeup != Wakeup::Rejoined
 }
 
-/// How a failed Redis call is logged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FailureLog {
-    /// An error, once, at the first refusal of a run (a configuration fault; the elector backs
-    /// off): readiness and `leasehold status` keep saying it while it lasts.
-    Refused,
-    /// A warning: the first failure of a run, and every tenth.
-    Warn,
-    /// Debug: the failures in between, which would flood the log during an outage.
-    Quiet,
-}
-
-/// How loud the `failures`-th failure in a row is, given whether it is worth retrying soon.
-fn failure_log(retry: Retry, failures: u32) -> FailureLog {
+/// How loud the `failures`-th failure in a row is, given whether it is worth retrying soon: an
+/// error once at the first refusal of a run (a configuration fault; the elector backs off, and
+/// readiness and `leasehold status` keep saying it while it lasts); a warning at the first
+/// failure of a run and every tenth; debug for those in between, which would flood the log.
+fn failure_log(retry: Retry, failures: u32) -> Level {
     match retry {
-        Retry::BackOff if failures == 1 => FailureLog::Refused,
-        Retry::BackOff => FailureLog::Quiet,
-        Retry::Soon if failures == 1 || failures.is_multiple_of(10) => FailureLog::Warn,
-        Retry::Soon => FailureLog::Quiet,
+        Retry::BackOff if failures == 1 => Level::ERROR,
+        Retry::Soon if failures == 1 || failures.is_multiple_of(10) => Level::WARN,
+        Retry::BackOff | Retry::Soon => Level::DEBUG,
     }
 }
 
@@ -435,44 +425,48 @@ mod tests {
             op: "acquire",
             detail: detail.to_owned(),
         };
-        elector.redis_failed("acquire", &refused("connection refused"), 1);
+        let mut failures = 0;
+        elector.redis_failed("acquire", &refused("connection refused"), &mut failures);
         assert!(status.has_changed().unwrap(), "the first failure is news");
         status.borrow_and_update();
-        elector.redis_failed("acquire", &refused("connection refused"), 2);
+        elector.redis_failed("acquire", &refused("connection refused"), &mut failures);
         assert!(
             !status.has_changed().unwrap(),
             "the same failure again is not"
         );
-        elector.redis_failed("acquire", &refused("connection reset"), 3);
+        elector.redis_failed("acquire", &refused("connection reset"), &mut failures);
         assert!(status.has_changed().unwrap(), "another failure is");
+        assert_eq!(failures, 3, "each failure is counted");
     }
 
     #[test]
     fn redis_failures_are_loud_once_and_then_every_tenth_and_a_refusal_once() {
-        use FailureLog::*;
+        const ERROR: Level = Level::ERROR;
+        const WARN: Level = Level::WARN;
+        const DEBUG: Level = Level::DEBUG;
         // (retry, failures in a row) -> log
         let cases = [
             (
                 Retry::Soon,
                 1,
-                Warn,
+                WARN,
                 "the first failure of an outage is said",
             ),
-            (Retry::Soon, 2, Quiet, "the next ones are not"),
-            (Retry::Soon, 9, Quiet, "up to the ninth"),
-            (Retry::Soon, 10, Warn, "the tenth is said again"),
-            (Retry::Soon, 20, Warn, "and every tenth after"),
-            (Retry::Soon, 21, Quiet, "but not those in between"),
+            (Retry::Soon, 2, DEBUG, "the next ones are not"),
+            (Retry::Soon, 9, DEBUG, "up to the ninth"),
+            (Retry::Soon, 10, WARN, "the tenth is said again"),
+            (Retry::Soon, 20, WARN, "and every tenth after"),
+            (Retry::Soon, 21, DEBUG, "but not those in between"),
             (
                 Retry::BackOff,
                 1,
-                Refused,
+                ERROR,
                 "a refusal is an error from the first",
             ),
             (
                 Retry::BackOff,
                 7,
-                Quiet,
+                DEBUG,
                 "and once: readiness and `leasehold status` keep saying it",
             ),
         ];

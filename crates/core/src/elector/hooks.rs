@@ -72,48 +72,9 @@ impl Hooks {
         self.0.push(hooks);
     }
 
-    fn each(&self, mut f: impl FnMut(&dyn TermHooks)) {
+    pub(super) fn each(&self, mut f: impl FnMut(&dyn TermHooks)) {
         for hooks in &self.0 {
             f(hooks.as_ref());
         }
-    }
-}
-
-impl TermHooks for Hooks {
-    fn began(&self, token: FencingToken, valid_until: BootInstant, lead: WallLead) {
-        self.each(|h| h.began(token, valid_until, lead));
-    }
-    fn extended(&self, token: FencingToken, valid_until: BootInstant, lead: WallLead) {
-        self.each(|h| h.extended(token, valid_until, lead));
-    }
-    fn ending(&self, token: FencingToken, reason: StepDownReason) -> bool {
-        // Every hook is told, whatever an earlier one answered.
-        let mut withdrawn = true;
-        self.each(|h| withdrawn &= h.ending(token, reason));
-        withdrawn
-    }
-    fn ended(&self, token: FencingToken, reason: StepDownReason, released: bool) {
-        self.each(|h| h.ended(token, reason, released));
-    }
-    fn renewal(&self, outcome: RenewalOutcome, latency: Duration) {
-        self.each(|h| h.renewal(outcome, latency));
-    }
-    fn clock_rate(&self, bound: RateBound) {
-        self.each(|h| h.clock_rate(bound));
-    }
-    fn tried(&self, acquired: &Acquired) {
-        self.each(|h| h.tried(acquired));
-    }
-    fn redis_error(&self, op: &'static str, error: &LeaseError) {
-        self.each(|h| h.redis_error(op, error));
-    }
-    fn cooldown_started(&self) {
-        self.each(|h| h.cooldown_started());
-    }
-    fn beat(&self, wait: Option<Duration>) {
-        self.each(|h| h.beat(wait));
-    }
-    fn status(&self, status: &Status) {
-        self.each(|h| h.status(status));
     }
 }

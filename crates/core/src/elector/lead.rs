@@ -14,7 +14,6 @@ use super::decide::{self, Deadlines, Jump, RateWindow, Reading, TermEnd, Watchdo
 use super::ending::{Ending, clock_jumped, unseen_pause, work_ending};
 use super::{
     Elector, FIXED_DRIFT, Leadership, RenewalOutcome, Role, Standing, StepDown, StepDownReason,
-    TermHooks,
 };
 use crate::lease::{Grant, Released, Renewal, Renewed, Reservation};
 
@@ -46,7 +45,8 @@ impl Elector {
         let valid_until = deadlines.valid_until;
         let leadership =
             Leadership::new(&grant, valid_until, &lease_name, &identity, clock.clone());
-        self.hooks.began(grant.token, valid_until, grant.lead);
+        self.hooks
+            .each(|h| h.began(grant.token, valid_until, grant.lead));
 
         self.status.modify(|s| {
             s.role = Role::Leader {
@@ -92,8 +92,8 @@ impl Elector {
         let mut gates = self.gates.clone();
         // The ending, and whether the work still runs.
         let (ending, work_running) = loop {
-            self.hooks
-                .beat(Some(clock.now().until(deadlines.next_renew)));
+            let wait = clock.now().until(deadlines.next_renew);
+            self.hooks.each(|h| h.beat(Some(wait)));
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break (Ending::new(StepDownReason::Shutdown), true),
@@ -173,7 +173,7 @@ impl Elector {
                 }
                 Err(_) => (RenewalOutcome::Failed, None),
             };
-            self.hooks.renewal(outcome, latency);
+            self.hooks.each(|h| h.renewal(outcome, latency));
             if let Some((sent, redis_us)) = read {
                 // Time the boot clock did not count since the last renewal was sent (a freeze,
                 // or this host's wall clock set forward) is no step of Redis's clock, and no
@@ -197,7 +197,6 @@ impl Elector {
             }
             match renewed {
                 Ok(Renewed::Held(renewal) | Renewed::HandoverRequested { renewal, .. }) => {
-                    failures = 0;
                     last_failure = None;
                     let subscribed = self.status.borrow().redis.subscribed;
                     alone = decide::nobody_else_listens(renewal.listeners, subscribed);
@@ -205,7 +204,7 @@ impl Elector {
                         sent_at, repaired, ..
                     } = renewal;
                     if let Some(bound) = rate.bound() {
-                        self.hooks.clock_rate(bound);
+                        self.hooks.each(|h| h.clock_rate(bound));
                         self.keep_rate(Some(bound));
                         // About once per lease duration: the next renewal writes it.
                         if rate_noted.is_none_or(|at| {
@@ -215,7 +214,7 @@ impl Elector {
                             rate_noted = Some(received);
                         }
                     }
-                    self.redis_ok();
+                    self.redis_ok(&mut failures);
                     if repaired {
                         warn!(
                             %identity,
@@ -242,7 +241,8 @@ impl Elector {
                     };
                     let valid_until = deadlines.valid_until;
                     leadership.extend(valid_until, lead);
-                    self.hooks.extended(grant.token, valid_until, lead);
+                    self.hooks
+                        .each(|h| h.extended(grant.token, valid_until, lead));
                     self.status.modify(|s| {
                         if let Role::Leader {
                             valid_until: v,
@@ -266,12 +266,11 @@ impl Elector {
                     }
                 }
                 Ok(Renewed::NotHeld { .. }) => {
-                    self.redis_ok();
+                    self.redis_ok(&mut failures);
                     break (Ending::new(StepDownReason::Lost), true);
                 }
                 Err(err) => {
-                    failures = failures.saturating_add(1);
-                    self.redis_failed("renew", &err, failures);
+                    self.redis_failed("renew", &err, &mut failures);
                     last_failure = Some(err.to_string());
                     if err.is_lasting_refusal() {
                         // Retrying until the renew deadline would end the same way, and the
@@ -315,10 +314,13 @@ impl Elector {
         let token = leadership.token();
         // The wait for the work ends at the validity deadline, then one release.
         let left = self.lease.clock().now().until(leadership.valid_until());
-        self.hooks.beat(Some(left + self.timing.call_timeout()));
+        self.hooks
+            .each(|h| h.beat(Some(left + self.timing.call_timeout())));
         // Before anything else: the guard file is zeroed here (the command checks it by itself,
         // also while this process is slow to reach the steps below).
-        let withdrawn = self.hooks.ending(token, reason);
+        // Every hook is told, whatever an earlier one answered.
+        let mut withdrawn = true;
+        self.hooks.each(|h| withdrawn &= h.ending(token, reason));
         leadership.revoke(reason);
         self.status.modify(|s| {
             s.role = Role::Follower {
@@ -403,7 +405,7 @@ impl Elector {
                 }
             }
         }
-        self.hooks.ended(token, reason, released);
+        self.hooks.each(|h| h.ended(token, reason, released));
         (reason, released)
     }
 }

@@ -163,7 +163,7 @@ impl Elector {
         Fut: Future<Output = Result<(), E>> + Send + 'static,
         E: Display + Send + 'static,
     {
-        self.status.tell(Arc::new(self.hooks.clone()));
+        self.status.tell(self.hooks.clone());
         let stop_notify = shutdown.child_token();
         let (mut releases, notify_task) = match self.followers {
             FollowerStrategy::Notified => notify::spawn(
@@ -178,7 +178,7 @@ impl Elector {
         self.contend(&shutdown, &mut releases, &mut work).await;
         stop_notify.cancel();
         let _ = notify_task.await;
-        self.hooks.beat(None);
+        self.hooks.each(|h| h.beat(None));
         self.status.modify(|s| s.role = Role::Stopped);
         info!(
             identity = %self.lease.owner().identity(),

@@ -5,7 +5,7 @@ use tracing::{info, warn};
 
 use super::board::set;
 use super::decide::{self, Seen};
-use super::{Elector, SitOut, SitOutReason, TermHooks};
+use super::{Elector, SitOut, SitOutReason};
 use crate::clock::BootInstant;
 use crate::lease::{FencingToken, LeaseError, Released, Retry};
 
@@ -28,15 +28,14 @@ impl Elector {
         let timing = self.timing;
         let clock = self.lease.clock().clone();
         loop {
-            self.hooks.beat(Some(timing.call_timeout()));
+            self.hooks.each(|h| h.beat(Some(timing.call_timeout())));
             let started = clock.now();
             // A read, not raced against shutdown: it is bounded by the call timeout.
             let seen = self.lease.observe(timing.call_timeout()).await;
             let took = clock.now().saturating_duration_since(started);
             let answered = match seen {
                 Ok(observation) => {
-                    failures = 0;
-                    self.redis_ok();
+                    self.redis_ok(&mut failures);
                     let owner = self.lease.owner().as_str();
                     if let Some(token) =
                         decide::unknown_term_of_ours(observation.holder.as_ref(), owner, last_led)
@@ -46,8 +45,7 @@ impl Elector {
                     true
                 }
                 Err(err) => {
-                    failures = failures.saturating_add(1);
-                    self.redis_failed("observe", &err, failures);
+                    self.redis_failed("observe", &err, &mut failures);
                     self.forget_leader_after(vouched_until);
                     if let LeaseError::Timeout { after, .. } = err {
                         self.sit_out(Some(slow_link(format!(
@@ -80,7 +78,7 @@ impl Elector {
             let Some(wait) = decide::next_try(wait, clock.now(), give_up_at) else {
                 return false;
             };
-            self.hooks.beat(Some(wait));
+            self.hooks.each(|h| h.beat(Some(wait)));
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return false,
