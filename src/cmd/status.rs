@@ -294,9 +294,7 @@ mod tests {
             }),
             token: Some(FencingToken(42)),
             cooldown: CooldownState::Idle,
-            reserved: None,
-            protocol: None,
-            redis_clock: None,
+            ..Observation::default()
         };
         let view = StatusView::of(&name, "leasehold:{shop/web}", &seen);
         let text = view.text();
@@ -321,14 +319,7 @@ mod tests {
     #[test]
     fn a_lease_with_any_key_is_not_said_to_be_without_keys() {
         let name = LeaseName::new("shop/web").unwrap();
-        let none = Observation {
-            holder: None,
-            token: None,
-            cooldown: CooldownState::Pending,
-            reserved: None,
-            protocol: None,
-            redis_clock: None,
-        };
+        let none = Observation::default();
         let noted = NotedRate {
             term: "web-a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#41".into(),
             low: 1.0,

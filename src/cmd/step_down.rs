@@ -306,11 +306,8 @@ mod tests {
     fn seen(holder: Option<Holder>) -> Observation {
         Observation {
             holder,
-            token: None,
             cooldown: CooldownState::Idle,
-            reserved: None,
-            protocol: None,
-            redis_clock: None,
+            ..Observation::default()
         }
     }
 

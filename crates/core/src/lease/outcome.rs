@@ -195,18 +195,19 @@ pub enum Released {
 }
 
 /// The state of the data-loss cooldown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CooldownState {
     /// No cooldown is running.
     Idle,
     /// A cooldown is running with this much left.
     Running(Duration),
     /// The marker is missing or from another Redis process: the next acquire starts one.
+    #[default]
     Pending,
 }
 
-/// A read-only look at the lease.
-#[derive(Debug, Clone, PartialEq)]
+/// A read-only look at the lease. `Default`: a Redis without any key of the lease.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Observation {
     /// The holder, if any.
     pub holder: Option<Holder>,

@@ -258,17 +258,7 @@ fn observe_replies_map_to_observations() {
         bulk(""),
         bulk(""),
     ]);
-    assert_eq!(
-        parse_observe(&empty),
-        Some(Observation {
-            holder: None,
-            token: None,
-            cooldown: CooldownState::Pending,
-            reserved: None,
-            protocol: None,
-            redis_clock: None,
-        })
-    );
+    assert_eq!(parse_observe(&empty), Some(Observation::default()));
     let held = Value::Array(vec![
         bulk("a-0b7c2b5e-6a4c-4a39-9a55-0d9b1b1f0c3e#41"),
         Value::Int(1200),
