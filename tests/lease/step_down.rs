@@ -17,6 +17,8 @@ use leasehold::elector::{Elector, Leadership, Role, StepDownReason, TermHooks};
 use leasehold::lease::FencingToken;
 use testbed::redis_server::RedisServer;
 use testbed::wait::{eventually, until};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_releases_the_lease_and_a_follower_takes_over_at_once() {
@@ -206,4 +208,78 @@ async fn work_aborted_at_the_deadline_leaves_the_lease_to_expire() {
     assert_eq!(step.reason, StepDownReason::Handover);
     assert!(!released, "the lease of aborted work was released");
     a.shutdown().await;
+}
+
+/// An elector whose `run` future is dropped in a term (a `select!` or a timeout around it, its
+/// task aborted) ends the term there and then: `check()` refuses, `lost()` fires, the work is
+/// dropped, the hooks hear the term end, and the release channel's reader is gone (a follower's
+/// too). The lease is left to expire: nothing can be awaited any more, so nothing says the
+/// work's effects are over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elector_dropped_in_a_term_ends_it_there_and_then() {
+    let redis = RedisServer::start();
+    let name = unique_lease("dropped");
+    let releases = Arc::new(Releases::default());
+    let elector = Elector::new(lease(&redis.url(), &name, "pod-a", false), fast_timing())
+        .unwrap()
+        .with_hooks(releases.clone());
+    let channel = elector.lease().keys().channel.clone();
+    let mut status = elector.status();
+    let (terms, mut term) = mpsc::unbounded_channel::<(Leadership, oneshot::Receiver<()>)>();
+    let work = move |leadership: Leadership| {
+        let (alive, gone) = oneshot::channel::<()>();
+        let _ = terms.send((leadership, gone));
+        async move {
+            let _alive = alive;
+            std::future::pending::<Result<(), String>>().await
+        }
+    };
+    let task = tokio::spawn(elector.run(CancellationToken::new(), work));
+    until_leading("a to lead", &mut status, Duration::from_secs(5)).await;
+    let (leadership, gone) = term.recv().await.expect("a's term");
+    let listeners = || {
+        redis
+            .cmd::<(String, u64)>(&["PUBSUB", "NUMSUB", &channel])
+            .1
+    };
+    let listening = |n: u64| async move { (listeners() == n).then_some(()) };
+    // A follower dropped stops reading too.
+    let follower = Elector::new(lease(&redis.url(), &name, "pod-b", false), fast_timing()).unwrap();
+    let mut follower_status = follower.status();
+    let follower = tokio::spawn(follower.run(CancellationToken::new(), idle));
+    let both = Duration::from_secs(5);
+    eventually("both to read the release channel", both, || listening(2)).await;
+    follower.abort();
+    let _ = follower.await;
+    eventually("the follower's reader to go", both, || listening(1)).await;
+    assert_eq!(follower_status.borrow_and_update().role, Role::Stopped);
+
+    task.abort();
+    let _ = task.await;
+    assert!(
+        leadership.check().is_err(),
+        "check() passes after the elector was dropped"
+    );
+    tokio::time::timeout(Duration::from_secs(1), leadership.lost())
+        .await
+        .expect("lost() did not fire after the elector was dropped");
+    let _ = tokio::time::timeout(Duration::from_secs(1), gone)
+        .await
+        .expect("the work ran on after the elector was dropped");
+    assert_eq!(
+        *releases.0.lock().unwrap(),
+        vec![false],
+        "the hooks heard no end of the term, or of a release"
+    );
+    assert!(
+        matches!(status.borrow().role, Role::Stopped),
+        "the status still says {:?}",
+        status.borrow().role
+    );
+    eventually("the leader's reader to go", both, || listening(0)).await;
+    let left = lease(&redis.url(), &name, "operator", false)
+        .observe(Duration::from_secs(2))
+        .await
+        .unwrap();
+    assert!(left.holder.is_some(), "the lease was released");
 }

@@ -71,10 +71,12 @@ use crate::docs::sources;
 /// for the life of the process (8,086). Lowered by the same code written shorter (7,970): the
 /// term hooks told through one `each` instead of a forwarding impl, a failed call counted where
 /// it is logged, and field docs that said their names again. Raised for the `#[default]` of the
-/// cooldown state that lets tests start from an empty Redis's observation (7,971).
+/// cooldown state that lets tests start from an empty Redis's observation (7,971), and for an
+/// elector dropped in a term, whose work ran on with `lost()` never firing while nothing
+/// renewed (8,060).
 /// (A longer lease duration forgotten after twice its length was taken back: a review showed a
 /// follower cut off meanwhile then covering less than a frozen holder's term.)
-const CORE_CEILING: usize = 7_971;
+const CORE_CEILING: usize = 8_060;
 
 /// The core and the product together, set the same way (the goal is 16,600), each raise's
 /// defects named in its commit. Last raised from 21,101 for `step-down` over a reservation
@@ -150,8 +152,8 @@ const CORE_CEILING: usize = 7_971;
 /// and the core's word on the last failed renewal (22,024), and the refusal of a Cluster node
 /// without the cooldown (22,039), and `--namespace` dropped in silence beside a `--lease-name`
 /// of another namespace (22,051), lowered with the core's (21,935), and the cooldown state's
-/// `#[default]` (21,936).
-const CORE_AND_PRODUCT_CEILING: usize = 21_936;
+/// `#[default]` (21,936), and the core's end of a term whose elector was dropped (22,025).
+const CORE_AND_PRODUCT_CEILING: usize = 22_025;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -11,11 +11,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::decide::{self, Deadlines, Jump, RateWindow, Reading, TermEnd, WatchdogStep, WorkStop};
+use super::dropped::TermInFlight;
 use super::ending::{Ending, clock_jumped, unseen_pause, work_ending};
 use super::{
     Elector, FIXED_DRIFT, Leadership, RenewalOutcome, Role, Standing, StepDown, StepDownReason,
 };
-use crate::lease::{Grant, Released, Renewal, Renewed, Reservation};
+use crate::lease::{FencingToken, Grant, Released, Renewal, Renewed, Reservation};
 
 impl Elector {
     pub(super) async fn lead<W, Fut, E>(
@@ -73,6 +74,12 @@ impl Elector {
             let term = term.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             term.await.map_err(|err| err.to_string())
         });
+        let mut in_flight = TermInFlight {
+            elector: self,
+            leadership: &leadership,
+            work: work_task.abort_handle(),
+            over: false,
+        };
         let mut failures: u32 = 0;
         // What the last renewal heard, while renewals fail: said if the renew deadline passes.
         let mut last_failure: Option<String> = None;
@@ -291,11 +298,35 @@ impl Elector {
         let (reason, released) = self
             .step_down(&leadership, ending, work_running.then_some(work_task))
             .await;
+        in_flight.over = true;
         TermEnd {
             reason,
             released,
             alone,
         }
+    }
+
+    /// The status of a term ended for `reason`.
+    pub(super) fn stepped_down(
+        &self,
+        token: FencingToken,
+        reason: StepDownReason,
+        detail: Option<String>,
+    ) {
+        self.status.modify(|s| {
+            s.role = Role::Follower {
+                leader: None,
+                cooldown: None,
+            };
+            s.transitions += 1;
+            let at = SystemTime::now();
+            s.last_step_down = Some(StepDown {
+                reason,
+                detail,
+                token,
+                at,
+            });
+        });
     }
 
     /// Step-down, in docs/DESIGN.md's order, the hooks told first. Returns the reason, and
@@ -322,19 +353,7 @@ impl Elector {
         let mut withdrawn = true;
         self.hooks.each(|h| withdrawn &= h.ending(token, reason));
         leadership.revoke(reason);
-        self.status.modify(|s| {
-            s.role = Role::Follower {
-                leader: None,
-                cooldown: None,
-            };
-            s.transitions += 1;
-            s.last_step_down = Some(StepDown {
-                reason,
-                detail: detail.clone(),
-                token,
-                at: SystemTime::now(),
-            });
-        });
+        self.stepped_down(token, reason, detail.clone());
         // In the same instant as the revocation: the hooks learn of it before the work does.
         leadership.cancel();
         let identity = self.lease.owner().identity();

@@ -9,6 +9,7 @@ mod cycle;
 pub mod decide;
 #[cfg(not(feature = "test-internals"))]
 mod decide;
+mod dropped;
 mod ending;
 mod follow;
 mod hooks;
@@ -42,6 +43,7 @@ use crate::lease::RedisLease;
 use crate::locked::locked;
 use board::StatusBoard;
 use decide::FollowerStrategy;
+use dropped::RunInFlight;
 use hooks::Hooks;
 
 /// The leader elector for one lease.
@@ -156,7 +158,9 @@ impl Elector {
     /// leader, `work` is called with the [`Leadership`] of that term and runs on its own task;
     /// when it returns, fails or panics, the replica steps down and releases the lease, then
     /// contends again. On shutdown a leader steps down with reason `shutdown` and releases the
-    /// lease, so that a follower takes over at once.
+    /// lease, so that a follower takes over at once. Dropping this future in a term ends the
+    /// term at once (`check()` refuses, `lost()` fires, the work is aborted) and leaves the lease
+    /// to expire: prefer cancelling `shutdown` and awaiting it.
     pub async fn run<W, Fut, E>(self, shutdown: CancellationToken, mut work: W)
     where
         W: FnMut(Leadership) -> Fut,
@@ -175,11 +179,16 @@ impl Elector {
             ),
             FollowerStrategy::Polling => notify::none(stop_notify.clone()),
         };
+        // Also when this future is dropped.
+        let stopping = RunInFlight {
+            notify: stop_notify.clone(),
+            hooks: self.hooks.clone(),
+            status: self.status.clone(),
+        };
         self.contend(&shutdown, &mut releases, &mut work).await;
         stop_notify.cancel();
         let _ = notify_task.await;
-        self.hooks.each(|h| h.beat(None));
-        self.status.modify(|s| s.role = Role::Stopped);
+        drop(stopping);
         info!(
             identity = %self.lease.owner().identity(),
             lease = %self.lease.name(),
