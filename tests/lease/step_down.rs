@@ -127,11 +127,18 @@ async fn work_that_ends_fails_or_panics_steps_down_and_releases() {
 struct Releases(
     std::sync::Mutex<Vec<bool>>,
     std::sync::Mutex<Vec<leasehold::elector::Status>>,
+    /// The moments heard, in order: `ending` and `ended`.
+    std::sync::Mutex<Vec<&'static str>>,
 );
 
 impl TermHooks for Releases {
+    fn ending(&self, _token: FencingToken, _reason: StepDownReason) -> bool {
+        self.2.lock().unwrap().push("ending");
+        true
+    }
     fn ended(&self, _token: FencingToken, _reason: StepDownReason, released: bool) {
         self.0.lock().unwrap().push(released);
+        self.2.lock().unwrap().push("ended");
     }
     fn status(&self, status: &leasehold::elector::Status) {
         self.1.lock().unwrap().push(status.clone());
@@ -212,17 +219,16 @@ async fn work_aborted_at_the_deadline_leaves_the_lease_to_expire() {
 
 /// An elector whose `run` future is dropped in a term (a `select!` or a timeout around it, its
 /// task aborted) ends the term there and then: `check()` refuses, `lost()` fires, the work is
-/// dropped, the hooks hear the term end, and the release channel's reader is gone (a follower's
-/// too). The lease is left to expire: nothing can be awaited any more, so nothing says the
-/// work's effects are over.
+/// dropped, the hooks hear `ending` then `ended`, and the release channel's reader is gone (a
+/// follower's too), and so is the status's sender. The lease is left to expire: nothing can be
+/// awaited any more, so nothing says the work's effects are over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_elector_dropped_in_a_term_ends_it_there_and_then() {
     let redis = RedisServer::start();
     let name = unique_lease("dropped");
+    let contender = |id: &str| Elector::new(lease(&redis.url(), &name, id, false), TEN_SECOND_TERM);
     let releases = Arc::new(Releases::default());
-    let elector = Elector::new(lease(&redis.url(), &name, "pod-a", false), fast_timing())
-        .unwrap()
-        .with_hooks(releases.clone());
+    let elector = contender("pod-a").unwrap().with_hooks(releases.clone());
     let channel = elector.lease().keys().channel.clone();
     let mut status = elector.status();
     let (terms, mut term) = mpsc::unbounded_channel::<(Leadership, oneshot::Receiver<()>)>();
@@ -243,22 +249,33 @@ async fn an_elector_dropped_in_a_term_ends_it_there_and_then() {
             .1
     };
     let listening = |n: u64| async move { (listeners() == n).then_some(()) };
+    let bound = Duration::from_secs(5);
     // A follower dropped stops reading too.
-    let follower = Elector::new(lease(&redis.url(), &name, "pod-b", false), fast_timing()).unwrap();
+    let follower = contender("pod-b").unwrap();
     let mut follower_status = follower.status();
     let follower = tokio::spawn(follower.run(CancellationToken::new(), idle));
-    let both = Duration::from_secs(5);
-    eventually("both to read the release channel", both, || listening(2)).await;
+    eventually("both to read the release channel", bound, || listening(2)).await;
     follower.abort();
     let _ = follower.await;
-    eventually("the follower's reader to go", both, || listening(1)).await;
-    assert_eq!(follower_status.borrow_and_update().role, Role::Stopped);
+    eventually("the follower's reader to go", bound, || listening(1)).await;
+    let closed = tokio::time::timeout(bound, follower_status.wait_for(|_| false)).await;
+    assert!(
+        matches!(closed, Ok(Err(_))),
+        "the follower's status lives on"
+    );
 
+    leadership
+        .check()
+        .expect("a's term, valid as it is dropped");
     task.abort();
     let _ = task.await;
     assert!(
         leadership.check().is_err(),
         "check() passes after the elector was dropped"
+    );
+    assert_eq!(
+        leadership.step_down_reason(),
+        Some(StepDownReason::Shutdown)
     );
     tokio::time::timeout(Duration::from_secs(1), leadership.lost())
         .await
@@ -266,20 +283,52 @@ async fn an_elector_dropped_in_a_term_ends_it_there_and_then() {
     let _ = tokio::time::timeout(Duration::from_secs(1), gone)
         .await
         .expect("the work ran on after the elector was dropped");
-    assert_eq!(
-        *releases.0.lock().unwrap(),
-        vec![false],
-        "the hooks heard no end of the term, or of a release"
-    );
-    assert!(
-        matches!(status.borrow().role, Role::Stopped),
-        "the status still says {:?}",
-        status.borrow().role
-    );
-    eventually("the leader's reader to go", both, || listening(0)).await;
+    assert_eq!(*releases.2.lock().unwrap(), ["ending", "ended"]);
+    assert_eq!(*releases.0.lock().unwrap(), [false], "a release was said");
+    eventually("the leader's reader to go", bound, || listening(0)).await;
+    let closed = tokio::time::timeout(bound, status.wait_for(|_| false)).await;
+    assert!(matches!(closed, Ok(Err(_))), "the leader's status lives on");
     let left = lease(&redis.url(), &name, "operator", false)
         .observe(Duration::from_secs(2))
         .await
         .unwrap();
     assert!(left.holder.is_some(), "the lease was released");
+}
+
+/// A hook that panics as its term ends unwinds through `run`. The elector dropped on the way
+/// tells the hooks nothing more: a second panic while unwinding would abort the process. The
+/// hook's panic comes out of `run`, and the term is revoked.
+#[test]
+fn a_hook_that_panics_as_the_term_ends_is_not_told_again_on_the_way_out() {
+    struct Panics;
+    impl TermHooks for Panics {
+        fn ending(&self, _token: FencingToken, _reason: StepDownReason) -> bool {
+            panic!("a hook's own panic")
+        }
+    }
+    let redis = RedisServer::start();
+    let name = unique_lease("hook-panics");
+    let elector = Elector::new(lease(&redis.url(), &name, "pod-a", false), TEN_SECOND_TERM)
+        .unwrap()
+        .with_hooks(Arc::new(Panics));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let shutdown = CancellationToken::new();
+    let mut status = elector.status();
+    let stopping = shutdown.clone();
+    runtime.spawn(async move {
+        until_leading("a to lead", &mut status, Duration::from_secs(5)).await;
+        stopping.cancel();
+    });
+    let (terms, mut term) = mpsc::unbounded_channel::<Leadership>();
+    let work = move |leadership: Leadership| {
+        let _ = terms.send(leadership.clone());
+        idle(leadership)
+    };
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(elector.run(shutdown, work))
+    }));
+    let panic = out.expect_err("the hook's panic came out of run");
+    assert_eq!(panic.downcast_ref::<&str>(), Some(&"a hook's own panic"));
+    let leadership = term.try_recv().expect("a's term");
+    assert!(leadership.check().is_err(), "the term outlived its elector");
 }

@@ -27,7 +27,8 @@ impl StatusBoard {
     /// From now on every change is told to `hooks`, which hear the current status at once.
     pub fn tell(&self, hooks: Hooks) {
         let hooks = self.hooks.get_or_init(|| hooks);
-        hooks.each(|h| h.status(&self.status.borrow()));
+        let status = self.status.borrow();
+        hooks.each(|h| h.status(&status));
     }
 
     /// Changes the status and tells the hooks, in this step (becoming leader and stepping down

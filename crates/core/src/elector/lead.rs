@@ -16,7 +16,7 @@ use super::ending::{Ending, clock_jumped, unseen_pause, work_ending};
 use super::{
     Elector, FIXED_DRIFT, Leadership, RenewalOutcome, Role, Standing, StepDown, StepDownReason,
 };
-use crate::lease::{FencingToken, Grant, Released, Renewal, Renewed, Reservation};
+use crate::lease::{Grant, Released, Renewal, Renewed, Reservation};
 
 impl Elector {
     pub(super) async fn lead<W, Fut, E>(
@@ -306,29 +306,6 @@ impl Elector {
         }
     }
 
-    /// The status of a term ended for `reason`.
-    pub(super) fn stepped_down(
-        &self,
-        token: FencingToken,
-        reason: StepDownReason,
-        detail: Option<String>,
-    ) {
-        self.status.modify(|s| {
-            s.role = Role::Follower {
-                leader: None,
-                cooldown: None,
-            };
-            s.transitions += 1;
-            let at = SystemTime::now();
-            s.last_step_down = Some(StepDown {
-                reason,
-                detail,
-                token,
-                at,
-            });
-        });
-    }
-
     /// Step-down, in docs/DESIGN.md's order, the hooks told first. Returns the reason, and
     /// whether the release was announced.
     async fn step_down(
@@ -353,7 +330,19 @@ impl Elector {
         let mut withdrawn = true;
         self.hooks.each(|h| withdrawn &= h.ending(token, reason));
         leadership.revoke(reason);
-        self.stepped_down(token, reason, detail.clone());
+        self.status.modify(|s| {
+            s.role = Role::Follower {
+                leader: None,
+                cooldown: None,
+            };
+            s.transitions += 1;
+            s.last_step_down = Some(StepDown {
+                reason,
+                detail: detail.clone(),
+                token,
+                at: SystemTime::now(),
+            });
+        });
         // In the same instant as the revocation: the hooks learn of it before the work does.
         leadership.cancel();
         let identity = self.lease.owner().identity();

@@ -43,7 +43,6 @@ use crate::lease::RedisLease;
 use crate::locked::locked;
 use board::StatusBoard;
 use decide::FollowerStrategy;
-use dropped::RunInFlight;
 use hooks::Hooks;
 
 /// The leader elector for one lease.
@@ -159,8 +158,9 @@ impl Elector {
     /// when it returns, fails or panics, the replica steps down and releases the lease, then
     /// contends again. On shutdown a leader steps down with reason `shutdown` and releases the
     /// lease, so that a follower takes over at once. Dropping this future in a term ends the
-    /// term at once (`check()` refuses, `lost()` fires, the work is aborted) and leaves the lease
-    /// to expire: prefer cancelling `shutdown` and awaiting it.
+    /// term at once (`check()` refuses, `lost()` fires, the work is aborted, the hooks hear it)
+    /// and leaves the lease to expire; the status is left as it was, its sender gone: prefer
+    /// cancelling `shutdown` and awaiting it.
     pub async fn run<W, Fut, E>(self, shutdown: CancellationToken, mut work: W)
     where
         W: FnMut(Leadership) -> Fut,
@@ -180,15 +180,12 @@ impl Elector {
             FollowerStrategy::Polling => notify::none(stop_notify.clone()),
         };
         // Also when this future is dropped.
-        let stopping = RunInFlight {
-            notify: stop_notify.clone(),
-            hooks: self.hooks.clone(),
-            status: self.status.clone(),
-        };
+        let _stop_notify = stop_notify.clone().drop_guard();
         self.contend(&shutdown, &mut releases, &mut work).await;
         stop_notify.cancel();
         let _ = notify_task.await;
-        drop(stopping);
+        self.hooks.each(|h| h.beat(None));
+        self.status.modify(|s| s.role = Role::Stopped);
         info!(
             identity = %self.lease.owner().identity(),
             lease = %self.lease.name(),
