@@ -25,12 +25,9 @@ impl Drop for TermInFlight<'_> {
         }
         let (elector, token) = (self.elector, self.leadership.token());
         // Dropped in the step-down, the term is revoked and the hooks were told already.
-        let told = self.leadership.step_down_reason().is_some();
-        self.leadership.revoke(StepDownReason::Shutdown);
-        let reason = self
-            .leadership
-            .step_down_reason()
-            .unwrap_or(StepDownReason::Shutdown);
+        let told = self.leadership.step_down_reason();
+        let reason = told.unwrap_or(StepDownReason::Shutdown);
+        self.leadership.revoke(reason);
         self.leadership.cancel();
         self.work.abort();
         let (identity, lease) = (elector.lease.owner().identity(), elector.lease.name());
@@ -39,7 +36,7 @@ impl Drop for TermInFlight<'_> {
         if std::thread::panicking() {
             return;
         }
-        if !told {
+        if told.is_none() {
             elector.hooks.each(|h| _ = h.ending(token, reason));
         }
         elector.hooks.each(|h| h.ended(token, reason, false));

@@ -158,9 +158,8 @@ impl Elector {
     /// when it returns, fails or panics, the replica steps down and releases the lease, then
     /// contends again. On shutdown a leader steps down with reason `shutdown` and releases the
     /// lease, so that a follower takes over at once. Dropping this future in a term ends the
-    /// term at once (`check()` refuses, `lost()` fires, the work is aborted, the hooks hear it)
-    /// and leaves the lease to expire; the status is left as it was, its sender gone: prefer
-    /// cancelling `shutdown` and awaiting it.
+    /// term at once (`check()` refuses, `lost()` fires, the work is aborted) and leaves the lease
+    /// to expire: cancel `shutdown` instead.
     pub async fn run<W, Fut, E>(self, shutdown: CancellationToken, mut work: W)
     where
         W: FnMut(Leadership) -> Fut,
