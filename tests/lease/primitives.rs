@@ -12,6 +12,7 @@ use leasehold::lease::{
     Renewed,
 };
 use testbed::on_engines;
+use testbed::proxy::{Fault, FaultProxy};
 use testbed::redis_server::{Engine, Persistence, RedisServer};
 
 pub(crate) const TTL: Duration = Duration::from_millis(1000);
@@ -390,3 +391,28 @@ async fn scripts_are_reloaded_after_script_flush(engine: Engine) {
 }
 
 // Redis 6.2 words the wrong type met inside a script as the script's own error.
+
+/// A call its caller gave up on (a `select!` or a timeout around it) leaves its reply on the
+/// connection, which is kept: each later call must still read its own reply, not that one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_its_caller_dropped_leaves_no_reply_for_the_next_call() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(redis.addr());
+    let a = lease(&proxy.url(), &unique_lease("dropped-call"), "pod-a", false);
+    let token = must_lead(&a).await;
+    // Both scripts loaded: the calls given up below run on the server, each one round trip.
+    let renewed = a.renew(token, TTL, CALL).await;
+    assert!(matches!(renewed, Ok(Renewed::Held(_))), "{renewed:?}");
+    a.observe(CALL).await.unwrap();
+    proxy.set(Fault::DelayReplies(Duration::from_millis(300)));
+    let gave_up = Duration::from_millis(50);
+    let (renewal, observation) = (a.renew(token, TTL, CALL), a.observe(CALL));
+    assert!(tokio::time::timeout(gave_up, renewal).await.is_err());
+    assert!(tokio::time::timeout(gave_up, observation).await.is_err());
+    proxy.set(Fault::Pass);
+    let released = a.release(token, CALL).await;
+    assert!(matches!(released, Ok(Released::Released)), "{released:?}");
+    let seen = a.observe(CALL).await.unwrap();
+    assert!(seen.holder.is_none(), "{seen:?}");
+    assert_eq!(seen.token, Some(token));
+}
