@@ -20,34 +20,23 @@ pub enum CliError {
     /// The config file could not be read.
     #[error("--config {path}: cannot read it: {source}")]
     ConfigUnreadable {
-        /// The file.
         path: PathBuf,
-        /// Why.
         source: std::io::Error,
     },
     /// The config file is not a YAML mapping of flag names to values.
     #[error("--config {path}: {reason}")]
-    ConfigInvalid {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        reason: String,
-    },
+    ConfigInvalid { path: PathBuf, reason: String },
     /// A key of the config file is no flag of this subcommand.
     #[error(
         "--config {path}: unknown key `{key}`; the keys are the long flag names of `leasehold {subcommand}`{}",
         did_you_mean(.nearest.as_deref(), .known)
     )]
     ConfigUnknownKey {
-        /// The file.
         path: PathBuf,
-        /// The key.
         key: String,
-        /// The subcommand.
         subcommand: String,
         /// The accepted key nearest to the one given, when one is near.
         nearest: Option<String>,
-        /// The accepted keys.
         known: String,
     },
     /// The durations break the timing rule (the library names fields; this names flags).
@@ -61,29 +50,21 @@ pub enum CliError {
     RedisUrl {
         /// The URL with its password redacted.
         url: String,
-        /// The rule.
         rule: String,
     },
     /// A file given by a flag (password, certificate, key).
     #[error("--{flag} {path}: {rule}")]
     File {
-        /// The flag.
         flag: &'static str,
-        /// The file.
         path: PathBuf,
-        /// What is wrong.
         rule: String,
     },
     /// A duration that must be shorter than another.
     #[error("--{flag} {} must be shorter than {other} {}", humantime::format_duration(*value), humantime::format_duration(*other_value))]
     Order {
-        /// The flag.
         flag: &'static str,
-        /// Its value.
         value: Duration,
-        /// The other flag.
         other: &'static str,
-        /// Its value.
         other_value: Duration,
     },
     /// A value that breaks a rule: a name, a URL, a count, a command (see
@@ -92,19 +73,14 @@ pub enum CliError {
     Value {
         /// The flag without its dashes, or words such as `-- CMD`.
         flag: &'static str,
-        /// The value as given.
         value: String,
-        /// The rule it breaks.
         rule: String,
     },
     /// A duration outside its range, in the units people type (`2h`, not `Debug`'s `7200s`).
     #[error("--{flag} {}: {rule}", humantime::format_duration(*value))]
     Duration {
-        /// The flag.
         flag: &'static str,
-        /// The value.
         value: Duration,
-        /// The rule.
         rule: &'static str,
     },
     /// A flag given where it means nothing, or without the one it goes with, whatever its
@@ -113,17 +89,11 @@ pub enum CliError {
     Misplaced {
         /// The flag as typed (`--restart-command`, `-- CMD`).
         flag: &'static str,
-        /// The rule.
         rule: &'static str,
     },
     /// A refusal of a value that was not typed, and where it came from (`$VARIABLE`, the file).
     #[error("{error} (the value comes from {from})")]
-    From {
-        /// The refusal.
-        error: Box<CliError>,
-        /// Where the value came from.
-        from: String,
-    },
+    From { error: Box<CliError>, from: String },
     /// Input that is the user's to fix, found only once the command ran (no Deployment to
     /// name the lease after, no cluster for `--kubernetes on`, a guard file that cannot be
     /// written).

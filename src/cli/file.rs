@@ -16,8 +16,7 @@ use super::{Cli, CliError, on_command_line, parse_switch};
 use crate::secret_file::SecretFileError;
 
 /// Parses `argv` (with the environment and any config file given by `--config` or
-/// `LEASEHOLD_CONFIG`): flags beat the environment, which beats the file, which beats the
-/// defaults.
+/// `LEASEHOLD_CONFIG`).
 pub fn parse_from<I, T>(argv: I) -> Result<Cli, CliError>
 where
     I: IntoIterator<Item = T>,

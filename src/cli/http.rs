@@ -3,15 +3,13 @@
 //! may hold (connections, event streams).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 
+use super::resolve::folder;
 use super::{CliError, parse_socket_addr};
 use crate::http::{DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_EVENT_STREAMS, Limits, ReadinessMode};
-
-/// The most connections `--http-max-connections` allows.
-pub const MAX_CONNECTIONS_BOUND: usize = 4096;
 
 const CONNECTIONS_RULE: &str = "must be from 1 to 4096: each connection holds a file and up to 64 KiB of buffers, and the chart's memory limit is 128 MiB";
 const EVENT_STREAMS_RULE: &str = "must be lower than --http-max-connections, so that event streams never take every connection from /leader and /metrics";
@@ -51,26 +49,16 @@ impl HttpArgs {
         let Some(path) = &self.status_file else {
             return Ok(None);
         };
-        let name = path.file_name().filter(|n| !n.is_empty());
-        let dir = path.parent().map(|p| {
-            if p.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                p
-            }
-        });
         // A trailing slash names a directory (`Path` reads `d/` as the name `d`).
         let slash = path.as_os_str().as_encoded_bytes().ends_with(b"/");
-        match (name, dir) {
-            (Some(_), Some(dir)) if dir.is_dir() && !path.is_dir() && !slash => {
-                Ok(Some(path.clone()))
-            }
-            _ => Err(CliError::value(
-                "status-file",
-                path.display(),
-                "must name a file in an existing directory",
-            )),
+        if path.file_name().is_some() && folder(path).is_dir() && !path.is_dir() && !slash {
+            return Ok(Some(path.clone()));
         }
+        Err(CliError::value(
+            "status-file",
+            path.display(),
+            "must name a file in an existing directory",
+        ))
     }
 
     /// The limits on what clients may hold, refused when out of their bounds.
@@ -80,7 +68,7 @@ impl HttpArgs {
 }
 
 fn limits(connections: usize, event_streams: usize) -> Result<Limits, CliError> {
-    if !(1..=MAX_CONNECTIONS_BOUND).contains(&connections) {
+    if !(1..=4096).contains(&connections) {
         return Err(CliError::value(
             "http-max-connections",
             connections,

@@ -21,7 +21,6 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 pub use error::CliError;
@@ -176,20 +175,13 @@ pub struct ContenderRedisArgs {
     /// memory at start, then every few lease durations): `warn` says so (log event, /leader,
     /// metric) and takes part; `refuse` also stays out of the election until Redis no longer
     /// evicts, with the reason in /readyz.
-    #[arg(long, env = "LEASEHOLD_REDIS_EVICTION", value_parser = eviction_modes(), default_value = "warn")]
+    #[arg(
+        long,
+        env = "LEASEHOLD_REDIS_EVICTION",
+        value_enum,
+        default_value = "warn"
+    )]
     pub redis_eviction: EvictionMode,
-}
-
-/// The elector's own type, spelled on the command line as `warn` and `refuse`.
-fn eviction_modes() -> impl TypedValueParser<Value = EvictionMode> {
-    PossibleValuesParser::new([
-        PossibleValue::new("warn").help("Say so, and take part"),
-        PossibleValue::new("refuse").help("Say so, and stay out of the election"),
-    ])
-    .map(|mode| match mode.as_str() {
-        "refuse" => EvictionMode::Refuse,
-        _ => EvictionMode::Warn,
-    })
 }
 
 /// Which lease.
@@ -438,16 +430,6 @@ fn parse_socket_addr(value: &str) -> Result<SocketAddr, String> {
             .ok_or_else(|| format!("cannot resolve it: the host has no address; {expected}")),
         Err(e) => Err(format!("cannot resolve it: {e}; {expected}")),
     }
-}
-
-/// Whether `--redis-url` was typed on the command line of `argv` (as opposed to coming from the
-/// environment, the config file or the default).
-pub fn redis_url_on_command_line<I, T>(argv: I) -> bool
-where
-    I: IntoIterator<Item = T>,
-    T: Into<OsString>,
-{
-    on_command_line(argv, &["redis-url"])
 }
 
 /// Whether one of the long flags `longs` (without their dashes) was typed on the command line of

@@ -1,7 +1,6 @@
 //! The flags of the operator commands `leasehold step-down` (handover on demand), `leasehold
 //! remove-keys` (a lease's keys, after uninstalling) and `leasehold lock` (a one-shot lock for
-//! Jobs and CronJobs), validated into settings like the others: every refusal names the flag,
-//! the value and the rule, and the binary exits with code 2.
+//! Jobs and CronJobs), validated into settings like the others.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
+
 use super::resolve::above_zero;
 use super::secrets::{check_client_pair, read_ca, read_pem, read_secret, read_username};
 use super::settings::RedisSettings;
@@ -190,11 +192,7 @@ impl ContenderRedisArgs {
                 other_value: retry_period,
             });
         }
-        above_zero(
-            "redis-wait-timeout",
-            self.redis_wait_timeout,
-            "must be greater than zero",
-        )?;
+        above_zero("redis-wait-timeout", self.redis_wait_timeout)?;
         Ok(Some(WaitReplicas {
             replicas: self.redis_wait_replicas,
             timeout: self.redis_wait_timeout,
@@ -216,18 +214,13 @@ impl RedisSettings {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
-            .map_err(|e| {
-                CliError::Failed(
-                    anyhow::Error::new(e)
-                        .context("cannot start a runtime to resolve the Sentinels"),
-                )
-            })?;
+            .context("cannot start a runtime to resolve the Sentinels")?;
         let checked = runtime.block_on(check_sentinels(&self.target));
         runtime.shutdown_background();
         checked.map_err(|e| match e {
             LeaseError::BadUrl { url, reason } => CliError::RedisUrl { url, rule: reason },
             other => CliError::RedisUrl {
-                url: self.redacted_url().to_owned(),
+                url: self.target.redacted_url().to_owned(),
                 rule: other.to_string(),
             },
         })

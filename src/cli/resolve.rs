@@ -41,12 +41,9 @@ pub(super) fn at_most(
     Ok(())
 }
 
-/// Refuses a zero duration, with the flag's reason.
-pub(super) fn above_zero(
-    flag: &'static str,
-    value: Duration,
-    rule: &'static str,
-) -> Result<(), CliError> {
+/// Refuses a zero duration.
+pub(super) fn above_zero(flag: &'static str, value: Duration) -> Result<(), CliError> {
+    let rule = "must be greater than zero";
     at_least(flag, value, Duration::from_nanos(1), rule)
 }
 
@@ -140,17 +137,14 @@ impl LogArgs {
             (None, Some(rust_log)) => (rust_log.clone(), true),
             (None, None) => ("info".to_owned(), false),
         };
-        match parse_filter(&filter) {
-            Ok(_) => Ok(LogSettings {
-                format: self.log_format,
-                filter,
-            }),
-            Err(e) if rust_log => Err(CliError::From {
-                error: Box::new(e.into()),
-                from: "$RUST_LOG".to_owned(),
-            }),
-            Err(e) => Err(e.into()),
-        }
+        parse_filter(&filter).map_err(|e| match rust_log {
+            true => CliError::from(e).came_from("$RUST_LOG"),
+            false => e.into(),
+        })?;
+        Ok(LogSettings {
+            format: self.log_format,
+            filter,
+        })
     }
 }
 
@@ -400,11 +394,7 @@ fn exec(parts: &ContenderParts<'_>) -> Result<Option<ExecSettings>, CliError> {
         });
     }
     find_program(program).map_err(|e| CliError::value("-- CMD", program, e.to_string()))?;
-    above_zero(
-        "grace-period",
-        parts.grace_period,
-        "must be greater than zero",
-    )?;
+    above_zero("grace-period", parts.grace_period)?;
     Ok(Some(ExecSettings {
         command: parts.command.to_vec(),
         grace_period: parts.grace_period,
@@ -453,11 +443,14 @@ impl RunArgs {
 /// A file's folder with its links resolved (`None` if there is no such folder) and its name:
 /// the same for one file however it is spelled, whether it exists yet or not.
 fn place(path: &Path) -> (Option<PathBuf>, Option<&OsStr>) {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    (
-        dir.unwrap_or(Path::new(".")).canonicalize().ok(),
-        path.file_name(),
-    )
+    (folder(path).canonicalize().ok(), path.file_name())
+}
+
+/// A file's folder: `.` for a bare name.
+pub(super) fn folder(path: &Path) -> &Path {
+    path.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }
 
 impl StatusArgs {

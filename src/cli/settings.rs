@@ -22,17 +22,12 @@ use crate::telemetry::LogSettings;
     reason = "built once per process; boxing would only add noise"
 )]
 pub enum Invocation {
-    /// `leasehold run`.
     Run(RunSettings, LogSettings),
-    /// `leasehold status`.
     Status(StatusSettings, LogSettings),
     /// `leasehold guard`: no runtime, no logs, no connection.
     Guard(GuardCheck),
-    /// `leasehold step-down`.
     StepDown(StepDownSettings, LogSettings),
-    /// `leasehold lock`.
     Lock(LockSettings, LogSettings),
-    /// `leasehold remove-keys`.
     RemoveKeys(RemoveKeysSettings, LogSettings),
     /// `leasehold completions`: no runtime, no logs, no connection.
     Completions(clap_complete::Shell),
@@ -71,12 +66,7 @@ pub enum LeaseSource {
     Named(LeaseName),
     /// The workload that owns pod `pod` in `namespace`, found through the Kubernetes API: its
     /// Deployment for `run`, `status` and `step-down`, its Job (or CronJob) for `lock`.
-    OwningWorkload {
-        /// The pod's namespace.
-        namespace: String,
-        /// The pod's name.
-        pod: String,
-    },
+    OwningWorkload { namespace: String, pod: String },
     /// Neither a name nor a pod to start from.
     Unknown,
 }
@@ -86,7 +76,6 @@ pub enum LeaseSource {
 pub struct RedisSettings {
     /// Where the lease lives, parsed once with the credentials and TLS of `options`.
     pub target: RedisTarget,
-    /// Options of the lease.
     pub options: LeaseOptions,
 }
 
@@ -96,16 +85,11 @@ impl RedisSettings {
         RedisLease::on(&self.target, name, owner, self.options.clone())
     }
 
-    /// The URL with its password redacted, for logs.
-    pub fn redacted_url(&self) -> &str {
-        self.target.redacted_url()
-    }
-
     /// A one-shot command's Redis failure, with the URL it tried (password redacted): the
     /// command ends on it, and the user sees which Redis did not answer.
     pub fn failed(&self, e: impl Into<anyhow::Error>) -> anyhow::Error {
         e.into()
-            .context(format!("redis at {}", self.redacted_url()))
+            .context(format!("redis at {}", self.target.redacted_url()))
     }
 }
 
@@ -118,7 +102,6 @@ pub struct Environment {
     pub pod_namespace: Option<String>,
     /// `$RUST_LOG`.
     pub rust_log: Option<String>,
-    /// The hostname.
     pub hostname: Option<String>,
     /// Whether --redis-url was typed on the command line, where a password shows in `ps`.
     pub redis_url_on_command_line: bool,
@@ -150,7 +133,7 @@ impl Environment {
                 .ok()
                 .and_then(|h| h.into_string().ok())
                 .filter(|h| !h.is_empty()),
-            redis_url_on_command_line: super::redis_url_on_command_line(argv),
+            redis_url_on_command_line: super::on_command_line(argv, &["redis-url"]),
             // Known once the command line is parsed (`invocation`).
             redis_url_from: None,
         })
@@ -160,11 +143,9 @@ impl Environment {
 /// What every contender for the lease runs with, `leasehold run`'s and `leasehold lock`'s.
 #[derive(Debug, Clone)]
 pub struct ContenderSettings {
-    /// Redis.
     pub redis: RedisSettings,
     /// What to do when Redis may evict the lease.
     pub eviction: EvictionMode,
-    /// The lease.
     pub lease: LeaseSource,
     /// The namespace of this pod and of the lease mirror, events and labels.
     pub namespace: String,
@@ -172,9 +153,7 @@ pub struct ContenderSettings {
     pub identity: String,
     /// This pod's name (`$POD_NAME`), when running in a pod.
     pub pod: Option<String>,
-    /// The election's timing.
     pub timing: Timing,
-    /// Kubernetes mode and parts.
     pub kube: KubeSettings,
     /// The command, if any (always one for `lock`).
     pub exec: Option<ExecSettings>,
@@ -185,15 +164,10 @@ pub struct ContenderSettings {
 /// Validated settings of `leasehold run`.
 #[derive(Debug, Clone)]
 pub struct RunSettings {
-    /// What it has of every contender.
     pub contender: ContenderSettings,
-    /// HTTP address.
     pub http_addr: SocketAddr,
-    /// Readiness mode.
     pub readiness: ReadinessMode,
-    /// What HTTP clients may hold.
     pub http_limits: Limits,
-    /// The candidate check, if any.
     pub candidacy: Option<CandidateCheck>,
     /// The status file given by `--status-file`.
     pub status_file: Option<PathBuf>,
@@ -204,18 +178,14 @@ pub struct RunSettings {
 pub struct LockSettings {
     /// What it has of every contender, the command included.
     pub contender: ContenderSettings,
-    /// How long to try for the lock.
     pub wait: Duration,
 }
 
 /// Validated settings of `leasehold status`.
 #[derive(Debug, Clone)]
 pub struct StatusSettings {
-    /// Redis.
     pub redis: RedisSettings,
-    /// The lease.
     pub lease: LeaseSource,
-    /// Output format.
     pub output: OutputFormat,
 }
 
@@ -233,8 +203,6 @@ pub struct RemoveKeysSettings {
 pub struct StepDownSettings {
     /// Redis, the lease and the output format, as for `leasehold status`.
     pub status: StatusSettings,
-    /// The replica to hand to, if named.
     pub to: Option<String>,
-    /// How long to wait for the new leader.
     pub wait: Duration,
 }

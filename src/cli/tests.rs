@@ -27,7 +27,7 @@ fn run(argv: &[&str]) -> Result<RunSettings, CliError> {
         panic!("run")
     };
     args.resolve(&Environment {
-        redis_url_on_command_line: redis_url_on_command_line(&full),
+        redis_url_on_command_line: on_command_line(&full, &["redis-url"]),
         ..env()
     })
 }
@@ -273,5 +273,8 @@ fn a_password_in_the_url_is_accepted_from_the_environment() {
     };
     args.contender.redis.redis_url = "redis://:hunter2@x:6379".into();
     let s = args.resolve(&env()).unwrap();
-    assert_eq!(s.contender.redis.redacted_url(), "redis://:***@x:6379");
+    assert_eq!(
+        s.contender.redis.target.redacted_url(),
+        "redis://:***@x:6379"
+    );
 }

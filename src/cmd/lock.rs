@@ -112,7 +112,7 @@ pub async fn lock(settings: LockSettings, shutdown: Shutdown) -> Result<i32, Cli
     info!(
         identity = %common.identity,
         lease = %lease_name,
-        redis = %common.redis.redacted_url(),
+        redis = %common.redis.target.redacted_url(),
         wait_ms = wait.as_millis() as u64,
         command = common.exec.as_ref().map(ExecSettings::shown).unwrap_or_default(),
         "leasehold lock starting"

@@ -14,6 +14,8 @@ use std::future::Future;
 use std::io::Write;
 use std::process::ExitCode;
 
+use anyhow::Context;
+
 use crate::cli::{CliError, Invocation, OutputFormat};
 use crate::shutdown::Shutdown;
 use crate::telemetry::printable;
@@ -31,7 +33,7 @@ pub fn execute(invocation: Invocation) -> Result<ExitCode, CliError> {
         Invocation::Completions(shell) => {
             std::io::stdout()
                 .write_all(&crate::cli::completions(shell))
-                .map_err(|e| anyhow::Error::new(e).context("cannot write the completion script"))?;
+                .context("cannot write the completion script")?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -44,8 +46,7 @@ where
     Fut: Future<Output = Result<i32, CliError>>,
 {
     to_end(async {
-        let shutdown = Shutdown::on_signals()
-            .map_err(|e| anyhow::Error::new(e).context("cannot install the signal handlers"))?;
+        let shutdown = Shutdown::on_signals().context("cannot install the signal handlers")?;
         let code = command(shutdown.clone()).await;
         shutdown.unless_exiting_at_once().await;
         code
@@ -55,24 +56,15 @@ where
 /// Runs `command` to its end on a runtime of its own; its code is the process's exit code (out
 /// of range is a failure).
 fn to_end(command: impl Future<Output = Result<i32, CliError>>) -> Result<ExitCode, CliError> {
-    let runtime = runtime()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
     let code = runtime.block_on(command);
     // Without waiting for a blocking call left behind (a write to a file on a filesystem that
     // stopped answering): the command ended, and the process exits.
     runtime.shutdown_background();
     Ok(ExitCode::from(u8::try_from(code?).unwrap_or(1)))
-}
-
-/// The async runtime of `run` and `status`.
-fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            anyhow::Error::new(e)
-                .context("cannot start the async runtime")
-                .into()
-        })
 }
 
 /// Prints an operator command's answer as `--output` asks: `view` as pretty JSON, or `text`.

@@ -8,12 +8,10 @@ use super::lease::{CALL, asked_lease};
 use crate::cli::{CliError, RemoveKeysSettings};
 use crate::lease::{InForce, Removal, identity_of, split_term};
 
-/// What `leasehold remove-keys --output json` prints.
+/// What `leasehold remove-keys --output json` prints (fields in docs/REFERENCE.md).
 #[derive(Debug, Serialize, PartialEq, Eq)]
 pub struct RemovedView {
-    /// The lease name.
     pub lease: String,
-    /// The keys that existed and were deleted.
     pub removed: Vec<String>,
 }
 

@@ -93,7 +93,7 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
         identity = %common.identity,
         lease = %lease_name,
         lease_key = %lease_key,
-        redis = %common.redis.redacted_url(),
+        redis = %common.redis.target.redacted_url(),
         http = %bound,
         readiness = %settings.readiness,
         lease_duration_ms = common.timing.lease_duration.as_millis() as u64,

@@ -15,60 +15,30 @@ use crate::lease::{
 };
 use crate::notices::{not_leaseholds, reservation_not_leaseholds};
 
-/// The JSON of `leasehold status --output json`.
+/// The JSON of `leasehold status --output json`; each field is in docs/REFERENCE.md ("What the
+/// operator commands print"), which `tests/operator/docs.rs` holds to this output.
 #[derive(Debug, Serialize)]
 pub struct StatusView {
-    /// The lease name.
     pub lease: String,
-    /// Its Redis key.
     pub lease_key: String,
-    /// The holder's identity, if any.
     pub holder: Option<String>,
-    /// The holder's owner id, if any.
     pub owner: Option<String>,
-    /// The holder's term's token (absent for a value that leasehold did not write).
     pub token: Option<u64>,
-    /// The last fencing token handed out.
     pub last_token: Option<u64>,
-    /// Milliseconds before the lease expires unless renewed (absent without a TTL).
     pub expires_in_ms: Option<u64>,
-    /// The lease key has no TTL: not written by leasehold, and nobody leads until it is
-    /// deleted.
     pub never_expires: bool,
-    /// The lease key is gone before its time (evicted or deleted) while the lease's state still
-    /// names the holder's term: it puts the key back at its next renewal, and nobody else leads
-    /// before the term ends.
     pub vanished: bool,
-    /// A handover reserved the next term for this identity.
     pub reserved_for: Option<String>,
-    /// Milliseconds left on that reservation (absent without a TTL).
     pub reserved_ms: Option<u64>,
-    /// The reservation has no TTL: not written by leasehold; nobody else leads until it is
-    /// deleted.
     pub reservation_never_expires: bool,
-    /// `idle`, `running` or `pending` (the next acquire starts one); `unknown` for `pending`
-    /// read from a Redis replica, which cannot tell.
     pub cooldown: &'static str,
-    /// Milliseconds left in a running cooldown.
     pub cooldown_ms: Option<u64>,
-    /// The protocol the lease's keys are written in (absent until a term is won by a release
-    /// that writes it).
     pub protocol: Option<ProtocolView>,
-    /// The keys are written in a higher protocol than this leasehold's: replicas of this
-    /// release stay out of the election.
     pub protocol_newer: bool,
-    /// Redis's clock rate against the leader's boot clock, as the leader last noted it (about
-    /// once per lease duration; gone three lease durations after the last note).
     pub redis_clock: Option<RedisClockView>,
-    /// The identity of the leader that noted it.
     pub redis_clock_by: Option<String>,
-    /// The `role` of `INFO replication`, with `slave` said `replica` (`master`, or an engine's
-    /// own word); absent when `INFO replication` did not answer.
     pub redis_role: Option<String>,
-    /// The master a replica copies, `<host>:<port>`, and whether its link is up: the lease
-    /// lives there, and the copy lags it or, with the link down, stands still.
     pub replica_of: Option<String>,
-    /// Whether that link is up.
     pub replica_link_up: Option<bool>,
 }
 

@@ -2,11 +2,9 @@
 //! another replica (or the one named by `--to`) leads. Works from anywhere that has the lease's
 //! Redis credentials, in or out of the cluster; no HTTP endpoint changes leadership.
 //!
-//! The request names the leader's term and lives for `--wait`: the leader's renewal reads it in
-//! the same script that extends the lease (so it is seen within a retry period even while the
-//! leader's subscription is down), and a nudge on the release channel makes that renewal come
-//! at once. A request that lands after that term ended ends nothing. The command waits on the
-//! same channel for that term's release, and then looks for the successor.
+//! How the request is bound to the leader's term, and why it cannot make two leaders:
+//! docs/DEPLOY.md (step-down). The command waits on the release channel for that term's
+//! release, and then looks for the successor.
 
 use std::time::{Duration, Instant};
 
@@ -32,22 +30,15 @@ const LAST_LOOK: Duration = Duration::from_secs(1);
 /// The first pause between looks after the release was heard, doubling up to [`UNHEARD`].
 const AFTER_RELEASE: Duration = Duration::from_millis(2);
 
-/// What `leasehold step-down` prints (`--output json` prints it as one object).
+/// What `leasehold step-down` prints (`--output json`: one object; fields in docs/REFERENCE.md).
 #[derive(Debug, Serialize, PartialEq, Eq)]
 pub struct HandoverView {
-    /// The lease name.
     pub lease: String,
-    /// Whether another replica (the named one, with `--to`) leads now.
     pub handed_over: bool,
-    /// The leader that was asked to step down.
     pub previous: String,
-    /// Its fencing token.
     pub previous_token: Option<u64>,
-    /// Who leads now, if anyone.
     pub leader: Option<String>,
-    /// The new leader's fencing token.
     pub token: Option<u64>,
-    /// How long the handover took, in milliseconds.
     pub waited_ms: u64,
 }
 

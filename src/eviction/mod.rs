@@ -14,12 +14,15 @@ pub use watch::EvictionWatch;
 
 /// What to do when Redis may evict the lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum EvictionMode {
     /// Say so (log event, metric, status) and take part as usual.
     #[default]
+    #[cfg_attr(feature = "cli", value(help = "Say so, and take part"))]
     Warn,
     /// Say so, and stay out of the election (a leader steps down) until Redis no longer may
     /// evict. Readiness in member mode says why.
+    #[cfg_attr(feature = "cli", value(help = "Say so, and stay out of the election"))]
     Refuse,
 }
 
