@@ -94,11 +94,7 @@ impl Shutdown {
 
     /// Runs `hook` before the process exits at once on a second signal.
     pub fn before_exit_at_once(&self, hook: impl Fn() + Send + 'static) {
-        self.hooks().push(Box::new(hook));
-    }
-
-    fn hooks(&self) -> std::sync::MutexGuard<'_, Vec<Hook>> {
-        locked(&self.at_once)
+        locked(&self.at_once).push(Box::new(hook));
     }
 
     /// Returns at once, unless a second signal is exiting the process: then never, so that a
@@ -111,7 +107,7 @@ impl Shutdown {
 
     fn exit_at_once(&self, code: i32) -> ! {
         let _ = self.at_once_code.set(code);
-        for hook in self.hooks().iter() {
+        for hook in locked(&self.at_once).iter() {
             hook();
         }
         #[cfg(feature = "cli")]

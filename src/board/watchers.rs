@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 use std::mem::{Discriminant, discriminant};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold_core::locked::locked;
@@ -65,6 +65,7 @@ pub struct Numbered {
     pub status: Shown,
 }
 
+#[derive(Default)]
 struct Hub {
     /// The key of the last event sent.
     last: Option<Key>,
@@ -88,13 +89,7 @@ impl Watchers {
     pub(super) fn new(status: watch::Receiver<Shown>) -> Self {
         Self {
             status,
-            hub: Arc::new(Mutex::new(Hub {
-                last: None,
-                number: 0,
-                history: VecDeque::with_capacity(HISTORY),
-                subscribers: Vec::new(),
-                closed: false,
-            })),
+            hub: Arc::default(),
         }
     }
 
@@ -113,7 +108,7 @@ impl Watchers {
     pub fn resume(&self, buffer: usize, after: Option<u64>) -> mpsc::Receiver<Numbered> {
         let buffer = buffer.max(1);
         let (tx, rx) = mpsc::channel(buffer);
-        let mut hub = self.lock();
+        let mut hub = locked(&self.hub);
         // A change its writer has not published yet is published first, so that the current
         // status below has its own number and that writer's publish finds nothing new.
         self.publish_in(&mut hub);
@@ -175,19 +170,19 @@ impl Watchers {
 
     /// Whether the elector has stopped: a stream that ended will not be followed by more.
     pub fn is_closed(&self) -> bool {
-        self.lock().closed
+        locked(&self.hub).closed
     }
 
     /// How many watchers are subscribed.
     pub fn count(&self) -> usize {
-        self.lock().subscribers.len()
+        locked(&self.hub).subscribers.len()
     }
 
     /// Sends the current status to every watcher if its role, leader, token or candidacy
     /// changed since the last event. The status is read under the hub's lock, so events go out
     /// in the order of the status's versions whoever calls this.
     pub(super) fn publish(&self) {
-        self.publish_in(&mut self.lock());
+        self.publish_in(&mut locked(&self.hub));
     }
 
     fn publish_in(&self, hub: &mut Hub) {
@@ -227,14 +222,9 @@ impl Watchers {
     /// Ends every stream after the events it holds (the elector has stopped), so that the HTTP
     /// server's graceful shutdown does not wait for watchers that never hang up.
     pub(super) fn close(&self) {
-        let mut hub = self.lock();
+        let mut hub = locked(&self.hub);
         hub.closed = true;
         hub.subscribers.clear();
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Hub> {
-        // The hub's state stays consistent whatever panicked while holding it.
-        locked(&self.hub)
     }
 }
 

@@ -10,7 +10,7 @@
 
 pub mod slew;
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use serde::Serialize;
@@ -19,6 +19,7 @@ use tracing::{debug, info, warn};
 use crate::clock::{BootInstant, WallLead};
 use crate::elector::{RateBound, TermHooks, Timing};
 use crate::lease::FencingToken;
+use leasehold_core::locked::locked;
 use slew::{Sample, Say, SlewWindow, Telling};
 
 /// The rate of Redis's clock in `/leader` and the status file: the bound one of this replica's
@@ -105,13 +106,13 @@ impl ClockWatch {
     /// The last bound of Redis's clock rate that a term of this replica measured; `None` until a
     /// term had two renewals.
     pub fn redis_clock(&self) -> Option<RedisClockView> {
-        self.seen().redis.clone()
+        locked(&self.seen).redis.clone()
     }
 
     /// The boot clock's seconds per oscillator second (a suspend aside) over the last window;
     /// `None` until a term renewed over a baseline of a second.
     pub fn local_slew(&self) -> Option<f64> {
-        self.seen().slew
+        locked(&self.seen).slew
     }
 
     /// [`local_slew`](Self::local_slew), when it is beyond the drift margin: this host's time
@@ -121,19 +122,12 @@ impl ClockWatch {
             .filter(|ratio| slew::beyond_margin(*ratio, self.drift_factor))
     }
 
-    fn seen(&self) -> MutexGuard<'_, Seen> {
-        // Every write leaves `Seen` whole: a panic while it was held left nothing half-done.
-        self.seen
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// Samples both clocks, and says a slew beyond the margin.
     fn sample(&self) {
         let Some(sample) = Sample::now() else {
             return;
         };
-        let mut seen = self.seen();
+        let mut seen = locked(&self.seen);
         let Some(ratio) = seen.window.record(sample) else {
             return;
         };
@@ -159,7 +153,7 @@ impl ClockWatch {
 
 impl TermHooks for ClockWatch {
     fn began(&self, token: FencingToken, _valid_until: BootInstant, _lead: WallLead) {
-        self.seen().term = Some(token);
+        locked(&self.seen).term = Some(token);
         self.sample();
     }
 
@@ -168,7 +162,7 @@ impl TermHooks for ClockWatch {
     }
 
     fn clock_rate(&self, bound: RateBound) {
-        let mut seen = self.seen();
+        let mut seen = locked(&self.seen);
         let term = seen.term.map(|t| t.0);
         seen.redis = Some(RedisClockView::of(
             bound.low,

@@ -5,7 +5,7 @@
 //! tracked from spawn until they are gone. As PID 1 (a container) it reaps every orphan.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard, Once, Weak};
+use std::sync::{Mutex, Once, Weak};
 use std::time::Duration;
 
 use leasehold_core::locked::locked;
@@ -27,10 +27,6 @@ static TRACKED: Mutex<BTreeMap<i32, Option<u64>>> = Mutex::new(BTreeMap::new());
 /// often orphans are looked for when SIGCHLD cannot be listened to).
 const NOTE_INTERVAL: Duration = Duration::from_secs(1);
 
-fn tracked() -> MutexGuard<'static, BTreeMap<i32, Option<u64>>> {
-    locked(&TRACKED)
-}
-
 /// Makes this process a child subreaper (`PR_SET_CHILD_SUBREAPER`, no privilege needed), once.
 pub(crate) fn become_subreaper() {
     static ONCE: Once = Once::new();
@@ -43,7 +39,7 @@ pub(crate) fn become_subreaper() {
 
 /// Starts `command` and tracks the child, so that no reaper takes its exit status.
 pub(crate) fn spawn_tracked(command: &mut Command) -> std::io::Result<(Child, Proc)> {
-    spawn_locked(&mut tracked(), command)
+    spawn_locked(&mut locked(&TRACKED), command)
 }
 
 fn spawn_locked(
@@ -75,7 +71,7 @@ fn spawn_locked(
 /// [`HELPER_ENV`](super::HELPER_ENV). Both are recorded before any walk can see the new process.
 pub(crate) fn spawn_helper(command: &mut Command) -> std::io::Result<(Child, Proc)> {
     command.env(super::HELPER_ENV, std::process::id().to_string());
-    let mut tracked = tracked();
+    let mut tracked = locked(&TRACKED);
     let mut helpers = helper_groups();
     let (child, proc) = spawn_locked(&mut tracked, command)?;
     helpers.insert(proc.id.pid);
@@ -89,7 +85,7 @@ pub(crate) fn forget_helper_group(pgid: i32) {
 
 /// tokio has reaped `pid`: it may be reused, and is no longer ours to leave alone.
 pub(crate) fn untrack(pid: i32) {
-    tracked().remove(&pid);
+    locked(&TRACKED).remove(&pid);
 }
 
 /// Reaps every zombie child of this process that `family` owns (every one, as PID 1), except
@@ -102,7 +98,7 @@ pub(crate) fn reap(family: &Mutex<Family>) -> usize {
 /// [`reap`] from a walk already taken. A command spawned after the walk is not in it; one
 /// spawned before is tracked by the time the lock below is ours (it is tracked under it).
 pub(crate) fn reap_in(family: &Mutex<Family>, table: &Table) -> usize {
-    let mut tracked = tracked();
+    let mut tracked = locked(&TRACKED);
     // A tracked child that is gone was reaped by tokio (a dropped child, from its orphan queue).
     // Asked of /proc one by one: a missed entry of the scan must not make it reapable.
     tracked.retain(|pid, start| {
