@@ -8,6 +8,7 @@ use crate::board::GateHooks;
 use crate::clock::{BootInstant, WallLead};
 use crate::elector::{RateBound, RenewalOutcome, StepDownReason, TermHooks};
 use crate::lease::{FencingToken, LeaseError};
+use leasehold_core::locked::locked;
 
 impl TermHooks for Metrics {
     fn renewal(&self, outcome: RenewalOutcome, latency: Duration) {
@@ -61,7 +62,7 @@ impl TermHooks for Metrics {
 
 impl GateHooks for Metrics {
     fn eviction_policy(&self, policy: &str, may_evict: bool) {
-        let _rewriting = self.lock_rewrite();
+        let _rewriting = locked(&self.rewrite);
         self.eviction_possible.clear();
         self.eviction_possible
             .get_or_create(&PolicyLabel {

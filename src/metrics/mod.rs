@@ -21,7 +21,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 use crate::board::{BlockingKey, Shown};
 use crate::clock::{BootInstant, WallLead};
@@ -155,7 +155,7 @@ impl Metrics {
              its validity deadline has not passed, else 0",
             master,
         );
-        let registry = root.sub_registry_with_prefix("leasehold");
+        let r = root.sub_registry_with_prefix("leasehold");
         let info: Family<InfoLabels, Gauge> = Family::default();
         info.get_or_create(&InfoLabels {
             identity: identity.to_owned(),
@@ -163,194 +163,154 @@ impl Metrics {
             version: env!("CARGO_PKG_VERSION"),
         })
         .set(1);
-        registry.register("info", "Identity, lease and version of this replica", info);
-
-        let is_leader = Gauge::default();
-        registry.register(
-            "is_leader",
-            "1 while this replica leads and its validity deadline has not passed",
-            is_leader.clone(),
-        );
-        let transitions = Family::<ToLabel, Counter>::default();
+        r.register("info", "Identity, lease and version of this replica", info);
+        // Registered in the order of the fields below, which is the exposition's.
+        let metrics = Self {
+            is_leader: reg(
+                r,
+                "is_leader",
+                "1 while this replica leads and its validity deadline has not passed",
+            ),
+            transitions: reg(
+                r,
+                "transitions",
+                "Leadership transitions of this replica, by the role entered",
+            ),
+            step_downs: reg(r, "step_downs", "Step-downs by reason"),
+            renewals: reg(r, "renewals", "Lease renewals by result"),
+            // 0.1 ms to about 52 s: a renewal may take as long as the validity left, and the
+            // alert on slow renewals compares a quantile with half of what one attempt may take.
+            renewal_seconds: {
+                let seconds = Histogram::new(exponential_buckets(0.0001, 2.0, 20));
+                let help = "Time one lease renewal took";
+                r.register("renewal_duration_seconds", help, seconds.clone());
+                seconds
+            },
+            validity_remaining: reg(
+                r,
+                "validity_remaining_seconds",
+                "Time left before the leader's validity deadline (0 on followers)",
+            ),
+            fencing_token: reg(
+                r,
+                "fencing_token",
+                "Fencing token of the current leadership as this replica knows it (0 if unknown)",
+            ),
+            redis_up: reg(r, "redis_up", "1 when the last Redis call got an answer"),
+            redis_errors: reg(
+                r,
+                "redis_errors",
+                "Failed Redis calls by operation and kind",
+            ),
+            ready: reg(
+                r,
+                "ready",
+                "1 while /readyz answers 200 (in the readiness mode this replica runs in)",
+            ),
+            leader: reg(
+                r,
+                "leader",
+                "1, labelled with the identity of the leader as this replica sees it (absent \
+                 while it knows no leader)",
+            ),
+            eviction_possible: reg(
+                r,
+                "redis_eviction_possible",
+                "1 when Redis has a maxmemory and a maxmemory-policy that may evict the lease, \
+                 else 0 (labelled with the policy; absent until Redis's policy was read)",
+            ),
+            candidate_unhealthy: reg(
+                r,
+                "candidate_unhealthy",
+                "Times the candidate check put this replica out of the election (a leader steps \
+                 down)",
+            ),
+            lease_blocked: reg(
+                r,
+                "lease_blocked",
+                "1 while a key of the lease that leasehold did not write and that never expires \
+                 (the lease key, or the handover reservation: the label) keeps everyone from \
+                 leading",
+            ),
+            sitting_out: reg(
+                r,
+                "sitting_out",
+                "1 while this replica keeps itself out of the election (the label says why: \
+                 slow_link, its round trips to Redis do not fit a lease; renew_refused, Redis \
+                 refused its renewal and it backs off), else 0",
+            ),
+            cooldowns_started: reg(
+                r,
+                "cooldowns_started",
+                "Data-loss cooldowns this replica started: its acquire found the lease's state \
+                 record missing or written by another Redis process (a restart, FLUSHALL, a \
+                 failover, allkeys-* eviction)",
+            ),
+            http_connections_refused: reg(
+                r,
+                "http_connections_refused",
+                "HTTP connections beyond --http-max-connections turned away: closed by a newer \
+                 one while waiting on a probe's place, or answered 503 there for anything but a \
+                 probe",
+            ),
+            http_event_streams_refused: reg(
+                r,
+                "http_event_streams_refused",
+                "Requests for /leader's event stream answered 503 because \
+                 --http-max-event-streams clients held one",
+            ),
+            redis_clock_rate: reg(
+                r,
+                "redis_clock_rate",
+                "Redis's clock against this replica's boot clock (Redis seconds per local \
+                 second), the middle of the bound the leader's renewals give; 0 until two \
+                 renewals of a term bounded it, and again once the term ended",
+            ),
+            redis_clock_rate_width: reg(
+                r,
+                "redis_clock_rate_width",
+                "How wide that bound is (its high end less its low end)",
+            ),
+            local_clock_slew_ratio: reg(
+                r,
+                "local_clock_slew_ratio",
+                "This host's boot clock against its oscillator (CLOCK_MONOTONIC_RAW): boot \
+                 seconds per raw second, a suspend aside, over the leader's renewals; 0 until \
+                 measured",
+            ),
+            master_status,
+            rewrite: Mutex::new(()),
+            // Last: `r` borrows it.
+            registry: {
+                root.register_collector(Box::new(process::Process));
+                root
+            },
+        };
+        // Every series of a label known in advance, from the first scrape on.
         for to in ["leader", "follower"] {
-            let _ = transitions.get_or_create(&ToLabel { to });
+            let _ = metrics.transitions.get_or_create(&ToLabel { to });
         }
-        registry.register(
-            "transitions",
-            "Leadership transitions of this replica, by the role entered",
-            transitions.clone(),
-        );
-        let step_downs = Family::<ReasonLabel, Counter>::default();
         for reason in crate::gates::STEP_DOWN_REASONS {
-            let _ = step_downs.get_or_create(&ReasonLabel {
-                reason: reason.as_label(),
-            });
+            let reason = reason.as_label();
+            let _ = metrics.step_downs.get_or_create(&ReasonLabel { reason });
         }
-        registry.register("step_downs", "Step-downs by reason", step_downs.clone());
-        let renewals = Family::<ResultLabel, Counter>::default();
-        for result in [
+        for outcome in [
             RenewalOutcome::Renewed,
             RenewalOutcome::Lost,
             RenewalOutcome::Failed,
         ] {
-            let _ = renewals.get_or_create(&ResultLabel {
-                result: hooks::renewal_label(result),
-            });
+            let result = hooks::renewal_label(outcome);
+            let _ = metrics.renewals.get_or_create(&ResultLabel { result });
         }
-        registry.register("renewals", "Lease renewals by result", renewals.clone());
-        // 0.1 ms to about 52 s: a renewal may take as long as the validity left, and the alert on
-        // slow renewals compares a quantile with half of what one attempt may take.
-        let renewal_seconds = Histogram::new(exponential_buckets(0.0001, 2.0, 20));
-        registry.register(
-            "renewal_duration_seconds",
-            "Time one lease renewal took",
-            renewal_seconds.clone(),
-        );
-        let validity_remaining = Gauge::<f64, AtomicU64>::default();
-        registry.register(
-            "validity_remaining_seconds",
-            "Time left before the leader's validity deadline (0 on followers)",
-            validity_remaining.clone(),
-        );
-        let fencing_token = Gauge::<f64, AtomicU64>::default();
-        registry.register(
-            "fencing_token",
-            "Fencing token of the current leadership as this replica knows it (0 if unknown)",
-            fencing_token.clone(),
-        );
-        let redis_up = Gauge::default();
-        registry.register(
-            "redis_up",
-            "1 when the last Redis call got an answer",
-            redis_up.clone(),
-        );
-        let redis_errors = Family::<ErrorLabels, Counter>::default();
-        registry.register(
-            "redis_errors",
-            "Failed Redis calls by operation and kind",
-            redis_errors.clone(),
-        );
-        let ready = Gauge::default();
-        registry.register(
-            "ready",
-            "1 while /readyz answers 200 (in the readiness mode this replica runs in)",
-            ready.clone(),
-        );
-        let leader = Family::<LeaderLabel, Gauge>::default();
-        registry.register(
-            "leader",
-            "1, labelled with the identity of the leader as this replica sees it (absent while \
-             it knows no leader)",
-            leader.clone(),
-        );
-        let eviction_possible = Family::<PolicyLabel, Gauge>::default();
-        registry.register(
-            "redis_eviction_possible",
-            "1 when Redis has a maxmemory and a maxmemory-policy that may evict the lease, else 0 \
-             (labelled with the policy; absent until Redis's policy was read)",
-            eviction_possible.clone(),
-        );
-        let candidate_unhealthy = Counter::default();
-        registry.register(
-            "candidate_unhealthy",
-            "Times the candidate check put this replica out of the election (a leader steps down)",
-            candidate_unhealthy.clone(),
-        );
-        let lease_blocked = Family::<KeyLabel, Gauge>::default();
         for key in BlockingKey::ALL {
-            let _ = lease_blocked.get_or_create(&KeyLabel {
-                key: key.as_label(),
-            });
+            let key = key.as_label();
+            let _ = metrics.lease_blocked.get_or_create(&KeyLabel { key });
         }
-        registry.register(
-            "lease_blocked",
-            "1 while a key of the lease that leasehold did not write and that never expires (the \
-             lease key, or the handover reservation: the label) keeps everyone from leading",
-            lease_blocked.clone(),
-        );
-        let sitting_out = Family::<ReasonLabel, Gauge>::default();
         for reason in SitOutReason::ALL {
-            let _ = sitting_out.get_or_create(&ReasonLabel {
-                reason: reason.as_label(),
-            });
+            let reason = reason.as_label();
+            let _ = metrics.sitting_out.get_or_create(&ReasonLabel { reason });
         }
-        registry.register(
-            "sitting_out",
-            "1 while this replica keeps itself out of the election (the label says why: \
-             slow_link, its round trips to Redis do not fit a lease; renew_refused, Redis refused \
-             its renewal and it backs off), else 0",
-            sitting_out.clone(),
-        );
-        let cooldowns_started = Counter::default();
-        registry.register(
-            "cooldowns_started",
-            "Data-loss cooldowns this replica started: its acquire found the lease's state record \
-             missing or written by another Redis process (a restart, FLUSHALL, a failover, \
-             allkeys-* eviction)",
-            cooldowns_started.clone(),
-        );
-        let http_connections_refused = Counter::default();
-        registry.register(
-            "http_connections_refused",
-            "HTTP connections beyond --http-max-connections turned away: closed by a newer one \
-             while waiting on a probe's place, or answered 503 there for anything but a probe",
-            http_connections_refused.clone(),
-        );
-        let http_event_streams_refused = Counter::default();
-        registry.register(
-            "http_event_streams_refused",
-            "Requests for /leader's event stream answered 503 because --http-max-event-streams \
-             clients held one",
-            http_event_streams_refused.clone(),
-        );
-        let redis_clock_rate = Gauge::<f64, AtomicU64>::default();
-        registry.register(
-            "redis_clock_rate",
-            "Redis's clock against this replica's boot clock (Redis seconds per local second), \
-             the middle of the bound the leader's renewals give; 0 until two renewals of a term \
-             bounded it, and again once the term ended",
-            redis_clock_rate.clone(),
-        );
-        let redis_clock_rate_width = Gauge::<f64, AtomicU64>::default();
-        registry.register(
-            "redis_clock_rate_width",
-            "How wide that bound is (its high end less its low end)",
-            redis_clock_rate_width.clone(),
-        );
-        let local_clock_slew_ratio = Gauge::<f64, AtomicU64>::default();
-        registry.register(
-            "local_clock_slew_ratio",
-            "This host's boot clock against its oscillator (CLOCK_MONOTONIC_RAW): boot seconds \
-             per raw second, a suspend aside, over the leader's renewals; 0 until measured",
-            local_clock_slew_ratio.clone(),
-        );
-        root.register_collector(Box::new(process::Process));
-        Self {
-            registry: root,
-            is_leader,
-            transitions,
-            step_downs,
-            renewals,
-            renewal_seconds,
-            validity_remaining,
-            fencing_token,
-            redis_up,
-            redis_errors,
-            ready,
-            leader,
-            master_status,
-            eviction_possible,
-            candidate_unhealthy,
-            lease_blocked,
-            sitting_out,
-            cooldowns_started,
-            http_connections_refused,
-            http_event_streams_refused,
-            redis_clock_rate,
-            redis_clock_rate_width,
-            local_clock_slew_ratio,
-            rewrite: Mutex::new(()),
-        }
+        metrics
     }
 
     /// The exposition in `format`, with the status-derived gauges read at `now` (`lead`: the
@@ -363,7 +323,7 @@ impl Metrics {
         ready: bool,
         format: Exposition,
     ) -> String {
-        let _rewriting = self.lock_rewrite();
+        let _rewriting = locked(&self.rewrite);
         let leading = status.is_leading_at(now, lead);
         self.is_leader.set(i64::from(leading));
         self.master_status.set(i64::from(leading));
@@ -425,11 +385,6 @@ impl Metrics {
     pub fn http_event_stream_refused(&self) {
         self.http_event_streams_refused.inc();
     }
-
-    fn lock_rewrite(&self) -> std::sync::MutexGuard<'_, ()> {
-        // The lock guards no data, so a panic while it was held left nothing half-done.
-        locked(&self.rewrite)
-    }
 }
 
 /// The leader as this replica sees it: itself while it leads within its validity deadline (a
@@ -439,6 +394,13 @@ fn seen_leader(status: &crate::elector::Status, leading: bool) -> Option<&str> {
         Role::Leader { .. } if !leading => None,
         _ => status.leader_identity(),
     }
+}
+
+/// A new metric of type `M`, registered under `name` with `help`; the handle that updates it.
+fn reg<M: Metric + Clone + Default>(registry: &mut Registry, name: &str, help: &str) -> M {
+    let metric = M::default();
+    registry.register(name, help, metric.clone());
+    metric
 }
 
 #[cfg(test)]
