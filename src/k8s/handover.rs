@@ -5,17 +5,16 @@
 //! leasehold read and patch its pods, so this needs no new rule.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::{K8sError, LeaderContext, reconcile_while_leading};
+use super::{Inner, K8sError, LeaderContext, reconcile_while_leading};
 use crate::elector::Leadership;
 use crate::lease::OwnerId;
 use leasehold_core::locked::locked;
@@ -60,15 +59,9 @@ struct OwnPod {
 }
 
 /// Acts on the annotation of pod `identity` for as long as this term lasts (until `stop`).
-pub(super) async fn watch_own_pod(
-    client: &Client,
-    namespace: &str,
-    identity: &str,
-    leadership: Leadership,
-    stop: CancellationToken,
-    retry: Duration,
-) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+pub(super) async fn watch_own_pod(inner: &Inner, leadership: Leadership, stop: CancellationToken) {
+    let (identity, retry) = (inner.identity.as_str(), inner.timing.retry_period);
+    let pods: Api<Pod> = Api::namespaced(inner.client.clone(), &inner.namespace);
     let config = super::watch_config().fields(&format!("metadata.name={identity}"));
     let context = OwnPod {
         pods: pods.clone(),

@@ -9,12 +9,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::{K8sError, LeaderContext, reconcile_while_leading};
+use super::{Inner, K8sError, LeaderContext, reconcile_while_leading};
 use crate::elector::Leadership;
 
 struct LabelContext {
@@ -25,19 +25,15 @@ struct LabelContext {
 
 /// Keeps the label on `identity` and off every other pod that `selector` selects, until `stop`.
 /// Without a selector (the Deployment is unknown) only this pod is looked at.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn keep_on_leader(
-    client: &Client,
-    namespace: &str,
-    identity: &str,
-    selector: Option<&str>,
+    inner: &Inner,
     key: &str,
     leadership: Leadership,
     stop: CancellationToken,
-    retry: Duration,
 ) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let config = match selector {
+    let (identity, retry) = (inner.identity.as_str(), inner.timing.retry_period);
+    let pods: Api<Pod> = Api::namespaced(inner.client.clone(), &inner.namespace);
+    let config = match inner.deployment.as_ref().map(|d| d.selector.as_str()) {
         Some(s) => super::watch_config().labels(s),
         None => super::watch_config().fields(&format!("metadata.name={identity}")),
     };
@@ -104,14 +100,9 @@ async fn reconcile(
 /// leadership), and the deletion cost when it is ours. Tried again until it lands, a refusal
 /// (401, 403) aside, while `still` holds (no later term of ours began) and within the caller's
 /// bound, if any: without a Deployment's selector no other replica takes it off.
-pub(super) async fn remove_own(
-    client: &Client,
-    namespace: &str,
-    identity: &str,
-    key: &str,
-    still: impl Fn() -> bool,
-) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+pub(super) async fn remove_own(inner: &Inner, key: &str, still: impl Fn() -> bool) {
+    let identity = inner.identity.as_str();
+    let pods: Api<Pod> = Api::namespaced(inner.client.clone(), &inner.namespace);
     let mut pause = Duration::from_millis(100);
     let mut failed = false;
     while still() {

@@ -12,7 +12,7 @@ use kube::api::{ObjectMeta, PostParams};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::{K8sError, OwningDeployment};
+use super::{Inner, K8sError, OwningDeployment};
 use crate::elector::{Leadership, Timing, backoff};
 
 /// The mirror's name: the Deployment's, else the lease name after its namespace with `/` as
@@ -62,17 +62,16 @@ fn interval(timing: &Timing) -> Duration {
 
 /// Writes the mirror (in the namespace of `leases`) at once, then refreshes it until `stop`.
 pub(super) async fn keep(
-    leases: Api<Lease>,
+    inner: &Inner,
     name: &str,
-    identity: &str,
-    deployment: Option<&OwningDeployment>,
-    timing: &Timing,
     leadership: &Leadership,
     stop: &CancellationToken,
 ) {
+    let leases: Api<Lease> = Api::namespaced(inner.client.clone(), &inner.namespace);
+    let timing = &inner.timing;
     let mut failures = 0u32;
     loop {
-        let pause = match write(&leases, name, identity, deployment, timing, leadership).await {
+        let pause = match write(&leases, inner, name, leadership).await {
             Ok(()) => {
                 failures = 0;
                 interval(timing)
@@ -106,12 +105,12 @@ pub(super) async fn keep(
 /// next round reads again.
 async fn write(
     leases: &Api<Lease>,
+    inner: &Inner,
     name: &str,
-    identity: &str,
-    deployment: Option<&OwningDeployment>,
-    timing: &Timing,
     leadership: &Leadership,
 ) -> Result<(), K8sError> {
+    let (identity, deployment, timing) =
+        (&inner.identity, inner.deployment.as_ref(), &inner.timing);
     let what = |verb: &'static str| move || format!("{verb} lease {name}");
     let now = MicroTime(Timestamp::now());
     let duration_seconds =

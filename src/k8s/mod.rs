@@ -289,13 +289,7 @@ impl Publisher {
     pub async fn withdraw_earlier_label(&self) {
         let inner = &self.inner;
         if let Some(key) = &inner.settings.leader_label {
-            let remove = label::remove_own(
-                &inner.client,
-                &inner.namespace,
-                &inner.identity,
-                key,
-                || true,
-            );
+            let remove = label::remove_own(inner, key, || true);
             let _ = tokio::time::timeout(inner.timing.call_timeout(), remove).await;
         }
     }
@@ -323,44 +317,17 @@ impl Publisher {
         };
         let labels = async {
             if let Some(key) = &inner.settings.leader_label {
-                label::keep_on_leader(
-                    &inner.client,
-                    &inner.namespace,
-                    &inner.identity,
-                    inner.deployment.as_ref().map(|d| d.selector.as_str()),
-                    key,
-                    leadership.clone(),
-                    stop.clone(),
-                    inner.timing.retry_period,
-                )
-                .await;
+                label::keep_on_leader(inner, key, leadership.clone(), stop.clone()).await;
             }
         };
         let lease = async {
             if let Some(name) = &inner.mirror_name {
-                mirror::keep(
-                    Api::namespaced(inner.client.clone(), &inner.namespace),
-                    name,
-                    &inner.identity,
-                    inner.deployment.as_ref(),
-                    &inner.timing,
-                    &leadership,
-                    &stop,
-                )
-                .await;
+                mirror::keep(inner, name, &leadership, &stop).await;
             }
         };
         let handover = async {
             if inner.handover_annotation {
-                handover::watch_own_pod(
-                    &inner.client,
-                    &inner.namespace,
-                    &inner.identity,
-                    leadership.clone(),
-                    stop.clone(),
-                    inner.timing.retry_period,
-                )
-                .await;
+                handover::watch_own_pod(inner, leadership.clone(), stop.clone()).await;
             }
         };
         // The parts end by themselves when the term does, the label loop once its writes in
@@ -394,8 +361,7 @@ impl Publisher {
             let label = async {
                 if let Some(key) = &inner.settings.leader_label {
                     let still = || inner.terms.load(Ordering::Relaxed) == term;
-                    label::remove_own(&inner.client, &inner.namespace, &inner.identity, key, still)
-                        .await;
+                    label::remove_own(inner, key, still).await;
                 }
             };
             let event = async {
