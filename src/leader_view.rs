@@ -154,20 +154,6 @@ pub struct EvictionView {
 }
 
 impl LeaderView {
-    /// The JSON of `status` at `now` (with `lead`, the wall clock's lead now), with the rate
-    /// of Redis's clock last measured, as `/leader` and its event stream show it.
-    pub fn json(
-        status: &Shown,
-        lease_key: &str,
-        now: crate::clock::BootInstant,
-        lead: crate::clock::WallLead,
-        redis_clock: Option<RedisClockView>,
-    ) -> String {
-        let view = Self::of(status, lease_key, now, lead, redis_clock);
-        // A struct of strings, numbers and options always serializes.
-        serde_json::to_string(&view).unwrap_or_default()
-    }
-
     /// The view of `status` at `now` (with `lead`, the wall clock's lead now), with the rate of
     /// Redis's clock last measured.
     pub fn of(

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::board::{Shown, Watchers};
 use crate::clock::SharedClock;
-use crate::clock_watch::{ClockWatch, RedisClockView};
+use crate::clock_watch::ClockWatch;
 use crate::elector::Role;
 use crate::heartbeat::Heartbeat;
 pub use crate::leader_view::{CandidacyView, EvictionView, LeaderView, RedisView, StepDownView};
@@ -112,9 +112,12 @@ impl Endpoints {
         self
     }
 
-    /// The rate of Redis's clock last measured, if a watch is kept.
-    fn redis_clock(&self) -> Option<RedisClockView> {
-        self.clocks.as_ref().and_then(|c| c.redis_clock())
+    /// `/leader`'s view of `status` now, with the rate of Redis's clock last measured, if a
+    /// watch is kept.
+    fn view(&self, status: &Shown) -> LeaderView {
+        let (now, lead) = (self.clock.now(), self.clock.wall_lead());
+        let redis_clock = self.clocks.as_ref().and_then(|c| c.redis_clock());
+        LeaderView::of(status, &self.lease_key, now, lead, redis_clock)
     }
 
     /// Serves `/leader` as server-sent events to requests that accept `text/event-stream`.
@@ -231,22 +234,13 @@ async fn leader(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
             (headers.get("last-event-id")).and_then(|v| std::str::from_utf8(v.as_bytes()).ok());
         let endpoints = e.clone();
         return crate::sse::events(watchers, last_event_id, slot, move |status| {
-            let now = endpoints.clock.now();
-            let lead = endpoints.clock.wall_lead();
-            LeaderView::json(
-                status,
-                &endpoints.lease_key,
-                now,
-                lead,
-                endpoints.redis_clock(),
-            )
+            // A struct of strings, numbers and options always serializes.
+            serde_json::to_string(&endpoints.view(status)).unwrap_or_default()
         })
         .into_response();
     }
     let status = e.status.borrow().clone();
-    let (now, lead) = (e.clock.now(), e.clock.wall_lead());
-    let view = LeaderView::of(&status, &e.lease_key, now, lead, e.redis_clock());
-    axum::Json(view).into_response()
+    axum::Json(e.view(&status)).into_response()
 }
 
 async fn metrics(State(e): State<Endpoints>, headers: HeaderMap) -> Response {
@@ -435,14 +429,7 @@ mod tests {
         };
         let why = "candidate check unhealthy: GET http://127.0.0.1:9/healthz: status 500; out of the election until it passes";
         assert_not_ready_in_either_mode(&s, why);
-        let json: serde_json::Value = serde_json::from_str(&LeaderView::json(
-            &s,
-            "k",
-            crate::clock::BootInstant::now(),
-            crate::clock::WallLead::now(),
-            None,
-        ))
-        .unwrap();
+        let json = leader_json(&s, "k");
         assert_eq!(json["candidacy"]["state"], "unhealthy");
         assert_eq!(json["candidacy"]["stands"], false);
         assert_eq!(
