@@ -228,8 +228,8 @@ impl Supervisor {
         self
     }
 
-    /// SIGKILLs every process of the command found now, without waiting: for a process that
-    /// exits at once, so that its command does not outlive it.
+    /// SIGKILLs every process of the command found now, without waiting: at the validity
+    /// deadline, and for a process that exits at once, so that its command does not outlive it.
     pub fn kill_now(&self) {
         locked(&self.family).signal_all(Signal::SIGKILL);
     }
@@ -299,7 +299,7 @@ impl Supervisor {
                 Ended::DeadlinePassed => {
                     // Nothing of the command may run past the deadline, whatever the elector
                     // does (after a suspend its timers are late): SIGKILL first.
-                    running.kill_now();
+                    self.kill_now();
                     // A renewal in flight (sent before the kill, its answer read after it, as
                     // on a throttled CPU) may have moved the deadline: the command did not end
                     // on its own, and the term does not go on without it.

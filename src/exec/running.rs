@@ -70,11 +70,6 @@ impl Running {
         self.status
     }
 
-    /// SIGKILLs every process of the command found now, without waiting.
-    pub fn kill_now(&mut self) {
-        locked(&self.family).signal_all(Signal::SIGKILL);
-    }
-
     /// How many processes of the command are alive.
     pub fn alive(&self) -> usize {
         locked(&self.family).alive_members().0.len()
