@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{CallerTerm, CheckedAt, GUARD_ENV, GuardRecord, judge, read_guard_file};
+use super::{CallerTerm, CheckedAt, GUARD_ENV, judge, read_guard_file};
 
 /// What `leasehold guard` was asked.
 #[derive(Debug, Clone)]
@@ -39,17 +39,7 @@ pub fn run(check: &GuardCheck) -> u8 {
     match verdict {
         Ok((token, record)) => {
             if check.verbose {
-                let left = match record {
-                    GuardRecord::Term {
-                        valid_until,
-                        wall_until,
-                        ..
-                    } => now
-                        .boot
-                        .until(valid_until)
-                        .min(Duration::from_nanos(wall_until.saturating_sub(now.wall))),
-                    GuardRecord::NoTerm { .. } => Duration::ZERO,
-                };
+                let left = record.left(now);
                 let whose = if check.caller.token.is_some() {
                     "the caller's term"
                 } else {

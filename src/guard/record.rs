@@ -114,6 +114,20 @@ impl GuardRecord {
         }
     }
 
+    /// The time left on the record's term at `now` (zero without one): whichever clock says
+    /// less, since the wall clock also counts what the boot clock did not see.
+    pub fn left(&self, now: CheckedAt) -> Duration {
+        match *self {
+            GuardRecord::NoTerm { .. } => Duration::ZERO,
+            GuardRecord::Term {
+                valid_until,
+                wall_until,
+                ..
+            } => (now.boot.until(valid_until))
+                .min(Duration::from_nanos(wall_until.saturating_sub(now.wall))),
+        }
+    }
+
     /// The record's line: `leasehold-guard 3 <token> <valid_until_ns> <wall_until_ns> <lease>\n`,
     /// the numbers plain decimal without leading zeros, `0 0 0` for no term. The lease comes
     /// last: it is the only field of variable length, and a shell's `read` gives the last
@@ -218,10 +232,8 @@ impl GuardRecord {
         {
             return Err(Refusal::OtherTerm { token, mine });
         }
-        // Whichever clock says less is left: the wall clock also counts what the boot clock
-        // did not see.
-        let left_wall = Duration::from_nanos(wall_until.saturating_sub(now.wall));
-        if now.boot >= valid_until || left_wall.is_zero() {
+        let left = self.left(now);
+        if left.is_zero() {
             let late_wall = Duration::from_nanos(now.wall.saturating_sub(wall_until));
             return Err(Refusal::Expired {
                 token,
@@ -231,7 +243,6 @@ impl GuardRecord {
                     .max(late_wall),
             });
         }
-        let left = now.boot.until(valid_until).min(left_wall);
         if left <= valid_for && !valid_for.is_zero() {
             return Err(Refusal::TooShort {
                 token,
