@@ -154,8 +154,12 @@ const CORE_CEILING: usize = 8_030;
 /// without the cooldown (22,039), and `--namespace` dropped in silence beside a `--lease-name`
 /// of another namespace (22,051), lowered with the core's (21,935), and the cooldown state's
 /// `#[default]` (21,936), and the core's end of a term whose elector was dropped (22,025),
-/// lowered with the core's (21,999, 21,995).
-const CORE_AND_PRODUCT_CEILING: usize = 21_995;
+/// lowered with the core's (21,999, 21,995), then lowered to 21,705 by the product written
+/// shorter: `cli` and `cmd`'s docs that said a field's name again or REFERENCE's print table,
+/// anyhow's `Context`, clap's `ValueEnum` for `--redis-eviction`, one `reg` per metric, the
+/// core's `locked` for five wrappers, the Kubernetes loops given the publisher's state, one
+/// `/leader` view, one `kill_now`, one rule for a guard record's time left.
+const CORE_AND_PRODUCT_CEILING: usize = 21_705;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
