@@ -23,8 +23,9 @@ struct LabelContext {
     key: String,
 }
 
-/// Keeps the label on `identity` and off every other pod that `selector` selects, until `stop`.
-/// Without a selector (the Deployment is unknown) only this pod is looked at.
+/// Keeps the label on this replica's pod and off every other pod that its Deployment's selector
+/// selects, until `stop`. Without a selector (the Deployment is unknown) only this pod is
+/// looked at.
 pub(super) async fn keep_on_leader(
     inner: &Inner,
     key: &str,

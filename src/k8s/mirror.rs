@@ -60,7 +60,7 @@ fn interval(timing: &Timing) -> Duration {
     timing.retry_period.max(timing.lease_duration / 3)
 }
 
-/// Writes the mirror (in the namespace of `leases`) at once, then refreshes it until `stop`.
+/// Writes the mirror (in this pod's namespace) at once, then refreshes it until `stop`.
 pub(super) async fn keep(
     inner: &Inner,
     name: &str,
