@@ -117,7 +117,8 @@ fn guard_file_inherited(sub: &Command) -> bool {
 
 /// Clap's refusal of a value, which names the flag, with the variable the value came from when
 /// it came from one (the flag was not typed, and its variable holds the value refused); and its
-/// refusal of a value that is not UTF-8, which names nothing, with the variable that holds it.
+/// refusal of a value that is not UTF-8, which names nothing or (read lossily by a parser of
+/// possible values) the flag, with the variable that holds it.
 fn name_the_variable(mut error: clap::Error, command: &Command, argv: &[OsString]) -> clap::Error {
     // The subcommand run (`lock`'s `--wait`, not `step-down`'s), read leniently.
     let run = command
@@ -152,13 +153,22 @@ fn name_the_variable(mut error: clap::Error, command: &Command, argv: &[OsString
                 .trim_start_matches('-');
             args.find(|a| a.get_long() == Some(long)).and_then(|arg| {
                 let variable = arg.get_env()?;
-                let from_variable = std::env::var_os(variable).is_some_and(|v| v == value.as_str());
+                let held = std::env::var_os(variable)?;
                 let typed = on_command_line(
                     argv,
                     &arg.get_long_and_visible_aliases().unwrap_or_default(),
                 );
-                (from_variable && !typed)
-                    .then(|| format!("the value comes from ${}", variable.to_string_lossy()))
+                let variable = variable.to_string_lossy();
+                // A parser of a few possible values reads a value that is not UTF-8 lossily.
+                match (typed, held.to_str()) {
+                    (false, Some(held)) if held == value.as_str() => {
+                        Some(format!("the value comes from ${variable}"))
+                    }
+                    (false, None) if held.to_string_lossy() == value.as_str() => {
+                        Some(format!("the value of ${variable} is not UTF-8"))
+                    }
+                    _ => None,
+                }
             })
         }
         _ => None,

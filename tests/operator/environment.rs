@@ -137,4 +137,16 @@ fn a_variable_that_is_not_utf8_is_refused_by_name() {
         &[("LEASEHOLD_KEY_PREFIX", garbled)],
         "the value of $LEASEHOLD_KEY_PREFIX is not UTF-8",
     );
+    // A flag of a few possible values says the value it could not read, and where it is.
+    refused_with(
+        &status,
+        &[("LEASEHOLD_OUTPUT", garbled)],
+        "the value of $LEASEHOLD_OUTPUT is not UTF-8",
+    );
+    let run = [&["run", "--lease-name", "web"][..], &redis].concat();
+    refused_with(
+        &run,
+        &[("LEASEHOLD_REDIS_EVICTION", garbled)],
+        "the value of $LEASEHOLD_REDIS_EVICTION is not UTF-8",
+    );
 }
