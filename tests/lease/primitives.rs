@@ -14,6 +14,7 @@ use leasehold::lease::{
 use testbed::on_engines;
 use testbed::proxy::{Fault, FaultProxy};
 use testbed::redis_server::{Engine, Persistence, RedisServer};
+use testbed::wait::eventually;
 
 pub(crate) const TTL: Duration = Duration::from_millis(1000);
 pub(crate) const CALL: Duration = Duration::from_secs(2);
@@ -390,8 +391,6 @@ async fn scripts_are_reloaded_after_script_flush(engine: Engine) {
     ));
 }
 
-// Redis 6.2 words the wrong type met inside a script as the script's own error.
-
 /// A call its caller gave up on (a `select!` or a timeout around it) leaves its reply on the
 /// connection, which is kept: each later call must still read its own reply, not that one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -406,9 +405,15 @@ async fn a_call_its_caller_dropped_leaves_no_reply_for_the_next_call() {
     a.observe(CALL).await.unwrap();
     proxy.set(Fault::DelayReplies(Duration::from_millis(300)));
     let gave_up = Duration::from_millis(50);
+    let ran = redis.calls("evalsha");
     let (renewal, observation) = (a.renew(token, TTL, CALL), a.observe(CALL));
     assert!(tokio::time::timeout(gave_up, renewal).await.is_err());
     assert!(tokio::time::timeout(gave_up, observation).await.is_err());
+    // Both were sent, and their replies are on their way back.
+    eventually("the server to run both", Duration::from_secs(2), || async {
+        (redis.calls("evalsha") == ran + 2).then_some(())
+    })
+    .await;
     proxy.set(Fault::Pass);
     let released = a.release(token, CALL).await;
     assert!(matches!(released, Ok(Released::Released)), "{released:?}");
