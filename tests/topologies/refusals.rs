@@ -11,8 +11,9 @@ use harness::contenders::unique_lease;
 use harness::replica::{FAST, Replica, run_to_end};
 use leasehold::lease::minimal_acl_rule;
 use testbed::on_engines;
+use testbed::proxy::Fault;
 use testbed::redis_server::{Engine, RedisServer};
-use testbed::sentinel::SentinelSet;
+use testbed::sentinel::{MASTER_NAME, SentinelSet};
 use testbed::wait::wait_for;
 
 /// `FAST` timings, and readiness that says why in either role.
@@ -393,4 +394,59 @@ fn a_cluster_node_by_its_own_address_refuses_a_lease_without_the_cooldown() {
     });
     assert!(body.contains("--no-data-loss-cooldown"), "{body}");
     assert!(a.events("became leader").is_empty(), "{}", a.log_text());
+}
+
+/// The same master, reached by its own address by a replica that won while no Sentinel
+/// watched it (each one's link cut, as while they all restart): once they watch it again, the
+/// leader's next renewal is refused, the term ends, and no later try is let in.
+#[test]
+fn a_leader_on_a_master_that_sentinels_come_to_watch_steps_down() {
+    let set = SentinelSet::start_with_a_proxied_master();
+    // No failover while their links are cut: the master stays the master.
+    set.on_every_sentinel(&[
+        "SENTINEL",
+        "SET",
+        MASTER_NAME,
+        "down-after-milliseconds",
+        "600000",
+    ]);
+    let watching = || {
+        let counted: Vec<redis::Value> =
+            set.master.cmd(&["PUBSUB", "NUMSUB", "__sentinel__:hello"]);
+        match counted.get(1) {
+            Some(redis::Value::Int(n)) => *n,
+            other => panic!("NUMSUB: {other:?}"),
+        }
+    };
+    set.master_proxy().set(Fault::Drop);
+    wait_for(
+        "the Sentinels' links to close",
+        Duration::from_secs(10),
+        || (watching() == 0).then_some(()),
+    );
+    let lease = unique_lease("sentinels-come");
+    let direct = Replica::spawn(&set.master.url(), &lease, "direct", &member(), &[]);
+    wait_for(
+        "the direct replica to lead",
+        Duration::from_secs(10),
+        || (direct.leader()["leader"] == "direct").then_some(()),
+    );
+    set.master_proxy().set(Fault::Pass);
+    wait_for(
+        "the Sentinels to watch again",
+        Duration::from_secs(10),
+        || (watching() == 3).then_some(()),
+    );
+    let ended = direct.wait_events("stepped down", 1, Duration::from_secs(5));
+    assert_eq!(ended[0]["reason"], "renew_refused", "{:?}", ended[0]);
+    let detail = ended[0]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("3 sentinels watch this redis"), "{detail}");
+    let body = direct.wait_not_ready_reason(Duration::from_secs(5));
+    assert!(body.contains("sentinels watch this redis"), "{body}");
+    assert_eq!(
+        direct.events("became leader").len(),
+        1,
+        "{}",
+        direct.log_text()
+    );
 }

@@ -75,7 +75,8 @@ pub struct RedisLease {
     longest_seen: std::sync::atomic::AtomicU64,
     /// Redis's `TIME` as the last acquire's reply carried it (see [`RedisLease::last_reading`]).
     last_reading: std::sync::Mutex<Option<Reading>>,
-    /// The acquire's refusal of a Redis that fails over where that is unsafe, once seen.
+    /// The refusal of a Redis that fails over where that is unsafe (an acquire's or a
+    /// renewal's), once seen.
     fails_over: std::sync::OnceLock<LeaseError>,
     /// A bound of Redis's clock rate for the next renewal to note in `:clock`.
     rate_note: std::sync::Mutex<Option<String>>,
@@ -246,8 +247,7 @@ impl RedisLease {
             None => (String::new(), String::new()),
         };
         let (probe_channel, probe) = (probe_channel.as_str(), probe.as_str());
-        // Refused once, for good: the Sentinels' links to a master cut off from them close
-        // within minutes, and a count of none would then let a try in on the deposed master.
+        // Refused once, for good (`refused_for_good`).
         if let Some(refused) = self.fails_over.get() {
             return Err(refused.clone());
         }
@@ -312,10 +312,16 @@ impl RedisLease {
                 counts.map(|()| acquired)
             })
             .await;
-        if let Err(refused @ LeaseError::FailsOver { .. }) = &tried {
-            let _ = self.fails_over.set(refused.clone());
+        tried.inspect_err(|e| self.refused_for_good(e))
+    }
+
+    /// Keeps a refusal of a Redis that fails over ([`LeaseError::FailsOver`]) for every later
+    /// acquire: the Sentinels' links to a master cut off from them close within minutes, and
+    /// a count of none would then let a try in on the deposed master.
+    fn refused_for_good(&self, err: &LeaseError) {
+        if let LeaseError::FailsOver { .. } = err {
+            let _ = self.fails_over.set(err.clone());
         }
-        tried
     }
 
     /// Extends the term with `token` by `ttl` if the lease is still in that term.
@@ -344,6 +350,7 @@ impl RedisLease {
                         .arg(millis(ttl))
                         .arg(&self.keys.channel)
                         .arg(note)
+                        .arg(if self.conn.is_single() { "1" } else { "0" })
                         .invoke_async::<Value>(&mut conn)
                         .await
                 };
@@ -358,7 +365,8 @@ impl RedisLease {
                 }
                 Ok(reply)
             })
-            .await?;
+            .await
+            .inspect_err(|e| self.refused_for_good(e))?;
         parse_renew(&reply, sent_at, !self.conn.is_cluster()).ok_or_else(|| protocol(OP, &reply))
     }
 

@@ -68,7 +68,9 @@ const ACQUIRE: &str = include_str!("scripts/acquire.lua");
 /// (TTL three lease durations) when the leader passes one.
 ///
 /// KEYS: lease, state record, handover request, longest, clock. ARGV: term value, ttl in ms,
-/// channel, and optionally the rate's bound (`<low> <high>`) to note.
+/// channel, the rate's bound (`<low> <high>`) to note or empty, and `1` when the target is one
+/// Redis named by its own address: a master that Sentinels watch is then refused, as by
+/// acquire (Sentinels that came to watch it since the term was won).
 /// Reply: `{code, listeners, time_us}` when held, code 1, or 2 after putting the vanished key
 /// back; `{code, listeners, time_us, to}` when held and a handover of this term was requested
 /// (`to` an identity, or `-` for anyone); `{0, time_us}` not ours.

@@ -4,15 +4,12 @@ local replication = redis.call('INFO', 'replication')
 local replica = refuse_replica(replication)
 if replica then return replica end
 -- A Redis that fails over, reached by its own address (ARGV[12] '1'): a master that Sentinels
--- watch would grant terms on a deposed master beside the new one's, where no Sentinel is
--- asked; a Cluster node's promoted replica may lack the last term, which only the cooldown
--- covers.
+-- watch, or a Cluster node, whose promoted replica may lack the last term, which only the
+-- cooldown covers.
 local server_info = nil
 if ARGV[12] == '1' then
-  local watching = redis.call('PUBSUB', 'NUMSUB', '__sentinel__:hello')[2]
-  if watching > 0 then
-    return redis.error_reply('FAILSOVER ' .. watching .. ' sentinels watch this redis: reached by its own address it would grant terms on a deposed master beside the new master\'s; name it through the Sentinels, redis+sentinel://host:26379,…/<master>')
-  end
+  local watched = refuse_watched(ARGV[12], redis.call('PUBSUB', 'NUMSUB', '__sentinel__:hello')[2])
+  if watched then return watched end
   if ARGV[3] ~= '1' then server_info = redis.call('INFO', 'server') end
   if server_info and string.match(server_info, '\n%w+_mode:cluster') then
     return redis.error_reply('FAILSOVER this redis is a Cluster node: a replica it fails over to may lack the last term, which only the data-loss cooldown covers; drop --no-data-loss-cooldown (LeaseOptions::cooldown_on_data_loss), or name the cluster, redis+cluster://')

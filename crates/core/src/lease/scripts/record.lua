@@ -11,6 +11,14 @@ local function refuse_replica(replication)
     return redis.error_reply('READONLY leasehold: this redis is a replica that accepts writes (replica-read-only no), not the master')
   end
 end
+-- A Redis reached by its own address (ARGV `1` for it) that Sentinels watch (`watching`, the
+-- listeners on their hello channel) would grant terms on a deposed master beside the new
+-- master's, where no Sentinel is asked: refused (nil otherwise).
+local function refuse_watched(single, watching)
+  if single == '1' and watching > 0 then
+    return redis.error_reply('FAILSOVER ' .. watching .. ' sentinels watch this redis: reached by its own address it would grant terms on a deposed master beside the new master\'s; name it through the Sentinels, redis+sentinel://host:26379,…/<master>')
+  end
+end
 local function server_identity(replication, server)
   server = server or redis.call('INFO', 'server')
   replication = replication or redis.call('INFO', 'replication')

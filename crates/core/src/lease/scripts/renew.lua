@@ -1,9 +1,10 @@
+local counted
 local function answer(code, now)
   local rate = ARGV[4] or ''
   if rate ~= '' then
     redis.call('SET', KEYS[5], ARGV[1] .. ' ' .. rate .. ' ' .. string.format('%d', now), 'PX', tonumber(ARGV[2]) * 3)
   end
-  local listeners = redis.call('PUBSUB', 'NUMSUB', ARGV[3])[2]
+  local listeners = counted[2]
   local request = redis.call('GET', KEYS[3])
   if request then
     local term, to = string.match(request, '^(%S+) (%S+)$')
@@ -14,6 +15,11 @@ end
 local replication = redis.call('INFO', 'replication')
 local replica = refuse_replica(replication)
 if replica then return replica end
+-- The release channel's listeners, for the answer, and the Sentinels': ones that came to watch
+-- a master this term was won on by its address end it here.
+counted = redis.call('PUBSUB', 'NUMSUB', ARGV[3], '__sentinel__:hello')
+local watched = refuse_watched(ARGV[5], counted[4])
+if watched then return watched end
 local current = redis.call('GET', KEYS[1])
 local record = read_record(KEYS[2])
 local now = now_us()
