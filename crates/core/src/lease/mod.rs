@@ -316,11 +316,12 @@ impl RedisLease {
     }
 
     /// Keeps a refusal of a Redis that fails over ([`LeaseError::FailsOver`]) for every later
-    /// acquire: the Sentinels' links to a master cut off from them close within minutes, and
-    /// a count of none would then let a try in on the deposed master.
+    /// acquire, as the acquire's own: the Sentinels' links to a master cut off from them close
+    /// within minutes, and a count of none would then let a try in on the deposed master.
     fn refused_for_good(&self, err: &LeaseError) {
-        if let LeaseError::FailsOver { .. } = err {
-            let _ = self.fails_over.set(err.clone());
+        if let LeaseError::FailsOver { detail, .. } = err {
+            let (op, detail) = ("acquire", detail.clone());
+            let _ = self.fails_over.set(LeaseError::FailsOver { op, detail });
         }
     }
 
