@@ -154,10 +154,10 @@ fn name_the_variable(mut error: clap::Error, command: &Command, argv: &[OsString
             args.find(|a| a.get_long() == Some(long)).and_then(|arg| {
                 let variable = arg.get_env()?;
                 let held = std::env::var_os(variable)?;
-                let typed = on_command_line(
-                    argv,
-                    &arg.get_long_and_visible_aliases().unwrap_or_default(),
-                );
+                let mut names = arg.get_long_and_visible_aliases().unwrap_or_default();
+                let short = arg.get_short().map(String::from);
+                names.extend(short.as_deref());
+                let typed = on_command_line(argv, &names);
                 let variable = variable.to_string_lossy();
                 // A parser of a few possible values reads a value that is not UTF-8 lossily.
                 match (typed, held.to_str()) {

@@ -432,9 +432,10 @@ fn parse_socket_addr(value: &str) -> Result<SocketAddr, String> {
     }
 }
 
-/// Whether one of the long flags `longs` (without their dashes) was typed on the command line of
-/// `argv`, before any `--`.
-fn on_command_line<I, T>(argv: I, longs: &[&str]) -> bool
+/// Whether one of the flags `names` (long ones without their dashes; one of a single letter is
+/// the short flag, as in `-o json` or `-ojson`) was typed on the command line of `argv`, before
+/// any `--`.
+fn on_command_line<I, T>(argv: I, names: &[&str]) -> bool
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString>,
@@ -443,10 +444,12 @@ where
         .map(Into::into)
         .take_while(|a| a != "--")
         .any(|a| {
-            a.to_str()
-                .and_then(|s| s.strip_prefix("--"))
-                .map(|s| s.split_once('=').map_or(s, |(flag, _)| flag))
-                .is_some_and(|flag| longs.contains(&flag))
+            let a = a.to_str().unwrap_or_default();
+            match (a.strip_prefix("--"), a.strip_prefix('-')) {
+                (Some(long), _) => names.contains(&long.split_once('=').map_or(long, |(f, _)| f)),
+                (None, Some(short)) => names.iter().any(|n| n.len() == 1 && short.starts_with(n)),
+                (None, None) => false,
+            }
         })
 }
 

@@ -5,6 +5,8 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
+use harness::replica::run_to_end;
+
 use crate::refusal::{refused, refused_with};
 
 #[test]
@@ -47,6 +49,22 @@ fn a_bad_value_from_the_environment_names_the_variable() {
             &[(variable, value)],
             &format!("the value comes from ${variable}"),
         );
+    }
+}
+
+/// A value typed on the command line, by its short flag too, is not said to come from the
+/// variable that holds the same value.
+#[test]
+fn a_typed_value_is_not_said_to_come_from_the_variable() {
+    for typed in [&["--output", "nope"][..], &["-o", "nope"], &["-onope"]] {
+        let args = [&["status", "--lease-name", "web"][..], typed].concat();
+        let (code, _, stderr) = run_to_end(&args, &[("LEASEHOLD_OUTPUT", "nope")]);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("invalid value 'nope' for '--output"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("LEASEHOLD_OUTPUT"), "{args:?}: {stderr}");
     }
 }
 
