@@ -444,7 +444,8 @@ where
         .map(Into::into)
         .take_while(|a| a != "--")
         .any(|a| {
-            let a = a.to_str().unwrap_or_default();
+            // The name is ASCII: a value that is not UTF-8 after `=` still names its flag.
+            let a = a.to_string_lossy();
             match (a.strip_prefix("--"), a.strip_prefix('-')) {
                 (Some(long), _) => names.contains(&long.split_once('=').map_or(long, |(f, _)| f)),
                 (None, Some(short)) => names.iter().any(|n| n.len() == 1 && short.starts_with(n)),

@@ -45,6 +45,27 @@ fn error(argv: &[&str]) -> String {
 // Every refusal rule is tested through the real binary in tests/operator/.
 
 #[test]
+fn a_flag_is_typed_by_its_long_or_short_name_whatever_its_value() {
+    use std::os::unix::ffi::OsStringExt;
+    let typed = |arg: &[u8]| {
+        let argv = [OsString::from("status"), OsString::from_vec(arg.to_vec())];
+        on_command_line(argv, &["output", "o"])
+    };
+    for arg in [
+        &b"--output"[..],
+        b"--output=json",
+        b"--output=pr\xffd",
+        b"-o",
+        b"-ojson",
+    ] {
+        assert!(typed(arg), "{}", String::from_utf8_lossy(arg));
+    }
+    for arg in [&b"--outputs"[..], b"-v", b"json", b"--"] {
+        assert!(!typed(arg), "{}", String::from_utf8_lossy(arg));
+    }
+}
+
+#[test]
 fn defaults_follow_the_design() {
     let s = run(&[]).unwrap();
     assert_eq!(s.contender.timing, Timing::default());
