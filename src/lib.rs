@@ -67,6 +67,16 @@
 
 pub use leasehold_core::{clock, elector, lease};
 
+/// `eprintln!` for the words the commands say on stderr, which cannot panic: with stderr gone
+/// (a closed pipe, a full disk) the words are dropped, and the exit code still says it all.
+/// Defined before the modules, so that each of them has it in scope.
+macro_rules! say {
+    ($($words:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($words)*);
+    }};
+}
+
 #[cfg(any(feature = "http", feature = "metrics"))]
 pub mod accept;
 pub mod board;

@@ -202,7 +202,7 @@ impl CliError {
                 // Nothing more to say when even stderr is gone.
                 let _ = e.print();
             }
-            other => eprintln!("error: {other}"),
+            other => say!("error: {other}"),
         }
         ExitCode::from(self.exit_code())
     }

@@ -98,7 +98,8 @@ impl RedisArgs {
         // The target parser judges the rest of the URL now, before anything connects, and its
         // verdict is the target every lease of the command is made on.
         let target = RedisTarget::parse(&url, &options).map_err(|e| match e {
-            LeaseError::BadUrl { reason, .. } => bad(&reason),
+            // Shown as the parser shows it: a value that is no URL hides more than a URL does.
+            LeaseError::BadUrl { url, reason } => CliError::RedisUrl { url, rule: reason },
             other => bad(&other.to_string()),
         })?;
         Ok(RedisSettings { target, options })

@@ -72,7 +72,7 @@ pub async fn remove_keys(settings: RemoveKeysSettings) -> Result<i32, CliError> 
     {
         Removal::Removed(keys) => keys,
         Removal::Refused(why) => {
-            eprintln!("{}", refusal(lease_name.as_str(), &why));
+            say!("{}", refusal(lease_name.as_str(), &why));
             return Ok(1);
         }
     };

@@ -241,7 +241,7 @@ pub(super) fn said_if_replica(view: &StatusView) -> bool {
     let Some(replica) = view.replica() else {
         return false;
     };
-    eprintln!(
+    say!(
         "this redis is {replica}: its copy of the lease lags the lease or, with the link down, stands still; point --redis-url at the master, or at its Sentinels (redis+sentinel://)"
     );
     true

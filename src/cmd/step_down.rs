@@ -122,7 +122,7 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
     }
     let old = match seen.holder {
         Some(holder) if not_leaseholds(&holder) => {
-            eprintln!(
+            say!(
                 "{}, and there is no leader to step down",
                 never_expires(lease_name, &holder)
             );
@@ -130,7 +130,7 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
         }
         // Not `<owner id>#<token>`: a value some other program wrote, with an expiry.
         Some(holder) if holder.token.is_none() && !holder.vanished => {
-            eprintln!(
+            say!(
                 "the lease key of {lease_name} holds `{}`, no term of a replica (not written by leasehold): there is no leader to step down",
                 super::printable(&holder.owner)
             );
@@ -138,13 +138,13 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
         }
         Some(holder) if !holder.vanished => holder,
         Some(_) => {
-            eprintln!(
+            say!(
                 "the lease key of {lease_name} is gone before its time (evicted or deleted); its holder repairs it at its next renewal; try again"
             );
             return Ok(1);
         }
         None => {
-            eprintln!("nobody leads {lease_name}: there is no leader to step down");
+            say!("nobody leads {lease_name}: there is no leader to step down");
             return Ok(1);
         }
     };
@@ -154,7 +154,7 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
         .filter(|(who, left)| reservation_not_leaseholds(*left) && to.as_ref() != Some(who))
     {
         let who = super::printable(who);
-        eprintln!(
+        say!(
             "{} holds `{who}` and never expires (not written by leasehold): after a handover nobody but `{who}` could lead {lease_name}; delete it first (`DEL {0}`), or hand over with --to {who}",
             lease.keys().reserved
         );
@@ -176,7 +176,7 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
     {
         Ok(HandoverRequested::Requested) => None,
         Ok(HandoverRequested::TermEnded) => {
-            eprintln!(
+            say!(
                 "the term of {} (token {}) ended before the request reached it; nothing was asked",
                 super::printable(old.identity()),
                 old.token.map(|t| t.0).unwrap_or_default()
@@ -208,14 +208,14 @@ pub async fn step_down(settings: StepDownSettings) -> Result<i32, CliError> {
     };
     super::print(status.output, &view, HandoverView::text)?;
     if let Some(blocked) = blocked {
-        eprintln!("{}", never_expires(lease_name, &blocked));
+        say!("{}", never_expires(lease_name, &blocked));
     } else if !handed_over {
         match (&to, &view.leader) {
-            (Some(to), Some(leader)) if leader != &view.previous => eprintln!(
+            (Some(to), Some(leader)) if leader != &view.previous => say!(
                 "{} took the lease, not {to} (it did not take it within its reservation)",
                 super::printable(leader)
             ),
-            _ => eprintln!(
+            _ => say!(
                 "no other replica led {lease_name} within --wait {}{}",
                 humantime::format_duration(wait),
                 unanswered.map_or_else(String::new, |err| format!(

@@ -26,7 +26,7 @@ pub struct GuardCheck {
 /// Runs the check; the process exit code, with any words already on stderr.
 pub fn run(check: &GuardCheck) -> u8 {
     let Some(path) = &check.path else {
-        eprintln!(
+        say!(
             "error: no guard file: pass --guard-file PATH or set {GUARD_ENV} (leasehold run sets it for its command)"
         );
         return 2;
@@ -45,7 +45,7 @@ pub fn run(check: &GuardCheck) -> u8 {
                 } else {
                     "any term: no --token or $LEASEHOLD_FENCING_TOKEN to compare"
                 };
-                eprintln!(
+                say!(
                     "valid: token {token} of lease {}, {} ms left ({whose}; guard file {})",
                     record.lease(),
                     left.as_millis(),
@@ -55,12 +55,12 @@ pub fn run(check: &GuardCheck) -> u8 {
             0
         }
         Err(err) if err.is_bad_input() => {
-            eprintln!("error: --guard-file {}: {}", path.display(), err.rule());
+            say!("error: --guard-file {}: {}", path.display(), err.rule());
             2
         }
         Err(err) => {
             if check.verbose {
-                eprintln!("not valid: {} (guard file {})", err.rule(), path.display());
+                say!("not valid: {} (guard file {})", err.rule(), path.display());
             }
             1
         }

@@ -62,7 +62,8 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
         ),
         (
             &["--redis-url", "redis://x:notaport"],
-            "--redis-url `redis://x:notaport`:",
+            // What stands where the port goes may be a password (`redis://user:password`).
+            "--redis-url `redis://x:***`:",
         ),
         (
             &["--redis-password-file", "/nonexistent/pw"],
@@ -401,5 +402,53 @@ fn a_refused_url_never_shows_its_password() {
             !stderr.contains("hun") && !stderr.contains("ter2"),
             "{url}: {stderr}"
         );
+    }
+    // No URL at all (a `:` or `//` missing), a password where the port goes, or a password
+    // alone: any part may be the password, so none of it shows.
+    for url in [
+        "redis//:hunter2@x:6379",
+        "rediss//:hunter2@x",
+        "//:hunter2@x",
+        ":hunter2@x",
+        "redis://:hunter2",
+        "hunter2",
+    ] {
+        let env = [
+            ("LEASEHOLD_REDIS_URL", url),
+            ("LEASEHOLD_LEASE_NAME", "web"),
+        ];
+        let (code, _, stderr) = run_to_end(&["status"], &env);
+        assert_eq!(code, 2, "{url}: {stderr}");
+        assert!(stderr.contains("***"), "{url}: {stderr}");
+        assert!(!stderr.contains("hunter2"), "{url}: {stderr}");
+    }
+}
+
+/// With stderr gone (a full disk, a closed pipe), a refusal still ends with its exit code: the
+/// words are lost, and nothing panics (101).
+#[test]
+fn a_refusal_with_stderr_gone_still_exits_with_its_code() {
+    for (args, want) in [
+        (
+            &["status", "--lease-name", "web", "--redis-url", "nope"][..],
+            2,
+        ),
+        (
+            &["step-down", "--lease-name", "web", "--redis-url", "nope"],
+            2,
+        ),
+        // No guard file: no term, said with --verbose.
+        (&["guard", "--guard-file", "/nonexistent/guard", "-v"], 1),
+        (&["guard"], 2),
+    ] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full");
+        let mut cmd = std::process::Command::new(harness::leasehold_bin());
+        cmd.args(args).env_remove("LEASEHOLD_GUARD_FILE");
+        let code = cmd
+            .stderr(full.expect("/dev/full"))
+            .status()
+            .expect("run")
+            .code();
+        assert_eq!(code, Some(want), "{args:?}");
     }
 }

@@ -198,6 +198,24 @@ fn split(url: &str) -> Option<(&str, &str, &str)> {
     Some((scheme, authority, path))
 }
 
+/// A refused value of a Redis URL as its refusal shows it ([`redact_url`]). In a value that is
+/// no URL (a `:` or `//` missing) a password may stand anywhere after its first `:`, or be the
+/// whole of it; in one without user info, where the port goes (`redis://:password`).
+fn shown(url: &str) -> String {
+    let Some((_, authority, _)) = split(url) else {
+        return url
+            .split_once(':')
+            .map_or("***".into(), |(head, _)| format!("{head}:***"));
+    };
+    let port = |p: &str| p.ends_with(']') || p.bytes().all(|b| b.is_ascii_digit());
+    match authority.rsplit_once(':') {
+        Some((host, p)) if !authority.contains('@') && !port(p) => {
+            redact_url(&url.replacen(authority, &format!("{host}:***"), 1))
+        }
+        _ => redact_url(url),
+    }
+}
+
 /// `host` as it goes into a URL: an IPv6 address in brackets (a seed's, a name a Sentinel
 /// gave, an address a name resolved to).
 pub(crate) fn url_host(host: &str) -> String {
@@ -233,7 +251,7 @@ impl Target {
     /// Parses `url` with `access`, refusing as [`RedisTarget::parse`] does.
     pub(crate) fn parse(url: &str, access: &Access) -> Result<Self, LeaseError> {
         let bad = |reason: &str| LeaseError::BadUrl {
-            url: redact_url(url),
+            url: shown(url),
             reason: reason.to_owned(),
         };
         let (scheme, authority, path) = split(url).ok_or_else(|| bad("not a URL"))?;
