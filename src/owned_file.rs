@@ -43,6 +43,11 @@ pub enum ClaimError {
         /// Who: `pid N (…)` as the lock file says.
         holder: String,
     },
+    /// The path holds what no leasehold wrote: a write would replace it.
+    #[error(
+        "holds {what}, which leasehold did not write: each write replaces what is at the path (and the guard file is removed at exit); name a path of its own"
+    )]
+    Foreign { what: String },
     /// The lock file could not be created, locked or written.
     #[error("cannot lock it through {path}: {source}")]
     Io {
@@ -65,8 +70,11 @@ pub struct FileClaim {
 
 impl FileClaim {
     /// Claims `file` for this process; `about` says who claims it (for a refused process's
-    /// message), for example `lease shop/web`.
-    pub fn claim(file: &Path, about: &str) -> Result<Self, ClaimError> {
+    /// message), for example `lease shop/web`. What stands at `file` must be nothing, an empty
+    /// file, or a file whose first KiB holds `mark` (the format's name every such file starts
+    /// with): anything else is refused ([`ClaimError::Foreign`]).
+    pub fn claim(file: &Path, about: &str, mark: &str) -> Result<Self, ClaimError> {
+        let claimed = file;
         let path = beside(file, ".lock").ok_or_else(|| ClaimError::Io {
             path: file.to_owned(),
             source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
@@ -116,7 +124,11 @@ impl FileClaim {
             lock.set_len(0).map_err(io)?;
             lock.write_all(format!("{} {about}\n", std::process::id()).as_bytes())
                 .map_err(io)?;
-            return Ok(Self { path, _lock: lock });
+            // Judged under the lock, so that no leasehold writes it meanwhile; the claim goes
+            // with an error.
+            let claim = Self { path, _lock: lock };
+            return foreign(claimed, mark)
+                .map_or(Ok(claim), |what| Err(ClaimError::Foreign { what }));
         }
         Err(io(std::io::Error::other(
             "the lock file was replaced at every attempt",
@@ -137,6 +149,28 @@ impl Drop for FileClaim {
         // Unlinked while still locked (see `claim`); the lock goes with `self._lock` after this.
         self.unlink();
     }
+}
+
+/// What stands at `file` that no leasehold wrote, if anything (see [`FileClaim::claim`]); a
+/// file that cannot be read is for the first write to say.
+fn foreign(file: &Path, mark: &str) -> Option<String> {
+    let meta = std::fs::symlink_metadata(file).ok()?;
+    let what = match meta.file_type() {
+        kind if kind.is_symlink() => "a symbolic link",
+        kind if kind.is_dir() => "a directory",
+        kind if !kind.is_file() => "a device, FIFO or socket",
+        _ => {
+            let mut head = Vec::new();
+            File::open(file)
+                .ok()?
+                .take(1024)
+                .read_to_end(&mut head)
+                .ok()?;
+            let ours = head.is_empty() || head.windows(mark.len()).any(|w| w == mark.as_bytes());
+            return (!ours).then(|| format!("a file of {} bytes without `{mark}`", meta.len()));
+        }
+    };
+    Some(what.to_owned())
 }
 
 /// `.<name><suffix>` beside `file`.
@@ -199,9 +233,9 @@ mod tests {
     fn a_second_claim_is_refused_naming_the_first_and_the_file_is_free_once_released() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("guard");
-        let first = FileClaim::claim(&file, "lease shop/web").unwrap();
+        let first = FileClaim::claim(&file, "lease shop/web", "m").unwrap();
         assert_eq!(first.path, dir.path().join(".guard.lock"));
-        let err = FileClaim::claim(&file, "lease shop/web").unwrap_err();
+        let err = FileClaim::claim(&file, "lease shop/web", "m").unwrap_err();
         let said = err.to_string();
         let pid = std::process::id();
         assert!(
@@ -217,7 +251,7 @@ mod tests {
             !dir.path().join(".guard.lock").exists(),
             "removed on release"
         );
-        let again = FileClaim::claim(&file, "lease other").unwrap();
+        let again = FileClaim::claim(&file, "lease other", "m").unwrap();
         drop(again);
     }
 
@@ -227,7 +261,7 @@ mod tests {
         let target = dir.path().join("elsewhere");
         std::fs::write(&target, "keep\n").unwrap();
         std::os::unix::fs::symlink(&target, dir.path().join(".guard.lock")).unwrap();
-        let err = FileClaim::claim(&dir.path().join("guard"), "x").unwrap_err();
+        let err = FileClaim::claim(&dir.path().join("guard"), "x", "m").unwrap_err();
         assert!(matches!(err, ClaimError::Io { .. }), "{err}");
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep\n");
     }

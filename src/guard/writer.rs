@@ -41,7 +41,7 @@ impl GuardFile {
                 source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
             });
         }
-        let claim = match FileClaim::claim(&path, &format!("lease {lease}")) {
+        let claim = match FileClaim::claim(&path, &format!("lease {lease}"), super::record::MAGIC) {
             Ok(claim) => claim,
             Err(source) => return Err(GuardError::Unclaimable { path, source }),
         };

@@ -32,7 +32,8 @@ impl StatusFile {
     /// Claims `path` for this process (writing `lease`); refused while another live leasehold
     /// writes it.
     pub fn claim(path: PathBuf, lease: &LeaseName) -> Result<Self, ClaimError> {
-        let claim = FileClaim::claim(&path, &format!("lease {lease}"))?;
+        let mark = "leasehold-status";
+        let claim = FileClaim::claim(&path, &format!("lease {lease}"), mark)?;
         Ok(Self { path, claim })
     }
 

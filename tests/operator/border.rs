@@ -169,8 +169,10 @@ const CORE_CEILING: usize = 8_059;
 /// (21,727), and a value typed by its short flag (`-o nope`) said to come from the variable
 /// that held the same, or typed with a value that is not UTF-8 (21,731), and the core's raise
 /// for a password shown in the refusal of a value that is no URL (21,750), and refusals that
-/// panicked (exit 101) with stderr gone, now said through one `say!` that cannot (21,760).
-const CORE_AND_PRODUCT_CEILING: usize = 21_760;
+/// panicked (exit 101) with stderr gone, now said through one `say!` that cannot (21,760), and
+/// a guard or status file path whose file, link or device node was replaced by the first
+/// write (and a guard file then removed at exit): refused unless empty or leasehold's (21,795).
+const CORE_AND_PRODUCT_CEILING: usize = 21_795;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -1,7 +1,8 @@
 //! Files planted where leasehold keeps its own, as anyone who may write a shared directory
 //! (`/dev/shm`, `/tmp`) can: a FIFO in place of the guard file, which `leasehold guard` must
-//! answer about rather than wait on for ever, and a hard link in place of the guard file's lock
-//! file, which `run` must refuse rather than truncate the file it links to.
+//! answer about rather than wait on for ever, a hard link in place of the guard file's lock
+//! file, which `run` must refuse rather than truncate the file it links to, and anything that
+//! leasehold did not write at the guard or status file's own path.
 
 use std::process::Command;
 use std::time::Duration;
@@ -45,6 +46,42 @@ fn a_hard_link_in_place_of_the_lock_file_is_refused_not_truncated() {
     );
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("--guard-file"), "{stderr}");
+}
+
+/// Whatever stands at the guard or status file's path that leasehold did not write (somebody's
+/// file, a FIFO, a symbolic link) is refused at start and left as it was: each write replaces
+/// what is at the path, and the guard file is removed at exit. (One run replaced a machine's
+/// `/dev/null` so.)
+#[test]
+fn what_leasehold_did_not_write_at_its_file_is_refused_and_kept() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let data = dir.path().join("data");
+    std::fs::write(&data, "somebody's data\n").expect("write the data");
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).expect("mkfifo");
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&data, &link).expect("symlink");
+    for flag in ["--guard-file", "--status-file"] {
+        for path in [&data, &fifo, &link] {
+            let path = path.display().to_string();
+            let run = run_without_redis(&["--http-addr", "127.0.0.1:0", flag, &path, "--", "true"]);
+            let (code, stderr) = exit_within(run, Duration::from_secs(5));
+            assert_eq!(code, Some(2), "{flag} {path}: {stderr}");
+            assert!(
+                stderr.contains(&format!("{flag} {path}: holds")),
+                "{stderr}"
+            );
+        }
+        let kept = std::fs::read_to_string(&data).expect("read the data");
+        assert_eq!(kept, "somebody's data\n", "{flag}");
+        let kind = |p: &std::path::Path| {
+            std::fs::symlink_metadata(p)
+                .expect("still there")
+                .file_type()
+        };
+        assert!(kind(&fifo).is_fifo() && kind(&link).is_symlink(), "{flag}");
+    }
 }
 
 /// A renewal that cannot publish its term (here a directory planted at the guard file's
