@@ -45,7 +45,7 @@ pub enum ClaimError {
     },
     /// The path holds what no leasehold wrote: a write would replace it.
     #[error(
-        "holds {what}, which leasehold did not write: each write replaces what is at the path (and the guard file is removed at exit); name a path of its own"
+        "holds {what}, which leasehold did not write: its writes would replace it; name a path of its own"
     )]
     Foreign { what: String },
     /// The lock file could not be created, locked or written.
@@ -71,9 +71,9 @@ pub struct FileClaim {
 impl FileClaim {
     /// Claims `file` for this process; `about` says who claims it (for a refused process's
     /// message), for example `lease shop/web`. What stands at `file` must be nothing, an empty
-    /// file, or a file whose first KiB holds `mark` (the format's name every such file starts
-    /// with): anything else is refused ([`ClaimError::Foreign`]).
-    pub fn claim(file: &Path, about: &str, mark: &str) -> Result<Self, ClaimError> {
+    /// file, or a file whose first KiB `is_ours` (as each format of such a file starts): anything
+    /// else is refused ([`ClaimError::Foreign`]).
+    pub fn claim(file: &Path, about: &str, is_ours: fn(&[u8]) -> bool) -> Result<Self, ClaimError> {
         let claimed = file;
         let path = beside(file, ".lock").ok_or_else(|| ClaimError::Io {
             path: file.to_owned(),
@@ -127,7 +127,7 @@ impl FileClaim {
             // Judged under the lock, so that no leasehold writes it meanwhile; the claim goes
             // with an error.
             let claim = Self { path, _lock: lock };
-            return foreign(claimed, mark)
+            return foreign(claimed, is_ours)
                 .map_or(Ok(claim), |what| Err(ClaimError::Foreign { what }));
         }
         Err(io(std::io::Error::other(
@@ -151,26 +151,29 @@ impl Drop for FileClaim {
     }
 }
 
-/// What stands at `file` that no leasehold wrote, if anything (see [`FileClaim::claim`]); a
-/// file that cannot be read is for the first write to say.
-fn foreign(file: &Path, mark: &str) -> Option<String> {
-    let meta = std::fs::symlink_metadata(file).ok()?;
-    let what = match meta.file_type() {
-        kind if kind.is_symlink() => "a symbolic link",
-        kind if kind.is_dir() => "a directory",
-        kind if !kind.is_file() => "a device, FIFO or socket",
+/// What stands at `file` that no leasehold wrote, if anything (see [`FileClaim::claim`]).
+fn foreign(file: &Path, ours: fn(&[u8]) -> bool) -> Option<String> {
+    let kind = std::fs::symlink_metadata(file).ok()?.file_type();
+    let what = match kind {
+        kind if kind.is_symlink() => "a symbolic link".to_owned(),
+        kind if kind.is_dir() => "a directory".to_owned(),
+        kind if !kind.is_file() => "a device, FIFO or socket".to_owned(),
         _ => {
+            // Neither followed nor waited on, should the path change in between.
+            let flags = nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK;
+            let opened = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(flags)
+                .open(file);
             let mut head = Vec::new();
-            File::open(file)
-                .ok()?
-                .take(1024)
-                .read_to_end(&mut head)
-                .ok()?;
-            let ours = head.is_empty() || head.windows(mark.len()).any(|w| w == mark.as_bytes());
-            return (!ours).then(|| format!("a file of {} bytes without `{mark}`", meta.len()));
+            match opened.and_then(|f| f.take(1024).read_to_end(&mut head)) {
+                Ok(_) if head.is_empty() || ours(&head) => return None,
+                Ok(_) => "a file of another program".to_owned(),
+                Err(e) => format!("a file it cannot read ({e})"),
+            }
         }
     };
-    Some(what.to_owned())
+    Some(what)
 }
 
 /// `.<name><suffix>` beside `file`.
@@ -233,9 +236,9 @@ mod tests {
     fn a_second_claim_is_refused_naming_the_first_and_the_file_is_free_once_released() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("guard");
-        let first = FileClaim::claim(&file, "lease shop/web", "m").unwrap();
+        let first = FileClaim::claim(&file, "lease shop/web", |_| true).unwrap();
         assert_eq!(first.path, dir.path().join(".guard.lock"));
-        let err = FileClaim::claim(&file, "lease shop/web", "m").unwrap_err();
+        let err = FileClaim::claim(&file, "lease shop/web", |_| true).unwrap_err();
         let said = err.to_string();
         let pid = std::process::id();
         assert!(
@@ -251,7 +254,7 @@ mod tests {
             !dir.path().join(".guard.lock").exists(),
             "removed on release"
         );
-        let again = FileClaim::claim(&file, "lease other", "m").unwrap();
+        let again = FileClaim::claim(&file, "lease other", |_| true).unwrap();
         drop(again);
     }
 
@@ -261,7 +264,7 @@ mod tests {
         let target = dir.path().join("elsewhere");
         std::fs::write(&target, "keep\n").unwrap();
         std::os::unix::fs::symlink(&target, dir.path().join(".guard.lock")).unwrap();
-        let err = FileClaim::claim(&dir.path().join("guard"), "x", "m").unwrap_err();
+        let err = FileClaim::claim(&dir.path().join("guard"), "x", |_| true).unwrap_err();
         assert!(matches!(err, ClaimError::Io { .. }), "{err}");
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep\n");
     }

@@ -41,7 +41,9 @@ impl GuardFile {
                 source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
             });
         }
-        let claim = match FileClaim::claim(&path, &format!("lease {lease}"), super::record::MAGIC) {
+        let claim = match FileClaim::claim(&path, &format!("lease {lease}"), |head| {
+            head.starts_with(super::record::MAGIC.as_bytes())
+        }) {
             Ok(claim) => claim,
             Err(source) => return Err(GuardError::Unclaimable { path, source }),
         };

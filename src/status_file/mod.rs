@@ -32,8 +32,12 @@ impl StatusFile {
     /// Claims `path` for this process (writing `lease`); refused while another live leasehold
     /// writes it.
     pub fn claim(path: PathBuf, lease: &LeaseName) -> Result<Self, ClaimError> {
-        let mark = "leasehold-status";
-        let claim = FileClaim::claim(&path, &format!("lease {lease}"), mark)?;
+        // This format's, or 0.1.0's (`/leader`'s JSON).
+        let ours = |head: &[u8]| {
+            head.starts_with(br#"{"format":"leasehold-status"#)
+                || head.starts_with(br#"{"identity":"#)
+        };
+        let claim = FileClaim::claim(&path, &format!("lease {lease}"), ours)?;
         Ok(Self { path, claim })
     }
 

@@ -412,6 +412,13 @@ fn a_refused_url_never_shows_its_password() {
         ":hunter2@x",
         "redis://:hunter2",
         "hunter2",
+        "redis//hunter2@x:6379",
+        "hunter2@x:6379",
+        "redis://:hun:hunter2",
+        "redis://default:hunter2:6379",
+        "redis://user:12345678hunter2",
+        "redis+sentinel://h1:hunter2,h2:26379/m",
+        "x?password=hun:hunter2",
     ] {
         let env = [
             ("LEASEHOLD_REDIS_URL", url),

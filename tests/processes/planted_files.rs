@@ -62,8 +62,11 @@ fn what_leasehold_did_not_write_at_its_file_is_refused_and_kept() {
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).expect("mkfifo");
     let link = dir.path().join("link");
     std::os::unix::fs::symlink(&data, &link).expect("symlink");
+    // Naming the format is not starting with it.
+    let notes = dir.path().join("notes");
+    std::fs::write(&notes, "# leasehold-guard and leasehold-status\n").expect("write notes");
     for flag in ["--guard-file", "--status-file"] {
-        for path in [&data, &fifo, &link] {
+        for path in [&data, &fifo, &link, &notes] {
             let path = path.display().to_string();
             let run = run_without_redis(&["--http-addr", "127.0.0.1:0", flag, &path, "--", "true"]);
             let (code, stderr) = exit_within(run, Duration::from_secs(5));
@@ -82,6 +85,13 @@ fn what_leasehold_did_not_write_at_its_file_is_refused_and_kept() {
         };
         assert!(kind(&fifo).is_fifo() && kind(&link).is_symlink(), "{flag}");
     }
+    // 0.1.0's status file, `/leader`'s JSON, is leasehold's: taken over (the run goes on).
+    let old = dir.path().join("status.json");
+    std::fs::write(&old, r#"{"identity":"a","lease":"default/web"}"#).expect("write");
+    let old = old.display().to_string();
+    let run = run_without_redis(&["--http-addr", "127.0.0.1:0", "--status-file", &old]);
+    let (code, stderr) = exit_within(run, Duration::from_secs(2));
+    assert_eq!(code, None, "refused 0.1.0's status file: {stderr}");
 }
 
 /// A renewal that cannot publish its term (here a directory planted at the guard file's

@@ -198,22 +198,32 @@ fn split(url: &str) -> Option<(&str, &str, &str)> {
     Some((scheme, authority, path))
 }
 
-/// A refused value of a Redis URL as its refusal shows it ([`redact_url`]). In a value that is
-/// no URL (a `:` or `//` missing) a password may stand anywhere after its first `:`, or be the
-/// whole of it; in one without user info, where the port goes (`redis://:password`).
+/// A refused value of a Redis URL as its refusal shows it ([`redact_url`]). A value that is
+/// no URL (a `:` or `//` missing) may hold a password before its last `@`, after its first
+/// `:`, or be one; a URL without user info, where a port goes (`redis://user:password`).
 fn shown(url: &str) -> String {
-    let Some((_, authority, _)) = split(url) else {
-        return url
-            .split_once(':')
-            .map_or("***".into(), |(head, _)| format!("{head}:***"));
+    let redacted = redact_url(url);
+    let Some((_, authority, _)) = split(&redacted) else {
+        return match (redacted.rfind('@'), redacted.split_once(':')) {
+            (Some(at), _) => format!("***{}", &redacted[at..]),
+            (None, Some((head, _))) => format!("{head}:***"),
+            (None, None) => "***".into(),
+        };
     };
-    let port = |p: &str| p.ends_with(']') || p.bytes().all(|b| b.is_ascii_digit());
-    match authority.rsplit_once(':') {
-        Some((host, p)) if !authority.contains('@') && !port(p) => {
-            redact_url(&url.replacen(authority, &format!("{host}:***"), 1))
-        }
-        _ => redact_url(url),
+    if authority.contains('@') {
+        return redacted;
     }
+    let hide_port = |part: &str| {
+        let after = part.rfind(']').map_or(0, |i| i + 1); // past an IPv6 address
+        match part[after..].split_once(':') {
+            Some((host, port)) if port.len() > 5 || !port.bytes().all(|b| b.is_ascii_digit()) => {
+                format!("{}{host}:***", &part[..after])
+            }
+            _ => part.to_owned(),
+        }
+    };
+    let hidden: Vec<String> = authority.split(',').map(hide_port).collect();
+    redacted.replacen(authority, &hidden.join(","), 1)
 }
 
 /// `host` as it goes into a URL: an IPv6 address in brackets (a seed's, a name a Sentinel
