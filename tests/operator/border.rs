@@ -74,13 +74,8 @@ use crate::docs::sources;
 /// cooldown state that lets tests start from an empty Redis's observation (7,971), and for an
 /// elector dropped in a term, whose work ran on with `lost()` never firing while nothing
 /// renewed (8,060), lowered as that fix stopped writing the status from a drop (8,034) and
-/// read the reason it ends with once (8,030), and a leader on a master that Sentinels came to
-/// watch after it won by the master's own address, which renewed on for ever: its renewal now
-/// refuses it as the acquire does, through one Lua check, and keeps the refusal in the
-/// acquire's words (8,041), and a value of a Redis URL that is no URL (`redis//:pw@host`, a
-/// password alone) or holds a password where the port goes, shown whole in its refusal: only
-/// what cannot be a password shows now (8,059), and its review: a password before an `@` or
-/// between two `:`, a port too long, one host of a list (8,069).
+/// read the reason it ends with once (8,030), and a leader on a master Sentinels came to watch,
+/// which renewed on for ever (8,041), and a password shown in a refused Redis URL (8,069).
 /// (A longer lease duration forgotten after twice its length was taken back: a review showed a
 /// follower cut off meanwhile then covering less than a frozen holder's term.)
 const CORE_CEILING: usize = 8_069;
@@ -160,22 +155,11 @@ const CORE_CEILING: usize = 8_069;
 /// without the cooldown (22,039), and `--namespace` dropped in silence beside a `--lease-name`
 /// of another namespace (22,051), lowered with the core's (21,935), and the cooldown state's
 /// `#[default]` (21,936), and the core's end of a term whose elector was dropped (22,025),
-/// lowered with the core's (21,999, 21,995), then lowered to 21,705 by the product written
-/// shorter: `cli` and `cmd`'s docs that said a field's name again or REFERENCE's print table,
-/// anyhow's `Context`, clap's `ValueEnum` for `--redis-eviction`, one `reg` per metric, the
-/// core's `locked` for five wrappers, the Kubernetes loops given the publisher's state, one
-/// `/leader` view, one `kill_now`, one rule for a guard record's time left; raised for a
-/// variable that is not UTF-8 behind a flag of possible values, refused without its name
-/// (21,716), and the core's raise for the Sentinels that came to watch a leader's master
-/// (21,727), and a value typed by its short flag (`-o nope`) said to come from the variable
-/// that held the same, or typed with a value that is not UTF-8 (21,731), and the core's raise
-/// for a password shown in the refusal of a value that is no URL (21,750), and refusals that
-/// panicked (exit 101) with stderr gone, now said through one `say!` that cannot (21,760), and
-/// a guard or status file path whose file, link or device node was replaced by the first
-/// write (and a guard file then removed at exit): refused unless empty or leasehold's (21,795),
-/// and from the review of these, the core's raise, a file leasehold cannot read taken for its
-/// own, a format's name anywhere in the first KiB taken for its start, 0.1.0's status file
-/// refused (21,814).
+/// lowered with the core's (21,999, 21,995), then to 21,705 by the product written shorter
+/// (commits 3b7cfa9 to 731c332); raised for a non-UTF-8 variable or a short flag's typed value
+/// refused without the right source (21,731), the core's two raises, refusals that panicked
+/// with stderr gone (`say!`), and a guard or status file path whose file or device node the
+/// first write replaced, now refused unless empty or leasehold's (21,814).
 const CORE_AND_PRODUCT_CEILING: usize = 21_814;
 
 /// The longest a Rust file may be, tests included: one concept per file.
