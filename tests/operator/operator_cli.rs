@@ -247,6 +247,26 @@ fn an_odd_redis_url_is_refused_without_a_panic() {
     assert_eq!(code, 2, "exited {code}; stderr:\n{stderr}");
 }
 
+/// A query that the client library does not read for a TCP URL (`?db=3`: database 0 was used)
+/// is refused, not dropped; and a Sentinel or seed at port 0.
+#[test]
+fn a_url_part_that_would_be_ignored_or_port_0_is_refused() {
+    for (url, said) in [
+        ("redis://127.0.0.1:6379?db=3", "`?db=` is not read"),
+        ("rediss://127.0.0.1:6379/0?foo=bar", "`?foo=` is not read"),
+        ("redis+cluster://127.0.0.1:0", "list the seed nodes"),
+        (
+            "redis+sentinel://127.0.0.1:0,127.0.0.2:1,127.0.0.3:1/m",
+            "list the Sentinels",
+        ),
+    ] {
+        refused(
+            &["status", "--lease-name", "web", "--redis-url", url],
+            &[&format!("--redis-url `{url}`: "), said],
+        );
+    }
+}
+
 /// A URL that the client library cannot parse is refused with its form, not the library's
 /// type names: a port beyond 65535, a database that is no number or below 0 (which passed, and
 /// failed only once Redis refused it).
@@ -254,6 +274,7 @@ fn an_odd_redis_url_is_refused_without_a_panic() {
 fn a_url_that_does_not_parse_is_refused_with_its_form() {
     for url in [
         "redis://127.0.0.1:99999",
+        "redis://127.0.0.1:0",
         "redis://127.0.0.1:6379/abc",
         "redis://127.0.0.1:6379/-1",
     ] {

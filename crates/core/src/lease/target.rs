@@ -210,6 +210,7 @@ fn shown(url: &str) -> String {
             (None, None) => "***".into(),
         };
     };
+    let authority = authority.split(['?', '#']).next().unwrap_or(authority);
     if authority.contains('@') {
         return redacted;
     }
@@ -253,7 +254,7 @@ fn host_port(part: &str, default_port: u16) -> Option<(String, u16)> {
             None => (part, None),
         },
     };
-    let port = port.map_or(Some(default_port), |p| p.parse().ok())?;
+    let port = port.map_or(Some(default_port), |p| p.parse().ok().filter(|&p| p != 0))?;
     (!host.is_empty()).then(|| (host.to_owned(), port))
 }
 
@@ -275,10 +276,31 @@ impl Target {
         }
         match scheme {
             "redis" | "rediss" | "unix" | "redis+unix" => {
+                // The client reads only `protocol` of a TCP URL's query: `?db=3` would be dropped.
+                // After the user info, which ends at the last `@`: a password may hold a `?`.
+                let tail = &url[url.rfind('@').map_or(0, |at| at + 1)..];
+                let query =
+                    (tail.split_once('?')).map_or("", |(_, q)| q.split('#').next().unwrap_or(""));
+                let keys = query.split('&').map(|p| p.split('=').next().unwrap_or(p));
+                let tcp = matches!(scheme, "redis" | "rediss");
+                if let Some(key) = keys
+                    .filter(|k| tcp && !k.is_empty())
+                    .find(|k| *k != "protocol")
+                {
+                    return Err(bad(&format!(
+                        "`?{key}=` is not read in a redis:// URL: a database goes in the path (redis://host:6379/3), a password in --redis-password-file"
+                    )));
+                }
                 let info = url
                     .into_connection_info()
                     .ok()
                     .filter(|info| info.redis_settings().db() >= 0)
+                    .filter(|info| {
+                        !matches!(
+                            info.addr(),
+                            ConnectionAddr::Tcp(_, 0) | ConnectionAddr::TcpTls { port: 0, .. }
+                        )
+                    })
                     .ok_or_else(|| bad(FORM))?;
                 let client = node_client(info, access).map_err(|e| bad(&e.to_string()))?;
                 Ok(Target::Single(client))
