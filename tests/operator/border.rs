@@ -76,10 +76,11 @@ use crate::docs::sources;
 /// renewed (8,060), lowered as that fix stopped writing the status from a drop (8,034) and
 /// read the reason it ends with once (8,030), and a leader on a master Sentinels came to watch,
 /// which renewed on for ever (8,041), and a password shown in a refused Redis URL (8,069), and
-/// a TCP URL's `?db=3` dropped in silence and port 0 dialled (8,091).
+/// a TCP URL's `?db=3` dropped in silence and port 0 dialled (8,091, 8,082 read through the
+/// client's own URL parser).
 /// (A longer lease duration forgotten after twice its length was taken back: a review showed a
 /// follower cut off meanwhile then covering less than a frozen holder's term.)
-const CORE_CEILING: usize = 8_091;
+const CORE_CEILING: usize = 8_082;
 
 /// The core and the product together, set the same way (the goal is 16,600), each raise's
 /// defects named in its commit. Last raised from 21,101 for `step-down` over a reservation
@@ -161,8 +162,8 @@ const CORE_CEILING: usize = 8_091;
 /// refused without the right source (21,731), the core's two raises, refusals that panicked
 /// with stderr gone (`say!`), and a guard or status file path whose file or device node the
 /// first write replaced, now refused unless empty or leasehold's (21,814), and the core's
-/// refusal of a URL's unread query and port 0 (21,836).
-const CORE_AND_PRODUCT_CEILING: usize = 21_836;
+/// refusal of a URL's unread query and port 0 (21,836, then 21,827).
+const CORE_AND_PRODUCT_CEILING: usize = 21_827;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -276,31 +276,22 @@ impl Target {
         }
         match scheme {
             "redis" | "rediss" | "unix" | "redis+unix" => {
-                // The client reads only `protocol` of a TCP URL's query: `?db=3` would be dropped.
-                // After the user info, which ends at the last `@`: a password may hold a `?`.
-                let tail = &url[url.rfind('@').map_or(0, |at| at + 1)..];
-                let query =
-                    (tail.split_once('?')).map_or("", |(_, q)| q.split('#').next().unwrap_or(""));
-                let keys = query.split('&').map(|p| p.split('=').next().unwrap_or(p));
-                let tcp = matches!(scheme, "redis" | "rediss");
-                if let Some(key) = keys
-                    .filter(|k| tcp && !k.is_empty())
-                    .find(|k| *k != "protocol")
-                {
+                // The client reads only `protocol` of a TCP URL's query (`?db=3` would be
+                // dropped), and would dial port 0.
+                let tcp = redis::parse_redis_url(url).filter(|_| !scheme.ends_with("unix"));
+                let mut query = tcp.iter().flat_map(|u| u.query_pairs()).map(|(key, _)| key);
+                if let Some(key) = query.find(|key| key != "protocol") {
                     return Err(bad(&format!(
                         "`?{key}=` is not read in a redis:// URL: a database goes in the path (redis://host:6379/3), a password in --redis-password-file"
                     )));
+                }
+                if tcp.and_then(|u| u.port()) == Some(0) {
+                    return Err(bad(FORM));
                 }
                 let info = url
                     .into_connection_info()
                     .ok()
                     .filter(|info| info.redis_settings().db() >= 0)
-                    .filter(|info| {
-                        !matches!(
-                            info.addr(),
-                            ConnectionAddr::Tcp(_, 0) | ConnectionAddr::TcpTls { port: 0, .. }
-                        )
-                    })
                     .ok_or_else(|| bad(FORM))?;
                 let client = node_client(info, access).map_err(|e| bad(&e.to_string()))?;
                 Ok(Target::Single(client))
