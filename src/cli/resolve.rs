@@ -15,7 +15,7 @@ use super::{
     StatusArgs,
 };
 use crate::elector::Timing;
-use crate::exec::{ExecSettings, find_program};
+use crate::exec::{ExecSettings, KILL_MARGIN, find_program};
 use crate::guard::caller::{self, CallerError, CallerTerm};
 use crate::guard::check::GuardCheck;
 use crate::k8s::{KubeSettings, names};
@@ -337,7 +337,7 @@ impl ContenderArgs {
             pod: env.pod_name.clone(),
             timing,
             kube: parts.kube.settings()?,
-            exec: exec(&parts)?,
+            exec: exec(&parts, &timing)?,
             // Absolute: the command is told this path, and may change its directory.
             guard_file: parts
                 .guard_file
@@ -376,8 +376,10 @@ impl KubeArgs {
     }
 }
 
-/// The command after `--`, if any, with its grace period.
-fn exec(parts: &ContenderParts<'_>) -> Result<Option<ExecSettings>, CliError> {
+/// The command after `--`, if any, with its grace period. It is killed [`KILL_MARGIN`] before
+/// its term's validity deadline, which a renewal moves a retry period after the last: a lease
+/// shorter than both would start it and kill it at once, term after term.
+fn exec(parts: &ContenderParts<'_>, timing: &Timing) -> Result<Option<ExecSettings>, CliError> {
     let Some(program) = parts.command.first() else {
         if parts.restart_command {
             return Err(CliError::Misplaced {
@@ -395,6 +397,17 @@ fn exec(parts: &ContenderParts<'_>) -> Result<Option<ExecSettings>, CliError> {
     }
     find_program(program).map_err(|e| CliError::value("-- CMD", program, e.to_string()))?;
     above_zero("grace-period", parts.grace_period)?;
+    let needed = timing.drift() + timing.retry_period + KILL_MARGIN;
+    if timing.lease_duration <= needed {
+        return Err(CliError::value(
+            "lease-duration",
+            humantime::format_duration(timing.lease_duration),
+            format!(
+                "with a command after `--`, must be greater than the drift margin plus --retry-period plus 100 ms ({}): the command is killed 100 ms before its term's validity deadline, which the next renewal moves only a retry period later",
+                humantime::format_duration(needed)
+            ),
+        ));
+    }
     Ok(Some(ExecSettings {
         command: parts.command.to_vec(),
         grace_period: parts.grace_period,

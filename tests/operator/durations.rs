@@ -92,3 +92,24 @@ fn durations_past_their_upper_bound_are_refused_with_exit_code_2() {
         "--valid-for 2h: must be at most 1h: no term stays valid longer than a lease duration",
     );
 }
+
+/// The command is killed 100 ms before its term's validity deadline, and a renewal moves that
+/// deadline only a retry period after the last: with a lease shorter than both, every term would
+/// start the command and kill it at once, about 50 times a second.
+#[test]
+fn a_lease_too_short_for_its_command_is_refused() {
+    let timing = [
+        "--lease-duration",
+        "50ms",
+        "--renew-deadline",
+        "30ms",
+        "--retry-period",
+        "20ms",
+    ];
+    let mut with_command = timing.to_vec();
+    with_command.extend(["--", "sh", "-c", "sleep 60"]);
+    run_refused_not_run(
+        &with_command,
+        "--lease-duration `50ms`: with a command after `--`, must be greater than the drift margin plus --retry-period plus 100 ms (122ms 500us)",
+    );
+}
