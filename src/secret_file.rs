@@ -3,9 +3,12 @@
 //! when Redis refuses the password ([`PasswordFile`]). The password itself is never logged.
 //! The bound on what is read ([`read_bounded`]) holds for the `--config` file too.
 
+use std::fs::OpenOptions;
 use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use tracing::{info, warn};
 
 use crate::lease::{PasswordSource, Secret};
@@ -25,20 +28,33 @@ pub enum SecretFileError {
     /// The file is larger than any secret or certificate file (named by mistake: a log, a disk).
     #[error("is larger than 1 MiB, more than any secret or certificate file")]
     TooLarge,
+    /// A named pipe without a writer: waiting for one could last for ever.
+    #[error(
+        "is a named pipe (FIFO) with nothing written to it: it is read at start, without waiting for a writer"
+    )]
+    Unwritten,
 }
 
 /// The most read of a secret's file: a bundle of CA certificates is a few hundred KiB.
 const MAX_LEN: u64 = 1 << 20;
 
 /// The bytes of a file a flag names, at most 1 MiB of them: a larger one (a log, a
-/// device such as `/dev/zero`) is refused, not read whole.
+/// device such as `/dev/zero`) is refused, not read whole. Opened without waiting for a writer,
+/// then read to the end: a pipe with one (`<(…)`) is read, one without is refused.
 pub fn read_bounded(path: &Path) -> Result<Vec<u8>, SecretFileError> {
+    let nonblocking = OFlag::O_NONBLOCK.bits();
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(nonblocking)
+        .open(path)?;
+    fcntl(&file, FcntlArg::F_SETFL(OFlag::empty())).map_err(std::io::Error::from)?;
     let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(MAX_LEN + 1)
-        .read_to_end(&mut bytes)?;
+    (&file).take(MAX_LEN + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_LEN {
         return Err(SecretFileError::TooLarge);
+    }
+    if bytes.is_empty() && file.metadata()?.file_type().is_fifo() {
+        return Err(SecretFileError::Unwritten);
     }
     Ok(bytes)
 }

@@ -1,25 +1,29 @@
 //! What the kernel needs besides the file itself to start a program: the interpreter a script's
 //! `#!` line names, or the dynamic loader an ELF binary names (`PT_INTERP`). When it is missing
 //! (`#!/usr/bin/python3` in an image without Python, a glibc binary in a musl image), `execve`
-//! fails with "No such file or directory" although the file is there.
+//! fails with "No such file or directory" although the file is there. And an ELF file the kernel
+//! refuses (cut short, no program, built for another machine): `execvp` then hands it to
+//! `/bin/sh`, which fails with 2 or 127.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// What starts `path` before its own code: `(interpreter, its first argument)`. `None` for a
 /// file that needs nothing else (a static binary), or one that cannot be read or parsed (the
-/// kernel is the judge then, at each start).
-pub(super) fn of(path: &Path) -> Option<(PathBuf, Option<String>)> {
+/// kernel is the judge then, at each start). `Err`: why this machine cannot run it.
+pub(super) fn of(path: &Path) -> Result<Option<(PathBuf, Option<String>)>, String> {
     let mut head = Vec::with_capacity(4096);
-    std::fs::File::open(path)
-        .ok()?
-        .take(4096)
-        .read_to_end(&mut head)
-        .ok()?;
-    match head.get(..4)? {
-        [b'#', b'!', ..] => shebang(&head),
-        b"\x7fELF" => elf_loader(&head),
-        _ => None,
+    let Ok(file) = std::fs::File::open(path) else {
+        return Ok(None);
+    };
+    let len = file.metadata().map_or(u64::MAX, |m| m.len());
+    if file.take(4096).read_to_end(&mut head).is_err() {
+        return Ok(None);
+    }
+    match head.get(..4) {
+        Some([b'#', b'!', ..]) => Ok(shebang(&head)),
+        Some(b"\x7fELF") => elf(&head, len),
+        _ => Ok(None),
     }
 }
 
@@ -32,29 +36,83 @@ fn shebang(head: &[u8]) -> Option<(PathBuf, Option<String>)> {
     Some((interpreter, words.next().map(str::to_owned)))
 }
 
-/// The dynamic loader that a 64-bit little-endian ELF file (x86-64, AArch64) names, when its
-/// headers and the name are within `head`, the file's first bytes (as with every linker's
-/// layout).
-fn elf_loader(head: &[u8]) -> Option<(PathBuf, Option<String>)> {
-    if head.get(4..6)? != [2, 1] {
-        return None;
+/// The dynamic loader that an ELF file names, once it is one the kernel runs here. The program
+/// headers are read for a 64-bit file when they are within `head`, the file's first bytes (as
+/// with every linker's layout); `len` is the file's.
+fn elf(head: &[u8], len: u64) -> Result<Option<(PathBuf, Option<String>)>, String> {
+    let unfit = |why: &str| Err(format!("is not a program this machine can run: {why}"));
+    let header = match head.get(4) {
+        Some(1) => 52,
+        Some(2) => 64,
+        _ => usize::MAX,
+    };
+    if head.len() < header || !matches!(head[5], 1 | 2) {
+        return unfit("its ELF header is cut short or corrupt");
+    }
+    if (head[5] == 1) != cfg!(target_endian = "little") {
+        return unfit("it is built for a machine of the other byte order");
     }
     let bytes = |at: usize, n: usize| head.get(at..at.checked_add(n)?);
-    let u16_at = |at| Some(u16::from_le_bytes(bytes(at, 2)?.try_into().ok()?));
-    let u32_at = |at| Some(u32::from_le_bytes(bytes(at, 4)?.try_into().ok()?));
-    let u64_at = |at| usize::try_from(u64::from_le_bytes(bytes(at, 8)?.try_into().ok()?)).ok();
-    let table = u64_at(0x20)?;
-    let (entry_size, entries) = (usize::from(u16_at(0x36)?), usize::from(u16_at(0x38)?));
-    (0..entries).find_map(|i| {
-        let header = table.checked_add(i.checked_mul(entry_size)?)?;
-        // PT_INTERP: the loader's path, NUL-terminated, at p_offset.
-        if u32_at(header)? != 3 {
-            return None;
+    let u16_at = |at| Some(u16::from_ne_bytes(bytes(at, 2)?.try_into().ok()?));
+    let u32_at = |at| Some(u32::from_ne_bytes(bytes(at, 4)?.try_into().ok()?));
+    let u64_at = |at| Some(u64::from_ne_bytes(bytes(at, 8)?.try_into().ok()?));
+    if !matches!(u16_at(0x10), Some(2 | 3)) {
+        return unfit("it is an ELF file but no program (an object file or a core dump?)");
+    }
+    let (machine, here) = (u16_at(0x12).unwrap_or_default(), std::env::consts::ARCH);
+    let runs: &[u16] = match here {
+        "x86_64" => &[62, 3],
+        "aarch64" => &[183, 40],
+        _ => &[],
+    };
+    if !runs.is_empty() && !runs.contains(&machine) {
+        let name = match machine {
+            3 => "x86 (32-bit)",
+            40 => "ARM (32-bit)",
+            62 => "x86-64",
+            183 => "AArch64",
+            243 => "RISC-V",
+            _ => "another machine",
+        };
+        let why = format!("it is built for {name} (ELF machine {machine}), and this one is {here}");
+        return unfit(&why);
+    }
+    let (Some(table), Some(entry_size), Some(entries)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
+    else {
+        return Ok(None);
+    };
+    if header == 52 {
+        return Ok(None);
+    }
+    if table.saturating_add(u64::from(entry_size) * u64::from(entries)) > len {
+        return unfit("it is cut short: its program headers end past the file's end");
+    }
+    let mut loader = None;
+    for i in 0..entries {
+        // Within the file: the table's end was checked against its length.
+        let at = usize::try_from(table + u64::from(i) * u64::from(entry_size)).ok();
+        let field = |offset: usize| u64_at(at? + offset);
+        let (Some(kind), Some(offset), Some(size)) = (at.and_then(u32_at), field(8), field(32))
+        else {
+            return Ok(None);
+        };
+        match kind {
+            // PT_LOAD: mapped from the file.
+            1 if offset.saturating_add(size) > len => {
+                return unfit("it is cut short: a segment ends past the file's end");
+            }
+            // PT_INTERP: the loader's path, NUL-terminated, at p_offset.
+            3 => {
+                let at = usize::try_from(offset).ok().zip(usize::try_from(size).ok());
+                let name = at.and_then(|(at, n)| bytes(at, n));
+                let name =
+                    name.and_then(|n| std::str::from_utf8(n.split(|b| *b == 0).next()?).ok());
+                loader = name.map(|name| (PathBuf::from(name), None));
+            }
+            _ => {}
         }
-        let name = bytes(u64_at(header + 8)?, u64_at(header + 32)?)?;
-        let name = std::str::from_utf8(name.split(|b| *b == 0).next()?).ok()?;
-        Some((PathBuf::from(name), None))
-    })
+    }
+    Ok(loader)
 }
 
 #[cfg(test)]
@@ -67,16 +125,16 @@ mod tests {
         let script = dir.path().join("script");
         std::fs::write(&script, "#!/usr/bin/env  python3 -u\nprint()\n").unwrap();
         assert_eq!(
-            of(&script),
+            of(&script).unwrap(),
             Some((PathBuf::from("/usr/bin/env"), Some("python3".to_owned())))
         );
         std::fs::write(&script, "#! /bin/sh\n").unwrap();
-        assert_eq!(of(&script), Some((PathBuf::from("/bin/sh"), None)));
+        assert_eq!(of(&script).unwrap(), Some((PathBuf::from("/bin/sh"), None)));
         std::fs::write(&script, "echo plain\n").unwrap();
-        assert_eq!(of(&script), None);
+        assert_eq!(of(&script).unwrap(), None);
         // The test binary itself is a dynamically linked ELF file.
         let own = std::env::current_exe().unwrap();
-        let (loader, _) = of(&own).expect("a loader");
+        let (loader, _) = of(&own).unwrap().expect("a loader");
         assert!(loader.exists(), "{loader:?}");
     }
 }

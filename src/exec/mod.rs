@@ -122,6 +122,10 @@ pub enum ExecError {
         /// What stands in the way.
         why: &'static str,
     },
+    /// At start: an ELF file the kernel refuses (cut short, no program, built for another
+    /// machine), with why.
+    #[error("{0}")]
+    Unfit(String),
     /// At start: what starts the program (a script's `#!` interpreter, a binary's dynamic
     /// loader) is missing or cannot be executed.
     #[error("is started by {}, which {why} (a script's #! line, or a binary's dynamic loader: built for another C library?)", .interpreter.display())]

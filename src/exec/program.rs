@@ -40,7 +40,7 @@ pub fn find_program(program: &str) -> Result<PathBuf, ExecError> {
 /// `path`, once what starts it is there too ([`interpreter::of`]); for `#!/usr/bin/env NAME`,
 /// NAME on `$PATH` as `env` looks for it.
 fn startable(path: PathBuf) -> Result<PathBuf, ExecError> {
-    let Some((interpreter, argument)) = interpreter::of(&path) else {
+    let Some((interpreter, argument)) = interpreter::of(&path).map_err(ExecError::Unfit)? else {
         return Ok(path);
     };
     let why = match (candidate(&interpreter), argument) {

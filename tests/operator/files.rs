@@ -144,6 +144,57 @@ fn a_command_that_cannot_be_executed_is_refused_at_start() {
     );
 }
 
+/// The kernel refuses an ELF file that is cut short, no program or built for another machine
+/// (`execvp` then hands it to `/bin/sh`, which fails with 2 or 127 at every term, and `lock`
+/// would exit with the shell's code): each is refused at start, with what is wrong.
+#[test]
+fn a_binary_this_machine_cannot_run_is_refused_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let program = std::fs::read("/bin/true").unwrap();
+    let (other, other_name) = match std::env::consts::ARCH {
+        "aarch64" => (62u16, "x86-64"),
+        _ => (183, "AArch64"),
+    };
+    let mut foreign = program.clone();
+    foreign[18..20].copy_from_slice(&other.to_le_bytes());
+    let mut object = program.clone();
+    object[16..18].copy_from_slice(&1u16.to_le_bytes());
+    let cases: [(&str, &[u8], String); 5] = [
+        (
+            "garbage",
+            b"\x7fELF garbage",
+            "its ELF header is cut short or corrupt".into(),
+        ),
+        (
+            "headers",
+            &program[..100],
+            "it is cut short: its program headers".into(),
+        ),
+        (
+            "segments",
+            &program[..2000],
+            "it is cut short: a segment ends past".into(),
+        ),
+        ("object", &object, "it is an ELF file but no program".into()),
+        (
+            "foreign",
+            &foreign,
+            format!("it is built for {other_name} (ELF machine {other}), and this one is"),
+        ),
+    ];
+    for (name, bytes, words) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = path.to_str().unwrap();
+        run_refused_not_run(
+            &["--", path],
+            &format!("-- CMD `{path}`: is not a program this machine can run: {words}"),
+        );
+    }
+}
+
 /// A candidate check command runs by `/bin/sh -c`: where there is none (leasehold's own image
 /// is `FROM scratch`) every check would fail and no replica ever lead, so it is refused at start.
 /// The shell is hidden by a bind mount in a mount namespace of the run's own.
@@ -194,4 +245,32 @@ fn one_file_as_guard_and_status_file_is_refused_naming_both_flags() {
             ),
         );
     }
+}
+
+/// A named pipe that nothing writes to would hold the start for ever: it is refused, while a
+/// pipe with a writer (`--redis-password-file <(…)`) is still read.
+#[test]
+fn a_named_pipe_with_nothing_written_to_it_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.unwrap().success());
+    let fifo = fifo.to_str().unwrap();
+    let unwritten = "is a named pipe (FIFO) with nothing written to it";
+    run_refused_not_run(
+        &["--config", fifo],
+        &format!("--config {fifo}: {unwritten}"),
+    );
+    run_refused_not_run(
+        &["--redis-password-file", fifo],
+        &format!("--redis-password-file {fifo}: {unwritten}"),
+    );
+    let written = format!(
+        "exec {} status --lease-name ns/x --redis-url redis://127.0.0.1:1 --redis-password-file <(echo pw)",
+        harness::leasehold_bin()
+    );
+    let mut cmd = std::process::Command::new("bash");
+    cmd.args(["-c", &written]);
+    let (code, stderr) = harness::replica::exit_within(cmd, std::time::Duration::from_secs(20));
+    assert_eq!(code, Some(1), "read, then no Redis at port 1: {stderr}");
 }
