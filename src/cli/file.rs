@@ -139,7 +139,8 @@ fn name_the_variable(mut error: clap::Error, command: &Command, argv: &[OsString
         (ErrorKind::InvalidUtf8, ..) => args
             .filter_map(Arg::get_env)
             .find(|v| std::env::var_os(v).is_some_and(|v| v.to_str().is_none()))
-            .map(|v| format!("the value of ${} is not UTF-8", v.to_string_lossy())),
+            .map(|v| format!("the value of ${} is not UTF-8", v.to_string_lossy()))
+            .or_else(|| typed_not_utf8(argv)),
         (
             ErrorKind::ValueValidation | ErrorKind::InvalidValue,
             Some(ContextValue::String(flag)),
@@ -180,6 +181,24 @@ fn name_the_variable(mut error: clap::Error, command: &Command, argv: &[OsString
         );
     }
     error
+}
+
+/// The first typed argument that is not UTF-8, with the flag it is the value of (`--flag VALUE`,
+/// `--flag=VALUE`; no short flag takes text) or as the command after `--`.
+fn typed_not_utf8(argv: &[OsString]) -> Option<String> {
+    let at = argv.iter().position(|a| a.to_str().is_none())?;
+    let shown = argv[at].to_string_lossy();
+    if argv[..at].iter().any(|a| a == "--") {
+        return Some(format!("the command after `--`, `{shown}`, is not UTF-8"));
+    }
+    let (flag, value) = match shown.split_once('=') {
+        Some((flag, value)) if flag.starts_with("--") => (flag.to_owned(), value.to_owned()),
+        _ => match argv[..at].last().map(|a| a.to_string_lossy()) {
+            Some(flag) if flag.starts_with('-') => (flag.into_owned(), shown.into_owned()),
+            _ => return Some(format!("the argument `{shown}` is not UTF-8")),
+        },
+    };
+    Some(format!("the value of {flag}, `{value}`, is not UTF-8"))
 }
 
 /// The file's values as defaults of `sub`'s arguments (by id), each checked by the argument's
@@ -346,12 +365,23 @@ fn read_config_file(path: &Path) -> Result<BTreeMap<String, String>, CliError> {
             let path = path.to_owned();
             return Err(CliError::ConfigUnreadable { path, source });
         }
-        Err(_) => {
+        Err(SecretFileError::TooLarge) => {
             return Err(invalid(
                 "is larger than 1 MiB, more than any config file".into(),
             ));
         }
+        Err(other) => return Err(invalid(other.to_string())),
     };
+    // The YAML reader takes time quadratic in the nesting of brackets, minutes for a large
+    // file, before it could refuse the depth; their count bounds it. A file of flags holds
+    // scalars, whose brackets are few.
+    const MAX_BRACKETS: usize = 1000;
+    let brackets = text.matches(['[', '{']).count();
+    if brackets > MAX_BRACKETS {
+        return Err(invalid(format!(
+            "holds {brackets} opening brackets (`[` or `{{`), more than the {MAX_BRACKETS} that a file of flags could need"
+        )));
+    }
     let not_yaml = |e: serde_yaml::Error| invalid(format!("not valid YAML: {e}"));
     let doc: serde_yaml::Value = serde_yaml::from_str(&text).map_err(not_yaml)?;
     let mapping = match doc {

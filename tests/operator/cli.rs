@@ -459,3 +459,38 @@ fn a_refusal_with_stderr_gone_still_exits_with_its_code() {
         assert_eq!(code, Some(want), "{args:?}");
     }
 }
+
+/// A typed value that is not UTF-8 is refused naming its flag (or the command after `--`), as a
+/// variable's is named.
+#[test]
+fn an_argument_that_is_not_utf8_is_refused_naming_its_flag() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let garbled = OsStr::from_bytes(b"pr\xffd");
+    let mut joined = b"--key-prefix=".to_vec();
+    joined.extend(garbled.as_bytes());
+    let cases: [(Vec<&OsStr>, &str); 3] = [
+        (
+            vec![OsStr::new("--lease-name"), garbled],
+            "the value of --lease-name, `pr\u{fffd}d`, is not UTF-8",
+        ),
+        (
+            vec![OsStr::from_bytes(&joined)],
+            "the value of --key-prefix, `pr\u{fffd}d`, is not UTF-8",
+        ),
+        (
+            vec![OsStr::new("--"), OsStr::new("echo"), garbled],
+            "the command after `--`, `pr\u{fffd}d`, is not UTF-8",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut cmd = run_without_redis(&[]);
+        cmd.args(&args);
+        let (code, stderr) = exit_within(cmd, Duration::from_secs(20));
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(want),
+            "{args:?}\n got: {stderr}\nwant: {want}"
+        );
+    }
+}

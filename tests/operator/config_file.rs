@@ -172,3 +172,23 @@ fn a_locks_wait_in_a_shared_file_is_not_step_downs() {
     );
     assert!(stderr.contains("redis at redis://127.0.0.1:1"), "{stderr}");
 }
+
+/// A file of deeply nested brackets takes the YAML reader time quadratic in the depth (minutes
+/// for the largest file read) before it could be refused: it is refused by its count of them.
+#[test]
+fn a_config_file_of_nested_brackets_is_refused_before_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deep.yaml");
+    std::fs::write(
+        &path,
+        format!("lease-name: {}{}\n", "[".repeat(2000), "]".repeat(2000)),
+    )
+    .unwrap();
+    let p = path.to_str().unwrap();
+    run_refused(
+        &["--config", p],
+        &format!(
+            "--config {p}: holds 2000 opening brackets (`[` or `{{`), more than the 1000 that a file of flags could need"
+        ),
+    );
+}
