@@ -248,7 +248,8 @@ fn an_odd_redis_url_is_refused_without_a_panic() {
 }
 
 /// A query that the client library does not read for a TCP URL (`?db=3`: database 0 was used)
-/// is refused, not dropped; and a Sentinel or seed at port 0.
+/// is refused, not dropped; and a Sentinel or seed at port 0, and a Sentinel URL's query or
+/// segment after the database (`/m?db=2` was taken as the master's name).
 #[test]
 fn a_url_part_that_would_be_ignored_or_port_0_is_refused() {
     for (url, said) in [
@@ -258,6 +259,14 @@ fn a_url_part_that_would_be_ignored_or_port_0_is_refused() {
         (
             "redis+sentinel://127.0.0.1:0,127.0.0.2:1,127.0.0.3:1/m",
             "list the Sentinels",
+        ),
+        (
+            "redis+sentinel://127.0.0.1:1,127.0.0.2:1,127.0.0.3:1/m/0/1",
+            "the master name and a database, nothing else",
+        ),
+        (
+            "redis+sentinel://127.0.0.1:1,127.0.0.2:1,127.0.0.3:1/m?db=2",
+            "the master name and a database, nothing else",
         ),
     ] {
         refused(

@@ -305,6 +305,11 @@ impl Target {
                         bad("list the Sentinels as host:port,host:port, an IPv6 address in brackets (credentials go in --redis-username and the password files)")
                     })?;
                 let mut segments = path.split('/').filter(|s| !s.is_empty());
+                if path.contains(['?', '#']) || segments.clone().nth(2).is_some() {
+                    return Err(bad(
+                        "after the Sentinels go the master name and a database, nothing else: redis+sentinel://host:26379/mymaster/3",
+                    ));
+                }
                 let master = segments
                     .next()
                     .ok_or_else(|| bad("name the master after the Sentinels: redis+sentinel://host:26379/mymaster"))?
@@ -420,6 +425,8 @@ mod tests {
                 "redis+sentinel://s1/m/x",
                 "the database after the master name must be a number",
             ),
+            ("redis+sentinel://s1/m/0/1", "nothing else"),
+            ("redis+sentinel://s1/m?db=2", "nothing else"),
             ("redis+cluster://", "list the seed nodes"),
             ("redis+cluster://n1:7000/1", "only database 0"),
             ("redis+cluster://n1:notaport", "list the seed nodes"),
