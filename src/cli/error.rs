@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::elector::{TimingBound, TimingError, TimingField};
-use crate::telemetry::TelemetryError;
+use crate::telemetry::{TelemetryError, printable};
 
 /// Why the binary stops before or instead of doing its work. Each refusal names the flag (or
 /// config key), the value and the rule; [`CliError::exit_code`] is the one place that decides
@@ -104,6 +104,14 @@ pub enum CliError {
     Failed(#[from] anyhow::Error),
 }
 
+/// A refused value as shown: its first 256 characters, and its size when there are more.
+fn clipped(value: String) -> String {
+    match value.char_indices().nth(256) {
+        Some((at, _)) => format!("{}… ({} bytes)", &value[..at], value.len()),
+        None => value,
+    }
+}
+
 /// The flag of a timing field: `lease_duration` → `--lease-duration`.
 fn timing_flag(field: TimingField) -> String {
     format!("--{}", field.name().replace('_', "-"))
@@ -131,7 +139,7 @@ impl CliError {
     pub fn value(flag: &'static str, value: impl ToString, rule: impl Into<String>) -> Self {
         CliError::Value {
             flag,
-            value: value.to_string(),
+            value: clipped(value.to_string()),
             rule: rule.into(),
         }
     }
@@ -202,7 +210,8 @@ impl CliError {
                 // Nothing more to say when even stderr is gone.
                 let _ = e.print();
             }
-            other => say!("error: {other}"),
+            // A value's control characters would act on the terminal, or split the line.
+            other => say!("error: {}", printable(&other.to_string())),
         }
         ExitCode::from(self.exit_code())
     }

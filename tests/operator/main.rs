@@ -19,4 +19,5 @@ mod operator_cli;
 mod printed;
 mod readme;
 mod refusal;
+mod shown;
 mod uninstall;
