@@ -70,9 +70,16 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
     .with_clocks(contender.clocks.clone())
     .with_heartbeat(contender.heartbeat.clone())
     .with_limits(settings.http_limits);
-    let (bound, serve) = http::bind(settings.http_addr, endpoints, http_stop.clone())
-        .await
-        .with_context(|| format!("cannot listen on --http-addr {}", settings.http_addr))?;
+    let addr = settings.http_addr;
+    let (bound, serve) = match http::bind(addr, endpoints, http_stop.clone()).await {
+        Ok(bound) => bound,
+        // The input's fault, unlike a port another process holds.
+        Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => {
+            let rule = format!("is no address of this machine ({e})");
+            return Err(CliError::value("http-addr", addr, rule));
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot listen on --http-addr {addr}"))?,
+    };
     // After the bind: a port already taken ends the start before the file's first write.
     let status_file_stop = CancellationToken::new();
     let status_file = status_file.map(|file| {
