@@ -14,6 +14,7 @@ use super::{
     Cli, CliError, Command, ContenderArgs, GuardArgs, KubeArgs, LeaseArgs, LogArgs, RunArgs,
     StatusArgs,
 };
+use crate::clock::shown;
 use crate::elector::Timing;
 use crate::exec::{ExecSettings, KILL_MARGIN, find_program};
 use crate::guard::caller::{self, CallerError, CallerTerm};
@@ -377,8 +378,9 @@ impl KubeArgs {
 }
 
 /// The command after `--`, if any, with its grace period. It is killed [`KILL_MARGIN`] before
-/// its term's validity deadline, which a renewal moves a retry period after the last: a lease
-/// shorter than both would start it and kill it at once, term after term.
+/// its term's validity deadline, which a renewal moves only when its answer comes, a retry
+/// period after the last and as late as a renewal attempt's bound: a lease shorter than all
+/// three would start it and kill it at once, term after term.
 fn exec(parts: &ContenderParts<'_>, timing: &Timing) -> Result<Option<ExecSettings>, CliError> {
     let Some(program) = parts.command.first() else {
         if parts.restart_command {
@@ -397,14 +399,15 @@ fn exec(parts: &ContenderParts<'_>, timing: &Timing) -> Result<Option<ExecSettin
     }
     find_program(program).map_err(|e| CliError::value("-- CMD", program, e.to_string()))?;
     above_zero("grace-period", parts.grace_period)?;
-    let needed = timing.drift() + timing.retry_period + KILL_MARGIN;
-    if timing.lease_duration <= needed {
+    let renewed = timing.retry_period + timing.renew_attempt_timeout();
+    if timing.validity() <= renewed + KILL_MARGIN {
+        let needed = timing.drift() + renewed + KILL_MARGIN;
         return Err(CliError::value(
             "lease-duration",
-            humantime::format_duration(timing.lease_duration),
+            shown(timing.lease_duration),
             format!(
-                "with a command after `--`, must be greater than the drift margin plus --retry-period plus 100 ms ({}): the command is killed 100 ms before its term's validity deadline, which the next renewal moves only a retry period later",
-                humantime::format_duration(needed)
+                "with a command after `--`, must be greater than {} (the drift margin, --retry-period, a renewal attempt's bound and 100 ms): the command is killed 100 ms before its term's validity deadline, which a renewal moves only when its answer comes",
+                shown(needed)
             ),
         ));
     }

@@ -166,6 +166,19 @@ fn a_renew_deadline_not_above_the_jittered_retry_period_is_refused() {
     );
 }
 
+/// The binary's rule for a command (`leasehold run -- CMD`), which would refuse the pods' start.
+#[test]
+fn a_lease_too_short_for_the_command_is_refused() {
+    let exec = "exec:\n  enabled: true\n  image:\n    repository: registry.example.com/worker\n    tag: \"3\"\n  command: [/app/worker]\n";
+    let timing = "timing:\n  leaseDurationSeconds: 0.124\n  renewDeadlineSeconds: 0.1\n  retryPeriodSeconds: 0.02\n";
+    let err = refused(&format!("{exec}{timing}"));
+    assert!(
+        err.contains("timing.leaseDurationSeconds 0.124 is too short for exec: it must be greater than the drift margin, timing.retryPeriodSeconds, a renewal attempt's bound"),
+        "{err}"
+    );
+    render(&format!("{exec}{}", timing.replace("0.124", "0.16")));
+}
+
 #[test]
 fn a_release_without_a_redis_url_is_refused() {
     let err = refused("redis:\n  urlKey: \"\"\n");

@@ -94,15 +94,17 @@ fn durations_past_their_upper_bound_are_refused_with_exit_code_2() {
 }
 
 /// The command is killed 100 ms before its term's validity deadline, and a renewal moves that
-/// deadline only a retry period after the last: with a lease shorter than both, every term would
-/// start the command and kill it at once, about 50 times a second.
+/// deadline only when its answer comes, a retry period after the last and as late as an
+/// attempt's bound: with a lease shorter than all three, every term would start the command and
+/// kill it at once. 124 ms passed a rule without the attempt's bound, and restarted the command
+/// about 20 times a second against a local Redis.
 #[test]
 fn a_lease_too_short_for_its_command_is_refused() {
     let timing = [
         "--lease-duration",
-        "50ms",
+        "124ms",
         "--renew-deadline",
-        "30ms",
+        "100ms",
         "--retry-period",
         "20ms",
     ];
@@ -110,6 +112,6 @@ fn a_lease_too_short_for_its_command_is_refused() {
     with_command.extend(["--", "sh", "-c", "sleep 60"]);
     run_refused_not_run(
         &with_command,
-        "--lease-duration `50ms`: with a command after `--`, must be greater than the drift margin plus --retry-period plus 100 ms (122ms 500us)",
+        "--lease-duration `124ms`: with a command after `--`, must be greater than 156.573333ms (the drift margin, --retry-period, a renewal attempt's bound and 100 ms)",
     );
 }

@@ -286,6 +286,13 @@ value and the rule.
 {{- if le (float64 $renew) (mulf (float64 $retry) 1.2) }}
 {{- fail (printf "timing.renewDeadlineSeconds %v must be greater than timing.retryPeriodSeconds × 1.2 = %v (rule: lease duration > renew deadline > retry period × 1.2)" $t.renewDeadlineSeconds (mulf (float64 $t.retryPeriodSeconds) 1.2)) }}
 {{- end }}
+{{- /* The command is killed 100 ms before the validity deadline (the lease duration less 1 % and
+2 ms), which a renewal moves only when its answer comes: a retry period and an attempt's bound
+later. */}}
+{{- $renewed := addf (float64 $retry) (maxf (float64 $retry) (divf (float64 $renew) 3.0)) 100.0 }}
+{{- if and .Values.exec.enabled (le (subf (mulf (float64 $lease) 0.99) 2.0) $renewed) }}
+{{- fail (printf "timing.leaseDurationSeconds %v is too short for exec: it must be greater than the drift margin, timing.retryPeriodSeconds, a renewal attempt's bound (timing.renewDeadlineSeconds / 3, or the retry period) and 100 ms: the command is killed 100 ms before its term's validity deadline" $t.leaseDurationSeconds) }}
+{{- end }}
 {{- if ge (int64 .Values.http.maxEventStreams) (int64 .Values.http.maxConnections) }}
 {{- fail (printf "http.maxEventStreams %v must be lower than http.maxConnections %v: event streams are connections too, and the others need some" .Values.http.maxEventStreams .Values.http.maxConnections) }}
 {{- end }}
