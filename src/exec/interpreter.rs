@@ -37,16 +37,18 @@ fn shebang(head: &[u8]) -> Option<(PathBuf, Option<String>)> {
 }
 
 /// The dynamic loader that an ELF file names, once it is one the kernel runs here. The program
-/// headers are read for a 64-bit file when they are within `head`, the file's first bytes (as
-/// with every linker's layout); `len` is the file's.
+/// headers are read when they are within `head`, the file's first bytes (as with every
+/// linker's layout); `len` is the file's.
 fn elf(head: &[u8], len: u64) -> Result<Option<(PathBuf, Option<String>)>, String> {
     let unfit = |why: &str| Err(format!("is not a program this machine can run: {why}"));
-    let header = match head.get(4) {
-        Some(1) => 52,
-        Some(2) => 64,
-        _ => usize::MAX,
+    // 64-bit: the header's size, the program header's, and where its fields are.
+    let wide = head.get(4) == Some(&2);
+    let (header, entry, offset_at, size_at) = if wide {
+        (64, 56, 8, 32)
+    } else {
+        (52, 32, 4, 16)
     };
-    if head.len() < header || !matches!(head[5], 1 | 2) {
+    if head.len() < header || !matches!(head[4..6], [1 | 2, 1 | 2]) {
         return unfit("its ELF header is cut short or corrupt");
     }
     if (head[5] == 1) != cfg!(target_endian = "little") {
@@ -55,34 +57,49 @@ fn elf(head: &[u8], len: u64) -> Result<Option<(PathBuf, Option<String>)>, Strin
     let bytes = |at: usize, n: usize| head.get(at..at.checked_add(n)?);
     let u16_at = |at| Some(u16::from_ne_bytes(bytes(at, 2)?.try_into().ok()?));
     let u32_at = |at| Some(u32::from_ne_bytes(bytes(at, 4)?.try_into().ok()?));
-    let u64_at = |at| Some(u64::from_ne_bytes(bytes(at, 8)?.try_into().ok()?));
+    let word_at = |at: usize| match wide {
+        true => Some(u64::from_ne_bytes(bytes(at, 8)?.try_into().ok()?)),
+        false => u32_at(at).map(u64::from),
+    };
     if !matches!(u16_at(0x10), Some(2 | 3)) {
         return unfit("it is an ELF file but no program (an object file or a core dump?)");
     }
     let (machine, here) = (u16_at(0x12).unwrap_or_default(), std::env::consts::ARCH);
-    let runs: &[u16] = match here {
-        "x86_64" => &[62, 3],
-        "aarch64" => &[183, 40],
+    // This kernel's own machine, and the 32-bit one it may run beside it; none when a
+    // binfmt_misc handler (an emulator) may run others.
+    let runs: &[(bool, u16)] = match here {
+        _ if std::fs::read_dir("/proc/sys/fs/binfmt_misc").is_ok_and(|d| d.count() > 2) => &[],
+        "x86_64" => &[(true, 62), (false, 3)],
+        "aarch64" => &[(true, 183), (false, 40)],
         _ => &[],
     };
-    if !runs.is_empty() && !runs.contains(&machine) {
+    if !runs.is_empty() && !runs.contains(&(wide, machine)) {
         let name = match machine {
-            3 => "x86 (32-bit)",
-            40 => "ARM (32-bit)",
+            3 => "x86",
+            40 => "ARM",
             62 => "x86-64",
             183 => "AArch64",
             243 => "RISC-V",
             _ => "another machine",
         };
-        let why = format!("it is built for {name} (ELF machine {machine}), and this one is {here}");
+        let bits = if wide { 64 } else { 32 };
+        let why = format!(
+            "it is built for {name} (ELF machine {machine}, {bits}-bit), and this one is {here}"
+        );
         return unfit(&why);
     }
-    let (Some(table), Some(entry_size), Some(entries)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
+    let at = if wide {
+        [0x20, 0x36, 0x38]
+    } else {
+        [0x1c, 0x2a, 0x2c]
+    };
+    let (Some(table), Some(entry_size), Some(entries)) =
+        (word_at(at[0]), u16_at(at[1]), u16_at(at[2]))
     else {
         return Ok(None);
     };
-    if header == 52 {
-        return Ok(None);
+    if entry_size != entry || entries == 0 {
+        return unfit("its program headers are corrupt");
     }
     if table.saturating_add(u64::from(entry_size) * u64::from(entries)) > len {
         return unfit("it is cut short: its program headers end past the file's end");
@@ -91,8 +108,9 @@ fn elf(head: &[u8], len: u64) -> Result<Option<(PathBuf, Option<String>)>, Strin
     for i in 0..entries {
         // Within the file: the table's end was checked against its length.
         let at = usize::try_from(table + u64::from(i) * u64::from(entry_size)).ok();
-        let field = |offset: usize| u64_at(at? + offset);
-        let (Some(kind), Some(offset), Some(size)) = (at.and_then(u32_at), field(8), field(32))
+        let field = |offset: usize| word_at(at?.checked_add(offset)?);
+        let (Some(kind), Some(offset), Some(size)) =
+            (at.and_then(u32_at), field(offset_at), field(size_at))
         else {
             return Ok(None);
         };
@@ -101,18 +119,18 @@ fn elf(head: &[u8], len: u64) -> Result<Option<(PathBuf, Option<String>)>, Strin
             1 if offset.saturating_add(size) > len => {
                 return unfit("it is cut short: a segment ends past the file's end");
             }
-            // PT_INTERP: the loader's path, NUL-terminated, at p_offset.
-            3 => {
+            // PT_INTERP, the first: the loader's path, NUL-terminated, at p_offset.
+            3 if loader.is_none() => {
                 let at = usize::try_from(offset).ok().zip(usize::try_from(size).ok());
                 let name = at.and_then(|(at, n)| bytes(at, n));
                 let name =
                     name.and_then(|n| std::str::from_utf8(n.split(|b| *b == 0).next()?).ok());
-                loader = name.map(|name| (PathBuf::from(name), None));
+                loader = Some(name.map(|name| (PathBuf::from(name), None)));
             }
             _ => {}
         }
     }
-    Ok(loader)
+    Ok(loader.flatten())
 }
 
 #[cfg(test)]

@@ -156,11 +156,18 @@ fn a_binary_this_machine_cannot_run_is_refused_at_start() {
         "aarch64" => (62u16, "x86-64"),
         _ => (183, "AArch64"),
     };
-    let mut foreign = program.clone();
-    foreign[18..20].copy_from_slice(&other.to_le_bytes());
-    let mut object = program.clone();
-    object[16..18].copy_from_slice(&1u16.to_le_bytes());
-    let cases: [(&str, &[u8], String); 5] = [
+    let with = |at: usize, value: u16| {
+        let mut changed = program.clone();
+        changed[at..at + 2].copy_from_slice(&value.to_le_bytes());
+        changed
+    };
+    // A 32-bit header whose one program header would follow it.
+    let mut narrow = b"\x7fELF\x01\x01\x01".to_vec();
+    narrow.resize(52, 0);
+    for (at, value) in [(0x10, 2u16), (0x12, 3), (0x1c, 52), (0x2a, 32), (0x2c, 1)] {
+        narrow[at..at + 2].copy_from_slice(&value.to_le_bytes());
+    }
+    let cases: [(&str, &[u8], String); 7] = [
         (
             "garbage",
             b"\x7fELF garbage",
@@ -172,19 +179,34 @@ fn a_binary_this_machine_cannot_run_is_refused_at_start() {
             "it is cut short: its program headers".into(),
         ),
         (
+            "narrow",
+            &narrow,
+            "it is cut short: its program headers".into(),
+        ),
+        // A binary's last loadable segment ends in its second half.
+        (
             "segments",
-            &program[..2000],
+            &program[..program.len() / 2],
             "it is cut short: a segment ends past".into(),
         ),
-        ("object", &object, "it is an ELF file but no program".into()),
+        (
+            "object",
+            &with(0x10, 1),
+            "it is an ELF file but no program".into(),
+        ),
+        (
+            "no headers",
+            &with(0x38, 0),
+            "its program headers are corrupt".into(),
+        ),
         (
             "foreign",
-            &foreign,
-            format!("it is built for {other_name} (ELF machine {other}), and this one is"),
+            &with(0x12, other),
+            format!("it is built for {other_name} (ELF machine {other}, 64-bit), and this one is"),
         ),
     ];
     for (name, bytes, words) in cases {
-        let path = dir.path().join(name);
+        let path = dir.path().join(name.replace(' ', "-"));
         std::fs::write(&path, bytes).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         let path = path.to_str().unwrap();
@@ -256,7 +278,7 @@ fn a_named_pipe_with_nothing_written_to_it_is_refused() {
     let made = std::process::Command::new("mkfifo").arg(&fifo).status();
     assert!(made.unwrap().success());
     let fifo = fifo.to_str().unwrap();
-    let unwritten = "is a named pipe (FIFO) with nothing written to it";
+    let unwritten = "is a pipe with nothing written to it";
     run_refused_not_run(
         &["--config", fifo],
         &format!("--config {fifo}: {unwritten}"),
