@@ -28,10 +28,8 @@ pub enum SecretFileError {
     /// The file is larger than any secret or certificate file (named by mistake: a log, a disk).
     #[error("is larger than 1 MiB, more than any secret or certificate file")]
     TooLarge,
-    /// A named pipe without a writer: waiting for one could last for ever.
-    #[error(
-        "is a named pipe (FIFO) with nothing written to it: it is read at start, without waiting for a writer"
-    )]
+    /// A pipe that gave nothing: waiting for a writer could last for ever.
+    #[error("is a pipe with nothing written to it: it is read once, without waiting for a writer")]
     Unwritten,
 }
 

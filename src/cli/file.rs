@@ -140,7 +140,7 @@ fn name_the_variable(mut error: clap::Error, command: &Command, argv: &[OsString
             .filter_map(Arg::get_env)
             .find(|v| std::env::var_os(v).is_some_and(|v| v.to_str().is_none()))
             .map(|v| format!("the value of ${} is not UTF-8", v.to_string_lossy()))
-            .or_else(|| typed_not_utf8(argv)),
+            .or_else(|| typed_not_utf8(command, argv)),
         (
             ErrorKind::ValueValidation | ErrorKind::InvalidValue,
             Some(ContextValue::String(flag)),
@@ -183,22 +183,35 @@ fn name_the_variable(mut error: clap::Error, command: &Command, argv: &[OsString
     error
 }
 
-/// The first typed argument that is not UTF-8, with the flag it is the value of (`--flag VALUE`,
-/// `--flag=VALUE`; no short flag takes text) or as the command after `--`.
-fn typed_not_utf8(argv: &[OsString]) -> Option<String> {
-    let at = argv.iter().position(|a| a.to_str().is_none())?;
-    let shown = argv[at].to_string_lossy();
+/// The typed argument that is not UTF-8 where clap wants text (a path may be any bytes), found
+/// by clap itself: the one that alone among them still fails; with the flag it is the value of
+/// (`--flag VALUE`, `--flag=VALUE`; no short flag takes text), or as the command's. Its value is
+/// not shown: it may hold a password.
+fn typed_not_utf8(command: &Command, argv: &[OsString]) -> Option<String> {
+    let garbled: Vec<usize> = (1..argv.len())
+        .filter(|&i| argv[i].to_str().is_none())
+        .collect();
+    let at = *garbled.iter().find(|&&at| {
+        let mut alone = argv.to_vec();
+        garbled
+            .iter()
+            .filter(|&&i| i != at)
+            .for_each(|&i| alone[i] = "x".into());
+        let refused = command.clone().try_get_matches_from(alone).err();
+        refused.is_some_and(|e| e.kind() == ErrorKind::InvalidUtf8)
+    })?;
     if argv[..at].iter().any(|a| a == "--") {
-        return Some(format!("the command after `--`, `{shown}`, is not UTF-8"));
+        return Some("an argument of the command after `--` is not UTF-8".to_owned());
     }
-    let (flag, value) = match shown.split_once('=') {
-        Some((flag, value)) if flag.starts_with("--") => (flag.to_owned(), value.to_owned()),
-        _ => match argv[..at].last().map(|a| a.to_string_lossy()) {
-            Some(flag) if flag.starts_with('-') => (flag.into_owned(), shown.into_owned()),
-            _ => return Some(format!("the argument `{shown}` is not UTF-8")),
-        },
+    let typed = argv[at].to_string_lossy();
+    let flag = match typed.split_once('=') {
+        Some((flag, _)) if flag.starts_with("--") => flag.to_owned(),
+        _ => argv[at - 1].to_string_lossy().into_owned(),
     };
-    Some(format!("the value of {flag}, `{value}`, is not UTF-8"))
+    Some(match flag.starts_with('-') {
+        true => format!("the value of {flag} is not UTF-8"),
+        false => "an argument is not UTF-8".to_owned(),
+    })
 }
 
 /// The file's values as defaults of `sub`'s arguments (by id), each checked by the argument's
@@ -339,12 +352,26 @@ fn unknown_key(sub: &Command, path: &Path, key: &str) -> CliError {
         .filter_map(|a| a.get_long())
         .filter(|l| *l != "config" && *l != "help")
         .collect();
-    let nearest = known
-        .iter()
-        .map(|k| (strsim::jaro(key, k), *k))
-        .filter(|(similarity, _)| *similarity > 0.7)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, k)| k.to_owned());
+    // A variable's spelling (`LEASEHOLD_LEASE_DURATION`) or an alias names its flag; else the
+    // nearest by spelling, for a key long enough to be near anything.
+    let spelled = key.to_lowercase().replace('_', "-");
+    let spelled = spelled.strip_prefix("leasehold-").unwrap_or(&spelled);
+    let named = sub.get_arguments().find(|a| {
+        a.get_long() == Some(spelled)
+            || a.get_all_aliases()
+                .is_some_and(|all| all.contains(&spelled))
+    });
+    let nearest = named
+        .and_then(Arg::get_long)
+        .map(str::to_owned)
+        .or_else(|| {
+            known
+                .iter()
+                .map(|k| (strsim::jaro(spelled, k), *k))
+                .filter(|(similarity, _)| *similarity > 0.7 && spelled.len() > 2)
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, k)| k.to_owned())
+        });
     CliError::ConfigUnknownKey {
         path: path.to_owned(),
         key: key.to_owned(),

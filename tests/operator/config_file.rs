@@ -90,6 +90,23 @@ fn an_unknown_config_key_is_answered_with_the_nearest_flag() {
             &["run"],
             "--config {}: unknown key `xyzzy`; the keys are the long flag names of `leasehold run`: redis-url, ",
         ),
+        // A variable's spelling and a client-go alias name their flag; a key too short to be
+        // near any flag is answered with the list alone.
+        (
+            "LEASEHOLD_LEASE_DURATION: 30s\n",
+            &["run"],
+            "unknown key `LEASEHOLD_LEASE_DURATION`; the keys are the long flag names of `leasehold run`; did you mean `lease-duration`?",
+        ),
+        (
+            "leader-elect-retry-period: 3s\n",
+            &["run"],
+            "unknown key `leader-elect-retry-period`; the keys are the long flag names of `leasehold run`; did you mean `retry-period`?",
+        ),
+        (
+            "to: web-b\n",
+            &["run"],
+            "unknown key `to`; the keys are the long flag names of `leasehold run`: redis-url, ",
+        ),
         // A key of no command at all, given to status; `guard`'s key given to `run` (a slip
         // for `lease-name`); `run`'s key given to `lock`.
         (

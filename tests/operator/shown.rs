@@ -96,7 +96,8 @@ fn a_refusal_with_stderr_gone_still_exits_with_its_code() {
 }
 
 /// A typed value that is not UTF-8 is refused naming its flag (or the command after `--`), as a
-/// variable's is named.
+/// variable's is named; never showing it (a URL's password), and not blaming a path (which
+/// may be any bytes) typed before it.
 #[test]
 fn an_argument_that_is_not_utf8_is_refused_naming_its_flag() {
     use std::ffi::OsStr;
@@ -104,29 +105,41 @@ fn an_argument_that_is_not_utf8_is_refused_naming_its_flag() {
     let garbled = OsStr::from_bytes(b"pr\xffd");
     let mut joined = b"--key-prefix=".to_vec();
     joined.extend(garbled.as_bytes());
-    let cases: [(Vec<&OsStr>, &str); 3] = [
+    let url = OsStr::from_bytes(b"redis://u:hunter2\xff@127.0.0.1:1");
+    let guard = OsStr::from_bytes(b"/tmp/g\xff");
+    let cases: [(Vec<&OsStr>, &str); 4] = [
         (
-            vec![OsStr::new("--lease-name"), garbled],
-            "the value of --lease-name, `pr\u{fffd}d`, is not UTF-8",
+            vec![
+                OsStr::new("--guard-file"),
+                guard,
+                OsStr::new("--lease-name"),
+                garbled,
+            ],
+            "the value of --lease-name is not UTF-8",
         ),
         (
             vec![OsStr::from_bytes(&joined)],
-            "the value of --key-prefix, `pr\u{fffd}d`, is not UTF-8",
+            "the value of --key-prefix is not UTF-8",
+        ),
+        (
+            vec![OsStr::new("--redis-url"), url],
+            "the value of --redis-url is not UTF-8",
         ),
         (
             vec![OsStr::new("--"), OsStr::new("echo"), garbled],
-            "the command after `--`, `pr\u{fffd}d`, is not UTF-8",
+            "an argument of the command after `--` is not UTF-8",
         ),
     ];
     for (args, want) in cases {
-        let mut cmd = run_without_redis(&[]);
-        cmd.args(&args);
+        let mut cmd = std::process::Command::new(harness::leasehold_bin());
+        cmd.args(["run", "--kubernetes", "off"]).args(&args);
         let (code, stderr) = exit_within(cmd, Duration::from_secs(20));
         assert_eq!(code, Some(2), "{args:?}: {stderr}");
         assert!(
             stderr.contains(want),
             "{args:?}\n got: {stderr}\nwant: {want}"
         );
+        assert!(!stderr.contains("hunter2"), "{stderr}");
     }
 }
 
