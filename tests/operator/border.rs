@@ -28,8 +28,11 @@ const CORE_CEILING: usize = 8_087;
 /// the start check, a `--config` of nested brackets that took minutes, a named pipe without a
 /// writer that held the start for ever, a typed value that is not UTF-8 refused without its
 /// flag, and the core's raise (21,953), and refused values echoed raw (escape sequences, 100 kB)
-/// and an `--http-addr` of no local address said as a failure not the input's (21,969).
-const CORE_AND_PRODUCT_CEILING: usize = 21_969;
+/// and an `--http-addr` of no local address said as a failure not the input's (21,969), and
+/// from the review of these: the command's lease rule without a renewal's time, 32-bit and
+/// corrupt ELF headers, a path blamed for another flag's bytes, and config keys spelled as
+/// variables or aliases (22,015).
+const CORE_AND_PRODUCT_CEILING: usize = 22_015;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
