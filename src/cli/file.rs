@@ -136,11 +136,12 @@ fn name_the_variable(mut error: clap::Error, command: &Command, argv: &[OsString
         error.get(ContextKind::InvalidArg),
         error.get(ContextKind::InvalidValue),
     ) {
-        (ErrorKind::InvalidUtf8, ..) => args
-            .filter_map(Arg::get_env)
-            .find(|v| std::env::var_os(v).is_some_and(|v| v.to_str().is_none()))
-            .map(|v| format!("the value of ${} is not UTF-8", v.to_string_lossy()))
-            .or_else(|| typed_not_utf8(command, argv)),
+        // A typed one that clap confirms first: a variable may hold a path, of any bytes.
+        (ErrorKind::InvalidUtf8, ..) => typed_not_utf8(command, argv).or_else(|| {
+            args.filter_map(Arg::get_env)
+                .find(|v| std::env::var_os(v).is_some_and(|v| v.to_str().is_none()))
+                .map(|v| format!("the value of ${} is not UTF-8", v.to_string_lossy()))
+        }),
         (
             ErrorKind::ValueValidation | ErrorKind::InvalidValue,
             Some(ContextValue::String(flag)),
@@ -186,28 +187,30 @@ fn name_the_variable(mut error: clap::Error, command: &Command, argv: &[OsString
 /// The typed argument that is not UTF-8 where clap wants text (a path may be any bytes), found
 /// by clap itself: the one that alone among them still fails; with the flag it is the value of
 /// (`--flag VALUE`, `--flag=VALUE`; no short flag takes text), or as the command's. Its value is
-/// not shown: it may hold a password.
+/// not shown: it may hold a password. The first 16 are tried, each a parse of the whole line.
 fn typed_not_utf8(command: &Command, argv: &[OsString]) -> Option<String> {
+    let flag_of = |typed: &str| {
+        let (flag, _) = typed.split_once('=').filter(|(f, _)| f.starts_with("--"))?;
+        Some(flag.to_owned())
+    };
     let garbled: Vec<usize> = (1..argv.len())
         .filter(|&i| argv[i].to_str().is_none())
+        .take(16)
         .collect();
     let at = *garbled.iter().find(|&&at| {
         let mut alone = argv.to_vec();
-        garbled
-            .iter()
-            .filter(|&&i| i != at)
-            .for_each(|&i| alone[i] = "x".into());
+        for &i in garbled.iter().filter(|&&i| i != at) {
+            let flag = flag_of(&argv[i].to_string_lossy());
+            alone[i] = flag.map_or("x".into(), |flag| format!("{flag}=x").into());
+        }
         let refused = command.clone().try_get_matches_from(alone).err();
         refused.is_some_and(|e| e.kind() == ErrorKind::InvalidUtf8)
     })?;
     if argv[..at].iter().any(|a| a == "--") {
         return Some("an argument of the command after `--` is not UTF-8".to_owned());
     }
-    let typed = argv[at].to_string_lossy();
-    let flag = match typed.split_once('=') {
-        Some((flag, _)) if flag.starts_with("--") => flag.to_owned(),
-        _ => argv[at - 1].to_string_lossy().into_owned(),
-    };
+    let flag = flag_of(&argv[at].to_string_lossy())
+        .unwrap_or_else(|| argv[at - 1].to_string_lossy().into_owned());
     Some(match flag.starts_with('-') {
         true => format!("the value of {flag} is not UTF-8"),
         false => "an argument is not UTF-8".to_owned(),
@@ -250,7 +253,7 @@ fn file_defaults(
             if operator && served().any(named) {
                 continue;
             }
-            return Err(unknown_key(sub, path, &key));
+            return Err(unknown_key(root, sub, path, &key));
         };
         // A key that `run` or `lock` read under another variable means something else there
         // (`wait`): theirs.
@@ -346,23 +349,28 @@ fn check_value(sub: &Command, arg: &Arg, value: &str) -> Result<(), clap::Error>
 }
 
 /// The refusal of a key that no long flag of `sub` has, with the nearest one when one is near.
-fn unknown_key(sub: &Command, path: &Path, key: &str) -> CliError {
+fn unknown_key(root: &Command, sub: &Command, path: &Path, key: &str) -> CliError {
     let known: Vec<&str> = sub
         .get_arguments()
         .filter_map(|a| a.get_long())
         .filter(|l| *l != "config" && *l != "help")
         .collect();
-    // A variable's spelling (`LEASEHOLD_LEASE_DURATION`) or an alias names its flag; else the
-    // nearest by spelling, for a key long enough to be near anything.
+    // A variable's spelling (`LEASEHOLD_LEASE_DURATION`) or an alias names its flag, of any
+    // command (the file serves them all); else the nearest by spelling, for a key long enough
+    // to be near anything.
     let spelled = key.to_lowercase().replace('_', "-");
     let spelled = spelled.strip_prefix("leasehold-").unwrap_or(&spelled);
-    let named = sub.get_arguments().find(|a| {
-        a.get_long() == Some(spelled)
-            || a.get_all_aliases()
-                .is_some_and(|all| all.contains(&spelled))
+    let mut every = std::iter::once(sub).chain(root.get_subcommands());
+    let named = every.find_map(|command| {
+        command.get_arguments().find(|a| {
+            (a.get_long() == Some(spelled) && spelled != "config")
+                || a.get_all_aliases()
+                    .is_some_and(|all| all.contains(&spelled))
+        })
     });
     let nearest = named
         .and_then(Arg::get_long)
+        .filter(|long| *long != key)
         .map(str::to_owned)
         .or_else(|| {
             known

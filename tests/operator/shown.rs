@@ -107,7 +107,17 @@ fn an_argument_that_is_not_utf8_is_refused_naming_its_flag() {
     joined.extend(garbled.as_bytes());
     let url = OsStr::from_bytes(b"redis://u:hunter2\xff@127.0.0.1:1");
     let guard = OsStr::from_bytes(b"/tmp/g\xff");
-    let cases: [(Vec<&OsStr>, &str); 4] = [
+    let mut guard_joined = b"--guard-file=".to_vec();
+    guard_joined.extend(guard.as_bytes());
+    let cases: [(Vec<&OsStr>, &str); 5] = [
+        (
+            vec![
+                OsStr::from_bytes(&guard_joined),
+                OsStr::new("--lease-name"),
+                garbled,
+            ],
+            "the value of --lease-name is not UTF-8",
+        ),
         (
             vec![
                 OsStr::new("--guard-file"),
