@@ -177,6 +177,10 @@ fn a_lease_too_short_for_the_command_is_refused() {
         "{err}"
     );
     render(&format!("{exec}{}", timing.replace("0.124", "0.16")));
+    // A drift factor given in extraArgs holds back more of the lease.
+    let drift = "extraArgs: [\"--drift-factor=0.05\"]\n";
+    let err = refused(&format!("{exec}{drift}{}", timing.replace("0.124", "0.16")));
+    assert!(err.contains("is too short for exec"), "{err}");
 }
 
 #[test]

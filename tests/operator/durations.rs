@@ -112,6 +112,6 @@ fn a_lease_too_short_for_its_command_is_refused() {
     with_command.extend(["--", "sh", "-c", "sleep 60"]);
     run_refused_not_run(
         &with_command,
-        "--lease-duration `124ms`: with a command after `--`, must be greater than 156.573333ms (the drift margin, --retry-period, a renewal attempt's bound and 100 ms)",
+        "--lease-duration `124ms`: with a command after `--`, must be greater than 156.902357ms (the drift margin, --retry-period, a renewal attempt's bound and 100 ms)",
     );
 }

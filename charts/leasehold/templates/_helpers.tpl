@@ -290,7 +290,9 @@ value and the rule.
 2 ms), which a renewal moves only when its answer comes: a retry period and an attempt's bound
 later. */}}
 {{- $renewed := addf (float64 $retry) (maxf (float64 $retry) (divf (float64 $renew) 3.0)) 100.0 }}
-{{- if and .Values.exec.enabled (le (subf (mulf (float64 $lease) 0.99) 2.0) $renewed) }}
+{{- $drift := 0.01 }}
+{{- range .Values.extraArgs }}{{ if hasPrefix "--drift-factor=" . }}{{ $drift = float64 (trimPrefix "--drift-factor=" .) }}{{ end }}{{ end }}
+{{- if and .Values.exec.enabled (le (subf (mulf (float64 $lease) (subf 1.0 $drift)) 2.0) $renewed) }}
 {{- fail (printf "timing.leaseDurationSeconds %v is too short for exec: it must be greater than the drift margin, timing.retryPeriodSeconds, a renewal attempt's bound (timing.renewDeadlineSeconds / 3, or the retry period) and 100 ms: the command is killed 100 ms before its term's validity deadline" $t.leaseDurationSeconds) }}
 {{- end }}
 {{- if ge (int64 .Values.http.maxEventStreams) (int64 .Values.http.maxConnections) }}
