@@ -73,8 +73,9 @@ pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliEr
     let addr = settings.http_addr;
     let (bound, serve) = match http::bind(addr, endpoints, http_stop.clone()).await {
         Ok(bound) => bound,
-        // The input's fault, unlike a port another process holds.
-        Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => {
+        // The input's fault, unlike a port another process holds; but a new IPv6 address is
+        // not usable until duplicate address detection ends, a moment after the pod starts.
+        Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable && addr.is_ipv4() => {
             let rule = format!("is no address of this machine ({e})");
             return Err(CliError::value("http-addr", addr, rule));
         }

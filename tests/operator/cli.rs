@@ -370,10 +370,24 @@ fn the_http_address_may_name_a_host() {
     );
 }
 
-/// An `--http-addr` of no address of this machine is the input's fault (exit 2), unlike a port
-/// that another process holds (exit 1).
+/// An IPv4 `--http-addr` of no address of this machine is the input's fault (exit 2), unlike a
+/// port that another process holds (exit 1), or an IPv6 address, which may be one that is not
+/// usable yet (duplicate address detection, a moment after the pod starts).
 #[test]
 fn an_http_address_not_of_this_machine_is_refused() {
+    let (code, _, stderr) = harness::replica::run_to_end(
+        &[
+            "run",
+            "--kubernetes",
+            "off",
+            "--lease-name",
+            "web",
+            "--http-addr",
+            "[2001:db8::1]:8080",
+        ],
+        &[],
+    );
+    assert_eq!(code, 1, "{stderr}");
     refused(
         &[
             "run",
