@@ -120,6 +120,8 @@ fn elf(head: &[u8], len: u64) -> Result<Option<(PathBuf, Option<String>)>, Strin
                 return unfit("it is cut short: a segment ends past the file's end");
             }
             // PT_INTERP, the first: the loader's path, NUL-terminated, at p_offset.
+            // The kernel refuses a path of fewer than 2 bytes (its NUL included).
+            3 if size < 2 => return unfit("its loader entry (PT_INTERP) is corrupt"),
             3 if loader.is_none() => {
                 let at = usize::try_from(offset).ok().zip(usize::try_from(size).ok());
                 let name = at.and_then(|(at, n)| bytes(at, n));
@@ -154,5 +156,21 @@ mod tests {
         let own = std::env::current_exe().unwrap();
         let (loader, _) = of(&own).unwrap().expect("a loader");
         assert!(loader.exists(), "{loader:?}");
+        // A loader entry of no length, which the kernel refuses.
+        let mut bytes = std::fs::read(&own).unwrap();
+        let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+        let (table, entries) = (word(0x20), usize::from(bytes[0x38]));
+        let interp = (0..entries)
+            .map(|i| table + i * 56)
+            .find(|&at| bytes[at..at + 4] == 3u32.to_le_bytes())
+            .unwrap();
+        bytes[interp + 32..interp + 40].copy_from_slice(&0u64.to_le_bytes());
+        let cut = dir.path().join("no-loader");
+        std::fs::write(&cut, bytes).unwrap();
+        let err = of(&cut).expect_err("refused");
+        assert!(
+            err.contains("its loader entry (PT_INTERP) is corrupt"),
+            "{err}"
+        );
     }
 }
