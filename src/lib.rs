@@ -69,12 +69,24 @@ pub use leasehold_core::{clock, elector, lease};
 
 /// `eprintln!` for the words the commands say on stderr, which cannot panic: with stderr gone
 /// (a closed pipe, a full disk) the words are dropped, and the exit code still says it all.
+/// What they quote (a refused value, a path, a foreign value from Redis) is [`printable`].
 /// Defined before the modules, so that each of them has it in scope.
 macro_rules! say {
     ($($words:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($words)*);
+        let words = $crate::printable(&format!($($words)*));
+        let _ = writeln!(std::io::stderr(), "{words}");
     }};
+}
+
+/// `value` with each control character (a line break, an escape) written as its escape: what
+/// leasehold did not write is shown to an operator, never acted on by the terminal.
+pub fn printable(value: &str) -> String {
+    let char = |c: char| match c.is_control() {
+        true => c.escape_default().to_string(),
+        false => c.to_string(),
+    };
+    value.chars().map(char).collect()
 }
 
 #[cfg(any(feature = "http", feature = "metrics"))]

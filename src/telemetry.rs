@@ -15,6 +15,8 @@ use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::FormatFields;
 use tracing_subscriber::fmt::format::Writer;
 
+use crate::printable;
+
 /// The writing thread's guard, until [`flush`].
 static WRITER: Mutex<Option<WorkerGuard>> = Mutex::new(None);
 
@@ -174,17 +176,6 @@ impl Visit for Escaping<'_> {
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         self.field(field.name(), &format!("{value:?}"));
     }
-}
-
-/// `value` with each control character (a line break, an escape) written as its escape: a
-/// value from Redis that leasehold did not write is shown to an operator, never acted on by
-/// the terminal.
-pub fn printable(value: &str) -> String {
-    let char = |c: char| match c.is_control() {
-        true => c.escape_default().to_string(),
-        false => c.to_string(),
-    };
-    value.chars().map(char).collect()
 }
 
 /// Writes what is buffered before the process ends (waiting a second at most for a stalled

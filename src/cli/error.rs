@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::elector::{TimingBound, TimingError, TimingField};
-use crate::telemetry::{TelemetryError, printable};
+use crate::telemetry::TelemetryError;
 
 /// Why the binary stops before or instead of doing its work. Each refusal names the flag (or
 /// config key), the value and the rule; [`CliError::exit_code`] is the one place that decides
@@ -205,13 +205,21 @@ impl CliError {
     /// Says what went wrong where users look (clap's help on stdout, errors on stderr) and
     /// returns the exit code.
     pub fn report(&self) -> ExitCode {
+        let controls = |c: char| c.is_control() && c != '\n';
         match self {
+            // A value's escape sequence or carriage return would act on the terminal: such an
+            // error is said line by line, escaped, without clap's colours.
+            CliError::Usage(e) if e.use_stderr() && e.render().to_string().contains(controls) => {
+                e.render()
+                    .to_string()
+                    .lines()
+                    .for_each(|line| say!("{line}"));
+            }
             CliError::Usage(e) => {
                 // Nothing more to say when even stderr is gone.
                 let _ = e.print();
             }
-            // A value's control characters would act on the terminal, or split the line.
-            other => say!("error: {}", printable(&other.to_string())),
+            other => say!("error: {other}"),
         }
         ExitCode::from(self.exit_code())
     }

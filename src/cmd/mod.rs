@@ -17,8 +17,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::cli::{CliError, Invocation, OutputFormat};
+use crate::printable;
 use crate::shutdown::Shutdown;
-use crate::telemetry::printable;
 
 /// Runs a validated command line; returns the exit code.
 pub fn execute(invocation: Invocation) -> Result<ExitCode, CliError> {

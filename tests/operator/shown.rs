@@ -162,6 +162,26 @@ fn a_refused_value_is_shown_escaped_and_cut_short() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(!stderr.contains(['\x1b', '\r']), "{stderr:?}");
     assert!(stderr.contains("`a\\u{1b}[31mRED\\rb`"), "{stderr:?}");
+    // The command line parser's refusal, and a path a guard check names.
+    let (code, stderr) = run(&["--lease-duration", "5\rx"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        !stderr.contains('\r') && stderr.contains("'5\\rx'"),
+        "{stderr:?}"
+    );
+    let mut guard = std::process::Command::new(harness::leasehold_bin());
+    guard.args([
+        "guard",
+        "--guard-file",
+        "/nonexistent/a\x1b[31m/b",
+        "--verbose",
+    ]);
+    let (code, stderr) = exit_within(guard, Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        !stderr.contains('\x1b') && stderr.contains("a\\u{1b}[31m/b"),
+        "{stderr:?}"
+    );
     let long = "a".repeat(100_000);
     let (code, stderr) = run(&["--lease-name", &long]);
     assert_eq!(code, Some(2), "{}", &stderr[..stderr.len().min(500)]);
