@@ -112,11 +112,11 @@ impl GuardArgs {
         let refused = |e: CallerError| CliError::value(e.source, e.value, e.rule);
         let caller = CallerTerm {
             lease: given("lease", &self.lease)?
-                .map(|v| caller::parse_lease("--lease (or $LEASEHOLD_LEASE)", &v))
+                .map(|v| caller::parse_lease("--lease", &v))
                 .transpose()
                 .map_err(refused)?,
             token: given("token", &self.token)?
-                .map(|v| caller::parse_token("--token (or $LEASEHOLD_FENCING_TOKEN)", &v))
+                .map(|v| caller::parse_token("--token", &v))
                 .transpose()
                 .map_err(refused)?,
         };
