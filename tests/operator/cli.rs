@@ -375,29 +375,21 @@ fn the_http_address_may_name_a_host() {
 /// usable yet (duplicate address detection, a moment after the pod starts).
 #[test]
 fn an_http_address_not_of_this_machine_is_refused() {
-    let (code, _, stderr) = harness::replica::run_to_end(
-        &[
+    let run = |addr| {
+        [
             "run",
             "--kubernetes",
             "off",
             "--lease-name",
             "web",
             "--http-addr",
-            "[2001:db8::1]:8080",
-        ],
-        &[],
-    );
+            addr,
+        ]
+    };
+    let (code, _, stderr) = harness::replica::run_to_end(&run("[2001:db8::1]:8080"), &[]);
     assert_eq!(code, 1, "{stderr}");
     refused(
-        &[
-            "run",
-            "--kubernetes",
-            "off",
-            "--lease-name",
-            "web",
-            "--http-addr",
-            "192.0.2.1:8080",
-        ],
+        &run("192.0.2.1:8080"),
         &[],
         "--http-addr `192.0.2.1:8080`: is no address of this machine",
     );
