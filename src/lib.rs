@@ -69,14 +69,39 @@ pub use leasehold_core::{clock, elector, lease};
 
 /// `eprintln!` for the words the commands say on stderr, which cannot panic: with stderr gone
 /// (a closed pipe, a full disk) the words are dropped, and the exit code still says it all.
-/// What they quote (a refused value, a path, a foreign value from Redis) is [`printable`].
-/// Defined before the modules, so that each of them has it in scope.
+/// What they quote (a refused value, a path, a foreign value from Redis) is [`printable`], and
+/// a line of more than [`SAID_AT_MOST`] characters (only an echoed input makes one) keeps its
+/// head and its tail, where a refusal's rule is. Defined before the modules, so that each of
+/// them has it in scope.
 macro_rules! say {
     ($($words:tt)*) => {{
         use std::io::Write as _;
-        let words = $crate::printable(&format!($($words)*));
+        let words = $crate::said(&format!($($words)*));
         let _ = writeln!(std::io::stderr(), "{words}");
     }};
+}
+
+/// The most characters of one line said on stderr.
+pub const SAID_AT_MOST: usize = 4096;
+
+/// A line as [`say!`] writes it.
+pub fn said(words: &str) -> String {
+    let n = words.chars().count();
+    let at = |nth| {
+        words
+            .char_indices()
+            .nth(nth)
+            .map_or(words.len(), |(at, _)| at)
+    };
+    if n <= SAID_AT_MOST {
+        return printable(words);
+    }
+    let (head, tail) = (
+        &words[..at(SAID_AT_MOST / 2)],
+        &words[at(n - SAID_AT_MOST / 4)..],
+    );
+    let left_out = n - SAID_AT_MOST / 2 - SAID_AT_MOST / 4;
+    printable(&format!("{head}… ({left_out} characters left out) …{tail}"))
 }
 
 /// `value` with each control character (a line break, an escape) written as its escape: what

@@ -104,14 +104,6 @@ pub enum CliError {
     Failed(#[from] anyhow::Error),
 }
 
-/// A refused value as shown: its first 256 characters, and its size when there are more.
-fn clipped(value: String) -> String {
-    match value.char_indices().nth(256) {
-        Some((at, _)) => format!("{}… ({} bytes)", &value[..at], value.len()),
-        None => value,
-    }
-}
-
 /// The flag of a timing field: `lease_duration` → `--lease-duration`.
 fn timing_flag(field: TimingField) -> String {
     format!("--{}", field.name().replace('_', "-"))
@@ -139,7 +131,7 @@ impl CliError {
     pub fn value(flag: &'static str, value: impl ToString, rule: impl Into<String>) -> Self {
         CliError::Value {
             flag,
-            value: clipped(value.to_string()),
+            value: value.to_string(),
             rule: rule.into(),
         }
     }
@@ -205,15 +197,15 @@ impl CliError {
     /// Says what went wrong where users look (clap's help on stdout, errors on stderr) and
     /// returns the exit code.
     pub fn report(&self) -> ExitCode {
-        let controls = |c: char| c.is_control() && c != '\n';
+        let plain = |e: &clap::Error| e.render().to_string();
+        let unsafe_to_print = |text: String| {
+            text.contains(|c: char| c.is_control() && c != '\n') || text.len() > crate::SAID_AT_MOST
+        };
         match self {
-            // A value's escape sequence or carriage return would act on the terminal: such an
-            // error is said line by line, escaped, without clap's colours.
-            CliError::Usage(e) if e.use_stderr() && e.render().to_string().contains(controls) => {
-                e.render()
-                    .to_string()
-                    .lines()
-                    .for_each(|line| say!("{line}"));
+            // A value's escape sequence or carriage return would act on the terminal, and one of
+            // 100 kB fill it: such an error is said line by line, escaped and cut, without colours.
+            CliError::Usage(e) if e.use_stderr() && unsafe_to_print(plain(e)) => {
+                plain(e).lines().for_each(|line| say!("{line}"));
             }
             CliError::Usage(e) => {
                 // Nothing more to say when even stderr is gone.
