@@ -84,7 +84,7 @@ macro_rules! say {
 /// The most characters of one line said on stderr.
 pub const SAID_AT_MOST: usize = 4096;
 
-/// A line as [`say!`] writes it.
+/// A line as `say!` writes it.
 pub fn said(words: &str) -> String {
     let n = words.chars().count();
     let at = |nth| {
