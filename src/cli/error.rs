@@ -197,19 +197,18 @@ impl CliError {
     /// Says what went wrong where users look (clap's help on stdout, errors on stderr) and
     /// returns the exit code.
     pub fn report(&self) -> ExitCode {
-        let plain = |e: &clap::Error| e.render().to_string();
-        let unsafe_to_print = |text: String| {
-            text.contains(|c: char| c.is_control() && c != '\n') || text.len() > crate::SAID_AT_MOST
-        };
         match self {
-            // A value's escape sequence or carriage return would act on the terminal, and one of
-            // 100 kB fill it: such an error is said line by line, escaped and cut, without colours.
-            CliError::Usage(e) if e.use_stderr() && unsafe_to_print(plain(e)) => {
-                plain(e).lines().for_each(|line| say!("{line}"));
-            }
             CliError::Usage(e) => {
-                // Nothing more to say when even stderr is gone.
-                let _ = e.print();
+                // A value's escape sequence or carriage return would act on the terminal, and
+                // one of 100 kB fill it: such an error is said line by line, escaped and cut,
+                // without colours. Nothing more to say when even stderr is gone.
+                let text = e.render().to_string();
+                let control = text.contains(|c: char| c.is_control() && c != '\n');
+                if e.use_stderr() && (control || text.len() > crate::SAID_AT_MOST) {
+                    text.lines().for_each(|line| say!("{line}"));
+                } else {
+                    let _ = e.print();
+                }
             }
             other => say!("error: {other}"),
         }

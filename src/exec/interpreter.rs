@@ -41,12 +41,12 @@ fn shebang(head: &[u8]) -> Option<(PathBuf, Option<String>)> {
 /// linker's layout); `len` is the file's.
 fn elf(head: &[u8], len: u64) -> Result<Option<(PathBuf, Option<String>)>, String> {
     let unfit = |why: &str| Err(format!("is not a program this machine can run: {why}"));
-    // 64-bit: the header's size, the program header's, and where its fields are.
+    // By class: the header's size, a program header's, where its offset and size are, and where
+    // the header keeps the table's offset, entry size and count.
     let wide = head.get(4) == Some(&2);
-    let (header, entry, offset_at, size_at) = if wide {
-        (64, 56, 8, 32)
-    } else {
-        (52, 32, 4, 16)
+    let (header, entry, offset_at, size_at, at) = match wide {
+        true => (64, 56, 8, 32, [0x20, 0x36, 0x38]),
+        false => (52, 32, 4, 16, [0x1c, 0x2a, 0x2c]),
     };
     if head.len() < header || !matches!(head[4..6], [1 | 2, 1 | 2]) {
         return unfit("its ELF header is cut short or corrupt");
@@ -88,11 +88,6 @@ fn elf(head: &[u8], len: u64) -> Result<Option<(PathBuf, Option<String>)>, Strin
         );
         return unfit(&why);
     }
-    let at = if wide {
-        [0x20, 0x36, 0x38]
-    } else {
-        [0x1c, 0x2a, 0x2c]
-    };
     let (Some(table), Some(entry_size), Some(entries)) =
         (word_at(at[0]), u16_at(at[1]), u16_at(at[2]))
     else {
