@@ -391,8 +391,8 @@ async fn scripts_are_reloaded_after_script_flush(engine: Engine) {
     ));
 }
 
-/// A call its caller gave up on (a `select!` or a timeout around it) leaves its reply on the
-/// connection, which is kept: each later call must still read its own reply, not that one.
+/// A call its caller gave up on (a `select!` or a timeout around it) may have run, and its reply
+/// is on the way: each later call must still read its own reply, not that one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_its_caller_dropped_leaves_no_reply_for_the_next_call() {
     let redis = RedisServer::start();

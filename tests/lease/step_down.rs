@@ -7,14 +7,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use harness::clock::ShiftedClock;
 use harness::contenders::{
-    ActionLog, Contender, fast_timing, idle, leader_and_follower, lease, shut_down_all,
-    unique_lease, until_leading, until_stepped_down,
+    ActionLog, Contender, fast_timing, idle, leader_and_follower, lease, lease_on_clock,
+    shut_down_all, unique_lease, until_leading, until_stepped_down,
 };
 use harness::timings::TEN_SECOND_TERM;
 use leasehold::clock::BootInstant;
 use leasehold::elector::{Elector, Leadership, Role, StepDownReason, TermHooks};
 use leasehold::lease::FencingToken;
+use testbed::proxy::{Fault, FaultProxy};
 use testbed::redis_server::RedisServer;
 use testbed::wait::{eventually, until};
 use tokio::sync::{mpsc, oneshot};
@@ -214,6 +216,56 @@ async fn work_aborted_at_the_deadline_leaves_the_lease_to_expire() {
         .expect("a step-down");
     assert_eq!(step.reason, StepDownReason::Handover);
     assert!(!released, "the lease of aborted work was released");
+    a.shutdown().await;
+}
+
+/// A renewal stalled on its connection (its request held on the way, a link gone gray for that
+/// connection) and cut short at the renew deadline by the boot clock (a suspend that tokio's
+/// timers did not see) leaves that connection out of the step-down: the release goes out on a
+/// fresh one and lands, so that a follower need not wait for the lease to expire. It went out
+/// behind the stalled renewal, ran out of its bound, and the lease was left to expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_cut_short_by_the_boot_clock_leaves_its_stalled_connection_out_of_the_release() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(redis.addr());
+    let clock = ShiftedClock::new();
+    let name = unique_lease("stalled-renewal");
+    let releases = Arc::new(Releases::default());
+    let leased = lease_on_clock(&proxy.url(), &name, "pod-a", &clock);
+    let elector = Elector::new(leased, TEN_SECOND_TERM)
+        .unwrap()
+        .with_hooks(releases.clone());
+    let mut a = Contender::spawn_elector(elector, idle);
+    until_leading("a to lead", &mut a.status, Duration::from_secs(5)).await;
+    let source = leasehold::lease::script_source("renew").expect("the renew script");
+    let sha: String = redis.cmd(&["SCRIPT", "LOAD", &source]);
+    let sha: [u8; 40] = sha.as_bytes().try_into().expect("a SHA1 in hex");
+    proxy.set(Fault::DelayScript {
+        sha,
+        delay: Duration::from_secs(60),
+    });
+    let bound = Duration::from_secs(10);
+    eventually("a renewal to be held", bound, || async {
+        (proxy.scripts_held() >= 1).then_some(())
+    })
+    .await;
+    // Past the renew deadline (6 s after the term's start), not its validity (10 s).
+    clock.advance(Duration::from_secs(5));
+    let released = eventually("a's term to end", bound, || async {
+        releases.0.lock().unwrap().first().copied()
+    })
+    .await;
+    let step = a.status.borrow().last_step_down.clone();
+    assert_eq!(
+        step.map(|s| s.reason),
+        Some(StepDownReason::RenewDeadlinePassed)
+    );
+    assert!(released, "the release went out behind the stalled renewal");
+    let left = lease(&redis.url(), &name, "operator", false)
+        .observe(Duration::from_secs(2))
+        .await
+        .unwrap();
+    assert!(left.holder.is_none(), "{left:?}");
     a.shutdown().await;
 }
 

@@ -18,25 +18,14 @@ use crate::docs::sources;
 /// lowers the ceiling to the new size, and a feature that does not change when a term begins
 /// or ends goes to the product instead of raising it. Defect fixes are the one exception: each
 /// raise names its defects in the commit that made it (`git log -p tests/operator/border.rs`
-/// has them all), and a later cut pays the lines back. Last raised from 8,082 for a Sentinel
-/// URL's query or path after the database, read as part of the master's name or dropped (8,087).
-const CORE_CEILING: usize = 8_087;
+/// has them all), and a later cut pays the lines back. Last raised from 8,087 for a renewal cut
+/// short at a deadline whose connection, stalled behind it, then carried the step-down's
+/// release out of its bound, so that the lease was left to expire (8,102).
+const CORE_CEILING: usize = 8_102;
 
 /// The core and the product together, set the same way (the goal is 16,600), each raise's
-/// defects named in its commit. Last raised from 21,827 for a lease too short for its command
-/// (started and killed at once, term after term), an ELF file this machine cannot run passed by
-/// the start check, a `--config` of nested brackets that took minutes, a named pipe without a
-/// writer that held the start for ever, a typed value that is not UTF-8 refused without its
-/// flag, and the core's raise (21,953), and refused values echoed raw (escape sequences, 100 kB)
-/// and an `--http-addr` of no local address said as a failure not the input's (21,969), and
-/// from the review of these: the command's lease rule without a renewal's time, 32-bit and
-/// corrupt ELF headers, a path blamed for another flag's bytes, and config keys spelled as
-/// variables or aliases (22,015), and from the second review: a tip that missed `--flag=` forms,
-/// a loader entry of no length, the lease rule's minimum said with the drift it gives (22,028),
-/// and control characters of clap's refusals and of every other line said on stderr (22,039),
-/// and 100 kB echoed by clap and in paths, cut with one rule for every line said (22,056),
-/// lowered as a clap refusal is rendered once and the ELF layout read from one table (22,050).
-const CORE_AND_PRODUCT_CEILING: usize = 22_050;
+/// defects named in its commit. Last raised from 22,050 for the core's raise above (22,065).
+const CORE_AND_PRODUCT_CEILING: usize = 22_065;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

@@ -7,7 +7,8 @@
 //!
 //! redis-rs's `ConnectionManager` reconnects after I/O errors, but keeps a connection whose
 //! replies stopped coming (a blackholed link): every later call would queue behind the lost
-//! ones. Here a timeout spoils the connection too, and the next call dials again.
+//! ones. Here a timeout spoils the connection too, and so does a call its caller gave up on (a
+//! `select!` around it): the next call dials again.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -72,6 +73,25 @@ enum Behind {
         seeds: Vec<Client>,
         access: Access,
     },
+}
+
+/// A request sent on a connection, its answer not read yet: a caller that gives up on it (a
+/// timeout, a `select!`) drops it, and the connection is thrown away, since what is sent next
+/// would queue behind a request that may be stalled on the way.
+pub(crate) struct Sent<'a>(pub(crate) &'a Connection, pub(crate) Option<Live>);
+
+impl Sent<'_> {
+    pub(crate) fn answered(mut self) {
+        self.1 = None;
+    }
+}
+
+impl Drop for Sent<'_> {
+    fn drop(&mut self) {
+        if let Some(live) = &self.1 {
+            self.0.discard(live);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -270,12 +290,6 @@ impl Connection {
         if slot.live.as_ref().map(|current| current.generation) == Some(live.generation) {
             slot.live = None;
         }
-    }
-
-    /// Throws away whatever connection there is (used when a call timed out before it even had
-    /// a connection to blame).
-    pub(crate) fn discard_current(&self) {
-        locked(&self.slot).live = None;
     }
 
     /// After an error: when Redis refused the password and its source holds another, builds

@@ -36,7 +36,7 @@ use redis::aio::MultiplexedConnection;
 
 use crate::clock::SharedClock;
 use crate::locked::locked;
-use connection::{Connection, Dialled, Live};
+use connection::{Connection, Dialled, Live, Sent};
 pub use error::{LeaseError, Remedies, Retry, redact_url};
 pub use handover::{HandoverRequested, Reservation};
 pub use inspect::info_field;
@@ -427,7 +427,8 @@ impl RedisLease {
     }
 
     /// Runs one command within `timeout` (dialling included), and throws the connection away
-    /// when the error says it can no longer be trusted. A kept connection that turns out dead
+    /// when the error says it can no longer be trusted, or when no answer was read (the timeout
+    /// ran out, or the caller gave up on the call). A kept connection that turns out dead
     /// (Redis restarted since the last call), or on a node that is a replica now (a failover
     /// behind one address), gets one more try on a fresh one, inside the same timeout: every
     /// script is safe to repeat for its owner, and a replica wrote nothing.
@@ -449,11 +450,13 @@ impl RedisLease {
             loop {
                 let (live, dialled) = self.conn.get(op).await?;
                 connected.store(true, std::sync::atomic::Ordering::Relaxed);
+                let sent = Sent(&self.conn, Some(live.clone()));
                 let mut result = command(live.clone()).await;
                 if let Err(LeaseError::WrongType { keys, found, .. }) = &mut result {
                     *keys = self.keys.written().into_iter().map(str::to_owned).collect();
                     *found = self.wrong_types(live.clone()).await;
                 }
+                sent.answered();
                 if let Err(e) = &result
                     && e.spoils_connection()
                 {
@@ -474,10 +477,8 @@ impl RedisLease {
         let attempt = sentinels::DECIDE_BY.scope(decide_by, attempt);
         let result = match tokio::time::timeout(timeout, attempt).await {
             Ok(result) => result,
-            Err(_) => {
-                self.conn.discard_current();
-                Err(LeaseError::Timeout { op, after: timeout })
-            }
+            // The attempt dropped its connection, if it had one (`Sent`).
+            Err(_) => Err(LeaseError::Timeout { op, after: timeout }),
         };
         self.conn.explain(result, connected.into_inner())
     }
