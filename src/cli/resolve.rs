@@ -15,7 +15,7 @@ use super::{
     StatusArgs,
 };
 use crate::clock::shown;
-use crate::elector::Timing;
+use crate::elector::{FIXED_DRIFT, Timing};
 use crate::exec::{ExecSettings, KILL_MARGIN, find_program};
 use crate::guard::caller::{self, CallerError, CallerTerm};
 use crate::guard::check::GuardCheck;
@@ -401,9 +401,9 @@ fn exec(parts: &ContenderParts<'_>, timing: &Timing) -> Result<Option<ExecSettin
     above_zero("grace-period", parts.grace_period)?;
     let renewed = timing.retry_period + timing.renew_attempt_timeout();
     if timing.validity() <= renewed + KILL_MARGIN {
-        // The drift margin grows with the lease: `lease × (1 − drift factor) − 2 ms`.
-        let needed =
-            (renewed + KILL_MARGIN + Duration::from_millis(2)).div_f64(1.0 - timing.drift_factor);
+        // The validity is `Timing::validity`, `lease × (1 − drift factor) − FIXED_DRIFT`,
+        // solved for the lease.
+        let needed = (renewed + KILL_MARGIN + FIXED_DRIFT).div_f64(1.0 - timing.drift_factor);
         return Err(CliError::value(
             "lease-duration",
             shown(timing.lease_duration),
