@@ -40,6 +40,7 @@
 //! - [`guard`]: the guard file, the term's token and boot-clock deadline published for the
 //!   command (and sidecars) to check without leasehold running; `leasehold guard` reads it.
 //! - [`owned_file`]: one live leasehold per guard or status file (a `flock` beside it).
+//!   [`open_files`]: the open-files limit `run` raises, and gives the command back.
 //! - [`secret_file`]: the rule for a file that holds a secret, and the Redis password file the
 //!   lease asks again when Redis refuses the password.
 //! - [`k8s`]: Deployment discovery, the leader label, the Lease mirror, events, the RBAC list,
@@ -135,6 +136,7 @@ pub mod leader_view;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 pub mod notices;
+pub mod open_files;
 pub mod owned_file;
 pub mod secret_file;
 pub mod shutdown;

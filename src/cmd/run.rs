@@ -13,8 +13,9 @@ use super::contender::Contender;
 use super::lease::{Workload, connect, deployment_of, name_lease, publisher};
 use crate::cli::{CliError, RunSettings};
 use crate::exec::ExecSettings;
-use crate::http::{self, DRAIN, Endpoints};
+use crate::http::{self, DRAIN, Endpoints, PROBE_RESERVE};
 use crate::metrics::Metrics;
+use crate::open_files;
 use crate::owned_file::WRITE_BOUND;
 use crate::shutdown::Shutdown;
 use crate::status_file::{StatusDocument, StatusFile};
@@ -22,6 +23,17 @@ use crate::status_file::{StatusDocument, StatusFile};
 /// Runs one replica until `shutdown` begins (and drains); returns the process exit code.
 pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliError> {
     let common = &settings.contender;
+    // Before anything is opened: files for every HTTP connection allowed, and for the rest.
+    let files = open_files::raise();
+    let cap = settings.http_limits.max_connections;
+    let needed = (cap + PROBE_RESERVE) as u64 + open_files::KEPT;
+    if needed > files {
+        let rule = format!(
+            "needs {needed} open files with the {PROBE_RESERVE} connections kept for probes and {} files for Redis and the rest, and this process may open {files} (its hard RLIMIT_NOFILE): lower it, or raise the limit",
+            open_files::KEPT
+        );
+        return Err(CliError::value("http-max-connections", cap, rule));
+    }
     let client = connect(common.kube.mode).await?;
     let (lease_name, found) =
         name_lease(&common.lease, client.as_ref(), Workload::Deployment).await?;

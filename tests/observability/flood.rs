@@ -30,7 +30,7 @@ const WAIT: Duration = Duration::from_secs(20);
 const CLOSED_WITHIN: Duration = Duration::from_secs(10);
 
 /// A connection that sent `head` and nothing more.
-fn stalled(addr: SocketAddr, head: &str) -> TcpStream {
+pub(crate) fn stalled(addr: SocketAddr, head: &str) -> TcpStream {
     let mut stream = TcpStream::connect(addr).expect("connect");
     stream
         .write_all(head.as_bytes())

@@ -24,8 +24,9 @@ use crate::docs::sources;
 const CORE_CEILING: usize = 8_102;
 
 /// The core and the product together, set the same way (the goal is 16,600), each raise's
-/// defects named in its commit. Last raised from 22,050 for the core's raise above (22,065).
-const CORE_AND_PRODUCT_CEILING: usize = 22_065;
+/// defects named in its commit. Last raised from 22,065 for HTTP clients that could take the
+/// last open files, the probes' and the one a Redis connection needs (22,124).
+const CORE_AND_PRODUCT_CEILING: usize = 22_124;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
