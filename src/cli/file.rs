@@ -37,6 +37,14 @@ where
     let sub_command = command
         .find_subcommand(subcommand)
         .ok_or_else(|| anyhow::anyhow!("clap matched `{subcommand}`, which it does not know"))?;
+    // `--` and nothing after it: a command that came to nothing (`-- $CMD` of an empty one).
+    let takes_command = sub_command.get_arguments().any(|a| a.get_id() == "command");
+    if takes_command && argv.iter().any(|a| a == "--") && !given.contains_id("command") {
+        return Err(CliError::Misplaced {
+            flag: "-- CMD",
+            rule: "nothing follows `--`: give the command after it, or leave `--` out",
+        });
+    }
     // Not every subcommand has --config (`guard` does not).
     let Some(path) = given.try_get_one::<PathBuf>("config").ok().flatten() else {
         return with_sources(&matches, sub_command, None);

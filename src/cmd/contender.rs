@@ -154,12 +154,22 @@ impl Contender {
         };
         let supervisor = settings.exec.clone().map(|exec| {
             // Given in full only to what a command leaves running while its term lasts.
-            let at_most = settings.timing.validity().saturating_sub(KILL_MARGIN);
+            let timing = settings.timing;
+            let at_most = timing.validity().saturating_sub(KILL_MARGIN);
             if exec.grace_period > at_most {
                 warn!(
                     grace_period_ms = exec.grace_period.as_millis() as u64,
                     at_most_ms = at_most.as_millis() as u64,
                     "--grace-period is longer than a step-down gives (for `lock`, the loss of the lock): the command is killed 100 ms before the validity deadline, at most a term's validity after the last renewal"
+                );
+            }
+            // When Redis stops answering, the step-down comes at the renew deadline.
+            let (validity, renew_deadline) = (timing.validity(), timing.renew_deadline);
+            if validity.saturating_sub(renew_deadline) <= KILL_MARGIN {
+                warn!(
+                    renew_deadline_ms = renew_deadline.as_millis() as u64,
+                    validity_ms = validity.as_millis() as u64,
+                    "--renew-deadline leaves the command no SIGTERM when Redis stops answering: the step-down at the renew deadline comes after the command's SIGKILL, 100 ms before the validity deadline"
                 );
             }
             let supervisor =

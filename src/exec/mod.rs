@@ -362,10 +362,14 @@ impl Supervisor {
         let reason = leadership
             .step_down_reason()
             .unwrap_or(StepDownReason::ValidityDeadlinePassed);
+        // Up to the kill, 100 ms before the validity deadline: less after a renewal failed.
+        let grace =
+            (self.settings.grace_period).min(leadership.remaining().saturating_sub(KILL_MARGIN));
         info!(
             pid,
             token = token.0,
             reason = reason.as_label(),
+            grace_ms = grace.as_millis() as u64,
             "stopping the command"
         );
         let status = running.stop(leadership, self.settings.grace_period).await;

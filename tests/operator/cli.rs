@@ -128,6 +128,10 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
             &["--", ""],
             "-- CMD: the command after `--` must not be empty",
         ),
+        (
+            &["--"],
+            "-- CMD: nothing follows `--`: give the command after it, or leave `--` out",
+        ),
         (&["--no-such-flag"], "unexpected argument '--no-such-flag'"),
         (
             &["--redis-url", "redis+sentinel://s1:26379"],

@@ -407,3 +407,29 @@ fn the_redis_url_and_its_password_stay_out_of_the_commands_environment() {
     );
     drop(a);
 }
+
+/// When Redis stops answering, the step-down comes at the renew deadline, and the command gets
+/// what is left of the validity then (less 100 ms), not its whole grace period; a shutdown early
+/// in a term gives it whole. `stopping the command` says which (`grace_ms`): the cut came in
+/// silence, and a worker that needs its grace to flush was killed without a word.
+#[test]
+fn a_stop_says_the_grace_it_gives() {
+    let redis = RedisServer::start();
+    let mut args = fast();
+    args.extend(["--grace-period", "500ms"]);
+    let lease = unique_lease("grace-given");
+    let a = Replica::spawn(&redis.url(), &lease, "a", &args, &["sleep", "600"]);
+    let bound = Duration::from_secs(10);
+    wait_for("a to lead", bound, || a.is_ready().then_some(()));
+    redis.pause();
+    let cut = a.wait_events("stopping the command", 1, bound);
+    redis.resume();
+    // FAST: a validity of 1483 ms and a renew deadline of 900 ms leave at most 483 ms.
+    let given = cut[0]["grace_ms"].as_u64();
+    assert!(given.is_some_and(|ms| ms <= 483), "{}", cut[0]);
+    assert_eq!(cut[0]["reason"], "renew_deadline_passed", "{}", cut[0]);
+    wait_for("a to lead again", bound, || a.is_ready().then_some(()));
+    a.signal(Signal::SIGTERM);
+    let stops = a.wait_events("stopping the command", 2, bound);
+    assert_eq!(stops[1]["grace_ms"], 500, "{}", stops[1]);
+}
