@@ -4,8 +4,9 @@
 //! probes waited in the kernel's backlog, and a leader whose Redis connection broke could not
 //! dial again and lost its term. So `run` raises the soft limit to the hard one at start (as
 //! systemd advises a program that needs many files), and refuses a cap that does not fit under
-//! it with [`KEPT`] files for the rest; the command after `--` gets back the limit leasehold was
-//! started with (a program that uses `select` breaks on a descriptor above 1,023).
+//! it with [`KEPT`] files for the rest; the command after `--` and the candidate check get back
+//! the limit leasehold was started with (a program that uses `select` breaks on a descriptor
+//! above 1,023).
 
 use std::sync::OnceLock;
 

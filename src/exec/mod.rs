@@ -32,7 +32,6 @@ use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 use leasehold_core::locked::locked;
-use nix::sys::resource::Resource;
 use nix::sys::signal::{SigHandler, Signal};
 use tokio::process::Command;
 use tokio::sync::watch;
@@ -404,18 +403,13 @@ impl Supervisor {
         // run on beside the next leader's. (A *frozen* leasehold is another matter: the token
         // in the environment is for that. The signal reaches the command only, not its own
         // children.)
-        // The command gets back the defaults of the signals leasehold ignores (shutdown.rs),
-        // and the open-files limit leasehold was started with (open_files.rs).
-        let files = crate::open_files::started_with();
-        // SAFETY: prctl(PR_SET_PDEATHSIG), sigaction and setrlimit are async-signal-safe and
-        // touch no memory of the parent; they run in the forked child before exec.
+        // The command gets back the defaults of the signals leasehold ignores (shutdown.rs).
+        // SAFETY: prctl(PR_SET_PDEATHSIG) and sigaction are async-signal-safe and touch no
+        // memory of the parent; they run in the forked child before exec.
         unsafe {
-            command.pre_exec(move || {
+            command.pre_exec(|| {
                 for s in [Signal::SIGTTIN, Signal::SIGTTOU] {
                     nix::sys::signal::signal(s, SigHandler::SigDfl)?;
-                }
-                if let Some((soft, hard)) = files {
-                    nix::sys::resource::setrlimit(Resource::RLIMIT_NOFILE, soft, hard)?;
                 }
                 nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
             });

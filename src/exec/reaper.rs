@@ -9,6 +9,7 @@ use std::sync::{Mutex, Once, Weak};
 use std::time::Duration;
 
 use leasehold_core::locked::locked;
+use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -46,6 +47,15 @@ fn spawn_locked(
     tracked: &mut BTreeMap<i32, Option<u64>>,
     command: &mut Command,
 ) -> std::io::Result<(Child, Proc)> {
+    // The open-files limit leasehold raised for itself goes back to the one it was started with
+    // (open_files.rs).
+    if let Some((soft, hard)) = crate::open_files::started_with() {
+        // SAFETY: setrlimit is async-signal-safe and touches no memory of the parent; it runs
+        // in the forked child before exec.
+        unsafe {
+            command.pre_exec(move || Ok(setrlimit(Resource::RLIMIT_NOFILE, soft, hard)?));
+        }
+    }
     // The Redis password it may carry stays leasehold's.
     let child = command.env_remove("LEASEHOLD_REDIS_URL").spawn()?;
     let pid = child

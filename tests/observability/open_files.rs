@@ -22,13 +22,13 @@ use crate::flood::stalled;
 
 const WAIT: Duration = Duration::from_secs(20);
 
-/// `leasehold run` of `lease` on `redis`, started with the open-files limit `soft`/`hard`, with
-/// `command` after `--`.
+/// `leasehold run` of `lease` on `redis` with `args`, started with the open-files limit
+/// `soft`/`hard`, with `command` after `--`.
 fn under_limit(
     redis: &RedisServer,
     lease: &str,
-    soft: u64,
-    hard: u64,
+    (soft, hard): (u64, u64),
+    args: &[&str],
     command: &[&str],
 ) -> Replica {
     let mut leasehold = Command::new(leasehold_bin());
@@ -41,6 +41,7 @@ fn under_limit(
         .lease(lease)
         .args(FAST)
         .args(["--no-data-loss-cooldown"])
+        .args(args)
         .command(command);
     Replica::start(run, "web-a", &[])
 }
@@ -48,16 +49,20 @@ fn under_limit(
 /// Under a soft limit of 128 and the default cap of 256 connections, a flood of connections
 /// that never finish their heads took every file: the probes waited in the kernel's backlog,
 /// and once Redis dropped the leader's connection it could not dial again, and the term ended
-/// at the renew deadline. The soft limit is raised to the hard one now; the command still gets
-/// the limit leasehold was started with.
+/// at the renew deadline. The soft limit is raised to the hard one now; the command and the
+/// candidate check still get the limit leasehold was started with.
 #[test]
 fn http_clients_holding_every_connection_leave_files_for_redis() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().expect("a directory");
     let seen = dir.path().join("limit");
     let lease = unique_lease("open-files");
+    let checked = dir.path().join("check");
     let script = format!("ulimit -n > {}; exec sleep 600", seen.display());
-    let replica = under_limit(&redis, &lease, 128, 4096, &["sh", "-c", &script]).healthy();
+    let check = format!("ulimit -n > {}", checked.display());
+    let args = ["--candidate-check-command", &check];
+    let command = ["sh", "-c", &script];
+    let replica = under_limit(&redis, &lease, (128, 4096), &args, &command).healthy();
     wait_for("the leader", WAIT, || replica.is_ready().then_some(()));
     let key = format!("leasehold:{{{lease}}}");
     let term: String = redis.cmd(&["GET", &key]);
@@ -94,6 +99,12 @@ fn http_clients_holding_every_connection_leave_files_for_redis() {
             .filter(|s| s.ends_with('\n'))
     });
     assert_eq!(limit.trim(), "128", "the command's open-files limit");
+    let checked = std::fs::read_to_string(&checked).expect("the check ran before the term");
+    assert_eq!(
+        checked.trim(),
+        "128",
+        "the candidate check's open-files limit"
+    );
 }
 
 /// The lease duration of [`FAST`].
@@ -105,7 +116,7 @@ const FAST_LEASE: Duration = Duration::from_millis(1500);
 fn a_connection_cap_the_open_files_limit_cannot_hold_is_refused_at_start() {
     let redis = RedisServer::start();
     let lease = unique_lease("open-files-refused");
-    let mut replica = under_limit(&redis, &lease, 128, 128, &[]);
+    let mut replica = under_limit(&redis, &lease, (128, 128), &[], &[]);
     let code = replica.wait_exit(Duration::from_secs(10));
     let said = replica.log_text();
     assert_eq!(code, 2, "{said}");
