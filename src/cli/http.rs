@@ -9,7 +9,10 @@ use clap::Args;
 
 use super::resolve::folder;
 use super::{CliError, parse_socket_addr};
-use crate::http::{DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_EVENT_STREAMS, Limits, ReadinessMode};
+use crate::http::{
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_EVENT_STREAMS, Limits, PROBE_RESERVE, ReadinessMode,
+};
+use crate::open_files::KEPT;
 
 const CONNECTIONS_RULE: &str = "must be from 1 to 4096: each connection holds a file and up to 64 KiB of buffers, and the chart's memory limit is 128 MiB";
 const EVENT_STREAMS_RULE: &str = "must be lower than --http-max-connections, so that event streams never take every connection from /leader and /metrics";
@@ -61,13 +64,19 @@ impl HttpArgs {
         ))
     }
 
-    /// The limits on what clients may hold, refused when out of their bounds.
+    /// The limits on what clients may hold, refused when out of their bounds or of the files
+    /// this process may open.
     pub(super) fn limits(&self) -> Result<Limits, CliError> {
-        limits(self.http_max_connections, self.http_max_event_streams)
+        let files = crate::open_files::hard();
+        limits(
+            self.http_max_connections,
+            self.http_max_event_streams,
+            files,
+        )
     }
 }
 
-fn limits(connections: usize, event_streams: usize) -> Result<Limits, CliError> {
+fn limits(connections: usize, event_streams: usize, files: u64) -> Result<Limits, CliError> {
     if !(1..=4096).contains(&connections) {
         return Err(CliError::value(
             "http-max-connections",
@@ -82,11 +91,19 @@ fn limits(connections: usize, event_streams: usize) -> Result<Limits, CliError> 
             EVENT_STREAMS_RULE,
         ));
     }
-    Ok(Limits {
+    let limits = Limits {
         max_connections: connections,
         max_event_streams: event_streams,
         ..Limits::default()
-    })
+    };
+    if limits.files() > files {
+        let rule = format!(
+            "needs {} open files with the {PROBE_RESERVE} connections kept for probes and {KEPT} files for Redis and the rest, and this process may open {files} (its hard RLIMIT_NOFILE): lower it, or raise the limit",
+            limits.files()
+        );
+        return Err(CliError::value("http-max-connections", connections, rule));
+    }
+    Ok(limits)
 }
 
 #[cfg(test)]
@@ -96,16 +113,18 @@ mod tests {
     #[test]
     fn connection_limits_out_of_their_bounds_are_refused_naming_the_flag() {
         let cases = [
-            (256, 64, None),
-            (1, 0, None),
-            (4096, 4095, None),
-            (0, 0, Some("--http-max-connections `0`")),
-            (4097, 64, Some("--http-max-connections `4097`")),
-            (64, 64, Some("--http-max-event-streams `64`")),
-            (64, 65, Some("--http-max-event-streams `65`")),
+            (256, 64, u64::MAX, None),
+            (1, 0, u64::MAX, None),
+            (4096, 4095, u64::MAX, None),
+            (256, 64, 336, None),
+            (0, 0, u64::MAX, Some("--http-max-connections `0`")),
+            (4097, 64, u64::MAX, Some("--http-max-connections `4097`")),
+            (64, 64, u64::MAX, Some("--http-max-event-streams `64`")),
+            (64, 65, u64::MAX, Some("--http-max-event-streams `65`")),
+            (256, 64, 335, Some("needs 336 open files")),
         ];
-        for (connections, streams, refused) in cases {
-            let got = limits(connections, streams);
+        for (connections, streams, files, refused) in cases {
+            let got = limits(connections, streams, files);
             match (refused, got) {
                 (None, Ok(l)) => assert_eq!(
                     (l.max_connections, l.max_event_streams),

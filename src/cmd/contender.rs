@@ -163,13 +163,14 @@ impl Contender {
                     "--grace-period is longer than a step-down gives (for `lock`, the loss of the lock): the command is killed 100 ms before the validity deadline, at most a term's validity after the last renewal"
                 );
             }
-            // When Redis stops answering, the step-down comes at the renew deadline.
+            // When Redis stops answering, the step-down comes at the renew deadline (and a few
+            // milliseconds later the stop).
             let (validity, renew_deadline) = (timing.validity(), timing.renew_deadline);
-            if validity.saturating_sub(renew_deadline) <= KILL_MARGIN {
+            if validity.saturating_sub(renew_deadline) < KILL_MARGIN * 2 {
                 warn!(
                     renew_deadline_ms = renew_deadline.as_millis() as u64,
                     validity_ms = validity.as_millis() as u64,
-                    "--renew-deadline leaves the command no SIGTERM when Redis stops answering: the step-down at the renew deadline comes after the command's SIGKILL, 100 ms before the validity deadline"
+                    "--renew-deadline leaves the command less than 100 ms between SIGTERM and SIGKILL, or no SIGTERM, when Redis stops answering: the step-down at the renew deadline comes that close to the command's SIGKILL, 100 ms before the validity deadline"
                 );
             }
             let supervisor =

@@ -13,7 +13,7 @@ use super::contender::Contender;
 use super::lease::{Workload, connect, deployment_of, name_lease, publisher};
 use crate::cli::{CliError, RunSettings};
 use crate::exec::ExecSettings;
-use crate::http::{self, DRAIN, Endpoints, PROBE_RESERVE};
+use crate::http::{self, DRAIN, Endpoints};
 use crate::metrics::Metrics;
 use crate::open_files;
 use crate::owned_file::WRITE_BOUND;
@@ -24,16 +24,7 @@ use crate::status_file::{StatusDocument, StatusFile};
 pub async fn run(settings: RunSettings, shutdown: Shutdown) -> Result<i32, CliError> {
     let common = &settings.contender;
     // Before anything is opened: files for every HTTP connection allowed, and for the rest.
-    let files = open_files::raise();
-    let cap = settings.http_limits.max_connections;
-    let needed = (cap + PROBE_RESERVE) as u64 + open_files::KEPT;
-    if needed > files {
-        let rule = format!(
-            "needs {needed} open files with the {PROBE_RESERVE} connections kept for probes and {} files for Redis and the rest, and this process may open {files} (its hard RLIMIT_NOFILE): lower it, or raise the limit",
-            open_files::KEPT
-        );
-        return Err(CliError::value("http-max-connections", cap, rule));
-    }
+    open_files::raise_to(settings.http_limits.files());
     let client = connect(common.kube.mode).await?;
     let (lease_name, found) =
         name_lease(&common.lease, client.as_ref(), Workload::Deployment).await?;

@@ -109,6 +109,13 @@ pub struct Limits {
     pub header_read_timeout: Duration,
 }
 
+impl Limits {
+    /// The files they may hold, and those kept for the rest ([`crate::open_files::KEPT`]).
+    pub fn files(&self) -> u64 {
+        (self.max_connections + PROBE_RESERVE) as u64 + crate::open_files::KEPT
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Self {

@@ -12,7 +12,7 @@ use harness::command::RunCommand;
 use harness::contenders::unique_lease;
 use harness::replica::{FAST, Replica};
 use harness::target::leasehold_bin;
-use nix::sys::resource::{Resource, setrlimit};
+use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use testbed::http::http_get;
 use testbed::process_tree;
 use testbed::redis_server::RedisServer;
@@ -22,13 +22,13 @@ use crate::flood::stalled;
 
 const WAIT: Duration = Duration::from_secs(20);
 
-/// `leasehold run` of `lease` on `redis` with `args`, started with the open-files limit
-/// `soft`/`hard`, with `command` after `--`.
+/// `leasehold run` of `lease` on `redis` with `args` and `env`, started with the open-files
+/// limit `soft`/`hard`, with `command` after `--`.
 fn under_limit(
     redis: &RedisServer,
     lease: &str,
     (soft, hard): (u64, u64),
-    args: &[&str],
+    (args, env): (&[&str], &[(&str, &str)]),
     command: &[&str],
 ) -> Replica {
     let mut leasehold = Command::new(leasehold_bin());
@@ -43,14 +43,14 @@ fn under_limit(
         .args(["--no-data-loss-cooldown"])
         .args(args)
         .command(command);
-    Replica::start(run, "web-a", &[])
+    Replica::start(run, "web-a", env)
 }
 
 /// Under a soft limit of 128 and the default cap of 256 connections, a flood of connections
 /// that never finish their heads took every file: the probes waited in the kernel's backlog,
 /// and once Redis dropped the leader's connection it could not dial again, and the term ended
-/// at the renew deadline. The soft limit is raised to the hard one now; the command and the
-/// candidate check still get the limit leasehold was started with.
+/// at the renew deadline. The soft limit is raised as far as the cap needs now; the command and
+/// the candidate check still get the limit leasehold was started with.
 #[test]
 fn http_clients_holding_every_connection_leave_files_for_redis() {
     let redis = RedisServer::start();
@@ -62,7 +62,9 @@ fn http_clients_holding_every_connection_leave_files_for_redis() {
     let check = format!("ulimit -n > {}", checked.display());
     let args = ["--candidate-check-command", &check];
     let command = ["sh", "-c", &script];
-    let replica = under_limit(&redis, &lease, (128, 4096), &args, &command).healthy();
+    // Soft 128, and a hard limit the cap fits under (this machine's, if lower than 4096).
+    let hard = getrlimit(Resource::RLIMIT_NOFILE).map_or(4096, |(_, hard)| hard.min(4096));
+    let replica = under_limit(&redis, &lease, (128, hard), (&args, &[]), &command).healthy();
     wait_for("the leader", WAIT, || replica.is_ready().then_some(()));
     let key = format!("leasehold:{{{lease}}}");
     let term: String = redis.cmd(&["GET", &key]);
@@ -111,17 +113,25 @@ fn http_clients_holding_every_connection_leave_files_for_redis() {
 const FAST_LEASE: Duration = Duration::from_millis(1500);
 
 /// A cap that does not fit under the hard limit, with the probe reserve and the files kept for
-/// Redis, is refused at start, naming the flag; it used to start, to fail under load.
+/// Redis, is refused at start, naming the flag, and the variable it came from; it used to start,
+/// to fail under load.
 #[test]
 fn a_connection_cap_the_open_files_limit_cannot_hold_is_refused_at_start() {
     let redis = RedisServer::start();
     let lease = unique_lease("open-files-refused");
-    let mut replica = under_limit(&redis, &lease, (128, 128), &[], &[]);
-    let code = replica.wait_exit(Duration::from_secs(10));
-    let said = replica.log_text();
-    assert_eq!(code, 2, "{said}");
-    assert!(
-        said.contains("--http-max-connections `256`") && said.contains("may open 128"),
-        "{said}"
-    );
+    let variable = [("LEASEHOLD_HTTP_MAX_CONNECTIONS", "100")];
+    for (env, named) in [
+        (&[][..], "`256`"),
+        (&variable[..], "$LEASEHOLD_HTTP_MAX_CONNECTIONS"),
+    ] {
+        let mut replica = under_limit(&redis, &lease, (128, 128), (&[], env), &[]);
+        let code = replica.wait_exit(Duration::from_secs(10));
+        let said = replica.log_text();
+        assert_eq!(code, 2, "{said}");
+        assert!(
+            said.contains("--http-max-connections") && said.contains(named),
+            "{said}"
+        );
+        assert!(said.contains("may open 128"), "{said}");
+    }
 }
