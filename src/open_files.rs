@@ -1,20 +1,14 @@
-//! The open-files limit (`RLIMIT_NOFILE`). Its soft value is often 1,024, in a container
-//! sometimes less, while the hard one allows far more. HTTP clients holding every connection
-//! `--http-max-connections` lets them hold, and the probe reserve, took the last files: the
-//! probes waited in the kernel's backlog, and a leader whose Redis connection broke could not
-//! dial again and lost its term. So a cap that does not fit under the hard limit with [`KEPT`]
-//! files for the rest is refused (`cli/http.rs`), and `run` raises its soft limit as far as the
-//! cap needs at start (as systemd advises a program that needs many files); the command after
-//! `--` and the candidate check get back the limit leasehold was started with (a program that
-//! uses `select` breaks on a descriptor above 1,023).
+//! The open-files limit (`RLIMIT_NOFILE`), often 1,024 soft: HTTP clients holding every
+//! connection the cap allows took the last files, so that the probes waited in the backlog and
+//! a broken Redis connection could not be dialled again. `cli/http.rs` refuses a cap that does
+//! not fit under the hard limit, `run` raises the soft one as far as the cap needs, and every
+//! child gets back the limit leasehold was started with (`select` breaks above 1,023).
 
 use std::sync::OnceLock;
 
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 
-/// Files kept for everything but the HTTP connections: the Redis connections (the lease's, the
-/// release channel's, the Sentinels'), the Kubernetes client's, the guard and status files,
-/// boot-clock timers, the runtime's own, the command's.
+/// Files kept for all but the HTTP connections: Redis, Kubernetes, guard and status files, timers.
 pub const KEPT: u64 = 64;
 
 /// The soft and hard limits leasehold was started with, once [`raise`] changed them.

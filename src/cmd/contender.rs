@@ -154,8 +154,8 @@ impl Contender {
         };
         let supervisor = settings.exec.clone().map(|exec| {
             // Given in full only to what a command leaves running while its term lasts.
-            let timing = settings.timing;
-            let at_most = timing.validity().saturating_sub(KILL_MARGIN);
+            let (validity, renew_deadline) = (settings.timing.validity(), settings.timing.renew_deadline);
+            let at_most = validity.saturating_sub(KILL_MARGIN);
             if exec.grace_period > at_most {
                 warn!(
                     grace_period_ms = exec.grace_period.as_millis() as u64,
@@ -165,7 +165,6 @@ impl Contender {
             }
             // When Redis stops answering, the step-down comes at the renew deadline (and a few
             // milliseconds later the stop).
-            let (validity, renew_deadline) = (timing.validity(), timing.renew_deadline);
             if validity.saturating_sub(renew_deadline) < KILL_MARGIN * 2 {
                 warn!(
                     renew_deadline_ms = renew_deadline.as_millis() as u64,
