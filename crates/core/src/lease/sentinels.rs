@@ -2,9 +2,9 @@
 //! only when a majority of them names the same master ([`Tally`]). Why a majority is needed and
 //! enough: docs/DESIGN.md, "Sentinel".
 //!
-//! Each ask runs as a task of its own, bounded by [`SENTINEL_TIMEOUT`], and is not cancelled
-//! when a majority answered first: a frozen Sentinel's kept connection is dropped by its own
-//! timeout, instead of collecting asks that nobody waits for.
+//! Each ask runs as a task of its own, bounded by [`SENTINEL_TIMEOUT`]. One still under way when
+//! a majority answered goes on to its bound (a frozen Sentinel's kept connection is dropped by
+//! its own timeout); one under way when the caller gives up on the round is cancelled.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
