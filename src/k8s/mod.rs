@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{self, Action};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -137,6 +137,8 @@ pub async fn reconcile_while_leading<K, C, R, Fut, E>(
     // Failures in a row, by object; a reconcile of it that passes starts its count again.
     let failures: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
     let counted = failures.clone();
+    // Lists and watches failed in a row: the watcher retries them with its own backoff.
+    let mut watch_failures = 0u32;
     let mut reconcile = reconcile;
     let reconcile = move |object: Arc<K>, context| {
         let (key, counted) = (object.name_any(), counted.clone());
@@ -172,10 +174,23 @@ pub async fn reconcile_while_leading<K, C, R, Fut, E>(
             },
             context,
         )
-        .for_each(|outcome| async move {
-            if let Err(err) = outcome {
-                debug!(error = %err, "reconcile loop error");
+        .for_each(move |outcome| {
+            match outcome {
+                Ok(_) => watch_failures = 0,
+                // Said like a failed write: a list or watch that keeps failing (a Role without
+                // the verb) leaves nothing to reconcile, the label unset, for the whole term.
+                Err(controller::Error::QueueError(error)) => {
+                    watch_failures = watch_failures.saturating_add(1);
+                    let (resource, failed) = (K::plural(&()), watch_failures);
+                    if failed == 1 || failed.is_multiple_of(10) {
+                        warn!(%resource, %error, failed, "a kubernetes watch failed; retrying");
+                    } else {
+                        debug!(%resource, %error, failed, "a kubernetes watch failed; retrying");
+                    }
+                }
+                Err(err) => debug!(error = %err, "reconcile loop error"),
             }
+            std::future::ready(())
         })
         .await;
 }

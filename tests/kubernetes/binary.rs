@@ -188,6 +188,34 @@ fn a_leader_label_the_api_refuses_is_said_at_warn_level() {
     drop(runtime);
 }
 
+/// A leader whose pods the API will not list (a Role without `list` or `watch` on pods, a
+/// namespace of the wrong name) says so at warn level, not only at debug: no pod is labelled and
+/// no step-down annotation is heard meanwhile, and nothing else would tell.
+#[test]
+fn a_pod_list_the_api_refuses_is_said_at_warn_level() {
+    use testbed::wait::wait_for;
+    let (runtime, api) = api_on_a_runtime();
+    deployment_with_pods(&api, &["web-7d4f-a"]);
+    api.forbid_next_lists("pods", 1_000);
+    let redis = RedisServer::start();
+    let (_dir, a) = start_in_pod(&api, &redis, "web-7d4f-a", "web-7d4f-a", None);
+    let a = a.healthy();
+    let said = wait_for(
+        "the refusal said at warn level",
+        Duration::from_secs(10),
+        || {
+            a.events("a kubernetes watch failed; retrying")
+                .into_iter()
+                .find(|l| l["level"] == "WARN")
+        },
+    );
+    let error = said["error"].as_str().unwrap_or_default();
+    assert!(error.contains("forbidden"), "{said}");
+    assert_eq!(said["resource"], "pods", "{said}");
+    assert!(label_of(&api, "web-7d4f-a").is_none());
+    drop(runtime);
+}
+
 /// An API server that stops answering mid-call (a connection kept open and never answered) does
 /// not hold the leader label for the rest of the term: each call of the term is bounded, and a
 /// call given up is tried again. Unbounded (the client has no read timeout, for its watches),

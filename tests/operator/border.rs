@@ -24,15 +24,9 @@ use crate::docs::sources;
 const CORE_CEILING: usize = 8_102;
 
 /// The core and the product together, set the same way (the goal is 16,600), each raise's
-/// defects named in its commit. Last raised from 22,065 for HTTP clients that could take the
-/// last open files, the probes' and the one a Redis connection needs (22,124), and for the
-/// command's grace cut at the renew deadline in silence, a renew deadline that left it no
-/// SIGTERM said nowhere, and `--` with nothing after it taken as no command (22,146), and the
-/// candidate check given the raised open-files limit (22,151), and from the review of these:
-/// the cap's refusal without its source, a raise past what the cap needs, and a warning that
-/// missed a SIGTERM of a few milliseconds (22,171), lowered as the open-files module says it
-/// shorter and the start checks read the validity once (22,164).
-const CORE_AND_PRODUCT_CEILING: usize = 22_164;
+/// defects named in its commit. Last raised from 22,164 for a list or watch of pods the API
+/// refused said only at debug, while no pod got the leader label (22,179).
+const CORE_AND_PRODUCT_CEILING: usize = 22_179;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

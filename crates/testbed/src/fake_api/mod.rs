@@ -307,6 +307,12 @@ impl FakeApiServer {
         self.inject(&format!("list {plural}"), n, Injected::Hang);
     }
 
+    /// Makes the next `n` lists (not gets, not watches) of this resource plural answer 403
+    /// Forbidden, as the API does for a Role without `list`.
+    pub fn forbid_next_lists(&self, plural: &str, n: usize) {
+        self.inject(&format!("list {plural}"), n, Injected::Forbidden);
+    }
+
     /// Makes the next `n` writes to this resource plural land in the store, and their answers
     /// never come.
     pub fn hang_next_writes_after_applying(&self, plural: &str, n: usize) {
