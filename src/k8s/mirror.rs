@@ -1,5 +1,7 @@
 //! The Lease mirror: a `coordination.k8s.io/v1` Lease named after the Deployment, kept by the
-//! leader, so that `kubectl get lease` shows who leads. It mirrors; the Redis lease decides.
+//! leader, so that `kubectl get lease` shows who leads. It mirrors; the Redis lease decides. Its
+//! `renewTime` is the term's last renewal, not the mirror's last write, and the leader takes its
+//! name off after the term.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -13,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::{Inner, K8sError, OwningDeployment};
+use crate::clock::BootInstant;
 use crate::elector::{Leadership, Timing, backoff};
 
 /// The mirror's name: the Deployment's, else the lease name after its namespace with `/` as
@@ -112,7 +115,9 @@ async fn write(
     let (identity, deployment, timing) =
         (&inner.identity, inner.deployment.as_ref(), &inner.timing);
     let what = |verb: &'static str| move || format!("{verb} lease {name}");
-    let now = MicroTime(Timestamp::now());
+    // When the last renewal was sent (its validity counts from then): while renewals fail, the
+    // mirror says the term is running out, as the Redis lease does.
+    let renewed = leadership.valid_until().saturating_sub(timing.validity());
     let duration_seconds =
         i32::try_from(timing.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
     let existing = super::call(what("get"), leases.get_opt(name)).await?;
@@ -128,8 +133,8 @@ async fn write(
                 metadata,
                 spec: Some(LeaseSpec {
                     holder_identity: Some(identity.to_owned()),
-                    acquire_time: Some(now.clone()),
-                    renew_time: Some(now),
+                    acquire_time: Some(wall_time(leadership, leadership.acquired_at())),
+                    renew_time: Some(wall_time(leadership, renewed)),
                     lease_duration_seconds: Some(duration_seconds),
                     lease_transitions: Some(0),
                     ..LeaseSpec::default()
@@ -147,22 +152,68 @@ async fn write(
             belong(deployment, &mut lease.metadata);
             let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
             if spec.holder_identity.as_deref() != Some(identity) {
-                let had_holder = spec.holder_identity.is_some();
+                // Held before, by another, or by a term that ended and withdrew its name.
+                let held = spec.holder_identity.is_some() || spec.acquire_time.is_some();
                 spec.holder_identity = Some(identity.to_owned());
-                spec.acquire_time = Some(now.clone());
-                if had_holder {
+                spec.acquire_time = Some(wall_time(leadership, leadership.acquired_at()));
+                if held {
                     spec.lease_transitions =
                         Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
                 }
                 info!(lease = %name, holder = %identity, token = token.0, "took over the Lease mirror");
             }
-            spec.renew_time = Some(now);
+            spec.renew_time = Some(wall_time(leadership, renewed));
             spec.lease_duration_seconds = Some(duration_seconds);
             let params = PostParams::default();
             super::call(what("update"), leases.replace(name, &params, &lease)).await?;
         }
     }
     Ok(())
+}
+
+/// The wall-clock time of `at`, an instant of this term on the boot clock.
+fn wall_time(leadership: &Leadership, at: BootInstant) -> MicroTime {
+    let ago = at.until(leadership.clock().now());
+    let now = Timestamp::now();
+    MicroTime(now.saturating_sub(ago).unwrap_or(now))
+}
+
+/// After a term: takes this replica's name off the mirror if it still holds it, so that
+/// `kubectl get lease` names no leader where none leads (scaled to zero, Redis down). A write of
+/// the successor's answers the read-modify-write with a conflict, and is left. Stops once a
+/// later term of this replica began (`still` false).
+pub(super) async fn withdraw(inner: &Inner, name: &str, still: impl Fn() -> bool) {
+    let leases: Api<Lease> = Api::namespaced(inner.client.clone(), &inner.namespace);
+    let what = |verb: &'static str| move || format!("{verb} lease {name}");
+    let ours = |l: &Lease| {
+        l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) == Some(&*inner.identity)
+    };
+    // A conflict is a write between the read and the update: read again, a few times.
+    for _ in 0..3 {
+        let withdrawn = async {
+            let lease = super::call(what("get"), leases.get_opt(name)).await?;
+            let Some(mut lease) = lease.filter(ours).filter(|_| still()) else {
+                return Ok(false);
+            };
+            lease.spec.get_or_insert_default().holder_identity = None;
+            let params = PostParams::default();
+            super::call(what("update"), leases.replace(name, &params, &lease)).await?;
+            Ok::<_, K8sError>(true)
+        };
+        match withdrawn.await {
+            Ok(false) => return,
+            Ok(true) => {
+                return info!(lease = %name, holder = %inner.identity, "withdrew from the Lease mirror");
+            }
+            Err(K8sError::Api {
+                source: kube::Error::Api(s),
+                ..
+            }) if s.is_conflict() => {}
+            Err(err) => {
+                return warn!(lease = %name, error = %err, "could not withdraw the Lease mirror");
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -2,9 +2,10 @@
 //! the Deployment's other pods), mirror leadership into a `coordination.k8s.io/v1` Lease, and
 //! record Events on the Deployment. Every leader write first passes `Leadership::check()`.
 //!
-//! Two writes happen after a term ended, by design: removing the label from this replica's own
-//! pod and the "leadership lost" Event. Both only withdraw a claim, so they cannot make two
-//! leaders; they run in the background so that they never delay the release of the lease.
+//! Three writes happen after a term ended, by design: removing the label from this replica's
+//! own pod, its name from the Lease mirror, and the "leadership lost" Event. Each only withdraws
+//! a claim, so none can make two leaders; they run in the background so that they never delay
+//! the release of the lease.
 //!
 //! Rust users run their own reconciler under leadership with [`reconcile_while_leading`].
 
@@ -364,7 +365,7 @@ impl Publisher {
     }
 
     /// The notes of a term that ended, in the background: this pod's label off (until it
-    /// lands or a later term begins), and an Event (within 5 s).
+    /// lands or a later term begins), its name off the Lease mirror, and an Event (within 5 s).
     fn after_term(&self, leadership: Leadership) {
         let this = self.clone();
         let term = self.inner.terms.load(Ordering::Relaxed);
@@ -377,6 +378,12 @@ impl Publisher {
                 if let Some(key) = &inner.settings.leader_label {
                     let still = || inner.terms.load(Ordering::Relaxed) == term;
                     label::remove_own(inner, key, still).await;
+                }
+            };
+            let mirror = async {
+                if let Some(name) = &inner.mirror_name {
+                    let still = || inner.terms.load(Ordering::Relaxed) == term;
+                    mirror::withdraw(inner, name, still).await;
                 }
             };
             let event = async {
@@ -398,7 +405,7 @@ impl Publisher {
                     }
                 }
             };
-            tokio::join!(label, event);
+            tokio::join!(label, mirror, event);
         });
     }
 

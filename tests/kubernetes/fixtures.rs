@@ -193,6 +193,17 @@ pub async fn member(
     pod: &str,
     timing: Timing,
 ) -> Member {
+    member_at(api, &redis.url(), lease_name, pod, timing).await
+}
+
+/// A [`member`] that reaches Redis at `url` (a fault proxy's).
+pub async fn member_at(
+    api: &FakeApiServer,
+    url: &str,
+    lease_name: &str,
+    pod: &str,
+    timing: Timing,
+) -> Member {
     let deployment = k8s::owning_deployment(&api.client(), NS, pod)
         .await
         .expect("discovery");
@@ -206,7 +217,7 @@ pub async fn member(
         timing,
     )
     .expect("a mirror name");
-    let elector = Elector::new(lease(&redis.url(), lease_name, pod, false), timing).unwrap();
+    let elector = Elector::new(lease(url, lease_name, pod, false), timing).unwrap();
     let status = elector.status();
     let shutdown = CancellationToken::new();
     let task = spawn_publishing(elector, &cluster, &shutdown);
@@ -222,6 +233,10 @@ impl Member {
     /// What `leasehold run` does at start: a label an earlier process of the pod left goes.
     pub async fn withdraw_earlier_label(&self) {
         self.cluster.withdraw_earlier_label().await;
+    }
+
+    pub fn status(&self) -> watch::Receiver<leasehold::elector::Status> {
+        self.status.clone()
     }
 
     pub async fn wait_leading(&mut self) {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::calls::assert_within_rbac;
 use crate::fixtures::{
-    NS, chart_labels, deployment_with_pods, gaps_between_refused_writes, labels, member,
+    NS, chart_labels, deployment_with_pods, gaps_between_refused_writes, labels, member, member_at,
 };
 use harness::contenders::{fast_timing, unique_lease};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -125,4 +125,93 @@ async fn the_lease_mirror_backs_off_from_a_refusal_that_repeats() {
         gaps[0] >= timing.retry_period && gaps[3] >= 4 * timing.retry_period,
         "the retry period, doubling: {gaps:?}"
     );
+}
+
+/// After its term the old leader takes its name off the mirror: scaled to zero (or with Redis
+/// down, nobody leading), `kubectl get lease` named it for ever. The next leader's take-over
+/// counts a transition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_mirror_names_no_holder_once_the_term_is_over() {
+    let api = FakeApiServer::start().await;
+    let redis = RedisServer::start();
+    deployment_with_pods(&api, &["web-7d4f-a", "web-7d4f-b"]);
+    let lease_name = unique_lease("shop-web-withdrawn").replace("test/", "shop/");
+    let holder = || {
+        api.get::<Lease>(NS, "web")
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+    };
+    let mut a = member(&api, &redis, &lease_name, "web-7d4f-a", fast_timing()).await;
+    a.wait_leading().await;
+    eventually("the mirror to name a", Duration::from_secs(5), || async {
+        (holder().as_deref() == Some("web-7d4f-a")).then_some(())
+    })
+    .await;
+    // Stopping waits for the term's notes (bounded), as `leasehold run` does before it exits.
+    a.stop().await;
+    assert_eq!(holder(), None, "the mirror still names the old leader");
+    let mut b = member(&api, &redis, &lease_name, "web-7d4f-b", fast_timing()).await;
+    b.wait_leading().await;
+    let spec = eventually("the mirror to name b", Duration::from_secs(5), || async {
+        api.get::<Lease>(NS, "web")
+            .and_then(|l| l.spec)
+            .filter(|s| s.holder_identity.as_deref() == Some("web-7d4f-b"))
+    })
+    .await;
+    assert_eq!(spec.lease_transitions, Some(1), "{spec:?}");
+    assert_within_rbac(&api);
+    b.stop().await;
+}
+
+/// The mirror's `renewTime` is when the term was last renewed in Redis, not when the mirror was
+/// last written: while renewals fail, the leader went on writing a fresh `renewTime` until its
+/// step-down, so the mirror claimed the term up to a renew deadline past the Redis lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_mirror_shows_the_last_renewal_not_the_last_write() {
+    use k8s_openapi::jiff::Timestamp;
+    use testbed::proxy::{Fault, FaultProxy};
+    let api = FakeApiServer::start().await;
+    let redis = RedisServer::start();
+    deployment_with_pods(&api, &["web-7d4f-a"]);
+    let lease_name = unique_lease("shop-web-renewed").replace("test/", "shop/");
+    let proxy = FaultProxy::start(redis.addr());
+    // The mirror is refreshed every 2 s; the step-down comes 4 s after the last renewal.
+    let timing = harness::timings::SIX_SECOND_TERM;
+    let mut a = member_at(&api, &proxy.url(), &lease_name, "web-7d4f-a", timing).await;
+    a.wait_leading().await;
+    let mirror = || api.get::<Lease>(NS, "web").and_then(|l| l.spec);
+    eventually("the mirror", Duration::from_secs(5), || async { mirror() }).await;
+    proxy.set(Fault::Drop);
+    let (cut, cut_at) = (Timestamp::now(), std::time::Instant::now());
+    let mut status = a.status();
+    // Every mirror written until the step-down, looked at as it lands.
+    let mut latest = None;
+    let stepped_down = async {
+        let _ = status.wait_for(|s| s.last_step_down.is_some()).await;
+    };
+    tokio::pin!(stepped_down);
+    loop {
+        if let Some(renewed) = mirror().and_then(|s| s.renew_time) {
+            latest = latest.max(Some(renewed.0));
+        }
+        tokio::select! {
+            _ = &mut stepped_down => break,
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+    }
+    let writes = api
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains("/leases") && r.method == "PUT" && r.at > cut_at)
+        .count();
+    assert!(
+        writes >= 1,
+        "the mirror was refreshed while renewals failed"
+    );
+    let latest = latest.expect("a renewTime");
+    assert!(
+        latest <= cut,
+        "the mirror says {latest}, after the last renewal (the link was cut at {cut})"
+    );
+    a.stop().await;
 }

@@ -25,8 +25,10 @@ const CORE_CEILING: usize = 8_102;
 
 /// The core and the product together, set the same way (the goal is 16,600), each raise's
 /// defects named in its commit. Last raised from 22,164 for a list or watch of pods the API
-/// refused said only at debug, while no pod got the leader label (22,179).
-const CORE_AND_PRODUCT_CEILING: usize = 22_179;
+/// refused said only at debug, while no pod got the leader label (22,179), and for a Lease
+/// mirror that named the old leader for ever once nobody led, and showed its last write as the
+/// last renewal (22,237).
+const CORE_AND_PRODUCT_CEILING: usize = 22_237;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
