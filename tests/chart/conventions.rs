@@ -396,3 +396,44 @@ fn on_openshift_the_pods_leave_the_user_group_and_fs_group_to_the_platform() {
         &dir.path().join("openshift.yaml"),
     );
 }
+
+/// Every object's name fits its kind with the longest release name helm takes (53 characters,
+/// a full name of 63): a Service's name is a DNS label of at most 63 characters, and the metrics
+/// Service's was the full name and `-metrics`, refused by the API server past a release name of
+/// 45 characters, with the ServiceMonitor, the `helm test` Pod and the alerts that use it.
+#[test]
+fn every_name_fits_its_kind_with_the_longest_release_name() {
+    let release = "r".repeat(53);
+    let values = format!(
+        "{}serviceMonitor:\n  enabled: true\nprometheusRule:\n  enabled: true\ngrafanaDashboard:\n  enabled: true\nnetworkPolicy:\n  enabled: true\n",
+        helm::HELM_TEST_IN_LEADER_MODE
+    );
+    let rendered = render_with(&release, "shop", &values, &[]);
+    let named = |d: &serde_yaml::Value| {
+        let name = d["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        (d["kind"].as_str().unwrap_or_default().to_owned(), name)
+    };
+    use leasehold::k8s::names::{MAX_OBJECT_NAME_LEN, is_dns_label};
+    for (kind, name) in rendered.docs.iter().map(named) {
+        let fits = match kind.as_str() {
+            "Service" => is_dns_label(&name),
+            _ => name.len() <= MAX_OBJECT_NAME_LEN,
+        };
+        assert!(fits, "{kind} {name}: {} characters", name.len());
+    }
+    let metrics = rendered
+        .docs
+        .iter()
+        .map(named)
+        .find(|(kind, name)| kind == "Service" && name.ends_with("-metrics"))
+        .map(|(_, name)| name)
+        .expect("the metrics Service");
+    // What finds the metrics Service by name: the test Pod's address and the alerts' job.
+    let pod: Pod = rendered.one();
+    let env = serde_yaml::to_string(&pod.spec).unwrap_or_default();
+    assert!(env.contains(&format!("{metrics}.shop.svc.")), "{env}");
+    assert!(
+        rendered.yaml.contains(&format!("job=\"{metrics}\"")),
+        "the alerts' job is not {metrics}"
+    );
+}

@@ -181,6 +181,10 @@ fn a_lease_too_short_for_the_command_is_refused() {
     let drift = "extraArgs: [\"--drift-factor=0.05\"]\n";
     let err = refused(&format!("{exec}{drift}{}", timing.replace("0.124", "0.16")));
     assert!(err.contains("is too short for exec"), "{err}");
+    // So does one given in extraEnv.
+    let drift = "extraEnv:\n  - name: LEASEHOLD_DRIFT_FACTOR\n    value: \"0.05\"\n";
+    let err = refused(&format!("{exec}{drift}{}", timing.replace("0.124", "0.16")));
+    assert!(err.contains("is too short for exec"), "{err}");
 }
 
 #[test]
@@ -290,6 +294,34 @@ fn values_that_break_the_election_or_the_roles_bound_are_refused() {
             "extraArgs: [\"--leader-elect-retry-period=3s\"]\n",
             "extraArgs: --retry-period repeats a flag the chart sets",
         ),
+        // A flag's other half undoes the chart's: `--no-leader-label` left the leader Service
+        // without an endpoint, in silence.
+        (
+            "extraArgs: [\"--no-leader-label\"]\n",
+            "extraArgs: --no-leader-label undoes --leader-label, which the chart sets from its values",
+        ),
+        (
+            "extraEnv:\n  - name: LEASEHOLD_NO_LEADER_LABEL\n    value: \"true\"\n",
+            "extraEnv: LEASEHOLD_NO_LEADER_LABEL undoes --leader-label, which the chart sets",
+        ),
+        (
+            "extraEnv:\n  - name: LEASEHOLD_LEASE_DURATION\n    value: 20s\n",
+            "extraEnv: LEASEHOLD_LEASE_DURATION repeats --lease-duration, a flag the chart sets",
+        ),
+        // What the chart gives through the pod: its name and namespace.
+        (
+            "extraArgs: [\"--identity=worker\"]\n",
+            "extraArgs: --identity is the pod's name, which the chart gives",
+        ),
+        (
+            "extraEnv:\n  - name: LEASEHOLD_NAMESPACE\n    value: other\n",
+            "extraEnv: LEASEHOLD_NAMESPACE is the pod's namespace, which the chart gives",
+        ),
+        // Kubernetes rounds a percentage up: 67 % of 3 replicas is 3.
+        (
+            "podDisruptionBudget:\n  minAvailable: 67%\n",
+            "podDisruptionBudget.minAvailable 67% with replicaCount 3 lets no healthy replica",
+        ),
     ];
     for (values, want) in cases {
         let err = refused(values);
@@ -299,6 +331,8 @@ fn values_that_break_the_election_or_the_roles_bound_are_refused() {
     // A flag the chart does not set passes, as does one it sets only for other values.
     render("extraArgs: [\"--drift-factor=0.02\", \"--status-file=/tmp/x.json\"]\n");
     render("podDisruptionBudget:\n  minAvailable: 2\n");
+    render("podDisruptionBudget:\n  minAvailable: 66%\n");
+    render("extraEnv:\n  - name: LEASEHOLD_DRIFT_FACTOR\n    value: \"0.02\"\n");
     // A Secret's key that reads as a number stays a string.
     let quoted = render("redis:\n  passwordKey: \"6379\"\n");
     assert!(quoted.yaml.contains("- key: \"6379\""), "{}", quoted.yaml);

@@ -24,6 +24,11 @@ the chart name unless the release name already holds it. Kept to 63 characters (
 {{- end }}
 {{- end }}
 
+{{/* The metrics Service's name: a DNS label of at most 63 characters, the full name cut to fit. */}}
+{{- define "leasehold.metricsService" -}}
+{{- printf "%s-metrics" (include "leasehold.fullname" . | trunc 55 | trimSuffix "-") }}
+{{- end }}
+
 {{/* Chart name and version, for the helm.sh/chart label. */}}
 {{- define "leasehold.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
@@ -162,7 +167,7 @@ that two long names that share a beginning still differ.
 
 {{/* PromQL label matchers of this release's series (prometheusRule.selector). */}}
 {{- define "leasehold.alertSelector" -}}
-{{- .Values.prometheusRule.selector | default (printf "job=%q, namespace=%q" (printf "%s-metrics" (include "leasehold.fullname" .)) .Release.Namespace) }}
+{{- .Values.prometheusRule.selector | default (printf "job=%q, namespace=%q" (include "leasehold.metricsService" .) .Release.Namespace) }}
 {{- end }}
 
 {{/*
@@ -292,6 +297,7 @@ later. */}}
 {{- $renewed := addf (float64 $retry) (maxf (float64 $retry) (divf (float64 $renew) 3.0)) 100.0 }}
 {{- $drift := 0.01 }}
 {{- range .Values.extraArgs }}{{ if hasPrefix "--drift-factor=" . }}{{ $drift = float64 (trimPrefix "--drift-factor=" .) }}{{ end }}{{ end }}
+{{- range .Values.extraEnv }}{{ if and (eq .name "LEASEHOLD_DRIFT_FACTOR") .value }}{{ $drift = float64 .value }}{{ end }}{{ end }}
 {{- if and .Values.exec.enabled (le (subf (mulf (float64 $lease) (subf 1.0 $drift)) 2.0) $renewed) }}
 {{- fail (printf "timing.leaseDurationSeconds %v is too short for exec: it must be greater than the drift margin, timing.retryPeriodSeconds, a renewal attempt's bound (timing.renewDeadlineSeconds / 3, or the retry period) and 100 ms: the command is killed 100 ms before its term's validity deadline" $t.leaseDurationSeconds) }}
 {{- end }}
@@ -380,11 +386,32 @@ later. */}}
 {{- end }}
 {{- /* client-go's names, which `leasehold run` takes as aliases. */}}
 {{- $aliases := dict "--leader-elect-resource-name" "--lease-name" "--leader-elect-lease-duration" "--lease-duration" "--leader-elect-renew-deadline" "--renew-deadline" "--leader-elect-retry-period" "--retry-period" }}
+{{- $given := list }}
 {{- range .Values.extraArgs }}
 {{- $flag := regexReplaceAll "=.*$" . "" }}
 {{- $flag = get $aliases $flag | default $flag }}
+{{- $given = append $given (list "extraArgs" $flag $flag) }}
+{{- end }}
+{{- range .Values.extraEnv }}
+{{- if hasPrefix "LEASEHOLD_" .name }}
+{{- $given = append $given (list "extraEnv" .name (printf "--%s" (trimPrefix "LEASEHOLD_" .name | lower | replace "_" "-"))) }}
+{{- end }}
+{{- end }}
+{{- /* What the pod gives leasehold: its name is the identity, its namespace the lease's. */}}
+{{- $pods := dict "--identity" "the pod's name, which the chart gives (POD_NAME) and the Kubernetes integration requires" "--namespace" "the pod's namespace, which the chart gives (POD_NAMESPACE) and its Role is for" }}
+{{- range $given }}
+{{- $where := printf "%s: %s" (index . 0) (index . 1) }}
+{{- $flag := index . 2 }}
+{{- $other := ternary (replace "--no-" "--" $flag) (replace "--" "--no-" $flag) (hasPrefix "--no-" $flag) }}
 {{- if has $flag $chartFlags }}
-{{- fail (printf "extraArgs: %s repeats a flag the chart sets from its values (see the chart's README): set that value instead; leasehold refuses a flag given twice, at every start" $flag) }}
+{{- if eq (index . 0) "extraArgs" }}
+{{- fail (printf "%s repeats a flag the chart sets from its values (see the chart's README): set that value instead; leasehold refuses a flag given twice, at every start" $where) }}
+{{- end }}
+{{- fail (printf "%s repeats %s, a flag the chart sets from its values (see the chart's README): set that value instead; the flag would win over the variable, in silence" $where $flag) }}
+{{- else if has $other $chartFlags }}
+{{- fail (printf "%s undoes %s, which the chart sets from its values (see the chart's README): set that value instead" $where $other) }}
+{{- else if hasKey $pods $flag }}
+{{- fail (printf "%s is %s: leave it out" $where (get $pods $flag)) }}
 {{- end }}
 {{- end }}
 {{- if and .Values.exec.enabled (not .Values.exec.command) }}
