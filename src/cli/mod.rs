@@ -270,7 +270,7 @@ pub struct KubeArgs {
     )]
     pub leader_label: String,
     /// Do not keep the leader label on pods.
-    #[arg(long, env = "LEASEHOLD_NO_LEADER_LABEL", action = ArgAction::SetTrue)]
+    #[arg(long, env = "LEASEHOLD_NO_LEADER_LABEL", action = ArgAction::SetTrue, conflicts_with = "leader_label")]
     pub no_leader_label: bool,
     /// Do not mirror leadership into a coordination.k8s.io/v1 Lease.
     #[arg(long, env = "LEASEHOLD_NO_LEASE_MIRROR", action = ArgAction::SetTrue)]

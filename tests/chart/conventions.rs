@@ -410,7 +410,10 @@ fn every_name_fits_its_kind_with_the_longest_release_name() {
     );
     let rendered = render_with(&release, "shop", &values, &[]);
     let named = |d: &serde_yaml::Value| {
-        let name = d["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        let name = d["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         (d["kind"].as_str().unwrap_or_default().to_owned(), name)
     };
     use leasehold::k8s::names::{MAX_OBJECT_NAME_LEN, is_dns_label};

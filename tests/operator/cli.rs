@@ -100,6 +100,12 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
             &["--http-addr", "8080"],
             "invalid value '8080' for '--http-addr <HTTP_ADDR>'",
         ),
+        // Asked for a leader label and for none: the chart's `--leader-label` and a
+        // `--no-leader-label` of extraArgs ran with none, the leader Service without an endpoint.
+        (
+            &["--leader-label", "example.com/active", "--no-leader-label"],
+            "the argument '--leader-label <LEADER_LABEL>' cannot be used with '--no-leader-label'",
+        ),
         (
             &["--readiness", "always"],
             "invalid value 'always' for '--readiness <READINESS>'",
