@@ -1,8 +1,8 @@
 //! What a follower's tries find that a person must hear of, said once per occurrence rather than
 //! at every try, and shown ([`Shown`](crate::board::Shown)) while it lasts: a key without expiry
 //! that blocks the lease (leasehold never takes it over), keys in a newer protocol, a holder
-//! that runs under this replica's own identity, and a contender whose lease duration is longer
-//! than this replica's. A term hook ([`TermHooks::tried`]): none of it changes a term.
+//! that runs under this replica's own identity, a contender whose lease duration is longer
+//! than this replica's, and a data-loss cooldown that this replica did not start. A term hook ([`TermHooks::tried`]): none of it changes a term.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -25,12 +25,15 @@ pub struct Notices {
     shared_identity: Mutex<Option<String>>,
     /// Whether a longer lease duration was mentioned.
     longer_duration_said: AtomicBool,
+    /// Whether the tries in a row found a data-loss cooldown.
+    cooling: AtomicBool,
 }
 
 impl TermHooks for Notices {
     fn tried(&self, acquired: &Acquired) {
         self.note_durations();
         self.note_protocol(acquired);
+        self.note_cooldown(acquired);
         match acquired {
             Acquired::Leader(_) | Acquired::CoolingDown { .. } => self.note_blocked(None),
             Acquired::HeldBy(holder) => self.note_holder(holder),
@@ -55,7 +58,25 @@ impl Notices {
             board,
             shared_identity: Mutex::default(),
             longer_duration_said: AtomicBool::new(false),
+            cooling: AtomicBool::new(false),
         })
+    }
+
+    /// Says once a streak when the tries find a data-loss cooldown that this replica did not
+    /// start (the one that did says why): nobody leads meanwhile, and a cooldown that Redis's
+    /// clock brought back by stepping back is otherwise heard of nowhere.
+    fn note_cooldown(&self, acquired: &Acquired) {
+        let Acquired::CoolingDown { remaining, started } = acquired else {
+            return self.cooling.store(false, Ordering::Relaxed);
+        };
+        if !self.cooling.swap(true, Ordering::Relaxed) && !started {
+            info!(
+                identity = %self.lease.owner().identity(),
+                lease = %self.lease.name(),
+                cooldown_ms = remaining.as_millis() as u64,
+                "waiting out a data-loss cooldown this replica did not start; nobody leads until it ends (another replica found redis new or without its data, or redis's clock stepped back past the end of an earlier one)"
+            );
+        }
     }
 
     /// Records whether a key without expiry blocks the lease (`None`: nothing blocks it), saying

@@ -27,8 +27,9 @@ const CORE_CEILING: usize = 8_102;
 /// defects named in its commit. Last raised from 22,164 for a list or watch of pods the API
 /// refused said only at debug, while no pod got the leader label (22,179), and for a Lease
 /// mirror that named the old leader for ever once nobody led, and showed its last write as the
-/// last renewal (22,237).
-const CORE_AND_PRODUCT_CEILING: usize = 22_237;
+/// last renewal (22,237), and for a data-loss cooldown that a step back of Redis's clock
+/// revived, waited out in silence (22,258).
+const CORE_AND_PRODUCT_CEILING: usize = 22_258;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;

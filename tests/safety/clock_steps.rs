@@ -200,3 +200,44 @@ fn the_next_term_is_whole_and_renews(replica: &Replica) {
         (replica.events("renewed").len() >= renewed + 3).then_some(())
     });
 }
+
+/// Redis's clock steps back past the end of the data-loss cooldown a fresh Redis began with, and
+/// the leader dies: the ended cooldown holds again for what the step gave back (DESIGN.md:
+/// a step back costs liveness). That wait is said, and the term after it names the one before
+/// as expired: the follower took the revived cooldown, which it did not start, for a loss of
+/// Redis's data, and said nothing while nobody led.
+#[test]
+fn a_cooldown_that_a_step_back_revives_is_said_and_is_no_data_loss() {
+    let (_dir, offset, redis) = redis_on_a_clock_file();
+    let lease = unique_lease("clock-step-cooldown");
+    // With the data-loss cooldown: a fresh Redis begins with one.
+    let timing = &TIMING[..6];
+    let a = Replica::spawn(&redis.url(), &lease, "a", timing, &[]);
+    let b = Replica::spawn(&redis.url(), &lease, "b", timing, &[]);
+    let (leader, follower) = wait_for("a leader", 10 * LEASE, || {
+        (a.is_ready().then_some((&a, &b))).or_else(|| b.is_ready().then_some((&b, &a)))
+    });
+    leader.wait_events("renewed", 3, 5 * LEASE);
+    std::fs::write(&offset, "-10 x1.0").expect("step the clock back");
+    leader.wait_events(
+        "redis's clock stepped back; keys live longer, the term goes on",
+        1,
+        LEASE,
+    );
+    // The follower may have said it of the fresh Redis's cooldown, had the leader started it.
+    const WAITING: &str = "waiting out a data-loss cooldown this replica did not start; nobody leads until it ends (another replica found redis new or without its data, or redis's clock stepped back past the end of an earlier one)";
+    let before = follower.events(WAITING).len();
+    let cooldowns = || follower.metric("leasehold_cooldowns_started_total");
+    let started = cooldowns();
+    leader.signal(Signal::SIGKILL);
+    let waiting = follower.wait_events(WAITING, before + 1, 5 * LEASE);
+    assert!(
+        waiting[before]["cooldown_ms"]
+            .as_u64()
+            .is_some_and(|ms| ms > 0),
+        "{waiting:?}"
+    );
+    let began = follower.wait_events("became leader", 1, 15 * LEASE);
+    assert_eq!(began[0]["previous_term"], "expired", "{began:?}");
+    assert_eq!(cooldowns(), started, "the follower started no cooldown");
+}

@@ -30,8 +30,8 @@ impl Elector {
         let clock = self.lease.clock().clone();
         let mut failures: u32 = 0;
         // A data-loss cooldown seen before the win, and no holder since: the term before ended
-        // with Redis's data.
-        let mut cooled = false;
+        // with Redis's data; unless Redis's clock stepped back, which revives an ended cooldown.
+        let (mut cooled, mut stepped_back) = (false, false);
         // The holder seen last and until when it keeps its term as far as this follower knows,
         // and whether a release was announced since (client-go's observed-time rule).
         let mut observed: Option<(Holder, BootInstant)> = None;
@@ -131,7 +131,7 @@ impl Elector {
                 self.hooks.each(|h| h.tried(acquired));
                 if let Some(reading) = self.lease.last_reading() {
                     // A step seen while following ends nothing; the window starts anew.
-                    let _ = rate.record(reading);
+                    stepped_back |= matches!(rate.record(reading), decide::Jump::Back(_));
                     self.keep_rate(rate.bound());
                 }
                 self.redis_ok(&mut failures);
@@ -150,7 +150,7 @@ impl Elector {
                 }
                 Ok(Acquired::HeldBy(holder)) => {
                     // A term after the loss: the one before a later win is this holder's.
-                    cooled = false;
+                    (cooled, stepped_back) = (false, false);
                     let left = holder.remaining.and_then(decide::observed_for);
                     vouched_until =
                         left.map(|left| clock.now().saturating_add(left + timing.lease_duration));
@@ -168,7 +168,7 @@ impl Elector {
                     Seen::Held(holder.remaining)
                 }
                 Ok(Acquired::CoolingDown { remaining, started }) => {
-                    cooled = true;
+                    cooled |= started || !stepped_back;
                     if started {
                         self.hooks.each(|h| h.cooldown_started());
                         warn!(
