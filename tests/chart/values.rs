@@ -138,6 +138,11 @@ harness::schema_rule! {
         "redis:\n  username: \" \"\n" => ["at '/redis/username': ' ' does not match pattern"];
     schema_refuses_a_bind_address_in_brackets:
         "http:\n  bindAddress: \"[::]\"\n" => ["at '/http/bindAddress': '[::]' does not match pattern"];
+    // The chart adds http.port: `0.0.0.0:9000` rendered `--http-addr=[0.0.0.0:9000]:8080`.
+    schema_refuses_a_bind_address_with_a_port:
+        "http:\n  bindAddress: \"0.0.0.0:9000\"\n" => ["at '/http/bindAddress': '0.0.0.0:9000' does not match pattern"];
+    schema_refuses_an_empty_word_of_the_command:
+        "exec:\n  command: [\"\"]\n" => ["at '/exec/command/0': minLength: got 0, want 1"];
     schema_refuses_a_user_in_a_sentinel_url:
         "redis:\n  urlKey: \"\"\n  url: redis+sentinel://app@s1:26379,s2:26379,s3:26379/main\n" => ["at '/redis/url':", "does not match pattern"];
     schema_refuses_a_recreate_strategy_with_rolling_update_settings:
@@ -262,6 +267,20 @@ fn values_that_break_the_election_or_the_roles_bound_are_refused() {
             "http.bindAddress 127.0.0.1: the kubelet probes the pod's IP",
         ),
         ("http:\n  bindAddress: \"::1\"\n", "http.bindAddress ::1"),
+        // A fresh Redis's cooldown outlasted the test: `helm install --wait && helm test` failed.
+        (
+            "helmTest:\n  enabled: true\ntiming:\n  leaseDurationSeconds: 60\n  renewDeadlineSeconds: 40\n",
+            "helmTest.timeoutSeconds 60 is not longer than a fresh Redis's first election may take (62000 ms",
+        ),
+        // The same loopback addresses, written otherwise.
+        (
+            "http:\n  bindAddress: \"0:0:0:0:0:0:0:1\"\n",
+            "http.bindAddress 0:0:0:0:0:0:0:1: the kubelet probes",
+        ),
+        (
+            "http:\n  bindAddress: \"::FFFF:127.0.0.1\"\n",
+            "http.bindAddress ::FFFF:127.0.0.1: the kubelet probes",
+        ),
         (
             "strategy:\n  type: RollingUpdate\n  rollingUpdate:\n    maxSurge: 0\n    maxUnavailable: 0\n",
             "maxSurge and maxUnavailable both 0",
@@ -328,6 +347,11 @@ fn values_that_break_the_election_or_the_roles_bound_are_refused() {
         assert!(err.contains(want), "{values}: {err}");
     }
     render("http:\n  bindAddress: \"::\"\n");
+    render("http:\n  bindAddress: \"fd00::10\"\n");
+    render(
+        "helmTest:\n  enabled: true\n  timeoutSeconds: 63\ntiming:\n  leaseDurationSeconds: 60\n  renewDeadlineSeconds: 40\n",
+    );
+    render("http:\n  bindAddress: \"::ffff:10.0.0.1\"\n");
     // A flag the chart does not set passes, as does one it sets only for other values.
     render("extraArgs: [\"--drift-factor=0.02\", \"--status-file=/tmp/x.json\"]\n");
     render("podDisruptionBudget:\n  minAvailable: 2\n");

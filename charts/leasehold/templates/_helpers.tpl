@@ -294,6 +294,12 @@ value and the rule.
 {{- /* The command is killed 100 ms before the validity deadline (the lease duration less 1 % and
 2 ms), which a renewal moves only when its answer comes: a retry period and an attempt's bound
 later. */}}
+{{- /* A fresh Redis: nobody leads through the data-loss cooldown (a lease duration), then the
+first try comes within a retry period. */}}
+{{- $first := ternary (add $lease $retry) $retry $t.dataLossCooldown }}
+{{- if and .Values.helmTest.enabled (le (mul (int64 .Values.helmTest.timeoutSeconds) 1000) $first) }}
+{{- fail (printf "helmTest.timeoutSeconds %v is not longer than a fresh Redis's first election may take (%v ms: timing.leaseDurationSeconds of data-loss cooldown and a retry period); the test would fail on a fresh install: raise it" .Values.helmTest.timeoutSeconds $first) }}
+{{- end }}
 {{- $renewed := addf (float64 $retry) (maxf (float64 $retry) (divf (float64 $renew) 3.0)) 100.0 }}
 {{- $drift := 0.01 }}
 {{- range .Values.extraArgs }}{{ if hasPrefix "--drift-factor=" . }}{{ $drift = float64 (trimPrefix "--drift-factor=" .) }}{{ end }}{{ end }}
@@ -326,7 +332,8 @@ later. */}}
 {{- if and .Values.rbac.create (eq (toString .Values.serviceAccount.name) "default") }}
 {{- fail "serviceAccount.name default: every pod of the namespace without its own ServiceAccount runs as it, and the Role (patch on pods) would be bound to it; name one for leasehold" }}
 {{- end }}
-{{- if regexMatch "^(127\\.|::1$|localhost$)" (toString .Values.http.bindAddress) }}
+{{- /* Loopback: 127.0.0.0/8, localhost, ::1 in any of its spellings, and IPv4's as IPv6 maps it. */}}
+{{- if regexMatch "^(127\\.|localhost$|[0:]*:0*1$|(?i:[0:]*:ffff:127\\.))" (toString .Values.http.bindAddress) }}
 {{- fail (printf "http.bindAddress %s: the kubelet probes the pod's IP, which a loopback address does not listen on; every probe would fail" .Values.http.bindAddress) }}
 {{- end }}
 {{- with .Values.strategy }}
