@@ -215,3 +215,55 @@ async fn the_lease_mirror_shows_the_last_renewal_not_the_last_write() {
     );
     a.stop().await;
 }
+
+/// A Lease of the mirror's name that another program holds (the wrapped controller's own
+/// client-go lock, named after the Deployment too) is left alone while its holder renews it:
+/// the mirror took it over, and that program's election lost its lock every few seconds. Once
+/// its holder stops renewing, the mirror takes it, as client-go's own rule would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_mirror_leaves_a_lease_another_program_holds_alone() {
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    let api = FakeApiServer::start().await;
+    let redis = RedisServer::start();
+    deployment_with_pods(&api, &["web-7d4f-a"]);
+    let lease_name = unique_lease("shop-web-foreign").replace("test/", "shop/");
+    let foreign = |renewed: Timestamp| Lease {
+        metadata: ObjectMeta {
+            name: Some("web".into()),
+            namespace: Some(NS.into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some("web-controller-5c9f_1f2e".into()),
+            lease_duration_seconds: Some(15),
+            renew_time: Some(MicroTime(renewed)),
+            ..LeaseSpec::default()
+        }),
+    };
+    api.insert(&foreign(Timestamp::now()));
+    let holder = || {
+        api.get::<Lease>(NS, "web")
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+    };
+    let mut a = member(&api, &redis, &lease_name, "web-7d4f-a", fast_timing()).await;
+    a.wait_leading().await;
+    // Past the mirror's first write and a few refreshes (every 150 ms with this timing).
+    let until = std::time::Instant::now() + Duration::from_secs(2);
+    while std::time::Instant::now() < until {
+        assert_eq!(holder().as_deref(), Some("web-controller-5c9f_1f2e"));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Its holder stopped renewing a minute ago: a lapsed Lease is the mirror's to take.
+    let lapsed = Timestamp::now() - SignedDuration::from_secs(60);
+    api.insert(&foreign(lapsed));
+    eventually(
+        "the mirror to take the lapsed Lease",
+        Duration::from_secs(5),
+        || async { (holder().as_deref() == Some("web-7d4f-a")).then_some(()) },
+    )
+    .await;
+    a.stop().await;
+}
