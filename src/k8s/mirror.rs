@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::{Api, ResourceExt};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::{Inner, K8sError};
+use super::{Inner, K8sError, OwningDeployment};
 use crate::clock::BootInstant;
 use crate::elector::{Leadership, Timing, backoff};
 
@@ -39,16 +39,11 @@ pub(super) fn lease_name(deployment: Option<&str>, lease: &str) -> Result<String
     }
 }
 
-/// The annotation that marks a Lease as leasehold's mirror, naming the lease it mirrors.
-const MIRROR_OF: &str = "leasehold.io/mirror-of";
-
-/// Puts on `meta` what the mirror carries besides the holder, keeping what else it has: its mark,
-/// and the owning Deployment's labels and an owner reference to it, so that `kubectl get lease
-/// -l app.kubernetes.io/instance=…` finds it and deleting the Deployment deletes it.
-fn belong(inner: &Inner, meta: &mut ObjectMeta) {
-    let annotations = meta.annotations.get_or_insert_with(BTreeMap::new);
-    annotations.insert(MIRROR_OF.to_owned(), inner.lease_name.clone());
-    let Some(deployment) = inner.deployment.as_ref() else {
+/// Puts on `meta` what the mirror carries besides the holder, keeping what else it has: the
+/// owning Deployment's labels and an owner reference to it, so that `kubectl get lease -l
+/// app.kubernetes.io/instance=…` finds it and deleting the Deployment deletes it.
+fn belong(deployment: Option<&OwningDeployment>, meta: &mut ObjectMeta) {
+    let Some(deployment) = deployment else {
         return;
     };
     if !deployment.labels.is_empty() {
@@ -61,21 +56,6 @@ fn belong(inner: &Inner, meta: &mut ObjectMeta) {
             owners.push(owner.clone());
         }
     }
-}
-
-/// Who holds `lease` when another program keeps it (a client-go lock of the same name): held by
-/// another and renewed within its duration, and neither marked as a mirror nor owned by the
-/// Deployment (as an earlier release's mirror is). The mirror leaves it alone until it lapses.
-fn held_by_another(inner: &Inner, lease: &Lease) -> Option<String> {
-    let ours = inner.deployment.as_ref().and_then(|d| d.owner.as_ref());
-    let owned = ours.is_some_and(|o| lease.owner_references().iter().any(|r| r.uid == o.uid));
-    let spec = lease.spec.as_ref()?;
-    let holder = spec.holder_identity.as_ref()?;
-    let renewed = spec.renew_time.as_ref()?.0;
-    let lapses = renewed + SignedDuration::from_secs(spec.lease_duration_seconds?.into());
-    let marked = lease.annotations().contains_key(MIRROR_OF);
-    let other = !holder.is_empty() && *holder != inner.identity;
-    (other && !marked && !owned && lapses > Timestamp::now()).then(|| holder.clone())
 }
 
 /// How often the leader refreshes `renewTime`.
@@ -108,9 +88,8 @@ pub(super) async fn keep(
                     debug!(lease = %name, error = %err, failures, "could not update the Lease mirror");
                 }
                 // A conflict means someone else wrote it: read again soon; so for a failure that
-                // may pass. A refusal (a missing permission), or a Lease another program holds,
-                // is asked again less and less often.
-                if super::refused(&err) || matches!(err, K8sError::HeldByAnother { .. }) {
+                // may pass. A refusal (a missing permission) is asked again less and less often.
+                if super::refused(&err) {
                     backoff(timing.retry_period, failures)
                 } else {
                     timing.retry_period / 2
@@ -133,7 +112,8 @@ async fn write(
     name: &str,
     leadership: &Leadership,
 ) -> Result<(), K8sError> {
-    let (identity, timing) = (&inner.identity, &inner.timing);
+    let (identity, deployment, timing) =
+        (&inner.identity, inner.deployment.as_ref(), &inner.timing);
     let what = |verb: &'static str| move || format!("{verb} lease {name}");
     // When the last renewal was sent (its validity counts from then): while renewals fail, the
     // mirror says the term is running out, as the Redis lease does.
@@ -142,16 +122,13 @@ async fn write(
         i32::try_from(timing.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
     let existing = super::call(what("get"), leases.get_opt(name)).await?;
     let token = leadership.check()?;
-    if let Some(holder) = existing.as_ref().and_then(|l| held_by_another(inner, l)) {
-        return Err(K8sError::HeldByAnother { holder });
-    }
     match existing {
         None => {
             let mut metadata = ObjectMeta {
                 name: Some(name.to_owned()),
                 ..ObjectMeta::default()
             };
-            belong(inner, &mut metadata);
+            belong(deployment, &mut metadata);
             let lease = Lease {
                 metadata,
                 spec: Some(LeaseSpec {
@@ -172,7 +149,7 @@ async fn write(
         }
         Some(mut lease) => {
             // A mirror written before it carried them, or by an earlier release of the chart.
-            belong(inner, &mut lease.metadata);
+            belong(deployment, &mut lease.metadata);
             let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
             if spec.holder_identity.as_deref() != Some(identity) {
                 // Held before, by another, or by a term that ended and withdrew its name.

@@ -101,14 +101,6 @@ pub enum K8sError {
         /// The name the mirror would take.
         name: String,
     },
-    /// The Lease of the mirror's name is another program's, which renews it.
-    #[error(
-        "another program holds the Lease of the mirror's name ({holder}); the mirror leaves it alone until it lapses; pass --no-lease-mirror"
-    )]
-    HeldByAnother {
-        /// Its holder.
-        holder: String,
-    },
     /// `Leadership::check` refused a leader write.
     #[error(transparent)]
     NotLeader(#[from] NotLeader),
@@ -248,8 +240,6 @@ struct Inner {
     client: Client,
     namespace: String,
     identity: String,
-    /// The lease's name, which the mirror's mark carries.
-    lease_name: String,
     deployment: Option<OwningDeployment>,
     /// Name of the mirrored Lease, if mirroring is on and the name is usable.
     mirror_name: Option<String>,
@@ -289,7 +279,6 @@ impl Publisher {
                 client,
                 namespace: namespace.to_owned(),
                 identity: identity.to_owned(),
-                lease_name: lease_name.to_owned(),
                 deployment,
                 mirror_name,
                 settings,
