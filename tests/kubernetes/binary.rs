@@ -166,26 +166,8 @@ fn an_identity_other_than_the_pod_name_is_refused_with_the_integration_on() {
 /// endpoint meanwhile, and nothing else would tell.
 #[test]
 fn a_leader_label_the_api_refuses_is_said_at_warn_level() {
-    use testbed::wait::wait_for;
-    let (runtime, api) = api_on_a_runtime();
-    deployment_with_pods(&api, &["web-7d4f-a"]);
-    api.forbid_next_writes("pods", 1_000);
-    let redis = RedisServer::start();
-    let (_dir, a) = start_in_pod(&api, &redis, "web-7d4f-a", "web-7d4f-a", None);
-    let a = a.healthy();
-    let said = wait_for(
-        "the refusal said at warn level",
-        Duration::from_secs(10),
-        || {
-            a.events("a kubernetes write failed; retrying")
-                .into_iter()
-                .find(|l| l["level"] == "WARN")
-        },
-    );
-    let error = said["error"].as_str().unwrap_or_default();
-    assert!(error.contains("forbidden"), "{said}");
-    assert!(label_of(&api, "web-7d4f-a").is_none());
-    drop(runtime);
+    let write = |api: &FakeApiServer| api.forbid_next_writes("pods", 1_000);
+    refusal_said_at_warn_level(write, "a kubernetes write failed; retrying");
 }
 
 /// A leader whose pods the API will not list (a Role without `list` or `watch` on pods, a
@@ -193,27 +175,34 @@ fn a_leader_label_the_api_refuses_is_said_at_warn_level() {
 /// no step-down annotation is heard meanwhile, and nothing else would tell.
 #[test]
 fn a_pod_list_the_api_refuses_is_said_at_warn_level() {
+    let list = |api: &FakeApiServer| api.forbid_next_lists("pods", 1_000);
+    let said = refusal_said_at_warn_level(list, "a kubernetes watch failed; retrying");
+    assert_eq!(said["resource"], "pods", "{said}");
+}
+
+/// A leader of Deployment `web` whose calls `refuse` makes the API refuse: its first `event`
+/// at warn level, which names the refusal, while no pod carries the label.
+fn refusal_said_at_warn_level(
+    refuse: impl FnOnce(&FakeApiServer),
+    event: &str,
+) -> serde_json::Value {
     use testbed::wait::wait_for;
     let (runtime, api) = api_on_a_runtime();
     deployment_with_pods(&api, &["web-7d4f-a"]);
-    api.forbid_next_lists("pods", 1_000);
+    refuse(&api);
     let redis = RedisServer::start();
     let (_dir, a) = start_in_pod(&api, &redis, "web-7d4f-a", "web-7d4f-a", None);
     let a = a.healthy();
     let said = wait_for(
         "the refusal said at warn level",
         Duration::from_secs(10),
-        || {
-            a.events("a kubernetes watch failed; retrying")
-                .into_iter()
-                .find(|l| l["level"] == "WARN")
-        },
+        || a.events(event).into_iter().find(|l| l["level"] == "WARN"),
     );
     let error = said["error"].as_str().unwrap_or_default();
     assert!(error.contains("forbidden"), "{said}");
-    assert_eq!(said["resource"], "pods", "{said}");
     assert!(label_of(&api, "web-7d4f-a").is_none());
     drop(runtime);
+    said
 }
 
 /// An API server that stops answering mid-call (a connection kept open and never answered) does

@@ -16,6 +16,15 @@ use testbed::fake_api::{FakeApiServer, Recorded};
 use testbed::redis_server::RedisServer;
 use testbed::wait::eventually;
 
+/// A fake API server with Deployment `web` in namespace `shop` and its `pods`, a Redis, and a
+/// lease of `shop` named for the calling `test`.
+async fn shop_web(test: &str, pods: &[&str]) -> (FakeApiServer, RedisServer, String) {
+    let api = FakeApiServer::start().await;
+    deployment_with_pods(&api, pods);
+    let lease_name = unique_lease(test).replace("test/", "shop/");
+    (api, RedisServer::start(), lease_name)
+}
+
 /// The garbage collector's rule, as `helm uninstall` relies on it: an object whose owner
 /// reference names the deleted Deployment (by uid) is deleted with it.
 fn owned_by(lease: &Lease, deployment: &Deployment) -> bool {
@@ -29,10 +38,8 @@ fn owned_by(lease: &Lease, deployment: &Deployment) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lease_mirror_carries_the_deployments_labels_and_is_owned_by_it() {
-    let api = FakeApiServer::start().await;
-    let redis = RedisServer::start();
-    let deployment = deployment_with_pods(&api, &["web-7d4f-a", "web-7d4f-b"]);
-    let lease_name = unique_lease("shop-web-owned").replace("test/", "shop/");
+    let (api, redis, lease_name) = shop_web("shop-web-owned", &["web-7d4f-a", "web-7d4f-b"]).await;
+    let deployment = api.get::<Deployment>(NS, "web").expect("the Deployment");
     let timing = fast_timing();
     let mut a = member(&api, &redis, &lease_name, "web-7d4f-a", timing).await;
     a.wait_leading().await;
@@ -88,10 +95,7 @@ async fn the_lease_mirror_carries_the_deployments_labels_and_is_owned_by_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lease_mirror_recovers_from_a_conflicting_write() {
-    let api = FakeApiServer::start().await;
-    let redis = RedisServer::start();
-    deployment_with_pods(&api, &["web-7d4f-a"]);
-    let lease_name = unique_lease("shop-web-conflict").replace("test/", "shop/");
+    let (api, redis, lease_name) = shop_web("shop-web-conflict", &["web-7d4f-a"]).await;
     api.fail_next_writes("leases", 2);
     let mut a = member(&api, &redis, &lease_name, "web-7d4f-a", fast_timing()).await;
     a.wait_leading().await;
@@ -132,10 +136,8 @@ async fn the_lease_mirror_backs_off_from_a_refusal_that_repeats() {
 /// counts a transition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lease_mirror_names_no_holder_once_the_term_is_over() {
-    let api = FakeApiServer::start().await;
-    let redis = RedisServer::start();
-    deployment_with_pods(&api, &["web-7d4f-a", "web-7d4f-b"]);
-    let lease_name = unique_lease("shop-web-withdrawn").replace("test/", "shop/");
+    let (api, redis, lease_name) =
+        shop_web("shop-web-withdrawn", &["web-7d4f-a", "web-7d4f-b"]).await;
     let holder = || {
         api.get::<Lease>(NS, "web")
             .and_then(|l| l.spec)
@@ -170,10 +172,7 @@ async fn the_lease_mirror_names_no_holder_once_the_term_is_over() {
 async fn the_lease_mirror_shows_the_last_renewal_not_the_last_write() {
     use k8s_openapi::jiff::Timestamp;
     use testbed::proxy::{Fault, FaultProxy};
-    let api = FakeApiServer::start().await;
-    let redis = RedisServer::start();
-    deployment_with_pods(&api, &["web-7d4f-a"]);
-    let lease_name = unique_lease("shop-web-renewed").replace("test/", "shop/");
+    let (api, redis, lease_name) = shop_web("shop-web-renewed", &["web-7d4f-a"]).await;
     let proxy = FaultProxy::start(redis.addr());
     // The mirror is refreshed every 2 s; the step-down comes 4 s after the last renewal.
     let timing = harness::timings::SIX_SECOND_TERM;
