@@ -2,7 +2,8 @@
 //! at every try, and shown ([`Shown`](crate::board::Shown)) while it lasts: a key without expiry
 //! that blocks the lease (leasehold never takes it over), keys in a newer protocol, a holder
 //! that runs under this replica's own identity, a contender whose lease duration is longer
-//! than this replica's, and a data-loss cooldown that this replica did not start. A term hook ([`TermHooks::tried`]): none of it changes a term.
+//! than this replica's, and a data-loss cooldown that this replica did not start. A term hook
+//! ([`TermHooks::tried`]): none of it changes a term.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -63,7 +64,7 @@ impl Notices {
     }
 
     /// Says once a streak when the tries find a data-loss cooldown that this replica did not
-    /// start (the one that did says why): nobody leads meanwhile, and a cooldown that Redis's
+    /// start (the one that did says why): no term begins meanwhile, and a cooldown that Redis's
     /// clock brought back by stepping back is otherwise heard of nowhere.
     fn note_cooldown(&self, acquired: &Acquired) {
         let Acquired::CoolingDown { remaining, started } = acquired else {
@@ -74,7 +75,7 @@ impl Notices {
                 identity = %self.lease.owner().identity(),
                 lease = %self.lease.name(),
                 cooldown_ms = remaining.as_millis() as u64,
-                "waiting out a data-loss cooldown this replica did not start; nobody leads until it ends (another replica found redis new or without its data, or redis's clock stepped back past the end of an earlier one)"
+                "waiting out a data-loss cooldown this replica did not start; no term begins until it ends (another replica found redis new or without its data, or redis's clock stepped back past the end of an earlier one)"
             );
         }
     }

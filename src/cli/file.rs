@@ -108,6 +108,11 @@ pub fn command() -> Command {
             // Help names each flag's variable, never its value: one may hold a password.
             let arg = arg.hide_env_values(true);
             if matches!(arg.get_action(), ArgAction::SetTrue) {
+                // A switch whose variable says false is not given: clap would count it present,
+                // in conflict with the flag it turns off (`--leader-label`).
+                let off = arg.get_env().and_then(std::env::var_os);
+                let off = off.is_some_and(|v| parse_switch(&v.to_string_lossy()) == Ok(false));
+                let arg = if off { arg.env(None) } else { arg };
                 arg.value_parser(parse_switch as fn(&str) -> Result<bool, String>)
             } else {
                 arg

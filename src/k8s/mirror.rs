@@ -116,8 +116,10 @@ async fn write(
         (&inner.identity, inner.deployment.as_ref(), &inner.timing);
     let what = |verb: &'static str| move || format!("{verb} lease {name}");
     // When the last renewal was sent (its validity counts from then): while renewals fail, the
-    // mirror says the term is running out, as the Redis lease does.
-    let renewed = leadership.valid_until().saturating_sub(timing.validity());
+    // mirror says the term is running out, as the Redis lease does. A validity cut short for a
+    // fast Redis clock would put it before the acquire.
+    let renewed =
+        (leadership.valid_until().saturating_sub(timing.validity())).max(leadership.acquired_at());
     let duration_seconds =
         i32::try_from(timing.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
     let existing = super::call(what("get"), leases.get_opt(name)).await?;

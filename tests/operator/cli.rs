@@ -100,12 +100,6 @@ fn every_flag_rule_is_refused_with_exit_code_2() {
             &["--http-addr", "8080"],
             "invalid value '8080' for '--http-addr <HTTP_ADDR>'",
         ),
-        // Asked for a leader label and for none: the chart's `--leader-label` and a
-        // `--no-leader-label` of extraArgs ran with none, the leader Service without an endpoint.
-        (
-            &["--leader-label", "example.com/active", "--no-leader-label"],
-            "the argument '--leader-label <LEADER_LABEL>' cannot be used with '--no-leader-label'",
-        ),
         (
             &["--readiness", "always"],
             "invalid value 'always' for '--readiness <READINESS>'",
@@ -403,4 +397,22 @@ fn an_http_address_not_of_this_machine_is_refused() {
         &[],
         "--http-addr `192.0.2.1:8080`: is no address of this machine",
     );
+}
+
+/// Asked for a leader label and for none: the chart's `--leader-label` and a `--no-leader-label`
+/// of extraArgs ran with none, the leader Service without an endpoint; refused. A switch whose
+/// variable says false asks for nothing: `LEASEHOLD_NO_LEADER_LABEL=false` beside
+/// `--leader-label` starts (clap counted the variable as given, in conflict).
+#[test]
+fn a_leader_label_and_no_leader_label_together_are_refused_unless_the_switch_is_false() {
+    let label = ["--leader-label", "example.com/active"];
+    run_refused_not_run(
+        &[&label[..], &["--no-leader-label"]].concat(),
+        "the argument '--leader-label <LEADER_LABEL>' cannot be used with '--no-leader-label'",
+    );
+    let mut run = run_without_redis(&[&label[..], &["--http-addr", "127.0.0.1:0"]].concat());
+    run.env("LEASEHOLD_NO_LEADER_LABEL", "false");
+    let (code, stderr) = exit_within(run, Duration::from_secs(3));
+    assert_eq!(code, None, "refused; stderr:\n{stderr}");
+    assert!(stderr.contains("leasehold starting"), "{stderr}");
 }

@@ -218,14 +218,15 @@ fn a_cooldown_that_a_step_back_revives_is_said_and_is_no_data_loss() {
         (a.is_ready().then_some((&a, &b))).or_else(|| b.is_ready().then_some((&b, &a)))
     });
     leader.wait_events("renewed", 3, 5 * LEASE);
-    std::fs::write(&offset, "-10 x1.0").expect("step the clock back");
+    // Far enough back that the cooldown's end, some seconds ago, lies ahead again.
+    std::fs::write(&offset, "-15 x1.0").expect("step the clock back");
     leader.wait_events(
         "redis's clock stepped back; keys live longer, the term goes on",
         1,
         LEASE,
     );
     // The follower may have said it of the fresh Redis's cooldown, had the leader started it.
-    const WAITING: &str = "waiting out a data-loss cooldown this replica did not start; nobody leads until it ends (another replica found redis new or without its data, or redis's clock stepped back past the end of an earlier one)";
+    const WAITING: &str = "waiting out a data-loss cooldown this replica did not start; no term begins until it ends (another replica found redis new or without its data, or redis's clock stepped back past the end of an earlier one)";
     let before = follower.events(WAITING).len();
     let cooldowns = || follower.metric("leasehold_cooldowns_started_total");
     let started = cooldowns();

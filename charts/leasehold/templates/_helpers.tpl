@@ -392,7 +392,7 @@ first try comes within a retry period. */}}
 {{- $chartFlags = append $chartFlags (regexReplaceAll "=.*$" . "") }}
 {{- end }}
 {{- /* client-go's names, which `leasehold run` takes as aliases. */}}
-{{- $aliases := dict "--leader-elect-resource-name" "--lease-name" "--leader-elect-lease-duration" "--lease-duration" "--leader-elect-renew-deadline" "--renew-deadline" "--leader-elect-retry-period" "--retry-period" }}
+{{- $aliases := dict "--leader-elect-resource-name" "--lease-name" "--leader-elect-lease-duration" "--lease-duration" "--leader-elect-renew-deadline" "--renew-deadline" "--leader-elect-retry-period" "--retry-period" "--leader-elect-resource-namespace" "--namespace" }}
 {{- $given := list }}
 {{- range .Values.extraArgs }}
 {{- $flag := regexReplaceAll "=.*$" . "" }}
