@@ -336,6 +336,10 @@ fn values_that_break_the_election_or_the_roles_bound_are_refused() {
             "extraEnv:\n  - name: LEASEHOLD_NAMESPACE\n    value: other\n",
             "extraEnv: LEASEHOLD_NAMESPACE is the pod's namespace, which the chart gives",
         ),
+        (
+            "extraArgs: [\"--leader-elect-resource-namespace=other\"]\n",
+            "extraArgs: --namespace is the pod's namespace, which the chart gives",
+        ),
         // Kubernetes rounds a percentage up: 67 % of 3 replicas is 3.
         (
             "podDisruptionBudget:\n  minAvailable: 67%\n",
