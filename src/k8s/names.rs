@@ -9,18 +9,23 @@ pub const MAX_OBJECT_NAME_LEN: usize = 253;
 
 /// A DNS label: 1 to 63 characters of `a-z`, `0-9` and `-`, a letter or digit at both ends.
 pub fn is_dns_label(value: &str) -> bool {
+    value.len() <= MAX_NAMESPACE_LEN && is_dns_part(value)
+}
+
+/// A DNS subdomain: at most 253 characters of dot-separated parts, each as a DNS label but of
+/// any length, as Kubernetes has it (a Deployment's name may have a part of 70 characters).
+pub fn is_dns_subdomain(value: &str) -> bool {
+    value.len() <= MAX_OBJECT_NAME_LEN && value.split('.').all(is_dns_part)
+}
+
+/// Characters of `a-z`, `0-9` and `-`, at least one, a letter or digit at both ends.
+fn is_dns_part(value: &str) -> bool {
     !value.is_empty()
-        && value.len() <= MAX_NAMESPACE_LEN
         && value
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !value.starts_with('-')
         && !value.ends_with('-')
-}
-
-/// A DNS subdomain: at most 253 characters of dot-separated DNS labels.
-pub fn is_dns_subdomain(value: &str) -> bool {
-    !value.is_empty() && value.len() <= MAX_OBJECT_NAME_LEN && value.split('.').all(is_dns_label)
 }
 
 /// A label key: an optional DNS-subdomain prefix and `/`, then a name of 1 to 63 characters of
@@ -43,7 +48,7 @@ pub fn is_label_key(key: &str) -> bool {
 pub const LABEL_KEY_RULE: &str = "must be a Kubernetes label key: [prefix/]name, the name 1 to 63 characters of letters, digits, '-', '_' and '.' starting and ending with a letter or digit, the prefix a DNS subdomain";
 
 /// The DNS-subdomain rule in words, for refusals.
-pub const DNS_SUBDOMAIN_RULE: &str = "must be a DNS subdomain: at most 253 characters of dot-separated DNS labels (a-z, 0-9 and '-', starting and ending with a letter or digit)";
+pub const DNS_SUBDOMAIN_RULE: &str = "must be a DNS subdomain: at most 253 characters of dot-separated parts of a-z, 0-9 and '-', each starting and ending with a letter or digit";
 
 /// The DNS-label rule in words, for refusals.
 pub const DNS_LABEL_RULE: &str = "must be a DNS label: 1 to 63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit";
@@ -64,6 +69,9 @@ mod tests {
         assert!(!is_dns_subdomain("leasehold..io"));
         assert!(!is_dns_subdomain("-x.io"));
         assert!(!is_dns_subdomain(&"a.".repeat(127)));
+        // Kubernetes limits a subdomain's length, not its parts' (a label's 63).
+        assert!(is_dns_subdomain(&"x".repeat(70)));
+        assert!(!is_dns_subdomain(&"x".repeat(254)));
     }
 
     #[test]
