@@ -251,6 +251,8 @@ struct Inner {
     handover_annotation: bool,
     /// Terms begun: a former term's label removal stops once a later one begins.
     terms: AtomicU64,
+    /// This pod's uid, read at its first Event without a Deployment.
+    pod_uid: tokio::sync::OnceCell<Option<String>>,
 }
 
 impl Publisher {
@@ -287,6 +289,7 @@ impl Publisher {
                 background: TaskTracker::new(),
                 handover_annotation: true,
                 terms: AtomicU64::new(0),
+                pod_uid: tokio::sync::OnceCell::new(),
             }),
         })
     }
@@ -415,6 +418,18 @@ impl Publisher {
         let _ = tokio::time::timeout(bound, self.inner.background.wait()).await;
     }
 
+    /// This pod's uid, read once (a failed read is tried again at the next Event).
+    async fn pod_uid(&self) -> Option<String> {
+        let inner = &self.inner;
+        let pods: Api<Pod> = Api::namespaced(inner.client.clone(), &inner.namespace);
+        let what = || format!("get pod {}", inner.identity);
+        let uid = inner.pod_uid.get_or_try_init(|| async {
+            let pod = call(what, pods.get_opt(&inner.identity)).await?;
+            Ok::<_, K8sError>(pod.and_then(|p| p.metadata.uid))
+        });
+        uid.await.ok().cloned().flatten()
+    }
+
     /// Records a Normal Event on the Deployment (or this pod when none is known).
     async fn event(&self, reason: &str, note: String) {
         let inner = &self.inner;
@@ -425,6 +440,8 @@ impl Publisher {
                 kind: Some(Pod::kind(&()).into_owned()),
                 name: Some(inner.identity.clone()),
                 namespace: Some(inner.namespace.clone()),
+                // `kubectl describe pod` finds an object's Events by its uid too.
+                uid: self.pod_uid().await,
                 ..ObjectReference::default()
             },
         };

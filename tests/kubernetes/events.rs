@@ -8,7 +8,9 @@ use crate::fixtures::{NS, api_on_a_runtime, deployment_with_pods, member};
 use harness::contenders::{lease, unique_lease};
 use harness::replica::run_to_end;
 use harness::timings::SIX_SECOND_TERM;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use testbed::fake_api::FakeApiServer;
 use testbed::redis_server::RedisServer;
 use testbed::wait::eventually;
@@ -91,10 +93,25 @@ fn a_lock_records_the_end_of_its_term_when_it_ends() {
         ("POD_NAME", "cron-1"),
         ("POD_NAMESPACE", NS),
     ];
+    // The Events are about the lock's pod, by its uid too: `kubectl describe pod` finds an
+    // object's Events by name and uid, and showed none of a reference without the uid.
+    let pod = api.insert(&Pod {
+        metadata: ObjectMeta {
+            name: Some("cron-1".into()),
+            namespace: Some(NS.into()),
+            ..ObjectMeta::default()
+        },
+        ..Pod::default()
+    });
     let (code, _, stderr) = run_to_end(&args, &env);
     assert_eq!(code, 0, "{stderr}");
     let lost = notes(&api, "LeadershipLost");
     assert_eq!(lost.len(), 1, "{lost:?}\n{stderr}");
     assert!(lost[0].ends_with(": work ended"), "{lost:?}");
+    for event in api.list::<Event>(NS) {
+        let about = event.regarding.unwrap_or_default();
+        assert_eq!(about.name.as_deref(), Some("cron-1"), "{about:?}");
+        assert_eq!(about.uid, pod.metadata.uid, "{about:?}");
+    }
     drop(runtime);
 }

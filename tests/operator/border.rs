@@ -30,8 +30,9 @@ const CORE_CEILING: usize = 8_102;
 /// last renewal (22,237), and for a data-loss cooldown that a step back of Redis's clock
 /// revived, waited out in silence (22,258), and for a switch whose variable says false taken
 /// as given, and a mirror's renewal time before its acquire (22,266), and a DNS subdomain whose
-/// parts were held to a label's 63 characters (22,271).
-const CORE_AND_PRODUCT_CEILING: usize = 22_271;
+/// parts were held to a label's 63 characters (22,271), and for Events on the pod without its
+/// uid, which `kubectl describe pod` did not list (22,288).
+const CORE_AND_PRODUCT_CEILING: usize = 22_288;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
