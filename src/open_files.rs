@@ -11,7 +11,7 @@ use nix::sys::resource::{Resource, getrlimit, setrlimit};
 /// Files kept for all but the HTTP connections: Redis, Kubernetes, guard and status files, timers.
 pub const KEPT: u64 = 64;
 
-/// The soft and hard limits leasehold was started with, once [`raise`] changed them.
+/// The soft and hard limits leasehold was started with, once [`raise_to`] changed them.
 static STARTED_WITH: OnceLock<(u64, u64)> = OnceLock::new();
 
 /// The hard limit: as far as the soft one can be raised (`u64::MAX` when it cannot be read,

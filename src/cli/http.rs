@@ -12,7 +12,7 @@ use super::{CliError, parse_socket_addr};
 use crate::http::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_EVENT_STREAMS, Limits, PROBE_RESERVE, ReadinessMode,
 };
-use crate::open_files::KEPT;
+use crate::open_files::{self, KEPT};
 
 const CONNECTIONS_RULE: &str = "must be from 1 to 4096: each connection holds a file and up to 64 KiB of buffers, and the chart's memory limit is 128 MiB";
 const EVENT_STREAMS_RULE: &str = "must be lower than --http-max-connections, so that event streams never take every connection from /leader and /metrics";
@@ -67,12 +67,8 @@ impl HttpArgs {
     /// The limits on what clients may hold, refused when out of their bounds or of the files
     /// this process may open.
     pub(super) fn limits(&self) -> Result<Limits, CliError> {
-        let files = crate::open_files::hard();
-        limits(
-            self.http_max_connections,
-            self.http_max_event_streams,
-            files,
-        )
+        let (connections, streams) = (self.http_max_connections, self.http_max_event_streams);
+        limits(connections, streams, open_files::hard())
     }
 }
 

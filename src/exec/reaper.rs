@@ -50,8 +50,8 @@ fn spawn_locked(
     // The open-files limit leasehold raised for itself goes back to the one it was started with
     // (open_files.rs).
     if let Some((soft, hard)) = crate::open_files::started_with() {
-        // SAFETY: setrlimit is async-signal-safe and touches no memory of the parent; it runs
-        // in the forked child before exec.
+        // SAFETY: runs in the forked child before exec; setrlimit is one prlimit64 system call
+        // on glibc and musl, which neither allocates nor takes a lock, even on its error path.
         unsafe {
             command.pre_exec(move || Ok(setrlimit(Resource::RLIMIT_NOFILE, soft, hard)?));
         }

@@ -185,8 +185,11 @@ async fn the_lease_mirror_shows_the_last_renewal_not_the_last_write() {
     let mut status = a.status();
     // Every mirror written until the step-down, looked at as it lands.
     let mut latest = None;
+    // At the renew deadline, 4 s after the cut; bounded, should it never come.
     let stepped_down = async {
-        let _ = status.wait_for(|s| s.last_step_down.is_some()).await;
+        let stepped = status.wait_for(|s| s.last_step_down.is_some());
+        let stepped = tokio::time::timeout(Duration::from_secs(15), stepped).await;
+        assert!(stepped.is_ok(), "no step-down within 15 s of the cut");
     };
     tokio::pin!(stepped_down);
     loop {

@@ -31,8 +31,9 @@ const CORE_CEILING: usize = 8_102;
 /// revived, waited out in silence (22,258), and for a switch whose variable says false taken
 /// as given, and a mirror's renewal time before its acquire (22,266), and a DNS subdomain whose
 /// parts were held to a label's 63 characters (22,271), and for Events on the pod without its
-/// uid, which `kubectl describe pod` did not list (22,288).
-const CORE_AND_PRODUCT_CEILING: usize = 22_288;
+/// uid, which `kubectl describe pod` did not list (22,288), lowered as the HTTP limits read the
+/// open-files limit in one line (22,284).
+const CORE_AND_PRODUCT_CEILING: usize = 22_284;
 
 /// The longest a Rust file may be, tests included: one concept per file.
 const MAX_FILE_LINES: usize = 500;
