@@ -132,6 +132,15 @@ fn without_a_cluster_the_kubernetes_parts_are_off_with_one_log_line() {
     assert_eq!(start[0]["kubernetes"], false);
 }
 
+/// The `message` events a replica with a command and `args` logged by the time it said it
+/// started (the start's warnings come before).
+fn said_at_start(redis: &RedisServer, args: &[&str], message: &str) -> Vec<serde_json::Value> {
+    let lease = unique_lease("said-at-start");
+    let a = Replica::spawn(&redis.url(), &lease, "a", args, &["sleep", "100"]);
+    a.wait_events("leasehold starting", 1, Duration::from_secs(10));
+    a.events(message)
+}
+
 /// A grace period longer than a term's validity less 100 ms is never given at a step-down: the
 /// command is SIGKILLed 100 ms before the validity deadline, at most a validity after the last
 /// renewal. It is said at start, with both values; a shorter one is not. (It was cut short in
@@ -144,16 +153,8 @@ fn a_grace_period_longer_than_a_term_is_said_at_start() {
     for (grace, said) in [("5s", true), ("1400ms", true), ("1s", false)] {
         let mut args = fast();
         args.extend(["--grace-period", grace]);
-        let a = Replica::spawn(
-            &redis.url(),
-            &unique_lease("grace"),
-            "a",
-            &args,
-            &["sleep", "100"],
-        );
-        a.wait_events("leasehold starting", 1, Duration::from_secs(10));
-        let events = a.events(LONGER);
-        assert_eq!(events.len(), usize::from(said), "{grace}: {}", a.log_text());
+        let events = said_at_start(&redis, &args, LONGER);
+        assert_eq!(events.len(), usize::from(said), "{grace}: {events:?}");
         if said {
             assert_eq!(events[0]["at_most_ms"], 1383, "{}", events[0]);
             assert_eq!(events[0]["level"], "WARN", "{}", events[0]);
@@ -179,21 +180,8 @@ fn a_renew_deadline_that_leaves_the_command_no_sigterm_is_said_at_start() {
             "--retry-period",
             "500ms",
         ];
-        let a = Replica::spawn(
-            &redis.url(),
-            &unique_lease("no-sigterm"),
-            "a",
-            &args,
-            &["sleep", "100"],
-        );
-        a.wait_events("leasehold starting", 1, Duration::from_secs(10));
-        let events = a.events(NONE_LEFT);
-        assert_eq!(
-            events.len(),
-            usize::from(said),
-            "{deadline}: {}",
-            a.log_text()
-        );
+        let events = said_at_start(&redis, &args, NONE_LEFT);
+        assert_eq!(events.len(), usize::from(said), "{deadline}: {events:?}");
         if said {
             assert_eq!(events[0]["validity_ms"], 2968, "{}", events[0]);
             assert_eq!(
